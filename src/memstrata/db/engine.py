@@ -1,0 +1,60 @@
+"""Engine and session helpers, and the pgvector precondition check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from memstrata.errors import DatabaseSetupError, PgvectorMissingError
+
+PGVECTOR_HINT = (
+    "install pgvector on that server (https://github.com/pgvector/pgvector#installation), "
+    "or unset MEMSTRATA_DATABASE_URL to use the embedded PostgreSQL that ships with it"
+)
+
+
+def make_engine(url: str, pool_size: int = 5) -> Engine:
+    return create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any exception."""
+    with factory() as session, session.begin():
+        yield session
+
+
+def describe(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def check_pgvector(engine: Engine) -> str:
+    """Return the installed pgvector version, or fail loudly (spec: startup must fail)."""
+    try:
+        with engine.connect() as conn:
+            installed = conn.execute(
+                text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            ).scalar()
+            if installed is not None:
+                return str(installed)
+            available = conn.execute(
+                text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+            ).scalar()
+    except OperationalError as exc:
+        raise DatabaseSetupError(f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}") from exc
+    if available is None:
+        raise PgvectorMissingError(
+            f"the pgvector extension is not available on {describe(engine)}; {PGVECTOR_HINT}"
+        )
+    raise PgvectorMissingError(
+        f"the pgvector extension is available but not created on {describe(engine)}; "
+        "run `memstrata db upgrade` (it runs CREATE EXTENSION vector)"
+    )

@@ -1,0 +1,111 @@
+"""The spec's tables (section 2), plus the few columns later features need.
+
+Additions beyond the spec, and why:
+- unique ``(user_id, file_type)`` / ``(user_id, skill_name)``: one row per file / skill.
+- ``memory_embeddings.content_hash``: unchanged text is never re-embedded.
+- ``memory_embeddings.embedding_model`` / ``embedding_dim``: which model produced a vector
+  and its native length before padding, so a model change is detectable.
+- ``memory_embeddings.source_ids``: the conversation turns a row came from.
+- unique ``(user_id, file_path, chunk_index)``: re-indexing the same turn is idempotent.
+- table ``memory_index_state``: a per-user generation counter bumped with every change
+  to a user's rows, so in-memory search indexes in any process can tell they are stale.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from memstrata.config import STORED_VECTOR_DIM
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class UserMemory(Base):
+    __tablename__ = "user_memory"
+    __table_args__ = (UniqueConstraint("user_id", "file_type", name="uq_user_memory_user_file"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(100), nullable=False, index=True)
+    file_type: Mapped[str] = mapped_column(String(20), nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False, default=1, server_default="1")
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True),
+        nullable=False,
+        default=func.now(),
+        server_default=func.now(),
+        onupdate=func.now(),
+    )
+
+
+class MemoryEmbedding(Base):
+    __tablename__ = "memory_embeddings"
+    __table_args__ = (
+        Index(
+            "uq_memory_embeddings_user_path_chunk",
+            "user_id",
+            "file_path",
+            "chunk_index",
+            unique=True,
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(100), nullable=False, index=True)
+    file_path: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    chunk_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    chunk_text: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[Any] = mapped_column(Vector(STORED_VECTOR_DIM), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, default=func.now(), server_default=func.now()
+    )
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False, server_default="")
+    embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    embedding_dim: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    source_ids: Mapped[list[str] | None] = mapped_column(JSONB, nullable=True)
+
+
+class UserSkillConfig(Base):
+    __tablename__ = "user_skill_configs"
+    __table_args__ = (
+        UniqueConstraint("user_id", "skill_name", name="uq_user_skill_configs_user_skill"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(100), nullable=False, index=True)
+    skill_name: Mapped[str] = mapped_column(String(100), nullable=False)
+    enabled: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=True, server_default="true"
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True),
+        nullable=False,
+        default=func.now(),
+        server_default=func.now(),
+        onupdate=func.now(),
+    )
+
+
+class MemoryIndexState(Base):
+    __tablename__ = "memory_index_state"
+
+    user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")

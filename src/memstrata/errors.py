@@ -1,0 +1,83 @@
+"""Domain exceptions: one small hierarchy that every transport maps in one place.
+
+The spec fixes two base types: an invalid file type is a ``ValueError`` (HTTP 400) and a
+version conflict is a ``RuntimeError`` (HTTP 409). Subclassing them keeps callers that
+catch the builtin types working.
+"""
+
+from __future__ import annotations
+
+
+class MemstrataError(Exception):
+    """Base of every error memstrata raises on purpose."""
+
+
+class InvalidFileTypeError(MemstrataError, ValueError):
+    """The file name / kind is not one of user, soul, memory (spec: 无效的文件名)."""
+
+
+class InvalidContentError(MemstrataError, ValueError):
+    """Content that can never be stored (NUL characters, not text)."""
+
+
+class ContentTooLargeError(InvalidContentError):
+    """Content over the configured ``max_content_bytes``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"content is {size} bytes, over the limit of {limit} bytes "
+            "(raise MEMSTRATA_MAX_CONTENT_BYTES to allow more)"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class VersionConflictError(MemstrataError, RuntimeError):
+    """The caller's expected version is not the stored one (spec: RuntimeError -> 409)."""
+
+    def __init__(self, user_id: str, file_type: str, expected: int, actual: int | None) -> None:
+        actual_text = "no row yet" if actual is None else f"version {actual}"
+        super().__init__(
+            f"version conflict on {file_type}: expected version {expected}, found {actual_text}; "
+            "reload the file and apply your change again"
+        )
+        self.user_id = user_id
+        self.file_type = file_type
+        self.expected = expected
+        self.actual = actual
+
+
+class InvalidUserIdError(MemstrataError, ValueError):
+    """A user id that is empty, too long (> 100 characters) or not text."""
+
+
+class DatabaseSetupError(MemstrataError, RuntimeError):
+    """The database cannot be used: unreachable, or the pgvector extension is missing."""
+
+
+class PgvectorMissingError(DatabaseSetupError):
+    """pgvector is not installed on the PostgreSQL server (spec: startup/migration fails)."""
+
+
+class VectorDimensionError(MemstrataError, ValueError):
+    """A vector longer than the stored 2560 dimensions."""
+
+
+class EmbeddingError(MemstrataError, RuntimeError):
+    """The embedding API failed; callers degrade to BM25 and log a warning."""
+
+
+class SandboxError(MemstrataError, RuntimeError):
+    """A sandbox read/write failed; sync logs a warning and never blocks the DB write."""
+
+
+class SandboxPathError(SandboxError, ValueError):
+    """A path that escapes the sandbox (``..``, absolute, or a symlink pointing out)."""
+
+
+class ProtectedFileError(MemstrataError, PermissionError):
+    """A controlled tool tried to write the platform-managed root AGENTS.md."""
+
+
+class UnknownSkillError(MemstrataError, LookupError):
+    """No discovered skill has this name (HTTP 404)."""

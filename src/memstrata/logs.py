@@ -1,0 +1,69 @@
+"""Structured logging on the standard library: one JSON object per line.
+
+Call sites use ``log_event(logger, "sync.push", user_id=..., result="ok")`` so the event
+name and its fields stay machine-readable; the formatter is installed once by each entry
+point (CLI, server), never at import.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+_FIELDS_ATTR = "memstrata_fields"
+
+
+def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log ``event`` with structured ``fields`` (kept as attributes for tests and JSON)."""
+    if logger.isEnabledFor(level):
+        logger.log(level, event, extra={_FIELDS_ATTR: {"event": event, **fields}})
+
+
+def event_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The structured fields of a record written by :func:`log_event` (empty otherwise)."""
+    fields = getattr(record, _FIELDS_ATTR, None)
+    return dict(fields) if isinstance(fields, dict) else {}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = event_fields(record)
+        if fields:
+            payload.update(fields)
+        else:
+            payload["event"] = record.getMessage()
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = event_fields(record)
+        head = f"{record.levelname.lower():7s} {record.name}: {record.getMessage()}"
+        extras = " ".join(f"{k}={v}" for k, v in fields.items() if k != "event")
+        text = f"{head} {extras}".rstrip()
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
+    """Install one stderr handler on the ``memstrata`` logger (idempotent)."""
+    logger = logging.getLogger("memstrata")
+    logger.setLevel(level.upper())
+    for handler in list(logger.handlers):
+        if getattr(handler, "_memstrata", False):
+            logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
+    handler._memstrata = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)

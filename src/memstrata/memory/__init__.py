@@ -1,0 +1,1 @@
+"""Memory files: kinds, templates, and the DB-backed store (the source of truth)."""

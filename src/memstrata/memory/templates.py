@@ -1,0 +1,44 @@
+"""Memory-file templates (``docs/sandbox_template/``), YAML frontmatter stripped."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from memstrata.memory.kinds import FileKind
+
+_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?:.*?\r?\n)?---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+
+
+def strip_frontmatter(text: str) -> str:
+    """Remove a leading ``---`` … ``---`` block; text without one is returned unchanged."""
+    return _FRONTMATTER.sub("", text, count=1).lstrip("\r\n")
+
+
+def default_template_dir() -> Path:
+    """The repository's docs/sandbox_template, or the copy packaged into the wheel."""
+    here = Path(__file__).resolve()
+    repo_docs = here.parents[3] / "docs" / "sandbox_template"
+    if repo_docs.is_dir():
+        return repo_docs
+    return here.parent / "sandbox_template"
+
+
+@dataclass(frozen=True)
+class TemplateSet:
+    directory: Path
+
+    def load(self, kind: FileKind) -> str:
+        path = self.directory / kind.filename
+        try:
+            return strip_frontmatter(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"template {kind.filename} is missing from {self.directory}; "
+                "set MEMSTRATA_TEMPLATE_DIR to a directory with SOUL.md, USER.md, MEMORY.md "
+                "and AGENTS.md"
+            ) from exc
+
+    def agents_md(self) -> str:
+        return self.load(FileKind.AGENTS)

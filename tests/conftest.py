@@ -1,0 +1,67 @@
+"""Shared fixtures: one real embedded PostgreSQL + pgvector per test session.
+
+Tables are truncated before every test that asks for ``db`` so no data leaks between
+tests. Nothing here is mocked; fault-injection fakes live beside the tests that use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.db.embedded import EmbeddedPostgres
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet, default_template_dir
+
+TABLES = ("user_memory", "memory_embeddings", "user_skill_configs", "memory_index_state")
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"), database="memstrata_test")
+    url = server.start()
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def database(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    settings = Settings(
+        environment="test", database_url=pg_url, data_dir=tmp_path_factory.mktemp("data")
+    )
+    db = Database.open(settings)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def db(database: Database) -> Database:
+    with database.engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    return database
+
+
+@pytest.fixture
+def settings(pg_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        environment="test",
+        database_url=pg_url,
+        data_dir=tmp_path / "data",
+        sandbox_root=tmp_path / "sandboxes",
+        jwt_secret="test-secret-that-is-long-enough-0123456789",
+    )
+
+
+@pytest.fixture
+def templates() -> TemplateSet:
+    return TemplateSet(default_template_dir())
+
+
+@pytest.fixture
+def store(db: Database, templates: TemplateSet) -> MemoryStore:
+    return MemoryStore(db.sessions, templates, max_content_bytes=256 * 1024)

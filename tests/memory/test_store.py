@@ -1,0 +1,210 @@
+"""Memory-file store on a real PostgreSQL: versions, optimistic locking, limits, provisioning."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.errors import (
+    ContentTooLargeError,
+    InvalidContentError,
+    InvalidFileTypeError,
+    InvalidUserIdError,
+    VersionConflictError,
+)
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet
+
+
+def test_insert_then_update_bumps_version_by_one(store: MemoryStore) -> None:
+    first = store.upsert_memory_file("alice", "user", "v1")
+    assert (first.version, first.file_type, first.content) == (1, "user_md", "v1")
+    second = store.upsert_memory_file("alice", "user", "v2")
+    assert second.version == 2
+    got = store.get_memory_file("alice", "user")
+    assert got is not None and (got.content, got.version) == ("v2", 2)
+
+
+def test_kinds_map_to_file_types(store: MemoryStore) -> None:
+    for name, file_type in (("user", "user_md"), ("soul", "soul_md"), ("memory", "memory_md")):
+        assert store.upsert_memory_file("bob", name, name).file_type == file_type
+
+
+@pytest.mark.parametrize("bad", ["agents", "agents_md", "AGENTS.md", "tools", "", "user "])
+def test_invalid_or_legacy_kind_is_value_error(store: MemoryStore, bad: str) -> None:
+    if bad == "user ":  # surrounding whitespace is tolerated, not a different kind
+        assert store.upsert_memory_file("u", bad, "x").kind is FileKind.USER
+        return
+    with pytest.raises(ValueError, match="无效的文件名"):
+        store.upsert_memory_file("u", bad, "x")
+    assert store.get_memory_file("u", "user") is None
+
+
+def test_legacy_agents_rows_are_readable_but_never_written(
+    store: MemoryStore, db: Database
+) -> None:
+    with db.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO user_memory (user_id, file_type, content) VALUES ('old', 'agents_md', 'legacy')")
+        )
+    legacy = store.get_memory_file("old", "agents")
+    assert legacy is not None and legacy.content == "legacy" and legacy.kind is FileKind.AGENTS
+    with pytest.raises(InvalidFileTypeError):
+        store.upsert_memory_file("old", "agents", "new")
+    again = store.get_memory_file("old", "agents")
+    assert again is not None and again.content == "legacy"
+
+
+def test_get_unknown_kind_raises(store: MemoryStore) -> None:
+    with pytest.raises(ValueError):
+        store.get_memory_file("u", "tools")
+
+
+def test_expected_version_match_and_mismatch(store: MemoryStore) -> None:
+    store.upsert_memory_file("c", "memory", "a")
+    ok = store.upsert_memory_file("c", "memory", "b", expected_version=1)
+    assert ok.version == 2
+    with pytest.raises(VersionConflictError) as info:
+        store.upsert_memory_file("c", "memory", "stale", expected_version=1)
+    assert isinstance(info.value, RuntimeError)
+    assert (info.value.expected, info.value.actual) == (1, 2)
+    current = store.get_memory_file("c", "memory")
+    assert current is not None and (current.content, current.version) == ("b", 2)
+
+
+def test_expected_version_on_missing_row(store: MemoryStore) -> None:
+    with pytest.raises(VersionConflictError) as info:
+        store.upsert_memory_file("new", "user", "x", expected_version=3)
+    assert info.value.actual is None
+    created = store.upsert_memory_file("new", "user", "x", expected_version=0)
+    assert created.version == 1
+    with pytest.raises(VersionConflictError):
+        store.upsert_memory_file("new", "user", "y", expected_version=0)
+
+
+def test_concurrent_writers_exactly_one_wins(store: MemoryStore) -> None:
+    store.upsert_memory_file("race", "user", "start")
+    writers = 24
+    barrier = threading.Barrier(writers)
+
+    def write(i: int) -> str:
+        barrier.wait()
+        try:
+            store.upsert_memory_file("race", "user", f"writer {i}", expected_version=1)
+            return f"won {i}"
+        except VersionConflictError:
+            return "conflict"
+
+    with ThreadPoolExecutor(max_workers=writers) as pool:
+        results = list(pool.map(write, range(writers)))
+    winners = [r for r in results if r.startswith("won")]
+    assert len(winners) == 1
+    assert results.count("conflict") == writers - 1
+    final = store.get_memory_file("race", "user")
+    assert final is not None and final.version == 2
+    assert final.content == "writer " + winners[0].split()[1]
+
+
+def test_concurrent_unconditional_writers_lose_no_increment(store: MemoryStore) -> None:
+    writers = 20
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        versions = sorted(pool.map(lambda i: store.upsert_memory_file("inc", "memory", str(i)).version, range(writers)))
+    assert versions == list(range(1, writers + 1))
+
+
+def test_content_limits(db: Database, templates: TemplateSet) -> None:
+    small = MemoryStore(db.sessions, templates, max_content_bytes=10)
+    assert small.upsert_memory_file("lim", "user", "0123456789").version == 1
+    with pytest.raises(ContentTooLargeError, match="over the limit of 10 bytes"):
+        small.upsert_memory_file("lim", "user", "01234567890")
+    with pytest.raises(ContentTooLargeError):  # 4 chars, 12 bytes: the limit is in bytes
+        small.upsert_memory_file("lim", "user", "记忆记忆")
+    with pytest.raises(InvalidContentError, match="NUL"):
+        small.upsert_memory_file("lim", "user", "a\x00b")
+    with pytest.raises(InvalidContentError):
+        small.upsert_memory_file("lim", "user", "\ud800")
+    with pytest.raises(InvalidContentError):
+        small.upsert_memory_file("lim", "user", 42)  # type: ignore[arg-type]
+    kept = small.get_memory_file("lim", "user")
+    assert kept is not None and (kept.content, kept.version) == ("0123456789", 1)
+
+
+def test_default_limit_is_256_kib(store: MemoryStore) -> None:
+    assert store.upsert_memory_file("big", "memory", "a" * 256 * 1024).version == 1
+    with pytest.raises(ContentTooLargeError):
+        store.upsert_memory_file("big", "memory", "a" * (256 * 1024 + 1))
+
+
+def test_unicode_is_byte_exact(store: MemoryStore) -> None:
+    content = "喜欢喝乌龙茶 🍵\r\n  trailing spaces  \n\tتبويب\n\u200b零宽\n"
+    store.upsert_memory_file("uni", "user", content)
+    got = store.get_memory_file("uni", "user")
+    assert got is not None and got.content == content
+
+
+def test_empty_content_is_allowed(store: MemoryStore) -> None:
+    assert store.upsert_memory_file("e", "memory", "").content == ""
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 101, "a\x00b"])
+def test_bad_user_ids(store: MemoryStore, bad: str) -> None:
+    with pytest.raises(InvalidUserIdError):
+        store.upsert_memory_file(bad, "user", "x")
+    with pytest.raises(InvalidUserIdError):
+        store.provision_default_files(bad)
+
+
+def test_skip_unchanged_keeps_version(store: MemoryStore) -> None:
+    store.upsert_memory_file("s", "user", "same")
+    same = store.upsert_memory_file("s", "user", "same", skip_unchanged=True)
+    assert (same.version, same.changed) == (1, False)
+    changed = store.upsert_memory_file("s", "user", "different", skip_unchanged=True)
+    assert (changed.version, changed.changed) == (2, True)
+
+
+def test_users_are_isolated(store: MemoryStore) -> None:
+    store.upsert_memory_file("u1", "user", "secret of u1")
+    assert store.get_memory_file("u2", "user") is None
+    store.upsert_memory_file("u2", "user", "u2")
+    got = store.get_memory_file("u1", "user")
+    assert got is not None and got.content == "secret of u1" and got.version == 1
+
+
+def test_provision_from_templates_is_idempotent(
+    store: MemoryStore, templates: TemplateSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="memstrata")
+    created = store.provision_default_files("newbie")
+    assert created == [FileKind.SOUL, FileKind.USER, FileKind.MEMORY]
+    soul = store.get_memory_file("newbie", "soul")
+    assert soul is not None and soul.content == templates.load(FileKind.SOUL)
+    assert not soul.content.startswith("---")
+    assert soul.content.startswith("# SOUL.md")
+    assert [r for r in caplog.records if r.getMessage() == "memory.user.initialised"]
+    store.upsert_memory_file("newbie", "user", "edited")
+    assert store.provision_default_files("newbie") == []
+    user = store.get_memory_file("newbie", "user")
+    assert user is not None and (user.content, user.version) == ("edited", 2)
+    assert store.get_memory_file("newbie", "agents") is None  # AGENTS.md is never stored
+
+
+def test_provision_concurrently(store: MemoryStore, db: Database) -> None:
+    barrier = threading.Barrier(12)
+
+    def provision(_: int) -> int:
+        barrier.wait()
+        return len(store.provision_default_files("crowd"))
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        created = list(pool.map(provision, range(12)))
+    assert sum(created) == 3
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT file_type, version FROM user_memory WHERE user_id='crowd' ORDER BY 1")
+        ).all()
+    assert [tuple(r) for r in rows] == [("memory_md", 1), ("soul_md", 1), ("user_md", 1)]
