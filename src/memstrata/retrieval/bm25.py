@@ -1,0 +1,210 @@
+"""Okapi BM25 with Lucene's idf, as a reference function and an incremental index.
+
+    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    score(q, d) = sum over query tokens t of
+                  idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+
+Lucene's idf never goes negative, so a term in most of a user's turns still counts a little
+instead of pushing documents down. A token repeated in the query contributes once per
+occurrence, as in bm25s (and a Lucene boolean query with a repeated clause); pass
+``list(dict.fromkeys(tokens))`` to weigh each distinct token once. The ``(k1 + 1)`` factor
+is the classic Okapi numerator: bm25s and Lucene 8+ drop it, which scales every score by
+the constant ``1 / (k1 + 1)`` and changes no ranking.
+
+``BM25Index`` holds one user's chunks in memory. Queries must be fast at tens of thousands
+of chunks and adds happen on every indexed turn, so nothing is precomputed that depends on
+N or avgdl: the index stores raw term frequencies in per-term postings and applies the
+formula at query time with numpy, which keeps scores identical to a from-scratch
+computation over the live documents however they were added or removed.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["K1", "B", "BM25Index", "bm25_scores"]
+
+K1 = 1.2
+B = 0.75
+
+K = TypeVar("K", bound=Hashable)
+
+# Compact once dead slots outnumber live ones (and there are enough to be worth it), so
+# removal stays O(document length) amortised and postings never exceed twice the live data.
+_MIN_DEAD_TO_COMPACT = 256
+
+
+def _idf(df: int, n_docs: int) -> float:
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def bm25_scores(
+    query_tokens: Sequence[str],
+    docs_tokens: Sequence[Sequence[str]],
+    *,
+    k1: float = K1,
+    b: float = B,
+) -> list[float]:
+    """Score every document in plain Python; the reference ``BM25Index`` is tested against."""
+    n_docs = len(docs_tokens)
+    if n_docs == 0:
+        return []
+    total_length = sum(len(doc) for doc in docs_tokens)
+    if total_length == 0:
+        return [0.0] * n_docs
+    avgdl = total_length / n_docs
+    tfs = [Counter(doc) for doc in docs_tokens]
+    scores = [0.0] * n_docs
+    for term in query_tokens:
+        df = sum(1 for tf in tfs if term in tf)
+        if df == 0:
+            continue
+        idf = _idf(df, n_docs)
+        for i, (tf, doc) in enumerate(zip(tfs, docs_tokens, strict=True)):
+            f = tf.get(term, 0)
+            if f:
+                scores[i] += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(doc) / avgdl))
+    return scores
+
+
+class _Postings:
+    """Slots and term frequencies of the documents containing one term, in slot order."""
+
+    __slots__ = ("df", "slots", "tfs")
+
+    def __init__(self) -> None:
+        self.slots = array("i")
+        self.tfs = array("i")
+        self.df = 0  # live documents only; ``slots`` may still list dead ones
+
+
+class BM25Index(Generic[K]):
+    """An incremental BM25 index over documents identified by hashable keys.
+
+    Not thread-safe: callers serialise access (one index per user makes that natural).
+    """
+
+    def __init__(self, *, k1: float = K1, b: float = B) -> None:
+        self.k1 = k1
+        self.b = b
+        self._postings: dict[str, _Postings] = {}
+        self._slot_of: dict[K, int] = {}
+        self._keys: list[K | None] = []  # by slot; None once removed
+        self._terms: list[tuple[str, ...]] = []  # distinct terms by slot, to undo df
+        self._lengths: npt.NDArray[np.float64] = np.zeros(64)
+        self._alive: npt.NDArray[np.bool_] = np.zeros(64, dtype=bool)
+        self._total_length = 0  # over live documents, exact
+        self._dead = 0
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slot_of
+
+    def add(self, key: K, tokens: Iterable[str]) -> None:
+        """Index ``tokens`` under ``key``, replacing (and re-ordering) any earlier document."""
+        if key in self._slot_of:
+            self.remove(key)
+        slot = len(self._keys)
+        counts = Counter(tokens)
+        length = sum(counts.values())
+        if slot == len(self._lengths):
+            self._lengths = np.concatenate([self._lengths, np.zeros(slot)])
+            self._alive = np.concatenate([self._alive, np.zeros(slot, dtype=bool)])
+        self._lengths[slot] = length
+        self._alive[slot] = True
+        self._total_length += length
+        self._keys.append(key)
+        self._terms.append(tuple(counts))
+        self._slot_of[key] = slot
+        postings = self._postings
+        for term, tf in counts.items():
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = _Postings()
+            entry.slots.append(slot)
+            entry.tfs.append(tf)
+            entry.df += 1
+
+    def remove(self, key: K) -> None:
+        """Forget ``key``; raises ``KeyError`` if it is not indexed."""
+        slot = self._slot_of.pop(key)
+        self._keys[slot] = None
+        self._alive[slot] = False
+        self._total_length -= int(self._lengths[slot])
+        for term in self._terms[slot]:
+            entry = self._postings[term]
+            entry.df -= 1
+            if entry.df == 0:
+                del self._postings[term]  # every slot left in it is dead
+        self._terms[slot] = ()
+        self._dead += 1
+        if self._dead >= _MIN_DEAD_TO_COMPACT and self._dead > len(self._slot_of):
+            self._compact()
+
+    def top_n(self, query_tokens: Iterable[str], n: int) -> list[tuple[K, float]]:
+        """The ``n`` best documents with a positive score, best first; equal scores keep
+        insertion order so results are reproducible."""
+        n_docs = len(self._slot_of)
+        if n <= 0 or n_docs == 0 or self._total_length == 0:
+            return []
+        n_slots = len(self._keys)
+        k1, b = self.k1, self.b
+        lengths = self._lengths[:n_slots]
+        norm = k1 * (1.0 - b) + (k1 * b * n_docs / self._total_length) * lengths
+        scores = np.zeros(n_slots)
+        for term, query_tf in Counter(query_tokens).items():
+            entry = self._postings.get(term)
+            if entry is None:
+                continue
+            # Copies, not np.frombuffer views: a live view would stop array.append resizing.
+            slots = np.array(entry.slots, dtype=np.intc)
+            tfs = np.array(entry.tfs, dtype=np.float64)
+            weight = query_tf * _idf(entry.df, n_docs) * (k1 + 1.0)
+            scores[slots] += weight * tfs / (tfs + norm[slots])
+        if self._dead:
+            scores[~self._alive[:n_slots]] = 0.0
+        return self._best(scores, n)
+
+    def _best(self, scores: npt.NDArray[np.float64], n: int) -> list[tuple[K, float]]:
+        hits = np.flatnonzero(scores > 0.0)
+        if len(hits) > n:
+            values = scores[hits]
+            nth_best = np.partition(values, len(values) - n)[len(values) - n]
+            hits = hits[values >= nth_best]  # ties at the cut-off are settled below
+        order = np.lexsort((hits, -scores[hits]))[:n]
+        keys = self._keys
+        result: list[tuple[K, float]] = []
+        for slot in hits[order].tolist():
+            key = keys[slot]
+            assert key is not None
+            result.append((key, float(scores[slot])))
+        return result
+
+    def _compact(self) -> None:
+        """Drop dead slots, renumbering live ones in their original (insertion) order."""
+        live = np.flatnonzero(self._alive[: len(self._keys)])
+        new_slot = np.full(len(self._keys), -1, dtype=np.intc)
+        new_slot[live] = np.arange(len(live), dtype=np.intc)
+        for entry in self._postings.values():
+            renumbered = new_slot[np.array(entry.slots, dtype=np.intc)]
+            keep = renumbered >= 0
+            tfs = np.array(entry.tfs, dtype=np.intc)[keep]
+            slots = renumbered[keep]
+            entry.slots = array("i", slots.tobytes())
+            entry.tfs = array("i", tfs.tobytes())
+        self._keys = [self._keys[slot] for slot in live.tolist()]
+        self._terms = [self._terms[slot] for slot in live.tolist()]
+        spare = max(64, len(live))
+        self._lengths = np.concatenate([self._lengths[live], np.zeros(spare)])
+        self._alive = np.concatenate([np.ones(len(live), dtype=bool), np.zeros(spare, dtype=bool)])
+        self._slot_of = {key: slot for slot, key in enumerate(self._keys) if key is not None}
+        self._dead = 0

@@ -1,0 +1,164 @@
+"""Split memory text into chunks of at most ``max_tokens`` for indexing and embedding.
+
+Paragraphs are the natural unit of a memory file (one fact or one dated entry each), so
+blank lines are the primary boundary and small neighbouring paragraphs are packed together:
+fewer, fuller chunks mean fewer embedding calls and BM25 documents with useful length. A
+paragraph that is too long falls back to sentence boundaries, and a sentence that is still
+too long is cut by tokens, preferring the last whitespace so words survive when possible.
+
+Two guarantees the indexer relies on: no chunk exceeds ``max_tokens`` under ``count``, and
+no non-whitespace character is lost or reordered (only whitespace at chunk edges and the
+blank lines between merged paragraphs are normalised). ``count`` must be monotone over
+prefixes (``count(s[:i]) <= count(s)``), which ``count_tokens`` guarantees, because the
+hard split binary-searches on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from memstrata.retrieval.tokenize import count_tokens
+
+__all__ = ["chunk_text"]
+
+# A line containing only whitespace also ends a paragraph.
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")
+
+# Where a sentence ends: Latin terminators only before whitespace (so "3.14" and "e.g.x"
+# stay whole), CJK terminators anywhere, either optionally followed by closing quotes or
+# brackets; and any line break inside a paragraph.
+_SENTENCE_END = re.compile(r"(?:[.!?]+[\"'”’」』)）\]]*(?=\s|$))|(?:[。！？]+[\"'”’」』)）\]]*)|\n")
+
+_WHITESPACE = re.compile(r"\s+")
+
+Span = tuple[int, int]
+TokenCounter = Callable[[str], int]
+
+
+def chunk_text(text: str, max_tokens: int = 512, count: TokenCounter = count_tokens) -> list[str]:
+    """Chunk ``text`` (see the module docstring); whitespace-only input gives ``[]``."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    chunks: list[str] = []
+    pending: str | None = None  # small paragraphs being merged
+    for para in _paragraphs(text):
+        if count(para) > max_tokens:
+            if pending is not None:
+                chunks.append(pending)
+                pending = None
+            chunks.extend(_split_paragraph(para, max_tokens, count))
+        elif pending is None:
+            pending = para
+        else:
+            merged = f"{pending}\n\n{para}"
+            if count(merged) <= max_tokens:
+                pending = merged
+            else:
+                chunks.append(pending)
+                pending = para
+    if pending is not None:
+        chunks.append(pending)
+    return chunks
+
+
+def _paragraphs(text: str) -> Iterator[str]:
+    for part in _BLANK_LINE.split(text):
+        stripped = part.strip()
+        if stripped:
+            yield stripped
+
+
+def _split_paragraph(para: str, max_tokens: int, count: TokenCounter) -> list[str]:
+    """Pack whole sentences greedily, keeping the paragraph's own spacing between them."""
+    chunks: list[str] = []
+    current: Span | None = None
+    for sentence in _sentence_spans(para):
+        if current is not None:
+            candidate = (current[0], sentence[1])
+            if count(para[candidate[0] : candidate[1]]) <= max_tokens:
+                current = candidate
+                continue
+            chunks.append(para[current[0] : current[1]])
+            current = None
+        if count(para[sentence[0] : sentence[1]]) <= max_tokens:
+            current = sentence
+            continue
+        pieces = _hard_split(para, sentence, max_tokens, count)
+        chunks.extend(para[start:end] for start, end in pieces[:-1])
+        current = pieces[-1]  # the tail may still share a chunk with the next sentence
+    if current is not None:
+        chunks.append(para[current[0] : current[1]])
+    return chunks
+
+
+def _sentence_spans(para: str) -> Iterator[Span]:
+    """Yield each sentence as a span trimmed of surrounding whitespace, skipping blanks."""
+    start = 0
+    ends = [match.end() for match in _SENTENCE_END.finditer(para)]
+    for end in [*ends, len(para)]:
+        span = _trim(para, start, end)
+        if span is not None:
+            yield span
+        start = end
+
+
+def _trim(text: str, start: int, end: int) -> Span | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
+
+
+def _hard_split(text: str, span: Span, max_tokens: int, count: TokenCounter) -> list[Span]:
+    """Cut ``text[span]`` into the fewest greedy pieces that fit, never splitting inside
+    a word unless the word alone is too long."""
+    pieces: list[Span] = []
+    start, end = span
+    while True:
+        fit = _longest_fitting_prefix(text, start, end, max_tokens, count)
+        if fit == 0:
+            raise ValueError(
+                f"cannot chunk: {text[start]!r} alone counts more than max_tokens={max_tokens}"
+            )
+        cut = start + fit
+        if cut == end:
+            pieces.append((start, end))
+            return pieces
+        if not text[cut].isspace():
+            # Back off to the last whitespace if that still leaves something in this piece.
+            last_gap = max((m.start() for m in _WHITESPACE.finditer(text, start, cut)), default=0)
+            if last_gap > start:
+                cut = last_gap
+        piece = _trim(text, start, cut)
+        assert piece is not None  # text[start] is not whitespace and cut > start
+        pieces.append(piece)
+        rest = _trim(text, cut, end)
+        if rest is None:
+            return pieces
+        start = rest[0]
+
+
+def _longest_fitting_prefix(
+    text: str, start: int, end: int, max_tokens: int, count: TokenCounter
+) -> int:
+    """Largest ``n`` with ``count(text[start:start + n]) <= max_tokens``, by galloping then
+    bisecting so the cost stays proportional to the piece, not to the whole sentence."""
+    good, bad = 0, end - start + 1
+    probe = min(max_tokens * 4, end - start)
+    while probe < bad:
+        if count(text[start : start + probe]) <= max_tokens:
+            good = probe
+            if probe == end - start:
+                break
+            probe = min(probe * 2, end - start)
+        else:
+            bad = probe
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if count(text[start : start + mid]) <= max_tokens:
+            good = mid
+        else:
+            bad = mid
+    return good

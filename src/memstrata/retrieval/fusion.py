@@ -1,0 +1,140 @@
+"""Reciprocal rank fusion of BM25 and vector rankings, with exponential time decay.
+
+RRF combines rankings by position only, so BM25 scores and cosine similarities never
+have to be calibrated against each other, and a retriever that is down (no embedding API)
+simply contributes an empty ranking. Decay then prefers recent conversation over old
+conversation with the same relevance; the resident files (MEMORY / USER / SOUL / AGENTS.md)
+are exempt because they are the user's curated, always-current memory, however long ago
+they were last edited. Every fused item carries the numbers that produced its score so a
+surprising result can be explained to the user.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = [
+    "HALF_LIFE_DAYS",
+    "RESIDENT_FILES",
+    "RRF_K",
+    "Explained",
+    "decay_factor",
+    "fuse",
+    "is_resident",
+    "rrf_scores",
+]
+
+RRF_K = 60
+HALF_LIFE_DAYS = 30.0
+RESIDENT_FILES = frozenset({"memory.md", "user.md", "soul.md", "agents.md"})
+
+K = TypeVar("K", bound=Hashable)
+
+
+def rrf_scores(rankings: Sequence[Sequence[K]], k: int = RRF_K) -> dict[K, float]:
+    """Sum ``1 / (k + rank)`` over rankings (rank 1 is best); a key repeated within one
+    ranking counts only at its best rank. Keys appear in order of first appearance."""
+    if k < 0:
+        raise ValueError(f"RRF k must be >= 0, got {k}")
+    scores: dict[K, float] = {}
+    for ranking in rankings:
+        for key, rank in _first_ranks(ranking).items():
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def decay_factor(
+    age_days: float, half_life_days: float = HALF_LIFE_DAYS, floor: float = 0.0
+) -> float:
+    """``floor + (1 - floor) * 0.5 ** (age / half_life)``; a ``floor`` above 0 keeps very old
+    memories findable. Ages at or below zero (clock skew, future timestamps) give 1.0."""
+    if half_life_days <= 0:
+        raise ValueError(f"half_life_days must be > 0, got {half_life_days}")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be between 0 and 1, got {floor}")
+    if math.isnan(age_days):
+        raise ValueError("age_days is NaN")
+    if age_days <= 0:
+        return 1.0
+    return floor + (1.0 - floor) * math.pow(0.5, age_days / half_life_days)
+
+
+def is_resident(file_path: str | None) -> bool:
+    """Whether ``file_path`` is one of the root-level resident memory files."""
+    if file_path is None:
+        return False
+    name = file_path.removeprefix("./").lstrip("/")
+    return name.casefold() in RESIDENT_FILES
+
+
+@dataclass(frozen=True, slots=True)
+class Explained(Generic[K]):
+    """One fused result and how its score came about (ranks are 1-based, None if absent)."""
+
+    key: K
+    score: float
+    rrf_score: float
+    decay_factor: float
+    bm25_rank: int | None
+    vector_rank: int | None
+    age_days: float | None
+    resident: bool
+
+
+def fuse(
+    bm25_ranked: Sequence[K],
+    vector_ranked: Sequence[K],
+    *,
+    k: int = RRF_K,
+    top_k: int | None = None,
+    ages_days: Mapping[K, float | None] | None = None,
+    resident: Mapping[K, bool] | None = None,
+    half_life_days: float = HALF_LIFE_DAYS,
+    floor: float = 0.0,
+    decay: bool = True,
+) -> list[Explained[K]]:
+    """Fuse two rankings into at most ``top_k`` explained results, best first.
+
+    A key decays unless ``decay`` is off, it is marked resident, or its age is unknown
+    (missing or None in ``ages_days``): an undated chunk is not evidence of staleness.
+    Equal scores are ordered by the better of the two ranks, then by first appearance
+    (BM25 ranking first, then vector ranking), so results are reproducible.
+    """
+    bm25_ranks = _first_ranks(bm25_ranked)
+    vector_ranks = _first_ranks(vector_ranked)
+    ages = ages_days or {}
+    residents = resident or {}
+    items: list[tuple[tuple[float, int, int], Explained[K]]] = []
+    for order, (key, rrf) in enumerate(rrf_scores([bm25_ranked, vector_ranked], k).items()):
+        age = ages.get(key)
+        is_res = residents.get(key, False)
+        factor = 1.0
+        if decay and not is_res and age is not None:
+            factor = decay_factor(age, half_life_days, floor)
+        bm25_rank = bm25_ranks.get(key)
+        vector_rank = vector_ranks.get(key)
+        best_rank = min(r for r in (bm25_rank, vector_rank) if r is not None)
+        item = Explained(
+            key=key,
+            score=rrf * factor,
+            rrf_score=rrf,
+            decay_factor=factor,
+            bm25_rank=bm25_rank,
+            vector_rank=vector_rank,
+            age_days=age,
+            resident=is_res,
+        )
+        items.append(((-item.score, best_rank, order), item))
+    items.sort(key=lambda pair: pair[0])
+    ranked = [item for _, item in items]
+    return ranked if top_k is None else ranked[: max(top_k, 0)]
+
+
+def _first_ranks(ranking: Sequence[K]) -> dict[K, int]:
+    ranks: dict[K, int] = {}
+    for rank, key in enumerate(ranking, start=1):
+        ranks.setdefault(key, rank)
+    return ranks

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memstrata.retrieval.tokenize import ENGLISH_STOPWORDS, count_tokens, tokenize
+
+# Letters, digits, CJK, kana, hangul, accented and Cyrillic letters, punctuation (ASCII and
+# full-width), underscore, emoji with joiner/variation selector, and whitespace.
+MIXED_ALPHABET = "abcXYZ019 我喜欢苹果。，こんカナ한국éüжЯ_.,!?'-—…👍❤\ufe0f\u200d\n\t"
+mixed_text = st.text(alphabet=MIXED_ALPHABET, max_size=200)
+
+
+class TestTokenize:
+    def test_chinese_by_character_english_by_word(self) -> None:
+        assert tokenize("我喜欢吃苹果, and I like Apples!") == [
+            "我", "喜", "欢", "吃", "苹", "果", "i", "like", "apples",
+        ]  # fmt: skip
+
+    def test_numbers_and_mixed_words_are_terms(self) -> None:
+        assert tokenize("GPT-4o costs 3.14 on 2026-12-01") == [
+            "gpt", "4o", "costs", "3", "14", "2026", "12", "01",
+        ]  # fmt: skip
+
+    def test_digits_next_to_chinese_split_from_it(self) -> None:
+        assert tokenize("我有3个苹果") == ["我", "有", "3", "个", "苹", "果"]
+
+    def test_apostrophes_and_underscores_split_words(self) -> None:
+        assert tokenize("don't snake_case user's", stopwords=frozenset()) == [
+            "don", "t", "snake", "case", "user", "s",
+        ]  # fmt: skip
+
+    def test_default_stopwords_dropped_from_english_only(self) -> None:
+        assert tokenize("The cat is on the mat. 的") == ["cat", "mat", "的"]
+
+    def test_stopwords_can_be_disabled(self) -> None:
+        assert tokenize("The cat is on the mat", stopwords=frozenset()) == [
+            "the", "cat", "is", "on", "the", "mat",
+        ]  # fmt: skip
+
+    def test_custom_stopwords(self) -> None:
+        assert tokenize("cat dog bird", stopwords={"dog"}) == ["cat", "bird"]
+
+    def test_full_width_forms_normalise_to_ascii(self) -> None:
+        assert tokenize("ＧＰＴ４ ＡＰＩ") == tokenize("gpt4 api") == ["gpt4", "api"]
+
+    def test_kana_and_hangul_by_character(self) -> None:
+        assert tokenize("こんにちは カタカナ 한국어") == [
+            "こ", "ん", "に", "ち", "は", "カ", "タ", "カ", "ナ", "한", "국", "어",
+        ]  # fmt: skip
+
+    def test_other_scripts_by_word_lowercased(self) -> None:
+        assert tokenize("Café NAÏVE Привет мир") == ["café", "naïve", "привет", "мир"]
+
+    def test_punctuation_symbols_and_emoji_dropped(self) -> None:
+        assert tokenize("「你好」！？…—— 👍 ❤️ @#$%") == ["你", "好"]
+
+    def test_empty(self) -> None:
+        assert tokenize("") == []
+        assert tokenize(" \n\t ") == []
+
+    def test_stopword_list_is_lowercase_english(self) -> None:
+        assert len(ENGLISH_STOPWORDS) == 35
+        assert all(word == word.lower() and word.isascii() for word in ENGLISH_STOPWORDS)
+
+    @given(mixed_text)
+    def test_terms_are_nonempty_lowercase_without_separators(self, text: str) -> None:
+        for term in tokenize(text, stopwords=frozenset()):
+            assert term
+            assert term == term.lower()
+            assert not any(ch.isspace() or ch in "_.,!?'-—…。，" for ch in term)
+
+
+class TestCountTokens:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("", 0),
+            (" \n\t  ", 0),
+            ("the", 1),
+            ("word", 1),
+            ("hello", 2),
+            ("information", 3),  # ceil(11 / 4)
+            ("7", 1),
+            ("2026", 2),  # ceil(4 / 3)
+            ("1234567", 3),
+            ("我喜欢苹果", 5),
+            ("こんにちは", 5),
+            ("한국어", 3),
+            ("café", 2),  # "caf" + "é"
+            ("Привет", 3),  # ceil(6 / 2)
+            ("Hello, world!", 6),  # 2 + 1 + 2 + 1
+            ("snake_case", 4),  # 2 + 1 + 1
+            ("gpt4o", 3),  # "gpt" + "4" + "o"
+            ("👍", 1),
+            ("❤️", 2),  # heart + variation selector
+            ("我有3个apple。", 7),  # 1 + 1 + 1 + 1 + 2 + 1
+        ],
+    )
+    def test_rule(self, text: str, expected: int) -> None:
+        assert count_tokens(text) == expected
+
+    def test_whitespace_join_is_additive(self) -> None:
+        parts = ["Hello, world!", "我喜欢苹果", "information 2026"]
+        assert count_tokens("\n\n".join(parts)) == sum(count_tokens(p) for p in parts) == 16
+
+    @given(mixed_text, st.integers(min_value=0, max_value=200))
+    def test_prefix_never_counts_more_than_whole(self, text: str, cut: int) -> None:
+        assert count_tokens(text[:cut]) <= count_tokens(text)
+
+    @given(mixed_text, mixed_text)
+    def test_whitespace_separated_concatenation_adds_exactly(self, a: str, b: str) -> None:
+        assert count_tokens(f"{a} {b}") == count_tokens(a) + count_tokens(b)
+
+    @given(mixed_text)
+    def test_at_least_one_per_index_term(self, text: str) -> None:
+        assert count_tokens(text) >= len(tokenize(text, stopwords=frozenset()))
