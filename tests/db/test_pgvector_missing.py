@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memstrata.cli import app
+from memstrata.cli import build_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.errors import PgvectorMissingError
@@ -71,7 +71,7 @@ def test_cli_upgrade_fails_with_instructions(
 ) -> None:
     monkeypatch.setenv("MEMSTRATA_DATABASE_URL", plain_postgres_url)
     monkeypatch.setenv("MEMSTRATA_DATA_DIR", str(tmp_path))
-    result = CliRunner().invoke(app, ["db", "upgrade"])
+    result = CliRunner().invoke(build_app(), ["db", "upgrade"])
     assert result.exit_code == 1
     assert "pgvector" in result.output
     assert "MEMSTRATA_DATABASE_URL" in result.output

@@ -1,0 +1,300 @@
+"""Indexing: memory files and conversation rounds → chunks → embeddings → rows.
+
+How content maps to ``memory_embeddings`` rows:
+
+- A memory file (USER.md, MEMORY.md) → ``file_path`` = the file name, ``chunk_index`` = the
+  chunk's position. Re-indexing diffs by content hash: unchanged chunks keep their rows
+  and vectors, changed ones are replaced, vanished ones deleted.
+- A conversation round → ``file_path`` = ``sessions/<session_id>/<turn_index>``,
+  ``chunk_index`` = the part (0 unless the round is longer than one chunk),
+  ``created_at`` = the round's timestamp, ``source_ids`` = the round's turn ids
+  (default ``<session_id>:<turn_index>``). Re-indexing the same round is a no-op when its
+  text is unchanged, and replaces its rows when it changed.
+- Other files (daily notes such as ``memory/2026-12-01.md``) → like memory files, but
+  they are not resident, so they decay with age like conversations.
+
+Embedding failures never lose a write: the rows are stored with a NULL vector, a warning
+is logged, search falls back to BM25 for them, and ``fill_missing`` embeds them later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from memstrata.db.engine import transaction
+from memstrata.errors import EmbeddingError, InvalidContentError, VectorDimensionError
+from memstrata.logs import log_event
+from memstrata.memory.kinds import FileKind, validate_user_id
+from memstrata.retrieval.chunk import chunk_text
+from memstrata.retrieval.embeddings import EmbeddingProvider
+from memstrata.retrieval.repository import EmbeddingRepository, NewChunk, StoredChunk
+
+logger = logging.getLogger(__name__)
+
+SESSION_PREFIX = "sessions/"
+MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
+
+
+@dataclass
+class IndexReport:
+    file_path: str
+    chunks: int = 0
+    inserted: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    embedding_failed: int = 0
+    embed_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.deleted)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def session_path(session_id: str, turn_index: int) -> str:
+    return f"{SESSION_PREFIX}{session_id}/{turn_index}"
+
+
+def format_round(user_message: str, assistant_reply: str) -> str:
+    """The text indexed for one round; either side may be empty."""
+    parts = []
+    if user_message.strip():
+        parts.append(f"User: {user_message.strip()}")
+    if assistant_reply.strip():
+        parts.append(f"Assistant: {assistant_reply.strip()}")
+    return "\n".join(parts)
+
+
+class Indexer:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        embedder: EmbeddingProvider | None = None,
+        *,
+        chunk_tokens: int = 512,
+    ) -> None:
+        self._sessions = sessions
+        self.embedder = embedder
+        self.chunk_tokens = chunk_tokens
+
+    # -- public API ----------------------------------------------------------------------
+    def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> IndexReport:
+        """Re-index USER.md / MEMORY.md after a content change (other kinds: no-op)."""
+        if not kind.indexed:
+            return IndexReport(file_path=kind.filename)
+        return self.index_document(user_id, kind.filename, content)
+
+    def index_document(
+        self, user_id: str, file_path: str, content: str, created_at: datetime | None = None
+    ) -> IndexReport:
+        """Index any file's text under ``file_path`` (memory files, daily notes)."""
+        validate_user_id(user_id)
+        _check_path(file_path)
+        texts = chunk_text(content, self.chunk_tokens)
+        return self._replace(user_id, file_path, texts, created_at, source_ids=None)
+
+    def index_turn(
+        self,
+        user_id: str,
+        session_id: str,
+        turn_index: int,
+        user_message: str,
+        assistant_reply: str = "",
+        timestamp: datetime | None = None,
+        source_ids: Sequence[str] | None = None,
+    ) -> IndexReport:
+        """Index one conversation round; idempotent for the same round and text."""
+        validate_user_id(user_id)
+        _check_session(session_id, turn_index)
+        for name, value in (("user_message", user_message), ("assistant_reply", assistant_reply)):
+            if not isinstance(value, str):
+                raise InvalidContentError(f"{name} must be a string")
+            if "\x00" in value:
+                raise InvalidContentError(f"{name} must not contain NUL characters")
+        body = format_round(user_message, assistant_reply)
+        if not body:
+            raise InvalidContentError("a round needs a user message or an assistant reply")
+        when = _aware(timestamp) if timestamp is not None else datetime.now(UTC)
+        ids = list(source_ids) if source_ids else [f"{session_id}:{turn_index}"]
+        texts = chunk_text(body, self.chunk_tokens)
+        return self._replace(user_id, session_path(session_id, turn_index), texts, when, ids)
+
+    def fill_missing(self, user_id: str, batch: int = 256) -> int:
+        """Embed rows stored without a vector (or by another model). Returns rows embedded."""
+        if self.embedder is None:
+            return 0
+        done = 0
+        while True:
+            with self._sessions() as session:
+                todo = EmbeddingRepository(session, user_id).missing_embeddings(
+                    self.embedder.name, batch
+                )
+            if not todo:
+                return done
+            vectors, error = self._embed([c.chunk_text for c in todo])
+            if vectors is None:
+                log_event(logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error)
+                return done
+            with transaction(self._sessions) as session:
+                repo = EmbeddingRepository(session, user_id)
+                repo.lock()
+                still = {c.id for c in repo.load([c.id for c in todo])}
+                keep = [(c, v) for c, v in zip(todo, vectors, strict=True) if c.id in still]
+                repo.delete_ids([c.id for c, _ in keep])
+                repo.insert([self._renew(c, v) for c, v in keep])
+                if keep:
+                    repo.bump_generation()
+            done += len(keep)
+            log_event(logger, "index.fill", user_id=user_id, embedded=len(keep))
+
+    # -- internals -------------------------------------------------------------------------
+    def _replace(
+        self,
+        user_id: str,
+        file_path: str,
+        texts: list[str],
+        created_at: datetime | None,
+        source_ids: Sequence[str] | None,
+    ) -> IndexReport:
+        report = IndexReport(file_path=file_path, chunks=len(texts))
+        hashes = [content_hash(t) for t in texts]
+        with self._sessions() as session:
+            existing = EmbeddingRepository(session, user_id).chunks_for_path(
+                file_path, with_vectors=True
+            )
+        model = self.embedder.name if self.embedder is not None else None
+        reusable = {
+            c.content_hash: c.vector
+            for c in existing
+            if c.vector is not None and c.embedding_model == model
+        }
+        same_position = {
+            (c.chunk_index, c.content_hash) for c in existing if _is_fresh(c, model, created_at)
+        }
+        to_embed = [i for i, h in enumerate(hashes) if h not in reusable]
+        vectors: dict[int, Sequence[float]] = {}
+        if to_embed and self.embedder is not None:
+            started = time.perf_counter()
+            got, error = self._embed([texts[i] for i in to_embed])
+            report.embed_seconds = time.perf_counter() - started
+            if got is None:
+                report.embedding_failed = len(to_embed)
+                report.warnings.append(error)
+            else:
+                vectors = dict(zip(to_embed, got, strict=True))
+                report.embedded = len(to_embed)
+
+        keep_ids: set[int] = set()
+        new_rows: list[NewChunk] = []
+        by_position = {(c.chunk_index, c.content_hash): c for c in existing}
+        for i, (body, digest) in enumerate(zip(texts, hashes, strict=True)):
+            current = by_position.get((i, digest))
+            if (i, digest) in same_position and current is not None:
+                keep_ids.add(current.id)
+                report.unchanged += 1
+                continue
+            vector = vectors.get(i) if i in vectors else reusable.get(digest)
+            new_rows.append(
+                NewChunk(
+                    file_path=file_path,
+                    chunk_index=i,
+                    chunk_text=body,
+                    content_hash=digest,
+                    created_at=created_at,
+                    embedding=None if vector is None else [float(x) for x in vector],
+                    embedding_model=model if vector is not None else None,
+                    source_ids=source_ids,
+                )
+            )
+        stale = [c.id for c in existing if c.id not in keep_ids]
+        if new_rows or stale:
+            with transaction(self._sessions) as session:
+                repo = EmbeddingRepository(session, user_id)
+                repo.lock()
+                # Re-read under the lock: a concurrent indexer may have replaced rows since.
+                current_ids = {c.id for c in repo.chunks_for_path(file_path)}
+                repo.delete_ids([i for i in current_ids if i not in keep_ids])
+                repo.insert(new_rows)
+                repo.bump_generation()
+            report.deleted = len(stale)
+            report.inserted = len(new_rows)
+        log_event(
+            logger, "index.updated", user_id=user_id, file_path=file_path, chunks=report.chunks,
+            inserted=report.inserted, deleted=report.deleted, embedded=report.embedded,
+            embedding_failed=report.embedding_failed,
+        )
+        return report
+
+    def _embed(self, texts: list[str]) -> tuple[list[list[float]] | None, str]:
+        assert self.embedder is not None
+        try:
+            vectors = self.embedder.embed(texts, "passage")
+            if len(vectors) != len(texts):
+                raise EmbeddingError(f"got {len(vectors)} vectors for {len(texts)} texts")
+            from memstrata.retrieval.vector import pad_vector
+
+            for v in vectors:
+                pad_vector(v)  # validates length and finiteness before anything is stored
+            return vectors, ""
+        except (EmbeddingError, VectorDimensionError) as exc:
+            message = f"embedding failed, stored without vectors (BM25 only): {exc}"
+            log_event(logger, "embedding.failed", logging.WARNING, error=str(exc), texts=len(texts))
+            return None, message
+
+    def _renew(self, c: StoredChunk, vector: Sequence[float]) -> NewChunk:
+        assert self.embedder is not None
+        return NewChunk(
+            file_path=c.file_path or "",
+            chunk_index=c.chunk_index or 0,
+            chunk_text=c.chunk_text,
+            content_hash=c.content_hash,
+            created_at=c.created_at,
+            embedding=vector,
+            embedding_model=self.embedder.name,
+            source_ids=c.source_ids or None,
+        )
+
+
+def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:
+    """A row can stay as is when its vector is current (or no model is configured) and,
+    for dated content, its timestamp is the requested one."""
+    if created_at is not None and c.created_at != _aware(created_at):
+        return False
+    return model is None or (c.vector is not None and c.embedding_model == model)
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _check_path(file_path: str) -> None:
+    if not isinstance(file_path, str) or not file_path.strip() or len(file_path) > 255:
+        raise InvalidContentError("file_path must be a non-empty string of at most 255 characters")
+    if "\x00" in file_path:
+        raise InvalidContentError("file_path must not contain NUL characters")
+
+
+def _check_session(session_id: str, turn_index: int) -> None:
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidContentError("session_id must be a non-empty string")
+    if len(session_id) > MAX_SESSION_ID_LENGTH or "\x00" in session_id:
+        raise InvalidContentError(
+            f"session_id must be at most {MAX_SESSION_ID_LENGTH} characters, without NUL"
+        )
+    if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
+        raise InvalidContentError("turn_index must be a non-negative integer")

@@ -1,0 +1,237 @@
+"""SQL for ``memory_embeddings`` and ``memory_index_state``, scoped to one user.
+
+Rows are immutable: any change to a chunk deletes its row and inserts a new one (new id),
+and every change bumps the user's generation in the same transaction. An in-memory index
+that remembers the generation it loaded and the ids it holds can therefore bring itself up
+to date from any process by comparing id sets — no change log needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import bindparam, delete, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memstrata.db.models import MemoryEmbedding, MemoryIndexState
+from memstrata.memory.kinds import validate_user_id
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A row to write. ``embedding`` is the native (unpadded) vector or None."""
+
+    file_path: str
+    chunk_index: int
+    chunk_text: str
+    content_hash: str
+    created_at: datetime | None = None
+    embedding: Sequence[float] | None = None
+    embedding_model: str | None = None
+    source_ids: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    id: int
+    file_path: str | None
+    chunk_index: int | None
+    chunk_text: str
+    created_at: datetime
+    content_hash: str
+    embedding_model: str | None
+    embedding_dim: int | None
+    source_ids: tuple[str, ...]
+    vector: npt.NDArray[np.float32] | None  # native length, only when asked for
+
+
+_META_COLUMNS = (
+    MemoryEmbedding.id,
+    MemoryEmbedding.file_path,
+    MemoryEmbedding.chunk_index,
+    MemoryEmbedding.chunk_text,
+    MemoryEmbedding.created_at,
+    MemoryEmbedding.content_hash,
+    MemoryEmbedding.embedding_model,
+    MemoryEmbedding.embedding_dim,
+    MemoryEmbedding.source_ids,
+)
+
+
+def _chunk(row: Any, vector: npt.NDArray[np.float32] | None = None) -> StoredChunk:
+    return StoredChunk(
+        id=row.id,
+        file_path=row.file_path,
+        chunk_index=row.chunk_index,
+        chunk_text=row.chunk_text,
+        created_at=row.created_at,
+        content_hash=row.content_hash,
+        embedding_model=row.embedding_model,
+        embedding_dim=row.embedding_dim,
+        source_ids=tuple(row.source_ids or ()),
+        vector=vector,
+    )
+
+
+class EmbeddingRepository:
+    def __init__(self, session: Session, user_id: str) -> None:
+        self.session = session
+        self.user_id = validate_user_id(user_id)
+
+    # -- reads -------------------------------------------------------------------------
+    def chunks_for_path(self, file_path: str, *, with_vectors: bool = False) -> list[StoredChunk]:
+        stmt = (
+            select(*_META_COLUMNS, MemoryEmbedding.embedding)
+            if with_vectors
+            else select(*_META_COLUMNS)
+        )
+        rows = self.session.execute(
+            stmt.where(
+                MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.file_path == file_path
+            ).order_by(MemoryEmbedding.chunk_index)
+        ).all()
+        if not with_vectors:
+            return [_chunk(r) for r in rows]
+        return [_chunk(r, _native(r.embedding, r.embedding_dim)) for r in rows]
+
+    def live_ids(self) -> set[int]:
+        ids = self.session.scalars(
+            select(MemoryEmbedding.id).where(MemoryEmbedding.user_id == self.user_id)
+        )
+        return set(ids)
+
+    def load(self, ids: Sequence[int] | None = None) -> list[StoredChunk]:
+        """Rows with native-length vectors, in id order (all rows when ``ids`` is None).
+
+        Vectors are read as ``subvector(embedding, 1, embedding_dim)``: a 384-d model's
+        vector crosses the wire as 384 floats, not 2560.
+        """
+        query = (
+            "SELECT id, file_path, chunk_index, chunk_text, created_at, content_hash, "
+            "embedding_model, embedding_dim, source_ids, "
+            "CASE WHEN embedding IS NULL OR embedding_dim IS NULL THEN NULL "
+            "ELSE subvector(embedding, 1, embedding_dim)::text END AS vec "
+            "FROM memory_embeddings WHERE user_id = :u"
+        )
+        params: dict[str, Any] = {"u": self.user_id}
+        stmt = text(query + " ORDER BY id")
+        if ids is not None:
+            stmt = text(query + " AND id = ANY(:ids) ORDER BY id").bindparams(
+                bindparam("ids", type_=None)
+            )
+            params["ids"] = list(ids)
+        rows = self.session.execute(stmt, params).all()
+        return [_chunk(r, None if r.vec is None else _parse_vector_text(r.vec)) for r in rows]
+
+    def missing_embeddings(self, model: str, limit: int) -> list[StoredChunk]:
+        """Rows with no vector, or one from another model (a model change), oldest first."""
+        rows = self.session.execute(
+            select(*_META_COLUMNS)
+            .where(
+                MemoryEmbedding.user_id == self.user_id,
+                (MemoryEmbedding.embedding.is_(None))
+                | (MemoryEmbedding.embedding_model.is_distinct_from(model)),
+            )
+            .order_by(MemoryEmbedding.id)
+            .limit(limit)
+        ).all()
+        return [_chunk(r) for r in rows]
+
+    def count_by_model(self) -> dict[str | None, int]:
+        rows = self.session.execute(
+            select(MemoryEmbedding.embedding_model, func.count())
+            .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.embedding.is_not(None))
+            .group_by(MemoryEmbedding.embedding_model)
+        ).all()
+        counts: dict[str | None, int] = {model: int(n) for model, n in rows}
+        missing = self.session.scalar(
+            select(func.count()).where(
+                MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.embedding.is_(None)
+            )
+        )
+        if missing:
+            counts[None] = int(missing)
+        return counts
+
+    def generation(self) -> int:
+        value = self.session.scalar(
+            select(MemoryIndexState.generation).where(MemoryIndexState.user_id == self.user_id)
+        )
+        return int(value or 0)
+
+    # -- writes (callers own the transaction) --------------------------------------------
+    def delete_ids(self, ids: Sequence[int]) -> None:
+        if ids:
+            self.session.execute(
+                delete(MemoryEmbedding).where(
+                    MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids)
+                )
+            )
+
+    def insert(self, chunks: Sequence[NewChunk]) -> None:
+        if not chunks:
+            return
+        from memstrata.retrieval.vector import pad_vector
+
+        values = []
+        for c in chunks:
+            row: dict[str, Any] = {
+                "user_id": self.user_id,
+                "file_path": c.file_path,
+                "chunk_index": c.chunk_index,
+                "chunk_text": c.chunk_text,
+                "content_hash": c.content_hash,
+                "source_ids": list(c.source_ids) if c.source_ids is not None else None,
+                "embedding": None,
+                "embedding_model": None,
+                "embedding_dim": None,
+            }
+            if c.created_at is not None:
+                row["created_at"] = c.created_at
+            if c.embedding is not None:
+                row["embedding"] = pad_vector(c.embedding)
+                row["embedding_model"] = c.embedding_model
+                row["embedding_dim"] = len(c.embedding)
+            values.append(row)
+        # Rows without an explicit created_at take the server default (now()).
+        with_time = [v for v in values if "created_at" in v]
+        without_time = [v for v in values if "created_at" not in v]
+        for batch in (with_time, without_time):
+            if batch:
+                self.session.execute(insert(MemoryEmbedding), batch)
+
+    def bump_generation(self) -> int:
+        stmt = (
+            insert(MemoryIndexState)
+            .values(user_id=self.user_id, generation=1)
+            .on_conflict_do_update(
+                index_elements=[MemoryIndexState.user_id],
+                set_={"generation": MemoryIndexState.generation + 1},
+            )
+            .returning(MemoryIndexState.generation)
+        )
+        return int(self.session.scalar(stmt) or 0)
+
+    def lock(self) -> None:
+        """Serialise writers of one user's rows (transaction-scoped advisory lock)."""
+        self.session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"memstrata.embeddings:{self.user_id}"},
+        )
+
+
+def _native(value: Any, dim: int | None) -> npt.NDArray[np.float32] | None:
+    if value is None:
+        return None
+    arr = np.asarray(value, dtype=np.float32)
+    return arr[:dim] if dim else arr
+
+
+def _parse_vector_text(value: str) -> npt.NDArray[np.float32]:
+    return np.fromstring(value.strip("[]"), dtype=np.float32, sep=",")

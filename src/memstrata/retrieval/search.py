@@ -1,0 +1,245 @@
+"""Hybrid search: BM25 + vector candidates (3 × top_k each), RRF (k=60), time decay.
+
+Resident files (MEMORY / USER / SOUL / AGENTS.md) never decay; conversations and notes
+decay by ``floor + (1 − floor) · 0.5^(age / half_life)`` (floor 0 is the spec's plain
+exponential). Without an embedding API — or when the query's embedding fails — the vector
+side is empty and the result is pure BM25 ranking, fused the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from memstrata.errors import EmbeddingError, InvalidContentError
+from memstrata.logs import log_event
+from memstrata.memory.kinds import validate_user_id
+from memstrata.retrieval.cache import SOURCES, IndexCache, Row, UserIndex
+from memstrata.retrieval.embeddings import EmbeddingProvider
+from memstrata.retrieval.fusion import fuse
+from memstrata.retrieval.tokenize import tokenize
+
+logger = logging.getLogger(__name__)
+
+MAX_TOP_K = 100
+MAX_QUERY_CHARS = 4000
+DAY_SECONDS = 86_400.0
+
+
+@dataclass(frozen=True)
+class DecayPolicy:
+    enabled: bool = True
+    half_life_days: float = 30.0
+    floor: float = 0.0
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    text: str
+    file_path: str | None
+    chunk_index: int | None
+    source: str
+    created_at: datetime
+    source_ids: tuple[str, ...]
+    score: float
+    explain: dict[str, float | int | bool | None]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "text": self.text,
+            "file_path": self.file_path,
+            "chunk_index": self.chunk_index,
+            "source": self.source,
+            "created_at": self.created_at.isoformat(),
+            "source_ids": list(self.source_ids),
+            "score": self.score,
+            "explain": dict(self.explain),
+        }
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    query: str
+    mode: str  # "hybrid" or "bm25"
+    hits: list[SearchHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "hits": [h.to_dict() for h in self.hits],
+            "timings_ms": dict(self.timings_ms),
+            "warnings": list(self.warnings),
+        }
+
+
+class SearchService:
+    def __init__(
+        self,
+        cache: IndexCache,
+        embedder: EmbeddingProvider | None = None,
+        *,
+        rrf_k: int = 60,
+        candidate_multiplier: int = 3,
+        decay: DecayPolicy | None = None,
+    ) -> None:
+        self.cache = cache
+        self.embedder = embedder
+        self.rrf_k = rrf_k
+        self.candidate_multiplier = candidate_multiplier
+        self.decay = decay or DecayPolicy()
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int = 10,
+        sources: Sequence[str] | None = None,
+        now: datetime | None = None,
+        decay: DecayPolicy | None = None,
+        use_bm25: bool = True,
+        use_vector: bool = True,
+    ) -> SearchResponse:
+        """Search one user's memory. Only that user's rows are ever read."""
+        validate_user_id(user_id)
+        query = _check_query(query)
+        top_k = _check_top_k(top_k)
+        wanted = _check_sources(sources)
+        warnings: list[str] = []
+        vector: np.ndarray | None = None
+        embed_ms = 0.0
+        if use_vector and self.embedder is not None:
+            started = time.perf_counter()
+            try:
+                vector = np.asarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+            except (EmbeddingError, IndexError) as exc:
+                warnings.append(f"query embedding failed, searched with BM25 only: {exc}")
+                log_event(logger, "search.embedding_failed", logging.WARNING,
+                          user_id=user_id, error=str(exc))
+            embed_ms = (time.perf_counter() - started) * 1000
+        response = self.search_with_vector(
+            user_id, query, vector, top_k=top_k, sources=wanted, now=now, decay=decay,
+            use_bm25=use_bm25,
+        )
+        response.timings_ms["embed"] = embed_ms
+        response.warnings.extend(warnings)
+        log_event(logger, "search.done", user_id=user_id, results=len(response.hits),
+                  mode=response.mode, ms=round(response.timings_ms["search"] + embed_ms, 2))
+        return response
+
+    def search_with_vector(
+        self,
+        user_id: str,
+        query: str,
+        query_vector: np.ndarray | None,
+        *,
+        top_k: int = 10,
+        sources: Sequence[str] | None = None,
+        now: datetime | None = None,
+        decay: DecayPolicy | None = None,
+        use_bm25: bool = True,
+    ) -> SearchResponse:
+        """The search after the query's embedding (what the latency benchmark times)."""
+        started = time.perf_counter()
+        policy = decay or self.decay
+        model = self.embedder.name if self.embedder is not None else None
+        index = self.cache.get(user_id, model)
+        candidates = top_k * self.candidate_multiplier
+        with index.lock:
+            allowed = None if sources is None else _source_filter(index, set(sources))
+            bm25_ranked = _bm25_top(index, query, candidates, allowed) if use_bm25 else []
+            vector_ranked: list[int] = []
+            if query_vector is not None and index.vectors is not None:
+                vector_ranked = [
+                    key for key, _ in index.vectors.top_n(query_vector, candidates, allowed)
+                ]
+            now_ts = (now or datetime.now(UTC)).timestamp()
+            keys = set(bm25_ranked) | set(vector_ranked)
+            rows = {k: index.rows[k] for k in keys}
+        fused = fuse(
+            bm25_ranked,
+            vector_ranked,
+            k=self.rrf_k,
+            top_k=top_k,
+            ages_days={k: (now_ts - r.created_at) / DAY_SECONDS for k, r in rows.items()},
+            resident={k: r.source == "memory" for k, r in rows.items()},
+            half_life_days=policy.half_life_days,
+            floor=policy.floor,
+            decay=policy.enabled,
+        )
+        hits = [
+            _hit(rows[f.key], f.score, {
+                "bm25_rank": f.bm25_rank,
+                "vector_rank": f.vector_rank,
+                "rrf_score": f.rrf_score,
+                "decay_factor": f.decay_factor,
+                "age_days": f.age_days,
+                "resident": f.resident,
+            })
+            for f in fused
+        ]
+        mode = "hybrid" if query_vector is not None and index.vectors is not None else "bm25"
+        elapsed = (time.perf_counter() - started) * 1000
+        return SearchResponse(query, mode, hits, {"search": elapsed})
+
+
+def _bm25_top(
+    index: UserIndex, query: str, n: int, allowed: set[int] | None
+) -> list[int]:
+    tokens = tokenize(query)
+    if allowed is None:
+        return [key for key, _ in index.bm25.top_n(tokens, n)]
+    ranked = index.bm25.top_n(tokens, len(index.bm25))
+    return [key for key, _ in ranked if key in allowed][:n]
+
+
+def _source_filter(index: UserIndex, wanted: set[str]) -> set[int]:
+    return {k for k, r in index.rows.items() if r.source in wanted}
+
+
+def _hit(row: Row, score: float, explain: dict[str, float | int | bool | None]) -> SearchHit:
+    return SearchHit(
+        text=row.text,
+        file_path=row.file_path,
+        chunk_index=row.chunk_index,
+        source=row.source,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        source_ids=row.source_ids,
+        score=score,
+        explain=explain,
+    )
+
+
+def _check_query(query: object) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidContentError("query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidContentError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    return query
+
+
+def _check_top_k(top_k: object) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidContentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+    return top_k
+
+
+def _check_sources(sources: Sequence[str] | None) -> list[str] | None:
+    if sources is None:
+        return None
+    if isinstance(sources, str):
+        sources = [sources]
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown or not sources:
+        raise InvalidContentError(
+            f"sources must be a non-empty list drawn from {', '.join(SOURCES)}; got {list(sources)}"
+        )
+    return list(sources)

@@ -1,0 +1,92 @@
+"""The library's composition root: build every service once from one ``Settings``.
+
+Entry points (CLI, the FastAPI app factory, tests, a host platform) call
+``Memstrata.open(settings)`` and pass the result down; nothing is created at import time.
+Parts can be swapped through the keyword arguments (a platform's own sandbox provider, an
+embedding provider, a model registry).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet, default_template_dir
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.embeddings import (
+    EmbeddingProvider,
+    ModelRegistry,
+    OpenAICompatibleEmbedder,
+    build_embedder,
+)
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.skills.loader import SkillLoader
+from memstrata.skills.service import SkillService
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Memstrata:
+    settings: Settings
+    db: Database
+    templates: TemplateSet
+    store: MemoryStore
+    # [fields: each service adds its typed field here, with a default of None only if optional]
+    skills: SkillService = field(init=False)
+    embedder: EmbeddingProvider | None = field(default=None, init=False)
+    indexer: Indexer = field(init=False)
+    search: SearchService = field(init=False)
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, **parts: Any) -> Memstrata:
+        settings = settings or Settings()
+        db = parts.pop("database", None) or Database.open(settings)
+        templates = TemplateSet(settings.template_dir or default_template_dir())
+        store = MemoryStore(db.sessions, templates, settings.max_content_bytes)
+        mem = cls(settings, db, templates, store)
+        # [retrieval wiring]
+        mem.embedder = _embedder(settings, parts)
+        mem.indexer = Indexer(db.sessions, mem.embedder, chunk_tokens=settings.chunk_tokens)
+        mem.search = SearchService(
+            IndexCache(db.sessions, settings.search_cache_users),
+            mem.embedder,
+            rrf_k=settings.rrf_k,
+            candidate_multiplier=settings.candidate_multiplier,
+            decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
+        )
+        # [sandbox/sync/agent wiring]
+        # [skills wiring]
+        mem.skills = SkillService(
+            parts.pop("skill_loader", None) or SkillLoader(settings.skill_dirs), db.sessions
+        )
+        return mem
+
+    def close(self) -> None:
+        # [close hooks]
+        if isinstance(self.embedder, OpenAICompatibleEmbedder):
+            self.embedder.close()
+        self.db.close()
+
+
+def _embedder(settings: Settings, parts: dict[str, Any]) -> EmbeddingProvider | None:
+    """``embedder=`` wins, then ``embedding_spec=`` (e.g. a local server's), then settings
+    (``registry=`` consulted first). None means BM25-only search."""
+    if "embedder" in parts:
+        provider: EmbeddingProvider | None = parts.pop("embedder")
+        return provider
+    spec = parts.pop("embedding_spec", None)
+    if spec is not None:
+        return OpenAICompatibleEmbedder(
+            spec,
+            timeout_s=settings.embedding_timeout_s,
+            max_retries=settings.embedding_max_retries,
+            batch_size=settings.embedding_batch_size,
+        )
+    registry: ModelRegistry | None = parts.pop("registry", None)
+    return build_embedder(settings, registry)
