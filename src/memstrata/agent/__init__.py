@@ -1,0 +1,1 @@
+"""Agent-facing pieces: tools, the system-prompt builder, the agent pool."""

@@ -1,0 +1,154 @@
+"""The memory part of the system prompt, fitted to a token budget (spec 4).
+
+Layout: each non-empty file becomes one section, in priority order, sections separated by
+one blank line::
+
+    <file name="AGENTS.md">
+    …platform rules…
+    </file>
+
+    <file name="SOUL.md">
+    …
+    </file>
+
+Explicit open and close tags keep every file's boundary clear to the model, including
+where a file was cut: the truncation marker sits inside the section it belongs to.
+
+Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, headers and
+marker included. Priority, highest first: AGENTS > SOUL > USER > MEMORY. Sections are
+added whole while they fit. The first one that does not fit is cut to the longest prefix
+that still fits with its marker (``…[truncated: USER.md, N of M tokens shown]``, N and M
+counted on that file's text alone); every lower section is dropped, so a lower file never
+appears while a higher one is incomplete. A file that cannot show even one character is
+dropped rather than truncated. Empty (or whitespace-only) files are left out and reported
+nowhere. Content is stripped of surrounding whitespace.
+
+The prefix is found by binary search over character positions, calling ``count`` on the
+full assembled text each time, then moved back to the last line break when that keeps at
+least half of it. Only positions that were counted and fit are ever used, so the result
+never exceeds the budget even for a counter that is not monotone; for a monotone counter
+(a prefix never counts more than the whole) the binary-searched prefix is the longest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+SECTION_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    """The assembled text and what the budget did to it."""
+
+    text: str
+    tokens: int  # count(text)
+    budget: int
+    truncated: tuple[str, ...]  # file names cut short (at most one)
+    dropped: tuple[str, ...]  # file names left out for lack of room
+
+
+def prompt_budget(token_limit: int, ratio: float = 0.15) -> int:
+    """``floor(ratio × token_limit)``, with ``ratio`` taken at its decimal value.
+
+    ``0.15`` as a binary float is slightly below 3/20, so a plain float product would
+    give ``floor(0.15 × 20) = 2``; reading the ratio from its shortest repr gives 3.
+    """
+    if token_limit < 0:
+        raise ValueError(f"token_limit must be >= 0, got {token_limit}")
+    if not 0 <= ratio <= 1:
+        raise ValueError(f"ratio must be between 0 and 1, got {ratio}")
+    return math.floor(Fraction(repr(float(ratio))) * token_limit)
+
+
+def build_system_prompt(
+    *,
+    agents_md: str,
+    soul: str,
+    user: str,
+    memory: str,
+    token_limit: int,
+    count: Callable[[str], int],
+    ratio: float = 0.15,
+) -> PromptResult:
+    """Assemble AGENTS / SOUL / USER / MEMORY into at most the budget (see module doc)."""
+    budget = prompt_budget(token_limit, ratio)
+    kept: list[str] = []
+    truncated: list[str] = []
+    dropped: list[str] = []
+    sections = (
+        ("AGENTS.md", agents_md),
+        ("SOUL.md", soul),
+        ("USER.md", user),
+        ("MEMORY.md", memory),
+    )
+    for name, raw in sections:
+        content = raw.strip()
+        if not content:
+            continue
+        if truncated or dropped:
+            dropped.append(name)
+            continue
+        whole = _section(name, content)
+        if count(SECTION_SEPARATOR.join([*kept, whole])) <= budget:
+            kept.append(whole)
+            continue
+        cut = _truncated_section(name, content, kept, budget, count)
+        if cut is None:
+            dropped.append(name)
+        else:
+            kept.append(cut)
+            truncated.append(name)
+    text = SECTION_SEPARATOR.join(kept)
+    return PromptResult(
+        text=text,
+        tokens=count(text),
+        budget=budget,
+        truncated=tuple(truncated),
+        dropped=tuple(dropped),
+    )
+
+
+def largest_fitting(high: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``k`` in ``1..high`` with ``fits(k)``, or 0; ``fits`` true then false.
+
+    Binary search: about ``log2(high)`` calls of ``fits``.
+    """
+    low = 0  # invariant: low == 0 or fits(low)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _section(name: str, body: str) -> str:
+    return f'<file name="{name}">\n{body}\n</file>'
+
+
+def _truncated_section(
+    name: str, content: str, kept: Sequence[str], budget: int, count: Callable[[str], int]
+) -> str | None:
+    total = count(content)
+
+    def section(length: int) -> str:
+        shown = content[:length].rstrip()
+        marker = f"…[truncated: {name}, {count(shown)} of {total} tokens shown]"
+        return _section(name, f"{shown}\n{marker}")
+
+    def fits(length: int) -> bool:
+        return count(SECTION_SEPARATOR.join([*kept, section(length)])) <= budget
+
+    length = largest_fitting(len(content) - 1, fits)
+    # A cut mid-line leaves half a sentence; the last line break is nicer when it is close.
+    line_end = content.rfind("\n", 0, length + 1)
+    if line_end >= max(1, length // 2) and line_end != length and fits(line_end):
+        length = line_end
+    if not content[:length].strip():
+        return None
+    return section(length)

@@ -1,0 +1,23 @@
+"""Sandboxes: the agent's workspace, where the memory files are mirrored for the agent."""
+
+from memstrata.sandbox.base import (
+    DEFAULT_WORKSPACE_PREFIXES,
+    Sandbox,
+    SandboxProvider,
+    check_agent_write,
+    normalise_sandbox_path,
+    root_memory_file,
+)
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider, safe_dir_name
+
+__all__ = [
+    "DEFAULT_WORKSPACE_PREFIXES",
+    "LocalDirectorySandbox",
+    "LocalSandboxProvider",
+    "Sandbox",
+    "SandboxProvider",
+    "check_agent_write",
+    "normalise_sandbox_path",
+    "root_memory_file",
+    "safe_dir_name",
+]

@@ -1,0 +1,151 @@
+"""The sandbox interface and the pure path rules every sandbox shares.
+
+A sandbox is the agent's workspace: a directory tree with the memory files (USER.md,
+MEMORY.md, SOUL.md, AGENTS.md) at its root. The database is the source of truth for the
+user's files; the sandbox is the copy the agent edits, synced back by the sync layer.
+
+Paths given to a sandbox are relative to its root, use ``/`` as the separator and are
+normalised lexically (``./USER.md`` and ``notes/../USER.md`` are ``USER.md``). Anything that
+would leave the root is refused with :class:`~memstrata.errors.SandboxPathError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Protocol
+
+from memstrata.errors import ProtectedFileError, SandboxPathError
+from memstrata.memory.kinds import FileKind
+
+DEFAULT_WORKSPACE_PREFIXES: tuple[str, ...] = ("/workspace",)
+
+
+class Sandbox(Protocol):
+    """One user's (or one session's) workspace. Every method may raise ``SandboxError``."""
+
+    async def read_text(self, path: str) -> str | None:
+        """The file's text, decoded as strict UTF-8; ``None`` when no file is there."""
+        ...
+
+    async def write_text(self, path: str, content: str) -> None:
+        """Replace the file atomically, creating parent directories as needed."""
+        ...
+
+    async def exists(self, path: str) -> bool:
+        """Whether a file (not a directory) is at ``path``."""
+        ...
+
+    # ``builtins.list`` because the method named ``list`` shadows the builtin in the class body.
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        """Relative paths of every file whose path starts with ``prefix``, sorted."""
+        ...
+
+    async def delete(self, path: str) -> None:
+        """Remove the file; a missing file is not an error."""
+        ...
+
+
+class SandboxProvider(Protocol):
+    """Hands out the sandbox of one user, or of one session of that user."""
+
+    def for_user(self, user_id: str, session_id: str | None = None) -> Sandbox: ...
+
+
+def lexical_parts(path: str) -> list[str] | None:
+    """The components of a relative path after removing ``.``, empty parts and ``x/..``.
+
+    ``None`` when a ``..`` climbs above the start. Purely textual: symlinks are the
+    concrete sandbox's business.
+    """
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+        else:
+            parts.append(part)
+    return parts
+
+
+def normalise_sandbox_path(
+    path: str, workspace_prefixes: Sequence[str] = DEFAULT_WORKSPACE_PREFIXES
+) -> str | None:
+    """The sandbox-relative form of a path an agent tool was called with, or ``None``.
+
+    Agents address the same file as ``USER.md``, ``./USER.md`` or ``/workspace/USER.md``
+    (the sandbox root as mounted in the agent's container); all three map to ``USER.md``.
+    ``None`` means the path does not name a file inside the sandbox: it escapes with
+    ``..``, is absolute outside every workspace prefix, contains NUL, or is the root itself.
+    """
+    if "\x00" in path:
+        return None
+    if path.startswith("/"):
+        absolute = lexical_parts(path)
+        if absolute is None:  # "/.." is "/" to the kernel, but nothing legitimate says it
+            return None
+        for prefix in workspace_prefixes:
+            prefix_parts = lexical_parts(prefix)
+            if prefix_parts is None or not prefix.startswith("/"):
+                continue
+            if absolute[: len(prefix_parts)] == prefix_parts:
+                rest = absolute[len(prefix_parts) :]
+                return "/".join(rest) if rest else None
+        return None
+    parts = lexical_parts(path)
+    if not parts:
+        return None
+    return "/".join(parts)
+
+
+def root_memory_file(
+    path: str,
+    *,
+    case_sensitive: bool,
+    workspace_prefixes: Sequence[str] = DEFAULT_WORKSPACE_PREFIXES,
+) -> str | None:
+    """The canonical memory-file name (``"USER.md"`` …) if ``path`` targets one at the root.
+
+    ``case_sensitive`` must describe the sandbox's filesystem: on a case-insensitive one
+    (macOS and Windows defaults) ``agents.md`` *is* AGENTS.md, so missing it would let an
+    agent write the protected file or edit memory unnoticed. It has no default on purpose.
+    Linux directories (:class:`~memstrata.sandbox.local.LocalDirectorySandbox` on Linux)
+    are case-sensitive.
+    """
+    relative = normalise_sandbox_path(path, workspace_prefixes)
+    if relative is None or "/" in relative:
+        return None
+    for kind in FileKind:
+        name = kind.filename
+        if relative == name or (not case_sensitive and relative.casefold() == name.casefold()):
+            return name
+    return None
+
+
+def check_agent_write(
+    path: str,
+    *,
+    case_sensitive: bool,
+    workspace_prefixes: Sequence[str] = DEFAULT_WORKSPACE_PREFIXES,
+) -> str:
+    """The sandbox-relative path a controlled file tool may write, or raise.
+
+    Raises ``SandboxPathError`` for paths outside the sandbox and ``ProtectedFileError`` for
+    the root AGENTS.md, which the platform template owns (spec 4: AGENTS protection).
+    """
+    relative = normalise_sandbox_path(path, workspace_prefixes)
+    if relative is None:
+        raise SandboxPathError(
+            f"{path!r} is not a file inside the sandbox; use a path relative to the sandbox "
+            "root, such as 'USER.md' or 'notes/today.md'"
+        )
+    name = root_memory_file(relative, case_sensitive=case_sensitive)
+    if name == FileKind.AGENTS.filename:
+        raise ProtectedFileError(
+            "AGENTS.md is managed by the platform and restored every session; put what you "
+            "want to keep in MEMORY.md (or USER.md for facts about the user)"
+        )
+    return relative

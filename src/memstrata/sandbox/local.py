@@ -1,0 +1,296 @@
+"""A sandbox backed by a local directory: one directory per user under a common root.
+
+Layout::
+
+    <root>/<user dir>/                           the user's sandbox (USER.md, MEMORY.md, ...)
+    <root>/<user dir>/sessions/<session dir>/    a session's sandbox, when a session id is given
+
+A session's folder lies inside its user's sandbox, so the user's ``list()`` shows the
+session files too (under ``sessions/``). Directories are created on the first write. Ids become directory names through
+:func:`safe_dir_name`, which is injective, so two ids never share a directory (ids whose
+encoding is over 120 characters are hashed: distinct unless 128 bits of SHA-256 collide).
+
+Confinement is checked before every operation: the path is normalised lexically and then
+resolved with ``realpath``; a symlink anywhere along it that points outside the sandbox
+root is refused. The check and the open are two system calls, so a process that swaps a
+directory for a symlink in between could still escape; this sandbox trusts the processes
+that share its directory. Use a container sandbox for agents that run untrusted shell code.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import secrets
+import stat
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import anyio.to_thread
+
+from memstrata.errors import InvalidUserIdError, SandboxError, SandboxPathError
+from memstrata.sandbox.base import lexical_parts
+
+_T = TypeVar("_T")
+
+_SAFE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+# Room for the hash suffix well inside the 255-byte NAME_MAX of common filesystems.
+_MAX_ENCODED = 120
+_KEEP_ON_HASH = 64
+_TEMP_NAME = re.compile(r"\A\..*\.memstrata-[0-9a-f]{16}\.tmp\Z")
+
+
+def safe_dir_name(identifier: str) -> str:
+    """A directory name for an arbitrary id: deterministic and injective.
+
+    Lowercase ASCII letters, digits, ``-`` and ``_`` are kept; every other UTF-8 byte becomes
+    ``%XX`` (upper-case hex). Upper-case letters are escaped too, so ``Alice`` and ``alice``
+    stay distinct on case-insensitive filesystems, and ``.`` is escaped so ``..`` can never
+    be a name. Encodings longer than 120 characters are cut (never inside an escape) and
+    followed by ``~`` and 32 hex digits of the id's SHA-256; ``~`` never appears in an
+    encoding, so the two forms cannot collide, and two hashed names collide only if 128
+    bits of SHA-256 do.
+    """
+    encoded = "".join(
+        char
+        if char in _SAFE_CHARS
+        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        for char in identifier
+    )
+    if len(encoded) <= _MAX_ENCODED:
+        return encoded
+    cut = _KEEP_ON_HASH
+    while "%" in encoded[cut - 2 : cut]:
+        cut -= 1
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{encoded[:cut]}~{digest}"
+
+
+class LocalDirectorySandbox:
+    """A :class:`~memstrata.sandbox.base.Sandbox` rooted at one local directory.
+
+    ``case_sensitive`` reports the platform default (``False`` on macOS and Windows) for
+    :func:`~memstrata.sandbox.base.root_memory_file`; a case-folding mount on Linux would
+    need it overridden.
+    """
+
+    def __init__(self, root: Path, *, case_sensitive: bool | None = None) -> None:
+        self._root = Path(root)
+        self.case_sensitive = (
+            sys.platform not in ("darwin", "win32") if case_sensitive is None else case_sensitive
+        )
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def __repr__(self) -> str:
+        return f"LocalDirectorySandbox({str(self._root)!r})"
+
+    async def read_text(self, path: str) -> str | None:
+        return await _in_thread(partial(self._read_text, path))
+
+    async def write_text(self, path: str, content: str) -> None:
+        await _in_thread(partial(self._write_text, path, content))
+
+    async def exists(self, path: str) -> bool:
+        return await _in_thread(partial(self._exists, path))
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        return await _in_thread(partial(self._list, prefix))
+
+    async def delete(self, path: str) -> None:
+        await _in_thread(partial(self._delete, path))
+
+    # Blocking implementations, run in a worker thread.
+
+    def _real_root(self) -> str:
+        return os.path.realpath(self._root)
+
+    def _resolve(self, path: str) -> tuple[str, str]:
+        """(real root, real target) for a file path, or raise ``SandboxPathError``."""
+        if not isinstance(path, str):
+            raise SandboxPathError(f"sandbox paths are strings, got {type(path).__name__}")
+        if "\x00" in path:
+            raise SandboxPathError(f"path {path!r} contains a NUL character")
+        if path.startswith("/"):
+            raise SandboxPathError(
+                f"path {path!r} is absolute; use a path relative to the sandbox root, "
+                "such as 'USER.md'"
+            )
+        parts = lexical_parts(path)
+        if parts is None:
+            raise SandboxPathError(f"path {path!r} climbs out of the sandbox with '..'")
+        if not parts:
+            raise SandboxPathError(f"path {path!r} names the sandbox root, not a file")
+        real_root = self._real_root()
+        target = os.path.realpath(os.path.join(real_root, *parts))
+        if not target.startswith(real_root.rstrip(os.sep) + os.sep):
+            raise SandboxPathError(
+                f"path {path!r} leads outside the sandbox through a symlink; "
+                "only links that stay inside the sandbox can be followed"
+            )
+        return real_root, target
+
+    def _read_text(self, path: str) -> str | None:
+        _, target = self._resolve(path)
+        try:
+            with open(target, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SandboxError(f"cannot read {path!r} in {self._root}: {exc.strerror}") from exc
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SandboxError(
+                f"{path!r} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+                f"{exc.start}); memory files must be UTF-8 text — re-save it as UTF-8"
+            ) from exc
+
+    def _write_text(self, path: str, content: str) -> None:
+        _, target = self._resolve(path)
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SandboxError(
+                f"cannot write {path!r}: the text has a lone surrogate at position "
+                f"{exc.start} and is not encodable as UTF-8"
+            ) from exc
+        directory, name = os.path.split(target)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            _atomic_replace(directory, name, data)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot write {path!r} in {self._root}: {exc.strerror or exc}"
+            ) from exc
+
+    def _exists(self, path: str) -> bool:
+        _, target = self._resolve(path)
+        return os.path.isfile(target)
+
+    def _list(self, prefix: str) -> builtins.list[str]:
+        if "\x00" in prefix:
+            raise SandboxPathError(f"prefix {prefix!r} contains a NUL character")
+        while prefix.startswith("./"):
+            prefix = prefix[2:]
+        real_root = self._real_root()
+        if not os.path.lexists(real_root):
+            return []
+        if not os.path.isdir(real_root):
+            raise SandboxError(f"sandbox root {self._root} is not a directory")
+        inside = real_root.rstrip(os.sep) + os.sep
+        found: builtins.list[str] = []
+
+        def fail(exc: OSError) -> None:
+            raise SandboxError(f"cannot list {self._root}: {exc.strerror or exc}") from exc
+
+        # os.walk does not descend into symlinked directories, so nothing outside is walked.
+        for directory, _dirs, files in os.walk(real_root, onerror=fail):
+            for name in files:
+                if _TEMP_NAME.match(name):
+                    continue
+                full = os.path.join(directory, name)
+                relative = os.path.relpath(full, real_root).replace(os.sep, "/")
+                if not relative.startswith(prefix):
+                    continue
+                real = os.path.realpath(full)
+                if real.startswith(inside) and os.path.isfile(real):
+                    found.append(relative)
+        return sorted(found)
+
+    def _delete(self, path: str) -> None:
+        real_root, _ = self._resolve(path)
+        # Unlink the name the caller used: deleting a symlink removes the link, not its
+        # target. Its directory is checked too, since a link outside may point back in.
+        parts = lexical_parts(path) or []
+        parent = os.path.realpath(os.path.join(real_root, *parts[:-1]))
+        if parent != real_root and not parent.startswith(real_root.rstrip(os.sep) + os.sep):
+            raise SandboxPathError(f"path {path!r} leads outside the sandbox through a symlink")
+        name = os.path.join(parent, parts[-1])
+        if os.path.isdir(name) and not os.path.islink(name):
+            raise SandboxError(f"cannot delete {path!r}: it is a directory, not a file")
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise SandboxError(f"cannot delete {path!r} in {self._root}: {exc.strerror}") from exc
+
+
+class LocalSandboxProvider:
+    """:class:`~memstrata.sandbox.base.SandboxProvider` over one root directory."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = Path(root)
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def directory_for(self, user_id: str, session_id: str | None = None) -> Path:
+        """Where the sandbox of ``user_id`` (and ``session_id``, if given) lives."""
+        if not isinstance(user_id, str) or not user_id:
+            raise InvalidUserIdError("user_id must be a non-empty string")
+        directory = self._root / safe_dir_name(user_id)
+        if session_id is None:
+            return directory
+        if not isinstance(session_id, str) or not session_id:
+            raise SandboxPathError("session_id must be a non-empty string or None")
+        return directory / "sessions" / safe_dir_name(session_id)
+
+    def for_user(self, user_id: str, session_id: str | None = None) -> LocalDirectorySandbox:
+        return LocalDirectorySandbox(self.directory_for(user_id, session_id))
+
+
+async def _in_thread(func: Callable[[], _T]) -> _T:
+    return await anyio.to_thread.run_sync(func)
+
+
+def _atomic_replace(directory: str, name: str, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``name``, fsync it, then rename it over ``name``.
+
+    Readers see the old file or the new one, never a mix. The temp file is created with
+    mode 0o666 so the umask applies as for any new file; an existing file keeps its mode.
+    """
+    final = os.path.join(directory, name)
+    temp = os.path.join(directory, f".{name}.memstrata-{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            with contextlib.suppress(FileNotFoundError):
+                os.fchmod(handle.fileno(), stat.S_IMODE(os.stat(final).st_mode))
+            os.fsync(handle.fileno())
+        os.replace(temp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    # Makes the rename durable across a crash. Atomicity does not depend on it, and some
+    # filesystems refuse to fsync a directory, so those refusals are ignored.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""The builtin skills, one folder each; a package so ``importlib.resources`` can find them."""

@@ -1,0 +1,273 @@
+"""System-prompt builder: exact layouts, priority, truncation and the budget invariant."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memstrata.agent.prompt import (
+    PromptResult,
+    build_system_prompt,
+    largest_fitting,
+    prompt_budget,
+)
+
+_WORD_OR_HANZI = re.compile(r"[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+")
+
+
+def words(text: str) -> int:
+    """Test counter: one token per whitespace-separated word and per Chinese character."""
+    return len(_WORD_OR_HANZI.findall(text))
+
+
+def real_counter() -> Callable[[str], int] | None:
+    try:
+        from memstrata.retrieval.tokenize import count_tokens
+    except ImportError:
+        return None
+    return count_tokens
+
+
+COUNTERS = [words] + ([c] if (c := real_counter()) else [])
+
+
+def section(name: str, body: str) -> str:
+    return f'<file name="{name}">\n{body}\n</file>'
+
+
+def marker(name: str, shown: int, total: int) -> str:
+    return f"…[truncated: {name}, {shown} of {total} tokens shown]"
+
+
+def build(
+    agents: str = "",
+    soul: str = "",
+    user: str = "",
+    memory: str = "",
+    *,
+    limit: int,
+    count: Callable[[str], int] = words,
+    ratio: float = 0.15,
+) -> PromptResult:
+    return build_system_prompt(
+        agents_md=agents,
+        soul=soul,
+        user=user,
+        memory=memory,
+        token_limit=limit,
+        count=count,
+        ratio=ratio,
+    )
+
+
+def test_everything_fits() -> None:
+    result = build("Rules.", "Be kind.", "Name: Ann", "Likes tea.", limit=1000)
+    assert result == PromptResult(
+        text='<file name="AGENTS.md">\nRules.\n</file>\n\n'
+        '<file name="SOUL.md">\nBe kind.\n</file>\n\n'
+        '<file name="USER.md">\nName: Ann\n</file>\n\n'
+        '<file name="MEMORY.md">\nLikes tea.\n</file>',
+        tokens=19,
+        budget=150,
+        truncated=(),
+        dropped=(),
+    )
+
+
+def test_empty_sections_are_left_out_and_content_is_stripped() -> None:
+    result = build("\n  Rules.\n\n", "", " \n\t", "Likes tea.", limit=1000)
+    assert result.text == section("AGENTS.md", "Rules.") + "\n\n" + section(
+        "MEMORY.md", "Likes tea."
+    )
+    assert (result.truncated, result.dropped) == ((), ())
+
+
+def test_user_truncated_at_a_line_and_memory_dropped() -> None:
+    result = build(
+        "Be brief.",
+        "",
+        "name Ann\nlikes 绿茶 and jazz\nlives in Oslo",
+        "met 2024",
+        limit=119,  # budget 17; whole USER would make 18: AGENTS 5 + header 3 + 10 words
+    )
+    assert result == PromptResult(
+        text='<file name="AGENTS.md">\nBe brief.\n</file>\n\n'
+        '<file name="USER.md">\nname Ann\n…[truncated: USER.md, 2 of 10 tokens shown]\n</file>',
+        tokens=17,  # AGENTS 5 + header 3 + marker 7 + 2 words
+        budget=17,
+        truncated=("USER.md",),
+        dropped=("MEMORY.md",),
+    )
+
+
+def test_cut_moves_back_to_a_close_line_break() -> None:
+    user = "l1a l1b l1c\n" + " ".join(f"w{i}" for i in range(11))
+    result = build(user=user, limit=100)  # budget 15: room for 5 words, cut back to 3
+    assert result.text == section("USER.md", "l1a l1b l1c\n" + marker("USER.md", 3, 14))
+    assert result.tokens == 13
+
+
+def test_cut_mid_line_when_the_last_line_break_is_far_back() -> None:
+    user = "intro\n" + " ".join(f"w{i}" for i in range(40))
+    result = build(user=user, limit=100)  # budget 15: header 3 + marker 7 + 5 words
+    body = "intro\nw0 w1 w2 w3\n" + marker("USER.md", 5, 41)
+    assert result.text == section("USER.md", body)
+    assert result.tokens == 15
+
+
+def test_priority_agents_over_soul_over_user_over_memory() -> None:
+    agents, soul, user, memory = "a1 a2", "s1 s2", "u1 u2", "m1 m2"
+    # Each whole section costs 5 tokens; the marker costs 7.
+    assert build(agents, soul, user, memory, limit=200).truncated == ()
+    result = build(agents, soul, user, memory, limit=100)  # budget 15
+    assert result.text == "\n\n".join(
+        [section("AGENTS.md", agents), section("SOUL.md", soul), section("USER.md", user)]
+    )
+    assert result.dropped == ("MEMORY.md",)
+    result = build(agents, soul, user, memory, limit=99)  # budget 14: USER cannot show a word
+    assert result.text == "\n\n".join([section("AGENTS.md", agents), section("SOUL.md", soul)])
+    assert (result.truncated, result.dropped) == ((), ("USER.md", "MEMORY.md"))
+
+
+def test_a_smaller_lower_section_never_jumps_the_queue() -> None:
+    result = build("a1", "s " * 500, "u1", "m1", limit=100)  # budget 15
+    assert result.truncated == ("SOUL.md",)
+    assert result.dropped == ("USER.md", "MEMORY.md")
+    assert "u1" not in result.text
+
+
+def test_even_agents_is_truncated_when_the_budget_is_tiny() -> None:
+    agents = " ".join(f"rule{i}" for i in range(100))
+    result = build(agents, "soul", limit=100)  # budget 15
+    assert result.text == section(
+        "AGENTS.md", "rule0 rule1 rule2 rule3 rule4\n" + marker("AGENTS.md", 5, 100)
+    )
+    assert result.truncated == ("AGENTS.md",)
+    assert result.dropped == ("SOUL.md",)
+
+
+@pytest.mark.parametrize("limit", [0, 1, 5, 10, 33])
+def test_tiny_budgets_never_raise(limit: int) -> None:
+    result = build("rules " * 50, "soul " * 50, "用户" * 50, "memory " * 50, limit=limit)
+    assert result.text == ""
+    assert result.tokens == 0
+    assert result.dropped == ("AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md")
+
+
+def test_budget_is_floor_of_ratio_times_limit() -> None:
+    assert prompt_budget(20) == 3  # 0.15 × 20 as floats is 2.9999…
+    assert prompt_budget(100, 0.29) == 29
+    assert prompt_budget(199) == 29
+    assert prompt_budget(0) == 0
+    assert prompt_budget(1000, 1.0) == 1000
+    assert build(limit=1000, ratio=0.5).budget == 500
+    for bad_limit, bad_ratio in [(-1, 0.15), (100, 1.5), (100, -0.1), (100, float("nan"))]:
+        with pytest.raises(ValueError):
+            prompt_budget(bad_limit, bad_ratio)
+
+
+@pytest.mark.parametrize("count", COUNTERS, ids=lambda c: c.__name__)
+def test_binary_search_prefix_is_maximal(count: Callable[[str], int]) -> None:
+    # One long line, so the line-break preference cannot shorten the cut.
+    user = " ".join(f"word{i} 记忆{i}" for i in range(400))
+    agents = "Follow the rules."
+    result = build(agents, "", user, "", limit=2000, count=count)
+    assert result.truncated == ("USER.md",)
+    assert result.tokens == count(result.text) <= result.budget
+    shown = result.text.split('<file name="USER.md">\n', 1)[1].split("\n…[truncated", 1)[0]
+    assert user.startswith(shown)
+    total = count(user)
+    assert result.text.endswith(marker("USER.md", count(shown), total) + "\n</file>")
+
+    # The next prefix that renders differently (one more visible character) must not fit.
+    longer = len(shown) + 1
+    while not user[len(shown) : longer].strip():
+        longer += 1
+    bigger = user[:longer].rstrip()
+    over = section("AGENTS.md", agents) + "\n\n"
+    over += section("USER.md", bigger + "\n" + marker("USER.md", count(bigger), total))
+    assert count(over) > result.budget
+
+
+def test_binary_search_uses_logarithmically_many_counts() -> None:
+    calls = 0
+
+    def counting(text: str) -> int:
+        nonlocal calls
+        calls += 1
+        return words(text)
+
+    build(user="x " * 50_000, limit=20_000, count=counting)
+    # 17 halvings of 100,000 positions, two counts each, plus a handful of fixed calls.
+    assert calls <= 2 * 17 + 8
+
+
+def test_largest_fitting() -> None:
+    assert largest_fitting(10, lambda k: k <= 7) == 7
+    assert largest_fitting(10, lambda k: True) == 10
+    assert largest_fitting(10, lambda k: False) == 0
+    assert largest_fitting(0, lambda k: True) == 0
+    assert largest_fitting(1, lambda k: k <= 1) == 1
+
+
+def test_never_exceeds_budget_with_a_non_monotone_counter() -> None:
+    # A counter that is cheap for even lengths and dear for odd ones breaks the binary
+    # search's assumption; the result must still respect the budget.
+    def odd(text: str) -> int:
+        return words(text) + 50 * (len(text) % 2)
+
+    for limit in range(0, 400, 7):
+        result = build("a b c", "s " * 40, "u " * 40, "m", limit=limit, count=odd)
+        assert result.tokens == odd(result.text) <= result.budget
+
+
+_ALPHABET = st.sampled_from(
+    list("abcxyz ABC 0123456789 \n\n\t.,:;!?-#*/<>\"'")
+    + list("记忆用户你好世界的一")
+    + ["👋", "🏽", "…", "\u200d"]
+)
+_CONTENT = st.text(alphabet=_ALPHABET, max_size=2500)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    agents=_CONTENT,
+    soul=_CONTENT,
+    user=_CONTENT,
+    memory=_CONTENT,
+    limit=st.integers(min_value=0, max_value=20_000),
+    ratio=st.sampled_from([0.15, 0.01, 0.5, 1.0]),
+    counter=st.sampled_from(COUNTERS),
+)
+def test_budget_is_never_exceeded(
+    agents: str,
+    soul: str,
+    user: str,
+    memory: str,
+    limit: int,
+    ratio: float,
+    counter: Callable[[str], int],
+) -> None:
+    result = build(agents, soul, user, memory, limit=limit, count=counter, ratio=ratio)
+    assert result.tokens == counter(result.text) <= result.budget == prompt_budget(limit, ratio)
+
+    names = ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"]
+    present = [n for n, c in zip(names, (agents, soul, user, memory), strict=True) if c.strip()]
+    shown = [n for n in present if f'<file name="{n}">' in result.text]
+    # Sections appear in priority order; only the last shown one can be truncated, and
+    # every present section after the shown ones is dropped.
+    assert shown == present[: len(shown)]
+    assert list(result.dropped) == present[len(shown) :]
+    assert len(result.truncated) <= 1
+    if result.truncated:
+        assert result.truncated == (shown[-1],)
+        assert f"…[truncated: {shown[-1]}, " in result.text
+    if not result.truncated and not result.dropped:
+        bodies = [c.strip() for c in (agents, soul, user, memory) if c.strip()]
+        assert result.text == "\n\n".join(
+            section(n, b) for n, b in zip(present, bodies, strict=True)
+        )
