@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         ge=1,
         description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
     )
+    vector_backend: Literal["memory", "pgvector"] = Field(
+        default="memory",
+        description="Where vector candidates come from: the per-user in-memory index (exact "
+        "cosine over vectors loaded from pgvector) or a pgvector query per search.",
+    )
     prompt_budget_ratio: float = Field(
         default=0.15, gt=0, le=1, description="Share of token_limit for memory (spec: 15%)."
     )

@@ -59,6 +59,7 @@ class Memstrata:
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
+            vector_backend=settings.vector_backend,
         )
         # [sandbox/sync/agent wiring]
         # [skills wiring]

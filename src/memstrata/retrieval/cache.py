@@ -174,7 +174,7 @@ class IndexCache:
     """LRU of ``UserIndex`` objects, refreshed against the database generation."""
 
     def __init__(self, sessions: sessionmaker[Session], max_users: int = 256) -> None:
-        self._sessions = sessions
+        self.sessions = sessions
         self.max_users = max_users
         self._entries: OrderedDict[tuple[str, str | None], UserIndex] = OrderedDict()
         self._lock = threading.Lock()
@@ -195,7 +195,7 @@ class IndexCache:
         return index
 
     def _refresh(self, index: UserIndex) -> None:
-        with self._sessions() as session:
+        with self.sessions() as session:
             repo = EmbeddingRepository(session, index.user_id)
             generation = repo.generation()
             if generation == index.generation:

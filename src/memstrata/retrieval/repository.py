@@ -159,6 +159,31 @@ class EmbeddingRepository:
             counts[None] = int(missing)
         return counts
 
+    def nearest(
+        self, query: Sequence[float], model: str, n: int, ids: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """Exact cosine top-n in pgvector over this user's vectors of ``model``.
+
+        Zero padding leaves cosine distances unchanged, so the padded query is compared
+        with padded rows directly.
+        """
+        from memstrata.retrieval.vector import pad_vector
+
+        distance = MemoryEmbedding.embedding.cosine_distance(pad_vector(query))
+        stmt = (
+            select(MemoryEmbedding.id, distance)
+            .where(
+                MemoryEmbedding.user_id == self.user_id,
+                MemoryEmbedding.embedding.is_not(None),
+                MemoryEmbedding.embedding_model == model,
+            )
+            .order_by(distance, MemoryEmbedding.id)
+            .limit(n)
+        )
+        if ids is not None:
+            stmt = stmt.where(MemoryEmbedding.id.in_(list(ids)))
+        return [(int(i), 1.0 - float(d)) for i, d in self.session.execute(stmt).all()]
+
     def generation(self) -> int:
         value = self.session.scalar(
             select(MemoryIndexState.generation).where(MemoryIndexState.user_id == self.user_id)

@@ -22,6 +22,7 @@ from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import SOURCES, IndexCache, Row, UserIndex
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import fuse
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.tokenize import tokenize
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,11 @@ class SearchService:
         rrf_k: int = 60,
         candidate_multiplier: int = 3,
         decay: DecayPolicy | None = None,
+        vector_backend: str = "memory",
     ) -> None:
+        if vector_backend not in ("memory", "pgvector"):
+            raise ValueError("vector_backend must be 'memory' or 'pgvector'")
+        self.vector_backend = vector_backend
         self.cache = cache
         self.embedder = embedder
         self.rrf_k = rrf_k
@@ -158,12 +163,18 @@ class SearchService:
             bm25_ranked = _bm25_top(index, query, candidates, allowed) if use_bm25 else []
             vector_ranked: list[int] = []
             if query_vector is not None and index.vectors is not None:
-                vector_ranked = [
-                    key for key, _ in index.vectors.top_n(query_vector, candidates, allowed)
-                ]
+                if self.vector_backend == "pgvector" and model is not None:
+                    vector_ranked = self._pgvector_top(
+                        user_id, query_vector, model, candidates, allowed
+                    )
+                else:
+                    vector_ranked = [
+                        key for key, _ in index.vectors.top_n(query_vector, candidates, allowed)
+                    ]
             now_ts = (now or datetime.now(UTC)).timestamp()
             keys = set(bm25_ranked) | set(vector_ranked)
-            rows = {k: index.rows[k] for k in keys}
+            rows = {k: index.rows[k] for k in keys if k in index.rows}
+        vector_ranked = [k for k in vector_ranked if k in rows]
         fused = fuse(
             bm25_ranked,
             vector_ranked,
@@ -189,6 +200,21 @@ class SearchService:
         mode = "hybrid" if query_vector is not None and index.vectors is not None else "bm25"
         elapsed = (time.perf_counter() - started) * 1000
         return SearchResponse(query, mode, hits, {"search": elapsed})
+
+
+    def _pgvector_top(
+        self,
+        user_id: str,
+        query_vector: np.ndarray,
+        model: str,
+        n: int,
+        allowed: set[int] | None,
+    ) -> list[int]:
+        with self.cache.sessions() as session:
+            found = EmbeddingRepository(session, user_id).nearest(
+                query_vector.tolist(), model, n, None if allowed is None else sorted(allowed)
+            )
+        return [key for key, _ in found]
 
 
 def _bm25_top(

