@@ -189,3 +189,17 @@ def test_model_change_is_detected_and_reembedded(
     assert rows(db, "u")[0][4:6] == ("old-model", 8)
     assert Indexer(db.sessions, embedder).fill_missing("u") == 1
     assert rows(db, "u")[0][4:6] == (embedder.name, 384)
+
+
+def test_index_rounds_batches_and_dedupes(db: Database, embedder: OpenAICompatibleEmbedder) -> None:
+    from memstrata.retrieval.indexer import Round
+
+    indexer = Indexer(db.sessions, embedder)
+    rounds = [Round("s", i, f"message number {i % 3}") for i in range(6)]
+    reports = indexer.index_rounds("u", rounds)
+    assert [r.inserted for r in reports] == [1] * 6
+    assert sum(r.embedded for r in reports) == 6
+    got = rows(db, "u")
+    assert len(got) == 6 and all(r[3] for r in got)
+    with pytest.raises(InvalidContentError, match="appears twice"):
+        indexer.index_rounds("u", [Round("s", 9, "a"), Round("s", 9, "b")])

@@ -23,8 +23,9 @@ import hashlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -106,7 +107,7 @@ class Indexer:
         validate_user_id(user_id)
         _check_path(file_path)
         texts = chunk_text(content, self.chunk_tokens)
-        return self._replace(user_id, file_path, texts, created_at, source_ids=None)
+        return self._replace(user_id, [_Doc(file_path, texts, created_at, None)])[0]
 
     def index_turn(
         self,
@@ -119,20 +120,17 @@ class Indexer:
         source_ids: Sequence[str] | None = None,
     ) -> IndexReport:
         """Index one conversation round; idempotent for the same round and text."""
+        turn = Round(session_id, turn_index, user_message, assistant_reply, timestamp, source_ids)
+        return self.index_rounds(user_id, [turn])[0]
+
+    def index_rounds(self, user_id: str, rounds: Sequence[Round]) -> list[IndexReport]:
+        """Index many rounds with one batched embedding call and one transaction."""
         validate_user_id(user_id)
-        _check_session(session_id, turn_index)
-        for name, value in (("user_message", user_message), ("assistant_reply", assistant_reply)):
-            if not isinstance(value, str):
-                raise InvalidContentError(f"{name} must be a string")
-            if "\x00" in value:
-                raise InvalidContentError(f"{name} must not contain NUL characters")
-        body = format_round(user_message, assistant_reply)
-        if not body:
-            raise InvalidContentError("a round needs a user message or an assistant reply")
-        when = _aware(timestamp) if timestamp is not None else datetime.now(UTC)
-        ids = list(source_ids) if source_ids else [f"{session_id}:{turn_index}"]
-        texts = chunk_text(body, self.chunk_tokens)
-        return self._replace(user_id, session_path(session_id, turn_index), texts, when, ids)
+        docs = [_round_doc(r, self.chunk_tokens) for r in rounds]
+        paths = [d.file_path for d in docs]
+        if len(set(paths)) != len(paths):
+            raise InvalidContentError("the same (session_id, turn_index) appears twice")
+        return self._replace(user_id, docs)
 
     def fill_missing(self, user_id: str, batch: int = 256) -> int:
         """Embed rows stored without a vector (or by another model). Returns rows embedded."""
@@ -163,19 +161,12 @@ class Indexer:
             log_event(logger, "index.fill", user_id=user_id, embedded=len(keep))
 
     # -- internals -------------------------------------------------------------------------
-    def _replace(
-        self,
-        user_id: str,
-        file_path: str,
-        texts: list[str],
-        created_at: datetime | None,
-        source_ids: Sequence[str] | None,
-    ) -> IndexReport:
-        report = IndexReport(file_path=file_path, chunks=len(texts))
-        hashes = [content_hash(t) for t in texts]
+    def _replace(self, user_id: str, docs: Sequence[_Doc]) -> list[IndexReport]:
+        reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
+        paths = [d.file_path for d in docs]
         with self._sessions() as session:
-            existing = EmbeddingRepository(session, user_id).chunks_for_path(
-                file_path, with_vectors=True
+            existing = EmbeddingRepository(session, user_id).chunks_for_paths(
+                paths, with_vectors=True
             )
         model = self.embedder.name if self.embedder is not None else None
         reusable = {
@@ -183,62 +174,84 @@ class Indexer:
             for c in existing
             if c.vector is not None and c.embedding_model == model
         }
-        same_position = {
-            (c.chunk_index, c.content_hash) for c in existing if _is_fresh(c, model, created_at)
-        }
-        to_embed = [i for i, h in enumerate(hashes) if h not in reusable]
-        vectors: dict[int, Sequence[float]] = {}
-        if to_embed and self.embedder is not None:
-            started = time.perf_counter()
-            got, error = self._embed([texts[i] for i in to_embed])
-            report.embed_seconds = time.perf_counter() - started
-            if got is None:
-                report.embedding_failed = len(to_embed)
-                report.warnings.append(error)
-            else:
-                vectors = dict(zip(to_embed, got, strict=True))
-                report.embedded = len(to_embed)
+        by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}
 
         keep_ids: set[int] = set()
-        new_rows: list[NewChunk] = []
-        by_position = {(c.chunk_index, c.content_hash): c for c in existing}
-        for i, (body, digest) in enumerate(zip(texts, hashes, strict=True)):
-            current = by_position.get((i, digest))
-            if (i, digest) in same_position and current is not None:
-                keep_ids.add(current.id)
-                report.unchanged += 1
-                continue
-            vector = vectors.get(i) if i in vectors else reusable.get(digest)
-            new_rows.append(
-                NewChunk(
-                    file_path=file_path,
-                    chunk_index=i,
-                    chunk_text=body,
-                    content_hash=digest,
-                    created_at=created_at,
-                    embedding=None if vector is None else [float(x) for x in vector],
-                    embedding_model=model if vector is not None else None,
-                    source_ids=source_ids,
-                )
-            )
-        stale = [c.id for c in existing if c.id not in keep_ids]
+        pending: list[tuple[int, NewChunk]] = []  # (report index, row without vector yet)
+        for n, doc in enumerate(docs):
+            for i, body in enumerate(doc.texts):
+                digest = content_hash(body)
+                current = by_slot.get((doc.file_path, i, digest))
+                if current is not None and _is_fresh(current, model, doc.created_at):
+                    keep_ids.add(current.id)
+                    reports[n].unchanged += 1
+                    continue
+                pending.append((n, NewChunk(
+                    file_path=doc.file_path, chunk_index=i, chunk_text=body, content_hash=digest,
+                    created_at=doc.created_at, source_ids=doc.source_ids,
+                )))
+
+        vectors = self._vectors_for(pending, reusable, reports)
+        new_rows = [
+            replace(row, embedding=vectors.get(row.content_hash),
+                    embedding_model=model if row.content_hash in vectors else None)
+            for _, row in pending
+        ]
+        stale = [c for c in existing if c.id not in keep_ids]
         if new_rows or stale:
             with transaction(self._sessions) as session:
                 repo = EmbeddingRepository(session, user_id)
                 repo.lock()
                 # Re-read under the lock: a concurrent indexer may have replaced rows since.
-                current_ids = {c.id for c in repo.chunks_for_path(file_path)}
-                repo.delete_ids([i for i in current_ids if i not in keep_ids])
+                present = repo.chunks_for_paths(paths)
+                repo.delete_ids([c.id for c in present if c.id not in keep_ids])
                 repo.insert(new_rows)
                 repo.bump_generation()
-            report.deleted = len(stale)
-            report.inserted = len(new_rows)
-        log_event(
-            logger, "index.updated", user_id=user_id, file_path=file_path, chunks=report.chunks,
-            inserted=report.inserted, deleted=report.deleted, embedded=report.embedded,
-            embedding_failed=report.embedding_failed,
-        )
-        return report
+            for c in stale:
+                reports[paths.index(c.file_path or "")].deleted += 1
+            for n, _ in pending:
+                reports[n].inserted += 1
+        for r in reports:
+            log_event(
+                logger, "index.updated", user_id=user_id, file_path=r.file_path, chunks=r.chunks,
+                inserted=r.inserted, deleted=r.deleted, embedded=r.embedded,
+                embedding_failed=r.embedding_failed,
+            )
+        return reports
+
+    def _vectors_for(
+        self,
+        pending: Sequence[tuple[int, NewChunk]],
+        reusable: dict[str, Any],
+        reports: list[IndexReport],
+    ) -> dict[str, list[float]]:
+        """Vectors by content hash: reused when known, else embedded in one batched call."""
+        vectors: dict[str, list[float]] = {
+            row.content_hash: [float(x) for x in reusable[row.content_hash]]
+            for _, row in pending
+            if row.content_hash in reusable
+        }
+        todo: dict[str, str] = {}
+        for _, row in pending:
+            if row.content_hash not in vectors:
+                todo.setdefault(row.content_hash, row.chunk_text)
+        if not todo or self.embedder is None:
+            return vectors
+        started = time.perf_counter()
+        got, error = self._embed(list(todo.values()))
+        seconds = time.perf_counter() - started
+        touched = sorted({n for n, row in pending if row.content_hash in todo})
+        for n in touched:
+            reports[n].embed_seconds = seconds / len(touched)
+            count = sum(1 for m, row in pending if m == n and row.content_hash in todo)
+            if got is None:
+                reports[n].embedding_failed += count
+                reports[n].warnings.append(error)
+            else:
+                reports[n].embedded += count
+        if got is not None:
+            vectors.update(zip(todo, got, strict=True))
+        return vectors
 
     def _embed(self, texts: list[str]) -> tuple[list[list[float]] | None, str]:
         assert self.embedder is not None
@@ -268,6 +281,41 @@ class Indexer:
             embedding_model=self.embedder.name,
             source_ids=c.source_ids or None,
         )
+
+
+@dataclass(frozen=True)
+class Round:
+    """One conversation round: the user's message and the assistant's reply."""
+
+    session_id: str
+    turn_index: int
+    user_message: str
+    assistant_reply: str = ""
+    timestamp: datetime | None = None
+    source_ids: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class _Doc:
+    file_path: str
+    texts: list[str]
+    created_at: datetime | None
+    source_ids: Sequence[str] | None
+
+
+def _round_doc(r: Round, chunk_tokens: int) -> _Doc:
+    _check_session(r.session_id, r.turn_index)
+    for name, value in (("user_message", r.user_message), ("assistant_reply", r.assistant_reply)):
+        if not isinstance(value, str):
+            raise InvalidContentError(f"{name} must be a string")
+        if "\x00" in value:
+            raise InvalidContentError(f"{name} must not contain NUL characters")
+    body = format_round(r.user_message, r.assistant_reply)
+    if not body:
+        raise InvalidContentError("a round needs a user message or an assistant reply")
+    when = _aware(r.timestamp) if r.timestamp is not None else datetime.now(UTC)
+    ids = list(r.source_ids) if r.source_ids else [f"{r.session_id}:{r.turn_index}"]
+    return _Doc(session_path(r.session_id, r.turn_index), chunk_text(body, chunk_tokens), when, ids)
 
 
 def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:

@@ -85,7 +85,9 @@ class EmbeddingRepository:
         self.user_id = validate_user_id(user_id)
 
     # -- reads -------------------------------------------------------------------------
-    def chunks_for_path(self, file_path: str, *, with_vectors: bool = False) -> list[StoredChunk]:
+    def chunks_for_paths(
+        self, file_paths: Sequence[str], *, with_vectors: bool = False
+    ) -> list[StoredChunk]:
         stmt = (
             select(*_META_COLUMNS, MemoryEmbedding.embedding)
             if with_vectors
@@ -93,8 +95,9 @@ class EmbeddingRepository:
         )
         rows = self.session.execute(
             stmt.where(
-                MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.file_path == file_path
-            ).order_by(MemoryEmbedding.chunk_index)
+                MemoryEmbedding.user_id == self.user_id,
+                MemoryEmbedding.file_path.in_(list(file_paths)),
+            ).order_by(MemoryEmbedding.file_path, MemoryEmbedding.chunk_index)
         ).all()
         if not with_vectors:
             return [_chunk(r) for r in rows]
