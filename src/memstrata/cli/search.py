@@ -1,0 +1,77 @@
+"""``memstrata search`` and ``memstrata reindex``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from memstrata.cli.app import app, fail, guarded, load_settings
+from memstrata.errors import MemstrataError
+from memstrata.retrieval.autostart import embedding_spec
+from memstrata.retrieval.cache import SOURCES
+from memstrata.runtime import Memstrata
+
+
+@app.command("search")
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    user: Annotated[str, typer.Option("--user", "-u", help="The user whose memory to search.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results to return (1-100).")] = 5,
+    source: Annotated[
+        list[str] | None,
+        typer.Option("--source", "-s", help=f"Restrict to a source: {', '.join(SOURCES)}."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Hybrid search over one user's memory files and indexed conversations."""
+    settings = load_settings()
+    with embedding_spec(settings) as spec:
+        try:
+            mem = Memstrata.open(settings, embedding_spec=spec)
+        except MemstrataError as exc:
+            fail(str(exc))
+        try:
+            response = guarded(
+                lambda: mem.search.search(user, query, top_k=top_k, sources=source or None)
+            )
+        finally:
+            mem.close()
+    if as_json:
+        typer.echo(json.dumps(response.to_dict(), ensure_ascii=False))
+        return
+    for warning in response.warnings:
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    if not response.hits:
+        typer.echo(f"no results for {query!r} (user {user}, mode {response.mode})")
+        return
+    for rank, hit in enumerate(response.hits, 1):
+        e = hit.explain
+        typer.echo(
+            f"{rank:2d}. [{hit.source}] {hit.file_path}#{hit.chunk_index} "
+            f"score={hit.score:.5f} bm25_rank={e['bm25_rank']} vector_rank={e['vector_rank']} "
+            f"decay={e['decay_factor']:.3f} ({hit.created_at:%Y-%m-%d})"
+        )
+        typer.echo("    " + hit.text.replace("\n", "\n    "))
+
+
+@app.command("reindex")
+def reindex_command(
+    user: Annotated[str, typer.Option("--user", "-u", help="The user to re-embed.")],
+) -> None:
+    """Embed rows stored without a vector (after an embedding outage or a model change)."""
+    settings = load_settings()
+    with embedding_spec(settings) as spec:
+        if spec is None:
+            fail("no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
+                 "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART")
+        try:
+            mem = Memstrata.open(settings, embedding_spec=spec)
+        except MemstrataError as exc:
+            fail(str(exc))
+        try:
+            done = guarded(lambda: mem.indexer.fill_missing(user))
+        finally:
+            mem.close()
+    typer.echo(f"embedded {done} chunk(s) for {user}")
