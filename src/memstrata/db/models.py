@@ -7,6 +7,7 @@ Additions beyond the spec, and why:
   and its native length before padding, so a model change is detectable.
 - ``memory_embeddings.source_ids``: the conversation turns a row came from.
 - unique ``(user_id, file_path, chunk_index)``: re-indexing the same turn is idempotent.
+- index ``(user_id, id)``: the search cache asks "rows added since id X" and counts rows.
 - table ``memory_index_state``: a per-user generation counter bumped with every change
   to a user's rows, so in-memory search indexes in any process can tell they are stale.
 """
@@ -66,6 +67,7 @@ class MemoryEmbedding(Base):
             "chunk_index",
             unique=True,
         ),
+        Index("ix_memory_embeddings_user_id_id", "user_id", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

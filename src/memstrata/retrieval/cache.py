@@ -195,19 +195,32 @@ class IndexCache:
         return index
 
     def _refresh(self, index: UserIndex) -> None:
+        """Bring ``index`` to the database's current state for its user.
+
+        Writers of one user's rows are serialised by an advisory lock and rows are
+        immutable, so ids are committed in increasing order per user: the rows added since
+        the last refresh are exactly those with a larger id, and
+        ``held + added − count`` is the number deleted. Only when something was deleted
+        are the id sets compared. One REPEATABLE READ snapshot keeps the three reads
+        consistent with each other.
+        """
         with self.sessions() as session:
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             repo = EmbeddingRepository(session, index.user_id)
             generation = repo.generation()
             if generation == index.generation:
                 return
-            live = repo.live_ids()
-            held = set(index.rows)
-            missing = sorted(live - held)
+            removed: set[int] = set()
             if index.generation < 0:
                 added = repo.load()
             else:
-                added = repo.load(missing) if missing else []
-        index.apply(added, held - live)
+                added = repo.load(after_id=max(index.rows, default=0))
+                if len(index.rows) + len(added) != repo.count():
+                    live = repo.live_ids()
+                    removed = set(index.rows) - live
+                    missing = live - set(index.rows) - {c.id for c in added}
+                    added += repo.load(sorted(missing)) if missing else []
+        index.apply(added, removed)
         index.generation = generation
 
     def invalidate(self, user_id: str) -> None:

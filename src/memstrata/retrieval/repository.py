@@ -109,28 +109,42 @@ class EmbeddingRepository:
         )
         return set(ids)
 
-    def load(self, ids: Sequence[int] | None = None) -> list[StoredChunk]:
-        """Rows with native-length vectors, in id order (all rows when ``ids`` is None).
+    def count(self) -> int:
+        return int(
+            self.session.scalar(
+                select(func.count()).where(MemoryEmbedding.user_id == self.user_id)
+            )
+            or 0
+        )
 
-        Vectors are read as ``subvector(embedding, 1, embedding_dim)``: a 384-d model's
-        vector crosses the wire as 384 floats, not 2560.
+    def load(
+        self, ids: Sequence[int] | None = None, *, after_id: int | None = None
+    ) -> list[StoredChunk]:
+        """Rows with native-length vectors, in id order: all, ``ids``, or ids > ``after_id``.
+
+        Vectors are read as ``vector_send(subvector(embedding, 1, embedding_dim))``: a 384-d
+        model's vector crosses the wire as 384 binary floats, not 2560 floats as text
+        (parsing text floats was most of a cold load).
         """
         query = (
             "SELECT id, file_path, chunk_index, chunk_text, created_at, content_hash, "
             "embedding_model, embedding_dim, source_ids, "
             "CASE WHEN embedding IS NULL OR embedding_dim IS NULL THEN NULL "
-            "ELSE subvector(embedding, 1, embedding_dim)::text END AS vec "
+            "ELSE vector_send(subvector(embedding, 1, embedding_dim)) END AS vec "
             "FROM memory_embeddings WHERE user_id = :u"
         )
         params: dict[str, Any] = {"u": self.user_id}
         stmt = text(query + " ORDER BY id")
-        if ids is not None:
+        if after_id is not None:
+            stmt = text(query + " AND id > :after ORDER BY id")
+            params["after"] = after_id
+        elif ids is not None:
             stmt = text(query + " AND id = ANY(:ids) ORDER BY id").bindparams(
                 bindparam("ids", type_=None)
             )
             params["ids"] = list(ids)
         rows = self.session.execute(stmt, params).all()
-        return [_chunk(r, None if r.vec is None else _parse_vector_text(r.vec)) for r in rows]
+        return [_chunk(r, None if r.vec is None else _parse_vector_binary(r.vec)) for r in rows]
 
     def missing_embeddings(self, model: str, limit: int) -> list[StoredChunk]:
         """Rows with no vector, or one from another model (a model change), oldest first."""
@@ -261,5 +275,6 @@ def _native(value: Any, dim: int | None) -> npt.NDArray[np.float32] | None:
     return arr[:dim] if dim else arr
 
 
-def _parse_vector_text(value: str) -> npt.NDArray[np.float32]:
-    return np.fromstring(value.strip("[]"), dtype=np.float32, sep=",")
+def _parse_vector_binary(value: bytes) -> npt.NDArray[np.float32]:
+    """pgvector's binary form: int16 dim, int16 reserved, then big-endian float4s."""
+    return np.frombuffer(value, dtype=">f4", offset=4).astype(np.float32)

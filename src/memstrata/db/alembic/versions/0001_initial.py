@@ -49,6 +49,8 @@ def upgrade() -> None:
         sa.Column("source_ids", JSONB, nullable=True),
     )
     op.create_index("ix_memory_embeddings_user_id", "memory_embeddings", ["user_id"])
+    # (user_id, id): "rows added since id X" and per-user counts for the search cache.
+    op.create_index("ix_memory_embeddings_user_id_id", "memory_embeddings", ["user_id", "id"])
     op.create_index(
         "uq_memory_embeddings_user_path_chunk",
         "memory_embeddings",
