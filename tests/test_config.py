@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from memstrata.config import Settings
+from memstrata.config_doc import render
+
+
+def test_configuration_doc_is_current() -> None:
+    doc = Path(__file__).parents[1] / "docs" / "CONFIGURATION.md"
+    assert doc.read_text(encoding="utf-8") == render(), "run: python -m memstrata.config_doc > docs/CONFIGURATION.md"
+
+
+def test_every_field_is_described() -> None:
+    assert all(f.description for f in Settings.model_fields.values())
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("postgres://u:p@h/db", "postgresql+psycopg://u:p@h/db"),
+        ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("", None),
+    ],
+)
+def test_database_url_is_normalised(raw: str, expected: str | None) -> None:
+    assert Settings(database_url=raw).database_url == expected
+
+
+def test_production_refuses_missing_or_weak_secret() -> None:
+    with pytest.raises(ValidationError, match="MEMSTRATA_JWT_SECRET"):
+        Settings(environment="production")
+    with pytest.raises(ValidationError, match="at least 32"):
+        Settings(environment="production", jwt_secret="short")
+    assert Settings(environment="production", jwt_secret="x" * 32).jwt_secret == "x" * 32
+
+
+def test_alg_none_is_refused() -> None:
+    with pytest.raises(ValidationError, match="none"):
+        Settings(jwt_algorithms=["HS256", "none"])
+
+
+def test_env_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTRATA_DECAY_FLOOR", "0.5")
+    monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", "abc")
+    with pytest.raises(ValidationError, match="max_content_bytes"):
+        Settings()
+    monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", "1024")
+    assert (Settings().decay_floor, Settings().max_content_bytes) == (0.5, 1024)
