@@ -26,16 +26,26 @@ def last_json(stdout: str) -> dict[str, object]:
 def test_locomo_recall() -> None:
     if not LOCOMO.is_file():
         pytest.fail(f"LoCoMo data not found at {LOCOMO}; set MEMSTRATA_LOCOMO")
-    out = subprocess.run([*CLI, "bench", "locomo", str(LOCOMO)], capture_output=True,
-                         text=True, check=True, timeout=3600)
+    out = subprocess.run(
+        [*CLI, "bench", "locomo", str(LOCOMO)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    )
     result = last_json(out.stdout)
     assert set(result["recall"]) == {"bm25", "vector", "hybrid", "hybrid_spec_decay"}  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
 def test_latency_10k() -> None:
-    out = subprocess.run([*CLI, "bench", "latency", "--chunks", "10000", "--others", "200000"],
-                         capture_output=True, text=True, check=True, timeout=3600)
+    out = subprocess.run(
+        [*CLI, "bench", "latency", "--chunks", "10000", "--others", "200000"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    )
     result = last_json(out.stdout)
     for key in ("p50_ms", "p95_ms", "baseline_p50_ms", "baseline_p95_ms"):
         assert isinstance(result[key], float)

@@ -11,7 +11,9 @@ from memstrata.config_doc import render
 
 def test_configuration_doc_is_current() -> None:
     doc = Path(__file__).parents[1] / "docs" / "CONFIGURATION.md"
-    assert doc.read_text(encoding="utf-8") == render(), "run: python -m memstrata.config_doc > docs/CONFIGURATION.md"
+    assert doc.read_text(encoding="utf-8") == render(), (
+        "run: python -m memstrata.config_doc > docs/CONFIGURATION.md"
+    )
 
 
 def test_every_field_is_described() -> None:

@@ -68,7 +68,8 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
 
     sandbox_root: Path | None = Field(
-        default=None, description="Root of the per-user sandbox directories (default <data_dir>/sandboxes)."
+        default=None,
+        description="Root of the per-user sandbox directories (default <data_dir>/sandboxes).",
     )
     template_dir: Path | None = Field(
         default=None,
@@ -178,7 +179,9 @@ class Settings(BaseSettings):
                     "MEMSTRATA_JWT_PUBLIC_KEY"
                 )
             if self.jwt_secret and len(self.jwt_secret) < 32:
-                raise ValueError("MEMSTRATA_JWT_SECRET must be at least 32 characters in production")
+                raise ValueError(
+                    "MEMSTRATA_JWT_SECRET must be at least 32 characters in production"
+                )
         return self
 
     @property

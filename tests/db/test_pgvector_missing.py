@@ -49,8 +49,17 @@ def plain_postgres_url() -> Iterator[str]:
     _run_as(user, [str(PG15 / "initdb"), "-D", str(pgdata), "-U", "postgres", "--auth=trust"])
     _run_as(
         user,
-        [str(PG15 / "pg_ctl"), "-D", str(pgdata), "-w", "-l", str(root / "log"),
-         "-o", f"-h '' -k {sock}", "start"],
+        [
+            str(PG15 / "pg_ctl"),
+            "-D",
+            str(pgdata),
+            "-w",
+            "-l",
+            str(root / "log"),
+            "-o",
+            f"-h '' -k {sock}",
+            "start",
+        ],
     )
     try:
         yield f"postgresql://postgres@/postgres?host={sock}"

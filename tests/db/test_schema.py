@@ -28,7 +28,13 @@ def test_user_memory_columns(db: Database) -> None:
 def test_memory_embeddings_vector_is_2560(db: Database) -> None:
     cols = columns(db.engine, "memory_embeddings")
     assert list(cols)[:7] == [
-        "id", "user_id", "file_path", "chunk_index", "chunk_text", "embedding", "created_at",
+        "id",
+        "user_id",
+        "file_path",
+        "chunk_index",
+        "chunk_text",
+        "embedding",
+        "created_at",
     ]
     assert str(cols["file_path"]["type"]) == "VARCHAR(255)"
     assert cols["file_path"]["nullable"] and cols["chunk_index"]["nullable"]

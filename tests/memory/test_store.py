@@ -50,7 +50,10 @@ def test_legacy_agents_rows_are_readable_but_never_written(
 ) -> None:
     with db.engine.begin() as conn:
         conn.execute(
-            text("INSERT INTO user_memory (user_id, file_type, content) VALUES ('old', 'agents_md', 'legacy')")
+            text(
+                "INSERT INTO user_memory (user_id, file_type, content) "
+                "VALUES ('old', 'agents_md', 'legacy')"
+            )
         )
     legacy = store.get_memory_file("old", "agents")
     assert legacy is not None and legacy.content == "legacy" and legacy.kind is FileKind.AGENTS
@@ -113,7 +116,11 @@ def test_concurrent_writers_exactly_one_wins(store: MemoryStore) -> None:
 def test_concurrent_unconditional_writers_lose_no_increment(store: MemoryStore) -> None:
     writers = 20
     with ThreadPoolExecutor(max_workers=8) as pool:
-        versions = sorted(pool.map(lambda i: store.upsert_memory_file("inc", "memory", str(i)).version, range(writers)))
+        versions = sorted(
+            pool.map(
+                lambda i: store.upsert_memory_file("inc", "memory", str(i)).version, range(writers)
+            )
+        )
     assert versions == list(range(1, writers + 1))
 
 

@@ -14,7 +14,10 @@ from memstrata.memory.templates import TemplateSet, default_template_dir, strip_
         ("---\ntitle: x\n---\n# Body\n", "# Body\n"),
         ("---\r\na: 1\r\n---\r\n\r\nBody", "Body"),
         ("\ufeff---\na: 1\n---\nBody", "Body"),
-        ("# No frontmatter\n---\nnot: stripped\n---\n", "# No frontmatter\n---\nnot: stripped\n---\n"),
+        (
+            "# No frontmatter\n---\nnot: stripped\n---\n",
+            "# No frontmatter\n---\nnot: stripped\n---\n",
+        ),
         ("---\nunterminated: yes\nBody", "---\nunterminated: yes\nBody"),
         ("---\n---\nEmpty block", "Empty block"),
         ("", ""),

@@ -52,7 +52,9 @@ def test_memory_file_chunks_are_padded_and_recorded(
     db: Database, embedder: OpenAICompatibleEmbedder
 ) -> None:
     indexer = Indexer(db.sessions, embedder)
-    report = indexer.index_memory_file("u", FileKind.MEMORY, "喜欢乌龙茶。\n\nWorks on Rust compilers.")
+    report = indexer.index_memory_file(
+        "u", FileKind.MEMORY, "喜欢乌龙茶。\n\nWorks on Rust compilers."
+    )
     assert (report.chunks, report.inserted, report.embedded) == (1, 1, 1)
     (row,) = rows(db, "u")
     assert row[:2] == ("MEMORY.md", 0)
@@ -65,7 +67,9 @@ def test_unchanged_content_is_never_reembedded(
     db: Database, embedder: OpenAICompatibleEmbedder
 ) -> None:
     indexer = Indexer(db.sessions, embedder, chunk_tokens=20)
-    content = "\n\n".join(f"Paragraph {i} about topic number {i} and more words here." for i in range(5))
+    content = "\n\n".join(
+        f"Paragraph {i} about topic number {i} and more words here." for i in range(5)
+    )
     first = indexer.index_memory_file("u", FileKind.USER, content)
     assert first.embedded == first.chunks == 5
     gen = generation(db, "u")

@@ -43,24 +43,27 @@ def test_recall_counts_turns_not_chunks() -> None:
 
 
 def test_load_conversations(tmp_path: Path) -> None:
-    data = [{
-        "sample_id": "c1",
-        "conversation": {
-            "speaker_a": "A", "speaker_b": "B",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "A", "dia_id": "D1:1", "text": "hi"},
-                {"speaker": "B", "dia_id": "D1:02", "text": "look", "blip_caption": "a cat"},
+    data = [
+        {
+            "sample_id": "c1",
+            "conversation": {
+                "speaker_a": "A",
+                "speaker_b": "B",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "A", "dia_id": "D1:1", "text": "hi"},
+                    {"speaker": "B", "dia_id": "D1:02", "text": "look", "blip_caption": "a cat"},
+                ],
+                "session_2_date_time": "9:00 am on 1 June, 2023",
+                "session_2": [{"speaker": "A", "dia_id": "D2:1", "text": "later"}],
+            },
+            "qa": [
+                {"question": "q1", "evidence": ["D1:2"], "category": 1},
+                {"question": "q5", "evidence": ["D1:1"], "category": 5},
+                {"question": "q0", "evidence": [], "category": 2},
             ],
-            "session_2_date_time": "9:00 am on 1 June, 2023",
-            "session_2": [{"speaker": "A", "dia_id": "D2:1", "text": "later"}],
-        },
-        "qa": [
-            {"question": "q1", "evidence": ["D1:2"], "category": 1},
-            {"question": "q5", "evidence": ["D1:1"], "category": 5},
-            {"question": "q0", "evidence": [], "category": 2},
-        ],
-    }]
+        }
+    ]
     path = tmp_path / "l.json"
     path.write_text(json.dumps(data))
     (conv,) = load_conversations(path)

@@ -63,7 +63,12 @@ def test_hybrid_finds_semantic_and_lexical_matches(
     top = result.hits[0]
     assert top.source == "conversation" and top.file_path == "sessions/s1/0"
     assert set(top.explain) == {
-        "bm25_rank", "vector_rank", "rrf_score", "decay_factor", "age_days", "resident",
+        "bm25_rank",
+        "vector_rank",
+        "rrf_score",
+        "decay_factor",
+        "age_days",
+        "resident",
     }
     assert top.explain["age_days"] == pytest.approx(10.0)
     assert top.explain["decay_factor"] == pytest.approx(decay_factor(10.0))
@@ -205,8 +210,16 @@ def test_vectors_in_memory_equal_vectors_in_postgres(
 
 @pytest.mark.parametrize(
     ("query", "top_k", "sources"),
-    [("", 5, None), ("   ", 5, None), ("x" * 4001, 5, None), ("ok", 0, None),
-     ("ok", 101, None), ("ok", True, None), ("ok", 5, []), ("ok", 5, ["emails"])],
+    [
+        ("", 5, None),
+        ("   ", 5, None),
+        ("x" * 4001, 5, None),
+        ("ok", 0, None),
+        ("ok", 101, None),
+        ("ok", True, None),
+        ("ok", 5, []),
+        ("ok", 5, ["emails"]),
+    ],
 )
 def test_bad_search_input(db: Database, query: str, top_k: int, sources: list[str] | None) -> None:
     with pytest.raises(InvalidContentError):

@@ -63,11 +63,17 @@ def _sentences(rng: np.random.Generator, vocab: list[str], n: int, length: int =
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> npt.NDArray[np.float32]:
     v = rng.standard_normal((n, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float32] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
 
 
-def _copy_rows(mem: Memstrata, user_ids: list[str], texts: list[str],
-               vectors: npt.NDArray[np.float32], start: datetime) -> None:
+def _copy_rows(
+    mem: Memstrata,
+    user_ids: list[str],
+    texts: list[str],
+    vectors: npt.NDArray[np.float32],
+    start: datetime,
+) -> None:
     from pgvector.psycopg import register_vector
 
     raw = mem.db.engine.raw_connection()
@@ -77,27 +83,54 @@ def _copy_rows(mem: Memstrata, user_ids: list[str], texts: list[str],
         register_vector(conn)
         padded = np.zeros(STORED_VECTOR_DIM, dtype=np.float32)
         dim = vectors.shape[1]
-        with conn.cursor() as cur, cur.copy(
-            "COPY memory_embeddings (user_id, file_path, chunk_index, chunk_text, embedding, "
-            "created_at, content_hash, embedding_model, embedding_dim, source_ids) "
-            "FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(["varchar", "varchar", "int4", "text", "vector", "timestamptz",
-                            "varchar", "varchar", "int4", "jsonb"])
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memory_embeddings (user_id, file_path, chunk_index, chunk_text, embedding, "
+                "created_at, content_hash, embedding_model, embedding_dim, source_ids) "
+                "FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy,
+        ):
+            copy.set_types(
+                [
+                    "varchar",
+                    "varchar",
+                    "int4",
+                    "text",
+                    "vector",
+                    "timestamptz",
+                    "varchar",
+                    "varchar",
+                    "int4",
+                    "jsonb",
+                ]
+            )
             from psycopg.types.json import Jsonb
 
             for i, (user, body) in enumerate(zip(user_ids, texts, strict=True)):
                 padded[:dim] = vectors[i]
-                copy.write_row((
-                    user, f"sessions/bench/{i}", 0, body, padded, start + timedelta(minutes=i),
-                    content_hash(body), MODEL, dim, Jsonb([f"bench:{i}"]),
-                ))
+                copy.write_row(
+                    (
+                        user,
+                        f"sessions/bench/{i}",
+                        0,
+                        body,
+                        padded,
+                        start + timedelta(minutes=i),
+                        content_hash(body),
+                        MODEL,
+                        dim,
+                        Jsonb([f"bench:{i}"]),
+                    )
+                )
         with conn.cursor() as cur:
             for user in sorted(set(user_ids)):
                 cur.execute(
                     "INSERT INTO memory_index_state (user_id, generation) VALUES (%s, 1) "
                     "ON CONFLICT (user_id) DO UPDATE SET generation = "
-                    "memory_index_state.generation + 1", (user,))
+                    "memory_index_state.generation + 1",
+                    (user,),
+                )
         conn.commit()
         with conn.cursor() as cur:
             cur.execute("ANALYZE memory_embeddings")
@@ -108,7 +141,7 @@ def _copy_rows(mem: Memstrata, user_ids: list[str], texts: list[str],
 
 def _stats(samples_ms: list[float]) -> dict[str, float]:
     ordered = sorted(samples_ms)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(p95, 3)}
 
 
@@ -125,7 +158,9 @@ def run_latency(
     try:
         import bm25s
     except ModuleNotFoundError as exc:  # a dev/bench-only dependency
-        raise SystemExit("the latency baseline needs bm25s: pip install 'memstrata[bench]'") from exc
+        raise SystemExit(
+            "the latency baseline needs bm25s: pip install 'memstrata[bench]'"
+        ) from exc
     say = progress or (lambda _m: None)
     rng = np.random.default_rng(seed)
     vocab = _vocabulary(rng)
@@ -138,7 +173,7 @@ def run_latency(
     _copy_rows(mem, users, texts, vectors, start)
     say(f"loaded {chunks + others} rows in {time.perf_counter() - t0:.1f} s")
 
-    search = SearchService(IndexCache(mem.db.sessions), _NamedOnly())  # type: ignore[arg-type]
+    search = SearchService(IndexCache(mem.db.sessions), _NamedOnly())
     query_texts = [" ".join(s.split()[:5]) for s in _sentences(rng, vocab, queries, 8)]
     query_vecs = _unit(rng, queries, dim)
     now = start + timedelta(days=200)
@@ -170,15 +205,18 @@ def run_latency(
         t = time.perf_counter()
         q_tokens = [w for w in tokenize(q) if w in retriever.vocab_dict]
         if q_tokens:
-            retriever.retrieve([q_tokens], k=min(n_cand, chunks), show_progress=False,
-                               n_threads=1)
+            retriever.retrieve([q_tokens], k=min(n_cand, chunks), show_progress=False, n_threads=1)
         sims = matrix @ v
         top = np.argpartition(-sims, min(n_cand, chunks) - 1)[:n_cand]
-        top[np.argsort(-sims[top])]
+        ranked = top[np.argsort(-sims[top])]
+        assert len(ranked) == min(n_cand, chunks)
         base.append((time.perf_counter() - t) * 1000)
 
-    pg = SearchService(IndexCache(mem.db.sessions), _NamedOnly(),  # type: ignore[arg-type]
-                       vector_backend="pgvector")
+    pg = SearchService(
+        IndexCache(mem.db.sessions),
+        _NamedOnly(),
+        vector_backend="pgvector",
+    )
     pg.search_with_vector(USER, query_texts[0], query_vecs[0], top_k=TOP_K, now=now)
     pg_samples = []
     for q, v in list(zip(query_texts, query_vecs, strict=True))[:30]:

@@ -22,7 +22,7 @@ import numpy as np
 from sqlalchemy import text
 
 from memstrata.retrieval.indexer import Round
-from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.search import DecayPolicy
 from memstrata.runtime import Memstrata
 
 _DIA = re.compile(r"^D(\d+):0*(\d+)$")
@@ -78,9 +78,7 @@ def load_conversations(path: Path, limit: int | None = None) -> list[Conversatio
         conv = item["conversation"]
         rounds: list[Round] = []
         times: list[datetime] = []
-        sessions = sorted(
-            (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key))
-        )
+        sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)))
         for number, key in sessions:
             when = parse_locomo_time(conv[f"{key}_date_time"])
             times.append(when)
@@ -89,8 +87,9 @@ def load_conversations(path: Path, limit: int | None = None) -> list[Conversatio
                 if turn.get("blip_caption"):
                     body += f" [shares a photo: {turn['blip_caption']}]"
                 rounds.append(
-                    Round(f"session_{number}", i, body, "", when,
-                          [normalise_dia_id(turn["dia_id"])])
+                    Round(
+                        f"session_{number}", i, body, "", when, [normalise_dia_id(turn["dia_id"])]
+                    )
                 )
         questions = [
             (q["question"], evidence_ids(q.get("evidence", [])), int(q["category"]))
@@ -118,10 +117,14 @@ class LocomoResult:
     rounds: int = 0
 
     def to_json(self) -> str:
-        return json.dumps({
-            "questions": self.questions,
-            "recall": {v: {k: round(x, 4) for k, x in ks.items()} for v, ks in self.recall.items()},
-        })
+        return json.dumps(
+            {
+                "questions": self.questions,
+                "recall": {
+                    v: {k: round(x, 4) for k, x in ks.items()} for v, ks in self.recall.items()
+                },
+            }
+        )
 
 
 def run_locomo(
@@ -151,8 +154,13 @@ def run_locomo(
             for name, spec in variants.items():
                 for k in ks:
                     response = mem.search.search_with_vector(
-                        conv.user_id, question, vector if spec["vector"] else None,
-                        top_k=k, now=conv.now, decay=spec["decay"], use_bm25=spec["use_bm25"],
+                        conv.user_id,
+                        question,
+                        vector if spec["vector"] else None,
+                        top_k=k,
+                        now=conv.now,
+                        decay=spec["decay"],
+                        use_bm25=spec["use_bm25"],
                     )
                     turns = [h.source_ids for h in response.hits]
                     sums[name][k] += recall_at_k(turns, evidence, k)

@@ -21,6 +21,7 @@ def _register() -> None:
     # Imported for their side effect of adding commands; kept out of module import time so
     # that importing memstrata.cli stays cheap.
     from memstrata.cli import db  # noqa: F401
+
     for optional in ("serve", "search", "bench"):
         try:
             __import__(f"memstrata.cli.{optional}")

@@ -26,8 +26,10 @@ app.add_typer(bench_app, name="bench")
 
 DatabaseUrl = Annotated[
     str | None,
-    typer.Option("--database-url", help="Benchmark against this PostgreSQL (default: a "
-                 "temporary embedded server)."),
+    typer.Option(
+        "--database-url",
+        help="Benchmark against this PostgreSQL (default: a temporary embedded server).",
+    ),
 ]
 
 
@@ -68,7 +70,9 @@ def parse_ks(value: str) -> list[int]:
 def locomo_command(
     path: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file.")],
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "5,10",
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N conversations.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N conversations.")
+    ] = None,
     grid: Annotated[
         bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
     ] = False,
@@ -82,14 +86,18 @@ def locomo_command(
     from memstrata.retrieval.search import DecayPolicy
 
     if not path.is_file():
-        fail(f"{path} is not a file; pass a LoCoMo JSON such as ../shared/bench/locomo/locomo-dev.json")
+        fail(
+            f"{path} is not a file; pass a LoCoMo JSON file such as "
+            "../shared/bench/locomo/locomo-dev.json"
+        )
     ks = parse_ks(k)
     variants = dict(VARIANTS)
     if grid:
         for half_life in (30.0, 90.0, 365.0):
             for floor in (0.0, 0.5, 0.8, 0.9):
                 variants[f"decay_hl{half_life:g}_floor{floor:g}"] = {
-                    "use_bm25": True, "vector": True,
+                    "use_bm25": True,
+                    "vector": True,
                     "decay": DecayPolicy(True, half_life, floor),
                 }
     with bench_runtime(database_url) as mem:
@@ -97,7 +105,11 @@ def locomo_command(
             fail("no embedding API: configure one or leave MEMSTRATA_EMBEDDING_AUTOSTART on")
         try:
             result = run_locomo(
-                mem, path, ks, variants=variants, limit=limit,
+                mem,
+                path,
+                ks,
+                variants=variants,
+                limit=limit,
                 progress=lambda m: typer.echo(m, err=True),
             )
         except (ValueError, KeyError) as exc:
@@ -129,7 +141,11 @@ def latency_command(
         fail("need --chunks >= 1, --others >= 0, --queries >= 10 and 1 <= --dim <= 2560")
     with bench_runtime(database_url, embeddings=False) as mem:
         result = run_latency(
-            mem, chunks=chunks, others=others, queries=queries, dim=dim,
+            mem,
+            chunks=chunks,
+            others=others,
+            queries=queries,
+            dim=dim,
             progress=lambda m: typer.echo(m, err=True),
         )
     typer.echo(json.dumps(result))

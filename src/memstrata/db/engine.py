@@ -49,7 +49,9 @@ def check_pgvector(engine: Engine) -> str:
                 text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
             ).scalar()
     except OperationalError as exc:
-        raise DatabaseSetupError(f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}") from exc
+        raise DatabaseSetupError(
+            f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}"
+        ) from exc
     if available is None:
         raise PgvectorMissingError(
             f"the pgvector extension is not available on {describe(engine)}; {PGVECTOR_HINT}"

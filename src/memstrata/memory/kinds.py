@@ -40,7 +40,9 @@ def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind
         kind = value
     else:
         if not isinstance(value, str):
-            raise InvalidFileTypeError(f"无效的文件名: expected a string, got {type(value).__name__}")
+            raise InvalidFileTypeError(
+                f"无效的文件名: expected a string, got {type(value).__name__}"
+            )
         kind_or_none = _BY_NAME.get(value.strip().lower())
         if kind_or_none is None:
             raise InvalidFileTypeError(

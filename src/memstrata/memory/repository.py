@@ -57,13 +57,13 @@ class MemoryFileRepository:
 
     def upsert(self, file_type: str, content: str) -> StoredFile:
         """Last-writer-wins write: insert at 1 or bump the version by exactly one."""
-        stmt = insert(UserMemory).values(
+        base = insert(UserMemory).values(
             user_id=self.user_id, file_type=file_type, content=content, version=1
         )
-        stmt = stmt.on_conflict_do_update(
+        stmt = base.on_conflict_do_update(
             constraint="uq_user_memory_user_file",
             set_={
-                "content": stmt.excluded.content,
+                "content": base.excluded.content,
                 "version": UserMemory.version + 1,
                 "updated_at": func.now(),
             },
@@ -72,7 +72,9 @@ class MemoryFileRepository:
         assert row is not None  # an upsert always returns its row
         return _stored(row)
 
-    def compare_and_set(self, file_type: str, content: str, expected_version: int) -> StoredFile | None:
+    def compare_and_set(
+        self, file_type: str, content: str, expected_version: int
+    ) -> StoredFile | None:
         """Write only if the stored version is ``expected_version``; None on a mismatch.
 
         A single conditional UPDATE: PostgreSQL re-checks the WHERE clause after waiting on

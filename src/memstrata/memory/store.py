@@ -76,7 +76,9 @@ class MemoryStore:
         with self._sessions() as session:
             rows = MemoryFileRepository(session, user_id).list()
         by_type = {k.file_type: k for k in FileKind}
-        return [self._file(user_id, by_type[r.file_type], r) for r in rows if r.file_type in by_type]
+        return [
+            self._file(user_id, by_type[r.file_type], r) for r in rows if r.file_type in by_type
+        ]
 
     def upsert_memory_file(
         self,
@@ -109,8 +111,12 @@ class MemoryStore:
                     return self._file(user_id, k, current, changed=False)
             stored = self._write(repo, k, text, expected_version)
         log_event(
-            logger, "memory.file.written", user_id=user_id, file_type=k.file_type,
-            version=stored.version, bytes=len(text.encode("utf-8")),
+            logger,
+            "memory.file.written",
+            user_id=user_id,
+            file_type=k.file_type,
+            version=stored.version,
+            bytes=len(text.encode("utf-8")),
         )
         return self._file(user_id, k, stored)
 
@@ -147,8 +153,11 @@ class MemoryStore:
                     created.append(k)
         if created:
             log_event(
-                logger, "memory.user.initialised", user_id=user_id,
-                files=[k.filename for k in created], source="template",
+                logger,
+                "memory.user.initialised",
+                user_id=user_id,
+                files=[k.filename for k in created],
+                source="template",
             )
         return created
 

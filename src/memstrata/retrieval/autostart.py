@@ -15,7 +15,9 @@ logger = logging.getLogger(__name__)
 
 
 def embedding_configured(settings: Settings) -> bool:
-    return bool(settings.embedding_models or settings.embedding_base_url or settings.embedding_model)
+    return bool(
+        settings.embedding_models or settings.embedding_base_url or settings.embedding_model
+    )
 
 
 @contextmanager
@@ -26,7 +28,11 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
         yield resolve_embedding_spec(settings)
         return
     with LocalEmbeddingServer() as server:
-        log_event(logger, "embedding.local_server.started", base_url=server.base_url,
-                  model=server.model_spec.name)
+        log_event(
+            logger,
+            "embedding.local_server.started",
+            base_url=server.base_url,
+            model=server.model_spec.name,
+        )
         yield server.model_spec
     log_event(logger, "embedding.local_server.stopped")

@@ -113,8 +113,10 @@ class VectorIndex:
 
     def _compact(self) -> None:
         live = np.flatnonzero(self._alive[: len(self._keys)])
-        self._matrix = np.ascontiguousarray(self._matrix[live]) if len(live) else np.zeros(
-            (64, self.dim), dtype=np.float32
+        self._matrix = (
+            np.ascontiguousarray(self._matrix[live])
+            if len(live)
+            else np.zeros((64, self.dim), dtype=np.float32)
         )
         self._keys = [self._keys[s] for s in live.tolist()]
         self._slot = {k: i for i, k in enumerate(self._keys)}

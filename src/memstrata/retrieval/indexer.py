@@ -146,7 +146,9 @@ class Indexer:
                 return done
             vectors, error = self._embed([c.chunk_text for c in todo])
             if vectors is None:
-                log_event(logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error)
+                log_event(
+                    logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
+                )
                 return done
             with transaction(self._sessions) as session:
                 repo = EmbeddingRepository(session, user_id)
@@ -186,15 +188,27 @@ class Indexer:
                     keep_ids.add(current.id)
                     reports[n].unchanged += 1
                     continue
-                pending.append((n, NewChunk(
-                    file_path=doc.file_path, chunk_index=i, chunk_text=body, content_hash=digest,
-                    created_at=doc.created_at, source_ids=doc.source_ids,
-                )))
+                pending.append(
+                    (
+                        n,
+                        NewChunk(
+                            file_path=doc.file_path,
+                            chunk_index=i,
+                            chunk_text=body,
+                            content_hash=digest,
+                            created_at=doc.created_at,
+                            source_ids=doc.source_ids,
+                        ),
+                    )
+                )
 
         vectors = self._vectors_for(pending, reusable, reports)
         new_rows = [
-            replace(row, embedding=vectors.get(row.content_hash),
-                    embedding_model=model if row.content_hash in vectors else None)
+            replace(
+                row,
+                embedding=vectors.get(row.content_hash),
+                embedding_model=model if row.content_hash in vectors else None,
+            )
             for _, row in pending
         ]
         stale = [c for c in existing if c.id not in keep_ids]
@@ -213,8 +227,14 @@ class Indexer:
                 reports[n].inserted += 1
         for r in reports:
             log_event(
-                logger, "index.updated", user_id=user_id, file_path=r.file_path, chunks=r.chunks,
-                inserted=r.inserted, deleted=r.deleted, embedded=r.embedded,
+                logger,
+                "index.updated",
+                user_id=user_id,
+                file_path=r.file_path,
+                chunks=r.chunks,
+                inserted=r.inserted,
+                deleted=r.deleted,
+                embedded=r.embedded,
                 embedding_failed=r.embedding_failed,
             )
         return reports

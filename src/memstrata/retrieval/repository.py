@@ -111,9 +111,7 @@ class EmbeddingRepository:
 
     def count(self) -> int:
         return int(
-            self.session.scalar(
-                select(func.count()).where(MemoryEmbedding.user_id == self.user_id)
-            )
+            self.session.scalar(select(func.count()).where(MemoryEmbedding.user_id == self.user_id))
             or 0
         )
 

@@ -127,17 +127,34 @@ class SearchService:
                 vector = np.asarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
             except (EmbeddingError, IndexError) as exc:
                 warnings.append(f"query embedding failed, searched with BM25 only: {exc}")
-                log_event(logger, "search.embedding_failed", logging.WARNING,
-                          user_id=user_id, error=str(exc))
+                log_event(
+                    logger,
+                    "search.embedding_failed",
+                    logging.WARNING,
+                    user_id=user_id,
+                    error=str(exc),
+                )
             embed_ms = (time.perf_counter() - started) * 1000
         response = self.search_with_vector(
-            user_id, query, vector, top_k=top_k, sources=wanted, now=now, decay=decay,
+            user_id,
+            query,
+            vector,
+            top_k=top_k,
+            sources=wanted,
+            now=now,
+            decay=decay,
             use_bm25=use_bm25,
         )
         response.timings_ms["embed"] = embed_ms
         response.warnings.extend(warnings)
-        log_event(logger, "search.done", user_id=user_id, results=len(response.hits),
-                  mode=response.mode, ms=round(response.timings_ms["search"] + embed_ms, 2))
+        log_event(
+            logger,
+            "search.done",
+            user_id=user_id,
+            results=len(response.hits),
+            mode=response.mode,
+            ms=round(response.timings_ms["search"] + embed_ms, 2),
+        )
         return response
 
     def search_with_vector(
@@ -187,20 +204,23 @@ class SearchService:
             decay=policy.enabled,
         )
         hits = [
-            _hit(rows[f.key], f.score, {
-                "bm25_rank": f.bm25_rank,
-                "vector_rank": f.vector_rank,
-                "rrf_score": f.rrf_score,
-                "decay_factor": f.decay_factor,
-                "age_days": f.age_days,
-                "resident": f.resident,
-            })
+            _hit(
+                rows[f.key],
+                f.score,
+                {
+                    "bm25_rank": f.bm25_rank,
+                    "vector_rank": f.vector_rank,
+                    "rrf_score": f.rrf_score,
+                    "decay_factor": f.decay_factor,
+                    "age_days": f.age_days,
+                    "resident": f.resident,
+                },
+            )
             for f in fused
         ]
         mode = "hybrid" if query_vector is not None and index.vectors is not None else "bm25"
         elapsed = (time.perf_counter() - started) * 1000
         return SearchResponse(query, mode, hits, {"search": elapsed})
-
 
     def _pgvector_top(
         self,
@@ -217,9 +237,7 @@ class SearchService:
         return [key for key, _ in found]
 
 
-def _bm25_top(
-    index: UserIndex, query: str, n: int, allowed: set[int] | None
-) -> list[int]:
+def _bm25_top(index: UserIndex, query: str, n: int, allowed: set[int] | None) -> list[int]:
     tokens = tokenize(query)
     if allowed is None:
         return [key for key, _ in index.bm25.top_n(tokens, n)]
