@@ -1,0 +1,99 @@
+"""Line-based three-way merge, the tie-breaker when the agent and a human edit one file.
+
+``merge3(base, ours, theirs)`` returns the merged text, or ``None`` when the two sides
+changed the same or neighbouring lines differently. The rule follows ``diff3``/git:
+
+* each side's changes are computed against ``base`` as hunks (a base line range and its
+  replacement lines);
+* hunks whose base ranges overlap *or touch* form one region — touching counts, because
+  two edits on adjacent lines are usually one thought rewritten twice, and guessing an
+  order for them is how merges silently garble text;
+* a region changed by one side only takes that side's text; a region changed by both
+  merges cleanly only when both sides produce identical text there.
+
+Lines are the pieces between ``\\n`` characters, so a missing final newline is just a
+shorter last line and never causes a spurious conflict with an edit on the line before.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class _Hunk:
+    start: int  # base line range [start, end) replaced by ``lines``
+    end: int
+    lines: tuple[str, ...]
+    side: int  # 0 = ours, 1 = theirs
+
+
+def merge3(base: str, ours: str, theirs: str) -> str | None:
+    """Merge two edits of ``base``; ``None`` on a conflict (see the module doc)."""
+    if ours == theirs or theirs == base:
+        return ours
+    if ours == base:
+        return theirs
+    base_lines = base.split("\n")
+    hunks = sorted(
+        _hunks(base_lines, ours.split("\n"), 0) + _hunks(base_lines, theirs.split("\n"), 1),
+        key=lambda h: (h.start, h.end, h.side),
+    )
+    merged: list[str] = []
+    position = 0
+    index = 0
+    while index < len(hunks):
+        start, end = hunks[index].start, hunks[index].end
+        region = [hunks[index]]
+        index += 1
+        # Sorted by start, so "touches the region" is simply "starts at or before its end".
+        while index < len(hunks) and hunks[index].start <= end:
+            region.append(hunks[index])
+            end = max(end, hunks[index].end)
+            index += 1
+        ours_text = _apply(base_lines, start, end, [h for h in region if h.side == 0])
+        theirs_text = _apply(base_lines, start, end, [h for h in region if h.side == 1])
+        if {h.side for h in region} == {0, 1} and ours_text != theirs_text:
+            return None
+        merged.extend(base_lines[position:start])
+        merged.extend(ours_text if any(h.side == 0 for h in region) else theirs_text)
+        position = end
+    merged.extend(base_lines[position:])
+    return "\n".join(merged)
+
+
+def _hunks(base: Sequence[str], other: Sequence[str], side: int) -> list[_Hunk]:
+    # Common prefix and suffix are trimmed first: with repeated lines (blank lines, "- a")
+    # SequenceMatcher may align a block one line off, turning a one-line edit into an
+    # insertion plus a distant deletion that then conflicts with the other side for nothing.
+    prefix = 0
+    limit = min(len(base), len(other))
+    while prefix < limit and base[prefix] == other[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and base[-1 - suffix] == other[-1 - suffix]:
+        suffix += 1
+    base_mid = base[prefix : len(base) - suffix]
+    other_mid = other[prefix : len(other) - suffix]
+    # autojunk off: memory files repeat lines like "" and "- Name:", which the heuristic
+    # would otherwise ignore and so produce needlessly large hunks.
+    matcher = difflib.SequenceMatcher(None, base_mid, other_mid, autojunk=False)
+    return [
+        _Hunk(prefix + i1, prefix + i2, tuple(other_mid[j1:j2]), side)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
+
+
+def _apply(base: Sequence[str], start: int, end: int, hunks: Sequence[_Hunk]) -> list[str]:
+    """Base lines ``[start, end)`` with one side's hunks applied."""
+    out: list[str] = []
+    position = start
+    for hunk in hunks:
+        out.extend(base[position : hunk.start])
+        out.extend(hunk.lines)
+        position = hunk.end
+    out.extend(base[position:end])
+    return out

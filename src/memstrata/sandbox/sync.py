@@ -1,0 +1,375 @@
+"""Dual-write sync between the database (source of truth) and the agent's sandbox.
+
+The five scenarios of spec 4, one public coroutine each:
+
+==============  ======================================  ====================================
+scenario        direction                               method
+==============  ======================================  ====================================
+new user        template → DB → sandbox                 :meth:`SyncService.provision_user`
+agent edit      sandbox → DB right after the write;     :meth:`~SyncService.after_controlled_write`
+                dirty files again at round end          :meth:`~SyncService.end_round`
+frontend edit   DB → sandbox (force), then AgentPool    :meth:`~SyncService.frontend_edit`
+new session     sandbox-first                           :meth:`~SyncService.start_session`
+AGENTS.md       template → sandbox, never read back     all of the above
+==============  ======================================  ====================================
+
+The read-back rule, the conflict policy and the result vocabulary live in
+:mod:`memstrata.sandbox.reconcile`. Failure policy (spec 5): a failing sandbox is a
+warning and never blocks or rolls back a DB write. An unreachable DB during a read-back is
+a warning too: the edit stays in the sandbox, the round tracker keeps the file dirty, and
+the next round end or session start writes it back (its base record marks it as an edit).
+Only the frontend edit, whose DB write *is* the main flow, lets DB errors and version
+conflicts propagate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import anyio
+import anyio.to_thread
+
+from memstrata.errors import InvalidFileTypeError, VersionConflictError
+from memstrata.logs import log_event
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
+from memstrata.memory.store import MemoryFile, MemoryStore
+from memstrata.memory.templates import TemplateSet
+from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
+from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker, SyncBase
+from memstrata.sandbox.reconcile import (
+    AGENTS_FILE,
+    DB_ERRORS,
+    MAX_WRITE_ATTEMPTS,
+    BrokenSandbox,
+    MemoryIndexer,
+    Outcome,
+    Reconciler,
+    SyncResult,
+    Target,
+    describe,
+    has_content,
+    log_result,
+)
+
+__all__ = ["CacheInvalidator", "MemoryIndexer", "Outcome", "SyncResult", "SyncService"]
+
+logger = logging.getLogger(__name__)
+
+
+class CacheInvalidator(Protocol):
+    """Drops a user's cached agent state (``memstrata.agent.pool.AgentPool``)."""
+
+    def invalidate(self, user_id: str) -> None: ...
+
+
+@dataclass
+class _LockEntry:
+    lock: anyio.Lock
+    users: int = 0
+
+
+class SyncService:
+    """The five sync scenarios over one store and one sandbox provider.
+
+    ``indexer`` rebuilds USER/MEMORY embeddings after each DB write that changed them;
+    ``pool`` is invalidated after frontend edits. Operations on one user are serialised
+    within this service (use it from one event loop); across processes the DB's
+    optimistic lock and the merge rule keep concurrent edits from being lost.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        sandboxes: SandboxProvider,
+        *,
+        indexer: MemoryIndexer | None = None,
+        pool: CacheInvalidator | None = None,
+        templates: TemplateSet | None = None,
+    ) -> None:
+        self.store = store
+        self.sandboxes = sandboxes
+        self.pool = pool
+        self._files = Reconciler(store, templates or store.templates, indexer)
+        self._locks: dict[str, _LockEntry] = {}
+        self._open_sessions: dict[str, set[str]] = {}
+
+    @property
+    def indexer(self) -> MemoryIndexer | None:
+        return self._files.indexer
+
+    # -- scenario 1: new user --------------------------------------------------------------
+
+    async def provision_user(self, user_id: str) -> list[FileKind]:
+        """Template → DB (idempotent) → sandbox; returns the kinds created in the DB.
+
+        DB errors propagate: creating the user is the main flow. A sandbox file that
+        already has content is kept (``kept``) for the next session start to reconcile.
+        """
+        created: list[FileKind] = await anyio.to_thread.run_sync(
+            self.store.provision_default_files, user_id
+        )
+        t = self._target(user_id, None, "provision")
+        async with self._user_lock(user_id):
+            for kind in USER_FILE_KINDS:
+                file = await self._files.get(user_id, kind)
+                if file is None:
+                    continue
+                if kind in created:
+                    await self._files.index(user_id, kind, file.content)
+                await self._provision_file(t, kind, file)
+            await self._files.push_agents(t)
+        log_event(
+            logger,
+            "sync.provision",
+            user_id=user_id,
+            direction="template->db->sandbox",
+            created=[k.filename for k in created],
+        )
+        return created
+
+    async def _provision_file(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
+        try:
+            text = await t.sandbox.read_text(kind.filename)
+        except Exception as exc:
+            return t.result(
+                kind.filename, "db->sandbox", Outcome.SANDBOX_FAILED, None, describe(exc)
+            )
+        if text == file.content:
+            await self._files.record_base(t, kind, file)
+            return t.result(kind.filename, "none", Outcome.UNCHANGED, file.version)
+        if has_content(text):
+            return t.result(kind.filename, "none", Outcome.KEPT, file.version)
+        return await self._files.push(t, kind, file, Outcome.PUSHED)
+
+    # -- scenario 2: agent edits -------------------------------------------------------------
+
+    async def after_controlled_write(
+        self,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+        *,
+        sandbox: Sandbox | None = None,
+        tracker: RoundTracker | None = None,
+    ) -> SyncResult:
+        """Sync one root memory file right after a controlled tool wrote it.
+
+        ``sandbox`` overrides ``sandboxes.for_user(user_id, session_id)``; ``tracker``
+        supplies the round-start base when the sandbox has no base record. A write that
+        reached AGENTS.md restores the template: AGENTS.md is never read back.
+        """
+        t = self._target(user_id, session_id, "agent_write", sandbox)
+        case_sensitive = bool(getattr(t.sandbox, "case_sensitive", False))
+        name = root_memory_file(filename, case_sensitive=case_sensitive)
+        if name is None:
+            raise InvalidFileTypeError(f"{filename!r} is not a root memory file")
+        async with self._user_lock(user_id):
+            if name == AGENTS_FILE:
+                return await self._files.push_agents(t)
+            fallback = None if tracker is None else tracker.base(name)
+            return await self._files.reconcile(t, parse_kind(name), fallback)
+
+    async def write_without_sandbox(
+        self, user_id: str, kind: FileKind, edit: Callable[[str], str]
+    ) -> SyncResult:
+        """Apply ``edit`` to the DB copy directly, for a tool whose sandbox write failed.
+
+        The memory is not lost with the sandbox: the DB is the source of truth, and the
+        next session start pushes the new copy (the stale sandbox copy equals its base).
+        Exceptions raised by ``edit`` propagate.
+        """
+        result = SyncResult(kind.filename, "agent->db", Outcome.CONFLICT, None, "kept changing")
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            try:
+                current = await self._files.get(user_id, kind)
+                content = edit("" if current is None else current.content)
+                version = 0 if current is None else current.version
+                written = await self._files.upsert(user_id, kind, content, version)
+            except VersionConflictError:
+                continue
+            except DB_ERRORS as exc:
+                result = SyncResult(
+                    kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
+                )
+                break
+            if written.changed:
+                await self._files.index(user_id, kind, written.content)
+            outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
+            result = SyncResult(kind.filename, "agent->db", outcome, written.version)
+            break
+        log_result(user_id, None, "agent_write", result)
+        return result
+
+    async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
+        """A tracker for the coming round, holding the current DB versions as its base."""
+        try:
+            sandbox = self.sandboxes.for_user(user_id, session_id)
+            case_sensitive = bool(getattr(sandbox, "case_sensitive", False))
+        except Exception:
+            case_sensitive = False
+        bases = await self._snapshot(user_id)
+        return RoundTracker(user_id, session_id, bases=bases or {}, case_sensitive=case_sensitive)
+
+    async def end_round(self, tracker: RoundTracker) -> list[SyncResult]:
+        """Fallback read-back: if the round marked anything dirty, reconcile SOUL, USER
+        and MEMORY (and restore AGENTS.md if a write touched it). Files whose read-back
+        failed stay dirty, with their old base, for the next round end."""
+        if not tracker.dirty and not tracker.agents_touched:
+            return []
+        t = self._target(tracker.user_id, tracker.session_id, "round_end")
+        results: list[SyncResult] = []
+        async with self._user_lock(tracker.user_id):
+            if tracker.dirty:
+                for kind in USER_FILE_KINDS:
+                    fallback = tracker.base(kind.filename)
+                    results.append(await self._files.reconcile(t, kind, fallback))
+            if tracker.agents_touched:
+                results.append(await self._files.push_agents(t))
+            failed = [r.filename for r in results if r.needs_retry and r.filename in SYNCED_FILES]
+            bases = await self._snapshot(tracker.user_id)
+        if bases is not None:
+            for name in failed:
+                old = tracker.base(name)
+                if old is not None:
+                    bases[name] = old
+        tracker.start_next_round(bases, still_dirty=failed)
+        return results
+
+    # -- scenario 3: frontend edit -------------------------------------------------------------
+
+    async def frontend_edit(
+        self,
+        user_id: str,
+        kind: str | FileKind,
+        content: str,
+        expected_version: int | None = None,
+    ) -> MemoryFile:
+        """Update the DB → rebuild embeddings → force-push → invalidate the AgentPool.
+
+        DB errors and ``VersionConflictError`` propagate (HTTP 409). The push reaches the
+        user's sandbox and every session sandbox this service started for the user. A
+        sandbox edit not yet read back is not erased: it is merged on top of the new DB
+        copy and stored as the next version, or, if the merge conflicts, preserved under
+        ``.memstrata/conflicts`` before the push. Returns the frontend's own write.
+        """
+        k = parse_kind(kind)
+        async with self._user_lock(user_id):
+            previous = await self._files.get(user_id, k)
+            file = await self._files.upsert(user_id, k, content, expected_version, skip=False)
+            log_result(
+                user_id,
+                None,
+                "frontend",
+                SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
+            )
+            await self._files.index(user_id, k, file.content)
+            for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
+                t = self._target(user_id, session_id, "frontend")
+                await self._files.push_frontend(t, k, file, previous)
+        await self._invalidate(user_id)
+        return file
+
+    # -- scenarios 4 and 5: session start --------------------------------------------------
+
+    async def start_session(self, user_id: str, session_id: str | None = None) -> list[SyncResult]:
+        """Sandbox-first sync of SOUL/USER/MEMORY, then AGENTS.md from the template.
+
+        Missing DB rows are provisioned from the templates first, so a brand-new user's
+        first session works too. With the DB unreachable the sandbox is left as it is.
+        """
+        t = self._target(user_id, session_id, "session")
+        results: list[SyncResult] = []
+        async with self._user_lock(user_id):
+            try:
+                created = await anyio.to_thread.run_sync(
+                    self.store.provision_default_files, user_id
+                )
+            except DB_ERRORS as exc:
+                for kind in USER_FILE_KINDS:
+                    results.append(
+                        t.result(kind.filename, "none", Outcome.DB_UNAVAILABLE, None, describe(exc))
+                    )
+            else:
+                for kind in USER_FILE_KINDS:
+                    result = await self._files.reconcile(t, kind, None)
+                    if kind in created:  # the indexer skips chunks it already holds
+                        await self._index_stored(user_id, kind)
+                    results.append(result)
+            results.append(await self._files.push_agents(t))
+        if session_id is not None:
+            self._open_sessions.setdefault(user_id, set()).add(session_id)
+        return results
+
+    def end_session(self, user_id: str, session_id: str) -> None:
+        """Stop pushing frontend edits to this session's sandbox."""
+        sessions = self._open_sessions.get(user_id)
+        if sessions is not None:
+            sessions.discard(session_id)
+            if not sessions:
+                del self._open_sessions[user_id]
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _snapshot(self, user_id: str) -> dict[str, SyncBase] | None:
+        try:
+            files = await anyio.to_thread.run_sync(self.store.list_memory_files, user_id)
+        except DB_ERRORS:
+            return None
+        return {
+            f.kind.filename: SyncBase(f.version, f.content)
+            for f in files
+            if f.kind in USER_FILE_KINDS
+        }
+
+    async def _index_stored(self, user_id: str, kind: FileKind) -> None:
+        """Index a freshly provisioned row as it stands after the session's read-back."""
+        try:
+            file = await self._files.get(user_id, kind)
+        except DB_ERRORS:
+            return
+        if file is not None:
+            await self._files.index(user_id, kind, file.content)
+
+    async def _invalidate(self, user_id: str) -> None:
+        if self.pool is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
+        except Exception as exc:
+            log_event(
+                logger,
+                "sync.invalidate_failed",
+                logging.WARNING,
+                user_id=user_id,
+                error=describe(exc),
+            )
+
+    def _target(
+        self, user_id: str, session_id: str | None, scenario: str, sandbox: Sandbox | None = None
+    ) -> Target:
+        if sandbox is None:
+            try:
+                sandbox = self.sandboxes.for_user(user_id, session_id)
+            except Exception as exc:
+                sandbox = BrokenSandbox(exc)
+        return Target(user_id, session_id, sandbox, scenario)
+
+    @asynccontextmanager
+    async def _user_lock(self, user_id: str) -> AsyncIterator[None]:
+        # One lock per user id, dropped when its last holder or waiter leaves, so the dict
+        # does not grow with every user ever seen.
+        entry = self._locks.get(user_id)
+        if entry is None:
+            entry = self._locks[user_id] = _LockEntry(anyio.Lock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                self._locks.pop(user_id, None)

@@ -1,0 +1,204 @@
+"""Fixtures and helpers shared by the sync, dirty-tracking and agent-tool tests.
+
+Everything runs against the real embedded PostgreSQL (``db`` / ``store`` from the root
+conftest), real directories under ``tmp_path`` and the real retrieval ``Indexer``. The only
+fakes are fault injectors: a sandbox wrapper that fails on chosen operations, and a store
+pointed at a port where no PostgreSQL listens.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from memstrata.agent.pool import AgentPool
+from memstrata.db.database import Database
+from memstrata.db.engine import make_session_factory
+from memstrata.logs import event_fields
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet
+from memstrata.retrieval.indexer import Indexer
+from memstrata.sandbox.base import Sandbox
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.sync import SyncService
+
+USER = "user-1"
+
+
+class RecordingIndexer:
+    """The real Indexer, with a log of calls (and an optional hook before each)."""
+
+    def __init__(self, inner: Indexer) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, FileKind, str]] = []
+        self.before: Callable[[str, FileKind, str], None] | None = None
+
+    def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> object:
+        if self.before is not None:
+            self.before(user_id, kind, content)
+        self.calls.append((user_id, kind, content))
+        return self.inner.index_memory_file(user_id, kind, content)
+
+
+class FaultySandbox:
+    """Wraps a real sandbox; ``fail(path, op)`` decides whether an operation raises.
+
+    ``after_read[path]`` runs once, after a successful ``read_text`` of ``path`` (to
+    interleave another writer between a read-back's sandbox read and its DB write).
+    """
+
+    def __init__(
+        self,
+        inner: LocalDirectorySandbox,
+        error: BaseException | None = None,
+        fail: Callable[[str, str], bool] = lambda path, op: True,
+    ) -> None:
+        self.inner = inner
+        self.error = error
+        self.fail = fail
+        self.case_sensitive = inner.case_sensitive
+        self.after_read: dict[str, Callable[[], Awaitable[None]]] = {}
+
+    def _check(self, path: str, op: str) -> None:
+        if self.error is not None and self.fail(path, op):
+            raise self.error
+
+    async def read_text(self, path: str) -> str | None:
+        self._check(path, "read")
+        value = await self.inner.read_text(path)
+        hook = self.after_read.pop(path, None)
+        if hook is not None:
+            await hook()
+        return value
+
+    async def write_text(self, path: str, content: str) -> None:
+        self._check(path, "write")
+        await self.inner.write_text(path, content)
+
+    async def exists(self, path: str) -> bool:
+        self._check(path, "exists")
+        return await self.inner.exists(path)
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        self._check(prefix, "list")
+        return await self.inner.list(prefix)
+
+    async def delete(self, path: str) -> None:
+        self._check(path, "delete")
+        await self.inner.delete(path)
+
+
+class FaultyProvider:
+    """Hands out ``FaultySandbox`` wrappers (or raises) over a real provider."""
+
+    def __init__(self, inner: LocalSandboxProvider, **faults: Any) -> None:
+        self.inner = inner
+        self.faults = faults
+        self.raise_on_for_user: BaseException | None = None
+        self.handed_out: list[FaultySandbox] = []
+
+    def for_user(self, user_id: str, session_id: str | None = None) -> Sandbox:
+        if self.raise_on_for_user is not None:
+            raise self.raise_on_for_user
+        sandbox = FaultySandbox(self.inner.for_user(user_id, session_id), **self.faults)
+        self.handed_out.append(sandbox)
+        return sandbox
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def unreachable_store(templates: TemplateSet) -> MemoryStore:
+    """A store whose database refuses connections: every call raises OperationalError."""
+    engine = create_engine(
+        f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none",
+        connect_args={"connect_timeout": 2},
+    )
+    return MemoryStore(make_session_factory(engine), templates)
+
+
+def embedding_rows(db: Database, user_id: str) -> list[tuple[str | None, int | None, str]]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT file_path, chunk_index, chunk_text FROM memory_embeddings "
+                "WHERE user_id = :u ORDER BY file_path, chunk_index"
+            ),
+            {"u": user_id},
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+
+def sync_events(caplog: pytest.LogCaptureFixture, event: str = "sync.file") -> list[dict[str, Any]]:
+    found = [event_fields(r) for r in caplog.records]
+    return [f for f in found if f.get("event") == event]
+
+
+def warning_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [event_fields(r) for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+# -- fixtures (imported into the conftests of tests/sandbox and tests/agent) --------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def sandbox_root(tmp_path: Path) -> Path:
+    return tmp_path / "sandboxes"
+
+
+@pytest.fixture
+def provider(sandbox_root: Path) -> LocalSandboxProvider:
+    return LocalSandboxProvider(sandbox_root)
+
+
+@pytest.fixture
+def indexer(db: Database) -> RecordingIndexer:
+    return RecordingIndexer(Indexer(db.sessions))
+
+
+@pytest.fixture
+def invalidated() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def pool(invalidated: list[str]) -> AgentPool[object]:
+    return AgentPool(on_invalidate=invalidated.append)
+
+
+@pytest.fixture
+def sync(
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    indexer: RecordingIndexer,
+    pool: AgentPool[object],
+) -> SyncService:
+    return SyncService(store, provider, indexer=indexer, pool=pool)
+
+
+@pytest.fixture
+def user_box(provider: LocalSandboxProvider) -> LocalDirectorySandbox:
+    return provider.for_user(USER)
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger="memstrata")
+    return caplog

@@ -1,0 +1,432 @@
+"""Dirty tracking, the round-end read-back, and concurrent frontend/agent edits.
+
+Interleavings run on the real database and real directories. "Another process" is a
+second SyncService over the same database and sandbox root: it shares no in-process
+lock and knows nothing of this process's sessions, exactly like a second server.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet
+from memstrata.sandbox.dirty import RoundTracker, SyncBase, target_path, tool_arguments
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.state import read_base
+from memstrata.sandbox.sync import Outcome, SyncService
+from tests.sandbox.support import (
+    USER,
+    FaultyProvider,
+    FaultySandbox,
+    RecordingIndexer,
+    sync_events,
+    unreachable_store,
+    warning_events,
+)
+
+pytestmark = pytest.mark.anyio
+
+# -- the tracker (pure) ------------------------------------------------------------------
+
+
+def test_memory_tool_names_mark_their_files() -> None:
+    tracker = RoundTracker(USER, case_sensitive=True)
+    assert tracker.on_tool_call("record_memory", {"content": "x"}) == "MEMORY.md"
+    assert tracker.on_tool_call("update_user", None) == "USER.md"
+    assert tracker.on_tool_call("update_long_term_memory") == "MEMORY.md"
+    assert tracker.on_tool_call("web_search", {"path": "USER.md"}) is None
+    assert tracker.dirty == frozenset({"MEMORY.md", "USER.md"})
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"path": "USER.md"}, "USER.md"),
+        ({"path": "./USER.md"}, "USER.md"),
+        ({"file_path": "/workspace/SOUL.md"}, "SOUL.md"),
+        ({"filename": "notes/../MEMORY.md"}, "MEMORY.md"),
+        ('{"path": "/workspace/./MEMORY.md", "content": "x"}', "MEMORY.md"),
+        ({"path": "notes/USER.md"}, None),  # not at the root
+        ({"path": "/etc/USER.md"}, None),  # outside the workspace
+        ({"path": "../USER.md"}, None),  # escapes the sandbox
+        ({"path": "user.md"}, None),  # another file on a case-sensitive sandbox
+        ({"path": 42}, None),
+        ("not json", None),
+        (None, None),
+    ],
+)
+def test_file_tools_are_sniffed_by_resolved_path(arguments: object, expected: str | None) -> None:
+    tracker = RoundTracker(USER, case_sensitive=True)
+    assert tracker.on_tool_call("write_file", arguments) == expected  # type: ignore[arg-type]
+    assert tracker.dirty == (frozenset() if expected is None else frozenset({expected}))
+
+
+def test_case_insensitive_sandbox_matches_any_case() -> None:
+    tracker = RoundTracker(USER, case_sensitive=False)
+    assert tracker.on_tool_call("edit_file", {"path": "/workspace/memory.MD"}) == "MEMORY.md"
+    assert RoundTracker(USER).case_sensitive is False  # unknown sandboxes: the safe default
+
+
+def test_writes_to_agents_md_are_noted_not_synced() -> None:
+    tracker = RoundTracker(USER, case_sensitive=True)
+    assert tracker.on_tool_call("write_file", {"path": "AGENTS.md"}) == "AGENTS.md"
+    assert tracker.agents_touched is True
+    assert tracker.dirty == frozenset()
+
+
+def test_bases_and_next_round() -> None:
+    tracker = RoundTracker(USER, bases={"USER.md": SyncBase(3, "u")})
+    assert tracker.base_version("USER.md") == 3
+    assert tracker.base_version("MEMORY.md") is None
+    tracker.mark_dirty("USER.md")
+    tracker.mark_dirty("MEMORY.md")
+    tracker.start_next_round({"USER.md": SyncBase(4, "u2")}, still_dirty=["MEMORY.md", "x"])
+    assert tracker.dirty == frozenset({"MEMORY.md"})
+    assert tracker.base("USER.md") == SyncBase(4, "u2")
+    tracker.start_next_round(None)
+    assert tracker.base("USER.md") == SyncBase(4, "u2")  # None keeps the old bases
+    with pytest.raises(ValueError, match=re.escape("'notes.md' is not a root memory file")):
+        tracker.mark_dirty("notes.md")
+
+
+def test_argument_helpers() -> None:
+    assert tool_arguments('["a"]') == {}
+    assert target_path({"path": "", "file_path": "USER.md"}) == "USER.md"
+
+
+# -- round end ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def started(sync: SyncService) -> SyncService:
+    await sync.start_session(USER)
+    return sync
+
+
+async def test_clean_round_does_nothing(
+    templates: TemplateSet, provider: LocalSandboxProvider
+) -> None:
+    # The store cannot even connect: a round without dirty files must not touch it.
+    sync = SyncService(unreachable_store(templates), provider)
+    tracker = RoundTracker(USER)
+    assert await sync.end_round(tracker) == []
+
+
+async def test_sniffed_write_is_read_back_at_round_end(
+    started: SyncService,
+    store: MemoryStore,
+    user_box: LocalDirectorySandbox,
+    indexer: RecordingIndexer,
+) -> None:
+    tracker = await started.begin_round(USER)
+    assert tracker.base_version("MEMORY.md") == 1
+    indexer.calls.clear()
+    # The platform's own write_file tool wrote the file; memstrata only saw the call.
+    await user_box.write_text("MEMORY.md", "## Decisions\n- ship it\n")
+    tracker.on_tool_call("write_file", {"path": "/workspace/MEMORY.md"})
+
+    results = await started.end_round(tracker)
+
+    assert {r.filename: r.outcome for r in results} == {
+        "SOUL.md": Outcome.UNCHANGED,
+        "USER.md": Outcome.UNCHANGED,
+        "MEMORY.md": Outcome.WRITTEN,
+    }
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and (stored.content, stored.version) == (
+        "## Decisions\n- ship it\n",
+        2,
+    )
+    assert [k for _, k, _ in indexer.calls] == [FileKind.MEMORY]
+    assert tracker.dirty == frozenset()
+    assert tracker.base("MEMORY.md") == SyncBase(2, "## Decisions\n- ship it\n")
+
+
+async def test_dirty_round_without_a_real_change_bumps_nothing(
+    started: SyncService, store: MemoryStore, indexer: RecordingIndexer
+) -> None:
+    tracker = await started.begin_round(USER)
+    indexer.calls.clear()
+    tracker.on_tool_call("edit_file", {"path": "USER.md"})
+    results = await started.end_round(tracker)
+    assert {r.outcome for r in results} == {Outcome.UNCHANGED}
+    assert {f.version for f in store.list_memory_files(USER)} == {1}
+    assert indexer.calls == []
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied"])
+async def test_a_deleted_sandbox_file_never_deletes_the_db_row(
+    how: str,
+    started: SyncService,
+    store: MemoryStore,
+    user_box: LocalDirectorySandbox,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    before = store.get_memory_file(USER, FileKind.MEMORY)
+    assert before is not None
+    tracker = await started.begin_round(USER)
+    if how == "deleted":
+        await user_box.delete("MEMORY.md")
+    else:
+        await user_box.write_text("MEMORY.md", "  \n")
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+
+    results = await started.end_round(tracker)
+
+    memory = next(r for r in results if r.filename == "MEMORY.md")
+    assert (memory.direction, memory.outcome, memory.version) == (
+        "db->sandbox",
+        Outcome.RESTORED,
+        1,
+    )
+    after = store.get_memory_file(USER, FileKind.MEMORY)
+    assert after == before
+    assert await user_box.read_text("MEMORY.md") == before.content
+    event = [e for e in sync_events(logs) if e["file"] == "MEMORY.md"][-1]
+    assert (event["scenario"], event["result"]) == ("round_end", "restored")
+
+
+async def test_round_that_touched_agents_md_restores_it(
+    started: SyncService, templates: TemplateSet, user_box: LocalDirectorySandbox
+) -> None:
+    tracker = await started.begin_round(USER)
+    await user_box.write_text("AGENTS.md", "no rules\n")
+    tracker.on_tool_call("write_file", {"path": "AGENTS.md"})
+    results = await started.end_round(tracker)
+    assert [(r.filename, r.outcome) for r in results] == [("AGENTS.md", Outcome.PUSHED)]
+    assert await user_box.read_text("AGENTS.md") == templates.agents_md()
+    assert tracker.agents_touched is False
+
+
+# -- DB unreachable -------------------------------------------------------------------------
+
+
+async def test_edit_made_while_the_db_is_unreachable_is_written_back_later(
+    started: SyncService,
+    store: MemoryStore,
+    templates: TemplateSet,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    offline = SyncService(unreachable_store(templates), provider)
+    tracker = await offline.begin_round(USER)  # no snapshot possible: no bases
+    assert tracker.base("MEMORY.md") is None
+    await user_box.write_text("MEMORY.md", "written while the DB was down\n")
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+
+    immediate = await offline.after_controlled_write(USER, "MEMORY.md")
+    assert immediate.outcome is Outcome.DB_UNAVAILABLE
+    results = await offline.end_round(tracker)
+    assert {r.outcome for r in results} == {Outcome.DB_UNAVAILABLE}
+    assert tracker.dirty == frozenset({"SOUL.md", "USER.md", "MEMORY.md"})  # retried next time
+    assert await user_box.read_text("MEMORY.md") == "written while the DB was down\n"
+    assert {w["result"] for w in warning_events(logs)} == {"db_unavailable"}
+
+    # The DB is back: the next session start's sandbox-first rule writes the edit back.
+    results = await started.start_session(USER)
+    assert {r.filename: r.outcome for r in results}["MEMORY.md"] is Outcome.WRITTEN
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None
+    assert (stored.content, stored.version) == ("written while the DB was down\n", 2)
+
+
+async def test_still_dirty_round_is_retried_by_the_next_round_end(
+    started: SyncService,
+    store: MemoryStore,
+    templates: TemplateSet,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    tracker = await started.begin_round(USER)
+    await user_box.write_text("USER.md", "- Name: Offline\n")
+    tracker.on_tool_call("update_user")
+    await SyncService(unreachable_store(templates), provider).end_round(tracker)
+    assert tracker.dirty == frozenset({"SOUL.md", "USER.md", "MEMORY.md"})
+    assert tracker.base("USER.md") == SyncBase(1, templates.load(FileKind.USER))
+
+    results = await started.end_round(tracker)
+
+    assert {r.filename: r.outcome for r in results}["USER.md"] is Outcome.WRITTEN
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None and (stored.content, stored.version) == ("- Name: Offline\n", 2)
+    assert tracker.dirty == frozenset()
+
+
+# -- interleavings: frontend edit vs agent edit ---------------------------------------------
+
+BASE = "# Memory\n\n## Decisions\n- a\n\n## Ongoing\n- b\n\n## Lessons\n- c\n"
+AGENT_DIFFERENT = BASE.replace("- a\n", "- a\n- agent: new decision\n")
+HUMAN_DIFFERENT = BASE.replace("- c\n", "- c (human fixed)\n")
+MERGED = AGENT_DIFFERENT.replace("- c\n", "- c (human fixed)\n")
+AGENT_SAME = BASE.replace("- b\n", "- b (agent)\n")
+HUMAN_SAME = BASE.replace("- b\n", "- b (human)\n")
+
+
+async def _with_base(sync: SyncService, session_id: str | None = None) -> RoundTracker:
+    await sync.start_session(USER, session_id)
+    await sync.frontend_edit(USER, "memory", BASE)  # version 2 everywhere
+    return await sync.begin_round(USER, session_id)
+
+
+async def test_frontend_edit_between_agent_write_and_round_end_different_lines(
+    sync: SyncService, store: MemoryStore, user_box: LocalDirectorySandbox
+) -> None:
+    tracker = await _with_base(sync)
+    await user_box.write_text("MEMORY.md", AGENT_DIFFERENT)  # agent, not yet read back
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+
+    human = await sync.frontend_edit(USER, "memory", HUMAN_DIFFERENT)
+    assert human.version == 3
+    results = await sync.end_round(tracker)
+
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and (stored.content, stored.version) == (MERGED, 4)
+    assert await user_box.read_text("MEMORY.md") == MERGED
+    assert {r.filename: r.outcome for r in results}["MEMORY.md"] is Outcome.UNCHANGED
+    assert await user_box.list(".memstrata/conflicts/") == []
+
+
+async def test_frontend_edit_between_agent_write_and_round_end_same_lines(
+    sync: SyncService,
+    store: MemoryStore,
+    user_box: LocalDirectorySandbox,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    tracker = await _with_base(sync)
+    await user_box.write_text("MEMORY.md", AGENT_SAME)
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+
+    await sync.frontend_edit(USER, "memory", HUMAN_SAME)
+    await sync.end_round(tracker)
+
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and (stored.content, stored.version) == (HUMAN_SAME, 3)
+    assert await user_box.read_text("MEMORY.md") == HUMAN_SAME
+    [saved] = await user_box.list(".memstrata/conflicts/")
+    assert saved.startswith(".memstrata/conflicts/MEMORY.md.") and saved.endswith("Z.md")
+    assert await user_box.read_text(saved) == AGENT_SAME
+    conflict = [w for w in warning_events(logs) if w.get("result") == "conflict"]
+    assert [(c["scenario"], c["file"]) for c in conflict] == [("frontend", "MEMORY.md")]
+
+
+async def test_other_process_frontend_edit_then_round_end_merges_different_lines(
+    sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    tracker = await _with_base(sync, "s1")
+    session_box = provider.for_user(USER, "s1")
+    await session_box.write_text("MEMORY.md", AGENT_DIFFERENT)
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+    other_process = SyncService(store, provider)  # does not know session s1
+
+    await other_process.frontend_edit(USER, "memory", HUMAN_DIFFERENT)  # DB v3
+    assert await session_box.read_text("MEMORY.md") == AGENT_DIFFERENT
+    results = await sync.end_round(tracker)
+
+    memory = next(r for r in results if r.filename == "MEMORY.md")
+    assert (memory.outcome, memory.version) == (Outcome.MERGED, 4)
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == MERGED
+    assert await session_box.read_text("MEMORY.md") == MERGED
+    assert await read_base(session_box, "MEMORY.md") == SyncBase(4, MERGED)
+
+
+async def test_other_process_frontend_edit_then_round_end_same_lines_human_wins(
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    tracker = await _with_base(sync, "s1")
+    session_box = provider.for_user(USER, "s1")
+    await session_box.write_text("MEMORY.md", AGENT_SAME)
+    tracker.on_tool_call("edit_file", {"file_path": "MEMORY.md"})
+
+    await SyncService(store, provider).frontend_edit(USER, "memory", HUMAN_SAME)
+    results = await sync.end_round(tracker)
+
+    memory = next(r for r in results if r.filename == "MEMORY.md")
+    assert (memory.direction, memory.outcome, memory.version) == (
+        "db->sandbox",
+        Outcome.CONFLICT,
+        3,
+    )
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and (stored.content, stored.version) == (HUMAN_SAME, 3)
+    assert await session_box.read_text("MEMORY.md") == HUMAN_SAME
+    [saved] = await session_box.list(".memstrata/conflicts/")
+    assert await session_box.read_text(saved) == AGENT_SAME
+    assert memory.detail == f"the DB copy won; the agent's copy was saved to {saved}"
+    warning = [w for w in warning_events(logs) if w.get("result") == "conflict"][-1]
+    assert (warning["scenario"], warning["direction"]) == ("round_end", "db->sandbox")
+
+
+@pytest.mark.parametrize(
+    ("agent", "human", "outcome", "final"),
+    [
+        (AGENT_DIFFERENT, HUMAN_DIFFERENT, Outcome.MERGED, MERGED),
+        (AGENT_SAME, HUMAN_SAME, Outcome.CONFLICT, HUMAN_SAME),
+    ],
+)
+async def test_frontend_edit_during_the_immediate_sync(
+    agent: str,
+    human: str,
+    outcome: Outcome,
+    final: str,
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+) -> None:
+    await _with_base(sync, "s1")
+    box = FaultySandbox(provider.for_user(USER, "s1"))
+    other_process = SyncService(store, provider)
+
+    async def human_edits() -> None:
+        await other_process.frontend_edit(USER, "memory", human)
+
+    await box.write_text("MEMORY.md", agent)
+    # The human's edit lands after the sync read the sandbox and before it writes the DB.
+    box.after_read["MEMORY.md"] = human_edits
+
+    result = await sync.after_controlled_write(USER, "MEMORY.md", "s1", sandbox=box)
+
+    assert box.after_read == {}  # the interleaving really happened
+    assert result.outcome is outcome
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == final
+    assert stored.version == (4 if outcome is Outcome.MERGED else 3)
+    assert await box.read_text("MEMORY.md") == final
+    conflicts = await box.list(".memstrata/conflicts/")
+    assert len(conflicts) == (0 if outcome is Outcome.MERGED else 1)
+
+
+async def test_conflict_copy_that_cannot_be_saved_leaves_the_agent_copy_in_place(
+    sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    tracker = await _with_base(sync, "s1")
+    faulty = FaultyProvider(
+        provider,
+        error=OSError(28, "No space left on device"),
+        fail=lambda path, op: path.startswith(".memstrata/conflicts/"),
+    )
+    flaky = SyncService(store, faulty)
+    box = provider.for_user(USER, "s1")
+    await box.write_text("MEMORY.md", AGENT_SAME)
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+    await SyncService(store, provider).frontend_edit(USER, "memory", HUMAN_SAME)
+
+    results = await flaky.end_round(tracker)
+
+    memory = next(r for r in results if r.filename == "MEMORY.md")
+    assert memory.outcome is Outcome.CONFLICT
+    assert memory.detail == (
+        "agent copy could not be preserved (OSError: [Errno 28] No space left on device); "
+        "left in the sandbox"
+    )
+    assert await box.read_text("MEMORY.md") == AGENT_SAME  # not lost
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == HUMAN_SAME

@@ -1,0 +1,92 @@
+"""merge3: the line-based three-way merge used when an agent and a human edit one file."""
+
+from __future__ import annotations
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from memstrata.sandbox.merge import merge3
+
+BASE = "# Memory\n\n## Decisions\n- a\n- b\n\n## Ongoing\n- c\n\n## Lessons\n- d\n"
+
+
+def test_edits_on_distant_lines_merge_cleanly() -> None:
+    ours = BASE.replace("- a\n", "- a (agent)\n")
+    theirs = BASE.replace("- d\n", "- d (human)\n")
+    assert merge3(BASE, ours, theirs) == BASE.replace("- a\n", "- a (agent)\n").replace(
+        "- d\n", "- d (human)\n"
+    )
+
+
+def test_append_at_the_end_and_edit_at_the_top_merge() -> None:
+    ours = BASE + "- e (agent)\n"
+    theirs = BASE.replace("# Memory", "# My memory")
+    assert merge3(BASE, ours, theirs) == "# My memory" + BASE[len("# Memory") :] + "- e (agent)\n"
+
+
+def test_same_line_changed_differently_conflicts() -> None:
+    assert merge3(BASE, BASE.replace("- b", "- b1"), BASE.replace("- b", "- b2")) is None
+
+
+def test_adjacent_lines_conflict() -> None:
+    # Neighbouring edits are one region: guessing their order is how merges garble text.
+    assert merge3(BASE, BASE.replace("- a", "- A"), BASE.replace("- b", "- B")) is None
+
+
+def test_insertions_at_the_same_place_conflict() -> None:
+    ours = BASE.replace("- c\n", "- c\n- x\n")
+    theirs = BASE.replace("- c\n", "- c\n- y\n")
+    assert merge3(BASE, ours, theirs) is None
+
+
+def test_identical_change_on_both_sides_is_clean() -> None:
+    both = BASE.replace("- c", "- c!")
+    assert merge3(BASE, both, both) == both
+    # ...also when one side made more changes elsewhere.
+    more = both.replace("- a\n", "- a+\n")
+    assert merge3(BASE, more, both) == more
+
+
+def test_unchanged_side_takes_the_other() -> None:
+    edited = BASE + "tail"
+    assert merge3(BASE, BASE, edited) == edited
+    assert merge3(BASE, edited, BASE) == edited
+
+
+def test_missing_final_newline_does_not_conflict_with_the_line_before() -> None:
+    base = "a\nb"
+    assert merge3(base, "A\nb", "a\nb\nc") == "A\nb\nc"
+
+
+def test_deletion_and_distant_edit_merge() -> None:
+    ours = BASE.replace("- b\n", "")
+    theirs = BASE.replace("- d\n", "- D\n")
+    assert merge3(BASE, ours, theirs) == BASE.replace("- b\n", "").replace("- d\n", "- D\n")
+
+
+lines = st.lists(st.sampled_from(["a", "b", "c", "", "- x"]), max_size=8)
+
+
+@given(lines, lines)
+def test_merging_with_an_unchanged_side_is_exact(base: list[str], other: list[str]) -> None:
+    b, o = "\n".join(base), "\n".join(other)
+    assert merge3(b, o, b) == o
+    assert merge3(b, b, o) == o
+
+
+@given(lines, st.integers(0, 7), st.integers(0, 7))
+@example(["c", "c", "c"], 0, 2)  # repeated lines once aligned one off and conflicted
+def test_two_disjoint_single_line_edits_contain_both(base: list[str], i: int, j: int) -> None:
+    if len(base) < 2:
+        return
+    i, j = sorted((i % len(base), j % len(base)))
+    if j - i < 2:  # adjacent or equal lines conflict by design
+        return
+    ours = [*base]
+    ours[i] = "OURS"
+    theirs = [*base]
+    theirs[j] = "THEIRS"
+    merged = merge3("\n".join(base), "\n".join(ours), "\n".join(theirs))
+    expected = [*base]
+    expected[i], expected[j] = "OURS", "THEIRS"
+    assert merged == "\n".join(expected)
