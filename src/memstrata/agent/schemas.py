@@ -1,0 +1,148 @@
+"""OpenAI function-calling schemas of the memory tools, and argument checking against them.
+
+The schemas are built fresh on every call (callers may mutate what they get) and are the
+single source of truth for argument names, types and required fields:
+:func:`check_arguments` validates a model's call against them before any tool runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+# Must match memstrata.retrieval.cache.SOURCES; not imported so the agent package does not
+# pull in the retrieval stack (numpy) just to describe a tool.
+SEARCH_SOURCES = ("memory", "conversation", "notes")
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "array": (list, tuple),
+}
+
+
+class ToolInputError(ValueError):
+    """A tool call's arguments are unusable; the message is shown to the model."""
+
+
+def _function(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
+    section = {
+        "type": "string",
+        "description": "Heading text of a '## ' section, e.g. 'Decisions'.",
+    }
+    schemas = [
+        _function(
+            "record_memory",
+            "Append a dated entry to MEMORY.md (your long-term memory) under a '## ' section, "
+            "creating the section if needed. Use for decisions, commitments, lessons and "
+            "anything the user asks you to remember.",
+            {
+                "content": {"type": "string", "description": "The entry, one or a few lines."},
+                "section": {**section, "description": "Section to append to (default 'Notes')."},
+            },
+            ["content"],
+        ),
+        _function(
+            "update_long_term_memory",
+            "Rewrite MEMORY.md: with 'section', replace that '## ' section's body (created if "
+            "missing; empty content clears it); without it, replace the whole file. Use it to "
+            "correct or remove outdated entries.",
+            {
+                "content": {"type": "string", "description": "The new section body or file."},
+                "section": section,
+            },
+            ["content"],
+        ),
+        _function(
+            "update_user",
+            "Update USER.md (facts about the user): with 'key', set the '- key: value' line in "
+            "the section (added if missing); without it, replace the section's body.",
+            {
+                "section": {**section, "description": "e.g. 'Profile', 'Work', 'Preferences'."},
+                "key": {"type": "string", "description": "e.g. 'Time zone'. Optional."},
+                "content": {"type": "string", "description": "The value, or the new section body."},
+            },
+            ["section", "content"],
+        ),
+    ]
+    if include_search:
+        schemas.append(
+            _function(
+                "memory_search",
+                "Search the user's memory files and past conversations. Use it before answering "
+                "questions about the past.",
+                {
+                    "query": {"type": "string", "description": "What to look for."},
+                    "top_k": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 20,
+                        "description": "How many results (default 5).",
+                    },
+                    "sources": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": list(SEARCH_SOURCES)},
+                        "description": "Limit to memory files, conversations and/or notes.",
+                    },
+                },
+                ["query"],
+            )
+        )
+    return schemas
+
+
+def decode_arguments(arguments: Mapping[str, object] | str | None) -> dict[str, object]:
+    """Tool arguments as a dict; OpenAI delivers them as a JSON string."""
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolInputError(f"arguments are not valid JSON ({exc.args[0]})") from exc
+        if not isinstance(decoded, dict):
+            raise ToolInputError("arguments must be a JSON object")
+        return decoded
+    return dict(arguments)
+
+
+def check_arguments(name: str, arguments: Mapping[str, object] | str | None) -> dict[str, object]:
+    """Decode and check a call of tool ``name`` against its schema; returns the kwargs."""
+    schema = next(
+        s["function"] for s in tool_schemas(include_search=True) if s["function"]["name"] == name
+    )
+    parameters = schema["parameters"]
+    kwargs = decode_arguments(arguments)
+    unknown = sorted(set(kwargs) - set(parameters["properties"]))
+    if unknown:
+        allowed = ", ".join(parameters["properties"])
+        raise ToolInputError(f"unknown argument(s) {', '.join(unknown)}; {name} takes {allowed}")
+    missing = [key for key in parameters["required"] if key not in kwargs]
+    if missing:
+        raise ToolInputError(f"missing required argument(s): {', '.join(missing)}")
+    for key, value in kwargs.items():
+        expected = parameters["properties"][key]["type"]
+        if value is None and key not in parameters["required"]:
+            continue
+        if isinstance(value, bool) or not isinstance(value, _JSON_TYPES[expected]):
+            raise ToolInputError(f"{key} must be a JSON {expected}")
+    return kwargs

@@ -1,0 +1,324 @@
+"""Memory tools for agents: OpenAI function schemas plus plain async callables.
+
+``MemoryTools(user_id, sync, sandbox, ...)`` is bound to one user. Any agent framework
+can register :meth:`MemoryTools.schemas` and route calls to :meth:`MemoryTools.call` (or
+to the methods directly). Semantics, argument limits and results are defined in
+``docs/AGENT_TOOLS.md``; in short:
+
+* ``record_memory`` appends ``- YYYY-MM-DD: content`` to a ``## section`` of MEMORY.md;
+* ``update_long_term_memory`` replaces one ``## section`` of MEMORY.md, or the whole file;
+* ``update_user`` sets ``- key: value`` in a ``## section`` of USER.md, or replaces it;
+* ``memory_search`` (only with a searcher) searches the user's memory and conversations.
+
+Writes go through the sandbox and are synced to the DB at once (spec 4, scenario 2). If
+the sandbox cannot be written the edit goes to the DB directly, so a memory is never lost
+with the workspace. Nothing raises to the model: bad arguments and failures come back as
+short ``error: ...`` strings that say what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+import anyio.to_thread
+
+from memstrata.agent import sections
+from memstrata.agent.schemas import SEARCH_SOURCES, ToolInputError, check_arguments, tool_schemas
+from memstrata.logs import log_event
+from memstrata.memory.kinds import FileKind
+from memstrata.sandbox.base import (
+    Sandbox,
+)
+from memstrata.sandbox.dirty import RoundTracker
+from memstrata.sandbox.reconcile import Outcome, SyncResult, has_content
+from memstrata.sandbox.sync import SyncService
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+MAX_ENTRY_CHARS = 2000
+MAX_NAME_CHARS = 80
+MAX_VALUE_CHARS = 500
+MAX_QUERY_CHARS = 1000
+MAX_TOP_K = 20
+HIT_PREVIEW_CHARS = 400
+
+
+class SearchHitLike(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def file_path(self) -> str | None: ...
+    @property
+    def created_at(self) -> datetime | None: ...
+    @property
+    def score(self) -> float: ...
+
+
+class SearchResultLike(Protocol):
+    @property
+    def hits(self) -> Sequence[SearchHitLike]: ...
+
+
+class Searcher(Protocol):
+    """``memstrata.retrieval.search.SearchService`` (synchronous; run in a thread)."""
+
+    def search(
+        self, user_id: str, query: str, *, top_k: int = 5, sources: Sequence[str] | None = None
+    ) -> SearchResultLike: ...
+
+
+def _name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip().lstrip("#").strip():
+        raise ToolInputError(f"{what} must be a non-empty string such as 'Decisions'")
+    name = value.strip().lstrip("#").strip()
+    if "\n" in name or len(name) > MAX_NAME_CHARS:
+        raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
+    return name
+
+
+def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ToolInputError(f"{what} must be a string")
+    if not empty_ok and not value.strip():
+        raise ToolInputError(f"{what} must not be empty")
+    if "\x00" in value:
+        raise ToolInputError(f"{what} must not contain NUL characters")
+    if limit is not None and len(value) > limit:
+        raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+class MemoryTools:
+    """The memory tools bound to one user and one sandbox (module doc)."""
+
+    def __init__(
+        self,
+        user_id: str,
+        sync: SyncService,
+        sandbox: Sandbox,
+        *,
+        session_id: str | None = None,
+        tracker: RoundTracker | None = None,
+        searcher: Searcher | None = None,
+        today: Callable[[], date] | None = None,
+    ) -> None:
+        self.user_id = user_id
+        self.sync = sync
+        self.sandbox = sandbox
+        self.session_id = session_id
+        self.tracker = tracker
+        self.searcher = searcher
+        self._today = today or (lambda: datetime.now(UTC).date())
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI function-calling schemas of the available tools (fresh copies)."""
+        return tool_schemas(include_search=self.searcher is not None)
+
+    def callables(self) -> dict[str, Callable[..., Awaitable[str]]]:
+        tools: dict[str, Callable[..., Awaitable[str]]] = {
+            "record_memory": self.record_memory,
+            "update_long_term_memory": self.update_long_term_memory,
+            "update_user": self.update_user,
+        }
+        if self.searcher is not None:
+            tools["memory_search"] = self.memory_search
+        return tools
+
+    async def call(self, name: str, arguments: Mapping[str, object] | str | None = None) -> str:
+        """Run a tool call as a framework delivers it (arguments may be a JSON string)."""
+        tool = self.callables().get(name)
+        if tool is None:
+            return f"error: unknown tool {name!r}; available: {', '.join(self.callables())}"
+        try:
+            kwargs = check_arguments(name, arguments)
+        except ToolInputError as exc:
+            return f"error: {exc}"
+        return await tool(**kwargs)
+
+    # -- the tools -------------------------------------------------------------------------
+
+    async def record_memory(self, content: str, section: str = "Notes") -> str:
+        try:
+            entry = sections.dated_bullet(_text(content, "content", MAX_ENTRY_CHARS), self._today())
+            name = _name(section, "section")
+        except ToolInputError as exc:
+            return f"error: {exc}"
+        edit = partial(sections.append_to_section, name=name, entry=entry)
+        return await self._edit(FileKind.MEMORY, edit, f"Recorded in MEMORY.md under ## {name}")
+
+    async def update_long_term_memory(self, content: str, section: str | None = None) -> str:
+        try:
+            if section is None:
+                text = _text(content, "content (the whole new MEMORY.md)")
+                body = text if text.endswith("\n") else text + "\n"
+                edit: Callable[[str], str] = lambda _old: body  # noqa: E731
+                done = "Replaced the whole of MEMORY.md"
+            else:
+                name = _name(section, "section")
+                text = _text(content, "content", empty_ok=True)
+                edit = partial(sections.replace_section, name=name, body=text)
+                done = f"Replaced ## {name} in MEMORY.md"
+        except ToolInputError as exc:
+            return f"error: {exc}"
+        return await self._edit(FileKind.MEMORY, edit, done)
+
+    async def update_user(self, content: str, section: str, key: str | None = None) -> str:
+        try:
+            name = _name(section, "section")
+            if key is None:
+                body = _text(content, "content", empty_ok=True)
+                edit = partial(sections.replace_section, name=name, body=body)
+                done = f"Replaced ## {name} in USER.md"
+            else:
+                label = _name(key, "key")
+                if ":" in label:
+                    raise ToolInputError("key must not contain ':'")
+                value = _text(content, "content", MAX_VALUE_CHARS, empty_ok=True)
+                if "\n" in value.strip():
+                    raise ToolInputError("content must be one line when a key is given")
+                edit = partial(sections.set_key, name=name, key=label, value=value.strip())
+                done = f"Set {label} under ## {name} in USER.md"
+        except ToolInputError as exc:
+            return f"error: {exc}"
+        return await self._edit(FileKind.USER, edit, done)
+
+    async def memory_search(
+        self, query: str, top_k: int = 5, sources: Sequence[str] | None = None
+    ) -> str:
+        if self.searcher is None:
+            return "error: memory_search is not available for this agent"
+        try:
+            text = _text(query, "query", MAX_QUERY_CHARS)
+            if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+                raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+            wanted = None if sources is None else list(sources)
+            if wanted is not None and (not wanted or any(s not in SEARCH_SOURCES for s in wanted)):
+                raise ToolInputError(f"sources must be a non-empty list of {SEARCH_SOURCES}")
+        except (ToolInputError, TypeError) as exc:
+            return f"error: {exc}"
+        search = partial(self.searcher.search, self.user_id, text, top_k=top_k, sources=wanted)
+        try:
+            result = await anyio.to_thread.run_sync(search)
+        except ValueError as exc:
+            return f"error: {exc}"
+        except Exception as exc:
+            log_event(
+                logger,
+                "tools.search_failed",
+                logging.WARNING,
+                user_id=self.user_id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return "error: memory search failed; try again, or answer from what you know"
+        if not result.hits:
+            return "No matching memories."
+        hits = [_format_hit(i, hit, text) for i, hit in enumerate(result.hits, start=1)]
+        return "\n".join(hits)
+
+    # -- the write path ----------------------------------------------------------------------
+
+    async def _current(self, kind: FileKind) -> str:
+        """The text to edit: the sandbox copy, else the DB copy (else empty)."""
+        try:
+            text = await self.sandbox.read_text(kind.filename)
+        except Exception:
+            text = None
+        if text is not None and has_content(text):
+            return text
+        stored = await anyio.to_thread.run_sync(self.sync.store.get_memory_file, self.user_id, kind)
+        return "" if stored is None else stored.content
+
+    async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
+        name = kind.filename
+        try:
+            current = await self._current(kind)
+        except Exception as exc:
+            return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
+        new = edit(current)
+        limit = self.sync.store.max_content_bytes
+        size = len(new.encode("utf-8"))
+        if size > limit:
+            return (
+                f"error: {name} would be {size} bytes, over the {limit}-byte limit; "
+                "remove outdated entries with update_long_term_memory first"
+            )
+        if new == current:
+            return f"No change: {name} already says that."
+        if self.tracker is not None:
+            self.tracker.mark_dirty(name)
+        try:
+            await self.sandbox.write_text(name, new)
+        except Exception as exc:
+            log_event(
+                logger,
+                "tools.sandbox_write_failed",
+                logging.WARNING,
+                user_id=self.user_id,
+                file=name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            result = await self.sync.write_without_sandbox(self.user_id, kind, edit)
+            return sync_message(done, result, workspace_stale=True)
+        result = await self.sync.after_controlled_write(
+            self.user_id, name, self.session_id, sandbox=self.sandbox, tracker=self.tracker
+        )
+        return sync_message(done, result)
+
+
+def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False) -> str:
+    name = result.filename
+    version = "" if result.version is None else f" (version {result.version})"
+    if result.outcome in (Outcome.WRITTEN, Outcome.UNCHANGED):
+        note = (
+            " The workspace copy could not be updated; it is refreshed next session."
+            if workspace_stale
+            else ""
+        )
+        return f"{done}{version}.{note}"
+    if result.outcome is Outcome.MERGED:
+        return f"{done}{version}, merged with an edit the user made at the same time."
+    if result.outcome is Outcome.DB_UNAVAILABLE:
+        if workspace_stale:
+            return f"error: {name} could not be saved: storage is unreachable. Try again later."
+        return f"{done} in the workspace; storage is unreachable, it will be saved later."
+    if result.outcome is Outcome.CONFLICT:
+        return (
+            f"Not saved: the user edited {name} at the same time and the edits overlap. "
+            f"Their version was kept ({result.detail}). Read {name} again and reapply "
+            "your change if it is still needed."
+        )
+    if result.outcome is Outcome.REJECTED:
+        return f"error: {name} was not saved: {result.detail}"
+    if result.outcome is Outcome.SANDBOX_FAILED:
+        return f"{done} in the workspace; syncing it failed and is retried at the end of the round."
+    return f"{done}{version}."
+
+
+def _format_hit(position: int, hit: SearchHitLike, query: str) -> str:
+    when = "" if hit.created_at is None else f" · {hit.created_at.date().isoformat()}"
+    text = _preview(" ".join(hit.text.split()), query)
+    return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
+
+
+def _preview(text: str, query: str, limit: int = HIT_PREVIEW_CHARS) -> str:
+    """At most ``limit`` characters of ``text``, around the first query word it contains.
+
+    A memory-file chunk can run to 512 tokens; its first lines are usually headings, so a
+    plain prefix would often hide exactly the line that matched.
+    """
+    if len(text) <= limit:
+        return text
+    folded = text.casefold()
+    found = [folded.find(w.casefold()) for w in re.findall(r"\w+", query)]
+    hits = [p for p in found if p >= 0]
+    start = max(0, min(hits) - limit // 4) if hits else 0
+    start = min(start, len(text) - limit)
+    window = text[start : start + limit]
+    return ("…" if start else "") + window + ("…" if start + limit < len(text) else "")

@@ -1,0 +1,518 @@
+"""Memory tools and guarded file tools against a real DB and real sandbox directories."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstrata.agent.file_guard import GuardedFileTools
+from memstrata.agent.schemas import check_arguments, tool_schemas
+from memstrata.agent.tools import MemoryTools
+from memstrata.db.database import Database
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.search import SearchService
+from memstrata.sandbox.base import normalise_sandbox_path
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.sync import SyncService
+from tests.sandbox.support import USER, FaultySandbox, embedding_rows, unreachable_store
+
+pytestmark = pytest.mark.anyio
+
+DAY = date(2026, 3, 1)
+
+
+@pytest.fixture
+async def tools(sync: SyncService, user_box: LocalDirectorySandbox) -> MemoryTools:
+    await sync.start_session(USER)
+    tracker = await sync.begin_round(USER)
+    return MemoryTools(USER, sync, user_box, tracker=tracker, today=lambda: DAY)
+
+
+def memory(store: MemoryStore) -> tuple[str, int]:
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None
+    return stored.content, stored.version
+
+
+def user_md(store: MemoryStore) -> tuple[str, int]:
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None
+    return stored.content, stored.version
+
+
+# -- schemas ---------------------------------------------------------------------------------
+
+
+def test_schemas_are_openai_function_definitions() -> None:
+    schemas = tool_schemas(include_search=True)
+    assert [s["function"]["name"] for s in schemas] == [
+        "record_memory",
+        "update_long_term_memory",
+        "update_user",
+        "memory_search",
+    ]
+    for schema in schemas:
+        assert schema["type"] == "function"
+        assert set(schema["function"]) == {"name", "description", "parameters"}
+        parameters = schema["function"]["parameters"]
+        assert parameters["type"] == "object"
+        assert parameters["additionalProperties"] is False
+        assert set(parameters["required"]) <= set(parameters["properties"])
+        json.dumps(schema)  # plain JSON
+    assert schemas[0]["function"]["parameters"]["required"] == ["content"]
+    assert schemas[2]["function"]["parameters"]["required"] == ["section", "content"]
+    sources = schemas[3]["function"]["parameters"]["properties"]["sources"]
+    assert sources["items"]["enum"] == ["memory", "conversation", "notes"]
+    assert [s["function"]["name"] for s in tool_schemas(include_search=False)] == [
+        "record_memory",
+        "update_long_term_memory",
+        "update_user",
+    ]
+
+
+def test_schemas_are_fresh_copies() -> None:
+    first = tool_schemas(include_search=False)
+    first[0]["function"]["name"] = "changed"
+    assert tool_schemas(include_search=False)[0]["function"]["name"] == "record_memory"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "error"),
+    [
+        ("record_memory", "{not json", "arguments are not valid JSON (Expecting property name"),
+        ("record_memory", "[1]", "arguments must be a JSON object"),
+        ("record_memory", {}, "missing required argument(s): content"),
+        (
+            "record_memory",
+            {"content": "x", "when": "now"},
+            "unknown argument(s) when; record_memory takes content, section",
+        ),
+        ("record_memory", {"content": 5}, "content must be a JSON string"),
+        ("memory_search", {"query": "x", "top_k": True}, "top_k must be a JSON integer"),
+        ("memory_search", {"query": "x", "sources": "memory"}, "sources must be a JSON array"),
+    ],
+)
+def test_check_arguments_rejects_bad_calls(name: str, arguments: Any, error: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_arguments(name, arguments)
+    assert str(info.value).startswith(error)
+
+
+# -- record_memory ---------------------------------------------------------------------------
+
+
+async def test_record_memory_appends_a_dated_entry_and_syncs(
+    tools: MemoryTools,
+    store: MemoryStore,
+    templates: TemplateSet,
+    user_box: LocalDirectorySandbox,
+    db: Database,
+) -> None:
+    result = await tools.record_memory("Use PostgreSQL for everything", section="Decisions")
+
+    assert result == "Recorded in MEMORY.md under ## Decisions (version 2)."
+    expected = templates.load(FileKind.MEMORY).replace(
+        "## Decisions\n", "## Decisions\n- 2026-03-01: Use PostgreSQL for everything\n"
+    )
+    assert memory(store) == (expected, 2)
+    assert await user_box.read_text("MEMORY.md") == expected
+    assert tools.tracker is not None and tools.tracker.dirty == frozenset({"MEMORY.md"})
+    assert any("Use PostgreSQL" in row[2] for row in embedding_rows(db, USER))
+
+
+async def test_record_memory_creates_a_missing_section_and_indents_more_lines(
+    tools: MemoryTools, store: MemoryStore, templates: TemplateSet
+) -> None:
+    result = await tools.call("record_memory", json.dumps({"content": "line one\n\nline two\n"}))
+    assert result == "Recorded in MEMORY.md under ## Notes (version 2)."
+    expected = templates.load(FileKind.MEMORY).rstrip("\n") + (
+        "\n\n## Notes\n- 2026-03-01: line one\n  line two\n"
+    )
+    assert memory(store) == (expected, 2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"content": "  "}, "error: content must not be empty"),
+        ({"content": "x" * 2001}, "error: content is 2001 characters; the limit is 2000"),
+        (
+            {"content": "x", "section": "a\nb"},
+            "error: section must be one line of at most 80 characters",
+        ),
+        (
+            {"content": "x", "section": "##"},
+            "error: section must be a non-empty string such as 'Decisions'",
+        ),
+        ({"content": 7}, "error: content must be a string"),
+        ({"content": "a\x00b"}, "error: content must not contain NUL characters"),
+    ],
+)
+async def test_record_memory_validates_and_writes_nothing(
+    kwargs: dict[str, Any], error: str, tools: MemoryTools, store: MemoryStore
+) -> None:
+    assert await tools.record_memory(**kwargs) == error
+    assert memory(store)[1] == 1
+
+
+# -- update_long_term_memory and update_user ---------------------------------------------------
+
+
+async def test_update_long_term_memory_replaces_a_section_or_the_file(
+    tools: MemoryTools, store: MemoryStore, templates: TemplateSet
+) -> None:
+    result = await tools.update_long_term_memory("- shipped v1\n- hired Bo", section="## Ongoing")
+    assert result == "Replaced ## Ongoing in MEMORY.md (version 2)."
+    expected = templates.load(FileKind.MEMORY).replace(
+        "## Ongoing\n", "## Ongoing\n- shipped v1\n- hired Bo\n"
+    )
+    assert memory(store) == (expected, 2)
+
+    assert await tools.update_long_term_memory("# Memory\n- only this") == (
+        "Replaced the whole of MEMORY.md (version 3)."
+    )
+    assert memory(store) == ("# Memory\n- only this\n", 3)
+    assert (
+        await tools.update_long_term_memory(" \n")
+        == "error: content (the whole new MEMORY.md) must not be empty"
+    )
+    assert await tools.update_long_term_memory("# Memory\n- only this\n") == (
+        "No change: MEMORY.md already says that."
+    )
+    assert memory(store)[1] == 3
+
+
+async def test_update_user_sets_a_key_or_replaces_a_section(
+    tools: MemoryTools, store: MemoryStore, templates: TemplateSet
+) -> None:
+    result = await tools.update_user("Europe/Berlin", section="Profile", key="time zone")
+    assert result == "Set time zone under ## Profile in USER.md (version 2)."
+    template = templates.load(FileKind.USER)
+    expected = template.replace("- Time zone:\n", "- Time zone: Europe/Berlin\n")
+    assert user_md(store) == (expected, 2)
+
+    result = await tools.call("update_user", {"section": "Pets", "key": "Cat", "content": "Miso"})
+    assert result == "Set Cat under ## Pets in USER.md (version 3)."
+    assert user_md(store)[0] == expected.rstrip("\n") + "\n\n## Pets\n- Cat: Miso\n"
+
+    result = await tools.update_user("- Role: engineer", section="Work")
+    assert result == "Replaced ## Work in USER.md (version 4)."
+    assert "## Work\n- Role: engineer\n\n## Preferences" in user_md(store)[0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"content": "x", "section": "Profile", "key": "a:b"}, "error: key must not contain ':'"),
+        (
+            {"content": "two\nlines", "section": "Profile", "key": "Name"},
+            "error: content must be one line when a key is given",
+        ),
+        (
+            {"content": "x" * 501, "section": "Profile", "key": "Name"},
+            "error: content is 501 characters; the limit is 500",
+        ),
+        (
+            {"content": "x", "section": ""},
+            "error: section must be a non-empty string such as 'Decisions'",
+        ),
+    ],
+)
+async def test_update_user_validates(
+    kwargs: dict[str, Any], error: str, tools: MemoryTools, store: MemoryStore
+) -> None:
+    assert await tools.update_user(**kwargs) == error
+    assert user_md(store)[1] == 1
+
+
+async def test_a_file_over_the_size_limit_is_refused(
+    db: Database,
+    templates: TemplateSet,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    small = MemoryStore(db.sessions, templates, max_content_bytes=1024)
+    sync = SyncService(small, provider)
+    await sync.start_session(USER)
+    tools = MemoryTools(USER, sync, user_box)
+    size = len((templates.load(FileKind.MEMORY) + "x").encode())
+    result = await tools.update_long_term_memory("x" * 1000, section="Lessons")
+    assert result.startswith("error: MEMORY.md would be ")
+    assert result.endswith(
+        "bytes, over the 1024-byte limit; remove outdated entries with update_long_term_memory "
+        "first"
+    )
+    assert size < 1024  # the template itself fits
+
+
+# -- failure paths -------------------------------------------------------------------------------
+
+
+async def test_sandbox_write_failure_saves_to_the_db_directly(
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    templates: TemplateSet,
+) -> None:
+    await sync.start_session(USER)
+    box = FaultySandbox(
+        provider.for_user(USER),
+        error=OSError(28, "No space left on device"),
+        fail=lambda path, op: op == "write",
+    )
+    tools = MemoryTools(USER, sync, box, today=lambda: DAY)
+
+    result = await tools.record_memory("disk is full", section="Lessons")
+
+    assert result == (
+        "Recorded in MEMORY.md under ## Lessons (version 2). The workspace copy could not be "
+        "updated; it is refreshed next session."
+    )
+    content, version = memory(store)
+    assert version == 2 and content.endswith("## Lessons\n- 2026-03-01: disk is full\n")
+    assert await box.inner.read_text("MEMORY.md") == templates.load(FileKind.MEMORY)
+    # ...and the next session brings the sandbox up to date instead of reverting the DB.
+    await sync.start_session(USER)
+    assert await box.inner.read_text("MEMORY.md") == content
+    assert memory(store) == (content, 2)
+
+
+async def test_sandbox_and_db_both_down(
+    templates: TemplateSet, provider: LocalSandboxProvider
+) -> None:
+    sync = SyncService(unreachable_store(templates), provider)
+    box = FaultySandbox(provider.for_user(USER), error=OSError(5, "I/O error"))
+    tools = MemoryTools(USER, sync, box, today=lambda: DAY)
+    result = await tools.record_memory("x")
+    assert result == "error: MEMORY.md cannot be read right now (OperationalError); try later"
+
+
+async def test_db_down_keeps_the_edit_in_the_workspace(
+    templates: TemplateSet, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+) -> None:
+    await user_box.write_text("MEMORY.md", "# Memory\n")
+    sync = SyncService(unreachable_store(templates), provider)
+    tools = MemoryTools(USER, sync, user_box, today=lambda: DAY)
+    result = await tools.record_memory("offline note")
+    assert result == (
+        "Recorded in MEMORY.md under ## Notes in the workspace; storage is unreachable, "
+        "it will be saved later."
+    )
+    assert (
+        await user_box.read_text("MEMORY.md")
+        == "# Memory\n\n## Notes\n- 2026-03-01: offline note\n"
+    )
+
+
+async def test_overlapping_human_edit_is_reported_to_the_model(
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    templates: TemplateSet,
+) -> None:
+    await sync.start_session(USER, "s1")
+    box = provider.for_user(USER, "s1")
+    tools = MemoryTools(USER, sync, box, session_id="s1", today=lambda: DAY)
+    human = templates.load(FileKind.MEMORY).replace("## Decisions\n", "## Decisions (human)\n")
+    # Another process (it does not know session s1) saves a frontend edit first.
+    await SyncService(store, provider).frontend_edit(USER, "memory", human)
+
+    result = await tools.record_memory("agent entry", section="Decisions")
+
+    assert result.startswith(
+        "Not saved: the user edited MEMORY.md at the same time and the edits overlap. Their "
+        "version was kept (the DB copy won; the agent's copy was saved to "
+        ".memstrata/conflicts/MEMORY.md."
+    )
+    assert result.endswith("Read MEMORY.md again and reapply your change if it is still needed.")
+    assert memory(store) == (human, 2)
+    assert await box.read_text("MEMORY.md") == human
+
+
+async def test_non_overlapping_human_edit_is_merged(
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    templates: TemplateSet,
+) -> None:
+    await sync.start_session(USER, "s1")
+    box = provider.for_user(USER, "s1")
+    tools = MemoryTools(USER, sync, box, session_id="s1", today=lambda: DAY)
+    human = templates.load(FileKind.MEMORY).replace("## Lessons\n", "## Lessons\n- human\n")
+    await SyncService(store, provider).frontend_edit(USER, "memory", human)
+
+    result = await tools.record_memory("agent entry", section="Decisions")
+
+    assert result == (
+        "Recorded in MEMORY.md under ## Decisions (version 3), merged with an edit the user "
+        "made at the same time."
+    )
+    expected = human.replace("## Decisions\n", "## Decisions\n- 2026-03-01: agent entry\n")
+    assert memory(store) == (expected, 3)
+
+
+# -- memory_search -----------------------------------------------------------------------------
+
+
+async def test_memory_search_finds_recorded_memories(
+    sync: SyncService, db: Database, user_box: LocalDirectorySandbox
+) -> None:
+    await sync.start_session(USER)
+    searcher = SearchService(IndexCache(db.sessions, 8))
+    tools = MemoryTools(USER, sync, user_box, searcher=searcher, today=lambda: DAY)
+    assert "memory_search" in tools.callables()
+    await tools.record_memory("The user's cat is called Miso", section="Decisions")
+
+    result = await tools.call("memory_search", {"query": "cat Miso", "top_k": 1})
+
+    today = datetime.now(UTC).date().isoformat()
+    assert result.startswith(f"1. [MEMORY.md · {today} · score ")
+    assert "- 2026-03-01: The user's cat is called Miso" in result
+    assert result.count("\n") == 0  # exactly one hit
+    assert await tools.memory_search("zzzz qqqq") == "No matching memories."
+    assert await tools.memory_search("x", top_k=0) == "error: top_k must be an integer from 1 to 20"
+    assert await tools.memory_search("x", sources=["files"]) == (
+        "error: sources must be a non-empty list of ('memory', 'conversation', 'notes')"
+    )
+    assert await tools.memory_search("") == "error: query must not be empty"
+
+
+class _BrokenSearcher:
+    def search(self, user_id: str, query: str, *, top_k: int = 5, sources: Any = None) -> Any:
+        raise RuntimeError("index exploded")
+
+
+async def test_memory_search_failure_is_a_tool_error(
+    sync: SyncService, user_box: LocalDirectorySandbox, logs: pytest.LogCaptureFixture
+) -> None:
+    tools = MemoryTools(USER, sync, user_box, searcher=_BrokenSearcher())
+    result = await tools.memory_search("anything")
+    assert result == "error: memory search failed; try again, or answer from what you know"
+    assert any(r.getMessage() == "tools.search_failed" for r in logs.records)
+
+
+async def test_memory_search_is_absent_without_a_searcher(tools: MemoryTools) -> None:
+    assert "memory_search" not in tools.callables()
+    assert [s["function"]["name"] for s in tools.schemas()][-1] == "update_user"
+    assert await tools.call("memory_search", {"query": "x"}) == (
+        "error: unknown tool 'memory_search'; available: record_memory, "
+        "update_long_term_memory, update_user"
+    )
+    assert await tools.memory_search("x") == "error: memory_search is not available for this agent"
+
+
+# -- guarded file tools -------------------------------------------------------------------------
+
+
+def platform_write_file(root: Path, calls: list[str]) -> Any:
+    """A platform's own write_file: writes under the sandbox root, knows nothing of memory."""
+
+    async def write_file(path: str, content: str) -> str:
+        calls.append(path)
+        relative = normalise_sandbox_path(path)
+        assert relative is not None
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return f"wrote {len(content)} characters to {path}"
+
+    return write_file
+
+
+@pytest.fixture
+async def guarded(sync: SyncService, user_box: LocalDirectorySandbox) -> GuardedFileTools:
+    await sync.start_session(USER)
+    tracker = await sync.begin_round(USER)
+    return GuardedFileTools(USER, sync, user_box, tracker=tracker)
+
+
+@pytest.mark.parametrize("path", ["AGENTS.md", "/workspace/AGENTS.md", "./notes/../AGENTS.md"])
+async def test_guard_refuses_the_root_agents_md(
+    path: str, guarded: GuardedFileTools, user_box: LocalDirectorySandbox, templates: TemplateSet
+) -> None:
+    calls: list[str] = []
+    write_file = guarded.wrap(platform_write_file(user_box.root, calls))
+    result = await write_file(path=path, content="no rules")
+    assert result == (
+        "error: AGENTS.md is managed by the platform and restored every session; put what you "
+        "want to keep in MEMORY.md (or USER.md for facts about the user)"
+    )
+    assert calls == []
+    assert await user_box.read_text("AGENTS.md") == templates.agents_md()
+
+
+async def test_guard_case_follows_the_sandbox(
+    sync: SyncService, user_box: LocalDirectorySandbox
+) -> None:
+    calls: list[str] = []
+    sensitive = GuardedFileTools(USER, sync, user_box)
+    assert sensitive.case_sensitive is True  # a Linux directory
+    write = sensitive.wrap(platform_write_file(user_box.root, calls))
+    assert await write("agents.md", "fine") == "wrote 4 characters to agents.md"
+    insensitive = GuardedFileTools(USER, sync, FaultySandbox(user_box))
+    insensitive.case_sensitive = False
+    write = insensitive.wrap(platform_write_file(user_box.root, calls))
+    assert (await write("agents.md", "no")).startswith("error: AGENTS.md is managed")
+    assert calls == ["agents.md"]
+
+
+async def test_guard_syncs_memory_writes_at_once(
+    guarded: GuardedFileTools, store: MemoryStore, user_box: LocalDirectorySandbox
+) -> None:
+    calls: list[str] = []
+    write_file = guarded.wrap(platform_write_file(user_box.root, calls))
+    assert write_file.__name__ == "write_file"
+
+    result = await write_file("/workspace/USER.md", "- Name: Ada\n")
+
+    assert result == "wrote 12 characters to /workspace/USER.md"
+    assert user_md(store) == ("- Name: Ada\n", 2)
+    assert guarded.tracker is not None and guarded.tracker.dirty == frozenset({"USER.md"})
+
+
+async def test_guard_leaves_other_files_alone(
+    guarded: GuardedFileTools, store: MemoryStore, user_box: LocalDirectorySandbox
+) -> None:
+    calls: list[str] = []
+    write_file = guarded.wrap(platform_write_file(user_box.root, calls))
+    assert await write_file(path="notes/USER.md", content="x") == (
+        "wrote 1 characters to notes/USER.md"
+    )
+    assert await user_box.read_text("notes/USER.md") == "x"
+    assert guarded.tracker is not None and guarded.tracker.dirty == frozenset()
+    assert user_md(store)[1] == 1
+
+
+async def test_guard_lets_platform_errors_through_without_syncing(
+    guarded: GuardedFileTools, store: MemoryStore
+) -> None:
+    async def failing_edit_file(path: str, old: str, new: str) -> str:
+        raise FileNotFoundError(path)
+
+    edit_file = guarded.wrap(failing_edit_file)
+    with pytest.raises(FileNotFoundError):
+        await edit_file(path="MEMORY.md", old="a", new="b")
+    assert guarded.tracker is not None and guarded.tracker.dirty == frozenset({"MEMORY.md"})
+    assert memory(store)[1] == 1
+
+
+async def test_guard_appends_a_note_when_the_sync_did_not_store_the_write(
+    templates: TemplateSet, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+) -> None:
+    offline = SyncService(unreachable_store(templates), provider)
+    calls: list[str] = []
+    write_file = GuardedFileTools(USER, offline, user_box).wrap(
+        platform_write_file(user_box.root, calls)
+    )
+    result = await write_file("MEMORY.md", "m")
+    assert result == (
+        "wrote 1 characters to MEMORY.md\n[memory sync] Written in the workspace; storage is "
+        "unreachable, it will be saved later."
+    )
