@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstrata.agent.pool import AgentPool
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.memory.store import MemoryStore
@@ -25,6 +26,9 @@ from memstrata.retrieval.embeddings import (
 )
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.sandbox.base import SandboxProvider
+from memstrata.sandbox.local import LocalSandboxProvider
+from memstrata.sandbox.sync import SyncService
 from memstrata.skills.loader import SkillLoader
 from memstrata.skills.service import SkillService
 
@@ -38,6 +42,9 @@ class Memstrata:
     templates: TemplateSet
     store: MemoryStore
     # [fields: each service adds its typed field here, with a default of None only if optional]
+    sandboxes: SandboxProvider = field(init=False)
+    pool: AgentPool[Any] = field(init=False)
+    sync: SyncService = field(init=False)
     skills: SkillService = field(init=False)
     embedder: EmbeddingProvider | None = field(default=None, init=False)
     indexer: Indexer = field(init=False)
@@ -62,6 +69,19 @@ class Memstrata:
             vector_backend=settings.vector_backend,
         )
         # [sandbox/sync/agent wiring]
+        mem.sandboxes = parts.pop("sandboxes", None) or LocalSandboxProvider(
+            settings.resolved_sandbox_root
+        )
+        # The listener thread starts on the pool's first get(): only processes that cache
+        # agents need to hear invalidations.
+        mem.pool = AgentPool(db.engine)
+        mem.sync = SyncService(
+            store,
+            mem.sandboxes,
+            indexer=getattr(mem, "indexer", None),
+            pool=mem.pool,
+            templates=templates,
+        )
         # [skills wiring]
         mem.skills = SkillService(
             parts.pop("skill_loader", None) or SkillLoader(settings.skill_dirs), db.sessions
@@ -70,6 +90,8 @@ class Memstrata:
 
     def close(self) -> None:
         # [close hooks]
+        if hasattr(self, "pool"):  # unset when built without open()
+            self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.close()
         self.db.close()

@@ -1,0 +1,148 @@
+"""Opening an agent session: sync the sandbox, start dirty tracking, build the prompt.
+
+:func:`open_agent_session` is the one call a platform makes when it creates an agent for
+a user's new session (spec 4, scenario 4 + 5):
+
+1. ``sync.start_session`` — sandbox-first sync of SOUL/USER/MEMORY, AGENTS.md from the
+   template (and provisioning for a brand-new user);
+2. ``sync.begin_round`` — a :class:`~memstrata.sandbox.dirty.RoundTracker` holding the DB
+   versions the first round starts from;
+3. the system prompt from the DB copies (:func:`build_memory_prompt`), after step 1 so an
+   edit left in the sandbox is already in it;
+4. the memory tools and guarded file tools bound to this user and sandbox.
+
+The agent loop then calls :meth:`AgentSession.on_tool_call` per tool call and
+:meth:`AgentSession.end_round` per round.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from memstrata.agent.file_guard import GuardedFileTools
+from memstrata.agent.prompt import PromptResult, build_system_prompt
+from memstrata.agent.tools import MemoryTools, Searcher
+from memstrata.logs import log_event
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.retrieval.tokenize import count_tokens
+from memstrata.sandbox.base import Sandbox
+from memstrata.sandbox.dirty import RoundTracker
+from memstrata.sandbox.reconcile import DB_ERRORS
+from memstrata.sandbox.sync import SyncResult, SyncService
+
+logger = logging.getLogger(__name__)
+
+
+async def build_memory_prompt(
+    store: MemoryStore,
+    user_id: str,
+    *,
+    token_limit: int,
+    ratio: float = 0.15,
+    count: Callable[[str], int] = count_tokens,
+    sandbox: Sandbox | None = None,
+) -> PromptResult:
+    """AGENTS.md (platform template) + the user's SOUL / USER / MEMORY from the DB, fitted
+    into ``floor(ratio × token_limit)`` tokens by ``build_system_prompt``.
+
+    With the DB unreachable and a ``sandbox`` given, the sandbox copies are used instead
+    (the agent works from them anyway) and a warning is logged; without a sandbox the DB
+    error propagates. ``count`` must be the chunker's counter so budgets agree.
+    """
+    try:
+        files = await anyio.to_thread.run_sync(store.list_memory_files, user_id)
+        contents: Mapping[FileKind, str] = {f.kind: f.content for f in files}
+    except DB_ERRORS as exc:
+        if sandbox is None:
+            raise
+        log_event(
+            logger,
+            "prompt.from_sandbox",
+            logging.WARNING,
+            user_id=user_id,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        contents = {k: await _read_or_empty(sandbox, k.filename) for k in USER_FILE_KINDS}
+    return build_system_prompt(
+        agents_md=store.templates.agents_md(),
+        soul=contents.get(FileKind.SOUL, ""),
+        user=contents.get(FileKind.USER, ""),
+        memory=contents.get(FileKind.MEMORY, ""),
+        token_limit=token_limit,
+        count=count,
+        ratio=ratio,
+    )
+
+
+async def _read_or_empty(sandbox: Sandbox, path: str) -> str:
+    try:
+        return await sandbox.read_text(path) or ""
+    except Exception:
+        return ""
+
+
+@dataclass
+class AgentSession:
+    """Everything one agent session needs from memstrata (module doc)."""
+
+    sync: SyncService
+    user_id: str
+    session_id: str | None
+    sandbox: Sandbox
+    tracker: RoundTracker
+    tools: MemoryTools
+    file_tools: GuardedFileTools
+    prompt: PromptResult
+    start_results: list[SyncResult]
+
+    def on_tool_call(self, name: str, arguments: Mapping[str, object] | str | None = None) -> None:
+        self.tracker.on_tool_call(name, arguments)
+
+    async def end_round(self) -> list[SyncResult]:
+        return await self.sync.end_round(self.tracker)
+
+    def close(self) -> None:
+        """Stop receiving frontend pushes for this session's sandbox."""
+        if self.session_id is not None:
+            self.sync.end_session(self.user_id, self.session_id)
+
+
+async def open_agent_session(
+    sync: SyncService,
+    user_id: str,
+    *,
+    token_limit: int,
+    ratio: float = 0.15,
+    session_id: str | None = None,
+    searcher: Searcher | None = None,
+    count: Callable[[str], int] = count_tokens,
+) -> AgentSession:
+    """Sync, track, prompt and tools for a new session (module doc)."""
+    results = await sync.start_session(user_id, session_id)
+    tracker = await sync.begin_round(user_id, session_id)
+    sandbox = sync.sandboxes.for_user(user_id, session_id)
+    prompt = await build_memory_prompt(
+        sync.store, user_id, token_limit=token_limit, ratio=ratio, count=count, sandbox=sandbox
+    )
+    tools = MemoryTools(
+        user_id, sync, sandbox, session_id=session_id, tracker=tracker, searcher=searcher
+    )
+    file_tools = GuardedFileTools(user_id, sync, sandbox, session_id=session_id, tracker=tracker)
+    log_event(
+        logger,
+        "agent.session_opened",
+        user_id=user_id,
+        session_id=session_id,
+        prompt_tokens=prompt.tokens,
+        budget=prompt.budget,
+        truncated=list(prompt.truncated),
+        dropped=list(prompt.dropped),
+    )
+    return AgentSession(
+        sync, user_id, session_id, sandbox, tracker, tools, file_tools, prompt, results
+    )
