@@ -1,0 +1,94 @@
+"""The FastAPI app factory, and the router a host platform mounts into its own app.
+
+Standalone (``memstrata serve``, or ``uvicorn memstrata.api.app:create_app --factory``)::
+
+    app = create_app(settings)            # the lifespan opens and closes the runtime
+
+Inside a host platform that already owns a runtime::
+
+    mem = Memstrata.open(settings)
+    host_app.include_router(create_router(mem), prefix="/memory")
+
+Nothing is created at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import APIRouter, FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from memstrata.api.context import ApiContext
+from memstrata.api.errors import install_error_handlers
+from memstrata.api.metrics import ApiMetrics
+from memstrata.api.middleware import RequestLogMiddleware
+from memstrata.api.routers import config, health, memory
+from memstrata.api.routing import route_class
+from memstrata.config import Settings
+from memstrata.runtime import Memstrata
+
+
+def create_router(
+    memstrata: Memstrata | ApiContext, *, include_operations: bool = True
+) -> APIRouter:
+    """All memstrata routes, with authentication, body limit and error mapping built in.
+
+    Pass a runtime (a context with its settings and fresh metrics is made for it) or an
+    :class:`ApiContext`. ``include_operations=False`` leaves out ``/healthz``, ``/readyz``
+    and ``/metrics`` for hosts that have their own.
+    """
+    context = (
+        memstrata
+        if isinstance(memstrata, ApiContext)
+        else ApiContext(memstrata.settings, memstrata=memstrata)
+    )
+    routes = route_class(context)
+    router = APIRouter()
+    router.include_router(config.build_router(routes))
+    router.include_router(memory.build_router(routes))
+    if include_operations:
+        router.include_router(health.build_router(routes))
+    return router
+
+
+def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None = None) -> FastAPI:
+    """The standalone service. Without ``memstrata``, the lifespan opens one from settings."""
+    if settings is None:
+        settings = memstrata.settings if memstrata is not None else Settings()
+    context = ApiContext(settings, metrics=ApiMetrics(), memstrata=memstrata)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if memstrata is not None:
+            yield
+            return
+        owned = await run_in_threadpool(Memstrata.open, settings)
+        context.attach(owned)
+        try:
+            yield
+        finally:
+            context.detach()
+            await run_in_threadpool(owned.close)
+
+    app = FastAPI(
+        title="memstrata",
+        summary="Layered, per-user memory for AI agents.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.context = context
+    app.state.metrics = context.metrics
+    install_error_handlers(app)
+    app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=settings.api_prefix)
+    app.include_router(create_router(context), prefix=settings.api_prefix)
+    return app
+
+
+def _version() -> str:
+    try:
+        return version("memstrata")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "0.0.0"

@@ -1,0 +1,263 @@
+"""Bearer-token (JWT) authentication, and the development secret.
+
+Accepted tokens: HS256/384/512 signed with ``MEMSTRATA_JWT_SECRET``, and/or RS*/PS*/ES*
+verified with ``MEMSTRATA_JWT_PUBLIC_KEY`` (a PEM text or a path to one). Each algorithm is
+bound to exactly one key, picked by the token's ``alg`` from ``MEMSTRATA_JWT_ALGORITHMS``,
+so a token can never choose its own verification method (``alg: none``, or an RS256 public
+key used as an HMAC secret). ``exp`` is required; ``aud`` is checked when
+``MEMSTRATA_JWT_AUDIENCE`` is set (and a token carrying an ``aud`` is refused when it is not).
+The user id is the ``MEMSTRATA_JWT_USER_CLAIM`` claim (default ``sub``): a string of 1–100
+characters.
+
+Outside production, with neither a secret nor a public key configured, a random secret is
+generated once and kept in ``<data_dir>/jwt_secret`` (mode 0600); ``memstrata token`` signs
+development tokens with it. Production refuses to start without one (``Settings``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+from memstrata.api.errors import ApiError
+from memstrata.config import Settings
+from memstrata.errors import InvalidUserIdError, MemstrataError
+from memstrata.logs import log_event
+from memstrata.memory.kinds import validate_user_id
+
+logger = logging.getLogger(__name__)
+
+DEV_SECRET_FILE = "jwt_secret"
+HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
+RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+EC_ALGORITHMS = ("ES256", "ES384", "ES512")
+SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS + RSA_ALGORITHMS + EC_ALGORITHMS
+REALM = "memstrata"
+_UNSAFE_DESCRIPTION = re.compile(r'[^\x20-\x7e]|["\\]')
+
+
+class AuthConfigurationError(MemstrataError, ValueError):
+    """The JWT settings cannot verify any token (bad key, no usable algorithm)."""
+
+
+class AuthenticationError(ApiError):
+    """401 with ``WWW-Authenticate: Bearer`` (RFC 6750)."""
+
+    def __init__(self, detail: str, *, invalid_token: bool = True) -> None:
+        challenge = f'Bearer realm="{REALM}"'
+        if invalid_token:  # RFC 6750 §3: no error code when no credentials were sent
+            description = _UNSAFE_DESCRIPTION.sub("?", detail)
+            challenge += f', error="invalid_token", error_description="{description}"'
+        super().__init__(401, detail, headers={"WWW-Authenticate": challenge})
+
+
+@dataclass(frozen=True)
+class Authenticator:
+    """Verifies bearer tokens; ``keys`` maps each accepted algorithm to its one key."""
+
+    keys: Mapping[str, Any]
+    user_claim: str = "sub"
+    audience: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Authenticator:
+        return cls(_keys(settings), settings.jwt_user_claim, settings.jwt_audience)
+
+    @property
+    def algorithms(self) -> list[str]:
+        return sorted(self.keys)
+
+    def authenticate(self, authorization: str | None) -> str:
+        """The user id from an ``Authorization`` header value, or ``AuthenticationError``."""
+        if not authorization or not authorization.strip():
+            raise AuthenticationError(
+                "missing bearer token: send 'Authorization: Bearer <token>'",
+                invalid_token=False,
+            )
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            raise AuthenticationError(
+                f"unsupported authorization scheme {scheme[:20]!r}: use 'Bearer <token>'"
+            )
+        return self.user_id(token.strip())
+
+    def user_id(self, token: str) -> str:
+        claims = self.verify(token)
+        value = claims.get(self.user_claim)
+        if not isinstance(value, str):
+            raise AuthenticationError(f"token has no string {self.user_claim!r} claim")
+        try:
+            return validate_user_id(value)
+        except InvalidUserIdError as exc:
+            raise AuthenticationError(f"token's {self.user_claim!r} claim: {exc}") from exc
+
+    def verify(self, token: str) -> dict[str, Any]:
+        """The verified claims of ``token``; every failure is an ``AuthenticationError``."""
+        if not token:
+            raise AuthenticationError("empty bearer token")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise AuthenticationError("malformed token: not a JWT") from exc
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg not in self.keys:
+            raise AuthenticationError(
+                f"token algorithm {str(alg)[:20]!r} is not accepted "
+                f"(accepted: {', '.join(self.algorithms)})"
+            )
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                self.keys[alg],
+                algorithms=[alg],
+                audience=self.audience,
+                options={"require": ["exp"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthenticationError("token expired") from exc
+        except jwt.MissingRequiredClaimError as exc:
+            raise AuthenticationError(f"token has no {exc.claim!r} claim") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise AuthenticationError("token audience is not accepted") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise AuthenticationError("token signature is invalid") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise AuthenticationError("token is not valid yet (nbf/iat in the future)") from exc
+        except jwt.PyJWTError as exc:
+            raise AuthenticationError(f"invalid token: {exc}") from exc
+        return claims
+
+
+def mint_token(
+    settings: Settings, user_id: str, ttl_seconds: int, *, now: float | None = None
+) -> str:
+    """An HMAC-signed token for ``user_id`` (development / tests; production tokens come
+    from the platform's identity provider)."""
+    validate_user_id(user_id)
+    if ttl_seconds < 1:
+        raise ValueError("ttl must be at least 1 second")
+    algorithm = next((a for a in settings.jwt_algorithms if a in HMAC_ALGORITHMS), None)
+    if algorithm is None:
+        raise AuthConfigurationError(
+            "MEMSTRATA_JWT_ALGORITHMS has no HS256/HS384/HS512 entry, so memstrata cannot "
+            "sign tokens; get tokens from the identity provider that owns the private key"
+        )
+    secret = settings.jwt_secret or _dev_secret_or_none(settings)
+    if secret is None:
+        raise AuthConfigurationError(
+            "no MEMSTRATA_JWT_SECRET is configured; tokens for the configured public key "
+            "are issued by the identity provider that owns the private key"
+        )
+    issued = int(time.time() if now is None else now)
+    claims: dict[str, Any] = {
+        settings.jwt_user_claim: user_id,
+        "iat": issued,
+        "exp": issued + ttl_seconds,
+    }
+    if settings.jwt_audience:
+        claims["aud"] = settings.jwt_audience
+    return jwt.encode(claims, secret, algorithm=algorithm)
+
+
+def load_or_create_dev_secret(data_dir: Path) -> str:
+    """The development secret in ``<data_dir>/jwt_secret``, created (0600) on first use."""
+    path = data_dir / DEV_SECRET_FILE
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return _create_dev_secret(path)
+    if not text:
+        raise AuthConfigurationError(
+            f"{path} is empty; delete it to generate a new secret, or set MEMSTRATA_JWT_SECRET"
+        )
+    return text
+
+
+def _create_dev_secret(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(48)
+    # Write a private temp file, then link it into place: readers never see a partial
+    # file, and of two processes racing here exactly one wins (link fails if it exists).
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(secret + "\n")
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            return load_or_create_dev_secret(path.parent)
+    finally:
+        temp.unlink(missing_ok=True)
+    log_event(logger, "auth.dev_secret.created", path=str(path))
+    return secret
+
+
+def _dev_secret_or_none(settings: Settings) -> str | None:
+    if settings.environment == "production" or settings.jwt_public_key:
+        return None
+    return load_or_create_dev_secret(settings.data_dir)
+
+
+def _keys(settings: Settings) -> dict[str, Any]:
+    wanted = list(dict.fromkeys(settings.jwt_algorithms))
+    unknown = [a for a in wanted if a not in SUPPORTED_ALGORITHMS]
+    if unknown:
+        raise AuthConfigurationError(
+            f"MEMSTRATA_JWT_ALGORITHMS has unsupported entries {unknown}; "
+            f"choose from {', '.join(SUPPORTED_ALGORITHMS)}"
+        )
+    keys: dict[str, Any] = {}
+    if settings.jwt_public_key:
+        public_key, family = _load_public_key(settings.jwt_public_key)
+        asymmetric = [a for a in wanted if a in family]
+        if not asymmetric and all(a in HMAC_ALGORITHMS for a in wanted):
+            asymmetric = [family[0]]  # the key's natural algorithm: RS256 or ES256
+        keys.update(dict.fromkeys(asymmetric, public_key))
+    secret = settings.jwt_secret or _dev_secret_or_none(settings)
+    if secret:
+        keys.update(dict.fromkeys((a for a in wanted if a in HMAC_ALGORITHMS), secret))
+    if not keys:
+        raise AuthConfigurationError(
+            f"no key can verify MEMSTRATA_JWT_ALGORITHMS={wanted}: HS* needs "
+            "MEMSTRATA_JWT_SECRET, RS*/PS* an RSA and ES* an EC MEMSTRATA_JWT_PUBLIC_KEY"
+        )
+    return keys
+
+
+def _load_public_key(value: str) -> tuple[Any, tuple[str, ...]]:
+    text = value.strip()
+    if not text.startswith("-----BEGIN"):
+        candidate = Path(text).expanduser()
+        if not candidate.is_file():
+            raise AuthConfigurationError(
+                "MEMSTRATA_JWT_PUBLIC_KEY must be a PEM public key or the path to one"
+            )
+        text = candidate.read_text(encoding="utf-8").strip()
+    if "\\n" in text and "\n" not in text:  # a PEM squeezed into one env-var line
+        text = text.replace("\\n", "\n")
+    try:
+        key = load_pem_public_key(text.encode("utf-8"))
+    except ValueError as exc:
+        raise AuthConfigurationError(
+            f"MEMSTRATA_JWT_PUBLIC_KEY is not a PEM public key: {exc}"
+        ) from exc
+    if isinstance(key, rsa.RSAPublicKey):
+        return key, RSA_ALGORITHMS
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        return key, EC_ALGORITHMS
+    raise AuthConfigurationError(
+        f"MEMSTRATA_JWT_PUBLIC_KEY is a {type(key).__name__}; use an RSA or EC key"
+    )

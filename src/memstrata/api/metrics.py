@@ -1,0 +1,85 @@
+"""Prometheus metrics, one registry per app (no process-wide default registry).
+
+``GET /metrics`` serves, in the Prometheus text format:
+
+- ``memstrata_http_requests_total{method, route, status}`` and
+  ``memstrata_http_request_duration_seconds{method, route}`` (histogram). ``route`` is the
+  route template (``/api/config/agent-files/{name}``), never the raw path, so user input
+  cannot grow the label set; unmatched paths are ``<unmatched>``.
+- ``memstrata_searches_total{mode}`` (``hybrid`` / ``bm25``) and
+  ``memstrata_search_hits_total``.
+- ``memstrata_sync_total{operation, result}``: ``provision`` (template → DB → sandbox on a
+  user's first read) and ``frontend_edit`` (PUT: DB → embeddings → sandbox → AgentPool).
+- ``memstrata_turns_indexed_total`` and ``memstrata_indexed_chunks_total``.
+
+Other components increment these through the app's :class:`ApiMetrics` (the
+``record_*`` methods), reachable as ``app.state.metrics``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+
+UNMATCHED_ROUTE = "<unmatched>"
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ApiMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.requests = Counter(
+            "memstrata_http_requests",
+            "HTTP requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "memstrata_http_request_duration_seconds",
+            "HTTP request latency by method and route template.",
+            ["method", "route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.searches = Counter(
+            "memstrata_searches",
+            "Memory searches by mode (hybrid, or bm25 without embeddings).",
+            ["mode"],
+            registry=self.registry,
+        )
+        self.search_hits = Counter(
+            "memstrata_search_hits", "Results returned by memory searches.", registry=self.registry
+        )
+        self.sync = Counter(
+            "memstrata_sync",
+            "Sync operations started by the API, by operation and result.",
+            ["operation", "result"],
+            registry=self.registry,
+        )
+        self.turns_indexed = Counter(
+            "memstrata_turns_indexed", "Conversation turns indexed.", registry=self.registry
+        )
+        self.chunks_indexed = Counter(
+            "memstrata_indexed_chunks",
+            "Chunks written while indexing conversation turns.",
+            registry=self.registry,
+        )
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method=method, route=route, status=str(status)).inc()
+        self.latency.labels(method=method, route=route).observe(seconds)
+
+    def record_search(self, mode: str, hits: int) -> None:
+        self.searches.labels(mode=mode).inc()
+        self.search_hits.inc(hits)
+
+    def record_sync(self, operation: str, result: str) -> None:
+        self.sync.labels(operation=operation, result=result).inc()
+
+    def record_turn_indexed(self, chunks_written: int) -> None:
+        self.turns_indexed.inc()
+        self.chunks_indexed.inc(chunks_written)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition body and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

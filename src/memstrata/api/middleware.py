@@ -1,0 +1,80 @@
+"""Request logging and metrics for every request, as one pure ASGI middleware.
+
+One structured log line per request (event ``http.request``: method, path, route template,
+status, duration, user id once authenticated, request id) and the HTTP metrics. The
+request id is the caller's ``X-Request-ID`` when it is a short token, else a new one; it
+is echoed in the response.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memstrata.api.metrics import UNMATCHED_ROUTE, ApiMetrics
+from memstrata.logs import log_event
+
+logger = logging.getLogger("memstrata.api.access")
+
+_REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
+# Any other method is labelled OTHER, so clients cannot grow the label set.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class RequestLogMiddleware:
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics, prefix: str = "") -> None:
+        self.app = app
+        self.metrics = metrics
+        self.prefix = prefix.rstrip("/")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        incoming = Headers(scope=scope).get("x-request-id", "")
+        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        state = scope.setdefault("state", {})
+        status = 500  # what the client gets if the app raises before responding
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message).append("X-Request-ID", request_id)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            seconds = time.perf_counter() - started
+            route = route_template(scope, self.prefix)
+            method = scope["method"] if scope["method"] in _METHODS else "OTHER"
+            self.metrics.observe_request(method, route, status, seconds)
+            log_event(
+                logger,
+                "http.request",
+                logging.WARNING if status >= 500 else logging.INFO,
+                method=scope["method"],
+                path=scope["path"],
+                route=route,
+                status=status,
+                ms=round(seconds * 1000, 2),
+                user_id=state.get("user_id") if isinstance(state, dict) else None,
+                request_id=request_id,
+            )
+
+
+def route_template(scope: Scope, prefix: str = "") -> str:
+    """The matched route's path template; memstrata's routes get the prefix they were
+    included under (FastAPI keeps a route's own path unprefixed)."""
+    route = scope.get("route")
+    template = getattr(route, "path_format", None) or getattr(route, "path", None)
+    if not isinstance(template, str):
+        return UNMATCHED_ROUTE
+    return f"{prefix}{template}" if hasattr(route, "api_context") else template

@@ -1,0 +1,148 @@
+"""Spec §3: the four configuration endpoints (memory files and skills)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Path, Response
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+
+from memstrata.api.errors import ApiError
+from memstrata.api.routing import Context, CurrentUser
+from memstrata.api.schemas import (
+    AgentFile,
+    AgentFileUpdate,
+    AgentFileUpdated,
+    ErrorBody,
+    SkillInfo,
+    SkillList,
+    SkillUpdate,
+    SkillUpdated,
+)
+from memstrata.errors import InvalidFileTypeError
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
+
+_API_KINDS = {kind.api_name: kind for kind in USER_FILE_KINDS}
+_ETAG = re.compile(r'\A(?:W/)?"?([0-9]{1,9})"?\Z')
+_ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
+}
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def api_kind(name: str) -> FileKind:
+    """Exactly ``user`` / ``soul`` / ``memory``; anything else is spec §3's 400."""
+    kind = _API_KINDS.get(name)
+    if kind is None:
+        raise InvalidFileTypeError(f"无效的文件名: {name[:100]!r}")
+    return kind
+
+
+def path_kind(name: Annotated[str, Path(description="user, soul or memory")]) -> FileKind:
+    # A dependency, so that a bad name is a 400 even when the body is also invalid (422).
+    return api_kind(name)
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """The version in an ``If-Match`` header (our ETags are ``"<version>"``); None for ``*``."""
+    if value is None or value.strip() == "*":
+        return None
+    match = _ETAG.match(value.strip())
+    if match is None:
+        raise ApiError(
+            400,
+            f'If-Match must be one ETag as returned by GET, such as "3"; got {value[:40]!r}',
+        )
+    return int(match.group(1))
+
+
+def expected_version(body_version: int | None, if_match: str | None) -> int | None:
+    header_version = parse_if_match(if_match)
+    if body_version is not None and header_version is not None and body_version != header_version:
+        raise ApiError(
+            400,
+            f"expected_version {body_version} and If-Match {if_match!r} disagree; send one",
+        )
+    return body_version if body_version is not None else header_version
+
+
+def build_router(route_class: type[APIRoute]) -> APIRouter:
+    router = APIRouter(prefix="/api/config", tags=["config"], route_class=route_class)
+
+    @router.get("/agent-files/{name}", responses=_ERRORS)
+    async def get_agent_file(
+        user_id: CurrentUser,
+        kind: Annotated[FileKind, Depends(path_kind)],
+        response: Response,
+        context: Context,
+    ) -> AgentFile:
+        """One memory file. A user with no files yet is provisioned from the templates."""
+        mem = context.mem
+        file = await run_in_threadpool(mem.store.get_memory_file, user_id, kind)
+        if file is None:
+            await mem.sync.provision_user(user_id)
+            context.metrics.record_sync("provision", "ok")
+            file = await run_in_threadpool(mem.store.get_memory_file, user_id, kind)
+            if file is None:
+                raise RuntimeError(f"provisioning {user_id!r} did not create {kind.filename}")
+        response.headers["ETag"] = etag(file.version)
+        response.headers["Cache-Control"] = "private, no-cache"
+        return AgentFile(
+            name=kind.api_name,
+            file_type=kind.file_type,
+            content=file.content,
+            version=file.version,
+        )
+
+    @router.put("/agent-files/{name}", responses=_ERRORS)
+    async def put_agent_file(
+        user_id: CurrentUser,
+        kind: Annotated[FileKind, Depends(path_kind)],
+        body: AgentFileUpdate,
+        response: Response,
+        context: Context,
+        if_match: Annotated[str | None, Header(description='ETag from GET, e.g. "3"')] = None,
+    ) -> AgentFileUpdated:
+        """Replace a memory file: DB → embeddings → sandbox (forced) → AgentPool eviction."""
+        version = expected_version(body.expected_version, if_match)
+        try:
+            file = await context.mem.sync.frontend_edit(
+                user_id, kind, body.content, expected_version=version
+            )
+        except Exception as exc:
+            context.metrics.record_sync("frontend_edit", type(exc).__name__)
+            raise
+        context.metrics.record_sync("frontend_edit", "ok")
+        response.headers["ETag"] = etag(file.version)
+        return AgentFileUpdated(name=kind.api_name, file_type=kind.file_type, version=file.version)
+
+    @router.get("/skills", responses=_ERRORS)
+    def list_skills(user_id: CurrentUser, context: Context) -> SkillList:
+        """The discovered skills with this user's switches (enabled unless turned off)."""
+        skills = context.mem.skills.list_for_user(user_id)
+        return SkillList(
+            skills=[
+                SkillInfo(
+                    name=s.name,
+                    description=s.description,
+                    category=s.category,
+                    enabled=s.enabled,
+                )
+                for s in skills
+            ]
+        )
+
+    @router.put("/skills/{skill_name}", responses=_ERRORS)
+    def put_skill(
+        skill_name: str, body: SkillUpdate, user_id: CurrentUser, context: Context
+    ) -> SkillUpdated:
+        """Turn one skill on or off for this user; 404 for a skill that is not installed."""
+        skill = context.mem.skills.set_enabled(user_id, skill_name, body.enabled)
+        return SkillUpdated(skill_name=skill.name, enabled=skill.enabled)
+
+    return router

@@ -1,0 +1,109 @@
+"""The route class every memstrata route uses, and the dependencies routes declare.
+
+Each route carries its app's :class:`ApiContext` and wraps its handler with the request
+body limit and the error mapping of :mod:`memstrata.api.errors`. Because this lives on the
+routes, not on the app, a host platform that mounts ``create_router(...)`` into its own
+FastAPI app gets the same limits, errors and authentication.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, ClassVar
+
+from fastapi import Depends, Request, Response, Security
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import Message
+
+from memstrata.api.context import ApiContext
+from memstrata.api.errors import ApiError, error_response
+
+# Declares the bearer scheme in the OpenAPI document (the "Authorize" button of /docs).
+# Stateless; the header itself is parsed by Authenticator.
+_BEARER_SCHEME = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="JWT; see docs/API.md. Development tokens: `memstrata token --user <id>`.",
+)
+
+
+def route_class(context: ApiContext) -> type[APIRoute]:
+    """An ``APIRoute`` subclass bound to ``context``."""
+
+    class MemstrataRoute(APIRoute):
+        api_context: ClassVar[ApiContext] = context
+
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+            limit = context.settings.max_request_bytes
+
+            async def guarded(request: Request) -> Response:
+                try:
+                    return await handler(await _with_body_limit(request, limit))
+                except Exception as exc:
+                    response = error_response(exc)
+                    if response is None:
+                        raise
+                    return response
+
+            return guarded
+
+    return MemstrataRoute
+
+
+async def _with_body_limit(request: Request, limit: int) -> Request:
+    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(int(declared), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(size, limit, at_least=True)
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await request.receive()
+
+    return Request(request.scope, replay)
+
+
+def _too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
+    amount = f"at least {size}" if at_least else str(size)
+    return ApiError(
+        413,
+        f"request body is {amount} bytes, over the limit of {limit} bytes "
+        "(MEMSTRATA_MAX_REQUEST_BYTES)",
+    )
+
+
+def get_context(request: Request) -> ApiContext:
+    """The context of the route that matched (set by :func:`route_class`)."""
+    context = getattr(request.scope.get("route"), "api_context", None)
+    if not isinstance(context, ApiContext):
+        raise RuntimeError("memstrata routes must be built by memstrata.api.create_router")
+    return context
+
+
+async def current_user(
+    request: Request,
+    context: Annotated[ApiContext, Depends(get_context)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER_SCHEME)],
+) -> str:
+    """The authenticated user id; 401 otherwise. Also recorded for the request log."""
+    user_id = context.auth.authenticate(request.headers.get("authorization"))
+    request.state.user_id = user_id
+    return user_id
+
+
+Context = Annotated[ApiContext, Depends(get_context)]
+CurrentUser = Annotated[str, Depends(current_user)]

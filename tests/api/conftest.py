@@ -1,0 +1,74 @@
+"""HTTP fixtures: the real app over the real database and a real directory sandbox.
+
+Requests go through FastAPI's TestClient (httpx against the ASGI app). The runtime is
+opened on the session database, so each test starts from truncated tables.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jwt
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from memstrata.api import create_app
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.runtime import Memstrata
+
+TokenFactory = Callable[..., str]
+
+
+@pytest.fixture
+def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
+    runtime = Memstrata.open(settings, database=db)
+    yield runtime
+    runtime.close()  # disposes the pool only; the session database stays up
+
+
+@pytest.fixture
+def app(mem: Memstrata) -> FastAPI:
+    return create_app(memstrata=mem)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def make_token(settings: Settings) -> TokenFactory:
+    """``make_token("alice")``; keyword overrides replace claims (``exp=None`` drops one)."""
+
+    def factory(
+        user: str = "alice",
+        *,
+        key: Any = None,
+        algorithm: str = "HS256",
+        headers: dict[str, Any] | None = None,
+        **claims: Any,
+    ) -> str:
+        now = int(time.time())
+        payload: dict[str, Any] = {"sub": user, "iat": now, "exp": now + 600}
+        payload.update(claims)
+        payload = {k: v for k, v in payload.items() if v is not None}
+        signing_key = settings.jwt_secret if key is None else key
+        assert signing_key is not None
+        return jwt.encode(payload, signing_key, algorithm=algorithm, headers=headers)
+
+    return factory
+
+
+@pytest.fixture
+def auth(make_token: TokenFactory) -> Callable[..., dict[str, str]]:
+    """``auth("alice")`` → the Authorization header for a valid token of that user."""
+
+    def header(user: str = "alice") -> dict[str, str]:
+        return {"Authorization": f"Bearer {make_token(user)}"}
+
+    return header

@@ -1,0 +1,184 @@
+"""The error mapping: the pure table, and each status over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
+
+from memstrata.api.errors import ApiError, map_exception
+from memstrata.errors import (
+    ContentTooLargeError,
+    EmbeddingError,
+    InvalidContentError,
+    InvalidFileTypeError,
+    SandboxError,
+    SandboxPathError,
+    UnknownSkillError,
+    VersionConflictError,
+)
+
+AuthHeader = Callable[..., dict[str, str]]
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "body"),
+    [
+        (InvalidFileTypeError("无效的文件名: 'x'"), 400, {"detail": "无效的文件名"}),
+        (ValueError("top_k must be positive"), 400, {"detail": "top_k must be positive"}),
+        (
+            VersionConflictError("alice", "user_md", 3, 4),
+            409,
+            {
+                "detail": "version conflict on user_md: expected version 3, found version 4; "
+                "reload the file and apply your change again",
+                "expected_version": 3,
+                "current_version": 4,
+            },
+        ),
+        (
+            ContentTooLargeError(300, 200),
+            413,
+            {
+                "detail": "content is 300 bytes, over the limit of 200 bytes "
+                "(raise MEMSTRATA_MAX_CONTENT_BYTES to allow more)"
+            },
+        ),
+        (InvalidContentError("bad"), 422, {"detail": "bad", "errors": []}),
+        (UnknownSkillError("no skill named 'x'"), 404, {"detail": "no skill named 'x'"}),
+        (SandboxError("disk full"), 503, {"detail": "SandboxError: disk full"}),
+        (SandboxPathError("../x"), 503, {"detail": "SandboxPathError: ../x"}),
+        (EmbeddingError("timeout"), 503, {"detail": "EmbeddingError: timeout"}),
+        (
+            OperationalError("SELECT 1", {}, Exception("gone")),
+            503,
+            {"detail": "the database is unavailable; try again shortly"},
+        ),
+        (ApiError(418, "teapot", extra={"x": 1}), 418, {"detail": "teapot", "x": 1}),
+    ],
+)
+def test_mapping_table(exc: Exception, status: int, body: dict[str, object]) -> None:
+    mapped = map_exception(exc)
+    assert mapped is not None
+    assert (mapped.status_code, mapped.body) == (status, body)
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("bug"), KeyError("k"), ZeroDivisionError()])
+def test_bugs_are_not_mapped(exc: Exception) -> None:
+    assert map_exception(exc) is None
+
+
+@pytest.fixture
+def failing_client(app: FastAPI) -> Iterator[TestClient]:
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("secret internals")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_unhandled_error_is_a_bare_500(failing_client: TestClient) -> None:
+    response = failing_client.get("/boom")
+    assert (response.status_code, response.json()) == (500, {"detail": "internal server error"})
+
+
+def test_unknown_path_and_method(client: TestClient, auth: AuthHeader) -> None:
+    assert client.get("/nope").json() == {"detail": "Not Found"}
+    response = client.delete("/api/config/skills", headers=auth())
+    assert (response.status_code, response.json()) == (405, {"detail": "Method Not Allowed"})
+
+
+def test_body_over_the_request_limit(client: TestClient, auth: AuthHeader) -> None:
+    limit = 1024 * 1024
+    body = b'{"enabled": true, "pad": "' + b"x" * limit + b'"}'
+    response = client.put(
+        "/api/config/skills/web_search",
+        content=body,
+        headers={**auth(), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": f"request body is {len(body)} bytes, over the limit of {limit} bytes "
+        "(MEMSTRATA_MAX_REQUEST_BYTES)"
+    }
+
+
+def test_streamed_body_over_the_request_limit(client: TestClient, auth: AuthHeader) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"enabled": true, "pad": "'
+        for _ in range(20):
+            yield b"x" * 65536
+        yield b'"}'
+
+    response = client.put(
+        "/api/config/skills/web_search",
+        content=chunks(),
+        headers={**auth(), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert response.json()["detail"].startswith("request body is at least ")
+
+
+@pytest.mark.parametrize(
+    ("body", "detail", "errors"),
+    [
+        (
+            {},
+            "invalid request: body.enabled: Field required",
+            [{"loc": ["body", "enabled"], "msg": "Field required", "type": "missing"}],
+        ),
+        (
+            {"enabled": "yes"},
+            "invalid request: body.enabled: Input should be a valid boolean",
+            [
+                {
+                    "loc": ["body", "enabled"],
+                    "msg": "Input should be a valid boolean",
+                    "type": "bool_type",
+                }
+            ],
+        ),
+        ([True], None, None),
+    ],
+)
+def test_invalid_bodies_are_422(
+    client: TestClient,
+    auth: AuthHeader,
+    body: object,
+    detail: str | None,
+    errors: list[dict[str, object]] | None,
+) -> None:
+    response = client.put("/api/config/skills/web_search", headers=auth(), json=body)
+    assert response.status_code == 422
+    payload = response.json()
+    assert set(payload) == {"detail", "errors"}
+    if detail is not None:
+        assert payload == {"detail": detail, "errors": errors}
+
+
+def test_malformed_json_is_422(client: TestClient, auth: AuthHeader) -> None:
+    response = client.put(
+        "/api/config/skills/web_search",
+        content=b'{"enabled": tru',
+        headers={**auth(), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": "invalid request: body: malformed JSON at character 12: Expecting value",
+        "errors": [
+            {
+                "loc": ["body"],
+                "msg": "malformed JSON at character 12: Expecting value",
+                "type": "json_invalid",
+            }
+        ],
+    }
+
+
+def test_auth_is_checked_before_the_body(client: TestClient) -> None:
+    response = client.put("/api/config/skills/web_search", content=b"{broken")
+    assert response.status_code == 401

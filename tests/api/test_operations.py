@@ -1,0 +1,181 @@
+"""/healthz, /readyz, /metrics, request logs, the lifespan, and mounting into a host app."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from prometheus_client import CONTENT_TYPE_LATEST
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from memstrata.api import create_app, create_router
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.db.engine import make_session_factory
+from memstrata.logs import event_fields
+from memstrata.runtime import Memstrata
+
+AuthHeader = Callable[..., dict[str, str]]
+
+
+def test_healthz(client: TestClient) -> None:
+    response = client.get("/healthz")
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+def test_readyz(client: TestClient, mem: Memstrata) -> None:
+    with mem.db.engine.connect() as conn:
+        version = conn.execute(
+            text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        ).scalar()
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ready", "database": "ok", "pgvector": version}
+
+
+def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:
+    engine = create_engine(url)
+    return Memstrata(
+        settings, Database(engine, make_session_factory(engine)), mem.templates, mem.store
+    )
+
+
+def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None:
+    broken = _runtime_on(settings, mem, "postgresql+psycopg://nobody@/none?host=/nonexistent")
+    with TestClient(create_app(memstrata=broken)) as client:
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "unavailable",
+        "database": "unreachable",
+        "pgvector": "unknown",
+    }
+    broken.db.engine.dispose()
+
+
+def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str) -> None:
+    admin = create_engine(make_url(pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("DROP DATABASE IF EXISTS api_no_pgvector"))
+        conn.execute(text("CREATE DATABASE api_no_pgvector"))
+    url = make_url(pg_url).set(database="api_no_pgvector").render_as_string(hide_password=False)
+    bare = _runtime_on(settings, mem, url)
+    try:
+        with TestClient(create_app(memstrata=bare)) as client:
+            response = client.get("/readyz")
+        assert response.status_code == 503
+        assert response.json() == {"status": "unavailable", "database": "ok", "pgvector": "missing"}
+    finally:
+        bare.db.engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text("DROP DATABASE api_no_pgvector"))
+        admin.dispose()
+
+
+def test_lifespan_opens_and_closes_the_runtime(settings: Settings, db: Database) -> None:
+    app = create_app(settings)
+    before = TestClient(app, raise_server_exceptions=False)
+    response = before.get("/readyz")  # no lifespan yet: not ready, and says so
+    assert response.status_code == 503
+    assert response.json()["database"] == "starting"
+    with TestClient(app) as client:
+        assert client.get("/readyz").json()["status"] == "ready"
+    assert before.get("/readyz").status_code == 503  # closed again
+
+
+def test_metrics(client: TestClient, auth: AuthHeader) -> None:
+    client.get("/api/config/skills", headers=auth("alice"))
+    client.get("/api/config/skills")
+    client.get("/api/config/skills", headers=auth("bob"))
+    client.post("/api/memory/search", headers=auth("alice"), json={"query": "hello"})
+    client.get("/no/such/path")
+    client.request("BREW", "/healthz")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == CONTENT_TYPE_LATEST
+    lines = set(response.text.splitlines())
+    for expected in (
+        'memstrata_http_requests_total{method="GET",route="/api/config/skills",status="200"} 2.0',
+        'memstrata_http_requests_total{method="GET",route="/api/config/skills",status="401"} 1.0',
+        'memstrata_http_requests_total{method="POST",route="/api/memory/search",status="200"} 1.0',
+        'memstrata_http_requests_total{method="GET",route="<unmatched>",status="404"} 1.0',
+        'memstrata_http_requests_total{method="OTHER",route="/healthz",status="405"} 1.0',
+        'memstrata_http_request_duration_seconds_count{method="GET",route="/api/config/skills"}'
+        " 3.0",
+        'memstrata_searches_total{mode="bm25"} 1.0',
+        "memstrata_search_hits_total 0.0",
+    ):
+        assert expected in lines, expected
+    assert "alice" not in response.text  # no user ids in labels
+
+
+def test_metrics_registries_are_per_app(mem: Memstrata) -> None:
+    first, second = create_app(memstrata=mem), create_app(memstrata=mem)
+    with TestClient(first) as client:
+        client.get("/healthz")
+    with TestClient(second) as client:
+        body = client.get("/metrics").text
+    assert 'route="/healthz"' not in body
+
+
+def test_request_log_and_request_id(
+    client: TestClient, auth: AuthHeader, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="memstrata.api.access"):
+        response = client.get(
+            "/api/config/skills", headers={**auth("alice"), "X-Request-ID": "r-1"}
+        )
+        generated = client.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
+    assert response.headers["x-request-id"] == "r-1"
+    assert len(generated.headers["x-request-id"]) == 32
+    records = [event_fields(r) for r in caplog.records if r.name == "memstrata.api.access"]
+    first = records[0]
+    assert first.pop("ms") >= 0
+    assert first == {
+        "event": "http.request",
+        "method": "GET",
+        "path": "/api/config/skills",
+        "route": "/api/config/skills",
+        "status": 200,
+        "user_id": "alice",
+        "request_id": "r-1",
+    }
+    assert records[1]["user_id"] is None
+    assert records[1]["request_id"] == generated.headers["x-request-id"]
+
+
+def test_api_prefix(settings: Settings, mem: Memstrata, auth: AuthHeader) -> None:
+    prefixed = settings.model_copy(update={"api_prefix": "/mem"})
+    app = create_app(prefixed, memstrata=mem)
+    with TestClient(app) as client:
+        assert client.get("/mem/api/config/skills", headers=auth()).status_code == 200
+        assert client.get("/api/config/skills", headers=auth()).status_code == 404
+        assert 'route="/mem/api/config/skills"' in client.get("/mem/metrics").text
+
+
+def test_mounted_into_a_host_app(mem: Memstrata, auth: AuthHeader) -> None:
+    host = FastAPI()  # no memstrata middleware or exception handlers
+    host.include_router(create_router(mem, include_operations=False), prefix="/memory")
+    with TestClient(host) as client:
+        assert client.get("/memory/api/config/skills", headers=auth()).status_code == 200
+        missing = client.get("/memory/api/config/skills")
+        assert missing.status_code == 401
+        assert missing.headers["www-authenticate"] == 'Bearer realm="memstrata"'
+        bad = client.get("/memory/api/config/agent-files/agents", headers=auth())
+        assert (bad.status_code, bad.json()) == (400, {"detail": "无效的文件名"})
+        invalid = client.put("/memory/api/config/skills/web_search", headers=auth(), json={})
+        assert invalid.status_code == 422
+        assert invalid.json()["detail"] == "invalid request: body.enabled: Field required"
+        assert client.get("/memory/healthz").status_code == 404
+
+
+def test_openapi_docs(client: TestClient) -> None:
+    assert client.get("/docs").status_code == 200
+    schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    put = schema["paths"]["/api/config/agent-files/{name}"]["put"]
+    assert set(put["responses"]) >= {"200", "400", "401", "409", "413", "422"}

@@ -1,0 +1,230 @@
+"""``memstrata token`` through Typer's runner; ``memstrata serve`` as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from typer.testing import CliRunner
+
+from memstrata.cli import build_app
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """A clean MEMSTRATA_* environment with its own data dir (and no stray .env file)."""
+    for name in list(os.environ):
+        if name.startswith("MEMSTRATA_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    values = {
+        "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
+        "MEMSTRATA_ENVIRONMENT": "development",
+        "MEMSTRATA_LOG_JSON": "false",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(build_app(), list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_token_uses_the_generated_dev_secret(env: dict[str, str]) -> None:
+    code, out, _ = _run("token", "--user", "alice", "--ttl", "120")
+    assert code == 0
+    secret = (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").read_text().strip()
+    claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
+    assert claims["sub"] == "alice"
+    assert claims["exp"] - claims["iat"] == 120
+    # the same secret next time
+    code, again, _ = _run("token", "--user", "bob")
+    assert jwt.decode(again.strip(), secret, algorithms=["HS256"])["sub"] == "bob"
+
+
+def test_token_uses_the_configured_secret(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_JWT_SECRET", "k" * 40)
+    code, out, _ = _run("token", "-u", "carol")
+    assert code == 0
+    assert jwt.decode(out.strip(), "k" * 40, algorithms=["HS256"])["sub"] == "carol"
+    assert not (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--user", ""], 1, "error: --user: user_id must be a non-empty string"),
+        (["--user", "x" * 101], 1, "error: --user: user_id is longer than 100 characters"),
+        (["--user", "a", "--ttl", "0"], 2, "Invalid value for '--ttl'"),
+        (["--user", "a", "--ttl", "soon"], 2, "Invalid value for '--ttl'"),
+        ([], 2, "Missing option '--user'"),
+    ],
+)
+def test_token_bad_input(env: dict[str, str], args: list[str], code: int, message: str) -> None:
+    exit_code, _, err = _run("token", *args)
+    assert exit_code == code
+    assert message in err
+
+
+def test_token_refuses_with_only_a_public_key(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pem = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    monkeypatch.setenv("MEMSTRATA_JWT_PUBLIC_KEY", pem)
+    code, _, err = _run("token", "--user", "alice")
+    assert code == 1
+    assert "issued by the identity provider" in err
+
+
+def test_production_without_a_secret_refuses_to_start(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_ENVIRONMENT", "production")
+    for command in (["serve"], ["token", "--user", "a"]):
+        code, _, err = _run(*command)
+        assert code == 1
+        assert "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_JWT_SECRET" in err
+
+
+def test_serve_refuses_a_busy_port_and_a_bad_one(env: dict[str, str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = _run("serve", "--port", str(port))
+    assert code == 1
+    assert f"error: cannot listen on 127.0.0.1:{port}: Address already in use" in err
+    code, _, err = _run("serve", "--port", "70000")
+    assert code == 2
+    assert "Invalid value for '--port'" in err
+
+
+# -- the real server -----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def server_env(env: dict[str, str], pg_url: str) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
+        **env,
+        "MEMSTRATA_DATABASE_URL": pg_url,
+        "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
+    }
+
+
+def _start(server_env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from memstrata.cli import main; main()",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env=server_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_healthy(process: subprocess.Popen[str], url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"memstrata serve did not answer {url}/healthz in {timeout_s} s")
+
+
+@pytest.fixture
+def stop() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.timeout(60)
+def test_serve_starts_answers_and_stops(
+    server_env: dict[str, str], stop: list[subprocess.Popen[str]]
+) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = _start(server_env, port)
+    stop.append(process)
+    _wait_healthy(process, url, timeout_s=30)
+    assert httpx.get(f"{url}/readyz", timeout=5).json()["status"] == "ready"
+    secret = (Path(server_env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").read_text().strip()
+    token = jwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, secret, "HS256")
+    skills = httpx.get(
+        f"{url}/api/config/skills", headers={"Authorization": f"Bearer {token}"}, timeout=5
+    )
+    assert skills.status_code == 200
+    assert httpx.get(f"{url}/api/config/skills", timeout=5).status_code == 401
+
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert out.splitlines()[0] == (f"memstrata listening on {url}  (API docs: {url}/docs)")
+    assert "  get a token memstrata token --user alice" in out.splitlines()
+    assert "  embeddings  none: BM25-only search" in out.splitlines()
+
+
+@pytest.mark.timeout(90)
+def test_serve_starts_and_stops_the_local_embedding_server(
+    server_env: dict[str, str], stop: list[subprocess.Popen[str]]
+) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = _start({**server_env, "MEMSTRATA_EMBEDDING_AUTOSTART": "true"}, port)
+    stop.append(process)
+    _wait_healthy(process, url, timeout_s=60)
+    assert process.stdout is not None
+    banner = [process.stdout.readline().rstrip("\n") for _ in range(4)]
+    prefix = "  embeddings  local multilingual-e5-small at "
+    assert banner[3].startswith(prefix), banner
+    embeddings_url = banner[3].removeprefix(prefix)
+    assert httpx.get(embeddings_url.removesuffix("/v1") + "/health", timeout=5).status_code == 200
+
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=20)
+    assert process.returncode == 0
+    with pytest.raises(httpx.TransportError):
+        httpx.get(embeddings_url.removesuffix("/v1") + "/health", timeout=2)
