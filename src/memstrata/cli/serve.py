@@ -24,7 +24,6 @@ from memstrata.cli.app import app, fail, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import EmbeddingError, InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.embeddings import resolve_embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
 
@@ -119,11 +118,13 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _embedding(settings: Settings, stack: ExitStack) -> EmbeddingModelSpec | None:
     """A local embedding server's spec when none is configured and autostart is on."""
-    try:
-        configured = resolve_embedding_spec(settings)
-    except EmbeddingError as exc:
-        fail(str(exc))
-    if configured is not None or not settings.embedding_autostart:
+    # Anything embedding-related set means "use the configured API" (the runtime resolves
+    # it and explains a half configuration); asking resolve_embedding_spec here would log
+    # "no embedding API configured" just before we start one.
+    configured = (
+        settings.embedding_models or settings.embedding_base_url or settings.embedding_model
+    )
+    if configured or not settings.embedding_autostart:
         return None
     server = LocalEmbeddingServer()
     try:
