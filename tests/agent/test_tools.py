@@ -223,6 +223,10 @@ async def test_update_user_sets_a_key_or_replaces_a_section(
             {"content": "x", "section": ""},
             "error: section must be a non-empty string such as 'Decisions'",
         ),
+        (
+            {"content": "x", "section": "Profile", "key": " "},
+            "error: key must be a non-empty string such as 'Time zone'",
+        ),
     ],
 )
 async def test_update_user_validates(
@@ -516,3 +520,16 @@ async def test_guard_appends_a_note_when_the_sync_did_not_store_the_write(
         "wrote 1 characters to MEMORY.md\n[memory sync] Written in the workspace; storage is "
         "unreachable, it will be saved later."
     )
+
+
+async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
+    sync: SyncService, provider: LocalSandboxProvider, logs: pytest.LogCaptureFixture
+) -> None:
+    too_long = "u" * 101  # the store refuses it; the sandbox directory name is hashed
+    box = provider.for_user(too_long)
+    await box.write_text("MEMORY.md", "# Memory\n")
+    tools = MemoryTools(too_long, sync, box, today=lambda: DAY)
+    result = await tools.record_memory("x")
+    assert result == "error: MEMORY.md could not be saved (InvalidUserIdError); try again later"
+    failed = [r for r in logs.records if r.getMessage() == "tools.write_failed"]
+    assert len(failed) == 1

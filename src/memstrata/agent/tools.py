@@ -74,9 +74,9 @@ class Searcher(Protocol):
     ) -> SearchResultLike: ...
 
 
-def _name(value: object, what: str) -> str:
+def _name(value: object, what: str, example: str = "Decisions") -> str:
     if not isinstance(value, str) or not value.strip().lstrip("#").strip():
-        raise ToolInputError(f"{what} must be a non-empty string such as 'Decisions'")
+        raise ToolInputError(f"{what} must be a non-empty string such as {example!r}")
     name = value.strip().lstrip("#").strip()
     if "\n" in name or len(name) > MAX_NAME_CHARS:
         raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
@@ -158,7 +158,7 @@ class MemoryTools:
             if section is None:
                 text = _text(content, "content (the whole new MEMORY.md)")
                 body = text if text.endswith("\n") else text + "\n"
-                edit: Callable[[str], str] = lambda _old: body  # noqa: E731
+                edit: Callable[[str], str] = partial(_replace_all, body=body)
                 done = "Replaced the whole of MEMORY.md"
             else:
                 name = _name(section, "section")
@@ -177,7 +177,7 @@ class MemoryTools:
                 edit = partial(sections.replace_section, name=name, body=body)
                 done = f"Replaced ## {name} in USER.md"
             else:
-                label = _name(key, "key")
+                label = _name(key, "key", "Time zone")
                 if ":" in label:
                     raise ToolInputError("key must not contain ':'")
                 value = _text(content, "content", MAX_VALUE_CHARS, empty_ok=True)
@@ -254,6 +254,23 @@ class MemoryTools:
         if self.tracker is not None:
             self.tracker.mark_dirty(name)
         try:
+            return await self._write(kind, edit, new, done)
+        except Exception as exc:
+            # Sync turns expected failures into results; this is the net for the
+            # unexpected, so that nothing ever raises into the agent loop.
+            log_event(
+                logger,
+                "tools.write_failed",
+                logging.WARNING,
+                user_id=self.user_id,
+                file=name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return f"error: {name} could not be saved ({type(exc).__name__}); try again later"
+
+    async def _write(self, kind: FileKind, edit: Callable[[str], str], new: str, done: str) -> str:
+        name = kind.filename
+        try:
             await self.sandbox.write_text(name, new)
         except Exception as exc:
             log_event(
@@ -270,6 +287,10 @@ class MemoryTools:
             self.user_id, name, self.session_id, sandbox=self.sandbox, tracker=self.tracker
         )
         return sync_message(done, result)
+
+
+def _replace_all(_old: str, body: str) -> str:
+    return body
 
 
 def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False) -> str:
