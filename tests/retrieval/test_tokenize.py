@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memstrata.retrieval.tokenize import ENGLISH_STOPWORDS, count_tokens, tokenize
+from memstrata.retrieval.tokenize import ENGLISH_STOPWORDS, count_tokens, light_stem, tokenize
 
 # Letters, digits, CJK, kana, hangul, accented and Cyrillic letters, punctuation (ASCII and
 # full-width), underscore, emoji with joiner/variation selector, and whitespace.
@@ -12,22 +12,41 @@ MIXED_ALPHABET = "abcXYZ019 我喜欢苹果。，こんカナ한국éüжЯ_.,!?
 mixed_text = st.text(alphabet=MIXED_ALPHABET, max_size=200)
 
 
+@pytest.mark.parametrize(
+    ("word", "stem"),
+    [
+        ("adopted", "adopt"), ("adopt", "adopt"), ("dogs", "dog"), ("parties", "party"),
+        ("boxes", "box"), ("wishes", "wish"), ("apples", "apple"), ("running", "run"),
+        ("painting", "paint"), ("falling", "fall"), ("glass", "glass"), ("bus", "bus"),
+        ("loved", "loved"), ("making", "making"), ("red", "red"), ("analysis", "analysis"),
+        ("café", "café"), ("4ever", "4ever"), ("sing", "sing"),
+    ],
+)  # fmt: skip
+def test_light_stem(word: str, stem: str) -> None:
+    assert light_stem(word) == stem
+
+
+def test_stem_applies_to_queries_and_documents_alike() -> None:
+    assert tokenize("She adopted two dogs") == ["adopt", "two", "dog"]
+    assert tokenize("adopt dog") == ["adopt", "dog"]
+
+
 class TestTokenize:
     def test_chinese_by_character_english_by_word(self) -> None:
         assert tokenize("我喜欢吃苹果, and I like Apples!") == [
-            "我", "喜", "欢", "吃", "苹", "果", "i", "like", "apples",
+            "我", "喜", "欢", "吃", "苹", "果", "like", "apple",
         ]  # fmt: skip
 
     def test_numbers_and_mixed_words_are_terms(self) -> None:
         assert tokenize("GPT-4o costs 3.14 on 2026-12-01") == [
-            "gpt", "4o", "costs", "3", "14", "2026", "12", "01",
+            "gpt", "4o", "cost", "3", "14", "2026", "12", "01",
         ]  # fmt: skip
 
     def test_digits_next_to_chinese_split_from_it(self) -> None:
         assert tokenize("我有3个苹果") == ["我", "有", "3", "个", "苹", "果"]
 
     def test_apostrophes_and_underscores_split_words(self) -> None:
-        assert tokenize("don't snake_case user's", stopwords=frozenset()) == [
+        assert tokenize("don't snake_case user's", stopwords=frozenset(), stem=False) == [
             "don", "t", "snake", "case", "user", "s",
         ]  # fmt: skip
 
@@ -61,7 +80,8 @@ class TestTokenize:
         assert tokenize(" \n\t ") == []
 
     def test_stopword_list_is_lowercase_english(self) -> None:
-        assert len(ENGLISH_STOPWORDS) == 35
+        assert {"the", "i", "you", "what", "did", "when"} <= ENGLISH_STOPWORDS
+        assert not {"dog", "like", "work", "go"} & ENGLISH_STOPWORDS
         assert all(word == word.lower() and word.isascii() for word in ENGLISH_STOPWORDS)
 
     @given(mixed_text)
