@@ -273,6 +273,7 @@ def test_audience_and_user_claim(tmp_path: Path) -> None:
         ),
         ({"jwt_secret": "s" * 40, "jwt_algorithms": ["HS256", "XS1"]}, "unsupported entries"),
         ({"jwt_secret": "s" * 40, "jwt_algorithms": ["RS256"]}, "no key can verify"),
+        ({}, r"MEMSTRATA_ENVIRONMENT=test needs MEMSTRATA_JWT_SECRET or MEMSTRATA_JWT_PUBLIC_KEY"),
     ],
 )
 def test_unusable_configuration(tmp_path: Path, values: dict[str, Any], message: str) -> None:

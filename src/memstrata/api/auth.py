@@ -9,9 +9,10 @@ key used as an HMAC secret). ``exp`` is required; ``aud`` is checked when
 The user id is the ``MEMSTRATA_JWT_USER_CLAIM`` claim (default ``sub``): a string of 1–100
 characters.
 
-Outside production, with neither a secret nor a public key configured, a random secret is
-generated once and kept in ``<data_dir>/jwt_secret`` (mode 0600); ``memstrata token`` signs
-development tokens with it. Production refuses to start without one (``Settings``).
+In development (``MEMSTRATA_ENVIRONMENT=development``, the default), with neither a secret
+nor a public key configured, a random secret is generated once and kept in
+``<data_dir>/jwt_secret`` (mode 0600); ``memstrata token`` signs development tokens with
+it. Any other environment refuses to start without one (production already in ``Settings``).
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def _create_dev_secret(path: Path) -> str:
 
 
 def _dev_secret_or_none(settings: Settings) -> str | None:
-    if settings.environment == "production" or settings.jwt_public_key:
+    if settings.environment != "development" or settings.jwt_public_key:
         return None
     return load_or_create_dev_secret(settings.data_dir)
 
@@ -229,6 +230,11 @@ def _keys(settings: Settings) -> dict[str, Any]:
     secret = settings.jwt_secret or _dev_secret_or_none(settings)
     if secret:
         keys.update(dict.fromkeys((a for a in wanted if a in HMAC_ALGORITHMS), secret))
+    if not secret and not settings.jwt_public_key:
+        raise AuthConfigurationError(
+            f"MEMSTRATA_ENVIRONMENT={settings.environment} needs MEMSTRATA_JWT_SECRET or "
+            "MEMSTRATA_JWT_PUBLIC_KEY (only development generates a local secret)"
+        )
     if not keys:
         raise AuthConfigurationError(
             f"no key can verify MEMSTRATA_JWT_ALGORITHMS={wanted}: HS* needs "
