@@ -15,7 +15,7 @@ from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.sync import Outcome, SyncService
-from tests.sandbox.support import USER, unreachable_store, warning_events
+from tests.sandbox.support import USER, FaultySandbox, unreachable_store, warning_events
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +84,12 @@ async def test_db_unreachable_prompt_falls_back_to_the_sandbox(
 
     assert '<file name="USER.md">\n- Name: Sandboxed\n</file>' in prompt.text
     assert '<file name="SOUL.md">' not in prompt.text  # empty in the sandbox: left out
-    assert [w["event"] for w in warning_events(logs)] == ["prompt.from_sandbox"]
+    unreadable = FaultySandbox(
+        user_box, error=OSError(5, "I/O error"), fail=lambda path, op: path == "USER.md"
+    )
+    prompt = await build_memory_prompt(offline, USER, token_limit=50_000, sandbox=unreadable)
+    assert '<file name="USER.md">' not in prompt.text
+    assert [w["event"] for w in warning_events(logs)] == ["prompt.from_sandbox"] * 2
     with pytest.raises(OperationalError):
         await build_memory_prompt(offline, USER, token_limit=50_000)
 

@@ -11,7 +11,7 @@ import pytest
 
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.schemas import check_arguments, tool_schemas
-from memstrata.agent.tools import MemoryTools
+from memstrata.agent.tools import MemoryTools, sync_message
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
@@ -20,7 +20,7 @@ from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.search import SearchService
 from memstrata.sandbox.base import normalise_sandbox_path
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.sync import SyncService
+from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
 from tests.sandbox.support import USER, FaultySandbox, embedding_rows, unreachable_store
 
 pytestmark = pytest.mark.anyio
@@ -533,3 +533,42 @@ async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
     assert result == "error: MEMORY.md could not be saved (InvalidUserIdError); try again later"
     failed = [r for r in logs.records if r.getMessage() == "tools.write_failed"]
     assert len(failed) == 1
+
+
+@pytest.mark.parametrize(
+    ("outcome", "stale", "message"),
+    [
+        (Outcome.WRITTEN, False, "Done (version 4)."),
+        (
+            Outcome.UNCHANGED,
+            True,
+            "Done (version 4). The workspace copy could not be updated; it is refreshed next "
+            "session.",
+        ),
+        (
+            Outcome.MERGED,
+            False,
+            "Done (version 4), merged with an edit the user made at the same time.",
+        ),
+        (
+            Outcome.DB_UNAVAILABLE,
+            False,
+            "Done in the workspace; storage is unreachable, it will be saved later.",
+        ),
+        (
+            Outcome.DB_UNAVAILABLE,
+            True,
+            "error: USER.md could not be saved: storage is unreachable. Try again later.",
+        ),
+        (Outcome.REJECTED, False, "error: USER.md was not saved: why"),
+        (
+            Outcome.SANDBOX_FAILED,
+            False,
+            "Done in the workspace; syncing it failed and is retried at the end of the round.",
+        ),
+        (Outcome.PUSHED, False, "Done (version 4)."),
+    ],
+)
+def test_sync_message_for_every_outcome(outcome: Outcome, stale: bool, message: str) -> None:
+    result = SyncResult("USER.md", "sandbox->db", outcome, 4, "why")
+    assert sync_message("Done", result, workspace_stale=stale) == message

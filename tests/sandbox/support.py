@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
 
 from memstrata.agent.pool import AgentPool
 from memstrata.db.database import Database
@@ -111,6 +112,28 @@ class FaultyProvider:
         sandbox = FaultySandbox(self.inner.for_user(user_id, session_id), **self.faults)
         self.handed_out.append(sandbox)
         return sandbox
+
+
+class HookedStore(MemoryStore):
+    """The real store; ``before_upsert`` runs before each write (another writer racing it),
+    and ``fail_get_after`` makes reads fail after that many calls (the DB going away)."""
+
+    def __init__(self, db: Database, templates: TemplateSet) -> None:
+        super().__init__(db.sessions, templates)
+        self.before_upsert: Callable[[], None] | None = None
+        self.fail_get_after: int | None = None
+        self.gets = 0
+
+    def get_memory_file(self, user_id: str, kind: str | FileKind) -> Any:
+        self.gets += 1
+        if self.fail_get_after is not None and self.gets > self.fail_get_after:
+            raise OperationalError("SELECT", {}, ConnectionRefusedError("db went away"))
+        return super().get_memory_file(user_id, kind)
+
+    def upsert_memory_file(self, *args: Any, **kwargs: Any) -> Any:
+        if self.before_upsert is not None:
+            self.before_upsert()
+        return super().upsert_memory_file(*args, **kwargs)
 
 
 def free_port() -> int:

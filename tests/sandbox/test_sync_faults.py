@@ -1,0 +1,224 @@
+"""The rarer failure paths of the sync rule, each fed on purpose.
+
+Races are staged with a store subclass that runs "another writer" right before a write,
+or stops reaching the database after a number of reads; everything else is real.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.sync import Outcome, SyncService
+from tests.sandbox.support import (
+    USER,
+    FaultyProvider,
+    FaultySandbox,
+    HookedStore,
+    warning_events,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def hooked(db: Database, templates: TemplateSet) -> HookedStore:
+    return HookedStore(db, templates)
+
+
+async def test_write_back_gives_up_after_losing_every_race(
+    hooked: HookedStore,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    sync = SyncService(hooked, provider)
+    await sync.start_session(USER)
+    await sync.frontend_edit(USER, "memory", "# Memory\n\nbody\n")  # the base
+    await user_box.write_text("MEMORY.md", "# Memory\n\nbody\n\n- agent line\n")
+    writes: list[int] = []
+
+    def another_writer() -> None:  # a human saving a new first line before every attempt
+        writes.append(1)
+        store.upsert_memory_file(USER, "memory", f"# Memory {len(writes)}\n\nbody\n")
+
+    hooked.before_upsert = another_writer
+
+    result = await sync.after_controlled_write(USER, "MEMORY.md")
+
+    assert len(writes) == 3  # MAX_WRITE_ATTEMPTS, each merge clean but already stale
+    assert result.outcome is Outcome.CONFLICT
+    hooked.before_upsert = None
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == "# Memory 3\n\nbody\n"
+    assert await user_box.read_text("MEMORY.md") == "# Memory 3\n\nbody\n"
+    [saved] = await user_box.list(".memstrata/conflicts/")
+    assert await user_box.read_text(saved) == "# Memory\n\nbody\n\n- agent line\n"
+
+
+async def test_db_lost_right_after_a_version_conflict(
+    hooked: HookedStore,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    sync = SyncService(hooked, provider)
+    await sync.start_session(USER)
+    await user_box.write_text("USER.md", "agent\n")
+    hooked.before_upsert = lambda: store.upsert_memory_file(USER, "user", "human\n")
+    hooked.fail_get_after = hooked.gets + 1  # the read-back's own read works, the next fails
+
+    result = await sync.after_controlled_write(USER, "USER.md")
+
+    assert result.outcome is Outcome.DB_UNAVAILABLE
+    assert "db went away" in (result.detail or "")
+    assert await user_box.read_text("USER.md") == "agent\n"  # kept for the retry
+
+
+async def test_row_deleted_under_a_read_back_is_inserted_again(
+    sync: SyncService, store: MemoryStore, db: Database, provider: LocalSandboxProvider
+) -> None:
+    await sync.start_session(USER)
+    box = FaultySandbox(provider.for_user(USER))
+    await box.write_text("SOUL.md", "agent soul\n")
+
+    async def delete_row() -> None:
+        with db.engine.begin() as conn:
+            conn.execute(text("DELETE FROM user_memory WHERE file_type = 'soul_md'"))
+
+    box.after_read["SOUL.md"] = delete_row  # between the sandbox read and the DB write
+
+    result = await sync.after_controlled_write(USER, "SOUL.md", sandbox=box)
+
+    assert (result.outcome, result.version) == (Outcome.WRITTEN, 1)
+    stored = store.get_memory_file(USER, FileKind.SOUL)
+    assert stored is not None and stored.content == "agent soul\n"
+
+
+async def test_unprovisioned_user_read_back(
+    sync: SyncService, store: MemoryStore, user_box: LocalDirectorySandbox
+) -> None:
+    empty = await sync.after_controlled_write(USER, "MEMORY.md")
+    assert (empty.outcome, empty.version) == (Outcome.UNCHANGED, None)
+    assert store.list_memory_files(USER) == []
+    await user_box.write_text("MEMORY.md", "first words\n")
+    created = await sync.after_controlled_write(USER, "MEMORY.md")
+    assert (created.outcome, created.version) == (Outcome.WRITTEN, 1)
+
+
+async def test_rejected_content_that_cannot_be_preserved_stays_put(
+    db: Database,
+    templates: TemplateSet,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    small = MemoryStore(db.sessions, templates, max_content_bytes=2048)
+    await SyncService(small, provider).start_session(USER)
+    faulty = FaultyProvider(
+        provider,
+        error=PermissionError(13, "Permission denied"),
+        fail=lambda path, op: path.startswith(".memstrata/conflicts/"),
+    )
+    await user_box.write_text("MEMORY.md", "y" * 3000)
+
+    result = await SyncService(small, faulty).after_controlled_write(USER, "MEMORY.md")
+
+    assert result.outcome is Outcome.REJECTED
+    assert (result.detail or "").endswith("PermissionError: [Errno 13] Permission denied")
+    assert await user_box.read_text("MEMORY.md") == "y" * 3000
+
+
+async def test_rejected_content_for_a_user_without_a_row(
+    db: Database,
+    templates: TemplateSet,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    small = MemoryStore(db.sessions, templates, max_content_bytes=16)
+    await user_box.write_text("USER.md", "z" * 40)
+    result = await SyncService(small, provider).after_controlled_write(USER, "USER.md")
+    assert (result.direction, result.outcome) == ("none", Outcome.REJECTED)
+    assert len(await user_box.list(".memstrata/conflicts/")) == 1
+    assert await user_box.read_text("USER.md") == "z" * 40
+
+
+async def test_base_record_failures_are_warnings_and_cost_only_precision(
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    faulty = FaultyProvider(
+        provider,
+        error=OSError(28, "No space left on device"),
+        fail=lambda path, op: path.startswith(".memstrata/base/"),
+    )
+    sync = SyncService(store, faulty)
+    results = await sync.start_session(USER)
+    assert {r.outcome for r in results} == {Outcome.PUSHED}
+    assert await user_box.read_text(".memstrata/base/USER.md.json") is None
+    unrecorded = [w for w in warning_events(logs) if w["event"] == "sync.base_not_recorded"]
+    assert [w["file"] for w in unrecorded] == ["SOUL.md", "USER.md", "MEMORY.md"]
+    # Without bases a later edit is still written back (plain sandbox-first).
+    await user_box.write_text("USER.md", "edited\n")
+    assert (await sync.after_controlled_write(USER, "USER.md")).outcome is Outcome.WRITTEN
+
+
+async def test_failing_invalidation_does_not_fail_the_frontend_edit(
+    store: MemoryStore, provider: LocalSandboxProvider, logs: pytest.LogCaptureFixture
+) -> None:
+    class BrokenPool:
+        def invalidate(self, user_id: str) -> None:
+            raise RuntimeError("pool gone")
+
+    sync = SyncService(store, provider, pool=BrokenPool())
+    file = await sync.frontend_edit(USER, "soul", "s\n")
+    assert file.version == 1
+    [warning] = [w for w in warning_events(logs) if w["event"] == "sync.invalidate_failed"]
+    assert warning["error"] == "RuntimeError: pool gone"
+
+
+async def test_begin_round_with_a_failing_provider(
+    store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    faulty = FaultyProvider(provider)
+    faulty.raise_on_for_user = RuntimeError("down")
+    tracker = await SyncService(store, faulty).begin_round(USER)
+    assert tracker.case_sensitive is False
+    assert tracker.base("USER.md") is None
+
+
+async def test_write_without_sandbox_paths(
+    hooked: HookedStore,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    templates: TemplateSet,
+) -> None:
+    sync = SyncService(hooked, provider)
+    assert (
+        await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old + "a\n")
+    ).version == 1  # no row yet: inserted
+    racing: list[int] = []
+
+    def human() -> None:
+        if len(racing) < 1:
+            racing.append(1)
+            store.upsert_memory_file(USER, "user", "human\n")
+
+    hooked.before_upsert = human
+    result = await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old + "b\n")
+    assert (result.outcome, result.version) == (Outcome.WRITTEN, 3)  # retried on the new copy
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None and stored.content == "human\nb\n"
+    hooked.before_upsert = lambda: store.upsert_memory_file(USER, "user", "again\n")
+    gave_up = await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old + "c\n")
+    assert gave_up.outcome is Outcome.CONFLICT
+    hooked.before_upsert = None
+    hooked.fail_get_after = hooked.gets
+    down = await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old)
+    assert down.outcome is Outcome.DB_UNAVAILABLE
