@@ -430,3 +430,22 @@ async def test_conflict_copy_that_cannot_be_saved_leaves_the_agent_copy_in_place
     assert await box.read_text("MEMORY.md") == AGENT_SAME  # not lost
     stored = store.get_memory_file(USER, FileKind.MEMORY)
     assert stored is not None and stored.content == HUMAN_SAME
+
+
+async def test_a_merge_in_one_sandbox_reaches_the_other_open_sandboxes(
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    await _with_base(sync, "s1")
+    await user_box.write_text("MEMORY.md", AGENT_DIFFERENT)  # pending agent edit, user box
+
+    file = await sync.frontend_edit(USER, "memory", HUMAN_DIFFERENT)
+
+    assert file.version == 3
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and (stored.content, stored.version) == (MERGED, 4)
+    session_box = provider.for_user(USER, "s1")
+    assert await session_box.read_text("MEMORY.md") == MERGED
+    assert await read_base(session_box, "MEMORY.md") == SyncBase(4, MERGED)

@@ -52,7 +52,8 @@ class AgentPool(Generic[T]):
 
     ``engine`` is the database to NOTIFY and LISTEN on; without one the pool is local
     only. ``on_invalidate(user_id)`` runs after every invalidation, local or remote
-    (remote ones on the listener thread), whether or not an entry was cached.
+    (remote ones on the listener thread), whether or not an entry was cached; the
+    clear-all on a listener (re)connection does not call it.
     """
 
     def __init__(

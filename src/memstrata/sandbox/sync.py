@@ -267,9 +267,13 @@ class SyncService:
                 SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
             )
             await self._files.index(user_id, k, file.content)
+            latest = file
             for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
                 t = self._target(user_id, session_id, "frontend")
-                await self._files.push_frontend(t, k, file, previous)
+                pushed = await self._files.push_frontend(t, k, latest, previous)
+                if pushed.outcome is Outcome.MERGED:
+                    # That sandbox's pending edit is now in the DB: the next sandboxes get it.
+                    latest = await self._latest(user_id, k, latest)
         await self._invalidate(user_id)
         return file
 
@@ -333,6 +337,12 @@ class SyncService:
             return
         if file is not None:
             await self._files.index(user_id, kind, file.content)
+
+    async def _latest(self, user_id: str, kind: FileKind, fallback: MemoryFile) -> MemoryFile:
+        try:
+            return await self._files.get(user_id, kind) or fallback
+        except DB_ERRORS:
+            return fallback
 
     async def _invalidate(self, user_id: str) -> None:
         if self.pool is None:
