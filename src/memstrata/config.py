@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     )
 
     chunk_tokens: int = Field(default=512, ge=16, description="Chunk size in tokens (spec: 512).")
+    conversation_context_tokens: int = Field(
+        default=128,
+        ge=0,
+        description="Tokens of the previous round prefixed to each indexed round as context "
+        "(0 = off); see retrieval/rounds.py.",
+    )
     rrf_k: int = Field(default=60, ge=1, description="RRF constant (spec: 60).")
     candidate_multiplier: int = Field(
         default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."

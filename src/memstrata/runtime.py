@@ -59,7 +59,12 @@ class Memstrata:
         mem = cls(settings, db, templates, store)
         # [retrieval wiring]
         mem.embedder = _embedder(settings, parts)
-        mem.indexer = Indexer(db.sessions, mem.embedder, chunk_tokens=settings.chunk_tokens)
+        mem.indexer = Indexer(
+            db.sessions,
+            mem.embedder,
+            chunk_tokens=settings.chunk_tokens,
+            context_tokens=settings.conversation_context_tokens,
+        )
         mem.search = SearchService(
             IndexCache(db.sessions, settings.search_cache_users),
             mem.embedder,

@@ -6,6 +6,9 @@ Additions beyond the spec, and why:
 - ``memory_embeddings.embedding_model`` / ``embedding_dim``: which model produced a vector
   and its native length before padding, so a model change is detectable.
 - ``memory_embeddings.source_ids``: the conversation turns a row came from.
+- ``memory_embeddings.context``: for a conversation row that starts with the tail of the
+  previous round (``{"chars": n, "source_ids": [...]}``), how much of ``chunk_text`` is that
+  context and which turns it came from (see retrieval.rounds).
 - unique ``(user_id, file_path, chunk_index)``: re-indexing the same turn is idempotent.
 - index ``(user_id, id)``: the search cache asks "rows added since id X" and counts rows.
 - table ``memory_index_state``: a per-user generation counter bumped with every change
@@ -83,6 +86,7 @@ class MemoryEmbedding(Base):
     embedding_model: Mapped[str | None] = mapped_column(String(200), nullable=True)
     embedding_dim: Mapped[int | None] = mapped_column(Integer, nullable=True)
     source_ids: Mapped[list[str] | None] = mapped_column(JSONB, nullable=True)
+    context: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
 
 
 class UserSkillConfig(Base):

@@ -154,7 +154,7 @@ class UserIndex:
                 text=c.chunk_text,
                 created_at=c.created_at.timestamp(),
                 source=source_of(c.file_path),
-                source_ids=c.source_ids,
+                source_ids=c.covered_ids,
                 model=c.embedding_model,
             )
             self.bm25.add(c.id, tokenize(c.chunk_text))

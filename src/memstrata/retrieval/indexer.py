@@ -36,11 +36,25 @@ from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.repository import EmbeddingRepository, NewChunk, StoredChunk
+from memstrata.retrieval.rounds import (
+    SESSION_PREFIX,
+    Doc,
+    OwnRound,
+    Round,
+    aware,
+    format_round,
+    round_doc,
+    session_path,
+    stored_round,
+    validate_round,
+)
+
+__all__ = [
+    "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "content_hash", "format_round",
+    "session_path",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
-
-SESSION_PREFIX = "sessions/"
-MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 
 
 @dataclass
@@ -67,20 +81,6 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def session_path(session_id: str, turn_index: int) -> str:
-    return f"{SESSION_PREFIX}{session_id}/{turn_index}"
-
-
-def format_round(user_message: str, assistant_reply: str) -> str:
-    """The text indexed for one round; either side may be empty."""
-    parts = []
-    if user_message.strip():
-        parts.append(f"User: {user_message.strip()}")
-    if assistant_reply.strip():
-        parts.append(f"Assistant: {assistant_reply.strip()}")
-    return "\n".join(parts)
-
-
 class Indexer:
     def __init__(
         self,
@@ -88,10 +88,12 @@ class Indexer:
         embedder: EmbeddingProvider | None = None,
         *,
         chunk_tokens: int = 512,
+        context_tokens: int = 128,
     ) -> None:
         self._sessions = sessions
         self.embedder = embedder
         self.chunk_tokens = chunk_tokens
+        self.context_tokens = context_tokens
 
     # -- public API ----------------------------------------------------------------------
     def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> IndexReport:
@@ -107,7 +109,7 @@ class Indexer:
         validate_user_id(user_id)
         _check_path(file_path)
         texts = chunk_text(content, self.chunk_tokens)
-        return self._replace(user_id, [_Doc(file_path, texts, created_at, None)])[0]
+        return self._replace(user_id, [Doc(file_path, texts, created_at, None)])[0]
 
     def index_turn(
         self,
@@ -126,11 +128,41 @@ class Indexer:
     def index_rounds(self, user_id: str, rounds: Sequence[Round]) -> list[IndexReport]:
         """Index many rounds with one batched embedding call and one transaction."""
         validate_user_id(user_id)
-        docs = [_round_doc(r, self.chunk_tokens) for r in rounds]
-        paths = [d.file_path for d in docs]
-        if len(set(paths)) != len(paths):
-            raise InvalidContentError("the same (session_id, turn_index) appears twice")
-        return self._replace(user_id, docs)
+        own: dict[str, OwnRound] = {}
+        for r in rounds:
+            o = validate_round(r)
+            if o.path in own:
+                raise InvalidContentError("the same (session_id, turn_index) appears twice")
+            own[o.path] = o
+        # Neighbours in the database: the previous round of each (its text is the
+        # context) and the next one (its context is this round, so it is re-indexed).
+        wanted = {
+            session_path(o.session_id, o.turn_index + d)
+            for o in own.values()
+            for d in (-1, 1)
+            if o.turn_index + d >= 0
+        } - set(own)
+        with self._sessions() as session:
+            stored = EmbeddingRepository(session, user_id).chunks_for_paths(sorted(wanted))
+        by_path: dict[str, list[StoredChunk]] = {}
+        for c in stored:
+            by_path.setdefault(c.file_path or "", []).append(c)
+        neighbours = {
+            path: found for path, cs in by_path.items() if (found := stored_round(cs)) is not None
+        }
+
+        def previous(o: OwnRound) -> OwnRound | None:
+            p = session_path(o.session_id, o.turn_index - 1) if o.turn_index > 0 else ""
+            return own.get(p) or neighbours.get(p)
+
+        docs = [
+            round_doc(o, previous(o), self.chunk_tokens, self.context_tokens) for o in own.values()
+        ]
+        for o in list(own.values()):
+            after = neighbours.get(session_path(o.session_id, o.turn_index + 1))
+            if after is not None:
+                docs.append(round_doc(after, o, self.chunk_tokens, self.context_tokens))
+        return self._replace(user_id, docs)[: len(own)]
 
     def fill_missing(self, user_id: str, batch: int = 256) -> int:
         """Embed rows stored without a vector (or by another model). Returns rows embedded."""
@@ -163,7 +195,7 @@ class Indexer:
             log_event(logger, "index.fill", user_id=user_id, embedded=len(keep))
 
     # -- internals -------------------------------------------------------------------------
-    def _replace(self, user_id: str, docs: Sequence[_Doc]) -> list[IndexReport]:
+    def _replace(self, user_id: str, docs: Sequence[Doc]) -> list[IndexReport]:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
         with self._sessions() as session:
@@ -198,6 +230,7 @@ class Indexer:
                             content_hash=digest,
                             created_at=doc.created_at,
                             source_ids=doc.source_ids,
+                            context=doc.contexts[i] if doc.contexts else None,
                         ),
                     )
                 )
@@ -300,54 +333,16 @@ class Indexer:
             embedding=vector,
             embedding_model=self.embedder.name,
             source_ids=c.source_ids or None,
+            context=c.context,
         )
-
-
-@dataclass(frozen=True)
-class Round:
-    """One conversation round: the user's message and the assistant's reply."""
-
-    session_id: str
-    turn_index: int
-    user_message: str
-    assistant_reply: str = ""
-    timestamp: datetime | None = None
-    source_ids: Sequence[str] | None = None
-
-
-@dataclass(frozen=True)
-class _Doc:
-    file_path: str
-    texts: list[str]
-    created_at: datetime | None
-    source_ids: Sequence[str] | None
-
-
-def _round_doc(r: Round, chunk_tokens: int) -> _Doc:
-    _check_session(r.session_id, r.turn_index)
-    for name, value in (("user_message", r.user_message), ("assistant_reply", r.assistant_reply)):
-        if not isinstance(value, str):
-            raise InvalidContentError(f"{name} must be a string")
-        if "\x00" in value:
-            raise InvalidContentError(f"{name} must not contain NUL characters")
-    body = format_round(r.user_message, r.assistant_reply)
-    if not body:
-        raise InvalidContentError("a round needs a user message or an assistant reply")
-    when = _aware(r.timestamp) if r.timestamp is not None else datetime.now(UTC)
-    ids = list(r.source_ids) if r.source_ids else [f"{r.session_id}:{r.turn_index}"]
-    return _Doc(session_path(r.session_id, r.turn_index), chunk_text(body, chunk_tokens), when, ids)
 
 
 def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:
     """A row can stay as is when its vector is current (or no model is configured) and,
     for dated content, its timestamp is the requested one."""
-    if created_at is not None and c.created_at != _aware(created_at):
+    if created_at is not None and c.created_at != aware(created_at):
         return False
     return model is None or (c.vector is not None and c.embedding_model == model)
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _check_path(file_path: str) -> None:
@@ -355,14 +350,3 @@ def _check_path(file_path: str) -> None:
         raise InvalidContentError("file_path must be a non-empty string of at most 255 characters")
     if "\x00" in file_path:
         raise InvalidContentError("file_path must not contain NUL characters")
-
-
-def _check_session(session_id: str, turn_index: int) -> None:
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise InvalidContentError("session_id must be a non-empty string")
-    if len(session_id) > MAX_SESSION_ID_LENGTH or "\x00" in session_id:
-        raise InvalidContentError(
-            f"session_id must be at most {MAX_SESSION_ID_LENGTH} characters, without NUL"
-        )
-    if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
-        raise InvalidContentError("turn_index must be a non-negative integer")

@@ -35,6 +35,7 @@ class NewChunk:
     embedding: Sequence[float] | None = None
     embedding_model: str | None = None
     source_ids: Sequence[str] | None = None
+    context: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,17 @@ class StoredChunk:
     embedding_dim: int | None
     source_ids: tuple[str, ...]
     vector: npt.NDArray[np.float32] | None  # native length, only when asked for
+    context: dict[str, Any] | None = None
+
+    @property
+    def context_chars(self) -> int:
+        return int(self.context.get("chars", 0)) if self.context else 0
+
+    @property
+    def covered_ids(self) -> tuple[str, ...]:
+        """Every turn whose text the row holds: the context's, then its own."""
+        extra = tuple(self.context.get("source_ids", ())) if self.context else ()
+        return extra + self.source_ids
 
 
 _META_COLUMNS = (
@@ -61,6 +73,7 @@ _META_COLUMNS = (
     MemoryEmbedding.embedding_model,
     MemoryEmbedding.embedding_dim,
     MemoryEmbedding.source_ids,
+    MemoryEmbedding.context,
 )
 
 
@@ -76,6 +89,7 @@ def _chunk(row: Any, vector: npt.NDArray[np.float32] | None = None) -> StoredChu
         embedding_dim=row.embedding_dim,
         source_ids=tuple(row.source_ids or ()),
         vector=vector,
+        context=row.context,
     )
 
 
@@ -126,7 +140,7 @@ class EmbeddingRepository:
         """
         query = (
             "SELECT id, file_path, chunk_index, chunk_text, created_at, content_hash, "
-            "embedding_model, embedding_dim, source_ids, "
+            "embedding_model, embedding_dim, source_ids, context, "
             "CASE WHEN embedding IS NULL OR embedding_dim IS NULL THEN NULL "
             "ELSE vector_send(subvector(embedding, 1, embedding_dim)) END AS vec "
             "FROM memory_embeddings WHERE user_id = :u"
@@ -228,6 +242,7 @@ class EmbeddingRepository:
                 "chunk_text": c.chunk_text,
                 "content_hash": c.content_hash,
                 "source_ids": list(c.source_ids) if c.source_ids is not None else None,
+                "context": c.context,
                 "embedding": None,
                 "embedding_model": None,
                 "embedding_dim": None,

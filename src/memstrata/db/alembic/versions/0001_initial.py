@@ -47,6 +47,7 @@ def upgrade() -> None:
         sa.Column("embedding_model", sa.String(200), nullable=True),
         sa.Column("embedding_dim", sa.Integer, nullable=True),
         sa.Column("source_ids", JSONB, nullable=True),
+        sa.Column("context", JSONB, nullable=True),
     )
     op.create_index("ix_memory_embeddings_user_id", "memory_embeddings", ["user_id"])
     # (user_id, id): "rows added since id X" and per-user counts for the search cache.

@@ -1,0 +1,105 @@
+"""Conversation rows carry the previous round as context; re-indexing keeps it fresh."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.rounds import tail_within
+from memstrata.retrieval.tokenize import count_tokens
+
+WHEN = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def stored(db: Database, user: str = "u") -> dict[str, tuple[str, object, object]]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT file_path, chunk_text, source_ids, context FROM memory_embeddings "
+                "WHERE user_id = :u ORDER BY file_path, chunk_index"
+            ),
+            {"u": user},
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def test_round_starts_with_previous_round(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "s", 0, "Did you paint that?", "", WHEN, ["D1:1"])
+    indexer.index_turn("u", "s", 1, "Yes, the lake sunrise last year.", "", WHEN, ["D1:2"])
+    body, ids, context = stored(db)["sessions/s/1"]
+    assert body == "User: Did you paint that?\nUser: Yes, the lake sunrise last year."
+    assert ids == ["D1:2"]
+    assert context == {"chars": len("User: Did you paint that?\n"), "source_ids": ["D1:1"]}
+    assert stored(db)["sessions/s/0"][2] is None  # the first round has no context
+
+
+def test_batch_and_out_of_order_rounds_get_the_same_context(db: Database) -> None:
+    from memstrata.retrieval.indexer import Round
+
+    indexer = Indexer(db.sessions, None)
+    indexer.index_rounds("a", [Round("s", 1, "second", ""), Round("s", 0, "first", "")])
+    indexer.index_turn("b", "s", 1, "second")  # the next round arrives first
+    indexer.index_turn("b", "s", 0, "first")  # ... and the previous one re-contexts it
+    assert stored(db, "a")["sessions/s/1"][0] == stored(db, "b")["sessions/s/1"][0]
+    assert stored(db, "b")["sessions/s/1"][0] == "User: first\nUser: second"
+
+
+def test_reindexing_a_round_refreshes_the_next_rounds_context(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "s", 0, "I live in Lisbon", "", WHEN)
+    indexer.index_turn("u", "s", 1, "Nice city", "", WHEN)
+    reports = indexer.index_rounds("u", [])  # nothing to do
+    assert reports == []
+    report = indexer.index_turn("u", "s", 0, "I live in Porto", "", WHEN)
+    assert report.inserted == 1
+    body, ids, context = stored(db)["sessions/s/1"]
+    assert body == "User: I live in Porto\nUser: Nice city"
+    assert ids == ["s:1"] and context == {"chars": 22, "source_ids": ["s:0"]}
+
+
+def test_sessions_do_not_share_context_and_zero_disables_it(db: Database) -> None:
+    Indexer(db.sessions, None).index_turn("u", "a", 0, "in session a")
+    Indexer(db.sessions, None).index_turn("u", "b", 1, "in session b")
+    assert stored(db)["sessions/b/1"][2] is None
+    off = Indexer(db.sessions, None, context_tokens=0)
+    off.index_turn("v", "s", 0, "first")
+    off.index_turn("v", "s", 1, "second")
+    assert stored(db, "v")["sessions/s/1"] == ("User: second", ["s:1"], None)
+
+
+def test_context_is_a_bounded_tail(db: Database) -> None:
+    indexer = Indexer(db.sessions, None, chunk_tokens=64, context_tokens=16)
+    long_previous = " ".join(f"word{i}" for i in range(100))
+    indexer.index_turn("u", "s", 0, long_previous)
+    indexer.index_turn("u", "s", 1, "short reply")
+    body, _, context = stored(db)["sessions/s/1"]
+    assert isinstance(context, dict)
+    head = body[: context["chars"]]
+    assert head.startswith("…") and head.rstrip().endswith("word99")
+    assert count_tokens(head) <= 17  # 16 tokens of context plus the newline's 0
+    assert count_tokens(body) <= 64
+
+
+def test_no_context_when_the_round_fills_the_chunk(db: Database) -> None:
+    indexer = Indexer(db.sessions, None, chunk_tokens=32)
+    indexer.index_turn("u", "s", 0, "previous round")
+    indexer.index_turn("u", "s", 1, " ".join(["fill"] * 30))
+    assert stored(db)["sessions/s/1"][2] is None
+
+
+@pytest.mark.parametrize("budget", [1, 2, 5, 10, 50])
+def test_tail_within(budget: int) -> None:
+    source = "The quick brown fox jumps over the lazy dog; 我们明天去杭州。" * 3
+    tail = tail_within(source, budget)
+    assert count_tokens(tail) <= budget
+    assert source.endswith(tail.lstrip("…"))
+
+
+def test_tail_within_keeps_short_text() -> None:
+    assert tail_within("short", 10) == "short"
+    assert tail_within("anything", 0) == ""
