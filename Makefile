@@ -17,7 +17,8 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/memstrata serve
 
-test: $(STAMP)
+# Lint first: a style or type error fails CI like a failing test.
+test: lint
 	$(BIN)/python -m pytest -m "not slow" tests
 
 lint: $(STAMP)

@@ -6,9 +6,10 @@ Layout::
     <root>/<user dir>/sessions/<session dir>/    a session's sandbox, when a session id is given
 
 A session's folder lies inside its user's sandbox, so the user's ``list()`` shows the
-session files too (under ``sessions/``). Directories are created on the first write. Ids become directory names through
-:func:`safe_dir_name`, which is injective, so two ids never share a directory (ids whose
-encoding is over 120 characters are hashed: distinct unless 128 bits of SHA-256 collide).
+session files too (under ``sessions/``). Directories are created on the first write. Ids
+become directory names through :func:`safe_dir_name`, which is injective, so two ids never
+share a directory (ids whose encoding is over 120 characters are hashed: distinct unless
+128 bits of SHA-256 collide).
 
 Confinement is checked before every operation: the path is normalised lexically and then
 resolved with ``realpath``; a symlink anywhere along it that points outside the sandbox
