@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstrata.agent.pool import AgentPool
+from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.memory.store import MemoryStore
@@ -83,7 +84,7 @@ class Memstrata:
         mem.sync = SyncService(
             store,
             mem.sandboxes,
-            indexer=getattr(mem, "indexer", None),
+            indexer=mem.indexer,
             pool=mem.pool,
             templates=templates,
         )
@@ -91,7 +92,25 @@ class Memstrata:
         mem.skills = SkillService(
             parts.pop("skill_loader", None) or SkillLoader(settings.skill_dirs), db.sessions
         )
+        if parts:
+            mem.close()
+            raise TypeError(f"Memstrata.open() got unexpected parts: {', '.join(sorted(parts))}")
         return mem
+
+    async def open_agent_session(
+        self, user_id: str, *, token_limit: int, session_id: str | None = None
+    ) -> AgentSession:
+        """Start an agent session: sandbox-first sync, the memory part of the system
+        prompt (``prompt_budget_ratio`` of ``token_limit``), round tracking, and the memory
+        tools with ``memory_search`` bound to this runtime's search."""
+        return await open_agent_session(
+            self.sync,
+            user_id,
+            token_limit=token_limit,
+            ratio=self.settings.prompt_budget_ratio,
+            session_id=session_id,
+            searcher=self.search,
+        )
 
     def close(self) -> None:
         # [close hooks]
