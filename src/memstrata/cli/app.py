@@ -13,6 +13,7 @@ from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.errors import MemstrataError
 from memstrata.logs import configure_logging
+from memstrata.runtime import Memstrata
 
 app = typer.Typer(help="Layered, per-user memory for AI agents.", no_args_is_help=True)
 
@@ -52,6 +53,27 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Datab
         yield db
     finally:
         db.close()
+
+
+@contextmanager
+def open_runtime(settings: Settings, *, require_embeddings: bool = False) -> Iterator[Memstrata]:
+    """The library runtime with the configured (or a local, autostarted) embedding model."""
+    from memstrata.retrieval.autostart import embedding_spec
+
+    with embedding_spec(settings) as spec:
+        if spec is None and require_embeddings:
+            fail(
+                "no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
+                "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART"
+            )
+        try:
+            mem = Memstrata.open(settings, embedding_spec=spec)
+        except MemstrataError as exc:
+            fail(str(exc))
+        try:
+            yield mem
+        finally:
+            mem.close()
 
 
 def guarded(fn: Callable[[], T]) -> T:

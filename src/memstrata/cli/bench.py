@@ -15,10 +15,8 @@ from typing import Annotated
 
 import typer
 
-from memstrata.cli.app import app, fail, load_settings
+from memstrata.cli.app import app, fail, load_settings, open_runtime
 from memstrata.config import Settings
-from memstrata.errors import MemstrataError
-from memstrata.retrieval.autostart import embedding_spec
 from memstrata.runtime import Memstrata
 
 bench_app = typer.Typer(help="Retrieval benchmarks.", no_args_is_help=True)
@@ -45,15 +43,8 @@ def bench_runtime(database_url: str | None, *, embeddings: bool = True) -> Itera
                 "embedding_autostart": embeddings,
             }
         )
-        with embedding_spec(settings) as spec:
-            try:
-                mem = Memstrata.open(settings, embedding_spec=spec)
-            except MemstrataError as exc:
-                fail(str(exc))
-            try:
-                yield mem
-            finally:
-                mem.close()
+        with open_runtime(settings) as mem:
+            yield mem
 
 
 def parse_ks(value: str) -> list[int]:

@@ -7,11 +7,8 @@ from typing import Annotated
 
 import typer
 
-from memstrata.cli.app import app, fail, guarded, load_settings
-from memstrata.errors import MemstrataError
-from memstrata.retrieval.autostart import embedding_spec
+from memstrata.cli.app import app, guarded, load_settings, open_runtime
 from memstrata.retrieval.cache import SOURCES
-from memstrata.runtime import Memstrata
 
 
 @app.command("search")
@@ -26,18 +23,10 @@ def search_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Hybrid search over one user's memory files and indexed conversations."""
-    settings = load_settings()
-    with embedding_spec(settings) as spec:
-        try:
-            mem = Memstrata.open(settings, embedding_spec=spec)
-        except MemstrataError as exc:
-            fail(str(exc))
-        try:
-            response = guarded(
-                lambda: mem.search.search(user, query, top_k=top_k, sources=source or None)
-            )
-        finally:
-            mem.close()
+    with open_runtime(load_settings()) as mem:
+        response = guarded(
+            lambda: mem.search.search(user, query, top_k=top_k, sources=source or None)
+        )
     if as_json:
         typer.echo(json.dumps(response.to_dict(), ensure_ascii=False))
         return
@@ -61,19 +50,6 @@ def reindex_command(
     user: Annotated[str, typer.Option("--user", "-u", help="The user to re-embed.")],
 ) -> None:
     """Embed rows stored without a vector (after an embedding outage or a model change)."""
-    settings = load_settings()
-    with embedding_spec(settings) as spec:
-        if spec is None:
-            fail(
-                "no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
-                "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART"
-            )
-        try:
-            mem = Memstrata.open(settings, embedding_spec=spec)
-        except MemstrataError as exc:
-            fail(str(exc))
-        try:
-            done = guarded(lambda: mem.indexer.fill_missing(user))
-        finally:
-            mem.close()
+    with open_runtime(load_settings(), require_embeddings=True) as mem:
+        done = guarded(lambda: mem.indexer.fill_missing(user))
     typer.echo(f"embedded {done} chunk(s) for {user}")

@@ -1,0 +1,110 @@
+"""`memstrata search`, `reindex` and `bench` through Typer's runner, on the test database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memstrata.cli import build_app
+from memstrata.db.database import Database
+from memstrata.retrieval.indexer import Indexer
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> None:
+    for key in ("MEMSTRATA_EMBEDDING_BASE_URL", "MEMSTRATA_EMBEDDING_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", pg_url)
+    monkeypatch.setenv("MEMSTRATA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "false")
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(build_app(), list(args))
+    return result.exit_code, result.output
+
+
+def test_search_json_and_text(env: None, db: Database) -> None:
+    Indexer(db.sessions, None).index_turn("u", "s", 0, "the blue door is in Lisbon", "")
+    code, out = invoke("search", "--user", "u", "--json", "blue door")
+    assert code == 0, out
+    payload = json.loads(out.strip().splitlines()[-1])
+    assert payload["mode"] == "bm25"
+    assert [h["file_path"] for h in payload["hits"]] == ["sessions/s/0"]
+    assert payload["hits"][0]["explain"]["bm25_rank"] == 1
+    code, out = invoke("search", "--user", "u", "blue door")
+    assert code == 0 and "1. [conversation] sessions/s/0#0" in out and "bm25_rank=1" in out
+    code, out = invoke("search", "--user", "nobody", "blue door")
+    assert code == 0 and "no results" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--top-k", "0"], "top_k must be an integer from 1 to 100"),
+        (["--source", "emails"], "sources must be a non-empty list"),
+        (["--user", "x" * 101], "user_id is longer than 100"),
+    ],
+)
+def test_search_bad_input(env: None, db: Database, args: list[str], message: str) -> None:
+    base = ["search", "--user", "u", "query"]
+    if args[0] == "--user":
+        base = ["search", "query"]
+    code, out = invoke(*base, *args)
+    assert code == 1 and message in out
+
+
+def test_reindex_without_embeddings_says_how_to_fix(env: None, db: Database) -> None:
+    code, out = invoke("reindex", "--user", "u")
+    assert code == 1 and "MEMSTRATA_EMBEDDING_BASE_URL" in out
+
+
+def test_bench_locomo_bad_input(env: None, tmp_path: Path) -> None:
+    code, out = invoke("bench", "locomo", str(tmp_path / "missing.json"))
+    assert code == 1 and "is not a file" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a list"}')
+    code, out = invoke("bench", "locomo", str(bad), "--k", "five")
+    assert code == 1 and "--k must be a comma-separated list" in out
+
+
+def test_bench_latency_bad_input(env: None) -> None:
+    code, out = invoke("bench", "latency", "--chunks", "0")
+    assert code == 1 and "--chunks >= 1" in out
+
+
+def test_bench_locomo_end_to_end(
+    env: None, db: Database, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "true")
+    turns = [
+        ("A", "D1:1", "I finally adopted a golden retriever puppy called Biscuit."),
+        ("B", "D1:2", "That is wonderful news, congratulations!"),
+        ("A", "D1:3", "My sister moved to Lisbon to work as an architect."),
+        ("B", "D1:4", "Lisbon is a beautiful city for architecture."),
+    ]
+    data = [{
+        "sample_id": "tiny",
+        "conversation": {
+            "speaker_a": "A", "speaker_b": "B",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": s, "dia_id": d, "text": t} for s, d, t in turns],
+        },
+        "qa": [
+            {"question": "What is the name of A's puppy?", "evidence": ["D1:01"], "category": 1},
+            {"question": "Where did A's sister move?", "evidence": ["D1:3"], "category": 4},
+            {"question": "adversarial", "evidence": ["D1:2"], "category": 5},
+        ],
+    }]  # fmt: skip
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data))
+    code, out = invoke("bench", "locomo", str(path), "--k", "2", "--database-url", pg_url)
+    assert code == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["questions"] == 2
+    assert set(result["recall"]) == {"bm25", "vector", "hybrid", "hybrid_spec_decay"}
+    assert result["recall"]["bm25"]["2"] == 1.0
+    assert result["recall"]["hybrid"]["2"] == 1.0
