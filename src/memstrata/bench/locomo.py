@@ -104,7 +104,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bm25": {"use_bm25": True, "vector": False, "decay": DecayPolicy(enabled=False)},
     "vector": {"use_bm25": False, "vector": True, "decay": DecayPolicy(enabled=False)},
     "hybrid": {"use_bm25": True, "vector": True, "decay": DecayPolicy(enabled=False)},
-    "hybrid_spec_decay": {"use_bm25": True, "vector": True, "decay": None},
+    # The spec's decay whatever MEMSTRATA_DECAY_* says: 30-day half-life, no floor.
+    "hybrid_spec_decay": {"use_bm25": True, "vector": True, "decay": DecayPolicy(True, 30.0, 0.0)},
 }
 
 
