@@ -23,10 +23,17 @@ DOC = ROOT / "docs" / "BENCHMARKS.md"
 CLI = [sys.executable, "-m", "memstrata.cli"]
 
 
-def run(args: list[str]) -> tuple[str, dict[str, object], str]:
+def run(args: list[str]) -> tuple[str, dict[str, object], str, str]:
+    """(command, last-line JSON, other stdout lines, the ``indexed …`` stderr line)."""
     done = subprocess.run([*CLI, *args], capture_output=True, text=True, check=True, cwd=ROOT)
     lines = done.stdout.strip().splitlines()
-    return "memstrata " + " ".join(args), json.loads(lines[-1]), "\n".join(lines[:-1])
+    indexed = [ln for ln in done.stderr.splitlines() if ln.startswith("indexed ")]
+    return (
+        "memstrata " + " ".join(args),
+        json.loads(lines[-1]),
+        "\n".join(lines[:-1]),
+        indexed[-1] if indexed else "",
+    )
 
 
 def replace_section(doc: str, name: str, body: str) -> str:
@@ -49,7 +56,7 @@ def machine() -> str:
 
 
 def locomo_section(path: str) -> str:
-    command, result, table = run(["bench", "locomo", path, "--decay-grid"])
+    command, result, table, indexed = run(["bench", "locomo", path, "--decay-grid"])
     recall = result["recall"]
     assert isinstance(recall, dict)
     rows = ["| variant | recall@5 | recall@10 |", "|---|---|---|"]
@@ -63,6 +70,8 @@ def locomo_section(path: str) -> str:
             f"Command: `{command}`",
             "",
             *rows,
+            "",
+            f"Indexing throughput: {indexed}.",
             "",
             "Decay grid (hybrid + decay with the given half-life in days and floor):",
             "",
@@ -88,6 +97,7 @@ def latency_section(repeats: int) -> str:
     for chunks in (1000, 10000):
         args = ["bench", "latency", "--chunks", str(chunks), "--others", "200000"]
         results = [run(args)[1] for _ in range(repeats)]
+        queries = int(results[0]["queries"])  # type: ignore[call-overload]
         command = "memstrata " + " ".join(args)
 
         def med(key: str, results: list[dict[str, object]] = results) -> float:
@@ -95,7 +105,7 @@ def latency_section(repeats: int) -> str:
 
         parts += [
             f"**{chunks} chunks among 200,000 rows of other users** — `{command}`, "
-            f"{repeats} runs × 300 queries; median over runs of each run's figure.",
+            f"{repeats} runs × {queries} queries; median over runs of each run's figure.",
             "",
             "| | p50 ms | p95 ms |",
             "|---|---|---|",
