@@ -225,10 +225,5 @@ class IndexCache:
         index.apply(added, removed)
         index.generation = generation
 
-    def invalidate(self, user_id: str) -> None:
-        with self._lock:
-            for key in [k for k in self._entries if k[0] == user_id]:
-                del self._entries[key]
-
     def __len__(self) -> int:
         return len(self._entries)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -48,6 +49,7 @@ from memstrata.retrieval.rounds import (
     stored_round,
     validate_round,
 )
+from memstrata.retrieval.vector import pad_vector
 
 __all__ = [
     "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "content_hash", "format_round",
@@ -198,6 +200,7 @@ class Indexer:
     def _replace(self, user_id: str, docs: Sequence[Doc]) -> list[IndexReport]:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
+        report_of = {path: n for n, path in enumerate(paths)}
         with self._sessions() as session:
             existing = EmbeddingRepository(session, user_id).chunks_for_paths(
                 paths, with_vectors=True
@@ -255,7 +258,7 @@ class Indexer:
                 repo.insert(new_rows)
                 repo.bump_generation()
             for c in stale:
-                reports[paths.index(c.file_path or "")].deleted += 1
+                reports[report_of[c.file_path or ""]].deleted += 1
             for n, _ in pending:
                 reports[n].inserted += 1
         for r in reports:
@@ -293,10 +296,9 @@ class Indexer:
         started = time.perf_counter()
         got, error = self._embed(list(todo.values()))
         seconds = time.perf_counter() - started
-        touched = sorted({n for n, row in pending if row.content_hash in todo})
-        for n in touched:
-            reports[n].embed_seconds = seconds / len(touched)
-            count = sum(1 for m, row in pending if m == n and row.content_hash in todo)
+        per_report = Counter(n for n, row in pending if row.content_hash in todo)
+        for n, count in per_report.items():
+            reports[n].embed_seconds = seconds / len(per_report)
             if got is None:
                 reports[n].embedding_failed += count
                 reports[n].warnings.append(error)
@@ -312,8 +314,6 @@ class Indexer:
             vectors = self.embedder.embed(texts, "passage")
             if len(vectors) != len(texts):
                 raise EmbeddingError(f"got {len(vectors)} vectors for {len(texts)} texts")
-            from memstrata.retrieval.vector import pad_vector
-
             for v in vectors:
                 pad_vector(v)  # validates length and finiteness before anything is stored
             return vectors, ""

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from memstrata.db.models import MemoryEmbedding, MemoryIndexState
 from memstrata.memory.kinds import validate_user_id
+from memstrata.retrieval.vector import pad_vector
 
 
 @dataclass(frozen=True)
@@ -172,22 +173,6 @@ class EmbeddingRepository:
         ).all()
         return [_chunk(r) for r in rows]
 
-    def count_by_model(self) -> dict[str | None, int]:
-        rows = self.session.execute(
-            select(MemoryEmbedding.embedding_model, func.count())
-            .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.embedding.is_not(None))
-            .group_by(MemoryEmbedding.embedding_model)
-        ).all()
-        counts: dict[str | None, int] = {model: int(n) for model, n in rows}
-        missing = self.session.scalar(
-            select(func.count()).where(
-                MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.embedding.is_(None)
-            )
-        )
-        if missing:
-            counts[None] = int(missing)
-        return counts
-
     def nearest(
         self, query: Sequence[float], model: str, n: int, ids: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
@@ -196,8 +181,6 @@ class EmbeddingRepository:
         Zero padding leaves cosine distances unchanged, so the padded query is compared
         with padded rows directly.
         """
-        from memstrata.retrieval.vector import pad_vector
-
         distance = MemoryEmbedding.embedding.cosine_distance(pad_vector(query))
         stmt = (
             select(MemoryEmbedding.id, distance)
@@ -231,8 +214,6 @@ class EmbeddingRepository:
     def insert(self, chunks: Sequence[NewChunk]) -> None:
         if not chunks:
             return
-        from memstrata.retrieval.vector import pad_vector
-
         values = []
         for c in chunks:
             row: dict[str, Any] = {
