@@ -30,7 +30,6 @@ import logging
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
-from typing import Protocol
 
 import anyio.to_thread
 from sqlalchemy.exc import SQLAlchemyError
@@ -54,12 +53,6 @@ MAX_WRITE_ATTEMPTS = 3
 AGENTS_FILE = FileKind.AGENTS.filename
 SANDBOX_TO_DB = "sandbox->db"
 DB_TO_SANDBOX = "db->sandbox"
-
-
-class MemoryIndexer(Protocol):
-    """Rebuilds a memory file's embeddings (``memstrata.retrieval.indexer.Indexer``)."""
-
-    def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> object: ...
 
 
 class Outcome(StrEnum):
@@ -144,12 +137,9 @@ def describe(exc: BaseException) -> str:
 class Reconciler:
     """DB and sandbox primitives plus the read-back rule (module doc)."""
 
-    def __init__(
-        self, store: MemoryStore, templates: TemplateSet, indexer: MemoryIndexer | None
-    ) -> None:
+    def __init__(self, store: MemoryStore, templates: TemplateSet) -> None:
         self.store = store
         self.templates = templates
-        self.indexer = indexer
 
     async def reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
         name = kind.filename
@@ -225,8 +215,6 @@ class Reconciler:
                 return await self.reject(t, kind, sandbox_text, exc)
             except DB_ERRORS as exc:
                 return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
-            if written.changed:
-                await self.index(t.user_id, kind, written.content)
             outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
             outcome = Outcome.MERGED if merged else outcome
             if written.content != sandbox_text:
@@ -352,23 +340,6 @@ class Reconciler:
             self.store.upsert_memory_file, user_id, kind, content, expected, skip_unchanged=skip
         )
         return await anyio.to_thread.run_sync(write)
-
-    async def index(self, user_id: str, kind: FileKind, content: str) -> None:
-        if self.indexer is None or not kind.indexed:
-            return
-        try:
-            await anyio.to_thread.run_sync(self.indexer.index_memory_file, user_id, kind, content)
-        except Exception as exc:
-            # The DB write is committed; a failed rebuild must not undo it or fail the
-            # caller. A later reindex repairs the embeddings.
-            log_event(
-                logger,
-                "sync.index_failed",
-                logging.WARNING,
-                user_id=user_id,
-                file=kind.filename,
-                error=describe(exc),
-            )
 
 
 class BrokenSandbox:

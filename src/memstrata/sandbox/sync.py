@@ -45,7 +45,6 @@ from memstrata.sandbox.reconcile import (
     DB_ERRORS,
     MAX_WRITE_ATTEMPTS,
     BrokenSandbox,
-    MemoryIndexer,
     Outcome,
     Reconciler,
     SyncResult,
@@ -55,7 +54,7 @@ from memstrata.sandbox.reconcile import (
     log_result,
 )
 
-__all__ = ["CacheInvalidator", "MemoryIndexer", "Outcome", "SyncResult", "SyncService"]
+__all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,20 +85,15 @@ class SyncService:
         store: MemoryStore,
         sandboxes: SandboxProvider,
         *,
-        indexer: MemoryIndexer | None = None,
         pool: CacheInvalidator | None = None,
         templates: TemplateSet | None = None,
     ) -> None:
         self.store = store
         self.sandboxes = sandboxes
         self.pool = pool
-        self._files = Reconciler(store, templates or store.templates, indexer)
+        self._files = Reconciler(store, templates or store.templates)
         self._locks: dict[str, _LockEntry] = {}
         self._open_sessions: dict[str, set[str]] = {}
-
-    @property
-    def indexer(self) -> MemoryIndexer | None:
-        return self._files.indexer
 
     # -- scenario 1: new user --------------------------------------------------------------
 
@@ -118,8 +112,6 @@ class SyncService:
                 file = await self._files.get(user_id, kind)
                 if file is None:
                     continue
-                if kind in created:
-                    await self._files.index(user_id, kind, file.content)
                 await self._provision_file(t, kind, file)
             await self._files.push_agents(t)
         log_event(
@@ -196,8 +188,6 @@ class SyncService:
                     kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
                 )
                 break
-            if written.changed:
-                await self._files.index(user_id, kind, written.content)
             outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
             result = SyncResult(kind.filename, "agent->db", outcome, written.version)
             break
@@ -259,6 +249,7 @@ class SyncService:
         k = parse_kind(kind)
         async with self._user_lock(user_id):
             previous = await self._files.get(user_id, k)
+            # The write: version check, embedding, one transaction (memory.store).
             file = await self._files.upsert(user_id, k, content, expected_version, skip=False)
             log_result(
                 user_id,
@@ -266,16 +257,24 @@ class SyncService:
                 "frontend",
                 SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
             )
-            await self._files.index(user_id, k, file.content)
-            latest = file
-            for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
-                t = self._target(user_id, session_id, "frontend")
-                pushed = await self._files.push_frontend(t, k, latest, previous)
-                if pushed.outcome is Outcome.MERGED:
-                    # That sandbox's pending edit is now in the DB: the next sandboxes get it.
-                    latest = await self._latest(user_id, k, latest)
+            # After the commit, in order; neither step can undo or fail the write.
+            await self._mirror(user_id, k, file, previous)
         await self._invalidate(user_id)
         return file
+
+    async def _mirror(
+        self, user_id: str, kind: FileKind, file: MemoryFile, previous: MemoryFile | None
+    ) -> None:
+        """Follow-on step 1: push to the user's sandbox and every session sandbox this
+        service started. Policy: a sandbox failure is a ``sandbox_failed`` result and a
+        warning; the lagging sandbox is refreshed by the next read-back (rule 3)."""
+        latest = file
+        for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
+            t = self._target(user_id, session_id, "frontend")
+            pushed = await self._files.push_frontend(t, kind, latest, previous)
+            if pushed.outcome is Outcome.MERGED:
+                # That sandbox's pending edit is now in the DB: the next sandboxes get it.
+                latest = await self._latest(user_id, kind, latest)
 
     # -- scenarios 4 and 5: session start --------------------------------------------------
 
@@ -289,9 +288,7 @@ class SyncService:
         results: list[SyncResult] = []
         async with self._user_lock(user_id):
             try:
-                created = await anyio.to_thread.run_sync(
-                    self.store.provision_default_files, user_id
-                )
+                await anyio.to_thread.run_sync(self.store.provision_default_files, user_id)
             except DB_ERRORS as exc:
                 for kind in USER_FILE_KINDS:
                     results.append(
@@ -299,10 +296,7 @@ class SyncService:
                     )
             else:
                 for kind in USER_FILE_KINDS:
-                    result = await self._files.reconcile(t, kind, None)
-                    if kind in created:  # the indexer skips chunks it already holds
-                        await self._index_stored(user_id, kind)
-                    results.append(result)
+                    results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
         if session_id is not None:
             self._open_sessions.setdefault(user_id, set()).add(session_id)
@@ -329,15 +323,6 @@ class SyncService:
             if f.kind in USER_FILE_KINDS
         }
 
-    async def _index_stored(self, user_id: str, kind: FileKind) -> None:
-        """Index a freshly provisioned row as it stands after the session's read-back."""
-        try:
-            file = await self._files.get(user_id, kind)
-        except DB_ERRORS:
-            return
-        if file is not None:
-            await self._files.index(user_id, kind, file.content)
-
     async def _latest(self, user_id: str, kind: FileKind, fallback: MemoryFile) -> MemoryFile:
         try:
             return await self._files.get(user_id, kind) or fallback
@@ -345,6 +330,8 @@ class SyncService:
             return fallback
 
     async def _invalidate(self, user_id: str) -> None:
+        """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
+        every process. Policy: a failure is a warning (``sync.invalidate_failed``)."""
         if self.pool is None:
             return
         try:
