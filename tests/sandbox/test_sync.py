@@ -15,8 +15,8 @@ from memstrata.errors import InvalidFileTypeError, SandboxError, VersionConflict
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
-from memstrata.sandbox.dirty import SyncBase
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService
 from tests.sandbox.support import (

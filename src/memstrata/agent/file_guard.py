@@ -58,7 +58,7 @@ class GuardedFileTools:
         self.workspace_prefixes = tuple(workspace_prefixes)
         # Unknown sandboxes are treated as case-insensitive: also refusing "agents.md" is
         # the safe mistake.
-        self.case_sensitive = bool(getattr(sandbox, "case_sensitive", False))
+        self.case_sensitive = sandbox.case_sensitive
 
     def memory_file(self, path: str) -> str | None:
         """The root memory file ``path`` resolves to in this sandbox, if any."""

@@ -35,7 +35,8 @@ from memstrata.sandbox.base import (
     Sandbox,
 )
 from memstrata.sandbox.dirty import RoundTracker
-from memstrata.sandbox.reconcile import Outcome, SyncResult, has_content
+from memstrata.sandbox.reconcile import Outcome, SyncResult
+from memstrata.sandbox.rule import has_content
 from memstrata.sandbox.sync import SyncService
 
 logger = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.sandbox.base import DEFAULT_WORKSPACE_PREFIXES, root_memory_file
+from memstrata.sandbox.rule import SyncBase
 
 TOOL_FILES: Mapping[str, str] = {
     "record_memory": FileKind.MEMORY.filename,
@@ -38,14 +38,6 @@ TOOL_FILES: Mapping[str, str] = {
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
 PATH_ARGUMENTS = ("path", "file_path", "filename")
 SYNCED_FILES = frozenset(kind.filename for kind in USER_FILE_KINDS)
-
-
-@dataclass(frozen=True)
-class SyncBase:
-    """The DB copy a sandbox file was last known to match: its version and content."""
-
-    version: int
-    content: str
 
 
 def tool_arguments(arguments: Mapping[str, object] | str | None) -> Mapping[str, object]:

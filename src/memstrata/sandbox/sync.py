@@ -13,13 +13,13 @@ new session     sandbox-first                           :meth:`~SyncService.star
 AGENTS.md       template → sandbox, never read back     all of the above
 ==============  ======================================  ====================================
 
-The read-back rule, the conflict policy and the result vocabulary live in
-:mod:`memstrata.sandbox.reconcile`. Failure policy (spec 5): a failing sandbox is a
-warning and never blocks or rolls back a DB write. An unreachable DB during a read-back is
-a warning too: the edit stays in the sandbox, the round tracker keeps the file dirty, and
-the next round end or session start writes it back (its base record marks it as an edit).
-Only the frontend edit, whose DB write *is* the main flow, lets DB errors and version
-conflicts propagate.
+Every DB write goes through the one write path (``MemoryStore.upsert_memory_file``: version
+check, embedding, one transaction). The read-back rule is :func:`memstrata.sandbox.rule.decide`,
+carried out by :mod:`memstrata.sandbox.reconcile`, which also owns the failure policy:
+a failing sandbox is a warning and never blocks or rolls back a DB write; an unreachable DB
+during a read-back leaves the edit in the sandbox, the round tracker keeps the file dirty,
+and the next round end or session start writes it back. Only the frontend edit, whose DB
+write *is* the main flow, lets DB errors and version conflicts propagate.
 """
 
 from __future__ import annotations
@@ -39,20 +39,26 @@ from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
-from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker, SyncBase
+from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
 from memstrata.sandbox.reconcile import (
+    AGENT_WRITE,
     AGENTS_FILE,
     DB_ERRORS,
+    FRONTEND,
     MAX_WRITE_ATTEMPTS,
+    PROVISION,
+    ROUND_END,
+    SESSION,
     BrokenSandbox,
     Outcome,
     Reconciler,
+    Scenario,
     SyncResult,
     Target,
     describe,
-    has_content,
     log_result,
 )
+from memstrata.sandbox.rule import SyncBase, has_content
 
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
@@ -74,7 +80,6 @@ class _LockEntry:
 class SyncService:
     """The five sync scenarios over one store and one sandbox provider.
 
-    ``indexer`` rebuilds USER/MEMORY embeddings after each DB write that changed them;
     ``pool`` is invalidated after frontend edits. Operations on one user are serialised
     within this service (use it from one event loop); across processes the DB's
     optimistic lock and the merge rule keep concurrent edits from being lost.
@@ -98,7 +103,8 @@ class SyncService:
     # -- scenario 1: new user --------------------------------------------------------------
 
     async def provision_user(self, user_id: str) -> list[FileKind]:
-        """Template → DB (idempotent) → sandbox; returns the kinds created in the DB.
+        """Template → DB (idempotent, indexed by the write path) → sandbox; returns the
+        kinds created in the DB.
 
         DB errors propagate: creating the user is the main flow. A sandbox file that
         already has content is kept (``kept``) for the next session start to reconcile.
@@ -106,13 +112,12 @@ class SyncService:
         created: list[FileKind] = await anyio.to_thread.run_sync(
             self.store.provision_default_files, user_id
         )
-        t = self._target(user_id, None, "provision")
+        t = self._target(user_id, None, PROVISION)
         async with self._user_lock(user_id):
             for kind in USER_FILE_KINDS:
                 file = await self._files.get(user_id, kind)
-                if file is None:
-                    continue
-                await self._provision_file(t, kind, file)
+                if file is not None:
+                    await self._provision_file(t, kind, file)
             await self._files.push_agents(t)
         log_event(
             logger,
@@ -154,9 +159,8 @@ class SyncService:
         supplies the round-start base when the sandbox has no base record. A write that
         reached AGENTS.md restores the template: AGENTS.md is never read back.
         """
-        t = self._target(user_id, session_id, "agent_write", sandbox)
-        case_sensitive = bool(getattr(t.sandbox, "case_sensitive", False))
-        name = root_memory_file(filename, case_sensitive=case_sensitive)
+        t = self._target(user_id, session_id, AGENT_WRITE, sandbox)
+        name = root_memory_file(filename, case_sensitive=t.sandbox.case_sensitive)
         if name is None:
             raise InvalidFileTypeError(f"{filename!r} is not a root memory file")
         async with self._user_lock(user_id):
@@ -191,14 +195,13 @@ class SyncService:
             outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
             result = SyncResult(kind.filename, "agent->db", outcome, written.version)
             break
-        log_result(user_id, None, "agent_write", result)
+        log_result(user_id, None, AGENT_WRITE.name, result)
         return result
 
     async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base."""
         try:
-            sandbox = self.sandboxes.for_user(user_id, session_id)
-            case_sensitive = bool(getattr(sandbox, "case_sensitive", False))
+            case_sensitive = self.sandboxes.for_user(user_id, session_id).case_sensitive
         except Exception:
             case_sensitive = False
         bases = await self._snapshot(user_id)
@@ -210,7 +213,7 @@ class SyncService:
         failed stay dirty, with their old base, for the next round end."""
         if not tracker.dirty and not tracker.agents_touched:
             return []
-        t = self._target(tracker.user_id, tracker.session_id, "round_end")
+        t = self._target(tracker.user_id, tracker.session_id, ROUND_END)
         results: list[SyncResult] = []
         async with self._user_lock(tracker.user_id):
             if tracker.dirty:
@@ -238,43 +241,51 @@ class SyncService:
         content: str,
         expected_version: int | None = None,
     ) -> MemoryFile:
-        """Update the DB → rebuild embeddings → force-push → invalidate the AgentPool.
+        """The write path, then its follow-on effects in order: mirror, invalidate.
 
-        DB errors and ``VersionConflictError`` propagate (HTTP 409). The push reaches the
-        user's sandbox and every session sandbox this service started for the user. A
-        sandbox edit not yet read back is not erased: it is merged on top of the new DB
-        copy and stored as the next version, or, if the merge conflicts, preserved under
-        ``.memstrata/conflicts`` before the push. Returns the frontend's own write.
+        DB errors and ``VersionConflictError`` propagate (HTTP 409), before anything else
+        happens. Returns the frontend's own write.
         """
         k = parse_kind(kind)
         async with self._user_lock(user_id):
             previous = await self._files.get(user_id, k)
-            # The write: version check, embedding, one transaction (memory.store).
             file = await self._files.upsert(user_id, k, content, expected_version, skip=False)
             log_result(
                 user_id,
                 None,
-                "frontend",
+                FRONTEND.name,
                 SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
             )
-            # After the commit, in order; neither step can undo or fail the write.
-            await self._mirror(user_id, k, file, previous)
+            await self._mirror(user_id, k, previous)
         await self._invalidate(user_id)
         return file
 
-    async def _mirror(
-        self, user_id: str, kind: FileKind, file: MemoryFile, previous: MemoryFile | None
-    ) -> None:
-        """Follow-on step 1: push to the user's sandbox and every session sandbox this
-        service started. Policy: a sandbox failure is a ``sandbox_failed`` result and a
-        warning; the lagging sandbox is refreshed by the next read-back (rule 3)."""
-        latest = file
+    async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
+        """Follow-on step 1: force-push to the user's sandbox and every session sandbox this
+        service started. An agent edit not yet read back is not erased: the rule merges it
+        on top of the new DB copy (stored as the next version) or preserves it under
+        ``.memstrata/conflicts``. Policy: a sandbox failure is a ``sandbox_failed`` result
+        and a warning; the lagging sandbox is refreshed by a later read-back (rule 3)."""
+        fallback = None if previous is None else SyncBase(previous.version, previous.content)
         for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
-            t = self._target(user_id, session_id, "frontend")
-            pushed = await self._files.push_frontend(t, kind, latest, previous)
-            if pushed.outcome is Outcome.MERGED:
-                # That sandbox's pending edit is now in the DB: the next sandboxes get it.
-                latest = await self._latest(user_id, kind, latest)
+            t = self._target(user_id, session_id, FRONTEND)
+            await self._files.reconcile(t, kind, fallback)
+
+    async def _invalidate(self, user_id: str) -> None:
+        """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
+        every process. Policy: a failure is a warning (``sync.invalidate_failed``)."""
+        if self.pool is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
+        except Exception as exc:
+            log_event(
+                logger,
+                "sync.invalidate_failed",
+                logging.WARNING,
+                user_id=user_id,
+                error=describe(exc),
+            )
 
     # -- scenarios 4 and 5: session start --------------------------------------------------
 
@@ -284,7 +295,7 @@ class SyncService:
         Missing DB rows are provisioned from the templates first, so a brand-new user's
         first session works too. With the DB unreachable the sandbox is left as it is.
         """
-        t = self._target(user_id, session_id, "session")
+        t = self._target(user_id, session_id, SESSION)
         results: list[SyncResult] = []
         async with self._user_lock(user_id):
             try:
@@ -323,30 +334,12 @@ class SyncService:
             if f.kind in USER_FILE_KINDS
         }
 
-    async def _latest(self, user_id: str, kind: FileKind, fallback: MemoryFile) -> MemoryFile:
-        try:
-            return await self._files.get(user_id, kind) or fallback
-        except DB_ERRORS:
-            return fallback
-
-    async def _invalidate(self, user_id: str) -> None:
-        """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
-        every process. Policy: a failure is a warning (``sync.invalidate_failed``)."""
-        if self.pool is None:
-            return
-        try:
-            await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
-        except Exception as exc:
-            log_event(
-                logger,
-                "sync.invalidate_failed",
-                logging.WARNING,
-                user_id=user_id,
-                error=describe(exc),
-            )
-
     def _target(
-        self, user_id: str, session_id: str | None, scenario: str, sandbox: Sandbox | None = None
+        self,
+        user_id: str,
+        session_id: str | None,
+        scenario: Scenario,
+        sandbox: Sandbox | None = None,
     ) -> Target:
         if sandbox is None:
             try:
