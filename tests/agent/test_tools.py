@@ -529,8 +529,8 @@ async def test_guard_appends_a_note_when_the_sync_did_not_store_the_write(
 async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
     sync: SyncService, provider: LocalSandboxProvider, logs: pytest.LogCaptureFixture
 ) -> None:
-    too_long = "u" * 101  # the store refuses it; the sandbox directory name is hashed
-    box = provider.for_user(too_long)
+    too_long = "u" * 101  # the store refuses it, after the sandbox write succeeded
+    box = provider.for_user(USER)
     await box.write_text("MEMORY.md", "# Memory\n")
     tools = MemoryTools(ToolContext.bind(too_long, sync, box), today=lambda: DAY)
     result = await tools.record_memory("x")

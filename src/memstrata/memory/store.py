@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.db.engine import transaction
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
 from memstrata.logs import log_event
-from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind, validate_user_id
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
 from memstrata.memory.templates import TemplateSet
 
@@ -124,9 +124,9 @@ class MemoryStore:
         content is identical, so read-backs don't bump versions for nothing.
         """
         k = parse_kind(kind)
-        validate_user_id(user_id)
         text = validate_content(content, self.max_content_bytes)
         # 1. Version first: a stale caller gets its conflict without waiting on embeddings.
+        # (The repository validates the user id before any query.)
         with self._sessions() as session:
             current = MemoryFileRepository(session, user_id).get(k.file_type)
         if expected_version is not None and _version(current) != expected_version:
@@ -199,7 +199,6 @@ class MemoryStore:
 
     def provision_default_files(self, user_id: str) -> list[FileKind]:
         """Template → DB for every missing file; never overwrites. Returns what it created."""
-        validate_user_id(user_id)
         contents = {k: self.templates.load(k) for k in USER_FILE_KINDS}
         with self._sessions() as session:
             present = {f.file_type for f in MemoryFileRepository(session, user_id).list()}
