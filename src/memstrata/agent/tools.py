@@ -95,6 +95,22 @@ def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool 
     return value
 
 
+def search_arguments(
+    query: object, top_k: object = 5, sources: object = None
+) -> tuple[str, int, list[str] | None]:
+    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
+    text = _text(query, "query", MAX_QUERY_CHARS)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+    try:
+        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise ToolInputError(f"sources must be a non-empty list of {SEARCH_SOURCES}") from exc
+    if wanted is not None and (not wanted or any(s not in SEARCH_SOURCES for s in wanted)):
+        raise ToolInputError(f"sources must be a non-empty list of {SEARCH_SOURCES}")
+    return text, top_k, wanted
+
+
 class MemoryTools:
     """The memory tools bound to one user and one sandbox (module doc)."""
 
@@ -195,13 +211,8 @@ class MemoryTools:
         if self.searcher is None:
             return "error: memory_search is not available for this agent"
         try:
-            text = _text(query, "query", MAX_QUERY_CHARS)
-            if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-                raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
-            wanted = None if sources is None else list(sources)
-            if wanted is not None and (not wanted or any(s not in SEARCH_SOURCES for s in wanted)):
-                raise ToolInputError(f"sources must be a non-empty list of {SEARCH_SOURCES}")
-        except (ToolInputError, TypeError) as exc:
+            text, top_k, wanted = search_arguments(query, top_k, sources)
+        except ToolInputError as exc:
             return f"error: {exc}"
         search = partial(self.searcher.search, self.user_id, text, top_k=top_k, sources=wanted)
         try:
