@@ -25,18 +25,19 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def mem(
-    settings: Settings, db: Database, embedding_server: LocalEmbeddingServer
-) -> Iterator[Memstrata]:
-    runtime = Memstrata.open(settings, database=db, embedding_spec=embedding_server.model_spec)
+def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
+    """No embedding API configured (search degrades to BM25): fast, for most tests."""
+    runtime = Memstrata.open(settings, database=db, embedder=None)
     yield runtime
     runtime.close()
 
 
 @pytest.fixture
-def bm25_mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
-    """No embedding API configured: search degrades to BM25."""
-    runtime = Memstrata.open(settings, database=db, embedder=None)
+def hybrid_mem(
+    settings: Settings, db: Database, embedding_server: LocalEmbeddingServer
+) -> Iterator[Memstrata]:
+    """With the real local embedding server: hybrid search, embeddings on every write."""
+    runtime = Memstrata.open(settings, database=db, embedding_spec=embedding_server.model_spec)
     yield runtime
     runtime.close()
 
