@@ -450,3 +450,21 @@ async def test_one_user_never_sees_another(connect: ClientFactory, mem: Memstrat
     assert read is not None and "4711" not in read["content"]
     alice_memory = stored(mem, "alice", FileKind.MEMORY)
     assert alice_memory is not None and "4711" in alice_memory[0]
+
+
+async def test_writes_evict_the_users_cached_agents(connect: ClientFactory, mem: Memstrata) -> None:
+    async with connect("alice") as client:
+        await ok(client, "memory_read", {"name": "memory"})
+        for name, arguments in [
+            ("record_memory", {"content": "Moved to Porto"}),
+            (
+                "memory_write",
+                {"name": "soul", "content": "# SOUL.md\nCalm.\n", "expected_version": 1},
+            ),
+        ]:
+            mem.pool.get("alice", lambda: "a cached agent")
+            mem.pool.get("bob", lambda: "bob's agent")
+            refused_call = await client.call_tool(name, {**arguments, "bogus": 1})
+            assert refused_call.is_error and "alice" in mem.pool  # nothing written, kept
+            await ok(client, name, arguments)
+            assert "alice" not in mem.pool and "bob" in mem.pool
