@@ -265,3 +265,28 @@ def test_file_tabs_work_from_the_keyboard(signed_in: SignedIn) -> None:
     page.keyboard.press("ArrowRight")
     expect(page.locator("#tab-soul")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#editor-label")).to_have_text("SOUL.md content")
+
+
+# Cumulative layout shift as Chromium measures it (the Core Web Vitals metric).
+_LAYOUT_SHIFT = """
+window.__layoutShift = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    if (!entry.hadRecentInput) window.__layoutShift += entry.value;
+  }
+}).observe({ type: "layout-shift", buffered: true });
+"""
+
+
+def test_loading_the_page_does_not_move_the_layout(signed_in: SignedIn, server: Serve) -> None:
+    page = signed_in()
+    page.add_init_script(_LAYOUT_SHIFT)
+    for view in ("files", "skills", "search"):
+        page.goto(f"{server.url}/#{view}")
+        page.reload()  # signed in from the tab's storage: the view loads straight away
+        expect(page.locator(f"#{view}-view")).to_be_visible()
+        expect(page.locator("#file-version")).to_have_text("version 1")
+        expect(page.locator("#skill-list")).to_have_attribute("aria-busy", "false")
+        page.wait_for_timeout(300)
+        shift = page.evaluate("window.__layoutShift")
+        assert shift < 0.01, f"{view}: layout shift {shift}"

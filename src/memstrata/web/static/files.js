@@ -7,6 +7,8 @@ import { diffLines, merge3, sideBySide, splitLines } from "./diff.js";
 import { $, banner, bytes, el, number } from "./dom.js";
 
 const encoder = new TextEncoder();
+// The message line always holds something, so a message never pushes the editor down.
+const HINT = "Ctrl+S saves. Saving checks the version you started from: nobody's edit is overwritten silently.";
 const state = { limits: null, files: new Map(), current: null, saving: false };
 
 const size = (text) => encoder.encode(text).length;
@@ -52,9 +54,13 @@ function tabKeys(event) {
   $(`tab-${name}`).focus();
 }
 
+function say(text, kind = "info") {
+  banner($("file-message"), text || HINT, text ? kind : "quiet");
+}
+
 function select(name) {
   state.current = name;
-  banner($("file-message"), "");
+  say("");
   render();
 }
 
@@ -71,7 +77,7 @@ async function load(f) {
     f.version = data.version;
     f.loaded = true;
   } catch (error) {
-    if (f === current()) banner($("file-message"), `Could not load ${f.filename}: ${error.message}`, "error");
+    if (f === current()) say(`Could not load ${f.filename}: ${error.message}`, "error");
   } finally {
     f.loading = false;
     render();
@@ -92,10 +98,10 @@ export async function save(f = current(), version = f.version) {
     f.version = data.version;
     if (f.conflict) f.draft = content;
     f.conflict = null;
-    banner($("file-message"), `Saved ${f.filename} as version ${data.version}.`, "ok");
+    say(`Saved ${f.filename} as version ${data.version}.`, "ok");
   } catch (error) {
     if (error.status === 409) await conflict(f, content, error);
-    else banner($("file-message"), saveError(f, error), "error");
+    else say(saveError(f, error), "error");
   } finally {
     state.saving = false;
     render();
@@ -128,13 +134,13 @@ async function conflict(f, mine, error) {
   try {
     ({ data: stored } = await api("GET", path(f)));
   } catch (loadError) {
-    banner($("file-message"),
+    say(
       `${f.filename} was changed elsewhere (${error.message}), and loading the newer version failed: ` +
       `${loadError.message}. Your text is still in the editor.`, "error");
     return;
   }
   f.conflict = { mine, started: f.base, startedVersion: f.version, content: stored.content, version: stored.version };
-  banner($("file-message"), "");
+  say("");
   render();
   $("conflict-reapply").focus();
 }
@@ -149,12 +155,12 @@ function reapply() {
   f.conflict = null;
   if (merged === null) {
     f.draft = c.content;
-    banner($("file-message"),
+    say(
       `Your edits and version ${c.version} change the same lines, so they were not re-applied ` +
       "automatically. Your text is on the side: copy what you need into the editor, then save.", "warn");
   } else {
     f.draft = merged.join("\n");
-    banner($("file-message"),
+    say(
       `Your edits were re-applied on top of version ${c.version}. Check the result, then save. ` +
       "Your text as you left it is on the side.", "ok");
   }
@@ -166,9 +172,9 @@ async function copyMine() {
   const c = current().conflict;
   try {
     await navigator.clipboard.writeText(c.mine);
-    banner($("file-message"), "Your text is on the clipboard.", "ok");
+    say("Your text is on the clipboard.", "ok");
   } catch {
-    banner($("file-message"), "The browser did not allow copying; select the right column and copy it.", "warn");
+    say("The browser did not allow copying; select the right column and copy it.", "warn");
   }
 }
 
@@ -254,7 +260,7 @@ export function wire() {
   $("file-revert").addEventListener("click", () => {
     const f = current();
     f.draft = f.base;
-    banner($("file-message"), `Reverted to version ${f.version}.`, "info");
+    say(`Reverted to version ${f.version}.`, "info");
     render();
   });
   $("conflict-reapply").addEventListener("click", reapply);
