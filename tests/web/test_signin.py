@@ -62,21 +62,35 @@ def test_a_good_token_signs_in_for_this_tab_only(
 
 
 def test_an_expiring_token_returns_to_sign_in_and_keeps_the_draft(
-    open_page: OpenPage, server: Serve, user: str
+    open_page: OpenPage, server: Serve, console: Console, user: str
 ) -> None:
+    console.allow(409)
+    with server.rest(user) as rest:  # provisioned up front: signing in is then quick
+        rest.get("/api/config/agent-files/memory").raise_for_status()
     page = open_page()
-    sign_in(page, server.token(user, ttl_s=3))
+    sign_in(page, server.token(user, ttl_s=8))
     page.click("#tab-memory")
     expect(page.locator("#file-version")).to_have_text("version 1")
     page.locator("#editor").press("End")
     page.locator("#editor").press_sequentially("\n- draft typed before expiry")
-    expect(page.locator("#signin-view")).to_be_visible(timeout=10_000)
+    expect(page.locator("#signin-view")).to_be_visible()
     expect(page.locator("#signin-error")).to_contain_text("Your token expired")
     expect(page.locator("#signin-error")).to_contain_text("Unsaved edits stay in this page")
+    # meanwhile someone else writes the file: the kept draft must not silently replace it
+    with server.rest(user) as rest:
+        rest.put(
+            "/api/config/agent-files/memory",
+            json={"content": "written while signed out"},
+            headers={"If-Match": '"1"'},
+        ).raise_for_status()
     sign_in(page, server.token(user))
     page.click("#tab-memory")
     assert page.locator("#editor").input_value().endswith("- draft typed before expiry")
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#conflict-text")).to_contain_text("version 2 is stored now")
 
 
 def test_a_token_refused_mid_session_returns_to_sign_in(

@@ -71,10 +71,14 @@ async function load(f) {
   render();
   try {
     const { data } = await api("GET", path(f));
-    // A draft kept across an expired sign-in stays; otherwise the editor shows the file.
-    if (!f.loaded || f.draft === f.base) f.draft = data.content;
-    f.base = data.content;
-    f.version = data.version;
+    // A draft kept across an expired sign-in keeps the version it was based on, so that a
+    // write made meanwhile (by the agent, say) surfaces as a conflict on save, not as a
+    // silent overwrite.
+    if (!f.loaded || (f.draft === f.base && !f.conflict)) {
+      f.draft = data.content;
+      f.base = data.content;
+      f.version = data.version;
+    }
     f.loaded = true;
   } catch (error) {
     if (f === current()) say(`Could not load ${f.filename}: ${error.message}`, "error");
