@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
@@ -290,3 +290,24 @@ def test_loading_the_page_does_not_move_the_layout(signed_in: SignedIn, server: 
         page.wait_for_timeout(300)
         shift = page.evaluate("window.__layoutShift")
         assert shift < 0.01, f"{view}: layout shift {shift}"
+
+
+def test_a_bad_request_is_shown_in_words(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(400)
+    page = signed_in()
+    tab(page, "user")
+
+    def garble_if_match(route: Route) -> None:  # a proxy that mangles the header
+        route.continue_(headers={**route.request.headers, "if-match": "version one"})
+
+    page.route("**/api/config/agent-files/user", garble_if_match)
+    _append(page, "\nedited")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        'The request was refused: If-Match must be one ETag as returned by GET, such as "3"; '
+        "got 'version one'. Nothing was written; your text is still in the editor."
+    )
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
