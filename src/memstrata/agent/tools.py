@@ -75,6 +75,22 @@ def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool 
     return value
 
 
+def search_arguments(
+    query: object, top_k: object = 5, sources: object = None
+) -> tuple[str, int, list[str] | None]:
+    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
+    text = _text(query, "query", MAX_TOOL_QUERY_CHARS)
+    if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
+        raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
+    try:
+        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}") from exc
+    if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
+    return text, top_k, wanted
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What every tool of one session is bound to. ``tracker`` is the round's one owner
@@ -194,13 +210,8 @@ class MemoryTools:
         if self.searcher is None:
             return "error: memory_search is not available for this agent"
         try:
-            text = _text(query, "query", MAX_TOOL_QUERY_CHARS)
-            if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
-                raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
-            wanted = None if sources is None else list(sources)
-            if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
-                raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
-        except (ToolInputError, TypeError) as exc:
+            text, top_k, wanted = search_arguments(query, top_k, sources)
+        except ToolInputError as exc:
             return f"error: {exc}"
         search = partial(self.searcher.search, self.ctx.user_id, text, top_k=top_k, sources=wanted)
         try:
