@@ -24,6 +24,7 @@ from memstrata.retrieval.embeddings import (
     ModelRegistry,
     OpenAICompatibleEmbedder,
     build_embedder,
+    embedder_for,
 )
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
@@ -129,11 +130,6 @@ def _embedder(settings: Settings, parts: dict[str, Any]) -> EmbeddingProvider | 
         return provider
     spec = parts.pop("embedding_spec", None)
     if spec is not None:
-        return OpenAICompatibleEmbedder(
-            spec,
-            timeout_s=settings.embedding_timeout_s,
-            max_retries=settings.embedding_max_retries,
-            batch_size=settings.embedding_batch_size,
-        )
+        return embedder_for(spec, settings)
     registry: ModelRegistry | None = parts.pop("registry", None)
     return build_embedder(settings, registry)

@@ -126,7 +126,7 @@ def _embedding(settings: Settings, stack: ExitStack) -> EmbeddingModelSpec | Non
     )
     if configured or not settings.embedding_autostart:
         return None
-    server = LocalEmbeddingServer()
+    server = LocalEmbeddingServer(threads=settings.embedding_server_threads or None)
     try:
         server.start()
     except EmbeddingError as exc:

@@ -27,7 +27,7 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
     if embedding_configured(settings) or not settings.embedding_autostart:
         yield resolve_embedding_spec(settings)
         return
-    with LocalEmbeddingServer() as server:
+    with LocalEmbeddingServer(threads=settings.embedding_server_threads or None) as server:
         log_event(
             logger,
             "embedding.local_server.started",
