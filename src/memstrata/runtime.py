@@ -26,6 +26,7 @@ from memstrata.retrieval.embeddings import (
     build_embedder,
     embedder_for,
 )
+from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.sandbox.base import SandboxProvider
@@ -51,6 +52,7 @@ class Memstrata:
     embedder: EmbeddingProvider | None = field(default=None, init=False)
     indexer: Indexer = field(init=False)
     search: SearchService = field(init=False)
+    healer: VectorHealer | None = field(default=None, init=False)
 
     @classmethod
     def open(cls, settings: Settings | None = None, **parts: Any) -> Memstrata:
@@ -75,6 +77,13 @@ class Memstrata:
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
         )
+        if isinstance(mem.embedder, OpenAICompatibleEmbedder):
+            mem.healer = VectorHealer(
+                db.sessions,
+                mem.embedder,
+                interval_s=settings.embedding_heal_interval_s,
+                max_attempts=settings.embedding_heal_max_attempts,
+            )
         # [sandbox/sync/agent wiring]
         mem.sandboxes = parts.pop("sandboxes", None) or LocalSandboxProvider(
             settings.resolved_sandbox_root
@@ -113,8 +122,24 @@ class Memstrata:
             searcher=self.search,
         )
 
+    def start_background(self) -> None:
+        """Start the background workers — the database monitor (reconnects, restarts a dead
+        embedded server) and the re-embedding of rows without a vector (off with
+        ``MEMSTRATA_EMBEDDING_HEAL=false``); a server calls this once, ``close()`` stops
+        them."""
+        self.db.monitor.start()
+        if self.healer is not None and self.settings.embedding_heal:
+            self.healer.start()
+
+    def stop_background(self) -> None:
+        if self.healer is not None:
+            self.healer.stop()
+        if "monitor" in self.db.__dict__:
+            self.db.monitor.stop()
+
     def close(self) -> None:
         # [close hooks]
+        self.stop_background()
         if hasattr(self, "pool"):  # unset when built without open()
             self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):

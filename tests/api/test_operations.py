@@ -34,7 +34,13 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
         ).scalar()
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "database": "ok", "pgvector": version}
+    assert response.json() == {
+        "status": "ready",
+        "database": "ok",
+        "pgvector": version,
+        "vectors": "off",  # no embedding API in this runtime
+        "pending": None,
+    }
 
 
 def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:
@@ -53,6 +59,8 @@ def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None
         "status": "unavailable",
         "database": "unreachable",
         "pgvector": "unknown",
+        "vectors": "unknown",
+        "pending": None,
     }
     broken.db.engine.dispose()
 
@@ -68,7 +76,13 @@ def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str
         with TestClient(create_app(memstrata=bare)) as client:
             response = client.get("/readyz")
         assert response.status_code == 503
-        assert response.json() == {"status": "unavailable", "database": "ok", "pgvector": "missing"}
+        assert response.json() == {
+            "status": "unavailable",
+            "database": "ok",
+            "pgvector": "missing",
+            "vectors": "unknown",
+            "pending": None,
+        }
     finally:
         bare.db.engine.dispose()
         with admin.connect() as conn:

@@ -63,10 +63,15 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if memstrata is not None:
-            yield
+            memstrata.start_background()
+            try:
+                yield
+            finally:
+                await run_in_threadpool(memstrata.stop_background)
             return
         owned = await run_in_threadpool(Memstrata.open, settings)
         context.attach(owned)
+        owned.start_background()
         try:
             yield
         finally:

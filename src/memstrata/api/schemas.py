@@ -94,3 +94,9 @@ class Readiness(BaseModel):
     status: str
     database: str
     pgvector: str | None = None
+    vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
+        default="unknown",
+        description="degraded: rows wait for a vector or the embedding circuit is open; "
+        "search still answers (BM25 for those rows). off: no embedding API.",
+    )
+    pending: int | None = Field(default=None, description="Rows waiting for a vector.")

@@ -59,6 +59,13 @@ class CircuitBreaker:
             self._probing = True
             return True
 
+    def allow_peek(self) -> bool:
+        """Would ``allow()`` let a request out now? (Does not take the probe.)"""
+        with self._lock:
+            if self._opened_at is None:
+                return True
+            return not self._probing and self._clock() - self._opened_at >= self.cooldown_s
+
     def record_success(self) -> None:
         with self._lock:
             self._failures = 0
