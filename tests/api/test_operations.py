@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -45,9 +46,7 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
 
 def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:
     engine = create_engine(url)
-    return Memstrata(
-        settings, Database(engine, make_session_factory(engine)), mem.templates, mem.store
-    )
+    return dataclasses.replace(mem, db=Database(engine, make_session_factory(engine)))
 
 
 def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None:

@@ -7,9 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from memstrata.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_K
-
-Source = Literal["memory", "conversation", "notes"]
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
 
 
 class ErrorBody(BaseModel):

@@ -25,8 +25,6 @@ from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
 from memstrata.retrieval.tokenize import tokenize
 
-SOURCES = ("memory", "conversation", "notes")
-
 
 def source_of(file_path: str | None) -> str:
     if is_resident(file_path):

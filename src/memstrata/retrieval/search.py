@@ -19,16 +19,15 @@ import numpy as np
 from memstrata.errors import EmbeddingError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.cache import SOURCES, IndexCache, Row, UserIndex
+from memstrata.retrieval.cache import IndexCache, Row, UserIndex
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import fuse
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.tokenize import tokenize
 
 logger = logging.getLogger(__name__)
 
-MAX_TOP_K = 100
-MAX_QUERY_CHARS = 4000
 DAY_SECONDS = 86_400.0
 
 
