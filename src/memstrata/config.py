@@ -191,6 +191,13 @@ class Settings(BaseSettings):
     )
     jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
     jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+    jwt_leeway_s: float = Field(
+        default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+    )
+    api_docs: bool = Field(
+        default=True,
+        description="Serve /docs and /redoc (assets from the installed package, no CDN).",
+    )
 
     skill_dirs: list[Path] = Field(
         default_factory=list,

@@ -179,7 +179,7 @@ def test_mounted_into_a_host_app(mem: Memstrata, auth: AuthHeader) -> None:
         assert missing.status_code == 401
         assert missing.headers["www-authenticate"] == 'Bearer realm="memstrata"'
         bad = client.get("/memory/api/config/agent-files/agents", headers=auth())
-        assert (bad.status_code, bad.json()) == (400, {"detail": "无效的文件名"})
+        assert (bad.status_code, bad.json()["detail"]) == (400, "无效的文件名")
         invalid = client.put("/memory/api/config/skills/web_search", headers=auth(), json={})
         assert invalid.status_code == 422
         assert invalid.json()["detail"] == "invalid request: body.enabled: Field required"

@@ -152,3 +152,26 @@ def test_a_row_replaced_during_embedding_is_not_resurrected(
     healer = VectorHealer(db.sessions, embedder)
     assert healer._write_back([claimed], {claimed.id: [0.5] * 8}) == 0
     assert [t for _, t, *_ in vectors(db)] == ["User: new text"]
+
+
+def test_embedding_failed_names_user_model_batch_and_error(
+    db: Database,
+    fault: FaultServer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from memstrata.logs import event_fields
+
+    fault.mode = "500"
+    with caplog.at_level("WARNING", logger="memstrata.retrieval.indexer"):
+        report = Indexer(db.sessions, embedder).index_turn("alice", "s1", 0, "hello", "hi")
+    assert report.inserted == 1 and report.embedding_failed == 1  # stored all the same
+    (fields,) = [
+        event_fields(r)
+        for r in caplog.records
+        if event_fields(r).get("event") == "embedding.failed"
+    ]
+    assert fields["user_id"] == "alice"
+    assert fields["model"] == "fake-model"
+    assert fields["batch_size"] == 1
+    assert "HTTP 500" in fields["error"]

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
 from memstrata.api.context import ApiContext
@@ -78,12 +80,20 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
             context.detach()
             await run_in_threadpool(owned.close)
 
-    app = FastAPI(
-        title="memstrata",
-        summary="Layered, per-user memory for AI agents.",
-        version=_version(),
-        lifespan=lifespan,
-    )
+    # /docs and /redoc load their JavaScript and CSS from the installed fastapi-offline
+    # package, never from a CDN. No trailing-slash redirects: starlette builds their
+    # Location from the Host header, which a client controls.
+    meta: dict[str, Any] = {
+        "title": "memstrata",
+        "summary": "Layered, per-user memory for AI agents.",
+        "version": _version(),
+        "lifespan": lifespan,
+        "redirect_slashes": False,
+    }
+    if settings.api_docs:
+        app = FastAPIOffline(**meta)
+    else:
+        app = FastAPI(docs_url=None, redoc_url=None, **meta)
     app.state.context = context
     app.state.metrics = context.metrics
     install_error_handlers(app)

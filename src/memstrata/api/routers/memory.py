@@ -6,17 +6,35 @@ Both are thin wrappers over the library calls (``mem.search.search`` and
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
 
+from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import ErrorBody, SearchRequest, TurnRequest
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 413, 422)
 }
+
+
+SESSION_ID_RULE = (
+    "1–200 characters; any printable characters except '/' and '\\' "
+    "(letters, digits and . _ : - are always safe in a URL)"
+)
+_SESSION_ID = re.compile(r"\A[^/\\\x00-\x1f\x7f]{1,200}\Z")
+
+
+def http_session_id(value: str) -> str:
+    """A session id from a URL path, or 400 saying which characters are allowed."""
+    if not _SESSION_ID.match(value):
+        raise ApiError(
+            400, f"invalid session_id {value[:60]!r}: {SESSION_ID_RULE}", code="invalid_session_id"
+        )
+    return value
 
 
 def build_router(route_class: type[APIRoute]) -> APIRouter:
@@ -35,9 +53,10 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         context.metrics.record_search(result.mode, len(result.hits))
         return result.to_dict()
 
-    @router.post("/conversations/{session_id}/turns", responses=_ERRORS)
+    # ``:path`` so that an id with a "/" reaches us and gets a clear 400, not a 404.
+    @router.post("/conversations/{session_id:path}/turns", responses=_ERRORS)
     def index_turn(
-        session_id: Annotated[str, Path(min_length=1, max_length=200)],
+        session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
@@ -49,7 +68,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         """
         report = context.mem.indexer.index_turn(
             user_id,
-            session_id,
+            http_session_id(session_id),
             body.turn_index,
             body.user_message,
             body.assistant_reply,
