@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
