@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
@@ -37,7 +38,14 @@ def http_session_id(value: str) -> str:
     return value
 
 
+class _AnythingConvertor(PathConvertor):
+    """Like ``path``, but also across newlines (``.`` in starlette's ``.*`` does not)."""
+
+    regex = r"[\s\S]*"
+
+
 def build_router(route_class: type[APIRoute]) -> APIRouter:
+    register_url_convertor("anything", _AnythingConvertor())
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
@@ -53,8 +61,8 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         context.metrics.record_search(result.mode, len(result.hits))
         return result.to_dict()
 
-    # ``:path`` so that an id with a "/" reaches us and gets a clear 400, not a 404.
-    @router.post("/conversations/{session_id:path}/turns", responses=_ERRORS)
+    # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
+    @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
     def index_turn(
         session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
         body: TurnRequest,
