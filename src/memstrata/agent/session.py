@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.prompt import PromptResult, build_system_prompt
-from memstrata.agent.tools import MemoryTools, Searcher, ToolContext
+from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.logs import log_event
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
@@ -34,6 +35,9 @@ from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
 from memstrata.sandbox.reconcile import DB_ERRORS
 from memstrata.sandbox.sync import SyncResult, SyncService
+
+if TYPE_CHECKING:
+    from memstrata.retrieval.search import SearchService
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +123,7 @@ async def open_agent_session(
     token_limit: int,
     ratio: float = 0.15,
     session_id: str | None = None,
-    searcher: Searcher | None = None,
+    searcher: SearchService | None = None,
     count: Callable[[str], int] = count_tokens,
 ) -> AgentSession:
     """Sync, track, prompt and tools for a new session (module doc)."""

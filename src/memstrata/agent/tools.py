@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
@@ -40,6 +40,10 @@ from memstrata.sandbox.reconcile import Outcome, SyncResult
 from memstrata.sandbox.rule import has_content
 from memstrata.sandbox.sync import SyncService
 
+if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
+    from memstrata.retrieval.search import SearchHit
+    from memstrata.retrieval.search import SearchService as Searcher
+
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
@@ -48,30 +52,6 @@ MAX_ENTRY_CHARS = 2000
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
 HIT_PREVIEW_CHARS = 400
-
-
-class SearchHitLike(Protocol):
-    @property
-    def text(self) -> str: ...
-    @property
-    def file_path(self) -> str | None: ...
-    @property
-    def created_at(self) -> datetime | None: ...
-    @property
-    def score(self) -> float: ...
-
-
-class SearchResultLike(Protocol):
-    @property
-    def hits(self) -> Sequence[SearchHitLike]: ...
-
-
-class Searcher(Protocol):
-    """``memstrata.retrieval.search.SearchService`` (synchronous; run in a thread)."""
-
-    def search(
-        self, user_id: str, query: str, *, top_k: int = 5, sources: Sequence[str] | None = None
-    ) -> SearchResultLike: ...
 
 
 def _name(value: object, what: str, example: str = "Decisions") -> str:
@@ -93,6 +73,22 @@ def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool 
     if limit is not None and len(value) > limit:
         raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
     return value
+
+
+def search_arguments(
+    query: object, top_k: object = 5, sources: object = None
+) -> tuple[str, int, list[str] | None]:
+    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
+    text = _text(query, "query", MAX_TOOL_QUERY_CHARS)
+    if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
+        raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
+    try:
+        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}") from exc
+    if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
+    return text, top_k, wanted
 
 
 @dataclass(frozen=True)
@@ -214,13 +210,8 @@ class MemoryTools:
         if self.searcher is None:
             return "error: memory_search is not available for this agent"
         try:
-            text = _text(query, "query", MAX_TOOL_QUERY_CHARS)
-            if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
-                raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
-            wanted = None if sources is None else list(sources)
-            if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
-                raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
-        except (ToolInputError, TypeError) as exc:
+            text, top_k, wanted = search_arguments(query, top_k, sources)
+        except ToolInputError as exc:
             return f"error: {exc}"
         search = partial(self.searcher.search, self.ctx.user_id, text, top_k=top_k, sources=wanted)
         try:
@@ -341,8 +332,8 @@ def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False
     return f"{done}{version}."
 
 
-def _format_hit(position: int, hit: SearchHitLike, query: str) -> str:
-    when = "" if hit.created_at is None else f" · {hit.created_at.date().isoformat()}"
+def _format_hit(position: int, hit: SearchHit, query: str) -> str:
+    when = f" · {hit.created_at.date().isoformat()}"
     text = _preview(" ".join(hit.text.split()), query)
     return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
 

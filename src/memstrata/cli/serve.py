@@ -146,6 +146,7 @@ def _banner(
         f"  sandboxes   {settings.resolved_sandbox_root}",
         f"  embeddings  {embeddings}",
         f"  get a token {how}",
+        *([f"  web page    {url}/  (paste a token to sign in)"] if settings.web_ui else []),
         f'  try         curl -H "Authorization: Bearer $TOKEN" {url}/api/config/agent-files/user',
         "  stop        Ctrl-C",
     ]

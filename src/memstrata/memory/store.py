@@ -17,6 +17,7 @@ sync layer's, run in order after this returns. The database is the source of tru
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -151,6 +152,23 @@ class MemoryStore:
             bytes=len(text.encode("utf-8")),
         )
         return self._file(user_id, k, stored)
+
+    def edit_memory_file(
+        self, user_id: str, kind: str | FileKind, edit: Callable[[str], str], *, attempts: int = 3
+    ) -> MemoryFile:
+        """Apply ``edit`` to the stored text ("" when absent) through the write path; when
+        another writer wins the race, again on the fresh copy. ``VersionConflictError``
+        after ``attempts`` lost races; exceptions raised by ``edit`` propagate."""
+        for attempt in range(attempts):
+            current = self.get_memory_file(user_id, kind)
+            new = edit("" if current is None else current.content)
+            expected = 0 if current is None else current.version
+            try:
+                return self.upsert_memory_file(user_id, kind, new, expected, skip_unchanged=True)
+            except VersionConflictError:
+                if attempt == attempts - 1:
+                    raise
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
 
     def _stage(self, user_id: str, kind: FileKind, text: str) -> StagedRows | None:
         """The file's search rows, or None: not indexed, no indexer, or staging failed.

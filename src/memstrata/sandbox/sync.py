@@ -28,6 +28,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import anyio
@@ -178,23 +179,18 @@ class SyncService:
         next session start pushes the new copy (the stale sandbox copy equals its base).
         Exceptions raised by ``edit`` propagate.
         """
-        result = SyncResult(kind.filename, "agent->db", Outcome.CONFLICT, None, "kept changing")
-        for _ in range(MAX_WRITE_ATTEMPTS):
-            try:
-                current = await self._files.get(user_id, kind)
-                content = edit("" if current is None else current.content)
-                version = 0 if current is None else current.version
-                written = await self._files.upsert(user_id, kind, content, version)
-            except VersionConflictError:
-                continue
-            except DB_ERRORS as exc:
-                result = SyncResult(
-                    kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
-                )
-                break
+        edit_db = partial(self.store.edit_memory_file, attempts=MAX_WRITE_ATTEMPTS)
+        try:
+            written = await anyio.to_thread.run_sync(edit_db, user_id, kind, edit)
+        except VersionConflictError:
+            result = SyncResult(kind.filename, "agent->db", Outcome.CONFLICT, None, "kept changing")
+        except DB_ERRORS as exc:
+            result = SyncResult(
+                kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
+            )
+        else:
             outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
             result = SyncResult(kind.filename, "agent->db", outcome, written.version)
-            break
         log_result(user_id, None, AGENT_WRITE.name, result)
         return result
 

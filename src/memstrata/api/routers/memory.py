@@ -1,13 +1,14 @@
 """Retrieval over HTTP: search a user's memory, index a conversation turn.
 
 Both are thin wrappers over the library calls (``mem.search.search`` and
-``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``.
+``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``, typed
+by ``api.schemas`` so /openapi.json describes them.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
@@ -15,7 +16,13 @@ from starlette.convertors import PathConvertor, register_url_convertor
 
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
-from memstrata.api.schemas import ErrorBody, SearchRequest, TurnRequest
+from memstrata.api.schemas import (
+    ErrorBody,
+    IndexReportBody,
+    SearchRequest,
+    SearchResults,
+    TurnRequest,
+)
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 413, 422)
@@ -49,7 +56,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
-    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> dict[str, Any]:
+    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> SearchResults:
         """Hybrid search (BM25 + vectors, RRF, time decay) over this user's memory only.
 
         ``mode`` is ``bm25`` when no embedding API is configured or the query's embedding
@@ -59,7 +66,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             user_id, body.query, top_k=body.top_k, sources=body.sources
         )
         context.metrics.record_search(result.mode, len(result.hits))
-        return result.to_dict()
+        return SearchResults.model_validate(result.to_dict())
 
     # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
     @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
@@ -68,7 +75,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
-    ) -> dict[str, Any]:
+    ) -> IndexReportBody:
         """Index one conversation round (user message + assistant reply) for search.
 
         Idempotent: re-posting the same ``turn_index`` with the same text changes nothing;
@@ -83,6 +90,6 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             timestamp=body.timestamp,
         )
         context.metrics.record_turn_indexed(report.inserted)
-        return report.to_dict()
+        return IndexReportBody.model_validate(report.to_dict())
 
     return router
