@@ -116,10 +116,10 @@ def test_every_error_has_code_detail_and_english_message(
 # -- redirects, OpenAPI, docs -------------------------------------------------------------
 
 
-def test_trailing_slash_is_not_redirected_with_the_host_header(client: TestClient) -> None:
-    response = client.get("/healthz/", headers={"Host": "evil.example"}, follow_redirects=False)
-    assert response.status_code == 404
-    assert "location" not in response.headers
+def test_trailing_slash_redirect_does_not_trust_the_host_header(client: TestClient) -> None:
+    response = client.get("/healthz/?a=1", headers={"Host": "evil.example"}, follow_redirects=False)
+    assert response.status_code == 307
+    assert response.headers["location"] == "/healthz?a=1"
 
 
 def test_openapi_lists_file_names_and_sources(client: TestClient, auth: AuthHeader) -> None:

@@ -83,14 +83,13 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
             await run_in_threadpool(owned.close)
 
     # /docs and /redoc load their JavaScript and CSS from the installed fastapi-offline
-    # package, never from a CDN. No trailing-slash redirects: starlette builds their
-    # Location from the Host header, which a client controls.
+    # package, never from a CDN. Trailing-slash redirects get a relative Location (see
+    # RequestLogMiddleware): starlette builds it from the Host header, which a client sets.
     meta: dict[str, Any] = {
         "title": "memstrata",
         "summary": "Layered, per-user memory for AI agents.",
         "version": _version(),
         "lifespan": lifespan,
-        "redirect_slashes": False,
     }
     if settings.api_docs:
         app = FastAPIOffline(**meta)
