@@ -9,11 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
 
+# PostgreSQL ``integer`` columns (version, turn index) hold at most this.
+MAX_INT = 2**31 - 1
+
 
 class ErrorBody(BaseModel):
-    """Every error: a string ``detail``; 409 and 422 add the fields below."""
+    """Every error: ``code``, ``detail`` (the spec's words where it has them) and an
+    English ``message``; 409 and 422 add the fields below."""
 
-    detail: str
+    code: str = Field(examples=["invalid_file_name"], description="Machine-readable.")
+    detail: str = Field(examples=["无效的文件名"])
+    message: str = Field(examples=["invalid file name: use one of user, soul, memory"])
     expected_version: int | None = Field(default=None, description="409 only.")
     current_version: int | None = Field(default=None, description="409 only.")
     errors: list[dict[str, object]] | None = Field(default=None, description="422 only.")
@@ -28,7 +34,7 @@ class AgentFile(BaseModel):
 
 class AgentFileUpdate(BaseModel):
     content: StrictStr = Field(description="The file's complete new text (UTF-8).")
-    expected_version: Annotated[StrictInt, Field(ge=0)] | None = Field(
+    expected_version: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] | None = Field(
         default=None,
         description="Optimistic lock: write only if the stored version is this one "
         "(0: only if the file does not exist). Same as the If-Match header.",
@@ -122,7 +128,7 @@ class IndexReportBody(BaseModel):
 class TurnRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    turn_index: Annotated[StrictInt, Field(ge=0)]
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
     user_message: StrictStr = ""
     assistant_reply: StrictStr = ""
     timestamp: datetime | None = Field(
@@ -138,3 +144,9 @@ class Readiness(BaseModel):
     status: str
     database: str
     pgvector: str | None = None
+    vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
+        default="unknown",
+        description="degraded: rows wait for a vector or the embedding circuit is open; "
+        "search still answers (BM25 for those rows). off: no embedding API.",
+    )
+    pending: int | None = Field(default=None, description="Rows waiting for a vector.")

@@ -7,11 +7,14 @@ by ``api.schemas`` so /openapi.json describes them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
+from starlette.convertors import PathConvertor, register_url_convertor
 
+from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import (
     ErrorBody,
@@ -26,7 +29,30 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
+SESSION_ID_RULE = (
+    "1–200 characters; any printable characters except '/' and '\\' "
+    "(letters, digits and . _ : - are always safe in a URL)"
+)
+_SESSION_ID = re.compile(r"\A[^/\\\x00-\x1f\x7f]{1,200}\Z")
+
+
+def http_session_id(value: str) -> str:
+    """A session id from a URL path, or 400 saying which characters are allowed."""
+    if not _SESSION_ID.match(value):
+        raise ApiError(
+            400, f"invalid session_id {value[:60]!r}: {SESSION_ID_RULE}", code="invalid_session_id"
+        )
+    return value
+
+
+class _AnythingConvertor(PathConvertor):
+    """Like ``path``, but also across newlines (``.`` in starlette's ``.*`` does not)."""
+
+    regex = r"[\s\S]*"
+
+
 def build_router(route_class: type[APIRoute]) -> APIRouter:
+    register_url_convertor("anything", _AnythingConvertor())
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
@@ -42,9 +68,10 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         context.metrics.record_search(result.mode, len(result.hits))
         return SearchResults.model_validate(result.to_dict())
 
-    @router.post("/conversations/{session_id}/turns", responses=_ERRORS)
+    # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
+    @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
     def index_turn(
-        session_id: Annotated[str, Path(min_length=1, max_length=200)],
+        session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
@@ -56,7 +83,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         """
         report = context.mem.indexer.index_turn(
             user_id,
-            session_id,
+            http_session_id(session_id),
             body.turn_index,
             body.user_message,
             body.assistant_reply,
