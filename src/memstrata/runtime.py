@@ -65,12 +65,15 @@ class Memstrata:
             mem.embedder,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
+            templates=templates.load,
         )
         mem.search = SearchService(
             IndexCache(db.sessions, settings.search_cache_users),
             mem.embedder,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
+            min_candidates=settings.min_candidates,
+            query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
         )

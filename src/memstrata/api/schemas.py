@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH
 from memstrata.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_K
 
 Source = Literal["memory", "conversation", "notes"]
@@ -73,6 +74,12 @@ class SearchRequest(BaseModel):
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
     )
+    as_of: datetime | None = Field(
+        default=None,
+        description="Search as of this time (ISO 8601; default now): decay is measured from "
+        "it and conversation/notes rows dated after it are left out. The resident files "
+        "(USER.md, MEMORY.md) have no history and always take part.",
+    )
 
 
 class TurnRequest(BaseModel):
@@ -94,3 +101,67 @@ class Readiness(BaseModel):
     status: str
     database: str
     pgvector: str | None = None
+
+
+# -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------
+
+
+class BatchTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SESSION_ID_LENGTH)]
+    turn_index: Annotated[StrictInt, Field(ge=0)]
+    user_message: StrictStr = ""
+    assistant_reply: StrictStr = ""
+    timestamp: datetime | None = Field(
+        default=None,
+        description="When the turn happened (ISO 8601); default now; at most a few minutes "
+        "in the future. Drives decay.",
+    )
+
+
+class BatchTurnsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turns: Annotated[list[BatchTurn], Field(min_length=1, max_length=MAX_BATCH_TURNS)] = Field(
+        description=f"1 to {MAX_BATCH_TURNS} turns, of one or several sessions; the whole "
+        "request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default)."
+    )
+
+
+class TurnReport(BaseModel):
+    file_path: str = Field(examples=["sessions/s1/0"])
+    chunks: int
+    inserted: int
+    deleted: int
+    unchanged: int
+    embedded: int
+    embedding_failed: int
+    embed_seconds: float
+    warnings: list[str]
+
+
+class BatchTurnsResult(BaseModel):
+    turns: int = Field(description="Turns in the request (all stored).")
+    inserted: int = Field(description="Rows written, summed over the turns.")
+    unchanged: int
+    embedded: int = Field(description="Rows stored with a vector.")
+    embedding_failed: int = Field(
+        description="Rows stored without a vector (embedding API failure); they are searched "
+        "with BM25 until re-embedded."
+    )
+    reports: list[TurnReport] = Field(description="One report per turn, in request order.")
+
+
+class BatchTurnError(BaseModel):
+    index: int = Field(description="Position of the turn in the request's `turns`.")
+    session_id: str | None
+    turn_index: int | None
+    error: str
+
+
+class BatchTurnsRejected(BaseModel):
+    """422: nothing was stored; every invalid turn is listed."""
+
+    detail: str
+    errors: list[BatchTurnError]

@@ -159,7 +159,7 @@ def run_locomo(
                         question,
                         vector if spec["vector"] else None,
                         top_k=k,
-                        now=conv.now,
+                        as_of=conv.now,
                         decay=spec["decay"],
                         use_bm25=spec["use_bm25"],
                     )
