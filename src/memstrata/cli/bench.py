@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from memstrata.bench.harness import Dataset
 from memstrata.cli.app import app, fail, load_settings, open_runtime
 from memstrata.config import Settings
+from memstrata.errors import EmbeddingError
+from memstrata.retrieval.search import DecayPolicy
 from memstrata.runtime import Memstrata
 
 bench_app = typer.Typer(help="Retrieval benchmarks.", no_args_is_help=True)
@@ -57,64 +60,136 @@ def parse_ks(value: str) -> list[int]:
     return ks
 
 
-@bench_app.command("locomo")
-def locomo_command(
-    path: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file.")],
-    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "5,10",
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="Only the first N conversations.")
-    ] = None,
-    grid: Annotated[
-        bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
-    ] = False,
-    database_url: DatabaseUrl = None,
+Limit = Annotated[
+    int | None,
+    typer.Option("--limit", help="Only the first N questions, balanced over question types."),
+]
+Ks = Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")]
+NoPeers = Annotated[
+    bool, typer.Option("--no-peers", help="Skip the peer baselines (bm25s, dense, RRF).")
+]
+
+
+def _run_quality(
+    name: str,
+    load: Callable[[], Dataset],
+    k: str,
+    database_url: str | None,
+    *,
+    peers: bool = True,
+    variants: dict[str, tuple[bool, bool, DecayPolicy]] | None = None,
+    table: bool = False,
 ) -> None:
-    """Recall@k of BM25, vector, hybrid and hybrid with the spec's decay on LoCoMo.
+    """Load, run, print a summary on stderr and the JSON object as the last line."""
+    from memstrata.bench.harness import BenchError, run
 
-    The last line printed is one JSON object with the recall figures.
-    """
-    from memstrata.bench.locomo import VARIANTS, run_locomo
-    from memstrata.retrieval.search import DecayPolicy
-
-    if not path.is_file():
-        fail(
-            f"{path} is not a file; pass a LoCoMo JSON file such as "
-            "../shared/bench/locomo/locomo-dev.json"
-        )
     ks = parse_ks(k)
-    variants = dict(VARIANTS)
-    if grid:
-        for half_life in (30.0, 90.0, 365.0):
-            for floor in (0.0, 0.5, 0.8, 0.9):
-                variants[f"decay_hl{half_life:g}_floor{floor:g}"] = {
-                    "use_bm25": True,
-                    "vector": True,
-                    "decay": DecayPolicy(True, half_life, floor),
-                }
+    try:
+        dataset = load()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"cannot read the {name} data: {type(exc).__name__}: {exc}")
     with bench_runtime(database_url) as mem:
         if mem.embedder is None:
             fail("no embedding API: configure one or leave MEMSTRATA_EMBEDDING_AUTOSTART on")
         try:
-            result = run_locomo(
+            result = run(
                 mem,
-                path,
+                dataset,
                 ks,
+                peers=peers,
                 variants=variants,
-                limit=limit,
                 progress=lambda m: typer.echo(m, err=True),
             )
-        except (ValueError, KeyError) as exc:
-            fail(f"{path} is not LoCoMo-format data: {exc}")
+        except (BenchError, EmbeddingError) as exc:
+            fail(f"{name} benchmark failed, no figures reported: {exc}")
     typer.echo(
-        f"indexed {result.rounds} turns in {result.index_seconds:.1f} s "
-        f"({result.rounds / max(result.index_seconds, 1e-9):.1f} turns/s; "
-        f"embedding {result.embed_seconds:.1f} s)",
+        f"indexed {result.turns} turns in {result.index_seconds:.1f} s "
+        f"({result.turns / max(result.index_seconds, 1e-9):.1f} turns/s) through the batch "
+        f"path; {result.rows_with_vectors} of {result.rows} rows have vectors",
         err=True,
     )
+    for score in dataset.scores:
+        for variant, recall in result.table(score).items():
+            line = "  ".join(f"@{kk}={v:.4f}" for kk, v in recall.items())
+            typer.echo(f"{score:8s} {variant:24s} {line}", err=not table)
+    for key, agg in sorted(result.by_kind.items()):
+        typer.echo(f"by type  {key:56s} {agg['sum'] / agg['n']:.4f} (n={agg['n']:.0f})", err=True)
+    typer.echo(result.to_json(dataset.scores))
+
+
+def _need(path: Path, what: str, *, folder: bool = False) -> None:
+    if folder and not path.is_dir():
+        fail(f"{path} is not a directory; pass the folder holding {what}")
+    if not folder and not path.is_file():
+        fail(f"{path} is not a file; pass {what}")
+
+
+@bench_app.command("locomo")
+def locomo_command(
+    path: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file.")],
+    k: Ks = "5,10",
+    limit: Limit = None,
+    grid: Annotated[
+        bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
+    ] = False,
+    no_peers: NoPeers = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Recall@k (evidence turns) of memstrata's variants and the peers on LoCoMo.
+
+    The last line printed is one JSON object with the recall figures.
+    """
+    from memstrata.bench.harness import VARIANTS
+    from memstrata.bench.locomo import locomo_dataset
+
+    _need(path, "a LoCoMo-format JSON file (a list of conversations)")
+    variants = dict(VARIANTS)
     if grid:
-        for name, recall in result.recall.items():
-            typer.echo(f"{name:32s} " + "  ".join(f"@{kk}={v:.4f}" for kk, v in recall.items()))
-    typer.echo(result.to_json())
+        for half_life in (30.0, 90.0, 365.0):
+            for floor in (0.0, 0.5, 0.8, 0.9):
+                name = f"decay_hl{half_life:g}_floor{floor:g}"
+                variants[name] = (True, True, DecayPolicy(True, half_life, floor))
+    _run_quality(
+        "LoCoMo",
+        lambda: locomo_dataset(path, limit),
+        k,
+        database_url,
+        peers=not no_peers,
+        variants=variants,
+        table=grid,
+    )
+
+
+@bench_app.command("longmemeval")
+def longmemeval_command(
+    path: Annotated[Path, typer.Argument(help="LongMemEval_S-format .json or .json.gz file.")],
+    k: Ks = "5,10",
+    limit: Limit = None,
+    no_peers: NoPeers = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """recall_all@k and recall_any@k (answer sessions) on LongMemEval_S-format data."""
+    from memstrata.bench.longmemeval import longmemeval_dataset
+
+    _need(path, "a LongMemEval_S-format .json or .json.gz file")
+    _run_quality(
+        "LongMemEval", lambda: longmemeval_dataset(path, limit), k, database_url, peers=not no_peers
+    )
+
+
+@bench_app.command("madial")
+def madial_command(
+    path: Annotated[Path, typer.Argument(help="Folder with the dialogue and memory JSON files.")],
+    k: Ks = "5,10",
+    limit: Limit = None,
+    no_peers: NoPeers = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Recall@k of the relevant memory events on MADial-Bench (Chinese)."""
+    from memstrata.bench.madial import madial_dataset
+
+    _need(path, "the MADial-Bench dialogue and memory JSON files", folder=True)
+    _run_quality("MADial", lambda: madial_dataset(path, limit), k, database_url, peers=not no_peers)
 
 
 @bench_app.command("latency")
