@@ -44,6 +44,9 @@ def bench_runtime(database_url: str | None, *, embeddings: bool = True) -> Itera
                 "data_dir": Path(tmp),
                 "database_url": database_url,
                 "embedding_autostart": embeddings,
+                # Throughput, not latency: a batch of 64 long passages on a busy machine
+                # can take longer than the interactive default of 10 s.
+                "embedding_timeout_s": max(base.embedding_timeout_s, 300.0),
             }
         )
         with open_runtime(settings) as mem:

@@ -137,19 +137,16 @@ _DEFAULT_TERMS_MAX = 500_000
 
 def _default_terms(raw: list[str]) -> list[str]:
     memo = _DEFAULT_TERMS
-    for term in set(raw).difference(memo):
-        if len(memo) >= _DEFAULT_TERMS_MAX:
+    missing = set(raw).difference(memo)
+    if missing:
+        if len(memo) + len(missing) > _DEFAULT_TERMS_MAX:
             memo.clear()
-        memo[term] = "" if term in ENGLISH_STOPWORDS else light_stem(term)
-    get = memo.get
-    out = []
-    for term in raw:
-        done = get(term)
-        if done is None:  # cleared meanwhile by another thread
-            done = "" if term in ENGLISH_STOPWORDS else light_stem(term)
-        if done:
-            out.append(done)
-    return out
+        for term in missing:
+            memo[term] = "" if term in ENGLISH_STOPWORDS else light_stem(term)
+    mapped = list(map(memo.get, raw))
+    if None in mapped:  # cleared meanwhile by another thread: do it the slow way
+        mapped = ["" if t in ENGLISH_STOPWORDS else light_stem(t) for t in raw]
+    return list(filter(None, mapped))
 
 
 def tokenize(
