@@ -73,6 +73,7 @@ def _copy_rows(
     texts: list[str],
     vectors: npt.NDArray[np.float32],
     start: datetime,
+    model: str = MODEL,
 ) -> None:
     from pgvector.psycopg import register_vector
 
@@ -118,7 +119,7 @@ def _copy_rows(
                         padded,
                         start + timedelta(minutes=i),
                         content_hash(body),
-                        MODEL,
+                        model,
                         dim,
                         Jsonb([f"bench:{i}"]),
                     )

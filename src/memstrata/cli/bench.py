@@ -218,3 +218,35 @@ def latency_command(
             progress=lambda m: typer.echo(m, err=True),
         )
     typer.echo(json.dumps(result))
+
+
+@bench_app.command("http")
+def http_command(
+    locomo: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file (texts, questions).")],
+    chunks: Annotated[int, typer.Option("--chunks", help="Rows of the measured user.")] = 10_000,
+    queries: Annotated[int, typer.Option("--queries", help="Timed questions per phase.")] = 200,
+    restarts: Annotated[int, typer.Option("--restarts", help="Cold starts measured.")] = 3,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """End-to-end HTTP search latency (idle, while another user ingests, cold) and the
+    batch endpoint's ingestion rate against the single-turn endpoint's."""
+    from memstrata.bench.http_latency import run_http
+
+    _need(locomo, "a LoCoMo-format JSON file")
+    if chunks < 1 or queries < 10 or restarts < 1:
+        fail("need --chunks >= 1, --queries >= 10 and --restarts >= 1")
+    with bench_runtime(database_url) as mem:
+        if mem.embedder is None:
+            fail("no embedding API: configure one or leave MEMSTRATA_EMBEDDING_AUTOSTART on")
+        try:
+            result = run_http(
+                mem,
+                locomo,
+                chunks=chunks,
+                queries=queries,
+                restarts=restarts,
+                progress=lambda m: typer.echo(m, err=True),
+            )
+        except (RuntimeError, ValueError, KeyError) as exc:
+            fail(f"HTTP benchmark failed, no figures reported: {exc}")
+    typer.echo(json.dumps(result))
