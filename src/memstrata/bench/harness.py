@@ -42,14 +42,31 @@ SPEC_DECAY = DecayPolicy(True, 30.0, 0.0)
 RECOMMENDED_FLOOR = DecayPolicy(True, 30.0, 0.9)  # docs/BENCHMARKS.md, decay grid
 NO_DECAY = DecayPolicy(enabled=False)
 
-# memstrata variants: (use BM25, use vectors, decay)
-VARIANTS: dict[str, tuple[bool, bool, DecayPolicy]] = {
-    "bm25": (True, False, NO_DECAY),
-    "vector": (False, True, NO_DECAY),
-    "hybrid": (True, True, NO_DECAY),
-    "hybrid_spec_decay": (True, True, SPEC_DECAY),
-    "hybrid_floor0.9": (True, True, RECOMMENDED_FLOOR),
+
+@dataclass(frozen=True)
+class Variant:
+    use_bm25: bool
+    use_vector: bool
+    decay: DecayPolicy
+    min_candidates: int | None = None  # None: the service's setting
+
+
+VARIANTS: dict[str, Variant] = {
+    "bm25": Variant(True, False, NO_DECAY),
+    "vector": Variant(False, True, NO_DECAY),
+    "hybrid": Variant(True, True, NO_DECAY),
+    "hybrid_spec_decay": Variant(True, True, SPEC_DECAY),
+    "hybrid_floor0.9": Variant(True, True, RECOMMENDED_FLOOR),
 }
+
+
+def depth_grid(mins: Sequence[int]) -> dict[str, Variant]:
+    """Hybrid with and without the spec's decay at several minimum candidate depths."""
+    grid = {}
+    for m in mins:
+        grid[f"hybrid_min{m}"] = Variant(True, True, NO_DECAY, m)
+        grid[f"hybrid_spec_decay_min{m}"] = Variant(True, True, SPEC_DECAY, m)
+    return grid
 
 
 T = TypeVar("T")
@@ -112,6 +129,8 @@ class BenchResult:
     turns: int = 0
     index_seconds: float = 0.0
     sums: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
+    # Questions whose first 5 hits at top_k=5 equal the first 5 at the full depth.
+    stable: dict[str, int] = field(default_factory=dict)
     by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def table(self, score: str) -> dict[str, dict[str, float]]:
@@ -154,7 +173,7 @@ def run(
     ks: Sequence[int] = (5, 10),
     *,
     peers: bool = True,
-    variants: dict[str, tuple[bool, bool, DecayPolicy]] | None = None,
+    variants: dict[str, Variant] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> BenchResult:
     if mem.embedder is None:
@@ -168,7 +187,9 @@ def run(
         peer = PeerIndex(case.rounds, mem.embedder) if peers else None
         unigram = _unigram_bm25(mem, case.user_id) if dataset.chinese else None
         for q in case.questions:
-            ranked = _rankings(mem, dataset, case, q, peer, unigram, variants or VARIANTS)
+            ranked = _rankings(
+                mem, dataset, case, q, peer, unigram, variants or VARIANTS, result.stable
+            )
             result.questions += 1
             for name, covered in ranked.items():
                 units = distinct_units(covered, dataset.unit)
@@ -221,24 +242,36 @@ def _rankings(
     q: Question,
     peer: PeerIndex | None,
     unigram: BM25Index[tuple[str, int]] | None,
-    variants: dict[str, tuple[bool, bool, DecayPolicy]],
+    variants: dict[str, Variant],
+    stable: dict[str, int],
 ) -> dict[str, list[tuple[str, ...]]]:
     """Each variant's ranked hits, as the turn ids each hit covers."""
     assert mem.embedder is not None
     vector = np.asarray(mem.embedder.embed([q.text], "query")[0], dtype=np.float32)
     out: dict[str, list[tuple[str, ...]]] = {}
     hits_of: dict[str, list[SearchHit]] = {}
-    for name, (use_bm25, use_vector, decay) in variants.items():
-        response = mem.search.search_with_vector(
-            case.user_id,
-            q.text,
-            vector if use_vector else None,
-            top_k=dataset.depth,
-            as_of=q.as_of,
-            decay=decay,
-            use_bm25=use_bm25,
-        )
-        if use_vector and response.mode != "hybrid":
+    for name, v in variants.items():
+        default_min = mem.search.min_candidates
+        if v.min_candidates is not None:
+            mem.search.min_candidates = v.min_candidates
+        try:
+            first5, response = (
+                mem.search.search_with_vector(
+                    case.user_id,
+                    q.text,
+                    vector if v.use_vector else None,
+                    top_k=top_k,
+                    as_of=q.as_of,
+                    decay=v.decay,
+                    use_bm25=v.use_bm25,
+                )
+                for top_k in (5, dataset.depth)
+            )
+        finally:
+            mem.search.min_candidates = default_min
+        same = [h.source_ids for h in first5.hits] == [h.source_ids for h in response.hits[:5]]
+        stable[name] = stable.get(name, 0) + int(same)
+        if v.use_vector and response.mode != "hybrid":
             raise BenchError(f"{case.user_id}: search ran without vectors ({response.mode})")
         hits_of[name] = response.hits
         out[name] = [h.source_ids for h in response.hits]

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from memstrata.bench.harness import Dataset
+from memstrata.bench.harness import Dataset, Variant
 from memstrata.cli.app import app, fail, load_settings, open_runtime
 from memstrata.config import Settings
 from memstrata.errors import EmbeddingError
@@ -80,7 +80,7 @@ def _run_quality(
     database_url: str | None,
     *,
     peers: bool = True,
-    variants: dict[str, tuple[bool, bool, DecayPolicy]] | None = None,
+    variants: dict[str, Variant] | None = None,
     table: bool = False,
 ) -> None:
     """Load, run, print a summary on stderr and the JSON object as the last line."""
@@ -115,6 +115,12 @@ def _run_quality(
         for variant, recall in result.table(score).items():
             line = "  ".join(f"@{kk}={v:.4f}" for kk, v in recall.items())
             typer.echo(f"{score:8s} {variant:24s} {line}", err=not table)
+    for variant, same in result.stable.items():
+        typer.echo(
+            f"top-5 same at top_k=5 and top_k={dataset.depth}: {variant:28s} "
+            f"{same / max(result.questions, 1):.4f}",
+            err=not table,
+        )
     for key, agg in sorted(result.by_kind.items()):
         typer.echo(f"by type  {key:56s} {agg['sum'] / agg['n']:.4f} (n={agg['n']:.0f})", err=True)
     typer.echo(result.to_json(dataset.scores))
@@ -135,6 +141,10 @@ def locomo_command(
     grid: Annotated[
         bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
     ] = False,
+    depths: Annotated[
+        bool,
+        typer.Option("--depth-grid", help="Also score minimum candidate depths 1–100."),
+    ] = False,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -142,7 +152,7 @@ def locomo_command(
 
     The last line printed is one JSON object with the recall figures.
     """
-    from memstrata.bench.harness import VARIANTS
+    from memstrata.bench.harness import VARIANTS, depth_grid
     from memstrata.bench.locomo import locomo_dataset
 
     _need(path, "a LoCoMo-format JSON file (a list of conversations)")
@@ -151,7 +161,9 @@ def locomo_command(
         for half_life in (30.0, 90.0, 365.0):
             for floor in (0.0, 0.5, 0.8, 0.9):
                 name = f"decay_hl{half_life:g}_floor{floor:g}"
-                variants[name] = (True, True, DecayPolicy(True, half_life, floor))
+                variants[name] = Variant(True, True, DecayPolicy(True, half_life, floor))
+    if depths:
+        variants.update(depth_grid((1, 15, 30, 50, 100)))
     _run_quality(
         "LoCoMo",
         lambda: locomo_dataset(path, limit),
@@ -159,7 +171,7 @@ def locomo_command(
         database_url,
         peers=not no_peers,
         variants=variants,
-        table=grid,
+        table=grid or depths,
     )
 
 
