@@ -14,6 +14,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+# Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
+MIN_CANDIDATES = 50
+# Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
+QUERY_CACHE_ENTRIES = 1024
 
 
 class EmbeddingModelSpec(BaseModel):
@@ -158,6 +162,17 @@ class Settings(BaseSettings):
     rrf_k: int = Field(default=60, ge=1, description="RRF constant (spec: 60).")
     candidate_multiplier: int = Field(
         default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."
+    )
+    min_candidates: int = Field(
+        default=MIN_CANDIDATES,
+        ge=1,
+        description="Candidates per side are max(multiplier × top_k, this), so the first "
+        "results do not change with top_k (chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    query_cache_entries: int = Field(
+        default=QUERY_CACHE_ENTRIES,
+        ge=0,
+        description="Query embeddings kept in an LRU keyed by model + text (0 = off).",
     )
     decay_half_life_days: float = Field(
         default=30.0, gt=0, description="Time-decay half-life in days (spec: 30)."

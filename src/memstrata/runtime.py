@@ -86,6 +86,7 @@ class Memstrata:
             provider,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
+            templates=templates.load,
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
         search = SearchService(
@@ -93,6 +94,8 @@ class Memstrata:
             provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
+            min_candidates=settings.min_candidates,
+            query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
         )
