@@ -172,6 +172,7 @@ def _banner(
         f"  embeddings  {embeddings}",
         f"  get a token {how}",
         f'  try         curl -H "Authorization: Bearer $TOKEN" {url}/api/config/agent-files/user',
+        *([f"  mcp         {url}/mcp  (same bearer token)"] if settings.mcp_http_enabled else []),
         "  stop        Ctrl-C",
     ]
     typer.echo("\n".join(lines))
