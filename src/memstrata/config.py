@@ -150,6 +150,11 @@ class Settings(BaseSettings):
         "builtin skills are always included.",
     )
     api_prefix: str = Field(default="", description="Prefix when mounted into a host app.")
+    web_ui: bool = Field(
+        default=True,
+        description="Serve the memory settings page at <api_prefix>/ (see docs/WEB.md); "
+        "false for hosts with their own frontend.",
+    )
     host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
     port: int = Field(default=8700, ge=1, le=65535, description="`memstrata serve` port.")
     max_request_bytes: int = Field(

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult
 
 from memstrata.agent.schemas import tool_schemas
-from memstrata.agent.tools import MemoryTools
+from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
@@ -315,7 +315,7 @@ async def test_agent_tools_answer_like_the_agent(connect: ClientFactory, mem: Me
         ("update_user", {"section": "Profile"}),
     ]
     await mem.sync.provision_user("bob")
-    agent = MemoryTools("bob", mem.sync, mem.sandboxes.for_user("bob", None))
+    agent = MemoryTools(ToolContext.bind("bob", mem.sync, mem.sandboxes.for_user("bob", None)))
     expected = [await agent.call(name, arguments) for name, arguments in calls]
     async with connect("alice") as client:
         results = [await client.call_tool(name, arguments) for name, arguments in calls]

@@ -30,11 +30,16 @@ import anyio.to_thread
 from mcp_types import Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from memstrata.agent.schemas import ToolInputError, check_arguments, tool_schemas
-from memstrata.agent.tools import MemoryTools, search_arguments
+from memstrata.agent.schemas import check_arguments, tool_schemas
+from memstrata.agent.tools import MemoryTools, ToolContext, search_arguments
 from memstrata.api.errors import validation_error
 from memstrata.api.schemas import TurnRequest
-from memstrata.errors import InvalidContentError, InvalidFileTypeError, UnknownSkillError
+from memstrata.errors import (
+    InvalidContentError,
+    InvalidFileTypeError,
+    ToolInputError,
+    UnknownSkillError,
+)
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, file_kind, read_file, write_file
 
@@ -169,7 +174,7 @@ def _agent_tool(name: str) -> Handler:
         # A brand-new user starts from the templates, as an agent session would.
         await read_file(caller, file_kind("memory", writable=True))
         sandbox = mem.sandboxes.for_user(user_id, None)
-        tools = MemoryTools(user_id, mem.sync, sandbox, searcher=mem.search)
+        tools = MemoryTools(ToolContext.bind(user_id, mem.sync, sandbox), searcher=mem.search)
         text = await tools.call(name, arguments)
         failed = text.startswith(_AGENT_FAILED)
         if not failed:
