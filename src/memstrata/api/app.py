@@ -86,6 +86,10 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=settings.api_prefix)
     app.include_router(create_router(context), prefix=settings.api_prefix)
+    if settings.mcp_http_enabled:  # before any catch-all mount
+        from memstrata.mcp.http import mount_mcp  # memstrata.mcp imports memstrata.api
+
+        mount_mcp(app, context)
     if settings.web_ui:
         app.include_router(web_router(), prefix=settings.api_prefix)
     return app
