@@ -15,8 +15,7 @@ from pydantic import BaseModel, Field
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import ErrorBody
 from memstrata.memory.kinds import USER_FILE_KINDS
-from memstrata.retrieval.cache import SOURCES
-from memstrata.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_K
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 
 
 class MemoryFileName(BaseModel):
