@@ -67,7 +67,7 @@ class Memstrata:
             context_tokens=settings.conversation_context_tokens,
         )
         mem.search = SearchService(
-            IndexCache(db.sessions, settings.search_cache_users),
+            IndexCache(db.sessions, settings.search_cache_users, settings.search_cache_bytes),
             mem.embedder,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
