@@ -58,6 +58,9 @@ from memstrata.retrieval.rounds import Round
 from memstrata.runtime import Memstrata
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.load import cache_memory  # noqa: E402  (run as a script from any directory)
+
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 POOL_USER = "load-pool"
 USER_PREFIX = "load-u"
@@ -117,6 +120,9 @@ def main() -> None:
         mem = Memstrata.open(settings, database=Database.open(settings), embedding_spec=spec)
         try:
             seeding = seed(mem, args, work)
+            seeding["cache_memory"] = cache_memory.measure(
+                mem, cache_memory.largest_users(mem, USER_PREFIX, 20)
+            )
             print(json.dumps({"seeding": seeding}), flush=True)
             env = {
                 **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
@@ -130,7 +136,8 @@ def main() -> None:
                 "MEMSTRATA_EMBEDDING_MODEL": spec.name,
                 "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
             }
-            runs = [run_replicas(n, env, args, work, secret) for n in args.replicas]
+            probe = _EmbeddingProbe(spec.base_url, spec.name)
+            runs = [run_replicas(n, env, args, work, secret, probe) for n in args.replicas]
         finally:
             mem.close()
     result = {
@@ -143,7 +150,6 @@ def main() -> None:
     (work / "results.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)
     if args.write_doc:
-        sys.path.insert(0, str(ROOT))
         from benchmarks.run import replace_section
 
         doc_path = ROOT / "docs" / "BENCHMARKS.md"
@@ -230,7 +236,12 @@ def _spread(values: np.ndarray) -> dict[str, float]:
 
 
 def run_replicas(
-    count: int, env: dict[str, str], args: argparse.Namespace, work: Path, secret: str
+    count: int,
+    env: dict[str, str],
+    args: argparse.Namespace,
+    work: Path,
+    secret: str,
+    probe: _EmbeddingProbe,
 ) -> dict[str, Any]:
     ports = [_free_port() for _ in range(count)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
@@ -246,7 +257,7 @@ def run_replicas(
     try:
         for process, url in zip(processes, urls, strict=True):
             _wait_ready(process, url)
-        rss = _RssSampler([p.pid for p in processes])
+        rss = _RssSampler([p.pid for p in processes], probe)
         rss.start()
         prefix = work / f"locust-{count}"
         locust_env = {
@@ -286,6 +297,7 @@ def run_replicas(
         "duration_s": args.duration,
         "endpoints": _read_stats(Path(f"{prefix}_stats.csv")),
         "rss_mib": rss.summary(),
+        "embedder_probe_ms": probe.summary(),
         "search_cache": caches,
     }
 
@@ -310,10 +322,39 @@ def _read_stats(path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-class _RssSampler:
-    """Resident set size of each replica, sampled once a second."""
+class _EmbeddingProbe:
+    """The baseline in the same run: one short query embedded directly by the embedding
+    server, timed, once per sampling tick (the service's search waits for the same)."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, base_url: str, model: str) -> None:
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._body = {"model": model, "input": ["query: what did she do at the lake"]}
+        self._ms: list[float] = []
+
+    def tick(self) -> None:
+        started = time.perf_counter()
+        try:
+            httpx.post(self._url, json=self._body, timeout=60).raise_for_status()
+        except httpx.HTTPError:
+            return
+        self._ms.append((time.perf_counter() - started) * 1000)
+
+    def summary(self) -> dict[str, float]:
+        ms, self._ms = self._ms, []
+        if not ms:
+            return {}
+        return {
+            "samples": len(ms),
+            "p50": round(float(np.percentile(ms, 50)), 1),
+            "p95": round(float(np.percentile(ms, 95)), 1),
+        }
+
+
+class _RssSampler:
+    """Resident set size of each replica, sampled once a second (with the embedder probe)."""
+
+    def __init__(self, pids: list[int], probe: _EmbeddingProbe) -> None:
+        self._probe = probe
         self._procs = [psutil.Process(pid) for pid in pids]
         self._samples: list[list[int]] = [[] for _ in pids]
         self._stop = threading.Event()
@@ -331,6 +372,7 @@ class _RssSampler:
             for proc, samples in zip(self._procs, self._samples, strict=True):
                 with contextlib.suppress(psutil.Error):
                     samples.append(proc.memory_info().rss)
+            self._probe.tick()
 
     def summary(self) -> list[dict[str, float]]:
         mib = 1024 * 1024
@@ -398,6 +440,20 @@ def _command(args: argparse.Namespace) -> str:
 # -- report ----------------------------------------------------------------------------
 
 
+def _cache_line(c: dict[str, Any]) -> str:
+    native = c["native_dim"]
+    kib = 1024
+    return (
+        f"Search-cache memory, measured with tracemalloc on the {c['chunks']} real rows of "
+        f"the {c['users']} largest seeded users ({c['mean_chars_per_chunk']} characters per "
+        f"chunk on average): **{c[f'bytes_per_1k_chunks_{native}d'] / kib:.0f} KiB per 1,000 "
+        f"chunks** with {native}-dimension vectors (the cache's estimate: "
+        f"{c[f'estimate_per_1k_chunks_{native}d'] / kib:.0f} KiB), "
+        f"**{c['bytes_per_1k_chunks_2560d'] / kib:.0f} KiB** with 2560-dimension vectors "
+        f"(estimate {c['estimate_per_1k_chunks_2560d'] / kib:.0f} KiB)."
+    )
+
+
 def render(result: dict[str, Any]) -> str:
     s = result["seeding"]
     spread = s["rows_per_user"]
@@ -415,6 +471,8 @@ def render(result: dict[str, Any]) -> str:
         f"indexed with real embeddings in {s['pool_index_seconds']} s; copy "
         f"{s['copy_seconds']} s.",
         "",
+        _cache_line(s["cache_memory"]),
+        "",
         "| replicas | endpoint | requests | req/s | p50 ms | p95 ms | p99 ms | errors |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -427,8 +485,9 @@ def render(result: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "| replicas | RSS per replica (MiB: start → end, max) | search cache per replica |",
-        "|---|---|---|",
+        "| replicas | RSS per replica (MiB: start → end, max) | search cache per replica "
+        "| embedder alone, p50 / p95 |",
+        "|---|---|---|---|",
     ]
     for run in result["runs"]:
         rss = "; ".join(f"{r['start']} → {r['end']}, max {r['max']}" for r in run["rss_mib"])
@@ -438,7 +497,11 @@ def render(result: dict[str, Any]) -> str:
             f"evictions {c.get('evictions_total', 0):.0f}"
             for c in run["search_cache"]
         )
-        lines.append(f"| {run['replicas']} | {rss} | {cache} |")
+        probe = run["embedder_probe_ms"]
+        lines.append(
+            f"| {run['replicas']} | {rss} | {cache} | "
+            f"{probe.get('p50', 0):.0f} / {probe.get('p95', 0):.0f} ms |"
+        )
     lines += ["", "Raw result:", "", "```json", json.dumps(result), "```"]
     return "\n".join(lines)
 
