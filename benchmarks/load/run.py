@@ -99,7 +99,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent Locust users")
     parser.add_argument("--duration", type=int, default=60, help="seconds per replica count")
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="keep the database here; a directory seeded by an earlier run is reused as is",
+    )
     parser.add_argument("--write-doc", action="store_true", help="update docs/BENCHMARKS.md")
     args = parser.parse_args()
     if not 1 <= args.duration <= 600 or not 1 <= args.clients <= 200:
@@ -119,10 +124,15 @@ def main() -> None:
         spec = embedding.model_spec
         mem = Memstrata.open(settings, database=Database.open(settings), embedding_spec=spec)
         try:
-            seeding = seed(mem, args, work)
-            seeding["cache_memory"] = cache_memory.measure(
-                mem, cache_memory.largest_users(mem, USER_PREFIX, 20)
-            )
+            seeded = work / "seeding.json"
+            if seeded.exists():  # --work-dir of an earlier run: same users, same rows
+                seeding = json.loads(seeded.read_text())
+            else:
+                seeding = seed(mem, args, work)
+                seeding["cache_memory"] = cache_memory.measure(
+                    mem, cache_memory.largest_users(mem, USER_PREFIX, 20)
+                )
+                seeded.write_text(json.dumps(seeding))
             print(json.dumps({"seeding": seeding}), flush=True)
             env = {
                 **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},

@@ -214,3 +214,9 @@ def test_key_change_sql_then_the_services_run(
         assert hits and "hive" in hits[0].text
     finally:
         mem.close()
+
+
+def test_scaling_doc_quotes_the_key_change_sql() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "SCALING.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
+    assert KEY_CHANGE_SQL.read_text() in blocks, "docs/SCALING.md must quote citus_keys.sql"
