@@ -100,6 +100,13 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=60, help="seconds per replica count")
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     parser.add_argument(
+        "--embedding-timeout",
+        type=float,
+        default=60.0,
+        help="the replicas' MEMSTRATA_EMBEDDING_TIMEOUT_S: the default 10 s assumes a "
+        "responsive embedder; a saturated local one queues requests for longer",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -145,6 +152,7 @@ def main() -> None:
                 "MEMSTRATA_EMBEDDING_MODELS": f"[{spec.model_dump_json()}]",
                 "MEMSTRATA_EMBEDDING_MODEL": spec.name,
                 "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
+                "MEMSTRATA_EMBEDDING_TIMEOUT_S": str(args.embedding_timeout),
             }
             probe = _EmbeddingProbe(spec.base_url, spec.name)
             runs = [run_replicas(n, env, args, work, secret, probe) for n in args.replicas]
@@ -443,7 +451,8 @@ def _command(args: argparse.Namespace) -> str:
     return (
         f"python benchmarks/load/run.py --locomo {args.locomo.name} --users {args.users} "
         f"--clients {args.clients} --duration {args.duration} "
-        f"--replicas {' '.join(map(str, args.replicas))}"
+        f"--replicas {' '.join(map(str, args.replicas))} "
+        f"--embedding-timeout {args.embedding_timeout:g}"
     )
 
 
