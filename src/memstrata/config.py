@@ -163,10 +163,34 @@ class Settings(BaseSettings):
         "builtin skills are always included.",
     )
     api_prefix: str = Field(default="", description="Prefix when mounted into a host app.")
+    web_ui: bool = Field(
+        default=True,
+        description="Serve the memory settings page at <api_prefix>/ (see docs/WEB.md); "
+        "false for hosts with their own frontend.",
+    )
     host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
     port: int = Field(default=8700, ge=1, le=65535, description="`memstrata serve` port.")
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
+    )
+    mcp_http_enabled: bool = Field(
+        default=True,
+        description="`memstrata serve` also answers MCP (streamable HTTP) at <api_prefix>/mcp, "
+        "behind the same bearer tokens as /api; see docs/MCP.md.",
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description="Host header values /mcp accepts (DNS-rebinding protection; 'name:*' "
+        "allows any port). Add the public host name when serving beyond loopback.",
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        description="Origin header values /mcp accepts from browsers (no Origin is always "
+        "accepted); others get 403.",
+    )
+    mcp_dns_rebinding_protection: bool = Field(
+        default=True,
+        description="Check Host and Origin on /mcp against the two lists above (off: any).",
     )
     log_level: str = Field(default="INFO", description="Logging level.")
     log_json: bool = Field(default=True, description="One JSON object per log line.")

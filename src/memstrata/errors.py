@@ -79,5 +79,9 @@ class ProtectedFileError(MemstrataError, PermissionError):
     """A controlled tool tried to write the platform-managed root AGENTS.md."""
 
 
+class ToolInputError(MemstrataError, ValueError):
+    """A tool call's arguments are unusable; the message is shown to the model."""
+
+
 class UnknownSkillError(MemstrataError, LookupError):
     """No discovered skill has this name (HTTP 404)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -39,9 +40,7 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
 
 def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:
     engine = create_engine(url)
-    return Memstrata(
-        settings, Database(engine, make_session_factory(engine)), mem.templates, mem.store
-    )
+    return dataclasses.replace(mem, db=Database(engine, make_session_factory(engine)))
 
 
 def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None:
@@ -179,3 +178,18 @@ def test_openapi_docs(client: TestClient) -> None:
     assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     put = schema["paths"]["/api/config/agent-files/{name}"]["put"]
     assert set(put["responses"]) >= {"200", "400", "401", "409", "413", "422"}
+
+
+def test_every_route_has_a_typed_response_schema(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            if path.endswith("/metrics"):
+                continue  # Prometheus text, not JSON
+            body = operation["responses"]["200"]["content"]["application/json"]["schema"]
+            assert "$ref" in body, (method, path, body)  # a named model, not a bare object
+    search = schema["components"]["schemas"]["SearchResults"]
+    assert set(search["properties"]) == {"query", "mode", "hits", "timings_ms", "warnings"}
+    hit = schema["components"]["schemas"]["SearchHitBody"]
+    assert hit["properties"]["explain"] == {"$ref": "#/components/schemas/Explain"}
+    assert "IndexReportBody" in schema["components"]["schemas"]

@@ -25,10 +25,11 @@ from memstrata.api.context import ApiContext
 from memstrata.api.errors import install_error_handlers
 from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import RequestLogMiddleware
-from memstrata.api.routers import config, health, memory
+from memstrata.api.routers import config, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
+from memstrata.web import web_router
 
 
 def create_router(
@@ -48,6 +49,7 @@ def create_router(
     routes = route_class(context)
     router = APIRouter()
     router.include_router(config.build_router(routes))
+    router.include_router(limits.build_router(routes))
     router.include_router(memory.build_router(routes))
     if include_operations:
         router.include_router(health.build_router(routes))
@@ -84,6 +86,12 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=settings.api_prefix)
     app.include_router(create_router(context), prefix=settings.api_prefix)
+    if settings.mcp_http_enabled:  # before any catch-all mount
+        from memstrata.mcp.http import mount_mcp  # memstrata.mcp imports memstrata.api
+
+        mount_mcp(app, context)
+    if settings.web_ui:
+        app.include_router(web_router(), prefix=settings.api_prefix)
     return app
 
 

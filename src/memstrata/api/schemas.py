@@ -7,9 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from memstrata.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_K
-
-Source = Literal["memory", "conversation", "notes"]
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
 
 
 class ErrorBody(BaseModel):
@@ -73,6 +71,52 @@ class SearchRequest(BaseModel):
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
     )
+
+
+class Explain(BaseModel):
+    """How a hit's score came about (``fusion.Explained``); ranks are 1-based."""
+
+    bm25_rank: int | None = Field(description="Rank in the BM25 candidates; null if absent.")
+    vector_rank: int | None = Field(description="Rank in the vector candidates; null if absent.")
+    rrf_score: float = Field(description="Sum of 1 / (60 + rank) over both rankings.")
+    decay_factor: float = Field(description="Time-decay multiplier (1 for resident files).")
+    age_days: float | None
+    resident: bool = Field(description="USER/MEMORY/SOUL/AGENTS.md: never decays.")
+
+
+class SearchHitBody(BaseModel):
+    text: str
+    file_path: str | None = Field(examples=["MEMORY.md", "sessions/s1/3"])
+    chunk_index: int | None
+    source: Source
+    created_at: str = Field(description="ISO 8601 timestamp of the row.")
+    source_ids: list[str] = Field(description="The conversation turns the hit covers.")
+    score: float
+    explain: Explain
+
+
+class SearchResults(BaseModel):
+    query: str
+    mode: Literal["hybrid", "bm25"] = Field(
+        description="bm25 when no embedding API is configured or the query's embedding failed."
+    )
+    hits: list[SearchHitBody]
+    timings_ms: dict[str, float]
+    warnings: list[str]
+
+
+class IndexReportBody(BaseModel):
+    """What indexing one conversation round changed."""
+
+    file_path: str = Field(examples=["sessions/s1/3"])
+    chunks: int
+    inserted: int
+    deleted: int
+    unchanged: int
+    embedded: int
+    embedding_failed: int
+    embed_seconds: float
+    warnings: list[str]
 
 
 class TurnRequest(BaseModel):

@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import numpy as np
 from sqlalchemy import text
 
 from memstrata.retrieval.indexer import Round
-from memstrata.retrieval.search import DecayPolicy
+from memstrata.retrieval.search import DecayPolicy, rank
 from memstrata.runtime import Memstrata
 
 _DIA = re.compile(r"^D(\d+):0*(\d+)$")
@@ -100,12 +100,14 @@ def load_conversations(path: Path, limit: int | None = None) -> list[Conversatio
     return out
 
 
+# Benchmark-side configuration: which retrievers feed the fusion, and which decay applies
+# (the production SearchService always uses both and the configured decay).
 VARIANTS: dict[str, dict[str, Any]] = {
-    "bm25": {"use_bm25": True, "vector": False, "decay": DecayPolicy(enabled=False)},
-    "vector": {"use_bm25": False, "vector": True, "decay": DecayPolicy(enabled=False)},
-    "hybrid": {"use_bm25": True, "vector": True, "decay": DecayPolicy(enabled=False)},
+    "bm25": {"bm25": True, "vector": False, "decay": DecayPolicy(enabled=False)},
+    "vector": {"bm25": False, "vector": True, "decay": DecayPolicy(enabled=False)},
+    "hybrid": {"bm25": True, "vector": True, "decay": DecayPolicy(enabled=False)},
     # The spec's decay whatever MEMSTRATA_DECAY_* says: 30-day half-life, no floor.
-    "hybrid_spec_decay": {"use_bm25": True, "vector": True, "decay": DecayPolicy(True, 30.0, 0.0)},
+    "hybrid_spec_decay": {"bm25": True, "vector": True, "decay": DecayPolicy(True, 30.0, 0.0)},
 }
 
 
@@ -154,16 +156,18 @@ def run_locomo(
             result.questions += 1
             for name, spec in variants.items():
                 for k in ks:
-                    response = mem.search.search_with_vector(
+                    found = mem.search.candidates(
                         conv.user_id,
                         question,
                         vector if spec["vector"] else None,
-                        top_k=k,
-                        now=conv.now,
-                        decay=spec["decay"],
-                        use_bm25=spec["use_bm25"],
+                        k * mem.search.candidate_multiplier,
                     )
-                    turns = [h.source_ids for h in response.hits]
+                    if not spec["bm25"]:
+                        found = replace(found, bm25=[])
+                    hits = rank(
+                        found, top_k=k, now=conv.now, decay=spec["decay"], rrf_k=mem.search.rrf_k
+                    )
+                    turns = [h.source_ids for h in hits]
                     sums[name][k] += recall_at_k(turns, evidence, k)
     n = max(result.questions, 1)
     result.recall = {v: {str(k): s / n for k, s in ks_.items()} for v, ks_ in sums.items()}

@@ -78,8 +78,8 @@ def locomo_command(
 
     if not path.is_file():
         fail(
-            f"{path} is not a file; pass a LoCoMo JSON file such as "
-            "../shared/bench/locomo/locomo-dev.json"
+            f"{path} is not a file; pass a LoCoMo-format JSON file, such as locomo-dev.json "
+            "from the LoCoMo dataset (github.com/snap-research/locomo, CC BY-NC 4.0)"
         )
     ks = parse_ks(k)
     variants = dict(VARIANTS)
@@ -87,7 +87,7 @@ def locomo_command(
         for half_life in (30.0, 90.0, 365.0):
             for floor in (0.0, 0.5, 0.8, 0.9):
                 variants[f"decay_hl{half_life:g}_floor{floor:g}"] = {
-                    "use_bm25": True,
+                    "bm25": True,
                     "vector": True,
                     "decay": DecayPolicy(True, half_life, floor),
                 }

@@ -26,8 +26,6 @@ from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
 from memstrata.retrieval.tokenize import tokenize
 
-SOURCES = ("memory", "conversation", "notes")
-
 # Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
 # BM25 slot; one (term, row) pair — the row's term tuple entry, the term string it keeps,
 # the posting's slot and tf; one distinct term's postings object and dict entry.
@@ -176,19 +174,17 @@ class UserIndex:
 
         Exact for the texts (``sys.getsizeof``) and the vector matrix; the rest is
         per-row, per-(term, row) and per-term constants measured with tracemalloc on
-        LoCoMo rows (``benchmarks/cache_memory.py``), chosen so the estimate runs ~10 %
+        LoCoMo rows (``benchmarks/load/cache_memory.py``), chosen so the estimate runs ~10 %
         above the measurement rather than below: the byte budget is an upper bound.
         """
         text = sum(sys.getsizeof(r.text) for r in self.rows.values())
         vectors = self.vectors.nbytes() if self.vectors is not None else 0
-        postings = self.bm25._postings
-        pairs = sum(len(p.slots) for p in postings.values())
         return (
             text
             + vectors
             + _ROW_BYTES * len(self.rows)
-            + _PAIR_BYTES * pairs
-            + _TERM_BYTES * len(postings)
+            + _PAIR_BYTES * self.bm25.posting_count()
+            + _TERM_BYTES * self.bm25.term_count()
         )
 
 

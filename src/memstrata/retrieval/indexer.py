@@ -52,8 +52,8 @@ from memstrata.retrieval.rounds import (
 from memstrata.retrieval.vector import pad_vector
 
 __all__ = [
-    "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "content_hash", "format_round",
-    "session_path",
+    "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "StagedIndex", "content_hash",
+    "format_round", "session_path",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,73 @@ class IndexReport:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class StagedIndex:
+    """The rows some paths should hold, chunked and embedded; nothing written yet.
+
+    :meth:`apply` runs in the caller's transaction. It re-reads the paths under the user's
+    advisory lock, keeps present rows that match a wanted (position, hash) and are fresh,
+    inserts the rest with the vectors staged here and deletes the others, so a concurrent
+    writer between staging and applying costs at most a re-insert, never a lost row.
+    """
+
+    user_id: str
+    paths: list[str]
+    model: str | None
+    rows: list[tuple[int, NewChunk]]  # (report index, the row with its vector if any)
+    reports: list[IndexReport]
+    may_change: bool  # False: the staged rows equal what was read, nothing to write
+
+    def apply(self, session: Session) -> None:
+        repo = EmbeddingRepository(session, self.user_id)
+        repo.lock()
+        present = repo.chunks_for_paths(self.paths)
+        by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in present}
+        report_of = {path: n for n, path in enumerate(self.paths)}
+        keep_ids: set[int] = set()
+        inserts: list[NewChunk] = []
+        for n, row in self.rows:
+            current = by_slot.get((row.file_path, row.chunk_index, row.content_hash))
+            if (
+                current is not None
+                and current.id not in keep_ids
+                and _is_fresh(current, self.model, row.created_at)
+            ):
+                keep_ids.add(current.id)
+                self.reports[n].unchanged += 1
+            else:
+                inserts.append(row)
+                self.reports[n].inserted += 1
+        stale = [c for c in present if c.id not in keep_ids]
+        for c in stale:
+            self.reports[report_of[c.file_path or ""]].deleted += 1
+        if inserts or stale:
+            repo.delete_ids([c.id for c in stale])
+            repo.insert(inserts)
+            repo.bump_generation()
+        self._log()
+
+    def apply_unchanged(self) -> None:
+        """Nothing to write: every staged row was already stored."""
+        for n, _ in self.rows:
+            self.reports[n].unchanged += 1
+        self._log()
+
+    def _log(self) -> None:
+        for r in self.reports:
+            log_event(
+                logger,
+                "index.updated",
+                user_id=self.user_id,
+                file_path=r.file_path,
+                chunks=r.chunks,
+                inserted=r.inserted,
+                deleted=r.deleted,
+                embedded=r.embedded,
+                embedding_failed=r.embedding_failed,
+            )
 
 
 class Indexer:
@@ -196,11 +263,30 @@ class Indexer:
             done += len(keep)
             log_event(logger, "index.fill", user_id=user_id, embedded=len(keep))
 
+    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
+        """Chunk and embed a memory file's new text without writing anything.
+
+        The memory-file service calls this outside any lock or transaction and then
+        :meth:`StagedIndex.apply` inside the one transaction that stores the file, so the
+        text and its rows commit together and nobody waits on an embedding call.
+        """
+        validate_user_id(user_id)
+        texts = chunk_text(content, self.chunk_tokens)
+        return self._stage(user_id, [Doc(kind.filename, texts, None, None)])
+
     # -- internals -------------------------------------------------------------------------
     def _replace(self, user_id: str, docs: Sequence[Doc]) -> list[IndexReport]:
+        staged = self._stage(user_id, docs)
+        if staged.may_change:
+            with transaction(self._sessions) as session:
+                staged.apply(session)
+        else:
+            staged.apply_unchanged()
+        return staged.reports
+
+    def _stage(self, user_id: str, docs: Sequence[Doc]) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
-        report_of = {path: n for n, path in enumerate(paths)}
         with self._sessions() as session:
             existing = EmbeddingRepository(session, user_id).chunks_for_paths(
                 paths, with_vectors=True
@@ -213,67 +299,41 @@ class Indexer:
         }
         by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}
 
-        keep_ids: set[int] = set()
+        kept: list[tuple[int, NewChunk]] = []  # rows expected to stay, with their vectors
         pending: list[tuple[int, NewChunk]] = []  # (report index, row without vector yet)
         for n, doc in enumerate(docs):
             for i, body in enumerate(doc.texts):
                 digest = content_hash(body)
+                row = NewChunk(
+                    file_path=doc.file_path,
+                    chunk_index=i,
+                    chunk_text=body,
+                    content_hash=digest,
+                    created_at=doc.created_at,
+                    source_ids=doc.source_ids,
+                    context=doc.contexts[i] if doc.contexts else None,
+                )
                 current = by_slot.get((doc.file_path, i, digest))
                 if current is not None and _is_fresh(current, model, doc.created_at):
-                    keep_ids.add(current.id)
-                    reports[n].unchanged += 1
+                    vector = None if current.vector is None else current.vector.tolist()
+                    kept.append((n, replace(row, embedding=vector, embedding_model=model)))
                     continue
-                pending.append(
-                    (
-                        n,
-                        NewChunk(
-                            file_path=doc.file_path,
-                            chunk_index=i,
-                            chunk_text=body,
-                            content_hash=digest,
-                            created_at=doc.created_at,
-                            source_ids=doc.source_ids,
-                            context=doc.contexts[i] if doc.contexts else None,
-                        ),
-                    )
-                )
+                pending.append((n, row))
 
         vectors = self._vectors_for(pending, reusable, reports)
-        new_rows = [
-            replace(
-                row,
-                embedding=vectors.get(row.content_hash),
-                embedding_model=model if row.content_hash in vectors else None,
+        embedded = [
+            (
+                n,
+                replace(
+                    row,
+                    embedding=vectors.get(row.content_hash),
+                    embedding_model=model if row.content_hash in vectors else None,
+                ),
             )
-            for _, row in pending
+            for n, row in pending
         ]
-        stale = [c for c in existing if c.id not in keep_ids]
-        if new_rows or stale:
-            with transaction(self._sessions) as session:
-                repo = EmbeddingRepository(session, user_id)
-                repo.lock()
-                # Re-read under the lock: a concurrent indexer may have replaced rows since.
-                present = repo.chunks_for_paths(paths)
-                repo.delete_ids([c.id for c in present if c.id not in keep_ids])
-                repo.insert(new_rows)
-                repo.bump_generation()
-            for c in stale:
-                reports[report_of[c.file_path or ""]].deleted += 1
-            for n, _ in pending:
-                reports[n].inserted += 1
-        for r in reports:
-            log_event(
-                logger,
-                "index.updated",
-                user_id=user_id,
-                file_path=r.file_path,
-                chunks=r.chunks,
-                inserted=r.inserted,
-                deleted=r.deleted,
-                embedded=r.embedded,
-                embedding_failed=r.embedding_failed,
-            )
-        return reports
+        may_change = bool(pending) or len(kept) != len(existing)
+        return StagedIndex(user_id, paths, model, kept + embedded, reports, may_change)
 
     def _vectors_for(
         self,
@@ -342,7 +402,7 @@ def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) ->
     for dated content, its timestamp is the requested one."""
     if created_at is not None and c.created_at != aware(created_at):
         return False
-    return model is None or (c.vector is not None and c.embedding_model == model)
+    return model is None or (c.embedding_dim is not None and c.embedding_model == model)
 
 
 def _check_path(file_path: str) -> None:

@@ -1,18 +1,25 @@
 """Retrieval over HTTP: search a user's memory, index a conversation turn.
 
 Both are thin wrappers over the library calls (``mem.search.search`` and
-``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``.
+``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``, typed
+by ``api.schemas`` so /openapi.json describes them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
 
 from memstrata.api.routing import Context, CurrentUser
-from memstrata.api.schemas import ErrorBody, SearchRequest, TurnRequest
+from memstrata.api.schemas import (
+    ErrorBody,
+    IndexReportBody,
+    SearchRequest,
+    SearchResults,
+    TurnRequest,
+)
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 413, 422)
@@ -23,7 +30,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
-    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> dict[str, Any]:
+    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> SearchResults:
         """Hybrid search (BM25 + vectors, RRF, time decay) over this user's memory only.
 
         ``mode`` is ``bm25`` when no embedding API is configured or the query's embedding
@@ -33,7 +40,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             user_id, body.query, top_k=body.top_k, sources=body.sources
         )
         context.metrics.record_search(result.mode, len(result.hits))
-        return result.to_dict()
+        return SearchResults.model_validate(result.to_dict())
 
     @router.post("/conversations/{session_id}/turns", responses=_ERRORS)
     def index_turn(
@@ -41,7 +48,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
-    ) -> dict[str, Any]:
+    ) -> IndexReportBody:
         """Index one conversation round (user message + assistant reply) for search.
 
         Idempotent: re-posting the same ``turn_index`` with the same text changes nothing;
@@ -56,6 +63,6 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             timestamp=body.timestamp,
         )
         context.metrics.record_turn_indexed(report.inserted)
-        return report.to_dict()
+        return IndexReportBody.model_validate(report.to_dict())
 
     return router
