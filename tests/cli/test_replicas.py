@@ -139,6 +139,7 @@ def test_two_replicas_on_one_database(replicas: tuple[str, str, Memstrata]) -> N
         # B has alice's file, prompt and search index in memory before A writes.
         assert b.get("/api/config/agent-files/user", headers=user).json()["version"] == 1
         assert b.post("/api/memory/search", headers=user, json={"query": "kayak"}).is_success
+        assert mem.pool.start(timeout_s=30), "this process's pool must listen before A writes"
         prompt = mem.pool.get("alice", lambda: _prompt(mem, "alice"))
         assert "Wenzhou kayak" not in prompt
 
