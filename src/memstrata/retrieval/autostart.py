@@ -33,7 +33,7 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
     if embedding_configured(settings) or not settings.embedding_autostart:
         yield resolve_embedding_spec(settings)
         return
-    server = LocalEmbeddingServer()
+    server = LocalEmbeddingServer(threads=settings.embedding_server_threads or None)
     try:
         server.start()
     except EmbeddingError as exc:

@@ -83,6 +83,33 @@ class VectorIndex:
         self._keys.append(key)
         self._slot[key] = slot
 
+    def add_many(self, keys: list[int], vectors: list[npt.NDArray[np.float32]]) -> None:
+        """``add`` for many rows: one normalisation and one copy instead of one per row."""
+        if len(keys) < 64:
+            for key, vector in zip(keys, vectors, strict=True):
+                self.add(key, vector)
+            return
+        for key in keys:
+            if key in self._slot:
+                self.remove(key)
+        fits = [i for i, v in enumerate(vectors) if len(v) == self.dim]
+        block = np.stack([vectors[i] for i in fits]) if fits else np.zeros((0, self.dim))
+        norms = np.linalg.norm(block, axis=1)
+        good = norms > 0  # a zero vector has no direction; the row stays BM25-only
+        block = (block[good] / norms[good, None]).astype(np.float32)
+        chosen = [keys[i] for i, ok in zip(fits, good.tolist(), strict=True) if ok]
+        start = len(self._keys)
+        end = start + len(chosen)
+        if end > len(self._matrix):
+            grow = max(end, 2 * len(self._matrix)) - len(self._matrix)
+            self._matrix = np.concatenate([self._matrix, np.zeros((grow, self.dim), np.float32)])
+            self._alive = np.concatenate([self._alive, np.zeros(grow, dtype=bool)])
+        self._matrix[start:end] = block
+        self._alive[start:end] = True
+        self._keys.extend(chosen)
+        for i, key in enumerate(chosen):
+            self._slot[key] = start + i
+
     def remove(self, key: int) -> None:
         slot = self._slot.pop(key, None)
         if slot is None:
@@ -152,6 +179,10 @@ class UserIndex:
                 self.bm25.remove(key)
                 if self.vectors is not None:
                     self.vectors.remove(key)
+        # In bulk: a cold load of 10k rows is this loop (docs/BENCHMARKS.md).
+        docs: list[tuple[int, list[str]]] = []
+        vector_keys: list[int] = []
+        vectors: list[npt.NDArray[np.float32]] = []
         for c in added:
             self.rows[c.id] = Row(
                 id=c.id,
@@ -163,11 +194,15 @@ class UserIndex:
                 source_ids=c.covered_ids,
                 model=c.embedding_model,
             )
-            self.bm25.add(c.id, tokenize(c.chunk_text))
+            docs.append((c.id, tokenize(c.chunk_text)))
             if c.vector is not None and self.model is not None and c.embedding_model == self.model:
-                if self.vectors is None:
-                    self.vectors = VectorIndex(len(c.vector))
-                self.vectors.add(c.id, c.vector)
+                vector_keys.append(c.id)
+                vectors.append(c.vector)
+        self.bm25.add_many(docs)
+        if vectors:
+            if self.vectors is None:
+                self.vectors = VectorIndex(len(vectors[0]))
+            self.vectors.add_many(vector_keys, vectors)
 
     def approx_bytes(self) -> int:
         """Heap bytes this index holds, from counts; calibrated against tracemalloc.
