@@ -70,6 +70,12 @@ class Settings(BaseSettings):
         "in <data_dir>/pgdata.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Bring the schema to head when a process opens the database. Set false "
+        "on replicas: run `memstrata db upgrade` once before a rollout; a replica then "
+        "refuses to start on a schema that is not at head.",
+    )
 
     sandbox_root: Path | None = Field(
         default=None,
@@ -187,6 +193,13 @@ class Settings(BaseSettings):
         default=256,
         ge=1,
         description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+    )
+    search_cache_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Byte budget of the per-process search indexes (all users together); "
+        "least recently searched users are evicted above it. See docs/DEPLOY.md for the "
+        "measured bytes per 1,000 chunks.",
     )
     vector_backend: Literal["memory", "pgvector"] = Field(
         default="memory",
