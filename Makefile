@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install run test lint typecheck bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,25 @@ run: $(STAMP)
 	$(BIN)/memstrata serve
 
 # Lint first: a style or type error fails CI like a failing test.
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest -m "not slow" tests
+
+# The browser tests (tests/web) drive Debian's Chromium; Playwright's own browser download
+# is never used. As root (these machines, CI) a missing one is installed; elsewhere the
+# tests are skipped with a message saying how to install it (and fail under CI=true).
+browser:
+	@if [ -z "$$CHROMIUM_PATH" ] && ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "note: no chromium found; the browser tests will be skipped (apt-get install chromium)"; \
+	  fi; \
+	fi
+
+# Screenshots of the page's three views for the docs (docs/img/*.png).
+screenshots: $(STAMP) browser
+	$(BIN)/python -m tests.web.screenshots docs/img
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

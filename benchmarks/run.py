@@ -1,6 +1,10 @@
 """Run the benchmarks and write their figures into docs/BENCHMARKS.md.
 
-    .venv/bin/python benchmarks/run.py [--locomo PATH] [--repeats 3] [--skip-locomo]
+    .venv/bin/python benchmarks/run.py --locomo PATH/locomo-dev.json [--repeats 3]
+    .venv/bin/python benchmarks/run.py --skip-locomo
+
+``--locomo`` is a LoCoMo-format JSON file (the LoCoMo dataset of snap-research,
+https://github.com/snap-research/locomo, licensed CC BY-NC 4.0; not shipped here).
 
 Each benchmark's section in BENCHMARKS.md sits between ``<!-- bench:NAME -->`` and
 ``<!-- /bench:NAME -->`` and is replaced whole; the prose around it is kept.
@@ -57,6 +61,7 @@ def machine() -> str:
 
 def locomo_section(path: str) -> str:
     command, result, table, indexed = run(["bench", "locomo", path, "--decay-grid"])
+    command = command.replace(path, Path(path).name)  # no machine paths in the docs
     recall = result["recall"]
     assert isinstance(recall, dict)
     rows = ["| variant | recall@5 | recall@10 |", "|---|---|---|"]
@@ -141,13 +146,13 @@ def latency_section(repeats: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--locomo", default=str(ROOT.parent / "shared/bench/locomo/locomo-dev.json")
-    )
+    parser.add_argument("--locomo", help="LoCoMo-format JSON file (required unless skipped)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
+    if not args.skip_locomo and not args.locomo:
+        parser.error("--locomo PATH is required (or pass --skip-locomo)")
     doc = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
     if not args.skip_locomo:
         doc = replace_section(doc, "locomo", locomo_section(args.locomo))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-LOCOMO = Path(os.environ.get("MEMSTRATA_LOCOMO", "../shared/bench/locomo/locomo-dev.json"))
+# A LoCoMo-format JSON file (snap-research/locomo, CC BY-NC 4.0), not shipped with the repo.
+LOCOMO = Path(os.environ.get("MEMSTRATA_LOCOMO", "locomo-dev.json"))
 CLI = [sys.executable, "-m", "memstrata.cli"]
 
 
@@ -25,7 +26,7 @@ def last_json(stdout: str) -> dict[str, object]:
 @pytest.mark.slow
 def test_locomo_recall() -> None:
     if not LOCOMO.is_file():
-        pytest.fail(f"LoCoMo data not found at {LOCOMO}; set MEMSTRATA_LOCOMO")
+        pytest.fail(f"LoCoMo data not found at {LOCOMO}; set MEMSTRATA_LOCOMO to its path")
     out = subprocess.run(
         [*CLI, "bench", "locomo", str(LOCOMO)],
         capture_output=True,

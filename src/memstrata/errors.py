@@ -67,6 +67,14 @@ class EmbeddingError(MemstrataError, RuntimeError):
     """The embedding API failed; callers degrade to BM25 and log a warning."""
 
 
+class EmbeddingUnavailableError(EmbeddingError):
+    """The API did not answer usefully (down, hung, 5xx, circuit open): retry later."""
+
+
+class EmbeddingRejectedError(EmbeddingError):
+    """The API refused this input (4xx, or an unusable vector for it): never retried."""
+
+
 class SandboxError(MemstrataError, RuntimeError):
     """A sandbox read/write failed; sync logs a warning and never blocks the DB write."""
 
@@ -77,6 +85,10 @@ class SandboxPathError(SandboxError, ValueError):
 
 class ProtectedFileError(MemstrataError, PermissionError):
     """A controlled tool tried to write the platform-managed root AGENTS.md."""
+
+
+class ToolInputError(MemstrataError, ValueError):
+    """A tool call's arguments are unusable; the message is shown to the model."""
 
 
 class UnknownSkillError(MemstrataError, LookupError):

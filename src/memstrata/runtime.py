@@ -8,13 +8,13 @@ embedding provider, a model registry).
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
 
 from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
-from memstrata.config import Settings
+from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
@@ -24,7 +24,9 @@ from memstrata.retrieval.embeddings import (
     ModelRegistry,
     OpenAICompatibleEmbedder,
     build_embedder,
+    embedder_for,
 )
+from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.sandbox.base import SandboxProvider
@@ -33,43 +35,63 @@ from memstrata.sandbox.sync import SyncService
 from memstrata.skills.loader import SkillLoader
 from memstrata.skills.service import SkillService
 
-logger = logging.getLogger(__name__)
+
+class _FromSettings(Enum):
+    """``embedder=`` not given: build it from the settings (``None`` means BM25 only)."""
+
+    TOKEN = "from settings"
 
 
-@dataclass
+FROM_SETTINGS = _FromSettings.TOKEN
+
+
+@dataclass(frozen=True)
 class Memstrata:
+    """Every service of one process, built once (use :meth:`open`)."""
+
     settings: Settings
     db: Database
     templates: TemplateSet
+    embedder: EmbeddingProvider | None
+    indexer: Indexer
     store: MemoryStore
-    # [fields: each service adds its typed field here, with a default of None only if optional]
-    sandboxes: SandboxProvider = field(init=False)
-    pool: AgentPool[Any] = field(init=False)
-    sync: SyncService = field(init=False)
-    skills: SkillService = field(init=False)
-    embedder: EmbeddingProvider | None = field(default=None, init=False)
-    indexer: Indexer = field(init=False)
-    search: SearchService = field(init=False)
+    search: SearchService
+    sandboxes: SandboxProvider
+    pool: AgentPool[Any]
+    sync: SyncService
+    skills: SkillService
+    healer: VectorHealer | None = None
 
     @classmethod
-    def open(cls, settings: Settings | None = None, **parts: Any) -> Memstrata:
+    def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        database: Database | None = None,
+        sandboxes: SandboxProvider | None = None,
+        embedder: EmbeddingProvider | Literal[_FromSettings.TOKEN] | None = FROM_SETTINGS,
+        embedding_spec: EmbeddingModelSpec | None = None,
+        registry: ModelRegistry | None = None,
+        skill_loader: SkillLoader | None = None,
+    ) -> Memstrata:
+        """Build the runtime. ``embedder`` wins (``None``: BM25-only search), then
+        ``embedding_spec`` (e.g. a local server's), then the settings (``registry``
+        consulted first)."""
         settings = settings or Settings()
-        db = parts.pop("database", None) or Database.open(settings)
+        db = database or Database.open(settings)
         templates = TemplateSet(settings.template_dir or default_template_dir())
-        store = MemoryStore(db.sessions, templates, settings.max_content_bytes)
-        mem = cls(settings, db, templates, store)
-        # [retrieval wiring]
-        mem.embedder = _embedder(settings, parts)
-        mem.indexer = Indexer(
+        provider = _embedder(settings, embedder, embedding_spec, registry)
+        indexer = Indexer(
             db.sessions,
-            mem.embedder,
+            provider,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
             templates=templates.load,
         )
-        mem.search = SearchService(
+        store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
+        search = SearchService(
             IndexCache(db.sessions, settings.search_cache_users),
-            mem.embedder,
+            provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
             min_candidates=settings.min_candidates,
@@ -77,28 +99,34 @@ class Memstrata:
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
         )
-        # [sandbox/sync/agent wiring]
-        mem.sandboxes = parts.pop("sandboxes", None) or LocalSandboxProvider(
-            settings.resolved_sandbox_root
-        )
+        sandbox_provider = sandboxes or LocalSandboxProvider(settings.resolved_sandbox_root)
         # The listener thread starts on the pool's first get(): only processes that cache
         # agents need to hear invalidations.
-        mem.pool = AgentPool(db.engine)
-        mem.sync = SyncService(
-            store,
-            mem.sandboxes,
-            indexer=mem.indexer,
-            pool=mem.pool,
+        pool: AgentPool[Any] = AgentPool(db.engine)
+        sync = SyncService(store, sandbox_provider, pool=pool, templates=templates)
+        skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), db.sessions)
+        healer = None
+        if isinstance(provider, OpenAICompatibleEmbedder):
+            healer = VectorHealer(
+                db.sessions,
+                provider,
+                interval_s=settings.embedding_heal_interval_s,
+                max_attempts=settings.embedding_heal_max_attempts,
+            )
+        return cls(
+            settings=settings,
+            db=db,
             templates=templates,
+            embedder=provider,
+            indexer=indexer,
+            store=store,
+            search=search,
+            sandboxes=sandbox_provider,
+            pool=pool,
+            sync=sync,
+            skills=skills,
+            healer=healer,
         )
-        # [skills wiring]
-        mem.skills = SkillService(
-            parts.pop("skill_loader", None) or SkillLoader(settings.skill_dirs), db.sessions
-        )
-        if parts:
-            mem.close()
-            raise TypeError(f"Memstrata.open() got unexpected parts: {', '.join(sorted(parts))}")
-        return mem
 
     async def open_agent_session(
         self, user_id: str, *, token_limit: int, session_id: str | None = None
@@ -115,28 +143,37 @@ class Memstrata:
             searcher=self.search,
         )
 
+    def start_background(self) -> None:
+        """Start the background workers — the database monitor (reconnects, restarts a dead
+        embedded server) and the re-embedding of rows without a vector (off with
+        ``MEMSTRATA_EMBEDDING_HEAL=false``); a server calls this once, ``close()`` stops
+        them."""
+        self.db.monitor.start()
+        if self.healer is not None and self.settings.embedding_heal:
+            self.healer.start()
+
+    def stop_background(self) -> None:
+        if self.healer is not None:
+            self.healer.stop()
+        if "monitor" in self.db.__dict__:
+            self.db.monitor.stop()
+
     def close(self) -> None:
-        # [close hooks]
-        if hasattr(self, "pool"):  # unset when built without open()
-            self.pool.close()
+        self.stop_background()
+        self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.close()
         self.db.close()
 
 
-def _embedder(settings: Settings, parts: dict[str, Any]) -> EmbeddingProvider | None:
-    """``embedder=`` wins, then ``embedding_spec=`` (e.g. a local server's), then settings
-    (``registry=`` consulted first). None means BM25-only search."""
-    if "embedder" in parts:
-        provider: EmbeddingProvider | None = parts.pop("embedder")
-        return provider
-    spec = parts.pop("embedding_spec", None)
+def _embedder(
+    settings: Settings,
+    embedder: EmbeddingProvider | Literal[_FromSettings.TOKEN] | None,
+    spec: EmbeddingModelSpec | None,
+    registry: ModelRegistry | None,
+) -> EmbeddingProvider | None:
+    if embedder is not FROM_SETTINGS:
+        return embedder
     if spec is not None:
-        return OpenAICompatibleEmbedder(
-            spec,
-            timeout_s=settings.embedding_timeout_s,
-            max_retries=settings.embedding_max_retries,
-            batch_size=settings.embedding_batch_size,
-        )
-    registry: ModelRegistry | None = parts.pop("registry", None)
+        return embedder_for(spec, settings)
     return build_embedder(settings, registry)

@@ -11,7 +11,7 @@ import pytest
 
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.schemas import check_arguments, tool_schemas
-from memstrata.agent.tools import MemoryTools, sync_message
+from memstrata.agent.tools import MemoryTools, ToolContext, sync_message
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
@@ -32,7 +32,7 @@ DAY = date(2026, 3, 1)
 async def tools(sync: SyncService, user_box: LocalDirectorySandbox) -> MemoryTools:
     await sync.start_session(USER)
     tracker = await sync.begin_round(USER)
-    return MemoryTools(USER, sync, user_box, tracker=tracker, today=lambda: DAY)
+    return MemoryTools(ToolContext.bind(USER, sync, user_box, tracker=tracker), today=lambda: DAY)
 
 
 def memory(store: MemoryStore) -> tuple[str, int]:
@@ -123,7 +123,7 @@ async def test_record_memory_appends_a_dated_entry_and_syncs(
     )
     assert memory(store) == (expected, 2)
     assert await user_box.read_text("MEMORY.md") == expected
-    assert tools.tracker is not None and tools.tracker.dirty == frozenset({"MEMORY.md"})
+    assert tools.ctx.tracker.dirty == frozenset({"MEMORY.md"})
     assert any("Use PostgreSQL" in row[2] for row in embedding_rows(db, USER))
 
 
@@ -245,7 +245,7 @@ async def test_a_file_over_the_size_limit_is_refused(
     small = MemoryStore(db.sessions, templates, max_content_bytes=1024)
     sync = SyncService(small, provider)
     await sync.start_session(USER)
-    tools = MemoryTools(USER, sync, user_box)
+    tools = MemoryTools(ToolContext.bind(USER, sync, user_box))
     size = len((templates.load(FileKind.MEMORY) + "x").encode())
     result = await tools.update_long_term_memory("x" * 1000, section="Lessons")
     assert result.startswith("error: MEMORY.md would be ")
@@ -271,7 +271,7 @@ async def test_sandbox_write_failure_saves_to_the_db_directly(
         error=OSError(28, "No space left on device"),
         fail=lambda path, op: op == "write",
     )
-    tools = MemoryTools(USER, sync, box, today=lambda: DAY)
+    tools = MemoryTools(ToolContext.bind(USER, sync, box), today=lambda: DAY)
 
     result = await tools.record_memory("disk is full", section="Lessons")
 
@@ -293,7 +293,7 @@ async def test_sandbox_and_db_both_down(
 ) -> None:
     sync = SyncService(unreachable_store(templates), provider)
     box = FaultySandbox(provider.for_user(USER), error=OSError(5, "I/O error"))
-    tools = MemoryTools(USER, sync, box, today=lambda: DAY)
+    tools = MemoryTools(ToolContext.bind(USER, sync, box), today=lambda: DAY)
     result = await tools.record_memory("x")
     assert result == "error: MEMORY.md cannot be read right now (OperationalError); try later"
 
@@ -303,7 +303,7 @@ async def test_db_down_keeps_the_edit_in_the_workspace(
 ) -> None:
     await user_box.write_text("MEMORY.md", "# Memory\n")
     sync = SyncService(unreachable_store(templates), provider)
-    tools = MemoryTools(USER, sync, user_box, today=lambda: DAY)
+    tools = MemoryTools(ToolContext.bind(USER, sync, user_box), today=lambda: DAY)
     result = await tools.record_memory("offline note")
     assert result == (
         "Recorded in MEMORY.md under ## Notes in the workspace; storage is unreachable, "
@@ -323,7 +323,7 @@ async def test_overlapping_human_edit_is_reported_to_the_model(
 ) -> None:
     await sync.start_session(USER, "s1")
     box = provider.for_user(USER, "s1")
-    tools = MemoryTools(USER, sync, box, session_id="s1", today=lambda: DAY)
+    tools = MemoryTools(ToolContext.bind(USER, sync, box, session_id="s1"), today=lambda: DAY)
     human = templates.load(FileKind.MEMORY).replace("## Decisions\n", "## Decisions (human)\n")
     # Another process (it does not know session s1) saves a frontend edit first.
     await SyncService(store, provider).frontend_edit(USER, "memory", human)
@@ -348,7 +348,7 @@ async def test_non_overlapping_human_edit_is_merged(
 ) -> None:
     await sync.start_session(USER, "s1")
     box = provider.for_user(USER, "s1")
-    tools = MemoryTools(USER, sync, box, session_id="s1", today=lambda: DAY)
+    tools = MemoryTools(ToolContext.bind(USER, sync, box, session_id="s1"), today=lambda: DAY)
     human = templates.load(FileKind.MEMORY).replace("## Lessons\n", "## Lessons\n- human\n")
     await SyncService(store, provider).frontend_edit(USER, "memory", human)
 
@@ -370,7 +370,9 @@ async def test_memory_search_finds_recorded_memories(
 ) -> None:
     await sync.start_session(USER)
     searcher = SearchService(IndexCache(db.sessions, 8))
-    tools = MemoryTools(USER, sync, user_box, searcher=searcher, today=lambda: DAY)
+    tools = MemoryTools(
+        ToolContext.bind(USER, sync, user_box), searcher=searcher, today=lambda: DAY
+    )
     assert "memory_search" in tools.callables()
     await tools.record_memory("The user's cat is called Miso", section="Decisions")
 
@@ -396,7 +398,7 @@ class _BrokenSearcher:
 async def test_memory_search_failure_is_a_tool_error(
     sync: SyncService, user_box: LocalDirectorySandbox, logs: pytest.LogCaptureFixture
 ) -> None:
-    tools = MemoryTools(USER, sync, user_box, searcher=_BrokenSearcher())
+    tools = MemoryTools(ToolContext.bind(USER, sync, user_box), searcher=_BrokenSearcher())
     result = await tools.memory_search("anything")
     assert result == "error: memory search failed; try again, or answer from what you know"
     assert any(r.getMessage() == "tools.search_failed" for r in logs.records)
@@ -434,7 +436,7 @@ def platform_write_file(root: Path, calls: list[str]) -> Any:
 async def guarded(sync: SyncService, user_box: LocalDirectorySandbox) -> GuardedFileTools:
     await sync.start_session(USER)
     tracker = await sync.begin_round(USER)
-    return GuardedFileTools(USER, sync, user_box, tracker=tracker)
+    return GuardedFileTools(ToolContext.bind(USER, sync, user_box, tracker=tracker))
 
 
 @pytest.mark.parametrize("path", ["AGENTS.md", "/workspace/AGENTS.md", "./notes/../AGENTS.md"])
@@ -456,12 +458,14 @@ async def test_guard_case_follows_the_sandbox(
     sync: SyncService, user_box: LocalDirectorySandbox
 ) -> None:
     calls: list[str] = []
-    sensitive = GuardedFileTools(USER, sync, user_box)
+    sensitive = GuardedFileTools(ToolContext.bind(USER, sync, user_box))
     assert sensitive.case_sensitive is True  # a Linux directory
     write = sensitive.wrap(platform_write_file(user_box.root, calls))
     assert await write("agents.md", "fine") == "wrote 4 characters to agents.md"
-    insensitive = GuardedFileTools(USER, sync, FaultySandbox(user_box))
-    insensitive.case_sensitive = False
+    folding = FaultySandbox(user_box)
+    folding.case_sensitive = False  # a case-insensitive mount
+    insensitive = GuardedFileTools(ToolContext.bind(USER, sync, folding))
+    assert insensitive.case_sensitive is False
     write = insensitive.wrap(platform_write_file(user_box.root, calls))
     assert (await write("agents.md", "no")).startswith("error: AGENTS.md is managed")
     assert calls == ["agents.md"]
@@ -478,7 +482,7 @@ async def test_guard_syncs_memory_writes_at_once(
 
     assert result == "wrote 12 characters to /workspace/USER.md"
     assert user_md(store) == ("- Name: Ada\n", 2)
-    assert guarded.tracker is not None and guarded.tracker.dirty == frozenset({"USER.md"})
+    assert guarded.ctx.tracker.dirty == frozenset({"USER.md"})
 
 
 async def test_guard_leaves_other_files_alone(
@@ -490,7 +494,7 @@ async def test_guard_leaves_other_files_alone(
         "wrote 1 characters to notes/USER.md"
     )
     assert await user_box.read_text("notes/USER.md") == "x"
-    assert guarded.tracker is not None and guarded.tracker.dirty == frozenset()
+    assert guarded.ctx.tracker.dirty == frozenset()
     assert user_md(store)[1] == 1
 
 
@@ -503,7 +507,7 @@ async def test_guard_lets_platform_errors_through_without_syncing(
     edit_file = guarded.wrap(failing_edit_file)
     with pytest.raises(FileNotFoundError):
         await edit_file(path="MEMORY.md", old="a", new="b")
-    assert guarded.tracker is not None and guarded.tracker.dirty == frozenset({"MEMORY.md"})
+    assert guarded.ctx.tracker.dirty == frozenset({"MEMORY.md"})
     assert memory(store)[1] == 1
 
 
@@ -512,7 +516,7 @@ async def test_guard_appends_a_note_when_the_sync_did_not_store_the_write(
 ) -> None:
     offline = SyncService(unreachable_store(templates), provider)
     calls: list[str] = []
-    write_file = GuardedFileTools(USER, offline, user_box).wrap(
+    write_file = GuardedFileTools(ToolContext.bind(USER, offline, user_box)).wrap(
         platform_write_file(user_box.root, calls)
     )
     result = await write_file("MEMORY.md", "m")
@@ -525,10 +529,10 @@ async def test_guard_appends_a_note_when_the_sync_did_not_store_the_write(
 async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
     sync: SyncService, provider: LocalSandboxProvider, logs: pytest.LogCaptureFixture
 ) -> None:
-    too_long = "u" * 101  # the store refuses it; the sandbox directory name is hashed
-    box = provider.for_user(too_long)
+    too_long = "u" * 101  # the store refuses it, after the sandbox write succeeded
+    box = provider.for_user(USER)
     await box.write_text("MEMORY.md", "# Memory\n")
-    tools = MemoryTools(too_long, sync, box, today=lambda: DAY)
+    tools = MemoryTools(ToolContext.bind(too_long, sync, box), today=lambda: DAY)
     result = await tools.record_memory("x")
     assert result == "error: MEMORY.md could not be saved (InvalidUserIdError); try again later"
     failed = [r for r in logs.records if r.getMessage() == "tools.write_failed"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -34,14 +35,18 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
         ).scalar()
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "database": "ok", "pgvector": version}
+    assert response.json() == {
+        "status": "ready",
+        "database": "ok",
+        "pgvector": version,
+        "vectors": "off",  # no embedding API in this runtime
+        "pending": None,
+    }
 
 
 def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:
     engine = create_engine(url)
-    return Memstrata(
-        settings, Database(engine, make_session_factory(engine)), mem.templates, mem.store
-    )
+    return dataclasses.replace(mem, db=Database(engine, make_session_factory(engine)))
 
 
 def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None:
@@ -53,6 +58,8 @@ def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None
         "status": "unavailable",
         "database": "unreachable",
         "pgvector": "unknown",
+        "vectors": "unknown",
+        "pending": None,
     }
     broken.db.engine.dispose()
 
@@ -68,7 +75,13 @@ def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str
         with TestClient(create_app(memstrata=bare)) as client:
             response = client.get("/readyz")
         assert response.status_code == 503
-        assert response.json() == {"status": "unavailable", "database": "ok", "pgvector": "missing"}
+        assert response.json() == {
+            "status": "unavailable",
+            "database": "ok",
+            "pgvector": "missing",
+            "vectors": "unknown",
+            "pending": None,
+        }
     finally:
         bare.db.engine.dispose()
         with admin.connect() as conn:
@@ -166,7 +179,7 @@ def test_mounted_into_a_host_app(mem: Memstrata, auth: AuthHeader) -> None:
         assert missing.status_code == 401
         assert missing.headers["www-authenticate"] == 'Bearer realm="memstrata"'
         bad = client.get("/memory/api/config/agent-files/agents", headers=auth())
-        assert (bad.status_code, bad.json()) == (400, {"detail": "无效的文件名"})
+        assert (bad.status_code, bad.json()["detail"]) == (400, "无效的文件名")
         invalid = client.put("/memory/api/config/skills/web_search", headers=auth(), json={})
         assert invalid.status_code == 422
         assert invalid.json()["detail"] == "invalid request: body.enabled: Field required"
@@ -179,3 +192,18 @@ def test_openapi_docs(client: TestClient) -> None:
     assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     put = schema["paths"]["/api/config/agent-files/{name}"]["put"]
     assert set(put["responses"]) >= {"200", "400", "401", "409", "413", "422"}
+
+
+def test_every_route_has_a_typed_response_schema(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            if path.endswith("/metrics"):
+                continue  # Prometheus text, not JSON
+            body = operation["responses"]["200"]["content"]["application/json"]["schema"]
+            assert "$ref" in body, (method, path, body)  # a named model, not a bare object
+    search = schema["components"]["schemas"]["SearchResults"]
+    assert set(search["properties"]) == {"query", "mode", "hits", "timings_ms", "warnings"}
+    hit = schema["components"]["schemas"]["SearchHitBody"]
+    assert hit["properties"]["explain"] == {"$ref": "#/components/schemas/Explain"}
+    assert "IndexReportBody" in schema["components"]["schemas"]

@@ -201,6 +201,14 @@ def assert_matches_oracle(index: BM25Index[int], live: dict[int, list[str]]) -> 
         assert bm25_scores(query, [live[key] for key in keys]) == pytest.approx(expected, abs=1e-6)
 
 
+def test_posting_count_is_term_doc_pairs() -> None:
+    index: BM25Index[str] = BM25Index()
+    assert index.posting_count() == 0
+    index.add("a", ["tea", "tea", "kite"])  # two distinct terms
+    index.add("b", ["tea"])
+    assert index.posting_count() == 3
+
+
 class TestAgainstBm25s:
     def test_every_score_matches(self) -> None:
         rng = random.Random(42)

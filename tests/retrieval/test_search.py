@@ -82,8 +82,8 @@ def test_rrf_scores_match_the_formula(
     db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
 ) -> None:
     seed(indexer)
-    result = service(db, embedder).search(
-        "alice", "marathon training", top_k=4, as_of=NOW, decay=DecayPolicy(enabled=False)
+    result = service(db, embedder, decay=DecayPolicy(enabled=False)).search(
+        "alice", "marathon training", top_k=4, as_of=NOW
     )
     for hit in result.hits:
         ranks = [hit.explain["bm25_rank"], hit.explain["vector_rank"]]
@@ -125,7 +125,8 @@ def test_recent_ranks_higher_all_else_equal(db: Database) -> None:
     search = service(db, None)
     hits = search.search("u", "red kite", as_of=NOW).hits
     assert [h.file_path for h in hits] == ["sessions/new/0", "sessions/old/0"]
-    floor = search.search("u", "red kite", as_of=NOW, decay=DecayPolicy(True, 30.0, 0.5)).hits
+    floored = service(db, None, decay=DecayPolicy(True, 30.0, 0.5))
+    floor = floored.search("u", "red kite", as_of=NOW).hits
     assert floor[1].explain["decay_factor"] == pytest.approx(0.5 + 0.5 * 0.125)
 
 
@@ -196,9 +197,12 @@ def test_pgvector_backend_agrees_with_memory(
     memory = service(db, embedder)
     pg = service(db, embedder, vector_backend="pgvector")
     for query in ("travel plans", "pet", "饮料", "sports event"):
-        a = memory.search("alice", query, top_k=3, as_of=NOW, use_bm25=False)
-        b = pg.search("alice", query, top_k=3, as_of=NOW, use_bm25=False)
-        assert [h.file_path for h in a.hits] == [h.file_path for h in b.hits], query
+        vector = np.asarray(embedder.embed([query], "query")[0], dtype=np.float32)
+        a = memory.candidates("alice", query, vector, 3)
+        b = pg.candidates("alice", query, vector, 3)
+        assert len(a.vector) == 3
+        paths = [a.rows[k].file_path for k in a.vector]
+        assert paths == [b.rows[k].file_path for k in b.vector], query
 
 
 def test_vectors_in_memory_equal_vectors_in_postgres(

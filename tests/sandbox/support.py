@@ -26,7 +26,7 @@ from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
-from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.indexer import Indexer, StagedIndex
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
@@ -35,18 +35,19 @@ USER = "user-1"
 
 
 class RecordingIndexer:
-    """The real Indexer, with a log of calls (and an optional hook before each)."""
+    """The real Indexer staging a memory file's rows, with a log of calls (and an optional
+    hook before each); staging runs before the write's transaction."""
 
     def __init__(self, inner: Indexer) -> None:
         self.inner = inner
         self.calls: list[tuple[str, FileKind, str]] = []
         self.before: Callable[[str, FileKind, str], None] | None = None
 
-    def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> object:
+    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
         if self.before is not None:
             self.before(user_id, kind, content)
         self.calls.append((user_id, kind, content))
-        return self.inner.index_memory_file(user_id, kind, content)
+        return self.inner.stage_memory_file(user_id, kind, content)
 
 
 class FaultySandbox:
@@ -208,12 +209,18 @@ def pool(invalidated: list[str]) -> AgentPool[object]:
 
 @pytest.fixture
 def sync(
-    store: MemoryStore,
+    db: Database,
+    templates: TemplateSet,
     provider: LocalSandboxProvider,
     indexer: RecordingIndexer,
     pool: AgentPool[object],
 ) -> SyncService:
-    return SyncService(store, provider, indexer=indexer, pool=pool)
+    return SyncService(indexed_store(db, templates, indexer), provider, pool=pool)
+
+
+def indexed_store(db: Database, templates: TemplateSet, indexer: RecordingIndexer) -> MemoryStore:
+    """The real store, writing search rows through ``indexer`` (the ``store`` fixture has none)."""
+    return MemoryStore(db.sessions, templates, indexer=indexer)
 
 
 @pytest.fixture

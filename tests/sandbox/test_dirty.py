@@ -11,11 +11,13 @@ import re
 
 import pytest
 
+from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
-from memstrata.sandbox.dirty import RoundTracker, SyncBase, target_path, tool_arguments
+from memstrata.sandbox.dirty import RoundTracker, decode_tool_arguments, target_path
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService
 from tests.sandbox.support import (
@@ -94,7 +96,9 @@ def test_bases_and_next_round() -> None:
 
 
 def test_argument_helpers() -> None:
-    assert tool_arguments('["a"]') == {}
+    with pytest.raises(ToolInputError, match="must be a JSON object"):
+        decode_tool_arguments('["a"]')
+    assert target_path('["a"]') is None  # the tracker never breaks the agent loop
     assert target_path({"path": "", "file_path": "USER.md"}) == "USER.md"
 
 

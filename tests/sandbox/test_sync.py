@@ -15,8 +15,8 @@ from memstrata.errors import InvalidFileTypeError, SandboxError, VersionConflict
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
-from memstrata.sandbox.dirty import SyncBase
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService
 from tests.sandbox.support import (
@@ -24,6 +24,7 @@ from tests.sandbox.support import (
     FaultyProvider,
     RecordingIndexer,
     embedding_rows,
+    indexed_store,
     sync_events,
     unreachable_store,
     warning_events,
@@ -280,8 +281,10 @@ async def test_content_the_db_refuses_is_preserved_and_the_db_copy_restored(
 # -- scenario 3: frontend edit ------------------------------------------------------------
 
 
-async def test_frontend_edit_order_is_db_then_index_then_push_then_invalidate(
+async def test_frontend_edit_order_is_embed_then_db_then_push_then_invalidate(
+    db: Database,
     store: MemoryStore,
+    templates: TemplateSet,
     provider: LocalSandboxProvider,
     indexer: RecordingIndexer,
     user_box: LocalDirectorySandbox,
@@ -295,7 +298,7 @@ async def test_frontend_edit_order_is_db_then_index_then_push_then_invalidate(
 
     indexer.before = lambda user_id, kind, content: snapshot("index")
     pool: AgentPool[object] = AgentPool(on_invalidate=lambda user_id: snapshot("invalidate"))
-    sync = SyncService(store, provider, indexer=indexer, pool=pool)
+    sync = SyncService(indexed_store(db, templates, indexer), provider, pool=pool)
     await sync.start_session(USER)
     seen.clear()  # provisioning indexed the new rows
     old = (user_box.root / "USER.md").read_text(encoding="utf-8")
@@ -304,8 +307,11 @@ async def test_frontend_edit_order_is_db_then_index_then_push_then_invalidate(
 
     assert (file.version, file.content) == (2, "- Name: Grace\n")
     assert seen == [
-        ("index", "- Name: Grace\n", old),  # DB already written, sandbox not yet
+        ("index", old, old),  # embedded before the one transaction that stores text + rows
         ("invalidate", "- Name: Grace\n", "- Name: Grace\n"),  # pushed before invalidation
+    ]
+    assert [r for r in embedding_rows(db, USER) if r[0] == "USER.md"] == [
+        ("USER.md", 0, "- Name: Grace")
     ]
 
 

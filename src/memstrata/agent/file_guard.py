@@ -11,28 +11,22 @@ what spec 4 requires of controlled file tools:
   appended to a string result so the model knows.
 
 The target is the ``path`` / ``file_path`` / ``filename`` argument, or the first positional
-argument, resolved the way the sandbox resolves paths (``./USER.md``, ``/workspace/USER.md``;
-case as the sandbox treats it). The wrapped tool's own exceptions propagate unchanged: the
-platform's tool keeps its own error contract.
+argument, resolved by the round tracker the way the sandbox resolves paths (``./USER.md``,
+``/workspace/USER.md``; case as the sandbox treats it). The wrapped tool's own exceptions
+propagate unchanged: the platform's tool keeps its own error contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from memstrata.agent.tools import sync_message
+from memstrata.agent.tools import ToolContext, sync_message
 from memstrata.errors import ProtectedFileError, SandboxPathError
 from memstrata.memory.kinds import FileKind
-from memstrata.sandbox.base import (
-    DEFAULT_WORKSPACE_PREFIXES,
-    Sandbox,
-    check_agent_write,
-    root_memory_file,
-)
-from memstrata.sandbox.dirty import RoundTracker, target_path
+from memstrata.sandbox.base import check_agent_write
+from memstrata.sandbox.dirty import target_path
 from memstrata.sandbox.reconcile import WARNING_OUTCOMES
-from memstrata.sandbox.sync import SyncService
 
 R = TypeVar("R")
 
@@ -40,47 +34,30 @@ R = TypeVar("R")
 class GuardedFileTools:
     """Wraps file tools for one user's sandbox (module doc)."""
 
-    def __init__(
-        self,
-        user_id: str,
-        sync: SyncService,
-        sandbox: Sandbox,
-        *,
-        session_id: str | None = None,
-        tracker: RoundTracker | None = None,
-        workspace_prefixes: Sequence[str] = DEFAULT_WORKSPACE_PREFIXES,
-    ) -> None:
-        self.user_id = user_id
-        self.sync = sync
-        self.sandbox = sandbox
-        self.session_id = session_id
-        self.tracker = tracker
-        self.workspace_prefixes = tuple(workspace_prefixes)
-        # Unknown sandboxes are treated as case-insensitive: also refusing "agents.md" is
-        # the safe mistake.
-        self.case_sensitive = bool(getattr(sandbox, "case_sensitive", False))
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
 
-    def memory_file(self, path: str) -> str | None:
-        """The root memory file ``path`` resolves to in this sandbox, if any."""
-        return root_memory_file(
-            path, case_sensitive=self.case_sensitive, workspace_prefixes=self.workspace_prefixes
-        )
+    @property
+    def case_sensitive(self) -> bool:
+        return self.ctx.tracker.case_sensitive
 
     def wrap(self, inner: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R | str]]:
+        ctx = self.ctx
+
         async def guarded(*args: Any, **kwargs: Any) -> R | str:
             path = target_path(kwargs)
             if path is None and args and isinstance(args[0], str):
                 path = args[0]
-            memory = None if path is None else self.memory_file(path)
+            memory = None if path is None else ctx.tracker.memory_file(path)
             if path is not None and memory == FileKind.AGENTS.filename:
                 return f"error: {self._refusal(path)}"
-            if memory is not None and self.tracker is not None:
-                self.tracker.mark_dirty(memory)
+            if memory is not None:
+                ctx.tracker.mark_dirty(memory)
             result = await inner(*args, **kwargs)
             if memory is None:
                 return result
-            synced = await self.sync.after_controlled_write(
-                self.user_id, memory, self.session_id, sandbox=self.sandbox, tracker=self.tracker
+            synced = await ctx.sync.after_controlled_write(
+                ctx.user_id, memory, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
             )
             if isinstance(result, str) and synced.outcome in WARNING_OUTCOMES:
                 return f"{result}\n[memory sync] {sync_message('Written', synced)}"
@@ -91,9 +68,12 @@ class GuardedFileTools:
         return guarded
 
     def _refusal(self, path: str) -> str:
+        tracker = self.ctx.tracker
         try:
             check_agent_write(
-                path, case_sensitive=self.case_sensitive, workspace_prefixes=self.workspace_prefixes
+                path,
+                case_sensitive=tracker.case_sensitive,
+                workspace_prefixes=tracker.workspace_prefixes,
             )
         except ProtectedFileError as exc:
             return str(exc)

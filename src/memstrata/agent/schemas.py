@@ -7,23 +7,20 @@ single source of truth for argument names, types and required fields:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-# Must match memstrata.retrieval.cache.SOURCES; not imported so the agent package does not
-# pull in the retrieval stack (numpy) just to describe a tool.
-SEARCH_SOURCES = ("memory", "conversation", "notes")
+from memstrata.errors import ToolInputError
+from memstrata.retrieval.limits import MAX_TOOL_TOP_K, SOURCES
+from memstrata.sandbox.dirty import decode_tool_arguments
+
+__all__ = ["ToolInputError", "check_arguments", "tool_schemas"]
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
     "array": (list, tuple),
 }
-
-
-class ToolInputError(ValueError):
-    """A tool call's arguments are unusable; the message is shown to the model."""
 
 
 def _function(
@@ -95,12 +92,12 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "top_k": {
                         "type": "integer",
                         "minimum": 1,
-                        "maximum": 20,
+                        "maximum": MAX_TOOL_TOP_K,
                         "description": "How many results (default 5).",
                     },
                     "sources": {
                         "type": "array",
-                        "items": {"type": "string", "enum": list(SEARCH_SOURCES)},
+                        "items": {"type": "string", "enum": list(SOURCES)},
                         "description": "Limit to memory files, conversations and/or notes.",
                     },
                 },
@@ -110,28 +107,13 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
     return schemas
 
 
-def decode_arguments(arguments: Mapping[str, object] | str | None) -> dict[str, object]:
-    """Tool arguments as a dict; OpenAI delivers them as a JSON string."""
-    if arguments is None or arguments == "":
-        return {}
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolInputError(f"arguments are not valid JSON ({exc.args[0]})") from exc
-        if not isinstance(decoded, dict):
-            raise ToolInputError("arguments must be a JSON object")
-        return decoded
-    return dict(arguments)
-
-
 def check_arguments(name: str, arguments: Mapping[str, object] | str | None) -> dict[str, object]:
     """Decode and check a call of tool ``name`` against its schema; returns the kwargs."""
     schema = next(
         s["function"] for s in tool_schemas(include_search=True) if s["function"]["name"] == name
     )
     parameters = schema["parameters"]
-    kwargs = decode_arguments(arguments)
+    kwargs = decode_tool_arguments(arguments)
     unknown = sorted(set(kwargs) - set(parameters["properties"]))
     if unknown:
         allowed = ", ".join(parameters["properties"])

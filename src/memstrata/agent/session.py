@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.prompt import PromptResult, build_system_prompt
-from memstrata.agent.tools import MemoryTools, Searcher
+from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.logs import log_event
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
@@ -34,6 +35,9 @@ from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
 from memstrata.sandbox.reconcile import DB_ERRORS
 from memstrata.sandbox.sync import SyncResult, SyncService
+
+if TYPE_CHECKING:
+    from memstrata.retrieval.search import SearchService
 
 logger = logging.getLogger(__name__)
 
@@ -90,26 +94,26 @@ async def _read_or_empty(sandbox: Sandbox, path: str) -> str:
 class AgentSession:
     """Everything one agent session needs from memstrata (module doc)."""
 
-    sync: SyncService
-    user_id: str
-    session_id: str | None
-    sandbox: Sandbox
-    tracker: RoundTracker
+    ctx: ToolContext
     tools: MemoryTools
     file_tools: GuardedFileTools
     prompt: PromptResult
     start_results: list[SyncResult]
 
+    @property
+    def tracker(self) -> RoundTracker:
+        return self.ctx.tracker
+
     def on_tool_call(self, name: str, arguments: Mapping[str, object] | str | None = None) -> None:
-        self.tracker.on_tool_call(name, arguments)
+        self.ctx.tracker.on_tool_call(name, arguments)
 
     async def end_round(self) -> list[SyncResult]:
-        return await self.sync.end_round(self.tracker)
+        return await self.ctx.sync.end_round(self.ctx.tracker)
 
     def close(self) -> None:
         """Stop receiving frontend pushes for this session's sandbox."""
-        if self.session_id is not None:
-            self.sync.end_session(self.user_id, self.session_id)
+        if self.ctx.session_id is not None:
+            self.ctx.sync.end_session(self.ctx.user_id, self.ctx.session_id)
 
 
 async def open_agent_session(
@@ -119,7 +123,7 @@ async def open_agent_session(
     token_limit: int,
     ratio: float = 0.15,
     session_id: str | None = None,
-    searcher: Searcher | None = None,
+    searcher: SearchService | None = None,
     count: Callable[[str], int] = count_tokens,
 ) -> AgentSession:
     """Sync, track, prompt and tools for a new session (module doc)."""
@@ -129,10 +133,7 @@ async def open_agent_session(
     prompt = await build_memory_prompt(
         sync.store, user_id, token_limit=token_limit, ratio=ratio, count=count, sandbox=sandbox
     )
-    tools = MemoryTools(
-        user_id, sync, sandbox, session_id=session_id, tracker=tracker, searcher=searcher
-    )
-    file_tools = GuardedFileTools(user_id, sync, sandbox, session_id=session_id, tracker=tracker)
+    ctx = ToolContext(user_id, sync, sandbox, session_id, tracker)
     log_event(
         logger,
         "agent.session_opened",
@@ -144,5 +145,5 @@ async def open_agent_session(
         dropped=list(prompt.dropped),
     )
     return AgentSession(
-        sync, user_id, session_id, sandbox, tracker, tools, file_tools, prompt, results
+        ctx, MemoryTools(ctx, searcher=searcher), GuardedFileTools(ctx), prompt, results
     )

@@ -1,6 +1,6 @@
 """Memory tools for agents: OpenAI function schemas plus plain async callables.
 
-``MemoryTools(user_id, sync, sandbox, ...)`` is bound to one user. Any agent framework
+``MemoryTools(ToolContext.bind(user_id, sync, sandbox))`` is bound to one user. Any framework
 can register :meth:`MemoryTools.schemas` and route calls to :meth:`MemoryTools.call` (or
 to the methods directly). Semantics, argument limits and results are defined in
 ``docs/AGENT_TOOLS.md``; in short:
@@ -21,22 +21,28 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
 from memstrata.agent import sections
-from memstrata.agent.schemas import SEARCH_SOURCES, ToolInputError, check_arguments, tool_schemas
+from memstrata.agent.schemas import check_arguments, tool_schemas
+from memstrata.errors import ToolInputError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import FileKind
-from memstrata.sandbox.base import (
-    Sandbox,
-)
+from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
+from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
-from memstrata.sandbox.reconcile import Outcome, SyncResult, has_content
+from memstrata.sandbox.reconcile import Outcome, SyncResult
+from memstrata.sandbox.rule import has_content
 from memstrata.sandbox.sync import SyncService
+
+if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
+    from memstrata.retrieval.search import SearchHit
+    from memstrata.retrieval.search import SearchService as Searcher
 
 logger = logging.getLogger(__name__)
 
@@ -45,33 +51,7 @@ R = TypeVar("R")
 MAX_ENTRY_CHARS = 2000
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
-MAX_QUERY_CHARS = 1000
-MAX_TOP_K = 20
 HIT_PREVIEW_CHARS = 400
-
-
-class SearchHitLike(Protocol):
-    @property
-    def text(self) -> str: ...
-    @property
-    def file_path(self) -> str | None: ...
-    @property
-    def created_at(self) -> datetime | None: ...
-    @property
-    def score(self) -> float: ...
-
-
-class SearchResultLike(Protocol):
-    @property
-    def hits(self) -> Sequence[SearchHitLike]: ...
-
-
-class Searcher(Protocol):
-    """``memstrata.retrieval.search.SearchService`` (synchronous; run in a thread)."""
-
-    def search(
-        self, user_id: str, query: str, *, top_k: int = 5, sources: Sequence[str] | None = None
-    ) -> SearchResultLike: ...
 
 
 def _name(value: object, what: str, example: str = "Decisions") -> str:
@@ -95,25 +75,60 @@ def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool 
     return value
 
 
-class MemoryTools:
-    """The memory tools bound to one user and one sandbox (module doc)."""
+def search_arguments(
+    query: object, top_k: object = 5, sources: object = None
+) -> tuple[str, int, list[str] | None]:
+    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
+    text = _text(query, "query", MAX_TOOL_QUERY_CHARS)
+    if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
+        raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
+    try:
+        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}") from exc
+    if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
+    return text, top_k, wanted
 
-    def __init__(
-        self,
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What every tool of one session is bound to. ``tracker`` is the round's one owner
+    of dirty flags and of the sandbox's path rules (case, workspace prefixes)."""
+
+    user_id: str
+    sync: SyncService
+    sandbox: Sandbox
+    session_id: str | None
+    tracker: RoundTracker
+
+    @classmethod
+    def bind(
+        cls,
         user_id: str,
         sync: SyncService,
         sandbox: Sandbox,
         *,
         session_id: str | None = None,
         tracker: RoundTracker | None = None,
+    ) -> ToolContext:
+        """A context; without a ``tracker`` the tools keep their own for this sandbox."""
+        if tracker is None:
+            tracker = RoundTracker(user_id, session_id, case_sensitive=sandbox.case_sensitive)
+        return cls(user_id, sync, sandbox, session_id, tracker)
+
+
+class MemoryTools:
+    """The memory tools bound to one user and one sandbox (module doc)."""
+
+    def __init__(
+        self,
+        ctx: ToolContext,
+        *,
         searcher: Searcher | None = None,
         today: Callable[[], date] | None = None,
     ) -> None:
-        self.user_id = user_id
-        self.sync = sync
-        self.sandbox = sandbox
-        self.session_id = session_id
-        self.tracker = tracker
+        self.ctx = ctx
         self.searcher = searcher
         self._today = today or (lambda: datetime.now(UTC).date())
 
@@ -195,15 +210,10 @@ class MemoryTools:
         if self.searcher is None:
             return "error: memory_search is not available for this agent"
         try:
-            text = _text(query, "query", MAX_QUERY_CHARS)
-            if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-                raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
-            wanted = None if sources is None else list(sources)
-            if wanted is not None and (not wanted or any(s not in SEARCH_SOURCES for s in wanted)):
-                raise ToolInputError(f"sources must be a non-empty list of {SEARCH_SOURCES}")
-        except (ToolInputError, TypeError) as exc:
+            text, top_k, wanted = search_arguments(query, top_k, sources)
+        except ToolInputError as exc:
             return f"error: {exc}"
-        search = partial(self.searcher.search, self.user_id, text, top_k=top_k, sources=wanted)
+        search = partial(self.searcher.search, self.ctx.user_id, text, top_k=top_k, sources=wanted)
         try:
             result = await anyio.to_thread.run_sync(search)
         except ValueError as exc:
@@ -213,7 +223,7 @@ class MemoryTools:
                 logger,
                 "tools.search_failed",
                 logging.WARNING,
-                user_id=self.user_id,
+                user_id=self.ctx.user_id,
                 error=f"{type(exc).__name__}: {exc}",
             )
             return "error: memory search failed; try again, or answer from what you know"
@@ -227,12 +237,13 @@ class MemoryTools:
     async def _current(self, kind: FileKind) -> str:
         """The text to edit: the sandbox copy, else the DB copy (else empty)."""
         try:
-            text = await self.sandbox.read_text(kind.filename)
+            text = await self.ctx.sandbox.read_text(kind.filename)
         except Exception:
             text = None
         if text is not None and has_content(text):
             return text
-        stored = await anyio.to_thread.run_sync(self.sync.store.get_memory_file, self.user_id, kind)
+        get = partial(self.ctx.sync.store.get_memory_file, self.ctx.user_id, kind)
+        stored = await anyio.to_thread.run_sync(get)
         return "" if stored is None else stored.content
 
     async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
@@ -242,7 +253,7 @@ class MemoryTools:
         except Exception as exc:
             return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
         new = edit(current)
-        limit = self.sync.store.max_content_bytes
+        limit = self.ctx.sync.store.max_content_bytes
         size = len(new.encode("utf-8"))
         if size > limit:
             return (
@@ -251,8 +262,7 @@ class MemoryTools:
             )
         if new == current:
             return f"No change: {name} already says that."
-        if self.tracker is not None:
-            self.tracker.mark_dirty(name)
+        self.ctx.tracker.mark_dirty(name)
         try:
             return await self._write(kind, edit, new, done)
         except Exception as exc:
@@ -262,29 +272,29 @@ class MemoryTools:
                 logger,
                 "tools.write_failed",
                 logging.WARNING,
-                user_id=self.user_id,
+                user_id=self.ctx.user_id,
                 file=name,
                 error=f"{type(exc).__name__}: {exc}",
             )
             return f"error: {name} could not be saved ({type(exc).__name__}); try again later"
 
     async def _write(self, kind: FileKind, edit: Callable[[str], str], new: str, done: str) -> str:
-        name = kind.filename
+        ctx, name = self.ctx, kind.filename
         try:
-            await self.sandbox.write_text(name, new)
+            await ctx.sandbox.write_text(name, new)
         except Exception as exc:
             log_event(
                 logger,
                 "tools.sandbox_write_failed",
                 logging.WARNING,
-                user_id=self.user_id,
+                user_id=ctx.user_id,
                 file=name,
                 error=f"{type(exc).__name__}: {exc}",
             )
-            result = await self.sync.write_without_sandbox(self.user_id, kind, edit)
+            result = await ctx.sync.write_without_sandbox(ctx.user_id, kind, edit)
             return sync_message(done, result, workspace_stale=True)
-        result = await self.sync.after_controlled_write(
-            self.user_id, name, self.session_id, sandbox=self.sandbox, tracker=self.tracker
+        result = await ctx.sync.after_controlled_write(
+            ctx.user_id, name, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
         )
         return sync_message(done, result)
 
@@ -322,8 +332,8 @@ def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False
     return f"{done}{version}."
 
 
-def _format_hit(position: int, hit: SearchHitLike, query: str) -> str:
-    when = "" if hit.created_at is None else f" · {hit.created_at.date().isoformat()}"
+def _format_hit(position: int, hit: SearchHit, query: str) -> str:
+    when = f" · {hit.created_at.date().isoformat()}"
     text = _preview(" ".join(hit.text.split()), query)
     return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
 

@@ -17,18 +17,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import install_error_handlers
 from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import RequestLogMiddleware
-from memstrata.api.routers import config, health, memory
+from memstrata.api.routers import config, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
+from memstrata.web import web_router
 
 
 def create_router(
@@ -48,6 +51,7 @@ def create_router(
     routes = route_class(context)
     router = APIRouter()
     router.include_router(config.build_router(routes))
+    router.include_router(limits.build_router(routes))
     router.include_router(memory.build_router(routes))
     if include_operations:
         router.include_router(health.build_router(routes))
@@ -63,27 +67,45 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if memstrata is not None:
-            yield
+            memstrata.start_background()
+            try:
+                yield
+            finally:
+                await run_in_threadpool(memstrata.stop_background)
             return
         owned = await run_in_threadpool(Memstrata.open, settings)
         context.attach(owned)
+        owned.start_background()
         try:
             yield
         finally:
             context.detach()
             await run_in_threadpool(owned.close)
 
-    app = FastAPI(
-        title="memstrata",
-        summary="Layered, per-user memory for AI agents.",
-        version=_version(),
-        lifespan=lifespan,
-    )
+    # /docs and /redoc load their JavaScript and CSS from the installed fastapi-offline
+    # package, never from a CDN. Trailing-slash redirects get a relative Location (see
+    # RequestLogMiddleware): starlette builds it from the Host header, which a client sets.
+    meta: dict[str, Any] = {
+        "title": "memstrata",
+        "summary": "Layered, per-user memory for AI agents.",
+        "version": _version(),
+        "lifespan": lifespan,
+    }
+    if settings.api_docs:
+        app = FastAPIOffline(**meta)
+    else:
+        app = FastAPI(docs_url=None, redoc_url=None, **meta)
     app.state.context = context
     app.state.metrics = context.metrics
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=settings.api_prefix)
     app.include_router(create_router(context), prefix=settings.api_prefix)
+    if settings.mcp_http_enabled:  # before any catch-all mount
+        from memstrata.mcp.http import mount_mcp  # memstrata.mcp imports memstrata.api
+
+        mount_mcp(app, context)
+    if settings.web_ui:
+        app.include_router(web_router(), prefix=settings.api_prefix)
     return app
 
 

@@ -11,6 +11,11 @@
 - ``memstrata_sync_total{operation, result}``: ``provision`` (template → DB → sandbox on a
   user's first read) and ``frontend_edit`` (PUT: DB → embeddings → sandbox → AgentPool).
 - ``memstrata_turns_indexed_total`` and ``memstrata_indexed_chunks_total``.
+- ``memstrata_embeddings_pending`` (rows waiting for a vector, all users),
+  ``memstrata_embeddings_pending_oldest_seconds`` (how long the oldest has waited),
+  ``memstrata_embeddings_failed`` (rows marked as never embeddable) and
+  ``memstrata_embedding_circuit_open`` (1 while the embedding API is skipped); refreshed
+  on every scrape by the re-embedding queue's cross-user count (retrieval.queue).
 
 Other components increment these through the app's :class:`ApiMetrics` (the
 ``record_*`` methods), reachable as ``app.state.metrics``.
@@ -18,7 +23,7 @@ Other components increment these through the app's :class:`ApiMetrics` (the
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 UNMATCHED_ROUTE = "<unmatched>"
@@ -64,6 +69,35 @@ class ApiMetrics:
             "Chunks written while indexing conversation turns.",
             registry=self.registry,
         )
+
+        self.pending = Gauge(
+            "memstrata_embeddings_pending",
+            "Rows waiting for a vector of the current model (all users).",
+            registry=self.registry,
+        )
+        self.pending_oldest = Gauge(
+            "memstrata_embeddings_pending_oldest_seconds",
+            "Seconds since the oldest row still waiting for a vector was written.",
+            registry=self.registry,
+        )
+        self.embedding_failed = Gauge(
+            "memstrata_embeddings_failed",
+            "Rows whose text the embedding API rejected for good (never retried).",
+            registry=self.registry,
+        )
+        self.circuit_open = Gauge(
+            "memstrata_embedding_circuit_open",
+            "1 while the embedding API is skipped after repeated failures.",
+            registry=self.registry,
+        )
+
+    def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
+        self.pending.set(pending)
+        self.pending_oldest.set(oldest_s)
+        self.embedding_failed.set(failed)
+
+    def record_circuit(self, is_open: bool) -> None:
+        self.circuit_open.set(1 if is_open else 0)
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()

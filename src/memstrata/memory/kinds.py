@@ -56,6 +56,15 @@ def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind
     return kind
 
 
+def api_kind(name: str) -> FileKind:
+    """Exactly ``user`` / ``soul`` / ``memory`` (the HTTP path segment, spec §3); anything
+    else — other spellings included — is ``InvalidFileTypeError`` (HTTP 400)."""
+    kind = _BY_API_NAME.get(name)
+    if kind is None:
+        raise InvalidFileTypeError(f"无效的文件名: {name[:100]!r}")
+    return kind
+
+
 def validate_user_id(user_id: object) -> str:
     if not isinstance(user_id, str) or not user_id.strip():
         raise InvalidUserIdError("user_id must be a non-empty string")
@@ -71,3 +80,4 @@ _BY_NAME: dict[str, FileKind] = {
     for kind in FileKind
     for name in (kind.api_name, kind.file_type, kind.filename)
 }
+_BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in USER_FILE_KINDS}

@@ -1,25 +1,50 @@
-"""The memory-file store: CRUD with optimistic locking, limits, and idempotent provisioning.
+"""The memory-file service: the one write path for SOUL/USER/MEMORY, plus reads.
 
-The database is the source of truth for SOUL/USER/MEMORY. Sandbox mirroring and
-re-indexing are layered on top (``memstrata.sync``), so this module stays a pure DB service.
+Every writer — the REST PUT, the agent tools, the round-end read-back (all through
+``memstrata.sandbox.sync``) — ends in :meth:`MemoryStore.upsert_memory_file`, which has one
+shape (docs/ARCHITECTURE.md, "The write path"):
+
+1. validate, then check the caller's expected version against the stored one: a stale
+   version is a ``VersionConflictError`` (HTTP 409) at once, before any embedding work;
+2. chunk and embed the new text (USER/MEMORY only) outside any lock or transaction;
+3. one short transaction that re-checks the version (a conditional ``UPDATE``) and stores
+   the text, the new version, and the file's search rows with their vectors.
+
+The follow-on effects (the sandbox mirror, the AgentPool notification) are the async
+sync layer's, run in order after this returns. The database is the source of truth.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
 from memstrata.logs import log_event
-from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind, validate_user_id
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
 from memstrata.memory.templates import TemplateSet
 
 logger = logging.getLogger(__name__)
+
+
+class StagedRows(Protocol):
+    """A file's search rows, embedded and ready to store in the caller's transaction."""
+
+    def apply(self, session: Session) -> object: ...
+
+
+class FileIndexer(Protocol):
+    """Stages USER/MEMORY search rows (``memstrata.retrieval.indexer.Indexer``)."""
+
+    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedRows: ...
 
 
 @dataclass(frozen=True)
@@ -60,10 +85,13 @@ class MemoryStore:
         sessions: sessionmaker[Session],
         templates: TemplateSet,
         max_content_bytes: int = 256 * 1024,
+        *,
+        indexer: FileIndexer | None = None,
     ) -> None:
         self._sessions = sessions
         self.templates = templates
         self.max_content_bytes = max_content_bytes
+        self.indexer = indexer
 
     def get_memory_file(self, user_id: str, kind: str | FileKind) -> MemoryFile | None:
         """The stored file, or None. ``agents`` reads legacy rows only."""
@@ -97,19 +125,24 @@ class MemoryStore:
         content is identical, so read-backs don't bump versions for nothing.
         """
         k = parse_kind(kind)
-        validate_user_id(user_id)
         text = validate_content(content, self.max_content_bytes)
+        # 1. Version first: a stale caller gets its conflict without waiting on embeddings.
+        # (The repository validates the user id before any query.)
+        with self._sessions() as session:
+            current = MemoryFileRepository(session, user_id).get(k.file_type)
+        if expected_version is not None and _version(current) != expected_version:
+            raise VersionConflictError(
+                user_id, k.file_type, expected_version, None if current is None else current.version
+            )
+        if skip_unchanged and current is not None and current.content == text:
+            return self._file(user_id, k, current, changed=False)
+        # 2. Chunk and embed outside any lock or transaction.
+        staged = self._stage(user_id, k, text)
+        # 3. One short transaction: re-check the version, store text, version and rows.
         with transaction(self._sessions) as session:
-            repo = MemoryFileRepository(session, user_id)
-            if skip_unchanged:
-                current = repo.get(k.file_type)
-                if current is not None and current.content == text:
-                    if expected_version is not None and current.version != expected_version:
-                        raise VersionConflictError(
-                            user_id, k.file_type, expected_version, current.version
-                        )
-                    return self._file(user_id, k, current, changed=False)
-            stored = self._write(repo, k, text, expected_version)
+            stored = self._write(MemoryFileRepository(session, user_id), k, text, expected_version)
+            if staged is not None:
+                staged.apply(session)
         log_event(
             logger,
             "memory.file.written",
@@ -119,6 +152,47 @@ class MemoryStore:
             bytes=len(text.encode("utf-8")),
         )
         return self._file(user_id, k, stored)
+
+    def edit_memory_file(
+        self, user_id: str, kind: str | FileKind, edit: Callable[[str], str], *, attempts: int = 3
+    ) -> MemoryFile:
+        """Apply ``edit`` to the stored text ("" when absent) through the write path; when
+        another writer wins the race, again on the fresh copy. ``VersionConflictError``
+        after ``attempts`` lost races; exceptions raised by ``edit`` propagate."""
+        for attempt in range(attempts):
+            current = self.get_memory_file(user_id, kind)
+            new = edit("" if current is None else current.content)
+            expected = 0 if current is None else current.version
+            try:
+                return self.upsert_memory_file(user_id, kind, new, expected, skip_unchanged=True)
+            except VersionConflictError:
+                if attempt == attempts - 1:
+                    raise
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
+
+    def _stage(self, user_id: str, kind: FileKind, text: str) -> StagedRows | None:
+        """The file's search rows, or None: not indexed, no indexer, or staging failed.
+
+        Failure policy: a database error propagates (the write would fail too); anything
+        else is a warning and the file is stored without new rows — ``memstrata reindex``
+        or the next write rebuilds them. The write itself never depends on the index.
+        """
+        if self.indexer is None or not kind.indexed:
+            return None
+        try:
+            return self.indexer.stage_memory_file(user_id, kind, text)
+        except SQLAlchemyError:
+            raise
+        except Exception as exc:
+            log_event(
+                logger,
+                "sync.index_failed",
+                logging.WARNING,
+                user_id=user_id,
+                file=kind.filename,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return None
 
     def _write(
         self, repo: MemoryFileRepository, k: FileKind, text: str, expected: int | None
@@ -143,14 +217,23 @@ class MemoryStore:
 
     def provision_default_files(self, user_id: str) -> list[FileKind]:
         """Template → DB for every missing file; never overwrites. Returns what it created."""
-        validate_user_id(user_id)
         contents = {k: self.templates.load(k) for k in USER_FILE_KINDS}
+        with self._sessions() as session:
+            present = {f.file_type for f in MemoryFileRepository(session, user_id).list()}
+        staged = {
+            k: self._stage(user_id, k, contents[k])
+            for k in USER_FILE_KINDS
+            if k.file_type not in present
+        }
         created: list[FileKind] = []
         with transaction(self._sessions) as session:
             repo = MemoryFileRepository(session, user_id)
             for k in USER_FILE_KINDS:
                 if repo.insert_if_absent(k.file_type, contents[k]) is not None:
                     created.append(k)
+                    rows = staged.get(k)
+                    if rows is not None:
+                        rows.apply(session)
         if created:
             log_event(
                 logger,
@@ -165,3 +248,8 @@ class MemoryStore:
         self, user_id: str, kind: FileKind, stored: StoredFile, *, changed: bool = True
     ) -> MemoryFile:
         return MemoryFile(user_id, kind, stored.content, stored.version, stored.updated_at, changed)
+
+
+def _version(stored: StoredFile | None) -> int:
+    """The stored version; 0 for "no row yet", which is what ``expected_version=0`` means."""
+    return 0 if stored is None else stored.version

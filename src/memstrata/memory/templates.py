@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from memstrata.frontmatter import split_frontmatter
 from memstrata.memory.kinds import FileKind
-
-_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?:.*?\r?\n)?---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
 
 def strip_frontmatter(text: str) -> str:
     """Remove a leading ``---`` … ``---`` block; text without one is returned unchanged."""
-    return _FRONTMATTER.sub("", text, count=1).lstrip("\r\n")
+    return split_frontmatter(text)[1].lstrip("\r\n")
 
 
 def default_template_dir() -> Path:

@@ -1,4 +1,9 @@
-"""Which embedding model a long-running command uses, starting a local one if needed."""
+"""Which embedding model a long-running command uses, starting a local one if needed.
+
+One failure policy for every command (``serve``, ``search``, ``reindex``, ``bench``): a
+local server that does not start is a warning (``embedding.local_server.failed``) and the
+command runs with BM25-only search; commands that need vectors refuse to run then.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from memstrata.config import EmbeddingModelSpec, Settings
+from memstrata.errors import EmbeddingError
 from memstrata.logs import log_event
 from memstrata.retrieval.embeddings import resolve_embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
@@ -27,7 +33,20 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
     if embedding_configured(settings) or not settings.embedding_autostart:
         yield resolve_embedding_spec(settings)
         return
-    with LocalEmbeddingServer() as server:
+    server = LocalEmbeddingServer(threads=settings.embedding_server_threads or None)
+    try:
+        server.start()
+    except EmbeddingError as exc:
+        log_event(
+            logger,
+            "embedding.local_server.failed",
+            logging.WARNING,
+            error=str(exc),
+            hint="searching with BM25 only; set MEMSTRATA_EMBEDDING_AUTOSTART=false to skip it",
+        )
+        yield None
+        return
+    try:
         log_event(
             logger,
             "embedding.local_server.started",
@@ -35,4 +54,6 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
             model=server.model_spec.name,
         )
         yield server.model_spec
-    log_event(logger, "embedding.local_server.stopped")
+    finally:
+        server.stop()
+        log_event(logger, "embedding.local_server.stopped")

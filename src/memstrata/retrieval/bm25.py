@@ -240,6 +240,10 @@ class BM25Index(Generic[K]):
             result.append((key, float(scores[slot])))
         return result
 
+    def posting_count(self) -> int:
+        """(term, slot) pairs held, dead slots included: what the postings cost in memory."""
+        return sum(len(entry.slots) for entry in self._postings.values())
+
     def _compact(self) -> None:
         """Drop dead slots, renumbering live ones in their original (insertion) order."""
         live = np.flatnonzero(self._alive[: len(self._keys)])

@@ -25,8 +25,6 @@ from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
 from memstrata.retrieval.tokenize import tokenize
 
-SOURCES = ("memory", "conversation", "notes")
-
 
 def source_of(file_path: str | None) -> str:
     if is_resident(file_path):
@@ -203,7 +201,7 @@ class UserIndex:
         vectors = self.vectors.nbytes() if self.vectors is not None else 0
         # BM25 postings: two 4-byte ints per (term, doc) pair; measured separately in the
         # benchmark with tracemalloc, this is only the cheap running estimate.
-        postings = sum(len(p.slots) * 8 for p in self.bm25._postings.values())
+        postings = self.bm25.posting_count() * 8
         return text + vectors + postings + 200 * len(self.rows)
 
 

@@ -83,6 +83,17 @@ class Explained(Generic[K]):
     age_days: float | None
     resident: bool
 
+    def explain(self) -> dict[str, float | int | bool | None]:
+        """The per-stage numbers a search hit carries as ``explain``."""
+        return {
+            "bm25_rank": self.bm25_rank,
+            "vector_rank": self.vector_rank,
+            "rrf_score": self.rrf_score,
+            "decay_factor": self.decay_factor,
+            "age_days": self.age_days,
+            "resident": self.resident,
+        }
+
 
 def fuse(
     bm25_ranked: Sequence[K],

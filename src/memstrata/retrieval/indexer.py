@@ -55,8 +55,8 @@ from memstrata.retrieval.scaffold import drop_template_paragraphs
 from memstrata.retrieval.vector import pad_vector
 
 __all__ = [
-    "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "content_hash", "format_round",
-    "session_path",
+    "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "StagedIndex", "content_hash",
+    "format_round", "session_path",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -84,6 +84,73 @@ class IndexReport:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class StagedIndex:
+    """The rows some paths should hold, chunked and embedded; nothing written yet.
+
+    :meth:`apply` runs in the caller's transaction. It re-reads the paths under the user's
+    advisory lock, keeps present rows that match a wanted (position, hash) and are fresh,
+    inserts the rest with the vectors staged here and deletes the others, so a concurrent
+    writer between staging and applying costs at most a re-insert, never a lost row.
+    """
+
+    user_id: str
+    paths: list[str]
+    model: str | None
+    rows: list[tuple[int, NewChunk]]  # (report index, the row with its vector if any)
+    reports: list[IndexReport]
+    may_change: bool  # False: the staged rows equal what was read, nothing to write
+
+    def apply(self, session: Session) -> None:
+        repo = EmbeddingRepository(session, self.user_id)
+        repo.lock()
+        present = repo.chunks_for_paths(self.paths)
+        by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in present}
+        report_of = {path: n for n, path in enumerate(self.paths)}
+        keep_ids: set[int] = set()
+        inserts: list[NewChunk] = []
+        for n, row in self.rows:
+            current = by_slot.get((row.file_path, row.chunk_index, row.content_hash))
+            if (
+                current is not None
+                and current.id not in keep_ids
+                and _is_fresh(current, self.model, row.created_at)
+            ):
+                keep_ids.add(current.id)
+                self.reports[n].unchanged += 1
+            else:
+                inserts.append(row)
+                self.reports[n].inserted += 1
+        stale = [c for c in present if c.id not in keep_ids]
+        for c in stale:
+            self.reports[report_of[c.file_path or ""]].deleted += 1
+        if inserts or stale:
+            repo.delete_ids([c.id for c in stale])
+            repo.insert(inserts)
+            repo.bump_generation()
+        self._log()
+
+    def apply_unchanged(self) -> None:
+        """Nothing to write: every staged row was already stored."""
+        for n, _ in self.rows:
+            self.reports[n].unchanged += 1
+        self._log()
+
+    def _log(self) -> None:
+        for r in self.reports:
+            log_event(
+                logger,
+                "index.updated",
+                user_id=self.user_id,
+                file_path=r.file_path,
+                chunks=r.chunks,
+                inserted=r.inserted,
+                deleted=r.deleted,
+                embedded=r.embedded,
+                embedding_failed=r.embedding_failed,
+            )
 
 
 class Indexer:
@@ -192,8 +259,8 @@ class Indexer:
                 )
             if not todo:
                 return done
-            vectors, error = self._embed([c.chunk_text for c in todo])
-            if vectors is None:
+            vectors, error = self._embed([c.chunk_text for c in todo], user_id)
+            if all(v is None for v in vectors):
                 log_event(
                     logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
                 )
@@ -202,7 +269,11 @@ class Indexer:
                 repo = EmbeddingRepository(session, user_id)
                 repo.lock()
                 still = {c.id for c in repo.load([c.id for c in todo])}
-                keep = [(c, v) for c, v in zip(todo, vectors, strict=True) if c.id in still]
+                keep = [
+                    (c, v)
+                    for c, v in zip(todo, vectors, strict=True)
+                    if c.id in still and v is not None
+                ]
                 repo.delete_ids([c.id for c, _ in keep])
                 repo.insert([self._renew(c, v) for c, v in keep])
                 if keep:
@@ -210,11 +281,30 @@ class Indexer:
             done += len(keep)
             log_event(logger, "index.fill", user_id=user_id, embedded=len(keep))
 
+    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
+        """Chunk and embed a memory file's new text without writing anything.
+
+        The memory-file service calls this outside any lock or transaction and then
+        :meth:`StagedIndex.apply` inside the one transaction that stores the file, so the
+        text and its rows commit together and nobody waits on an embedding call.
+        """
+        validate_user_id(user_id)
+        texts = chunk_text(content, self.chunk_tokens)
+        return self._stage(user_id, [Doc(kind.filename, texts, None, None)])
+
     # -- internals -------------------------------------------------------------------------
     def _replace(self, user_id: str, docs: Sequence[Doc]) -> list[IndexReport]:
+        staged = self._stage(user_id, docs)
+        if staged.may_change:
+            with transaction(self._sessions) as session:
+                staged.apply(session)
+        else:
+            staged.apply_unchanged()
+        return staged.reports
+
+    def _stage(self, user_id: str, docs: Sequence[Doc]) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
-        report_of = {path: n for n, path in enumerate(paths)}
         with self._sessions() as session:
             existing = EmbeddingRepository(session, user_id).chunks_for_paths(
                 paths, with_vectors=True
@@ -227,70 +317,45 @@ class Indexer:
         }
         by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}
 
-        keep_ids: set[int] = set()
+        kept: list[tuple[int, NewChunk]] = []  # rows expected to stay, with their vectors
         pending: list[tuple[int, NewChunk]] = []  # (report index, row without vector yet)
         for n, doc in enumerate(docs):
             for i, body in enumerate(doc.texts):
                 digest = content_hash(body)
+                row = NewChunk(
+                    file_path=doc.file_path,
+                    chunk_index=i,
+                    chunk_text=body,
+                    content_hash=digest,
+                    created_at=doc.created_at,
+                    source_ids=doc.source_ids,
+                    context=doc.contexts[i] if doc.contexts else None,
+                )
                 current = by_slot.get((doc.file_path, i, digest))
                 if current is not None and _is_fresh(current, model, doc.created_at):
-                    keep_ids.add(current.id)
-                    reports[n].unchanged += 1
+                    vector = None if current.vector is None else current.vector.tolist()
+                    kept.append((n, replace(row, embedding=vector, embedding_model=model)))
                     continue
-                pending.append(
-                    (
-                        n,
-                        NewChunk(
-                            file_path=doc.file_path,
-                            chunk_index=i,
-                            chunk_text=body,
-                            content_hash=digest,
-                            created_at=doc.created_at,
-                            source_ids=doc.source_ids,
-                            context=doc.contexts[i] if doc.contexts else None,
-                        ),
-                    )
-                )
+                pending.append((n, row))
 
-        vectors = self._vectors_for(pending, reusable, reports)
-        new_rows = [
-            replace(
-                row,
-                embedding=vectors.get(row.content_hash),
-                embedding_model=model if row.content_hash in vectors else None,
+        vectors = self._vectors_for(user_id, pending, reusable, reports)
+        embedded = [
+            (
+                n,
+                replace(
+                    row,
+                    embedding=vectors.get(row.content_hash),
+                    embedding_model=model if row.content_hash in vectors else None,
+                ),
             )
-            for _, row in pending
+            for n, row in pending
         ]
-        stale = [c for c in existing if c.id not in keep_ids]
-        if new_rows or stale:
-            with transaction(self._sessions) as session:
-                repo = EmbeddingRepository(session, user_id)
-                repo.lock()
-                # Re-read under the lock: a concurrent indexer may have replaced rows since.
-                present = repo.chunks_for_paths(paths)
-                repo.delete_ids([c.id for c in present if c.id not in keep_ids])
-                repo.insert(new_rows)
-                repo.bump_generation()
-            for c in stale:
-                reports[report_of[c.file_path or ""]].deleted += 1
-            for n, _ in pending:
-                reports[n].inserted += 1
-        for r in reports:
-            log_event(
-                logger,
-                "index.updated",
-                user_id=user_id,
-                file_path=r.file_path,
-                chunks=r.chunks,
-                inserted=r.inserted,
-                deleted=r.deleted,
-                embedded=r.embedded,
-                embedding_failed=r.embedding_failed,
-            )
-        return reports
+        may_change = bool(pending) or len(kept) != len(existing)
+        return StagedIndex(user_id, paths, model, kept + embedded, reports, may_change)
 
     def _vectors_for(
         self,
+        user_id: str,
         pending: Sequence[tuple[int, NewChunk]],
         reusable: dict[str, Any],
         reports: list[IndexReport],
@@ -308,33 +373,65 @@ class Indexer:
         if not todo or self.embedder is None:
             return vectors
         started = time.perf_counter()
-        got, error = self._embed(list(todo.values()))
+        got, error = self._embed(list(todo.values()), user_id)
         seconds = time.perf_counter() - started
+        embedded = {h: v for h, v in zip(todo, got, strict=True) if v is not None}
         per_report = Counter(n for n, row in pending if row.content_hash in todo)
+        failed = Counter(
+            n for n, row in pending if row.content_hash in todo and row.content_hash not in embedded
+        )
         for n, count in per_report.items():
             reports[n].embed_seconds = seconds / len(per_report)
-            if got is None:
-                reports[n].embedding_failed += count
+            reports[n].embedding_failed += failed[n]
+            reports[n].embedded += count - failed[n]
+            if failed[n]:
                 reports[n].warnings.append(error)
-            else:
-                reports[n].embedded += count
-        if got is not None:
-            vectors.update(zip(todo, got, strict=True))
+        vectors.update(embedded)
         return vectors
 
-    def _embed(self, texts: list[str]) -> tuple[list[list[float]] | None, str]:
+    def _embed(self, texts: list[str], user_id: str) -> tuple[list[list[float] | None], str]:
+        """One vector or None per text. An embedder with ``embed_each`` isolates bad texts;
+        the rows of failed texts are stored without a vector and healed later."""
         assert self.embedder is not None
+        each = getattr(self.embedder, "embed_each", None)
         try:
-            vectors = self.embedder.embed(texts, "passage")
-            if len(vectors) != len(texts):
-                raise EmbeddingError(f"got {len(vectors)} vectors for {len(texts)} texts")
-            for v in vectors:
-                pad_vector(v)  # validates length and finiteness before anything is stored
-            return vectors, ""
+            if each is not None:
+                results = each(texts, "passage")
+            else:
+                results = self.embedder.embed(texts, "passage")
+            if len(results) != len(texts):
+                raise EmbeddingError(f"got {len(results)} vectors for {len(texts)} texts")
         except (EmbeddingError, VectorDimensionError) as exc:
-            message = f"embedding failed, stored without vectors (BM25 only): {exc}"
-            log_event(logger, "embedding.failed", logging.WARNING, error=str(exc), texts=len(texts))
-            return None, message
+            results = [exc] * len(texts)
+        vectors: list[list[float] | None] = []
+        errors: list[str] = []
+        for result in results:
+            if isinstance(result, list):
+                try:
+                    pad_vector(result)  # validates length and finiteness before storing
+                    vectors.append(result)
+                    continue
+                except VectorDimensionError as exc:
+                    result = exc
+            vectors.append(None)
+            errors.append(str(result))
+        if not errors:
+            return vectors, ""
+        log_event(
+            logger,
+            "embedding.failed",
+            logging.WARNING,
+            user_id=user_id,
+            model=self.embedder.name,
+            batch_size=len(texts),
+            failed=len(errors),
+            error=errors[0],
+        )
+        message = (
+            f"embedding failed for {len(errors)} of {len(texts)} text(s), stored without "
+            f"vectors (BM25 only until re-embedded): {errors[0]}"
+        )
+        return vectors, message
 
     def _renew(self, c: StoredChunk, vector: Sequence[float]) -> NewChunk:
         assert self.embedder is not None
@@ -356,7 +453,7 @@ def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) ->
     for dated content, its timestamp is the requested one."""
     if created_at is not None and c.created_at != aware(created_at):
         return False
-    return model is None or (c.vector is not None and c.embedding_model == model)
+    return model is None or (c.embedding_dim is not None and c.embedding_model == model)
 
 
 def _check_path(file_path: str) -> None:

@@ -30,17 +30,16 @@ from memstrata.config import MIN_CANDIDATES, QUERY_CACHE_ENTRIES
 from memstrata.errors import EmbeddingError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.cache import SOURCES, IndexCache, Row, UserIndex
+from memstrata.retrieval.cache import IndexCache, Row, UserIndex
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import fuse
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.tokenize import tokenize
 
 logger = logging.getLogger(__name__)
 
-MAX_TOP_K = 100
-MAX_QUERY_CHARS = 4000
 DAY_SECONDS = 86_400.0
 
 
@@ -93,6 +92,42 @@ class SearchResponse:
         }
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """Both retrievers' rankings for one query (row keys, best first) and their rows."""
+
+    bm25: list[int]
+    vector: list[int]
+    rows: dict[int, Row]
+    mode: str  # "hybrid" when a query vector met stored vectors, else "bm25"
+
+
+def rank(
+    found: Candidates,
+    *,
+    top_k: int,
+    as_of: datetime | None,
+    decay: DecayPolicy,
+    rrf_k: int = 60,
+) -> list[SearchHit]:
+    """RRF over both rankings, then time decay from ``as_of`` (default now): the best
+    ``top_k`` hits, explained. No age is negative, so no row outranks by being future."""
+    now_ts = (as_of or datetime.now(UTC)).timestamp()
+    rows = found.rows
+    fused = fuse(
+        found.bm25,
+        found.vector,
+        k=rrf_k,
+        top_k=top_k,
+        ages_days={k: max(0.0, now_ts - r.created_at) / DAY_SECONDS for k, r in rows.items()},
+        resident={k: r.source == "memory" for k, r in rows.items()},
+        half_life_days=decay.half_life_days,
+        floor=decay.floor,
+        decay=decay.enabled,
+    )
+    return [_hit(rows[f.key], f.score, f.explain()) for f in fused]
+
+
 class SearchService:
     def __init__(
         self,
@@ -122,6 +157,7 @@ class SearchService:
         self.decay = decay or DecayPolicy()
 
     def candidate_depth(self, top_k: int) -> int:
+        """Candidates per retriever: the spec's 3 × top_k, never below the measured minimum."""
         return max(top_k * self.candidate_multiplier, self.min_candidates)
 
     def search(
@@ -132,9 +168,6 @@ class SearchService:
         top_k: int = 10,
         sources: Sequence[str] | None = None,
         as_of: datetime | None = None,
-        decay: DecayPolicy | None = None,
-        use_bm25: bool = True,
-        use_vector: bool = True,
     ) -> SearchResponse:
         """Search one user's memory as of ``as_of`` (default now). Only that user's rows
         are ever read."""
@@ -146,7 +179,7 @@ class SearchService:
         warnings: list[str] = []
         vector: np.ndarray | None = None
         embed_ms = 0.0
-        if use_vector and self.embedder is not None:
+        if self.embedder is not None:
             started = time.perf_counter()
             try:
                 vector = np.asarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
@@ -161,14 +194,7 @@ class SearchService:
                 )
             embed_ms = (time.perf_counter() - started) * 1000
         response = self.search_with_vector(
-            user_id,
-            query,
-            vector,
-            top_k=top_k,
-            sources=wanted,
-            as_of=as_of,
-            decay=decay,
-            use_bm25=use_bm25,
+            user_id, query, vector, top_k=top_k, sources=wanted, as_of=as_of
         )
         response.timings_ms["embed"] = embed_ms
         response.warnings.extend(warnings)
@@ -191,63 +217,48 @@ class SearchService:
         top_k: int = 10,
         sources: Sequence[str] | None = None,
         as_of: datetime | None = None,
-        decay: DecayPolicy | None = None,
-        use_bm25: bool = True,
     ) -> SearchResponse:
         """The search after the query's embedding (what the latency benchmark times)."""
         started = time.perf_counter()
-        policy = decay or self.decay
+        found = self.candidates(
+            user_id, query, query_vector, self.candidate_depth(top_k), sources, as_of=as_of
+        )
+        hits = rank(found, top_k=top_k, as_of=as_of, decay=self.decay, rrf_k=self.rrf_k)
+        elapsed = (time.perf_counter() - started) * 1000
+        return SearchResponse(query, found.mode, hits, {"search": elapsed})
+
+    def candidates(
+        self,
+        user_id: str,
+        query: str,
+        query_vector: np.ndarray | None,
+        n: int,
+        sources: Sequence[str] | None = None,
+        *,
+        as_of: datetime | None = None,
+    ) -> Candidates:
+        """The best ``n`` rows of each retriever that existed at ``as_of``, and the rows
+        they name."""
         model = self.embedder.name if self.embedder is not None else None
         index = self.cache.get(user_id, model)
-        candidates = self.candidate_depth(top_k)
-        now_ts = (as_of or datetime.now(UTC)).timestamp()
         with index.lock:
             allowed = None if sources is None else _source_filter(index, set(sources))
             if as_of is not None:
-                allowed = _as_of_filter(index, now_ts, allowed)
-            bm25_ranked = _bm25_top(index, query, candidates, allowed) if use_bm25 else []
+                allowed = _as_of_filter(index, as_of.timestamp(), allowed)
+            bm25_ranked = _bm25_top(index, query, n, allowed)
             vector_ranked: list[int] = []
             if query_vector is not None and index.vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
-                    vector_ranked = self._pgvector_top(
-                        user_id, query_vector, model, candidates, allowed
-                    )
+                    vector_ranked = self._pgvector_top(user_id, query_vector, model, n, allowed)
                 else:
                     vector_ranked = [
-                        key for key, _ in index.vectors.top_n(query_vector, candidates, allowed)
+                        key for key, _ in index.vectors.top_n(query_vector, n, allowed)
                     ]
             keys = set(bm25_ranked) | set(vector_ranked)
             rows = {k: index.rows[k] for k in keys if k in index.rows}
         vector_ranked = [k for k in vector_ranked if k in rows]
-        fused = fuse(
-            bm25_ranked,
-            vector_ranked,
-            k=self.rrf_k,
-            top_k=top_k,
-            ages_days={k: max(0.0, now_ts - r.created_at) / DAY_SECONDS for k, r in rows.items()},
-            resident={k: r.source == "memory" for k, r in rows.items()},
-            half_life_days=policy.half_life_days,
-            floor=policy.floor,
-            decay=policy.enabled,
-        )
-        hits = [
-            _hit(
-                rows[f.key],
-                f.score,
-                {
-                    "bm25_rank": f.bm25_rank,
-                    "vector_rank": f.vector_rank,
-                    "rrf_score": f.rrf_score,
-                    "decay_factor": f.decay_factor,
-                    "age_days": f.age_days,
-                    "resident": f.resident,
-                },
-            )
-            for f in fused
-        ]
         mode = "hybrid" if query_vector is not None and index.vectors is not None else "bm25"
-        elapsed = (time.perf_counter() - started) * 1000
-        return SearchResponse(query, mode, hits, {"search": elapsed})
+        return Candidates(bm25_ranked, vector_ranked, rows, mode)
 
     def _pgvector_top(
         self,

@@ -24,6 +24,12 @@ DEFAULT_WORKSPACE_PREFIXES: tuple[str, ...] = ("/workspace",)
 class Sandbox(Protocol):
     """One user's (or one session's) workspace. Every method may raise ``SandboxError``."""
 
+    @property
+    def case_sensitive(self) -> bool:
+        """Whether ``user.md`` and ``USER.md`` are two files here (see ``root_memory_file``);
+        report ``False`` when unsure: also matching ``agents.md`` is the safe mistake."""
+        ...
+
     async def read_text(self, path: str) -> str | None:
         """The file's text, decoded as strict UTF-8; ``None`` when no file is there."""
         ...

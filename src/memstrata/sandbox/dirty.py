@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
+from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.sandbox.base import DEFAULT_WORKSPACE_PREFIXES, root_memory_file
+from memstrata.sandbox.rule import SyncBase
 
 TOOL_FILES: Mapping[str, str] = {
     "record_memory": FileKind.MEMORY.filename,
@@ -40,33 +41,31 @@ PATH_ARGUMENTS = ("path", "file_path", "filename")
 SYNCED_FILES = frozenset(kind.filename for kind in USER_FILE_KINDS)
 
 
-@dataclass(frozen=True)
-class SyncBase:
-    """The DB copy a sandbox file was last known to match: its version and content."""
-
-    version: int
-    content: str
-
-
-def tool_arguments(arguments: Mapping[str, object] | str | None) -> Mapping[str, object]:
-    """Tool-call arguments as a mapping; OpenAI-style JSON strings are decoded.
-
-    Anything unparsable is an empty mapping: the tracker must never break the agent loop.
-    """
-    if arguments is None:
+def decode_tool_arguments(arguments: Mapping[str, object] | str | None) -> dict[str, object]:
+    """Tool-call arguments as a dict; OpenAI delivers them as a JSON string. The one
+    decoder: strict, so a tool can tell the model what is wrong (``ToolInputError``)."""
+    if arguments is None or arguments == "":
         return {}
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except ValueError:
-            return {}
-        return decoded if isinstance(decoded, dict) else {}
-    return arguments
+    if not isinstance(arguments, str):
+        return dict(arguments)
+    try:
+        decoded = json.loads(arguments)
+    except ValueError as exc:
+        raise ToolInputError(f"arguments are not valid JSON ({exc.args[0]})") from exc
+    if not isinstance(decoded, dict):
+        raise ToolInputError("arguments must be a JSON object")
+    return decoded
 
 
 def target_path(arguments: Mapping[str, object] | str | None) -> str | None:
-    """The file a ``write_file`` / ``edit_file`` call targets, if it names one."""
-    args = tool_arguments(arguments)
+    """The file a ``write_file`` / ``edit_file`` call targets, if it names one.
+
+    Unparsable arguments name no file: the tracker must never break the agent loop.
+    """
+    try:
+        args = decode_tool_arguments(arguments)
+    except ToolInputError:
+        return None
     for key in PATH_ARGUMENTS:
         value = args.get(key)
         if isinstance(value, str) and value:

@@ -36,7 +36,8 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from memstrata.errors import InvalidUserIdError, SandboxError, SandboxPathError
+from memstrata.errors import SandboxError, SandboxPathError
+from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import lexical_parts
 
 _T = TypeVar("_T")
@@ -240,9 +241,7 @@ class LocalSandboxProvider:
 
     def directory_for(self, user_id: str, session_id: str | None = None) -> Path:
         """Where the sandbox of ``user_id`` (and ``session_id``, if given) lives."""
-        if not isinstance(user_id, str) or not user_id:
-            raise InvalidUserIdError("user_id must be a non-empty string")
-        directory = self._root / safe_dir_name(user_id)
+        directory = self._root / safe_dir_name(validate_user_id(user_id))
         if session_id is None:
             return directory
         if not isinstance(session_id, str) or not session_id:

@@ -1,36 +1,24 @@
-"""The per-file sync rule engine behind :class:`~memstrata.sandbox.sync.SyncService`.
+"""The executor of the read-back rule, behind :class:`~memstrata.sandbox.sync.SyncService`.
 
-Read-back rule (:meth:`Reconciler.reconcile`, shared by agent writes, round ends and
-session starts). The *base* is the DB copy the sandbox file last matched: its
-``.memstrata/base`` record (:mod:`memstrata.sandbox.state`), else the round tracker's
-round-start snapshot, else none.
+:func:`memstrata.sandbox.rule.decide` says what to do with one file; :class:`Reconciler`
+does it: reads the sandbox, the DB row and the base (the ``.memstrata/base`` record, else
+the caller's fallback), carries out the action, and on a lost race reads the DB again and
+asks the rule again, at most ``MAX_WRITE_ATTEMPTS`` writes; then the DB copy wins.
 
-1. sandbox file missing or blank → the DB copy is pushed; a sandbox never deletes or
-   empties a DB row;
-2. sandbox equals the DB → nothing to write;
-3. sandbox equals its base → the sandbox merely lags (a push failed, another process
-   wrote the DB): the DB copy is pushed;
-4. otherwise the sandbox holds an agent edit. It is written with ``expected_version`` =
-   the base version (no base: the current version, the spec's plain sandbox-first rule).
-   On a version conflict it is merged line by line with the newer DB copy
-   (:func:`~memstrata.sandbox.merge.merge3`, base = the base content); a clean merge is
-   written and pushed, otherwise the DB copy (a human's edit) wins, the agent's copy is
-   kept as ``.memstrata/conflicts/<FILE>.<timestamp>.md`` and a warning is logged.
-
-Every file handled yields one :class:`SyncResult` and one ``sync.file`` log event with
-the scenario, direction and result (spec 6). Sandbox failures of any kind become results
-(spec 5); an unreachable DB during a read-back becomes ``db_unavailable`` and leaves the
-sandbox untouched.
+Every file handled yields one :class:`SyncResult` and one ``sync.file`` log event with the
+scenario, direction and result (spec 6). Failure policy, in one place: sandbox failures of
+any kind become ``sandbox_failed`` results (spec 5); an unreachable DB becomes
+``db_unavailable`` and leaves the sandbox untouched; content the DB refuses is kept aside
+(``rejected``) and the DB copy restored.
 """
 
 from __future__ import annotations
 
 import builtins
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
-from typing import Protocol
 
 import anyio.to_thread
 from sqlalchemy.exc import SQLAlchemyError
@@ -42,8 +30,7 @@ from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
 from memstrata.sandbox.base import Sandbox
-from memstrata.sandbox.dirty import SyncBase
-from memstrata.sandbox.merge import merge3
+from memstrata.sandbox.rule import Merge, Preserve, Push, SyncBase, WriteBack, decide
 
 logger = logging.getLogger("memstrata.sandbox.sync")
 
@@ -54,12 +41,6 @@ MAX_WRITE_ATTEMPTS = 3
 AGENTS_FILE = FileKind.AGENTS.filename
 SANDBOX_TO_DB = "sandbox->db"
 DB_TO_SANDBOX = "db->sandbox"
-
-
-class MemoryIndexer(Protocol):
-    """Rebuilds a memory file's embeddings (``memstrata.retrieval.indexer.Indexer``)."""
-
-    def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> object: ...
 
 
 class Outcome(StrEnum):
@@ -81,6 +62,22 @@ WARNING_OUTCOMES = RETRY_OUTCOMES | {Outcome.CONFLICT, Outcome.REJECTED, Outcome
 
 
 @dataclass(frozen=True)
+class Scenario:
+    """Who is syncing: the log label, and how the rule's choices are reported."""
+
+    name: str
+    restored: Outcome  # a blank sandbox copy replaced: "restored" after edits, else "pushed"
+    db_authoritative: bool = False  # a frontend edit: the DB copy is forced onto the sandbox
+
+
+PROVISION = Scenario("provision", Outcome.PUSHED)
+AGENT_WRITE = Scenario("agent_write", Outcome.RESTORED)
+ROUND_END = Scenario("round_end", Outcome.RESTORED)
+SESSION = Scenario("session", Outcome.PUSHED)
+FRONTEND = Scenario("frontend", Outcome.PUSHED, db_authoritative=True)
+
+
+@dataclass(frozen=True)
 class SyncResult:
     filename: str
     direction: str  # "sandbox->db", "db->sandbox", "template->sandbox", "frontend->db", "none"
@@ -95,12 +92,12 @@ class SyncResult:
 
 @dataclass(frozen=True)
 class Target:
-    """One sandbox being synced for one user, and the scenario doing it (for the logs)."""
+    """One sandbox being synced for one user, and the scenario doing it."""
 
     user_id: str
     session_id: str | None
     sandbox: Sandbox
-    scenario: str
+    scenario: Scenario
 
     def result(
         self,
@@ -112,7 +109,7 @@ class Target:
     ) -> SyncResult:
         """Build a result and log it: warnings for failures and conflicts."""
         result = SyncResult(filename, direction, outcome, version, detail)
-        log_result(self.user_id, self.session_id, self.scenario, result)
+        log_result(self.user_id, self.session_id, self.scenario.name, result)
         return result
 
 
@@ -133,115 +130,70 @@ def log_result(user_id: str, session_id: str | None, scenario: str, result: Sync
     )
 
 
-def has_content(text: str | None) -> bool:
-    return text is not None and text.strip() != ""
-
-
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
 class Reconciler:
-    """DB and sandbox primitives plus the read-back rule (module doc)."""
+    """Carries out :func:`~memstrata.sandbox.rule.decide` for one file (module doc)."""
 
-    def __init__(
-        self, store: MemoryStore, templates: TemplateSet, indexer: MemoryIndexer | None
-    ) -> None:
+    def __init__(self, store: MemoryStore, templates: TemplateSet) -> None:
         self.store = store
         self.templates = templates
-        self.indexer = indexer
 
     async def reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
         name = kind.filename
         try:
             text = await t.sandbox.read_text(name)
         except Exception as exc:
-            return t.result(name, SANDBOX_TO_DB, Outcome.SANDBOX_FAILED, detail=describe(exc))
-        try:
-            current = await self.get(t.user_id, kind)
-        except DB_ERRORS as exc:
-            return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
-        if text is None or not has_content(text):
-            if current is None:
-                return t.result(name, "none", Outcome.UNCHANGED)
-            outcome = Outcome.PUSHED if t.scenario == "session" else Outcome.RESTORED
-            return await self.push(t, kind, current, outcome)
-        if current is None:
-            return await self.write_back(t, kind, text, text, 0, None)
+            if not t.scenario.db_authoritative:
+                return t.result(name, SANDBOX_TO_DB, Outcome.SANDBOX_FAILED, detail=describe(exc))
+            text = None  # unreadable: nothing to protect; the push reports any failure
         base = await self.read_base(t, kind) or fallback
-        if text == current.content:
-            if base != SyncBase(current.version, current.content):
-                await self.record_base(t, kind, current)
-            return t.result(name, "none", Outcome.UNCHANGED, current.version)
-        if base is not None and text == base.content:
-            return await self.push(t, kind, current, Outcome.PUSHED)
-        if base is None:
-            return await self.write_back(t, kind, text, text, current.version, None)
-        return await self.write_back(t, kind, text, text, base.version, base.content)
-
-    async def write_back(
-        self,
-        t: Target,
-        kind: FileKind,
-        content: str,
-        sandbox_text: str,
-        expected: int,
-        base_content: str | None,
-        *,
-        merged: bool = False,
-    ) -> SyncResult:
-        """Store ``content`` at ``expected``, merging with newer DB copies on conflicts.
-
-        ``sandbox_text`` is what the sandbox holds now: preserved on a lost conflict, and
-        replaced by the stored text when they differ.
-        """
-        name = kind.filename
+        merged = False
         for _ in range(MAX_WRITE_ATTEMPTS):
             try:
-                written = await self.upsert(t.user_id, kind, content, expected)
-            except VersionConflictError:
-                try:
-                    current = await self.get(t.user_id, kind)
-                except DB_ERRORS as exc:
-                    return t.result(
-                        name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc)
-                    )
-                if current is None:  # the row vanished: insert it again
-                    expected, base_content = 0, None
-                    continue
-                if current.content != content:
-                    again = (
-                        None
-                        if base_content is None
-                        else merge3(base_content, content, current.content)
-                    )
-                    if again is None:
-                        return await self.lose_conflict(t, kind, sandbox_text, current)
-                    content, expected, base_content = again, current.version, current.content
-                    merged = True
-                    continue
-                written = replace(current, changed=False)  # someone stored exactly this
-            except InvalidContentError as exc:
-                return await self.reject(t, kind, sandbox_text, exc)
+                db = await self.get(t.user_id, kind)
             except DB_ERRORS as exc:
-                return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
-            if written.changed:
-                await self.index(t.user_id, kind, written.content)
-            outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-            outcome = Outcome.MERGED if merged else outcome
-            if written.content != sandbox_text:
-                return await self.push(t, kind, written, outcome, "sandbox->db->sandbox")
-            await self.record_base(t, kind, written)
-            return t.result(name, SANDBOX_TO_DB, outcome, written.version)
+                return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
+            action = decide(text, db, base, db_authoritative=t.scenario.db_authoritative)
+            if isinstance(action, WriteBack | Merge):
+                assert text is not None  # the rule only ever writes sandbox text back
+                merged = merged or isinstance(action, Merge)
+                try:
+                    written = await self.upsert(t.user_id, kind, action.content, action.expected)
+                except VersionConflictError:
+                    continue  # another writer won the race: read again, decide again
+                except InvalidContentError as exc:
+                    return await self.reject(t, kind, text, exc)
+                except DB_ERRORS as exc:
+                    detail = describe(exc)
+                    return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, detail)
+                outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
+                outcome = Outcome.MERGED if merged else outcome
+                if written.content != text:
+                    return await self.push(t, kind, written, outcome, "sandbox->db->sandbox")
+                await self.record_base(t, kind, written)
+                return t.result(name, SANDBOX_TO_DB, outcome, written.version)
+            if db is None:  # nothing on either side
+                return t.result(name, "none", Outcome.UNCHANGED)
+            if isinstance(action, Push):
+                outcome = t.scenario.restored if action.restore else Outcome.PUSHED
+                return await self.push(t, kind, db, outcome)
+            if isinstance(action, Preserve):
+                return await self.preserve(t, kind, text or "", db)
+            if base != SyncBase(db.version, db.content):  # Nothing: just note the match
+                await self.record_base(t, kind, db)
+            return t.result(name, "none", Outcome.UNCHANGED, db.version)
         try:
             current = await self.get(t.user_id, kind)
         except DB_ERRORS as exc:
             return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
         if current is None:
             return t.result(name, "none", Outcome.CONFLICT, None, "the DB row kept changing")
-        return await self.lose_conflict(t, kind, sandbox_text, current)
+        return await self.preserve(t, kind, text or "", current)
 
-    async def lose_conflict(
+    async def preserve(
         self, t: Target, kind: FileKind, agent_text: str, winner: MemoryFile
     ) -> SyncResult:
         """The DB copy (a human's edit) wins; the agent's copy is kept beside it."""
@@ -268,26 +220,6 @@ class Reconciler:
         if current is None:
             return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
         return await self.push(t, kind, current, Outcome.REJECTED, detail=detail)
-
-    async def push_frontend(
-        self, t: Target, kind: FileKind, file: MemoryFile, previous: MemoryFile | None
-    ) -> SyncResult:
-        """Force-push a frontend edit without erasing an agent edit not yet read back."""
-        try:
-            text = await t.sandbox.read_text(kind.filename)
-        except Exception:
-            text = None  # unreadable: nothing to protect; the push reports any failure
-        base = await self.read_base(t, kind)
-        if base is None and previous is not None:
-            base = SyncBase(previous.version, previous.content)
-        if text is None or not has_content(text) or text == file.content or base is None:
-            return await self.push(t, kind, file, Outcome.PUSHED)
-        if text == base.content:
-            return await self.push(t, kind, file, Outcome.PUSHED)
-        merged = merge3(base.content, text, file.content)
-        if merged is None:
-            return await self.lose_conflict(t, kind, text, file)
-        return await self.write_back(t, kind, merged, text, file.version, file.content, merged=True)
 
     # -- sandbox side ----------------------------------------------------------------------
 
@@ -348,31 +280,17 @@ class Reconciler:
     async def upsert(
         self, user_id: str, kind: FileKind, content: str, expected: int | None, skip: bool = True
     ) -> MemoryFile:
+        """The one write path (``MemoryStore.upsert_memory_file``), off the event loop."""
         write = partial(
             self.store.upsert_memory_file, user_id, kind, content, expected, skip_unchanged=skip
         )
         return await anyio.to_thread.run_sync(write)
 
-    async def index(self, user_id: str, kind: FileKind, content: str) -> None:
-        if self.indexer is None or not kind.indexed:
-            return
-        try:
-            await anyio.to_thread.run_sync(self.indexer.index_memory_file, user_id, kind, content)
-        except Exception as exc:
-            # The DB write is committed; a failed rebuild must not undo it or fail the
-            # caller. A later reindex repairs the embeddings.
-            log_event(
-                logger,
-                "sync.index_failed",
-                logging.WARNING,
-                user_id=user_id,
-                file=kind.filename,
-                error=describe(exc),
-            )
-
 
 class BrokenSandbox:
     """Stands in when the provider itself failed, so every operation reports that failure."""
+
+    case_sensitive = False
 
     def __init__(self, error: Exception) -> None:
         self._error = error

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from memstrata.sandbox.base import Sandbox
-from memstrata.sandbox.dirty import SyncBase
+from memstrata.sandbox.rule import SyncBase
 
 STATE_DIR = ".memstrata"
 BASE_DIR = f"{STATE_DIR}/base"

@@ -13,13 +13,13 @@ new session     sandbox-first                           :meth:`~SyncService.star
 AGENTS.md       template → sandbox, never read back     all of the above
 ==============  ======================================  ====================================
 
-The read-back rule, the conflict policy and the result vocabulary live in
-:mod:`memstrata.sandbox.reconcile`. Failure policy (spec 5): a failing sandbox is a
-warning and never blocks or rolls back a DB write. An unreachable DB during a read-back is
-a warning too: the edit stays in the sandbox, the round tracker keeps the file dirty, and
-the next round end or session start writes it back (its base record marks it as an edit).
-Only the frontend edit, whose DB write *is* the main flow, lets DB errors and version
-conflicts propagate.
+Every DB write goes through the one write path (``MemoryStore.upsert_memory_file``: version
+check, embedding, one transaction). The read-back rule is :func:`memstrata.sandbox.rule.decide`,
+carried out by :mod:`memstrata.sandbox.reconcile`, which also owns the failure policy:
+a failing sandbox is a warning and never blocks or rolls back a DB write; an unreachable DB
+during a read-back leaves the edit in the sandbox, the round tracker keeps the file dirty,
+and the next round end or session start writes it back. Only the frontend edit, whose DB
+write *is* the main flow, lets DB errors and version conflicts propagate.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import anyio
@@ -39,23 +40,28 @@ from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
-from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker, SyncBase
+from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
 from memstrata.sandbox.reconcile import (
+    AGENT_WRITE,
     AGENTS_FILE,
     DB_ERRORS,
+    FRONTEND,
     MAX_WRITE_ATTEMPTS,
+    PROVISION,
+    ROUND_END,
+    SESSION,
     BrokenSandbox,
-    MemoryIndexer,
     Outcome,
     Reconciler,
+    Scenario,
     SyncResult,
     Target,
     describe,
-    has_content,
     log_result,
 )
+from memstrata.sandbox.rule import SyncBase, has_content
 
-__all__ = ["CacheInvalidator", "MemoryIndexer", "Outcome", "SyncResult", "SyncService"]
+__all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +81,6 @@ class _LockEntry:
 class SyncService:
     """The five sync scenarios over one store and one sandbox provider.
 
-    ``indexer`` rebuilds USER/MEMORY embeddings after each DB write that changed them;
     ``pool`` is invalidated after frontend edits. Operations on one user are serialised
     within this service (use it from one event loop); across processes the DB's
     optimistic lock and the merge rule keep concurrent edits from being lost.
@@ -86,25 +91,21 @@ class SyncService:
         store: MemoryStore,
         sandboxes: SandboxProvider,
         *,
-        indexer: MemoryIndexer | None = None,
         pool: CacheInvalidator | None = None,
         templates: TemplateSet | None = None,
     ) -> None:
         self.store = store
         self.sandboxes = sandboxes
         self.pool = pool
-        self._files = Reconciler(store, templates or store.templates, indexer)
+        self._files = Reconciler(store, templates or store.templates)
         self._locks: dict[str, _LockEntry] = {}
         self._open_sessions: dict[str, set[str]] = {}
-
-    @property
-    def indexer(self) -> MemoryIndexer | None:
-        return self._files.indexer
 
     # -- scenario 1: new user --------------------------------------------------------------
 
     async def provision_user(self, user_id: str) -> list[FileKind]:
-        """Template → DB (idempotent) → sandbox; returns the kinds created in the DB.
+        """Template → DB (idempotent, indexed by the write path) → sandbox; returns the
+        kinds created in the DB.
 
         DB errors propagate: creating the user is the main flow. A sandbox file that
         already has content is kept (``kept``) for the next session start to reconcile.
@@ -112,15 +113,12 @@ class SyncService:
         created: list[FileKind] = await anyio.to_thread.run_sync(
             self.store.provision_default_files, user_id
         )
-        t = self._target(user_id, None, "provision")
+        t = self._target(user_id, None, PROVISION)
         async with self._user_lock(user_id):
             for kind in USER_FILE_KINDS:
                 file = await self._files.get(user_id, kind)
-                if file is None:
-                    continue
-                if kind in created:
-                    await self._files.index(user_id, kind, file.content)
-                await self._provision_file(t, kind, file)
+                if file is not None:
+                    await self._provision_file(t, kind, file)
             await self._files.push_agents(t)
         log_event(
             logger,
@@ -162,9 +160,8 @@ class SyncService:
         supplies the round-start base when the sandbox has no base record. A write that
         reached AGENTS.md restores the template: AGENTS.md is never read back.
         """
-        t = self._target(user_id, session_id, "agent_write", sandbox)
-        case_sensitive = bool(getattr(t.sandbox, "case_sensitive", False))
-        name = root_memory_file(filename, case_sensitive=case_sensitive)
+        t = self._target(user_id, session_id, AGENT_WRITE, sandbox)
+        name = root_memory_file(filename, case_sensitive=t.sandbox.case_sensitive)
         if name is None:
             raise InvalidFileTypeError(f"{filename!r} is not a root memory file")
         async with self._user_lock(user_id):
@@ -182,33 +179,25 @@ class SyncService:
         next session start pushes the new copy (the stale sandbox copy equals its base).
         Exceptions raised by ``edit`` propagate.
         """
-        result = SyncResult(kind.filename, "agent->db", Outcome.CONFLICT, None, "kept changing")
-        for _ in range(MAX_WRITE_ATTEMPTS):
-            try:
-                current = await self._files.get(user_id, kind)
-                content = edit("" if current is None else current.content)
-                version = 0 if current is None else current.version
-                written = await self._files.upsert(user_id, kind, content, version)
-            except VersionConflictError:
-                continue
-            except DB_ERRORS as exc:
-                result = SyncResult(
-                    kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
-                )
-                break
-            if written.changed:
-                await self._files.index(user_id, kind, written.content)
+        edit_db = partial(self.store.edit_memory_file, attempts=MAX_WRITE_ATTEMPTS)
+        try:
+            written = await anyio.to_thread.run_sync(edit_db, user_id, kind, edit)
+        except VersionConflictError:
+            result = SyncResult(kind.filename, "agent->db", Outcome.CONFLICT, None, "kept changing")
+        except DB_ERRORS as exc:
+            result = SyncResult(
+                kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
+            )
+        else:
             outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
             result = SyncResult(kind.filename, "agent->db", outcome, written.version)
-            break
-        log_result(user_id, None, "agent_write", result)
+        log_result(user_id, None, AGENT_WRITE.name, result)
         return result
 
     async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base."""
         try:
-            sandbox = self.sandboxes.for_user(user_id, session_id)
-            case_sensitive = bool(getattr(sandbox, "case_sensitive", False))
+            case_sensitive = self.sandboxes.for_user(user_id, session_id).case_sensitive
         except Exception:
             case_sensitive = False
         bases = await self._snapshot(user_id)
@@ -220,7 +209,7 @@ class SyncService:
         failed stay dirty, with their old base, for the next round end."""
         if not tracker.dirty and not tracker.agents_touched:
             return []
-        t = self._target(tracker.user_id, tracker.session_id, "round_end")
+        t = self._target(tracker.user_id, tracker.session_id, ROUND_END)
         results: list[SyncResult] = []
         async with self._user_lock(tracker.user_id):
             if tracker.dirty:
@@ -248,34 +237,60 @@ class SyncService:
         content: str,
         expected_version: int | None = None,
     ) -> MemoryFile:
-        """Update the DB → rebuild embeddings → force-push → invalidate the AgentPool.
+        """The write path, then its follow-on effects in order: mirror, invalidate.
 
-        DB errors and ``VersionConflictError`` propagate (HTTP 409). The push reaches the
-        user's sandbox and every session sandbox this service started for the user. A
-        sandbox edit not yet read back is not erased: it is merged on top of the new DB
-        copy and stored as the next version, or, if the merge conflicts, preserved under
-        ``.memstrata/conflicts`` before the push. Returns the frontend's own write.
+        DB errors and ``VersionConflictError`` propagate (HTTP 409), before anything else
+        happens. Returns the frontend's own write.
         """
         k = parse_kind(kind)
+        if expected_version is not None:
+            # A stale version is answered at once, without queueing behind another
+            # writer's embedding and mirror (the write path re-checks under the lock).
+            current = await self._files.get(user_id, k)
+            found = 0 if current is None else current.version
+            if found != expected_version:
+                raise VersionConflictError(
+                    user_id, k.file_type, expected_version, None if current is None else found
+                )
         async with self._user_lock(user_id):
             previous = await self._files.get(user_id, k)
             file = await self._files.upsert(user_id, k, content, expected_version, skip=False)
             log_result(
                 user_id,
                 None,
-                "frontend",
+                FRONTEND.name,
                 SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
             )
-            await self._files.index(user_id, k, file.content)
-            latest = file
-            for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
-                t = self._target(user_id, session_id, "frontend")
-                pushed = await self._files.push_frontend(t, k, latest, previous)
-                if pushed.outcome is Outcome.MERGED:
-                    # That sandbox's pending edit is now in the DB: the next sandboxes get it.
-                    latest = await self._latest(user_id, k, latest)
+            await self._mirror(user_id, k, previous)
         await self._invalidate(user_id)
         return file
+
+    async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
+        """Follow-on step 1: force-push to the user's sandbox and every session sandbox this
+        service started. An agent edit not yet read back is not erased: the rule merges it
+        on top of the new DB copy (stored as the next version) or preserves it under
+        ``.memstrata/conflicts``. Policy: a sandbox failure is a ``sandbox_failed`` result
+        and a warning; the lagging sandbox is refreshed by a later read-back (rule 3)."""
+        fallback = None if previous is None else SyncBase(previous.version, previous.content)
+        for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
+            t = self._target(user_id, session_id, FRONTEND)
+            await self._files.reconcile(t, kind, fallback)
+
+    async def _invalidate(self, user_id: str) -> None:
+        """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
+        every process. Policy: a failure is a warning (``sync.invalidate_failed``)."""
+        if self.pool is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
+        except Exception as exc:
+            log_event(
+                logger,
+                "sync.invalidate_failed",
+                logging.WARNING,
+                user_id=user_id,
+                error=describe(exc),
+            )
 
     # -- scenarios 4 and 5: session start --------------------------------------------------
 
@@ -285,13 +300,11 @@ class SyncService:
         Missing DB rows are provisioned from the templates first, so a brand-new user's
         first session works too. With the DB unreachable the sandbox is left as it is.
         """
-        t = self._target(user_id, session_id, "session")
+        t = self._target(user_id, session_id, SESSION)
         results: list[SyncResult] = []
         async with self._user_lock(user_id):
             try:
-                created = await anyio.to_thread.run_sync(
-                    self.store.provision_default_files, user_id
-                )
+                await anyio.to_thread.run_sync(self.store.provision_default_files, user_id)
             except DB_ERRORS as exc:
                 for kind in USER_FILE_KINDS:
                     results.append(
@@ -299,10 +312,7 @@ class SyncService:
                     )
             else:
                 for kind in USER_FILE_KINDS:
-                    result = await self._files.reconcile(t, kind, None)
-                    if kind in created:  # the indexer skips chunks it already holds
-                        await self._index_stored(user_id, kind)
-                    results.append(result)
+                    results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
         if session_id is not None:
             self._open_sessions.setdefault(user_id, set()).add(session_id)
@@ -329,37 +339,12 @@ class SyncService:
             if f.kind in USER_FILE_KINDS
         }
 
-    async def _index_stored(self, user_id: str, kind: FileKind) -> None:
-        """Index a freshly provisioned row as it stands after the session's read-back."""
-        try:
-            file = await self._files.get(user_id, kind)
-        except DB_ERRORS:
-            return
-        if file is not None:
-            await self._files.index(user_id, kind, file.content)
-
-    async def _latest(self, user_id: str, kind: FileKind, fallback: MemoryFile) -> MemoryFile:
-        try:
-            return await self._files.get(user_id, kind) or fallback
-        except DB_ERRORS:
-            return fallback
-
-    async def _invalidate(self, user_id: str) -> None:
-        if self.pool is None:
-            return
-        try:
-            await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
-        except Exception as exc:
-            log_event(
-                logger,
-                "sync.invalidate_failed",
-                logging.WARNING,
-                user_id=user_id,
-                error=describe(exc),
-            )
-
     def _target(
-        self, user_id: str, session_id: str | None, scenario: str, sandbox: Sandbox | None = None
+        self,
+        user_id: str,
+        session_id: str | None,
+        scenario: Scenario,
+        sandbox: Sandbox | None = None,
     ) -> Target:
         if sandbox is None:
             try:

@@ -24,7 +24,6 @@ the file's path and the reason) and the skill is left out. Nothing is cached; ev
 from __future__ import annotations
 
 import logging
-import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from memstrata.frontmatter import split_frontmatter
 from memstrata.logs import log_event
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 SKILL_FILE = "SKILL.md"
 BUILTIN_PACKAGE = "memstrata.skills.builtin"
 MAX_NAME_LENGTH = 100  # user_skill_configs.skill_name is String(100)
-
-_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
 
 
 @dataclass(frozen=True)
@@ -142,11 +140,11 @@ def _parse(path: Path, default_category: str) -> Skill:
         raise _InvalidSkill(f"not valid UTF-8 (byte offset {exc.start})") from exc
     except OSError as exc:
         raise _InvalidSkill(f"cannot read: {exc.strerror or exc}") from exc
-    match = _FRONTMATTER.match(text)
-    if match is None:
+    block, _ = split_frontmatter(text)
+    if block is None:
         raise _InvalidSkill("no YAML frontmatter: the file must start with a '---' block")
     try:
-        meta = yaml.safe_load(match.group(1))
+        meta = yaml.safe_load(block)
     except yaml.YAMLError as exc:
         raise _InvalidSkill(f"invalid YAML frontmatter: {exc}".replace("\n", " ")) from exc
     if meta is None:

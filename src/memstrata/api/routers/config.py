@@ -21,10 +21,8 @@ from memstrata.api.schemas import (
     SkillUpdate,
     SkillUpdated,
 )
-from memstrata.errors import InvalidFileTypeError
-from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 
-_API_KINDS = {kind.api_name: kind for kind in USER_FILE_KINDS}
 _ETAG = re.compile(r'\A(?:W/)?"?([0-9]{1,9})"?\Z')
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
@@ -35,15 +33,16 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-def api_kind(name: str) -> FileKind:
-    """Exactly ``user`` / ``soul`` / ``memory``; anything else is spec §3's 400."""
-    kind = _API_KINDS.get(name)
-    if kind is None:
-        raise InvalidFileTypeError(f"无效的文件名: {name[:100]!r}")
-    return kind
-
-
-def path_kind(name: Annotated[str, Path(description="user, soul or memory")]) -> FileKind:
+def path_kind(
+    name: Annotated[
+        str,
+        # Documented as an enum, validated by api_kind: a bad name is spec §3's 400, not 422.
+        Path(
+            description="user, soul or memory",
+            json_schema_extra={"enum": [k.api_name for k in USER_FILE_KINDS]},
+        ),
+    ],
+) -> FileKind:
     # A dependency, so that a bad name is a 400 even when the body is also invalid (422).
     return api_kind(name)
 

@@ -1,15 +1,18 @@
 """Retrieval over HTTP: search a user's memory, index a conversation turn.
 
 Both are thin wrappers over the library calls (``mem.search.search`` and
-``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``.
+``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``, typed
+by ``api.schemas`` so /openapi.json describes them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import re
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
@@ -18,7 +21,9 @@ from memstrata.api.schemas import (
     BatchTurnsRequest,
     BatchTurnsResult,
     ErrorBody,
+    IndexReportBody,
     SearchRequest,
+    SearchResults,
     TurnRequest,
 )
 from memstrata.retrieval.rounds import Round, RoundsInvalidError
@@ -28,11 +33,34 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
+SESSION_ID_RULE = (
+    "1–200 characters; any printable characters except '/' and '\\' "
+    "(letters, digits and . _ : - are always safe in a URL)"
+)
+_SESSION_ID = re.compile(r"\A[^/\\\x00-\x1f\x7f]{1,200}\Z")
+
+
+def http_session_id(value: str) -> str:
+    """A session id from a URL path, or 400 saying which characters are allowed."""
+    if not _SESSION_ID.match(value):
+        raise ApiError(
+            400, f"invalid session_id {value[:60]!r}: {SESSION_ID_RULE}", code="invalid_session_id"
+        )
+    return value
+
+
+class _AnythingConvertor(PathConvertor):
+    """Like ``path``, but also across newlines (``.`` in starlette's ``.*`` does not)."""
+
+    regex = r"[\s\S]*"
+
+
 def build_router(route_class: type[APIRoute]) -> APIRouter:
+    register_url_convertor("anything", _AnythingConvertor())
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
-    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> dict[str, Any]:
+    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> SearchResults:
         """Hybrid search (BM25 + vectors, RRF, time decay) over this user's memory only.
 
         ``mode`` is ``bm25`` when no embedding API is configured or the query's embedding
@@ -42,15 +70,16 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             user_id, body.query, top_k=body.top_k, sources=body.sources, as_of=body.as_of
         )
         context.metrics.record_search(result.mode, len(result.hits))
-        return result.to_dict()
+        return SearchResults.model_validate(result.to_dict())
 
-    @router.post("/conversations/{session_id}/turns", responses=_ERRORS)
+    # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
+    @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
     def index_turn(
-        session_id: Annotated[str, Path(min_length=1, max_length=200)],
+        session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
-    ) -> dict[str, Any]:
+    ) -> IndexReportBody:
         """Index one conversation round (user message + assistant reply) for search.
 
         Idempotent: re-posting the same ``turn_index`` with the same text changes nothing;
@@ -58,14 +87,14 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         """
         report = context.mem.indexer.index_turn(
             user_id,
-            session_id,
+            http_session_id(session_id),
             body.turn_index,
             body.user_message,
             body.assistant_reply,
             timestamp=body.timestamp,
         )
         context.metrics.record_turn_indexed(report.inserted)
-        return report.to_dict()
+        return IndexReportBody.model_validate(report.to_dict())
 
     @router.post(
         "/conversations/turns:batch",
@@ -74,7 +103,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     )
     def index_turns_batch(
         body: BatchTurnsRequest, user_id: CurrentUser, context: Context
-    ) -> dict[str, Any]:
+    ) -> BatchTurnsResult:
         """Index many conversation rounds (of one or several sessions) in one request.
 
         All or nothing: each turn is validated as by the single-turn endpoint; if any is
@@ -93,13 +122,13 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
         for report in reports:
             context.metrics.record_turn_indexed(report.inserted)
-        return {
-            "turns": len(reports),
-            "inserted": sum(r.inserted for r in reports),
-            "unchanged": sum(r.unchanged for r in reports),
-            "embedded": sum(r.embedded for r in reports),
-            "embedding_failed": sum(r.embedding_failed for r in reports),
-            "reports": [r.to_dict() for r in reports],
-        }
+        return BatchTurnsResult(
+            turns=len(reports),
+            inserted=sum(r.inserted for r in reports),
+            unchanged=sum(r.unchanged for r in reports),
+            embedded=sum(r.embedded for r in reports),
+            embedding_failed=sum(r.embedding_failed for r in reports),
+            reports=[IndexReportBody.model_validate(r.to_dict()) for r in reports],
+        )
 
     return router

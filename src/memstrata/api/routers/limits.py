@@ -1,0 +1,56 @@
+"""``GET /api/config/limits``: the numbers a frontend must respect, from their one definition.
+
+A settings page shows "12 KB of 256 KB" and offers the search sources; rather than copy
+those numbers into the page (where they would drift from the server's), it asks here. The
+values are the ones the services enforce: the store's content limit, the route body limit,
+the search service's bounds. Read-only and authenticated like every ``/api`` route.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field
+
+from memstrata.api.routing import Context, CurrentUser
+from memstrata.api.schemas import ErrorBody
+from memstrata.memory.kinds import USER_FILE_KINDS
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+
+
+class MemoryFileName(BaseModel):
+    name: str = Field(examples=["user"], description="The `{name}` of /agent-files/{name}.")
+    filename: str = Field(examples=["USER.md"])
+
+
+class Limits(BaseModel):
+    user_id: str = Field(description="The user the bearer token authenticates.")
+    max_content_bytes: int = Field(
+        examples=[262144], description="Largest memory file, UTF-8 bytes (413 above)."
+    )
+    max_request_bytes: int = Field(
+        examples=[1048576], description="Largest request body, bytes (413 above)."
+    )
+    files: list[MemoryFileName] = Field(description="The editable memory files, in order.")
+    search_sources: list[str] = Field(examples=[list(SOURCES)])
+    max_top_k: int = Field(examples=[MAX_TOP_K])
+    max_query_chars: int = Field(examples=[MAX_QUERY_CHARS])
+
+
+def build_router(route_class: type[APIRoute]) -> APIRouter:
+    router = APIRouter(prefix="/api/config", tags=["config"], route_class=route_class)
+
+    @router.get("/limits", responses={401: {"model": ErrorBody}})
+    def get_limits(user_id: CurrentUser, context: Context) -> Limits:
+        """Size limits, the editable files and the search bounds this server enforces."""
+        return Limits(
+            user_id=user_id,
+            max_content_bytes=context.mem.store.max_content_bytes,
+            max_request_bytes=context.settings.max_request_bytes,
+            files=[MemoryFileName(name=k.api_name, filename=k.filename) for k in USER_FILE_KINDS],
+            search_sources=list(SOURCES),
+            max_top_k=MAX_TOP_K,
+            max_query_chars=MAX_QUERY_CHARS,
+        )
+
+    return router

@@ -1,0 +1,103 @@
+"""Streamable HTTP at ``<api_prefix>/mcp`` inside the FastAPI app, behind bearer tokens.
+
+:func:`mount_mcp` adds one route and runs the SDK's session manager inside the app's own
+lifespan (one process, one lifespan; the runtime is opened first and closed last).
+:class:`BearerGate` is the auth bridge: the REST API's ``Authenticator`` checks the
+``Authorization`` header, and a failure is the REST API's own 401 (same body, same
+``WWW-Authenticate``). The token's user becomes the SDK's authenticated principal, so a
+session created with one user's token answers 404 to any other user's token, and every
+tool, resource and prompt reads the user from the request, never from an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from mcp.server import ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
+from starlette.datastructures import Headers
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memstrata.api.auth import AuthenticationError, Authenticator
+from memstrata.api.context import ApiContext
+from memstrata.api.errors import error_response
+from memstrata.config import Settings
+from memstrata.mcp.server import build_server
+
+MCP_PATH = "/mcp"
+
+
+class BearerGate:
+    """ASGI wrapper: authenticate like ``/api``, then hand the user to the MCP transport."""
+
+    def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        authorization = Headers(scope=scope).get("authorization")
+        try:
+            user_id = self.auth.authenticate(authorization)
+        except AuthenticationError as exc:
+            response = error_response(exc)
+            assert response is not None  # an ApiError always maps
+            await response(scope, receive, send)
+            return
+        token = (authorization or "").strip().partition(" ")[2].strip()
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
+        )
+        scope.setdefault("state", {})["user_id"] = user_id  # for the request log
+        await self.app(scope, receive, send)
+
+
+def token_user(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The user the :class:`BearerGate` authenticated for this request."""
+    scope = getattr(ctx.request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    if isinstance(user, AuthenticatedUser) and user.access_token.subject:
+        return user.access_token.subject
+    raise MCPError(INVALID_REQUEST, "no authenticated user on this request")
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=settings.mcp_dns_rebinding_protection,
+        allowed_hosts=list(settings.mcp_allowed_hosts),
+        allowed_origins=list(settings.mcp_allowed_origins),
+    )
+
+
+def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager:
+    """Serve MCP at ``<api_prefix>/mcp`` in ``app``; mount it before any catch-all route."""
+    settings = context.settings
+    server = build_server(lambda: context.mem, token_user)
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        security_settings=transport_security(settings),
+        max_request_body_size=settings.max_request_bytes,
+    )
+    gate = BearerGate(manager.handle_request, context.auth)
+    app.router.routes.append(Route(settings.api_prefix + MCP_PATH, endpoint=gate))
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi: Any) -> AsyncIterator[Any]:
+        # The runtime first (attached by the app's lifespan), so it outlives every session.
+        async with inner(asgi) as state, manager.run():
+            yield state
+
+    app.router.lifespan_context = lifespan
+    return manager

@@ -1,0 +1,266 @@
+"""The MCP server (the SDK's low-level ``Server``) over one runtime's services.
+
+``build_server(runtime, user)`` is transport-free: stdio binds ``user`` to ``--user``,
+streamable HTTP to the bearer token's user (:mod:`memstrata.mcp.http`), tests to a fixed
+id. ``runtime`` is called per request, so the HTTP app can attach its runtime in its
+lifespan. Tool failures are ``isError`` results; unknown tools, resources and prompts and
+bad prompt arguments are JSON-RPC errors (``-32602``); nothing escapes as a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    TextContent,
+    TextResourceContents,
+)
+
+from memstrata.agent.session import build_memory_prompt
+from memstrata.api.errors import ApiError
+from memstrata.logs import log_event
+from memstrata.mcp.base import Caller, ToolError, ToolOutput
+from memstrata.mcp.files import (
+    MIME_TYPE,
+    READABLE_NAMES,
+    URI_TEMPLATE,
+    file_kind,
+    kind_from_uri,
+    read_file,
+    uri,
+)
+from memstrata.mcp.tools import TOOLS, McpTool
+from memstrata.memory.kinds import FileKind
+from memstrata.runtime import Memstrata
+
+logger = logging.getLogger(__name__)
+
+RuntimeSource = Callable[[], Memstrata]
+UserSource = Callable[[ServerRequestContext[Any, Any]], str]
+
+PROMPT_NAME = "memory_context"
+MAX_TOKEN_LIMIT = 10_000_000
+INSTRUCTIONS = (
+    "memstrata is this user's long-term memory. Call memory_search before answering questions "
+    "about the past; record_memory / update_user to remember; memory_read then memory_write "
+    "(with the version read) to edit a whole file. The memory_context prompt is the memory "
+    "part of a system prompt."
+)
+
+
+def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
+    """The memstrata MCP server (module doc)."""
+    by_name: dict[str, McpTool] = {tool.name: tool for tool in TOOLS}
+
+    async def list_tools(
+        _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=[tool.describe() for tool in TOOLS])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        tool = by_name.get(params.name)
+        if tool is None:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"unknown tool {params.name[:100]!r}; available: {', '.join(by_name)}",
+            )
+        return await run_tool(tool, _caller(runtime, user, ctx), dict(params.arguments or {}))
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        return ListResourcesResult(resources=[_resource(name) for name in READABLE_NAMES])
+
+    async def list_templates(
+        _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        template = ResourceTemplate(
+            name="memory file",
+            uri_template=URI_TEMPLATE,
+            description=f"One memory file; name is one of {', '.join(READABLE_NAMES)}.",
+            mime_type=MIME_TYPE,
+        )
+        return ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        kind = kind_from_uri(str(params.uri))
+        if kind is None:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"unknown resource {str(params.uri)[:200]!r}; "
+                f"use {URI_TEMPLATE} with name one of {', '.join(READABLE_NAMES)}",
+            )
+        view = await read_file(_caller(runtime, user, ctx), kind)
+        contents = TextResourceContents(
+            uri=uri(kind),
+            mime_type=MIME_TYPE,
+            text=view.content,
+            _meta={"version": view.version, "read_only": view.read_only},
+        )
+        return ReadResourceResult(contents=[contents])
+
+    async def list_prompts(
+        _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
+    ) -> ListPromptsResult:
+        prompt = Prompt(
+            name=PROMPT_NAME,
+            description="The memory part of a system prompt: AGENTS > SOUL > USER > MEMORY, "
+            "fitted into the configured share (15 %) of token_limit.",
+            arguments=[
+                PromptArgument(
+                    name="token_limit",
+                    description="The model's context size in tokens, e.g. 32000.",
+                    required=True,
+                )
+            ],
+        )
+        return ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(
+        ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
+    ) -> GetPromptResult:
+        if params.name != PROMPT_NAME:
+            raise MCPError(
+                INVALID_PARAMS, f"unknown prompt {params.name[:100]!r}; available: {PROMPT_NAME}"
+            )
+        limit = _token_limit(params.arguments)
+        caller = _caller(runtime, user, ctx)
+        await read_file(caller, FileKind.MEMORY)  # a new user is provisioned first
+        mem = caller.mem
+        result = await build_memory_prompt(
+            mem.store, caller.user_id, token_limit=limit, ratio=mem.settings.prompt_budget_ratio
+        )
+        notes = [f"{result.tokens} of {result.budget} tokens"]
+        notes += [f"truncated: {', '.join(result.truncated)}"] if result.truncated else []
+        notes += [f"dropped: {', '.join(result.dropped)}"] if result.dropped else []
+        return GetPromptResult(
+            description=f"memstrata memory ({'; '.join(notes)})",
+            messages=[
+                PromptMessage(role="user", content=TextContent(type="text", text=result.text))
+            ],
+            _meta={
+                "tokens": result.tokens,
+                "budget": result.budget,
+                "truncated": list(result.truncated),
+                "dropped": list(result.dropped),
+            },
+        )
+
+    return Server(
+        "memstrata",
+        version=_version(),
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=lambda name: by_name[name].input_schema if name in by_name else None,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+async def run_tool(tool: McpTool, caller: Caller, arguments: dict[str, Any]) -> CallToolResult:
+    """Run one tool; every failure becomes an ``isError`` result (never a crashed session)."""
+    started = time.perf_counter()
+    try:
+        output = await tool.handler(caller, arguments)
+    except ToolError as exc:
+        output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
+    except ApiError as exc:  # the runtime is starting or stopping (503)
+        output = ToolOutput(f"error: {exc.detail}", None, is_error=True)
+    except Exception as exc:
+        logger.exception("MCP tool %s failed", tool.name)
+        output = ToolOutput(
+            f"error: {tool.name} failed ({type(exc).__name__}); nothing was changed by this "
+            "call unless its result said so. Try again later.",
+            None,
+            is_error=True,
+        )
+    log_event(
+        logger,
+        "mcp.tool",
+        logging.WARNING if output.is_error else logging.INFO,
+        tool=tool.name,
+        user_id=caller.user_id,
+        error=output.is_error,
+        ms=round((time.perf_counter() - started) * 1000, 2),
+    )
+    return CallToolResult(
+        content=[TextContent(type="text", text=output.text)],
+        structured_content=output.data,
+        is_error=output.is_error,
+    )
+
+
+def _caller(
+    runtime: RuntimeSource, user: UserSource, ctx: ServerRequestContext[Any, Any]
+) -> Caller:
+    try:
+        mem = runtime()
+    except ApiError as exc:
+        raise MCPError(INVALID_PARAMS if exc.status_code < 500 else -32603, exc.detail) from exc
+    return Caller(mem, user(ctx))
+
+
+def _resource(name: str) -> Resource:
+    kind = file_kind(name, writable=False)
+    note = " (the platform template, read-only)" if kind is FileKind.AGENTS else ""
+    return Resource(
+        name=kind.filename,
+        uri=uri(kind),
+        description=f"{kind.filename}{note}.",
+        mime_type=MIME_TYPE,
+    )
+
+
+def _token_limit(arguments: Mapping[str, str] | None) -> int:
+    raw = (arguments or {}).get("token_limit")
+    if raw is None:
+        raise MCPError(INVALID_PARAMS, 'memory_context needs token_limit, e.g. "32000"')
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if not 1 <= value <= MAX_TOKEN_LIMIT:
+        raise MCPError(
+            INVALID_PARAMS,
+            f"token_limit must be a whole number from 1 to {MAX_TOKEN_LIMIT}, "
+            f"got {str(raw)[:40]!r}",
+        )
+    return value
+
+
+def _version() -> str:
+    try:
+        return version("memstrata")
+    except PackageNotFoundError:  # a source tree without an install
+        return "0.0.0"

@@ -1,0 +1,114 @@
+"""The read-back rule as one pure function: what to do with a sandbox copy of a memory file.
+
+:func:`decide` looks at three texts — the sandbox file, the DB row, and the *base* (the DB
+copy the sandbox file last matched) — and returns one action. It does no I/O; the executor
+(:mod:`memstrata.sandbox.reconcile`) carries the action out and, when a write loses a race,
+reads the DB again and asks :func:`decide` again. The rows of the rule table
+(docs/ARCHITECTURE.md, "Read-back rule" and "Conflict policy") in order:
+
+1. sandbox missing or blank → :class:`Push` the DB copy (``restore``); no DB row → nothing;
+2. sandbox equals the DB → :class:`Nothing` (a forced push still :class:`Push`-es);
+3. sandbox equals its base → the sandbox lags behind the DB → :class:`Push`;
+4. no DB row → :class:`WriteBack` at version 0 (insert);
+5. no base → :class:`WriteBack` at the current version (the spec's plain sandbox-first
+   rule) — or, when the DB copy is authoritative (a frontend edit being pushed), :class:`Push`;
+6. the DB has not moved since the base → :class:`WriteBack` at the base version;
+7. the DB moved since the base → line-based three-way merge: clean → :class:`Merge`
+   (stored at the current version, then pushed); conflicting → :class:`Preserve` (the DB
+   copy, a human's edit, wins; the sandbox copy is kept aside).
+
+No action discards a side's text: rows 1-3 lose nothing the DB lacks, 4-6 write the sandbox
+edit over a DB copy it was based on (or over any copy, when no base exists, as the spec
+says), 7 keeps both edits or both copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from memstrata.sandbox.merge import merge3
+
+
+@dataclass(frozen=True)
+class SyncBase:
+    """The DB copy a sandbox file was last known to match: its version and content."""
+
+    version: int
+    content: str
+
+
+class Stored(Protocol):
+    """A DB row as the rule sees it (``MemoryFile``, ``SyncBase``)."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def content(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Nothing:
+    """Sandbox and DB agree."""
+
+
+@dataclass(frozen=True)
+class Push:
+    """Write the DB copy to the sandbox; ``restore``: the sandbox copy was missing or blank."""
+
+    restore: bool = False
+
+
+@dataclass(frozen=True)
+class WriteBack:
+    """Store the sandbox text if the DB is still at ``expected`` (0: no row yet)."""
+
+    content: str
+    expected: int
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Store the merge of both edits if the DB is still at ``expected``, then push it."""
+
+    content: str
+    expected: int
+
+
+@dataclass(frozen=True)
+class Preserve:
+    """The DB copy wins a conflict: keep the sandbox text aside, then push the DB copy."""
+
+
+Action = Nothing | Push | WriteBack | Merge | Preserve
+
+
+def has_content(text: str | None) -> bool:
+    return text is not None and text.strip() != ""
+
+
+def decide(
+    sandbox_text: str | None,
+    db: Stored | None,
+    base: Stored | None,
+    *,
+    db_authoritative: bool = False,
+) -> Action:
+    """The action for one file (module doc). ``db_authoritative``: the DB copy was just
+    written by a human (a frontend edit), so without a base the sandbox text is not an edit
+    to keep but a stale copy to replace."""
+    if not has_content(sandbox_text):
+        return Nothing() if db is None else Push(restore=True)
+    assert sandbox_text is not None
+    if db is None:
+        return WriteBack(sandbox_text, 0)
+    if sandbox_text == db.content:
+        return Push() if db_authoritative else Nothing()
+    if base is not None and sandbox_text == base.content:
+        return Push()
+    if base is None:
+        return Push() if db_authoritative else WriteBack(sandbox_text, db.version)
+    if base.version == db.version and base.content == db.content:
+        return WriteBack(sandbox_text, db.version)
+    merged = merge3(base.content, sandbox_text, db.content)
+    return Preserve() if merged is None else Merge(merged, db.version)

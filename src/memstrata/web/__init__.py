@@ -1,0 +1,66 @@
+"""The memory settings page: static HTML/CSS/JS served beside the API, no build step.
+
+The page is a client of the public REST API only (``/api/config/...``, ``/api/memory/...``)
+with a bearer token the user pastes; it has no server-side logic of its own. Serving it is
+two routes: the page at ``/`` and its assets at ``/web/<name>``. ``create_app`` includes
+them unless ``MEMSTRATA_WEB_UI=false``; a host platform can include :func:`web_router`
+under the same prefix as the API router (the page calls ``api/...`` relative to itself), or
+leave it out and use its own frontend. See docs/WEB.md.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import Response
+
+# Only these files are served: no directory listing, no path handling to get wrong.
+ASSETS: dict[str, str] = {
+    "app.css": "text/css; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "api.js": "text/javascript; charset=utf-8",
+    "diff.js": "text/javascript; charset=utf-8",
+    "dom.js": "text/javascript; charset=utf-8",
+    "files.js": "text/javascript; charset=utf-8",
+    "skills.js": "text/javascript; charset=utf-8",
+    "search.js": "text/javascript; charset=utf-8",
+    "icon.svg": "image/svg+xml",
+}
+
+# The token lives in sessionStorage, so script injection is the threat that matters: the
+# page renders every server string as text, and the policy forbids inline and foreign code.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def _read(name: str) -> bytes:
+    return files("memstrata.web").joinpath("static", name).read_bytes()
+
+
+def web_router() -> APIRouter:
+    """``GET /`` (the page) and ``GET /web/{name}`` (its assets); not in the OpenAPI schema."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/")
+    def page() -> Response:
+        return Response(
+            _read("index.html"), media_type="text/html; charset=utf-8", headers=_HEADERS
+        )
+
+    @router.get("/web/{name}")
+    def asset(name: str) -> Response:
+        media_type = ASSETS.get(name)
+        if media_type is None:
+            raise HTTPException(404, f"no web asset named {name[:60]!r}")
+        return Response(_read(name), media_type=media_type, headers=_HEADERS)
+
+    return router

@@ -1,0 +1,88 @@
+// The page's only way to the server: the public REST API, with the tab's bearer token.
+// The token is kept in sessionStorage (this tab only, gone when it closes) and is only
+// ever sent in the Authorization header.
+
+const TOKEN_KEY = "memstrata.token";
+
+export class ApiError extends Error {
+  constructor(status, body, message) {
+    super(message);
+    this.status = status; // 0 when the server could not be reached
+    this.body = body;
+  }
+}
+
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+let unauthorized = () => {};
+
+/** Called with the ApiError when a signed-in request gets 401 (expired or revoked token). */
+export function onUnauthorized(handler) {
+  unauthorized = handler;
+}
+
+/**
+ * One API call. Resolves to {data, response}; rejects with ApiError carrying a message
+ * meant for people (the server's `message` or `detail`, whichever the error body has).
+ * `bearer` overrides the stored token (sign-in tries a token before keeping it).
+ */
+export async function api(method, path, { body, headers = {}, bearer } = {}) {
+  const credential = bearer ?? token.get() ?? "";
+  const init = {
+    method,
+    headers: { Accept: "application/json", Authorization: `Bearer ${credential}`, ...headers },
+    cache: "no-store",
+    credentials: "omit",
+  };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(new URL(path, document.baseURI), init);
+  } catch (error) {
+    throw new ApiError(0, null, `could not reach the server (${error.message}); is memstrata running?`);
+  }
+  const text = await response.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (response.ok) return { data, response };
+  const error = new ApiError(response.status, data, errorText(response, data));
+  if (response.status === 401 && bearer === undefined) unauthorized(error);
+  throw error;
+}
+
+/** The people-readable part of an error body; tolerant of `{detail}` and `{code, message}`. */
+export function errorText(response, data) {
+  if (data && typeof data === "object") {
+    if (typeof data.message === "string" && data.message && data.message !== "ok") {
+      return data.message;
+    }
+    if (typeof data.detail === "string" && data.detail) return data.detail;
+    if (Array.isArray(data.detail)) {
+      return data.detail.map((d) => (d && d.msg) || JSON.stringify(d)).join("; ");
+    }
+  }
+  return `HTTP ${response.status} ${response.statusText || ""}`.trim();
+}
+
+/** The claims of a JWT, unverified: only to show when it expires. Null if unreadable. */
+export function claims(jwt) {
+  try {
+    const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(part.padEnd(part.length + ((4 - (part.length % 4)) % 4), "=")));
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,171 @@
+// A line diff (Myers' O(ND) algorithm) and its side-by-side rows, for the conflict view.
+// Written here rather than vendored: the page needs ~80 lines of it, and a library would
+// be a second thing to keep updated and audit.
+
+// Beyond this many differing lines the diff is not worth the time: show all-removed /
+// all-added for the differing middle instead (still correct, just less precise).
+export const MAX_EDITS = 1000;
+
+/** Ops turning `a` into `b` (arrays of lines): {op: "=", a, b} | {op: "-", a} | {op: "+", b}. */
+export function diffLines(a, b) {
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let endA = a.length;
+  let endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+    endA--;
+    endB--;
+  }
+  const ops = [];
+  for (let i = 0; i < start; i++) ops.push({ op: "=", a: i, b: i });
+  ops.push(...middle(a, b, start, endA, start, endB));
+  for (let i = 0; endA + i < a.length; i++) ops.push({ op: "=", a: endA + i, b: endB + i });
+  return ops;
+}
+
+function middle(a, b, a0, a1, b0, b1) {
+  const n = a1 - a0;
+  const m = b1 - b0;
+  const replaced = () => [
+    ...Array.from({ length: n }, (_, i) => ({ op: "-", a: a0 + i })),
+    ...Array.from({ length: m }, (_, i) => ({ op: "+", b: b0 + i })),
+  ];
+  if (n === 0 || m === 0) return replaced();
+  const limit = Math.min(n + m, MAX_EDITS);
+  const offset = limit + 1;
+  const v = new Int32Array(2 * limit + 3);
+  const trace = [];
+  let done = false;
+  for (let d = 0; d <= limit && !done; d++) {
+    trace.push(v.slice());
+    for (let k = -d; k <= d; k += 2) {
+      let x =
+        k === -d || (k !== d && v[offset + k - 1] < v[offset + k + 1])
+          ? v[offset + k + 1]
+          : v[offset + k - 1] + 1;
+      let y = x - k;
+      while (x < n && y < m && a[a0 + x] === b[b0 + y]) {
+        x++;
+        y++;
+      }
+      v[offset + k] = x;
+      if (x >= n && y >= m) {
+        done = true;
+        break;
+      }
+    }
+  }
+  if (!done) return replaced();
+  const ops = [];
+  let x = n;
+  let y = m;
+  for (let d = trace.length - 1; d >= 0; d--) {
+    const prev = trace[d];
+    const k = x - y;
+    const prevK =
+      k === -d || (k !== d && prev[offset + k - 1] < prev[offset + k + 1]) ? k + 1 : k - 1;
+    const prevX = prev[offset + prevK];
+    const prevY = prevX - prevK;
+    while (x > prevX && y > prevY) {
+      x--;
+      y--;
+      ops.push({ op: "=", a: a0 + x, b: b0 + y });
+    }
+    if (d > 0) {
+      if (x === prevX) ops.push({ op: "+", b: b0 + y - 1 });
+      else ops.push({ op: "-", a: a0 + x - 1 });
+    }
+    x = prevX;
+    y = prevY;
+  }
+  return ops.reverse();
+}
+
+/**
+ * Rows for a two-column view: each {left, right}, a side being {line, text, kind} or null.
+ * Runs of removed and added lines are paired so a changed line sits beside its new form.
+ */
+export function sideBySide(ops, a, b) {
+  const rows = [];
+  let removed = [];
+  let added = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(removed.length, added.length); i++) {
+      const l = removed[i];
+      const r = added[i];
+      rows.push({
+        left: l === undefined ? null : { line: l + 1, text: a[l], kind: "removed" },
+        right: r === undefined ? null : { line: r + 1, text: b[r], kind: "added" },
+      });
+    }
+    removed = [];
+    added = [];
+  };
+  for (const op of ops) {
+    if (op.op === "-") removed.push(op.a);
+    else if (op.op === "+") added.push(op.b);
+    else {
+      flush();
+      rows.push({
+        left: { line: op.a + 1, text: a[op.a], kind: "same" },
+        right: { line: op.b + 1, text: b[op.b], kind: "same" },
+      });
+    }
+  }
+  flush();
+  return rows;
+}
+
+export const splitLines = (text) => (text === "" ? [] : text.replace(/\r\n/g, "\n").split("\n"));
+
+/** The changes from `base` to `other` as hunks {start, end, lines} in base coordinates. */
+function hunks(base, other) {
+  const out = [];
+  let current = null;
+  let next = 0;
+  for (const op of diffLines(base, other)) {
+    if (op.op === "=") {
+      if (current) out.push(current);
+      current = null;
+      next = op.a + 1;
+      continue;
+    }
+    if (!current) current = { start: next, end: next, lines: [] };
+    if (op.op === "-") {
+      current.end = op.a + 1;
+      next = op.a + 1;
+    } else {
+      current.lines.push(other[op.b]);
+    }
+  }
+  if (current) out.push(current);
+  return out;
+}
+
+const sameHunk = (x, y) =>
+  x.start === y.start && x.end === y.end && x.lines.join("\n") === y.lines.join("\n");
+
+/**
+ * Three-way merge of line arrays: `ours` and `theirs` both edited `base`. Returns the
+ * merged lines, or null when an edit of ours touches or overlaps one of theirs (the user
+ * then re-applies by hand; we never guess).
+ */
+export function merge3(base, ours, theirs) {
+  const mine = hunks(base, ours);
+  const other = hunks(base, theirs);
+  for (const x of mine) {
+    for (const y of other) {
+      if (x.start <= y.end && y.start <= x.end && !sameHunk(x, y)) return null;
+    }
+  }
+  const all = [...mine, ...other.filter((y) => !mine.some((x) => sameHunk(x, y)))];
+  all.sort((x, y) => x.start - y.start || x.end - y.end);
+  const merged = [];
+  let pos = 0;
+  for (const h of all) {
+    merged.push(...base.slice(pos, h.start), ...h.lines);
+    pos = h.end;
+  }
+  merged.push(...base.slice(pos));
+  return merged;
+}

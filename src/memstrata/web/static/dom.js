@@ -1,0 +1,49 @@
+// Tiny DOM helpers. Every server string goes in as text (textContent), never as HTML.
+
+export const $ = (id) => document.getElementById(id);
+
+/** el("li", {class: "x", onclick: f}, "text", child) */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** Show a banner paragraph with a kind (error, warn, ok, info); empty text hides it. */
+export function banner(node, text, kind = "info") {
+  node.hidden = !text;
+  node.textContent = text || "";
+  node.className = `banner ${kind}`;
+  node.setAttribute("role", kind === "error" ? "alert" : "status");
+}
+
+const BYTE_FORMAT = new Intl.NumberFormat("en-US");
+
+export function bytes(n) {
+  if (n < 1024) return `${BYTE_FORMAT.format(n)} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(n < 10 * 1024 ? 1 : 0)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+export const number = (n) => BYTE_FORMAT.format(n);
+
+export function when(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return { text: String(iso), title: String(iso) };
+  const days = (Date.now() - date.getTime()) / 86_400_000;
+  let ago;
+  if (days < 1 / 24) ago = "just now";
+  else if (days < 1) ago = `${Math.round(days * 24)} h ago`;
+  else if (days < 60) ago = `${Math.round(days)} days ago`;
+  else ago = `${Math.round(days / 30)} months ago`;
+  return { text: `${date.toLocaleString()} · ${ago}`, title: date.toISOString() };
+}

@@ -1,0 +1,281 @@
+// The memory files view: SOUL / USER / MEMORY tabs, an editor, save with If-Match, and the
+// conflict view on 409. The user's text lives in `draft` until the server has it; no path
+// (conflict, error, expired token) replaces a draft without keeping it visible.
+
+import { api } from "./api.js";
+import { diffLines, merge3, sideBySide, splitLines } from "./diff.js";
+import { $, banner, bytes, el, number } from "./dom.js";
+
+const encoder = new TextEncoder();
+// The message line always holds something, so a message never pushes the editor down.
+const HINT = "Ctrl+S saves. Saving checks the version you started from: nobody's edit is overwritten silently.";
+const state = { limits: null, files: new Map(), current: null, saving: false };
+
+const size = (text) => encoder.encode(text).length;
+const dirty = (f) => f.loaded && f.draft !== f.base;
+const path = (f) => `api/config/agent-files/${encodeURIComponent(f.name)}`;
+
+/** After sign-in: build the tabs from the server's list of files and load them. */
+export function init(limits, { keepDrafts }) {
+  state.limits = limits;
+  if (!keepDrafts) state.files.clear();
+  const tabs = $("file-tabs");
+  tabs.replaceChildren();
+  for (const { name, filename } of limits.files) {
+    if (!state.files.has(name)) {
+      state.files.set(name, {
+        name, filename, base: "", draft: "", version: null,
+        loaded: false, loading: false, conflict: null, kept: null,
+      });
+    }
+    tabs.append(
+      el("button", {
+        type: "button", role: "tab", id: `tab-${name}`, "aria-controls": "file-panel",
+        "data-name": name, onclick: () => select(name), onkeydown: tabKeys,
+      }, filename, el("span", { class: "dot", "aria-hidden": "true" })),
+    );
+  }
+  const first = state.current && state.files.has(state.current) ? state.current : limits.files[0].name;
+  select(first);
+  for (const f of state.files.values()) load(f);
+}
+
+export const hasUnsaved = () =>
+  [...state.files.values()].some((f) => dirty(f) || f.conflict || f.kept !== null);
+
+function tabKeys(event) {
+  const names = [...state.files.keys()];
+  const at = names.indexOf(state.current);
+  const moves = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: names.length - 1 };
+  if (!(event.key in moves)) return;
+  event.preventDefault();
+  const name = names[(moves[event.key] + names.length) % names.length];
+  select(name);
+  $(`tab-${name}`).focus();
+}
+
+function say(text, kind = "info") {
+  banner($("file-message"), text || HINT, text ? kind : "quiet");
+}
+
+function select(name) {
+  state.current = name;
+  say("");
+  render();
+}
+
+const current = () => state.files.get(state.current);
+
+async function load(f) {
+  f.loading = true;
+  render();
+  try {
+    const { data } = await api("GET", path(f));
+    // A draft kept across an expired sign-in keeps the version it was based on, so that a
+    // write made meanwhile (by the agent, say) surfaces as a conflict on save, not as a
+    // silent overwrite.
+    if (!f.loaded || (f.draft === f.base && !f.conflict)) {
+      f.draft = data.content;
+      f.base = data.content;
+      f.version = data.version;
+    }
+    f.loaded = true;
+  } catch (error) {
+    if (f === current()) say(`Could not load ${f.filename}: ${error.message}`, "error");
+  } finally {
+    f.loading = false;
+    render();
+  }
+}
+
+export async function save(f = current(), version = f.version) {
+  if (!f || !f.loaded || state.saving) return;
+  const content = f.conflict ? f.conflict.mine : f.draft;
+  state.saving = true;
+  render();
+  try {
+    const { data } = await api("PUT", path(f), {
+      body: { content },
+      headers: { "If-Match": `"${version}"` },
+    });
+    f.base = content;
+    f.version = data.version;
+    if (f.conflict) f.draft = content;
+    f.conflict = null;
+    say(`Saved ${f.filename} as version ${data.version}.`, "ok");
+  } catch (error) {
+    if (error.status === 409) await conflict(f, content, error);
+    else say(saveError(f, error), "error");
+  } finally {
+    state.saving = false;
+    render();
+  }
+}
+
+function saveError(f, error) {
+  const kept = "Nothing was written; your text is still in the editor.";
+  switch (error.status) {
+    case 413:
+      return `${f.filename} is too large to save: ${error.message}. ${kept} Shorten it and save again.`;
+    case 422:
+      return `The server refused this text: ${error.message}. ${kept}`;
+    case 400:
+      return `The request was refused: ${error.message}. ${kept}`;
+    case 401:
+      return `Your sign-in ended (${error.message}). ${kept} Sign in again to save it.`;
+    case 503:
+      return `The service is unavailable right now: ${error.message}. ${kept} Try again shortly.`;
+    case 0:
+      return `${error.message}. ${kept}`;
+    default:
+      return `Saving failed (HTTP ${error.status}): ${error.message}. ${kept}`;
+  }
+}
+
+/** 409: fetch what is stored now and show it beside the user's text. */
+async function conflict(f, mine, error) {
+  let stored;
+  try {
+    ({ data: stored } = await api("GET", path(f)));
+  } catch (loadError) {
+    say(
+      `${f.filename} was changed elsewhere (${error.message}), and loading the newer version failed: ` +
+      `${loadError.message}. Your text is still in the editor.`, "error");
+    return;
+  }
+  f.conflict = { mine, started: f.base, startedVersion: f.version, content: stored.content, version: stored.version };
+  say("");
+  render();
+  $("conflict-reapply").focus();
+}
+
+function reapply() {
+  const f = current();
+  const c = f.conflict;
+  const merged = merge3(splitLines(c.started), splitLines(c.mine), splitLines(c.content));
+  f.base = c.content;
+  f.version = c.version;
+  f.kept = c.mine;
+  f.conflict = null;
+  if (merged === null) {
+    f.draft = c.content;
+    say(
+      `Your edits and version ${c.version} change the same lines, so they were not re-applied ` +
+      "automatically. Your text is on the side: copy what you need into the editor, then save.", "warn");
+  } else {
+    f.draft = merged.join("\n");
+    say(
+      `Your edits were re-applied on top of version ${c.version}. Check the result, then save. ` +
+      "Your text as you left it is on the side.", "ok");
+  }
+  render();
+  $("editor").focus();
+}
+
+async function copyMine() {
+  const c = current().conflict;
+  try {
+    await navigator.clipboard.writeText(c.mine);
+    say("Your text is on the clipboard.", "ok");
+  } catch {
+    say("The browser did not allow copying; select the right column and copy it.", "warn");
+  }
+}
+
+export function render() {
+  const f = current();
+  if (!f) return;
+  for (const tab of $("file-tabs").children) {
+    const name = tab.dataset.name;
+    const file = state.files.get(name);
+    const selected = name === state.current;
+    tab.setAttribute("aria-selected", String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+    tab.classList.toggle("unsaved", Boolean(dirty(file) || file.conflict));
+    tab.title = dirty(file) || file.conflict ? `${file.filename}: unsaved changes` : file.filename;
+  }
+  $("file-panel").setAttribute("aria-labelledby", `tab-${f.name}`);
+  $("editor-label").textContent = `${f.filename} content`;
+  const editor = $("editor");
+  editor.disabled = !f.loaded;
+  if (editor.value !== f.draft) editor.value = f.draft;
+
+  const limit = state.limits.max_content_bytes;
+  const used = size(f.conflict ? f.conflict.mine : f.draft);
+  $("file-version").textContent = f.version === null ? "version –" : `version ${f.version}`;
+  $("file-size").textContent = `${bytes(used)} of ${bytes(limit)}`;
+  $("file-size").title = `${number(used)} of ${number(limit)} bytes (UTF-8)`;
+  $("file-meter").style.width = `${Math.min(100, (100 * used) / limit)}%`;
+  $("file-meter").parentElement.classList.toggle("over", used > limit);
+  banner($("file-warning"), used > limit
+    ? `This text is ${number(used)} bytes, ${number(used - limit)} over the server's limit of ` +
+      `${number(limit)} bytes: saving will be refused. Shorten the file first.`
+    : "", "warn");
+
+  let status = "Saved";
+  if (f.loading && !f.loaded) status = "Loading…";
+  else if (state.saving) status = "Saving…";
+  else if (f.conflict) status = "Conflict";
+  else if (dirty(f)) status = "Unsaved changes";
+  $("file-state").textContent = status;
+  $("file-state").dataset.state = status.toLowerCase().replace(/[^a-z]+/g, "-");
+  $("file-save").disabled = !f.loaded || state.saving || Boolean(f.conflict) || !dirty(f);
+  $("file-revert").disabled = !dirty(f) || state.saving || Boolean(f.conflict);
+
+  $("kept").hidden = f.kept === null;
+  if (f.kept !== null && $("kept-text").value !== f.kept) $("kept-text").value = f.kept;
+  $("editor-wrap").classList.toggle("with-kept", f.kept !== null);
+  $("editor-wrap").hidden = Boolean(f.conflict);
+  renderConflict(f);
+}
+
+function renderConflict(f) {
+  const box = $("conflict");
+  box.hidden = !f.conflict;
+  if (!f.conflict) return;
+  const c = f.conflict;
+  $("conflict-title").textContent = `${f.filename} changed while you were editing`;
+  $("conflict-text").textContent =
+    `Someone else saved ${f.filename} — the agent or another tab. You started from version ` +
+    `${c.startedVersion}; version ${c.version} is stored now. Your text is kept on the right and ` +
+    "nothing is lost until you choose.";
+  $("conflict-left-title").textContent = `Stored now · version ${c.version}`;
+  $("conflict-right-title").textContent = "Your text (not saved)";
+  $("conflict-reapply").textContent = `Reload version ${c.version} and re-apply my edits`;
+  $("conflict-overwrite").textContent = `Overwrite version ${c.version} with my text`;
+  $("conflict-overwrite").disabled = state.saving;
+  const theirs = splitLines(c.content);
+  const mine = splitLines(c.mine);
+  const cell = (side, which) =>
+    el("div", { role: "cell", class: `cell ${side ? side.kind : "empty"}`, "data-side": which },
+      el("span", { class: "ln", "aria-hidden": "true" }, side ? side.line : ""),
+      el("span", { class: "tx" }, side ? side.text : ""));
+  const rows = sideBySide(diffLines(theirs, mine), theirs, mine).map((row) =>
+    el("div", { role: "row", class: "row" }, cell(row.left, "stored"), cell(row.right, "mine")));
+  $("conflict-diff").replaceChildren(...rows);
+}
+
+export function wire() {
+  $("editor").addEventListener("input", (event) => {
+    current().draft = event.target.value;
+    render();
+  });
+  $("file-save").addEventListener("click", () => save());
+  $("file-revert").addEventListener("click", () => {
+    const f = current();
+    f.draft = f.base;
+    say(`Reverted to version ${f.version}.`, "info");
+    render();
+  });
+  $("conflict-reapply").addEventListener("click", reapply);
+  $("conflict-overwrite").addEventListener("click", () => {
+    const f = current();
+    save(f, f.conflict.version);
+  });
+  $("conflict-copy").addEventListener("click", copyMine);
+  $("kept-dismiss").addEventListener("click", () => {
+    current().kept = null;
+    render();
+    $("editor").focus();
+  });
+}

@@ -1,0 +1,111 @@
+// The search view: POST /api/memory/search with a source filter; every hit shows where it
+// came from and the numbers behind its score (BM25 rank, vector rank, RRF, time decay).
+
+import { api } from "./api.js";
+import { $, banner, el, when } from "./dom.js";
+
+const SOURCE_LABELS = { memory: "memory files", conversation: "conversations", notes: "notes" };
+const TOP_K_CHOICES = [5, 10, 20, 50, 100];
+
+export function init(limits) {
+  const sources = $("sources");
+  sources.replaceChildren(el("legend", {}, "Sources"));
+  for (const source of limits.search_sources) {
+    sources.append(el("label", { class: "check" },
+      el("input", { type: "checkbox", value: source, checked: true }),
+      SOURCE_LABELS[source] || source));
+  }
+  const topK = $("top-k");
+  topK.replaceChildren(...TOP_K_CHOICES.filter((k) => k <= limits.max_top_k).map((k) =>
+    el("option", { value: k, selected: k === 10 }, `top ${k}`)));
+  $("query").maxLength = limits.max_query_chars;
+}
+
+export function wire() {
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run();
+  });
+}
+
+async function run() {
+  const query = $("query").value;
+  const boxes = [...$("sources").querySelectorAll("input[type=checkbox]")];
+  const chosen = boxes.filter((box) => box.checked).map((box) => box.value);
+  if (!query.trim()) {
+    banner($("search-message"), "Type something to search for.", "warn");
+    $("query").focus();
+    return;
+  }
+  if (!chosen.length) {
+    banner($("search-message"), "Choose at least one source.", "warn");
+    return;
+  }
+  const body = { query, top_k: Number($("top-k").value) };
+  if (chosen.length < boxes.length) body.sources = chosen;
+  banner($("search-message"), "");
+  $("hits").setAttribute("aria-busy", "true");
+  $("search-summary").textContent = "Searching…";
+  try {
+    const { data } = await api("POST", "api/memory/search", { body });
+    show(data);
+  } catch (error) {
+    $("search-summary").textContent = "";
+    $("hits").replaceChildren();
+    banner($("search-message"), `Search failed: ${error.message}`, "error");
+  } finally {
+    $("hits").setAttribute("aria-busy", "false");
+  }
+}
+
+function show(data) {
+  const mode = data.mode === "hybrid"
+    ? "hybrid: BM25 + vectors, fused by RRF, time-decayed"
+    : "BM25 only (no vectors for this search)";
+  const ms = Object.values(data.timings_ms || {}).reduce((a, b) => a + b, 0);
+  $("search-summary").textContent =
+    `${data.hits.length} ${data.hits.length === 1 ? "hit" : "hits"} · ${mode} · ${ms.toFixed(1)} ms`;
+  if (data.warnings && data.warnings.length) banner($("search-message"), data.warnings.join(" "), "warn");
+  $("hits").replaceChildren(...data.hits.map(hit));
+  if (!data.hits.length) {
+    $("hits").append(el("li", { class: "empty" }, "Nothing in this user's memory matches."));
+  }
+}
+
+function origin(h) {
+  if (h.source === "conversation") {
+    const match = /^sessions\/(.+)\/(\d+)$/.exec(h.file_path || "");
+    if (match) return `session ${match[1]} · turn ${match[2]}`;
+    return `conversation ${h.file_path || ""}`.trim();
+  }
+  if (h.source === "memory") return `file ${h.file_path}`;
+  return `${h.source} ${h.file_path || ""}`.trim();
+}
+
+function hit(h) {
+  const e = h.explain || {};
+  const time = when(h.created_at);
+  const rank = (value, what) => (value === null || value === undefined
+    ? el("span", { title: `not among the ${what} candidates` }, "—")
+    : el("span", {}, `#${value}`));
+  let decay;
+  if (e.resident) decay = el("span", { title: "memory files never decay" }, "none (resident file)");
+  else if (e.decay_factor === null || e.decay_factor === undefined) decay = el("span", {}, "—");
+  else {
+    const age = e.age_days === null || e.age_days === undefined ? "" : ` (age ${e.age_days.toFixed(1)} d)`;
+    decay = el("span", {}, `×${e.decay_factor.toFixed(3)}${age}`);
+  }
+  const fact = (label, value) => el("div", { class: "fact" }, el("dt", {}, label), el("dd", {}, value));
+  return el("li", { class: "hit" },
+    el("div", { class: "hit-head" },
+      el("span", { class: `badge source-${h.source}` }, h.source),
+      el("span", { class: "origin mono" }, origin(h)),
+      el("time", { datetime: h.created_at, title: time.title }, time.text),
+      el("span", { class: "score mono", title: "RRF score × decay" }, `score ${h.score.toFixed(4)}`)),
+    el("p", { class: "hit-text" }, h.text),
+    el("dl", { class: "explain", "aria-label": "How this score was computed" },
+      fact("BM25 rank", rank(e.bm25_rank, "keyword")),
+      fact("vector rank", rank(e.vector_rank, "vector")),
+      fact("RRF", el("span", { class: "mono" }, (e.rrf_score ?? 0).toFixed(5))),
+      fact("decay", decay)));
+}

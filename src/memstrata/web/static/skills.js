@@ -1,0 +1,67 @@
+// The skills view: the spec's list (name, description, enabled). A switch saves at once;
+// if the request fails the switch goes back and says why, on the skill itself.
+
+import { api } from "./api.js";
+import { $, banner, el } from "./dom.js";
+
+const pending = new Set();
+
+export async function load() {
+  const list = $("skill-list");
+  list.setAttribute("aria-busy", "true");
+  try {
+    const { data } = await api("GET", "api/config/skills");
+    banner($("skills-message"), data.skills.length ? "" : "No skills are installed on this server.");
+    list.replaceChildren(...data.skills.map(item));
+  } catch (error) {
+    banner($("skills-message"), `Could not load the skills: ${error.message}`, "error");
+  } finally {
+    list.setAttribute("aria-busy", "false");
+  }
+}
+
+function item(skill) {
+  const id = `skill-${skill.name}`;
+  const toggle = el("button", {
+    type: "button", role: "switch", class: "switch", id: `${id}-switch`,
+    "aria-checked": String(skill.enabled), "aria-labelledby": `${id}-name`,
+    "aria-describedby": `${id}-desc ${id}-error`,
+  }, el("span", { class: "knob", "aria-hidden": "true" }));
+  const error = el("p", { class: "skill-error", id: `${id}-error`, role: "alert", hidden: true });
+  const li = el("li", { class: "skill", id, "data-skill": skill.name },
+    el("div", { class: "skill-text" },
+      el("span", { class: "skill-name mono", id: `${id}-name` }, skill.name),
+      el("span", { class: "badge" }, skill.category),
+      el("p", { class: "skill-desc", id: `${id}-desc` }, skill.description || "(no description)"),
+      error),
+    toggle);
+  toggle.addEventListener("click", () => flip(skill.name, toggle, error, li));
+  return li;
+}
+
+async function flip(name, toggle, error, li) {
+  if (pending.has(name)) return;
+  const wanted = toggle.getAttribute("aria-checked") !== "true";
+  pending.add(name);
+  toggle.setAttribute("aria-checked", String(wanted)); // optimistic
+  toggle.setAttribute("aria-busy", "true");
+  error.hidden = true;
+  li.classList.remove("rolled-back");
+  try {
+    const { data } = await api("PUT", `api/config/skills/${encodeURIComponent(name)}`, {
+      body: { enabled: wanted },
+    });
+    toggle.setAttribute("aria-checked", String(data.enabled));
+  } catch (failure) {
+    toggle.setAttribute("aria-checked", String(!wanted));
+    error.textContent =
+      `Could not turn ${name} ${wanted ? "on" : "off"}: ${failure.message}. ` +
+      `It is ${wanted ? "off" : "on"} again.`;
+    error.hidden = false;
+    void li.offsetWidth; // restart the highlight animation on a repeated failure
+    li.classList.add("rolled-back");
+  } finally {
+    toggle.removeAttribute("aria-busy");
+    pending.delete(name);
+  }
+}

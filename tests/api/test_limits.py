@@ -1,0 +1,62 @@
+"""``GET /api/config/limits``: what it advertises is exactly what the server enforces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from memstrata.api import create_app
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.runtime import Memstrata
+
+LIMIT = 2048
+
+
+@pytest.fixture
+def small_client(settings: Settings, db: Database) -> Iterator[TestClient]:
+    mem = Memstrata.open(settings.model_copy(update={"max_content_bytes": LIMIT}), database=db)
+    try:
+        with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
+            yield client
+    finally:
+        mem.close()
+
+
+def test_limits_need_a_token(small_client: TestClient) -> None:
+    response = small_client.get("/api/config/limits")
+    assert response.status_code == 401
+    assert response.json()["detail"].startswith("missing bearer token")
+
+
+def test_the_advertised_content_limit_is_the_enforced_one(
+    small_client: TestClient, auth: Callable[..., dict[str, str]]
+) -> None:
+    limits = small_client.get("/api/config/limits", headers=auth("carol")).json()
+    assert limits["user_id"] == "carol"
+    assert limits["max_content_bytes"] == LIMIT
+    assert [f["name"] for f in limits["files"]] == ["soul", "user", "memory"]
+    path = "/api/config/agent-files/user"
+    at_limit = small_client.put(path, json={"content": "é" * (LIMIT // 2)}, headers=auth("carol"))
+    assert at_limit.status_code == 200
+    over = small_client.put(path, json={"content": "x" * (LIMIT + 1)}, headers=auth("carol"))
+    assert over.status_code == 413
+    assert (
+        small_client.get(path, headers=auth("carol")).json()["version"]
+        == at_limit.json()["version"]
+    )
+
+
+def test_the_advertised_search_bounds_are_the_enforced_ones(
+    small_client: TestClient, auth: Callable[..., dict[str, str]]
+) -> None:
+    limits = small_client.get("/api/config/limits", headers=auth()).json()
+    search = "/api/memory/search"
+    ok = {"query": "q", "top_k": limits["max_top_k"], "sources": limits["search_sources"]}
+    assert small_client.post(search, json=ok, headers=auth()).status_code == 200
+    too_many = {**ok, "top_k": limits["max_top_k"] + 1}
+    assert small_client.post(search, json=too_many, headers=auth()).status_code == 422
+    too_long = {"query": "q" * (limits["max_query_chars"] + 1)}
+    assert small_client.post(search, json=too_long, headers=auth()).status_code == 422

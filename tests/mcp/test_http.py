@@ -1,0 +1,221 @@
+"""MCP over real streamable HTTP against a real ``memstrata serve`` process.
+
+One server for the module (real embedded PostgreSQL, the real local embedding server,
+real HS256 tokens). ``/mcp`` must authenticate exactly like ``/api``: the same 401 bodies
+and ``WWW-Authenticate`` headers, and one user's token never reaches another's memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import jwt
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from tests.cli.test_serve_token import _free_port, _wait_healthy
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "mcp-http-test-secret-0123456789abcdef"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def token(user: str, ttl: int = 600) -> str:
+    now = int(time.time())
+    return jwt.encode({"sub": user, "iat": now - 5, "exp": now + ttl}, SECRET, "HS256")
+
+
+def bearer(user: str, ttl: int = 600) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(user, ttl)}"}
+
+
+@pytest.fixture(scope="module")
+def base_url(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, embedding_server: LocalEmbeddingServer
+) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("mcp-serve")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(data),
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_ENVIRONMENT="development",
+        MEMSTRATA_JWT_SECRET=SECRET,
+        MEMSTRATA_EMBEDDING_MODELS=json.dumps([embedding_server.model_spec.model_dump()]),
+        MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
+        MEMSTRATA_LOG_LEVEL="WARNING",
+    )
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from memstrata.cli import main; main()",
+            "serve",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(data / "stderr.log").open("w"),
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(process, url, timeout_s=60)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@asynccontextmanager
+async def mcp_client(
+    base_url: str, headers: dict[str, str], **options: Any
+) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+        async with Client(transport, **options) as client:
+            yield client
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_valid_token_gets_its_users_memory(base_url: str, mode: str) -> None:
+    user = f"http-alice-{mode}"
+    async with mcp_client(base_url, bearer(user), mode=mode) as client:
+        assert len((await client.list_tools()).tools) == 9
+        recorded = await client.call_tool("record_memory", {"content": f"Sails a {mode} dinghy"})
+        assert not recorded.is_error, recorded.content
+        found = await client.call_tool("memory_search", {"query": "dinghy", "top_k": 2})
+        data = found.structured_content
+        assert data is not None and data["mode"] == "hybrid"
+        assert f"Sails a {mode} dinghy" in data["hits"][0]["text"]
+        read = await client.read_resource("memstrata://files/memory")
+        assert f"Sails a {mode} dinghy" in read.contents[0].text  # type: ignore[union-attr]
+        prompt = await client.get_prompt("memory_context", {"token_limit": "32000"})
+        assert f"Sails a {mode} dinghy" in prompt.messages[0].content.text  # type: ignore[union-attr]
+    # the REST API in the same process sees the same memory
+    rest = httpx.get(f"{base_url}/api/config/agent-files/memory", headers=bearer(user))
+    assert rest.status_code == 200 and f"Sails a {mode} dinghy" in rest.json()["content"]
+
+
+def _rest_and_mcp(base_url: str, headers: dict[str, str]) -> tuple[httpx.Response, httpx.Response]:
+    rest = httpx.get(f"{base_url}/api/config/skills", headers=headers)
+    mcp = httpx.post(f"{base_url}/mcp", headers={**MCP_HEADERS, **headers}, json=INIT)
+    return rest, mcp
+
+
+@pytest.mark.parametrize(
+    ("headers", "detail"),
+    [
+        ({}, "missing bearer token: send 'Authorization: Bearer <token>'"),
+        ({"Authorization": f"Bearer {token('alice', ttl=-60)}"}, "token expired"),
+        ({"Authorization": "Bearer not-a-jwt"}, "malformed token: not a JWT"),
+        (
+            {"Authorization": "Bearer " + jwt.encode({"sub": "a", "exp": 2**31}, "x" * 40)},
+            "token signature is invalid",
+        ),
+        ({"Authorization": "Basic YWxpY2U6cHc="}, "unsupported authorization scheme"),
+    ],
+)
+def test_missing_or_bad_tokens_get_the_rest_apis_401(
+    base_url: str, headers: dict[str, str], detail: str
+) -> None:
+    rest, mcp = _rest_and_mcp(base_url, headers)
+    assert rest.status_code == mcp.status_code == 401
+    assert mcp.json() == rest.json() and detail in mcp.json()["detail"]
+    assert mcp.headers["www-authenticate"] == rest.headers["www-authenticate"]
+    assert mcp.headers["www-authenticate"].startswith('Bearer realm="memstrata"')
+
+
+async def test_the_sdk_client_is_refused_without_a_valid_token(base_url: str) -> None:
+    for headers in ({}, bearer("alice", ttl=-60)):
+        # The SDK surfaces the 401 as an MCPError (inside its task groups' exception groups).
+        with pytest.raises(BaseExceptionGroup) as raised:
+            async with mcp_client(base_url, headers, mode="legacy") as client:
+                await client.list_tools()
+        assert raised.group_contains(MCPError, match="error response")
+
+
+async def test_another_users_token_never_reaches_this_users_memory(base_url: str) -> None:
+    async with mcp_client(base_url, bearer("http-carol")) as carol:
+        await carol.call_tool("record_memory", {"content": "Carol's vault PIN is 8642"})
+        await carol.call_tool(
+            "conversation_index_turn",
+            {"session_id": "v", "turn_index": 0, "user_message": "my vault PIN is 8642"},
+        )
+    async with mcp_client(base_url, bearer("http-dave")) as dave:
+        found = await dave.call_tool("memory_search", {"query": "vault PIN 8642", "top_k": 20})
+        hits = (found.structured_content or {})["hits"]
+        assert all("8642" not in hit["text"] for hit in hits)
+        for name in ("memory", "user", "soul"):
+            read = await dave.read_resource(f"memstrata://files/{name}")
+            assert "8642" not in read.contents[0].text  # type: ignore[union-attr]
+        prompt = await dave.get_prompt("memory_context", {"token_limit": "100000"})
+        assert "8642" not in prompt.messages[0].content.text  # type: ignore[union-attr]
+        # no argument names a user: an attempt is an unknown argument, refused
+        sneaky = await dave.call_tool("memory_read", {"name": "memory", "user_id": "http-carol"})
+        assert sneaky.is_error and "user_id" in sneaky.content[0].text  # type: ignore[union-attr]
+
+
+def test_a_session_belongs_to_the_token_that_opened_it(base_url: str) -> None:
+    opened = httpx.post(
+        f"{base_url}/mcp", headers={**MCP_HEADERS, **bearer("http-erin")}, json=INIT
+    )
+    assert opened.status_code == 200
+    session = opened.headers["mcp-session-id"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    session_headers = {
+        **MCP_HEADERS,
+        "mcp-session-id": session,
+        "mcp-protocol-version": "2025-06-18",
+    }
+    stolen = httpx.post(
+        f"{base_url}/mcp", headers={**session_headers, **bearer("http-frank")}, json=call
+    )
+    assert stolen.status_code == 404  # as if the session did not exist
+    own = httpx.post(
+        f"{base_url}/mcp", headers={**session_headers, **bearer("http-erin")}, json=call
+    )
+    assert own.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Host": "evil.example"}, 421),
+        ({"Origin": "http://localhost:3000"}, 200),
+    ],
+)
+def test_host_and_origin_are_checked(base_url: str, extra: dict[str, str], status: int) -> None:
+    response = httpx.post(
+        f"{base_url}/mcp", headers={**MCP_HEADERS, **bearer("http-gina"), **extra}, json=INIT
+    )
+    assert response.status_code == status, response.text

@@ -1,0 +1,92 @@
+"""The ``memstrata://files/{name}`` resources and the ``memory_context`` prompt."""
+
+from __future__ import annotations
+
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, TextResourceContents
+
+from memstrata.agent.session import build_memory_prompt
+from memstrata.runtime import Memstrata
+from tests.mcp.conftest import ClientFactory
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_resources_are_the_four_files(connect: ClientFactory, mem: Memstrata) -> None:
+    async with connect("alice") as client:
+        listed = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [(r.uri, r.name) for r in listed] == [
+            ("memstrata://files/soul", "SOUL.md"),
+            ("memstrata://files/user", "USER.md"),
+            ("memstrata://files/memory", "MEMORY.md"),
+            ("memstrata://files/agents", "AGENTS.md"),
+        ]
+        assert [t.uri_template for t in templates] == ["memstrata://files/{name}"]
+        await client.call_tool(
+            "memory_write",
+            {"name": "soul", "content": "# SOUL.md\nDry humour.\n", "expected_version": 0},
+        )
+        contents = {}
+        for resource in listed:
+            read = await client.read_resource(resource.uri)
+            (item,) = read.contents
+            assert isinstance(item, TextResourceContents)
+            assert (item.uri, item.mime_type) == (resource.uri, "text/markdown")
+            contents[resource.name] = (item.text, (item.meta or {}).get("version"))
+    assert contents["SOUL.md"] == ("# SOUL.md\nDry humour.\n", 1)
+    user = mem.store.get_memory_file("alice", "user")
+    assert user is not None and contents["USER.md"] == (user.content, user.version)
+    assert contents["AGENTS.md"] == (mem.templates.agents_md(), None)
+
+
+async def test_unknown_resource_is_a_protocol_error(connect: ClientFactory) -> None:
+    async with connect() as client:
+        for uri in ("memstrata://files/diary", "memstrata://files/", "file:///etc/passwd"):
+            with pytest.raises(MCPError) as raised:
+                await client.read_resource(uri)
+            assert raised.value.code == INVALID_PARAMS
+            assert "unknown resource" in raised.value.message
+        assert (await client.list_resources()).resources  # the session lives on
+
+
+async def test_memory_context_is_the_agent_prompt(connect: ClientFactory, mem: Memstrata) -> None:
+    async with connect("alice") as client:
+        await client.call_tool(
+            "update_user", {"section": "Profile", "key": "Name", "content": "Alice"}
+        )
+        listed = (await client.list_prompts()).prompts
+        assert [(p.name, [a.name for a in p.arguments or []]) for p in listed] == [
+            ("memory_context", ["token_limit"])
+        ]
+        prompt = await client.get_prompt("memory_context", {"token_limit": "32000"})
+        small = await client.get_prompt("memory_context", {"token_limit": "2000"})
+    expected = await build_memory_prompt(mem.store, "alice", token_limit=32000, ratio=0.15)
+    (message,) = prompt.messages
+    assert message.role == "user" and message.content.type == "text"
+    assert message.content.text == expected.text
+    order = [expected.text.index(f'<file name="{n}">') for n in ("AGENTS.md", "SOUL.md")]
+    order += [expected.text.index(f'<file name="{n}">') for n in ("USER.md", "MEMORY.md")]
+    assert order == sorted(order) and "- Name: Alice" in expected.text
+    assert (prompt.meta or {})["budget"] == 4800
+    cut = await build_memory_prompt(mem.store, "alice", token_limit=2000, ratio=0.15)
+    assert small.messages[0].content.text == cut.text  # type: ignore[union-attr]
+    assert (small.meta or {})["budget"] == 300 and (small.meta or {})["truncated"] == ["AGENTS.md"]
+    assert (small.meta or {})["tokens"] <= 300
+
+
+async def test_memory_context_bad_arguments(connect: ClientFactory) -> None:
+    cases = [
+        ("memory_context", {}, "memory_context needs token_limit"),
+        ("memory_context", {"token_limit": "lots"}, "token_limit must be a whole number"),
+        ("memory_context", {"token_limit": "0"}, "token_limit must be a whole number"),
+        ("memory_context", {"token_limit": "99999999999"}, "token_limit must be a whole number"),
+        ("system_prompt", {"token_limit": "100"}, "unknown prompt 'system_prompt'"),
+    ]
+    async with connect() as client:
+        for name, arguments, message in cases:
+            with pytest.raises(MCPError) as raised:
+                await client.get_prompt(name, arguments)
+            assert raised.value.code == INVALID_PARAMS
+            assert message in raised.value.message

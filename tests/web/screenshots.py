@@ -1,0 +1,139 @@
+"""Screenshots of the page's views for the docs: ``python -m tests.web.screenshots docs/img``
+(or ``make screenshots``).
+
+Starts its own ``memstrata serve`` (embedded PostgreSQL, local embedding server) in a
+temporary directory, fills one user's memory through the REST API, and captures the files
+view, the conflict view and the search view with the system Chromium.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.web.browser import INSTALL_HINT, find_chromium
+from tests.web.server import Serve
+
+USER = "alice"
+PROFILE = """# USER.md — about your user
+
+## Profile
+- Name: Alice Martin
+- What to call them: Alice
+- Location: Lyon, France (Europe/Paris)
+- Work: backend engineer, payments team
+
+## Preferences
+- Short answers first, details on request
+- Metric units, 24-hour clock
+- Drinks oolong tea, no coffee after noon
+
+## Current projects
+- Moving the team's CI to ephemeral runners
+- Learning Italian (A2), practising on Tuesdays
+"""
+TURNS = [
+    (
+        40,
+        "We finally adopted the puppy! Her name is Biscuit.",
+        "Congratulations! Biscuit is a great name. How old is she?",
+    ),
+    (12, "Biscuit has her first vet appointment on Friday at 9.", "Noted: vet on Friday at 9:00."),
+    (
+        2,
+        "Can you remind me what food the vet recommended for Biscuit?",
+        "The vet suggested a puppy kibble with 28% protein, three small meals a day.",
+    ),
+]
+
+
+def main(out_dir: Path) -> None:
+    chromium = find_chromium()
+    if chromium is None:
+        sys.exit(f"error: {INSTALL_HINT}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="memstrata-shots-") as tmp:
+        server = Serve(Path(tmp), {"MEMSTRATA_EMBEDDING_AUTOSTART": "true"}).start(timeout_s=120)
+        try:
+            _fill(server)
+            _capture(server, chromium, out_dir)
+        finally:
+            server.stop()
+
+
+def _fill(server: Serve) -> None:
+    now = datetime.now(UTC)
+    with server.rest(USER) as rest:
+        user = rest.get("/api/config/agent-files/user").json()
+        rest.put(
+            "/api/config/agent-files/user",
+            json={"content": PROFILE},
+            headers={"If-Match": f'"{user["version"]}"'},
+        ).raise_for_status()
+        for index, (days, said, replied) in enumerate(TURNS):
+            rest.post(
+                "/api/memory/conversations/home/turns",
+                json={
+                    "turn_index": index,
+                    "user_message": said,
+                    "assistant_reply": replied,
+                    "timestamp": (now - timedelta(days=days)).isoformat(),
+                },
+            ).raise_for_status()
+
+
+def _signed_in(server: Serve, browser_page: Page) -> Page:
+    browser_page.goto(f"{server.url}/")
+    browser_page.fill("#token", server.token(USER))
+    browser_page.press("#token", "Enter")
+    expect(browser_page.locator("#editor")).to_be_enabled(timeout=30_000)
+    browser_page.click("#tab-user")
+    expect(browser_page.locator("#file-version")).to_have_text("version 2", timeout=30_000)
+    return browser_page
+
+
+def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = _signed_in(server, browser.new_page(viewport={"width": 1200, "height": 760}))
+        editor = page.locator("#editor")
+        editor.fill(editor.input_value().replace("(A2)", "(B1)"))
+        page.screenshot(path=out_dir / "files.png")
+
+        # someone else (the agent, another tab) saves first: the save shows the conflict
+        with server.rest(USER) as rest:
+            rest.put(
+                "/api/config/agent-files/user",
+                json={
+                    "content": PROFILE.replace(
+                        "- Metric units", "- Prefers email to calls\n- Metric units"
+                    )
+                },
+                headers={"If-Match": '"2"'},
+            ).raise_for_status()
+        page.click("#file-save")
+        expect(page.locator("#conflict")).to_be_visible()
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=out_dir / "conflict.png")
+        page.click("#conflict-reapply")  # so that leaving does not ask about unsaved text
+        page.click("#file-save")
+        expect(page.locator("#file-version")).to_have_text("version 4")
+
+        page.click("#nav a[data-view=search]")
+        page.fill("#query", "what food for Biscuit?")
+        page.press("#query", "Enter")
+        expect(page.locator(".hit").first).to_be_visible(timeout=30_000)
+        page.screenshot(path=out_dir / "search.png")
+        page.set_viewport_size({"width": 390, "height": 760})
+        page.screenshot(path=out_dir / "search-phone.png")
+        browser.close()
+    for name in ("files", "conflict", "search", "search-phone"):
+        print(out_dir / f"{name}.png")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img"))

@@ -1,0 +1,313 @@
+"""The memory files: edit → save → reload, conflicts (another tab, REST, the agent), limits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from playwright.sync_api import Page, Route, expect
+
+from memstrata.config import Settings
+from memstrata.runtime import Memstrata
+from tests.web.conftest import MAX_CONTENT_BYTES, Console, tab
+from tests.web.server import Serve
+
+SignedIn = Callable[..., Page]
+
+
+def _append(page: Page, text: str) -> None:
+    page.locator("#editor").press("Control+End")
+    page.locator("#editor").press_sequentially(text)
+
+
+def test_edit_save_reload_shows_the_text_and_the_new_version(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    page = signed_in()
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    expect(page.locator("#file-save")).to_be_disabled()
+    _append(page, "\n- Likes oolong tea")
+    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    expect(page.locator("#tab-user")).to_have_class("unsaved")
+    page.keyboard.press("Control+s")  # the keyboard shortcut saves
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 2.")
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    expect(page.locator("#file-state")).to_have_text("Saved")
+
+    page.reload()
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    assert page.locator("#editor").input_value().endswith("\n- Likes oolong tea")
+    with server.rest(user) as rest:
+        stored = rest.get("/api/config/agent-files/user")
+    assert stored.json()["version"] == 2
+    assert stored.json()["content"] == page.locator("#editor").input_value()
+
+
+def test_the_size_and_the_limit_come_from_the_server(signed_in: SignedIn) -> None:
+    page = signed_in()
+    tab(page, "soul")
+    # the server under test runs with a 64 KiB limit; the page has no number of its own
+    expect(page.locator("#file-size")).to_contain_text("of 64 KiB")
+    size = len(page.locator("#editor").input_value().encode())
+    expect(page.locator("#file-size")).to_have_attribute(
+        "title", f"{size:,} of {MAX_CONTENT_BYTES:,} bytes (UTF-8)"
+    )
+    expect(page.locator("#files-view .note")).to_contain_text(
+        "AGENTS.md is the platform's template"
+    )
+
+
+def test_oversize_content_is_refused_in_words_and_nothing_is_written(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(413)
+    page = signed_in()
+    tab(page, "memory")
+    original = page.locator("#editor").input_value()
+    too_big = "x" * (MAX_CONTENT_BYTES + 10)
+    page.fill("#editor", too_big)
+    expect(page.locator("#file-warning")).to_have_text(
+        f"This text is {len(too_big):,} bytes, 10 over the server's limit of "
+        f"{MAX_CONTENT_BYTES:,} bytes: saving will be refused. Shorten the file first."
+    )
+    page.click("#file-save")
+    message = page.locator("#file-message")
+    expect(message).to_have_class("banner error")
+    expect(message).to_contain_text("MEMORY.md is too large to save:")
+    expect(message).to_contain_text("Nothing was written; your text is still in the editor.")
+    assert page.locator("#editor").input_value() == too_big
+    with server.rest(user) as rest:
+        stored = rest.get("/api/config/agent-files/memory").json()
+    assert stored == {**stored, "version": 1, "content": original}
+
+
+def test_invalid_content_is_refused_in_words(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(422)
+    page = signed_in()
+    tab(page, "user")
+    page.evaluate(
+        "() => { const e = document.getElementById('editor');"
+        " e.value += '\\u0000'; e.dispatchEvent(new Event('input')); }"
+    )
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_contain_text("The server refused this text:")
+    expect(page.locator("#file-message")).to_contain_text("Nothing was written")
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+
+
+def test_two_tabs_edit_the_same_file_the_second_sees_the_conflict(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "user")
+    base = first.locator("#editor").input_value()
+    first.fill("#editor", "FIRST TAB LINE\n" + base)
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 2")
+
+    _append(second, "\nSECOND TAB LINE")
+    second.click("#file-save")
+    conflict = second.locator("#conflict")
+    expect(conflict).to_be_visible()
+    expect(second.locator("#conflict-title")).to_have_text("USER.md changed while you were editing")
+    expect(second.locator("#conflict-text")).to_contain_text(
+        "You started from version 1; version 2 is stored now."
+    )
+    expect(second.locator("#file-state")).to_have_text("Conflict")
+    # the newer content on the left, the user's text on the right, the differing lines marked
+    stored = second.locator("[data-side=stored]")
+    mine = second.locator("[data-side=mine]")
+    expect(stored.filter(has_text="FIRST TAB LINE")).to_have_class("cell removed")
+    expect(mine.filter(has_text="SECOND TAB LINE")).to_have_class("cell added")
+    assert "SECOND TAB LINE" not in stored.all_inner_texts()
+
+    # reload-and-reapply: the edits touch different lines, so both survive
+    second.click("#conflict-reapply")
+    expect(conflict).to_be_hidden()
+    expect(second.locator("#file-message")).to_contain_text(
+        "Your edits were re-applied on top of version 2"
+    )
+    expect(second.locator("#kept")).to_be_visible()
+    assert second.locator("#kept-text").input_value() == base + "\nSECOND TAB LINE"
+    merged = second.locator("#editor").input_value()
+    assert merged == "FIRST TAB LINE\n" + base + "\nSECOND TAB LINE"
+    second.click("#file-save")
+    expect(second.locator("#file-version")).to_have_text("version 3")
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["content"] == merged
+
+
+def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "soul")
+    first.fill("#editor", "first tab's persona")
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 2")
+    second.fill("#editor", "second tab's persona")
+    second.click("#file-save")
+    expect(second.locator("#conflict")).to_be_visible()
+    second.click("#conflict-reapply")
+    expect(second.locator("#file-message")).to_contain_text("change the same lines")
+    assert second.locator("#editor").input_value() == "first tab's persona"
+    assert second.locator("#kept-text").input_value() == "second tab's persona"
+    expect(second.locator("#file-state")).to_have_text("Saved")
+    second.click("#kept-dismiss")
+    expect(second.locator("#kept")).to_be_hidden()
+
+
+def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "memory")
+    with server.rest(user) as rest:
+        current = rest.get("/api/config/agent-files/memory").json()
+        written = rest.put(
+            "/api/config/agent-files/memory",
+            json={"content": current["content"] + "\n- written by the platform"},
+            headers={"If-Match": f'"{current["version"]}"'},
+        )
+        assert written.status_code == 200
+    _append(page, "\n- typed in the page")
+    mine = page.locator("#editor").input_value()
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(
+        page.locator("[data-side=stored]").filter(has_text="written by the platform")
+    ).to_have_count(1)
+    # overwrite knowingly: the user's text replaces version 2, and only version 2
+    expect(page.locator("#conflict-overwrite")).to_have_text("Overwrite version 2 with my text")
+    page.click("#conflict-overwrite")
+    expect(page.locator("#conflict")).to_be_hidden()
+    expect(page.locator("#file-message")).to_have_text("Saved MEMORY.md as version 3.")
+    assert page.locator("#editor").input_value() == mine
+    with server.rest(user) as rest:
+        stored = rest.get("/api/config/agent-files/memory").json()
+    assert (stored["version"], stored["content"]) == (3, mine)
+
+
+def test_an_agent_write_while_the_page_is_open_leads_to_the_conflict_view(
+    signed_in: SignedIn, server: Serve, console: Console, user: str, pg_url: str, tmp_path: Path
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "memory")
+    # the agent runs elsewhere (its own runtime and sandbox) on the same database
+    settings = Settings(
+        environment="test",
+        database_url=pg_url,
+        data_dir=tmp_path / "agent",
+        sandbox_root=tmp_path / "agent-sandboxes",
+        jwt_secret="x" * 40,
+    )
+    mem = Memstrata.open(settings)
+    try:
+
+        async def agent_turn() -> str:
+            session = await mem.open_agent_session(user, token_limit=32_000)
+            result = await session.tools.call("record_memory", {"content": "Prefers tea"})
+            await session.end_round()
+            return str(result)
+
+        # Playwright's sync API owns this thread's event loop: the agent gets its own thread.
+        with ThreadPoolExecutor(1) as pool:
+            assert "Recorded in MEMORY.md" in pool.submit(asyncio.run, agent_turn()).result()
+    finally:
+        mem.close()
+    _append(page, "\n- typed in the page")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("[data-side=stored]").filter(has_text="Prefers tea")).to_have_count(1)
+    expect(page.locator("[data-side=mine]").filter(has_text="typed in the page")).to_have_count(1)
+
+
+def test_leaving_with_unsaved_changes_asks_first(signed_in: SignedIn) -> None:
+    page = signed_in()
+    tab(page, "user")
+    _append(page, "\nnot saved yet")
+    dialogs: list[str] = []
+
+    def dismiss(dialog: object) -> None:
+        dialogs.append(dialog.type)  # type: ignore[attr-defined]
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    page.on("dialog", dismiss)
+    page.close(run_before_unload=True)
+    page.wait_for_timeout(500)
+    assert dialogs == ["beforeunload"]
+    assert not page.is_closed()
+
+
+def test_file_tabs_work_from_the_keyboard(signed_in: SignedIn) -> None:
+    page = signed_in()
+    tab(page, "soul")
+    page.focus("#tab-soul")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#tab-user")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#tab-user")).to_be_focused()
+    page.keyboard.press("End")
+    expect(page.locator("#tab-memory")).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#tab-soul")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#editor-label")).to_have_text("SOUL.md content")
+
+
+# Cumulative layout shift as Chromium measures it (the Core Web Vitals metric).
+_LAYOUT_SHIFT = """
+window.__layoutShift = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    if (!entry.hadRecentInput) window.__layoutShift += entry.value;
+  }
+}).observe({ type: "layout-shift", buffered: true });
+"""
+
+
+def test_loading_the_page_does_not_move_the_layout(signed_in: SignedIn, server: Serve) -> None:
+    page = signed_in()
+    page.add_init_script(_LAYOUT_SHIFT)
+    for view in ("files", "skills", "search"):
+        page.goto(f"{server.url}/#{view}")
+        page.reload()  # signed in from the tab's storage: the view loads straight away
+        expect(page.locator(f"#{view}-view")).to_be_visible()
+        expect(page.locator("#file-version")).to_have_text("version 1")
+        expect(page.locator("#skill-list")).to_have_attribute("aria-busy", "false")
+        page.wait_for_timeout(300)
+        shift = page.evaluate("window.__layoutShift")
+        assert shift < 0.01, f"{view}: layout shift {shift}"
+
+
+def test_a_bad_request_is_shown_in_words(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(400)
+    page = signed_in()
+    tab(page, "user")
+
+    def garble_if_match(route: Route) -> None:  # a proxy that mangles the header
+        route.continue_(headers={**route.request.headers, "if-match": "version one"})
+
+    page.route("**/api/config/agent-files/user", garble_if_match)
+    _append(page, "\nedited")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        'The request was refused: If-Match must be one ETag as returned by GET, such as "3"; '
+        "got 'version one'. Nothing was written; your text is still in the editor."
+    )
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["version"] == 1

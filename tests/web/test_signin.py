@@ -1,0 +1,113 @@
+"""Sign-in: the token stays in the tab, bad and expired tokens say why and return here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import jwt
+from playwright.sync_api import Page, expect
+
+from tests.web.conftest import Console, OpenPage, sign_in
+from tests.web.server import Serve
+
+
+def test_a_bad_token_is_refused_with_the_reason(
+    open_page: OpenPage, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(401)
+    page = open_page()
+    expect(page.locator("#signin-view")).to_be_visible()
+    expect(page.locator("#nav")).to_be_hidden()
+    page.fill("#token", "not-a-token")
+    page.click("#signin-submit")
+    expect(page.locator("#signin-error")).to_have_text(
+        "That token was refused: malformed token: not a JWT. Get a new one and try again."
+    )
+    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 60}, "x" * 40, "HS256")
+    page.fill("#token", forged)
+    page.click("#signin-submit")
+    expect(page.locator("#signin-error")).to_contain_text("token signature is invalid")
+    expired = server.token(user, ttl_s=-60)
+    page.fill("#token", expired)
+    page.click("#signin-submit")
+    expect(page.locator("#signin-error")).to_contain_text("token expired")
+    assert page.evaluate("sessionStorage.length") == 0
+    expect(page.locator("#files-view")).to_be_hidden()
+
+
+def test_a_good_token_signs_in_for_this_tab_only(
+    open_page: OpenPage, server: Serve, user: str
+) -> None:
+    page = open_page()
+    token = server.token(user)
+    sign_in(page, token)
+    expect(page.locator("#who")).to_have_text(user)
+    expect(page.locator("#nav")).to_be_visible()
+    assert token not in page.url
+    assert page.evaluate("sessionStorage.getItem('memstrata.token')") == token
+    assert page.evaluate("localStorage.length") == 0
+    assert token not in page.evaluate("document.cookie")
+    # a reload keeps the tab signed in; a new tab is not
+    page.reload()
+    expect(page.locator("#editor")).to_be_enabled()
+    expect(page.locator("#who")).to_have_text(user)
+    other = open_page()
+    expect(other.locator("#signin-view")).to_be_visible()
+    # signing out forgets the token
+    page.click("#signout")
+    expect(page.locator("#signin-view")).to_be_visible()
+    expect(page.locator("#signin-error")).to_have_text("Signed out.")
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_an_expiring_token_returns_to_sign_in_and_keeps_the_draft(
+    open_page: OpenPage, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    with server.rest(user) as rest:  # provisioned up front: signing in is then quick
+        rest.get("/api/config/agent-files/memory").raise_for_status()
+    page = open_page()
+    sign_in(page, server.token(user, ttl_s=8))
+    page.click("#tab-memory")
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    page.locator("#editor").press("End")
+    page.locator("#editor").press_sequentially("\n- draft typed before expiry")
+    expect(page.locator("#signin-view")).to_be_visible()
+    expect(page.locator("#signin-error")).to_contain_text("Your token expired")
+    expect(page.locator("#signin-error")).to_contain_text("Unsaved edits stay in this page")
+    # meanwhile someone else writes the file: the kept draft must not silently replace it
+    with server.rest(user) as rest:
+        rest.put(
+            "/api/config/agent-files/memory",
+            json={"content": "written while signed out"},
+            headers={"If-Match": '"1"'},
+        ).raise_for_status()
+    sign_in(page, server.token(user))
+    page.click("#tab-memory")
+    assert page.locator("#editor").input_value().endswith("- draft typed before expiry")
+    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#conflict-text")).to_contain_text("version 2 is stored now")
+
+
+def test_a_token_refused_mid_session_returns_to_sign_in(
+    signed_in: Callable[..., Page], server: Serve, console: Console, user: str
+) -> None:
+    console.allow(401)
+    page = signed_in()
+    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, "y" * 40, "HS256")
+    page.evaluate("t => sessionStorage.setItem('memstrata.token', t)", forged)
+    page.locator("#editor").press("End")
+    page.locator("#editor").press_sequentially("\nunsaved line")
+    page.click("#file-save")
+    expect(page.locator("#signin-view")).to_be_visible()
+    expect(page.locator("#signin-error")).to_contain_text(
+        "You were signed out: token signature is invalid"
+    )
+    sign_in(page, server.token(user))
+    assert page.locator("#editor").input_value().endswith("unsaved line")
+    with server.rest(user) as rest:
+        assert "unsaved line" not in rest.get("/api/config/agent-files/soul").json()["content"]

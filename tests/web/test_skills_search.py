@@ -1,0 +1,173 @@
+"""Skills (optimistic toggles, visible rollback) and the explained search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from playwright.sync_api import Page, Route, expect
+
+from tests.web.conftest import Console
+from tests.web.server import Serve
+
+SignedIn = Callable[..., Page]
+
+
+def _skills(page: Page) -> None:
+    page.click("#nav a[data-view=skills]")
+    expect(page.locator("#skills-view")).to_be_visible()
+    expect(page.locator("#skill-list")).to_have_attribute("aria-busy", "false")
+
+
+def test_skills_list_matches_the_api(signed_in: SignedIn, server: Serve, user: str) -> None:
+    page = signed_in()
+    _skills(page)
+    with server.rest(user) as rest:
+        skills = rest.get("/api/config/skills").json()["skills"]
+    assert skills
+    items = page.locator(".skill")
+    expect(items).to_have_count(len(skills))
+    for skill in skills:
+        item = page.locator(f"[data-skill='{skill['name']}']")
+        expect(item.locator(".skill-name")).to_have_text(skill["name"])
+        expect(item.locator(".skill-desc")).to_have_text(skill["description"])
+        expect(item.locator("[role=switch]")).to_have_attribute(
+            "aria-checked", str(skill["enabled"]).lower()
+        )
+
+
+def test_a_toggle_persists_across_reload(signed_in: SignedIn, server: Serve, user: str) -> None:
+    page = signed_in()
+    _skills(page)
+    switch = page.locator("#skill-web_search-switch")
+    expect(switch).to_have_attribute("aria-checked", "true")
+    with page.expect_response("**/api/config/skills/web_search") as response:
+        switch.focus()
+        page.keyboard.press("Space")  # a switch is a button: the keyboard toggles it
+    assert response.value.status == 200
+    expect(switch).to_have_attribute("aria-checked", "false")
+    page.reload()
+    _skills(page)
+    expect(page.locator("#skill-web_search-switch")).to_have_attribute("aria-checked", "false")
+    with server.rest(user) as rest:
+        stored = {s["name"]: s["enabled"] for s in rest.get("/api/config/skills").json()["skills"]}
+    assert stored["web_search"] is False
+
+
+def test_a_failed_toggle_rolls_back_visibly(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(503, text="net::ERR_FAILED")
+    page = signed_in()
+    _skills(page)
+    switch = page.locator("#skill-code_interpreter-switch")
+    expect(switch).to_have_attribute("aria-checked", "true")
+
+    def unavailable(route: Route) -> None:
+        route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"detail": "the database is unavailable; try again shortly"}',
+        )
+
+    page.route("**/api/config/skills/code_interpreter", unavailable)
+    switch.click()
+    error = page.locator("#skill-code_interpreter-error")
+    expect(error).to_have_text(
+        "Could not turn code_interpreter off: the database is unavailable; try again shortly. "
+        "It is on again."
+    )
+    expect(switch).to_have_attribute("aria-checked", "true")
+    expect(page.locator("#skill-code_interpreter")).to_have_class("skill rolled-back")
+
+    page.unroute("**/api/config/skills/code_interpreter")
+    page.route("**/api/config/skills/code_interpreter", lambda route: route.abort())
+    switch.click()
+    expect(error).to_contain_text("could not reach the server")
+    expect(switch).to_have_attribute("aria-checked", "true")
+    with server.rest(user) as rest:
+        stored = {s["name"]: s["enabled"] for s in rest.get("/api/config/skills").json()["skills"]}
+    assert stored["code_interpreter"] is True
+
+
+def _search(page: Page, query: str) -> None:
+    page.click("#nav a[data-view=search]")
+    page.fill("#query", query)
+    page.press("#query", "Enter")
+    expect(page.locator("#hits")).to_have_attribute("aria-busy", "false")
+
+
+def test_search_shows_hits_with_their_explanation(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    when = datetime.now(UTC) - timedelta(days=10)
+    with server.rest(user) as rest:
+        rest.get("/api/config/agent-files/user").raise_for_status()  # provisions (and indexes)
+        indexed = rest.post(
+            "/api/memory/conversations/trip/turns",
+            json={
+                "turn_index": 3,
+                "user_message": "We adopted a puppy and named her Biscuit.",
+                "assistant_reply": "Biscuit is a lovely name for a puppy!",
+                "timestamp": when.isoformat(),
+            },
+        )
+        assert indexed.status_code == 200, indexed.text
+        expected = rest.post("/api/memory/search", json={"query": "puppy Biscuit"}).json()
+    page = signed_in()
+    _search(page, "puppy Biscuit")
+    assert expected["mode"] == "hybrid"
+    count = len(expected["hits"])
+    expect(page.locator("#search-summary")).to_contain_text(
+        f"{count} {'hit' if count == 1 else 'hits'} · hybrid: BM25 + vectors"
+    )
+    hits = page.locator(".hit")
+    expect(hits).to_have_count(len(expected["hits"]))
+    for index, want in enumerate(expected["hits"]):
+        hit = hits.nth(index)
+        expect(hit.locator(".hit-text")).to_have_text(want["text"])
+        expect(hit.locator(".score")).to_have_text(f"score {want['score']:.4f}")
+        explain = want["explain"]
+        facts = hit.locator(".explain dd")
+        rank = lambda value: "—" if value is None else f"#{value}"  # noqa: E731
+        expect(facts.nth(0)).to_have_text(rank(explain["bm25_rank"]))
+        expect(facts.nth(1)).to_have_text(rank(explain["vector_rank"]))
+        expect(facts.nth(2)).to_have_text(f"{explain['rrf_score']:.5f}")
+    turn = hits.filter(has_text="Biscuit is a lovely name")
+    expect(turn.locator(".origin")).to_have_text("session trip · turn 3")
+    expect(turn.locator("time")).to_contain_text("10 days ago")
+    expect(turn.locator(".explain dd").nth(3)).to_have_text(f"×{0.5 ** (10 / 30):.3f} (age 10.0 d)")
+    expect(hits.filter(has_text="USER.md").first.locator(".explain dd").nth(3)).to_have_text(
+        "none (resident file)"
+    )
+
+
+def test_the_source_filter_restricts_the_search(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    with server.rest(user) as rest:
+        rest.post(
+            "/api/memory/conversations/s1/turns",
+            json={"turn_index": 0, "user_message": "my user profile", "assistant_reply": "ok"},
+        ).raise_for_status()
+    page = signed_in()
+    page.click("#nav a[data-view=search]")
+    page.locator("#sources label", has_text="conversations").locator("input").uncheck()
+    with page.expect_request("**/api/memory/search") as request:
+        _search(page, "user profile")
+    assert request.value.post_data_json["sources"] == ["memory", "notes"]
+    expect(page.locator(".hit").first).to_be_visible()
+    for badge in page.locator(".hit .badge").all_inner_texts():
+        assert badge == "memory"
+    page.locator("#sources input").evaluate_all("boxes => boxes.forEach(b => b.checked = false)")
+    page.click("#search-form button[type=submit]")
+    expect(page.locator("#search-message")).to_have_text("Choose at least one source.")
+
+
+def test_every_view_fits_a_phone_screen(signed_in: SignedIn) -> None:
+    page = signed_in(width=390, height=800)
+    for view in ("files", "skills", "search"):
+        page.click(f"#nav a[data-view={view}]")
+        expect(page.locator(f"#{view}-view")).to_be_visible()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{view} is {overflow}px wider than a 390px screen"
