@@ -6,6 +6,8 @@ tests. Nothing here is mocked; fault-injection fakes live beside the tests that 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,24 @@ from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A private temporary root per run: pytest's shared ``/tmp/pytest-of-<user>`` keeps
+    only the three newest runs, so a parallel run by someone else on the same machine
+    would delete this run's embedded PostgreSQL from under it."""
+    if config.option.basetemp is None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="memstrata-pytest-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
 
 TABLES = ("user_memory", "memory_embeddings", "user_skill_configs", "memory_index_state")
 

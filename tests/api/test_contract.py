@@ -16,10 +16,15 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.templates import TemplateSet
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.local import safe_dir_name
+from tests.api.conftest import plain
 
 AuthHeader = Callable[..., dict[str, str]]
 FILES = "/api/config/agent-files/{}"
-INVALID = {"detail": "无效的文件名"}
+INVALID_BODY = {
+    "code": "invalid_file_name",
+    "detail": "无效的文件名",
+    "message": "invalid file name: use one of user, soul, memory",
+}
 BUILTIN_SKILLS = [
     {
         "name": "code_interpreter",
@@ -98,12 +103,12 @@ def test_get_is_idempotent(client: TestClient, auth: AuthHeader, mem: Memstrata)
 def test_invalid_names_are_400(client: TestClient, auth: AuthHeader, name: str) -> None:
     for method in ("GET", "PUT"):
         response = client.request(method, FILES.format(name), headers=auth(), json={"content": "x"})
-        assert (response.status_code, response.json()) == (400, INVALID), method
+        assert (response.status_code, response.json()) == (400, INVALID_BODY), method
 
 
 def test_invalid_name_wins_over_an_invalid_body(client: TestClient, auth: AuthHeader) -> None:
     response = client.put(FILES.format("agents"), headers=auth(), json={"wrong": 1})
-    assert (response.status_code, response.json()) == (400, INVALID)
+    assert (response.status_code, response.json()) == (400, INVALID_BODY)
 
 
 # -- PUT /api/config/agent-files/{name} -----------------------------------------------------
@@ -160,7 +165,7 @@ def test_stale_expected_version_is_409(client: TestClient, auth: AuthHeader) -> 
         FILES.format("memory"), headers=auth(), json={"content": "b", "expected_version": 1}
     )
     assert stale.status_code == 409
-    assert stale.json() == {
+    assert plain(stale.json()) == {
         "detail": "version conflict on memory_md: expected version 1, found version 2; "
         "reload the file and apply your change again",
         "expected_version": 1,
@@ -215,7 +220,7 @@ def test_bad_if_match_is_400(
     if body_version is not None:
         body["expected_version"] = body_version
     response = client.put(FILES.format("user"), headers={**auth(), "If-Match": if_match}, json=body)
-    assert (response.status_code, response.json()) == (400, {"detail": detail})
+    assert (response.status_code, plain(response.json())) == (400, {"detail": detail})
 
 
 @pytest.mark.parametrize(
@@ -245,7 +250,7 @@ def test_put_invalid_bodies_are_422(
 def test_content_over_the_file_limit_is_413(client: TestClient, auth: AuthHeader) -> None:
     content = "x" * (256 * 1024 + 1)
     response = client.put(FILES.format("user"), headers=auth(), json={"content": content})
-    assert (response.status_code, response.json()) == (
+    assert (response.status_code, plain(response.json())) == (
         413,
         {
             "detail": f"content is {len(content)} bytes, over the limit of {256 * 1024} bytes "
@@ -278,7 +283,7 @@ def test_toggle_a_skill(client: TestClient, auth: AuthHeader) -> None:
 
 def test_unknown_skill_is_404(client: TestClient, auth: AuthHeader) -> None:
     response = client.put("/api/config/skills/teleport", headers=auth(), json={"enabled": True})
-    assert (response.status_code, response.json()) == (
+    assert (response.status_code, plain(response.json())) == (
         404,
         {"detail": "no skill named 'teleport'; GET /api/config/skills lists the available skills"},
     )

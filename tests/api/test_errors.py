@@ -20,6 +20,7 @@ from memstrata.errors import (
     UnknownSkillError,
     VersionConflictError,
 )
+from tests.api.conftest import plain
 
 AuthHeader = Callable[..., dict[str, str]]
 
@@ -63,7 +64,7 @@ AuthHeader = Callable[..., dict[str, str]]
 def test_mapping_table(exc: Exception, status: int, body: dict[str, object]) -> None:
     mapped = map_exception(exc)
     assert mapped is not None
-    assert (mapped.status_code, mapped.body) == (status, body)
+    assert (mapped.status_code, plain(mapped.body)) == (status, body)
 
 
 @pytest.mark.parametrize("exc", [RuntimeError("bug"), KeyError("k"), ZeroDivisionError()])
@@ -83,13 +84,31 @@ def failing_client(app: FastAPI) -> Iterator[TestClient]:
 
 def test_unhandled_error_is_a_bare_500(failing_client: TestClient) -> None:
     response = failing_client.get("/boom")
-    assert (response.status_code, response.json()) == (500, {"detail": "internal server error"})
+    assert (response.status_code, response.json()) == (
+        500,
+        {
+            "code": "internal_error",
+            "detail": "internal server error",
+            "message": "internal server error",
+        },
+    )
 
 
 def test_unknown_path_and_method(client: TestClient, auth: AuthHeader) -> None:
-    assert client.get("/nope").json() == {"detail": "Not Found"}
+    assert client.get("/nope").json() == {
+        "code": "not_found",
+        "detail": "Not Found",
+        "message": "Not Found",
+    }
     response = client.delete("/api/config/skills", headers=auth())
-    assert (response.status_code, response.json()) == (405, {"detail": "Method Not Allowed"})
+    assert (response.status_code, response.json()) == (
+        405,
+        {
+            "code": "method_not_allowed",
+            "detail": "Method Not Allowed",
+            "message": "Method Not Allowed",
+        },
+    )
 
 
 def test_body_over_the_request_limit(client: TestClient, auth: AuthHeader) -> None:
@@ -101,7 +120,7 @@ def test_body_over_the_request_limit(client: TestClient, auth: AuthHeader) -> No
         headers={**auth(), "Content-Type": "application/json"},
     )
     assert response.status_code == 413
-    assert response.json() == {
+    assert plain(response.json()) == {
         "detail": f"request body is {len(body)} bytes, over the limit of {limit} bytes "
         "(MEMSTRATA_MAX_REQUEST_BYTES)"
     }
@@ -155,9 +174,9 @@ def test_invalid_bodies_are_422(
     response = client.put("/api/config/skills/web_search", headers=auth(), json=body)
     assert response.status_code == 422
     payload = response.json()
-    assert set(payload) == {"detail", "errors"}
+    assert set(payload) == {"code", "detail", "message", "errors"}
     if detail is not None:
-        assert payload == {"detail": detail, "errors": errors}
+        assert plain(payload) == {"detail": detail, "errors": errors}
 
 
 def test_malformed_json_is_422(client: TestClient, auth: AuthHeader) -> None:
@@ -167,7 +186,7 @@ def test_malformed_json_is_422(client: TestClient, auth: AuthHeader) -> None:
         headers={**auth(), "Content-Type": "application/json"},
     )
     assert response.status_code == 422
-    assert response.json() == {
+    assert plain(response.json()) == {
         "detail": "invalid request: body: malformed JSON at character 12: Expecting value",
         "errors": [
             {

@@ -22,7 +22,7 @@ def _turn(
             "turn_index": index,
             "user_message": user,
             "assistant_reply": reply,
-            "timestamp": "2030-01-01T12:00:00Z",
+            "timestamp": "2026-01-01T12:00:00Z",
         },
     )
     assert response.status_code == 200, response.text
@@ -135,10 +135,9 @@ def test_session_id_length(client: TestClient, auth: AuthHeader) -> None:
     body = {"turn_index": 0, "user_message": "hi"}
     assert client.post(TURN.format("s" * 200), headers=auth(), json=body).status_code == 200
     too_long = client.post(TURN.format("s" * 201), headers=auth(), json=body)
-    assert too_long.status_code == 422
-    assert too_long.json()["detail"] == (
-        "invalid request: path.session_id: String should have at most 200 characters"
-    )
+    assert too_long.status_code == 400
+    assert too_long.json()["code"] == "invalid_session_id"
+    assert "1–200 characters" in too_long.json()["detail"]
 
 
 def test_index_metrics(client: TestClient, auth: AuthHeader) -> None:

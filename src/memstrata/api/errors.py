@@ -1,22 +1,26 @@
 """Every domain error → HTTP status and body, in one place.
 
-Error bodies always have a string ``detail`` (FastAPI's convention, so clients need one
-parser); 409 and 422 add machine-readable fields:
+Every 4xx/5xx body has one shape: ``{"code": <machine-readable>, "detail": <text>,
+"message": <English text>}``. ``detail`` keeps the spec's own words where it gives them
+(``无效的文件名``); ``message`` says the same in English and how to fix it (for most
+errors the two are the same English text). 409 and 422 add fields:
 
-- 400 ``InvalidFileTypeError`` (a ValueError; the name is not user/soul/memory), spec §3
-  byte for byte: ``{"detail": "无效的文件名"}``
-- 400 any other ValueError, a malformed ``If-Match``: ``{"detail": "<message>"}``
-- 401 missing or bad bearer token, with ``WWW-Authenticate: Bearer``: ``{"detail": "<why>"}``
-- 404 ``UnknownSkillError``, unknown path: ``{"detail": "<message>"}``
-- 409 ``VersionConflictError`` (a RuntimeError, spec §4):
-  ``{"detail": "<message>", "expected_version": 3, "current_version": 4}``
-- 413 request body over ``max_request_bytes``, or ``ContentTooLargeError`` (content over
-  ``max_content_bytes``): ``{"detail": "<sizes and the setting to raise>"}``
-- 422 body validation (pydantic, malformed JSON) or ``InvalidContentError``:
-  ``{"detail": "invalid request: <summary>", "errors": [{"loc", "msg", "type"}]}``
-- 503 runtime not started, or a database / sandbox / embedding failure that escaped the
-  service layer: ``{"detail": "<message>"}``
-- 500 anything else (logged with its traceback): ``{"detail": "internal server error"}``
+- 400 ``invalid_file_name`` (``InvalidFileTypeError``; the name is not user/soul/memory),
+  spec §3: ``detail`` is ``无效的文件名`` byte for byte
+- 400 ``bad_request``: any other ValueError, a malformed ``If-Match``;
+  ``value_out_of_range``: a number the database cannot store
+- 401 ``unauthorized``: missing or bad bearer token, with ``WWW-Authenticate: Bearer``
+  (checked before the body is parsed)
+- 404 ``not_found``: ``UnknownSkillError``, unknown path; 405 ``method_not_allowed``
+- 409 ``version_conflict`` (``VersionConflictError``, a RuntimeError, spec §4): adds
+  ``expected_version`` and ``current_version``
+- 413 ``payload_too_large``: request body over ``max_request_bytes``, or content over
+  ``max_content_bytes``
+- 422 ``validation_error``: body validation (pydantic, malformed JSON) or
+  ``InvalidContentError``; adds ``errors: [{"loc", "msg", "type"}]``
+- 503 ``unavailable``: runtime not started, or a database / sandbox / embedding failure
+  that escaped the service layer
+- 500 ``internal_error``: anything else (logged with its traceback)
 
 Sandbox and embedding failures are the sync / retrieval layers' to swallow (spec §5: log
 a warning, never block the main flow); if one escapes, it is a 503, never a 500.
@@ -32,7 +36,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memstrata.errors import (
@@ -50,7 +54,23 @@ from memstrata.logs import log_event
 logger = logging.getLogger(__name__)
 
 INVALID_FILE_NAME = "无效的文件名"  # spec §3: the 400 body's message, verbatim
+INVALID_FILE_NAME_MESSAGE = "invalid file name: use one of user, soul, memory"
 INTERNAL_ERROR = "internal server error"
+
+# The code of a status when nothing more specific applies.
+STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "version_conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    500: "internal_error",
+    503: "unavailable",
+}
 
 
 class ApiError(Exception):
@@ -63,12 +83,14 @@ class ApiError(Exception):
         *,
         headers: Mapping[str, str] | None = None,
         extra: Mapping[str, Any] | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.status_code = status_code
         self.detail = detail
         self.headers = dict(headers or {})
         self.extra = dict(extra or {})
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -83,20 +105,42 @@ class HttpError:
         return JSONResponse(self.body, status_code=self.status_code, headers=self.headers or None)
 
 
-def _detail(status_code: int, detail: str, **extra: Any) -> HttpError:
-    return HttpError(status_code, {"detail": detail, **extra})
+def error_body(
+    status_code: int, detail: str, *, code: str | None = None, message: str | None = None
+) -> dict[str, Any]:
+    """The one error shape: ``code``, ``detail`` and an English ``message``."""
+    return {
+        "code": code or STATUS_CODES.get(status_code, "error"),
+        "detail": detail,
+        "message": message or detail,
+    }
+
+
+def _detail(
+    status_code: int,
+    detail: str,
+    *,
+    code: str | None = None,
+    message: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> HttpError:
+    body = {**error_body(status_code, detail, code=code, message=message), **extra}
+    return HttpError(status_code, body, dict(headers or {}))
 
 
 def map_exception(exc: BaseException) -> HttpError | None:
     """The HTTP form of ``exc``, or None for exceptions that are bugs (→ 500)."""
     if isinstance(exc, ApiError):
-        return HttpError(exc.status_code, {"detail": exc.detail, **exc.extra}, exc.headers)
+        return _detail(exc.status_code, exc.detail, code=exc.code, headers=exc.headers, **exc.extra)
     if isinstance(exc, RequestValidationError):
         return validation_error(exc.errors())
     if isinstance(exc, StarletteHTTPException):
-        return HttpError(exc.status_code, {"detail": str(exc.detail)}, dict(exc.headers or {}))
+        return _detail(exc.status_code, str(exc.detail), headers=exc.headers)
     if isinstance(exc, InvalidFileTypeError):
-        return _detail(400, INVALID_FILE_NAME)
+        return _detail(
+            400, INVALID_FILE_NAME, code="invalid_file_name", message=INVALID_FILE_NAME_MESSAGE
+        )
     if isinstance(exc, VersionConflictError):
         return _detail(409, str(exc), expected_version=exc.expected, current_version=exc.actual)
     if isinstance(exc, ContentTooLargeError):
@@ -109,7 +153,16 @@ def map_exception(exc: BaseException) -> HttpError | None:
         # Checked before ValueError: SandboxPathError is both.
         return _detail(503, f"{type(exc).__name__}: {exc}")
     if isinstance(exc, DatabaseSetupError | OperationalError):
-        return _detail(503, "the database is unavailable; try again shortly")
+        return _detail(
+            503, "the database is unavailable; try again shortly", code="database_unavailable"
+        )
+    if isinstance(exc, DataError):
+        # A value the database cannot hold (an integer over 2^31 − 1): the caller's input.
+        return _detail(
+            400,
+            "a number in the request is out of range (integers must be below 2^31)",
+            code="value_out_of_range",
+        )
     if isinstance(exc, ValueError):  # spec §5: ValueError → HTTP 400
         return _detail(400, str(exc) or type(exc).__name__)
     return None
@@ -157,7 +210,7 @@ async def _handle(request: Request, exc: Exception) -> JSONResponse:
     if response is not None:
         return response
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return JSONResponse({"detail": INTERNAL_ERROR}, status_code=500)
+    return JSONResponse(error_body(500, INTERNAL_ERROR), status_code=500)
 
 
 def install_error_handlers(app: FastAPI) -> None:

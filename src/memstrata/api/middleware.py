@@ -3,7 +3,8 @@
 One structured log line per request (event ``http.request``: method, path, route template,
 status, duration, user id once authenticated, request id) and the HTTP metrics. The
 request id is the caller's ``X-Request-ID`` when it is a short token, else a new one; it
-is echoed in the response.
+is echoed in the response. Redirects get a relative ``Location`` (never one built from the
+client's ``Host`` header).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import re
 import time
 import uuid
+from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -46,7 +48,10 @@ class RequestLogMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                MutableHeaders(scope=message).append("X-Request-ID", request_id)
+                headers = MutableHeaders(scope=message)
+                headers.append("X-Request-ID", request_id)
+                if status in (301, 302, 307, 308) and "location" in headers:
+                    headers["location"] = relative_location(headers["location"])
             await send(message)
 
         try:
@@ -68,6 +73,16 @@ class RequestLogMiddleware:
                 user_id=state.get("user_id") if isinstance(state, dict) else None,
                 request_id=request_id,
             )
+
+
+def relative_location(location: str) -> str:
+    """Path and query only: an absolute Location built from the client's Host header
+    (starlette's trailing-slash redirect) would send the client wherever Host said."""
+    parts = urlsplit(location)
+    if not parts.scheme and not parts.netloc:
+        return location
+    path = parts.path or "/"
+    return f"{path}?{parts.query}" if parts.query else path
 
 
 def route_template(scope: Scope, prefix: str = "") -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, Request, Response, Security
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import Message
@@ -37,9 +38,16 @@ def route_class(context: ApiContext) -> type[APIRoute]:
         def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
             handler = super().get_route_handler()
             limit = context.settings.max_request_bytes
+            needs_auth = _depends_on(self.dependant, current_user)
 
             async def guarded(request: Request) -> Response:
                 try:
+                    if needs_auth:
+                        # Authentication first, always: FastAPI parses the body before it
+                        # runs dependencies, which would answer a stranger's bad JSON 422.
+                        request.state.user_id = context.auth.authenticate(
+                            request.headers.get("authorization")
+                        )
                     return await handler(await _with_body_limit(request, limit))
                 except Exception as exc:
                     response = error_response(exc)
@@ -50,6 +58,10 @@ def route_class(context: ApiContext) -> type[APIRoute]:
             return guarded
 
     return MemstrataRoute
+
+
+def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
+    return any(dep.call is call or _depends_on(dep, call) for dep in dependant.dependencies)
 
 
 async def _with_body_limit(request: Request, limit: int) -> Request:
@@ -100,7 +112,8 @@ async def current_user(
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER_SCHEME)],
 ) -> str:
     """The authenticated user id; 401 otherwise. Also recorded for the request log."""
-    user_id = context.auth.authenticate(request.headers.get("authorization"))
+    known = getattr(request.state, "user_id", None)  # the route class checked it already
+    user_id = known or context.auth.authenticate(request.headers.get("authorization"))
     request.state.user_id = user_id
     return user_id
 

@@ -8,12 +8,19 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
+from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH
+
+# PostgreSQL ``integer`` columns (version, turn index) hold at most this.
+MAX_INT = 2**31 - 1
 
 
 class ErrorBody(BaseModel):
-    """Every error: a string ``detail``; 409 and 422 add the fields below."""
+    """Every error: ``code``, ``detail`` (the spec's words where it has them) and an
+    English ``message``; 409 and 422 add the fields below."""
 
-    detail: str
+    code: str = Field(examples=["invalid_file_name"], description="Machine-readable.")
+    detail: str = Field(examples=["无效的文件名"])
+    message: str = Field(examples=["invalid file name: use one of user, soul, memory"])
     expected_version: int | None = Field(default=None, description="409 only.")
     current_version: int | None = Field(default=None, description="409 only.")
     errors: list[dict[str, object]] | None = Field(default=None, description="422 only.")
@@ -28,7 +35,7 @@ class AgentFile(BaseModel):
 
 class AgentFileUpdate(BaseModel):
     content: StrictStr = Field(description="The file's complete new text (UTF-8).")
-    expected_version: Annotated[StrictInt, Field(ge=0)] | None = Field(
+    expected_version: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] | None = Field(
         default=None,
         description="Optimistic lock: write only if the stored version is this one "
         "(0: only if the file does not exist). Same as the If-Match header.",
@@ -70,6 +77,12 @@ class SearchRequest(BaseModel):
     top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K)] = 10
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
+    )
+    as_of: datetime | None = Field(
+        default=None,
+        description="Search as of this time (ISO 8601; default now): decay is measured from "
+        "it and conversation/notes rows dated after it are left out. The resident files "
+        "(USER.md, MEMORY.md) have no history and always take part.",
     )
 
 
@@ -122,7 +135,7 @@ class IndexReportBody(BaseModel):
 class TurnRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    turn_index: Annotated[StrictInt, Field(ge=0)]
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
     user_message: StrictStr = ""
     assistant_reply: StrictStr = ""
     timestamp: datetime | None = Field(
@@ -138,3 +151,61 @@ class Readiness(BaseModel):
     status: str
     database: str
     pgvector: str | None = None
+    vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
+        default="unknown",
+        description="degraded: rows wait for a vector or the embedding circuit is open; "
+        "search still answers (BM25 for those rows). off: no embedding API.",
+    )
+    pending: int | None = Field(default=None, description="Rows waiting for a vector.")
+
+
+# -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------
+
+
+class BatchTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SESSION_ID_LENGTH)]
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
+    user_message: StrictStr = ""
+    assistant_reply: StrictStr = ""
+    timestamp: datetime | None = Field(
+        default=None,
+        description="When the turn happened (ISO 8601); default now; at most a few minutes "
+        "in the future. Drives decay.",
+    )
+
+
+class BatchTurnsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turns: Annotated[list[BatchTurn], Field(min_length=1, max_length=MAX_BATCH_TURNS)] = Field(
+        description=f"1 to {MAX_BATCH_TURNS} turns, of one or several sessions; the whole "
+        "request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default)."
+    )
+
+
+class BatchTurnsResult(BaseModel):
+    turns: int = Field(description="Turns in the request (all stored).")
+    inserted: int = Field(description="Rows written, summed over the turns.")
+    unchanged: int
+    embedded: int = Field(description="Rows stored with a vector.")
+    embedding_failed: int = Field(
+        description="Rows stored without a vector (embedding API failure); they are searched "
+        "with BM25 until re-embedded."
+    )
+    reports: list[IndexReportBody] = Field(description="One report per turn, in request order.")
+
+
+class BatchTurnError(BaseModel):
+    index: int = Field(description="Position of the turn in the request's `turns`.")
+    session_id: str | None
+    turn_index: int | None
+    error: str
+
+
+class BatchTurnsRejected(BaseModel):
+    """422: nothing was stored; every invalid turn is listed."""
+
+    detail: str
+    errors: list[BatchTurnError]

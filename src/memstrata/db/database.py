@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -10,7 +11,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.config import Settings
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
-from memstrata.db.migrate import ensure_ready
+from memstrata.db.migrate import check_ready, ensure_ready
+from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
 
 
 @dataclass
@@ -23,7 +25,9 @@ class Database:
     def open(cls, settings: Settings, *, migrate: bool = True) -> Database:
         """Connect (starting the embedded server if no URL is set) and check the schema.
 
-        With ``migrate`` the schema is brought to head and a missing pgvector fails loudly.
+        With ``migrate`` the schema is checked: brought to head when
+        ``settings.migrate_on_start`` (the default), else required to be at head already
+        (replicas; ``memstrata db upgrade`` migrates). A missing pgvector fails loudly.
         """
         embedded: EmbeddedPostgres | None = None
         url = settings.database_url
@@ -34,13 +38,30 @@ class Database:
         db = cls(engine, make_session_factory(engine), embedded)
         if migrate:
             try:
-                ensure_ready(engine)
+                (ensure_ready if settings.migrate_on_start else check_ready)(engine)
             except Exception:
                 db.close()
                 raise
         return db
 
+    @cached_property
+    def monitor(self) -> DatabaseMonitor:
+        """The background watcher (started by ``Memstrata.start_background``)."""
+        return DatabaseMonitor(self.engine, self.embedded)
+
+    @cached_property
+    def _probe_engine(self) -> Engine:
+        return probe_engine(self.engine)
+
+    def probe(self) -> str | None:
+        """None when a new connection answers now, else the reason (smart shutdown too)."""
+        return probe(self._probe_engine)
+
     def close(self) -> None:
+        if "monitor" in self.__dict__:
+            self.monitor.stop()
+        if "_probe_engine" in self.__dict__:
+            self._probe_engine.dispose()
         self.engine.dispose()
         if self.embedded is not None:
             self.embedded.stop()

@@ -11,6 +11,9 @@ Additions beyond the spec, and why:
   context and which turns it came from (see retrieval.rounds).
 - unique ``(user_id, file_path, chunk_index)``: re-indexing the same turn is idempotent.
 - index ``(user_id, id)``: the search cache asks "rows added since id X" and counts rows.
+- ``memory_embeddings.inserted_at`` / ``embedding_error`` / ``embedding_attempts`` /
+  ``embedding_claimed_until``: the background re-embedding queue (migration 0002,
+  retrieval.healing).
 - table ``memory_index_state``: a per-user generation counter bumped with every change
   to a user's rows, so in-memory search indexes in any process can tell they are stale.
 """
@@ -31,6 +34,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -71,6 +75,11 @@ class MemoryEmbedding(Base):
             unique=True,
         ),
         Index("ix_memory_embeddings_user_id_id", "user_id", "id"),
+        Index(
+            "ix_memory_embeddings_pending",
+            "id",
+            postgresql_where=text("embedding IS NULL AND embedding_error IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -87,6 +96,14 @@ class MemoryEmbedding(Base):
     embedding_dim: Mapped[int | None] = mapped_column(Integer, nullable=True)
     source_ids: Mapped[list[str] | None] = mapped_column(JSONB, nullable=True)
     context: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    inserted_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    embedding_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    embedding_attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    embedding_claimed_until: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True
+    )
 
 
 class UserSkillConfig(Base):

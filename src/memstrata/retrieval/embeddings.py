@@ -22,7 +22,9 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from memstrata.config import STORED_VECTOR_DIM, EmbeddingModelSpec, Settings
-from memstrata.errors import EmbeddingError
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
+from memstrata.logs import log_event
+from memstrata.retrieval.breaker import CircuitBreaker, Lanes
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,15 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _RETRY_EXCEPTIONS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 # Embedding runs inside a memory write, so no single wait may stall it for long.
 _MAX_BACKOFF_S = 2.0
+_POOL_CONNECTIONS = 16
+
+
+class CircuitOpenError(EmbeddingUnavailableError):
+    """Not sent: the circuit breaker is open after repeated failures."""
+
+
+# One text's outcome in ``embed_each``: its vector or the error it got.
+Embedded = list[float] | EmbeddingError
 
 
 class EmbeddingProvider(Protocol):
@@ -67,11 +78,15 @@ class OpenAICompatibleEmbedder:
         self,
         spec: EmbeddingModelSpec,
         *,
-        timeout_s: float = 10.0,
+        timeout_s: float = 5.0,
         max_retries: int = 2,
-        batch_size: int = 64,
+        batch_size: int = 8,
         client: httpx.Client | None = None,
         backoff_s: float = 0.1,
+        query_timeout_s: float = 2.0,
+        timeout_per_text_s: float = 1.0,
+        breaker: CircuitBreaker | None = None,
+        bulk_slots: int = 1,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -80,30 +95,89 @@ class OpenAICompatibleEmbedder:
         self.spec = spec
         self.name: str = spec.name
         self.url = spec.base_url.rstrip("/") + "/embeddings"
+        self.query_url = (spec.query_base_url or spec.base_url).rstrip("/") + "/embeddings"
         self.dimensions: int | None = spec.dimensions
         self.max_retries = max_retries
         self.batch_size = batch_size
         self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self.query_timeout_s = query_timeout_s
+        self.timeout_per_text_s = timeout_per_text_s
+        self.breaker = breaker or CircuitBreaker()
+        self.lanes = Lanes(bulk_slots)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
+        # One pool for every caller of this embedder, wide enough that queries never queue
+        # for a connection behind bulk requests.
         self._owns_client = client is None
-        limits = httpx.Limits() if spec.keepalive else httpx.Limits(max_keepalive_connections=0)
-        self._client = (
-            client if client is not None else httpx.Client(timeout=timeout_s, limits=limits)
+        connections = _POOL_CONNECTIONS if spec.keepalive else 0
+        limits = httpx.Limits(
+            max_connections=_POOL_CONNECTIONS, max_keepalive_connections=connections
         )
-        self._timeout = httpx.Timeout(timeout_s)
+        self._client = (
+            client
+            if client is not None
+            else httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)
+        )
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
 
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
-        """Embed ``texts`` as queries or passages; one vector per text, same order."""
+        """Embed ``texts`` as queries or passages; one vector per text, same order.
+
+        All or nothing: the first failure raises. ``embed_each`` isolates bad texts.
+        """
+        texts = self._check(texts, kind)
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._embed_batch(list(texts[start : start + self.batch_size]), kind))
+        return vectors
+
+    def embed_each(self, texts: Sequence[str], kind: EmbeddingKind = "passage") -> list[Embedded]:
+        """One result per text: its vector, or the ``EmbeddingError`` that text got.
+
+        A failed batch is split in half until the failing text is found, so one bad text
+        costs one vector. ``EmbeddingRejectedError`` for a text is permanent; any other
+        error (API down, circuit open) is worth retrying later. Once the circuit opens,
+        the texts not yet embedded fail at once instead of being split further.
+        """
+        texts = self._check(texts, kind)
+        results: list[Embedded | None] = [None] * len(texts)
+        try:
+            for start in range(0, len(texts), self.batch_size):
+                positions = list(range(start, min(start + self.batch_size, len(texts))))
+                self._fill(texts, positions, kind, results)
+        except CircuitOpenError as exc:
+            results = [exc if r is None else r for r in results]
+        return [r if r is not None else self._error("returned nothing") for r in results]
+
+    def _fill(
+        self,
+        texts: Sequence[str],
+        positions: list[int],
+        kind: EmbeddingKind,
+        results: list[Embedded | None],
+    ) -> None:
+        try:
+            vectors = self._embed_batch([texts[i] for i in positions], kind)
+        except CircuitOpenError:
+            raise
+        except EmbeddingError as exc:
+            if len(positions) == 1:
+                results[positions[0]] = exc
+                return
+            half = len(positions) // 2
+            self._fill(texts, positions[:half], kind, results)
+            self._fill(texts, positions[half:], kind, results)
+            return
+        for i, vector in zip(positions, vectors, strict=True):
+            results[i] = vector
+
+    def _check(self, texts: Sequence[str], kind: EmbeddingKind) -> Sequence[str]:
         # A str is a Sequence[str]; embedding it would quietly embed each character.
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single string")
         if kind not in ("query", "passage"):
             raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._embed_batch(list(texts[start : start + self.batch_size]), kind))
-        return vectors
+        return texts
 
     def close(self) -> None:
         if self._owns_client:
@@ -130,23 +204,61 @@ class OpenAICompatibleEmbedder:
         input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
         if input_type is not None:
             body["input_type"] = input_type
-        response = self._post_with_retries(body)
+        lane = self.lanes.query() if kind == "query" else self.lanes.bulk()
+        with lane:
+            if not self.breaker.allow():
+                raise CircuitOpenError(
+                    f"embedding API {self.url} is failing; not called for another "
+                    f"{self.breaker.retry_after_s():.1f} s (circuit open)"
+                )
+            try:
+                vectors = self._request(body, kind, len(batch))
+            except EmbeddingRejectedError:
+                self.breaker.record_success()  # it answered: the API itself is up
+                raise
+            except EmbeddingError as exc:
+                if self.breaker.record_failure():
+                    log_event(
+                        logger,
+                        "embedding.circuit_open",
+                        logging.WARNING,
+                        model=self.name,
+                        cooldown_s=self.breaker.cooldown_s,
+                        error=str(exc),
+                    )
+                raise
+            self.breaker.record_success()
+        return vectors
+
+    def _request(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
+        # Queries are interactive: a short timeout. Passages get time in proportion to the
+        # batch, so a large batch is not cut off by a timeout sized for one text.
+        if kind == "query":
+            timeout = self.query_timeout_s
+        else:
+            timeout = self.timeout_s + self.timeout_per_text_s * size
+        url = self.query_url if kind == "query" else self.url
+        response = self._post_with_retries(url, body, httpx.Timeout(timeout), self.max_retries)
         try:
             payload = response.json()
         except ValueError as exc:
             raise self._error(f"returned a body that is not valid JSON ({exc})") from exc
-        vectors = self._parse(payload, len(batch))
+        vectors = self._parse(payload, size)
         self.dimensions = len(vectors[0])
         return vectors
 
-    def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
-        attempts = self.max_retries + 1
+    def _post_with_retries(
+        self, url: str, body: dict[str, Any], timeout: httpx.Timeout, retries: int
+    ) -> httpx.Response:
+        attempts = retries + 1
         for attempt in range(attempts):
             last_try = attempt == attempts - 1
             try:
-                response = self._client.post(
-                    self.url, json=body, headers=self._headers, timeout=self._timeout
-                )
+                response = self._client.post(url, json=body, headers=self._headers, timeout=timeout)
+            except httpx.TimeoutException as exc:
+                # Not retried: the wait already happened; a hung API must not cost a
+                # caller several timeouts, and a batch is split in half instead.
+                raise self._error(f"timed out after {timeout.read:g} s: {exc}") from exc
             except _RETRY_EXCEPTIONS as exc:
                 if last_try:
                     raise self._error(
@@ -160,7 +272,7 @@ class OpenAICompatibleEmbedder:
                 return response
             detail = f"HTTP {response.status_code}: {_error_detail(response)}"
             if response.status_code not in _RETRY_STATUS:
-                raise self._error(f"was rejected with {detail}")
+                raise self._error(f"was rejected with {detail}", EmbeddingRejectedError)
             if last_try:
                 raise self._error(f"failed after {attempts} attempt(s), last {detail}")
             self._sleep_before_retry(attempt, response.headers.get("Retry-After"))
@@ -232,8 +344,10 @@ class OpenAICompatibleEmbedder:
                 "stored, choose a smaller model"
             )
 
-    def _error(self, what: str) -> EmbeddingError:
-        return EmbeddingError(f"embedding request to {self.url} (model {self.name!r}) {what}")
+    def _error(
+        self, what: str, kind: type[EmbeddingError] = EmbeddingUnavailableError
+    ) -> EmbeddingError:
+        return kind(f"embedding request to {self.url} (model {self.name!r}) {what}")
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -312,10 +426,23 @@ def build_embedder(
     spec = resolve_embedding_spec(settings, registry)
     if spec is None:
         return None
+    return embedder_for(spec, settings, client)
+
+
+def embedder_for(
+    spec: EmbeddingModelSpec, settings: Settings, client: httpx.Client | None = None
+) -> OpenAICompatibleEmbedder:
+    """The client for ``spec`` with every embedding setting applied."""
     return OpenAICompatibleEmbedder(
         spec,
         timeout_s=settings.embedding_timeout_s,
         max_retries=settings.embedding_max_retries,
         batch_size=settings.embedding_batch_size,
         client=client,
+        query_timeout_s=settings.embedding_query_timeout_s,
+        timeout_per_text_s=settings.embedding_timeout_per_text_s,
+        breaker=CircuitBreaker(
+            settings.embedding_breaker_threshold, settings.embedding_breaker_cooldown_s
+        ),
+        bulk_slots=settings.embedding_bulk_concurrency,
     )

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -42,13 +42,16 @@ from memstrata.retrieval.rounds import (
     Doc,
     OwnRound,
     Round,
+    RoundsInvalidError,
     aware,
+    check_not_future,
     format_round,
     round_doc,
     session_path,
     stored_round,
-    validate_round,
+    validate_rounds,
 )
+from memstrata.retrieval.scaffold import drop_template_paragraphs
 from memstrata.retrieval.vector import pad_vector
 
 __all__ = [
@@ -158,9 +161,12 @@ class Indexer:
         *,
         chunk_tokens: int = 512,
         context_tokens: int = 128,
+        templates: Callable[[FileKind], str] | None = None,
     ) -> None:
         self._sessions = sessions
         self.embedder = embedder
+        # The provisioning template of each memory file: its paragraphs are not indexed.
+        self.templates = templates
         self.chunk_tokens = chunk_tokens
         self.context_tokens = context_tokens
 
@@ -169,6 +175,11 @@ class Indexer:
         """Re-index USER.md / MEMORY.md after a content change (other kinds: no-op)."""
         if not kind.indexed:
             return IndexReport(file_path=kind.filename)
+        if self.templates is not None:
+            try:
+                content = drop_template_paragraphs(content, self.templates(kind))
+            except OSError as exc:  # no template to compare with: index everything
+                log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
         return self.index_document(user_id, kind.filename, content)
 
     def index_document(
@@ -177,6 +188,8 @@ class Indexer:
         """Index any file's text under ``file_path`` (memory files, daily notes)."""
         validate_user_id(user_id)
         _check_path(file_path)
+        if created_at is not None:
+            created_at = check_not_future(created_at)
         texts = chunk_text(content, self.chunk_tokens)
         return self._replace(user_id, [Doc(file_path, texts, created_at, None)])[0]
 
@@ -195,14 +208,15 @@ class Indexer:
         return self.index_rounds(user_id, [turn])[0]
 
     def index_rounds(self, user_id: str, rounds: Sequence[Round]) -> list[IndexReport]:
-        """Index many rounds with one batched embedding call and one transaction."""
+        """Index many rounds (of any sessions) with batched embedding calls and one
+        transaction. All or nothing on validation: if any round is invalid nothing is
+        stored and ``RoundsInvalidError.errors`` lists every bad round. An embedding
+        failure does not reject anything: the rows are stored without vectors."""
         validate_user_id(user_id)
-        own: dict[str, OwnRound] = {}
-        for r in rounds:
-            o = validate_round(r)
-            if o.path in own:
-                raise InvalidContentError("the same (session_id, turn_index) appears twice")
-            own[o.path] = o
+        valid, errors = validate_rounds(rounds)
+        if errors:
+            raise RoundsInvalidError(errors, len(rounds))
+        own: dict[str, OwnRound] = {o.path: o for o in valid}
         # Neighbours in the database: the previous round of each (its text is the
         # context) and the next one (its context is this round, so it is re-indexed).
         wanted = {
@@ -245,8 +259,8 @@ class Indexer:
                 )
             if not todo:
                 return done
-            vectors, error = self._embed([c.chunk_text for c in todo])
-            if vectors is None:
+            vectors, error = self._embed([c.chunk_text for c in todo], user_id)
+            if all(v is None for v in vectors):
                 log_event(
                     logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
                 )
@@ -255,7 +269,11 @@ class Indexer:
                 repo = EmbeddingRepository(session, user_id)
                 repo.lock()
                 still = {c.id for c in repo.load([c.id for c in todo])}
-                keep = [(c, v) for c, v in zip(todo, vectors, strict=True) if c.id in still]
+                keep = [
+                    (c, v)
+                    for c, v in zip(todo, vectors, strict=True)
+                    if c.id in still and v is not None
+                ]
                 repo.delete_ids([c.id for c, _ in keep])
                 repo.insert([self._renew(c, v) for c, v in keep])
                 if keep:
@@ -320,7 +338,7 @@ class Indexer:
                     continue
                 pending.append((n, row))
 
-        vectors = self._vectors_for(pending, reusable, reports)
+        vectors = self._vectors_for(user_id, pending, reusable, reports)
         embedded = [
             (
                 n,
@@ -337,6 +355,7 @@ class Indexer:
 
     def _vectors_for(
         self,
+        user_id: str,
         pending: Sequence[tuple[int, NewChunk]],
         reusable: dict[str, Any],
         reports: list[IndexReport],
@@ -354,33 +373,65 @@ class Indexer:
         if not todo or self.embedder is None:
             return vectors
         started = time.perf_counter()
-        got, error = self._embed(list(todo.values()))
+        got, error = self._embed(list(todo.values()), user_id)
         seconds = time.perf_counter() - started
+        embedded = {h: v for h, v in zip(todo, got, strict=True) if v is not None}
         per_report = Counter(n for n, row in pending if row.content_hash in todo)
+        failed = Counter(
+            n for n, row in pending if row.content_hash in todo and row.content_hash not in embedded
+        )
         for n, count in per_report.items():
             reports[n].embed_seconds = seconds / len(per_report)
-            if got is None:
-                reports[n].embedding_failed += count
+            reports[n].embedding_failed += failed[n]
+            reports[n].embedded += count - failed[n]
+            if failed[n]:
                 reports[n].warnings.append(error)
-            else:
-                reports[n].embedded += count
-        if got is not None:
-            vectors.update(zip(todo, got, strict=True))
+        vectors.update(embedded)
         return vectors
 
-    def _embed(self, texts: list[str]) -> tuple[list[list[float]] | None, str]:
+    def _embed(self, texts: list[str], user_id: str) -> tuple[list[list[float] | None], str]:
+        """One vector or None per text. An embedder with ``embed_each`` isolates bad texts;
+        the rows of failed texts are stored without a vector and healed later."""
         assert self.embedder is not None
+        each = getattr(self.embedder, "embed_each", None)
         try:
-            vectors = self.embedder.embed(texts, "passage")
-            if len(vectors) != len(texts):
-                raise EmbeddingError(f"got {len(vectors)} vectors for {len(texts)} texts")
-            for v in vectors:
-                pad_vector(v)  # validates length and finiteness before anything is stored
-            return vectors, ""
+            if each is not None:
+                results = each(texts, "passage")
+            else:
+                results = self.embedder.embed(texts, "passage")
+            if len(results) != len(texts):
+                raise EmbeddingError(f"got {len(results)} vectors for {len(texts)} texts")
         except (EmbeddingError, VectorDimensionError) as exc:
-            message = f"embedding failed, stored without vectors (BM25 only): {exc}"
-            log_event(logger, "embedding.failed", logging.WARNING, error=str(exc), texts=len(texts))
-            return None, message
+            results = [exc] * len(texts)
+        vectors: list[list[float] | None] = []
+        errors: list[str] = []
+        for result in results:
+            if isinstance(result, list):
+                try:
+                    pad_vector(result)  # validates length and finiteness before storing
+                    vectors.append(result)
+                    continue
+                except VectorDimensionError as exc:
+                    result = exc
+            vectors.append(None)
+            errors.append(str(result))
+        if not errors:
+            return vectors, ""
+        log_event(
+            logger,
+            "embedding.failed",
+            logging.WARNING,
+            user_id=user_id,
+            model=self.embedder.name,
+            batch_size=len(texts),
+            failed=len(errors),
+            error=errors[0],
+        )
+        message = (
+            f"embedding failed for {len(errors)} of {len(texts)} text(s), stored without "
+            f"vectors (BM25 only until re-embedded): {errors[0]}"
+        )
+        return vectors, message
 
     def _renew(self, c: StoredChunk, vector: Sequence[float]) -> NewChunk:
         assert self.embedder is not None

@@ -29,6 +29,10 @@ MODEL_NAME = "multilingual-e5-small"
 MODEL_DIMENSIONS = 384
 # An auto-picked port can be taken between our probe and the child's bind; try a few.
 _PORT_ATTEMPTS = 3
+# Measured on the 2-core reference machine (docs/RELIABILITY.md): one OpenMP thread gives
+# the most turns/s; the default (all cores) oversubscribes them next to PostgreSQL and
+# the service. ``MEMSTRATA_EMBEDDING_SERVER_THREADS`` overrides it.
+DEFAULT_THREADS = 1
 
 
 def find_executable() -> str:
@@ -81,7 +85,7 @@ class LocalEmbeddingServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         startup_timeout_s: float = 30.0,
-        threads: int | None = None,
+        threads: int | None = DEFAULT_THREADS,
         executable: str | None = None,
     ) -> None:
         self.host = host
@@ -173,14 +177,20 @@ class LocalEmbeddingServer:
 
     def _launch(self, executable: str, port: int) -> None:
         command = [executable, "--host", self.host, "--port", str(port)]
+        env = dict(os.environ)
         if self.threads:
             command += ["--threads", str(self.threads)]
+            env["OMP_NUM_THREADS"] = str(self.threads)
         # stderr goes to a file, not a pipe: nobody reads a pipe while the server runs, and
         # a full pipe would block it. We read the file only to explain a failed start. It
         # lives as long as the process, so stop() closes it rather than a `with` block.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=env,
         )
         self._finalizer = weakref.finalize(self, _terminate, self._process, 5.0)
 

@@ -30,7 +30,7 @@ from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
 from memstrata.sandbox.base import Sandbox
-from memstrata.sandbox.rule import Merge, Nothing, Preserve, Push, SyncBase, WriteBack, decide
+from memstrata.sandbox.rule import Merge, Preserve, Push, SyncBase, WriteBack, decide
 
 logger = logging.getLogger("memstrata.sandbox.sync")
 
@@ -157,34 +157,34 @@ class Reconciler:
             except DB_ERRORS as exc:
                 return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
             action = decide(text, db, base, db_authoritative=t.scenario.db_authoritative)
-            if isinstance(action, Nothing):
-                if db is None:
-                    return t.result(name, "none", Outcome.UNCHANGED)
-                if base != SyncBase(db.version, db.content):
-                    await self.record_base(t, kind, db)
-                return t.result(name, "none", Outcome.UNCHANGED, db.version)
-            assert db is not None or isinstance(action, WriteBack)
-            if isinstance(action, Push) and db is not None:
+            if isinstance(action, WriteBack | Merge):
+                assert text is not None  # the rule only ever writes sandbox text back
+                merged = merged or isinstance(action, Merge)
+                try:
+                    written = await self.upsert(t.user_id, kind, action.content, action.expected)
+                except VersionConflictError:
+                    continue  # another writer won the race: read again, decide again
+                except InvalidContentError as exc:
+                    return await self.reject(t, kind, text, exc)
+                except DB_ERRORS as exc:
+                    detail = describe(exc)
+                    return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, detail)
+                outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
+                outcome = Outcome.MERGED if merged else outcome
+                if written.content != text:
+                    return await self.push(t, kind, written, outcome, "sandbox->db->sandbox")
+                await self.record_base(t, kind, written)
+                return t.result(name, SANDBOX_TO_DB, outcome, written.version)
+            if db is None:  # nothing on either side
+                return t.result(name, "none", Outcome.UNCHANGED)
+            if isinstance(action, Push):
                 outcome = t.scenario.restored if action.restore else Outcome.PUSHED
                 return await self.push(t, kind, db, outcome)
-            if isinstance(action, Preserve) and db is not None:
+            if isinstance(action, Preserve):
                 return await self.preserve(t, kind, text or "", db)
-            assert isinstance(action, WriteBack | Merge) and text is not None
-            merged = merged or isinstance(action, Merge)
-            try:
-                written = await self.upsert(t.user_id, kind, action.content, action.expected)
-            except VersionConflictError:
-                continue  # another writer won the race: read again, decide again
-            except InvalidContentError as exc:
-                return await self.reject(t, kind, text, exc)
-            except DB_ERRORS as exc:
-                return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
-            outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-            outcome = Outcome.MERGED if merged else outcome
-            if written.content != text:
-                return await self.push(t, kind, written, outcome, "sandbox->db->sandbox")
-            await self.record_base(t, kind, written)
-            return t.result(name, SANDBOX_TO_DB, outcome, written.version)
+            if base != SyncBase(db.version, db.content):  # Nothing: just note the match
+                await self.record_base(t, kind, db)
+            return t.result(name, "none", Outcome.UNCHANGED, db.version)
         try:
             current = await self.get(t.user_id, kind)
         except DB_ERRORS as exc:

@@ -243,6 +243,15 @@ class SyncService:
         happens. Returns the frontend's own write.
         """
         k = parse_kind(kind)
+        if expected_version is not None:
+            # A stale version is answered at once, without queueing behind another
+            # writer's embedding and mirror (the write path re-checks under the lock).
+            current = await self._files.get(user_id, k)
+            found = 0 if current is None else current.version
+            if found != expected_version:
+                raise VersionConflictError(
+                    user_id, k.file_type, expected_version, None if current is None else found
+                )
         async with self._user_lock(user_id):
             previous = await self._files.get(user_id, k)
             file = await self._files.upsert(user_id, k, content, expected_version, skip=False)

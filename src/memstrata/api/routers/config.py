@@ -21,7 +21,7 @@ from memstrata.api.schemas import (
     SkillUpdate,
     SkillUpdated,
 )
-from memstrata.memory.kinds import FileKind, api_kind
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 
 _ETAG = re.compile(r'\A(?:W/)?"?([0-9]{1,9})"?\Z')
 _ERRORS: dict[int | str, dict[str, object]] = {
@@ -33,7 +33,16 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-def path_kind(name: Annotated[str, Path(description="user, soul or memory")]) -> FileKind:
+def path_kind(
+    name: Annotated[
+        str,
+        # Documented as an enum, validated by api_kind: a bad name is spec §3's 400, not 422.
+        Path(
+            description="user, soul or memory",
+            json_schema_extra={"enum": [k.api_name for k in USER_FILE_KINDS]},
+        ),
+    ],
+) -> FileKind:
     # A dependency, so that a bad name is a 400 even when the body is also invalid (422).
     return api_kind(name)
 

@@ -7,26 +7,56 @@ by ``api.schemas`` so /openapi.json describes them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
+from starlette.convertors import PathConvertor, register_url_convertor
 
+from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import (
+    BatchTurnsRejected,
+    BatchTurnsRequest,
+    BatchTurnsResult,
     ErrorBody,
     IndexReportBody,
     SearchRequest,
     SearchResults,
     TurnRequest,
 )
+from memstrata.retrieval.rounds import Round, RoundsInvalidError
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 413, 422)
 }
 
 
+SESSION_ID_RULE = (
+    "1–200 characters; any printable characters except '/' and '\\' "
+    "(letters, digits and . _ : - are always safe in a URL)"
+)
+_SESSION_ID = re.compile(r"\A[^/\\\x00-\x1f\x7f]{1,200}\Z")
+
+
+def http_session_id(value: str) -> str:
+    """A session id from a URL path, or 400 saying which characters are allowed."""
+    if not _SESSION_ID.match(value):
+        raise ApiError(
+            400, f"invalid session_id {value[:60]!r}: {SESSION_ID_RULE}", code="invalid_session_id"
+        )
+    return value
+
+
+class _AnythingConvertor(PathConvertor):
+    """Like ``path``, but also across newlines (``.`` in starlette's ``.*`` does not)."""
+
+    regex = r"[\s\S]*"
+
+
 def build_router(route_class: type[APIRoute]) -> APIRouter:
+    register_url_convertor("anything", _AnythingConvertor())
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
@@ -37,14 +67,15 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         failed (``warnings`` says why). ``explain`` gives each hit's per-stage ranks.
         """
         result = context.mem.search.search(
-            user_id, body.query, top_k=body.top_k, sources=body.sources
+            user_id, body.query, top_k=body.top_k, sources=body.sources, as_of=body.as_of
         )
         context.metrics.record_search(result.mode, len(result.hits))
         return SearchResults.model_validate(result.to_dict())
 
-    @router.post("/conversations/{session_id}/turns", responses=_ERRORS)
+    # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
+    @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
     def index_turn(
-        session_id: Annotated[str, Path(min_length=1, max_length=200)],
+        session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
@@ -56,7 +87,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         """
         report = context.mem.indexer.index_turn(
             user_id,
-            session_id,
+            http_session_id(session_id),
             body.turn_index,
             body.user_message,
             body.assistant_reply,
@@ -64,5 +95,40 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         )
         context.metrics.record_turn_indexed(report.inserted)
         return IndexReportBody.model_validate(report.to_dict())
+
+    @router.post(
+        "/conversations/turns:batch",
+        response_model=BatchTurnsResult,
+        responses={**_ERRORS, 422: {"model": BatchTurnsRejected}},
+    )
+    def index_turns_batch(
+        body: BatchTurnsRequest, user_id: CurrentUser, context: Context
+    ) -> BatchTurnsResult:
+        """Index many conversation rounds (of one or several sessions) in one request.
+
+        All or nothing: each turn is validated as by the single-turn endpoint; if any is
+        invalid, nothing is stored and the 422 lists every invalid turn. Valid batches are
+        written in one transaction with batched embedding calls. An embedding failure does
+        not reject the batch: the text is stored without a vector (searchable by BM25)
+        and is embedded later.
+        """
+        rounds = [
+            Round(t.session_id, t.turn_index, t.user_message, t.assistant_reply, t.timestamp)
+            for t in body.turns
+        ]
+        try:
+            reports = context.mem.indexer.index_rounds(user_id, rounds)
+        except RoundsInvalidError as exc:
+            raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
+        for report in reports:
+            context.metrics.record_turn_indexed(report.inserted)
+        return BatchTurnsResult(
+            turns=len(reports),
+            inserted=sum(r.inserted for r in reports),
+            unchanged=sum(r.unchanged for r in reports),
+            embedded=sum(r.embedded for r in reports),
+            embedding_failed=sum(r.embedding_failed for r in reports),
+            reports=[IndexReportBody.model_validate(r.to_dict()) for r in reports],
+        )
 
     return router

