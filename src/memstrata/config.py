@@ -14,6 +14,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+# Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
+MIN_CANDIDATES = 50
+# Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
+QUERY_CACHE_ENTRIES = 1024
 
 
 class EmbeddingModelSpec(BaseModel):
@@ -71,6 +75,12 @@ class Settings(BaseSettings):
         "in <data_dir>/pgdata.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Bring the schema to head when a process opens the database. Set false "
+        "on replicas: run `memstrata db upgrade` once before a rollout; a replica then "
+        "refuses to start on a schema that is not at head.",
+    )
 
     sandbox_root: Path | None = Field(
         default=None,
@@ -169,6 +179,17 @@ class Settings(BaseSettings):
     candidate_multiplier: int = Field(
         default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."
     )
+    min_candidates: int = Field(
+        default=MIN_CANDIDATES,
+        ge=1,
+        description="Candidates per side are max(multiplier × top_k, this), so the first "
+        "results do not change with top_k (chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    query_cache_entries: int = Field(
+        default=QUERY_CACHE_ENTRIES,
+        ge=0,
+        description="Query embeddings kept in an LRU keyed by model + text (0 = off).",
+    )
     decay_half_life_days: float = Field(
         default=30.0, gt=0, description="Time-decay half-life in days (spec: 30)."
     )
@@ -182,6 +203,13 @@ class Settings(BaseSettings):
         default=256,
         ge=1,
         description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+    )
+    search_cache_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Byte budget of the per-process search indexes (all users together); "
+        "least recently searched users are evicted above it. See docs/DEPLOY.md for the "
+        "measured bytes per 1,000 chunks.",
     )
     vector_backend: Literal["memory", "pgvector"] = Field(
         default="memory",

@@ -86,13 +86,16 @@ class Memstrata:
             provider,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
+            templates=templates.load,
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
         search = SearchService(
-            IndexCache(db.sessions, settings.search_cache_users),
+            IndexCache(db.sessions, settings.search_cache_users, settings.search_cache_bytes),
             provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
+            min_candidates=settings.min_candidates,
+            query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
         )

@@ -168,6 +168,7 @@ def test_every_api_route_requires_a_token(app: FastAPI, client: TestClient) -> N
         ("GET", "/api/config/agent-files/{name}"),
         ("GET", "/api/config/limits"),
         ("GET", "/api/config/skills"),
+        ("POST", "/api/memory/conversations/turns:batch"),
         ("POST", "/api/memory/conversations/{session_id}/turns"),
         ("POST", "/api/memory/search"),
         ("PUT", "/api/config/agent-files/{name}"),

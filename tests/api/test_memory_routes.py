@@ -22,7 +22,7 @@ def _turn(
             "turn_index": index,
             "user_message": user,
             "assistant_reply": reply,
-            "timestamp": "2030-01-01T12:00:00Z",
+            "timestamp": "2026-01-01T12:00:00Z",
         },
     )
     assert response.status_code == 200, response.text

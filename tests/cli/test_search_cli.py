@@ -105,6 +105,73 @@ def test_bench_locomo_end_to_end(
     assert code == 0, out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["questions"] == 2
-    assert set(result["recall"]) == {"bm25", "vector", "hybrid", "hybrid_spec_decay"}
+    assert set(result["recall"]) == {
+        "bm25", "vector", "hybrid", "hybrid_spec_decay", "hybrid_floor0.9",
+        "peer_bm25s", "peer_dense", "peer_rrf", "peer_rrf_spec_decay",
+    }  # fmt: skip
     assert result["recall"]["bm25"]["2"] == 1.0
     assert result["recall"]["hybrid"]["2"] == 1.0
+    assert result["recall"]["peer_bm25s"]["2"] == 1.0
+    assert (result["rows"], result["rows_with_vectors"]) == (4, 4)
+
+
+def _tiny_madial(folder: Path) -> Path:
+    folder.mkdir()
+    events = {"1": "Bart在圣诞节晚会上跳舞", "3": "Bart获得一百米第一名", "4": "Bart吃了芒果冰淇淋"}
+    (folder / "t-memory.json").write_text(
+        "\n".join(
+            json.dumps({k: {"time": "2023-05-01", "event": v, "user-id": 1}}, ensure_ascii=False)
+            for k, v in events.items()
+        ),
+        encoding="utf-8",
+    )
+    dialogue = {
+        "dialogue": ["<BOD>\n", '<Bart>:"我又想吃冰淇淋了"\n', '<Assistant>:"芒果味？"\n'],
+        "test-turn": [2],
+        "relevant-id": [4],
+        "user-id": 1,
+    }
+    (folder / "t-dialogue.json").write_text(json.dumps(dialogue, ensure_ascii=False))
+    return folder
+
+
+def test_bench_madial_end_to_end(
+    env: None, db: Database, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "true")
+    folder = _tiny_madial(tmp_path / "madial")
+    code, out = invoke("bench", "madial", str(folder), "--k", "1", "--database-url", pg_url)
+    assert code == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["questions"] == 1
+    assert result["recall"]["bm25"]["1"] == 1.0
+    assert {"bm25_unigrams", "hybrid_unigrams"} <= set(result["recall"])
+
+
+def test_bench_fails_loudly_without_vectors(
+    env: None, db: Database, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_MODEL", "nobody")
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_MAX_RETRIES", "0")
+    folder = _tiny_madial(tmp_path / "madial")
+    code, out = invoke("bench", "madial", str(folder), "--database-url", pg_url)
+    assert code == 1
+    assert "3 of 3 rows have no vector" in out and "no figures reported" in out
+    assert '"recall"' not in out
+
+
+def test_bench_quality_bad_input(env: None, tmp_path: Path) -> None:
+    code, out = invoke("bench", "madial", str(tmp_path / "nope"))
+    assert code == 1 and "is not a directory" in out
+    code, out = invoke("bench", "longmemeval", str(tmp_path / "nope.json.gz"))
+    assert code == 1 and "is not a file" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{}]")
+    code, out = invoke("bench", "longmemeval", str(bad))
+    assert code == 1 and "cannot read the LongMemEval data" in out

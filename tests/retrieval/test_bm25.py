@@ -259,3 +259,29 @@ def test_index_equals_reference_after_any_removals(
     )
     # Best first; exactly equal scores in insertion (here: key) order.
     assert all(a[1] > b[1] or (a[1] == b[1] and a[0] < b[0]) for a, b in pairwise(got))
+
+
+def test_add_many_equals_adding_one_by_one() -> None:
+    import random
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(40)] + ["乌", "龙", "茶"]
+    docs = [(i, [rng.choice(words) for _ in range(rng.randint(0, 12))]) for i in range(300)]
+    one: BM25Index[int] = BM25Index()
+    many: BM25Index[int] = BM25Index()
+    for key, tokens in docs[:50]:
+        one.add(key, tokens)
+        many.add(key, tokens)
+    for key, tokens in docs[50:]:
+        one.add(key, tokens)
+    many.add_many(docs[50:])
+    for key in (3, 77, 150):  # removal still undoes df exactly
+        one.remove(key)
+        many.remove(key)
+    one.add_many([(77, ["w1", "w1"])] * 1)
+    many.add(77, ["w1", "w1"])
+    for query in (["w1"], ["w2", "w3", "w3"], ["乌", "茶"], ["nothing"]):
+        got, want = many.top_n(query, 20), one.top_n(query, 20)
+        assert [k for k, _ in got] == [k for k, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want])
+    assert len(many) == len(one)

@@ -16,7 +16,7 @@ from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.fusion import decay_factor
-from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.indexer import Indexer, Round
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.search import DecayPolicy, SearchService
 
@@ -56,10 +56,13 @@ def test_hybrid_finds_semantic_and_lexical_matches(
 ) -> None:
     seed(indexer)
     search = service(db, embedder)
-    result = search.search("alice", "Which pet did I adopt?", top_k=2, now=NOW)
+    result = search.search("alice", "Which pet did I adopt?", top_k=2, as_of=NOW)
     assert result.mode == "hybrid"
     assert "Biscuit" in result.hits[0].text
-    assert search.search("alice", "乌龙茶", top_k=1, now=NOW).hits[0].source_ids == ("s1:1", "s1:2")
+    assert search.search("alice", "乌龙茶", top_k=1, as_of=NOW).hits[0].source_ids == (
+        "s1:1",
+        "s1:2",
+    )
     top = result.hits[0]
     assert top.source == "conversation" and top.file_path == "sessions/s1/0"
     assert set(top.explain) == {
@@ -80,7 +83,7 @@ def test_rrf_scores_match_the_formula(
 ) -> None:
     seed(indexer)
     result = service(db, embedder, decay=DecayPolicy(enabled=False)).search(
-        "alice", "marathon training", top_k=4, now=NOW
+        "alice", "marathon training", top_k=4, as_of=NOW
     )
     for hit in result.hits:
         ranks = [hit.explain["bm25_rank"], hit.explain["vector_rank"]]
@@ -96,7 +99,7 @@ def test_users_are_isolated(
     indexer.index_turn("bob", "s9", 0, "Bob's secret password hint is golden retriever.", "")
     search = service(db, embedder)
     for query in ("golden retriever", "Biscuit", "password hint", "乌龙茶"):
-        assert all(h.source_ids != ("s9:0",) for h in search.search("alice", query, now=NOW).hits)
+        assert all(h.source_ids != ("s9:0",) for h in search.search("alice", query, as_of=NOW).hits)
         assert all("s1:" not in ",".join(h.source_ids) for h in search.search("bob", query).hits)
     assert search.search("carol", "golden retriever").hits == []
 
@@ -108,7 +111,7 @@ def test_resident_files_do_not_decay(
     with db.engine.begin() as conn:  # make the resident row look ancient
         conn.execute(text("UPDATE memory_embeddings SET created_at = now() - interval '900 days'"))
     indexer.index_turn("alice", "s", 0, "Peanuts are in the cake.", "", NOW - timedelta(days=60))
-    hits = service(db, embedder).search("alice", "peanuts allergy", top_k=2, now=NOW).hits
+    hits = service(db, embedder).search("alice", "peanuts allergy", top_k=2, as_of=NOW).hits
     by_path = {h.file_path: h for h in hits}
     assert by_path["MEMORY.md"].explain["decay_factor"] == 1.0
     assert by_path["MEMORY.md"].explain["resident"] is True
@@ -120,10 +123,10 @@ def test_recent_ranks_higher_all_else_equal(db: Database) -> None:
     indexer.index_turn("u", "old", 0, "we talked about the red kite", "", NOW - timedelta(days=90))
     indexer.index_turn("u", "new", 0, "we talked about the red kite", "", NOW - timedelta(days=1))
     search = service(db, None)
-    hits = search.search("u", "red kite", now=NOW).hits
+    hits = search.search("u", "red kite", as_of=NOW).hits
     assert [h.file_path for h in hits] == ["sessions/new/0", "sessions/old/0"]
     floored = service(db, None, decay=DecayPolicy(True, 30.0, 0.5))
-    floor = floored.search("u", "red kite", now=NOW).hits
+    floor = floored.search("u", "red kite", as_of=NOW).hits
     assert floor[1].explain["decay_factor"] == pytest.approx(0.5 + 0.5 * 0.125)
 
 
@@ -145,7 +148,7 @@ def test_query_embedding_failure_degrades_to_bm25(
     with FaultServer("500") as fake:
         spec = EmbeddingModelSpec(name="multilingual-e5-small", base_url=fake.base_url)
         with OpenAICompatibleEmbedder(spec, max_retries=0) as broken:
-            result = service(db, broken).search("alice", "Lisbon architect", now=NOW)
+            result = service(db, broken).search("alice", "Lisbon architect", as_of=NOW)
     assert result.mode == "bm25"
     assert all(h.explain["vector_rank"] is None for h in result.hits)
     assert "Lisbon" in result.hits[0].text
@@ -156,7 +159,9 @@ def test_query_embedding_failure_degrades_to_bm25(
 def test_sources_filter(db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder) -> None:
     seed(indexer)
     indexer.index_memory_file("alice", FileKind.USER, "Alice's dog Biscuit is a golden retriever.")
-    indexer.index_document("alice", "memory/2026-11-30.md", "Walked Biscuit in the park.")
+    indexer.index_document(
+        "alice", "memory/2026-11-30.md", "Walked Biscuit in the park.", NOW - timedelta(days=1)
+    )
     search = service(db, embedder)
     for sources, expected in (
         (["memory"], {"memory"}),
@@ -164,7 +169,7 @@ def test_sources_filter(db: Database, indexer: Indexer, embedder: OpenAICompatib
         (["notes"], {"notes"}),
         (["memory", "notes"], {"memory", "notes"}),
     ):
-        hits = search.search("alice", "Biscuit dog", sources=sources, now=NOW).hits
+        hits = search.search("alice", "Biscuit dog", sources=sources, as_of=NOW).hits
         assert {h.source for h in hits} == expected, sources
 
 
@@ -233,3 +238,64 @@ def test_bad_search_input(db: Database, query: str, top_k: int, sources: list[st
 def test_bad_user(db: Database) -> None:
     with pytest.raises(InvalidUserIdError):
         service(db, None).search("x" * 101, "query")
+
+
+def test_as_of_excludes_later_rows_and_decays_from_its_date(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    indexer.index_turn("u", "s1", 0, "red kite over the hill", "", t0)
+    indexer.index_turn("u", "s2", 0, "red kite in the garden", "", t0 + timedelta(days=60))
+    indexer.index_memory_file("u", FileKind.MEMORY, "The red kite is my favourite bird.")
+    search = service(db, None)
+    hits = search.search("u", "red kite", as_of=t0 + timedelta(days=30)).hits
+    assert {h.file_path for h in hits} == {"sessions/s1/0", "MEMORY.md"}  # s2 is later
+    turn = next(h for h in hits if h.source == "conversation")
+    assert turn.explain["age_days"] == pytest.approx(30.0)
+    assert turn.explain["decay_factor"] == pytest.approx(0.5)
+    later = search.search("u", "red kite", as_of=t0 + timedelta(days=90)).hits
+    assert len(later) == 3
+    # Naive datetimes are read as UTC; ages are never negative.
+    naive = search.search("u", "red kite", as_of=datetime(2026, 1, 1)).hits
+    assert all(h.explain["age_days"] is None or h.explain["age_days"] >= 0 for h in naive)  # type: ignore[operator]
+    with pytest.raises(InvalidContentError, match="as_of"):
+        search.search("u", "red kite", as_of="2026-01-01")  # type: ignore[arg-type]
+
+
+def test_future_timestamps_are_refused(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    future = datetime.now(UTC) + timedelta(days=1)
+    with pytest.raises(InvalidContentError, match="in the future"):
+        indexer.index_turn("u", "s1", 0, "hello", "", future)
+    with pytest.raises(InvalidContentError, match="in the future"):
+        indexer.index_document("u", "memory/note.md", "hello", future)
+    assert service(db, None).search("u", "hello").hits == []
+
+
+def test_first_results_do_not_depend_on_top_k(
+    db: Database, embedding_server: LocalEmbeddingServer
+) -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    words = ["kite", "tea", "dog", "river", "piano", "garden", "lamp", "boat"]
+    rounds = [
+        Round("s", i, f"{words[i % 8]} {words[(i * 3) % 8]} {words[(i * 5) % 8]} note {i}", "", t0)
+        for i in range(120)
+    ]
+    # 120 passages in one go: a generous timeout, so a busy machine cannot turn this into
+    # a BM25-only test (the effect needs both rankings).
+    embedder = OpenAICompatibleEmbedder(embedding_server.model_spec, timeout_s=300.0)
+    reports = Indexer(db.sessions, embedder).index_rounds("u", rounds)
+    assert sum(r.embedded for r in reports) >= 120
+    old = service(db, embedder, min_candidates=1)  # the spec's 3 × top_k alone
+    assert any(
+        [h.file_path for h in old.search("u", q, top_k=5, as_of=t0).hits]
+        != [h.file_path for h in old.search("u", q, top_k=10, as_of=t0).hits][:5]
+        for q in ("kite tea", "river piano dog", "lamp")
+    )
+    search = service(db, embedder)
+    assert search.candidate_depth(5) == search.candidate_depth(10) == 50
+    assert search.candidate_depth(30) == 90
+    for query in ("kite tea", "river piano dog", "lamp"):
+        at5 = [h.file_path for h in search.search("u", query, top_k=5, as_of=t0).hits]
+        at10 = [h.file_path for h in search.search("u", query, top_k=10, as_of=t0).hits]
+        assert at5 == at10[:5]
+    embedder.close()

@@ -33,9 +33,18 @@ def test_stem_applies_to_queries_and_documents_alike() -> None:
 
 class TestTokenize:
     def test_chinese_by_character_english_by_word(self) -> None:
-        assert tokenize("我喜欢吃苹果, and I like Apples!") == [
+        assert tokenize("我喜欢吃苹果, and I like Apples!", cjk_bigrams=False) == [
             "我", "喜", "欢", "吃", "苹", "果", "like", "apple",
         ]  # fmt: skip
+
+    def test_chinese_bigrams_are_extra_terms(self) -> None:
+        # The per-character unigrams stay (the spec's rule); adjacent pairs are added.
+        assert tokenize("我喜欢吃苹果, and I like Apples!") == [
+            "我", "喜", "欢", "吃", "苹", "果", "like", "apple",
+            "我喜", "喜欢", "欢吃", "吃苹", "苹果",
+        ]  # fmt: skip
+        assert tokenize("乌龙茶。红茶") == ["乌", "龙", "茶", "红", "茶", "乌龙", "龙茶", "红茶"]
+        assert tokenize("no chinese here") == ["chinese"]
 
     def test_numbers_and_mixed_words_are_terms(self) -> None:
         assert tokenize("GPT-4o costs 3.14 on 2026-12-01") == [
@@ -43,7 +52,7 @@ class TestTokenize:
         ]  # fmt: skip
 
     def test_digits_next_to_chinese_split_from_it(self) -> None:
-        assert tokenize("我有3个苹果") == ["我", "有", "3", "个", "苹", "果"]
+        assert tokenize("我有3个苹果", cjk_bigrams=False) == ["我", "有", "3", "个", "苹", "果"]
 
     def test_apostrophes_and_underscores_split_words(self) -> None:
         assert tokenize("don't snake_case user's", stopwords=frozenset(), stem=False) == [
@@ -65,7 +74,7 @@ class TestTokenize:
         assert tokenize("ＧＰＴ４ ＡＰＩ") == tokenize("gpt4 api") == ["gpt4", "api"]
 
     def test_kana_and_hangul_by_character(self) -> None:
-        assert tokenize("こんにちは カタカナ 한국어") == [
+        assert tokenize("こんにちは カタカナ 한국어", cjk_bigrams=False) == [
             "こ", "ん", "に", "ち", "は", "カ", "タ", "カ", "ナ", "한", "국", "어",
         ]  # fmt: skip
 
@@ -73,7 +82,7 @@ class TestTokenize:
         assert tokenize("Café NAÏVE Привет мир") == ["café", "naïve", "привет", "мир"]
 
     def test_punctuation_symbols_and_emoji_dropped(self) -> None:
-        assert tokenize("「你好」！？…—— 👍 ❤️ @#$%") == ["你", "好"]
+        assert tokenize("「你好」！？…—— 👍 ❤️ @#$%") == ["你", "好", "你好"]
 
     def test_empty(self) -> None:
         assert tokenize("") == []
@@ -135,4 +144,4 @@ class TestCountTokens:
 
     @given(mixed_text)
     def test_at_least_one_per_index_term(self, text: str) -> None:
-        assert count_tokens(text) >= len(tokenize(text, stopwords=frozenset()))
+        assert count_tokens(text) >= len(tokenize(text, stopwords=frozenset(), cjk_bigrams=False))

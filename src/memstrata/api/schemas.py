@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
+from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH
 
 # PostgreSQL ``integer`` columns (version, turn index) hold at most this.
 MAX_INT = 2**31 - 1
@@ -76,6 +77,12 @@ class SearchRequest(BaseModel):
     top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K)] = 10
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
+    )
+    as_of: datetime | None = Field(
+        default=None,
+        description="Search as of this time (ISO 8601; default now): decay is measured from "
+        "it and conversation/notes rows dated after it are left out. The resident files "
+        "(USER.md, MEMORY.md) have no history and always take part.",
     )
 
 
@@ -150,3 +157,55 @@ class Readiness(BaseModel):
         "search still answers (BM25 for those rows). off: no embedding API.",
     )
     pending: int | None = Field(default=None, description="Rows waiting for a vector.")
+
+
+# -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------
+
+
+class BatchTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SESSION_ID_LENGTH)]
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
+    user_message: StrictStr = ""
+    assistant_reply: StrictStr = ""
+    timestamp: datetime | None = Field(
+        default=None,
+        description="When the turn happened (ISO 8601); default now; at most a few minutes "
+        "in the future. Drives decay.",
+    )
+
+
+class BatchTurnsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turns: Annotated[list[BatchTurn], Field(min_length=1, max_length=MAX_BATCH_TURNS)] = Field(
+        description=f"1 to {MAX_BATCH_TURNS} turns, of one or several sessions; the whole "
+        "request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default)."
+    )
+
+
+class BatchTurnsResult(BaseModel):
+    turns: int = Field(description="Turns in the request (all stored).")
+    inserted: int = Field(description="Rows written, summed over the turns.")
+    unchanged: int
+    embedded: int = Field(description="Rows stored with a vector.")
+    embedding_failed: int = Field(
+        description="Rows stored without a vector (embedding API failure); they are searched "
+        "with BM25 until re-embedded."
+    )
+    reports: list[IndexReportBody] = Field(description="One report per turn, in request order.")
+
+
+class BatchTurnError(BaseModel):
+    index: int = Field(description="Position of the turn in the request's `turns`.")
+    session_id: str | None
+    turn_index: int | None
+    error: str
+
+
+class BatchTurnsRejected(BaseModel):
+    """422: nothing was stored; every invalid turn is listed."""
+
+    detail: str
+    errors: list[BatchTurnError]

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from memstrata.bench.harness import Dataset, Variant
 from memstrata.cli.app import app, fail, load_settings, open_runtime
 from memstrata.config import Settings
+from memstrata.errors import EmbeddingError
+from memstrata.retrieval.search import DecayPolicy
 from memstrata.runtime import Memstrata
 
 bench_app = typer.Typer(help="Retrieval benchmarks.", no_args_is_help=True)
@@ -41,6 +44,9 @@ def bench_runtime(database_url: str | None, *, embeddings: bool = True) -> Itera
                 "data_dir": Path(tmp),
                 "database_url": database_url,
                 "embedding_autostart": embeddings,
+                # Throughput, not latency: a batch of 64 long passages on a busy machine
+                # can take longer than the interactive default of 10 s.
+                "embedding_timeout_s": max(base.embedding_timeout_s, 300.0),
             }
         )
         with open_runtime(settings) as mem:
@@ -57,64 +63,148 @@ def parse_ks(value: str) -> list[int]:
     return ks
 
 
-@bench_app.command("locomo")
-def locomo_command(
-    path: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file.")],
-    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "5,10",
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="Only the first N conversations.")
-    ] = None,
-    grid: Annotated[
-        bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
-    ] = False,
-    database_url: DatabaseUrl = None,
+Limit = Annotated[
+    int | None,
+    typer.Option("--limit", help="Only the first N questions, balanced over question types."),
+]
+Ks = Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")]
+NoPeers = Annotated[
+    bool, typer.Option("--no-peers", help="Skip the peer baselines (bm25s, dense, RRF).")
+]
+
+
+def _run_quality(
+    name: str,
+    load: Callable[[], Dataset],
+    k: str,
+    database_url: str | None,
+    *,
+    peers: bool = True,
+    variants: dict[str, Variant] | None = None,
+    table: bool = False,
 ) -> None:
-    """Recall@k of BM25, vector, hybrid and hybrid with the spec's decay on LoCoMo.
+    """Load, run, print a summary on stderr and the JSON object as the last line."""
+    from memstrata.bench.harness import BenchError, run
 
-    The last line printed is one JSON object with the recall figures.
-    """
-    from memstrata.bench.locomo import VARIANTS, run_locomo
-    from memstrata.retrieval.search import DecayPolicy
-
-    if not path.is_file():
-        fail(
-            f"{path} is not a file; pass a LoCoMo-format JSON file, such as locomo-dev.json "
-            "from the LoCoMo dataset (github.com/snap-research/locomo, CC BY-NC 4.0)"
-        )
     ks = parse_ks(k)
-    variants = dict(VARIANTS)
-    if grid:
-        for half_life in (30.0, 90.0, 365.0):
-            for floor in (0.0, 0.5, 0.8, 0.9):
-                variants[f"decay_hl{half_life:g}_floor{floor:g}"] = {
-                    "bm25": True,
-                    "vector": True,
-                    "decay": DecayPolicy(True, half_life, floor),
-                }
+    try:
+        dataset = load()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"cannot read the {name} data: {type(exc).__name__}: {exc}")
     with bench_runtime(database_url) as mem:
         if mem.embedder is None:
             fail("no embedding API: configure one or leave MEMSTRATA_EMBEDDING_AUTOSTART on")
         try:
-            result = run_locomo(
+            result = run(
                 mem,
-                path,
+                dataset,
                 ks,
+                peers=peers,
                 variants=variants,
-                limit=limit,
                 progress=lambda m: typer.echo(m, err=True),
             )
-        except (ValueError, KeyError) as exc:
-            fail(f"{path} is not LoCoMo-format data: {exc}")
+        except (BenchError, EmbeddingError) as exc:
+            fail(f"{name} benchmark failed, no figures reported: {exc}")
     typer.echo(
-        f"indexed {result.rounds} turns in {result.index_seconds:.1f} s "
-        f"({result.rounds / max(result.index_seconds, 1e-9):.1f} turns/s; "
-        f"embedding {result.embed_seconds:.1f} s)",
+        f"indexed {result.turns} turns in {result.index_seconds:.1f} s "
+        f"({result.turns / max(result.index_seconds, 1e-9):.1f} turns/s) through the batch "
+        f"path; {result.rows_with_vectors} of {result.rows} rows have vectors",
         err=True,
     )
+    for score in dataset.scores:
+        for variant, recall in result.table(score).items():
+            line = "  ".join(f"@{kk}={v:.4f}" for kk, v in recall.items())
+            typer.echo(f"{score:8s} {variant:24s} {line}", err=not table)
+    for variant, same in result.stable.items():
+        typer.echo(
+            f"top-5 same at top_k=5 and top_k={dataset.depth}: {variant:28s} "
+            f"{same / max(result.questions, 1):.4f}",
+            err=not table,
+        )
+    for key, agg in sorted(result.by_kind.items()):
+        typer.echo(f"by type  {key:56s} {agg['sum'] / agg['n']:.4f} (n={agg['n']:.0f})", err=True)
+    typer.echo(result.to_json(dataset.scores))
+
+
+def _need(path: Path, what: str, *, folder: bool = False) -> None:
+    if folder and not path.is_dir():
+        fail(f"{path} is not a directory; pass the folder holding {what}")
+    if not folder and not path.is_file():
+        fail(f"{path} is not a file; pass {what}")
+
+
+@bench_app.command("locomo")
+def locomo_command(
+    path: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file.")],
+    k: Ks = "5,10",
+    limit: Limit = None,
+    grid: Annotated[
+        bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
+    ] = False,
+    depths: Annotated[
+        bool,
+        typer.Option("--depth-grid", help="Also score minimum candidate depths 1–100."),
+    ] = False,
+    no_peers: NoPeers = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Recall@k (evidence turns) of memstrata's variants and the peers on LoCoMo.
+
+    The last line printed is one JSON object with the recall figures.
+    """
+    from memstrata.bench.harness import VARIANTS, depth_grid
+    from memstrata.bench.locomo import locomo_dataset
+
+    _need(path, "a LoCoMo-format JSON file (a list of conversations)")
+    variants = dict(VARIANTS)
     if grid:
-        for name, recall in result.recall.items():
-            typer.echo(f"{name:32s} " + "  ".join(f"@{kk}={v:.4f}" for kk, v in recall.items()))
-    typer.echo(result.to_json())
+        for half_life in (30.0, 90.0, 365.0):
+            for floor in (0.0, 0.5, 0.8, 0.9):
+                name = f"decay_hl{half_life:g}_floor{floor:g}"
+                variants[name] = Variant(True, True, DecayPolicy(True, half_life, floor))
+    if depths:
+        variants.update(depth_grid((1, 15, 30, 50, 100)))
+    _run_quality(
+        "LoCoMo",
+        lambda: locomo_dataset(path, limit),
+        k,
+        database_url,
+        peers=not no_peers,
+        variants=variants,
+        table=grid or depths,
+    )
+
+
+@bench_app.command("longmemeval")
+def longmemeval_command(
+    path: Annotated[Path, typer.Argument(help="LongMemEval_S-format .json or .json.gz file.")],
+    k: Ks = "5,10",
+    limit: Limit = None,
+    no_peers: NoPeers = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """recall_all@k and recall_any@k (answer sessions) on LongMemEval_S-format data."""
+    from memstrata.bench.longmemeval import longmemeval_dataset
+
+    _need(path, "a LongMemEval_S-format .json or .json.gz file")
+    _run_quality(
+        "LongMemEval", lambda: longmemeval_dataset(path, limit), k, database_url, peers=not no_peers
+    )
+
+
+@bench_app.command("madial")
+def madial_command(
+    path: Annotated[Path, typer.Argument(help="Folder with the dialogue and memory JSON files.")],
+    k: Ks = "5,10",
+    limit: Limit = None,
+    no_peers: NoPeers = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Recall@k of the relevant memory events on MADial-Bench (Chinese)."""
+    from memstrata.bench.madial import madial_dataset
+
+    _need(path, "the MADial-Bench dialogue and memory JSON files", folder=True)
+    _run_quality("MADial", lambda: madial_dataset(path, limit), k, database_url, peers=not no_peers)
 
 
 @bench_app.command("latency")
@@ -139,4 +229,36 @@ def latency_command(
             dim=dim,
             progress=lambda m: typer.echo(m, err=True),
         )
+    typer.echo(json.dumps(result))
+
+
+@bench_app.command("http")
+def http_command(
+    locomo: Annotated[Path, typer.Argument(help="LoCoMo-format JSON file (texts, questions).")],
+    chunks: Annotated[int, typer.Option("--chunks", help="Rows of the measured user.")] = 10_000,
+    queries: Annotated[int, typer.Option("--queries", help="Timed questions per phase.")] = 200,
+    restarts: Annotated[int, typer.Option("--restarts", help="Cold starts measured.")] = 3,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """End-to-end HTTP search latency (idle, while another user ingests, cold) and the
+    batch endpoint's ingestion rate against the single-turn endpoint's."""
+    from memstrata.bench.http_latency import run_http
+
+    _need(locomo, "a LoCoMo-format JSON file")
+    if chunks < 1 or queries < 10 or restarts < 1:
+        fail("need --chunks >= 1, --queries >= 10 and --restarts >= 1")
+    with bench_runtime(database_url) as mem:
+        if mem.embedder is None:
+            fail("no embedding API: configure one or leave MEMSTRATA_EMBEDDING_AUTOSTART on")
+        try:
+            result = run_http(
+                mem,
+                locomo,
+                chunks=chunks,
+                queries=queries,
+                restarts=restarts,
+                progress=lambda m: typer.echo(m, err=True),
+            )
+        except (RuntimeError, ValueError, KeyError) as exc:
+            fail(f"HTTP benchmark failed, no figures reported: {exc}")
     typer.echo(json.dumps(result))

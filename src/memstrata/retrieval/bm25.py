@@ -134,6 +134,57 @@ class BM25Index(Generic[K]):
             entry.tfs.append(tf)
             entry.df += 1
 
+    def add_many(self, docs: Sequence[tuple[K, Sequence[str]]]) -> None:
+        """``add`` for many documents at once, with the same result as adding them in
+        order, but counting terms with numpy instead of per-document Python: loading a
+        user's index (10k chunks) is dominated by this."""
+        keys = [key for key, _ in docs]
+        if len(set(keys)) != len(keys) or len(docs) < 64:
+            for key, tokens in docs:
+                self.add(key, tokens)
+            return
+        for key in keys:
+            if key in self._slot_of:
+                self.remove(key)
+        base = len(self._keys)
+        n = len(docs)
+        lengths = np.fromiter((len(tokens) for _, tokens in docs), dtype=np.int64, count=n)
+        flat: list[str] = []
+        for _, tokens in docs:
+            flat.extend(tokens)
+        vocab = {term: i for i, term in enumerate(dict.fromkeys(flat))}
+        terms = list(vocab)
+        term_ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        doc_ids = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        pairs, tfs = np.unique(term_ids * n + doc_ids, return_counts=True)  # term-major
+        pair_terms = pairs // n
+        pair_docs = (pairs % n + base).astype(np.intc)
+        tfs = tfs.astype(np.intc)
+        bounds = np.flatnonzero(np.diff(pair_terms)) + 1
+        starts = np.concatenate([[0], bounds]).tolist()
+        ends = [*bounds.tolist(), len(pairs)]
+        postings = self._postings
+        for start, end in zip(starts, ends, strict=True):
+            term = terms[int(pair_terms[start])]
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = _Postings()
+            entry.slots.frombytes(pair_docs[start:end].tobytes())
+            entry.tfs.frombytes(tfs[start:end].tobytes())
+            entry.df += end - start
+        needed = base + n
+        if needed > len(self._lengths):
+            grow = max(needed, 2 * len(self._lengths)) - len(self._lengths)
+            self._lengths = np.concatenate([self._lengths, np.zeros(grow)])
+            self._alive = np.concatenate([self._alive, np.zeros(grow, dtype=bool)])
+        self._lengths[base:needed] = lengths
+        self._alive[base:needed] = True
+        self._total_length += int(lengths.sum())
+        self._keys.extend(keys)
+        self._terms.extend(tuple(dict.fromkeys(tokens)) for _, tokens in docs)
+        for i, key in enumerate(keys):
+            self._slot_of[key] = base + i
+
     def remove(self, key: K) -> None:
         """Forget ``key``; raises ``KeyError`` if it is not indexed."""
         slot = self._slot_of.pop(key)
@@ -192,6 +243,10 @@ class BM25Index(Generic[K]):
     def posting_count(self) -> int:
         """(term, slot) pairs held, dead slots included: what the postings cost in memory."""
         return sum(len(entry.slots) for entry in self._postings.values())
+
+    def term_count(self) -> int:
+        """Distinct terms with a posting list (each costs a postings object in memory)."""
+        return len(self._postings)
 
     def _compact(self) -> None:
         """Drop dead slots, renumbering live ones in their original (insertion) order."""

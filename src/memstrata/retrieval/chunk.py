@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 from memstrata.retrieval.tokenize import count_tokens
 
-__all__ = ["chunk_text"]
+__all__ = ["chunk_text", "paragraphs"]
 
 # A line containing only whitespace also ends a paragraph.
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")
@@ -42,7 +42,7 @@ def chunk_text(text: str, max_tokens: int = 512, count: TokenCounter = count_tok
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     chunks: list[str] = []
     pending: str | None = None  # small paragraphs being merged
-    for para in _paragraphs(text):
+    for para in paragraphs(text):
         if count(para) > max_tokens:
             if pending is not None:
                 chunks.append(pending)
@@ -62,7 +62,8 @@ def chunk_text(text: str, max_tokens: int = 512, count: TokenCounter = count_tok
     return chunks
 
 
-def _paragraphs(text: str) -> Iterator[str]:
+def paragraphs(text: str) -> Iterator[str]:
+    """The non-blank paragraphs of ``text`` (split on blank lines), stripped."""
     for part in _BLANK_LINE.split(text):
         stripped = part.strip()
         if stripped:

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -42,13 +42,16 @@ from memstrata.retrieval.rounds import (
     Doc,
     OwnRound,
     Round,
+    RoundsInvalidError,
     aware,
+    check_not_future,
     format_round,
     round_doc,
     session_path,
     stored_round,
-    validate_round,
+    validate_rounds,
 )
+from memstrata.retrieval.scaffold import drop_template_paragraphs
 from memstrata.retrieval.vector import pad_vector
 
 __all__ = [
@@ -158,9 +161,12 @@ class Indexer:
         *,
         chunk_tokens: int = 512,
         context_tokens: int = 128,
+        templates: Callable[[FileKind], str] | None = None,
     ) -> None:
         self._sessions = sessions
         self.embedder = embedder
+        # The provisioning template of each memory file: its paragraphs are not indexed.
+        self.templates = templates
         self.chunk_tokens = chunk_tokens
         self.context_tokens = context_tokens
 
@@ -169,6 +175,11 @@ class Indexer:
         """Re-index USER.md / MEMORY.md after a content change (other kinds: no-op)."""
         if not kind.indexed:
             return IndexReport(file_path=kind.filename)
+        if self.templates is not None:
+            try:
+                content = drop_template_paragraphs(content, self.templates(kind))
+            except OSError as exc:  # no template to compare with: index everything
+                log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
         return self.index_document(user_id, kind.filename, content)
 
     def index_document(
@@ -177,6 +188,8 @@ class Indexer:
         """Index any file's text under ``file_path`` (memory files, daily notes)."""
         validate_user_id(user_id)
         _check_path(file_path)
+        if created_at is not None:
+            created_at = check_not_future(created_at)
         texts = chunk_text(content, self.chunk_tokens)
         return self._replace(user_id, [Doc(file_path, texts, created_at, None)])[0]
 
@@ -195,14 +208,15 @@ class Indexer:
         return self.index_rounds(user_id, [turn])[0]
 
     def index_rounds(self, user_id: str, rounds: Sequence[Round]) -> list[IndexReport]:
-        """Index many rounds with one batched embedding call and one transaction."""
+        """Index many rounds (of any sessions) with batched embedding calls and one
+        transaction. All or nothing on validation: if any round is invalid nothing is
+        stored and ``RoundsInvalidError.errors`` lists every bad round. An embedding
+        failure does not reject anything: the rows are stored without vectors."""
         validate_user_id(user_id)
-        own: dict[str, OwnRound] = {}
-        for r in rounds:
-            o = validate_round(r)
-            if o.path in own:
-                raise InvalidContentError("the same (session_id, turn_index) appears twice")
-            own[o.path] = o
+        valid, errors = validate_rounds(rounds)
+        if errors:
+            raise RoundsInvalidError(errors, len(rounds))
+        own: dict[str, OwnRound] = {o.path: o for o in valid}
         # Neighbours in the database: the previous round of each (its text is the
         # context) and the next one (its context is this round, so it is re-indexed).
         wanted = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memstrata.errors import InvalidContentError
@@ -27,6 +27,13 @@ from memstrata.retrieval.tokenize import count_tokens
 SESSION_PREFIX = "sessions/"
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 MIN_CONTEXT_TOKENS = 8  # less context than this is noise, not help
+# Most turns one batch request may carry (POST /api/memory/conversations/turns:batch); the
+# request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default).
+MAX_BATCH_TURNS = 500
+# A round stamped later than now + this is refused: a future timestamp would get an age
+# below zero and outrank everything under decay. The margin absorbs clock skew between
+# the caller and this server.
+MAX_FUTURE_SKEW = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,19 @@ class Doc:
     contexts: list[dict[str, Any] | None] | None = None
 
 
+class RoundsInvalidError(InvalidContentError):
+    """Some rounds of a batch are invalid; ``errors`` has one entry per bad round."""
+
+    def __init__(self, errors: list[dict[str, Any]], total: int) -> None:
+        first = errors[0]["error"] if errors else "invalid rounds"
+        super().__init__(
+            first
+            if total == 1
+            else f"{len(errors)} of {total} turns are invalid, nothing was stored; first: {first}"
+        )
+        self.errors = errors
+
+
 def session_path(session_id: str, turn_index: int) -> str:
     return f"{SESSION_PREFIX}{session_id}/{turn_index}"
 
@@ -78,7 +98,7 @@ def format_round(user_message: str, assistant_reply: str) -> str:
     return "\n".join(parts)
 
 
-def validate_round(r: Round) -> OwnRound:
+def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
     check_session(r.session_id, r.turn_index)
     for name, value in (("user_message", r.user_message), ("assistant_reply", r.assistant_reply)):
         if not isinstance(value, str):
@@ -88,7 +108,8 @@ def validate_round(r: Round) -> OwnRound:
     body = format_round(r.user_message, r.assistant_reply)
     if not body:
         raise InvalidContentError("a round needs a user message or an assistant reply")
-    when = aware(r.timestamp) if r.timestamp is not None else datetime.now(UTC)
+    current = now or datetime.now(UTC)
+    when = check_not_future(r.timestamp, current) if r.timestamp is not None else current
     ids = [str(i) for i in r.source_ids] if r.source_ids else [f"{r.session_id}:{r.turn_index}"]
     return OwnRound(
         session_path(r.session_id, r.turn_index), r.session_id, r.turn_index, body, when, ids
@@ -152,6 +173,52 @@ def check_session(session_id: str, turn_index: int) -> None:
         )
     if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
         raise InvalidContentError("turn_index must be a non-negative integer")
+
+
+def validate_rounds(
+    rounds: Sequence[Round], now: datetime | None = None
+) -> tuple[list[OwnRound], list[dict[str, Any]]]:
+    """Validate every round; return the valid ones and one error entry per bad round
+    (``{"index", "session_id", "turn_index", "error"}``), so a batch can be refused whole
+    with every problem reported at once."""
+    current = now or datetime.now(UTC)
+    valid: list[OwnRound] = []
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for n, r in enumerate(rounds):
+        try:
+            o = validate_round(r, current)
+            if o.path in seen:
+                raise InvalidContentError(
+                    f"turn {r.turn_index} of session {r.session_id!r} appears twice in the batch"
+                )
+            seen.add(o.path)
+            valid.append(o)
+        except InvalidContentError as exc:
+            errors.append(
+                {
+                    "index": n,
+                    "session_id": r.session_id if isinstance(r.session_id, str) else None,
+                    "turn_index": r.turn_index if isinstance(r.turn_index, int) else None,
+                    "error": str(exc),
+                }
+            )
+    return valid, errors
+
+
+def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
+    """``value`` made timezone-aware; refused when later than now + ``MAX_FUTURE_SKEW``."""
+    if not isinstance(value, datetime):
+        raise InvalidContentError("timestamp must be a datetime")
+    when = aware(value)
+    current = now or datetime.now(UTC)
+    if when > current + MAX_FUTURE_SKEW:
+        raise InvalidContentError(
+            f"timestamp {when.isoformat()} is in the future (server time "
+            f"{current.isoformat(timespec='seconds')}, allowed skew "
+            f"{int(MAX_FUTURE_SKEW.total_seconds())} s); send when the turn happened"
+        )
+    return when
 
 
 def aware(value: datetime) -> datetime:

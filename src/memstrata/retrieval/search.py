@@ -1,4 +1,14 @@
-"""Hybrid search: BM25 + vector candidates (3 × top_k each), RRF (k=60), time decay.
+"""Hybrid search: BM25 + vector candidates, RRF (k=60), time decay.
+
+Each side contributes ``max(3 × top_k, min_candidates)`` candidates: the spec's 3 × top_k
+whenever it is larger, and a fixed minimum depth below that, so the first results of a
+search do not change with ``top_k`` (the minimum was chosen by measurement,
+docs/BENCHMARKS.md).
+
+``as_of`` (default now) is the moment the search is made from: ages, and so decay, are
+measured from it, and dated rows (conversations, notes) after it are left out. The
+resident files have no history (a spec non-goal), so they always take part. No age is
+ever negative.
 
 Resident files (MEMORY / USER / SOUL / AGENTS.md) never decay; conversations and notes
 decay by ``floor + (1 − floor) · 0.5^(age / half_life)`` (floor 0 is the spec's plain
@@ -16,6 +26,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from memstrata.config import MIN_CANDIDATES, QUERY_CACHE_ENTRIES
 from memstrata.errors import EmbeddingError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
@@ -23,6 +34,7 @@ from memstrata.retrieval.cache import IndexCache, Row, UserIndex
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import fuse
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.tokenize import tokenize
 
@@ -94,19 +106,20 @@ def rank(
     found: Candidates,
     *,
     top_k: int,
-    now: datetime | None,
+    as_of: datetime | None,
     decay: DecayPolicy,
     rrf_k: int = 60,
 ) -> list[SearchHit]:
-    """RRF over both rankings, then time decay: the best ``top_k`` hits, explained."""
-    now_ts = (now or datetime.now(UTC)).timestamp()
+    """RRF over both rankings, then time decay from ``as_of`` (default now): the best
+    ``top_k`` hits, explained. No age is negative, so no row outranks by being future."""
+    now_ts = (as_of or datetime.now(UTC)).timestamp()
     rows = found.rows
     fused = fuse(
         found.bm25,
         found.vector,
         k=rrf_k,
         top_k=top_k,
-        ages_days={k: (now_ts - r.created_at) / DAY_SECONDS for k, r in rows.items()},
+        ages_days={k: max(0.0, now_ts - r.created_at) / DAY_SECONDS for k, r in rows.items()},
         resident={k: r.source == "memory" for k, r in rows.items()},
         half_life_days=decay.half_life_days,
         floor=decay.floor,
@@ -123,17 +136,29 @@ class SearchService:
         *,
         rrf_k: int = 60,
         candidate_multiplier: int = 3,
+        min_candidates: int = MIN_CANDIDATES,
         decay: DecayPolicy | None = None,
         vector_backend: str = "memory",
+        query_cache_entries: int = QUERY_CACHE_ENTRIES,
     ) -> None:
         if vector_backend not in ("memory", "pgvector"):
             raise ValueError("vector_backend must be 'memory' or 'pgvector'")
         self.vector_backend = vector_backend
         self.cache = cache
-        self.embedder = embedder
+        # Query embeddings go through a bounded LRU (0 turns it off).
+        self.embedder: EmbeddingProvider | None = (
+            CachedQueryEmbedder(embedder, query_cache_entries)
+            if embedder is not None and query_cache_entries > 0
+            else embedder
+        )
         self.rrf_k = rrf_k
         self.candidate_multiplier = candidate_multiplier
+        self.min_candidates = min_candidates
         self.decay = decay or DecayPolicy()
+
+    def candidate_depth(self, top_k: int) -> int:
+        """Candidates per retriever: the spec's 3 × top_k, never below the measured minimum."""
+        return max(top_k * self.candidate_multiplier, self.min_candidates)
 
     def search(
         self,
@@ -142,13 +167,15 @@ class SearchService:
         *,
         top_k: int = 10,
         sources: Sequence[str] | None = None,
-        now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
-        """Search one user's memory. Only that user's rows are ever read."""
+        """Search one user's memory as of ``as_of`` (default now). Only that user's rows
+        are ever read."""
         validate_user_id(user_id)
         query = _check_query(query)
         top_k = _check_top_k(top_k)
         wanted = _check_sources(sources)
+        as_of = _check_as_of(as_of)
         warnings: list[str] = []
         vector: np.ndarray | None = None
         embed_ms = 0.0
@@ -167,7 +194,7 @@ class SearchService:
                 )
             embed_ms = (time.perf_counter() - started) * 1000
         response = self.search_with_vector(
-            user_id, query, vector, top_k=top_k, sources=wanted, now=now
+            user_id, query, vector, top_k=top_k, sources=wanted, as_of=as_of
         )
         response.timings_ms["embed"] = embed_ms
         response.warnings.extend(warnings)
@@ -189,14 +216,14 @@ class SearchService:
         *,
         top_k: int = 10,
         sources: Sequence[str] | None = None,
-        now: datetime | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         """The search after the query's embedding (what the latency benchmark times)."""
         started = time.perf_counter()
         found = self.candidates(
-            user_id, query, query_vector, top_k * self.candidate_multiplier, sources
+            user_id, query, query_vector, self.candidate_depth(top_k), sources, as_of=as_of
         )
-        hits = rank(found, top_k=top_k, now=now, decay=self.decay, rrf_k=self.rrf_k)
+        hits = rank(found, top_k=top_k, as_of=as_of, decay=self.decay, rrf_k=self.rrf_k)
         elapsed = (time.perf_counter() - started) * 1000
         return SearchResponse(query, found.mode, hits, {"search": elapsed})
 
@@ -207,12 +234,17 @@ class SearchService:
         query_vector: np.ndarray | None,
         n: int,
         sources: Sequence[str] | None = None,
+        *,
+        as_of: datetime | None = None,
     ) -> Candidates:
-        """The best ``n`` rows of each retriever, and the rows they name."""
+        """The best ``n`` rows of each retriever that existed at ``as_of``, and the rows
+        they name."""
         model = self.embedder.name if self.embedder is not None else None
         index = self.cache.get(user_id, model)
         with index.lock:
             allowed = None if sources is None else _source_filter(index, set(sources))
+            if as_of is not None:
+                allowed = _as_of_filter(index, as_of.timestamp(), allowed)
             bm25_ranked = _bm25_top(index, query, n, allowed)
             vector_ranked: list[int] = []
             if query_vector is not None and index.vectors is not None:
@@ -253,6 +285,24 @@ def _bm25_top(index: UserIndex, query: str, n: int, allowed: set[int] | None) ->
 
 def _source_filter(index: UserIndex, wanted: set[str]) -> set[int]:
     return {k for k, r in index.rows.items() if r.source in wanted}
+
+
+def _as_of_filter(index: UserIndex, as_of_ts: float, allowed: set[int] | None) -> set[int] | None:
+    """Rows that existed at ``as_of_ts``: resident files always, dated rows up to it
+    (None, meaning no filter, when nothing is excluded)."""
+    rows = index.rows
+    later = {k for k, r in rows.items() if r.created_at > as_of_ts and r.source != "memory"}
+    if not later:
+        return allowed
+    return (set(rows) if allowed is None else allowed) - later
+
+
+def _check_as_of(as_of: object) -> datetime | None:
+    if as_of is None:
+        return None
+    if not isinstance(as_of, datetime):
+        raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)")
+    return as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=UTC)
 
 
 def _hit(row: Row, score: float, explain: dict[str, float | int | bool | None]) -> SearchHit:

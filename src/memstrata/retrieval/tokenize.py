@@ -39,7 +39,7 @@ import re
 import unicodedata
 from collections.abc import Container
 
-__all__ = ["ENGLISH_STOPWORDS", "count_tokens", "light_stem", "tokenize"]
+__all__ = ["CJK_BIGRAMS", "ENGLISH_STOPWORDS", "count_tokens", "light_stem", "tokenize"]
 
 # Code points that are indexed one per character and cost one LLM token each: CJK
 # ideographs (URO, Ext A, Ext B–I, compatibility), iteration marks, kana (without the
@@ -63,6 +63,13 @@ _CJK = (
 
 # One CJK character, or a maximal run of letters/digits that are not CJK and not "_".
 _TERM = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
+
+# Two or more CJK characters in a row: their adjacent pairs become extra terms.
+_CJK_RUN = re.compile(f"[{_CJK}]{{2,}}")
+
+# Whether CJK text also yields character bigrams (see ``tokenize``); decided by measurement
+# on MADial-Bench (docs/BENCHMARKS.md).
+CJK_BIGRAMS = True
 
 # findall() yields exactly one match per estimated token: greedy {1,n} repetition cuts a
 # maximal run of length L into ceil(L / n) matches, and "\S" catches everything else
@@ -121,20 +128,56 @@ def light_stem(term: str) -> str:
     return term
 
 
+# Raw term -> index term ("" for a stopword) under the default settings. Loading a user's
+# index tokenises every chunk, and stemming each word anew was most of a cold load; the
+# vocabulary of real text is small, and the map is dropped whole if it ever grows large.
+_DEFAULT_TERMS: dict[str, str] = {}
+_DEFAULT_TERMS_MAX = 500_000
+
+
+def _default_terms(raw: list[str]) -> list[str]:
+    memo = _DEFAULT_TERMS
+    missing = set(raw).difference(memo)
+    if missing:
+        if len(memo) + len(missing) > _DEFAULT_TERMS_MAX:
+            memo.clear()
+        for term in missing:
+            memo[term] = "" if term in ENGLISH_STOPWORDS else light_stem(term)
+    mapped = list(map(memo.get, raw))
+    if None in mapped:  # cleared meanwhile by another thread: do it the slow way
+        mapped = ["" if t in ENGLISH_STOPWORDS else light_stem(t) for t in raw]
+    return list(filter(None, mapped))
+
+
 def tokenize(
-    text: str, stopwords: Container[str] = ENGLISH_STOPWORDS, *, stem: bool = True
+    text: str,
+    stopwords: Container[str] = ENGLISH_STOPWORDS,
+    *,
+    stem: bool = True,
+    cjk_bigrams: bool = CJK_BIGRAMS,
 ) -> list[str]:
     """Split ``text`` into BM25 terms; pass ``stopwords=frozenset()`` to keep every word
     and ``stem=False`` to keep English words as written.
 
+    With ``cjk_bigrams`` every pair of adjacent CJK characters is an extra term, next to
+    the per-character terms the spec asks for: single characters of Chinese are very
+    ambiguous (``乌`` of ``乌龙茶``), and a matching pair is much stronger evidence.
+
     Use the same settings for documents and queries, or stopped query words will never
     match (and unstopped document words will skew lengths).
     """
-    terms = _TERM.findall(unicodedata.normalize("NFKC", text).lower())
-    if stopwords:
-        terms = [term for term in terms if term not in stopwords]
-    if stem:
-        terms = [light_stem(term) for term in terms]
+    normal = unicodedata.normalize("NFKC", text).lower()
+    terms = _TERM.findall(normal)
+    if stopwords is ENGLISH_STOPWORDS and stem:
+        terms = _default_terms(terms)
+    else:
+        if stopwords:
+            terms = [term for term in terms if term not in stopwords]
+        if stem:
+            terms = [light_stem(term) for term in terms]
+    if cjk_bigrams:
+        for run in _CJK_RUN.findall(normal):
+            terms.extend(run[i : i + 2] for i in range(len(run) - 1))
     return terms
 
 

@@ -17,12 +17,16 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import (
+    BatchTurnsRejected,
+    BatchTurnsRequest,
+    BatchTurnsResult,
     ErrorBody,
     IndexReportBody,
     SearchRequest,
     SearchResults,
     TurnRequest,
 )
+from memstrata.retrieval.rounds import Round, RoundsInvalidError
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 413, 422)
@@ -63,7 +67,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         failed (``warnings`` says why). ``explain`` gives each hit's per-stage ranks.
         """
         result = context.mem.search.search(
-            user_id, body.query, top_k=body.top_k, sources=body.sources
+            user_id, body.query, top_k=body.top_k, sources=body.sources, as_of=body.as_of
         )
         context.metrics.record_search(result.mode, len(result.hits))
         return SearchResults.model_validate(result.to_dict())
@@ -91,5 +95,40 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         )
         context.metrics.record_turn_indexed(report.inserted)
         return IndexReportBody.model_validate(report.to_dict())
+
+    @router.post(
+        "/conversations/turns:batch",
+        response_model=BatchTurnsResult,
+        responses={**_ERRORS, 422: {"model": BatchTurnsRejected}},
+    )
+    def index_turns_batch(
+        body: BatchTurnsRequest, user_id: CurrentUser, context: Context
+    ) -> BatchTurnsResult:
+        """Index many conversation rounds (of one or several sessions) in one request.
+
+        All or nothing: each turn is validated as by the single-turn endpoint; if any is
+        invalid, nothing is stored and the 422 lists every invalid turn. Valid batches are
+        written in one transaction with batched embedding calls. An embedding failure does
+        not reject the batch: the text is stored without a vector (searchable by BM25)
+        and is embedded later.
+        """
+        rounds = [
+            Round(t.session_id, t.turn_index, t.user_message, t.assistant_reply, t.timestamp)
+            for t in body.turns
+        ]
+        try:
+            reports = context.mem.indexer.index_rounds(user_id, rounds)
+        except RoundsInvalidError as exc:
+            raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
+        for report in reports:
+            context.metrics.record_turn_indexed(report.inserted)
+        return BatchTurnsResult(
+            turns=len(reports),
+            inserted=sum(r.inserted for r in reports),
+            unchanged=sum(r.unchanged for r in reports),
+            embedded=sum(r.embedded for r in reports),
+            embedding_failed=sum(r.embedding_failed for r in reports),
+            reports=[IndexReportBody.model_validate(r.to_dict()) for r in reports],
+        )
 
     return router

@@ -1,0 +1,289 @@
+"""End-to-end search latency over real HTTP (``memstrata bench http``).
+
+What a platform sees: ``memstrata serve`` runs as its own process on loopback, against the
+benchmark's PostgreSQL and the local embedding server; the client sends LoCoMo questions
+to ``POST /api/memory/search`` with a bearer token, each question once (so the query
+embedding cache never hides the embedding cost), and times the whole round trip.
+
+- the measured user has ``chunks`` rows: LoCoMo turn texts, cycled, with random 384-d unit
+  vectors stored under the real model's name (embedding 10k passages would take an hour
+  here; latency depends on sizes, not on meaning) — real query embeddings are compared
+  with them;
+- idle: p50/p95 over ``queries`` questions;
+- loaded: the same while another user ingests LoCoMo turns through
+  ``POST /api/memory/conversations/turns:batch`` (real embeddings) in a loop;
+- cold: the first search for a user in a running (warmed-up) server — the user's index is
+  loaded on first use — over ``restarts`` users of ``chunks`` rows each;
+- ingestion: turns/s of the single-turn endpoint vs the batch endpoint, same turns, same
+  run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import numpy as np
+
+from memstrata.bench.latency import _copy_rows, _unit
+from memstrata.bench.locomo import load_conversations
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.runtime import Memstrata
+
+USER = "http-bench"
+SECRET = "http-bench-secret-0123456789-0123456789"
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2)}
+
+
+def _token(user: str) -> dict[str, str]:
+    now = int(time.time())
+    token = jwt.encode({"sub": user, "iat": now, "exp": now + 7200}, SECRET, algorithm="HS256")
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _server(mem: Memstrata, data_dir: Path) -> Iterator[str]:
+    """``memstrata serve`` in its own process on the benchmark's database and embeddings."""
+    assert isinstance(mem.embedder, OpenAICompatibleEmbedder)
+    spec = mem.embedder.spec
+    port = _free_port()
+    env = {
+        **os.environ,
+        "MEMSTRATA_DATABASE_URL": mem.db.engine.url.render_as_string(hide_password=False),
+        "MEMSTRATA_EMBEDDING_MODELS": f"[{spec.model_dump_json()}]",
+        "MEMSTRATA_EMBEDDING_MODEL": spec.name,
+        "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
+        "MEMSTRATA_JWT_SECRET": SECRET,
+        "MEMSTRATA_DATA_DIR": str(data_dir),
+        "MEMSTRATA_LOG_LEVEL": "WARNING",
+        "MEMSTRATA_MAX_REQUEST_BYTES": str(8 * 1024 * 1024),
+        # A shared, busy machine: measure slow query embeddings rather than time them out.
+        "MEMSTRATA_EMBEDDING_TIMEOUT_S": "120",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"memstrata serve exited with {process.returncode}")
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("memstrata serve did not become ready within 120 s")
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _search(
+    client: httpx.Client, base: str, query: str, user: str = USER
+) -> tuple[float, dict[str, Any]]:
+    headers = _token(user)
+    started = time.perf_counter()
+    response = client.post(
+        f"{base}/api/memory/search", json={"query": query, "top_k": 10}, headers=headers
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        raise RuntimeError(f"search failed: {response.status_code} {response.text[:200]}")
+    body: dict[str, Any] = response.json()
+    if body["mode"] != "hybrid":
+        raise RuntimeError(f"search ran without vectors: {body['warnings']}")
+    return elapsed, body
+
+
+def _batches(turns: list[str], user: str, size: int, start: datetime) -> Iterator[dict[str, Any]]:
+    for offset in range(0, len(turns), size):
+        yield {
+            "turns": [
+                {
+                    "session_id": f"s{(offset + i) // 20}",
+                    "turn_index": (offset + i) % 20,
+                    "user_message": text,
+                    "timestamp": (start + timedelta(minutes=offset + i)).isoformat(),
+                }
+                for i, text in enumerate(turns[offset : offset + size])
+            ]
+        }
+
+
+def run_http(
+    mem: Memstrata,
+    locomo_path: Path,
+    *,
+    chunks: int = 10_000,
+    queries: int = 200,
+    restarts: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    say = progress or (lambda _m: None)
+    assert mem.embedder is not None
+    conversations = load_conversations(locomo_path)
+    turns = [r.user_message for c in conversations for r in c.rounds]
+    questions = list(dict.fromkeys(q for c in conversations for q, _, _ in c.questions))
+    if len(questions) < 2 * queries + 20:
+        raise ValueError(
+            f"need {2 * queries + 20} distinct questions, the file has {len(questions)}"
+        )
+    rng = np.random.default_rng(11)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    texts = [f"{turns[i % len(turns)]} (#{i})" for i in range(chunks)]
+    users = [USER] + [f"{USER}-cold-{n}" for n in range(restarts)] + [f"{USER}-warm-up"]
+    for user in users:
+        size = 50 if user.endswith("warm-up") else chunks
+        vectors = _unit(rng, size, 384)
+        _copy_rows(mem, [user] * size, texts[:size], vectors, start, mem.embedder.name)
+    say(f"stored {chunks} rows for each of {len(users) - 1} users")
+    result: dict[str, Any] = {"chunks": chunks, "queries": queries}
+    with (
+        tempfile.TemporaryDirectory(prefix="memstrata-http-") as tmp,
+        _server(mem, Path(tmp)) as base,
+        httpx.Client(timeout=600) as client,
+    ):
+        _search(client, base, questions[-1], users[-1])  # the server's own first request
+        cold: list[float] = []
+        cold_search: list[float] = []
+        for n, user in enumerate(users[1:-1]):
+            elapsed, body = _search(client, base, questions[-(n + 2)], user)
+            cold.append(elapsed)
+            cold_search.append(body["timings_ms"]["search"])
+        result["cold_first_search_ms"] = [round(x, 1) for x in cold]
+        result["cold_search_part_ms"] = [round(x, 1) for x in cold_search]
+        say(f"cold first search: {result['cold_first_search_ms']} ms")
+        _search(client, base, questions[-1])  # load the measured user's index
+        for q in questions[-20:]:
+            _search(client, base, q)  # warm-up
+        idle, idle_embed, idle_search = [], [], []
+        for q in questions[:queries]:
+            elapsed, body = _search(client, base, q)
+            idle.append(elapsed)
+            idle_embed.append(body["timings_ms"]["embed"])
+            idle_search.append(body["timings_ms"]["search"])
+        result["idle"] = _stats(idle)
+        result["idle_embed"] = _stats(idle_embed)
+        result["idle_search"] = _stats(idle_search)
+        say(f"idle: {result['idle']}")
+        repeat = [_search(client, base, q)[0] for q in questions[: min(50, queries)]]
+        result["repeated_query_cached"] = _stats(repeat)
+
+        result["ingest"] = _ingest_rates(client, base, turns)
+        say(f"ingest: {result['ingest']}")
+
+        stop = threading.Event()
+        ingested = [0]
+
+        def ingest_loop() -> None:
+            with httpx.Client(timeout=600) as other:
+                n = 0
+                while not stop.is_set() and n < 10_000:  # bounded
+                    for batch in _batches(turns, f"ingest-{n}", 100, start):
+                        if stop.is_set():
+                            return
+                        r = other.post(
+                            f"{base}/api/memory/conversations/turns:batch",
+                            json=batch,
+                            headers=_token(f"ingest-{n}"),
+                        )
+                        if r.status_code != 200:
+                            raise RuntimeError(f"batch failed: {r.status_code} {r.text[:200]}")
+                        ingested[0] += len(batch["turns"])
+                    n += 1
+
+        thread = threading.Thread(target=ingest_loop, daemon=True)
+        thread.start()
+        time.sleep(2.0)  # let the first batch reach the embedding server
+        loaded, loaded_embed, loaded_search = [], [], []
+        t0 = time.perf_counter()
+        for q in questions[queries : 2 * queries]:
+            elapsed, body = _search(client, base, q)
+            loaded.append(elapsed)
+            loaded_embed.append(body["timings_ms"]["embed"])
+            loaded_search.append(body["timings_ms"]["search"])
+        seconds = time.perf_counter() - t0
+        stop.set()
+        thread.join(timeout=600)
+        result["loaded"] = _stats(loaded)
+        result["loaded_embed"] = _stats(loaded_embed)
+        result["loaded_search"] = _stats(loaded_search)
+        result["loaded_other_user_turns_per_s"] = round(ingested[0] / seconds, 1)
+        result["loaded_p95_over_idle_p95"] = round(
+            result["loaded"]["p95_ms"] / result["idle"]["p95_ms"], 2
+        )
+        say(f"loaded: {result['loaded']}")
+    return result
+
+
+def _ingest_rates(client: httpx.Client, base: str, turns: list[str]) -> dict[str, float]:
+    """Turns/s through the single-turn endpoint and through the batch endpoint, same turns."""
+    start = datetime(2025, 6, 1, tzinfo=UTC)
+    single_turns = turns[:20]
+    t0 = time.perf_counter()
+    for i, text in enumerate(single_turns):
+        r = client.post(
+            f"{base}/api/memory/conversations/single/turns",
+            json={
+                "turn_index": i,
+                "user_message": text,
+                "timestamp": (start + timedelta(minutes=i)).isoformat(),
+            },
+            headers=_token("ingest-single"),
+        )
+        if r.status_code != 200:
+            raise RuntimeError(f"turn failed: {r.status_code} {r.text[:200]}")
+    single = len(single_turns) / (time.perf_counter() - t0)
+    batch_turns = turns[:200]
+    t0 = time.perf_counter()
+    for batch in _batches(batch_turns, "ingest-batch", 100, start):
+        r = client.post(
+            f"{base}/api/memory/conversations/turns:batch",
+            json=batch,
+            headers=_token("ingest-batch"),
+        )
+        if r.status_code != 200:
+            raise RuntimeError(f"batch failed: {r.status_code} {r.text[:200]}")
+    batched = len(batch_turns) / (time.perf_counter() - t0)
+    return {
+        "single_turns_per_s": round(single, 2),
+        "batch_turns_per_s": round(batched, 2),
+        "batch_over_single": round(batched / single, 2),
+    }

@@ -1,0 +1,30 @@
+"""Template scaffolding is not memory: drop a file's paragraphs that are still the template's.
+
+A user is provisioned with USER.md / MEMORY.md templates full of headings and
+instructions ("Facts the user has shared about themselves…"). Indexed, that boilerplate is
+resident content, exempt from decay, and under the spec's decay it outranks a conversation
+turn that answers the question word for word. So before a memory file is indexed, every
+paragraph that is exactly one of its template's paragraphs is removed. The comparison is
+purely textual — frontmatter stripped, paragraph by paragraph (the chunking unit), lines
+compared without their trailing whitespace — with no interpretation of the content:
+anything the user or the agent wrote, including a template paragraph they filled in
+("- Name: Alice"), differs from the template and is indexed.
+"""
+
+from __future__ import annotations
+
+from memstrata.memory.templates import strip_frontmatter
+from memstrata.retrieval.chunk import paragraphs
+
+__all__ = ["drop_template_paragraphs"]
+
+
+def _key(paragraph: str) -> str:
+    return "\n".join(line.rstrip() for line in paragraph.replace("\r\n", "\n").split("\n"))
+
+
+def drop_template_paragraphs(content: str, template: str) -> str:
+    """``content`` without its frontmatter and without paragraphs equal to ``template``'s."""
+    scaffold = {_key(p) for p in paragraphs(strip_frontmatter(template))}
+    kept = [p for p in paragraphs(strip_frontmatter(content)) if _key(p) not in scaffold]
+    return "\n\n".join(kept)

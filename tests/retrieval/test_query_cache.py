@@ -1,0 +1,85 @@
+"""The query-embedding LRU: bounded, keyed by model + text, passages never cached."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from memstrata.errors import EmbeddingError
+from memstrata.retrieval.embeddings import EmbeddingKind, OpenAICompatibleEmbedder
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.query_cache import CachedQueryEmbedder
+
+
+class Counting:
+    """Wraps the real client and counts the texts it is asked to embed."""
+
+    def __init__(self, inner: OpenAICompatibleEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: list[tuple[list[str], str]] = []
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+        self.calls.append((list(texts), kind))
+        return self.inner.embed(texts, kind)
+
+
+@pytest.fixture
+def counting(embedding_server: LocalEmbeddingServer) -> Counting:
+    return Counting(OpenAICompatibleEmbedder(embedding_server.model_spec))
+
+
+def test_repeated_queries_are_served_from_the_cache(counting: Counting) -> None:
+    cached = CachedQueryEmbedder(counting, max_entries=8)
+    first = cached.embed(["where is my dog?"], "query")
+    second = cached.embed(["where is my dog?"], "query")
+    assert first == second and len(first[0]) == 384
+    assert counting.calls == [(["where is my dog?"], "query")]
+    mixed = cached.embed(["where is my dog?", "what tea do I like?"], "query")
+    assert counting.calls[-1] == (["what tea do I like?"], "query")  # only the new text
+    assert mixed[0] == first[0]
+    assert (cached.hits, cached.misses) == (2, 2)
+
+
+def test_bounded_lru(counting: Counting) -> None:
+    cached = CachedQueryEmbedder(counting, max_entries=2)
+    for q in ("a", "b", "a", "c"):  # "b" is the least recently used when "c" arrives
+        cached.embed([q], "query")
+    assert len(cached) == 2
+    calls = len(counting.calls)
+    cached.embed(["a"], "query")
+    cached.embed(["c"], "query")
+    assert len(counting.calls) == calls
+    cached.embed(["b"], "query")
+    assert len(counting.calls) == calls + 1
+
+
+def test_keyed_by_model(counting: Counting) -> None:
+    cached = CachedQueryEmbedder(counting, max_entries=8)
+    cached.embed(["same text"], "query")
+    counting.name = "another-model"  # the provider now serves another model
+    cached.embed(["same text"], "query")
+    assert len(counting.calls) == 2
+    assert len(cached) == 2
+
+
+def test_passages_and_failures_are_not_cached(counting: Counting) -> None:
+    cached = CachedQueryEmbedder(counting, max_entries=8)
+    cached.embed(["a passage"], "passage")
+    cached.embed(["a passage"], "passage")
+    assert len(counting.calls) == 2 and len(cached) == 0
+
+    class Failing:
+        name = "down"
+
+        def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
+            raise EmbeddingError("down")
+
+    broken = CachedQueryEmbedder(Failing(), max_entries=8)
+    for _ in range(2):
+        with pytest.raises(EmbeddingError):
+            broken.embed(["q"], "query")
+    assert len(broken) == 0
+    with pytest.raises(ValueError, match="at least 1"):
+        CachedQueryEmbedder(Failing(), max_entries=0)

@@ -1,0 +1,70 @@
+"""Template scaffolding is not indexed; what the user or agent wrote is."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.templates import TemplateSet
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.scaffold import drop_template_paragraphs
+from memstrata.retrieval.search import DecayPolicy, SearchService
+
+TEMPLATE = "---\nfile: USER.md\n---\n# About\n\nFacts go here.\n\n## Profile\n- Name:\n"
+
+
+def test_untouched_template_leaves_nothing() -> None:
+    assert drop_template_paragraphs(TEMPLATE, TEMPLATE) == ""
+    assert drop_template_paragraphs("# About\n\nFacts go here.  \n", TEMPLATE) == ""
+
+
+def test_own_paragraphs_and_filled_in_ones_stay() -> None:
+    content = "# About\n\nFacts go here.\n\n## Profile\n- Name: Alice\n\nLoves oolong tea.\n"
+    assert drop_template_paragraphs(content, TEMPLATE) == (
+        "## Profile\n- Name: Alice\n\nLoves oolong tea."
+    )
+
+
+def test_no_interpretation_of_content() -> None:
+    # A paragraph that merely resembles the template (different words) is the user's.
+    assert drop_template_paragraphs("Facts go there.", TEMPLATE) == "Facts go there."
+    assert drop_template_paragraphs("anything", "") == "anything"
+
+
+def _paths(db: Database) -> list[str]:
+    with db.engine.connect() as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                text("SELECT chunk_text FROM memory_embeddings WHERE user_id = 'alice'")
+            )
+        ]
+
+
+def test_indexer_skips_the_real_templates(db: Database, templates: TemplateSet) -> None:
+    indexer = Indexer(db.sessions, None, templates=templates.load)
+    for kind in (FileKind.USER, FileKind.MEMORY):
+        report = indexer.index_memory_file("alice", kind, templates.load(kind))
+        assert report.chunks == 0
+    assert _paths(db) == []
+
+    user_md = templates.load(FileKind.USER) + "\n\nAllergic to peanuts.\n"
+    indexer.index_memory_file("alice", FileKind.USER, user_md)
+    assert _paths(db) == ["Allergic to peanuts."]
+
+
+def test_boilerplate_no_longer_outranks_a_matching_turn(
+    db: Database, templates: TemplateSet
+) -> None:
+    indexer = Indexer(db.sessions, None, templates=templates.load)
+    indexer.index_memory_file("alice", FileKind.MEMORY, templates.load(FileKind.MEMORY))
+    indexer.index_memory_file("alice", FileKind.USER, templates.load(FileKind.USER))
+    then = datetime(2026, 1, 1, tzinfo=UTC)
+    indexer.index_turn("alice", "s1", 0, "My current projects: a kite-building club", "", then)
+    search = SearchService(IndexCache(db.sessions), decay=DecayPolicy())
+    hits = search.search("alice", "current projects", as_of=datetime(2026, 6, 1, tzinfo=UTC)).hits
+    assert [h.file_path for h in hits] == ["sessions/s1/0"]
