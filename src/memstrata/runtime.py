@@ -90,7 +90,7 @@ class Memstrata:
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
         search = SearchService(
-            IndexCache(db.sessions, settings.search_cache_users),
+            IndexCache(db.sessions, settings.search_cache_users, settings.search_cache_bytes),
             provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,

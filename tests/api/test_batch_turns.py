@@ -186,7 +186,8 @@ def test_embedding_failure_never_rejects_the_batch(
     assert response.status_code == 200, response.text
     body = response.json()
     assert (body["inserted"], body["embedded"], body["embedding_failed"]) == (2, 0, 2)
-    assert body["reports"][0]["warnings"][0].startswith("embedding failed, stored without")
+    warning = body["reports"][0]["warnings"][0]
+    assert warning.startswith("embedding failed for 2 of 2 text(s), stored")
     assert _rows(db) == [("sessions/s1/0", False), ("sessions/s1/1", False)]
     hits = broken_embeddings_client.post(
         SEARCH, headers=auth(), json={"query": "团子喜欢鱼", "top_k": 1}

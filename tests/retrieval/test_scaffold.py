@@ -65,6 +65,6 @@ def test_boilerplate_no_longer_outranks_a_matching_turn(
     indexer.index_memory_file("alice", FileKind.USER, templates.load(FileKind.USER))
     then = datetime(2026, 1, 1, tzinfo=UTC)
     indexer.index_turn("alice", "s1", 0, "My current projects: a kite-building club", "", then)
-    search = SearchService(IndexCache(db.sessions), decay=DecayPolicy())  # the spec's decay
+    search = SearchService(IndexCache(db.sessions), decay=DecayPolicy())
     hits = search.search("alice", "current projects", as_of=datetime(2026, 6, 1, tzinfo=UTC)).hits
     assert [h.file_path for h in hits] == ["sessions/s1/0"]

@@ -36,19 +36,33 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="package")
-def server(
+def server(chromium: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """The server most tests use: BM25-only search, so that reads and writes never wait on
+    an embedding model (a busy machine can make one slow; that is not what these test)."""
+    serve = Serve(
+        tmp_path_factory.mktemp("web-serve"),
+        {"MEMSTRATA_DATABASE_URL": pg_url, "MEMSTRATA_MAX_CONTENT_BYTES": str(MAX_CONTENT_BYTES)},
+    )
+    serve.start()
+    yield serve
+    serve.stop()
+
+
+@pytest.fixture(scope="package")
+def hybrid_server(
     chromium: str,
     pg_url: str,
     embedding_server: LocalEmbeddingServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Serve]:
+    """A second server with the real local embedding model: hybrid search, vector ranks."""
     spec = embedding_server.model_spec.model_dump(mode="json")
     serve = Serve(
-        tmp_path_factory.mktemp("web-serve"),
+        tmp_path_factory.mktemp("web-hybrid"),
         {
             "MEMSTRATA_DATABASE_URL": pg_url,
             "MEMSTRATA_EMBEDDING_MODELS": json.dumps([spec]),
-            "MEMSTRATA_MAX_CONTENT_BYTES": str(MAX_CONTENT_BYTES),
+            "MEMSTRATA_EMBEDDING_TIMEOUT_S": "60",
         },
     )
     serve.start()
@@ -114,12 +128,12 @@ def open_page(browser: Browser, server: Serve, console: Console) -> Iterator[Ope
     """``open_page(width=1200)``: a new tab (its own sessionStorage) on the page, watched."""
     contexts = []
 
-    def open_(width: int = 1200, height: int = 800) -> Page:
+    def open_(width: int = 1200, height: int = 800, on: Serve | None = None) -> Page:
         context = browser.new_context(viewport={"width": width, "height": height})
         contexts.append(context)
         page = context.new_page()
         console.watch(page)
-        page.goto(f"{server.url}/")
+        page.goto(f"{(on or server).url}/")
         return page
 
     yield open_
@@ -137,9 +151,9 @@ def sign_in(page: Page, token: str) -> None:
 def signed_in(open_page: OpenPage, server: Serve, user: str) -> Callable[..., Page]:
     """``signed_in()``: a new tab, signed in as the test's user, with the files loaded."""
 
-    def open_(width: int = 1200, height: int = 800) -> Page:
-        page = open_page(width, height)
-        sign_in(page, server.token(user))
+    def open_(width: int = 1200, height: int = 800, on: Serve | None = None) -> Page:
+        page = open_page(width, height, on)
+        sign_in(page, (on or server).token(user))
         return page
 
     return open_

@@ -101,5 +101,5 @@ class Serve:
         return httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {self.token(user)}"},
-            timeout=30,
+            timeout=120,
         )

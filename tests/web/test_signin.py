@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -21,17 +22,18 @@ def test_a_bad_token_is_refused_with_the_reason(
     expect(page.locator("#nav")).to_be_hidden()
     page.fill("#token", "not-a-token")
     page.click("#signin-submit")
+    # the server's reason, in the page's sentence (the reason's wording is the API's)
     expect(page.locator("#signin-error")).to_have_text(
-        "That token was refused: malformed token: not a JWT. Get a new one and try again."
+        re.compile(r"^That token was refused: .*not a JWT.*\. Get a new one and try again\.$")
     )
     forged = jwt.encode({"sub": user, "exp": int(time.time()) + 60}, "x" * 40, "HS256")
     page.fill("#token", forged)
     page.click("#signin-submit")
-    expect(page.locator("#signin-error")).to_contain_text("token signature is invalid")
+    expect(page.locator("#signin-error")).to_contain_text("signature")
     expired = server.token(user, ttl_s=-60)
     page.fill("#token", expired)
     page.click("#signin-submit")
-    expect(page.locator("#signin-error")).to_contain_text("token expired")
+    expect(page.locator("#signin-error")).to_contain_text("expired")
     assert page.evaluate("sessionStorage.length") == 0
     expect(page.locator("#files-view")).to_be_hidden()
 
@@ -104,9 +106,8 @@ def test_a_token_refused_mid_session_returns_to_sign_in(
     page.locator("#editor").press_sequentially("\nunsaved line")
     page.click("#file-save")
     expect(page.locator("#signin-view")).to_be_visible()
-    expect(page.locator("#signin-error")).to_contain_text(
-        "You were signed out: token signature is invalid"
-    )
+    expect(page.locator("#signin-error")).to_contain_text("You were signed out:")
+    expect(page.locator("#signin-error")).to_contain_text("signature")
     sign_in(page, server.token(user))
     assert page.locator("#editor").input_value().endswith("unsaved line")
     with server.rest(user) as rest:

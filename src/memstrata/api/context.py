@@ -10,6 +10,7 @@ from memstrata.api.auth import Authenticator
 from memstrata.api.errors import ApiError
 from memstrata.api.metrics import ApiMetrics
 from memstrata.config import Settings
+from memstrata.retrieval.cache import CacheStats
 from memstrata.runtime import Memstrata
 
 
@@ -26,6 +27,7 @@ class ApiContext:
         self.auth = auth or Authenticator.from_settings(settings)
         self.metrics = metrics or ApiMetrics()
         self._memstrata = memstrata
+        self.metrics.watch_search_cache(self._cache_stats)
 
     @property
     def mem(self) -> Memstrata:
@@ -36,6 +38,10 @@ class ApiContext:
     @property
     def ready(self) -> bool:
         return self._memstrata is not None
+
+    def _cache_stats(self) -> CacheStats | None:
+        mem = self._memstrata
+        return None if mem is None else mem.search.cache.stats()
 
     def attach(self, memstrata: Memstrata) -> None:
         self._memstrata = memstrata

@@ -11,6 +11,9 @@
 - ``memstrata_sync_total{operation, result}``: ``provision`` (template → DB → sandbox on a
   user's first read) and ``frontend_edit`` (PUT: DB → embeddings → sandbox → AgentPool).
 - ``memstrata_turns_indexed_total`` and ``memstrata_indexed_chunks_total``.
+- ``memstrata_search_cache_bytes`` / ``_budget_bytes`` / ``_users`` (gauges) and
+  ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total``: this
+  process's per-user search indexes, read from the runtime at scrape time.
 - ``memstrata_embeddings_pending`` (rows waiting for a vector, all users),
   ``memstrata_embeddings_pending_oldest_seconds`` (how long the oldest has waited),
   ``memstrata_embeddings_failed`` (rows marked as never embeddable) and
@@ -23,8 +26,14 @@ Other components increment these through the app's :class:`ApiMetrics` (the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from memstrata.retrieval.cache import CacheStats
 
 UNMATCHED_ROUTE = "<unmatched>"
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -91,6 +100,13 @@ class ApiMetrics:
             registry=self.registry,
         )
 
+        self._cache_source: Callable[[], CacheStats | None] | None = None
+        self.registry.register(_SearchCacheCollector(self))
+
+    def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
+        """Report the search cache's stats from ``source`` (None: no runtime attached)."""
+        self._cache_source = source
+
     def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
         self.pending.set(pending)
         self.pending_oldest.set(oldest_s)
@@ -117,3 +133,45 @@ class ApiMetrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _SearchCacheCollector(Collector):
+    """Reads the cache's counters at scrape time: the cache owns them, nothing is copied."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._metrics._cache_source
+        stats = source() if source is not None else None
+        if stats is None:
+            return
+        yield GaugeMetricFamily(
+            "memstrata_search_cache_bytes",
+            "Estimated heap bytes of this process's per-user search indexes.",
+            value=stats.bytes,
+        )
+        if stats.max_bytes is not None:
+            yield GaugeMetricFamily(
+                "memstrata_search_cache_budget_bytes",
+                "MEMSTRATA_SEARCH_CACHE_BYTES: the byte budget of the search indexes.",
+                value=stats.max_bytes,
+            )
+        yield GaugeMetricFamily(
+            "memstrata_search_cache_users", "Users whose search index is held.", value=stats.users
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_hits",
+            "Searches that found the user's index in memory.",
+            value=stats.hits,
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_misses",
+            "Searches that had to load the user's index from the database.",
+            value=stats.misses,
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_evictions",
+            "Indexes dropped to stay within the user count or the byte budget.",
+            value=stats.evictions,
+        )

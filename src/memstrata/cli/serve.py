@@ -148,6 +148,7 @@ def _banner(
         f"  get a token {how}",
         *([f"  web page    {url}/  (paste a token to sign in)"] if settings.web_ui else []),
         f'  try         curl -H "Authorization: Bearer $TOKEN" {url}/api/config/agent-files/user',
+        *([f"  mcp         {url}/mcp  (same bearer token)"] if settings.mcp_http_enabled else []),
         "  stop        Ctrl-C",
     ]
     typer.echo("\n".join(lines))

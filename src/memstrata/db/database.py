@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.config import Settings
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
-from memstrata.db.migrate import ensure_ready
+from memstrata.db.migrate import check_ready, ensure_ready
 from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
 
 
@@ -25,7 +25,9 @@ class Database:
     def open(cls, settings: Settings, *, migrate: bool = True) -> Database:
         """Connect (starting the embedded server if no URL is set) and check the schema.
 
-        With ``migrate`` the schema is brought to head and a missing pgvector fails loudly.
+        With ``migrate`` the schema is checked: brought to head when
+        ``settings.migrate_on_start`` (the default), else required to be at head already
+        (replicas; ``memstrata db upgrade`` migrates). A missing pgvector fails loudly.
         """
         embedded: EmbeddedPostgres | None = None
         url = settings.database_url
@@ -36,7 +38,7 @@ class Database:
         db = cls(engine, make_session_factory(engine), embedded)
         if migrate:
             try:
-                ensure_ready(engine)
+                (ensure_ready if settings.migrate_on_start else check_ready)(engine)
             except Exception:
                 db.close()
                 raise

@@ -69,6 +69,23 @@ def ensure_ready(engine: Engine) -> None:
         upgrade(engine)
 
 
+def check_ready(engine: Engine) -> None:
+    """Start-up check for a replica (``MEMSTRATA_MIGRATE_ON_START=false``): never migrates.
+
+    A replica that finds the schema behind (or ahead of) its code refuses to start rather
+    than run against tables it does not know: migrations belong to ``memstrata db
+    upgrade``, run once before the rollout.
+    """
+    check_pgvector(engine)
+    current, head = current_revision(engine), head_revision(engine)
+    if current != head:
+        raise DatabaseSetupError(
+            f"the schema on {describe(engine)} is at revision {current or 'none'}, this "
+            f"version of memstrata needs {head}; run `memstrata db upgrade` once (or set "
+            "MEMSTRATA_MIGRATE_ON_START=true on a single process)"
+        )
+
+
 def check_pgvector_or_create(engine: Engine) -> None:
     try:
         check_pgvector(engine)

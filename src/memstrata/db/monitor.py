@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
 from memstrata.db.embedded import EmbeddedPostgres
@@ -64,6 +65,14 @@ class DatabaseMonitor:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.restarts = 0
+        # While the database is lost, a connection handed back is closed, not pooled: a
+        # smart shutdown waits for every client, and disposing the pool only closes the
+        # connections idle at that moment (this listener is copied to recreated pools).
+        event.listen(engine, "checkin", self._close_while_lost)
+
+    def _close_while_lost(self, _dbapi_connection: object, record: Any) -> None:
+        if self.error is not None and record is not None:
+            record.invalidate()
 
     def check_once(self) -> str | None:
         error = probe(self._probe)

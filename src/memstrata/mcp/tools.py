@@ -21,6 +21,7 @@ result); nothing is written on any error.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -40,8 +41,11 @@ from memstrata.errors import (
     ToolInputError,
     UnknownSkillError,
 )
+from memstrata.logs import log_event
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, file_kind, read_file, write_file
+
+logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Caller, dict[str, Any]], Awaitable[ToolOutput]]
@@ -178,8 +182,18 @@ def _agent_tool(name: str) -> Handler:
         text = await tools.call(name, arguments)
         failed = text.startswith(_AGENT_FAILED)
         if not failed:
-            # Platform agents cached for this user were built on the old files.
-            await anyio.to_thread.run_sync(mem.pool.invalidate, user_id)
+            # Platform agents cached for this user were built on the old files. The write
+            # is done either way: a failed eviction is a warning, as in SyncService.
+            try:
+                await anyio.to_thread.run_sync(mem.pool.invalidate, user_id)
+            except Exception as exc:
+                log_event(
+                    logger,
+                    "mcp.invalidate_failed",
+                    logging.WARNING,
+                    user_id=user_id,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
         return ToolOutput(text, is_error=failed)
 
     return run

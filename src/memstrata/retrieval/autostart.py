@@ -33,10 +33,21 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
     if embedding_configured(settings) or not settings.embedding_autostart:
         yield resolve_embedding_spec(settings)
         return
-    server = LocalEmbeddingServer(threads=settings.embedding_server_threads or None)
+    threads = settings.embedding_server_threads or None
+    server = LocalEmbeddingServer(threads=threads)
+    # A second server for queries: the local server computes one request at a time, so a
+    # search would otherwise wait for a bulk batch of another user's write.
+    query_server = (
+        LocalEmbeddingServer(threads=threads) if settings.embedding_query_server else None
+    )
     try:
         server.start()
+        if query_server is not None:
+            query_server.start()
     except EmbeddingError as exc:
+        server.stop()
+        if query_server is not None:
+            query_server.stop()
         log_event(
             logger,
             "embedding.local_server.failed",
@@ -46,14 +57,20 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
         )
         yield None
         return
+    spec = server.model_spec
+    if query_server is not None:
+        spec = spec.model_copy(update={"query_base_url": query_server.base_url})
     try:
         log_event(
             logger,
             "embedding.local_server.started",
-            base_url=server.base_url,
-            model=server.model_spec.name,
+            base_url=spec.base_url,
+            query_base_url=spec.query_base_url,
+            model=spec.name,
         )
-        yield server.model_spec
+        yield spec
     finally:
         server.stop()
+        if query_server is not None:
+            query_server.stop()
         log_event(logger, "embedding.local_server.stopped")

@@ -244,6 +244,10 @@ class BM25Index(Generic[K]):
         """(term, slot) pairs held, dead slots included: what the postings cost in memory."""
         return sum(len(entry.slots) for entry in self._postings.values())
 
+    def term_count(self) -> int:
+        """Distinct terms with a posting list (each costs a postings object in memory)."""
+        return len(self._postings)
+
     def _compact(self) -> None:
         """Drop dead slots, renumbering live ones in their original (insertion) order."""
         live = np.flatnonzero(self._alive[: len(self._keys)])

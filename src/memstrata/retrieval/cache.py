@@ -10,6 +10,7 @@ per search, and an append-only conversation stream refreshes incrementally.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Container, Iterable
@@ -24,6 +25,13 @@ from memstrata.retrieval.fusion import is_resident
 from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
 from memstrata.retrieval.tokenize import tokenize
+
+# Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
+# BM25 slot; one (term, row) pair — the row's term tuple entry, the term string it keeps,
+# the posting's slot and tf; one distinct term's postings object and dict entry.
+_ROW_BYTES = 200
+_PAIR_BYTES = 90
+_TERM_BYTES = 250
 
 
 def source_of(file_path: str | None) -> str:
@@ -197,21 +205,55 @@ class UserIndex:
             self.vectors.add_many(vector_keys, vectors)
 
     def approx_bytes(self) -> int:
-        text = sum(len(r.text) for r in self.rows.values())
+        """Heap bytes this index holds, from counts; calibrated against tracemalloc.
+
+        Exact for the texts (``sys.getsizeof``) and the vector matrix; the rest is
+        per-row, per-(term, row) and per-term constants measured with tracemalloc on
+        LoCoMo rows (``benchmarks/load/cache_memory.py``), chosen so the estimate runs ~10 %
+        above the measurement rather than below: the byte budget is an upper bound.
+        """
+        text = sum(sys.getsizeof(r.text) for r in self.rows.values())
         vectors = self.vectors.nbytes() if self.vectors is not None else 0
-        # BM25 postings: two 4-byte ints per (term, doc) pair; measured separately in the
-        # benchmark with tracemalloc, this is only the cheap running estimate.
-        postings = self.bm25.posting_count() * 8
-        return text + vectors + postings + 200 * len(self.rows)
+        return (
+            text
+            + vectors
+            + _ROW_BYTES * len(self.rows)
+            + _PAIR_BYTES * self.bm25.posting_count()
+            + _TERM_BYTES * self.bm25.term_count()
+        )
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What ``/metrics`` shows about one process's search indexes."""
+
+    bytes: int
+    users: int
+    hits: int
+    misses: int
+    evictions: int
+    max_bytes: int | None
 
 
 class IndexCache:
-    """LRU of ``UserIndex`` objects, refreshed against the database generation."""
+    """LRU of ``UserIndex`` objects, refreshed against the database generation.
 
-    def __init__(self, sessions: sessionmaker[Session], max_users: int = 256) -> None:
+    Bounded by ``max_users`` and, when given, by ``max_bytes`` (the sum of the indexes'
+    ``approx_bytes``): least recently used users are evicted until both hold. The index
+    just searched is never evicted by its own search, so one user larger than the whole
+    budget is still served (and goes at the next search of anyone else).
+    """
+
+    def __init__(
+        self, sessions: sessionmaker[Session], max_users: int = 256, max_bytes: int | None = None
+    ) -> None:
         self.sessions = sessions
         self.max_users = max_users
+        self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[str, str | None], UserIndex] = OrderedDict()
+        self._sizes: dict[tuple[str, str | None], int] = {}
+        self._bytes = 0
+        self._hits = self._misses = self._evictions = 0
         self._lock = threading.Lock()
 
     def get(self, user_id: str, model: str | None) -> UserIndex:
@@ -220,16 +262,50 @@ class IndexCache:
         with self._lock:
             index = self._entries.get(key)
             if index is None:
+                self._misses += 1
                 index = UserIndex(user_id, model)
                 self._entries[key] = index
+            else:
+                self._hits += 1
             self._entries.move_to_end(key)
-            while len(self._entries) > max(self.max_users, 1):
-                self._entries.popitem(last=False)
+            self._evict(keep=key)
         with index.lock:
-            self._refresh(index)
+            changed = self._refresh(index)
+            size = index.approx_bytes() if changed else None
+        if size is not None:
+            with self._lock:
+                if self._entries.get(key) is index:  # not evicted meanwhile
+                    self._bytes += size - self._sizes.get(key, 0)
+                    self._sizes[key] = size
+                    self._evict(keep=key)
         return index
 
-    def _refresh(self, index: UserIndex) -> None:
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(
+                self._bytes,
+                len(self._entries),
+                self._hits,
+                self._misses,
+                self._evictions,
+                self.max_bytes,
+            )
+
+    def _evict(self, keep: tuple[str, str | None]) -> None:
+        """Drop least recently used entries (never ``keep``) until both bounds hold."""
+        budget = self.max_bytes
+        while len(self._entries) > 1 and (
+            len(self._entries) > max(self.max_users, 1)
+            or (budget is not None and self._bytes > budget)
+        ):
+            oldest = next(iter(self._entries))
+            if oldest == keep:
+                break
+            del self._entries[oldest]
+            self._bytes -= self._sizes.pop(oldest, 0)
+            self._evictions += 1
+
+    def _refresh(self, index: UserIndex) -> bool:
         """Bring ``index`` to the database's current state for its user.
 
         Writers of one user's rows are serialised by an advisory lock and rows are
@@ -237,14 +313,14 @@ class IndexCache:
         the last refresh are exactly those with a larger id, and
         ``held + added − count`` is the number deleted. Only when something was deleted
         are the id sets compared. One REPEATABLE READ snapshot keeps the three reads
-        consistent with each other.
+        consistent with each other. Returns whether anything was (re)loaded.
         """
         with self.sessions() as session:
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             repo = EmbeddingRepository(session, index.user_id)
             generation = repo.generation()
             if generation == index.generation:
-                return
+                return False
             removed: set[int] = set()
             if index.generation < 0:
                 added = repo.load()
@@ -257,6 +333,7 @@ class IndexCache:
                     added += repo.load(sorted(missing)) if missing else []
         index.apply(added, removed)
         index.generation = generation
+        return True
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -95,6 +95,7 @@ class OpenAICompatibleEmbedder:
         self.spec = spec
         self.name: str = spec.name
         self.url = spec.base_url.rstrip("/") + "/embeddings"
+        self.query_url = (spec.query_base_url or spec.base_url).rstrip("/") + "/embeddings"
         self.dimensions: int | None = spec.dimensions
         self.max_retries = max_retries
         self.batch_size = batch_size
@@ -236,7 +237,8 @@ class OpenAICompatibleEmbedder:
             timeout = self.query_timeout_s
         else:
             timeout = self.timeout_s + self.timeout_per_text_s * size
-        response = self._post_with_retries(body, httpx.Timeout(timeout), self.max_retries)
+        url = self.query_url if kind == "query" else self.url
+        response = self._post_with_retries(url, body, httpx.Timeout(timeout), self.max_retries)
         try:
             payload = response.json()
         except ValueError as exc:
@@ -246,15 +248,13 @@ class OpenAICompatibleEmbedder:
         return vectors
 
     def _post_with_retries(
-        self, body: dict[str, Any], timeout: httpx.Timeout, retries: int
+        self, url: str, body: dict[str, Any], timeout: httpx.Timeout, retries: int
     ) -> httpx.Response:
         attempts = retries + 1
         for attempt in range(attempts):
             last_try = attempt == attempts - 1
             try:
-                response = self._client.post(
-                    self.url, json=body, headers=self._headers, timeout=timeout
-                )
+                response = self._client.post(url, json=body, headers=self._headers, timeout=timeout)
             except httpx.TimeoutException as exc:
                 # Not retried: the wait already happened; a hung API must not cost a
                 # caller several timeouts, and a batch is split in half instead.

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
+from memstrata.db.distribution import cross_user_tag
+
 # Rows that need a vector for ``:model`` and have not been given up on.
 _PENDING = (
     "(embedding IS NULL OR embedding_model IS DISTINCT FROM :model) AND embedding_error IS NULL"
@@ -49,7 +51,8 @@ def claim(session: Session, model: str, n: int, lease_s: float) -> list[Claimed]
     """Cross-user: lease up to ``n`` pending rows (oldest first) for ``lease_s`` seconds."""
     rows = session.execute(
         text(
-            "UPDATE memory_embeddings SET embedding_claimed_until = "
+            cross_user_tag("embedding_queue.claim")
+            + " UPDATE memory_embeddings SET embedding_claimed_until = "
             "now() + make_interval(secs => :lease) "
             "WHERE id IN (SELECT id FROM memory_embeddings WHERE " + _PENDING + " AND "
             "(embedding_claimed_until IS NULL OR embedding_claimed_until < now()) "
@@ -69,7 +72,8 @@ def release(session: Session, ids: Sequence[int], after_s: float) -> None:
     if ids:
         session.execute(
             text(
-                "UPDATE memory_embeddings SET embedding_claimed_until = "
+                cross_user_tag("embedding_queue.release")
+                + " UPDATE memory_embeddings SET embedding_claimed_until = "
                 "now() + make_interval(secs => :after) WHERE id = ANY(:ids)"
             ).bindparams(bindparam("ids", type_=None)),
             {"ids": list(ids), "after": after_s},
@@ -84,7 +88,8 @@ def record_failures(
     for row_id, error in failures:
         session.execute(
             text(
-                "UPDATE memory_embeddings SET embedding_attempts = embedding_attempts + 1, "
+                cross_user_tag("embedding_queue.record_failures")
+                + " UPDATE memory_embeddings SET embedding_attempts = embedding_attempts + 1, "
                 "embedding_error = :error, "
                 "embedding_claimed_until = now() + make_interval(secs => :after) "
                 "WHERE id = :id"
@@ -101,7 +106,10 @@ def backlog(session: Session, model: str) -> Backlog:
     """Cross-user: pending rows, the age of the oldest (seconds since written), failures."""
     row = session.execute(
         text(
-            "SELECT count(*) FILTER (WHERE " + _PENDING + ") AS pending, "
+            cross_user_tag("embedding_queue.backlog")
+            + " SELECT count(*) FILTER (WHERE "
+            + _PENDING
+            + ") AS pending, "
             "coalesce(extract(epoch FROM now() - min(inserted_at) FILTER (WHERE "
             + _PENDING
             + ")), 0) AS oldest, "

@@ -1,0 +1,51 @@
+"""Distribution by ``user_id`` (Citus and similar): what the schema promises.
+
+Every table that holds user data is keyed by ``user_id``; each statement the services run
+on one of them names one user (an ``INSERT`` carries it, every other statement filters on
+``user_id = :value``), so on a sharded cluster each statement is routed to one shard. A
+test captures the SQL of the store, search, indexing, sync and skills paths and enforces
+this; ``docs/SCALING.md`` builds on it.
+
+Statements that must span users (maintenance: a work queue, global metrics) are the only
+exceptions. Each carries the SQL comment ``/* memstrata:cross-user:<name> */`` and its
+name is listed in :data:`CROSS_USER_QUERIES` with the reason — a statement without a
+listed tag that touches a per-user table without a user filter fails the test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DISTRIBUTION_COLUMN = "user_id"
+
+PER_USER_TABLES: tuple[str, ...] = (
+    "user_memory",
+    "memory_embeddings",
+    "user_skill_configs",
+    "memory_index_state",
+)
+
+# Tables with no user data (never distributed; Citus: local or reference tables).
+UNDISTRIBUTED_TABLES: tuple[str, ...] = ("alembic_version",)
+
+CROSS_USER_TAG = "memstrata:cross-user:"
+
+# name -> why it must span users. Tag the statement with ``/* memstrata:cross-user:NAME */``.
+CROSS_USER_QUERIES: dict[str, str] = {
+    "embedding_queue.claim": "lease rows of any user that lack a vector (FOR UPDATE SKIP "
+    "LOCKED), so every replica shares the re-embedding work (retrieval.queue)",
+    "embedding_queue.release": "give claimed rows back by id after an API failure",
+    "embedding_queue.record_failures": "count a failed attempt / mark a row unembeddable, by id",
+    "embedding_queue.backlog": "pending rows, oldest age and failures of all users, for "
+    "/metrics and /readyz",
+}
+
+# The SQL that turns the spec's ``id`` primary keys into (user_id, id).
+KEY_CHANGE_SQL = Path(__file__).parent / "sql" / "citus_keys.sql"
+
+
+def cross_user_tag(name: str) -> str:
+    """The comment to put in a listed cross-user statement."""
+    if name not in CROSS_USER_QUERIES:
+        raise KeyError(f"{name!r} is not in CROSS_USER_QUERIES; list it with its reason")
+    return f"/* {CROSS_USER_TAG}{name} */"
