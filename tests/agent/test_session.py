@@ -116,9 +116,11 @@ async def test_open_agent_session_syncs_sandbox_first_then_builds_everything(
     assert await session.tools.record_memory("x", section="Notes") == (
         "Recorded in MEMORY.md under ## Notes (version 3)."
     )
-    results = await session.end_round()
-    assert {r.filename: r.outcome for r in results}["MEMORY.md"] is Outcome.UNCHANGED
+    assert session.tracker.dirty == frozenset({"MEMORY.md"})  # the spec's tool-name flag
+    assert session.tracker.needs_read_back == frozenset()  # ... but the tool wrote through
+    assert await session.end_round() == []  # so the round end reads nothing back
     assert session.tracker.dirty == frozenset()
+    assert session.tracker.base_version("MEMORY.md") == 3
 
     session.close()
     await sync.frontend_edit(USER, "memory", "after close\n")

@@ -453,3 +453,36 @@ async def test_a_merge_in_one_sandbox_reaches_the_other_open_sandboxes(
     session_box = provider.for_user(USER, "s1")
     assert await session_box.read_text("MEMORY.md") == MERGED
     assert await read_base(session_box, "MEMORY.md") == SyncBase(4, MERGED)
+
+
+# -- controlled writes already synced: the fallback skips them -------------------------------
+
+
+def test_a_synced_file_needs_no_read_back_until_it_changes_again() -> None:
+    tracker = RoundTracker(USER)
+    tracker.on_tool_call("record_memory", {"content": "x"})
+    tracker.mark_synced("MEMORY.md")
+    assert (tracker.dirty, tracker.needs_read_back) == (frozenset({"MEMORY.md"}), frozenset())
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})  # an unguarded write after it
+    assert tracker.needs_read_back == frozenset({"MEMORY.md"})
+    tracker.mark_synced("USER.md")  # not dirty: nothing to skip
+    assert tracker.needs_read_back == frozenset({"MEMORY.md"})
+    tracker.start_next_round(None)
+    assert (tracker.dirty, tracker.needs_read_back) == (frozenset(), frozenset())
+
+
+async def test_round_end_reads_back_only_after_an_unguarded_write(
+    started: SyncService, store: MemoryStore, user_box: LocalDirectorySandbox
+) -> None:
+    tracker = await started.begin_round(USER)
+    tracker.on_tool_call("update_user", {"section": "Profile", "key": "k", "content": "v"})
+    tracker.mark_synced("USER.md")
+    assert await started.end_round(tracker) == []
+    tracker.on_tool_call("update_user", {"section": "Profile", "key": "k", "content": "v"})
+    tracker.mark_synced("USER.md")
+    await user_box.write_text("USER.md", "# USER.md\n- edited by a platform tool\n")
+    tracker.on_tool_call("edit_file", {"path": "USER.md"})
+    results = await started.end_round(tracker)
+    assert {r.filename: r.outcome for r in results}["USER.md"] is Outcome.WRITTEN
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None and stored.content == "# USER.md\n- edited by a platform tool\n"

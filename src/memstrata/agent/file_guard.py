@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from memstrata.agent.tools import ToolContext, sync_message
+from memstrata.agent.tools import SYNCED_OUTCOMES, ToolContext, sync_message
 from memstrata.errors import ProtectedFileError, SandboxPathError
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import check_agent_write
@@ -59,6 +59,8 @@ class GuardedFileTools:
             synced = await ctx.sync.after_controlled_write(
                 ctx.user_id, memory, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
             )
+            if synced.outcome in SYNCED_OUTCOMES:
+                ctx.tracker.mark_synced(memory)
             if isinstance(result, str) and synced.outcome in WARNING_OUTCOMES:
                 return f"{result}\n[memory sync] {sync_message('Written', synced)}"
             return result

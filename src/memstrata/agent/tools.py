@@ -52,6 +52,8 @@ MAX_ENTRY_CHARS = 2000
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
 HIT_PREVIEW_CHARS = 400
+# A controlled write that left the DB equal to the sandbox: no round-end read-back needed.
+SYNCED_OUTCOMES = frozenset({Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.MERGED})
 
 
 def _name(value: object, what: str, example: str = "Decisions") -> str:
@@ -296,6 +298,8 @@ class MemoryTools:
         result = await ctx.sync.after_controlled_write(
             ctx.user_id, name, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
         )
+        if result.outcome in SYNCED_OUTCOMES:
+            ctx.tracker.mark_synced(name)
         return sync_message(done, result)
 
 

@@ -96,11 +96,18 @@ class RoundTracker:
         self.workspace_prefixes = tuple(workspace_prefixes)
         self._bases: dict[str, SyncBase] = dict(bases or {})
         self._dirty: set[str] = set()
+        self._synced: set[str] = set()
         self.agents_touched = False
 
     @property
     def dirty(self) -> frozenset[str]:
         return frozenset(self._dirty)
+
+    @property
+    def needs_read_back(self) -> frozenset[str]:
+        """Dirty files whose last change this round was not already synced by a
+        controlled write: the only ones the round-end fallback reads back."""
+        return frozenset(self._dirty - self._synced)
 
     def memory_file(self, path: str) -> str | None:
         """The canonical root memory-file name ``path`` resolves to in this sandbox."""
@@ -129,8 +136,15 @@ class RoundTracker:
             self.agents_touched = True
         elif filename in SYNCED_FILES:
             self._dirty.add(filename)
+            self._synced.discard(filename)  # changed again: the earlier sync is not enough
         else:
             raise ValueError(f"{filename!r} is not a root memory file")
+
+    def mark_synced(self, filename: str) -> None:
+        """A controlled write synced ``filename`` to the DB after its last change, so the
+        round end need not read it back (a later unguarded write marks it dirty again)."""
+        if filename in self._dirty:
+            self._synced.add(filename)
 
     def base(self, filename: str) -> SyncBase | None:
         """The DB version and content of ``filename`` when the round started."""
@@ -148,4 +162,5 @@ class RoundTracker:
         if bases is not None:
             self._bases = dict(bases)
         self._dirty = set(still_dirty) & SYNCED_FILES
+        self._synced = set()
         self.agents_touched = False

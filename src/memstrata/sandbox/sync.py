@@ -204,15 +204,18 @@ class SyncService:
         return RoundTracker(user_id, session_id, bases=bases or {}, case_sensitive=case_sensitive)
 
     async def end_round(self, tracker: RoundTracker) -> list[SyncResult]:
-        """Fallback read-back: if the round marked anything dirty, reconcile SOUL, USER
-        and MEMORY (and restore AGENTS.md if a write touched it). Files whose read-back
-        failed stay dirty, with their old base, for the next round end."""
+        """Fallback read-back: if a dirty file changed after its last controlled write
+        (an unguarded tool touched it), reconcile SOUL, USER and MEMORY, as the spec's
+        fallback reads the DB-backed files back; dirty files that a memory tool or a
+        guarded file tool already wrote through cost nothing. AGENTS.md is restored if a
+        write touched it. Files whose read-back failed stay dirty, with their old base,
+        for the next round end."""
         if not tracker.dirty and not tracker.agents_touched:
             return []
         t = self._target(tracker.user_id, tracker.session_id, ROUND_END)
         results: list[SyncResult] = []
         async with self._user_lock(tracker.user_id):
-            if tracker.dirty:
+            if tracker.needs_read_back:
                 for kind in USER_FILE_KINDS:
                     fallback = tracker.base(kind.filename)
                     results.append(await self._files.reconcile(t, kind, fallback))
