@@ -16,9 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.reliability.writers import memstrata_serve, run_writers
+from tests.reliability.writers import FILE, memstrata_serve, run_writers, token
 
 
 def main() -> None:
@@ -36,7 +38,12 @@ def main() -> None:
             for n in range(args.runs):
                 run = run_writers(url, data, f"bench-{n}", writers=args.writers)
                 totals.append(run.seconds)
-                print(f"run {n + 1}: {run.summary()}", flush=True)
+                headers = {"Authorization": f"Bearer {token(data, f'bench-{n}')}"}
+                got = httpx.get(f"{url}{FILE}", headers=headers, timeout=60, trust_env=False)
+                final = got.json()["content"]
+                kept = sum(line in final.splitlines() for line in run.lines)
+                kept_text = f"lines kept {kept}/{len(run.lines)}"
+                print(f"run {n + 1}: {run.summary()}; {kept_text}", flush=True)
     print(f"median total {statistics.median(totals):.1f} s over {len(totals)} runs")
 
 

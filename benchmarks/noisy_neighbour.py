@@ -41,9 +41,15 @@ def main() -> None:
             b = {"Authorization": f"Bearer {token(data, 'user-b')}"}
             client.put(FILE, headers=b, json={"content": "B likes oolong tea and lakes."})
 
+            asked = [0]
+
             def search() -> float:
+                # A new query each time: the server's query-embedding cache would otherwise
+                # answer every search after the first without touching the embedding server.
+                asked[0] += 1
+                query = f"tea number {asked[0]}"
                 started = time.monotonic()
-                client.post("/api/memory/search", headers=b, json={"query": "tea"})
+                client.post("/api/memory/search", headers=b, json={"query": query})
                 return time.monotonic() - started
 
             for _ in range(5):
