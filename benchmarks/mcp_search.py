@@ -137,12 +137,16 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
                 ) as legacy,
             ):
                 for i in range(args.warmup + args.rounds):
-                    query = QUERIES[i % len(QUERIES)]
-                    arguments = {"query": query, "top_k": args.top_k}
+                    # A distinct query per call: the server caches query embeddings, so a
+                    # repeated query would skip the embedder for whichever transport came second.
+                    base = QUERIES[i % len(QUERIES)]
+                    a_rest = {"query": f"{base} (rest {i})", "top_k": args.top_k}
+                    a_mcp = {"query": f"{base} (mcp {i})", "top_k": args.top_k}
+                    a_legacy = {"query": f"{base} (legacy {i})", "top_k": args.top_k}
                     calls = {
-                        "rest": lambda a=arguments: http.post(f"{url}/api/memory/search", json=a),
-                        "mcp": lambda a=arguments: modern.call_tool("memory_search", a),
-                        "mcp_legacy": lambda a=arguments: legacy.call_tool("memory_search", a),
+                        "rest": lambda a=a_rest: http.post(f"{url}/api/memory/search", json=a),
+                        "mcp": lambda a=a_mcp: modern.call_tool("memory_search", a),
+                        "mcp_legacy": lambda a=a_legacy: legacy.call_tool("memory_search", a),
                     }
                     order = list(calls)
                     order = order[i % 3 :] + order[: i % 3]  # rotate: no fixed position
