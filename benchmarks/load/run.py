@@ -477,8 +477,8 @@ def render(result: dict[str, Any]) -> str:
     s = result["seeding"]
     spread = s["rows_per_user"]
     lines = [
-        f"Measured {result['measured_at']} on {result['machine']} — a machine shared with "
-        "five other developers' test runs, so absolute figures are noisy and low.",
+        f"Measured {result['measured_at']} on {result['machine']}; load average when the "
+        f"report was written: {os.getloadavg()[0]:.2f} (other jobs on the machine skew it).",
         "",
         f"Command: `{result['command']}`",
         "",
