@@ -22,6 +22,16 @@ def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **f
         logger.log(level, event, extra={_FIELDS_ATTR: {"event": event, **fields}})
 
 
+def describe(exc: BaseException) -> str:
+    """An exception as a log field or result detail: ``TypeName: message``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def log_failure(logger: logging.Logger, event: str, exc: BaseException, **fields: Any) -> None:
+    """A handled failure (degraded, retried, skipped): a WARNING with its cause as ``error``."""
+    log_event(logger, event, logging.WARNING, error=describe(exc), **fields)
+
+
 def event_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The structured fields of a record written by :func:`log_event` (empty otherwise)."""
     fields = getattr(record, _FIELDS_ATTR, None)

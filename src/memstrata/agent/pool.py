@@ -33,7 +33,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy import Engine, text
 
-from memstrata.logs import log_event
+from memstrata.logs import log_event, log_failure
 
 T = TypeVar("T")
 
@@ -132,13 +132,7 @@ class AgentPool(Generic[T]):
                 )
                 conn.commit()
         except Exception as exc:
-            log_event(
-                logger,
-                "pool.notify_failed",
-                logging.WARNING,
-                user_id=user_id,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            log_failure(logger, "pool.notify_failed", exc, user_id=user_id)
 
     def clear(self) -> None:
         """Drop every entry in this process only."""
@@ -154,13 +148,7 @@ class AgentPool(Generic[T]):
             try:
                 self._on_invalidate(user_id)
             except Exception as exc:  # a hook must not kill the listener or the caller
-                log_event(
-                    logger,
-                    "pool.hook_failed",
-                    logging.WARNING,
-                    user_id=user_id,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+                log_failure(logger, "pool.hook_failed", exc, user_id=user_id)
 
     # -- listener ------------------------------------------------------------------------
 
@@ -205,13 +193,7 @@ class AgentPool(Generic[T]):
                 delay = self._reconnect_initial_s
             except Exception as exc:  # the listener must outlive any one failure
                 self._listening.clear()
-                log_event(
-                    logger,
-                    "pool.listener_disconnected",
-                    logging.WARNING,
-                    error=f"{type(exc).__name__}: {exc}",
-                    retry_in_s=delay,
-                )
+                log_failure(logger, "pool.listener_disconnected", exc, retry_in_s=delay)
                 self._stop.wait(delay)
                 delay = min(delay * 2, self._reconnect_max_s)
 

@@ -27,7 +27,7 @@ import anyio.to_thread
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.prompt import PromptResult, build_system_prompt
 from memstrata.agent.tools import MemoryTools, ToolContext
-from memstrata.logs import log_event
+from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.retrieval.tokenize import count_tokens
@@ -64,13 +64,7 @@ async def build_memory_prompt(
     except DB_ERRORS as exc:
         if sandbox is None:
             raise
-        log_event(
-            logger,
-            "prompt.from_sandbox",
-            logging.WARNING,
-            user_id=user_id,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        log_failure(logger, "prompt.from_sandbox", exc, user_id=user_id)
         contents = {k: await _read_or_empty(sandbox, k.filename) for k in USER_FILE_KINDS}
     return build_system_prompt(
         agents_md=store.templates.agents_md(),

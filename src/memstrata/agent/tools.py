@@ -31,7 +31,7 @@ import anyio.to_thread
 from memstrata.agent import sections
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.errors import ToolInputError
-from memstrata.logs import log_event
+from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.base import Sandbox
@@ -221,13 +221,7 @@ class MemoryTools:
         except ValueError as exc:
             return f"error: {exc}"
         except Exception as exc:
-            log_event(
-                logger,
-                "tools.search_failed",
-                logging.WARNING,
-                user_id=self.ctx.user_id,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            log_failure(logger, "tools.search_failed", exc, user_id=self.ctx.user_id)
             return "error: memory search failed; try again, or answer from what you know"
         if not result.hits:
             return "No matching memories."
@@ -270,14 +264,7 @@ class MemoryTools:
         except Exception as exc:
             # Sync turns expected failures into results; this is the net for the
             # unexpected, so that nothing ever raises into the agent loop.
-            log_event(
-                logger,
-                "tools.write_failed",
-                logging.WARNING,
-                user_id=self.ctx.user_id,
-                file=name,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            log_failure(logger, "tools.write_failed", exc, user_id=self.ctx.user_id, file=name)
             return f"error: {name} could not be saved ({type(exc).__name__}); try again later"
 
     async def _write(self, kind: FileKind, edit: Callable[[str], str], new: str, done: str) -> str:
@@ -285,14 +272,7 @@ class MemoryTools:
         try:
             await ctx.sandbox.write_text(name, new)
         except Exception as exc:
-            log_event(
-                logger,
-                "tools.sandbox_write_failed",
-                logging.WARNING,
-                user_id=ctx.user_id,
-                file=name,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            log_failure(logger, "tools.sandbox_write_failed", exc, user_id=ctx.user_id, file=name)
             result = await ctx.sync.write_without_sandbox(ctx.user_id, kind, edit)
             return sync_message(done, result, workspace_stale=True)
         result = await ctx.sync.after_controlled_write(

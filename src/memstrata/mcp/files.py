@@ -14,11 +14,9 @@ from typing import Any
 
 import anyio.to_thread
 
-from memstrata.api.errors import INVALID_FILE_NAME
 from memstrata.errors import (
     ContentTooLargeError,
     InvalidContentError,
-    InvalidFileTypeError,
     VersionConflictError,
 )
 from memstrata.mcp.base import Caller, ToolError
@@ -50,23 +48,6 @@ class FileView:
             "version": self.version,
             "read_only": self.read_only,
         }
-
-
-def file_kind(name: object, *, writable: bool) -> FileKind:
-    """``soul`` / ``user`` / ``memory`` (and ``agents`` when reading); else spec §3's 400."""
-    allowed = WRITABLE_NAMES if writable else READABLE_NAMES
-    kind = _KINDS.get(name) if isinstance(name, str) else None
-    if kind is FileKind.AGENTS and writable:
-        raise InvalidFileTypeError(
-            f"{INVALID_FILE_NAME}: AGENTS.md is the platform template and is read-only; "
-            f"write one of {', '.join(WRITABLE_NAMES)}"
-        )
-    if kind is None:
-        shown = repr(name[:100]) if isinstance(name, str) else type(name).__name__
-        raise InvalidFileTypeError(
-            f"{INVALID_FILE_NAME}: {shown} (expected one of: {', '.join(allowed)})"
-        )
-    return kind
 
 
 async def read_file(caller: Caller, kind: FileKind) -> FileView:

@@ -47,13 +47,12 @@ from memstrata.mcp.files import (
     MIME_TYPE,
     READABLE_NAMES,
     URI_TEMPLATE,
-    file_kind,
     kind_from_uri,
     read_file,
     uri,
 )
 from memstrata.mcp.tools import TOOLS, McpTool
-from memstrata.memory.kinds import FileKind
+from memstrata.memory.kinds import FileKind, api_kind
 from memstrata.runtime import Memstrata
 
 logger = logging.getLogger(__name__)
@@ -232,7 +231,7 @@ def _caller(
 
 
 def _resource(name: str) -> Resource:
-    kind = file_kind(name, writable=False)
+    kind = api_kind(name, agents=True)
     note = " (the platform template, read-only)" if kind is FileKind.AGENTS else ""
     return Resource(
         name=kind.filename,

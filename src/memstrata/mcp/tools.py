@@ -41,9 +41,9 @@ from memstrata.errors import (
     ToolInputError,
     UnknownSkillError,
 )
-from memstrata.logs import log_event
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
-from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, file_kind, read_file, write_file
+from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
+from memstrata.memory.kinds import FileKind, api_kind
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class _WriteArgs(BaseModel):
 async def memory_read(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     args = _parse(_ReadArgs, arguments)
     try:
-        kind = file_kind(args.name, writable=False)
+        kind = api_kind(args.name, agents=True)
     except InvalidFileTypeError as exc:
         raise ToolError(str(exc)) from exc
     view = await read_file(caller, kind)
@@ -161,7 +161,7 @@ async def memory_read(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
 async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     args = _parse(_WriteArgs, arguments)
     try:
-        kind = file_kind(args.name, writable=True)
+        kind = api_kind(args.name)
     except InvalidFileTypeError as exc:
         raise ToolError(str(exc)) from exc
     file = await write_file(caller, kind, args.content, args.expected_version)
@@ -176,24 +176,14 @@ def _agent_tool(name: str) -> Handler:
     async def run(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
         mem, user_id = caller.mem, caller.user_id
         # A brand-new user starts from the templates, as an agent session would.
-        await read_file(caller, file_kind("memory", writable=True))
+        await read_file(caller, FileKind.MEMORY)
         sandbox = mem.sandboxes.for_user(user_id, None)
         tools = MemoryTools(ToolContext.bind(user_id, mem.sync, sandbox), searcher=mem.search)
         text = await tools.call(name, arguments)
         failed = text.startswith(_AGENT_FAILED)
         if not failed:
-            # Platform agents cached for this user were built on the old files. The write
-            # is done either way: a failed eviction is a warning, as in SyncService.
-            try:
-                await anyio.to_thread.run_sync(mem.pool.invalidate, user_id)
-            except Exception as exc:
-                log_event(
-                    logger,
-                    "mcp.invalidate_failed",
-                    logging.WARNING,
-                    user_id=user_id,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+            # Platform agents cached for this user were built on the old files.
+            await mem.sync.invalidate(user_id)
         return ToolOutput(text, is_error=failed)
 
     return run

@@ -56,12 +56,21 @@ def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind
     return kind
 
 
-def api_kind(name: str) -> FileKind:
-    """Exactly ``user`` / ``soul`` / ``memory`` (the HTTP path segment, spec §3); anything
-    else — other spellings included — is ``InvalidFileTypeError`` (HTTP 400)."""
-    kind = _BY_API_NAME.get(name)
+def api_kind(name: object, *, agents: bool = False) -> FileKind:
+    """Exactly ``user`` / ``soul`` / ``memory`` (the HTTP path segment, spec §3), plus
+    ``agents`` — the read-only platform template — where ``agents`` allows reads of it;
+    anything else, other spellings included, is ``InvalidFileTypeError`` (HTTP 400)."""
+    kind = _BY_API_NAME.get(name) if isinstance(name, str) else None
+    writable = ", ".join(k.api_name for k in USER_FILE_KINDS)
+    if kind is FileKind.AGENTS and not agents:
+        raise InvalidFileTypeError(
+            "无效的文件名: AGENTS.md is the platform template and is read-only; "
+            f"write one of {writable}"
+        )
     if kind is None:
-        raise InvalidFileTypeError(f"无效的文件名: {name[:100]!r}")
+        shown = repr(name[:100]) if isinstance(name, str) else type(name).__name__
+        names = f"{writable}, agents" if agents else writable
+        raise InvalidFileTypeError(f"无效的文件名: {shown} (expected one of: {names})")
     return kind
 
 
@@ -80,4 +89,4 @@ _BY_NAME: dict[str, FileKind] = {
     for kind in FileKind
     for name in (kind.api_name, kind.file_type, kind.filename)
 }
-_BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in USER_FILE_KINDS}
+_BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in FileKind}

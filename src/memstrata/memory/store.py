@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
-from memstrata.logs import log_event
+from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
 from memstrata.memory.templates import TemplateSet
@@ -184,14 +184,7 @@ class MemoryStore:
         except SQLAlchemyError:
             raise
         except Exception as exc:
-            log_event(
-                logger,
-                "sync.index_failed",
-                logging.WARNING,
-                user_id=user_id,
-                file=kind.filename,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+            log_failure(logger, "sync.index_failed", exc, user_id=user_id, file=kind.filename)
             return None
 
     def _write(

@@ -29,18 +29,13 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import anyio.to_thread
 
 from memstrata.errors import SandboxError, SandboxPathError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import lexical_parts
-
-_T = TypeVar("_T")
 
 _SAFE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 # Room for the hash suffix well inside the 255-byte NAME_MAX of common filesystems.
@@ -97,19 +92,19 @@ class LocalDirectorySandbox:
         return f"LocalDirectorySandbox({str(self._root)!r})"
 
     async def read_text(self, path: str) -> str | None:
-        return await _in_thread(partial(self._read_text, path))
+        return await anyio.to_thread.run_sync(self._read_text, path)
 
     async def write_text(self, path: str, content: str) -> None:
-        await _in_thread(partial(self._write_text, path, content))
+        await anyio.to_thread.run_sync(self._write_text, path, content)
 
     async def exists(self, path: str) -> bool:
-        return await _in_thread(partial(self._exists, path))
+        return await anyio.to_thread.run_sync(self._exists, path)
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
-        return await _in_thread(partial(self._list, prefix))
+        return await anyio.to_thread.run_sync(self._list, prefix)
 
     async def delete(self, path: str) -> None:
-        await _in_thread(partial(self._delete, path))
+        await anyio.to_thread.run_sync(self._delete, path)
 
     # Blocking implementations, run in a worker thread.
 
@@ -250,10 +245,6 @@ class LocalSandboxProvider:
 
     def for_user(self, user_id: str, session_id: str | None = None) -> LocalDirectorySandbox:
         return LocalDirectorySandbox(self.directory_for(user_id, session_id))
-
-
-async def _in_thread(func: Callable[[], _T]) -> _T:
-    return await anyio.to_thread.run_sync(func)
 
 
 def _atomic_replace(directory: str, name: str, data: bytes) -> None:

@@ -24,7 +24,7 @@ import anyio.to_thread
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstrata.errors import DatabaseSetupError, InvalidContentError, VersionConflictError
-from memstrata.logs import log_event
+from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
@@ -128,10 +128,6 @@ def log_result(user_id: str, session_id: str | None, scenario: str, result: Sync
         version=result.version,
         detail=result.detail,
     )
-
-
-def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 class Reconciler:
@@ -263,13 +259,8 @@ class Reconciler:
         try:
             await state.write_base(t.sandbox, kind.filename, SyncBase(file.version, file.content))
         except Exception as exc:
-            log_event(
-                logger,
-                "sync.base_not_recorded",
-                logging.WARNING,
-                user_id=t.user_id,
-                file=kind.filename,
-                error=describe(exc),
+            log_failure(
+                logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=kind.filename
             )
 
     # -- DB side -----------------------------------------------------------------------------

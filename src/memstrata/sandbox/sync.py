@@ -35,7 +35,7 @@ import anyio
 import anyio.to_thread
 
 from memstrata.errors import InvalidFileTypeError, VersionConflictError
-from memstrata.logs import log_event
+from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
@@ -56,7 +56,6 @@ from memstrata.sandbox.reconcile import (
     Scenario,
     SyncResult,
     Target,
-    describe,
     log_result,
 )
 from memstrata.sandbox.rule import SyncBase, has_content
@@ -265,7 +264,7 @@ class SyncService:
                 SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
             )
             await self._mirror(user_id, k, previous)
-        await self._invalidate(user_id)
+        await self.invalidate(user_id)
         return file
 
     async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
@@ -279,21 +278,16 @@ class SyncService:
             t = self._target(user_id, session_id, FRONTEND)
             await self._files.reconcile(t, kind, fallback)
 
-    async def _invalidate(self, user_id: str) -> None:
+    async def invalidate(self, user_id: str) -> None:
         """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
-        every process. Policy: a failure is a warning (``sync.invalidate_failed``)."""
+        every process (also after an MCP agent's write). Policy: a failure is a warning
+        (``sync.invalidate_failed``)."""
         if self.pool is None:
             return
         try:
             await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
         except Exception as exc:
-            log_event(
-                logger,
-                "sync.invalidate_failed",
-                logging.WARNING,
-                user_id=user_id,
-                error=describe(exc),
-            )
+            log_failure(logger, "sync.invalidate_failed", exc, user_id=user_id)
 
     # -- scenarios 4 and 5: session start --------------------------------------------------
 
