@@ -1,5 +1,7 @@
 """50 If-Match writers on one MEMORY.md against a real ``memstrata serve`` (with the local
-embedding server), repeated; prints total seconds and 409 latency.
+embedding server), repeated; prints total seconds and 409 latency, and in the same run the
+serial baseline: the same 50 lines written one after another by one client (the floor a
+contended run cannot beat: every write embeds its grown chunk).
 
     .venv/bin/python benchmarks/concurrent_writers.py --runs 3 --writers 50
 
@@ -20,7 +22,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.reliability.writers import FILE, memstrata_serve, run_writers, token
+from tests.reliability.writers import FILE, memstrata_serve, run_serial, run_writers, token
 
 
 def main() -> None:
@@ -29,7 +31,9 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=50)
     parser.add_argument("--no-embeddings", action="store_true")
     args = parser.parse_args()
-    totals = []
+    totals: list[float] = []
+    serials: list[float] = []
+    conflicts: list[float] = []
     with tempfile.TemporaryDirectory(prefix="memstrata-writers-") as tmp:
         data = Path(tmp)
         started = time.monotonic()
@@ -38,13 +42,25 @@ def main() -> None:
             for n in range(args.runs):
                 run = run_writers(url, data, f"bench-{n}", writers=args.writers)
                 totals.append(run.seconds)
+                conflicts.extend(run.conflicts)
                 headers = {"Authorization": f"Bearer {token(data, f'bench-{n}')}"}
                 got = httpx.get(f"{url}{FILE}", headers=headers, timeout=60, trust_env=False)
                 final = got.json()["content"]
                 kept = sum(line in final.splitlines() for line in run.lines)
                 kept_text = f"lines kept {kept}/{len(run.lines)}"
                 print(f"run {n + 1}: {run.summary()}; {kept_text}", flush=True)
-    print(f"median total {statistics.median(totals):.1f} s over {len(totals)} runs")
+                if kept != len(run.lines) or run.errors:
+                    sys.exit(f"run {n + 1} lost lines or failed: {run.errors[:3]}")
+                serial = run_serial(url, data, f"serial-{n}", writes=args.writers)
+                serials.append(serial.seconds)
+                print(f"serial {n + 1}: {serial.summary()}", flush=True)
+    ordered = sorted(conflicts)
+    p95 = ordered[round(0.95 * (len(ordered) - 1))] * 1000 if ordered else 0.0
+    total, floor = statistics.median(totals), statistics.median(serials)
+    print(
+        f"median total {total:.1f} s over {len(totals)} runs; serial baseline {floor:.1f} s "
+        f"(contended / serial {total / floor:.2f}); 409 p95 {p95:.0f} ms over all runs"
+    )
 
 
 if __name__ == "__main__":

@@ -35,10 +35,20 @@ class ContentTooLargeError(InvalidContentError):
 class VersionConflictError(MemstrataError, RuntimeError):
     """The caller's expected version is not the stored one (spec: RuntimeError -> 409)."""
 
-    def __init__(self, user_id: str, file_type: str, expected: int, actual: int | None) -> None:
-        actual_text = "no row yet" if actual is None else f"version {actual}"
+    def __init__(
+        self,
+        user_id: str,
+        file_type: str,
+        expected: int,
+        actual: int | None,
+        *,
+        in_progress: bool = False,
+    ) -> None:
+        found = "no row yet" if actual is None else f"version {actual}"
+        if in_progress:
+            found += f" and another write based on version {expected} already under way"
         super().__init__(
-            f"version conflict on {file_type}: expected version {expected}, found {actual_text}; "
+            f"version conflict on {file_type}: expected version {expected}, found {found}; "
             "reload the file and apply your change again"
         )
         self.user_id = user_id

@@ -150,3 +150,26 @@ def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> Write
         thread.join(600)
     run.seconds = time.monotonic() - began
     return run
+
+
+def run_serial(url: str, data_dir: Path, user: str, writes: int = 50) -> WriterRun:
+    """The same lines written one after another by one client: the floor of a contended
+    run (each write still embeds its grown chunk), measured in the same run."""
+    run = WriterRun(lines=[f"- writer {i:02d} was here" for i in range(writes)])
+    headers = {"Authorization": f"Bearer {token(data_dir, user)}"}
+    with httpx.Client(base_url=url, timeout=120, trust_env=False) as client:
+        client.get(FILE, headers=headers).raise_for_status()  # provision first
+        began = time.monotonic()
+        for line in run.lines:
+            current = client.get(FILE, headers=headers)
+            body = {"content": current.json()["content"].rstrip("\n") + "\n" + line + "\n"}
+            started = time.monotonic()
+            put = client.put(
+                FILE, json=body, headers={**headers, "If-Match": current.headers["etag"]}
+            )
+            if put.status_code == 200:
+                run.writes.append(time.monotonic() - started)
+            else:
+                run.errors.append(f"PUT {put.status_code}: {put.text[:200]}")
+        run.seconds = time.monotonic() - began
+    return run

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.to_thread
-
 from memstrata.errors import (
     ContentTooLargeError,
     InvalidContentError,
@@ -55,12 +53,7 @@ async def read_file(caller: Caller, kind: FileKind) -> FileView:
     if kind is FileKind.AGENTS:
         text = mem.templates.agents_md()
         return FileView(kind.api_name, kind.file_type, kind.filename, text, None, True)
-    file = await anyio.to_thread.run_sync(mem.store.get_memory_file, user_id, kind)
-    if file is None:
-        await mem.sync.provision_user(user_id)
-        file = await anyio.to_thread.run_sync(mem.store.get_memory_file, user_id, kind)
-        if file is None:
-            raise RuntimeError(f"provisioning {user_id!r} did not create {kind.filename}")
+    file, _ = await mem.sync.read_file(user_id, kind)
     return _view(file)
 
 

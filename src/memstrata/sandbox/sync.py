@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
@@ -64,11 +64,23 @@ __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
 
+# How long a read waits for a write of the same file in flight in this process.
+WRITE_WAIT_S = 5.0
+
 
 class CacheInvalidator(Protocol):
     """Drops a user's cached agent state (``memstrata.agent.pool.AgentPool``)."""
 
     def invalidate(self, user_id: str) -> None: ...
+
+
+@dataclass
+class _Claim:
+    """An If-Match write in flight in this process: the version it is based on."""
+
+    base: int
+    landed: anyio.Event = field(default_factory=anyio.Event)
+    file: MemoryFile | None = None  # what it stored, once it has
 
 
 @dataclass
@@ -98,6 +110,8 @@ class SyncService:
         self.pool = pool
         self._files = Reconciler(store, templates or store.templates)
         self._locks: dict[str, _LockEntry] = {}
+        # (user, file) -> the If-Match write in flight here, and the version it is based on.
+        self._claims: dict[tuple[str, FileKind], _Claim] = {}
         self._open_sessions: dict[str, set[str]] = {}
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -232,6 +246,29 @@ class SyncService:
 
     # -- scenario 3: frontend edit -------------------------------------------------------------
 
+    async def read_file(self, user_id: str, kind: FileKind) -> tuple[MemoryFile, bool]:
+        """The DB copy as the frontend reads it (REST GET, MCP, the web page), and whether
+        the user had to be provisioned from the templates first.
+
+        An If-Match write of this file already under way here is waited for (at most
+        ``WRITE_WAIT_S``): a writer that just lost the race to it then reads the version it
+        lost to, instead of the old one it would lose with again.
+        """
+        held = self._claims.get((user_id, kind))
+        if held is not None:
+            with anyio.move_on_after(WRITE_WAIT_S):
+                await held.landed.wait()
+            if held.file is not None:
+                return held.file, False  # the current copy when it landed
+        file = await self._files.get(user_id, kind)
+        if file is not None:
+            return file, False
+        await self.provision_user(user_id)
+        file = await self._files.get(user_id, kind)
+        if file is None:
+            raise RuntimeError(f"provisioning {user_id!r} did not create {kind.filename}")
+        return file, True
+
     async def frontend_edit(
         self,
         user_id: str,
@@ -245,27 +282,49 @@ class SyncService:
         happens. Returns the frontend's own write.
         """
         k = parse_kind(kind)
-        if expected_version is not None:
-            # A stale version is answered at once, without queueing behind another
-            # writer's embedding and mirror (the write path re-checks under the lock).
-            current = await self._files.get(user_id, k)
-            found = 0 if current is None else current.version
-            if found != expected_version:
-                raise VersionConflictError(
-                    user_id, k.file_type, expected_version, None if current is None else found
-                )
-        async with self._user_lock(user_id):
+        mine = self._claim(user_id, k, expected_version)
+        try:
             previous = await self._files.get(user_id, k)
+            found = 0 if previous is None else previous.version
+            if expected_version is not None and found != expected_version:
+                actual = None if previous is None else found
+                raise VersionConflictError(user_id, k.file_type, expected_version, actual)
+            # Outside the user lock: the store re-checks the version in its transaction,
+            # and a read-back racing this write loses that check and decides again.
             file = await self._files.upsert(user_id, k, content, expected_version, skip=False)
-            log_result(
-                user_id,
-                None,
-                FRONTEND.name,
-                SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
-            )
+            if mine is not None:
+                mine.file = file
+        finally:
+            if mine is not None:
+                mine.landed.set()
+                del self._claims[(user_id, k)]
+        log_result(
+            user_id,
+            None,
+            FRONTEND.name,
+            SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
+        )
+        async with self._user_lock(user_id):
             await self._mirror(user_id, k, previous)
         await self.invalidate(user_id)
         return file
+
+    def _claim(self, user_id: str, kind: FileKind, expected: int | None) -> _Claim | None:
+        """Claim the If-Match write on ``expected``. When a write based on the same version
+        is already under way here, it commits first (first come wins): neither waiting for
+        it nor repeating its embedding could make this one succeed, so this is a conflict
+        at once, without a query."""
+        if expected is None:
+            return None
+        held = self._claims.get((user_id, kind))
+        if held is not None:
+            if held.base == expected:
+                raise VersionConflictError(
+                    user_id, kind.file_type, expected, expected, in_progress=True
+                )
+            return None  # a different base: one of the two is stale; the store decides
+        claim = self._claims[(user_id, kind)] = _Claim(expected)
+        return claim
 
     async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
         """Follow-on step 1: force-push to the user's sandbox and every session sandbox this

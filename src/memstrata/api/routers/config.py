@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Response
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
@@ -81,14 +80,9 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         context: Context,
     ) -> AgentFile:
         """One memory file. A user with no files yet is provisioned from the templates."""
-        mem = context.mem
-        file = await run_in_threadpool(mem.store.get_memory_file, user_id, kind)
-        if file is None:
-            await mem.sync.provision_user(user_id)
+        file, provisioned = await context.mem.sync.read_file(user_id, kind)
+        if provisioned:
             context.metrics.record_sync("provision", "ok")
-            file = await run_in_threadpool(mem.store.get_memory_file, user_id, kind)
-            if file is None:
-                raise RuntimeError(f"provisioning {user_id!r} did not create {kind.filename}")
         response.headers["ETag"] = etag(file.version)
         response.headers["Cache-Control"] = "private, no-cache"
         return AgentFile(
