@@ -16,6 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
 # Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
 MIN_CANDIDATES = 50
+# The same while time decay is on: a deeper pool lets decay promote recent rows that
+# matched poorly, so a shallower one ranks better there (docs/BENCHMARKS.md).
+MIN_CANDIDATES_DECAY = 30
 # Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
 QUERY_CACHE_ENTRIES = 1024
 
@@ -184,6 +187,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Candidates per side are max(multiplier × top_k, this), so the first "
         "results do not change with top_k (chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    min_candidates_decay: int = Field(
+        default=MIN_CANDIDATES_DECAY,
+        ge=1,
+        description="min_candidates while time decay is on: a deeper pool lets decay lift "
+        "recent rows that matched poorly (chosen by measurement, docs/BENCHMARKS.md).",
     )
     query_cache_entries: int = Field(
         default=QUERY_CACHE_ENTRIES,

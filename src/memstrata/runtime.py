@@ -95,6 +95,7 @@ class Memstrata:
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
             min_candidates=settings.min_candidates,
+            min_candidates_decay=settings.min_candidates_decay,
             query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,

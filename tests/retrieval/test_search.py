@@ -285,17 +285,21 @@ def test_first_results_do_not_depend_on_top_k(
     embedder = OpenAICompatibleEmbedder(embedding_server.model_spec, timeout_s=300.0)
     reports = Indexer(db.sessions, embedder).index_rounds("u", rounds)
     assert sum(r.embedded for r in reports) >= 120
-    old = service(db, embedder, min_candidates=1)  # the spec's 3 × top_k alone
+    old = service(db, embedder, min_candidates=1, min_candidates_decay=1)  # 3 × top_k alone
     assert any(
         [h.file_path for h in old.search("u", q, top_k=5, as_of=t0).hits]
         != [h.file_path for h in old.search("u", q, top_k=10, as_of=t0).hits][:5]
         for q in ("kite tea", "river piano dog", "lamp")
     )
-    search = service(db, embedder)
-    assert search.candidate_depth(5) == search.candidate_depth(10) == 50
-    assert search.candidate_depth(30) == 90
-    for query in ("kite tea", "river piano dog", "lamp"):
-        at5 = [h.file_path for h in search.search("u", query, top_k=5, as_of=t0).hits]
-        at10 = [h.file_path for h in search.search("u", query, top_k=10, as_of=t0).hits]
-        assert at5 == at10[:5]
+    decaying, plain = service(db, embedder), service(db, embedder, decay=DecayPolicy(False))
+    assert decaying.decay.enabled  # the spec's default
+    assert decaying.candidate_depth(5) == decaying.candidate_depth(10) == 30
+    assert plain.candidate_depth(5) == plain.candidate_depth(10) == 50
+    assert decaying.candidate_depth(5, DecayPolicy(False)) == 50
+    assert decaying.candidate_depth(30) == plain.candidate_depth(30) == 90
+    for search in (decaying, plain):
+        for query in ("kite tea", "river piano dog", "lamp"):
+            at5 = [h.file_path for h in search.search("u", query, top_k=5, as_of=t0).hits]
+            at10 = [h.file_path for h in search.search("u", query, top_k=10, as_of=t0).hits]
+            assert at5 == at10[:5]
     embedder.close()

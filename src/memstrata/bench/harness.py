@@ -60,6 +60,13 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+def _depth(mem: Memstrata, v: Variant, top_k: int) -> int:
+    """The variant's candidates per side: the service's rule, or the variant's own minimum."""
+    if v.min_candidates is None:
+        return mem.search.candidate_depth(top_k, v.decay)
+    return max(top_k * mem.search.candidate_multiplier, v.min_candidates)
+
+
 def depth_grid(mins: Sequence[int]) -> dict[str, Variant]:
     """Hybrid with and without the spec's decay at several minimum candidate depths."""
     grid = {}
@@ -251,13 +258,8 @@ def _rankings(
     out: dict[str, list[tuple[str, ...]]] = {}
     hits_of: dict[str, list[SearchHit]] = {}
     for name, v in variants.items():
-        depth_of = (
-            mem.search.candidate_depth
-            if v.min_candidates is None
-            else lambda k, m=v.min_candidates: max(k * mem.search.candidate_multiplier, m)
-        )
         first5, response = (
-            _variant_search(mem, case.user_id, q, vector, v, top_k, depth_of(top_k))
+            _variant_search(mem, case.user_id, q, vector, v, top_k, _depth(mem, v, top_k))
             for top_k in (5, dataset.depth)
         )
         same = [h.source_ids for h in first5.hits] == [h.source_ids for h in response.hits[:5]]

@@ -29,6 +29,7 @@ from memstrata.config import STORED_VECTOR_DIM
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round, content_hash
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.runtime import Memstrata
 
@@ -88,7 +89,8 @@ def _copy_rows(
             conn.cursor() as cur,
             cur.copy(
                 "COPY memory_embeddings (user_id, file_path, chunk_index, chunk_text, embedding, "
-                "created_at, content_hash, embedding_model, embedding_dim, source_ids) "
+                "created_at, content_hash, embedding_model, embedding_dim, source_ids, "
+                "bm25_terms) "
                 "FROM STDIN WITH (FORMAT BINARY)"
             ) as copy,
         ):
@@ -104,6 +106,7 @@ def _copy_rows(
                     "varchar",
                     "int4",
                     "jsonb",
+                    "text",
                 ]
             )
             from psycopg.types.json import Jsonb
@@ -122,6 +125,7 @@ def _copy_rows(
                         model,
                         dim,
                         Jsonb([f"bench:{i}"]),
+                        encode_terms(body),  # as the indexer stores them
                     )
                 )
         with conn.cursor() as cur:

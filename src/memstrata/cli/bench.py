@@ -71,6 +71,20 @@ Ks = Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")]
 NoPeers = Annotated[
     bool, typer.Option("--no-peers", help="Skip the peer baselines (bm25s, dense, RRF).")
 ]
+DepthGrid = Annotated[
+    bool,
+    typer.Option("--depth-grid", help="Also score minimum candidate depths 1–100."),
+]
+DEPTH_GRID = (1, 15, 30, 50, 100)
+
+
+def _variants(depths: bool) -> dict[str, Variant]:
+    from memstrata.bench.harness import VARIANTS, depth_grid
+
+    variants = dict(VARIANTS)
+    if depths:
+        variants.update(depth_grid(DEPTH_GRID))
+    return variants
 
 
 def _run_quality(
@@ -141,10 +155,7 @@ def locomo_command(
     grid: Annotated[
         bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
     ] = False,
-    depths: Annotated[
-        bool,
-        typer.Option("--depth-grid", help="Also score minimum candidate depths 1–100."),
-    ] = False,
+    depths: DepthGrid = False,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -152,18 +163,15 @@ def locomo_command(
 
     The last line printed is one JSON object with the recall figures.
     """
-    from memstrata.bench.harness import VARIANTS, depth_grid
     from memstrata.bench.locomo import locomo_dataset
 
     _need(path, "a LoCoMo-format JSON file (a list of conversations)")
-    variants = dict(VARIANTS)
+    variants = _variants(depths)
     if grid:
         for half_life in (30.0, 90.0, 365.0):
             for floor in (0.0, 0.5, 0.8, 0.9):
                 name = f"decay_hl{half_life:g}_floor{floor:g}"
                 variants[name] = Variant(True, True, DecayPolicy(True, half_life, floor))
-    if depths:
-        variants.update(depth_grid((1, 15, 30, 50, 100)))
     _run_quality(
         "LoCoMo",
         lambda: locomo_dataset(path, limit),
@@ -180,6 +188,7 @@ def longmemeval_command(
     path: Annotated[Path, typer.Argument(help="LongMemEval_S-format .json or .json.gz file.")],
     k: Ks = "5,10",
     limit: Limit = None,
+    depths: DepthGrid = False,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -187,8 +196,15 @@ def longmemeval_command(
     from memstrata.bench.longmemeval import longmemeval_dataset
 
     _need(path, "a LongMemEval_S-format .json or .json.gz file")
+    load = lambda: longmemeval_dataset(path, limit)  # noqa: E731
     _run_quality(
-        "LongMemEval", lambda: longmemeval_dataset(path, limit), k, database_url, peers=not no_peers
+        "LongMemEval",
+        load,
+        k,
+        database_url,
+        peers=not no_peers,
+        variants=_variants(depths),
+        table=depths,
     )
 
 
@@ -197,6 +213,7 @@ def madial_command(
     path: Annotated[Path, typer.Argument(help="Folder with the dialogue and memory JSON files.")],
     k: Ks = "5,10",
     limit: Limit = None,
+    depths: DepthGrid = False,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -204,7 +221,16 @@ def madial_command(
     from memstrata.bench.madial import madial_dataset
 
     _need(path, "the MADial-Bench dialogue and memory JSON files", folder=True)
-    _run_quality("MADial", lambda: madial_dataset(path, limit), k, database_url, peers=not no_peers)
+    load = lambda: madial_dataset(path, limit)  # noqa: E731
+    _run_quality(
+        "MADial",
+        load,
+        k,
+        database_url,
+        peers=not no_peers,
+        variants=_variants(depths),
+        table=depths,
+    )
 
 
 @bench_app.command("latency")

@@ -104,6 +104,7 @@ class MemoryEmbedding(Base):
     embedding_claimed_until: Mapped[datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
     )
+    bm25_terms: Mapped[str | None] = mapped_column(Text, nullable=True)  # retrieval/terms.py
 
 
 class UserSkillConfig(Base):

@@ -24,7 +24,7 @@ from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.fusion import is_resident
 from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
-from memstrata.retrieval.tokenize import tokenize
+from memstrata.retrieval.terms import decode_terms
 
 # Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
 # BM25 slot; one (term, row) pair — the row's term tuple entry, the term string it keeps,
@@ -194,7 +194,7 @@ class UserIndex:
                 source_ids=c.covered_ids,
                 model=c.embedding_model,
             )
-            docs.append((c.id, tokenize(c.chunk_text)))
+            docs.append((c.id, decode_terms(c.bm25_terms, c.chunk_text)))
             if c.vector is not None and self.model is not None and c.embedding_model == self.model:
                 vector_keys.append(c.id)
                 vectors.append(c.vector)

@@ -145,6 +145,7 @@ class VectorHealer:
                             embedding_model=self.embedder.name,
                             source_ids=c.source_ids or None,
                             context=c.context,
+                            bm25_terms=c.bm25_terms,
                         )
                         for c in present
                     ]

@@ -52,6 +52,7 @@ from memstrata.retrieval.rounds import (
     validate_rounds,
 )
 from memstrata.retrieval.scaffold import drop_template_paragraphs
+from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.vector import pad_vector
 
 __all__ = [
@@ -330,6 +331,7 @@ class Indexer:
                     created_at=doc.created_at,
                     source_ids=doc.source_ids,
                     context=doc.contexts[i] if doc.contexts else None,
+                    bm25_terms=encode_terms(body),  # here, not inside the transaction
                 )
                 current = by_slot.get((doc.file_path, i, digest))
                 if current is not None and _is_fresh(current, model, doc.created_at):

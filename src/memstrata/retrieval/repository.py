@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from memstrata.db.models import MemoryEmbedding, MemoryIndexState
 from memstrata.memory.kinds import validate_user_id
+from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.vector import pad_vector
 
 
@@ -37,6 +38,7 @@ class NewChunk:
     embedding_model: str | None = None
     source_ids: Sequence[str] | None = None
     context: dict[str, Any] | None = None
+    bm25_terms: str | None = None  # retrieval.terms.encode_terms; made at insert when None
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class StoredChunk:
     source_ids: tuple[str, ...]
     vector: npt.NDArray[np.float32] | None  # native length, only when asked for
     context: dict[str, Any] | None = None
+    bm25_terms: str | None = None  # only from load()
 
     @property
     def context_chars(self) -> int:
@@ -141,7 +144,7 @@ class EmbeddingRepository:
         """
         query = (
             "SELECT id, file_path, chunk_index, chunk_text, created_at, content_hash, "
-            "embedding_model, embedding_dim, source_ids, context, "
+            "embedding_model, embedding_dim, source_ids, context, bm25_terms, "
             "CASE WHEN embedding IS NULL OR embedding_dim IS NULL THEN NULL "
             "ELSE vector_send(subvector(embedding, 1, embedding_dim)) END AS vec "
             "FROM memory_embeddings WHERE user_id = %(u)s"
@@ -163,7 +166,7 @@ class EmbeddingRepository:
         return [
             StoredChunk(
                 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(r[8] or ()),
-                None if r[10] is None else _parse_vector_binary(r[10]), r[9],
+                None if r[11] is None else _parse_vector_binary(r[11]), r[9], r[10],
             )
             for r in rows
         ]  # fmt: skip
@@ -233,6 +236,7 @@ class EmbeddingRepository:
                 "content_hash": c.content_hash,
                 "source_ids": list(c.source_ids) if c.source_ids is not None else None,
                 "context": c.context,
+                "bm25_terms": c.bm25_terms or encode_terms(c.chunk_text),
                 "embedding": None,
                 "embedding_model": None,
                 "embedding_dim": None,

@@ -2,8 +2,9 @@
 
 Each side contributes ``max(3 × top_k, min_candidates)`` candidates: the spec's 3 × top_k
 whenever it is larger, and a fixed minimum depth below that, so the first results of a
-search do not change with ``top_k`` (the minimum was chosen by measurement,
-docs/BENCHMARKS.md).
+search do not change with ``top_k``. The minimum is 50 with decay off and 30 with decay on,
+where a deeper pool lets decay lift recent rows that matched poorly (both chosen by
+measurement, docs/BENCHMARKS.md).
 
 ``as_of`` (default now) is the moment the search is made from: ages, and so decay, are
 measured from it, and dated rows (conversations, notes) after it are left out. The
@@ -26,7 +27,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from memstrata.config import MIN_CANDIDATES, QUERY_CACHE_ENTRIES
+from memstrata.config import MIN_CANDIDATES, MIN_CANDIDATES_DECAY, QUERY_CACHE_ENTRIES
 from memstrata.errors import EmbeddingError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
@@ -137,6 +138,7 @@ class SearchService:
         rrf_k: int = 60,
         candidate_multiplier: int = 3,
         min_candidates: int = MIN_CANDIDATES,
+        min_candidates_decay: int = MIN_CANDIDATES_DECAY,
         decay: DecayPolicy | None = None,
         vector_backend: str = "memory",
         query_cache_entries: int = QUERY_CACHE_ENTRIES,
@@ -154,11 +156,15 @@ class SearchService:
         self.rrf_k = rrf_k
         self.candidate_multiplier = candidate_multiplier
         self.min_candidates = min_candidates
+        self.min_candidates_decay = min_candidates_decay
         self.decay = decay or DecayPolicy()
 
-    def candidate_depth(self, top_k: int) -> int:
-        """Candidates per retriever: the spec's 3 × top_k, never below the measured minimum."""
-        return max(top_k * self.candidate_multiplier, self.min_candidates)
+    def candidate_depth(self, top_k: int, decay: DecayPolicy | None = None) -> int:
+        """Candidates per retriever: the spec's 3 × top_k, never below the measured minimum
+        for ``decay`` (default: the service's policy) being on or off."""
+        decaying = (decay or self.decay).enabled
+        minimum = self.min_candidates_decay if decaying else self.min_candidates
+        return max(top_k * self.candidate_multiplier, minimum)
 
     def search(
         self,

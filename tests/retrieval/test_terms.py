@@ -1,0 +1,65 @@
+"""BM25 terms stored with each row: written by every insert, used by the index load when
+made under today's rules, and ignored (the text tokenised again) otherwise."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.db.engine import transaction
+from memstrata.retrieval import tokenize as rules
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.indexer import Indexer, Round, content_hash
+from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.terms import decode_terms, encode_terms, signature
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_encode_then_decode_gives_the_tokenizer_output() -> None:
+    for sample in ("Biscuit adopted puppies", "我最喜欢乌龙茶", "", "the of and"):
+        stored = encode_terms(sample)
+        assert stored.startswith(signature() + "\t")
+        assert decode_terms(stored, sample) == rules.tokenize(sample)
+
+
+def test_terms_made_under_other_rules_are_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = encode_terms("乌龙茶")
+    monkeypatch.setattr(rules, "CJK_BIGRAMS", False)  # the bigram switch turned off
+    assert decode_terms(stored, "乌龙茶") == ["乌", "龙", "茶"]
+    assert decode_terms(None, "cats") == ["cat"]  # a row from before the column
+    assert decode_terms("no tab here", "cats") == ["cat"]
+
+
+def _insert(db: Database, user: str, body: str, terms: str | None) -> None:
+    with transaction(db.sessions) as session:
+        repo = EmbeddingRepository(session, user)
+        repo.lock()
+        chunk = NewChunk("sessions/s/0", 0, body, content_hash(body), T0, bm25_terms=terms)
+        repo.insert([chunk])
+        repo.bump_generation()
+
+
+def _found(db: Database, user: str, query: str) -> bool:
+    search = SearchService(IndexCache(db.sessions), None, decay=DecayPolicy(False))
+    return bool(search.search(user, query, as_of=T0).hits)
+
+
+def test_the_index_load_uses_the_stored_terms(db: Database) -> None:
+    # Stored terms that differ from the text prove which of the two the load used.
+    _insert(db, "fresh", "apple pie", f"{signature()}\tzebra")
+    assert _found(db, "fresh", "zebra") and not _found(db, "fresh", "apple")
+    _insert(db, "stale", "apple pie", "0x\tzebra")  # other rules: tokenised anew
+    assert _found(db, "stale", "apple") and not _found(db, "stale", "zebra")
+
+
+def test_every_written_row_carries_its_terms(db: Database) -> None:
+    Indexer(db.sessions, None).index_rounds("u", [Round("s", 0, "My cats like tuna", "", T0)])
+    _insert(db, "u2", "Lisbon trip", None)  # no terms given: the insert makes them
+    with db.engine.connect() as conn:
+        rows = conn.execute(text("SELECT chunk_text, bm25_terms FROM memory_embeddings")).all()
+    assert rows and all(terms == encode_terms(body) for body, terms in rows)
