@@ -21,7 +21,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import httpx2
 import jwt
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from memstrata.serve_process import free_port, start_serve, wait_ready
 
 USER = "bench-user"
 TOPICS = [
@@ -57,13 +58,6 @@ QUERIES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _start(data_dir: Path, secret: str, port: int, embeddings: bool) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env.update(
@@ -73,22 +67,8 @@ def _start(data_dir: Path, secret: str, port: int, embeddings: bool) -> subproce
     )
     if not embeddings:
         env["MEMSTRATA_EMBEDDING_AUTOSTART"] = "false"
-    command = [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)]
     log = (data_dir / "serve.log").open("wb")
-    return subprocess.Popen(command, env=env, stdout=log, stderr=log)
-
-
-async def _wait(http: httpx2.AsyncClient, url: str, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(600):  # bounded: 60 s
-        if process.poll() is not None:
-            raise SystemExit(f"memstrata serve exited with {process.returncode}")
-        try:
-            if (await http.get(f"{url}/readyz")).status_code == 200:
-                return
-        except httpx2.TransportError:
-            pass
-        await asyncio.sleep(0.1)
-    raise SystemExit("memstrata serve did not become ready in 60 s")
+    return start_serve(env, port, stdout=log, stderr=log)
 
 
 async def _seed(http: httpx2.AsyncClient, url: str, turns: int) -> float:
@@ -118,7 +98,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
 async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(32)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     now = int(time.time())
     token = jwt.encode({"sub": USER, "iat": now, "exp": now + 3600}, secret, "HS256")
@@ -127,7 +107,7 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     expected_mode = "bm25" if args.no_embeddings else "hybrid"
     try:
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            await _wait(http, url, process)
+            await asyncio.to_thread(wait_ready, process, url, timeout_s=60)
             seed_s = await _seed(http, url, args.turns)
             timings: dict[str, list[float]] = {"rest": [], "mcp": [], "mcp_legacy": []}
             async with (

@@ -34,7 +34,6 @@ import os
 import platform
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ from memstrata.db.engine import transaction
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import Round
 from memstrata.runtime import Memstrata
+from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -261,20 +261,15 @@ def run_replicas(
     secret: str,
     probe: _EmbeddingProbe,
 ) -> dict[str, Any]:
-    ports = [_free_port() for _ in range(count)]
+    ports = [free_port() for _ in range(count)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(work / f"serve-{count}-{port}.log", "w"),  # noqa: SIM115
-        )
+        start_serve(env, port, stderr=open(work / f"serve-{count}-{port}.log", "w"))  # noqa: SIM115
         for port in ports
     ]
     try:
         for process, url in zip(processes, urls, strict=True):
-            _wait_ready(process, url)
+            wait_ready(process, url, timeout_s=STARTUP_TIMEOUT_S)
         rss = _RssSampler([p.pid for p in processes], probe)
         rss.start()
         prefix = work / f"locust-{count}"
@@ -303,12 +298,9 @@ def run_replicas(
     finally:
         for process in processes:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)  # all at once: they share the database
         for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop_serve(process, timeout_s=30)
     return {
         "replicas": count,
         "clients": args.clients,
@@ -413,27 +405,6 @@ def _cache_metrics(url: str) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             out[name.removeprefix("memstrata_search_cache_")] = float(value)
     return out
-
-
-def _wait_ready(process: subprocess.Popen[bytes], url: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"memstrata serve at {url} exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url}/readyz not ready within {STARTUP_TIMEOUT_S} s")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _machine() -> str:

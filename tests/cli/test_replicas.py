@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,17 +27,11 @@ from memstrata.agent.session import build_memory_prompt
 from memstrata.config import Settings
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
+from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
 
 SECRET = "replica-test-secret-that-is-long-enough-0123"
 WRITERS = 6  # concurrent writers spread over both replicas
 MAX_ATTEMPTS = 40  # per writer, so the retry loop is bounded
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _env(tmp_path: Path, server: LocalEmbeddingServer) -> dict[str, str]:
@@ -57,24 +49,7 @@ def _env(tmp_path: Path, server: LocalEmbeddingServer) -> dict[str, str]:
 
 
 def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)]
-    return subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-
-
-def _wait_ready(process: subprocess.Popen[str], url: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"memstrata serve exited: {process.communicate()[1]}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url}/readyz not ready within {timeout_s} s")
+    return start_serve(env, port, stderr=subprocess.PIPE, text=True)
 
 
 def _auth(user: str) -> dict[str, str]:
@@ -96,15 +71,15 @@ def replicas(
     tmp_path: Path, embedding_server: LocalEmbeddingServer
 ) -> Iterator[tuple[str, str, Memstrata]]:
     env = _env(tmp_path, embedding_server)
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     urls = tuple(f"http://127.0.0.1:{p}" for p in ports)
     started: list[subprocess.Popen[str]] = []
     mem: Memstrata | None = None
     try:
         started.append(_serve(env, ports[0]))
-        _wait_ready(started[0], urls[0])
+        wait_ready(started[0], urls[0], timeout_s=60)
         started.append(_serve({**env, "MEMSTRATA_MIGRATE_ON_START": "false"}, ports[1]))
-        _wait_ready(started[1], urls[1])
+        wait_ready(started[1], urls[1], timeout_s=60)
         settings = Settings(
             environment="test",
             data_dir=tmp_path / "data",
@@ -116,13 +91,9 @@ def replicas(
     finally:
         for process in started:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)  # both at once: they share the database
         for process in started:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_serve(process)
         if mem is not None:
             mem.close()  # the last one out stops the embedded server
 

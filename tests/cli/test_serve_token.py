@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from typer.testing import CliRunner
 
 from memstrata.cli import build_app
+from memstrata.serve_process import free_port, start_serve, wait_ready
 
 
 @pytest.fixture
@@ -122,13 +122,6 @@ def test_serve_refuses_a_busy_port_and_a_bad_one(env: dict[str, str]) -> None:
 # -- the real server -----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def server_env(env: dict[str, str], pg_url: str) -> dict[str, str]:
     return {
@@ -140,35 +133,8 @@ def server_env(env: dict[str, str], pg_url: str) -> dict[str, str]:
 
 
 def _start(server_env: dict[str, str], port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from memstrata.cli import main; main()",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        env=server_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_healthy(process: subprocess.Popen[str], url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"memstrata serve did not answer {url}/healthz in {timeout_s} s")
+    pipe = subprocess.PIPE
+    return start_serve(server_env, port, stdout=pipe, stderr=pipe, text=True)
 
 
 @pytest.fixture
@@ -185,11 +151,11 @@ def stop() -> Iterator[list[subprocess.Popen[str]]]:
 def test_serve_starts_answers_and_stops(
     server_env: dict[str, str], stop: list[subprocess.Popen[str]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = _start(server_env, port)
     stop.append(process)
-    _wait_healthy(process, url, timeout_s=30)
+    wait_ready(process, url, timeout_s=30, path="/healthz")
     assert httpx.get(f"{url}/readyz", timeout=5).json()["status"] == "ready"
     secret = (Path(server_env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").read_text().strip()
     token = jwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, secret, "HS256")
@@ -211,11 +177,11 @@ def test_serve_starts_answers_and_stops(
 def test_serve_starts_and_stops_the_local_embedding_server(
     server_env: dict[str, str], stop: list[subprocess.Popen[str]]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = _start({**server_env, "MEMSTRATA_EMBEDDING_AUTOSTART": "true"}, port)
     stop.append(process)
-    _wait_healthy(process, url, timeout_s=60)
+    wait_ready(process, url, timeout_s=60, path="/healthz")
     assert process.stdout is not None
     banner = [process.stdout.readline().rstrip("\n") for _ in range(4)]
     prefix = "  embeddings  local multilingual-e5-small at "

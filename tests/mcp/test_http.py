@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -25,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memstrata.retrieval.local_server import LocalEmbeddingServer
-from tests.cli.test_serve_token import _free_port, _wait_healthy
+from memstrata.serve_process import running_serve
 
 pytestmark = pytest.mark.anyio
 
@@ -67,32 +65,8 @@ def base_url(
         MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
         MEMSTRATA_LOG_LEVEL="WARNING",
     )
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from memstrata.cli import main; main()",
-            "serve",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(data / "stderr.log").open("w"),
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(process, url, timeout_s=60)
+    with running_serve(env, timeout_s=60, stderr=(data / "stderr.log").open("w")) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @asynccontextmanager

@@ -7,11 +7,7 @@ Used by the test (tests/reliability/test_concurrent_writers.py) and the benchmar
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,14 +18,9 @@ from pathlib import Path
 import httpx
 import jwt
 
+from memstrata.serve_process import running_serve
+
 FILE = "/api/config/agent-files/memory"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextmanager
@@ -43,39 +34,8 @@ def memstrata_serve(data_dir: Path, *, embeddings: bool = True) -> Iterator[str]
         MEMSTRATA_LOG_LEVEL="WARNING",
         MEMSTRATA_EMBEDDING_AUTOSTART="true" if embeddings else "false",
     )
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                err = process.stderr.read() if process.stderr else ""
-                raise RuntimeError(f"memstrata serve exited: {err[-2000:]}")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("memstrata serve did not become ready in 120 s")
+    with running_serve(env) as url:
         yield url
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def token(data_dir: Path, user: str) -> str:

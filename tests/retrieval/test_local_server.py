@@ -22,6 +22,7 @@ from memstrata.logs import event_fields
 from memstrata.retrieval import local_server
 from memstrata.retrieval.autostart import embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.serve_process import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,8 +93,8 @@ def test_auto_port_taken_by_someone_else_is_retried(monkeypatch: pytest.MonkeyPa
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        ports = iter([busy.getsockname()[1], local_server._free_port("127.0.0.1")])
-        monkeypatch.setattr(local_server, "_free_port", lambda host: next(ports))
+        ports = iter([busy.getsockname()[1], free_port("127.0.0.1")])
+        monkeypatch.setattr(local_server, "free_port", lambda host: next(ports))
         with LocalEmbeddingServer() as server:
             assert server.port != busy.getsockname()[1]
             assert server.running

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,15 +12,9 @@ from typing import Any
 import httpx
 import jwt
 
-SERVE = (sys.executable, "-c", "from memstrata.cli import main; main()", "serve")
+from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
+
 SECRET = "web-tests-secret-that-is-long-enough-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -63,34 +54,22 @@ class Serve:
             (self.workdir / "serve.out").open("wb") as out,
             (self.workdir / "serve.err").open("wb") as err,
         ):
-            self.process = subprocess.Popen(
-                [*SERVE, "--host", "127.0.0.1", "--port", str(self.port)],
-                env=env,
-                stdout=out,
-                stderr=err,
+            self.process = start_serve(env, self.port, stdout=out, stderr=err)
+        try:
+            wait_ready(
+                self.process,
+                self.url,
+                timeout_s=timeout_s,
+                output=lambda: f"\n{self.stdout}\n{self.stderr}",
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"memstrata serve exited:\n{self.stdout}\n{self.stderr}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"memstrata serve not ready in {timeout_s} s:\n{self.stderr}")
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            stop_serve(self.process)
 
     def token(self, user: str, ttl_s: float = 600) -> str:
         claims: dict[str, Any] = {"sub": user, "exp": int(time.time() + ttl_s)}

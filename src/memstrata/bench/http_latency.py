@@ -21,10 +21,8 @@ embedding cache never hides the embedding cost), and times the whole round trip.
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -42,6 +40,7 @@ from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.bench.locomo import load_conversations
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.runtime import Memstrata
+from memstrata.serve_process import running_serve
 
 USER = "http-bench"
 SECRET = "http-bench-secret-0123456789-0123456789"
@@ -59,19 +58,11 @@ def _token(user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _server(mem: Memstrata, data_dir: Path) -> Iterator[str]:
     """``memstrata serve`` in its own process on the benchmark's database and embeddings."""
     assert isinstance(mem.embedder, OpenAICompatibleEmbedder)
     spec = mem.embedder.spec
-    port = _free_port()
     env = {
         **os.environ,
         "MEMSTRATA_DATABASE_URL": mem.db.engine.url.render_as_string(hide_password=False),
@@ -85,34 +76,8 @@ def _server(mem: Memstrata, data_dir: Path) -> Iterator[str]:
         # A shared, busy machine: measure slow query embeddings rather than time them out.
         "MEMSTRATA_EMBEDDING_TIMEOUT_S": "120",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memstrata.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"memstrata serve exited with {process.returncode}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("memstrata serve did not become ready within 120 s")
+    with running_serve(env, stderr=subprocess.DEVNULL) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _search(

