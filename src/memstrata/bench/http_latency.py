@@ -171,7 +171,7 @@ def run_http(
         repeat = [_search(client, base, q)[0] for q in questions[: min(50, queries)]]
         result["repeated_query_cached"] = _stats(repeat)
 
-        result["ingest"] = _ingest_rates(client, base, turns)
+        result["ingest"] = ingest_rates(client, base, turns)
         say(f"ingest: {result['ingest']}")
 
         stop = threading.Event()
@@ -218,7 +218,7 @@ def run_http(
     return result
 
 
-def _ingest_rates(client: httpx.Client, base: str, turns: list[str]) -> dict[str, float]:
+def ingest_rates(client: httpx.Client, base: str, turns: list[str]) -> dict[str, float]:
     """Turns/s through the single-turn endpoint and through the batch endpoint, same turns."""
     start = datetime(2025, 6, 1, tzinfo=UTC)
     single_turns = turns[:20]

