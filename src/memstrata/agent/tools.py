@@ -238,8 +238,7 @@ class MemoryTools:
             text = None
         if text is not None and has_content(text):
             return text
-        get = partial(self.ctx.sync.store.get_memory_file, self.ctx.user_id, kind)
-        stored = await anyio.to_thread.run_sync(get)
+        stored = await self.ctx.sync.db.get(self.ctx.user_id, kind)
         return "" if stored is None else stored.content
 
     async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:

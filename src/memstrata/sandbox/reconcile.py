@@ -18,15 +18,14 @@ import builtins
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import partial
 
-import anyio.to_thread
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstrata.errors import DatabaseSetupError, InvalidContentError, VersionConflictError
 from memstrata.logs import describe, log_event, log_failure
+from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.store import MemoryFile, MemoryStore
+from memstrata.memory.store import MemoryFile
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
 from memstrata.sandbox.base import Sandbox
@@ -133,8 +132,8 @@ def log_result(user_id: str, session_id: str | None, scenario: str, result: Sync
 class Reconciler:
     """Carries out :func:`~memstrata.sandbox.rule.decide` for one file (module doc)."""
 
-    def __init__(self, store: MemoryStore, templates: TemplateSet) -> None:
-        self.store = store
+    def __init__(self, db: AsyncStore, templates: TemplateSet) -> None:
+        self.db = db
         self.templates = templates
 
     async def reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
@@ -149,7 +148,7 @@ class Reconciler:
         merged = False
         for _ in range(MAX_WRITE_ATTEMPTS):
             try:
-                db = await self.get(t.user_id, kind)
+                db = await self.db.get(t.user_id, kind)
             except DB_ERRORS as exc:
                 return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
             action = decide(text, db, base, db_authoritative=t.scenario.db_authoritative)
@@ -157,7 +156,9 @@ class Reconciler:
                 assert text is not None  # the rule only ever writes sandbox text back
                 merged = merged or isinstance(action, Merge)
                 try:
-                    written = await self.upsert(t.user_id, kind, action.content, action.expected)
+                    written = await self.db.upsert(
+                        t.user_id, kind, action.content, action.expected, skip_unchanged=True
+                    )
                 except VersionConflictError:
                     continue  # another writer won the race: read again, decide again
                 except InvalidContentError as exc:
@@ -182,7 +183,7 @@ class Reconciler:
                 await self.record_base(t, kind, db)
             return t.result(name, "none", Outcome.UNCHANGED, db.version)
         try:
-            current = await self.get(t.user_id, kind)
+            current = await self.db.get(t.user_id, kind)
         except DB_ERRORS as exc:
             return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
         if current is None:
@@ -207,7 +208,7 @@ class Reconciler:
     ) -> SyncResult:
         """The DB refuses the content: keep the sandbox copy aside, restore the DB copy."""
         try:
-            current = await self.get(t.user_id, kind)
+            current = await self.db.get(t.user_id, kind)
             path = await state.preserve_copy(t.sandbox, kind.filename, agent_text, rejected=True)
         except Exception as exc:
             detail = f"{error}; {describe(exc)}"
@@ -262,20 +263,6 @@ class Reconciler:
             log_failure(
                 logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=kind.filename
             )
-
-    # -- DB side -----------------------------------------------------------------------------
-
-    async def get(self, user_id: str, kind: FileKind) -> MemoryFile | None:
-        return await anyio.to_thread.run_sync(self.store.get_memory_file, user_id, kind)
-
-    async def upsert(
-        self, user_id: str, kind: FileKind, content: str, expected: int | None, skip: bool = True
-    ) -> MemoryFile:
-        """The one write path (``MemoryStore.upsert_memory_file``), off the event loop."""
-        write = partial(
-            self.store.upsert_memory_file, user_id, kind, content, expected, skip_unchanged=skip
-        )
-        return await anyio.to_thread.run_sync(write)
 
 
 class BrokenSandbox:

@@ -28,7 +28,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Protocol
 
 import anyio
@@ -36,6 +35,7 @@ import anyio.to_thread
 
 from memstrata.errors import InvalidFileTypeError, VersionConflictError
 from memstrata.logs import describe, log_event, log_failure
+from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import MemoryFile, MemoryStore
 from memstrata.memory.templates import TemplateSet
@@ -56,7 +56,6 @@ from memstrata.sandbox.reconcile import (
     Scenario,
     SyncResult,
     Target,
-    log_result,
 )
 from memstrata.sandbox.rule import SyncBase, has_content
 
@@ -108,7 +107,8 @@ class SyncService:
         self.store = store
         self.sandboxes = sandboxes
         self.pool = pool
-        self._files = Reconciler(store, templates or store.templates)
+        self.db = AsyncStore(store)
+        self._files = Reconciler(self.db, templates or store.templates)
         self._locks: dict[str, _LockEntry] = {}
         # (user, file) -> the If-Match write in flight here, and the version it is based on.
         self._claims: dict[tuple[str, FileKind], _Claim] = {}
@@ -123,13 +123,11 @@ class SyncService:
         DB errors propagate: creating the user is the main flow. A sandbox file that
         already has content is kept (``kept``) for the next session start to reconcile.
         """
-        created: list[FileKind] = await anyio.to_thread.run_sync(
-            self.store.provision_default_files, user_id
-        )
+        created = await self.db.provision(user_id)
         t = self._target(user_id, None, PROVISION)
         async with self._user_lock(user_id):
             for kind in USER_FILE_KINDS:
-                file = await self._files.get(user_id, kind)
+                file = await self.db.get(user_id, kind)
                 if file is not None:
                     await self._provision_file(t, kind, file)
             await self._files.push_agents(t)
@@ -192,20 +190,15 @@ class SyncService:
         next session start pushes the new copy (the stale sandbox copy equals its base).
         Exceptions raised by ``edit`` propagate.
         """
-        edit_db = partial(self.store.edit_memory_file, attempts=MAX_WRITE_ATTEMPTS)
+        t, name = self._target(user_id, None, AGENT_WRITE), kind.filename
         try:
-            written = await anyio.to_thread.run_sync(edit_db, user_id, kind, edit)
+            written = await self.db.edit(user_id, kind, edit, attempts=MAX_WRITE_ATTEMPTS)
         except VersionConflictError:
-            result = SyncResult(kind.filename, "agent->db", Outcome.CONFLICT, None, "kept changing")
+            return t.result(name, "agent->db", Outcome.CONFLICT, None, "kept changing")
         except DB_ERRORS as exc:
-            result = SyncResult(
-                kind.filename, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc)
-            )
-        else:
-            outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-            result = SyncResult(kind.filename, "agent->db", outcome, written.version)
-        log_result(user_id, None, AGENT_WRITE.name, result)
-        return result
+            return t.result(name, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc))
+        outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
+        return t.result(name, "agent->db", outcome, written.version)
 
     async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base."""
@@ -260,11 +253,11 @@ class SyncService:
                 await held.landed.wait()
             if held.file is not None:
                 return held.file, False  # the current copy when it landed
-        file = await self._files.get(user_id, kind)
+        file = await self.db.get(user_id, kind)
         if file is not None:
             return file, False
         await self.provision_user(user_id)
-        file = await self._files.get(user_id, kind)
+        file = await self.db.get(user_id, kind)
         if file is None:
             raise RuntimeError(f"provisioning {user_id!r} did not create {kind.filename}")
         return file, True
@@ -284,26 +277,22 @@ class SyncService:
         k = parse_kind(kind)
         mine = self._claim(user_id, k, expected_version)
         try:
-            previous = await self._files.get(user_id, k)
+            previous = await self.db.get(user_id, k)
             found = 0 if previous is None else previous.version
             if expected_version is not None and found != expected_version:
                 actual = None if previous is None else found
                 raise VersionConflictError(user_id, k.file_type, expected_version, actual)
             # Outside the user lock: the store re-checks the version in its transaction,
             # and a read-back racing this write loses that check and decides again.
-            file = await self._files.upsert(user_id, k, content, expected_version, skip=False)
+            file = await self.db.upsert(user_id, k, content, expected_version)
             if mine is not None:
                 mine.file = file
         finally:
             if mine is not None:
                 mine.landed.set()
                 del self._claims[(user_id, k)]
-        log_result(
-            user_id,
-            None,
-            FRONTEND.name,
-            SyncResult(k.filename, "frontend->db", Outcome.WRITTEN, file.version),
-        )
+        front = self._target(user_id, None, FRONTEND)
+        front.result(k.filename, "frontend->db", Outcome.WRITTEN, file.version)
         async with self._user_lock(user_id):
             await self._mirror(user_id, k, previous)
         await self.invalidate(user_id)
@@ -360,7 +349,7 @@ class SyncService:
         results: list[SyncResult] = []
         async with self._user_lock(user_id):
             try:
-                await anyio.to_thread.run_sync(self.store.provision_default_files, user_id)
+                await self.db.provision(user_id)
             except DB_ERRORS as exc:
                 for kind in USER_FILE_KINDS:
                     results.append(
@@ -386,7 +375,7 @@ class SyncService:
 
     async def _snapshot(self, user_id: str) -> dict[str, SyncBase] | None:
         try:
-            files = await anyio.to_thread.run_sync(self.store.list_memory_files, user_id)
+            files = await self.db.files(user_id)
         except DB_ERRORS:
             return None
         return {
