@@ -269,7 +269,7 @@ def _rankings(
         hits_of[name] = response.hits
         out[name] = [h.source_ids for h in response.hits]
     if unigram is not None:
-        depth = mem.search.candidate_depth(dataset.depth)
+        depth = mem.search.candidate_depth(dataset.depth, NO_DECAY)  # as `hybrid`
         bm25_keys = [key for key, _ in unigram.top_n(tokenize(q.text, cjk_bigrams=False), depth)]
         covered = _covered_rows(mem, case.user_id)
         vector_keys = [(h.file_path or "", h.chunk_index or 0) for h in hits_of["vector"]]
