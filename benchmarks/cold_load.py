@@ -1,0 +1,79 @@
+"""Cold load of one user's search index (10k rows), in process: rows whose BM25 terms are
+stored (what the indexer writes) against the same rows with the terms column cleared
+(tokenised at load, as before migration 0003), alternating, same run.
+
+    .venv/bin/python benchmarks/cold_load.py --chunks 10000 --repeats 9
+
+Uses the embedded PostgreSQL in a temporary data directory and the synthetic rows of
+``memstrata bench latency``; the first search of a fresh ``IndexCache`` is timed (wall and
+CPU), with no embedding API (vectors are written directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+
+import numpy as np
+from sqlalchemy import text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="memstrata-cold-") as tmp:
+        os.environ.update(
+            MEMSTRATA_DATA_DIR=tmp,
+            MEMSTRATA_LOG_LEVEL="WARNING",
+            MEMSTRATA_EMBEDDING_AUTOSTART="false",
+        )
+        from memstrata.bench import latency as synthetic
+        from memstrata.config import Settings
+        from memstrata.retrieval.cache import IndexCache
+        from memstrata.retrieval.search import SearchService
+        from memstrata.runtime import Memstrata
+
+        mem = Memstrata.open(Settings())
+        try:
+            rng = np.random.default_rng(7)
+            vocab = synthetic._vocabulary(rng)
+            texts = synthetic._sentences(rng, vocab, args.chunks)
+            vectors = synthetic._unit(rng, args.chunks, 384)
+            start = datetime(2026, 1, 1, tzinfo=UTC)
+            users = {"stored terms": "stored", "tokenised at load": "tokenised"}
+            for user in users.values():
+                synthetic._copy_rows(mem, [user] * args.chunks, texts, vectors, start)
+            with mem.db.engine.begin() as conn:
+                conn.execute(
+                    text("UPDATE memory_embeddings SET bm25_terms = NULL WHERE user_id = :u"),
+                    {"u": users["tokenised at load"]},
+                )
+            query = synthetic._sentences(rng, vocab, 1, 8)[0]
+            query_vector = synthetic._unit(rng, 1, 384)[0]
+            wall: dict[str, list[float]] = {name: [] for name in users}
+            cpu: dict[str, list[float]] = {name: [] for name in users}
+            for _ in range(args.repeats):
+                for name, user in users.items():
+                    search = SearchService(IndexCache(mem.db.sessions), synthetic._NamedOnly())
+                    began, cpu_began = time.perf_counter(), time.process_time()
+                    search.search_with_vector(user, query, query_vector, top_k=10)
+                    wall[name].append((time.perf_counter() - began) * 1000)
+                    cpu[name].append((time.process_time() - cpu_began) * 1000)
+            for name in users:
+                print(
+                    f"{name}: wall median {statistics.median(wall[name]):.0f} ms "
+                    f"(min {min(wall[name]):.0f}, max {max(wall[name]):.0f}), "
+                    f"CPU median {statistics.median(cpu[name]):.0f} ms"
+                )
+        finally:
+            mem.close()
+
+
+if __name__ == "__main__":
+    main()
