@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable
 
 import pytest
@@ -147,7 +148,8 @@ def test_request_log_and_request_id(
     assert len(generated.headers["x-request-id"]) == 32
     records = [event_fields(r) for r in caplog.records if r.name == "memstrata.api.access"]
     first = records[0]
-    assert first.pop("ms") >= 0
+    logged_ms = first.pop("ms")
+    assert logged_ms >= 0
     assert first == {
         "event": "http.request",
         "method": "GET",
@@ -159,6 +161,10 @@ def test_request_log_and_request_id(
     }
     assert records[1]["user_id"] is None
     assert records[1]["request_id"] == generated.headers["x-request-id"]
+    # Server-Timing: the app's own time, at most what the log line recorded.
+    timing = response.headers["server-timing"]
+    assert re.fullmatch(r"app;dur=\d+\.\d", timing), timing
+    assert float(timing.split("=")[1]) <= logged_ms + 0.1
 
 
 def test_api_prefix(settings: Settings, mem: Memstrata, auth: AuthHeader) -> None:

@@ -47,6 +47,7 @@ def token(data_dir: Path, user: str) -> str:
 class WriterRun:
     seconds: float = 0.0
     conflicts: list[float] = field(default_factory=list)  # seconds per 409 answer
+    conflicts_server: list[float] = field(default_factory=list)  # Server-Timing of each 409
     writes: list[float] = field(default_factory=list)  # seconds per 200 answer
     errors: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
@@ -62,8 +63,16 @@ class WriterRun:
 
         return (
             f"{len(self.lines)} writers in {self.seconds:.1f} s; 200s: {stats(self.writes)}; "
-            f"409s: {stats(self.conflicts)}; errors: {len(self.errors)}"
+            f"409s: {stats(self.conflicts)}, in the app {stats(self.conflicts_server)}; "
+            f"errors: {len(self.errors)}"
         )
+
+
+def server_seconds(response: httpx.Response) -> float:
+    """The app's own time for a response (its ``Server-Timing: app;dur=<ms>``)."""
+    name, _, duration = response.headers["server-timing"].partition(";dur=")
+    assert name == "app", response.headers["server-timing"]
+    return float(duration) / 1000
 
 
 def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> WriterRun:
@@ -97,6 +106,7 @@ def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> Write
                         return
                     if put.status_code == 409:
                         run.conflicts.append(took)
+                        run.conflicts_server.append(server_seconds(put))
                     else:
                         run.errors.append(f"PUT {put.status_code}: {put.text[:200]}")
             with lock:

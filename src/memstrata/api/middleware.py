@@ -3,7 +3,9 @@
 One structured log line per request (event ``http.request``: method, path, route template,
 status, duration, user id once authenticated, request id) and the HTTP metrics. The
 request id is the caller's ``X-Request-ID`` when it is a short token, else a new one; it
-is echoed in the response. Redirects get a relative ``Location`` (never one built from the
+is echoed in the response, with ``Server-Timing: app;dur=<ms>`` (the time from this
+middleware to the response's first byte: what the client waited for beyond the network
+and the server's accept queue). Redirects get a relative ``Location`` (never one built from the
 client's ``Host`` header).
 """
 
@@ -50,6 +52,8 @@ class RequestLogMiddleware:
                 status = message["status"]
                 headers = MutableHeaders(scope=message)
                 headers.append("X-Request-ID", request_id)
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                headers.append("Server-Timing", f"app;dur={elapsed_ms:.1f}")
                 if status in (301, 302, 307, 308) and "location" in headers:
                     headers["location"] = relative_location(headers["location"])
             await send(message)
