@@ -75,6 +75,17 @@ def server_seconds(response: httpx.Response) -> float:
     return float(duration) / 1000
 
 
+def append_line(
+    client: httpx.Client, headers: dict[str, str], current: httpx.Response, line: str
+) -> tuple[httpx.Response, float]:
+    """PUT the file of the GET ``current`` with ``line`` appended, If-Match its ETag; the
+    answer and the seconds it took."""
+    body = {"content": current.json()["content"].rstrip("\n") + "\n" + line + "\n"}
+    began = time.monotonic()
+    put = client.put(FILE, json=body, headers={**headers, "If-Match": current.headers["etag"]})
+    return put, time.monotonic() - began
+
+
 def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> WriterRun:
     """Each writer GETs the file, appends its line, PUTs with If-Match; on 409 it reloads
     and tries again (bounded: 500 attempts each)."""
@@ -94,12 +105,7 @@ def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> Write
                     with lock:
                         run.errors.append(f"GET {current.status_code}")
                     continue
-                body = {"content": current.json()["content"].rstrip("\n") + "\n" + line + "\n"}
-                began = time.monotonic()
-                put = client.put(
-                    FILE, json=body, headers={**headers, "If-Match": current.headers["etag"]}
-                )
-                took = time.monotonic() - began
+                put, took = append_line(client, headers, current, line)
                 with lock:
                     if put.status_code == 200:
                         run.writes.append(took)
@@ -132,13 +138,9 @@ def run_serial(url: str, data_dir: Path, user: str, writes: int = 50) -> WriterR
         began = time.monotonic()
         for line in run.lines:
             current = client.get(FILE, headers=headers)
-            body = {"content": current.json()["content"].rstrip("\n") + "\n" + line + "\n"}
-            started = time.monotonic()
-            put = client.put(
-                FILE, json=body, headers={**headers, "If-Match": current.headers["etag"]}
-            )
+            put, took = append_line(client, headers, current, line)
             if put.status_code == 200:
-                run.writes.append(time.monotonic() - started)
+                run.writes.append(took)
             else:
                 run.errors.append(f"PUT {put.status_code}: {put.text[:200]}")
         run.seconds = time.monotonic() - began

@@ -78,27 +78,24 @@ DepthGrid = Annotated[
 DEPTH_GRID = (1, 15, 30, 50, 100)
 
 
-def _variants(depths: bool) -> dict[str, Variant]:
-    from memstrata.bench.harness import VARIANTS, depth_grid
-
-    variants = dict(VARIANTS)
-    if depths:
-        variants.update(depth_grid(DEPTH_GRID))
-    return variants
-
-
 def _run_quality(
     name: str,
     load: Callable[[], Dataset],
     k: str,
     database_url: str | None,
     *,
-    peers: bool = True,
-    variants: dict[str, Variant] | None = None,
-    table: bool = False,
+    no_peers: bool,
+    depths: bool,
+    extra: dict[str, Variant] | None = None,
 ) -> None:
-    """Load, run, print a summary on stderr and the JSON object as the last line."""
-    from memstrata.bench.harness import BenchError, run
+    """Load, run, print a summary on stderr and the JSON object as the last line. The
+    standard variants always; the minimum-depth grid with ``depths``; ``extra`` on top. A
+    grid prints its table on stdout."""
+    from memstrata.bench.harness import VARIANTS, BenchError, depth_grid, run
+
+    variants = {**VARIANTS, **(depth_grid(DEPTH_GRID) if depths else {}), **(extra or {})}
+    table = depths or bool(extra)
+    peers = not no_peers
 
     ks = parse_ks(k)
     try:
@@ -166,20 +163,15 @@ def locomo_command(
     from memstrata.bench.locomo import locomo_dataset
 
     _need(path, "a LoCoMo-format JSON file (a list of conversations)")
-    variants = _variants(depths)
+    decay_grid: dict[str, Variant] = {}
     if grid:
         for half_life in (30.0, 90.0, 365.0):
             for floor in (0.0, 0.5, 0.8, 0.9):
                 name = f"decay_hl{half_life:g}_floor{floor:g}"
-                variants[name] = Variant(True, True, DecayPolicy(True, half_life, floor))
+                decay_grid[name] = Variant(True, True, DecayPolicy(True, half_life, floor))
+    load = lambda: locomo_dataset(path, limit)  # noqa: E731
     _run_quality(
-        "LoCoMo",
-        lambda: locomo_dataset(path, limit),
-        k,
-        database_url,
-        peers=not no_peers,
-        variants=variants,
-        table=grid or depths,
+        "LoCoMo", load, k, database_url, no_peers=no_peers, depths=depths, extra=decay_grid
     )
 
 
@@ -197,15 +189,7 @@ def longmemeval_command(
 
     _need(path, "a LongMemEval_S-format .json or .json.gz file")
     load = lambda: longmemeval_dataset(path, limit)  # noqa: E731
-    _run_quality(
-        "LongMemEval",
-        load,
-        k,
-        database_url,
-        peers=not no_peers,
-        variants=_variants(depths),
-        table=depths,
-    )
+    _run_quality("LongMemEval", load, k, database_url, no_peers=no_peers, depths=depths)
 
 
 @bench_app.command("madial")
@@ -222,15 +206,7 @@ def madial_command(
 
     _need(path, "the MADial-Bench dialogue and memory JSON files", folder=True)
     load = lambda: madial_dataset(path, limit)  # noqa: E731
-    _run_quality(
-        "MADial",
-        load,
-        k,
-        database_url,
-        peers=not no_peers,
-        variants=_variants(depths),
-        table=depths,
-    )
+    _run_quality("MADial", load, k, database_url, no_peers=no_peers, depths=depths)
 
 
 @bench_app.command("latency")

@@ -15,10 +15,11 @@ from typing import Any
 from memstrata.errors import (
     ContentTooLargeError,
     InvalidContentError,
+    InvalidFileTypeError,
     VersionConflictError,
 )
 from memstrata.mcp.base import Caller, ToolError
-from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 from memstrata.memory.store import MemoryFile
 
 URI_PREFIX = "memstrata://files/"
@@ -26,7 +27,6 @@ URI_TEMPLATE = URI_PREFIX + "{name}"
 MIME_TYPE = "text/markdown"
 WRITABLE_NAMES = tuple(kind.api_name for kind in USER_FILE_KINDS)  # soul, user, memory
 READABLE_NAMES = (*WRITABLE_NAMES, FileKind.AGENTS.api_name)
-_KINDS = {kind.api_name: kind for kind in (*USER_FILE_KINDS, FileKind.AGENTS)}
 
 
 @dataclass(frozen=True)
@@ -95,4 +95,7 @@ def uri(kind: FileKind) -> str:
 def kind_from_uri(value: str) -> FileKind | None:
     if not value.startswith(URI_PREFIX):
         return None
-    return _KINDS.get(value[len(URI_PREFIX) :])
+    try:
+        return api_kind(value[len(URI_PREFIX) :], agents=True)
+    except InvalidFileTypeError:
+        return None
