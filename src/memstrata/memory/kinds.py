@@ -61,15 +61,14 @@ def api_kind(name: object, *, agents: bool = False) -> FileKind:
     ``agents`` — the read-only platform template — where ``agents`` allows reads of it;
     anything else, other spellings included, is ``InvalidFileTypeError`` (HTTP 400)."""
     kind = _BY_API_NAME.get(name) if isinstance(name, str) else None
-    writable = ", ".join(k.api_name for k in USER_FILE_KINDS)
     if kind is FileKind.AGENTS and not agents:
         raise InvalidFileTypeError(
             "无效的文件名: AGENTS.md is the platform template and is read-only; "
-            f"write one of {writable}"
+            f"write one of {_WRITABLE_NAMES}"
         )
     if kind is None:
         shown = repr(name[:100]) if isinstance(name, str) else type(name).__name__
-        names = f"{writable}, agents" if agents else writable
+        names = f"{_WRITABLE_NAMES}, agents" if agents else _WRITABLE_NAMES
         raise InvalidFileTypeError(f"无效的文件名: {shown} (expected one of: {names})")
     return kind
 
@@ -90,3 +89,4 @@ _BY_NAME: dict[str, FileKind] = {
     for name in (kind.api_name, kind.file_type, kind.filename)
 }
 _BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in FileKind}
+_WRITABLE_NAMES = ", ".join(kind.api_name for kind in USER_FILE_KINDS)

@@ -27,7 +27,7 @@ from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import log_event
 from memstrata.retrieval import queue
 from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.repository import EmbeddingRepository, with_vector
 from memstrata.retrieval.vector import pad_vector
 
 logger = logging.getLogger(__name__)
@@ -133,23 +133,8 @@ class VectorHealer:
                 # Rows a writer replaced since the claim are gone; their text is too.
                 present = repo.load(ids)
                 repo.delete_ids([c.id for c in present])
-                repo.insert(
-                    [
-                        NewChunk(
-                            file_path=c.file_path or "",
-                            chunk_index=c.chunk_index or 0,
-                            chunk_text=c.chunk_text,
-                            content_hash=c.content_hash,
-                            created_at=c.created_at,
-                            embedding=vectors[c.id],
-                            embedding_model=self.embedder.name,
-                            source_ids=c.source_ids or None,
-                            context=c.context,
-                            bm25_terms=c.bm25_terms,
-                        )
-                        for c in present
-                    ]
-                )
+                model = self.embedder.name
+                repo.insert([with_vector(c, vectors[c.id], model) for c in present])
                 if present:
                     repo.bump_generation()
             written += len(present)

@@ -36,7 +36,12 @@ from memstrata.logs import log_event
 from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk, StoredChunk
+from memstrata.retrieval.repository import (
+    EmbeddingRepository,
+    NewChunk,
+    StoredChunk,
+    with_vector,
+)
 from memstrata.retrieval.rounds import (
     SESSION_PREFIX,
     Doc,
@@ -269,14 +274,16 @@ class Indexer:
             with transaction(self._sessions) as session:
                 repo = EmbeddingRepository(session, user_id)
                 repo.lock()
-                still = {c.id for c in repo.load([c.id for c in todo])}
+                # The rows as stored now (with their BM25 terms): a writer may have
+                # replaced some since they were read.
+                still = {c.id: c for c in repo.load([c.id for c in todo])}
                 keep = [
-                    (c, v)
+                    (still[c.id], v)
                     for c, v in zip(todo, vectors, strict=True)
                     if c.id in still and v is not None
                 ]
                 repo.delete_ids([c.id for c, _ in keep])
-                repo.insert([self._renew(c, v) for c, v in keep])
+                repo.insert([with_vector(c, v, self.embedder.name) for c, v in keep])
                 if keep:
                     repo.bump_generation()
             done += len(keep)
@@ -434,20 +441,6 @@ class Indexer:
             f"vectors (BM25 only until re-embedded): {errors[0]}"
         )
         return vectors, message
-
-    def _renew(self, c: StoredChunk, vector: Sequence[float]) -> NewChunk:
-        assert self.embedder is not None
-        return NewChunk(
-            file_path=c.file_path or "",
-            chunk_index=c.chunk_index or 0,
-            chunk_text=c.chunk_text,
-            content_hash=c.content_hash,
-            created_at=c.created_at,
-            embedding=vector,
-            embedding_model=self.embedder.name,
-            source_ids=c.source_ids or None,
-            context=c.context,
-        )
 
 
 def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:

@@ -67,6 +67,23 @@ class StoredChunk:
         return extra + self.source_ids
 
 
+def with_vector(c: StoredChunk, vector: Sequence[float], model: str) -> NewChunk:
+    """A stored row written again as it is, with a new vector (re-embedding replaces rows:
+    rows are immutable, see ``retrieval.cache``)."""
+    return NewChunk(
+        file_path=c.file_path or "",
+        chunk_index=c.chunk_index or 0,
+        chunk_text=c.chunk_text,
+        content_hash=c.content_hash,
+        created_at=c.created_at,
+        embedding=vector,
+        embedding_model=model,
+        source_ids=c.source_ids or None,
+        context=c.context,
+        bm25_terms=c.bm25_terms,
+    )
+
+
 _META_COLUMNS = (
     MemoryEmbedding.id,
     MemoryEmbedding.file_path,

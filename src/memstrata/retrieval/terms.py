@@ -4,8 +4,8 @@ Tokenising every chunk was most of the first search of a large user (docs/BENCHM
 A row's ``bm25_terms`` is ``<signature>\\t<term> <term> …``: the signature names the rules
 that made the terms (``TERMS_VERSION`` and the bigram switch), and a row written under other
 rules — or before the column existed — is tokenised again when it is loaded, so a change
-of rules never serves stale terms (``memstrata reindex`` rewrites them). Terms never hold
-whitespace, so one space separates them.
+of rules never serves stale terms (the row gets new terms when its text is written again).
+Terms never hold whitespace, so one space separates them.
 """
 
 from __future__ import annotations
