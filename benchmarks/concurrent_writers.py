@@ -30,7 +30,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--writers", type=int, default=50)
     parser.add_argument("--no-embeddings", action="store_true")
+    parser.add_argument(
+        "--server-threads", type=int, default=None, help="MEMSTRATA_EMBEDDING_SERVER_THREADS"
+    )
     args = parser.parse_args()
+    settings = (
+        {"MEMSTRATA_EMBEDDING_SERVER_THREADS": str(args.server_threads)}
+        if args.server_threads is not None
+        else {}
+    )
     totals: list[float] = []
     serials: list[float] = []
     conflicts: list[float] = []
@@ -38,7 +46,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memstrata-writers-") as tmp:
         data = Path(tmp)
         started = time.monotonic()
-        with memstrata_serve(data, embeddings=not args.no_embeddings) as url:
+        with memstrata_serve(data, embeddings=not args.no_embeddings, settings=settings) as url:
             print(f"serve ready in {time.monotonic() - started:.1f} s", flush=True)
             for n in range(args.runs):
                 run = run_writers(url, data, f"bench-{n}", writers=args.writers)

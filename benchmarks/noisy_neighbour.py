@@ -33,10 +33,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--searches", type=int, default=40)
     parser.add_argument("--kib", type=int, default=256)
+    parser.add_argument(
+        "--server-threads", type=int, default=None, help="MEMSTRATA_EMBEDDING_SERVER_THREADS"
+    )
     args = parser.parse_args()
+    settings = (
+        {"MEMSTRATA_EMBEDDING_SERVER_THREADS": str(args.server_threads)}
+        if args.server_threads is not None
+        else {}
+    )
     with tempfile.TemporaryDirectory(prefix="memstrata-noisy-") as tmp:
         data = Path(tmp)
-        with memstrata_serve(data) as url, httpx.Client(base_url=url, timeout=600) as client:
+        with (
+            memstrata_serve(data, settings=settings) as url,
+            httpx.Client(base_url=url, timeout=600) as client,
+        ):
             a = {"Authorization": f"Bearer {token(data, 'user-a')}"}
             b = {"Authorization": f"Bearer {token(data, 'user-b')}"}
             client.put(FILE, headers=b, json={"content": "B likes oolong tea and lakes."})

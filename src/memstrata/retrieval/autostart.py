@@ -33,12 +33,15 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
     if embedding_configured(settings) or not settings.embedding_autostart:
         yield resolve_embedding_spec(settings)
         return
-    threads = settings.embedding_server_threads or None
-    server = LocalEmbeddingServer(threads=threads)
+    server = LocalEmbeddingServer(
+        threads=settings.embedding_server_threads or None, nice=settings.embedding_server_nice
+    )
     # A second server for queries: the local server computes one request at a time, so a
     # search would otherwise wait for a bulk batch of another user's write.
     query_server = (
-        LocalEmbeddingServer(threads=threads) if settings.embedding_query_server else None
+        LocalEmbeddingServer(threads=settings.embedding_query_server_threads or None)
+        if settings.embedding_query_server
+        else None
     )
     try:
         server.start()

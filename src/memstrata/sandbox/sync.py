@@ -25,6 +25,7 @@ write *is* the main flow, lets DB errors and version conflicts propagate.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ logger = logging.getLogger(__name__)
 
 # How long a read waits for a write of the same file in flight in this process.
 WRITE_WAIT_S = 5.0
+# Files whose last version seen here is remembered (for answering stale writes at once).
+SEEN_VERSIONS = 4096
 
 
 class CacheInvalidator(Protocol):
@@ -112,6 +115,8 @@ class SyncService:
         self._locks: dict[str, _LockEntry] = {}
         # (user, file) -> the If-Match write in flight here, and the version it is based on.
         self._claims: dict[tuple[str, FileKind], _Claim] = {}
+        # (user, file) -> the version this process last read or wrote, newest last.
+        self._seen: OrderedDict[tuple[str, FileKind], int] = OrderedDict()
         self._open_sessions: dict[str, set[str]] = {}
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -255,6 +260,7 @@ class SyncService:
                 return held.file, False  # the current copy when it landed
         file = await self.db.get(user_id, kind)
         if file is not None:
+            self._saw(user_id, kind, file.version)
             return file, False
         await self.provision_user(user_id)
         file = await self.db.get(user_id, kind)
@@ -279,12 +285,15 @@ class SyncService:
         try:
             previous = await self.db.get(user_id, k)
             found = 0 if previous is None else previous.version
+            if previous is not None:
+                self._saw(user_id, k, found)
             if expected_version is not None and found != expected_version:
                 actual = None if previous is None else found
                 raise VersionConflictError(user_id, k.file_type, expected_version, actual)
             # Outside the user lock: the store re-checks the version in its transaction,
             # and a read-back racing this write loses that check and decides again.
             file = await self.db.upsert(user_id, k, content, expected_version)
+            self._saw(user_id, k, file.version)
             if mine is not None:
                 mine.file = file
         finally:
@@ -305,6 +314,11 @@ class SyncService:
         at once, without a query."""
         if expected is None:
             return None
+        seen = self._seen.get((user_id, kind))
+        if seen is not None and expected < seen:
+            # Versions only grow: one older than a version already read or written here
+            # is stale without asking the database.
+            raise VersionConflictError(user_id, kind.file_type, expected, seen)
         held = self._claims.get((user_id, kind))
         if held is not None:
             if held.base == expected:
@@ -314,6 +328,15 @@ class SyncService:
             return None  # a different base: one of the two is stale; the store decides
         claim = self._claims[(user_id, kind)] = _Claim(expected)
         return claim
+
+    def _saw(self, user_id: str, kind: FileKind, version: int) -> None:
+        """Remember the version last read or written here (the latest observation, not the
+        highest: a lower one read from the database wins, so a stale entry heals on the
+        next read)."""
+        self._seen[(user_id, kind)] = version
+        self._seen.move_to_end((user_id, kind))
+        while len(self._seen) > SEEN_VERSIONS:
+            self._seen.popitem(last=False)
 
     async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
         """Follow-on step 1: force-push to the user's sandbox and every session sandbox this

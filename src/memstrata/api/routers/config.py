@@ -32,7 +32,7 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-def path_kind(
+async def path_kind(
     name: Annotated[
         str,
         # Documented as an enum, validated by api_kind: a bad name is spec §3's 400, not 422.
@@ -42,7 +42,8 @@ def path_kind(
         ),
     ],
 ) -> FileKind:
-    # A dependency, so that a bad name is a 400 even when the body is also invalid (422).
+    # A dependency, so that a bad name is a 400 even when the body is also invalid (422);
+    # async, because FastAPI runs a plain ``def`` dependency on a worker thread.
     return api_kind(name)
 
 
