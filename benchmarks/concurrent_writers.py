@@ -5,6 +5,10 @@ contended run cannot beat: every write embeds its grown chunk).
 
     .venv/bin/python benchmarks/concurrent_writers.py --runs 3 --writers 50
 
+Each client is its own process, as real clients are; ``--threads`` runs them as threads of
+this process instead, where they queue for one interpreter lock and send their requests
+late (docs/BENCHMARKS.md shows both).
+
 Target (issue: reliability under load): the run completes in ≤ 15 s with every line
 kept, and a 409 answers in ≤ 50 ms p95.
 """
@@ -31,6 +35,11 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=50)
     parser.add_argument("--no-embeddings", action="store_true")
     parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="clients as threads of this process (they then queue for its interpreter lock)",
+    )
+    parser.add_argument(
         "--server-threads", type=int, default=None, help="MEMSTRATA_EMBEDDING_SERVER_THREADS"
     )
     args = parser.parse_args()
@@ -49,7 +58,9 @@ def main() -> None:
         with memstrata_serve(data, embeddings=not args.no_embeddings, settings=settings) as url:
             print(f"serve ready in {time.monotonic() - started:.1f} s", flush=True)
             for n in range(args.runs):
-                run = run_writers(url, data, f"bench-{n}", writers=args.writers)
+                run = run_writers(
+                    url, data, f"bench-{n}", writers=args.writers, processes=not args.threads
+                )
                 totals.append(run.seconds)
                 conflicts.extend(run.conflicts)
                 in_app.extend(run.conflicts_server)

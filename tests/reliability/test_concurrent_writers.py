@@ -18,14 +18,16 @@ from tests.reliability.writers import FILE, memstrata_serve, run_writers, token
 
 
 @pytest.mark.timeout(600)
-def test_fifty_if_match_writers_keep_every_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_fifty_if_match_writers_keep_every_line(tmp_path: Path, processes: bool) -> None:
     with memstrata_serve(tmp_path, embeddings=False) as url:
-        run = run_writers(url, tmp_path, "alice", writers=50)
+        run = run_writers(url, tmp_path, "alice", writers=50, processes=processes)
         print(run.summary())
         final = httpx.get(
             f"{url}{FILE}", headers={"Authorization": f"Bearer {token(tmp_path, 'alice')}"}
         )
     assert run.errors == [], run.errors[:5]
+    assert len(run.writes) == len(run.lines)  # every client reported its one success
     body = final.json()
     missing = [line for line in run.lines if line not in body["content"]]
     assert missing == [], f"{len(missing)} lines lost"

@@ -6,6 +6,7 @@ Used by the test (tests/reliability/test_concurrent_writers.py) and the benchmar
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import statistics
 import threading
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jwt
@@ -90,45 +92,82 @@ def append_line(
     return put, time.monotonic() - began
 
 
-def run_writers(url: str, data_dir: Path, user: str, writers: int = 50) -> WriterRun:
-    """Each writer GETs the file, appends its line, PUTs with If-Match; on 409 it reloads
-    and tries again (bounded: 500 attempts each)."""
+def _write_one(url: str, headers: dict[str, str], line: str, start: Any) -> WriterRun:
+    """One writer: GET the file, append ``line``, PUT with If-Match; on 409 reload and try
+    again (bounded: 500 attempts). ``start``: a barrier all writers pass together."""
+    mine = WriterRun(lines=[line])
+    with httpx.Client(base_url=url, timeout=120, trust_env=False) as client:
+        start.wait()
+        for _ in range(500):
+            current = client.get(FILE, headers=headers)
+            if current.status_code != 200:
+                mine.errors.append(f"GET {current.status_code}")
+                continue
+            put, took = append_line(client, headers, current, line)
+            if put.status_code == 200:
+                mine.writes.append(took)
+                return mine
+            if put.status_code == 409:
+                mine.conflicts.append(took)
+                mine.conflicts_server.append(server_seconds(put))
+            else:
+                mine.errors.append(f"PUT {put.status_code}: {put.text[:200]}")
+        mine.errors.append(f"gave up: {line}")
+    return mine
+
+
+def _writer_process(url: str, headers: dict[str, str], line: str, start: Any, results: Any) -> None:
+    results.put(_write_one(url, headers, line, start))
+
+
+def run_writers(
+    url: str, data_dir: Path, user: str, writers: int = 50, *, processes: bool = False
+) -> WriterRun:
+    """``writers`` clients, each adding its line (``_write_one``), all started together.
+    ``processes``: each client is its own process (as real clients are) instead of a
+    thread of this one, so the clients do not queue for one interpreter lock."""
     run = WriterRun(lines=[f"- writer {i:02d} was here" for i in range(writers)])
     headers = {"Authorization": f"Bearer {token(data_dir, user)}"}
     with httpx.Client(base_url=url, timeout=120, trust_env=False) as client:
         client.get(FILE, headers=headers).raise_for_status()  # provision first
-    lock = threading.Lock()
-    start = threading.Barrier(writers)
+    if processes:
+        ctx = multiprocessing.get_context("fork")
+        start: Any = ctx.Barrier(writers + 1)
+        results: Any = ctx.Queue()
+        procs = [
+            ctx.Process(target=_writer_process, args=(url, headers, line, start, results))
+            for line in run.lines
+        ]
+        for proc in procs:
+            proc.start()
+        start.wait()  # every client is connected and waiting: the clock starts now
+        began = time.monotonic()
+        outcomes = [results.get(timeout=600) for _ in procs]
+        run.seconds = time.monotonic() - began
+        for proc in procs:
+            proc.join(60)
+    else:
+        start = threading.Barrier(writers)
+        outcomes = []
+        lock = threading.Lock()
 
-    def writer(line: str) -> None:
-        with httpx.Client(base_url=url, timeout=120, trust_env=False) as client:
-            start.wait()
-            for _ in range(500):
-                current = client.get(FILE, headers=headers)
-                if current.status_code != 200:
-                    with lock:
-                        run.errors.append(f"GET {current.status_code}")
-                    continue
-                put, took = append_line(client, headers, current, line)
-                with lock:
-                    if put.status_code == 200:
-                        run.writes.append(took)
-                        return
-                    if put.status_code == 409:
-                        run.conflicts.append(took)
-                        run.conflicts_server.append(server_seconds(put))
-                    else:
-                        run.errors.append(f"PUT {put.status_code}: {put.text[:200]}")
+        def writer(line: str) -> None:
+            outcome = _write_one(url, headers, line, start)
             with lock:
-                run.errors.append(f"gave up: {line}")
+                outcomes.append(outcome)
 
-    threads = [threading.Thread(target=writer, args=(line,)) for line in run.lines]
-    began = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(600)
-    run.seconds = time.monotonic() - began
+        threads = [threading.Thread(target=writer, args=(line,)) for line in run.lines]
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(600)
+        run.seconds = time.monotonic() - began
+    for outcome in outcomes:
+        run.writes += outcome.writes
+        run.conflicts += outcome.conflicts
+        run.conflicts_server += outcome.conflicts_server
+        run.errors += outcome.errors
     return run
 
 
