@@ -10,10 +10,12 @@ per search, and an append-only conversation stream refreshes incrementally.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -322,18 +324,47 @@ class IndexCache:
             if generation == index.generation:
                 return False
             removed: set[int] = set()
-            if index.generation < 0:
-                added = repo.load()
-            else:
-                added = repo.load(after_id=max(index.rows, default=0))
-                if len(index.rows) + len(added) != repo.count():
-                    live = repo.live_ids()
-                    removed = set(index.rows) - live
-                    missing = live - set(index.rows) - {c.id for c in added}
-                    added += repo.load(sorted(missing)) if missing else []
-        index.apply(added, removed)
+            with _cyclic_gc_paused():
+                if index.generation < 0:
+                    added = repo.load()
+                else:
+                    added = repo.load(after_id=max(index.rows, default=0))
+                    if len(index.rows) + len(added) != repo.count():
+                        live = repo.live_ids()
+                        removed = set(index.rows) - live
+                        missing = live - set(index.rows) - {c.id for c in added}
+                        added += repo.load(sorted(missing)) if missing else []
+                index.apply(added, removed)
         index.generation = generation
         return True
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an index is loaded. A cold load allocates ~10
+    objects per row (none in a cycle: refcounting frees them), and with other users'
+    indexes already in memory each collection it triggered walked all of them: a 10k-row
+    load took 921 ms median with collections on, 539 ms paused (docs/BENCHMARKS.md).
+    Process-wide, so counted: collections resume when the last concurrent load ends, and
+    only if they were on when the first began."""
+    global _pauses, _resume
+    with _pause_lock:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()
+
+
+_pause_lock = threading.Lock()
+_pauses = 0
+_resume = False
