@@ -138,11 +138,20 @@ def test_nice_value_reaches_every_compute_thread() -> None:
         assert set(seen.values()) == {7}, seen
 
 
-def test_autostart_gives_the_passage_server_its_threads_and_nice_value() -> None:
+def test_autostart_gives_the_passage_server_its_threads_and_nice_value(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     settings = Settings(
         embedding_server_threads=2, embedding_server_nice=5, embedding_query_server_threads=1
     )
+    caplog.set_level(logging.INFO, logger="memstrata")
     with embedding_spec(settings) as spec:
+        [started] = [
+            event_fields(r)
+            for r in caplog.records
+            if r.getMessage() == "embedding.local_server.started"
+        ]
+        assert (started["threads"], started["nice"], started["query_threads"]) == (2, 5, 1)
         assert spec is not None
         passage_port = int(spec.base_url.rsplit(":", 1)[1].split("/")[0])
         query_port = int((spec.query_base_url or "").rsplit(":", 1)[1].split("/")[0])

@@ -70,6 +70,9 @@ def embedding_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
             base_url=spec.base_url,
             query_base_url=spec.query_base_url,
             model=spec.name,
+            threads=settings.embedding_server_threads,
+            nice=settings.embedding_server_nice,
+            query_threads=settings.embedding_query_server_threads,
         )
         yield spec
     finally:
