@@ -16,17 +16,39 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import text
 
+if TYPE_CHECKING:
+    from memstrata.retrieval.search import SearchService
+    from memstrata.runtime import Memstrata
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chunks", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=9)
-    args = parser.parse_args()
+
+@dataclass
+class SyntheticUsers:
+    mem: Memstrata
+    query: str
+    query_vector: np.ndarray
+
+    def fresh_search(self) -> SearchService:
+        """A search service with an empty index cache: its first search is a cold load."""
+        from memstrata.bench import latency as synthetic
+        from memstrata.retrieval.cache import IndexCache
+        from memstrata.retrieval.search import SearchService
+
+        return SearchService(IndexCache(self.mem.db.sessions), synthetic._NamedOnly())
+
+
+@contextmanager
+def synthetic_users(users: Sequence[str], chunks: int) -> Iterator[SyntheticUsers]:
+    """An embedded PostgreSQL in a temporary data directory holding ``chunks`` synthetic
+    rows (``memstrata bench latency``'s) for each of ``users``, and a query for them."""
     with tempfile.TemporaryDirectory(prefix="memstrata-cold-") as tmp:
         os.environ.update(
             MEMSTRATA_DATA_DIR=tmp,
@@ -35,44 +57,50 @@ def main() -> None:
         )
         from memstrata.bench import latency as synthetic
         from memstrata.config import Settings
-        from memstrata.retrieval.cache import IndexCache
-        from memstrata.retrieval.search import SearchService
         from memstrata.runtime import Memstrata
 
         mem = Memstrata.open(Settings())
         try:
             rng = np.random.default_rng(7)
             vocab = synthetic._vocabulary(rng)
-            texts = synthetic._sentences(rng, vocab, args.chunks)
-            vectors = synthetic._unit(rng, args.chunks, 384)
+            texts = synthetic._sentences(rng, vocab, chunks)
+            vectors = synthetic._unit(rng, chunks, 384)
             start = datetime(2026, 1, 1, tzinfo=UTC)
-            users = {"stored terms": "stored", "tokenised at load": "tokenised"}
-            for user in users.values():
-                synthetic._copy_rows(mem, [user] * args.chunks, texts, vectors, start)
-            with mem.db.engine.begin() as conn:
-                conn.execute(
-                    text("UPDATE memory_embeddings SET bm25_terms = NULL WHERE user_id = :u"),
-                    {"u": users["tokenised at load"]},
-                )
+            for user in users:
+                synthetic._copy_rows(mem, [user] * chunks, texts, vectors, start)
             query = synthetic._sentences(rng, vocab, 1, 8)[0]
-            query_vector = synthetic._unit(rng, 1, 384)[0]
-            wall: dict[str, list[float]] = {name: [] for name in users}
-            cpu: dict[str, list[float]] = {name: [] for name in users}
-            for _ in range(args.repeats):
-                for name, user in users.items():
-                    search = SearchService(IndexCache(mem.db.sessions), synthetic._NamedOnly())
-                    began, cpu_began = time.perf_counter(), time.process_time()
-                    search.search_with_vector(user, query, query_vector, top_k=10)
-                    wall[name].append((time.perf_counter() - began) * 1000)
-                    cpu[name].append((time.process_time() - cpu_began) * 1000)
-            for name in users:
-                print(
-                    f"{name}: wall median {statistics.median(wall[name]):.0f} ms "
-                    f"(min {min(wall[name]):.0f}, max {max(wall[name]):.0f}), "
-                    f"CPU median {statistics.median(cpu[name]):.0f} ms"
-                )
+            yield SyntheticUsers(mem, query, synthetic._unit(rng, 1, 384)[0])
         finally:
             mem.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    users = {"stored terms": "stored", "tokenised at load": "tokenised"}
+    with synthetic_users(list(users.values()), args.chunks) as data:
+        with data.mem.db.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE memory_embeddings SET bm25_terms = NULL WHERE user_id = :u"),
+                {"u": users["tokenised at load"]},
+            )
+        wall: dict[str, list[float]] = {name: [] for name in users}
+        cpu: dict[str, list[float]] = {name: [] for name in users}
+        for _ in range(args.repeats):
+            for name, user in users.items():
+                search = data.fresh_search()
+                began, cpu_began = time.perf_counter(), time.process_time()
+                search.search_with_vector(user, data.query, data.query_vector, top_k=10)
+                wall[name].append((time.perf_counter() - began) * 1000)
+                cpu[name].append((time.process_time() - cpu_began) * 1000)
+        for name in users:
+            print(
+                f"{name}: wall median {statistics.median(wall[name]):.0f} ms "
+                f"(min {min(wall[name]):.0f}, max {max(wall[name]):.0f}), "
+                f"CPU median {statistics.median(cpu[name]):.0f} ms"
+            )
 
 
 if __name__ == "__main__":
