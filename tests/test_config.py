@@ -53,3 +53,20 @@ def test_env_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings()
     monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", "1024")
     assert (Settings().decay_floor, Settings().max_content_bytes) == (0.5, 1024)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field"),
+    [
+        ("MEMSTRATA_EMBEDDING_SERVER_NICE", "20", "embedding_server_nice"),
+        ("MEMSTRATA_EMBEDDING_SERVER_NICE", "-1", "embedding_server_nice"),
+        ("MEMSTRATA_EMBEDDING_SERVER_THREADS", "two", "embedding_server_threads"),
+        ("MEMSTRATA_EMBEDDING_QUERY_SERVER_THREADS", "-2", "embedding_query_server_threads"),
+    ],
+)
+def test_local_embedding_server_settings_are_checked(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError, match=field):
+        Settings()
