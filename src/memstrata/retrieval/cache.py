@@ -347,7 +347,8 @@ def _cyclic_gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while an index is loaded. A cold load allocates ~10
     objects per row (none in a cycle: refcounting frees them), and with other users'
     indexes already in memory each collection it triggered walked all of them: a 10k-row
-    load took 921 ms median with collections on, 539 ms paused (docs/BENCHMARKS.md).
+    load next to three others took 978 ms median with collections on, 712 ms paused
+    (``benchmarks/cold_load_gc.py``, docs/BENCHMARKS.md).
     Process-wide, so counted: collections resume when the last concurrent load ends, and
     only if they were on when the first began."""
     global _pauses, _resume
