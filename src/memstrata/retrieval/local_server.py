@@ -33,9 +33,10 @@ MODEL_NAME = "multilingual-e5-small"
 MODEL_DIMENSIONS = 384
 # An auto-picked port can be taken between our probe and the child's bind; try a few.
 _PORT_ATTEMPTS = 3
-# Measured on the 2-core reference machine (docs/RELIABILITY.md): one OpenMP thread gives
-# the most turns/s; the default (all cores) oversubscribes them next to PostgreSQL and
-# the service. ``MEMSTRATA_EMBEDDING_SERVER_THREADS`` overrides it.
+# One OpenMP thread unless told otherwise: the library's default (all cores) oversubscribes
+# them next to PostgreSQL and the service. `memstrata serve` gives its passage server two
+# threads at a lower priority and its query server one (settings and measurements in
+# docs/RELIABILITY.md); the test suite's shared server keeps this default.
 DEFAULT_THREADS = 1
 
 
