@@ -140,7 +140,7 @@ def run_writers(
         ]
         for proc in procs:
             proc.start()
-        start.wait()  # every client is connected and waiting: the clock starts now
+        start.wait()  # every client process is up and waiting: the clock starts now
         began = time.monotonic()
         outcomes = [results.get(timeout=600) for _ in procs]
         run.seconds = time.monotonic() - began
