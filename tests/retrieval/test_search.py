@@ -297,6 +297,8 @@ def test_first_results_do_not_depend_on_top_k(
     assert plain.candidate_depth(5) == plain.candidate_depth(10) == 50
     assert decaying.candidate_depth(5, DecayPolicy(False)) == 50
     assert decaying.candidate_depth(30) == plain.candidate_depth(30) == 90
+    assert decaying.candidate_depth(5, minimum=100) == 100  # an explicit minimum wins
+    assert decaying.candidate_depth(40, minimum=100) == 120  # and 3 × top_k above it
     for search in (decaying, plain):
         for query in ("kite tea", "river piano dog", "lamp"):
             at5 = [h.file_path for h in search.search("u", query, top_k=5, as_of=t0).hits]

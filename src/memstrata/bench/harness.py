@@ -60,13 +60,6 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def _depth(mem: Memstrata, v: Variant, top_k: int) -> int:
-    """The variant's candidates per side: the service's rule, or the variant's own minimum."""
-    if v.min_candidates is None:
-        return mem.search.candidate_depth(top_k, v.decay)
-    return max(top_k * mem.search.candidate_multiplier, v.min_candidates)
-
-
 def depth_grid(mins: Sequence[int]) -> dict[str, Variant]:
     """Hybrid with and without the spec's decay at several minimum candidate depths."""
     grid = {}
@@ -259,7 +252,15 @@ def _rankings(
     hits_of: dict[str, list[SearchHit]] = {}
     for name, v in variants.items():
         first5, response = (
-            _variant_search(mem, case.user_id, q, vector, v, top_k, _depth(mem, v, top_k))
+            _variant_search(
+                mem,
+                case.user_id,
+                q,
+                vector,
+                v,
+                top_k,
+                mem.search.candidate_depth(top_k, v.decay, v.min_candidates),
+            )
             for top_k in (5, dataset.depth)
         )
         same = [h.source_ids for h in first5.hits] == [h.source_ids for h in response.hits[:5]]

@@ -159,11 +159,15 @@ class SearchService:
         self.min_candidates_decay = min_candidates_decay
         self.decay = decay or DecayPolicy()
 
-    def candidate_depth(self, top_k: int, decay: DecayPolicy | None = None) -> int:
+    def candidate_depth(
+        self, top_k: int, decay: DecayPolicy | None = None, minimum: int | None = None
+    ) -> int:
         """Candidates per retriever: the spec's 3 × top_k, never below the measured minimum
-        for ``decay`` (default: the service's policy) being on or off."""
-        decaying = (decay or self.decay).enabled
-        minimum = self.min_candidates_decay if decaying else self.min_candidates
+        for ``decay`` (default: the service's policy) being on or off, or below
+        ``minimum`` when given (the benchmarks' depth grid)."""
+        if minimum is None:
+            decaying = (decay or self.decay).enabled
+            minimum = self.min_candidates_decay if decaying else self.min_candidates
         return max(top_k * self.candidate_multiplier, minimum)
 
     def search(
