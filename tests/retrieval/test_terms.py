@@ -10,6 +10,8 @@ from sqlalchemy import text
 
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
+from memstrata.memory.kinds import FileKind
+from memstrata.retrieval import indexer as indexer_module
 from memstrata.retrieval import tokenize as rules
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round, content_hash
@@ -63,3 +65,26 @@ def test_every_written_row_carries_its_terms(db: Database) -> None:
     with db.engine.connect() as conn:
         rows = conn.execute(text("SELECT chunk_text, bm25_terms FROM memory_embeddings")).all()
     assert rows and all(terms == encode_terms(body) for body, terms in rows)
+
+
+def test_a_rewrite_encodes_only_the_rows_it_inserts(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idx = Indexer(db.sessions, None, chunk_tokens=16)
+    first = " ".join(f"alpha{i}" for i in range(40))
+    idx.index_memory_file("w", FileKind.MEMORY, first + "\n\nomega tail")
+    encoded: list[str] = []
+    real = indexer_module.encode_terms
+
+    def counting(body: str) -> str:
+        encoded.append(body)
+        return real(body)
+
+    monkeypatch.setattr(indexer_module, "encode_terms", counting)
+    idx.index_memory_file("w", FileKind.MEMORY, first + "\n\nomega changed tail")
+    assert encoded and all("changed" in body for body in encoded)  # the new chunk only
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT chunk_text, bm25_terms FROM memory_embeddings WHERE user_id = 'w'")
+        ).all()
+    assert len(rows) > 1 and all(terms == encode_terms(body) for body, terms in rows)

@@ -338,14 +338,16 @@ class Indexer:
                     created_at=doc.created_at,
                     source_ids=doc.source_ids,
                     context=doc.contexts[i] if doc.contexts else None,
-                    bm25_terms=encode_terms(body),  # here, not inside the transaction
                 )
                 current = by_slot.get((doc.file_path, i, digest))
                 if current is not None and _is_fresh(current, model, doc.created_at):
                     vector = None if current.vector is None else current.vector.tolist()
                     kept.append((n, replace(row, embedding=vector, embedding_model=model)))
                     continue
-                pending.append((n, row))
+                # Terms only for rows to insert, and here, not inside the transaction. A kept
+                # row is only inserted if a concurrent writer replaced it meanwhile; the
+                # repository makes its terms then.
+                pending.append((n, replace(row, bm25_terms=encode_terms(body))))
 
         vectors = self._vectors_for(user_id, pending, reusable, reports)
         embedded = [
