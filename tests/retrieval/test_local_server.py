@@ -138,6 +138,7 @@ def test_nice_value_reaches_every_compute_thread() -> None:
         assert set(seen.values()) == {7}, seen
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
 def test_autostart_gives_the_passage_server_its_threads_and_nice_value(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
