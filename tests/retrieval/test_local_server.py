@@ -172,3 +172,22 @@ def test_autostart_gives_the_passage_server_its_threads_and_nice_value(
                     threads = args[args.index("--threads") + 1]
                     found[port] = (threads, os.getpriority(os.PRIO_PROCESS, int(proc.name)))
         assert found == {passage_port: ("2", 5), query_port: ("1", 0)}
+
+
+def test_a_refused_priority_is_a_warning_and_the_server_still_runs(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*_args: object) -> None:
+        raise PermissionError("Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refuse)
+    caplog.set_level(logging.WARNING, logger="memstrata")
+    with LocalEmbeddingServer(nice=10) as server:
+        health = server.base_url[: -len("/v1")] + "/health"
+        assert httpx.get(health).status_code == 200
+    [warning] = [
+        event_fields(r)
+        for r in caplog.records
+        if r.getMessage() == "embedding.local_server.nice_failed"
+    ]
+    assert warning["nice"] == 10 and "not permitted" in warning["error"]
