@@ -39,7 +39,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 _OWN_BASETEMP = pytest.StashKey[str]()
 
-TABLES = ("user_memory", "memory_embeddings", "user_skill_configs", "memory_index_state")
+TABLES = (
+    "user_memory",
+    "memory_embeddings",
+    "user_skill_configs",
+    "memory_index_state",
+    "memory_index_snapshots",
+)
 
 
 @pytest.fixture(scope="session")

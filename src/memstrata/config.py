@@ -21,6 +21,9 @@ MIN_CANDIDATES = 50
 MIN_CANDIDATES_DECAY = 30
 # Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
 QUERY_CACHE_ENTRIES = 1024
+# A user's search index is snapshotted once this many of its conversation rows are not in
+# a stored snapshot (retrieval.snapshot; below it a cold load is already fast).
+INDEX_SNAPSHOT_MIN_ROWS = 1000
 
 
 class EmbeddingModelSpec(BaseModel):
@@ -226,6 +229,13 @@ class Settings(BaseSettings):
         default=256,
         ge=1,
         description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+    )
+    index_snapshot_min_rows: int = Field(
+        default=INDEX_SNAPSHOT_MIN_ROWS,
+        ge=0,
+        description="Store a user's conversation rows as one binary search-index snapshot "
+        "once this many are not in the stored one, so the next cold load reads one value "
+        "instead of every row (0 = off: neither read nor write snapshots). docs/ARCHITECTURE.md.",
     )
     search_cache_bytes: int = Field(
         default=512 * 1024 * 1024,

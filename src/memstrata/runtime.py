@@ -29,6 +29,7 @@ from memstrata.retrieval.embeddings import (
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
@@ -90,7 +91,12 @@ class Memstrata:
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
         search = SearchService(
-            IndexCache(db.sessions, settings.search_cache_users, settings.search_cache_bytes),
+            IndexCache(
+                db.sessions,
+                settings.search_cache_users,
+                settings.search_cache_bytes,
+                SnapshotWriter(db.sessions, settings.index_snapshot_min_rows),
+            ),
             provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
@@ -158,6 +164,8 @@ class Memstrata:
             self.healer.stop()
         if "monitor" in self.db.__dict__:
             self.db.monitor.stop()
+        if self.search.cache.snapshots is not None:
+            self.search.cache.snapshots.close()
 
     def close(self) -> None:
         self.stop_background()

@@ -23,6 +23,7 @@ PER_USER_TABLES: tuple[str, ...] = (
     "memory_embeddings",
     "user_skill_configs",
     "memory_index_state",
+    "memory_index_snapshots",
 )
 
 # Tables with no user data (never distributed; Citus: local or reference tables).

@@ -16,6 +16,9 @@ Additions beyond the spec, and why:
   retrieval.healing).
 - table ``memory_index_state``: a per-user generation counter bumped with every change
   to a user's rows, so in-memory search indexes in any process can tell they are stale.
+- table ``memory_index_snapshots``: a large user's conversation rows as one binary search
+  index (retrieval.snapshot), derived data a cold load reads instead of every row
+  (migration 0004).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -133,3 +137,17 @@ class MemoryIndexState(Base):
 
     user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+
+
+class MemoryIndexSnapshot(Base):
+    __tablename__ = "memory_index_snapshots"
+
+    user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    model: Mapped[str] = mapped_column(Text, primary_key=True)  # "" when BM25-only
+    format: Mapped[str] = mapped_column(Text, nullable=False)
+    max_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    row_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )

@@ -24,12 +24,13 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["K1", "B", "BM25Index", "bm25_scores"]
+__all__ = ["K1", "B", "BM25Arrays", "BM25Index", "bm25_scores"]
 
 K1 = 1.2
 B = 0.75
@@ -74,6 +75,20 @@ def bm25_scores(
     return scores
 
 
+@dataclass(frozen=True)
+class BM25Arrays(Generic[K]):
+    """A ``BM25Index`` as flat arrays: postings of ``terms[i]`` are
+    ``slots[starts[i]:starts[i+1]]`` (with ``tfs``); slot ``j`` is ``keys[j]``."""
+
+    keys: list[K]
+    doc_terms: list[str]  # each document's terms, space-joined (to undo df on removal)
+    lengths: npt.NDArray[np.float64]
+    terms: list[str]
+    starts: npt.NDArray[np.int64]
+    slots: npt.NDArray[np.int32]
+    tfs: npt.NDArray[np.int32]
+
+
 class _Postings:
     """Slots and term frequencies of the documents containing one term, in slot order."""
 
@@ -97,9 +112,10 @@ class BM25Index(Generic[K]):
         self._postings: dict[str, _Postings] = {}
         self._slot_of: dict[K, int] = {}
         self._keys: list[K | None] = []  # by slot; None once removed
-        # Each slot's terms, to undo df on removal: distinct (``add``) or as tokenised
-        # (``add_many``: not deduplicating 10k documents saved a tenth of a cold load).
-        self._terms: list[Sequence[str]] = []
+        # Each slot's terms as tokenised, to undo df on removal and to export
+        # (``to_arrays``); not deduplicated (that saved a tenth of a 10k-row cold load);
+        # one space-joined string after ``from_arrays`` (split only if the slot is removed).
+        self._terms: list[Sequence[str] | str] = []
         self._lengths: npt.NDArray[np.float64] = np.zeros(64)
         self._alive: npt.NDArray[np.bool_] = np.zeros(64, dtype=bool)
         self._total_length = 0  # over live documents, exact
@@ -116,8 +132,9 @@ class BM25Index(Generic[K]):
         if key in self._slot_of:
             self.remove(key)
         slot = len(self._keys)
-        counts = Counter(tokens)
-        length = sum(counts.values())
+        terms = tuple(tokens)
+        counts = Counter(terms)
+        length = len(terms)
         if slot == len(self._lengths):
             self._lengths = np.concatenate([self._lengths, np.zeros(slot)])
             self._alive = np.concatenate([self._alive, np.zeros(slot, dtype=bool)])
@@ -125,7 +142,7 @@ class BM25Index(Generic[K]):
         self._alive[slot] = True
         self._total_length += length
         self._keys.append(key)
-        self._terms.append(tuple(counts))
+        self._terms.append(terms)
         self._slot_of[key] = slot
         postings = self._postings
         for term, tf in counts.items():
@@ -193,7 +210,7 @@ class BM25Index(Generic[K]):
         self._keys[slot] = None
         self._alive[slot] = False
         self._total_length -= int(self._lengths[slot])
-        for term in dict.fromkeys(self._terms[slot]):
+        for term in dict.fromkeys(self.terms_of_slot(slot)):
             entry = self._postings[term]
             entry.df -= 1
             if entry.df == 0:
@@ -202,6 +219,69 @@ class BM25Index(Generic[K]):
         self._dead += 1
         if self._dead >= _MIN_DEAD_TO_COMPACT and self._dead > len(self._slot_of):
             self._compact()
+
+    def terms_of(self, key: K) -> Sequence[str]:
+        """The terms ``key`` was indexed with, once per occurrence."""
+        return self.terms_of_slot(self._slot_of[key])
+
+    def terms_of_slot(self, slot: int) -> Sequence[str]:
+        terms = self._terms[slot]
+        if isinstance(terms, str):
+            return terms.split(" ") if terms else ()
+        return terms
+
+    def to_arrays(self) -> BM25Arrays[K]:
+        """The live documents as flat arrays (slot order kept), for ``from_arrays``."""
+        if self._dead:
+            self._compact()
+        n = len(self._keys)
+        terms = list(self._postings)
+        sizes = np.fromiter((len(e.slots) for e in self._postings.values()), np.int64, len(terms))
+        starts = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        slots = np.frombuffer(b"".join(e.slots.tobytes() for e in self._postings.values()), np.intc)
+        tfs = np.frombuffer(b"".join(e.tfs.tobytes() for e in self._postings.values()), np.intc)
+        keys: list[K] = [k for k in self._keys if k is not None]
+        return BM25Arrays(
+            keys=keys,
+            doc_terms=[" ".join(self.terms_of_slot(slot)) for slot in range(n)],
+            lengths=self._lengths[:n].copy(),
+            terms=terms,
+            starts=starts,
+            slots=slots.astype(np.int32),
+            tfs=tfs.astype(np.int32),
+        )
+
+    @classmethod
+    def from_arrays(cls, data: BM25Arrays[K], *, k1: float = K1, b: float = B) -> BM25Index[K]:
+        """An index equal to the one ``to_arrays`` was called on, without counting terms."""
+        index = cls(k1=k1, b=b)
+        n = len(data.keys)
+        if (
+            not (len(data.doc_terms) == len(data.lengths) == n)
+            or len(data.starts) != len(data.terms) + 1
+        ):
+            raise ValueError("BM25 arrays of different lengths")
+        slots = data.slots.astype(np.intc, copy=False)
+        tfs = data.tfs.astype(np.intc, copy=False)
+        if len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= n):
+            raise ValueError("a BM25 posting names a document that is not there")
+        starts = data.starts.tolist()
+        postings = index._postings
+        for i, term in enumerate(data.terms):
+            start, end = starts[i], starts[i + 1]
+            entry = postings[term] = _Postings()
+            entry.slots.frombytes(slots[start:end].tobytes())
+            entry.tfs.frombytes(tfs[start:end].tobytes())
+            entry.df = end - start
+        spare = max(64, n)
+        index._lengths = np.concatenate([data.lengths.astype(np.float64), np.zeros(spare)])
+        index._alive = np.concatenate([np.ones(n, dtype=bool), np.zeros(spare, dtype=bool)])
+        index._total_length = int(data.lengths.sum())
+        index._keys = list(data.keys)
+        index._terms = list(data.doc_terms)
+        index._slot_of = {key: slot for slot, key in enumerate(data.keys)}
+        return index
 
     def top_n(self, query_tokens: Iterable[str], n: int) -> list[tuple[K, float]]:
         """The ``n`` best documents with a positive score, best first; equal scores keep

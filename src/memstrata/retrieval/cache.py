@@ -11,6 +11,7 @@ per search, and an append-only conversation stream refreshes incrementally.
 from __future__ import annotations
 
 import gc
+import logging
 import sys
 import threading
 from collections import OrderedDict
@@ -22,11 +23,15 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.orm import Session, sessionmaker
 
+from memstrata.logs import log_failure
+from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.fusion import is_resident
 from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
 from memstrata.retrieval.terms import decode_terms
+
+logger = logging.getLogger(__name__)
 
 # Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
 # BM25 slot; one (term, row) pair — the row's term tuple entry, the term string it keeps,
@@ -112,6 +117,25 @@ class VectorIndex:
         for i, key in enumerate(chosen):
             self._slot[key] = start + i
 
+    @classmethod
+    def from_unit_rows(cls, keys: list[int], matrix: npt.NDArray[np.float32]) -> VectorIndex:
+        """An index holding ``matrix``'s rows, already unit length, under ``keys``."""
+        if matrix.ndim != 2 or len(matrix) != len(keys) or not len(keys):
+            raise ValueError("a vector snapshot needs one row of the matrix per key")
+        index = cls(int(matrix.shape[1]))
+        index._matrix = np.array(matrix, dtype=np.float32)  # writable, owned
+        index._alive = np.ones(len(keys), dtype=bool)
+        index._keys = list(keys)
+        index._slot = {key: slot for slot, key in enumerate(keys)}
+        return index
+
+    def unit_rows(self, keys: list[int]) -> npt.NDArray[np.float32]:
+        """The stored (unit) vectors of ``keys``, a copy."""
+        return self._matrix[[self._slot[key] for key in keys]]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slot
+
     def remove(self, key: int) -> None:
         slot = self._slot.pop(key, None)
         if slot is None:
@@ -174,6 +198,51 @@ class UserIndex:
         self.bm25: BM25Index[int] = BM25Index()
         self.vectors: VectorIndex | None = None
         self.lock = threading.Lock()
+        # Conversation rows held that the stored snapshot lacks (retrieval.snapshot).
+        self.unsnapshotted = 0
+
+    def seed(self, contents: snapshot.Contents) -> None:
+        """Fill an empty index from a snapshot's rows, postings and vectors."""
+        sources: dict[str | None, str] = {}
+        for r in contents.rows:
+            source = sources.get(r.file_path)
+            if source is None:
+                source = sources[r.file_path] = source_of(r.file_path)
+            self.rows[r.id] = Row(
+                r.id, r.file_path, r.chunk_index, r.text, r.created_at, source, r.source_ids,
+                r.model,
+            )  # fmt: skip
+        self.bm25 = BM25Index.from_arrays(contents.bm25)
+        if self.model is not None and contents.vector_ids:
+            self.vectors = VectorIndex.from_unit_rows(contents.vector_ids, contents.vectors)
+
+    def export(self) -> snapshot.Export | None:
+        """This index's conversation rows for a snapshot (call under ``lock``). Cheap:
+        rows and term lists are immutable and shared; only the vectors are copied."""
+        if self.generation < 0:
+            return None  # evicted or never loaded
+        keys = sorted(k for k, r in self.rows.items() if r.source == "conversation")
+        rows = [self.rows[k] for k in keys]
+        vector_ids = [k for k in keys if self.vectors is not None and k in self.vectors]
+        if self.vectors is not None and vector_ids:
+            vectors = self.vectors.unit_rows(vector_ids)
+        else:
+            vectors = np.zeros((0, 0), dtype=np.float32)
+        self.unsnapshotted = 0
+        return snapshot.Export(
+            user_id=self.user_id,
+            model=self.model,
+            rows=[
+                snapshot.SnapshotRow(
+                    r.id, r.file_path, r.chunk_index, r.text, r.created_at, r.source_ids, r.model
+                )
+                for r in rows
+            ],
+            terms=[self.bm25.terms_of(k) for k in keys],
+            vector_ids=vector_ids,
+            vectors=vectors,
+            max_id=max(self.rows, default=0),
+        )
 
     def apply(self, added: Iterable[StoredChunk], removed: Iterable[int]) -> None:
         for key in removed:
@@ -247,11 +316,16 @@ class IndexCache:
     """
 
     def __init__(
-        self, sessions: sessionmaker[Session], max_users: int = 256, max_bytes: int | None = None
+        self,
+        sessions: sessionmaker[Session],
+        max_users: int = 256,
+        max_bytes: int | None = None,
+        snapshots: snapshot.SnapshotWriter | None = None,
     ) -> None:
         self.sessions = sessions
         self.max_users = max_users
         self.max_bytes = max_bytes
+        self.snapshots = snapshots  # None: neither read nor write index snapshots
         self._entries: OrderedDict[tuple[str, str | None], UserIndex] = OrderedDict()
         self._sizes: dict[tuple[str, str | None], int] = {}
         self._bytes = 0
@@ -314,8 +388,10 @@ class IndexCache:
         immutable, so ids are committed in increasing order per user: the rows added since
         the last refresh are exactly those with a larger id, and
         ``held + added − count`` is the number deleted. Only when something was deleted
-        are the id sets compared. One REPEATABLE READ snapshot keeps the three reads
-        consistent with each other. Returns whether anything was (re)loaded.
+        are the id sets compared. A cold load starts from the user's snapshot when there
+        is one (its conversation rows up to ``max_id``) and reads the rest — memory files,
+        documents, later rows — the same way. One REPEATABLE READ snapshot keeps the
+        reads consistent with each other. Returns whether anything was (re)loaded.
         """
         with self.sessions() as session:
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
@@ -325,18 +401,54 @@ class IndexCache:
                 return False
             removed: set[int] = set()
             with _cyclic_gc_paused():
-                if index.generation < 0:
+                cold = index.generation < 0
+                seeded_to = self._seed(index, repo) if cold else None
+                if cold and seeded_to is None:
                     added = repo.load()
                 else:
-                    added = repo.load(after_id=max(index.rows, default=0))
+                    after = seeded_to if seeded_to is not None else max(index.rows, default=0)
+                    added = repo.load(after_id=after, files_too=seeded_to is not None)
                     if len(index.rows) + len(added) != repo.count():
                         live = repo.live_ids()
                         removed = set(index.rows) - live
                         missing = live - set(index.rows) - {c.id for c in added}
                         added += repo.load(sorted(missing)) if missing else []
                 index.apply(added, removed)
+                index.unsnapshotted += sum(
+                    1 for c in added if source_of(c.file_path) == "conversation"
+                )
         index.generation = generation
+        self._maybe_snapshot(index)
         return True
+
+    def _seed(self, index: UserIndex, repo: EmbeddingRepository) -> int | None:
+        """Fill a cold ``index`` from the user's snapshot; its ``max_id``, or None when
+        there is no usable one (the caller then loads every row)."""
+        if self.snapshots is None or self.snapshots.min_rows <= 0:
+            return None
+        stored = repo.snapshot(snapshot.model_key(index.model))
+        if stored is None or stored.format != snapshot.format_key():
+            return None
+        try:
+            index.seed(snapshot.decode(stored.payload, stored.max_id))
+        except ValueError as exc:  # SnapshotError, or arrays that do not fit together
+            log_failure(logger, "index.snapshot.unreadable", exc, user_id=index.user_id)
+            index.rows.clear()
+            index.bm25 = BM25Index()
+            index.vectors = None
+            return None
+        return stored.max_id
+
+    def _maybe_snapshot(self, index: UserIndex) -> None:
+        writer = self.snapshots
+        if writer is None or not snapshot.should_write(index.unsnapshotted, writer.min_rows):
+            return
+
+        def export() -> snapshot.Export | None:
+            with index.lock:
+                return index.export()
+
+        writer.schedule(index.user_id, index.model, export)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -37,13 +37,13 @@ from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.repository import (
+    SESSION_PREFIX,
     EmbeddingRepository,
     NewChunk,
     StoredChunk,
     with_vector,
 )
 from memstrata.retrieval.rounds import (
-    SESSION_PREFIX,
     Doc,
     OwnRound,
     Round,

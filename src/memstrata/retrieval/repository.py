@@ -19,10 +19,13 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memstrata.db.models import MemoryEmbedding, MemoryIndexState
+from memstrata.db.models import MemoryEmbedding, MemoryIndexSnapshot, MemoryIndexState
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.vector import pad_vector
+
+# Conversation rows' file_path: ``sessions/<session_id>/<turn_index>`` (retrieval.rounds).
+SESSION_PREFIX = "sessions/"
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,14 @@ class StoredChunk:
         """Every turn whose text the row holds: the context's, then its own."""
         extra = tuple(self.context.get("source_ids", ())) if self.context else ()
         return extra + self.source_ids
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    format: str  # retrieval.snapshot.format_key() when written
+    max_id: int  # every live conversation row up to this id was in the index
+    row_count: int
+    payload: bytes
 
 
 def with_vector(c: StoredChunk, vector: Sequence[float], model: str) -> NewChunk:
@@ -151,9 +162,15 @@ class EmbeddingRepository:
         )
 
     def load(
-        self, ids: Sequence[int] | None = None, *, after_id: int | None = None
+        self,
+        ids: Sequence[int] | None = None,
+        *,
+        after_id: int | None = None,
+        files_too: bool = False,
     ) -> list[StoredChunk]:
-        """Rows with native-length vectors, in id order: all, ``ids``, or ids > ``after_id``.
+        """Rows with native-length vectors, in id order: all, ``ids``, or ids > ``after_id``
+        (``files_too``: and every row that is not a conversation turn, whatever its id —
+        what an index snapshot does not hold).
 
         Vectors are read as ``vector_send(subvector(embedding, 1, embedding_dim))``: a 384-d
         model's vector crosses the wire as 384 binary floats, not 2560 floats as text
@@ -167,7 +184,10 @@ class EmbeddingRepository:
             "FROM memory_embeddings WHERE user_id = %(u)s"
         )
         params: dict[str, Any] = {"u": self.user_id}
-        if after_id is not None:
+        if after_id is not None and files_too:
+            query += " AND (id > %(after)s OR file_path IS NULL OR file_path NOT LIKE %(conv)s)"
+            params.update(after=after_id, conv=SESSION_PREFIX + "%")
+        elif after_id is not None:
             query += " AND id > %(after)s"
             params["after"] = after_id
         elif ids is not None:
@@ -233,12 +253,65 @@ class EmbeddingRepository:
 
     # -- writes (callers own the transaction) --------------------------------------------
     def delete_ids(self, ids: Sequence[int]) -> None:
-        if ids:
-            self.session.execute(
-                delete(MemoryEmbedding).where(
-                    MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids)
-                )
+        """Delete rows; deleting a conversation row also drops the user's index snapshots,
+        so a snapshot never keeps a turn's text after its row is gone (retrieval.snapshot)."""
+        if not ids:
+            return
+        paths = self.session.scalars(
+            delete(MemoryEmbedding)
+            .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids))
+            .returning(MemoryEmbedding.file_path)
+        ).all()
+        if any(p is not None and p.startswith(SESSION_PREFIX) for p in paths):
+            self.drop_snapshots()
+
+    # -- index snapshots (derived data; see retrieval.snapshot) -------------------------
+    def snapshot(self, model: str) -> StoredSnapshot | None:
+        """The user's snapshot for ``model`` ("" = BM25-only), payload in binary format."""
+        driver = self.session.connection().connection.driver_connection
+        assert driver is not None
+        with driver.cursor(binary=True) as cursor:
+            cursor.execute(
+                "SELECT format, max_id, row_count, payload FROM memory_index_snapshots "
+                "WHERE user_id = %(u)s AND model = %(m)s",
+                {"u": self.user_id, "m": model},
             )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return StoredSnapshot(row[0], int(row[1]), int(row[2]), bytes(row[3]))
+
+    def save_snapshot(self, model: str, snapshot: StoredSnapshot, ids: Sequence[int]) -> bool:
+        """Store ``snapshot`` if every row in it (``ids``) still exists; call under
+        :meth:`lock`, which deletions also take, so a snapshot never outlives a deleted
+        row's text. Returns whether it was stored."""
+        present = self.session.scalar(
+            text("SELECT count(*) FROM memory_embeddings WHERE user_id = :u AND id = ANY(:ids)"),
+            {"u": self.user_id, "ids": list(ids)},
+        )
+        if present != len(set(ids)):
+            return False
+        values = {
+            "user_id": self.user_id,
+            "model": model,
+            "format": snapshot.format,
+            "max_id": snapshot.max_id,
+            "row_count": snapshot.row_count,
+            "payload": snapshot.payload,
+        }
+        stmt = insert(MemoryIndexSnapshot).values(values)
+        self.session.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[MemoryIndexSnapshot.user_id, MemoryIndexSnapshot.model],
+                set_={**{k: stmt.excluded[k] for k in values}, "created_at": func.now()},
+            )
+        )
+        return True
+
+    def drop_snapshots(self) -> None:
+        self.session.execute(
+            delete(MemoryIndexSnapshot).where(MemoryIndexSnapshot.user_id == self.user_id)
+        )
 
     def insert(self, chunks: Sequence[NewChunk]) -> None:
         if not chunks:

@@ -21,10 +21,9 @@ from typing import Any
 
 from memstrata.errors import InvalidContentError
 from memstrata.retrieval.chunk import chunk_text
-from memstrata.retrieval.repository import StoredChunk
+from memstrata.retrieval.repository import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.tokenize import count_tokens
 
-SESSION_PREFIX = "sessions/"
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 MIN_CONTEXT_TOKENS = 8  # less context than this is noise, not help
 # Most turns one batch request may carry (POST /api/memory/conversations/turns:batch); the

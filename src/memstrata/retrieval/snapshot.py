@@ -1,0 +1,291 @@
+"""Per-user index snapshots: a large user's first search without rebuilding its index.
+
+A cold load of 10k rows spent its time de-TOASTing padded vectors, building a Python object
+per row and counting BM25 terms (docs/BENCHMARKS.md). A snapshot is the conversation part of
+a loaded index as one binary value — unit vectors at native length as one float32 matrix,
+BM25 postings as flat arrays, texts joined — written off the request path after a large
+load. The next cold load (a restart, an eviction, another replica) reads that one value and
+then applies what changed since through the cache's usual reconciliation: rows are
+immutable, so every row the snapshot holds is exact while it lives, rows above ``max_id``
+are loaded, and rows deleted since are found by counting.
+
+Only conversation rows go in. They are append-only in practice, while memory files and
+documents are rewritten often and stay read from their rows. Deleting a conversation row
+drops the user's snapshots in the same transaction, and a snapshot is only stored while
+every row in it exists (both under the user's advisory lock), so a snapshot never keeps
+a turn's text after its row is gone. A snapshot made under other tokeniser rules or
+another format is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import queue
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.orm import Session, sessionmaker
+
+from memstrata.db.engine import transaction
+from memstrata.logs import log_event, log_failure
+from memstrata.retrieval import terms as bm25_terms
+from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
+from memstrata.retrieval.repository import EmbeddingRepository, StoredSnapshot
+
+logger = logging.getLogger(__name__)
+
+# Bump whenever encode() changes what it writes.
+FORMAT_VERSION = 1
+# A payload above this is not stored (PostgreSQL's bytea limit is 1 GiB; 10k rows of a
+# 384-d model are ~19 MB).
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+_SEP = "\x00"  # PostgreSQL text cannot hold NUL, so no stored string contains it
+
+
+def format_key() -> str:
+    """Names the payload format and the BM25 rules its postings were made under."""
+    return f"{FORMAT_VERSION}.{bm25_terms.signature()}"
+
+
+def model_key(model: str | None) -> str:
+    return model or ""
+
+
+def should_write(uncovered_rows: int, min_rows: int) -> bool:
+    """Write a snapshot once this many conversation rows of a loaded index are not in the
+    stored one (all of them when there is none); 0 or less switches snapshots off."""
+    return min_rows > 0 and uncovered_rows >= min_rows
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    """The parts of a search-index row a snapshot keeps (source is derived from the path)."""
+
+    id: int
+    file_path: str | None
+    chunk_index: int | None
+    text: str
+    created_at: float
+    source_ids: tuple[str, ...]
+    model: str | None
+
+
+@dataclass(frozen=True)
+class Contents:
+    rows: list[SnapshotRow]  # in id order
+    bm25: BM25Arrays[int]  # keys are the rows' ids
+    vector_ids: list[int]
+    vectors: npt.NDArray[np.float32]  # unit rows, one per vector id
+    max_id: int
+
+
+class SnapshotError(ValueError):
+    """A stored payload that cannot be read; the cache loads from the rows instead."""
+
+
+def encode(
+    rows: Sequence[SnapshotRow],
+    terms: Sequence[Sequence[str]],
+    vector_ids: Sequence[int],
+    vectors: npt.NDArray[np.float32],
+) -> bytes:
+    """One payload for ``rows`` (id order), their BM25 terms, and the unit vectors of
+    ``vector_ids``. Builds the postings here, off the request path."""
+    index: BM25Index[int] = BM25Index()
+    index.add_many([(r.id, t) for r, t in zip(rows, terms, strict=True)])
+    bm25 = index.to_arrays()
+    arrays: dict[str, npt.NDArray[np.generic]] = {
+        "ids": np.array([r.id for r in rows], dtype=np.int64),
+        "created": np.array([r.created_at for r in rows], dtype=np.float64),
+        "chunk_index": np.array(
+            [-1 if r.chunk_index is None else r.chunk_index for r in rows], dtype=np.int64
+        ),
+        "paths": _blob([r.file_path or "" for r in rows]),
+        "texts": _blob([r.text for r in rows]),
+        "models": _blob([r.model or "" for r in rows]),
+        "source_ids": np.frombuffer(json.dumps([r.source_ids for r in rows]).encode(), np.uint8),
+        "bm25_terms": _blob(bm25.terms),
+        "bm25_doc_terms": _blob(bm25.doc_terms),
+        "bm25_lengths": bm25.lengths,
+        "bm25_starts": bm25.starts,
+        "bm25_slots": bm25.slots,
+        "bm25_tfs": bm25.tfs,
+        "vector_ids": np.array(vector_ids, dtype=np.int64),
+        "vectors": np.ascontiguousarray(vectors, dtype=np.float32),
+    }
+    out = io.BytesIO()
+    np.savez(out, **arrays)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+def decode(payload: bytes, max_id: int) -> Contents:
+    """The payload's contents; raises ``SnapshotError`` for anything malformed."""
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as data:
+            a = {name: data[name] for name in data.files}
+        ids = a["ids"].tolist()
+        n = len(ids)
+        paths = _unblob(a["paths"], n)
+        texts = _unblob(a["texts"], n)
+        models = _unblob(a["models"], n)
+        source_ids = json.loads(a["source_ids"].tobytes())
+        created = a["created"].tolist()
+        chunk_index = a["chunk_index"].tolist()
+        if not (len(created) == len(chunk_index) == len(source_ids) == n):
+            raise SnapshotError("row columns of different lengths")
+        rows = [
+            SnapshotRow(i, p or None, None if c < 0 else c, t, at, tuple(s), m or None)
+            for i, p, c, t, at, s, m in zip(
+                ids, paths, chunk_index, texts, created, source_ids, models, strict=True
+            )
+        ]
+        starts = a["bm25_starts"]
+        bm25 = BM25Arrays(
+            keys=ids,
+            doc_terms=_unblob(a["bm25_doc_terms"], n),
+            lengths=a["bm25_lengths"],
+            terms=_unblob(a["bm25_terms"], len(starts) - 1),
+            starts=starts,
+            slots=a["bm25_slots"],
+            tfs=a["bm25_tfs"],
+        )
+        vector_ids = a["vector_ids"].tolist()
+        vectors = a["vectors"]
+        if vectors.ndim != 2 or len(vectors) != len(vector_ids):
+            raise SnapshotError("vectors and their ids differ in number")
+    except SnapshotError:
+        raise
+    except (ValueError, KeyError, OSError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        raise SnapshotError(f"unreadable index snapshot: {exc}") from exc
+    return Contents(rows, bm25, vector_ids, vectors, max_id)
+
+
+def _blob(strings: Sequence[str]) -> npt.NDArray[np.uint8]:
+    joined = _SEP.join(strings)
+    if joined.count(_SEP) != max(len(strings) - 1, 0):
+        raise ValueError("a string to snapshot holds a NUL character")
+    return np.frombuffer(joined.encode(), dtype=np.uint8)
+
+
+def _unblob(blob: npt.NDArray[np.uint8], count: int) -> list[str]:
+    if count == 0:
+        return []
+    parts = blob.tobytes().decode().split(_SEP)
+    if len(parts) != count:
+        raise SnapshotError(f"expected {count} strings, found {len(parts)}")
+    return parts
+
+
+# Takes an ``Export`` from a live index under its lock (``UserIndex.export``); None when
+# there is nothing to write any more.
+Exporter = Callable[[], "Export | None"]
+
+
+@dataclass(frozen=True)
+class Export:
+    """What a writer took from a loaded index under its lock (cheap: references)."""
+
+    user_id: str
+    model: str | None
+    rows: list[SnapshotRow]
+    terms: list[Sequence[str]]
+    vector_ids: list[int]
+    vectors: npt.NDArray[np.float32]
+    max_id: int
+
+
+class SnapshotWriter:
+    """Writes snapshots on one background thread, one pending job per user and model.
+
+    ``export`` runs on that thread and takes what it needs from the live index (the
+    caller passes a function holding the index lock); encoding and the database write
+    run without the lock. Failures are logged with the user and never reach a request.
+    """
+
+    def __init__(self, sessions: sessionmaker[Session], min_rows: int) -> None:
+        self.sessions = sessions
+        self.min_rows = min_rows
+        self._jobs: queue.Queue[tuple[tuple[str, str | None], Exporter] | None] = queue.Queue()
+        self._pending: set[tuple[str, str | None]] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.written = 0
+
+    def schedule(self, user_id: str, model: str | None, export: Exporter) -> None:
+        key = (user_id, model)
+        with self._lock:
+            if key in self._pending:
+                return
+            self._pending.add(key)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="memstrata-index-snapshots", daemon=True
+                )
+                self._thread.start()
+        self._jobs.put((key, export))
+
+    def idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no job is pending (tests, benchmarks); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            key, export = job
+            try:
+                self._write(export)
+            except Exception as exc:  # a derived cache: log, never raise into a request
+                log_failure(logger, "index.snapshot.failed", exc, user_id=key[0])
+            finally:
+                with self._lock:
+                    self._pending.discard(key)
+
+    def _write(self, export: Exporter) -> None:
+        began = time.perf_counter()
+        taken = export()
+        if taken is None or not taken.rows:
+            return
+        payload = encode(taken.rows, taken.terms, taken.vector_ids, taken.vectors)
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            log_event(
+                logger,
+                "index.snapshot.too_large",
+                logging.WARNING,
+                user_id=taken.user_id,
+                bytes=len(payload),
+            )
+            return
+        stored = StoredSnapshot(format_key(), taken.max_id, len(taken.rows), payload)
+        with transaction(self.sessions) as session:
+            repo = EmbeddingRepository(session, taken.user_id)
+            repo.lock()
+            saved = repo.save_snapshot(model_key(taken.model), stored, [r.id for r in taken.rows])
+        if saved:
+            self.written += 1
+        log_event(
+            logger,
+            "index.snapshot.saved" if saved else "index.snapshot.skipped",
+            user_id=taken.user_id,
+            rows=len(taken.rows),
+            bytes=len(payload),
+            ms=round((time.perf_counter() - began) * 1000, 1),
+        )

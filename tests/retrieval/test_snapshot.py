@@ -1,0 +1,322 @@
+"""Index snapshots: a cold load from one stored value answers exactly like a load of every
+row, heals what changed since, and never keeps a deleted turn's text."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.logs import event_fields
+from memstrata.memory.kinds import FileKind
+from memstrata.retrieval import snapshot
+from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.search import DecayPolicy, SearchService
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+USER = "snap-user"
+QUERIES = [
+    "Which pet did I adopt?",
+    "where does my sister live",
+    "marathon training plan",
+    "乌龙茶",
+    "what did I say about the garden",
+]
+TURNS = [
+    "I adopted a golden retriever puppy named Biscuit.",
+    "My sister lives in Lisbon and works as an architect.",
+    "我最喜欢的饮料是乌龙茶。",
+    "I'm training for the Berlin marathon in September.",
+    "The tomatoes in my garden finally turned red.",
+    "I started learning the cello last winter.",
+]
+
+
+@pytest.fixture
+def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
+    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
+        yield e
+
+
+@pytest.fixture
+def indexer(db: Database, embedder: OpenAICompatibleEmbedder) -> Indexer:
+    return Indexer(db.sessions, embedder)
+
+
+def seed(indexer: Indexer, sessions: int = 3, first: int = 0) -> None:
+    for s in range(first, first + sessions):
+        for i, turn in enumerate(TURNS):
+            when = NOW - timedelta(days=40 - s, minutes=i)
+            indexer.index_turn(USER, f"s{s}", i, f"{turn} (session {s})", "Noted.", when)
+
+
+def searcher(
+    db: Database, embedder: OpenAICompatibleEmbedder, min_rows: int | None
+) -> SearchService:
+    writer = None if min_rows is None else snapshot.SnapshotWriter(db.sessions, min_rows)
+    return SearchService(IndexCache(db.sessions, snapshots=writer), embedder, decay=DecayPolicy())
+
+
+def answers(search: SearchService) -> list[list[tuple[str, float]]]:
+    return [
+        [(h.text, round(h.score, 12)) for h in search.search(USER, q, top_k=8, as_of=NOW).hits]
+        for q in QUERIES
+    ]
+
+
+def stored(db: Database) -> list[tuple[str, str, int, int]]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT model, format, max_id, row_count FROM memory_index_snapshots")
+        ).all()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def write_snapshot(db: Database, embedder: OpenAICompatibleEmbedder) -> SearchService:
+    search = searcher(db, embedder, min_rows=5)
+    search.search(USER, QUERIES[0], as_of=NOW)
+    writer = search.cache.snapshots
+    assert writer is not None and writer.idle() and writer.written == 1
+    return search
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The keyword arguments of every ``EmbeddingRepository.load`` call."""
+    calls: list[dict[str, object]] = []
+    real = EmbeddingRepository.load
+
+    def load(self: EmbeddingRepository, *args: object, **kw: object) -> object:
+        calls.append({"args": args, **kw})
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EmbeddingRepository, "load", load)
+    return calls
+
+
+def test_a_cold_load_from_the_snapshot_answers_like_a_load_of_every_row(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    loads: list[dict[str, object]],
+) -> None:
+    seed(indexer)
+    indexer.index_memory_file(USER, FileKind.MEMORY, "# Memory\n\nThe user keeps bees.\n")
+    write_snapshot(db, embedder)
+    ((model, fmt, max_id, count),) = stored(db)
+    assert (model, fmt, count) == (embedder.name, snapshot.format_key(), 3 * len(TURNS))
+    # After the snapshot: new turns, a rewritten memory file, a vector healed in place.
+    seed(indexer, sessions=1, first=3)
+    indexer.index_memory_file(USER, FileKind.MEMORY, "# Memory\n\nThe user keeps goats.\n")
+    assert stored(db)[0][2] == max_id  # nothing of that touched the snapshot
+
+    loads.clear()
+    from_snapshot = answers(searcher(db, embedder, min_rows=5))
+    assert loads[0]["after_id"] == max_id and loads[0]["files_too"] is True
+    loads.clear()
+    from_rows = answers(searcher(db, embedder, min_rows=None))
+    assert loads[0] == {"args": ()}  # every row
+    assert from_snapshot == from_rows
+    texts = [t for hits in from_rows for t, _ in hits]
+    assert any("goats" in t for t in texts) and not any("bees" in t for t in texts)
+    assert any("(session 3)" in t for t in texts)
+
+
+def test_the_seeded_index_equals_a_full_one_row_by_row(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    write_snapshot(db, embedder)
+    seed(indexer, sessions=1, first=3)
+    seeded = IndexCache(db.sessions, snapshots=snapshot.SnapshotWriter(db.sessions, 5))
+    full = IndexCache(db.sessions)
+    a, b = seeded.get(USER, embedder.name), full.get(USER, embedder.name)
+    assert a.rows == b.rows
+    assert a.vectors is not None and b.vectors is not None
+    keys = sorted(b.rows)
+    assert np.array_equal(a.vectors.unit_rows(keys), b.vectors.unit_rows(keys))
+    for q in ["biscuit puppy", "lisbon architect", "乌龙", "session", "nothing-matches"]:
+        terms = q.split()
+        assert a.bm25.top_n(terms, 50) == b.bm25.top_n(terms, 50)
+
+
+def test_deleting_a_conversation_row_drops_the_snapshot_and_a_file_rewrite_does_not(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    indexer.index_memory_file(USER, FileKind.MEMORY, "# Memory\n\nThe user keeps bees.\n")
+    write_snapshot(db, embedder)
+    indexer.index_memory_file(USER, FileKind.MEMORY, "# Memory\n\nThe user keeps goats.\n")
+    assert len(stored(db)) == 1
+    # The same turn sent again with other text: its old row (and text) is deleted.
+    indexer.index_turn(USER, "s0", 0, "I adopted a cat instead.", "Noted.", NOW)
+    assert stored(db) == []
+    search = searcher(db, embedder, min_rows=None)
+    hits = search.search(USER, "golden retriever Biscuit", top_k=20, as_of=NOW).hits
+    assert not any("Biscuit. (session 0)" in h.text for h in hits)
+
+
+def test_a_snapshot_is_not_stored_when_a_row_in_it_is_gone(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    cache = IndexCache(db.sessions)
+    index = cache.get(USER, embedder.name)
+    with index.lock:
+        taken = index.export()
+    assert taken is not None and len(taken.rows) == 3 * len(TURNS)
+    indexer.index_turn(USER, "s1", 2, "I changed my mind about tea.", "Noted.", NOW)
+    writer = snapshot.SnapshotWriter(db.sessions, 5)
+    writer._write(lambda: taken)
+    assert stored(db) == [] and writer.written == 0
+
+
+def test_an_unreadable_snapshot_is_logged_and_the_rows_are_loaded(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seed(indexer)
+    expected = answers(write_snapshot(db, embedder))
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE memory_index_snapshots SET payload = 'not a snapshot'"))
+    with caplog.at_level(logging.WARNING, logger="memstrata.retrieval.cache"):
+        search = searcher(db, embedder, min_rows=5)
+        assert answers(search) == expected
+    (record,) = [r for r in caplog.records if r.getMessage() == "index.snapshot.unreadable"]
+    assert event_fields(record)["user_id"] == USER
+    assert "SnapshotError" in event_fields(record)["error"]
+    # The fallback load was a full one, so a good snapshot replaces the bad one.
+    assert search.cache.snapshots is not None and search.cache.snapshots.idle()
+    assert stored(db)[0][3] == 3 * len(TURNS)
+    assert answers(searcher(db, embedder, min_rows=5)) == expected
+
+
+def test_a_snapshot_made_under_other_rules_is_ignored_and_replaced(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    loads: list[dict[str, object]],
+) -> None:
+    seed(indexer)
+    expected = answers(write_snapshot(db, embedder))
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE memory_index_snapshots SET format = '0.1u'"))
+    loads.clear()
+    search = searcher(db, embedder, min_rows=5)
+    assert answers(search) == expected
+    assert loads[0] == {"args": ()}
+    assert search.cache.snapshots is not None and search.cache.snapshots.idle()
+    assert stored(db)[0][1] == snapshot.format_key()
+
+
+def test_switched_off_means_nothing_read_or_written(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    loads: list[dict[str, object]],
+) -> None:
+    seed(indexer)
+    write_snapshot(db, embedder)
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE memory_index_snapshots SET max_id = 0"))
+    loads.clear()
+    search = searcher(db, embedder, min_rows=0)
+    answers(search)
+    assert loads[0] == {"args": ()}
+    assert search.cache.snapshots is not None and search.cache.snapshots.idle()
+    assert stored(db)[0][2] == 0  # not rewritten
+
+
+def test_below_the_threshold_nothing_is_written(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer, sessions=1)
+    search = searcher(db, embedder, min_rows=len(TURNS) + 1)
+    answers(search)
+    assert search.cache.snapshots is not None and search.cache.snapshots.idle()
+    assert stored(db) == []
+    seed(indexer, sessions=1, first=1)  # now enough rows the snapshot lacks
+    answers(search)
+    assert search.cache.snapshots.idle() and stored(db)[0][3] == 2 * len(TURNS)
+
+
+def test_a_failing_write_is_logged_with_the_user(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = snapshot.SnapshotWriter(db.sessions, 1)
+
+    def broken() -> snapshot.Export | None:
+        raise RuntimeError("disk full")
+
+    with caplog.at_level(logging.WARNING, logger="memstrata.retrieval.snapshot"):
+        writer.schedule("writer-user", None, broken)
+        assert writer.idle()
+    writer.close()
+    (record,) = [r for r in caplog.records if r.getMessage() == "index.snapshot.failed"]
+    assert event_fields(record) == {
+        "event": "index.snapshot.failed",
+        "user_id": "writer-user",
+        "error": "RuntimeError: disk full",
+    }
+
+
+# -- pure parts ----------------------------------------------------------------------------
+
+
+def test_bm25_arrays_round_trip_and_stay_incremental() -> None:
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(40)] + ["茶", "乌龙"]
+    docs = [(k, [words[j] for j in rng.integers(0, len(words), 12)]) for k in range(100)]
+    original: BM25Index[int] = BM25Index()
+    original.add_many(docs)
+    original.remove(7)
+    copy = BM25Index.from_arrays(original.to_arrays())
+    for index in (original, copy):
+        index.remove(11)
+        index.add(500, ["w1", "w2", "茶"])
+    for q in (["w1"], ["w3", "w3", "w9"], ["茶", "乌龙"], ["absent"]):
+        assert copy.top_n(q, 20) == original.top_n(q, 20)
+    assert copy.terms_of(12) == original.terms_of(12)
+
+
+def test_encode_decode_round_trip() -> None:
+    rows = [
+        snapshot.SnapshotRow(3, "sessions/a/0", 0, "hello 世界", 1.5, ("a/0",), "m"),
+        snapshot.SnapshotRow(9, "sessions/a/1", None, "", 2.5, (), None),
+    ]
+    vectors = np.array([[0.6, 0.8]], dtype=np.float32)
+    payload = snapshot.encode(rows, [["hello", "世", "界"], []], [3], vectors)
+    got = snapshot.decode(payload, max_id=9)
+    assert got.rows == rows and got.max_id == 9
+    assert got.vector_ids == [3] and np.array_equal(got.vectors, vectors)
+    assert BM25Index.from_arrays(got.bm25).top_n(["世"], 5)[0][0] == 3
+
+
+@pytest.mark.parametrize("payload", [b"", b"garbage", b"PK\x03\x04broken zip"])
+def test_garbage_payloads_raise_snapshot_error(payload: bytes) -> None:
+    with pytest.raises(snapshot.SnapshotError):
+        snapshot.decode(payload, max_id=1)
+
+
+def test_a_string_with_nul_cannot_be_encoded() -> None:
+    row = snapshot.SnapshotRow(1, "sessions/a/0", 0, "bad\x00text", 1.0, (), None)
+    with pytest.raises(ValueError, match="NUL"):
+        snapshot.encode([row], [["bad"]], [], np.zeros((0, 0), np.float32))
+
+
+def test_should_write() -> None:
+    assert snapshot.should_write(1000, 1000)
+    assert not snapshot.should_write(999, 1000)
+    assert not snapshot.should_write(10**6, 0)
