@@ -21,6 +21,7 @@ from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.rows import Row
 from memstrata.retrieval.search import DecayPolicy, SearchService
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -293,8 +294,8 @@ def test_bm25_arrays_round_trip_and_stay_incremental() -> None:
 
 def test_encode_decode_round_trip() -> None:
     rows = [
-        snapshot.SnapshotRow(3, "sessions/a/0", 0, "hello 世界", 1.5, ("a/0",), "m"),
-        snapshot.SnapshotRow(9, "sessions/a/1", None, "", 2.5, (), None),
+        Row(3, "sessions/a/0", 0, "hello 世界", 1.5, "conversation", ("a/0",), "m"),
+        Row(9, "sessions/a/1", None, "", 2.5, "conversation", (), None),
     ]
     vectors = np.array([[0.6, 0.8]], dtype=np.float32)
     payload = snapshot.encode(rows, [["hello", "世", "界"], []], [3], vectors)
@@ -311,7 +312,7 @@ def test_garbage_payloads_raise_snapshot_error(payload: bytes) -> None:
 
 
 def test_a_string_with_nul_cannot_be_encoded() -> None:
-    row = snapshot.SnapshotRow(1, "sessions/a/0", 0, "bad\x00text", 1.0, (), None)
+    row = Row(1, "sessions/a/0", 0, "bad\x00text", 1.0, "conversation", (), None)
     with pytest.raises(ValueError, match="NUL"):
         snapshot.encode([row], [["bad"]], [], np.zeros((0, 0), np.float32))
 
@@ -320,3 +321,17 @@ def test_should_write() -> None:
     assert snapshot.should_write(1000, 1000)
     assert not snapshot.should_write(999, 1000)
     assert not snapshot.should_write(10**6, 0)
+
+
+def test_the_snapshot_table_skips_the_write_ahead_log(db: Database) -> None:
+    with db.engine.connect() as conn:
+        persistence = conn.execute(
+            text("SELECT relpersistence FROM pg_class WHERE relname = 'memory_index_snapshots'")
+        ).scalar()
+    assert persistence == "u"  # UNLOGGED: derived data, rebuilt from the rows after a crash
+
+
+def test_only_conversation_rows_go_into_a_snapshot() -> None:
+    row = Row(1, "memory/MEMORY.md", 0, "x", 1.0, "memory", (), None)
+    with pytest.raises(ValueError, match="conversation"):
+        snapshot.encode([row], [["x"]], [], np.zeros((0, 0), np.float32))

@@ -13,7 +13,10 @@ embedding cache never hides the embedding cost), and times the whole round trip.
 - loaded: the same while another user ingests LoCoMo turns through
   ``POST /api/memory/conversations/turns:batch`` (real embeddings) in a loop;
 - cold: the first search for a user in a running (warmed-up) server — the user's index is
-  loaded on first use — over ``restarts`` users of ``chunks`` rows each;
+  loaded on first use — over ``restarts`` users of ``chunks`` rows each: first from their
+  rows (bulk-copied, so no index snapshot exists yet), then, in a second server started
+  after their snapshots were written, from the snapshots (what a restart, an eviction or
+  another replica sees);
 - ingestion: turns/s of the single-turn endpoint vs the batch endpoint, same turns, same
   run.
 """
@@ -35,9 +38,11 @@ from typing import Any
 import httpx
 import jwt
 import numpy as np
+from sqlalchemy import text as sql
 
 from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.bench.locomo import load_conversations
+from memstrata.config import INDEX_SNAPSHOT_MIN_ROWS
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.runtime import Memstrata
 from memstrata.serve_process import running_serve
@@ -140,6 +145,7 @@ def run_http(
         _copy_rows(mem, [user] * size, texts[:size], vectors, start, mem.embedder.name)
     say(f"stored {chunks} rows for each of {len(users) - 1} users")
     result: dict[str, Any] = {"chunks": chunks, "queries": queries}
+    snapshots = chunks >= INDEX_SNAPSHOT_MIN_ROWS  # the server's default threshold
     with (
         tempfile.TemporaryDirectory(prefix="memstrata-http-") as tmp,
         _server(mem, Path(tmp)) as base,
@@ -156,6 +162,9 @@ def run_http(
         result["cold_search_part_ms"] = [round(x, 1) for x in cold_search]
         say(f"cold first search: {result['cold_first_search_ms']} ms")
         _search(client, base, questions[-1])  # load the measured user's index
+        # Their snapshots are written in the background: let that finish before timing.
+        if snapshots:
+            _wait_for_snapshots(mem, users[:-1])
         for q in questions[-20:]:
             _search(client, base, q)  # warm-up
         idle, idle_embed, idle_search = [], [], []
@@ -215,7 +224,48 @@ def run_http(
             result["loaded"]["p95_ms"] / result["idle"]["p95_ms"], 2
         )
         say(f"loaded: {result['loaded']}")
+    if snapshots:
+        unseen = questions[-(2 * restarts + 2) : -(restarts + 2)]  # not asked in server 1
+        result.update(_cold_from_snapshots(mem, users, [questions[-1], *unseen]))
+        say(f"cold first search from a snapshot: {result['cold_from_snapshot_ms']} ms")
     return result
+
+
+def _wait_for_snapshots(mem: Memstrata, users: list[str], timeout_s: float = 300.0) -> None:
+    """Until every user has an index snapshot; fails rather than time cold loads without."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with mem.db.engine.connect() as conn:
+            have = set(
+                conn.execute(
+                    sql(
+                        "SELECT user_id FROM memory_index_snapshots "
+                        "WHERE user_id = ANY(:users) AND row_count > 0"
+                    ),
+                    {"users": users},
+                ).scalars()
+            )
+        if have >= set(users):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no index snapshot was written for {sorted(set(users) - have)}")
+        time.sleep(0.2)
+
+
+def _cold_from_snapshots(mem: Memstrata, users: list[str], questions: list[str]) -> dict[str, Any]:
+    """A new server (a restart): the first search of each cold user reads its snapshot."""
+    cold, part = [], []
+    with (
+        tempfile.TemporaryDirectory(prefix="memstrata-http-") as tmp,
+        _server(mem, Path(tmp)) as base,
+        httpx.Client(timeout=600) as client,
+    ):
+        _search(client, base, questions[0], users[-1])  # the server's own first request
+        for question, user in zip(questions[1:], users[1:-1], strict=True):
+            elapsed, body = _search(client, base, question, user)
+            cold.append(round(elapsed, 1))
+            part.append(round(body["timings_ms"]["search"], 1))
+    return {"cold_from_snapshot_ms": cold, "cold_from_snapshot_search_part_ms": part}
 
 
 def ingest_rates(client: httpx.Client, base: str, turns: list[str]) -> dict[str, float]:

@@ -141,6 +141,7 @@ class MemoryIndexState(Base):
 
 class MemoryIndexSnapshot(Base):
     __tablename__ = "memory_index_snapshots"
+    __table_args__ = ({"prefixes": ["UNLOGGED"]},)  # derived data, see migration 0004
 
     user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     model: Mapped[str] = mapped_column(Text, primary_key=True)  # "" when BM25-only

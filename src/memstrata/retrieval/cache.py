@@ -26,9 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.logs import log_failure
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
-from memstrata.retrieval.fusion import is_resident
-from memstrata.retrieval.indexer import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
+from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms
 
 logger = logging.getLogger(__name__)
@@ -39,26 +38,6 @@ logger = logging.getLogger(__name__)
 _ROW_BYTES = 200
 _PAIR_BYTES = 90
 _TERM_BYTES = 250
-
-
-def source_of(file_path: str | None) -> str:
-    if is_resident(file_path):
-        return "memory"
-    if file_path is not None and file_path.startswith(SESSION_PREFIX):
-        return "conversation"
-    return "notes"
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    id: int
-    file_path: str | None
-    chunk_index: int | None
-    text: str
-    created_at: float  # POSIX seconds
-    source: str
-    source_ids: tuple[str, ...]
-    model: str | None
 
 
 class VectorIndex:
@@ -203,15 +182,7 @@ class UserIndex:
 
     def seed(self, contents: snapshot.Contents) -> None:
         """Fill an empty index from a snapshot's rows, postings and vectors."""
-        sources: dict[str | None, str] = {}
-        for r in contents.rows:
-            source = sources.get(r.file_path)
-            if source is None:
-                source = sources[r.file_path] = source_of(r.file_path)
-            self.rows[r.id] = Row(
-                r.id, r.file_path, r.chunk_index, r.text, r.created_at, source, r.source_ids,
-                r.model,
-            )  # fmt: skip
+        self.rows = {r.id: r for r in contents.rows}
         self.bm25 = BM25Index.from_arrays(contents.bm25)
         if self.model is not None and contents.vector_ids:
             self.vectors = VectorIndex.from_unit_rows(contents.vector_ids, contents.vectors)
@@ -232,12 +203,7 @@ class UserIndex:
         return snapshot.Export(
             user_id=self.user_id,
             model=self.model,
-            rows=[
-                snapshot.SnapshotRow(
-                    r.id, r.file_path, r.chunk_index, r.text, r.created_at, r.source_ids, r.model
-                )
-                for r in rows
-            ],
+            rows=rows,
             terms=[self.bm25.terms_of(k) for k in keys],
             vector_ids=vector_ids,
             vectors=vectors,

@@ -31,12 +31,13 @@ from memstrata.config import MIN_CANDIDATES, MIN_CANDIDATES_DECAY, QUERY_CACHE_E
 from memstrata.errors import EmbeddingError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.cache import IndexCache, Row, UserIndex
+from memstrata.retrieval.cache import IndexCache, UserIndex
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import fuse
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.rows import Row
 from memstrata.retrieval.tokenize import tokenize
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,8 @@ from memstrata.db.engine import transaction
 from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import terms as bm25_terms
 from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
-from memstrata.retrieval.repository import EmbeddingRepository, StoredSnapshot
+from memstrata.retrieval.repository import SESSION_PREFIX, EmbeddingRepository, StoredSnapshot
+from memstrata.retrieval.rows import Row
 
 logger = logging.getLogger(__name__)
 
@@ -65,21 +66,8 @@ def should_write(uncovered_rows: int, min_rows: int) -> bool:
 
 
 @dataclass(frozen=True)
-class SnapshotRow:
-    """The parts of a search-index row a snapshot keeps (source is derived from the path)."""
-
-    id: int
-    file_path: str | None
-    chunk_index: int | None
-    text: str
-    created_at: float
-    source_ids: tuple[str, ...]
-    model: str | None
-
-
-@dataclass(frozen=True)
 class Contents:
-    rows: list[SnapshotRow]  # in id order
+    rows: list[Row]  # in id order
     bm25: BM25Arrays[int]  # keys are the rows' ids
     vector_ids: list[int]
     vectors: npt.NDArray[np.float32]  # unit rows, one per vector id
@@ -91,13 +79,15 @@ class SnapshotError(ValueError):
 
 
 def encode(
-    rows: Sequence[SnapshotRow],
+    rows: Sequence[Row],
     terms: Sequence[Sequence[str]],
     vector_ids: Sequence[int],
     vectors: npt.NDArray[np.float32],
 ) -> bytes:
     """One payload for ``rows`` (id order), their BM25 terms, and the unit vectors of
     ``vector_ids``. Builds the postings here, off the request path."""
+    if not all(r.source == "conversation" for r in rows):
+        raise ValueError("only conversation rows go into a snapshot")
     index: BM25Index[int] = BM25Index()
     index.add_many([(r.id, t) for r, t in zip(rows, terms, strict=True)])
     bm25 = index.to_arrays()
@@ -140,8 +130,11 @@ def decode(payload: bytes, max_id: int) -> Contents:
         chunk_index = a["chunk_index"].tolist()
         if not (len(created) == len(chunk_index) == len(source_ids) == n):
             raise SnapshotError("row columns of different lengths")
+        if not all(p.startswith(SESSION_PREFIX) for p in paths):
+            raise SnapshotError("a snapshot row is not a conversation row")
+        conversation = "conversation"  # all a snapshot holds (checked above)
         rows = [
-            SnapshotRow(i, p or None, None if c < 0 else c, t, at, tuple(s), m or None)
+            Row(i, p, None if c < 0 else c, t, at, conversation, tuple(s), m or None)
             for i, p, c, t, at, s, m in zip(
                 ids, paths, chunk_index, texts, created, source_ids, models, strict=True
             )
@@ -194,7 +187,7 @@ class Export:
 
     user_id: str
     model: str | None
-    rows: list[SnapshotRow]
+    rows: list[Row]
     terms: list[Sequence[str]]
     vector_ids: list[int]
     vectors: npt.NDArray[np.float32]

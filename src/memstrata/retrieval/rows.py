@@ -1,0 +1,28 @@
+"""One row of a user's in-memory search index, and what kind of memory it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memstrata.retrieval.fusion import is_resident
+from memstrata.retrieval.repository import SESSION_PREFIX
+
+
+def source_of(file_path: str | None) -> str:
+    if is_resident(file_path):
+        return "memory"
+    if file_path is not None and file_path.startswith(SESSION_PREFIX):
+        return "conversation"
+    return "notes"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    id: int
+    file_path: str | None
+    chunk_index: int | None
+    text: str
+    created_at: float  # POSIX seconds
+    source: str
+    source_ids: tuple[str, ...]
+    model: str | None
