@@ -32,7 +32,7 @@ def main() -> None:
     with synthetic_users(users, args.chunks) as data:
         from memstrata.retrieval import cache as cache_module
 
-        paused = cache_module._cyclic_gc_paused
+        paused = cache_module.cyclic_gc_paused
         wall: dict[str, list[float]] = {"not paused": [], "paused": []}
         after: dict[str, list[float]] = {"not paused": [], "paused": []}
         try:
@@ -40,11 +40,11 @@ def main() -> None:
                 for mode in wall:
                     search = data.fresh_search()
                     # The server's other users, loaded as before this change.
-                    cache_module._cyclic_gc_paused = contextlib.nullcontext  # type: ignore[assignment]
+                    cache_module.cyclic_gc_paused = contextlib.nullcontext  # type: ignore[assignment]
                     for other in users[:-1]:
                         search.search_with_vector(other, data.query, data.query_vector, top_k=10)
                     if mode == "paused":
-                        cache_module._cyclic_gc_paused = paused
+                        cache_module.cyclic_gc_paused = paused
                     began = time.perf_counter()
                     search.search_with_vector(users[-1], data.query, data.query_vector, top_k=10)
                     wall[mode].append((time.perf_counter() - began) * 1000)
@@ -57,7 +57,7 @@ def main() -> None:
                         )
                     after[mode].append((time.perf_counter() - began) * 1000)
         finally:
-            cache_module._cyclic_gc_paused = paused
+            cache_module.cyclic_gc_paused = paused
         for mode, values in wall.items():
             print(
                 f"{mode}: median {statistics.median(values):.0f} ms over {len(values)} "

@@ -24,8 +24,8 @@ def gc_on() -> Iterator[None]:
 
 
 def test_nested_and_overlapping_pauses_resume_only_at_the_end(gc_on: None) -> None:
-    first = cache_module._cyclic_gc_paused()
-    second = cache_module._cyclic_gc_paused()
+    first = cache_module.cyclic_gc_paused()
+    second = cache_module.cyclic_gc_paused()
     first.__enter__()
     assert not gc.isenabled()
     second.__enter__()
@@ -37,7 +37,7 @@ def test_nested_and_overlapping_pauses_resume_only_at_the_end(gc_on: None) -> No
 
 def test_collection_switched_off_by_the_caller_stays_off(gc_on: None) -> None:
     gc.disable()
-    with cache_module._cyclic_gc_paused():
+    with cache_module.cyclic_gc_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
 

@@ -10,13 +10,11 @@ per search, and an append-only conversation stream refreshes incrementally.
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Container, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.logs import log_failure
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.gcpause import cyclic_gc_paused
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
 from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms
@@ -366,7 +365,7 @@ class IndexCache:
             if generation == index.generation:
                 return False
             removed: set[int] = set()
-            with _cyclic_gc_paused():
+            with cyclic_gc_paused():
                 cold = index.generation < 0
                 seeded_to = self._seed(index, repo) if cold else None
                 if cold and seeded_to is None:
@@ -418,32 +417,3 @@ class IndexCache:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while an index is loaded. A cold load allocates ~10
-    objects per row (none in a cycle: refcounting frees them), and with other users'
-    indexes already in memory each collection it triggered walked all of them: a 10k-row
-    load next to three others took 978 ms median with collections on, 712 ms paused
-    (``benchmarks/cold_load_gc.py``, docs/BENCHMARKS.md).
-    Process-wide, so counted: collections resume when the last concurrent load ends, and
-    only if they were on when the first began."""
-    global _pauses, _resume
-    with _pause_lock:
-        if _pauses == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _pauses += 1
-    try:
-        yield
-    finally:
-        with _pause_lock:
-            _pauses -= 1
-            if _pauses == 0 and _resume:
-                gc.enable()
-
-
-_pause_lock = threading.Lock()
-_pauses = 0
-_resume = False

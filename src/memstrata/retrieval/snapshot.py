@@ -37,6 +37,7 @@ from memstrata.db.engine import transaction
 from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import terms as bm25_terms
 from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
+from memstrata.retrieval.gcpause import cyclic_gc_paused
 from memstrata.retrieval.repository import SESSION_PREFIX, EmbeddingRepository, StoredSnapshot
 from memstrata.retrieval.rows import Row
 
@@ -257,7 +258,8 @@ class SnapshotWriter:
         taken = export()
         if taken is None or not taken.rows:
             return
-        payload = encode(taken.rows, taken.terms, taken.vector_ids, taken.vectors)
+        with cyclic_gc_paused():  # as for a load: many small objects, none in a cycle
+            payload = encode(taken.rows, taken.terms, taken.vector_ids, taken.vectors)
         if len(payload) > MAX_PAYLOAD_BYTES:
             log_event(
                 logger,
