@@ -4,6 +4,7 @@ row, heals what changed since, and never keeps a deleted turn's text."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -64,7 +65,9 @@ def seed(indexer: Indexer, sessions: int = 3, first: int = 0) -> None:
 def searcher(
     db: Database, embedder: OpenAICompatibleEmbedder, min_rows: int | None
 ) -> SearchService:
-    writer = None if min_rows is None else snapshot.SnapshotWriter(db.sessions, min_rows)
+    writer = (
+        None if min_rows is None else snapshot.SnapshotWriter(db.sessions, min_rows, settle_s=0)
+    )
     return SearchService(IndexCache(db.sessions, snapshots=writer), embedder, decay=DecayPolicy())
 
 
@@ -139,7 +142,7 @@ def test_the_seeded_index_equals_a_full_one_row_by_row(
     seed(indexer)
     write_snapshot(db, embedder)
     seed(indexer, sessions=1, first=3)
-    seeded = IndexCache(db.sessions, snapshots=snapshot.SnapshotWriter(db.sessions, 5))
+    seeded = IndexCache(db.sessions, snapshots=snapshot.SnapshotWriter(db.sessions, 5, settle_s=0))
     full = IndexCache(db.sessions)
     a, b = seeded.get(USER, embedder.name), full.get(USER, embedder.name)
     assert a.rows == b.rows
@@ -256,7 +259,7 @@ def test_below_the_threshold_nothing_is_written(
 def test_a_failing_write_is_logged_with_the_user(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    writer = snapshot.SnapshotWriter(db.sessions, 1)
+    writer = snapshot.SnapshotWriter(db.sessions, 1, settle_s=0)
 
     def broken() -> snapshot.Export | None:
         raise RuntimeError("disk full")
@@ -335,3 +338,21 @@ def test_only_conversation_rows_go_into_a_snapshot() -> None:
     row = Row(1, "memory/MEMORY.md", 0, "x", 1.0, "memory", (), None)
     with pytest.raises(ValueError, match="conversation"):
         snapshot.encode([row], [["x"]], [], np.zeros((0, 0), np.float32))
+
+
+def test_a_write_waits_until_loads_have_settled(db: Database) -> None:
+    writer = snapshot.SnapshotWriter(db.sessions, 1, settle_s=0.3)
+    ran: list[float] = []
+
+    def export() -> snapshot.Export | None:
+        ran.append(time.monotonic())
+        return None  # nothing to write
+
+    with writer.loading():
+        writer.schedule("settle-user", None, export)
+        time.sleep(0.5)
+        assert ran == []  # a load is running
+        ended = time.monotonic()
+    assert writer.idle(timeout=5)
+    assert ran and ran[0] - ended >= 0.3
+    writer.close()

@@ -14,9 +14,10 @@ embedding cache never hides the embedding cost), and times the whole round trip.
   ``POST /api/memory/conversations/turns:batch`` (real embeddings) in a loop;
 - cold: the first search for a user in a running (warmed-up) server — the user's index is
   loaded on first use — over ``restarts`` users of ``chunks`` rows each: first from their
-  rows (bulk-copied, so no index snapshot exists yet), then, in a second server started
-  after their snapshots were written, from the snapshots (what a restart, an eviction or
-  another replica sees);
+  rows (bulk-copied, so no index snapshot exists yet, and each load's snapshot is written
+  while the next user loads), then, once their snapshots are written, in four restarted
+  servers alternating snapshots on (the load reads the snapshot: what a restart, an
+  eviction or another replica sees) and off (the load reads every row);
 - ingestion: turns/s of the single-turn endpoint vs the batch endpoint, same turns, same
   run.
 """
@@ -64,7 +65,9 @@ def _token(user: str) -> dict[str, str]:
 
 
 @contextmanager
-def _server(mem: Memstrata, data_dir: Path) -> Iterator[str]:
+def _server(
+    mem: Memstrata, data_dir: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
     """``memstrata serve`` in its own process on the benchmark's database and embeddings."""
     assert isinstance(mem.embedder, OpenAICompatibleEmbedder)
     spec = mem.embedder.spec
@@ -80,6 +83,7 @@ def _server(mem: Memstrata, data_dir: Path) -> Iterator[str]:
         "MEMSTRATA_MAX_REQUEST_BYTES": str(8 * 1024 * 1024),
         # A shared, busy machine: measure slow query embeddings rather than time them out.
         "MEMSTRATA_EMBEDDING_TIMEOUT_S": "120",
+        **(extra_env or {}),
     }
     with running_serve(env, stderr=subprocess.DEVNULL) as base:
         yield base
@@ -226,8 +230,14 @@ def run_http(
         say(f"loaded: {result['loaded']}")
     if snapshots:
         unseen = questions[-(2 * restarts + 2) : -(restarts + 2)]  # not asked in server 1
-        result.update(_cold_from_snapshots(mem, users, [questions[-1], *unseen]))
-        say(f"cold first search from a snapshot: {result['cold_from_snapshot_ms']} ms")
+        # Restarted servers, alternating: snapshots on, off, on, off (same users, same rows).
+        for round_ in range(2):
+            for on in (True, False):
+                key = "cold_from_snapshot" if on else "cold_from_rows_after_restart"
+                total, part = _cold_after_restart(mem, users, [questions[-1], *unseen], on)
+                result.setdefault(f"{key}_ms", []).extend(total)
+                result.setdefault(f"{key}_search_part_ms", []).extend(part)
+                say(f"{key} (round {round_ + 1}): {total} ms")
     return result
 
 
@@ -252,12 +262,16 @@ def _wait_for_snapshots(mem: Memstrata, users: list[str], timeout_s: float = 300
         time.sleep(0.2)
 
 
-def _cold_from_snapshots(mem: Memstrata, users: list[str], questions: list[str]) -> dict[str, Any]:
-    """A new server (a restart): the first search of each cold user reads its snapshot."""
+def _cold_after_restart(
+    mem: Memstrata, users: list[str], questions: list[str], snapshots: bool
+) -> tuple[list[float], list[float]]:
+    """A new server (a restart): the first search of each cold user, reading its snapshot
+    (``snapshots``) or, with snapshots switched off, all its rows. Totals and search parts."""
     cold, part = [], []
+    extra = {} if snapshots else {"MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS": "0"}
     with (
         tempfile.TemporaryDirectory(prefix="memstrata-http-") as tmp,
-        _server(mem, Path(tmp)) as base,
+        _server(mem, Path(tmp), extra) as base,
         httpx.Client(timeout=600) as client,
     ):
         _search(client, base, questions[0], users[-1])  # the server's own first request
@@ -265,7 +279,7 @@ def _cold_from_snapshots(mem: Memstrata, users: list[str], questions: list[str])
             elapsed, body = _search(client, base, question, user)
             cold.append(round(elapsed, 1))
             part.append(round(body["timings_ms"]["search"], 1))
-    return {"cold_from_snapshot_ms": cold, "cold_from_snapshot_search_part_ms": part}
+    return cold, part
 
 
 def ingest_rates(client: httpx.Client, base: str, turns: list[str]) -> dict[str, float]:

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Container, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -365,7 +366,7 @@ class IndexCache:
             if generation == index.generation:
                 return False
             removed: set[int] = set()
-            with cyclic_gc_paused():
+            with cyclic_gc_paused(), self._loading():
                 cold = index.generation < 0
                 seeded_to = self._seed(index, repo) if cold else None
                 if cold and seeded_to is None:
@@ -385,6 +386,9 @@ class IndexCache:
         index.generation = generation
         self._maybe_snapshot(index)
         return True
+
+    def _loading(self) -> AbstractContextManager[None]:
+        return self.snapshots.loading() if self.snapshots is not None else nullcontext()
 
     def _seed(self, index: UserIndex, repo: EmbeddingRepository) -> int | None:
         """Fill a cold ``index`` from the user's snapshot; its ``max_id``, or None when

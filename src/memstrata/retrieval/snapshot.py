@@ -26,7 +26,8 @@ import queue
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 # Bump whenever encode() changes what it writes.
 FORMAT_VERSION = 1
+# A write waits until no index load has run for this long (loads come in bursts) ...
+SETTLE_S = 1.0
+# ... but not longer than this, so a busy process still gets its snapshots.
+MAX_SETTLE_WAIT_S = 30.0
 # A payload above this is not stored (PostgreSQL's bytea limit is 1 GiB; 10k rows of a
 # 384-d model are ~19 MB).
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
@@ -203,9 +208,15 @@ class SnapshotWriter:
     run without the lock. Failures are logged with the user and never reach a request.
     """
 
-    def __init__(self, sessions: sessionmaker[Session], min_rows: int) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], min_rows: int, settle_s: float = SETTLE_S
+    ) -> None:
         self.sessions = sessions
         self.min_rows = min_rows
+        self.settle_s = settle_s
+        self._loading = 0
+        self._last_load_end = 0.0
+        self._quiet = threading.Condition()
         self._jobs: queue.Queue[tuple[tuple[str, str | None], Exporter] | None] = queue.Queue()
         self._pending: set[tuple[str, str | None]] = set()
         self._lock = threading.Lock()
@@ -224,6 +235,32 @@ class SnapshotWriter:
                 )
                 self._thread.start()
         self._jobs.put((key, export))
+
+    @contextmanager
+    def loading(self) -> Iterator[None]:
+        """Marks an index load: writes wait until loads have been quiet for ``settle_s``."""
+        with self._quiet:
+            self._loading += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._loading -= 1
+                self._last_load_end = time.monotonic()
+                self._quiet.notify_all()
+
+    def _wait_for_quiet(self) -> None:
+        """A write competes with loads for the CPU and the database (a first search right
+        after a write took ~2× as long), and loads come in bursts (a restart, a deploy):
+        let a burst finish, but never wait longer than ``MAX_SETTLE_WAIT_S``."""
+        give_up = time.monotonic() + MAX_SETTLE_WAIT_S
+        with self._quiet:
+            while (now := time.monotonic()) < give_up:
+                quiet_for = now - self._last_load_end
+                if self._loading == 0 and quiet_for >= self.settle_s:
+                    return
+                wait = self.settle_s - quiet_for if self._loading == 0 else self.settle_s
+                self._quiet.wait(timeout=min(max(wait, 0.01), give_up - now))
 
     def idle(self, timeout: float = 30.0) -> bool:
         """Wait until no job is pending (tests, benchmarks); False on timeout."""
@@ -246,6 +283,7 @@ class SnapshotWriter:
         while (job := self._jobs.get()) is not None:
             key, export = job
             try:
+                self._wait_for_quiet()
                 self._write(export)
             except Exception as exc:  # a derived cache: log, never raise into a request
                 log_failure(logger, "index.snapshot.failed", exc, user_id=key[0])
