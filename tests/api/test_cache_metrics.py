@@ -33,3 +33,7 @@ def test_search_cache_metrics(client: TestClient, auth: AuthHeader, settings: Se
     assert values["memstrata_search_cache_evictions_total"] == 0
     assert values["memstrata_search_cache_bytes"] > 0
     assert values["memstrata_search_cache_budget_bytes"] == settings.search_cache_bytes
+    # Two one-turn users are far below the snapshot threshold (1,000 conversation rows).
+    assert values["memstrata_search_cache_snapshot_loads_total"] == 0
+    assert values["memstrata_search_cache_snapshot_writes_total"] == 0
+    assert values["memstrata_search_cache_snapshot_errors_total"] == 0

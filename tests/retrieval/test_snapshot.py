@@ -91,6 +91,7 @@ def write_snapshot(db: Database, embedder: OpenAICompatibleEmbedder) -> SearchSe
     search.search(USER, QUERIES[0], as_of=NOW)
     writer = search.cache.snapshots
     assert writer is not None and writer.idle() and writer.written == 1
+    assert search.cache.stats().snapshot_writes == 1
     return search
 
 
@@ -125,8 +126,10 @@ def test_a_cold_load_from_the_snapshot_answers_like_a_load_of_every_row(
     assert stored(db)[0][2] == max_id  # nothing of that touched the snapshot
 
     loads.clear()
-    from_snapshot = answers(searcher(db, embedder, min_rows=5))
+    seeded = searcher(db, embedder, min_rows=5)
+    from_snapshot = answers(seeded)
     assert loads[0]["after_id"] == max_id and loads[0]["files_too"] is True
+    assert seeded.cache.stats().snapshot_loads == 1
     loads.clear()
     from_rows = answers(searcher(db, embedder, min_rows=None))
     assert loads[0] == {"args": ()}  # every row
@@ -198,6 +201,8 @@ def test_an_unreadable_snapshot_is_logged_and_the_rows_are_loaded(
     with caplog.at_level(logging.WARNING, logger="memstrata.retrieval.cache"):
         search = searcher(db, embedder, min_rows=5)
         assert answers(search) == expected
+    assert search.cache.stats().snapshot_errors == 1
+    assert search.cache.stats().snapshot_loads == 0
     (record,) = [r for r in caplog.records if r.getMessage() == "index.snapshot.unreadable"]
     assert event_fields(record)["user_id"] == USER
     assert "SnapshotError" in event_fields(record)["error"]
@@ -268,6 +273,7 @@ def test_a_failing_write_is_logged_with_the_user(
         writer.schedule("writer-user", None, broken)
         assert writer.idle()
     writer.close()
+    assert writer.failed == 1 and writer.written == 0
     (record,) = [r for r in caplog.records if r.getMessage() == "index.snapshot.failed"]
     assert event_fields(record) == {
         "event": "index.snapshot.failed",

@@ -12,8 +12,9 @@
   user's first read) and ``frontend_edit`` (PUT: DB → embeddings → sandbox → AgentPool).
 - ``memstrata_turns_indexed_total`` and ``memstrata_indexed_chunks_total``.
 - ``memstrata_search_cache_bytes`` / ``_budget_bytes`` / ``_users`` (gauges) and
-  ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total``: this
-  process's per-user search indexes, read from the runtime at scrape time.
+  ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total`` /
+  ``_snapshot_loads_total`` / ``_snapshot_writes_total`` / ``_snapshot_errors_total``:
+  this process's per-user search indexes, read from the runtime at scrape time.
 - ``memstrata_embeddings_pending`` (rows waiting for a vector, all users),
   ``memstrata_embeddings_pending_oldest_seconds`` (how long the oldest has waited),
   ``memstrata_embeddings_failed`` (rows marked as never embeddable) and
@@ -174,4 +175,19 @@ class _SearchCacheCollector(Collector):
             "memstrata_search_cache_evictions",
             "Indexes dropped to stay within the user count or the byte budget.",
             value=stats.evictions,
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_snapshot_loads",
+            "Cold index loads that started from the user's stored index snapshot.",
+            value=stats.snapshot_loads,
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_snapshot_writes",
+            "Index snapshots this process stored.",
+            value=stats.snapshot_writes,
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_snapshot_errors",
+            "Unreadable index snapshots (the rows were loaded instead) and failed writes.",
+            value=stats.snapshot_errors,
         )

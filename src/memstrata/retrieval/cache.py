@@ -270,6 +270,9 @@ class CacheStats:
     misses: int
     evictions: int
     max_bytes: int | None
+    snapshot_loads: int = 0  # cold loads that started from an index snapshot
+    snapshot_writes: int = 0
+    snapshot_errors: int = 0  # unreadable snapshots and failed writes
 
 
 class IndexCache:
@@ -296,6 +299,7 @@ class IndexCache:
         self._sizes: dict[tuple[str, str | None], int] = {}
         self._bytes = 0
         self._hits = self._misses = self._evictions = 0
+        self._snapshot_loads = self._snapshot_errors = 0
         self._lock = threading.Lock()
 
     def get(self, user_id: str, model: str | None) -> UserIndex:
@@ -331,6 +335,9 @@ class IndexCache:
                 self._misses,
                 self._evictions,
                 self.max_bytes,
+                self._snapshot_loads,
+                self.snapshots.written if self.snapshots is not None else 0,
+                self._snapshot_errors + (self.snapshots.failed if self.snapshots else 0),
             )
 
     def _evict(self, keep: tuple[str, str | None]) -> None:
@@ -402,10 +409,14 @@ class IndexCache:
             index.seed(snapshot.decode(stored.payload, stored.max_id))
         except ValueError as exc:  # SnapshotError, or arrays that do not fit together
             log_failure(logger, "index.snapshot.unreadable", exc, user_id=index.user_id)
+            with self._lock:
+                self._snapshot_errors += 1
             index.rows.clear()
             index.bm25 = BM25Index()
             index.vectors = None
             return None
+        with self._lock:
+            self._snapshot_loads += 1
         return stored.max_id
 
     def _maybe_snapshot(self, index: UserIndex) -> None:

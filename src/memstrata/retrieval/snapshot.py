@@ -222,6 +222,7 @@ class SnapshotWriter:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.written = 0
+        self.failed = 0
 
     def schedule(self, user_id: str, model: str | None, export: Exporter) -> None:
         key = (user_id, model)
@@ -287,6 +288,7 @@ class SnapshotWriter:
                 self._write(export)
             except Exception as exc:  # a derived cache: log, never raise into a request
                 log_failure(logger, "index.snapshot.failed", exc, user_id=key[0])
+                self.failed += 1
             finally:
                 with self._lock:
                     self._pending.discard(key)
