@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -14,15 +13,8 @@ from memstrata.errors import InvalidContentError, InvalidUserIdError
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 from .fault_server import FaultServer
-
-
-@pytest.fixture
-def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
-    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
-        yield e
 
 
 def rows(db: Database, user: str) -> list[tuple[object, ...]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -23,17 +22,6 @@ from memstrata.retrieval.search import DecayPolicy, SearchService
 from .fault_server import FaultServer
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
-    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
-        yield e
-
-
-@pytest.fixture
-def indexer(db: Database, embedder: OpenAICompatibleEmbedder) -> Indexer:
-    return Indexer(db.sessions, embedder)
 
 
 def service(db: Database, embedder: OpenAICompatibleEmbedder | None, **kw: object) -> SearchService:

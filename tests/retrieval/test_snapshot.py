@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -20,7 +19,6 @@ from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
 from memstrata.retrieval.search import DecayPolicy, SearchService
@@ -42,17 +40,6 @@ TURNS = [
     "The tomatoes in my garden finally turned red.",
     "I started learning the cello last winter.",
 ]
-
-
-@pytest.fixture
-def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
-    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
-        yield e
-
-
-@pytest.fixture
-def indexer(db: Database, embedder: OpenAICompatibleEmbedder) -> Indexer:
-    return Indexer(db.sessions, embedder)
 
 
 def seed(indexer: Indexer, sessions: int = 3, first: int = 0) -> None:
@@ -120,7 +107,7 @@ def test_a_cold_load_from_the_snapshot_answers_like_a_load_of_every_row(
     write_snapshot(db, embedder)
     ((model, fmt, max_id, count),) = stored(db)
     assert (model, fmt, count) == (embedder.name, snapshot.format_key(), 3 * len(TURNS))
-    # After the snapshot: new turns, a rewritten memory file, a vector healed in place.
+    # After the snapshot: new turns and a rewritten memory file.
     seed(indexer, sessions=1, first=3)
     indexer.index_memory_file(USER, FileKind.MEMORY, "# Memory\n\nThe user keeps goats.\n")
     assert stored(db)[0][2] == max_id  # nothing of that touched the snapshot
