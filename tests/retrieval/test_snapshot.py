@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
@@ -158,6 +159,32 @@ def test_deleting_a_conversation_row_drops_the_snapshot_and_a_file_rewrite_does_
     search = searcher(db, embedder, min_rows=None)
     hits = search.search(USER, "golden retriever Biscuit", top_k=20, as_of=NOW).hits
     assert not any("Biscuit. (session 0)" in h.text for h in hits)
+
+
+def test_a_cold_load_that_fails_after_seeding_leaves_nothing_behind(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seed(indexer)
+    write_snapshot(db, embedder)
+    cache = IndexCache(db.sessions, snapshots=snapshot.SnapshotWriter(db.sessions, 5, settle_s=0))
+    real = EmbeddingRepository.load
+
+    def lost(self: EmbeddingRepository, *args: object, **kw: object) -> object:
+        raise OperationalError("SELECT", None, ConnectionError("server closed the connection"))
+
+    monkeypatch.setattr(EmbeddingRepository, "load", lost)  # fails after the seeding
+    with pytest.raises(OperationalError):
+        cache.get(USER, embedder.name)
+    monkeypatch.setattr(EmbeddingRepository, "load", real)
+    # Meanwhile a turn is sent again with other text: its old row and the snapshot go.
+    indexer.index_turn(USER, "s0", 0, "I adopted a cat instead.", "Noted.", NOW)
+    assert stored(db) == []
+    held = cache.get(USER, embedder.name)
+    assert held.rows == IndexCache(db.sessions).get(USER, embedder.name).rows
+    assert not any("Biscuit. (session 0)" in r.text for r in held.rows.values())
 
 
 def test_a_snapshot_is_not_stored_when_a_row_in_it_is_gone(

@@ -180,6 +180,13 @@ class UserIndex:
         # Conversation rows held that the stored snapshot lacks (retrieval.snapshot).
         self.unsnapshotted = 0
 
+    def reset(self) -> None:
+        """Back to empty, as before a cold load (which may have failed half way)."""
+        self.rows = {}
+        self.bm25 = BM25Index()
+        self.vectors = None
+        self.unsnapshotted = 0
+
     def seed(self, contents: snapshot.Contents) -> None:
         """Fill an empty index from a snapshot's rows, postings and vectors."""
         self.rows = {r.id: r for r in contents.rows}
@@ -375,6 +382,8 @@ class IndexCache:
             removed: set[int] = set()
             with cyclic_gc_paused(), self._loading():
                 cold = index.generation < 0
+                if cold:
+                    index.reset()  # an earlier cold load may have failed after seeding
                 seeded_to = self._seed(index, repo) if cold else None
                 if cold and seeded_to is None:
                     added = repo.load()
@@ -411,9 +420,7 @@ class IndexCache:
             log_failure(logger, "index.snapshot.unreadable", exc, user_id=index.user_id)
             with self._lock:
                 self._snapshot_errors += 1
-            index.rows.clear()
-            index.bm25 = BM25Index()
-            index.vectors = None
+            index.reset()
             return None
         with self._lock:
             self._snapshot_loads += 1
