@@ -285,3 +285,39 @@ def test_add_many_equals_adding_one_by_one() -> None:
         assert [k for k, _ in got] == [k for k, _ in want]
         assert [s for _, s in got] == pytest.approx([s for _, s in want])
     assert len(many) == len(one)
+
+
+def test_a_bulk_loaded_index_stays_exact_through_adds_removals_and_compaction() -> None:
+    """add_many on an empty index keeps its postings as arrays (``_Frozen``); every later
+    change must score exactly like an index built one document at a time."""
+    rng = random.Random(9)
+    words = [f"w{i}" for i in range(60)] + ["乌", "龙", "茶"]
+    docs = {i: [rng.choice(words) for _ in range(rng.randint(0, 10))] for i in range(600)}
+    bulk: BM25Index[int] = BM25Index()
+    bulk.add_many(list(docs.items()))
+    one: BM25Index[int] = BM25Index()
+    for key, tokens in docs.items():
+        one.add(key, tokens)
+    assert (bulk.posting_count(), bulk.term_count()) == (one.posting_count(), one.term_count())
+    live = dict(docs)
+    next_key = 600
+    for step in range(5):
+        for key in rng.sample(sorted(live), 130):  # > 256 dead in all: compaction runs
+            bulk.remove(key)
+            one.remove(key)
+            del live[key]
+        for _ in range(20):
+            tokens = [rng.choice(words) for _ in range(rng.randint(1, 6))]
+            bulk.add(next_key, tokens)
+            one.add(next_key, tokens)
+            live[next_key] = tokens
+            next_key += 1
+        for query in (["w1"], ["w2", "w3", "w3"], ["乌", "茶"], [words[step]], ["absent"]):
+            keys = sorted(live)
+            expected = bm25_scores(query, [live[k] for k in keys])
+            got = dict(bulk.top_n(query, len(live)))
+            assert got == pytest.approx(
+                {k: v for k, v in zip(keys, expected, strict=True) if v > 0}, abs=1e-9
+            )
+            assert bulk.top_n(query, 10) == one.top_n(query, 10)
+        assert bulk.term_count() == one.term_count()

@@ -100,6 +100,47 @@ class _Postings:
         self.df = 0  # live documents only; ``slots`` may still list dead ones
 
 
+class _Frozen:
+    """Postings kept as one block of arrays (from a bulk load or a snapshot) instead of an
+    object per term: building 13k ``_Postings`` was a third of a snapshot load. A term
+    leaves the block, as a ``_Postings``, the first time a document with it is added or
+    removed; until then every slot it lists is live."""
+
+    __slots__ = ("pairs", "row_of", "slots", "starts", "tfs")
+
+    def __init__(
+        self,
+        terms: Sequence[str],
+        starts: list[int],
+        slots: npt.NDArray[np.intc],
+        tfs: npt.NDArray[np.intc],
+    ) -> None:
+        self.row_of = dict(zip(terms, range(len(terms)), strict=True))
+        self.starts = starts  # len(terms) + 1 offsets into slots / tfs
+        self.slots = slots
+        self.tfs = tfs
+        self.pairs = len(slots)  # (term, slot) pairs still held here
+
+    def view(self, term: str) -> tuple[npt.NDArray[np.intc], npt.NDArray[np.intc]] | None:
+        row = self.row_of.get(term)
+        if row is None:
+            return None
+        start, end = self.starts[row], self.starts[row + 1]
+        return self.slots[start:end], self.tfs[start:end]
+
+    def take(self, term: str) -> _Postings | None:
+        row = self.row_of.pop(term, None)
+        if row is None:
+            return None
+        start, end = self.starts[row], self.starts[row + 1]
+        entry = _Postings()
+        entry.slots.frombytes(self.slots[start:end].tobytes())
+        entry.tfs.frombytes(self.tfs[start:end].tobytes())
+        entry.df = end - start
+        self.pairs -= end - start
+        return entry
+
+
 class BM25Index(Generic[K]):
     """An incremental BM25 index over documents identified by hashable keys.
 
@@ -110,6 +151,7 @@ class BM25Index(Generic[K]):
         self.k1 = k1
         self.b = b
         self._postings: dict[str, _Postings] = {}
+        self._frozen: _Frozen | None = None  # more postings, as arrays (see _Frozen)
         self._slot_of: dict[K, int] = {}
         self._keys: list[K | None] = []  # by slot; None once removed
         # Each slot's terms as tokenised, to undo df on removal and to export
@@ -144,11 +186,8 @@ class BM25Index(Generic[K]):
         self._keys.append(key)
         self._terms.append(terms)
         self._slot_of[key] = slot
-        postings = self._postings
         for term, tf in counts.items():
-            entry = postings.get(term)
-            if entry is None:
-                entry = postings[term] = _Postings()
+            entry = self._entry(term)
             entry.slots.append(slot)
             entry.tfs.append(tf)
             entry.df += 1
@@ -182,12 +221,12 @@ class BM25Index(Generic[K]):
         bounds = np.flatnonzero(np.diff(pair_terms)) + 1
         starts = np.concatenate([[0], bounds]).tolist()
         ends = [*bounds.tolist(), len(pairs)]
-        postings = self._postings
+        if not self._postings and self._frozen is None:  # a cold load: keep the arrays
+            group_terms = [terms[t] for t in pair_terms[starts].tolist()] if len(pairs) else []
+            self._frozen = _Frozen(group_terms, [*starts, len(pairs)], pair_docs, tfs)
+            starts = ends = []
         for start, end in zip(starts, ends, strict=True):
-            term = terms[int(pair_terms[start])]
-            entry = postings.get(term)
-            if entry is None:
-                entry = postings[term] = _Postings()
+            entry = self._entry(terms[int(pair_terms[start])])
             entry.slots.frombytes(pair_docs[start:end].tobytes())
             entry.tfs.frombytes(tfs[start:end].tobytes())
             entry.df += end - start
@@ -211,7 +250,7 @@ class BM25Index(Generic[K]):
         self._alive[slot] = False
         self._total_length -= int(self._lengths[slot])
         for term in dict.fromkeys(self.terms_of_slot(slot)):
-            entry = self._postings[term]
+            entry = self._entry(term)
             entry.df -= 1
             if entry.df == 0:
                 del self._postings[term]  # every slot left in it is dead
@@ -232,6 +271,7 @@ class BM25Index(Generic[K]):
 
     def to_arrays(self) -> BM25Arrays[K]:
         """The live documents as flat arrays (slot order kept), for ``from_arrays``."""
+        self._thaw()
         if self._dead:
             self._compact()
         n = len(self._keys)
@@ -266,14 +306,7 @@ class BM25Index(Generic[K]):
         tfs = data.tfs.astype(np.intc, copy=False)
         if len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= n):
             raise ValueError("a BM25 posting names a document that is not there")
-        starts = data.starts.tolist()
-        postings = index._postings
-        for i, term in enumerate(data.terms):
-            start, end = starts[i], starts[i + 1]
-            entry = postings[term] = _Postings()
-            entry.slots.frombytes(slots[start:end].tobytes())
-            entry.tfs.frombytes(tfs[start:end].tobytes())
-            entry.df = end - start
+        index._frozen = _Frozen(data.terms, data.starts.tolist(), slots, tfs)
         spare = max(64, n)
         index._lengths = np.concatenate([data.lengths.astype(np.float64), np.zeros(spare)])
         index._alive = np.concatenate([np.ones(n, dtype=bool), np.zeros(spare, dtype=bool)])
@@ -296,12 +329,18 @@ class BM25Index(Generic[K]):
         scores = np.zeros(n_slots)
         for term, query_tf in Counter(query_tokens).items():
             entry = self._postings.get(term)
-            if entry is None:
+            if entry is not None:
+                # Copies, not np.frombuffer views: a live view would stop array.append
+                # resizing.
+                slots = np.array(entry.slots, dtype=np.intc)
+                tfs = np.array(entry.tfs, dtype=np.float64)
+                df = entry.df
+            elif self._frozen is not None and (held := self._frozen.view(term)) is not None:
+                slots, tfs = held[0], held[1].astype(np.float64)
+                df = len(slots)
+            else:
                 continue
-            # Copies, not np.frombuffer views: a live view would stop array.append resizing.
-            slots = np.array(entry.slots, dtype=np.intc)
-            tfs = np.array(entry.tfs, dtype=np.float64)
-            weight = query_tf * _idf(entry.df, n_docs) * (k1 + 1.0)
+            weight = query_tf * _idf(df, n_docs) * (k1 + 1.0)
             scores[slots] += weight * tfs / (tfs + norm[slots])
         if self._dead:
             scores[~self._alive[:n_slots]] = 0.0
@@ -324,14 +363,33 @@ class BM25Index(Generic[K]):
 
     def posting_count(self) -> int:
         """(term, slot) pairs held, dead slots included: what the postings cost in memory."""
-        return sum(len(entry.slots) for entry in self._postings.values())
+        held = self._frozen.pairs if self._frozen is not None else 0
+        return held + sum(len(entry.slots) for entry in self._postings.values())
 
     def term_count(self) -> int:
         """Distinct terms with a posting list (each costs a postings object in memory)."""
-        return len(self._postings)
+        return len(self._postings) + (len(self._frozen.row_of) if self._frozen else 0)
+
+    def _entry(self, term: str) -> _Postings:
+        """The term's postings object, taken out of the frozen block or made empty."""
+        entry = self._postings.get(term)
+        if entry is None:
+            taken = self._frozen.take(term) if self._frozen is not None else None
+            entry = self._postings[term] = taken if taken is not None else _Postings()
+            if self._frozen is not None and not self._frozen.row_of:
+                self._frozen = None
+        return entry
+
+    def _thaw(self) -> None:
+        """Every frozen term as a postings object (before renumbering or exporting)."""
+        if self._frozen is not None:
+            for term in list(self._frozen.row_of):
+                self._entry(term)
+            self._frozen = None
 
     def _compact(self) -> None:
         """Drop dead slots, renumbering live ones in their original (insertion) order."""
+        self._thaw()
         live = np.flatnonzero(self._alive[: len(self._keys)])
         new_slot = np.full(len(self._keys), -1, dtype=np.intc)
         new_slot[live] = np.arange(len(live), dtype=np.intc)
