@@ -376,3 +376,35 @@ def test_a_write_waits_until_loads_have_settled(db: Database) -> None:
     assert writer.idle(timeout=5)
     assert ran and ran[0] - ended >= 0.3
     writer.close()
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+def test_a_snapshot_too_large_to_store_is_logged_and_not_written(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    encoded: bool,
+) -> None:
+    """Too large from its vectors and texts alone (not even encoded), or only once encoded."""
+    seed(indexer)
+    index = IndexCache(db.sessions).get(USER, embedder.name)
+    with index.lock:
+        taken = index.export()
+    assert taken is not None
+    at_least = taken.vectors.nbytes + sum(len(r.text) for r in taken.rows)
+    limit = at_least if encoded else at_least - 1
+    monkeypatch.setattr(snapshot, "MAX_PAYLOAD_BYTES", limit)
+    encodes: list[int] = []
+    real_encode = snapshot.encode
+    monkeypatch.setattr(snapshot, "encode", lambda *a: encodes.append(1) or real_encode(*a))
+    with caplog.at_level(logging.WARNING, logger="memstrata.retrieval.snapshot"):
+        search = searcher(db, embedder, min_rows=5)
+        search.search(USER, QUERIES[0], as_of=NOW)
+        assert search.cache.snapshots is not None and search.cache.snapshots.idle()
+    assert stored(db) == []
+    assert len(encodes) == int(encoded)
+    (record,) = [r for r in caplog.records if r.getMessage() == "index.snapshot.too_large"]
+    fields = event_fields(record)
+    assert fields["user_id"] == USER and fields["bytes"] > limit == fields["max_bytes"]
