@@ -69,6 +69,8 @@ def test_bench_locomo_bad_input(env: None, tmp_path: Path) -> None:
     bad.write_text('{"not": "a list"}')
     code, out = invoke("bench", "locomo", str(bad), "--k", "five")
     assert code == 1 and "--k must be a comma-separated list" in out
+    code, out = invoke("bench", "locomo", str(bad), "--hits", "0")
+    assert code == 1 and "--hits must be between 1 and 100, got 0" in out
 
 
 def test_bench_latency_bad_input(env: None) -> None:
@@ -113,6 +115,15 @@ def test_bench_locomo_end_to_end(
     assert result["recall"]["hybrid"]["2"] == 1.0
     assert result["recall"]["peer_bm25s"]["2"] == 1.0
     assert (result["rows"], result["rows_with_vectors"]) == (4, 4)
+    # --hits sets how many hits each question fetches (here 1 instead of 10).
+    code, out = invoke(
+        "bench", "locomo", str(path), "--k", "1", "--hits", "1", "--no-peers",
+        "--database-url", pg_url,
+    )  # fmt: skip
+    assert code == 0, out
+    shallow = json.loads(out.strip().splitlines()[-1])
+    assert shallow["questions"] == 2 and set(shallow["recall"]["hybrid"]) == {"1"}
+    assert "top-5 same at top_k=5 and top_k=1:" in out
 
 
 def _tiny_madial(folder: Path) -> Path:

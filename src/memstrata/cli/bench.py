@@ -76,6 +76,16 @@ DepthGrid = Annotated[
     typer.Option("--depth-grid", help="Also score minimum candidate depths 1–100."),
 ]
 DEPTH_GRID = (1, 15, 30, 50, 100)
+MAX_HITS = 100
+Hits = Annotated[
+    int | None,
+    typer.Option(
+        "--hits",
+        help="Hits fetched per question (default 10; LongMemEval 50). Deeper, with --k "
+        "10,20,50, shows how far down the misses are (the candidate pool grows with it: "
+        "3 × hits a side).",
+    ),
+]
 
 
 def _run_quality(
@@ -86,6 +96,7 @@ def _run_quality(
     *,
     no_peers: bool,
     depths: bool,
+    hits: int | None = None,
     extra: dict[str, Variant] | None = None,
 ) -> None:
     """Load, run, print a summary on stderr and the JSON object as the last line. The
@@ -98,10 +109,14 @@ def _run_quality(
     peers = not no_peers
 
     ks = parse_ks(k)
+    if hits is not None and not 1 <= hits <= MAX_HITS:
+        fail(f"--hits must be between 1 and {MAX_HITS}, got {hits}")
     try:
         dataset = load()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         fail(f"cannot read the {name} data: {type(exc).__name__}: {exc}")
+    if hits is not None:
+        dataset.depth = hits
     with bench_runtime(database_url) as mem:
         if mem.embedder is None:
             fail("no embedding API: configure one or leave MEMSTRATA_EMBEDDING_AUTOSTART on")
@@ -153,6 +168,7 @@ def locomo_command(
         bool, typer.Option("--decay-grid", help="Also score decay half-life/floor settings.")
     ] = False,
     depths: DepthGrid = False,
+    hits: Hits = None,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -171,7 +187,14 @@ def locomo_command(
                 decay_grid[name] = Variant(True, True, DecayPolicy(True, half_life, floor))
     load = lambda: locomo_dataset(path, limit)  # noqa: E731
     _run_quality(
-        "LoCoMo", load, k, database_url, no_peers=no_peers, depths=depths, extra=decay_grid
+        "LoCoMo",
+        load,
+        k,
+        database_url,
+        no_peers=no_peers,
+        depths=depths,
+        hits=hits,
+        extra=decay_grid,
     )
 
 
@@ -181,6 +204,7 @@ def longmemeval_command(
     k: Ks = "5,10",
     limit: Limit = None,
     depths: DepthGrid = False,
+    hits: Hits = None,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -189,7 +213,7 @@ def longmemeval_command(
 
     _need(path, "a LongMemEval_S-format .json or .json.gz file")
     load = lambda: longmemeval_dataset(path, limit)  # noqa: E731
-    _run_quality("LongMemEval", load, k, database_url, no_peers=no_peers, depths=depths)
+    _run_quality("LongMemEval", load, k, database_url, no_peers=no_peers, depths=depths, hits=hits)
 
 
 @bench_app.command("madial")
@@ -198,6 +222,7 @@ def madial_command(
     k: Ks = "5,10",
     limit: Limit = None,
     depths: DepthGrid = False,
+    hits: Hits = None,
     no_peers: NoPeers = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -206,7 +231,7 @@ def madial_command(
 
     _need(path, "the MADial-Bench dialogue and memory JSON files", folder=True)
     load = lambda: madial_dataset(path, limit)  # noqa: E731
-    _run_quality("MADial", load, k, database_url, no_peers=no_peers, depths=depths)
+    _run_quality("MADial", load, k, database_url, no_peers=no_peers, depths=depths, hits=hits)
 
 
 @bench_app.command("latency")
