@@ -177,7 +177,8 @@ class UserIndex:
         self.bm25: BM25Index[int] = BM25Index()
         self.vectors: VectorIndex | None = None
         self.lock = threading.Lock()
-        # Conversation rows held that the stored snapshot lacks (retrieval.snapshot).
+        # Conversation rows held that the stored snapshot lacks (retrieval.snapshot):
+        # counted by ``apply``, zeroed by ``export``; ``seed``'s rows are in the snapshot.
         self.unsnapshotted = 0
 
     def reset(self) -> None:
@@ -228,16 +229,19 @@ class UserIndex:
         vector_keys: list[int] = []
         vectors: list[npt.NDArray[np.float32]] = []
         for c in added:
+            source = source_of(c.file_path)
             self.rows[c.id] = Row(
                 id=c.id,
                 file_path=c.file_path,
                 chunk_index=c.chunk_index,
                 text=c.chunk_text,
                 created_at=c.created_at.timestamp(),
-                source=source_of(c.file_path),
+                source=source,
                 source_ids=c.covered_ids,
                 model=c.embedding_model,
             )
+            if source == "conversation":
+                self.unsnapshotted += 1
             docs.append((c.id, decode_terms(c.bm25_terms, c.chunk_text)))
             if c.vector is not None and self.model is not None and c.embedding_model == self.model:
                 vector_keys.append(c.id)
@@ -396,9 +400,6 @@ class IndexCache:
                         missing = live - set(index.rows) - {c.id for c in added}
                         added += repo.load(sorted(missing)) if missing else []
                 index.apply(added, removed)
-                index.unsnapshotted += sum(
-                    1 for c in added if source_of(c.file_path) == "conversation"
-                )
         index.generation = generation
         self._maybe_snapshot(index)
         return True

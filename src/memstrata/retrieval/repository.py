@@ -28,6 +28,10 @@ from memstrata.retrieval.vector import pad_vector
 SESSION_PREFIX = "sessions/"
 
 
+def is_conversation_path(file_path: str | None) -> bool:
+    return file_path is not None and file_path.startswith(SESSION_PREFIX)
+
+
 @dataclass(frozen=True)
 class NewChunk:
     """A row to write. ``embedding`` is the native (unpadded) vector or None."""
@@ -262,7 +266,7 @@ class EmbeddingRepository:
             .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids))
             .returning(MemoryEmbedding.file_path)
         ).all()
-        if any(p is not None and p.startswith(SESSION_PREFIX) for p in paths):
+        if any(is_conversation_path(p) for p in paths):
             self.drop_snapshots()
 
     # -- index snapshots (derived data; see retrieval.snapshot) -------------------------

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.retrieval.fusion import is_resident
-from memstrata.retrieval.repository import SESSION_PREFIX
+from memstrata.retrieval.repository import is_conversation_path
 
 
 def source_of(file_path: str | None) -> str:
     if is_resident(file_path):
         return "memory"
-    if file_path is not None and file_path.startswith(SESSION_PREFIX):
+    if is_conversation_path(file_path):
         return "conversation"
     return "notes"
 

@@ -39,7 +39,11 @@ from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import terms as bm25_terms
 from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
 from memstrata.retrieval.gcpause import cyclic_gc_paused
-from memstrata.retrieval.repository import SESSION_PREFIX, EmbeddingRepository, StoredSnapshot
+from memstrata.retrieval.repository import (
+    EmbeddingRepository,
+    StoredSnapshot,
+    is_conversation_path,
+)
 from memstrata.retrieval.rows import Row
 
 logger = logging.getLogger(__name__)
@@ -136,7 +140,7 @@ def decode(payload: bytes, max_id: int) -> Contents:
         chunk_index = a["chunk_index"].tolist()
         if not (len(created) == len(chunk_index) == len(source_ids) == n):
             raise SnapshotError("row columns of different lengths")
-        if not all(p.startswith(SESSION_PREFIX) for p in paths):
+        if not all(map(is_conversation_path, paths)):
             raise SnapshotError("a snapshot row is not a conversation row")
         conversation = "conversation"  # all a snapshot holds (checked above)
         rows = [
