@@ -315,6 +315,24 @@ def test_bm25_arrays_round_trip_and_stay_incremental() -> None:
     assert copy.terms_of(12) == original.terms_of(12)
 
 
+def test_a_bulk_loaded_index_exports_its_frozen_postings_as_they_are() -> None:
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(30)] + ["茶"]
+    docs = [(k, [words[j] for j in rng.integers(0, len(words), 8)]) for k in range(200)]
+    bulk: BM25Index[int] = BM25Index()
+    bulk.add_many(docs)  # an empty index: postings stay one frozen block
+    one: BM25Index[int] = BM25Index()
+    for key, tokens in docs:
+        one.add(key, tokens)
+    from_bulk, from_one = bulk.to_arrays(), one.to_arrays()
+    assert bulk.term_count() == len(from_bulk.terms) == len(from_one.terms)
+    assert sorted(from_bulk.terms) == sorted(from_one.terms)
+    assert from_bulk.doc_terms == from_one.doc_terms
+    copy = BM25Index.from_arrays(from_bulk)
+    for q in (["w1"], ["w2", "w9", "w9"], ["茶"], ["absent"]):
+        assert copy.top_n(q, 50) == one.top_n(q, 50) == bulk.top_n(q, 50)
+
+
 def test_encode_decode_round_trip() -> None:
     rows = [
         Row(3, "sessions/a/0", 0, "hello 世界", 1.5, "conversation", ("a/0",), "m"),

@@ -271,16 +271,23 @@ class BM25Index(Generic[K]):
 
     def to_arrays(self) -> BM25Arrays[K]:
         """The live documents as flat arrays (slot order kept), for ``from_arrays``."""
-        self._thaw()
         if self._dead:
             self._compact()
+        frozen = self._frozen
+        if frozen is not None and not self._postings:  # one bulk load: already flat
+            terms = list(frozen.row_of)  # in block order
+            starts = np.array(frozen.starts, dtype=np.int64)
+            slots, tfs = frozen.slots, frozen.tfs
+        else:
+            self._thaw()
+            entries = self._postings.values()
+            terms = list(self._postings)
+            sizes = np.fromiter((len(e.slots) for e in entries), np.int64, len(terms))
+            starts = np.zeros(len(terms) + 1, dtype=np.int64)
+            np.cumsum(sizes, out=starts[1:])
+            slots = np.frombuffer(b"".join(e.slots.tobytes() for e in entries), np.intc)
+            tfs = np.frombuffer(b"".join(e.tfs.tobytes() for e in entries), np.intc)
         n = len(self._keys)
-        terms = list(self._postings)
-        sizes = np.fromiter((len(e.slots) for e in self._postings.values()), np.int64, len(terms))
-        starts = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=starts[1:])
-        slots = np.frombuffer(b"".join(e.slots.tobytes() for e in self._postings.values()), np.intc)
-        tfs = np.frombuffer(b"".join(e.tfs.tobytes() for e in self._postings.values()), np.intc)
         keys: list[K] = [k for k in self._keys if k is not None]
         return BM25Arrays(
             keys=keys,
