@@ -14,8 +14,8 @@ embedding cache never hides the embedding cost), and times the whole round trip.
   ``POST /api/memory/conversations/turns:batch`` (real embeddings) in a loop;
 - cold: the first search for a user in a running (warmed-up) server — the user's index is
   loaded on first use — over ``restarts`` users of ``chunks`` rows each: first from their
-  rows (bulk-copied, so no index snapshot exists yet, and each load's snapshot is written
-  while the next user loads), then, once their snapshots are written, in four restarted
+  rows (bulk-copied, so no index snapshot exists yet; each load's snapshot is written once
+  loads have been quiet for a second), then, once their snapshots are written, in four restarted
   servers alternating snapshots on (the load reads the snapshot: what a restart, an
   eviction or another replica sees) and off (the load reads every row);
 - ingestion: turns/s of the single-turn endpoint vs the batch endpoint, same turns, same
@@ -156,14 +156,9 @@ def run_http(
         httpx.Client(timeout=600) as client,
     ):
         _search(client, base, questions[-1], users[-1])  # the server's own first request
-        cold: list[float] = []
-        cold_search: list[float] = []
-        for n, user in enumerate(users[1:-1]):
-            elapsed, body = _search(client, base, questions[-(n + 2)], user)
-            cold.append(elapsed)
-            cold_search.append(body["timings_ms"]["search"])
-        result["cold_first_search_ms"] = [round(x, 1) for x in cold]
-        result["cold_search_part_ms"] = [round(x, 1) for x in cold_search]
+        cold_questions = [questions[-(n + 2)] for n in range(restarts)]
+        total, part = _first_searches(client, base, users[1:-1], cold_questions)
+        result["cold_first_search_ms"], result["cold_search_part_ms"] = total, part
         say(f"cold first search: {result['cold_first_search_ms']} ms")
         _search(client, base, questions[-1])  # load the measured user's index
         # Their snapshots are written in the background: let that finish before timing.
@@ -267,7 +262,6 @@ def _cold_after_restart(
 ) -> tuple[list[float], list[float]]:
     """A new server (a restart): the first search of each cold user, reading its snapshot
     (``snapshots``) or, with snapshots switched off, all its rows. Totals and search parts."""
-    cold, part = [], []
     extra = {} if snapshots else {"MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS": "0"}
     with (
         tempfile.TemporaryDirectory(prefix="memstrata-http-") as tmp,
@@ -275,11 +269,19 @@ def _cold_after_restart(
         httpx.Client(timeout=600) as client,
     ):
         _search(client, base, questions[0], users[-1])  # the server's own first request
-        for question, user in zip(questions[1:], users[1:-1], strict=True):
-            elapsed, body = _search(client, base, question, user)
-            cold.append(round(elapsed, 1))
-            part.append(round(body["timings_ms"]["search"], 1))
-    return cold, part
+        return _first_searches(client, base, users[1:-1], questions[1:])
+
+
+def _first_searches(
+    client: httpx.Client, base: str, users: list[str], questions: list[str]
+) -> tuple[list[float], list[float]]:
+    """One search per user, each its first in the server: round trips and search parts, ms."""
+    total, part = [], []
+    for question, user in zip(questions, users, strict=True):
+        elapsed, body = _search(client, base, question, user)
+        total.append(round(elapsed, 1))
+        part.append(round(body["timings_ms"]["search"], 1))
+    return total, part
 
 
 def ingest_rates(client: httpx.Client, base: str, turns: list[str]) -> dict[str, float]:
