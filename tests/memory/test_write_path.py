@@ -7,7 +7,7 @@ the transaction).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import text
@@ -19,7 +19,6 @@ from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer, StagedIndex
-from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 USER = "writer"
 
@@ -37,12 +36,6 @@ class HookedIndexer:
         if self.during is not None:
             self.during()
         return self.inner.stage_memory_file(user_id, kind, content)
-
-
-@pytest.fixture
-def embedder(embedding_server: LocalEmbeddingServer) -> Iterator[OpenAICompatibleEmbedder]:
-    with OpenAICompatibleEmbedder(embedding_server.model_spec) as e:
-        yield e
 
 
 @pytest.fixture
