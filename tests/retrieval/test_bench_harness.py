@@ -71,6 +71,31 @@ def test_longmemeval_loader(tmp_path: Path) -> None:
     assert case.questions[0].as_of == parse_lme_time("2023/06/06 (Tue) 16:35")
 
 
+def test_longmemeval_as_of_is_never_before_the_haystack(tmp_path: Path) -> None:
+    """The dataset stamps some same-day sessions after the question; the question still
+    comes after its whole haystack, so none of it may be left out as "later"."""
+    item = {
+        "question_id": "q1",
+        "question_type": "temporal-reasoning",
+        "question": "Which did I buy first?",
+        "question_date": "2023/05/30 (Tue) 07:03",
+        "answer_session_ids": ["a1", "a2"],
+        "haystack_dates": ["2023/05/30 (Tue) 03:18", "2023/05/30 (Tue) 09:00"],
+        "haystack_session_ids": ["a1", "a2"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "I bought a necklace."}],
+            [{"role": "user", "content": "I bought a photo album."}],
+        ],
+    }
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    (case,) = longmemeval_dataset(path).cases
+    assert case.questions[0].as_of == parse_lme_time("2023/05/30 (Tue) 09:00")
+    assert all(
+        r.timestamp is not None and r.timestamp <= case.questions[0].as_of for r in case.rounds
+    )
+
+
 def test_madial_loader(tmp_path: Path) -> None:
     memory = [
         {"1": {"time": "2023-12-25", "event": "Bart在圣诞节晚会上跳舞", "user-id": 1, "id": "1"}},

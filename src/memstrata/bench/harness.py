@@ -183,7 +183,7 @@ def run(
     say = progress or (lambda _m: None)
     result = BenchResult(dataset.name)
     for case in dataset.cases:
-        _ingest(mem, case, result)
+        ingest(mem, case, result)
         peer = PeerIndex(case.rounds, mem.embedder) if peers else None
         unigram = _unigram_bm25(mem, case.user_id) if dataset.chinese else None
         for q in case.questions:
@@ -209,7 +209,9 @@ def run(
     return result
 
 
-def _ingest(mem: Memstrata, case: Case, result: BenchResult) -> None:
+def ingest(mem: Memstrata, case: Case, result: BenchResult) -> None:
+    """Store ``case``'s history through the batch path (replacing any earlier run's); raise
+    ``BenchError`` when any stored row lacks a vector."""
     _clear_user(mem, case.user_id)
     started = time.perf_counter()
     failed = 0

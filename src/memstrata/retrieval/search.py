@@ -255,7 +255,7 @@ class SearchService:
         with index.lock:
             allowed = None if sources is None else _source_filter(index, set(sources))
             if as_of is not None:
-                allowed = _as_of_filter(index, as_of.timestamp(), allowed)
+                allowed = as_of_filter(index, as_of.timestamp(), allowed)
             bm25_ranked = _bm25_top(index, query, n, allowed)
             vector_ranked: list[int] = []
             if query_vector is not None and index.vectors is not None:
@@ -298,7 +298,7 @@ def _source_filter(index: UserIndex, wanted: set[str]) -> set[int]:
     return {k for k, r in index.rows.items() if r.source in wanted}
 
 
-def _as_of_filter(index: UserIndex, as_of_ts: float, allowed: set[int] | None) -> set[int] | None:
+def as_of_filter(index: UserIndex, as_of_ts: float, allowed: set[int] | None) -> set[int] | None:
     """Rows that existed at ``as_of_ts``: resident files always, dated rows up to it
     (None, meaning no filter, when nothing is excluded)."""
     rows = index.rows

@@ -1,0 +1,188 @@
+"""Pseudo-relevance feedback on memstrata's own candidates — measured, not in the product.
+
+Two classic ways to find what the first ranking missed, each re-ranked with the same RRF
+(k=60, decay off) as the ``hybrid`` variant of ``memstrata bench``:
+
+- ``vprf_m{m}_b{beta}``: Rocchio on the query vector — the query's unit vector plus
+  ``beta`` × the mean unit vector of the first ``m`` fused hits, searched again;
+- ``rm3_m{m}_t{t}``: RM3-style BM25 expansion — the query's terms twice plus the ``t``
+  terms that weigh most (length-normalised term frequency) in the first ``m`` fused hits.
+
+    .venv/bin/python benchmarks/feedback.py locomo PATH/TO/locomo-dev.json
+    .venv/bin/python benchmarks/feedback.py madial PATH/TO/madial-folder
+    .venv/bin/python benchmarks/feedback.py longmemeval PATH/TO/longmemeval-s.json.gz
+
+Histories go in through the harness of ``memstrata bench`` (the batch path, real
+embeddings from the local server, a temporary embedded PostgreSQL); the run stops without
+figures if any row lacks a vector. ``--embedding-cache DIR`` keeps the embeddings between
+runs (the vectors do not change between runs of the same model). The ``hybrid`` row must
+equal ``memstrata bench``'s ``hybrid`` row for the same data — the check that this script
+scores what the product ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from memstrata.bench.harness import Dataset
+    from memstrata.retrieval.cache import UserIndex
+    from memstrata.retrieval.search import Candidates
+
+DEPTH = 50  # candidates a side: the service's minimum with decay off
+VPRF = ((3, 0.5), (5, 0.5), (3, 1.0), (10, 0.3))
+RM3 = ((5, 10), (10, 20))
+
+
+class EmbeddingCache:
+    """Embeddings by (kind, text), kept in ``folder`` as a JSON key list and one matrix."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.vectors: dict[tuple[str, str], np.ndarray] = {}
+        if folder is not None and (folder / "keys.json").is_file():
+            keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+            matrix = np.load(folder / "vectors.npy", allow_pickle=False)
+            self.vectors = {(k, t): matrix[n] for n, (k, t) in enumerate(keys)}
+
+    def wrap(self, embedder: object) -> None:
+        """Serve ``embedder``'s requests from the cache (at its batch call, which both
+        ``embed`` and ``embed_each`` go through)."""
+        embed: Callable[[Sequence[str], str], list[list[float]]] = embedder._embed_batch  # type: ignore[attr-defined]
+
+        def cached(texts: Sequence[str], kind: str) -> list[list[float]]:
+            missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.vectors))
+            for start in range(0, len(missing), 64):
+                part = missing[start : start + 64]
+                for t, v in zip(part, embed(part, kind), strict=True):
+                    self.vectors[(kind, t)] = np.asarray(v, dtype=np.float32)
+            return [self.vectors[(kind, t)].tolist() for t in texts]
+
+        embedder._embed_batch = cached  # type: ignore[attr-defined]
+
+    def save(self) -> None:
+        if self.folder is None or not self.vectors:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        keys = list(self.vectors)
+        np.save(self.folder / "vectors.npy", np.stack([self.vectors[k] for k in keys]))
+        (self.folder / "keys.json").write_text(json.dumps(keys), encoding="utf-8")
+
+
+def fused_keys(bm25: Sequence[int], vector: Sequence[int], top_k: int) -> list[int]:
+    from memstrata.retrieval.fusion import fuse
+
+    return [f.key for f in fuse(bm25, vector, k=60, top_k=top_k, decay=False)]
+
+
+def vector_feedback(
+    index: UserIndex,
+    query: np.ndarray,
+    first: Sequence[int],
+    allowed: set[int] | None,
+    m: int,
+    beta: float,
+) -> list[int]:
+    assert index.vectors is not None
+    feedback = index.vectors.unit_rows(list(first[:m])).mean(axis=0)
+    moved = (query / np.linalg.norm(query) + beta * feedback).astype(np.float32)
+    return [key for key, _ in index.vectors.top_n(moved, DEPTH, allowed)]
+
+
+def term_feedback(
+    index: UserIndex, query: str, first: Sequence[int], allowed: set[int] | None, m: int, t: int
+) -> list[int]:
+    from memstrata.retrieval.tokenize import tokenize
+
+    weights: Counter[str] = Counter()
+    for key in first[:m]:
+        terms = tokenize(index.rows[key].text)
+        for term, tf in Counter(terms).items():
+            weights[term] += tf / max(len(terms), 1)
+    own = tokenize(query)
+    extra = [term for term, _ in weights.most_common() if term not in own][:t]
+    ranked = index.bm25.top_n(own * 2 + extra, len(index.bm25))
+    return [key for key, _ in ranked if allowed is None or key in allowed][:DEPTH]
+
+
+def rankings(
+    index: UserIndex,
+    found: Candidates,
+    query: str,
+    vector: np.ndarray,
+    allowed: set[int] | None,
+    depth: int,
+) -> dict[str, list[int]]:
+    first = fused_keys(found.bm25, found.vector, 10)
+    out = {"hybrid": fused_keys(found.bm25, found.vector, depth)}
+    for m, beta in VPRF:
+        moved = vector_feedback(index, vector, first, allowed, m, beta)
+        out[f"vprf_m{m}_b{beta}"] = fused_keys(found.bm25, moved, depth)
+    for m, t in RM3:
+        expanded = term_feedback(index, query, first, allowed, m, t)
+        out[f"rm3_m{m}_t{t}"] = fused_keys(expanded, found.vector, depth)
+    return out
+
+
+def load(name: str, path: Path) -> Dataset:
+    from memstrata.bench.locomo import locomo_dataset
+    from memstrata.bench.longmemeval import longmemeval_dataset
+    from memstrata.bench.madial import madial_dataset
+
+    loaders = {"locomo": locomo_dataset, "longmemeval": longmemeval_dataset}
+    return loaders[name](path) if name in loaders else madial_dataset(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", choices=("locomo", "longmemeval", "madial"))
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--embedding-cache", type=Path, default=None)
+    args = parser.parse_args()
+
+    from memstrata.bench import harness
+    from memstrata.cli.bench import bench_runtime
+    from memstrata.retrieval.search import as_of_filter
+
+    dataset = load(args.dataset, args.path)
+    cache = EmbeddingCache(args.embedding_cache)
+    sums: dict[str, dict[int, float]] = {}
+    questions = 0
+    with bench_runtime(None) as mem:
+        assert mem.embedder is not None and mem.search.embedder is not None
+        cache.wrap(mem.embedder)
+        for case in dataset.cases:
+            harness.ingest(mem, case, harness.BenchResult(dataset.name))
+            cache.save()
+            index = mem.search.cache.get(case.user_id, mem.search.embedder.name)
+            for q in case.questions:
+                vector = np.asarray(mem.embedder.embed([q.text], "query")[0], dtype=np.float32)
+                found = mem.search.candidates(case.user_id, q.text, vector, DEPTH, as_of=q.as_of)
+                allowed = as_of_filter(index, q.as_of.timestamp(), None)
+                ranked = rankings(index, found, q.text, vector, allowed, dataset.depth)
+                questions += 1
+                for name, keys in ranked.items():
+                    covered = [index.rows[k].source_ids for k in keys]
+                    units = harness.distinct_units(covered, dataset.unit)
+                    for k in (5, 10):
+                        per_k = sums.setdefault(name, {})
+                        per_k[k] = per_k.get(k, 0.0) + harness.score(
+                            units, q.gold, k, dataset.scores[0]
+                        )
+            print(f"{case.user_id}: {questions} questions so far", flush=True)
+        cache.save()
+    table = {v: {str(k): round(s / questions, 4) for k, s in ks.items()} for v, ks in sums.items()}
+    for name, ks in table.items():
+        print(f"{name:18s} @5 {ks['5']:.4f}  @10 {ks['10']:.4f}")
+    print(json.dumps({"questions": questions, "recall": table}))
+
+
+if __name__ == "__main__":
+    main()
