@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from memstrata.retrieval.cache import UserIndex
     from memstrata.retrieval.search import Candidates
 
-DEPTH = 50  # candidates a side: the service's minimum with decay off
 VPRF = ((3, 0.5), (5, 0.5), (3, 1.0), (10, 0.3))
 RM3 = ((5, 10), (10, 20))
 
@@ -87,17 +86,24 @@ def vector_feedback(
     query: np.ndarray,
     first: Sequence[int],
     allowed: set[int] | None,
+    n: int,
     m: int,
     beta: float,
 ) -> list[int]:
     assert index.vectors is not None
     feedback = index.vectors.unit_rows(list(first[:m])).mean(axis=0)
     moved = (query / np.linalg.norm(query) + beta * feedback).astype(np.float32)
-    return [key for key, _ in index.vectors.top_n(moved, DEPTH, allowed)]
+    return [key for key, _ in index.vectors.top_n(moved, n, allowed)]
 
 
 def term_feedback(
-    index: UserIndex, query: str, first: Sequence[int], allowed: set[int] | None, m: int, t: int
+    index: UserIndex,
+    query: str,
+    first: Sequence[int],
+    allowed: set[int] | None,
+    n: int,
+    m: int,
+    t: int,
 ) -> list[int]:
     from memstrata.retrieval.tokenize import tokenize
 
@@ -109,7 +115,7 @@ def term_feedback(
     own = tokenize(query)
     extra = [term for term, _ in weights.most_common() if term not in own][:t]
     ranked = index.bm25.top_n(own * 2 + extra, len(index.bm25))
-    return [key for key, _ in ranked if allowed is None or key in allowed][:DEPTH]
+    return [key for key, _ in ranked if allowed is None or key in allowed][:n]
 
 
 def rankings(
@@ -118,15 +124,17 @@ def rankings(
     query: str,
     vector: np.ndarray,
     allowed: set[int] | None,
+    n: int,
     depth: int,
 ) -> dict[str, list[int]]:
+    """Each variant's first ``depth`` keys; ``n`` candidates a side."""
     first = fused_keys(found.bm25, found.vector, 10)
     out = {"hybrid": fused_keys(found.bm25, found.vector, depth)}
     for m, beta in VPRF:
-        moved = vector_feedback(index, vector, first, allowed, m, beta)
+        moved = vector_feedback(index, vector, first, allowed, n, m, beta)
         out[f"vprf_m{m}_b{beta}"] = fused_keys(found.bm25, moved, depth)
     for m, t in RM3:
-        expanded = term_feedback(index, query, first, allowed, m, t)
+        expanded = term_feedback(index, query, first, allowed, n, m, t)
         out[f"rm3_m{m}_t{t}"] = fused_keys(expanded, found.vector, depth)
     return out
 
@@ -149,7 +157,7 @@ def main() -> None:
 
     from memstrata.bench import harness
     from memstrata.cli.bench import bench_runtime
-    from memstrata.retrieval.search import as_of_filter
+    from memstrata.retrieval.search import DecayPolicy, as_of_filter
 
     dataset = load(args.dataset, args.path)
     cache = EmbeddingCache(args.embedding_cache)
@@ -158,15 +166,17 @@ def main() -> None:
     with bench_runtime(None) as mem:
         assert mem.embedder is not None and mem.search.embedder is not None
         cache.wrap(mem.embedder)
+        # Candidates a side as for `memstrata bench`'s `hybrid` (decay off).
+        n = mem.search.candidate_depth(dataset.depth, DecayPolicy(enabled=False))
         for case in dataset.cases:
             harness.ingest(mem, case, harness.BenchResult(dataset.name))
             cache.save()
             index = mem.search.cache.get(case.user_id, mem.search.embedder.name)
             for q in case.questions:
                 vector = np.asarray(mem.embedder.embed([q.text], "query")[0], dtype=np.float32)
-                found = mem.search.candidates(case.user_id, q.text, vector, DEPTH, as_of=q.as_of)
+                found = mem.search.candidates(case.user_id, q.text, vector, n, as_of=q.as_of)
                 allowed = as_of_filter(index, q.as_of.timestamp(), None)
-                ranked = rankings(index, found, q.text, vector, allowed, dataset.depth)
+                ranked = rankings(index, found, q.text, vector, allowed, n, dataset.depth)
                 questions += 1
                 for name, keys in ranked.items():
                     covered = [index.rows[k].source_ids for k in keys]
