@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
+from typing import NoReturn
+
 import typer
 
 from memstrata.cli.app import app
@@ -14,7 +18,16 @@ def build_app() -> typer.Typer:
 
 
 def main() -> None:
+    # A supervisor's SIGTERM unwinds like Ctrl-C, so every command's context managers still
+    # stop the embedded PostgreSQL and the local embedding servers it started; Python's
+    # default action would end the process at once and leave those running (``serve``
+    # installs its own handler for uvicorn's shutdown).
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     build_app()()
+
+
+def _exit_on_signal(signum: int, _frame: FrameType | None) -> NoReturn:
+    raise SystemExit(128 + signum)  # the shell's status for "ended by this signal"
 
 
 def _register() -> None:
