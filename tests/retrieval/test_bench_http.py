@@ -52,3 +52,11 @@ def test_both_endpoints_ingest_the_same_turns(bm25_serve: str, db: Database) -> 
     single, batch = _rows(db, "ingest-single"), _rows(db, "ingest-batch")
     assert len(single) == 30  # two sessions of 20 and 10 turns, one row each
     assert single == batch
+
+
+def test_ingest_rates_refuses_what_it_cannot_measure(bm25_serve: str) -> None:
+    with httpx.Client(timeout=10, trust_env=False) as client:
+        with pytest.raises(ValueError, match="at least one turn"):
+            ingest_rates(client, bm25_serve, [])
+        with pytest.raises(ValueError, match="n <= 500"):
+            ingest_rates(client, bm25_serve, ["a turn"], n=501)

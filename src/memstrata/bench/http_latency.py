@@ -45,6 +45,7 @@ from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.bench.locomo import load_conversations
 from memstrata.config import INDEX_SNAPSHOT_MIN_ROWS
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.rounds import MAX_BATCH_TURNS
 from memstrata.runtime import Memstrata
 from memstrata.serve_process import running_serve
 
@@ -295,6 +296,8 @@ def ingest_rates(
     turns — same texts, sessions and timestamps, each endpoint for a user of its own — so
     both embed the same passages (per-turn cost grows with a turn's length: LoCoMo's first
     20 turns are ~35 tokens, its first 200 ~50)."""
+    if not turns or not 1 <= n <= MAX_BATCH_TURNS:
+        raise ValueError(f"need at least one turn and 1 <= n <= {MAX_BATCH_TURNS}")
     (batch,) = _batches(turns[:n], n, datetime(2025, 6, 1, tzinfo=UTC))
     t0 = time.perf_counter()
     for turn in batch["turns"]:
