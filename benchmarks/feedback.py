@@ -78,7 +78,7 @@ class EmbeddingCache:
 def fused_keys(bm25: Sequence[int], vector: Sequence[int], top_k: int) -> list[int]:
     from memstrata.retrieval.fusion import fuse
 
-    return [f.key for f in fuse(bm25, vector, k=60, top_k=top_k, decay=False)]
+    return [f.key for f in fuse(bm25, vector, top_k=top_k, decay=False)]  # RRF k = 60
 
 
 def vector_feedback(
@@ -105,6 +105,7 @@ def term_feedback(
     m: int,
     t: int,
 ) -> list[int]:
+    from memstrata.retrieval.search import bm25_top
     from memstrata.retrieval.tokenize import tokenize
 
     weights: Counter[str] = Counter()
@@ -114,8 +115,7 @@ def term_feedback(
             weights[term] += tf / max(len(terms), 1)
     own = tokenize(query)
     extra = [term for term, _ in weights.most_common() if term not in own][:t]
-    ranked = index.bm25.top_n(own * 2 + extra, len(index.bm25))
-    return [key for key, _ in ranked if allowed is None or key in allowed][:n]
+    return bm25_top(index, own * 2 + extra, n, allowed)
 
 
 def rankings(

@@ -256,7 +256,7 @@ class SearchService:
             allowed = None if sources is None else _source_filter(index, set(sources))
             if as_of is not None:
                 allowed = as_of_filter(index, as_of.timestamp(), allowed)
-            bm25_ranked = _bm25_top(index, query, n, allowed)
+            bm25_ranked = bm25_top(index, tokenize(query), n, allowed)
             vector_ranked: list[int] = []
             if query_vector is not None and index.vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
@@ -286,8 +286,8 @@ class SearchService:
         return [key for key, _ in found]
 
 
-def _bm25_top(index: UserIndex, query: str, n: int, allowed: set[int] | None) -> list[int]:
-    tokens = tokenize(query)
+def bm25_top(index: UserIndex, tokens: list[str], n: int, allowed: set[int] | None) -> list[int]:
+    """The best ``n`` BM25 keys for ``tokens`` among ``allowed`` (None: every row)."""
     if allowed is None:
         return [key for key, _ in index.bm25.top_n(tokens, n)]
     ranked = index.bm25.top_n(tokens, len(index.bm25))
