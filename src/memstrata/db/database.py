@@ -39,7 +39,7 @@ class Database:
         if migrate:
             try:
                 (ensure_ready if settings.migrate_on_start else check_ready)(engine)
-            except Exception:
+            except BaseException:  # SIGTERM/Ctrl-C mid-migration too: release the server now
                 db.close()
                 raise
         return db
