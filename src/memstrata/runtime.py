@@ -30,6 +30,7 @@ from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
+from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
@@ -90,13 +91,14 @@ class Memstrata:
             templates=templates.load,
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
+        cache = IndexCache(
+            db.sessions,
+            settings.search_cache_users,
+            settings.search_cache_bytes,
+            SnapshotWriter(db.sessions, settings.index_snapshot_min_rows),
+        )
         search = SearchService(
-            IndexCache(
-                db.sessions,
-                settings.search_cache_users,
-                settings.search_cache_bytes,
-                SnapshotWriter(db.sessions, settings.index_snapshot_min_rows),
-            ),
+            cache,
             provider,
             rrf_k=settings.rrf_k,
             candidate_multiplier=settings.candidate_multiplier,
@@ -105,6 +107,7 @@ class Memstrata:
             query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
+            warmer=IndexWarmer(cache),
         )
         sandbox_provider = sandboxes or LocalSandboxProvider(settings.resolved_sandbox_root)
         # The listener thread starts on the pool's first get(): only processes that cache
@@ -164,6 +167,8 @@ class Memstrata:
             self.healer.stop()
         if "monitor" in self.db.__dict__:
             self.db.monitor.stop()
+        if self.search.warmer is not None:
+            self.search.warmer.close()  # before the writer: a warm may schedule a write
         if self.search.cache.snapshots is not None:
             self.search.cache.snapshots.close()
 

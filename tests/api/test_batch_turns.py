@@ -229,3 +229,26 @@ def test_search_as_of_over_http(client: TestClient, auth: AuthHeader, db: Databa
     assert body["hits"][0]["explain"]["age_days"] == pytest.approx(31.0)
     bad = client.post(SEARCH, headers=auth(), json={"query": "kite", "as_of": "soon"})
     assert bad.status_code == 422
+
+
+def test_a_large_batch_leaves_the_index_warm_with_a_snapshot(
+    settings: Settings, db: Database, auth: AuthHeader
+) -> None:
+    """The first search after an import must not pay the cold load (retrieval.warmer)."""
+    mem = Memstrata.open(settings.model_copy(update={"index_snapshot_min_rows": 6}), database=db)
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            turns = [_turn("s1", i, f"turn {i} about kites and the sea") for i in range(6)]
+            response = client.post(BATCH, headers=auth("alice"), json={"turns": turns})
+            assert response.status_code == 200, response.text
+            assert mem.search.warmer is not None and mem.search.warmer.idle()
+            assert mem.search.cache.snapshots is not None and mem.search.cache.snapshots.idle()
+            with db.engine.connect() as conn:
+                assert conn.execute(
+                    text("SELECT user_id, row_count FROM memory_index_snapshots")
+                ).all() == [("alice", 6)]
+            assert mem.search.cache.stats().users == 1
+            client.post(SEARCH, headers=auth("alice"), json={"query": "kites"})
+            assert mem.search.cache.stats().hits == 1  # the search found it loaded
+    finally:
+        mem.close()

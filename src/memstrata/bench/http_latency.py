@@ -18,6 +18,12 @@ embedding cache never hides the embedding cost), and times the whole round trip.
   loads have been quiet for a second), then, once their snapshots are written, in four restarted
   servers alternating snapshots on (the load reads the snapshot: what a restart, an
   eviction or another replica sees) and off (the load reads every row);
+- after an import: ``restarts`` more users get ``chunks − IMPORT_TURNS`` bulk-copied rows
+  and then their last ``IMPORT_TURNS`` through the batch endpoint (real embeddings) — the
+  last batch of an import. The index warmer (``retrieval.warmer``) loads each user's index
+  and writes its snapshot in the background; timed: the first search sent right after the
+  batch's response, and, for another ``restarts`` users, the first search once the
+  snapshot is written (and how long after the response that was);
 - ingestion: turns/s of the single-turn endpoint vs the batch endpoint, same turns, same
   run.
 """
@@ -52,6 +58,7 @@ from memstrata.serve_process import running_serve
 USER = "http-bench"
 SECRET = "http-bench-secret-0123456789-0123456789"
 INGEST_TURNS = 100  # turns sent through each ingestion endpoint (one batch request)
+IMPORT_TURNS = 100  # the last batch of an import, sent through the batch endpoint
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
@@ -148,8 +155,10 @@ def run_http(
     start = datetime(2025, 1, 1, tzinfo=UTC)
     texts = [f"{turns[i % len(turns)]} (#{i})" for i in range(chunks)]
     users = [USER] + [f"{USER}-cold-{n}" for n in range(restarts)] + [f"{USER}-warm-up"]
-    for user in users:
-        size = 50 if user.endswith("warm-up") else chunks
+    importers = [f"{USER}-import-{how}-{n}" for how in ("now", "later") for n in range(restarts)]
+    imported = max(chunks - IMPORT_TURNS, 0)
+    for user in users + importers:
+        size = 50 if user.endswith("warm-up") else imported if user in importers else chunks
         vectors = _unit(rng, size, 384)
         _copy_rows(mem, [user] * size, texts[:size], vectors, start, mem.embedder.name)
     say(f"stored {chunks} rows for each of {len(users) - 1} users")
@@ -169,6 +178,17 @@ def run_http(
         # Their snapshots are written in the background: let that finish before timing.
         if snapshots:
             _wait_for_snapshots(mem, users[:-1])
+            last = _batches(
+                texts[imported:chunks], IMPORT_TURNS, start + timedelta(minutes=imported)
+            )
+            import_questions = questions[-(4 * restarts + 2) : -(2 * restarts + 2)]
+            result.update(
+                _after_import(mem, client, base, importers, last[0], import_questions, chunks)
+            )
+            say(
+                f"first search after an import: {result['after_import_now_ms']} ms at once, "
+                f"{result['after_import_warm_ms']} ms once warm"
+            )
         for q in questions[-20:]:
             _search(client, base, q)  # warm-up
         idle, idle_embed, idle_search = [], [], []
@@ -241,8 +261,46 @@ def run_http(
     return result
 
 
-def _wait_for_snapshots(mem: Memstrata, users: list[str], timeout_s: float = 300.0) -> None:
-    """Until every user has an index snapshot; fails rather than time cold loads without."""
+def _after_import(
+    mem: Memstrata,
+    client: httpx.Client,
+    base: str,
+    importers: list[str],
+    batch: dict[str, Any],
+    questions: list[str],
+    rows: int,
+) -> dict[str, list[float]]:
+    """Each importer's last batch through the endpoint, then its first search (one unseen
+    question each): at once for the first half of the users, for the others once a
+    snapshot of all their ``rows`` rows is written."""
+    restarts = len(importers) // 2
+    out: dict[str, list[float]] = {}
+    for n, user in enumerate(importers):
+        r = client.post(
+            f"{base}/api/memory/conversations/turns:batch", json=batch, headers=_token(user)
+        )
+        if r.status_code != 200 or r.json()["embedded"] != len(batch["turns"]):
+            raise RuntimeError(
+                f"import batch failed or lost vectors: {r.status_code} {r.text[:200]}"
+            )
+        answered = time.monotonic()
+        if n >= restarts:
+            _wait_for_snapshots(mem, [user], rows=rows - 1)
+            out.setdefault("after_import_ready_s", []).append(round(time.monotonic() - answered, 2))
+        elapsed, body = _search(client, base, questions[n], user)
+        key = "after_import_now" if n < restarts else "after_import_warm"
+        out.setdefault(f"{key}_ms", []).append(round(elapsed, 1))
+        out.setdefault(f"{key}_search_part_ms", []).append(round(body["timings_ms"]["search"], 1))
+    # The "at once" users' snapshots too, so no background write runs into what follows.
+    _wait_for_snapshots(mem, importers, rows=rows - 1)
+    return out
+
+
+def _wait_for_snapshots(
+    mem: Memstrata, users: list[str], timeout_s: float = 300.0, rows: int = 0
+) -> None:
+    """Until every user has an index snapshot (holding more than ``rows`` rows); fails
+    rather than time cold loads without."""
     deadline = time.monotonic() + timeout_s
     while True:
         with mem.db.engine.connect() as conn:
@@ -250,9 +308,9 @@ def _wait_for_snapshots(mem: Memstrata, users: list[str], timeout_s: float = 300
                 conn.execute(
                     sql(
                         "SELECT user_id FROM memory_index_snapshots "
-                        "WHERE user_id = ANY(:users) AND row_count > 0"
+                        "WHERE user_id = ANY(:users) AND row_count > :rows"
                     ),
-                    {"users": users},
+                    {"users": users, "rows": rows},
                 ).scalars()
             )
         if have >= set(users):

@@ -285,6 +285,22 @@ class EmbeddingRepository:
             return None
         return StoredSnapshot(row[0], int(row[1]), int(row[2]), bytes(row[3]))
 
+    def rows_after_snapshot(self, model: str, format_key: str) -> int:
+        """Conversation rows the user's snapshot for ``model`` does not hold: those above
+        its ``max_id``; all of them when there is none or it is in another format."""
+        return int(
+            self.session.scalar(
+                text(
+                    "SELECT count(*) FROM memory_embeddings WHERE user_id = :u "
+                    "AND file_path LIKE :conv AND id > COALESCE((SELECT max_id "
+                    "FROM memory_index_snapshots WHERE user_id = :u AND model = :m "
+                    "AND format = :f), 0)"
+                ),
+                {"u": self.user_id, "conv": SESSION_PREFIX + "%", "m": model, "f": format_key},
+            )
+            or 0
+        )
+
     def save_snapshot(self, model: str, snapshot: StoredSnapshot, ids: Sequence[int]) -> bool:
         """Store ``snapshot`` if every row in it (``ids``) still exists; call under
         :meth:`lock`, which deletions also take, so a snapshot never outlives a deleted

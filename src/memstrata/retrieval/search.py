@@ -39,6 +39,7 @@ from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
 from memstrata.retrieval.tokenize import tokenize
+from memstrata.retrieval.warmer import IndexWarmer
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ class SearchService:
         decay: DecayPolicy | None = None,
         vector_backend: str = "memory",
         query_cache_entries: int = QUERY_CACHE_ENTRIES,
+        warmer: IndexWarmer | None = None,
     ) -> None:
         if vector_backend not in ("memory", "pgvector"):
             raise ValueError("vector_backend must be 'memory' or 'pgvector'")
@@ -159,6 +161,13 @@ class SearchService:
         self.min_candidates = min_candidates
         self.min_candidates_decay = min_candidates_decay
         self.decay = decay or DecayPolicy()
+        self.warmer = warmer
+
+    def warm(self, user_id: str) -> None:
+        """After an import: bring the user's index (and its snapshot) up to date in the
+        background once enough rows came in (``retrieval.warmer``); returns at once."""
+        if self.warmer is not None:
+            self.warmer.schedule(user_id, self.embedder.name if self.embedder is not None else None)
 
     def candidate_depth(
         self, top_k: int, decay: DecayPolicy | None = None, minimum: int | None = None

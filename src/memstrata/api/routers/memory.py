@@ -122,6 +122,8 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
         for report in reports:
             context.metrics.record_turn_indexed(report.inserted)
+        # An import: have the index and its snapshot ready before the first search.
+        context.mem.search.warm(user_id)
         return BatchTurnsResult(
             turns=len(reports),
             inserted=sum(r.inserted for r in reports),

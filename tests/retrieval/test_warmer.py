@@ -1,0 +1,145 @@
+"""The index warmer: after an import, the index and its snapshot are ready before the
+first search; small batches load nothing; a failure is logged with the user."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from memstrata.db.database import Database
+from memstrata.logs import event_fields
+from memstrata.retrieval import snapshot
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.rounds import Round
+from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.warmer import IndexWarmer, should_warm
+
+USER = "warm-user"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+TEXTS = [
+    "I adopted a golden retriever puppy named Biscuit.",
+    "My sister lives in Lisbon and works as an architect.",
+    "我最喜欢的饮料是乌龙茶。",
+    "I'm training for the Berlin marathon in September.",
+]
+
+
+def rounds(session: str, n: int) -> list[Round]:
+    return [
+        Round(session, i, f"{TEXTS[i % len(TEXTS)]} ({session} {i})", "Noted.", NOW)
+        for i in range(n)
+    ]
+
+
+def service(db: Database, embedder: OpenAICompatibleEmbedder, min_rows: int) -> SearchService:
+    cache = IndexCache(db.sessions, snapshots=snapshot.SnapshotWriter(db.sessions, min_rows, 0))
+    return SearchService(cache, embedder, warmer=IndexWarmer(cache))
+
+
+def stored(db: Database) -> list[tuple[int, int]]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(text("SELECT max_id, row_count FROM memory_index_snapshots"))
+        return [(int(r[0]), int(r[1])) for r in rows]
+
+
+def settle(search: SearchService) -> None:
+    assert search.warmer is not None and search.warmer.idle()
+    assert search.cache.snapshots is not None and search.cache.snapshots.idle()
+
+
+def test_the_rule() -> None:
+    assert should_warm(1000, 1000) and should_warm(5000, 1000)
+    assert not should_warm(999, 1000)
+    assert not should_warm(10_000, 0)  # snapshots off: nothing to warm for
+
+
+def test_an_import_leaves_a_warm_index_and_a_snapshot(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    search = service(db, embedder, min_rows=8)
+    indexer.index_rounds(USER, rounds("s1", 10))
+    search.warm(USER)
+    settle(search)
+    assert search.warmer is not None and search.warmer.warmed == 1
+    assert stored(db) == [(10, 10)]
+    stats = search.cache.stats()
+    assert stats.users == 1 and stats.misses == 1
+    # The first search finds the index loaded: a hit, nothing read but the generation.
+    search.search(USER, "Where does my sister live?")
+    assert search.cache.stats().hits == 1
+    # Another process's first search starts from the snapshot, with the same answer.
+    other = service(db, embedder, min_rows=8)
+    expected = [h.text for h in search.search(USER, "marathon training").hits]
+    assert [h.text for h in other.search(USER, "marathon training").hits] == expected
+    assert other.cache.stats().snapshot_loads == 1
+    search.warmer.close()
+
+
+def test_later_batches_update_it_incrementally(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    search = service(db, embedder, min_rows=8)
+    indexer.index_rounds(USER, rounds("s1", 10))
+    search.warm(USER)
+    settle(search)
+    indexer.index_rounds(USER, rounds("s2", 4))  # below the threshold: nothing to do
+    search.warm(USER)
+    settle(search)
+    assert stored(db) == [(10, 10)] and search.cache.stats().misses == 1
+    indexer.index_rounds(USER, rounds("s3", 4))  # 8 rows the snapshot lacks
+    search.warm(USER)
+    settle(search)
+    assert stored(db) == [(18, 18)]
+    stats = search.cache.stats()
+    assert (stats.misses, stats.hits) == (1, 1)  # refreshed in place, not reloaded
+    assert search.warmer is not None and search.warmer.warmed == 2
+    search.warmer.close()
+
+
+def test_a_small_batch_loads_nothing(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    search = service(db, embedder, min_rows=8)
+    indexer.index_rounds(USER, rounds("s1", 7))
+    search.warm(USER)
+    settle(search)
+    assert search.cache.stats().users == 0 and stored(db) == []
+    off = service(db, embedder, min_rows=0)
+    indexer.index_rounds(USER, rounds("s2", 20))
+    off.warm(USER)
+    assert off.warmer is not None and off.warmer.idle()
+    assert off.cache.stats().users == 0 and stored(db) == []
+
+
+def test_a_failed_warm_is_logged_with_the_user_and_the_next_one_works(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    search = service(db, embedder, min_rows=8)
+    indexer.index_rounds(USER, rounds("s1", 10))
+    real_get = search.cache.get
+
+    def broken(user_id: str, model: str | None) -> object:
+        raise OSError("the database went away")  # the fault, injected
+
+    monkeypatch.setattr(search.cache, "get", broken)
+    with caplog.at_level(logging.WARNING, logger="memstrata.retrieval.warmer"):
+        search.warm(USER)
+        settle(search)
+    (record,) = [r for r in caplog.records if r.getMessage() == "index.warm_failed"]
+    assert event_fields(record)["user_id"] == USER
+    assert "the database went away" in event_fields(record)["error"]
+    assert search.warmer is not None and search.warmer.failed == 1
+    monkeypatch.setattr(search.cache, "get", real_get)
+    search.warm(USER)
+    settle(search)
+    assert stored(db) == [(10, 10)]
+    search.warmer.close()
