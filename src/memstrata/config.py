@@ -235,7 +235,8 @@ class Settings(BaseSettings):
         ge=0,
         description="Store a user's conversation rows as one binary search-index snapshot "
         "once this many are not in the stored one, so the next cold load reads one value "
-        "instead of every row (0 = off: neither read nor write snapshots). docs/ARCHITECTURE.md.",
+        "instead of every row; a batch import leaving this many outside it has the user's index "
+        "loaded in the background (0 = off: no snapshots, no warming). docs/ARCHITECTURE.md.",
     )
     search_cache_bytes: int = Field(
         default=512 * 1024 * 1024,
