@@ -235,8 +235,15 @@ class Settings(BaseSettings):
         ge=0,
         description="Store a user's conversation rows as one binary search-index snapshot "
         "once this many are not in the stored one, so the next cold load reads one value "
-        "instead of every row; a batch import leaving this many outside it has the user's index "
-        "loaded in the background (0 = off: no snapshots, no warming). docs/ARCHITECTURE.md.",
+        "instead of every row (0 = off: neither read nor write snapshots, no warming). "
+        "docs/ARCHITECTURE.md.",
+    )
+    index_warm_after_import: bool = Field(
+        default=True,
+        description="After a batch import that leaves MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS or more "
+        "conversation rows outside the user's snapshot, load that user's index in the "
+        "background so the first search is a warm one (docs/ARCHITECTURE.md, 'Warming "
+        "after an import'; its cost to other users' searches in docs/BENCHMARKS.md).",
     )
     search_cache_bytes: int = Field(
         default=512 * 1024 * 1024,

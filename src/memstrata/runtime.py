@@ -107,7 +107,7 @@ class Memstrata:
             query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
-            warmer=IndexWarmer(cache),
+            warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
         )
         sandbox_provider = sandboxes or LocalSandboxProvider(settings.resolved_sandbox_root)
         # The listener thread starts on the pool's first get(): only processes that cache

@@ -252,3 +252,19 @@ def test_a_large_batch_leaves_the_index_warm_with_a_snapshot(
             assert mem.search.cache.stats().hits == 1  # the search found it loaded
     finally:
         mem.close()
+
+
+def test_warming_can_be_switched_off(settings: Settings, db: Database, auth: AuthHeader) -> None:
+    changed = {"index_snapshot_min_rows": 6, "index_warm_after_import": False}
+    mem = Memstrata.open(settings.model_copy(update=changed), database=db)
+    try:
+        assert mem.search.warmer is None
+        with TestClient(create_app(memstrata=mem)) as client:
+            turns = [_turn("s1", i, f"turn {i} about kites and the sea") for i in range(6)]
+            response = client.post(BATCH, headers=auth("alice"), json={"turns": turns})
+            assert response.status_code == 200, response.text
+            assert mem.search.cache.stats().users == 0  # nothing loaded: the search will
+            client.post(SEARCH, headers=auth("alice"), json={"query": "kites"})
+            assert mem.search.cache.stats().misses == 1
+    finally:
+        mem.close()

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.mcp.test_http import INIT
+
 
 def _children(pid: int) -> list[int]:
     """Live processes whose parent is ``pid`` (Linux /proc)."""
@@ -117,17 +119,7 @@ def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path,
 def _initialize(process: subprocess.Popen[bytes], timeout_s: float) -> bytes:
     """Send MCP ``initialize`` over stdio; the answer line, or b"" if none came in time."""
     assert process.stdin is not None and process.stdout is not None
-    request = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test_sigterm", "version": "0"},
-        },
-    }
-    process.stdin.write(json.dumps(request).encode() + b"\n")
+    process.stdin.write(json.dumps(INIT).encode() + b"\n")
     process.stdin.flush()
     line = b""
     deadline = time.monotonic() + timeout_s

@@ -52,6 +52,13 @@ def settle(search: SearchService) -> None:
     assert search.cache.snapshots is not None and search.cache.snapshots.idle()
 
 
+def import_batch(search: SearchService, indexer: Indexer, session: str, n: int) -> None:
+    """What the batch endpoint does: store the turns, then ask for a warm."""
+    indexer.index_rounds(USER, rounds(session, n))
+    search.warm(USER)
+    settle(search)
+
+
 def test_the_rule() -> None:
     assert should_warm(1000, 1000) and should_warm(5000, 1000)
     assert not should_warm(999, 1000)
@@ -62,9 +69,7 @@ def test_an_import_leaves_a_warm_index_and_a_snapshot(
     db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
 ) -> None:
     search = service(db, embedder, min_rows=8)
-    indexer.index_rounds(USER, rounds("s1", 10))
-    search.warm(USER)
-    settle(search)
+    import_batch(search, indexer, "s1", 10)
     assert search.warmer is not None and search.warmer.warmed == 1
     assert stored(db) == [(10, 10)]
     stats = search.cache.stats()
@@ -84,16 +89,10 @@ def test_later_batches_update_it_incrementally(
     db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
 ) -> None:
     search = service(db, embedder, min_rows=8)
-    indexer.index_rounds(USER, rounds("s1", 10))
-    search.warm(USER)
-    settle(search)
-    indexer.index_rounds(USER, rounds("s2", 4))  # below the threshold: nothing to do
-    search.warm(USER)
-    settle(search)
+    import_batch(search, indexer, "s1", 10)
+    import_batch(search, indexer, "s2", 4)  # below the threshold: nothing to do
     assert stored(db) == [(10, 10)] and search.cache.stats().misses == 1
-    indexer.index_rounds(USER, rounds("s3", 4))  # 8 rows the snapshot lacks
-    search.warm(USER)
-    settle(search)
+    import_batch(search, indexer, "s3", 4)  # 8 rows the snapshot lacks
     assert stored(db) == [(18, 18)]
     stats = search.cache.stats()
     assert (stats.misses, stats.hits) == (1, 1)  # refreshed in place, not reloaded
@@ -105,9 +104,7 @@ def test_a_small_batch_loads_nothing(
     db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
 ) -> None:
     search = service(db, embedder, min_rows=8)
-    indexer.index_rounds(USER, rounds("s1", 7))
-    search.warm(USER)
-    settle(search)
+    import_batch(search, indexer, "s1", 7)
     assert search.cache.stats().users == 0 and stored(db) == []
     off = service(db, embedder, min_rows=0)
     indexer.index_rounds(USER, rounds("s2", 20))

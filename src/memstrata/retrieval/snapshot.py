@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import queue
 import threading
 import time
 import zipfile
@@ -39,6 +38,7 @@ from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import terms as bm25_terms
 from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
 from memstrata.retrieval.gcpause import cyclic_gc_paused
+from memstrata.retrieval.jobs import KeyedJobs
 from memstrata.retrieval.repository import (
     EmbeddingRepository,
     StoredSnapshot,
@@ -221,25 +221,14 @@ class SnapshotWriter:
         self._loading = 0
         self._last_load_end = 0.0
         self._quiet = threading.Condition()
-        self._jobs: queue.Queue[tuple[tuple[str, str | None], Exporter] | None] = queue.Queue()
-        self._pending: set[tuple[str, str | None]] = set()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._jobs: KeyedJobs[tuple[str, str | None], Exporter] = KeyedJobs(
+            "memstrata-index-snapshots", self._job, self._failed
+        )
         self.written = 0
         self.failed = 0
 
     def schedule(self, user_id: str, model: str | None, export: Exporter) -> None:
-        key = (user_id, model)
-        with self._lock:
-            if key in self._pending:
-                return
-            self._pending.add(key)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="memstrata-index-snapshots", daemon=True
-                )
-                self._thread.start()
-        self._jobs.put((key, export))
+        self._jobs.submit((user_id, model), export)
 
     @contextmanager
     def loading(self) -> Iterator[None]:
@@ -269,33 +258,18 @@ class SnapshotWriter:
 
     def idle(self, timeout: float = 30.0) -> bool:
         """Wait until no job is pending (tests, benchmarks); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._pending:
-                    return True
-            time.sleep(0.01)
-        return False
+        return self._jobs.idle(timeout)
 
     def close(self) -> None:
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._jobs.put(None)
-            thread.join(timeout=10)
+        self._jobs.close()
 
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            key, export = job
-            try:
-                self._wait_for_quiet()
-                self._write(export)
-            except Exception as exc:  # a derived cache: log, never raise into a request
-                log_failure(logger, "index.snapshot.failed", exc, user_id=key[0])
-                self.failed += 1
-            finally:
-                with self._lock:
-                    self._pending.discard(key)
+    def _job(self, _: tuple[str, str | None], export: Exporter) -> None:
+        self._wait_for_quiet()
+        self._write(export)
+
+    def _failed(self, key: tuple[str, str | None], exc: Exception) -> None:
+        log_failure(logger, "index.snapshot.failed", exc, user_id=key[0])
+        self.failed += 1
 
     def _write(self, export: Exporter) -> None:
         began = time.perf_counter()

@@ -14,13 +14,12 @@ in the background and load nothing.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 
 from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.jobs import KeyedJobs
 from memstrata.retrieval.repository import EmbeddingRepository
 
 logger = logging.getLogger(__name__)
@@ -37,11 +36,9 @@ class IndexWarmer:
 
     def __init__(self, cache: IndexCache) -> None:
         self.cache = cache
-        self._jobs: queue.Queue[tuple[str, str | None] | None] = queue.Queue()
-        self._pending: set[tuple[str, str | None]] = set()
-        self._lock = threading.Lock()
-        self._running = False
-        self._thread: threading.Thread | None = None
+        self._jobs: KeyedJobs[tuple[str, str | None], None] = KeyedJobs(
+            "memstrata-index-warmer", self._job, self._failed
+        )
         self.warmed = 0
         self.failed = 0
 
@@ -51,37 +48,17 @@ class IndexWarmer:
         return writer.min_rows if writer is not None else 0
 
     def schedule(self, user_id: str, model: str | None) -> None:
-        """Ask for ``user_id``'s index to be checked and warmed; returns at once."""
-        if self.min_rows <= 0:
-            return
-        key = (user_id, model)
-        with self._lock:
-            if key in self._pending:
-                return  # the pending job will see these rows too
-            self._pending.add(key)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="memstrata-index-warmer", daemon=True
-                )
-                self._thread.start()
-        self._jobs.put(key)
+        """Ask for ``user_id``'s index to be checked and warmed; returns at once. A job
+        already pending for the user will see these rows too."""
+        if self.min_rows > 0:
+            self._jobs.submit((user_id, model), None)
 
     def idle(self, timeout: float = 30.0) -> bool:
         """Wait until no job is pending (tests, benchmarks); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._pending and not self._running:
-                    return True
-            time.sleep(0.01)
-        return False
+        return self._jobs.idle(timeout)
 
     def close(self) -> None:
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._jobs.put(None)
-            thread.join(timeout=10)
+        self._jobs.close()
 
     def warm_now(self, user_id: str, model: str | None) -> bool:
         """The job itself: True when the index was brought up to date."""
@@ -102,18 +79,10 @@ class IndexWarmer:
         )
         return True
 
-    def _run(self) -> None:
-        while (key := self._jobs.get()) is not None:
-            # Out of pending first: rows committed while this job runs ask for another.
-            with self._lock:
-                self._pending.discard(key)
-                self._running = True
-            try:
-                if self.warm_now(*key):
-                    self.warmed += 1
-            except Exception as exc:  # a derived cache: log, never raise into a request
-                log_failure(logger, "index.warm_failed", exc, user_id=key[0])
-                self.failed += 1
-            finally:
-                with self._lock:
-                    self._running = False
+    def _job(self, key: tuple[str, str | None], _: None) -> None:
+        if self.warm_now(*key):
+            self.warmed += 1
+
+    def _failed(self, key: tuple[str, str | None], exc: Exception) -> None:
+        log_failure(logger, "index.warm_failed", exc, user_id=key[0])
+        self.failed += 1

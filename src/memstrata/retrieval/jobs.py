@@ -1,0 +1,78 @@
+"""One background thread running keyed jobs in order, at most one pending job per key.
+
+Used for work derived from the database that must never reach a request: index snapshot
+writes and index warming. A job leaves "pending" when it starts, so work submitted while
+it runs (rows committed meanwhile) queues another one rather than being lost.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+P = TypeVar("P")
+
+
+class KeyedJobs(Generic[K, P]):
+    def __init__(
+        self,
+        name: str,
+        run: Callable[[K, P], None],
+        on_error: Callable[[K, Exception], None],
+    ) -> None:
+        self.name = name
+        self._run_job = run
+        self._on_error = on_error
+        self._jobs: queue.Queue[tuple[K, P] | None] = queue.Queue()
+        self._pending: set[K] = set()
+        self._running = False
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, key: K, payload: P) -> bool:
+        """Queue a job unless one for ``key`` is already pending; returns at once."""
+        with self._lock:
+            if key in self._pending:
+                return False
+            self._pending.add(key)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self._thread.start()
+        self._jobs.put((key, payload))
+        return True
+
+    def idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no job is pending or running (tests, benchmarks); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending and not self._running:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def close(self) -> None:
+        """Finish the queued jobs and stop the thread (waits at most 10 s)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            key, payload = job
+            with self._lock:
+                self._pending.discard(key)
+                self._running = True
+            try:
+                self._run_job(key, payload)
+            except Exception as exc:  # derived work: reported, never raised into a request
+                self._on_error(key, exc)
+            finally:
+                with self._lock:
+                    self._running = False
