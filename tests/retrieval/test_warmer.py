@@ -17,7 +17,7 @@ from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import SearchService
-from memstrata.retrieval.warmer import IndexWarmer, should_warm
+from memstrata.retrieval.warmer import IndexWarmer
 
 USER = "warm-user"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -60,9 +60,10 @@ def import_batch(search: SearchService, indexer: Indexer, session: str, n: int) 
 
 
 def test_the_rule() -> None:
-    assert should_warm(1000, 1000) and should_warm(5000, 1000)
-    assert not should_warm(999, 1000)
-    assert not should_warm(10_000, 0)  # snapshots off: nothing to warm for
+    # The warmer uses the snapshot writer's rule (warmer.warm_now).
+    assert snapshot.should_write(1000, 1000) and snapshot.should_write(5000, 1000)
+    assert not snapshot.should_write(999, 1000)
+    assert not snapshot.should_write(10_000, 0)  # snapshots off: nothing to warm for
 
 
 def test_an_import_leaves_a_warm_index_and_a_snapshot(

@@ -326,7 +326,7 @@ def _stored_texts(mem: Memstrata, user_id: str) -> dict[tuple[str, int], str]:
 
 def _covered_rows(mem: Memstrata, user_id: str) -> dict[tuple[str, int], tuple[str, ...]]:
     """Every stored row's key -> the turn ids it covers (from the search's own index)."""
-    model = mem.search.embedder.name if mem.search.embedder is not None else None
+    model = mem.search.model
     index = mem.search.cache.get(user_id, model)
     with index.lock:
         return {(r.file_path or "", r.chunk_index or 0): r.source_ids for r in index.rows.values()}

@@ -167,7 +167,12 @@ class SearchService:
         """After an import: bring the user's index (and its snapshot) up to date in the
         background once enough rows came in (``retrieval.warmer``); returns at once."""
         if self.warmer is not None:
-            self.warmer.schedule(user_id, self.embedder.name if self.embedder is not None else None)
+            self.warmer.schedule(user_id, self.model)
+
+    @property
+    def model(self) -> str | None:
+        """The embedding model whose vectors this service searches (None: BM25 only)."""
+        return self.embedder.name if self.embedder is not None else None
 
     def candidate_depth(
         self, top_k: int, decay: DecayPolicy | None = None, minimum: int | None = None
@@ -259,7 +264,7 @@ class SearchService:
     ) -> Candidates:
         """The best ``n`` rows of each retriever that existed at ``as_of``, and the rows
         they name."""
-        model = self.embedder.name if self.embedder is not None else None
+        model = self.model
         index = self.cache.get(user_id, model)
         with index.lock:
             allowed = None if sources is None else _source_filter(index, set(sources))

@@ -25,12 +25,6 @@ from memstrata.retrieval.repository import EmbeddingRepository
 logger = logging.getLogger(__name__)
 
 
-def should_warm(uncovered_rows: int, min_rows: int) -> bool:
-    """Warm once the stored snapshot lacks as many conversation rows as would make a
-    snapshot worth writing (``snapshot.should_write``'s rule); never with snapshots off."""
-    return snapshot.should_write(uncovered_rows, min_rows)
-
-
 class IndexWarmer:
     """One background thread, at most one pending job per user and model."""
 
@@ -66,7 +60,8 @@ class IndexWarmer:
             uncovered = EmbeddingRepository(session, user_id).rows_after_snapshot(
                 snapshot.model_key(model), snapshot.format_key()
             )
-        if not should_warm(uncovered, self.min_rows):
+        # Warm when a snapshot would be worth writing: the snapshot rule is the warm rule.
+        if not snapshot.should_write(uncovered, self.min_rows):
             return False
         started = time.perf_counter()
         self.cache.get(user_id, model)
