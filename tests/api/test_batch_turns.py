@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from sqlalchemy import text
 from memstrata.api import create_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS
 from memstrata.runtime import Memstrata
 
@@ -114,6 +116,7 @@ def test_one_invalid_turn_rejects_the_whole_batch_with_every_error(
         ({"turns": [_turn("s1", 0, "x", timestamp="yesterday")]}, "timestamp"),
         ({"turns": [_turn("s1", i, "x") for i in range(MAX_BATCH_TURNS + 1)]}, "turns"),
         ({}, "turns"),
+        ({"turns": [_turn("s1", 0, "x")], "embed": "later"}, "embed"),
     ],
 )
 def test_malformed_batches_are_422(
@@ -150,6 +153,8 @@ def test_batch_in_the_openapi_schema(app: FastAPI) -> None:
         "timestamp",
     }
     assert set(turn["required"]) == {"session_id", "turn_index"}
+    assert request["properties"]["embed"]["enum"] == ["inline", "background"]
+    assert request["properties"]["embed"]["default"] == "inline"
     ok = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     assert ok.endswith("/BatchTurnsResult")
     rejected = operation["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
@@ -268,3 +273,85 @@ def test_warming_can_be_switched_off(settings: Settings, db: Database, auth: Aut
             assert mem.search.cache.stats().misses == 1
     finally:
         mem.close()
+
+
+def _with_embeddings(settings: Settings, server: LocalEmbeddingServer, **changed: Any) -> Settings:
+    spec = server.model_spec
+    update = {"embedding_base_url": spec.base_url, "embedding_model": spec.name, **changed}
+    return settings.model_copy(update=update)
+
+
+def test_background_embedding_answers_at_once_and_the_worker_embeds_later(
+    settings: Settings, db: Database, auth: AuthHeader, embedding_server: LocalEmbeddingServer
+) -> None:
+    """``embed: background`` stores the turns without calling the embedding API (BM25 finds
+    them at once, /readyz counts them as pending) and the background worker embeds them."""
+    changed = {"embedding_heal_interval_s": 0.1, "index_snapshot_min_rows": 2}
+    mem = Memstrata.open(_with_embeddings(settings, embedding_server, **changed), database=db)
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            assert mem.healer is not None
+            mem.healer.stop()  # hold the worker until the deferred rows have been looked at
+            turns = [
+                _turn("s1", 0, "I adopted a puppy named Biscuit"),
+                _turn("s1", 1, "Biscuit chewed my shoes"),
+                _turn("s2", 0, "我最喜欢乌龙茶"),
+            ]
+            body = {"turns": turns, "embed": "background"}
+            response = client.post(BATCH, headers=auth("alice"), json=body)
+            assert response.status_code == 200, response.text
+            result = response.json()
+            assert (result["inserted"], result["embedded"], result["deferred"]) == (3, 0, 3)
+            assert result["embedding_failed"] == 0 and result["reports"][0]["warnings"] == []
+            assert _rows(db) == [
+                ("sessions/s1/0", False),
+                ("sessions/s1/1", False),
+                ("sessions/s2/0", False),
+            ]
+            assert client.get("/readyz").json()["pending"] == 3
+            assert mem.search.cache.stats().users == 0  # not warmed: the rows will change
+            hits = client.post(SEARCH, headers=auth("alice"), json={"query": "Biscuit shoes"})
+            assert hits.json()["hits"][0]["file_path"] == "sessions/s1/1"  # BM25 already
+
+            mem.healer.start()
+            for _ in range(300):
+                if all(has for _, has in _rows(db)):
+                    break
+                time.sleep(0.1)
+            assert all(has for _, has in _rows(db)), _rows(db)
+            assert client.get("/readyz").json()["pending"] == 0
+            found = client.post(SEARCH, headers=auth("alice"), json={"query": "乌龙茶", "top_k": 1})
+            hit = found.json()["hits"][0]
+            assert hit["file_path"] == "sessions/s2/0"
+            assert hit["explain"]["vector_rank"] == 1  # the vector side now answers too
+    finally:
+        mem.close()
+
+
+def test_background_embedding_without_the_worker_is_400(
+    settings: Settings, db: Database, auth: AuthHeader, embedding_server: LocalEmbeddingServer
+) -> None:
+    """Deferred rows would never get a vector: refused, nothing stored."""
+    off = _with_embeddings(settings, embedding_server, embedding_heal=False)
+    mem = Memstrata.open(off, database=db)
+    try:
+        with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
+            body = {"turns": [_turn("s1", 0, "hello")], "embed": "background"}
+            response = client.post(BATCH, headers=auth("alice"), json=body)
+            assert response.status_code == 400, response.text
+            assert "embed=inline" in response.json()["detail"]
+            assert _rows(db) == []
+            body["embed"] = "inline"
+            assert client.post(BATCH, headers=auth("alice"), json=body).status_code == 200
+            assert _rows(db) == [("sessions/s1/0", True)]
+    finally:
+        mem.close()
+
+
+def test_background_embedding_without_an_embedding_api_is_plain_bm25(
+    client: TestClient, auth: AuthHeader, db: Database
+) -> None:
+    body = {"turns": [_turn("s1", 0, "hello")], "embed": "background"}
+    response = client.post(BATCH, headers=auth(), json=body)
+    assert response.status_code == 200, response.text
+    assert (response.json()["inserted"], response.json()["deferred"]) == (1, 0)

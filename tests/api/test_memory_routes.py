@@ -40,6 +40,7 @@ def test_index_a_turn_then_find_it(client: TestClient, auth: AuthHeader) -> None
         "unchanged": 0,
         "embedded": 0,
         "embedding_failed": 0,
+        "deferred": 0,
         "embed_seconds": 0.0,
         "warnings": [],
     }

@@ -372,6 +372,7 @@ async def test_index_turn_is_the_rest_indexing(
         "unchanged",
         "embedded",
         "embedding_failed",
+        "deferred",
         "embed_seconds",
         "warnings",
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from sqlalchemy import text
 
 from memstrata.bench.http_latency import SECRET, ingest_rates
 from memstrata.db.database import Database
+from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
 
 
@@ -60,3 +62,32 @@ def test_ingest_rates_refuses_what_it_cannot_measure(bm25_serve: str) -> None:
             ingest_rates(client, bm25_serve, [])
         with pytest.raises(ValueError, match="n <= 500"):
             ingest_rates(client, bm25_serve, ["a turn"], n=501)
+
+
+def test_a_background_import_is_timed_until_its_last_vector(
+    tmp_path: Path, pg_url: str, db: Database, embedding_server: LocalEmbeddingServer
+) -> None:
+    """With an embedding API the same turns also go through ``embed: background``; the
+    figure counts until the worker has embedded every row, which must then hold the same
+    texts as the inline batch, all with vectors."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(tmp_path),
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_JWT_SECRET=SECRET,
+        MEMSTRATA_LOG_LEVEL="WARNING",
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+        MEMSTRATA_EMBEDDING_BASE_URL=embedding_server.base_url,
+        MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
+    )
+    turns = [f"turn {n}: " + "word " * (n % 7 + 1) for n in range(12)]
+    with running_serve(env, timeout_s=60) as url, httpx.Client(timeout=60) as client:
+        rates = ingest_rates(client, url, turns, n=12)
+    assert rates["background_turns_per_s"] > 0
+    assert 0 < rates["background_all_vectors_turns_per_s"] <= rates["background_turns_per_s"]
+    assert _rows(db, "ingest-background") == _rows(db, "ingest-batch")
+    with db.engine.connect() as conn:
+        missing = conn.execute(
+            text("SELECT count(*) FROM memory_embeddings WHERE embedding IS NULL")
+        ).scalar_one()
+    assert missing == 0

@@ -18,6 +18,7 @@ from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.rounds import Round
 
 from .fault_server import FaultServer
 
@@ -124,6 +125,48 @@ def test_two_workers_never_claim_the_same_row(
     assert len(claimed) == 2
     assert not set(claimed[0]) & set(claimed[1])
     assert len(claimed[0]) + len(claimed[1]) == 12
+
+
+def test_one_users_backlog_does_not_hold_up_another_user(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """A large deferred import (older rows) must not delay a later row of another user:
+    the queue takes users in turn, not the oldest rows first."""
+    indexer = Indexer(db.sessions, embedder)
+    big = [Round("import", i, f"old turn {i}", "", None) for i in range(20)]
+    reports = indexer.index_rounds("importer", big, embed=False)
+    assert [r.deferred for r in reports] == [1] * 20 and fault.requests == []  # API not called
+    fault.mode = "500"
+    indexer.index_turn("other", "s1", 0, "a turn written during an outage", "ok")
+    with transaction(db.sessions) as session:
+        taken = queue.claim(session, "fake-model", 4, 60)
+    assert sorted(c.user_id for c in taken) == ["importer", "importer", "importer", "other"]
+    importer_ids = sorted(c.id for c in taken if c.user_id == "importer")
+    with db.engine.connect() as conn:
+        oldest = conn.execute(
+            text("SELECT id FROM memory_embeddings WHERE user_id = 'importer' ORDER BY id LIMIT 3")
+        ).scalars()
+        assert importer_ids == list(oldest)  # each user's oldest rows first
+
+
+def test_wake_starts_the_idle_worker_at_once(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    healer = VectorHealer(db.sessions, embedder, interval_s=30.0)
+    healer.start()
+    try:
+        time.sleep(0.3)  # found nothing: now in its 30 s pause
+        rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
+        Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+        healer.wake()
+        for _ in range(50):
+            if healer.backlog().pending == 0:
+                break
+            time.sleep(0.1)
+        assert healer.backlog().pending == 0  # not 30 s later
+        assert all(has for _, _, has, _, _ in vectors(db))
+    finally:
+        healer.stop()
 
 
 def test_rows_of_another_model_are_re_embedded(

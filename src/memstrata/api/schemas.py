@@ -128,6 +128,9 @@ class IndexReportBody(BaseModel):
     unchanged: int
     embedded: int
     embedding_failed: int
+    deferred: int = Field(
+        description="Rows stored for the background worker to embed (`embed: background`)."
+    )
     embed_seconds: float
     warnings: list[str]
 
@@ -183,6 +186,13 @@ class BatchTurnsRequest(BaseModel):
         description=f"1 to {MAX_BATCH_TURNS} turns, of one or several sessions; the whole "
         "request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default)."
     )
+    embed: Literal["inline", "background"] = Field(
+        default="inline",
+        description="`inline`: the turns are embedded before the response (as the single-turn "
+        "endpoint does). `background`: they are stored and searchable with BM25 at once, and "
+        "the background worker embeds them afterwards (`/readyz` shows the rows still "
+        "`pending`) — for importing a long history without waiting for the embedding API.",
+    )
 
 
 class BatchTurnsResult(BaseModel):
@@ -193,6 +203,9 @@ class BatchTurnsResult(BaseModel):
     embedding_failed: int = Field(
         description="Rows stored without a vector (embedding API failure); they are searched "
         "with BM25 until re-embedded."
+    )
+    deferred: int = Field(
+        description="Rows stored for the background worker to embed (`embed: background`)."
     )
     reports: list[IndexReportBody] = Field(description="One report per turn, in request order.")
 

@@ -35,6 +35,8 @@ CROSS_USER_TAG = "memstrata:cross-user:"
 CROSS_USER_QUERIES: dict[str, str] = {
     "embedding_queue.claim": "lease rows of any user that lack a vector (FOR UPDATE SKIP "
     "LOCKED), so every replica shares the re-embedding work (retrieval.queue)",
+    "embedding_queue.users": "which users have rows waiting for a vector, so a claim gives "
+    "each a share and one user's large backlog does not hold up another's (retrieval.queue)",
     "embedding_queue.release": "give claimed rows back by id after an API failure",
     "embedding_queue.record_failures": "count a failed attempt / mark a row unembeddable, by id",
     "embedding_queue.backlog": "pending rows, oldest age and failures of all users, for "

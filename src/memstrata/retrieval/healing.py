@@ -61,6 +61,7 @@ class VectorHealer:
         self.interval_s = interval_s
         self.max_attempts = max_attempts
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- one round ---------------------------------------------------------------------
@@ -153,8 +154,14 @@ class VectorHealer:
         self._thread.start()
         log_event(logger, "embedding.heal.started", model=self.embedder.name)
 
+    def wake(self) -> None:
+        """New rows wait for a vector (an import with deferred embedding): look now rather
+        than after the idle pause."""
+        self._wake.set()
+
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
@@ -174,4 +181,5 @@ class VectorHealer:
                 logger.exception("embedding.heal.crashed")
                 report = HealReport()
             if report.claimed < self.batch or report.released:
-                self._stop.wait(self.interval_s)
+                self._wake.wait(self.interval_s)
+            self._wake.clear()

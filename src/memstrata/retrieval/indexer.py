@@ -77,6 +77,7 @@ class IndexReport:
     unchanged: int = 0
     embedded: int = 0
     embedding_failed: int = 0
+    deferred: int = 0  # stored without a vector on purpose: the background worker embeds it
     embed_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
@@ -213,11 +214,17 @@ class Indexer:
         turn = Round(session_id, turn_index, user_message, assistant_reply, timestamp, source_ids)
         return self.index_rounds(user_id, [turn])[0]
 
-    def index_rounds(self, user_id: str, rounds: Sequence[Round]) -> list[IndexReport]:
+    def index_rounds(
+        self, user_id: str, rounds: Sequence[Round], *, embed: bool = True
+    ) -> list[IndexReport]:
         """Index many rounds (of any sessions) with batched embedding calls and one
         transaction. All or nothing on validation: if any round is invalid nothing is
         stored and ``RoundsInvalidError.errors`` lists every bad round. An embedding
-        failure does not reject anything: the rows are stored without vectors."""
+        failure does not reject anything: the rows are stored without vectors.
+        ``embed=False`` stores new rows without calling the embedding API (``deferred``
+        in the reports): the background worker (``retrieval.healing``) embeds them, and
+        until then they are searched with BM25 — an import that must not wait for
+        the embedding API."""
         validate_user_id(user_id)
         valid, errors = validate_rounds(rounds)
         if errors:
@@ -251,7 +258,7 @@ class Indexer:
             after = neighbours.get(session_path(o.session_id, o.turn_index + 1))
             if after is not None:
                 docs.append(round_doc(after, o, self.chunk_tokens, self.context_tokens))
-        return self._replace(user_id, docs)[: len(own)]
+        return self._replace(user_id, docs, embed)[: len(own)]
 
     def fill_missing(self, user_id: str, batch: int = 256) -> int:
         """Embed rows stored without a vector (or by another model). Returns rows embedded."""
@@ -301,8 +308,8 @@ class Indexer:
         return self._stage(user_id, [Doc(kind.filename, texts, None, None)])
 
     # -- internals -------------------------------------------------------------------------
-    def _replace(self, user_id: str, docs: Sequence[Doc]) -> list[IndexReport]:
-        staged = self._stage(user_id, docs)
+    def _replace(self, user_id: str, docs: Sequence[Doc], embed: bool = True) -> list[IndexReport]:
+        staged = self._stage(user_id, docs, embed)
         if staged.may_change:
             with transaction(self._sessions) as session:
                 staged.apply(session)
@@ -310,7 +317,7 @@ class Indexer:
             staged.apply_unchanged()
         return staged.reports
 
-    def _stage(self, user_id: str, docs: Sequence[Doc]) -> StagedIndex:
+    def _stage(self, user_id: str, docs: Sequence[Doc], embed: bool = True) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
         with self._sessions() as session:
@@ -349,7 +356,7 @@ class Indexer:
                 # repository makes its terms then.
                 pending.append((n, replace(row, bm25_terms=encode_terms(body))))
 
-        vectors = self._vectors_for(user_id, pending, reusable, reports)
+        vectors = self._vectors_for(user_id, pending, reusable, reports, embed)
         embedded = [
             (
                 n,
@@ -370,8 +377,10 @@ class Indexer:
         pending: Sequence[tuple[int, NewChunk]],
         reusable: dict[str, Any],
         reports: list[IndexReport],
+        embed: bool = True,
     ) -> dict[str, list[float]]:
-        """Vectors by content hash: reused when known, else embedded in one batched call."""
+        """Vectors by content hash: reused when known, else embedded in one batched call
+        (or, when not ``embed``, left to the background worker and counted as deferred)."""
         vectors: dict[str, list[float]] = {
             row.content_hash: [float(x) for x in reusable[row.content_hash]]
             for _, row in pending
@@ -382,6 +391,11 @@ class Indexer:
             if row.content_hash not in vectors:
                 todo.setdefault(row.content_hash, row.chunk_text)
         if not todo or self.embedder is None:
+            return vectors
+        if not embed:
+            for n, row in pending:
+                if row.content_hash in todo:
+                    reports[n].deferred += 1
             return vectors
         started = time.perf_counter()
         got, error = self._embed(list(todo.values()), user_id)

@@ -4,9 +4,9 @@ Every other query in memstrata is scoped to one user in its repository. These ar
 by design, and are listed here so a scale-out review finds them in one place:
 
 1. ``claim``: take up to ``n`` rows of any user that lack a vector for the current model
-   (NULL after an outage or a timeout, or a vector from another model after a model
-   change), with ``FOR UPDATE SKIP LOCKED`` and a lease, so several replicas share the work
-   and none embeds a row twice.
+   (NULL after an outage or a timeout, deferred by an import, or a vector from another
+   model after a model change), users in turn, with ``FOR UPDATE SKIP LOCKED`` and a
+   lease, so several replicas share the work and none embeds a row twice.
 2. ``release`` / ``record_failures``: give claimed rows back (API down) or record a
    failed attempt / a permanent error, by row id.
 3. ``backlog``: count pending rows and the age of the oldest, for ``/metrics`` and
@@ -30,6 +30,8 @@ from memstrata.db.distribution import cross_user_tag
 _PENDING = (
     "(embedding IS NULL OR embedding_model IS DISTINCT FROM :model) AND embedding_error IS NULL"
 )
+# ... and that no worker holds (a lease ends when a worker dies mid-batch).
+_UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
 
 
 @dataclass(frozen=True)
@@ -48,18 +50,55 @@ class Backlog:
 
 
 def claim(session: Session, model: str, n: int, lease_s: float) -> list[Claimed]:
-    """Cross-user: lease up to ``n`` pending rows (oldest first) for ``lease_s`` seconds."""
+    """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds. Every user with
+    pending rows (up to ``n`` users, oldest first) gets an equal share, each user's oldest
+    rows first, and what the shares leave goes to the oldest rows of anyone — so one
+    user's large backlog (an import with deferred embedding) does not hold up another
+    user's row. Rows another worker holds are skipped (``SKIP LOCKED``), never waited for."""
+    params: dict[str, object] = {"model": model}
+    users = list(
+        session.execute(
+            text(
+                cross_user_tag("embedding_queue.users")
+                + f" SELECT user_id FROM memory_embeddings WHERE {_PENDING} AND {_UNCLAIMED}"
+                " GROUP BY user_id ORDER BY min(id) LIMIT :n"
+            ),
+            {**params, "n": n},
+        ).scalars()
+    )
+    if not users:
+        return []
+    share = max(1, n // len(users))
+    ids: list[int] = []
+    for user in users:
+        ids += session.execute(
+            text(
+                f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {_PENDING} AND "
+                f"{_UNCLAIMED} ORDER BY id LIMIT :k FOR UPDATE SKIP LOCKED"
+            ),
+            {**params, "u": user, "k": min(share, n - len(ids))},
+        ).scalars()
+        if len(ids) >= n:
+            break
+    if len(ids) < n:
+        ids += session.execute(
+            text(
+                cross_user_tag("embedding_queue.claim")
+                + f" SELECT id FROM memory_embeddings WHERE {_PENDING} AND {_UNCLAIMED}"
+                " AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k FOR UPDATE SKIP LOCKED"
+            ).bindparams(bindparam("taken", type_=None)),
+            {**params, "taken": ids, "k": n - len(ids)},
+        ).scalars()
+    if not ids:
+        return []
     rows = session.execute(
         text(
             cross_user_tag("embedding_queue.claim")
             + " UPDATE memory_embeddings SET embedding_claimed_until = "
-            "now() + make_interval(secs => :lease) "
-            "WHERE id IN (SELECT id FROM memory_embeddings WHERE " + _PENDING + " AND "
-            "(embedding_claimed_until IS NULL OR embedding_claimed_until < now()) "
-            "ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED) "
+            "now() + make_interval(secs => :lease) WHERE id = ANY(:ids) "
             "RETURNING id, user_id, chunk_text, embedding_attempts"
-        ),
-        {"model": model, "n": n, "lease": lease_s},
+        ).bindparams(bindparam("ids", type_=None)),
+        {"ids": ids, "lease": lease_s},
     ).all()
     return sorted(
         (Claimed(r.id, r.user_id, r.chunk_text, r.embedding_attempts) for r in rows),
