@@ -122,6 +122,7 @@ class Memstrata:
                 provider,
                 interval_s=settings.embedding_heal_interval_s,
                 max_attempts=settings.embedding_heal_max_attempts,
+                on_caught_up=search.warm,
             )
         return cls(
             settings=settings,

@@ -320,6 +320,13 @@ def test_background_embedding_answers_at_once_and_the_worker_embeds_later(
                 time.sleep(0.1)
             assert all(has for _, has in _rows(db)), _rows(db)
             assert client.get("/readyz").json()["pending"] == 0
+            # Caught up: the worker had the user's index warmed, which wrote its snapshot.
+            assert mem.search.warmer is not None and mem.search.warmer.idle()
+            assert mem.search.cache.snapshots is not None and mem.search.cache.snapshots.idle()
+            with db.engine.connect() as conn:
+                assert conn.execute(
+                    text("SELECT user_id, row_count FROM memory_index_snapshots")
+                ).all() == [("alice", 3)]
             found = client.post(SEARCH, headers=auth("alice"), json={"query": "乌龙茶", "top_k": 1})
             hit = found.json()["hits"][0]
             assert hit["file_path"] == "sessions/s2/0"

@@ -149,6 +149,19 @@ def test_one_users_backlog_does_not_hold_up_another_user(
         assert importer_ids == list(oldest)  # each user's oldest rows first
 
 
+def test_a_user_is_reported_once_their_last_row_has_its_vector(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    caught_up: list[str] = []
+    healer = VectorHealer(db.sessions, embedder, batch=2, on_caught_up=caught_up.append)
+    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
+    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    assert healer.run_once().embedded == 2
+    assert caught_up == []  # one row still waits
+    assert healer.run_once().embedded == 1
+    assert caught_up == ["alice"]
+
+
 def test_wake_starts_the_idle_worker_at_once(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:

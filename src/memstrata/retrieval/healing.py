@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -54,8 +55,12 @@ class VectorHealer:
         batch: int = 32,
         interval_s: float = 2.0,
         max_attempts: int = 5,
+        on_caught_up: Callable[[str], None] | None = None,
     ) -> None:
         self._sessions = sessions
+        # Called with a user whose last waiting row just got its vector (the runtime warms
+        # that user's index: an import with deferred embedding is then ready to search).
+        self.on_caught_up = on_caught_up
         self.embedder = embedder
         self.batch = batch
         self.interval_s = interval_s
@@ -139,6 +144,11 @@ class VectorHealer:
                 if present:
                     repo.bump_generation()
             written += len(present)
+            if present and self.on_caught_up is not None:
+                with self._sessions() as session:
+                    caught_up = queue.pending_for(session, user_id, self.embedder.name) == 0
+                if caught_up:
+                    self.on_caught_up(user_id)
         return written
 
     def backlog(self) -> queue.Backlog:

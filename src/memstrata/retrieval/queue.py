@@ -106,6 +106,16 @@ def claim(session: Session, model: str, n: int, lease_s: float) -> list[Claimed]
     )
 
 
+def pending_for(session: Session, user_id: str, model: str) -> int:
+    """One user's rows still waiting for a vector (not cross-user)."""
+    return int(
+        session.execute(
+            text(f"SELECT count(*) FROM memory_embeddings WHERE user_id = :u AND {_PENDING}"),
+            {"u": user_id, "model": model},
+        ).scalar_one()
+    )
+
+
 def release(session: Session, ids: Sequence[int], after_s: float) -> None:
     """Cross-user by id: claimed rows become claimable again after ``after_s`` seconds."""
     if ids:

@@ -136,8 +136,8 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             context.mem.healer.wake()
         if not background:
             # An import: have the index and its snapshot ready before the first search.
-            # (Deferred rows are replaced as the worker embeds them: warming would load
-            # and snapshot rows about to go.)
+            # Deferred rows are replaced as the worker embeds them, so warming now would
+            # load and snapshot rows about to go: the worker warms once it has caught up.
             context.mem.search.warm(user_id)
         return BatchTurnsResult(
             turns=len(reports),
