@@ -23,9 +23,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import _batches, _search, _server, _stats, _token
+from memstrata.bench.http_latency import _batches, _search, _server, _stats, _token, locomo_texts
 from memstrata.bench.latency import _copy_rows, _unit
-from memstrata.bench.locomo import load_conversations
 from memstrata.cli.bench import bench_runtime
 from memstrata.runtime import Memstrata
 
@@ -82,10 +81,7 @@ def main() -> None:
     parser.add_argument("locomo", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    conversations = load_conversations(args.locomo)
-    texts = [r.user_message for c in conversations for r in c.rounds]
-    distinct = list(dict.fromkeys(q for c in conversations for q, _, _ in c.questions))
-    qs = [f"{q} ({n})" for n in range(8) for q in distinct]  # every text asked once
+    texts, qs = locomo_texts(args.locomo, 8)
     rows = [f"{texts[i % len(texts)]} (#{i})" for i in range(ROWS)]
     results: dict[str, list[tuple[list[float], list[float], float, float]]] = {
         "inline": [],

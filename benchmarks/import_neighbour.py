@@ -28,9 +28,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import _batches, _search, _server, _stats, _token
+from memstrata.bench.http_latency import _batches, _search, _server, _stats, _token, locomo_texts
 from memstrata.bench.latency import _copy_rows, _unit
-from memstrata.bench.locomo import load_conversations
 from memstrata.cli.bench import bench_runtime
 from memstrata.runtime import Memstrata
 
@@ -90,11 +89,7 @@ def main() -> None:
     parser.add_argument("locomo", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    conversations = load_conversations(args.locomo)
-    turns = [r.user_message for c in conversations for r in c.rounds]
-    distinct = list(dict.fromkeys(q for c in conversations for q, _, _ in c.questions))
-    # Every text asked once (the query-embedding cache must not answer): cycle with a mark.
-    qs = [f"{q} ({n})" for n in range(4) for q in distinct]
+    turns, qs = locomo_texts(args.locomo, 4)
     texts = [f"{turns[i % len(turns)]} (#{i})" for i in range(ROWS)]
     rng = np.random.default_rng(5)
     results: dict[bool, list[tuple[list[float], list[float], float]]] = {True: [], False: []}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.test_http import INIT
+from tests.mcp.messages import INIT
 
 
 def _children(pid: int) -> list[int]:

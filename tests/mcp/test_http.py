@@ -24,20 +24,11 @@ from mcp.shared.exceptions import MCPError
 
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
+from tests.mcp.messages import INIT
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "mcp-http-test-secret-0123456789abcdef"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 

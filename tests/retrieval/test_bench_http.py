@@ -18,9 +18,8 @@ from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
 
 
-@pytest.fixture(scope="module")
-def bm25_serve(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("bench-http-serve")
+def _serve_env(data: Path, pg_url: str, **extra: str) -> dict[str, str]:
+    """``memstrata serve`` on the test database; no local embedding server of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
     env.update(
         MEMSTRATA_DATA_DIR=str(data),
@@ -28,7 +27,14 @@ def bm25_serve(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterato
         MEMSTRATA_JWT_SECRET=SECRET,
         MEMSTRATA_LOG_LEVEL="WARNING",
         MEMSTRATA_EMBEDDING_AUTOSTART="false",
+        **extra,
     )
+    return env
+
+
+@pytest.fixture(scope="module")
+def bm25_serve(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[str]:
+    env = _serve_env(tmp_path_factory.mktemp("bench-http-serve"), pg_url)
     with running_serve(env, timeout_s=60) as url:
         yield url
 
@@ -70,13 +76,9 @@ def test_a_background_import_is_timed_until_its_last_vector(
     """With an embedding API the same turns also go through ``embed: background``; the
     figure counts until the worker has embedded every row, which must then hold the same
     texts as the inline batch, all with vectors."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(tmp_path),
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_JWT_SECRET=SECRET,
-        MEMSTRATA_LOG_LEVEL="WARNING",
-        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+    env = _serve_env(
+        tmp_path,
+        pg_url,
         MEMSTRATA_EMBEDDING_BASE_URL=embedding_server.base_url,
         MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
     )

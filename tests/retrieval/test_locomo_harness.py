@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memstrata.bench.http_latency import locomo_texts
 from memstrata.bench.locomo import (
     evidence_ids,
     load_conversations,
@@ -72,3 +73,7 @@ def test_load_conversations(tmp_path: Path) -> None:
     assert [r.source_ids for r in conv.rounds] == [["D1:1"], ["D1:2"], ["D2:1"]]
     assert conv.rounds[1].user_message == "B: look [shares a photo: a cat]"
     assert conv.questions == [("q1", ["D1:2"], 1)]
+    turns, questions = locomo_texts(path, 3)  # the HTTP benchmarks' input
+    assert turns == ["A: hi", "B: look [shares a photo: a cat]", "A: later"]
+    assert questions == ["q1 (0)", "q1 (1)", "q1 (2)"]  # each text asked once
+    assert locomo_texts(path, 1)[1] == ["q1"]

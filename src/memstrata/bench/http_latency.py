@@ -98,6 +98,15 @@ def _server(
         yield base
 
 
+def locomo_texts(path: Path, copies: int) -> tuple[list[str], list[str]]:
+    """LoCoMo's turn texts, and its distinct questions ``copies`` times over, each copy
+    marked — every text is asked once, so the query-embedding cache never answers."""
+    conversations = load_conversations(path)
+    turns = [r.user_message for c in conversations for r in c.rounds]
+    questions = list(dict.fromkeys(q for c in conversations for q, _, _ in c.questions))
+    return turns, [f"{q} ({n})" if copies > 1 else q for n in range(copies) for q in questions]
+
+
 def _search(
     client: httpx.Client, base: str, query: str, user: str = USER
 ) -> tuple[float, dict[str, Any]]:
@@ -144,9 +153,7 @@ def run_http(
 ) -> dict[str, Any]:
     say = progress or (lambda _m: None)
     assert mem.embedder is not None
-    conversations = load_conversations(locomo_path)
-    turns = [r.user_message for c in conversations for r in c.rounds]
-    questions = list(dict.fromkeys(q for c in conversations for q, _, _ in c.questions))
+    turns, questions = locomo_texts(locomo_path, 1)
     if len(questions) < 2 * queries + 20:
         raise ValueError(
             f"need {2 * queries + 20} distinct questions, the file has {len(questions)}"
