@@ -182,6 +182,22 @@ def test_wake_starts_the_idle_worker_at_once(
         healer.stop()
 
 
+def test_rows_of_a_worker_that_died_are_claimed_again_after_its_lease(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
+    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    with transaction(db.sessions) as session:
+        first = queue.claim(session, "fake-model", 8, 0.5)  # then the worker dies
+    assert len(first) == 3
+    with transaction(db.sessions) as session:
+        assert queue.claim(session, "fake-model", 8, 60) == []  # leased: nobody else
+    time.sleep(0.6)
+    with transaction(db.sessions) as session:
+        again = queue.claim(session, "fake-model", 8, 60)
+    assert sorted(c.id for c in again) == sorted(c.id for c in first)
+
+
 def test_rows_of_another_model_are_re_embedded(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:
