@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import text
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.errors import BackgroundEmbeddingUnavailableError
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.rounds import Round
 from memstrata.runtime import Memstrata
 
 
@@ -34,3 +38,31 @@ def test_agent_session_remembers_and_searches(db: Database, settings: Settings) 
     stored = mem.store.get_memory_file("alice", "memory")
     assert stored is not None and "Alice's cat is called Pixel" in stored.content
     mem.pool.close()  # the shared ``db`` fixture outlives this runtime
+
+
+def test_import_rounds_refuses_to_defer_what_nothing_would_embed(
+    db: Database, settings: Settings, embedding_server: LocalEmbeddingServer
+) -> None:
+    """The library call behind the batch endpoint: with an embedding API but the worker
+    switched off, deferring is refused (a ValueError) and nothing is stored; inline works."""
+    spec = embedding_server.model_spec
+    off = settings.model_copy(
+        update={
+            "embedding_base_url": spec.base_url,
+            "embedding_model": spec.name,
+            "embedding_heal": False,
+        }
+    )
+    mem = Memstrata.open(off, database=db)
+    try:
+        rounds = [Round("s1", 0, "I planted tomatoes")]
+        assert not mem.embeds_in_background
+        with pytest.raises(BackgroundEmbeddingUnavailableError, match="embed=inline"):
+            mem.import_rounds("alice", rounds, background=True)
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM memory_embeddings")).scalar_one() == 0
+        (report,) = mem.import_rounds("alice", rounds)
+        assert (report.inserted, report.embedded, report.deferred) == (1, 1, 0)
+    finally:
+        mem.close()
+    assert issubclass(BackgroundEmbeddingUnavailableError, ValueError)  # HTTP 400

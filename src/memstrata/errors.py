@@ -97,6 +97,10 @@ class ProtectedFileError(MemstrataError, PermissionError):
     """A controlled tool tried to write the platform-managed root AGENTS.md."""
 
 
+class BackgroundEmbeddingUnavailableError(MemstrataError, ValueError):
+    """Rows stored for later embedding would never get a vector here (no worker runs)."""
+
+
 class ToolInputError(MemstrataError, ValueError):
     """A tool call's arguments are unusable; the message is shown to the model."""
 

@@ -8,6 +8,7 @@ embedding provider, a model registry).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
+from memstrata.errors import BackgroundEmbeddingUnavailableError
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
@@ -27,7 +29,8 @@ from memstrata.retrieval.embeddings import (
     embedder_for,
 )
 from memstrata.retrieval.healing import VectorHealer
-from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.indexer import Indexer, IndexReport
+from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.warmer import IndexWarmer
@@ -153,6 +156,40 @@ class Memstrata:
             session_id=session_id,
             searcher=self.search,
         )
+
+    def import_rounds(
+        self, user_id: str, rounds: Sequence[Round], *, background: bool = False
+    ) -> list[IndexReport]:
+        """Index conversation rounds of any sessions — a live batch or an imported history
+        — as ``POST /api/memory/conversations/turns:batch`` does: validated all or
+        nothing (``RoundsInvalidError``), one transaction. ``background=False`` embeds
+        them before returning and then warms the user's index when enough rows came in
+        (``retrieval.warmer``); ``background=True`` stores them without vectors and wakes
+        the background worker, which embeds them and warms the index once caught up.
+        ``BackgroundEmbeddingUnavailableError`` (a ValueError) when no worker would
+        embed them."""
+        if background and not self.embeds_in_background:
+            raise BackgroundEmbeddingUnavailableError(
+                "embed=background needs the background embedding worker, which does not run "
+                "in this server (it needs an OpenAI-compatible embedding API and "
+                "MEMSTRATA_EMBEDDING_HEAL=true); send embed=inline"
+            )
+        reports = self.indexer.index_rounds(user_id, rounds, embed=not background)
+        if self.healer is not None and any(r.deferred for r in reports):
+            self.healer.wake()
+        if not background:
+            # Deferred rows are replaced as the worker embeds them, so warming now would
+            # load and snapshot rows about to go: the worker warms once it has caught up.
+            self.search.warm(user_id)
+        return reports
+
+    @property
+    def embeds_in_background(self) -> bool:
+        """Rows stored without a vector get one: the worker runs here (or there is no
+        embedding API, so nothing is ever deferred)."""
+        if self.embedder is None:
+            return True
+        return self.healer is not None and self.settings.embedding_heal
 
     def start_background(self) -> None:
         """Start the background workers — the database monitor (reconnects, restarts a dead

@@ -14,7 +14,6 @@ from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
 from starlette.convertors import PathConvertor, register_url_convertor
 
-from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import (
@@ -111,51 +110,31 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         invalid, nothing is stored and the 422 lists every invalid turn. Valid batches are
         written in one transaction with batched embedding calls. An embedding failure does
         not reject the batch: the text is stored without a vector (searchable by BM25)
-        and is embedded later.
+        and is embedded later. With `"embed": "background"` no embedding call is made:
+        the turns are stored (BM25 finds them at once) and the background worker embeds
+        them (`deferred` counts them; `/readyz` shows them as `pending`); 400 where no
+        worker runs.
         """
-        background = body.embed == "background"
-        if background and not _embeds_in_background(context):
-            raise ApiError(
-                400,
-                "embed=background needs the background embedding worker, which does not run "
-                "in this server (it needs an OpenAI-compatible embedding API and "
-                "MEMSTRATA_EMBEDDING_HEAL=true); send embed=inline",
-            )
         rounds = [
             Round(t.session_id, t.turn_index, t.user_message, t.assistant_reply, t.timestamp)
             for t in body.turns
         ]
         try:
-            reports = context.mem.indexer.index_rounds(user_id, rounds, embed=not background)
+            reports = context.mem.import_rounds(
+                user_id, rounds, background=body.embed == "background"
+            )
         except RoundsInvalidError as exc:
             raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
         for report in reports:
             context.metrics.record_turn_indexed(report.inserted)
-        deferred = sum(r.deferred for r in reports)
-        if deferred and context.mem.healer is not None:
-            context.mem.healer.wake()
-        if not background:
-            # An import: have the index and its snapshot ready before the first search.
-            # Deferred rows are replaced as the worker embeds them, so warming now would
-            # load and snapshot rows about to go: the worker warms once it has caught up.
-            context.mem.search.warm(user_id)
         return BatchTurnsResult(
             turns=len(reports),
             inserted=sum(r.inserted for r in reports),
             unchanged=sum(r.unchanged for r in reports),
             embedded=sum(r.embedded for r in reports),
             embedding_failed=sum(r.embedding_failed for r in reports),
-            deferred=deferred,
+            deferred=sum(r.deferred for r in reports),
             reports=[IndexReportBody.model_validate(r.to_dict()) for r in reports],
         )
 
     return router
-
-
-def _embeds_in_background(context: ApiContext) -> bool:
-    """Deferred rows get their vectors: this server runs the worker, or has no embedding
-    API (then there is nothing to defer)."""
-    mem = context.mem
-    if mem.embedder is None:
-        return True
-    return mem.healer is not None and mem.settings.embedding_heal
