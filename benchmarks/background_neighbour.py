@@ -6,7 +6,7 @@ background``: real ``memstrata serve``, the local embedding servers, same run.
 User S (10k rows, index loaded) searches every 50 ms. A fresh user W sends ``TURNS`` LoCoMo
 turns in one batch request, alternating the two modes each round. "During" is S's round
 trips from W's request until W's last vector is stored — the inline request's own
-duration, or, in the background mode, until ``/readyz`` reports no row waiting; "idle" is
+duration, or, in the background mode, until ``/metrics`` reports no row waiting; "idle" is
 30 searches before. The run stops without figures if W's rows were not all embedded.
 """
 
@@ -23,7 +23,15 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import _batches, _search, _server, _stats, _token, locomo_texts
+from memstrata.bench.http_latency import (
+    _batches,
+    _search,
+    _server,
+    _stats,
+    _token,
+    locomo_texts,
+    pending_vectors,
+)
 from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.cli.bench import bench_runtime
 from memstrata.runtime import Memstrata
@@ -60,8 +68,8 @@ def one_round(
                 if r.status_code != 200 or stored != len(turns):
                     raise SystemExit(f"W's import failed: {r.status_code} {r.text[:200]}")
                 times.append(time.monotonic() - began)
-                while own.get(f"{base}/readyz").json().get("pending") != 0:
-                    time.sleep(0.05)
+                while pending_vectors(own, base) != 0:
+                    time.sleep(0.1)
                 times.append(time.monotonic() - began)
 
         thread = threading.Thread(target=send)
