@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -236,43 +237,54 @@ def test_search_as_of_over_http(client: TestClient, auth: AuthHeader, db: Databa
     assert bad.status_code == 422
 
 
+@contextmanager
+def _served(
+    settings: Settings, db: Database, *, raise_server_exceptions: bool = True
+) -> Iterator[tuple[Memstrata, TestClient]]:
+    """A runtime of its own (for settings the shared ``client`` fixture lacks) and the app."""
+    mem = Memstrata.open(settings, database=db)
+    try:
+        app = create_app(memstrata=mem)
+        with TestClient(app, raise_server_exceptions=raise_server_exceptions) as client:
+            yield mem, client
+    finally:
+        mem.close()
+
+
+def _snapshots(mem: Memstrata, db: Database) -> list[tuple[str, int]]:
+    """The stored index snapshots (user, rows), once the writer has nothing left to do."""
+    assert mem.search.cache.snapshots is not None and mem.search.cache.snapshots.idle()
+    with db.engine.connect() as conn:
+        rows = conn.execute(text("SELECT user_id, row_count FROM memory_index_snapshots"))
+        return [(r[0], r[1]) for r in rows]
+
+
 def test_a_large_batch_leaves_the_index_warm_with_a_snapshot(
     settings: Settings, db: Database, auth: AuthHeader
 ) -> None:
     """The first search after an import must not pay the cold load (retrieval.warmer)."""
-    mem = Memstrata.open(settings.model_copy(update={"index_snapshot_min_rows": 6}), database=db)
-    try:
-        with TestClient(create_app(memstrata=mem)) as client:
-            turns = [_turn("s1", i, f"turn {i} about kites and the sea") for i in range(6)]
-            response = client.post(BATCH, headers=auth("alice"), json={"turns": turns})
-            assert response.status_code == 200, response.text
-            assert mem.search.warmer is not None and mem.search.warmer.idle()
-            assert mem.search.cache.snapshots is not None and mem.search.cache.snapshots.idle()
-            with db.engine.connect() as conn:
-                assert conn.execute(
-                    text("SELECT user_id, row_count FROM memory_index_snapshots")
-                ).all() == [("alice", 6)]
-            assert mem.search.cache.stats().users == 1
-            client.post(SEARCH, headers=auth("alice"), json={"query": "kites"})
-            assert mem.search.cache.stats().hits == 1  # the search found it loaded
-    finally:
-        mem.close()
+    changed = {"index_snapshot_min_rows": 6}
+    with _served(settings.model_copy(update=changed), db) as (mem, client):
+        turns = [_turn("s1", i, f"turn {i} about kites and the sea") for i in range(6)]
+        response = client.post(BATCH, headers=auth("alice"), json={"turns": turns})
+        assert response.status_code == 200, response.text
+        assert mem.search.warmer is not None and mem.search.warmer.idle()
+        assert _snapshots(mem, db) == [("alice", 6)]
+        assert mem.search.cache.stats().users == 1
+        client.post(SEARCH, headers=auth("alice"), json={"query": "kites"})
+        assert mem.search.cache.stats().hits == 1  # the search found it loaded
 
 
 def test_warming_can_be_switched_off(settings: Settings, db: Database, auth: AuthHeader) -> None:
     changed = {"index_snapshot_min_rows": 6, "index_warm_after_import": False}
-    mem = Memstrata.open(settings.model_copy(update=changed), database=db)
-    try:
+    with _served(settings.model_copy(update=changed), db) as (mem, client):
         assert mem.search.warmer is None
-        with TestClient(create_app(memstrata=mem)) as client:
-            turns = [_turn("s1", i, f"turn {i} about kites and the sea") for i in range(6)]
-            response = client.post(BATCH, headers=auth("alice"), json={"turns": turns})
-            assert response.status_code == 200, response.text
-            assert mem.search.cache.stats().users == 0  # nothing loaded: the search will
-            client.post(SEARCH, headers=auth("alice"), json={"query": "kites"})
-            assert mem.search.cache.stats().misses == 1
-    finally:
-        mem.close()
+        turns = [_turn("s1", i, f"turn {i} about kites and the sea") for i in range(6)]
+        response = client.post(BATCH, headers=auth("alice"), json={"turns": turns})
+        assert response.status_code == 200, response.text
+        assert mem.search.cache.stats().users == 0  # nothing loaded: the search will
+        client.post(SEARCH, headers=auth("alice"), json={"query": "kites"})
+        assert mem.search.cache.stats().misses == 1
 
 
 def _with_embeddings(settings: Settings, server: LocalEmbeddingServer, **changed: Any) -> Settings:
@@ -287,52 +299,44 @@ def test_background_embedding_answers_at_once_and_the_worker_embeds_later(
     """``embed: background`` stores the turns without calling the embedding API (BM25 finds
     them at once, /readyz counts them as pending) and the background worker embeds them."""
     changed = {"embedding_heal_interval_s": 0.1, "index_snapshot_min_rows": 2}
-    mem = Memstrata.open(_with_embeddings(settings, embedding_server, **changed), database=db)
-    try:
-        with TestClient(create_app(memstrata=mem)) as client:
-            assert mem.healer is not None
-            mem.healer.stop()  # hold the worker until the deferred rows have been looked at
-            turns = [
-                _turn("s1", 0, "I adopted a puppy named Biscuit"),
-                _turn("s1", 1, "Biscuit chewed my shoes"),
-                _turn("s2", 0, "我最喜欢乌龙茶"),
-            ]
-            body = {"turns": turns, "embed": "background"}
-            response = client.post(BATCH, headers=auth("alice"), json=body)
-            assert response.status_code == 200, response.text
-            result = response.json()
-            assert (result["inserted"], result["embedded"], result["deferred"]) == (3, 0, 3)
-            assert result["embedding_failed"] == 0 and result["reports"][0]["warnings"] == []
-            assert _rows(db) == [
-                ("sessions/s1/0", False),
-                ("sessions/s1/1", False),
-                ("sessions/s2/0", False),
-            ]
-            assert client.get("/readyz").json()["pending"] == 3
-            assert mem.search.cache.stats().users == 0  # not warmed: the rows will change
-            hits = client.post(SEARCH, headers=auth("alice"), json={"query": "Biscuit shoes"})
-            assert hits.json()["hits"][0]["file_path"] == "sessions/s1/1"  # BM25 already
+    with _served(_with_embeddings(settings, embedding_server, **changed), db) as (mem, client):
+        assert mem.healer is not None
+        mem.healer.stop()  # hold the worker until the deferred rows have been looked at
+        turns = [
+            _turn("s1", 0, "I adopted a puppy named Biscuit"),
+            _turn("s1", 1, "Biscuit chewed my shoes"),
+            _turn("s2", 0, "我最喜欢乌龙茶"),
+        ]
+        body = {"turns": turns, "embed": "background"}
+        response = client.post(BATCH, headers=auth("alice"), json=body)
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert (result["inserted"], result["embedded"], result["deferred"]) == (3, 0, 3)
+        assert result["embedding_failed"] == 0 and result["reports"][0]["warnings"] == []
+        assert _rows(db) == [
+            ("sessions/s1/0", False),
+            ("sessions/s1/1", False),
+            ("sessions/s2/0", False),
+        ]
+        assert client.get("/readyz").json()["pending"] == 3
+        assert mem.search.cache.stats().users == 0  # not warmed: the rows will change
+        hits = client.post(SEARCH, headers=auth("alice"), json={"query": "Biscuit shoes"})
+        assert hits.json()["hits"][0]["file_path"] == "sessions/s1/1"  # BM25 already
 
-            mem.healer.start()
-            for _ in range(300):
-                if all(has for _, has in _rows(db)):
-                    break
-                time.sleep(0.1)
-            assert all(has for _, has in _rows(db)), _rows(db)
-            assert client.get("/readyz").json()["pending"] == 0
-            # Caught up: the worker had the user's index warmed, which wrote its snapshot.
-            assert mem.search.warmer is not None and mem.search.warmer.idle()
-            assert mem.search.cache.snapshots is not None and mem.search.cache.snapshots.idle()
-            with db.engine.connect() as conn:
-                assert conn.execute(
-                    text("SELECT user_id, row_count FROM memory_index_snapshots")
-                ).all() == [("alice", 3)]
-            found = client.post(SEARCH, headers=auth("alice"), json={"query": "乌龙茶", "top_k": 1})
-            hit = found.json()["hits"][0]
-            assert hit["file_path"] == "sessions/s2/0"
-            assert hit["explain"]["vector_rank"] == 1  # the vector side now answers too
-    finally:
-        mem.close()
+        mem.healer.start()
+        for _ in range(300):
+            if all(has for _, has in _rows(db)):
+                break
+            time.sleep(0.1)
+        assert all(has for _, has in _rows(db)), _rows(db)
+        assert client.get("/readyz").json()["pending"] == 0
+        # Caught up: the worker had the user's index warmed, which wrote its snapshot.
+        assert mem.search.warmer is not None and mem.search.warmer.idle()
+        assert _snapshots(mem, db) == [("alice", 3)]
+        found = client.post(SEARCH, headers=auth("alice"), json={"query": "乌龙茶", "top_k": 1})
+        hit = found.json()["hits"][0]
+        assert hit["file_path"] == "sessions/s2/0"
+        assert hit["explain"]["vector_rank"] == 1  # the vector side now answers too
 
 
 def test_background_embedding_without_the_worker_is_400(
@@ -340,19 +344,15 @@ def test_background_embedding_without_the_worker_is_400(
 ) -> None:
     """Deferred rows would never get a vector: refused, nothing stored."""
     off = _with_embeddings(settings, embedding_server, embedding_heal=False)
-    mem = Memstrata.open(off, database=db)
-    try:
-        with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
-            body = {"turns": [_turn("s1", 0, "hello")], "embed": "background"}
-            response = client.post(BATCH, headers=auth("alice"), json=body)
-            assert response.status_code == 400, response.text
-            assert "embed=inline" in response.json()["detail"]
-            assert _rows(db) == []
-            body["embed"] = "inline"
-            assert client.post(BATCH, headers=auth("alice"), json=body).status_code == 200
-            assert _rows(db) == [("sessions/s1/0", True)]
-    finally:
-        mem.close()
+    with _served(off, db, raise_server_exceptions=False) as (_, client):
+        body = {"turns": [_turn("s1", 0, "hello")], "embed": "background"}
+        response = client.post(BATCH, headers=auth("alice"), json=body)
+        assert response.status_code == 400, response.text
+        assert "embed=inline" in response.json()["detail"]
+        assert _rows(db) == []
+        body["embed"] = "inline"
+        assert client.post(BATCH, headers=auth("alice"), json=body).status_code == 200
+        assert _rows(db) == [("sessions/s1/0", True)]
 
 
 def test_background_embedding_without_an_embedding_api_is_plain_bm25(

@@ -389,11 +389,11 @@ def ingest_rates(
     }
     if r.json()["embedded"] == 0:  # no embedding API: nothing to defer
         return rates
-    deferred, vectors_s = _background_import(client, base, batch)
+    answered_s, vectors_s = _background_import(client, base, batch)
     return {
         **rates,
-        "background_turns_per_s": round(len(batch["turns"]) / deferred, 2),
-        "background_over_single": round(len(batch["turns"]) / deferred / single, 2),
+        "background_turns_per_s": round(len(batch["turns"]) / answered_s, 2),
+        "background_over_single": round(len(batch["turns"]) / answered_s / single, 2),
         "background_all_vectors_turns_per_s": round(len(batch["turns"]) / vectors_s, 2),
     }
 

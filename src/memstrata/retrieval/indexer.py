@@ -392,16 +392,15 @@ class Indexer:
                 todo.setdefault(row.content_hash, row.chunk_text)
         if not todo or self.embedder is None:
             return vectors
+        per_report = Counter(n for n, row in pending if row.content_hash in todo)
         if not embed:
-            for n, row in pending:
-                if row.content_hash in todo:
-                    reports[n].deferred += 1
+            for n, count in per_report.items():
+                reports[n].deferred += count
             return vectors
         started = time.perf_counter()
         got, error = self._embed(list(todo.values()), user_id)
         seconds = time.perf_counter() - started
         embedded = {h: v for h, v in zip(todo, got, strict=True) if v is not None}
-        per_report = Counter(n for n, row in pending if row.content_hash in todo)
         failed = Counter(
             n for n, row in pending if row.content_hash in todo and row.content_hash not in embedded
         )
