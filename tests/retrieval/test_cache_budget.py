@@ -9,6 +9,7 @@ accounting itself is checked against tracemalloc.
 from __future__ import annotations
 
 import gc
+import sys
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +18,7 @@ import pytest
 
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
+from memstrata.retrieval import snapshot
 from memstrata.retrieval.cache import IndexCache, UserIndex
 from memstrata.retrieval.indexer import content_hash
 from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
@@ -152,3 +154,58 @@ def test_the_estimate_is_an_upper_bound_of_measured_memory(seeded: Database) -> 
     estimate = index.approx_bytes()
     assert measured <= estimate <= measured * 1.6, (measured, estimate)
     assert cache.max_bytes is None
+
+
+def _recounted(index: UserIndex) -> int:
+    """``approx_bytes`` summed over every held text from scratch (the running total
+    replaced this recount at every refresh)."""
+    from memstrata.retrieval import cache
+
+    vectors = index.vectors.nbytes() if index.vectors is not None else 0
+    return (
+        sum(sys.getsizeof(r.text) for r in index.rows.values())
+        + vectors
+        + cache._ROW_BYTES * len(index.rows)
+        + cache._PAIR_BYTES * index.bm25.posting_count()
+        + cache._TERM_BYTES * index.bm25.term_count()
+    )
+
+
+def test_the_estimate_follows_rows_that_come_and_go(seeded: Database) -> None:
+    _write(seeded, "churn", 120, 5)
+    with seeded.sessions() as session:
+        chunks = EmbeddingRepository(session, "churn").load()
+    index = UserIndex("churn", MODEL)
+    index.apply(chunks[:80], [])
+    assert index.approx_bytes() == _recounted(index) > 0
+    # Rows removed, rows added, a row applied again under its own id (replaced in place).
+    index.apply(chunks[80:], [c.id for c in chunks[:30]])
+    index.apply(chunks[40:41], [])
+    assert index.approx_bytes() == _recounted(index)
+    exported = index.export()
+    assert exported is None  # never loaded through the cache: generation < 0
+    index.generation = 1
+    exported = index.export()
+    assert exported is not None
+    payload = snapshot.encode(exported.rows, exported.terms, exported.vector_ids, exported.vectors)
+    seeded_index = UserIndex("churn", MODEL)
+    seeded_index.seed(snapshot.decode(payload, exported.max_id))
+    assert seeded_index.approx_bytes() == _recounted(seeded_index)
+    seeded_index.apply([], list(seeded_index.rows)[:10])
+    assert seeded_index.approx_bytes() == _recounted(seeded_index)
+    seeded_index.reset()
+    assert seeded_index.approx_bytes() == _recounted(seeded_index)
+
+
+def test_live_ids_are_exactly_the_users_rows(seeded: Database) -> None:
+    _write(seeded, "ids-a", 25, 6)
+    _write(seeded, "ids-b", 5, 7)
+    with seeded.sessions() as session:
+        a = EmbeddingRepository(session, "ids-a")
+        held = {c.id for c in a.load()}
+        assert a.live_ids() == held and len(held) == 25
+        assert EmbeddingRepository(session, "nobody").live_ids() == set()
+    with transaction(seeded.sessions) as session:
+        EmbeddingRepository(session, "ids-a").delete_ids(sorted(held)[:7])
+    with seeded.sessions() as session:
+        assert EmbeddingRepository(session, "ids-a").live_ids() == set(sorted(held)[7:])

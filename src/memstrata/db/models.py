@@ -15,7 +15,9 @@ Additions beyond the spec, and why:
   ``embedding_claimed_until``: the background re-embedding queue (migration 0002,
   retrieval.healing).
 - table ``memory_index_state``: a per-user generation counter bumped with every change
-  to a user's rows, so in-memory search indexes in any process can tell they are stale.
+  to a user's rows, so in-memory search indexes in any process can tell they are stale,
+  and a removal counter bumped by every deletion, so they can tell an append (read the
+  new rows) from a deletion (compare ids) (migration 0005).
 - table ``memory_index_snapshots``: a large user's conversation rows as one binary search
   index (retrieval.snapshot), derived data a cold load reads instead of every row
   (migration 0004).
@@ -137,6 +139,9 @@ class MemoryIndexState(Base):
 
     user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    # Rows of the user ever deleted (migration 0005): unchanged since a refresh means the
+    # rows since then were only added.
+    removals: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
 
 class MemoryIndexSnapshot(Base):

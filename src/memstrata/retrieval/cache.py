@@ -2,10 +2,11 @@
 
 The database is canonical; an index here is a derived copy. Every write to a user's
 ``memory_embeddings`` rows bumps ``memory_index_state.generation`` in the same transaction
-(see ``repository``), so before each search the cache reads one integer: unchanged → serve
-from memory; changed → diff the user's live row ids against the ids held and load only the
-new rows. That works across processes with no extra channel, costs one primary-key lookup
-per search, and an append-only conversation stream refreshes incrementally.
+(see ``repository``), so before each search the cache reads one row: generation unchanged →
+serve from memory; changed → load the rows with larger ids than any held, and only when
+the user's removal count moved too, diff the user's live row ids against the ids held.
+That works across processes with no extra channel, costs one primary-key lookup per
+search, and an append-only conversation stream refreshes by reading just its new rows.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from memstrata.logs import log_failure
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.gcpause import cyclic_gc_paused
-from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
+from memstrata.retrieval.repository import EmbeddingRepository, IndexState, StoredChunk
 from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms
 
@@ -173,6 +174,7 @@ class UserIndex:
         self.user_id = user_id
         self.model = model
         self.generation = -1
+        self.removals = -1  # the user's removal count when last brought up to date
         self.rows: dict[int, Row] = {}
         self.bm25: BM25Index[int] = BM25Index()
         self.vectors: VectorIndex | None = None
@@ -180,6 +182,9 @@ class UserIndex:
         # Conversation rows held that the stored snapshot lacks (retrieval.snapshot):
         # counted by ``apply``, zeroed by ``export``; ``seed``'s rows are in the snapshot.
         self.unsnapshotted = 0
+        # Kept as rows come and go: summing 10k texts' sizes at every refresh was most of
+        # the refresh after a new turn (docs/BENCHMARKS.md, "Refresh after a write").
+        self._text_bytes = 0
 
     def reset(self) -> None:
         """Back to empty, as before a cold load (which may have failed half way)."""
@@ -187,10 +192,12 @@ class UserIndex:
         self.bm25 = BM25Index()
         self.vectors = None
         self.unsnapshotted = 0
+        self._text_bytes = 0
 
     def seed(self, contents: snapshot.Contents) -> None:
         """Fill an empty index from a snapshot's rows, postings and vectors."""
         self.rows = {r.id: r for r in contents.rows}
+        self._text_bytes = sum(sys.getsizeof(r.text) for r in contents.rows)
         self.bm25 = BM25Index.from_arrays(contents.bm25)
         if self.model is not None and contents.vector_ids:
             self.vectors = VectorIndex.from_unit_rows(contents.vector_ids, contents.vectors)
@@ -220,7 +227,9 @@ class UserIndex:
 
     def apply(self, added: Iterable[StoredChunk], removed: Iterable[int]) -> None:
         for key in removed:
-            if self.rows.pop(key, None) is not None:
+            gone = self.rows.pop(key, None)
+            if gone is not None:
+                self._text_bytes -= sys.getsizeof(gone.text)
                 self.bm25.remove(key)
                 if self.vectors is not None:
                     self.vectors.remove(key)
@@ -230,7 +239,7 @@ class UserIndex:
         vectors: list[npt.NDArray[np.float32]] = []
         for c in added:
             source = source_of(c.file_path)
-            self.rows[c.id] = Row(
+            row = Row(
                 id=c.id,
                 file_path=c.file_path,
                 chunk_index=c.chunk_index,
@@ -240,6 +249,11 @@ class UserIndex:
                 source_ids=c.covered_ids,
                 model=c.embedding_model,
             )
+            replaced = self.rows.get(c.id)
+            if replaced is not None:
+                self._text_bytes -= sys.getsizeof(replaced.text)
+            self.rows[c.id] = row
+            self._text_bytes += sys.getsizeof(row.text)
             if source == "conversation":
                 self.unsnapshotted += 1
             docs.append((c.id, decode_terms(c.bm25_terms, c.chunk_text)))
@@ -260,10 +274,9 @@ class UserIndex:
         LoCoMo rows (``benchmarks/load/cache_memory.py``), chosen so the estimate runs ~10 %
         above the measurement rather than below: the byte budget is an upper bound.
         """
-        text = sum(sys.getsizeof(r.text) for r in self.rows.values())
         vectors = self.vectors.nbytes() if self.vectors is not None else 0
         return (
-            text
+            self._text_bytes
             + vectors
             + _ROW_BYTES * len(self.rows)
             + _PAIR_BYTES * self.bm25.posting_count()
@@ -370,18 +383,21 @@ class IndexCache:
 
         Writers of one user's rows are serialised by an advisory lock and rows are
         immutable, so ids are committed in increasing order per user: the rows added since
-        the last refresh are exactly those with a larger id, and
-        ``held + added − count`` is the number deleted. Only when something was deleted
-        are the id sets compared. A cold load starts from the user's snapshot when there
-        is one (its conversation rows up to ``max_id``) and reads the rest — memory files,
-        documents, later rows — the same way. One REPEATABLE READ snapshot keeps the
-        reads consistent with each other. Returns whether anything was (re)loaded.
+        the last refresh are exactly those with a larger id. When the user's removal count
+        moved, rows were also deleted, and only then are the id sets compared (counting the
+        user's rows after every new turn was a third of the refresh at 10k rows). A cold
+        load starts from the user's snapshot when there is one (its conversation rows up
+        to ``max_id``), reads the rest — memory files, documents, later rows — the same way
+        and compares ``held + added`` with the user's row count, since a snapshot carries
+        no removal count.
+        One REPEATABLE READ snapshot keeps the reads consistent with each other. Returns
+        whether anything was (re)loaded.
         """
         with self.sessions() as session:
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             repo = EmbeddingRepository(session, index.user_id)
-            generation = repo.generation()
-            if generation == index.generation:
+            state = repo.state()
+            if state.generation == index.generation:
                 return False
             removed: set[int] = set()
             with cyclic_gc_paused(), self._loading():
@@ -394,13 +410,13 @@ class IndexCache:
                 else:
                     after = seeded_to if seeded_to is not None else max(index.rows, default=0)
                     added = repo.load(after_id=after, files_too=seeded_to is not None)
-                    if len(index.rows) + len(added) != repo.count():
+                    if _rows_may_be_gone(index, repo, state, cold, len(added)):
                         live = repo.live_ids()
                         removed = set(index.rows) - live
                         missing = live - set(index.rows) - {c.id for c in added}
                         added += repo.load(sorted(missing)) if missing else []
                 index.apply(added, removed)
-        index.generation = generation
+        index.generation, index.removals = state.generation, state.removals
         self._maybe_snapshot(index)
         return True
 
@@ -440,3 +456,14 @@ class IndexCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _rows_may_be_gone(
+    index: UserIndex, repo: EmbeddingRepository, state: IndexState, cold: bool, added: int
+) -> bool:
+    """Whether rows ``index`` holds may have been deleted: for a warm index, when the
+    user's removal count moved; for one just seeded from a snapshot (which carries no
+    removal count), when held + added rows differ from the user's row count."""
+    if not cold:
+        return state.removals != index.removals
+    return len(index.rows) + added != repo.count()

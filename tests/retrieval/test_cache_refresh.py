@@ -1,0 +1,107 @@
+"""How a cached index catches up with writes made anywhere (real PostgreSQL).
+
+An append is read as "rows with larger ids"; the user's ids are read and compared only
+when the removal count says rows were deleted since the last refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memstrata.db.database import Database
+from memstrata.db.engine import transaction
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.indexer import content_hash
+from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk
+
+
+def _add(db: Database, user: str, texts: list[str], first: int = 0) -> None:
+    chunks = [
+        NewChunk(f"sessions/s/{first + i}", 0, t, content_hash(t), datetime(2026, 1, 1, tzinfo=UTC))
+        for i, t in enumerate(texts)
+    ]
+    with transaction(db.sessions) as session:
+        repo = EmbeddingRepository(session, user)
+        repo.lock()
+        repo.insert(chunks)
+        repo.bump_generation()
+
+
+def _delete(db: Database, user: str, ids: list[int]) -> None:
+    with transaction(db.sessions) as session:
+        repo = EmbeddingRepository(session, user)
+        repo.lock()
+        repo.delete_ids(ids)
+        repo.bump_generation()
+
+
+def _state(db: Database, user: str) -> IndexState:
+    with db.sessions() as session:
+        return EmbeddingRepository(session, user).state()
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often the cache counted the user's rows and read all their ids (the real
+    methods run; only the calls are counted)."""
+    seen = {"count": 0, "live_ids": 0}
+    for name in seen:
+        real: Callable[..., Any] = getattr(EmbeddingRepository, name)
+
+        def spy(self: EmbeddingRepository, *a: Any, _n: str = name, _f: Any = real) -> Any:
+            seen[_n] += 1
+            return _f(self, *a)
+
+        monkeypatch.setattr(EmbeddingRepository, name, spy)
+    return seen
+
+
+def test_an_append_reads_only_the_new_rows(db: Database, calls: dict[str, int]) -> None:
+    _add(db, "ann", ["the red kite", "a blue boat"])
+    cache = IndexCache(db.sessions)
+    assert len(cache.get("ann", None).rows) == 2
+    _add(db, "ann", ["a green lamp"], first=2)
+    index = cache.get("ann", None)
+    assert sorted(r.text for r in index.rows.values()) == [
+        "a blue boat",
+        "a green lamp",
+        "the red kite",
+    ]
+    assert calls == {"count": 0, "live_ids": 0}
+
+
+def test_a_deletion_is_found_by_the_removal_count(db: Database, calls: dict[str, int]) -> None:
+    _add(db, "bob", ["one kite", "two boats", "three lamps"])
+    cache = IndexCache(db.sessions)
+    held = sorted(cache.get("bob", None).rows)
+    _delete(db, "bob", held[:1])
+    _add(db, "bob", ["four owls"], first=3)
+    index = cache.get("bob", None)
+    assert sorted(r.text for r in index.rows.values()) == ["four owls", "three lamps", "two boats"]
+    assert calls == {"count": 0, "live_ids": 1}
+    _add(db, "bob", ["five cats"], first=4)  # nothing removed since: an append again
+    assert len(cache.get("bob", None).rows) == 4
+    assert calls == {"count": 0, "live_ids": 1}
+
+
+def test_removals_are_counted_per_user_in_the_deleting_transaction(db: Database) -> None:
+    assert _state(db, "nobody") == IndexState(0, 0)
+    _add(db, "cat", ["a", "b", "c", "d"])
+    _add(db, "dan", ["e"])
+    with db.sessions() as session:
+        ids = sorted(c.id for c in EmbeddingRepository(session, "cat").load())
+    _delete(db, "cat", ids[:3])
+    assert _state(db, "cat") == IndexState(2, 3)
+    assert _state(db, "dan") == IndexState(1, 0)
+    _delete(db, "cat", ids[:3])  # gone already: nothing is removed, nothing counted
+    _delete(db, "cat", [])
+    assert _state(db, "cat").removals == 3
+    # A deletion that rolls back leaves the count as it was.
+    with pytest.raises(RuntimeError), transaction(db.sessions) as session:
+        EmbeddingRepository(session, "cat").delete_ids(ids[3:])
+        raise RuntimeError("writer failed")
+    assert _state(db, "cat").removals == 3
