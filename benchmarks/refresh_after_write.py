@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from memstrata.bench import latency
+from memstrata.bench.http_latency import _stats
 from memstrata.cli.bench import bench_runtime
 from memstrata.db.engine import transaction
 from memstrata.retrieval.cache import IndexCache
@@ -37,12 +38,6 @@ from memstrata.retrieval.search import SearchService
 from memstrata.runtime import Memstrata
 
 REPLACED = 32  # the vector worker's write-back batch
-
-
-def _stats(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"p50_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2)}
 
 
 def _replace(mem: Memstrata, ids: list[int], rng: np.random.Generator) -> None:
