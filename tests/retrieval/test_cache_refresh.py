@@ -1,7 +1,9 @@
 """How a cached index catches up with writes made anywhere (real PostgreSQL).
 
 An append is read as "rows with larger ids"; the user's ids are read and compared only
-when the removal count says rows were deleted since the last refresh.
+when the removal count says rows were deleted since the last refresh — or, when a writer
+bumped the generation without counting (an earlier release, a script), when the user's
+row count says so.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
@@ -89,14 +92,14 @@ def test_a_deletion_is_found_by_the_removal_count(db: Database, calls: dict[str,
 
 
 def test_removals_are_counted_per_user_in_the_deleting_transaction(db: Database) -> None:
-    assert _state(db, "nobody") == IndexState(0, 0)
+    assert _state(db, "nobody") == IndexState(0, 0, 0)
     _add(db, "cat", ["a", "b", "c", "d"])
     _add(db, "dan", ["e"])
     with db.sessions() as session:
         ids = sorted(c.id for c in EmbeddingRepository(session, "cat").load())
     _delete(db, "cat", ids[:3])
-    assert _state(db, "cat") == IndexState(2, 3)
-    assert _state(db, "dan") == IndexState(1, 0)
+    assert _state(db, "cat") == IndexState(2, 3, 2)
+    assert _state(db, "dan") == IndexState(1, 0, 1)
     _delete(db, "cat", ids[:3])  # gone already: nothing is removed, nothing counted
     _delete(db, "cat", [])
     assert _state(db, "cat").removals == 3
@@ -105,3 +108,21 @@ def test_removals_are_counted_per_user_in_the_deleting_transaction(db: Database)
         EmbeddingRepository(session, "cat").delete_ids(ids[3:])
         raise RuntimeError("writer failed")
     assert _state(db, "cat").removals == 3
+
+
+def test_a_writer_that_does_not_count_deletions_is_still_seen(
+    db: Database, calls: dict[str, int]
+) -> None:
+    """A replica of an earlier release (during a rolling upgrade) or a maintenance script
+    deletes a row and bumps only the generation: the cache counts the user's rows."""
+    _add(db, "eve", ["an old kite", "a new boat"])
+    cache = IndexCache(db.sessions)
+    held = sorted(cache.get("eve", None).rows)
+    with db.engine.begin() as conn:
+        conn.execute(text("DELETE FROM memory_embeddings WHERE id = :id"), {"id": held[0]})
+        conn.execute(text("UPDATE memory_index_state SET generation = generation + 1"))
+    assert [r.text for r in cache.get("eve", None).rows.values()] == ["a new boat"]
+    assert calls == {"count": 1, "live_ids": 1}
+    _add(db, "eve", ["a third lamp"], first=2)  # counted again from here: an append
+    assert len(cache.get("eve", None).rows) == 2
+    assert calls == {"count": 1, "live_ids": 1}

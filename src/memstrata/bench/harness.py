@@ -337,12 +337,8 @@ def _clear_user(mem: Memstrata, user_id: str) -> None:
         conn.execute(text("DELETE FROM memory_embeddings WHERE user_id = :u"), {"u": user_id})
         conn.execute(
             text(
-                # Deleting rows outside the repository: bump the generation and the
-                # removal count, as EmbeddingRepository.delete_ids does.
-                "INSERT INTO memory_index_state (user_id, generation, removals) "
-                "VALUES (:u, 1, 1) ON CONFLICT (user_id) DO UPDATE SET "
-                "generation = memory_index_state.generation + 1, "
-                "removals = memory_index_state.removals + 1"
+                "INSERT INTO memory_index_state (user_id, generation) VALUES (:u, 1) "
+                "ON CONFLICT (user_id) DO UPDATE SET generation = memory_index_state.generation + 1"
             ),
             {"u": user_id},
         )

@@ -16,8 +16,8 @@ Additions beyond the spec, and why:
   retrieval.healing).
 - table ``memory_index_state``: a per-user generation counter bumped with every change
   to a user's rows, so in-memory search indexes in any process can tell they are stale,
-  and a removal counter bumped by every deletion, so they can tell an append (read the
-  new rows) from a deletion (compare ids) (migration 0005).
+  and the counts of deleted rows and of the writes that counted them, so they can tell an
+  append (read the new rows) from a deletion (compare ids) (migration 0005).
 - table ``memory_index_snapshots``: a large user's conversation rows as one binary search
   index (retrieval.snapshot), derived data a cold load reads instead of every row
   (migration 0004).
@@ -139,9 +139,11 @@ class MemoryIndexState(Base):
 
     user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
-    # Rows of the user ever deleted (migration 0005): unchanged since a refresh means the
-    # rows since then were only added.
+    # Rows deleted by writers that count them, and generation bumps by such writers
+    # (migration 0005): while the two counts of bumps agree, an unchanged ``removals``
+    # means the rows since were only added.
     removals: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    counted_writes: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
 
 class MemoryIndexSnapshot(Base):

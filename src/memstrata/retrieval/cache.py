@@ -4,7 +4,8 @@ The database is canonical; an index here is a derived copy. Every write to a use
 ``memory_embeddings`` rows bumps ``memory_index_state.generation`` in the same transaction
 (see ``repository``), so before each search the cache reads one row: generation unchanged →
 serve from memory; changed → load the rows with larger ids than any held, and only when
-the user's removal count moved too, diff the user's live row ids against the ids held.
+rows may have been deleted too (the removal counts, migration 0005), diff the user's live
+row ids against the ids held.
 That works across processes with no extra channel, costs one primary-key lookup per
 search, and an append-only conversation stream refreshes by reading just its new rows.
 """
@@ -174,7 +175,8 @@ class UserIndex:
         self.user_id = user_id
         self.model = model
         self.generation = -1
-        self.removals = -1  # the user's removal count when last brought up to date
+        # The user's memory_index_state when this index was last brought up to date.
+        self.state = IndexState(-1, -1, -1)
         self.rows: dict[int, Row] = {}
         self.bm25: BM25Index[int] = BM25Index()
         self.vectors: VectorIndex | None = None
@@ -383,15 +385,14 @@ class IndexCache:
 
         Writers of one user's rows are serialised by an advisory lock and rows are
         immutable, so ids are committed in increasing order per user: the rows added since
-        the last refresh are exactly those with a larger id. When the user's removal count
-        moved, rows were also deleted, and only then are the id sets compared (counting the
-        user's rows after every new turn was a third of the refresh at 10k rows). A cold
-        load starts from the user's snapshot when there is one (its conversation rows up
-        to ``max_id``), reads the rest — memory files, documents, later rows — the same way
-        and compares ``held + added`` with the user's row count, since a snapshot carries
-        no removal count.
-        One REPEATABLE READ snapshot keeps the reads consistent with each other. Returns
-        whether anything was (re)loaded.
+        the last refresh are exactly those with a larger id. Whether rows were deleted too
+        comes from the removal count when every write since counted its deletions
+        (``IndexState.counted_since``), else from ``held + added − count``; only then are
+        the id sets compared (counting the user's rows after every new turn was a third of
+        the refresh at 10k rows). A cold load starts from the user's snapshot when there
+        is one (its conversation rows up to ``max_id``) and reads the rest — memory files,
+        documents, later rows — the same way. One REPEATABLE READ snapshot keeps the reads
+        consistent with each other. Returns whether anything was (re)loaded.
         """
         with self.sessions() as session:
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
@@ -416,7 +417,7 @@ class IndexCache:
                         missing = live - set(index.rows) - {c.id for c in added}
                         added += repo.load(sorted(missing)) if missing else []
                 index.apply(added, removed)
-        index.generation, index.removals = state.generation, state.removals
+        index.generation, index.state = state.generation, state
         self._maybe_snapshot(index)
         return True
 
@@ -461,9 +462,10 @@ class IndexCache:
 def _rows_may_be_gone(
     index: UserIndex, repo: EmbeddingRepository, state: IndexState, cold: bool, added: int
 ) -> bool:
-    """Whether rows ``index`` holds may have been deleted: for a warm index, when the
-    user's removal count moved; for one just seeded from a snapshot (which carries no
-    removal count), when held + added rows differ from the user's row count."""
-    if not cold:
-        return state.removals != index.removals
+    """Whether rows ``index`` holds may have been deleted: when every write since it was
+    current counted its deletions, whether any were counted; otherwise (a writer that did
+    not count, or an index just seeded from a snapshot, which carries no counts) whether
+    held + added rows differ from the user's row count."""
+    if not cold and state.counted_since(index.state):
+        return state.removals != index.state.removals
     return len(index.rows) + added != repo.count()

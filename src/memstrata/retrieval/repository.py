@@ -2,10 +2,10 @@
 
 Rows are immutable: any change to a chunk deletes its row and inserts a new one (new id),
 and every change bumps the user's generation in the same transaction; a deletion also
-adds to the user's removal count. An in-memory index that remembers the generation and
-removal count it loaded and the ids it holds can therefore bring itself up to date from any
-process: rows with larger ids when nothing was removed, a comparison of id sets when
-something was — no change log needed.
+adds to the user's removal count, and the bump says it was counted. An in-memory index
+that remembers those counts and the ids it holds can therefore bring itself up to date from
+any process: rows with larger ids when nothing was removed, a comparison of id sets when
+something was (or a writer did not count) — no change log needed.
 """
 
 from __future__ import annotations
@@ -78,10 +78,17 @@ class StoredChunk:
 
 @dataclass(frozen=True)
 class IndexState:
-    """``memory_index_state`` of one user: bumped by every write / by every deletion."""
+    """``memory_index_state`` of one user (migration 0005 says how the counts work)."""
 
-    generation: int
-    removals: int
+    generation: int  # every write
+    removals: int  # rows deleted by writers that count them
+    counted_writes: int  # writes by such writers
+
+    def counted_since(self, earlier: IndexState) -> bool:
+        """Whether every write between ``earlier`` and this state counted its deletions,
+        so that ``removals`` tells whether any row went."""
+        writes = self.generation - earlier.generation
+        return writes == self.counted_writes - earlier.counted_writes
 
 
 @dataclass(frozen=True)
@@ -268,13 +275,15 @@ class EmbeddingRepository:
         return [(int(i), 1.0 - float(d)) for i, d in self.session.execute(stmt).all()]
 
     def state(self) -> IndexState:
-        """The user's generation and removal count (zeros before the first write)."""
+        """The user's generation and counts (zeros before the first write)."""
         found = self.session.execute(
-            select(MemoryIndexState.generation, MemoryIndexState.removals).where(
-                MemoryIndexState.user_id == self.user_id
-            )
+            select(
+                MemoryIndexState.generation,
+                MemoryIndexState.removals,
+                MemoryIndexState.counted_writes,
+            ).where(MemoryIndexState.user_id == self.user_id)
         ).first()
-        return IndexState(0, 0) if found is None else IndexState(int(found[0]), int(found[1]))
+        return IndexState(*(int(v) for v in found)) if found is not None else IndexState(0, 0, 0)
 
     # -- writes (callers own the transaction) --------------------------------------------
     def delete_ids(self, ids: Sequence[int]) -> None:
@@ -293,11 +302,12 @@ class EmbeddingRepository:
             self.drop_snapshots()
 
     def _count_removals(self, n: int) -> None:
-        """Tell every search cache that rows went (``IndexCache`` diffs ids only then);
-        anything deleting a user's rows outside this class must do the same."""
+        """Tell every search cache that rows went (``IndexCache`` compares ids only then).
+        A writer outside this class that bumps only the generation is safe too: caches
+        then count the user's rows (migration 0005)."""
         self.session.execute(
             insert(MemoryIndexState)
-            .values(user_id=self.user_id, generation=0, removals=n)
+            .values(user_id=self.user_id, generation=0, removals=n, counted_writes=0)
             .on_conflict_do_update(
                 index_elements=[MemoryIndexState.user_id],
                 set_={"removals": MemoryIndexState.removals + n},
@@ -401,12 +411,16 @@ class EmbeddingRepository:
                 self.session.execute(insert(MemoryEmbedding), batch)
 
     def bump_generation(self) -> int:
+        """A write to the user's rows, whose deletions went through ``delete_ids``."""
         stmt = (
             insert(MemoryIndexState)
-            .values(user_id=self.user_id, generation=1)
+            .values(user_id=self.user_id, generation=1, counted_writes=1)
             .on_conflict_do_update(
                 index_elements=[MemoryIndexState.user_id],
-                set_={"generation": MemoryIndexState.generation + 1},
+                set_={
+                    "generation": MemoryIndexState.generation + 1,
+                    "counted_writes": MemoryIndexState.counted_writes + 1,
+                },
             )
             .returning(MemoryIndexState.generation)
         )
