@@ -209,6 +209,55 @@ def test_posting_count_is_term_doc_pairs() -> None:
     assert index.posting_count() == 3
 
 
+def test_many_documents_without_terms_add_in_bulk() -> None:
+    """``add_many`` of 64+ documents none of which has a term (emoji-only notes) raised
+    IndexError on an index that already had postings."""
+    for seeded in (False, True):
+        index: BM25Index[int] = BM25Index()
+        if seeded:
+            index.add(1, ["tea", "kite"])
+        index.add_many([(k, []) for k in range(10, 90)])
+        index.add_many([(k, ["kite"] if k % 2 else []) for k in range(100, 180)])
+        assert len(index) == 160 + seeded
+        found = index.top_n(["kite"], 200)
+        assert len(found) == 40 + seeded and all(score > 0 for _, score in found)
+
+
+def _recounted_pairs(index: BM25Index[int]) -> int:
+    """The pairs the index holds, summed from its postings (the kept count must agree)."""
+    frozen = index._frozen.pairs if index._frozen is not None else 0
+    return frozen + sum(len(entry.slots) for entry in index._postings.values())
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "add_many", "remove"]),
+            st.lists(st.sampled_from(["tea", "kite", "owl", "茶", "lamp"]), max_size=6),
+        ),
+        max_size=40,
+    )
+)
+def test_the_kept_posting_count_equals_a_recount(steps: list[tuple[str, list[str]]]) -> None:
+    bulk: BM25Index[int] = BM25Index()
+    bulk.add_many([(k, ["tea", "owl"][: k % 3] * (k % 2 + 1)) for k in range(80)])  # frozen
+    indexes = [bulk, BM25Index.from_arrays(bulk.to_arrays()), BM25Index[int]()]
+    for index in indexes:
+        next_key = 1000
+        for n, (op, tokens) in enumerate(steps):
+            live = sorted(index._slot_of)
+            if op == "remove" and live:
+                for key in live[n % len(live) :: 7][:40]:  # enough to compact at times
+                    index.remove(key)
+            elif op == "add_many":
+                index.add_many([(next_key + i, tokens[i:]) for i in range(70)])
+                next_key += 70
+            else:
+                index.add(next_key, tokens)
+                next_key += 1
+            assert index.posting_count() == _recounted_pairs(index)
+
+
 class TestAgainstBm25s:
     def test_every_score_matches(self) -> None:
         rng = random.Random(42)

@@ -162,6 +162,9 @@ class BM25Index(Generic[K]):
         self._alive: npt.NDArray[np.bool_] = np.zeros(64, dtype=bool)
         self._total_length = 0  # over live documents, exact
         self._dead = 0
+        # (term, slot) pairs held, frozen or not: kept as they come and go, since the cache
+        # asks for it after every change (summing the thawed postings grew with them).
+        self._pairs = 0
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -191,6 +194,7 @@ class BM25Index(Generic[K]):
             entry.slots.append(slot)
             entry.tfs.append(tf)
             entry.df += 1
+        self._pairs += len(counts)
 
     def add_many(self, docs: Sequence[tuple[K, Sequence[str]]]) -> None:
         """``add`` for many documents at once, with the same result as adding them in
@@ -218,9 +222,11 @@ class BM25Index(Generic[K]):
         pair_terms = pairs // n
         pair_docs = (pairs % n + base).astype(np.intc)
         tfs = tfs.astype(np.intc)
+        self._pairs += len(pairs)
         bounds = np.flatnonzero(np.diff(pair_terms)) + 1
-        starts = np.concatenate([[0], bounds]).tolist()
-        ends = [*bounds.tolist(), len(pairs)]
+        # Documents without a single term (an emoji-only note) leave no posting at all.
+        starts = np.concatenate([[0], bounds]).tolist() if len(pairs) else []
+        ends = [*bounds.tolist(), len(pairs)] if len(pairs) else []
         if not self._postings and self._frozen is None:  # a cold load: keep the arrays
             group_terms = [terms[t] for t in pair_terms[starts].tolist()] if len(pairs) else []
             self._frozen = _Frozen(group_terms, [*starts, len(pairs)], pair_docs, tfs)
@@ -254,6 +260,7 @@ class BM25Index(Generic[K]):
             entry.df -= 1
             if entry.df == 0:
                 del self._postings[term]  # every slot left in it is dead
+                self._pairs -= len(entry.slots)
         self._terms[slot] = ()
         self._dead += 1
         if self._dead >= _MIN_DEAD_TO_COMPACT and self._dead > len(self._slot_of):
@@ -314,6 +321,7 @@ class BM25Index(Generic[K]):
         if len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= n):
             raise ValueError("a BM25 posting names a document that is not there")
         index._frozen = _Frozen(data.terms, data.starts.tolist(), slots, tfs)
+        index._pairs = len(slots)
         spare = max(64, n)
         index._lengths = np.concatenate([data.lengths.astype(np.float64), np.zeros(spare)])
         index._alive = np.concatenate([np.ones(n, dtype=bool), np.zeros(spare, dtype=bool)])
@@ -370,8 +378,7 @@ class BM25Index(Generic[K]):
 
     def posting_count(self) -> int:
         """(term, slot) pairs held, dead slots included: what the postings cost in memory."""
-        held = self._frozen.pairs if self._frozen is not None else 0
-        return held + sum(len(entry.slots) for entry in self._postings.values())
+        return self._pairs
 
     def term_count(self) -> int:
         """Distinct terms with a posting list (each costs a postings object in memory)."""
@@ -414,3 +421,4 @@ class BM25Index(Generic[K]):
         self._alive = np.concatenate([np.ones(len(live), dtype=bool), np.zeros(spare, dtype=bool)])
         self._slot_of = {key: slot for slot, key in enumerate(self._keys) if key is not None}
         self._dead = 0
+        self._pairs = sum(len(entry.slots) for entry in self._postings.values())
