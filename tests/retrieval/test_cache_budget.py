@@ -21,7 +21,7 @@ from memstrata.db.engine import transaction
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.cache import IndexCache, UserIndex
 from memstrata.retrieval.indexer import content_hash
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.search import SearchService
 
@@ -184,7 +184,7 @@ def test_the_estimate_follows_rows_that_come_and_go(seeded: Database) -> None:
     assert index.approx_bytes() == _recounted(index)
     exported = index.export()
     assert exported is None  # never loaded through the cache: generation < 0
-    index.generation = 1
+    index.state = IndexState(1, 0, 1)  # as if the cache had loaded it
     exported = index.export()
     assert exported is not None
     payload = snapshot.encode(exported.rows, exported.terms, exported.vector_ids, exported.vectors)

@@ -174,8 +174,8 @@ class UserIndex:
     def __init__(self, user_id: str, model: str | None) -> None:
         self.user_id = user_id
         self.model = model
-        self.generation = -1
-        # The user's memory_index_state when this index was last brought up to date.
+        # The user's memory_index_state when this index was last brought up to date
+        # (generation -1: never loaded, or a cold load that did not finish).
         self.state = IndexState(-1, -1, -1)
         self.rows: dict[int, Row] = {}
         self.bm25: BM25Index[int] = BM25Index()
@@ -187,6 +187,10 @@ class UserIndex:
         # Kept as rows come and go: summing 10k texts' sizes at every refresh was most of
         # the refresh after a new turn (docs/BENCHMARKS.md, "Refresh after a write").
         self._text_bytes = 0
+
+    @property
+    def generation(self) -> int:
+        return self.state.generation
 
     def reset(self) -> None:
         """Back to empty, as before a cold load (which may have failed half way)."""
@@ -417,7 +421,7 @@ class IndexCache:
                         missing = live - set(index.rows) - {c.id for c in added}
                         added += repo.load(sorted(missing)) if missing else []
                 index.apply(added, removed)
-        index.generation, index.state = state.generation, state
+        index.state = state
         self._maybe_snapshot(index)
         return True
 
