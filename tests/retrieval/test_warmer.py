@@ -141,3 +141,23 @@ def test_a_failed_warm_is_logged_with_the_user_and_the_next_one_works(
     settle(search)
     assert stored(db) == [(10, 10)]
     search.warmer.close()
+
+
+def test_a_snapshot_dropped_under_a_current_index_is_written_again(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """A deletion drops the user's snapshot (here: a turn sent again with new text, as the
+    vector worker's write-back also does); a search then brings the index up to date, so
+    its own count of rows missing from a snapshot is 1. The next warm — the worker's,
+    once a background import is embedded — goes by the database's count and writes it."""
+    search = service(db, embedder, min_rows=8)
+    import_batch(search, indexer, "s1", 10)
+    assert stored(db) == [(10, 10)]
+    indexer.index_rounds(USER, [Round("s1", 0, "I adopted a cat named Pixel.", "Noted.", NOW)])
+    search.search(USER, "Which pet did I adopt?")  # the index is current again
+    assert stored(db) == []
+    search.warm(USER)
+    settle(search)
+    with db.engine.connect() as conn:
+        newest = conn.execute(text("SELECT max(id) FROM memory_embeddings")).scalar_one()
+    assert stored(db) == [(newest, 10)]

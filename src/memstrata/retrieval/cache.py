@@ -448,6 +448,17 @@ class IndexCache:
             self._snapshot_loads += 1
         return stored.max_id
 
+    def warm(self, user_id: str, model: str | None, uncovered: int) -> UserIndex:
+        """Bring the user's index up to date, and have its snapshot written when the
+        database says ``uncovered`` conversation rows are in no stored snapshot — which the
+        index's own count misses when the snapshot was dropped after it was exported (a
+        deletion drops it) while the index stayed current."""
+        index = self.get(user_id, model)
+        with index.lock:
+            index.unsnapshotted = max(index.unsnapshotted, uncovered)
+        self._maybe_snapshot(index)
+        return index
+
     def _maybe_snapshot(self, index: UserIndex) -> None:
         writer = self.snapshots
         if writer is None or not snapshot.should_write(index.unsnapshotted, writer.min_rows):

@@ -5,10 +5,11 @@ index snapshot, so the first search — the first time anyone read those rows �
 whole cold load (0.6–1.6 s at 10k rows over HTTP, docs/BENCHMARKS.md). After each batch
 the warmer, on one background thread, counts the user's conversation rows the stored
 snapshot lacks; from the snapshot threshold up it brings the user's index up to date in
-this process's cache — incremental after the first time — which schedules the snapshot
-write. The first search after an import then finds a warm index here and a current
-snapshot in every other process. Small batches (a live conversation) cost one count query
-in the background and load nothing.
+this process's cache — incremental after the first time — and has the snapshot written,
+going by that count rather than the index's own (which misses a snapshot dropped by a
+deletion after the index last exported one). The first search after an import then finds
+a warm index here and a current snapshot in every other process. Small batches (a live
+conversation) cost one count query in the background and load nothing.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class IndexWarmer:
         if not snapshot.should_write(uncovered, self.min_rows):
             return False
         started = time.perf_counter()
-        self.cache.get(user_id, model)
+        self.cache.warm(user_id, model, uncovered)
         log_event(
             logger,
             "index.warmed",
