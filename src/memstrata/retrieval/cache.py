@@ -5,9 +5,9 @@ The database is canonical; an index here is a derived copy. Every write to a use
 (see ``repository``), so before each search the cache reads one row: generation unchanged →
 serve from memory; changed → load the rows with larger ids than any held, and only when
 rows may have been deleted too (the removal counts, migration 0005), diff the user's live
-row ids against the ids held.
-That works across processes with no extra channel, costs one primary-key lookup per
-search, and an append-only conversation stream refreshes by reading just its new rows.
+row ids against the ids held. That works across processes with no extra channel, costs one
+primary-key lookup per search, and an append-only conversation stream refreshes by reading
+just its new rows.
 """
 
 from __future__ import annotations
