@@ -164,6 +164,13 @@ def test_serve_starts_answers_and_stops(
     )
     assert skills.status_code == 200
     assert httpx.get(f"{url}/api/config/skills", timeout=5).status_code == 401
+    # What start-up built is out of the cyclic collector's walks (cli.serve).
+    frozen = [
+        line
+        for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
+        if line.startswith("memstrata_gc_frozen_objects ")
+    ]
+    assert len(frozen) == 1 and float(frozen[0].split()[1]) > 50_000, frozen
 
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=15)

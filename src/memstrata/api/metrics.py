@@ -15,6 +15,8 @@
   ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total`` /
   ``_snapshot_loads_total`` / ``_snapshot_writes_total`` / ``_snapshot_errors_total``:
   this process's per-user search indexes, read from the runtime at scrape time.
+- ``memstrata_gc_frozen_objects``: objects ``memstrata serve`` took out of the cyclic
+  garbage collector's walks at start-up (``cli.serve.freeze_startup_heap``; 0 elsewhere).
 - ``memstrata_embeddings_pending`` (rows waiting for a vector, all users),
   ``memstrata_embeddings_pending_oldest_seconds`` (how long the oldest has waited),
   ``memstrata_embeddings_failed`` (rows marked as never embeddable) and
@@ -27,6 +29,7 @@ Other components increment these through the app's :class:`ApiMetrics` (the
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
@@ -103,6 +106,7 @@ class ApiMetrics:
 
         self._cache_source: Callable[[], CacheStats | None] | None = None
         self.registry.register(_SearchCacheCollector(self))
+        self.registry.register(_FrozenHeapCollector())
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
         """Report the search cache's stats from ``source`` (None: no runtime attached)."""
@@ -134,6 +138,15 @@ class ApiMetrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _FrozenHeapCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "memstrata_gc_frozen_objects",
+            "Objects kept out of the cyclic garbage collector's walks (gc.freeze at start-up).",
+            value=gc.get_freeze_count(),
+        )
 
 
 class _SearchCacheCollector(Collector):
