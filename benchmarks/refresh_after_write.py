@@ -32,7 +32,7 @@ from memstrata.bench.http_latency import _stats
 from memstrata.cli.bench import bench_runtime
 from memstrata.db.engine import transaction
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.repository import EmbeddingRepository, with_vector
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import SearchService
 from memstrata.runtime import Memstrata
@@ -42,21 +42,15 @@ REPLACED = 32  # the vector worker's write-back batch
 
 def _replace(mem: Memstrata, ids: list[int], rng: np.random.Generator) -> None:
     """What the vector worker's write-back does to the user's rows."""
+    vectors = latency._unit(rng, len(ids), 384)
     with transaction(mem.db.sessions) as session:
         repo = EmbeddingRepository(session, latency.USER)
         repo.lock()
-        present = repo.load(ids)
-        repo.delete_ids([c.id for c in present])
-        vectors = latency._unit(rng, len(present), 384)
-        repo.insert(
-            [
-                with_vector(c, v.tolist(), latency.MODEL)
-                for c, v in zip(present, vectors, strict=True)
-            ]
+        replaced = repo.replace_vectors(
+            {i: v.tolist() for i, v in zip(ids, vectors, strict=True)}, latency.MODEL
         )
-        repo.bump_generation()
-    if len(present) != len(ids):
-        raise RuntimeError(f"replaced {len(present)} of {len(ids)} rows; no figure")
+    if replaced != len(ids):
+        raise RuntimeError(f"replaced {replaced} of {len(ids)} rows; no figure")
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import log_event
 from memstrata.retrieval import queue
 from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
-from memstrata.retrieval.repository import EmbeddingRepository, with_vector
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.vector import pad_vector
 
 logger = logging.getLogger(__name__)
@@ -136,15 +136,9 @@ class VectorHealer:
             with transaction(self._sessions) as session:
                 repo = EmbeddingRepository(session, user_id)
                 repo.lock()
-                # Rows a writer replaced since the claim are gone; their text is too.
-                present = repo.load(ids)
-                repo.delete_ids([c.id for c in present])
-                model = self.embedder.name
-                repo.insert([with_vector(c, vectors[c.id], model) for c in present])
-                if present:
-                    repo.bump_generation()
-            written += len(present)
-            if present and self.on_caught_up is not None:
+                stored = repo.replace_vectors({i: vectors[i] for i in ids}, self.embedder.name)
+            written += stored
+            if stored and self.on_caught_up is not None:
                 with self._sessions() as session:
                     caught_up = queue.pending_for(session, user_id, self.embedder.name) == 0
                 if caught_up:

@@ -41,7 +41,6 @@ from memstrata.retrieval.repository import (
     EmbeddingRepository,
     NewChunk,
     StoredChunk,
-    with_vector,
 )
 from memstrata.retrieval.rounds import (
     Doc,
@@ -281,20 +280,10 @@ class Indexer:
             with transaction(self._sessions) as session:
                 repo = EmbeddingRepository(session, user_id)
                 repo.lock()
-                # The rows as stored now (with their BM25 terms): a writer may have
-                # replaced some since they were read.
-                still = {c.id: c for c in repo.load([c.id for c in todo])}
-                keep = [
-                    (still[c.id], v)
-                    for c, v in zip(todo, vectors, strict=True)
-                    if c.id in still and v is not None
-                ]
-                repo.delete_ids([c.id for c, _ in keep])
-                repo.insert([with_vector(c, v, self.embedder.name) for c, v in keep])
-                if keep:
-                    repo.bump_generation()
-            done += len(keep)
-            log_event(logger, "index.fill", user_id=user_id, embedded=len(keep))
+                got = {c.id: v for c, v in zip(todo, vectors, strict=True) if v is not None}
+                stored = repo.replace_vectors(got, self.embedder.name)
+            done += stored
+            log_event(logger, "index.fill", user_id=user_id, embedded=stored)
 
     def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
         """Chunk and embed a memory file's new text without writing anything.

@@ -10,7 +10,7 @@ something was (or a writer did not count) — no change log needed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -300,6 +300,18 @@ class EmbeddingRepository:
             self._count_removals(len(paths))
         if any(is_conversation_path(p) for p in paths):
             self.drop_snapshots()
+
+    def replace_vectors(self, vectors: Mapping[int, Sequence[float]], model: str) -> int:
+        """Give rows their vectors (re-embedding): rows are immutable, so each is written
+        again with its vector, under a new id; rows gone since they were read (a writer
+        replaced them, their text with them) are skipped. Call under :meth:`lock`. Bumps
+        the generation when anything was written; returns how many rows were."""
+        present = self.load(list(vectors))
+        self.delete_ids([c.id for c in present])
+        self.insert([with_vector(c, vectors[c.id], model) for c in present])
+        if present:
+            self.bump_generation()
+        return len(present)
 
     def _count_removals(self, n: int) -> None:
         """Tell every search cache that rows went (``IndexCache`` compares ids only then).
