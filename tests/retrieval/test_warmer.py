@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -84,6 +85,29 @@ def test_an_import_leaves_a_warm_index_and_a_snapshot(
     assert [h.text for h in other.search(USER, "marathon training").hits] == expected
     assert other.cache.stats().snapshot_loads == 1
     search.warmer.close()
+
+
+def test_a_warm_asks_for_one_snapshot_write(
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The load schedules the write; the warm's own check must not queue a second one
+    (the writer would encode and store the same rows again)."""
+    asked: list[str] = []
+    schedule = snapshot.SnapshotWriter.schedule
+
+    def counting(self: snapshot.SnapshotWriter, user_id: str, *rest: Any) -> None:
+        asked.append(user_id)
+        schedule(self, user_id, *rest)
+
+    monkeypatch.setattr(snapshot.SnapshotWriter, "schedule", counting)
+    search = service(db, embedder, min_rows=8)
+    import_batch(search, indexer, "s1", 10)
+    assert asked == [USER] and stored(db) == [(10, 10)]
+    import_batch(search, indexer, "s2", 8)  # incremental this time
+    assert asked == [USER, USER] and stored(db) == [(18, 18)]
 
 
 def test_later_batches_update_it_incrementally(

@@ -455,8 +455,12 @@ class IndexCache:
         deletion drops it) while the index stayed current."""
         index = self.get(user_id, model)
         with index.lock:
-            index.unsnapshotted = max(index.unsnapshotted, uncovered)
-        self._maybe_snapshot(index)
+            # Otherwise the refresh counted them, and scheduled the write if one was due.
+            missed = uncovered > index.unsnapshotted
+            if missed:
+                index.unsnapshotted = uncovered
+        if missed:
+            self._maybe_snapshot(index)
         return index
 
     def _maybe_snapshot(self, index: UserIndex) -> None:
