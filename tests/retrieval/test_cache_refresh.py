@@ -126,3 +126,54 @@ def test_a_writer_that_does_not_count_deletions_is_still_seen(
     _add(db, "eve", ["a third lamp"], first=2)  # counted again from here: an append
     assert len(cache.get("eve", None).rows) == 2
     assert calls == {"count": 1, "live_ids": 1}
+
+
+def test_load_reads_every_column_as_the_orm_path_does(db: Database) -> None:
+    """``load`` reads through the driver in the binary protocol and parses the JSON
+    columns of all rows at once; each row must come back as the ORM read gives it —
+    quotes, commas, brackets and non-ASCII in the ids, a nested context, SQL NULLs, a
+    row without a vector."""
+    odd_ids = ['a"b', "c,d", "[e]", "会话:1", "\\x", ""]
+    context = {"chars": 12, "source_ids": ["prev,1", "前"], "nested": {"k": [1, None]}}
+    chunks = [
+        NewChunk(
+            "sessions/s/0", 0, "first", content_hash("first"),
+            datetime(2026, 1, 1, tzinfo=UTC), [0.5, -0.25, 1.0], "m", odd_ids, context,
+        ),
+        NewChunk("notes/x.md", 0, "second", content_hash("second"), None, None, None, None),
+        NewChunk(
+            "sessions/s/1", 0, "third", content_hash("third"),
+            datetime(2026, 1, 2, tzinfo=UTC), [1.0, 2.0, 3.0], "m", [], {"chars": 0},
+        ),
+    ]  # fmt: skip
+    with transaction(db.sessions) as session:
+        repo = EmbeddingRepository(session, "loader")
+        repo.lock()
+        repo.insert(chunks)
+        repo.bump_generation()
+    with db.sessions() as session:
+        repo = EmbeddingRepository(session, "loader")
+        loaded = repo.load()
+        paths = [c.file_path for c in chunks]
+        expected = {c.id: c for c in repo.chunks_for_paths(paths, with_vectors=True)}
+    assert [c.id for c in loaded] == sorted(expected)
+    for got in loaded:
+        want = expected[got.id]
+        assert (got.file_path, got.chunk_index, got.chunk_text, got.created_at) == (
+            want.file_path, want.chunk_index, want.chunk_text, want.created_at,
+        )  # fmt: skip
+        assert (got.content_hash, got.embedding_model, got.embedding_dim) == (
+            want.content_hash, want.embedding_model, want.embedding_dim,
+        )  # fmt: skip
+        assert got.source_ids == want.source_ids
+        assert got.context == want.context
+        if want.vector is None:
+            assert got.vector is None
+        else:
+            assert got.vector is not None
+            assert got.vector.tolist() == want.vector.tolist()
+        assert got.bm25_terms is not None
+    by_path = {c.file_path: c for c in loaded}
+    assert by_path["sessions/s/0"].source_ids == tuple(odd_ids)
+    assert by_path["sessions/s/0"].context == context
+    assert by_path["notes/x.md"].source_ids == () and by_path["notes/x.md"].context is None

@@ -10,6 +10,7 @@ something was (or a writer did not count) — no change log needed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -203,11 +204,14 @@ class EmbeddingRepository:
 
         Vectors are read as ``vector_send(subvector(embedding, 1, embedding_dim))``: a 384-d
         model's vector crosses the wire as 384 binary floats, not 2560 floats as text
-        (parsing text floats was most of a cold load).
+        (parsing text floats was most of a cold load). The whole result comes in the binary
+        protocol (the vector's bytes are not sent as hex), and the two JSON columns come as
+        text and are parsed in one ``json.loads`` for all rows, not one call per value:
+        together a quarter of the time a load of 10k rows spent here (docs/BENCHMARKS.md).
         """
         query = (
             "SELECT id, file_path, chunk_index, chunk_text, created_at, content_hash, "
-            "embedding_model, embedding_dim, source_ids, context, bm25_terms, "
+            "embedding_model, embedding_dim, source_ids::text, context::text, bm25_terms, "
             "CASE WHEN embedding IS NULL OR embedding_dim IS NULL THEN NULL "
             "ELSE vector_send(subvector(embedding, 1, embedding_dim)) END AS vec "
             "FROM memory_embeddings WHERE user_id = %(u)s"
@@ -226,15 +230,17 @@ class EmbeddingRepository:
         # building SQLAlchemy rows was a third of a cold load of 10k rows.
         driver = self.session.connection().connection.driver_connection
         assert driver is not None
-        with driver.cursor() as cursor:
+        with driver.cursor(binary=True) as cursor:
             cursor.execute(query + " ORDER BY id", params)
             rows = cursor.fetchall()
+        source_ids = _json_column([r[8] for r in rows])
+        contexts = _json_column([r[9] for r in rows])
         return [
             StoredChunk(
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(r[8] or ()),
-                None if r[11] is None else _parse_vector_binary(r[11]), r[9], r[10],
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(ids or ()),
+                None if r[11] is None else _parse_vector_binary(r[11]), context, r[10],
             )
-            for r in rows
+            for r, ids, context in zip(rows, source_ids, contexts, strict=True)
         ]  # fmt: skip
 
     def missing_embeddings(self, model: str, limit: int) -> list[StoredChunk]:
@@ -451,6 +457,14 @@ def _native(value: Any, dim: int | None) -> npt.NDArray[np.float32] | None:
         return None
     arr = np.asarray(value, dtype=np.float32)
     return arr[:dim] if dim else arr
+
+
+def _json_column(values: list[str | None]) -> list[Any]:
+    """Each value of a ``jsonb::text`` column parsed (None for SQL NULL), in one parse:
+    PostgreSQL's text form of a jsonb value is a complete JSON value, so joined by commas
+    inside brackets they are one JSON array."""
+    parsed: list[Any] = json.loads("[" + ",".join(v or "null" for v in values) + "]")
+    return parsed
 
 
 def _parse_vector_binary(value: bytes) -> npt.NDArray[np.float32]:
