@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from psycopg import IsolationLevel
 from sqlalchemy import text
 
 from memstrata.db.database import Database
@@ -126,6 +127,35 @@ def test_a_writer_that_does_not_count_deletions_is_still_seen(
     _add(db, "eve", ["a third lamp"], first=2)  # counted again from here: an append
     assert len(cache.get("eve", None).rows) == 2
     assert calls == {"count": 1, "live_ids": 1}
+
+
+def test_the_check_before_a_search_runs_outside_a_transaction(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every search first reads the user's generation. In autocommit that is one statement;
+    inside a transaction it took a BEGIN and a ROLLBACK round trip too. The REPEATABLE READ
+    transaction is opened only when there is something to load, and reads the state again
+    in its own snapshot."""
+    _add(db, "fay", ["a red kite"])
+    cache = IndexCache(db.sessions)
+    assert len(cache.get("fay", None).rows) == 1
+    seen: list[tuple[bool, IsolationLevel | None]] = []
+    real = EmbeddingRepository.state
+
+    def spy(self: EmbeddingRepository) -> IndexState:
+        driver = self.session.connection().connection.driver_connection
+        assert driver is not None
+        seen.append((driver.autocommit, driver.isolation_level))
+        return real(self)
+
+    monkeypatch.setattr(EmbeddingRepository, "state", spy)
+    assert len(cache.get("fay", None).rows) == 1
+    assert [autocommit for autocommit, _ in seen] == [True]
+    seen.clear()
+    _add(db, "fay", ["a blue boat"], first=1)
+    assert len(cache.get("fay", None).rows) == 2
+    assert seen[0][0] is True
+    assert seen[1:] == [(False, IsolationLevel.REPEATABLE_READ)]
 
 
 def test_load_reads_every_column_as_the_orm_path_does(db: Database) -> None:

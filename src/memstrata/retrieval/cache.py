@@ -398,6 +398,8 @@ class IndexCache:
         documents, later rows — the same way. One REPEATABLE READ snapshot keeps the reads
         consistent with each other. Returns whether anything was (re)loaded.
         """
+        if index.generation >= 0 and self._is_current(index):
+            return False
         with self.sessions() as session:
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             repo = EmbeddingRepository(session, index.user_id)
@@ -424,6 +426,15 @@ class IndexCache:
         index.state = state
         self._maybe_snapshot(index)
         return True
+
+    def _is_current(self, index: UserIndex) -> bool:
+        """Whether the database's generation is still the index's: the check before every
+        search. One statement in autocommit, so no BEGIN and ROLLBACK round trips around it
+        (a search made four; the REPEATABLE READ transaction is opened only to load)."""
+        with self.sessions() as session:
+            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+            state = EmbeddingRepository(session, index.user_id).state()
+        return state.generation == index.generation
 
     def _loading(self) -> AbstractContextManager[None]:
         return self.snapshots.loading() if self.snapshots is not None else nullcontext()
