@@ -7,7 +7,11 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
+from memstrata.api import create_app
 from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.runtime import Memstrata
 
 AuthHeader = Callable[..., dict[str, str]]
 
@@ -37,3 +41,54 @@ def test_search_cache_metrics(client: TestClient, auth: AuthHeader, settings: Se
     assert values["memstrata_search_cache_snapshot_loads_total"] == 0
     assert values["memstrata_search_cache_snapshot_writes_total"] == 0
     assert values["memstrata_search_cache_snapshot_errors_total"] == 0
+
+
+def _stage(body: str, stage: str, suffix: str) -> float:
+    found = re.search(
+        rf'^memstrata_search_stage_seconds_{suffix}\{{stage="{stage}"\}} ([0-9.e+]+)$',
+        body,
+        re.MULTILINE,
+    )
+    assert found is not None, f"no {stage} {suffix} in /metrics"
+    return float(found.group(1))
+
+
+def _counter(body: str, name: str) -> float:
+    found = re.search(rf"^{name} ([0-9.e+]+)$", body, re.MULTILINE)
+    assert found is not None, f"no {name} in /metrics"
+    return float(found.group(1))
+
+
+def test_search_stage_metrics_split_the_query_embedding_from_the_search(
+    settings: Settings, db: Database, auth: AuthHeader, embedding_server: LocalEmbeddingServer
+) -> None:
+    """Every search is counted in both stages, whichever entry point made it (here the REST
+    route and the library call); a repeated query is a query-embedding cache hit."""
+    spec = embedding_server.model_spec
+    with_api = settings.model_copy(
+        update={"embedding_base_url": spec.base_url, "embedding_model": spec.name}
+    )
+    mem = Memstrata.open(with_api, database=db)
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            turn = {"turn_index": 0, "user_message": "I keep bees", "assistant_reply": "Nice"}
+            assert client.post(
+                "/api/memory/conversations/s1/turns", headers=auth("alice"), json=turn
+            ).is_success
+            for query in ("bees", "honey", "bees"):
+                found = client.post(
+                    "/api/memory/search", headers=auth("alice"), json={"query": query}
+                )
+                assert found.json()["mode"] == "hybrid", found.text
+            assert mem.search.search("alice", "hive").mode == "hybrid"
+            body = client.get("/metrics").text
+    finally:
+        mem.close()
+    assert _stage(body, "search", "count") == 4
+    assert _stage(body, "embed", "count") == 4
+    assert _stage(body, "embed", "sum") > 0
+    assert 0 < _stage(body, "search", "sum") < 10
+    assert _counter(body, "memstrata_query_embedding_cache_hits_total") == 1
+    assert _counter(body, "memstrata_query_embedding_cache_misses_total") == 3
+    # Cumulative buckets end at the count.
+    assert 'memstrata_search_stage_seconds_bucket{le="+Inf",stage="search"} 4.0' in body

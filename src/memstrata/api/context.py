@@ -11,6 +11,7 @@ from memstrata.api.errors import ApiError
 from memstrata.api.metrics import ApiMetrics
 from memstrata.config import Settings
 from memstrata.retrieval.cache import CacheStats
+from memstrata.retrieval.search_stats import SearchStats
 from memstrata.runtime import Memstrata
 
 
@@ -28,6 +29,7 @@ class ApiContext:
         self.metrics = metrics or ApiMetrics()
         self._memstrata = memstrata
         self.metrics.watch_search_cache(self._cache_stats)
+        self.metrics.watch_search(self._search_stats)
 
     @property
     def mem(self) -> Memstrata:
@@ -42,6 +44,10 @@ class ApiContext:
     def _cache_stats(self) -> CacheStats | None:
         mem = self._memstrata
         return None if mem is None else mem.search.cache.stats()
+
+    def _search_stats(self) -> SearchStats | None:
+        mem = self._memstrata
+        return None if mem is None else mem.search.stats()
 
     def attach(self, memstrata: Memstrata) -> None:
         self._memstrata = memstrata

@@ -33,11 +33,17 @@ import gc
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memstrata.retrieval.cache import CacheStats
+from memstrata.retrieval.search_stats import STAGE_BUCKETS_S, SearchStats
 
 UNMATCHED_ROUTE = "<unmatched>"
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -105,12 +111,18 @@ class ApiMetrics:
         )
 
         self._cache_source: Callable[[], CacheStats | None] | None = None
+        self._search_source: Callable[[], SearchStats | None] | None = None
         self.registry.register(_SearchCacheCollector(self))
+        self.registry.register(_SearchStageCollector(self))
         self.registry.register(_FrozenHeapCollector())
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
         """Report the search cache's stats from ``source`` (None: no runtime attached)."""
         self._cache_source = source
+
+    def watch_search(self, source: Callable[[], SearchStats | None]) -> None:
+        """Report the search service's stage durations from ``source`` (None: no runtime)."""
+        self._search_source = source
 
     def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
         self.pending.set(pending)
@@ -146,6 +158,41 @@ class _FrozenHeapCollector(Collector):
             "memstrata_gc_frozen_objects",
             "Objects kept out of the cyclic garbage collector's walks (gc.freeze at start-up).",
             value=gc.get_freeze_count(),
+        )
+
+
+class _SearchStageCollector(Collector):
+    """Reads the search service's stage histograms at scrape time (every entry point's
+    searches: HTTP, MCP, agent tools)."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._metrics._search_source
+        stats = source() if source is not None else None
+        if stats is None:
+            return
+        stages = HistogramMetricFamily(
+            "memstrata_search_stage_seconds",
+            "Time of each search spent embedding the query (embed) and searching (search).",
+            labels=["stage"],
+        )
+        for stage, hist in stats.stages.items():
+            buckets = [
+                (repr(le), n) for le, n in zip(STAGE_BUCKETS_S, hist.cumulative, strict=True)
+            ]
+            stages.add_metric([stage], [*buckets, ("+Inf", hist.count)], sum_value=hist.sum_s)
+        yield stages
+        yield CounterMetricFamily(
+            "memstrata_query_embedding_cache_hits",
+            "Query embeddings answered from the in-process cache (no embedding API call).",
+            value=stats.query_cache_hits,
+        )
+        yield CounterMetricFamily(
+            "memstrata_query_embedding_cache_misses",
+            "Query embeddings asked of the embedding API.",
+            value=stats.query_cache_misses,
         )
 
 
