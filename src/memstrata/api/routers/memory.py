@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Path
 from fastapi.routing import APIRoute
 from starlette.convertors import PathConvertor, register_url_convertor
@@ -60,17 +61,23 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
-    def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> SearchResults:
+    async def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> SearchResults:
         """Hybrid search (BM25 + vectors, RRF, time decay) over this user's memory only.
 
         ``mode`` is ``bm25`` when no embedding API is configured or the query's embedding
         failed (``warnings`` says why). ``explain`` gives each hit's per-stage ranks.
         """
-        result = context.mem.search.search(
-            user_id, body.query, top_k=body.top_k, sources=body.sources, as_of=body.as_of
-        )
-        context.metrics.record_search(result.mode, len(result.hits))
-        return SearchResults.model_validate(result.to_dict())
+
+        def run() -> SearchResults:
+            result = context.mem.search.search(
+                user_id, body.query, top_k=body.top_k, sources=body.sources, as_of=body.as_of
+            )
+            context.metrics.record_search(result.mode, len(result.hits))
+            return SearchResults.model_validate(result.to_dict())
+
+        # One hop to a worker thread for the whole search. As a plain ``def`` route it took
+        # two: FastAPI runs a sync route's result validation on a worker thread as well.
+        return await anyio.to_thread.run_sync(run)
 
     # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
     @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
