@@ -19,7 +19,6 @@ import argparse
 import json
 import statistics
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,8 @@ from memstrata.bench.http_latency import (
     _token,
     _wait_for_snapshots,
     locomo_texts,
+    seed_user,
 )
-from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.cli.bench import bench_runtime
 
 ROWS = 10_000
@@ -66,11 +65,7 @@ def main() -> None:
     part: dict[str, list[float]] = {"unchanged": [], "after_turn": []}
     with bench_runtime(None) as mem:
         assert mem.embedder is not None
-        texts = [f"{turns[i % len(turns)]} (#{i})" for i in range(ROWS)]
-        _copy_rows(
-            mem, [USER] * ROWS, texts, _unit(rng, ROWS, 384), datetime(2025, 1, 1, tzinfo=UTC),
-            mem.embedder.name,
-        )  # fmt: skip
+        seed_user(mem, USER, turns, ROWS, rng)
         with (
             tempfile.TemporaryDirectory(prefix="memstrata-live-") as tmp,
             _server(mem, Path(tmp)) as base,

@@ -19,7 +19,6 @@ import argparse
 import json
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -32,8 +31,8 @@ from memstrata.bench.http_latency import (
     _token,
     _wait_for_snapshots,
     locomo_texts,
+    seed_user,
 )
-from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.cli.bench import bench_runtime
 
 ROWS = 10_000
@@ -54,10 +53,7 @@ def main() -> None:
     }
     with bench_runtime(None) as mem:
         assert mem.embedder is not None
-        rng = np.random.default_rng(11)
-        texts = [f"{turns[i % len(turns)]} (#{i})" for i in range(ROWS)]
-        start = datetime(2025, 1, 1, tzinfo=UTC)
-        _copy_rows(mem, [USER] * ROWS, texts, _unit(rng, ROWS, 384), start, mem.embedder.name)
+        seed_user(mem, USER, turns, ROWS, np.random.default_rng(11))
         with (
             tempfile.TemporaryDirectory(prefix="memstrata-breakdown-") as tmp,
             _server(mem, Path(tmp)) as base,

@@ -107,6 +107,18 @@ def locomo_texts(path: Path, copies: int) -> tuple[list[str], list[str]]:
     return turns, [f"{q} ({n})" if copies > 1 else q for n in range(copies) for q in questions]
 
 
+def seed_user(
+    mem: Memstrata, user: str, turns: list[str], rows: int, rng: np.random.Generator
+) -> None:
+    """``rows`` LoCoMo turn texts (cycled, each marked so no two are equal) with random
+    384-d unit vectors under the embedding model's name, bulk-copied for ``user``: what a
+    latency measurement needs is the sizes, not the meaning."""
+    assert mem.embedder is not None
+    texts = [f"{turns[i % len(turns)]} (#{i})" for i in range(rows)]
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    _copy_rows(mem, [user] * rows, texts, _unit(rng, rows, 384), start, mem.embedder.name)
+
+
 def _search(
     client: httpx.Client, base: str, query: str, user: str = USER
 ) -> tuple[float, dict[str, Any]]:
