@@ -186,3 +186,21 @@ def test_bench_quality_bad_input(env: None, tmp_path: Path) -> None:
     bad.write_text("[{}]")
     code, out = invoke("bench", "longmemeval", str(bad))
     assert code == 1 and "cannot read the LongMemEval data" in out
+
+
+def test_snapshots_writes_what_is_missing_and_says_so(
+    env: None, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS", "2")
+    indexer = Indexer(db.sessions, None)
+    for turn in range(3):
+        indexer.index_turn("u", "s", turn, f"turn {turn} about the blue door", "")
+    code, out = invoke("snapshots")
+    assert code == 0, out
+    assert "u: 3 row(s) not in a snapshot" in out
+    assert "wrote 1 snapshot(s) for 1 user(s) with 2+ conversation rows outside one" in out
+    code, out = invoke("snapshots")
+    assert code == 0 and "wrote 0 snapshot(s) for 0 user(s)" in out
+    monkeypatch.setenv("MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS", "0")
+    code, out = invoke("snapshots")
+    assert code == 1 and "index snapshots are off" in out

@@ -1,4 +1,4 @@
-"""``memstrata search`` and ``memstrata reindex``."""
+"""``memstrata search``, ``memstrata reindex`` and ``memstrata snapshots``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memstrata.cli.app import app, guarded, load_settings, open_runtime
+from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
 from memstrata.retrieval.limits import MAX_TOP_K, SOURCES
 
 
@@ -55,3 +55,34 @@ def reindex_command(
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         done = guarded(lambda: mem.indexer.fill_missing(user))
     typer.echo(f"embedded {done} chunk(s) for {user}")
+
+
+@app.command("snapshots")
+def snapshots_command() -> None:
+    """Write search-index snapshots for users that lack one (after upgrading from a release
+    without them, or after a database crash emptied them), so no user's first search has
+    to load every row. Run it with the settings `memstrata serve` uses: snapshots are kept
+    per embedding model."""
+    from memstrata.retrieval.backfill import write_missing_snapshots
+
+    settings = load_settings()
+    if settings.index_snapshot_min_rows <= 0:
+        fail("index snapshots are off: MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS is 0")
+    with open_runtime(settings) as mem:
+        done = write_missing_snapshots(
+            mem.db.sessions,
+            mem.search.model,
+            settings.index_snapshot_min_rows,
+            progress=lambda user, rows: typer.echo(f"{user}: {rows} row(s) not in a snapshot"),
+        )
+    typer.echo(
+        f"wrote {done.written} snapshot(s) for {done.users} user(s) with "
+        f"{settings.index_snapshot_min_rows}+ conversation rows outside one"
+    )
+    if done.failed:
+        fail(f"{done.failed} snapshot write(s) failed; the log says why (index.snapshot.failed)")
+    if done.written < done.users:
+        typer.echo(
+            f"{done.users - done.written} user(s) got none: too large, or rows changed "
+            "meanwhile (the log says which: index.snapshot.too_large / .skipped)"
+        )

@@ -1,7 +1,9 @@
-"""The re-embedding queue: memstrata's ONLY cross-user queries.
+"""The re-embedding queue: memstrata's cross-user queries on the request and worker paths.
 
-Every other query in memstrata is scoped to one user in its repository. These are not,
-by design, and are listed here so a scale-out review finds them in one place:
+Every other query in memstrata is scoped to one user in its repository, but for one
+maintenance statement run by hand (``retrieval.backfill``, ``memstrata snapshots``).
+These are not, by design, and are listed here so a scale-out review finds them in one
+place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
 
 1. ``claim``: take up to ``n`` rows of any user that lack a vector for the current model
    (NULL after an outage or a timeout, deferred by an import, or a vector from another
