@@ -33,17 +33,12 @@ import gc
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memstrata.retrieval.cache import CacheStats
-from memstrata.retrieval.search_stats import STAGE_BUCKETS_S, SearchStats
+from memstrata.retrieval.search_stats import SearchStats
 
 UNMATCHED_ROUTE = "<unmatched>"
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -173,17 +168,7 @@ class _SearchStageCollector(Collector):
         stats = source() if source is not None else None
         if stats is None:
             return
-        stages = HistogramMetricFamily(
-            "memstrata_search_stage_seconds",
-            "Time of each search spent embedding the query (embed) and searching (search).",
-            labels=["stage"],
-        )
-        for stage, hist in stats.stages.items():
-            buckets = [
-                (repr(le), n) for le, n in zip(STAGE_BUCKETS_S, hist.cumulative, strict=True)
-            ]
-            stages.add_metric([stage], [*buckets, ("+Inf", hist.count)], sum_value=hist.sum_s)
-        yield stages
+        yield from stats.stages
         yield CounterMetricFamily(
             "memstrata_query_embedding_cache_hits",
             "Query embeddings answered from the in-process cache (no embedding API call).",

@@ -38,7 +38,7 @@ from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
-from memstrata.retrieval.search_stats import SearchStats, StageTimes
+from memstrata.retrieval.search_stats import SearchStats, stage_histogram
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.retrieval.warmer import IndexWarmer
 
@@ -163,14 +163,14 @@ class SearchService:
         self.min_candidates_decay = min_candidates_decay
         self.decay = decay or DecayPolicy()
         self.warmer = warmer
-        self.times = StageTimes()
+        self.times = stage_histogram()
 
     def stats(self) -> SearchStats:
         """The stage durations of every ``search`` so far, and the query-embedding cache's
         hits and misses (``/metrics``)."""
         cached = self.embedder if isinstance(self.embedder, CachedQueryEmbedder) else None
         return SearchStats(
-            self.times.histograms(),
+            list(self.times.collect()),
             cached.hits if cached is not None else 0,
             cached.misses if cached is not None else 0,
         )
@@ -236,8 +236,8 @@ class SearchService:
         response.timings_ms["embed"] = embed_ms
         response.warnings.extend(warnings)
         if self.embedder is not None:
-            self.times.observe("embed", embed_ms / 1000)
-        self.times.observe("search", response.timings_ms["search"] / 1000)
+            self.times.labels(stage="embed").observe(embed_ms / 1000)
+        self.times.labels(stage="search").observe(response.timings_ms["search"] / 1000)
         log_event(
             logger,
             "search.done",

@@ -2,15 +2,17 @@
 
 A search's latency is mostly its query embedding (docs/BENCHMARKS.md): a platform needs to
 see that split in production, not only in the benchmark, and for every entry point (HTTP,
-MCP, agent tools, library) — so ``SearchService.search`` counts it, and ``/metrics`` reads
-the counts at scrape time, as it reads the search cache's.
+MCP, agent tools, library) — so ``SearchService.search`` counts it, in a prometheus_client
+histogram that belongs to no registry, and ``/metrics`` reads it at scrape time, as it
+reads the search cache's counters.
 """
 
 from __future__ import annotations
 
-import bisect
-import threading
 from dataclasses import dataclass
+
+from prometheus_client import Histogram
+from prometheus_client.metrics_core import Metric
 
 # Upper bounds in seconds: a cached query embedding is ~0, a search 1–10 ms, a query
 # embedding 10–70 ms, a cold load of a large user up to seconds.
@@ -18,45 +20,22 @@ STAGE_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 STAGES = ("embed", "search")
 
 
-@dataclass(frozen=True)
-class StageHistogram:
-    """Prometheus-shaped: ``cumulative[i]`` observations ≤ ``STAGE_BUCKETS_S[i]``."""
-
-    cumulative: tuple[int, ...]
-    count: int
-    sum_s: float
+def stage_histogram() -> Histogram:
+    """``memstrata_search_stage_seconds{stage}``, both stages shown from the start."""
+    histogram = Histogram(
+        "memstrata_search_stage_seconds",
+        "Time of each search spent embedding the query (embed) and searching (search).",
+        ["stage"],
+        buckets=STAGE_BUCKETS_S,
+        registry=None,
+    )
+    for stage in STAGES:
+        histogram.labels(stage=stage)
+    return histogram
 
 
 @dataclass(frozen=True)
 class SearchStats:
-    stages: dict[str, StageHistogram]
+    stages: list[Metric]  # the histogram's samples, as collected
     query_cache_hits: int
     query_cache_misses: int
-
-
-class StageTimes:
-    """Thread-safe histograms of the stages' durations."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts = {stage: [0] * (len(STAGE_BUCKETS_S) + 1) for stage in STAGES}
-        self._sums = dict.fromkeys(STAGES, 0.0)
-
-    def observe(self, stage: str, seconds: float) -> None:
-        slot = bisect.bisect_left(STAGE_BUCKETS_S, seconds)  # a bucket's bound is inclusive
-        with self._lock:
-            self._counts[stage][slot] += 1
-            self._sums[stage] += seconds
-
-    def histograms(self) -> dict[str, StageHistogram]:
-        with self._lock:
-            counts = {stage: list(c) for stage, c in self._counts.items()}
-            sums = dict(self._sums)
-        out = {}
-        for stage, per_bucket in counts.items():
-            running, cumulative = 0, []
-            for n in per_bucket[:-1]:
-                running += n
-                cumulative.append(running)
-            out[stage] = StageHistogram(tuple(cumulative), sum(per_bucket), sums[stage])
-        return out
