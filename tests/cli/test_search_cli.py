@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from memstrata.cli import build_app
 from memstrata.db.database import Database
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.snapshot import SnapshotWriter
 
 
 @pytest.fixture
@@ -204,3 +205,18 @@ def test_snapshots_writes_what_is_missing_and_says_so(
     monkeypatch.setenv("MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS", "0")
     code, out = invoke("snapshots")
     assert code == 1 and "index snapshots are off" in out
+
+
+def test_snapshots_says_what_to_do_when_a_write_does_not_finish(
+    env: None, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS", "2")
+    indexer = Indexer(db.sessions, None)
+    for turn in range(2):
+        indexer.index_turn("u", "s", turn, f"turn {turn} about the red door", "")
+    # A write that never finishes (a stuck database): the wait gives up.
+    monkeypatch.setattr(SnapshotWriter, "idle", lambda self, timeout=30.0: False)
+    code, out = invoke("snapshots")
+    assert code == 1
+    assert "the snapshot of user 'u' was not written in time" in out
+    assert "run it again to go on" in out

@@ -69,12 +69,15 @@ def snapshots_command() -> None:
     if settings.index_snapshot_min_rows <= 0:
         fail("index snapshots are off: MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS is 0")
     with open_runtime(settings) as mem:
-        done = write_missing_snapshots(
-            mem.db.sessions,
-            mem.search.model,
-            settings.index_snapshot_min_rows,
-            progress=lambda user, rows: typer.echo(f"{user}: {rows} row(s) not in a snapshot"),
-        )
+        try:
+            done = write_missing_snapshots(
+                mem.db.sessions,
+                mem.search.model,
+                settings.index_snapshot_min_rows,
+                progress=lambda user, rows: typer.echo(f"{user}: {rows} row(s) not in a snapshot"),
+            )
+        except TimeoutError as exc:
+            fail(f"{exc}; the snapshots written so far are kept: run it again to go on")
     typer.echo(
         f"wrote {done.written} snapshot(s) for {done.users} user(s) with "
         f"{settings.index_snapshot_min_rows}+ conversation rows outside one"
