@@ -1,4 +1,4 @@
-"""Pseudo-relevance feedback on memstrata's own candidates — measured, not in the product.
+"""Pseudo-relevance feedback and weighted RRF on memstrata's candidates — measured, not shipped.
 
 Two classic ways to find what the first ranking missed, each re-ranked with the same RRF
 (k=60, decay off) as the ``hybrid`` variant of ``memstrata bench``:
@@ -7,6 +7,10 @@ Two classic ways to find what the first ranking missed, each re-ranked with the 
   ``beta`` × the mean unit vector of the first ``m`` fused hits, searched again;
 - ``rm3_m{m}_t{t}``: RM3-style BM25 expansion — the query's terms twice plus the ``t``
   terms that weigh most (length-normalised term frequency) in the first ``m`` fused hits.
+
+And, on the same candidates, weighted RRF (``wrrf_v{w}``: the vector list's ``1/(k+rank)``
+times ``w``, BM25's times 1) — whether giving one side more say than the spec's plain RRF
+would help everywhere or only where that side happens to be the stronger one.
 
     .venv/bin/python benchmarks/feedback.py locomo PATH/TO/locomo-dev.json
     .venv/bin/python benchmarks/feedback.py madial PATH/TO/madial-folder
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 
 VPRF = ((3, 0.5), (5, 0.5), (3, 1.0), (10, 0.3))
 RM3 = ((5, 10), (10, 20))
+VECTOR_WEIGHTS = (0.5, 0.75, 1.5, 2.0)
 
 
 class EmbeddingCache:
@@ -81,6 +86,15 @@ def fused_keys(bm25: Sequence[int], vector: Sequence[int], top_k: int) -> list[i
     return [f.key for f in fuse(bm25, vector, top_k=top_k, decay=False)]  # RRF k = 60
 
 
+def weighted_keys(bm25: Sequence[int], vector: Sequence[int], depth: int, w: float) -> list[int]:
+    from memstrata.retrieval.fusion import rrf_scores
+
+    scores = rrf_scores([bm25])
+    for key, s in rrf_scores([vector]).items():
+        scores[key] = scores.get(key, 0.0) + w * s
+    return sorted(scores, key=lambda key: -scores[key])[:depth]
+
+
 def vector_feedback(
     index: UserIndex,
     query: np.ndarray,
@@ -108,13 +122,14 @@ def term_feedback(
     from memstrata.retrieval.search import bm25_top
     from memstrata.retrieval.tokenize import tokenize
 
-    weights: Counter[str] = Counter()
+    weights: dict[str, float] = {}
     for key in first[:m]:
         terms = tokenize(index.rows[key].text)
         for term, tf in Counter(terms).items():
-            weights[term] += tf / max(len(terms), 1)
+            weights[term] = weights.get(term, 0.0) + tf / max(len(terms), 1)
     own = tokenize(query)
-    extra = [term for term, _ in weights.most_common() if term not in own][:t]
+    heaviest = sorted(weights, key=lambda term: -weights[term])
+    extra = [term for term in heaviest if term not in own][:t]
     return bm25_top(index, own * 2 + extra, n, allowed)
 
 
@@ -133,6 +148,8 @@ def rankings(
     for m, beta in VPRF:
         moved = vector_feedback(index, vector, first, allowed, n, m, beta)
         out[f"vprf_m{m}_b{beta}"] = fused_keys(found.bm25, moved, depth)
+    for w in VECTOR_WEIGHTS:
+        out[f"wrrf_v{w}"] = weighted_keys(found.bm25, found.vector, depth, w)
     for m, t in RM3:
         expanded = term_feedback(index, query, first, allowed, n, m, t)
         out[f"rm3_m{m}_t{t}"] = fused_keys(expanded, found.vector, depth)
