@@ -201,3 +201,14 @@ def test_serve_starts_and_stops_the_local_embedding_server(
     assert process.returncode == 0
     with pytest.raises(httpx.TransportError):
         httpx.get(embeddings_url.removesuffix("/v1") + "/health", timeout=2)
+
+
+def test_help_shows_where_serve_defaults_come_from() -> None:
+    # Typer's "rich" markup read "[default: …]" in a help text as a style tag and dropped
+    # it, leaving "Bind address ."; docstrings also kept their 100-column line breaks.
+    result = CliRunner().invoke(build_app(), ["serve", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "[default: MEMSTRATA_HOST or 127.0.0.1]" in result.output
+    assert "[default: MEMSTRATA_PORT or 8700]" in result.output
+    snapshots = CliRunner().invoke(build_app(), ["snapshots", "--help"], env={"COLUMNS": "200"})
+    assert "so no user's first search has to load every row" in snapshots.output

@@ -15,7 +15,12 @@ from memstrata.errors import MemstrataError
 from memstrata.logs import configure_logging
 from memstrata.runtime import Memstrata
 
-app = typer.Typer(help="Layered, per-user memory for AI agents.", no_args_is_help=True)
+app = typer.Typer(
+    help="Layered, per-user memory for AI agents.",
+    no_args_is_help=True,
+    # Docstrings are wrapped at 100 columns; markdown mode joins a paragraph's lines.
+    rich_markup_mode="markdown",
+)
 
 T = TypeVar("T")
 

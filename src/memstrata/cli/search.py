@@ -59,10 +59,11 @@ def reindex_command(
 
 @app.command("snapshots")
 def snapshots_command() -> None:
-    """Write search-index snapshots for users that lack one (after upgrading from a release
-    without them, or after a database crash emptied them), so no user's first search has
-    to load every row. Run it with the settings `memstrata serve` uses: snapshots are kept
-    per embedding model."""
+    """Write search-index snapshots ahead for users that lack one.
+
+    After upgrading from a release without them, or after a database crash emptied them,
+    so no user's first search has to load every row. Run it with the settings `memstrata
+    serve` uses: snapshots are kept per embedding model."""
     from memstrata.retrieval.backfill import write_missing_snapshots
 
     settings = load_settings()
