@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from memstrata.agent.file_guard import GuardedFileTools
@@ -160,6 +161,75 @@ async def test_record_memory_validates_and_writes_nothing(
 ) -> None:
     assert await tools.record_memory(**kwargs) == error
     assert memory(store)[1] == 1
+
+
+async def test_record_memory_refuses_a_lone_surrogate(
+    tools: MemoryTools, store: MemoryStore
+) -> None:
+    # Valid JSON ("\\ud83d") decodes to a str that cannot be written as UTF-8.
+    result = await tools.call("record_memory", '{"content": "hi \\ud83d there"}')
+    assert result == "error: content is not valid Unicode (a lone surrogate at character 3)"
+    assert memory(store)[1] == 1
+
+
+async def test_parallel_tool_calls_keep_every_entry(tools: MemoryTools, store: MemoryStore) -> None:
+    # MCP clients call tools concurrently; each call reads, edits and writes the sandbox copy.
+    # Without the user's lock around all of it, the calls read the same text and all but
+    # one or two entries were lost while every call reported success.
+    results: list[str] = []
+
+    async def record(i: int) -> None:
+        results.append(await tools.record_memory(f"parallel entry {i}"))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(record, i)
+
+    assert all(r.startswith("Recorded in MEMORY.md") for r in results), results
+    content, version = memory(store)
+    assert [i for i in range(8) if f"parallel entry {i}\n" not in content] == []
+    assert version == 9
+
+
+async def test_a_frontend_edit_between_a_tools_read_and_write_keeps_both(
+    tools: MemoryTools,
+    sync: SyncService,
+    store: MemoryStore,
+    templates: TemplateSet,
+    user_box: LocalDirectorySandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    human = templates.load(FileKind.MEMORY).replace("## Decisions\n", "## Decisions (human)\n")
+    frontend_done = anyio.Event()
+    write = user_box.write_text
+
+    async def slow_write(path: str, content: str) -> None:
+        # The tool has read its copy; let the frontend edit land, mirror included, if the
+        # tool call lets it in (it used to: the mirror then left base == DB, and the tool's
+        # text, edited from the old copy, overwrote the human's edit as "sandbox wins").
+        with anyio.move_on_after(1.0):
+            await frontend_done.wait()
+        await write(path, content)
+
+    monkeypatch.setattr(user_box, "write_text", slow_write)
+
+    async def frontend() -> None:
+        await anyio.sleep(0.1)
+        await sync.frontend_edit(USER, "memory", human)
+        frontend_done.set()
+
+    results: list[str] = []
+
+    async def agent() -> None:
+        results.append(await tools.record_memory("agent entry"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent)
+        tg.start_soon(frontend)
+
+    content, _ = memory(store)
+    assert "## Decisions (human)\n" in content
+    assert "agent entry\n" in content, results
 
 
 # -- update_long_term_memory and update_user ---------------------------------------------------

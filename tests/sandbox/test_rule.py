@@ -20,6 +20,7 @@ from memstrata.sandbox.rule import (
 )
 
 BASE = SyncBase(3, "a\nb\nc\n")
+INVISIBLE = "\ufeff\u200b\u200c\u200d\u2060"  # show nothing; an editor may leave them
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,8 @@ BASE = SyncBase(3, "a\nb\nc\n")
         # 1. sandbox missing or blank: the DB copy is pushed back; no DB row: nothing
         ("1 missing", None, BASE, None, Push(restore=True)),
         ("1 blank", " \n\t", BASE, BASE, Push(restore=True)),
+        ("1 byte-order mark only", "\ufeff\r\n", BASE, BASE, Push(restore=True)),
+        ("1 zero-width only", "\u200b \u2060\n", BASE, None, Push(restore=True)),
         ("1 both empty", None, None, None, Nothing()),
         ("1 blank, no row", "", None, BASE, Nothing()),
         # 2. sandbox equals the DB: nothing is written
@@ -88,7 +91,9 @@ def test_a_frontend_push_merges_a_pending_edit_with_the_human_one() -> None:
 
 # -- the property: no input loses a side's text ------------------------------------------
 
-lines = st.lists(st.sampled_from(["a", "b", "c", "d", "", "- x", "- y"]), max_size=6)
+lines = st.lists(
+    st.sampled_from(["a", "b", "c", "d", "", "- x", "- y", "\ufeff", "\u200b "]), max_size=6
+)
 texts = lines.map(lambda ls: "\n".join(ls))
 maybe_text = st.one_of(st.none(), texts)
 stored = st.builds(SyncBase, st.integers(1, 5), texts)
@@ -104,7 +109,8 @@ def test_no_input_loses_a_sides_text(
     sandbox: str | None, db: SyncBase | None, base: SyncBase | None, authoritative: bool
 ) -> None:
     action = decide(sandbox, db, base, db_authoritative=authoritative)
-    blank = sandbox is None or not sandbox.strip()
+    shown = None if sandbox is None else sandbox.translate(dict.fromkeys(map(ord, INVISIBLE)))
+    blank = shown is None or not shown.strip()
     if isinstance(action, Nothing):
         # Nothing happens only when both sides already hold the same text (or neither any).
         assert (blank and db is None) or (db is not None and sandbox == db.content)

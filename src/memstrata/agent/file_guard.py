@@ -51,23 +51,35 @@ class GuardedFileTools:
             memory = None if path is None else ctx.tracker.memory_file(path)
             if path is not None and memory == FileKind.AGENTS.filename:
                 return f"error: {self._refusal(path)}"
-            if memory is not None:
-                ctx.tracker.mark_dirty(memory)
-            result = await inner(*args, **kwargs)
             if memory is None:
-                return result
-            synced = await ctx.sync.after_controlled_write(
-                ctx.user_id, memory, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
-            )
-            if synced.outcome in SYNCED_OUTCOMES:
-                ctx.tracker.mark_synced(memory)
-            if isinstance(result, str) and synced.outcome in WARNING_OUTCOMES:
-                return f"{result}\n[memory sync] {sync_message('Written', synced)}"
-            return result
+                return await inner(*args, **kwargs)
+            ctx.tracker.mark_dirty(memory)
+            # Held across the platform tool's own read-modify-write and the read-back, as
+            # for the memory tools: a frontend edit's mirror waits instead of interleaving.
+            async with ctx.sync.user_lock(ctx.user_id):
+                return await self._write_through(memory, inner, args, kwargs)
 
         guarded.__name__ = getattr(inner, "__name__", "guarded_file_tool")
         guarded.__doc__ = getattr(inner, "__doc__", None)
         return guarded
+
+    async def _write_through(
+        self,
+        memory: str,
+        inner: Callable[..., Awaitable[R]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R | str:
+        ctx = self.ctx
+        result = await inner(*args, **kwargs)
+        synced = await ctx.sync.after_controlled_write(
+            ctx.user_id, memory, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
+        )
+        if synced.outcome in SYNCED_OUTCOMES:
+            ctx.tracker.mark_synced(memory)
+        if isinstance(result, str) and synced.outcome in WARNING_OUTCOMES:
+            return f"{result}\n[memory sync] {sync_message('Written', synced)}"
+        return result
 
     def _refusal(self, path: str) -> str:
         tracker = self.ctx.tracker

@@ -72,6 +72,12 @@ def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool 
         raise ToolInputError(f"{what} must not be empty")
     if "\x00" in value:
         raise ToolInputError(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate, which JSON's \ud83d can carry
+        raise ToolInputError(
+            f"{what} is not valid Unicode (a lone surrogate at character {exc.start})"
+        ) from exc
     if limit is not None and len(value) > limit:
         raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
     return value
@@ -242,6 +248,13 @@ class MemoryTools:
         return "" if stored is None else stored.content
 
     async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
+        # The user's sync lock spans the read, the edit, the sandbox write and the read-back,
+        # so a concurrent call (MCP clients call tools in parallel) or a frontend edit's
+        # mirror cannot slip between them and have one of the two edits overwritten.
+        async with self.ctx.sync.user_lock(self.ctx.user_id):
+            return await self._edit_locked(kind, edit, done)
+
+    async def _edit_locked(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
         name = kind.filename
         try:
             current = await self._current(kind)

@@ -83,8 +83,13 @@ class Preserve:
 Action = Nothing | Push | WriteBack | Merge | Preserve
 
 
+# Characters that show nothing and that ``str.strip`` keeps: an editor's byte-order mark and
+# the zero-width ones. A file holding only these (and whitespace) was emptied, not written.
+_INVISIBLE = frozenset("\ufeff\u200b\u200c\u200d\u2060")
+
+
 def has_content(text: str | None) -> bool:
-    return text is not None and text.strip() != ""
+    return text is not None and any(not c.isspace() and c not in _INVISIBLE for c in text)
 
 
 def decide(

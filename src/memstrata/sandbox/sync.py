@@ -89,6 +89,7 @@ class _Claim:
 class _LockEntry:
     lock: anyio.Lock
     users: int = 0
+    owner: int | None = None  # the task holding it: a nested acquire by it passes through
 
 
 class SyncService:
@@ -130,7 +131,7 @@ class SyncService:
         """
         created = await self.db.provision(user_id)
         t = self._target(user_id, None, PROVISION)
-        async with self._user_lock(user_id):
+        async with self.user_lock(user_id):
             for kind in USER_FILE_KINDS:
                 file = await self.db.get(user_id, kind)
                 if file is not None:
@@ -180,7 +181,7 @@ class SyncService:
         name = root_memory_file(filename, case_sensitive=t.sandbox.case_sensitive)
         if name is None:
             raise InvalidFileTypeError(f"{filename!r} is not a root memory file")
-        async with self._user_lock(user_id):
+        async with self.user_lock(user_id):
             if name == AGENTS_FILE:
                 return await self._files.push_agents(t)
             fallback = None if tracker is None else tracker.base(name)
@@ -225,7 +226,7 @@ class SyncService:
             return []
         t = self._target(tracker.user_id, tracker.session_id, ROUND_END)
         results: list[SyncResult] = []
-        async with self._user_lock(tracker.user_id):
+        async with self.user_lock(tracker.user_id):
             if tracker.needs_read_back:
                 for kind in USER_FILE_KINDS:
                     fallback = tracker.base(kind.filename)
@@ -302,7 +303,7 @@ class SyncService:
                 del self._claims[(user_id, k)]
         front = self._target(user_id, None, FRONTEND)
         front.result(k.filename, "frontend->db", Outcome.WRITTEN, file.version)
-        async with self._user_lock(user_id):
+        async with self.user_lock(user_id):
             await self._mirror(user_id, k, previous)
         await self.invalidate(user_id)
         return file
@@ -370,7 +371,7 @@ class SyncService:
         """
         t = self._target(user_id, session_id, SESSION)
         results: list[SyncResult] = []
-        async with self._user_lock(user_id):
+        async with self.user_lock(user_id):
             try:
                 await self.db.provision(user_id)
             except DB_ERRORS as exc:
@@ -422,16 +423,28 @@ class SyncService:
         return Target(user_id, session_id, sandbox, scenario)
 
     @asynccontextmanager
-    async def _user_lock(self, user_id: str) -> AsyncIterator[None]:
+    async def user_lock(self, user_id: str) -> AsyncIterator[None]:
+        """Serialise work on one user's files in this service. Re-entrant within a task, so
+        an agent tool can hold it across its read, edit, sandbox write and the read-back
+        (``after_controlled_write`` takes it again): otherwise two tool calls, or a tool
+        call and a frontend edit's mirror, read the same text and one edit is lost."""
         # One lock per user id, dropped when its last holder or waiter leaves, so the dict
         # does not grow with every user ever seen.
+        me = anyio.get_current_task().id
         entry = self._locks.get(user_id)
+        if entry is not None and entry.owner == me:
+            yield
+            return
         if entry is None:
             entry = self._locks[user_id] = _LockEntry(anyio.Lock())
         entry.users += 1
         try:
             async with entry.lock:
-                yield
+                entry.owner = me
+                try:
+                    yield
+                finally:
+                    entry.owner = None
         finally:
             entry.users -= 1
             if entry.users == 0:
