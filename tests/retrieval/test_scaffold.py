@@ -8,6 +8,7 @@ from sqlalchemy import text
 
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer
@@ -68,3 +69,19 @@ def test_boilerplate_no_longer_outranks_a_matching_turn(
     search = SearchService(IndexCache(db.sessions), decay=DecayPolicy())
     hits = search.search("alice", "current projects", as_of=datetime(2026, 6, 1, tzinfo=UTC)).hits
     assert [h.file_path for h in hits] == ["sessions/s1/0"]
+
+
+def test_the_store_write_path_skips_the_templates_too(db: Database, templates: TemplateSet) -> None:
+    # Provisioning and every PUT stage the rows through ``stage_memory_file``; it indexed
+    # the whole template while only ``index_memory_file`` (no production caller) skipped it.
+    indexer = Indexer(db.sessions, None, templates=templates.load)
+    store = MemoryStore(db.sessions, templates, indexer=indexer)
+    store.provision_default_files("alice")
+    assert _paths(db) == []
+
+    stored = store.get_memory_file("alice", FileKind.USER)
+    assert stored is not None
+    store.upsert_memory_file(
+        "alice", FileKind.USER, stored.content + "\nAllergic to peanuts.\n", stored.version
+    )
+    assert _paths(db) == ["Allergic to peanuts."]

@@ -181,12 +181,7 @@ class Indexer:
         """Re-index USER.md / MEMORY.md after a content change (other kinds: no-op)."""
         if not kind.indexed:
             return IndexReport(file_path=kind.filename)
-        if self.templates is not None:
-            try:
-                content = drop_template_paragraphs(content, self.templates(kind))
-            except OSError as exc:  # no template to compare with: index everything
-                log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
-        return self.index_document(user_id, kind.filename, content)
+        return self.index_document(user_id, kind.filename, self._own_text(kind, content))
 
     def index_document(
         self, user_id: str, file_path: str, content: str, created_at: datetime | None = None
@@ -293,10 +288,21 @@ class Indexer:
         text and its rows commit together and nobody waits on an embedding call.
         """
         validate_user_id(user_id)
-        texts = chunk_text(content, self.chunk_tokens)
+        texts = chunk_text(self._own_text(kind, content), self.chunk_tokens)
         return self._stage(user_id, [Doc(kind.filename, texts, None, None)])
 
     # -- internals -------------------------------------------------------------------------
+    def _own_text(self, kind: FileKind, content: str) -> str:
+        """The file's text without the paragraphs it still shares with its template (both
+        ways of indexing a memory file go through here)."""
+        if self.templates is None:
+            return content
+        try:
+            return drop_template_paragraphs(content, self.templates(kind))
+        except OSError as exc:  # no template to compare with: index everything
+            log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
+            return content
+
     def _replace(self, user_id: str, docs: Sequence[Doc], embed: bool = True) -> list[IndexReport]:
         staged = self._stage(user_id, docs, embed)
         if staged.may_change:
