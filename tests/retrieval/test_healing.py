@@ -104,6 +104,33 @@ def test_a_rejected_text_is_marked_and_not_retried(
     assert healer.backlog().failed == 1
 
 
+def test_one_users_unreadable_row_does_not_starve_the_others(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    # A timestamp PostgreSQL stores but the driver cannot read (before year 1) made the
+    # write-back raise for the whole batch on every run: no other user got a vector.
+    fault.mode = "500"
+    write_turns(db, embedder, ["alice", "mallory"])
+    with transaction(db.sessions) as session:
+        session.execute(
+            text(
+                "UPDATE memory_embeddings SET created_at = '0002-01-01 00:00:00+00 BC' "
+                "WHERE user_id = 'mallory' AND file_path = 'sessions/s1/0'"
+            )
+        )
+    fault.mode = "ok"
+    time.sleep(0.3)  # the breaker's cool-down
+    report = VectorHealer(db.sessions, embedder).run_once()
+    assert report.embedded == 3
+    rows = vectors(db)
+    assert all(has for user, _, has, _, _ in rows if user == "alice")
+    assert all(
+        not has and "cannot be written back" in (error or "")
+        for user, _, has, error, _ in rows
+        if user == "mallory"
+    )
+
+
 def test_two_workers_never_claim_the_same_row(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:
@@ -222,7 +249,7 @@ def test_a_row_replaced_during_embedding_is_not_resurrected(
         (claimed,) = queue.claim(session, "fake-model", 10, 60)
     indexer.index_turn("alice", "s1", 0, "new text", "")  # the writer replaces the row
     healer = VectorHealer(db.sessions, embedder)
-    assert healer._write_back([claimed], {claimed.id: [0.5] * 8}) == 0
+    assert healer._write_back([claimed], {claimed.id: [0.5] * 8}) == (0, [])
     assert [t for _, t, *_ in vectors(db)] == ["User: new text"]
 
 

@@ -20,12 +20,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.exc import SQLAlchemyError
+import psycopg
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
-from memstrata.logs import log_event
+from memstrata.logs import describe, log_event, log_failure
 from memstrata.retrieval import queue
 from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -104,7 +105,8 @@ class VectorHealer:
                 )
             else:
                 failures.append((claimed.id, None))
-        report.embedded = self._write_back(todo, vectors)
+        report.embedded, unwritable = self._write_back(todo, vectors)
+        failures.extend(unwritable)
         with transaction(self._sessions) as session:
             queue.release(session, release, self.embedder.breaker.retry_after_s())
             queue.record_failures(session, failures, retry_after_s=self.interval_s * 5)
@@ -126,24 +128,36 @@ class VectorHealer:
             log_event(logger, "embedding.healed", model=self.embedder.name, rows=report.embedded)
         return report
 
-    def _write_back(self, todo: list[queue.Claimed], vectors: dict[int, list[float]]) -> int:
+    def _write_back(
+        self, todo: list[queue.Claimed], vectors: dict[int, list[float]]
+    ) -> tuple[int, list[tuple[int, str]]]:
+        """Store the vectors one user at a time: the rows written, and the rows given up on
+        because a user's rows cannot be read back (a ``DataError``, e.g. a value the driver
+        cannot represent) — one such user must not keep every other user in the same batch
+        from getting vectors on every run. A database outage still ends the run."""
         by_user: dict[str, list[int]] = {}
         for c in todo:
             if c.id in vectors:
                 by_user.setdefault(c.user_id, []).append(c.id)
         written = 0
+        unwritable: list[tuple[int, str]] = []
         for user_id, ids in by_user.items():
-            with transaction(self._sessions) as session:
-                repo = EmbeddingRepository(session, user_id)
-                repo.lock()
-                stored = repo.replace_vectors({i: vectors[i] for i in ids}, self.embedder.name)
+            try:
+                with transaction(self._sessions) as session:
+                    repo = EmbeddingRepository(session, user_id)
+                    repo.lock()
+                    stored = repo.replace_vectors({i: vectors[i] for i in ids}, self.embedder.name)
+            except (DataError, psycopg.DataError) as exc:  # the driver's own, from the binary load
+                log_failure(logger, "embedding.heal.write_failed", exc, user_id=user_id)
+                unwritable.extend((i, f"cannot be written back: {describe(exc)}") for i in ids)
+                continue
             written += stored
             if stored and self.on_caught_up is not None:
                 with self._sessions() as session:
                     caught_up = queue.pending_for(session, user_id, self.embedder.name) == 0
                 if caught_up:
                     self.on_caught_up(user_id)
-        return written
+        return written, unwritable
 
     def backlog(self) -> queue.Backlog:
         with self._sessions() as session:
