@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
+from memstrata.errors import ContentTooLargeError, InvalidContentError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
@@ -222,3 +223,22 @@ async def test_write_without_sandbox_paths(
     hooked.fail_get_after = hooked.gets
     down = await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old)
     assert down.outcome is Outcome.DB_UNAVAILABLE
+
+
+async def test_invalid_content_is_refused_before_the_version_and_the_claim(
+    db: Database, templates: TemplateSet, provider: LocalSandboxProvider
+) -> None:
+    small = MemoryStore(db.sessions, templates, max_content_bytes=2048)
+    sync = SyncService(small, provider)
+    await sync.start_session(USER)
+    # A stale version with bad content: the content's error (413 / 422), not a 409 that
+    # tells the client to reload and send the same bad content again.
+    with pytest.raises(ContentTooLargeError):
+        await sync.frontend_edit(USER, "memory", "y" * 3000, expected_version=7)
+    with pytest.raises(InvalidContentError):
+        await sync.frontend_edit(USER, "memory", "a\x00b", expected_version=7)
+    # A failed write held no claim: a valid write on the same version goes through.
+    with pytest.raises(ContentTooLargeError):
+        await sync.frontend_edit(USER, "memory", "y" * 3000, expected_version=1)
+    written = await sync.frontend_edit(USER, "memory", "fine\n", expected_version=1)
+    assert written.version == 2

@@ -38,7 +38,7 @@ from memstrata.errors import InvalidFileTypeError, VersionConflictError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
-from memstrata.memory.store import MemoryFile, MemoryStore
+from memstrata.memory.store import MemoryFile, MemoryStore, validate_content
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
@@ -282,6 +282,10 @@ class SyncService:
         happens. Returns the frontend's own write.
         """
         k = parse_kind(kind)
+        # Content first (422/413 before 409): an invalid write must neither hold the claim,
+        # so that a valid writer on the same version is refused while it fails, nor tell its
+        # client to reload and retry what would fail again.
+        validate_content(content, self.store.max_content_bytes)
         mine = self._claim(user_id, k, expected_version)
         try:
             previous = await self.db.get(user_id, k)
