@@ -22,7 +22,13 @@ from memstrata.retrieval.search import SearchService
 from memstrata.sandbox.base import normalise_sandbox_path
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
-from tests.sandbox.support import USER, FaultySandbox, embedding_rows, unreachable_store
+from tests.sandbox.support import (
+    USER,
+    FaultyProvider,
+    FaultySandbox,
+    embedding_rows,
+    unreachable_store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -232,6 +238,54 @@ async def test_a_frontend_edit_between_a_tools_read_and_write_keeps_both(
     assert "agent entry\n" in content, results
 
 
+async def test_two_sessions_of_one_user_each_record_a_memory(
+    sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    # Session B's sandbox still holds the round-start copy when A's entry lands; B's append
+    # at the same place was a three-way conflict, refused as "the user edited MEMORY.md".
+    boxes = {}
+    tools = {}
+    for s in ("A", "B"):
+        await sync.start_session(USER, s)
+        boxes[s] = provider.for_user(USER, s)
+        tracker = await sync.begin_round(USER, s)
+        ctx = ToolContext.bind(USER, sync, boxes[s], session_id=s, tracker=tracker)
+        tools[s] = MemoryTools(ctx, today=lambda: DAY)
+
+    first = await tools["A"].record_memory("likes tea")
+    second = await tools["B"].record_memory("has a dog named Rex")
+
+    assert first.startswith("Recorded") and second.startswith("Recorded"), (first, second)
+    content, version = memory(store)
+    assert "likes tea\n" in content and "Rex\n" in content
+    assert version == 3
+    assert await boxes["B"].read_text("MEMORY.md") == content
+
+
+async def test_a_second_write_in_a_round_without_base_records(
+    sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    # With .memstrata/ unwritable the round-start snapshot is the only base; controlled
+    # writes never advanced it, so the second entry of a round read as a clash with the user.
+    faulty = FaultyProvider(
+        provider,
+        error=PermissionError(13, "Permission denied"),
+        fail=lambda path, op: path.startswith(".memstrata/") and op != "read",
+    )
+    no_state = SyncService(store, faulty)
+    await no_state.start_session(USER)
+    tracker = await no_state.begin_round(USER)
+    ctx = ToolContext.bind(USER, no_state, faulty.for_user(USER), tracker=tracker)
+    tools = MemoryTools(ctx, today=lambda: DAY)
+
+    first = await tools.record_memory("first fact")
+    second = await tools.record_memory("second fact")
+
+    assert first.startswith("Recorded") and second.startswith("Recorded"), (first, second)
+    content, _ = memory(store)
+    assert "first fact\n" in content and "second fact\n" in content
+
+
 # -- update_long_term_memory and update_user ---------------------------------------------------
 
 
@@ -385,18 +439,34 @@ async def test_db_down_keeps_the_edit_in_the_workspace(
     )
 
 
+async def human_edit_during_the_tools_write(
+    sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider, human: str
+) -> tuple[MemoryTools, LocalDirectorySandbox]:
+    """Tools for session s1 whose next sandbox write lets a frontend edit land first, from
+    another process (it does not know session s1, so nothing is mirrored into it): the
+    tool's text is then based on the version before the human's."""
+    await sync.start_session(USER, "s1")
+    box = provider.for_user(USER, "s1")
+    write = box.write_text
+
+    async def write_after_the_human(path: str, content: str) -> None:
+        box.write_text = write  # type: ignore[method-assign]  # once: the tool's own write
+        await SyncService(store, provider).frontend_edit(USER, "memory", human)
+        await write(path, content)
+
+    box.write_text = write_after_the_human  # type: ignore[method-assign]
+    ctx = ToolContext.bind(USER, sync, box, session_id="s1")
+    return MemoryTools(ctx, today=lambda: DAY), box
+
+
 async def test_overlapping_human_edit_is_reported_to_the_model(
     sync: SyncService,
     store: MemoryStore,
     provider: LocalSandboxProvider,
     templates: TemplateSet,
 ) -> None:
-    await sync.start_session(USER, "s1")
-    box = provider.for_user(USER, "s1")
-    tools = MemoryTools(ToolContext.bind(USER, sync, box, session_id="s1"), today=lambda: DAY)
     human = templates.load(FileKind.MEMORY).replace("## Decisions\n", "## Decisions (human)\n")
-    # Another process (it does not know session s1) saves a frontend edit first.
-    await SyncService(store, provider).frontend_edit(USER, "memory", human)
+    tools, box = await human_edit_during_the_tools_write(sync, store, provider, human)
 
     result = await tools.record_memory("agent entry", section="Decisions")
 
@@ -416,11 +486,8 @@ async def test_non_overlapping_human_edit_is_merged(
     provider: LocalSandboxProvider,
     templates: TemplateSet,
 ) -> None:
-    await sync.start_session(USER, "s1")
-    box = provider.for_user(USER, "s1")
-    tools = MemoryTools(ToolContext.bind(USER, sync, box, session_id="s1"), today=lambda: DAY)
     human = templates.load(FileKind.MEMORY).replace("## Lessons\n", "## Lessons\n- human\n")
-    await SyncService(store, provider).frontend_edit(USER, "memory", human)
+    tools, _ = await human_edit_during_the_tools_write(sync, store, provider, human)
 
     result = await tools.record_memory("agent entry", section="Decisions")
 

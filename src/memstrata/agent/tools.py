@@ -37,7 +37,7 @@ from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOU
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
 from memstrata.sandbox.reconcile import Outcome, SyncResult
-from memstrata.sandbox.rule import has_content
+from memstrata.sandbox.rule import SyncBase, has_content
 from memstrata.sandbox.sync import SyncService
 
 if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
@@ -256,6 +256,17 @@ class MemoryTools:
 
     async def _edit_locked(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
         name = kind.filename
+        ctx = self.ctx
+        # The read-back rule first: a sandbox copy that only lags behind the DB (another
+        # session's or replica's write landed) is refreshed, and an edit of its own is
+        # written back. Editing a lagging copy made the new entry clash with the one it
+        # lagged behind, and the model was told the user had edited the file.
+        try:
+            await ctx.sync.after_controlled_write(
+                ctx.user_id, name, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
+            )
+        except Exception as exc:  # the edit below still syncs (and reports) on its own
+            log_failure(logger, "tools.refresh_failed", exc, user_id=ctx.user_id, file=name)
         try:
             current = await self._current(kind)
         except Exception as exc:
@@ -292,6 +303,9 @@ class MemoryTools:
         )
         if result.outcome in SYNCED_OUTCOMES:
             ctx.tracker.mark_synced(name)
+        if result.outcome is Outcome.WRITTEN and result.version is not None:
+            # Sandbox and DB now hold ``new``: the base a missing base record falls back to.
+            ctx.tracker.advance_base(name, SyncBase(result.version, new))
         return sync_message(done, result)
 
 

@@ -146,8 +146,16 @@ class RoundTracker:
         if filename in self._dirty:
             self._synced.add(filename)
 
+    def advance_base(self, filename: str, base: SyncBase) -> None:
+        """A controlled write left sandbox and DB both at ``base``: compare with it from now
+        on when the sandbox has no base record (it could not be written), not with the
+        round start, which would make the write look like someone else's change."""
+        if filename in SYNCED_FILES:
+            self._bases[filename] = base
+
     def base(self, filename: str) -> SyncBase | None:
-        """The DB version and content of ``filename`` when the round started."""
+        """The DB version and content of ``filename`` when the round started, or at this
+        round's last controlled write of it (``advance_base``)."""
         return self._bases.get(filename)
 
     def base_version(self, filename: str) -> int | None:
