@@ -486,3 +486,30 @@ async def test_round_end_reads_back_only_after_an_unguarded_write(
     assert {r.filename: r.outcome for r in results}["USER.md"] is Outcome.WRITTEN
     stored = store.get_memory_file(USER, FileKind.USER)
     assert stored is not None and stored.content == "# USER.md\n- edited by a platform tool\n"
+
+
+async def test_a_conflict_whose_copy_cannot_be_kept_is_not_written_over_the_human_later(
+    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+) -> None:
+    # .memstrata/ unwritable: no base records, and the agent's copy cannot be kept aside.
+    faulty = FaultyProvider(
+        provider,
+        error=PermissionError(13, "Permission denied"),
+        fail=lambda path, op: path.startswith(".memstrata/") and op != "read",
+    )
+    sync = SyncService(store, faulty)
+    tracker = await _with_base(sync)
+    await user_box.write_text("MEMORY.md", AGENT_SAME)
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+    store.upsert_memory_file(USER, FileKind.MEMORY, HUMAN_SAME, 2)  # another process, v3
+
+    results = {r.filename: r.outcome for r in await sync.end_round(tracker)}
+    assert results["MEMORY.md"] is Outcome.CONFLICT
+    # A later round (any file dirty) must not take the agent's copy, still in the sandbox,
+    # for a fresh edit of the human's version: it is still the same unresolved conflict.
+    tracker.on_tool_call("write_file", {"path": "USER.md"})
+    await sync.end_round(tracker)
+
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == HUMAN_SAME
+    assert "MEMORY.md" in tracker.dirty  # retried at the next round end

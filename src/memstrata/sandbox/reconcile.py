@@ -83,10 +83,14 @@ class SyncResult:
     outcome: Outcome
     version: int | None = None  # the DB version the file ended at, when known
     detail: str | None = None
+    # Left undecided (a conflict whose agent copy could not be kept aside): the file stays
+    # dirty with its old base, or the next read-back would take the agent's copy for a
+    # fresh edit on top of the human's and write it over theirs.
+    unresolved: bool = False
 
     @property
     def needs_retry(self) -> bool:
-        return self.outcome in RETRY_OUTCOMES
+        return self.unresolved or self.outcome in RETRY_OUTCOMES
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,11 @@ class Target:
         outcome: Outcome,
         version: int | None = None,
         detail: str | None = None,
+        *,
+        unresolved: bool = False,
     ) -> SyncResult:
         """Build a result and log it: warnings for failures and conflicts."""
-        result = SyncResult(filename, direction, outcome, version, detail)
+        result = SyncResult(filename, direction, outcome, version, detail, unresolved)
         log_result(self.user_id, self.session_id, self.scenario.name, result)
         return result
 
@@ -199,7 +205,9 @@ class Reconciler:
         except Exception as exc:
             # Without a preserved copy, overwriting would lose the agent's edit: leave it.
             detail = f"agent copy could not be preserved ({describe(exc)}); left in the sandbox"
-            return t.result(kind.filename, "none", Outcome.CONFLICT, winner.version, detail)
+            return t.result(
+                kind.filename, "none", Outcome.CONFLICT, winner.version, detail, unresolved=True
+            )
         detail = f"the DB copy won; the agent's copy was saved to {path}"
         return await self.push(t, kind, winner, Outcome.CONFLICT, detail=detail)
 
