@@ -7,9 +7,10 @@ so a token can never choose its own verification method (``alg: none``, or an RS
 key used as an HMAC secret). ``exp`` is required; ``aud`` is checked when
 ``MEMSTRATA_JWT_AUDIENCE`` is set (and a token carrying an ``aud`` is refused when it is not).
 The user id is the ``MEMSTRATA_JWT_USER_CLAIM`` claim (default ``sub``): a string of 1–100
-characters. ``exp``/``nbf``/``iat`` allow ``MEMSTRATA_JWT_LEEWAY_S`` seconds of clock skew
-(default 30). Tokens minted here carry a ``kid`` (a hash prefix of the secret), so a token
-signed with another key is logged as ``auth.token.foreign_key`` and a forged one as
+characters that ``validate_user_id`` accepts (no NUL, no lone surrogates).
+``exp``/``nbf``/``iat`` allow ``MEMSTRATA_JWT_LEEWAY_S`` seconds of clock skew (default 30).
+Tokens minted here carry a ``kid`` (a hash prefix of the secret), so a token signed with
+another key is logged as ``auth.token.foreign_key`` and a forged one as
 ``auth.token.forged`` — both answered 401.
 
 In development (``MEMSTRATA_ENVIRONMENT=development``, the default), with neither a secret

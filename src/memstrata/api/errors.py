@@ -8,7 +8,7 @@ errors the two are the same English text). 409 and 422 add fields:
 - 400 ``invalid_file_name`` (``InvalidFileTypeError``; the name is not user/soul/memory),
   spec §3: ``detail`` is ``无效的文件名`` byte for byte
 - 400 ``bad_request``: any other ValueError, a malformed ``If-Match``;
-  ``value_out_of_range``: a number the database cannot store
+  ``value_out_of_range``: a value the database cannot store (``DataError``)
 - 401 ``unauthorized``: missing or bad bearer token, with ``WWW-Authenticate: Bearer``
   (checked before the body is parsed)
 - 404 ``not_found``: ``UnknownSkillError``, unknown path; 405 ``method_not_allowed``
@@ -28,6 +28,7 @@ a warning, never block the main flow); if one escapes, it is a 503, never a 500.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -102,7 +103,19 @@ class HttpError:
     headers: dict[str, str] = field(default_factory=dict)
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body, status_code=self.status_code, headers=self.headers or None)
+        return _ErrorResponse(self.body, status_code=self.status_code, headers=self.headers or None)
+
+
+class _ErrorResponse(JSONResponse):
+    """An error body may echo what the client sent (a batch turn's ``session_id``): text
+    UTF-8 cannot encode (a lone surrogate, sent as ``\\ud800`` in JSON) goes back escaped
+    the same way instead of failing the response."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def error_body(
@@ -157,15 +170,22 @@ def map_exception(exc: BaseException) -> HttpError | None:
             503, "the database is unavailable; try again shortly", code="database_unavailable"
         )
     if isinstance(exc, DataError):
-        # A value the database cannot hold (an integer over 2^31 − 1): the caller's input.
-        return _detail(
-            400,
-            "a number in the request is out of range (integers must be below 2^31)",
-            code="value_out_of_range",
-        )
+        return _detail(400, _data_error_message(exc), code="value_out_of_range")
     if isinstance(exc, ValueError):  # spec §5: ValueError → HTTP 400
         return _detail(400, str(exc) or type(exc).__name__)
     return None
+
+
+# SQLSTATE numeric_value_out_of_range: an integer over 2^31 − 1 for an ``integer`` column.
+_NUMERIC_OUT_OF_RANGE = "22003"
+
+
+def _data_error_message(exc: DataError) -> str:
+    """What a ``DataError`` (a value the database refused) means, claiming a specific
+    cause only when the database's SQLSTATE names it."""
+    if getattr(exc.orig, "sqlstate", None) == _NUMERIC_OUT_OF_RANGE:
+        return "a number in the request is out of range (integers must be below 2^31)"
+    return "the database could not store or read back a value (out of range or not representable)"
 
 
 def validation_error(errors: Sequence[Any]) -> HttpError:

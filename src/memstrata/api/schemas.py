@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
-from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH
+from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
 
 # PostgreSQL ``integer`` columns (version, turn index) hold at most this.
 MAX_INT = 2**31 - 1
@@ -142,7 +152,10 @@ class TurnRequest(BaseModel):
     user_message: StrictStr = ""
     assistant_reply: StrictStr = ""
     timestamp: datetime | None = Field(
-        default=None, description="When the turn happened (ISO 8601); default now. Drives decay."
+        default=None,
+        description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
+        "minutes in the future; default now (a re-post of the same text keeps the stored "
+        "time). Drives decay.",
     )
 
 
@@ -168,21 +181,63 @@ class Readiness(BaseModel):
 class BatchTurn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    session_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SESSION_ID_LENGTH)]
+    # The rule is checked by ``retrieval.rounds.check_session_id`` (the one definition);
+    # the schema only documents it.
+    session_id: StrictStr = Field(
+        description=SESSION_ID_RULE,
+        json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID_LENGTH},
+    )
     turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
     user_message: StrictStr = ""
     assistant_reply: StrictStr = ""
     timestamp: datetime | None = Field(
         default=None,
-        description="When the turn happened (ISO 8601); default now; at most a few minutes "
-        "in the future. Drives decay.",
+        description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
+        "minutes in the future; default now (a re-post of the same text keeps the stored "
+        "time). Drives decay.",
     )
 
 
-class BatchTurnsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(frozen=True)
+class InvalidBatchTurn:
+    """A batch turn that failed the schema: kept (not raised) so the route can list every
+    invalid turn in the batch's 422 shape (``{index, session_id, turn_index, error}``)."""
 
-    turns: Annotated[list[BatchTurn], Field(min_length=1, max_length=MAX_BATCH_TURNS)] = Field(
+    session_id: str | None
+    turn_index: int | None
+    error: str
+
+
+def _batch_turn(value: Any) -> BatchTurn | InvalidBatchTurn:
+    try:
+        return BatchTurn.model_validate(value)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'turn'}: {e['msg']}" for e in exc.errors()
+        )
+        fields = value if isinstance(value, dict) else {}
+        session_id = fields.get("session_id")
+        turn_index = fields.get("turn_index")
+        return InvalidBatchTurn(
+            session_id if isinstance(session_id, str) else None,
+            turn_index
+            if isinstance(turn_index, int) and not isinstance(turn_index, bool)
+            else None,
+            problems,
+        )
+
+
+# Documented (OpenAPI) as a BatchTurn; validated one by one so a bad turn does not hide
+# the others.
+BatchTurnItem = Annotated[
+    BatchTurn | InvalidBatchTurn, PlainValidator(_batch_turn, json_schema_input_type=BatchTurn)
+]
+
+
+class BatchTurnsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    turns: Annotated[list[BatchTurnItem], Field(min_length=1, max_length=MAX_BATCH_TURNS)] = Field(
         description=f"1 to {MAX_BATCH_TURNS} turns, of one or several sessions; the whole "
         "request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default)."
     )

@@ -80,6 +80,12 @@ def validate_user_id(user_id: object) -> str:
         raise InvalidUserIdError(f"user_id is longer than {USER_ID_MAX_LENGTH} characters")
     if "\x00" in user_id:
         raise InvalidUserIdError("user_id must not contain NUL characters")
+    try:
+        user_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidUserIdError(
+            "user_id is not valid Unicode: it contains a lone surrogate"
+        ) from None
     return user_id
 
 

@@ -232,14 +232,25 @@ class Indexer:
             for d in (-1, 1)
             if o.turn_index + d >= 0
         } - set(own)
+        # Rounds sent without a timestamp: their stored version, if any (see below).
+        undated = {o.path for o in own.values() if not o.dated}
         with self._sessions() as session:
-            stored = EmbeddingRepository(session, user_id).chunks_for_paths(sorted(wanted))
+            stored = EmbeddingRepository(session, user_id).chunks_for_paths(
+                sorted(wanted | undated)
+            )
         by_path: dict[str, list[StoredChunk]] = {}
         for c in stored:
             by_path.setdefault(c.file_path or "", []).append(c)
-        neighbours = {
+        found_rounds = {
             path: found for path, cs in by_path.items() if (found := stored_round(cs)) is not None
         }
+        neighbours = {path: r for path, r in found_rounds.items() if path in wanted}
+        for path in undated:
+            # "now" is only the default time of a new turn: the same turn re-sent with
+            # the same text and no timestamp keeps its stored time (and so its rows).
+            before = found_rounds.get(path)
+            if before is not None and before.text == self._round_text(own[path]):
+                own[path] = replace(own[path], created_at=before.created_at)
 
         def previous(o: OwnRound) -> OwnRound | None:
             p = session_path(o.session_id, o.turn_index - 1) if o.turn_index > 0 else ""
@@ -253,6 +264,10 @@ class Indexer:
             if after is not None:
                 docs.append(round_doc(after, o, self.chunk_tokens, self.context_tokens))
         return self._replace(user_id, docs, embed)[: len(own)]
+
+    def _round_text(self, o: OwnRound) -> str:
+        """A round's own text as ``stored_round`` rebuilds it from its rows."""
+        return "\n\n".join(chunk_text(o.text, self.chunk_tokens))
 
     def fill_missing(self, user_id: str, batch: int = 256) -> int:
         """Embed rows stored without a vector (or by another model). Returns rows embedded."""

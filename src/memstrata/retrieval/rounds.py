@@ -14,6 +14,7 @@ stale.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,20 @@ MAX_BATCH_TURNS = 500
 # below zero and outrank everything under decay. The margin absorbs clock skew between
 # the caller and this server.
 MAX_FUTURE_SKEW = timedelta(minutes=5)
+# A round stamped before this is refused: conversation turns before the Unix epoch are not
+# real, and a time PostgreSQL can store but psycopg cannot read back (before year 1 UTC)
+# would break every later read of the user's rows.
+EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+
+# The one session-id rule (the single-turn route, the batch route and the library).
+SESSION_ID_RULE = (
+    f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank; any printable characters except "
+    "'/' and '\\' (no control characters, line separators or lone surrogates; letters, "
+    "digits and . _ : - are always safe in a URL)"
+)
+_SESSION_ID = re.compile(
+    rf"\A[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{{1,{MAX_SESSION_ID_LENGTH}}}\Z"
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,9 @@ class OwnRound:
     text: str
     created_at: datetime
     source_ids: list[str]
+    # False when the caller gave no timestamp (``created_at`` is then "now"): re-indexing
+    # the same text keeps the stored time (``Indexer.index_rounds``).
+    dated: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,11 @@ class Doc:
     created_at: datetime | None
     source_ids: Sequence[str] | None
     contexts: list[dict[str, Any] | None] | None = None
+
+
+class InvalidSessionIdError(InvalidContentError):
+    """A session id that breaks ``SESSION_ID_RULE`` (HTTP: 400 ``invalid_session_id`` on
+    the single-turn route, one per-turn entry of the batch's 422)."""
 
 
 class RoundsInvalidError(InvalidContentError):
@@ -100,10 +123,7 @@ def format_round(user_message: str, assistant_reply: str) -> str:
 def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
     check_session(r.session_id, r.turn_index)
     for name, value in (("user_message", r.user_message), ("assistant_reply", r.assistant_reply)):
-        if not isinstance(value, str):
-            raise InvalidContentError(f"{name} must be a string")
-        if "\x00" in value:
-            raise InvalidContentError(f"{name} must not contain NUL characters")
+        check_text(name, value)
     body = format_round(r.user_message, r.assistant_reply)
     if not body:
         raise InvalidContentError("a round needs a user message or an assistant reply")
@@ -111,8 +131,30 @@ def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
     when = check_not_future(r.timestamp, current) if r.timestamp is not None else current
     ids = [str(i) for i in r.source_ids] if r.source_ids else [f"{r.session_id}:{r.turn_index}"]
     return OwnRound(
-        session_path(r.session_id, r.turn_index), r.session_id, r.turn_index, body, when, ids
+        session_path(r.session_id, r.turn_index),
+        r.session_id,
+        r.turn_index,
+        body,
+        when,
+        ids,
+        dated=r.timestamp is not None,
     )
+
+
+def check_text(name: str, value: object) -> str:
+    """A round's text: a string without NUL that UTF-8 can encode (no lone surrogates)."""
+    if not isinstance(value, str):
+        raise InvalidContentError(f"{name} must be a string")
+    if "\x00" in value:
+        raise InvalidContentError(f"{name} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidContentError(
+            f"{name} is not valid Unicode: it contains a lone surrogate "
+            f"({value[exc.start]!r} at character {exc.start})"
+        ) from None
+    return value
 
 
 def stored_round(chunks: Sequence[StoredChunk]) -> OwnRound | None:
@@ -163,13 +205,20 @@ def tail_within(text: str, max_tokens: int) -> str:
     return "…" + text[start:].lstrip() if text[start:].strip() else ""
 
 
+def check_session_id(session_id: object) -> str:
+    """``session_id`` if it follows ``SESSION_ID_RULE``, else ``InvalidSessionIdError``."""
+    if (
+        not isinstance(session_id, str)
+        or not session_id.strip()
+        or not _SESSION_ID.match(session_id)
+    ):
+        shown = repr(session_id[:60]) if isinstance(session_id, str) else type(session_id).__name__
+        raise InvalidSessionIdError(f"invalid session_id {shown}: {SESSION_ID_RULE}")
+    return session_id
+
+
 def check_session(session_id: str, turn_index: int) -> None:
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise InvalidContentError("session_id must be a non-empty string")
-    if len(session_id) > MAX_SESSION_ID_LENGTH or "\x00" in session_id:
-        raise InvalidContentError(
-            f"session_id must be at most {MAX_SESSION_ID_LENGTH} characters, without NUL"
-        )
+    check_session_id(session_id)
     if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
         raise InvalidContentError("turn_index must be a non-negative integer")
 
@@ -206,12 +255,26 @@ def validate_rounds(
 
 
 def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
-    """``value`` made timezone-aware; refused when later than now + ``MAX_FUTURE_SKEW``."""
+    """``value`` made timezone-aware (UTC when naive). Refused when it does not convert to
+    UTC within ``datetime``'s range, is before ``EARLIEST_TIMESTAMP`` (the Unix epoch) or
+    later than now + ``MAX_FUTURE_SKEW``."""
     if not isinstance(value, datetime):
         raise InvalidContentError("timestamp must be a datetime")
     when = aware(value)
+    try:
+        when.astimezone(UTC)
+        in_range = True
+    except OverflowError:  # year 1 or 9999 beyond UTC
+        in_range = False
+    too_early = when < EARLIEST_TIMESTAMP if in_range else when.year < EARLIEST_TIMESTAMP.year
+    if too_early:
+        earliest = EARLIEST_TIMESTAMP.isoformat().replace("+00:00", "Z")
+        raise InvalidContentError(
+            f"timestamp {when.isoformat()} is too early: timestamp must be on or after "
+            f"{earliest} (conversation turns before the Unix epoch are not real)"
+        )
     current = now or datetime.now(UTC)
-    if when > current + MAX_FUTURE_SKEW:
+    if not in_range or when > current + MAX_FUTURE_SKEW:
         raise InvalidContentError(
             f"timestamp {when.isoformat()} is in the future (server time "
             f"{current.isoformat(timespec='seconds')}, allowed skew "

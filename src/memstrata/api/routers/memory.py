@@ -7,7 +7,6 @@ by ``api.schemas`` so /openapi.json describes them.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import anyio
@@ -18,36 +17,57 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from memstrata.api.errors import ApiError
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import (
+    BatchTurn,
     BatchTurnsRejected,
     BatchTurnsRequest,
     BatchTurnsResult,
     ErrorBody,
     IndexReportBody,
+    InvalidBatchTurn,
     SearchRequest,
     SearchResults,
     TurnRequest,
 )
-from memstrata.retrieval.rounds import Round, RoundsInvalidError
+from memstrata.retrieval.rounds import (
+    SESSION_ID_RULE,
+    InvalidSessionIdError,
+    Round,
+    RoundsInvalidError,
+    check_session_id,
+    validate_rounds,
+)
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 413, 422)
 }
 
 
-SESSION_ID_RULE = (
-    "1–200 characters; any printable characters except '/' and '\\' "
-    "(letters, digits and . _ : - are always safe in a URL)"
-)
-_SESSION_ID = re.compile(r"\A[^/\\\x00-\x1f\x7f]{1,200}\Z")
-
-
 def http_session_id(value: str) -> str:
     """A session id from a URL path, or 400 saying which characters are allowed."""
-    if not _SESSION_ID.match(value):
-        raise ApiError(
-            400, f"invalid session_id {value[:60]!r}: {SESSION_ID_RULE}", code="invalid_session_id"
-        )
-    return value
+    try:
+        return check_session_id(value)
+    except InvalidSessionIdError as exc:
+        raise ApiError(400, str(exc), code="invalid_session_id") from exc
+
+
+def batch_rounds(turns: list[BatchTurn | InvalidBatchTurn]) -> list[Round]:
+    """The rounds of a batch, or ``RoundsInvalidError`` listing every invalid turn: those
+    that failed the schema and, among the others, those that fail the rounds' checks."""
+    rounds = [
+        (n, Round(t.session_id, t.turn_index, t.user_message, t.assistant_reply, t.timestamp))
+        for n, t in enumerate(turns)
+        if isinstance(t, BatchTurn)
+    ]
+    if len(rounds) == len(turns):
+        return [r for _, r in rounds]  # import_rounds validates them
+    errors = [
+        {"index": n, "session_id": t.session_id, "turn_index": t.turn_index, "error": t.error}
+        for n, t in enumerate(turns)
+        if isinstance(t, InvalidBatchTurn)
+    ]
+    _, more = validate_rounds([r for _, r in rounds])
+    errors += [{**e, "index": rounds[e["index"]][0]} for e in more]
+    raise RoundsInvalidError(sorted(errors, key=lambda e: e["index"]), len(turns))
 
 
 class _AnythingConvertor(PathConvertor):
@@ -122,13 +142,9 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         them (`deferred` counts them; `/readyz` shows them as `pending`); 400 where no
         worker runs.
         """
-        rounds = [
-            Round(t.session_id, t.turn_index, t.user_message, t.assistant_reply, t.timestamp)
-            for t in body.turns
-        ]
         try:
             reports = context.mem.import_rounds(
-                user_id, rounds, background=body.embed == "background"
+                user_id, batch_rounds(body.turns), background=body.embed == "background"
             )
         except RoundsInvalidError as exc:
             raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
