@@ -311,3 +311,96 @@ def test_a_bad_request_is_shown_in_words(
     expect(message).to_contain_text("Nothing was written; your text is still in the editor.")
     with server.rest(user) as rest:
         assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+
+
+def _write_elsewhere(server: Serve, user: str, name: str, first_line: str) -> None:
+    """Another writer (the platform, the agent) puts a line on top of the stored file."""
+    with server.rest(user) as rest:
+        current = rest.get(f"/api/config/agent-files/{name}").json()
+        rest.put(
+            f"/api/config/agent-files/{name}",
+            json={"content": first_line + "\n" + current["content"]},
+            headers={"If-Match": f'"{current["version"]}"'},
+        ).raise_for_status()
+
+
+# Holds every PUT until the test calls window.__release(): a save that is slow to answer.
+_HOLD_PUTS = """() => {
+  const fetch = window.fetch;
+  window.__release = null;
+  window.fetch = async (url, init) => {
+    if (init && init.method === "PUT") await new Promise((go) => { window.__release = go; });
+    return fetch(url, init);
+  };
+}"""
+
+
+def test_text_typed_while_a_save_is_in_flight_reaches_the_conflict_view(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "user")
+    _write_elsewhere(server, user, "user", "WRITTEN ELSEWHERE")
+    page.evaluate(_HOLD_PUTS)
+    _append(page, "\nTYPED BEFORE SAVE")
+    page.click("#file-save")
+    expect(page.locator("#file-state")).to_have_text("Saving…")
+    page.wait_for_function("window.__release !== null")
+    _append(page, ", TYPED WHILE SAVING")  # the editor stays open while the save is out
+    page.evaluate("window.__release()")
+    expect(page.locator("#conflict")).to_be_visible()
+    mine = page.locator("[data-side=mine]")
+    expect(mine.filter(has_text="TYPED BEFORE SAVE, TYPED WHILE SAVING")).to_have_count(1)
+    page.click("#conflict-reapply")
+    expect(page.locator("#conflict")).to_be_hidden()
+    merged = page.locator("#editor").input_value()
+    assert merged.startswith("WRITTEN ELSEWHERE\n")
+    assert merged.endswith("\nTYPED BEFORE SAVE, TYPED WHILE SAVING")
+    assert page.locator("#kept-text").input_value().endswith(", TYPED WHILE SAVING")
+
+
+def test_the_conflict_view_fits_a_phone_screen(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in(width=380)
+    tab(page, "memory")
+    _write_elsewhere(server, user, "memory", "- written by the agent")
+    _append(page, "\n- typed on the phone")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#conflict-reapply")).to_have_text("Reload version 2 and re-apply my edits")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the conflict view is {overflow}px wider than a 380px screen"
+    for button in ("reapply", "overwrite", "copy"):
+        box = page.locator(f"#conflict-{button}").bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 380, button
+
+
+def test_a_resolved_conflict_once_saved_leaves_nothing_unsaved(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "user")
+    _write_elsewhere(server, user, "user", "WRITTEN ELSEWHERE")
+    _append(page, "\n- typed in the page")
+    page.click("#file-save")
+    page.click("#conflict-reapply")
+    expect(page.locator("#kept-title")).to_have_text("Your earlier text (not saved)")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 3.")
+    # the set-aside text stays (until dismissed) for reference, no longer counted as unsaved
+    expect(page.locator("#kept")).to_be_visible()
+    dialogs: list[str] = []
+
+    def dismiss(dialog: object) -> None:
+        dialogs.append(dialog.type)  # type: ignore[attr-defined]
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    page.on("dialog", dismiss)
+    page.click("#signout")
+    expect(page.locator("#signin-view")).to_be_visible()
+    assert dialogs == []
+    expect(page.locator("#kept-title")).to_have_text("Your earlier text (for reference)")

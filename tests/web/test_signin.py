@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 import jwt
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, Route, expect
 
 from tests.web.conftest import Console, OpenPage, sign_in
 from tests.web.server import Serve
@@ -112,3 +112,114 @@ def test_a_token_refused_mid_session_returns_to_sign_in(
     assert page.locator("#editor").input_value().endswith("unsaved line")
     with server.rest(user) as rest:
         assert "unsaved line" not in rest.get("/api/config/agent-files/soul").json()["content"]
+
+
+def _refused_mid_session(page: Page, user: str, draft: str) -> None:
+    """Type a draft, then have the token refused on save: back at sign-in, draft kept."""
+    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, "y" * 40, "HS256")
+    page.evaluate("t => sessionStorage.setItem('memstrata.token', t)", forged)
+    page.locator("#editor").press("Control+End")
+    page.locator("#editor").press_sequentially(draft)
+    page.click("#file-save")
+    expect(page.locator("#signin-error")).to_contain_text("You were signed out:")
+
+
+def test_signing_in_as_someone_else_asks_before_dropping_the_drafts(
+    open_page: OpenPage, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(401)
+    other = f"{user}-other"
+    page = open_page()
+    sign_in(page, server.token(user))
+    _refused_mid_session(page, user, "\nDRAFT OF THE FIRST USER")
+    answers: list[bool] = []  # accept? for each confirmation, in order
+    asked: list[str] = []
+
+    def answer(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        if answers.pop(0):
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.on("dialog", answer)
+    # declined: the page stays signed out and the drafts stay
+    answers.append(False)
+    page.fill("#token", server.token(other))
+    page.press("#token", "Enter")
+    expect(page.locator("#signin-error")).to_have_text(
+        f"Not signed in: that token is for {other}. The unsaved changes of {user} are still "
+        f"here; sign in as {user} to save them."
+    )
+    assert asked == [
+        f"This page holds unsaved changes of {user}. Sign in as {other} and discard them?"
+    ]
+    expect(page.locator("#nav")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+    sign_in(page, server.token(user))  # the same user again: no question, the draft is back
+    expect(page.locator("#who")).to_have_text(user)
+    expect(page.locator("#editor")).to_have_value(re.compile(r"\nDRAFT OF THE FIRST USER$"))
+    assert len(asked) == 1
+    # accepted: the other user's files, without the draft
+    _refused_mid_session(page, user, "\nSECOND DRAFT")
+    answers.append(True)
+    page.fill("#token", server.token(other))
+    page.press("#token", "Enter")
+    expect(page.locator("#who")).to_have_text(other)
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    expect(page.locator("#editor")).not_to_have_value(re.compile("DRAFT"))
+    assert len(asked) == 2
+
+
+def test_a_server_that_cannot_be_reached_keeps_the_token(
+    open_page: OpenPage, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(503, text="net::ERR_FAILED")
+    page = open_page()
+    token = server.token(user)
+    sign_in(page, token)
+    page.route("**/api/config/limits", lambda route: route.abort())  # the server restarts
+    page.reload()
+    error = page.locator("#signin-error")
+    expect(error).to_have_text(
+        re.compile(
+            r"^Could not sign in: could not reach the server \(.+\); is memstrata running\? "
+            r"Your token is kept: press Sign in to try again\.$"
+        )
+    )
+    assert page.evaluate("sessionStorage.getItem('memstrata.token')") == token
+
+    def unavailable(route: Route) -> None:
+        route.fulfill(status=503, content_type="application/json", body='{"detail": "starting"}')
+
+    page.unroute("**/api/config/limits")
+    page.route("**/api/config/limits", unavailable)
+    page.click("#signin-submit")  # the field still holds the token
+    expect(error).to_have_text(
+        "Could not sign in: the server could not answer (HTTP 503: starting). "
+        "Your token is kept: press Sign in to try again."
+    )
+    assert page.evaluate("sessionStorage.getItem('memstrata.token')") == token
+    page.unroute("**/api/config/limits")
+    page.click("#signin-submit")  # the server is back: the retry signs in
+    expect(page.locator("#files-view")).to_be_visible()
+    expect(page.locator("#who")).to_have_text(user)
+
+
+DAY_MS = 86_400_000
+
+
+def test_a_token_valid_for_a_month_lasts_a_month(
+    open_page: OpenPage, server: Serve, user: str
+) -> None:
+    page = open_page()
+    page.clock.install()
+    page.reload()
+    sign_in(page, server.token(user, ttl_s=30 * DAY_MS / 1000))
+    # past setTimeout's longest delay (2^31 - 1 ms, 24.8 days): still signed in
+    page.clock.run_for(25 * DAY_MS)
+    expect(page.locator("#files-view")).to_be_visible()
+    expect(page.locator("#signin-view")).to_be_hidden()
+    page.clock.run_for(5 * DAY_MS + 60_000)
+    expect(page.locator("#signin-view")).to_be_visible()
+    expect(page.locator("#signin-error")).to_contain_text("Your token expired")

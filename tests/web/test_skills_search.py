@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import httpx
 from playwright.sync_api import Page, Route, expect
 
 from tests.web.conftest import Console
@@ -98,12 +99,21 @@ def _search(page: Page, query: str) -> None:
     expect(page.locator("#hits")).to_have_attribute("aria-busy", "false", timeout=90_000)
 
 
+def add_to_user_md(rest: httpx.Client, line: str) -> None:
+    current = rest.get("/api/config/agent-files/user")  # provisions the user first
+    current.raise_for_status()
+    rest.put(
+        "/api/config/agent-files/user",
+        json={"content": current.json()["content"] + "\n" + line + "\n"},
+    ).raise_for_status()
+
+
 def test_search_shows_hits_with_their_explanation(
     signed_in: SignedIn, hybrid_server: Serve, user: str
 ) -> None:
     when = datetime.now(UTC) - timedelta(days=10)
     with hybrid_server.rest(user) as rest:
-        rest.get("/api/config/agent-files/user").raise_for_status()  # provisions (and indexes)
+        add_to_user_md(rest, "- Wants a puppy named Biscuit to meet the cat.")  # resident
         indexed = rest.post(
             "/api/memory/conversations/trip/turns",
             json={
@@ -147,6 +157,8 @@ def test_the_source_filter_restricts_the_search(
     signed_in: SignedIn, server: Serve, user: str
 ) -> None:
     with server.rest(user) as rest:
+        # The untouched templates are not indexed: the memory side needs the user's own text.
+        add_to_user_md(rest, "- My user profile says I live in Lyon.")
         rest.post(
             "/api/memory/conversations/s1/turns",
             json={"turn_index": 0, "user_message": "my user profile", "assistant_reply": "ok"},

@@ -1,7 +1,7 @@
 // The page's entry point: sign-in, the three views, leaving with unsaved changes.
 
 import { api, claims, onUnauthorized, token } from "./api.js";
-import { $, banner } from "./dom.js";
+import { $, banner, sentence } from "./dom.js";
 import * as files from "./files.js";
 import * as search from "./search.js";
 import * as skills from "./skills.js";
@@ -10,9 +10,12 @@ const VIEWS = ["files", "skills", "search"];
 const KEPT = "Unsaved edits stay in this page until you close it.";
 let user = null; // the user id of the last sign-in: drafts are kept only for the same user
 let expiry = null;
+// setTimeout takes at most 2^31 - 1 ms (24.8 days); a longer delay fires at once.
+const MAX_DELAY = 2 ** 31 - 1;
 
 function route() {
-  if (!token.get()) return;
+  // signed in: a token, and the nav shown (a token kept after a failed sign-in is not enough)
+  if (!token.get() || $("nav").hidden) return;
   const wanted = location.hash.slice(1);
   const view = VIEWS.includes(wanted) ? wanted : "files";
   $("signin-view").hidden = true;
@@ -23,7 +26,8 @@ function route() {
   }
 }
 
-function signedOut(message, kind = "error") {
+/** `keep`: a token to leave in the field, so that pressing Sign in tries it again. */
+function signedOut(message, kind = "error", keep = "") {
   clearTimeout(expiry);
   $("nav").hidden = true;
   $("signout").hidden = true;
@@ -31,7 +35,7 @@ function signedOut(message, kind = "error") {
   for (const name of VIEWS) $(`${name}-view`).hidden = true;
   $("signin-view").hidden = false;
   banner($("signin-error"), message, kind);
-  $("token").value = "";
+  $("token").value = keep;
   $("token").focus();
 }
 
@@ -42,13 +46,27 @@ async function signIn(candidate) {
   try {
     ({ data: limits } = await api("GET", "api/config/limits", { bearer: candidate }));
   } catch (error) {
-    token.clear();
-    signedOut(error.status === 401
-      ? `That token was refused: ${error.message}. Get a new one and try again.`
-      : `Could not sign in: ${error.message}`);
+    if (error.status === 401) {
+      token.clear();
+      signedOut(`That token was refused: ${error.message}. Get a new one and try again.`);
+    } else {
+      // Not the token's fault (the server is down, restarting, overloaded): keep it, in this
+      // tab's storage and in the field, so that Sign in or a reload tries it again.
+      const why = error.status === 0
+        ? error.message
+        : `the server could not answer (HTTP ${error.status}: ${error.message})`;
+      signedOut(`Could not sign in: ${sentence(why)} Your token is kept: press Sign in to try again.`,
+        "error", candidate);
+    }
     return;
   } finally {
     submit.disabled = false;
+  }
+  if (user !== null && user !== limits.user_id && files.hasUnsaved() &&
+      !confirm(`This page holds unsaved changes of ${user}. Sign in as ${limits.user_id} and discard them?`)) {
+    signedOut(`Not signed in: that token is for ${limits.user_id}. The unsaved changes of ${user} are ` +
+      `still here; sign in as ${user} to save them.`, "info");
+    return;
   }
   token.set(candidate);
   const keepDrafts = user === limits.user_id;
@@ -60,16 +78,24 @@ async function signIn(candidate) {
   $("who").title = exp ? `signed in as ${user}; token expires ${new Date(exp * 1000).toLocaleString()}` : `signed in as ${user}`;
   banner($("signin-error"), "");
   clearTimeout(expiry);
-  if (exp) {
-    expiry = setTimeout(() => {
-      token.clear();
-      signedOut(`Your token expired. Sign in with a new one. ${KEPT}`);
-    }, Math.min(Math.max(0, exp * 1000 - Date.now()), 2 ** 31 - 1));
-  }
+  if (exp) expireAt(exp * 1000);
   files.init(limits, { keepDrafts });
   search.init(limits);
   skills.load();
   route();
+}
+
+/** Return to sign-in when the token expires; a far `exp` takes several timers. */
+function expireAt(when) {
+  const left = when - Date.now();
+  if (left > MAX_DELAY) {
+    expiry = setTimeout(() => expireAt(when), MAX_DELAY);
+    return;
+  }
+  expiry = setTimeout(() => {
+    token.clear();
+    signedOut(`Your token expired. Sign in with a new one. ${KEPT}`);
+  }, Math.max(0, left));
 }
 
 onUnauthorized((error) => {

@@ -2,6 +2,9 @@
 
 export const $ = (id) => document.getElementById(id);
 
+/** `text` ending as a sentence: a full stop added unless it already ends with one (or ?/!). */
+export const sentence = (text) => (/[.?!]$/.test(text) ? text : `${text}.`);
+
 /** el("li", {class: "x", onclick: f}, "text", child) */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);

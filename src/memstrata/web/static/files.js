@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import { diffLines, merge3, sideBySide, splitLines } from "./diff.js";
-import { $, banner, bytes, el, number } from "./dom.js";
+import { $, banner, bytes, el, number, sentence } from "./dom.js";
 
 const encoder = new TextEncoder();
 // The message line always holds something, so a message never pushes the editor down.
@@ -25,7 +25,7 @@ export function init(limits, { keepDrafts }) {
     if (!state.files.has(name)) {
       state.files.set(name, {
         name, filename, base: "", draft: "", version: null,
-        loaded: false, loading: false, conflict: null, kept: null,
+        loaded: false, loading: false, conflict: null, kept: null, keptPending: false,
       });
     }
     tabs.append(
@@ -40,8 +40,10 @@ export function init(limits, { keepDrafts }) {
   for (const f of state.files.values()) load(f);
 }
 
+// Text set aside by "re-apply" counts as unsaved until the user next saves the file: from
+// then on the panel is only a reference (it stays until dismissed, so nothing vanishes).
 export const hasUnsaved = () =>
-  [...state.files.values()].some((f) => dirty(f) || f.conflict || f.kept !== null);
+  [...state.files.values()].some((f) => dirty(f) || f.conflict || (f.kept !== null && f.keptPending));
 
 function tabKeys(event) {
   const names = [...state.files.keys()];
@@ -102,9 +104,12 @@ export async function save(f = current(), version = f.version) {
     f.version = data.version;
     if (f.conflict) f.draft = content;
     f.conflict = null;
+    f.keptPending = false;
     say(`Saved ${f.filename} as version ${data.version}.`, "ok");
   } catch (error) {
-    if (error.status === 409) await conflict(f, content, error);
+    // The editor stays open while a save is in flight, so the text to keep is the draft as
+    // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
+    if (error.status === 409) await conflict(f, error);
     else say(saveError(f, error), "error");
   } finally {
     state.saving = false;
@@ -126,14 +131,15 @@ function saveError(f, error) {
     case 503:
       return `The service is unavailable right now: ${error.message}. ${kept} Try again shortly.`;
     case 0:
-      return `${error.message}. ${kept}`;
+      return `${sentence(error.message)} ${kept}`;
     default:
       return `Saving failed (HTTP ${error.status}): ${error.message}. ${kept}`;
   }
 }
 
-/** 409: fetch what is stored now and show it beside the user's text. */
-async function conflict(f, mine, error) {
+/** 409: fetch what is stored now and show it beside the user's text (read once the answer
+ * is in: the user may have typed on while the save and this fetch were in flight). */
+async function conflict(f, error) {
   let stored;
   try {
     ({ data: stored } = await api("GET", path(f)));
@@ -143,6 +149,7 @@ async function conflict(f, mine, error) {
       `${loadError.message}. Your text is still in the editor.`, "error");
     return;
   }
+  const mine = f.conflict ? f.conflict.mine : f.draft;
   f.conflict = { mine, started: f.base, startedVersion: f.version, content: stored.content, version: stored.version };
   say("");
   render();
@@ -156,6 +163,7 @@ function reapply() {
   f.base = c.content;
   f.version = c.version;
   f.kept = c.mine;
+  f.keptPending = true;
   f.conflict = null;
   if (merged === null) {
     f.draft = c.content;
@@ -223,6 +231,9 @@ export function render() {
   $("file-revert").disabled = !dirty(f) || state.saving || Boolean(f.conflict);
 
   $("kept").hidden = f.kept === null;
+  $("kept-title").textContent = f.keptPending
+    ? "Your earlier text (not saved)"
+    : "Your earlier text (for reference)";
   if (f.kept !== null && $("kept-text").value !== f.kept) $("kept-text").value = f.kept;
   $("editor-wrap").classList.toggle("with-kept", f.kept !== null);
   $("editor-wrap").hidden = Boolean(f.conflict);
@@ -275,6 +286,7 @@ export function wire() {
   $("conflict-copy").addEventListener("click", copyMine);
   $("kept-dismiss").addEventListener("click", () => {
     current().kept = null;
+    current().keptPending = false;
     render();
     $("editor").focus();
   });
