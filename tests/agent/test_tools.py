@@ -713,3 +713,16 @@ async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
 def test_sync_message_for_every_outcome(outcome: Outcome, stale: bool, message: str) -> None:
     result = SyncResult("USER.md", "sandbox->db", outcome, 4, "why")
     assert sync_message("Done", result, workspace_stale=stale) == message
+
+
+async def test_optional_arguments_sent_as_null_take_their_defaults(
+    tools: MemoryTools, store: MemoryStore
+) -> None:
+    # MCP clients often send every field, unset ones as null.
+    result = await tools.call("record_memory", {"content": "null section", "section": None})
+    assert result == "Recorded in MEMORY.md under ## Notes (version 2)."
+    assert "## Notes\n- 2026-03-01: null section\n" in memory(store)[0]
+    assert check_arguments("update_user", {"content": "x", "section": "Profile", "key": None}) == {
+        "content": "x",
+        "section": "Profile",
+    }

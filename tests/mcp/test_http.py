@@ -98,6 +98,16 @@ def _rest_and_mcp(base_url: str, headers: dict[str, str]) -> tuple[httpx.Respons
     return rest, mcp
 
 
+def test_an_oversized_body_gets_the_rest_apis_413(base_url: str) -> None:
+    body = b'{"jsonrpc": "2.0", "pad": "' + b"x" * (1024 * 1024 + 1) + b'"}'
+    headers = {**MCP_HEADERS, **bearer("alice"), "Content-Type": "application/json"}
+    rest = httpx.put(f"{base_url}/api/config/agent-files/memory", headers=headers, content=body)
+    mcp = httpx.post(f"{base_url}/mcp", headers=headers, content=body)
+    assert rest.status_code == mcp.status_code == 413
+    assert mcp.json()["code"] == rest.json()["code"] == "payload_too_large"
+    assert "MEMSTRATA_MAX_REQUEST_BYTES" in mcp.json()["detail"]
+
+
 @pytest.mark.parametrize(
     ("headers", "detail"),
     [

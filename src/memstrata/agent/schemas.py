@@ -121,10 +121,11 @@ def check_arguments(name: str, arguments: Mapping[str, object] | str | None) -> 
     missing = [key for key in parameters["required"] if key not in kwargs]
     if missing:
         raise ToolInputError(f"missing required argument(s): {', '.join(missing)}")
+    # An optional argument sent as null is absent (clients fill unset fields with null), so
+    # the tool's default applies: record_memory's section is then 'Notes', not an error.
+    kwargs = {k: v for k, v in kwargs.items() if v is not None or k in parameters["required"]}
     for key, value in kwargs.items():
         expected = parameters["properties"][key]["type"]
-        if value is None and key not in parameters["required"]:
-            continue
         if isinstance(value, bool) or not isinstance(value, _JSON_TYPES[expected]):
             raise ToolInputError(f"{key} must be a JSON {expected}")
     return kwargs

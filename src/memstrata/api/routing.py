@@ -68,13 +68,13 @@ async def _with_body_limit(request: Request, limit: int) -> Request:
     """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
+        raise too_large(int(declared), limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(size, limit, at_least=True)
+            raise too_large(size, limit, at_least=True)
         chunks.append(chunk)
     body = b"".join(chunks)
     delivered = False
@@ -89,7 +89,7 @@ async def _with_body_limit(request: Request, limit: int) -> Request:
     return Request(request.scope, replay)
 
 
-def _too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
+def too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
     amount = f"at least {size}" if at_least else str(size)
     return ApiError(
         413,

@@ -27,9 +27,10 @@ from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memstrata.api.auth import AuthenticationError, Authenticator
+from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
-from memstrata.api.errors import error_response
+from memstrata.api.errors import ApiError, error_response
+from memstrata.api.routing import too_large
 from memstrata.config import Settings
 from memstrata.mcp.server import build_server
 
@@ -39,18 +40,25 @@ MCP_PATH = "/mcp"
 class BearerGate:
     """ASGI wrapper: authenticate like ``/api``, then hand the user to the MCP transport."""
 
-    def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
+    def __init__(self, app: ASGIApp, auth: Authenticator, max_request_bytes: int) -> None:
         self.app = app
         self.auth = auth
+        self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        authorization = Headers(scope=scope).get("authorization")
+        headers = Headers(scope=scope)
+        authorization = headers.get("authorization")
         try:
             user_id = self.auth.authenticate(authorization)
-        except AuthenticationError as exc:
+            # The REST API's 413 (JSON, the one error shape); a chunked body over the limit
+            # is still stopped by the SDK's own check, in its plain-text form.
+            declared = headers.get("content-length") or ""
+            if declared.isdigit() and int(declared) > self.max_request_bytes:
+                raise too_large(int(declared), self.max_request_bytes)
+        except ApiError as exc:
             response = error_response(exc)
             assert response is not None  # an ApiError always maps
             await response(scope, receive, send)
@@ -89,7 +97,7 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
         security_settings=transport_security(settings),
         max_request_body_size=settings.max_request_bytes,
     )
-    gate = BearerGate(manager.handle_request, context.auth)
+    gate = BearerGate(manager.handle_request, context.auth, settings.max_request_bytes)
     app.router.routes.append(Route(settings.api_prefix + MCP_PATH, endpoint=gate))
     inner = app.router.lifespan_context
 
