@@ -89,6 +89,15 @@ class SandboxError(MemstrataError, RuntimeError):
     """A sandbox read/write failed; sync logs a warning and never blocks the DB write."""
 
 
+class SandboxEncodingError(SandboxError):
+    """A sandbox file that is not valid UTF-8. ``text`` is what it says with the bytes that
+    do not decode replaced by U+FFFD: the copy sync keeps aside before restoring the DB's."""
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
+
+
 class SandboxPathError(SandboxError, ValueError):
     """A path that escapes the sandbox (``..``, absolute, or a symlink pointing out)."""
 

@@ -556,3 +556,27 @@ async def test_sandbox_read_failure_is_reported_not_raised(
     results = await sync.start_session(USER)
     assert outcomes(results)["MEMORY.md"] is Outcome.SANDBOX_FAILED
     assert outcomes(results)["USER.md"] is Outcome.PUSHED
+
+
+async def test_a_file_that_is_not_utf8_is_kept_aside_and_the_db_copy_restored(
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+) -> None:
+    await sync.start_session(USER)
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None
+    # An agent's shell tool wrote Latin-1: it failed every read-back and stayed so for good.
+    raw = "- caf\xe9 au lait\n".encode("latin-1")
+    (provider.directory_for(USER) / "MEMORY.md").write_bytes(raw)
+
+    results = await sync.start_session(USER)
+
+    assert outcomes(results)["MEMORY.md"] is Outcome.REJECTED
+    assert await user_box.read_text("MEMORY.md") == stored.content
+    [copy] = await user_box.list(".memstrata/conflicts/")
+    assert copy.endswith(".rejected.md")
+    assert await user_box.read_text(copy) == "- caf\ufffd au lait\n"
+    after = store.get_memory_file(USER, FileKind.MEMORY)
+    assert after is not None and after.version == stored.version

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from memstrata.errors import SandboxError, SandboxPathError
+from memstrata.errors import SandboxEncodingError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import lexical_parts
 
@@ -148,9 +148,10 @@ class LocalDirectorySandbox:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SandboxError(
+            raise SandboxEncodingError(
                 f"{path!r} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset "
-                f"{exc.start}); memory files must be UTF-8 text — re-save it as UTF-8"
+                f"{exc.start}); memory files must be UTF-8 text — re-save it as UTF-8",
+                data.decode("utf-8", errors="replace"),
             ) from exc
 
     def _write_text(self, path: str, content: str) -> None:

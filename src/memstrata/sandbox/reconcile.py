@@ -21,7 +21,12 @@ from enum import StrEnum
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from memstrata.errors import DatabaseSetupError, InvalidContentError, VersionConflictError
+from memstrata.errors import (
+    DatabaseSetupError,
+    InvalidContentError,
+    SandboxEncodingError,
+    VersionConflictError,
+)
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
@@ -146,6 +151,11 @@ class Reconciler:
         name = kind.filename
         try:
             text = await t.sandbox.read_text(name)
+        except SandboxEncodingError as exc:
+            # Not a failing sandbox but content the DB cannot take: kept aside (readable,
+            # undecodable bytes shown as U+FFFD), DB copy restored — or it stays broken and
+            # dirty for good, and a frontend push would overwrite it without a copy.
+            return await self.reject(t, kind, exc.text, exc)
         except Exception as exc:
             if not t.scenario.db_authoritative:
                 return t.result(name, SANDBOX_TO_DB, Outcome.SANDBOX_FAILED, detail=describe(exc))
@@ -212,7 +222,11 @@ class Reconciler:
         return await self.push(t, kind, winner, Outcome.CONFLICT, detail=detail)
 
     async def reject(
-        self, t: Target, kind: FileKind, agent_text: str, error: InvalidContentError
+        self,
+        t: Target,
+        kind: FileKind,
+        agent_text: str,
+        error: InvalidContentError | SandboxEncodingError,
     ) -> SyncResult:
         """The DB refuses the content: keep the sandbox copy aside, restore the DB copy."""
         try:
