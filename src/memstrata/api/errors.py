@@ -7,7 +7,8 @@ errors the two are the same English text). 409 and 422 add fields:
 
 - 400 ``invalid_file_name`` (``InvalidFileTypeError``; the name is not user/soul/memory),
   spec §3: ``detail`` is ``无效的文件名`` byte for byte
-- 400 ``bad_request``: any other ValueError, a malformed ``If-Match``;
+- 400 ``bad_request``: any other ValueError, a malformed ``If-Match``, a client that hung
+  up before sending its whole body;
   ``value_out_of_range``: a value the database cannot store (``DataError``)
 - 401 ``unauthorized``: missing or bad bearer token, with ``WWW-Authenticate: Bearer``
   (checked before the body is parsed)
@@ -39,6 +40,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from memstrata.errors import (
     ContentTooLargeError,
@@ -148,6 +150,10 @@ def map_exception(exc: BaseException) -> HttpError | None:
         return _detail(exc.status_code, exc.detail, code=exc.code, headers=exc.headers, **exc.extra)
     if isinstance(exc, RequestValidationError):
         return validation_error(exc.errors())
+    if isinstance(exc, ClientDisconnect):
+        # Nobody reads this answer; it keeps a client's hang-up out of the 5xx count and
+        # the error log.
+        return _detail(400, "the client closed the connection before sending the whole body")
     if isinstance(exc, StarletteHTTPException):
         return _detail(exc.status_code, str(exc.detail), headers=exc.headers)
     if isinstance(exc, InvalidFileTypeError):
