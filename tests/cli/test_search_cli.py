@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from memstrata.cli import build_app
 from memstrata.db.database import Database
+from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.snapshot import SnapshotWriter
 
@@ -220,3 +221,31 @@ def test_snapshots_says_what_to_do_when_a_write_does_not_finish(
     assert code == 1
     assert "the snapshot of user 'u' was not written in time" in out
     assert "run it again to go on" in out
+
+
+def test_reindex_drops_template_rows_an_older_release_indexed(
+    env: None, db: Database, monkeypatch: pytest.MonkeyPatch, templates: TemplateSet
+) -> None:
+    from sqlalchemy import text
+
+    from memstrata.memory.kinds import FileKind
+    from memstrata.memory.store import MemoryStore
+
+    own = templates.load(FileKind.USER) + "\nAllergic to peanuts.\n"
+    MemoryStore(db.sessions, templates).provision_default_files("u")  # no indexer
+    stored = MemoryStore(db.sessions, templates).get_memory_file("u", FileKind.USER)
+    assert stored is not None
+    MemoryStore(db.sessions, templates).upsert_memory_file("u", FileKind.USER, own, stored.version)
+    Indexer(db.sessions, None).index_memory_file("u", FileKind.USER, own)  # the old rule
+    query = "SELECT chunk_text FROM memory_embeddings WHERE user_id = 'u'"
+    with db.engine.connect() as conn:
+        assert any("Communication style" in t for (t,) in conn.execute(text(query)))
+
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "true")
+    code, out = invoke("reindex", "--user", "u")
+
+    assert code == 0, out
+    assert "re-indexed 2 memory file(s)" in out
+    with db.engine.connect() as conn:
+        rows = conn.execute(text(query.replace("chunk_text", "chunk_text, embedding IS NULL")))
+        assert [tuple(r) for r in rows] == [("Allergic to peanuts.", False)]
