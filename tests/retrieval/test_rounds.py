@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.indexer import Indexer, StagedIndex
 from memstrata.retrieval.rounds import tail_within
 from memstrata.retrieval.tokenize import count_tokens
 
@@ -103,3 +104,62 @@ def test_tail_within(budget: int) -> None:
 def test_tail_within_keeps_short_text() -> None:
     assert tail_within("short", 10) == "short"
     assert tail_within("anything", 0) == ""
+
+
+def writer_in_between(
+    indexer: Indexer, monkeypatch: pytest.MonkeyPatch, write: Callable[[], object]
+) -> list[StagedIndex]:
+    """Make ``write`` (another writer) land after ``indexer``'s next staging, before its
+    apply; returns the stagings ``indexer`` applied or tried to."""
+    apply = indexer._apply
+    tried: list[StagedIndex] = []
+
+    def apply_after_the_other_writer(staged: StagedIndex) -> None:
+        if not tried:
+            write()
+        tried.append(staged)
+        apply(staged)
+
+    monkeypatch.setattr(indexer, "_apply", apply_after_the_other_writer)
+    return tried
+
+
+def test_a_next_round_written_meanwhile_is_not_reverted(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Re-indexing round 5 also re-indexes round 6 (its context), staged from round 6's text
+    # as read before the lock: a newer round 6 stored meanwhile was replaced by the old one.
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "s", 5, "old five about kayaks", "", WHEN)
+    indexer.index_turn("u", "s", 6, "old six about ponies", "", WHEN)
+    other = Indexer(db.sessions, None)
+    tried = writer_in_between(
+        indexer,
+        monkeypatch,
+        lambda: other.index_turn("u", "s", 6, "new six about horses", "", WHEN),
+    )
+
+    indexer.index_turn("u", "s", 5, "new five about canoes", "", WHEN)
+
+    assert (
+        stored(db)["sessions/s/6"][0] == "User: new five about canoes\nUser: new six about horses"
+    )
+    assert stored(db)["sessions/s/5"][0] == "User: new five about canoes"
+    assert len(tried) == 2  # staged again from what was stored
+
+
+def test_a_previous_round_written_meanwhile_is_the_context(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "s", 5, "old five about kayaks", "", WHEN)
+    other = Indexer(db.sessions, None)
+    writer_in_between(
+        indexer,
+        monkeypatch,
+        lambda: other.index_turn("u", "s", 5, "new five about canoes", "", WHEN),
+    )
+
+    indexer.index_turn("u", "s", 6, "six about horses", "", WHEN)
+
+    assert stored(db)["sessions/s/6"][0] == "User: new five about canoes\nUser: six about horses"

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -92,6 +92,28 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# Stagings of a batch of rounds whose neighbours changed meanwhile, before the last one
+# writes without checking (a burst of writers to one session should not starve anyone).
+MAX_NEIGHBOUR_ATTEMPTS = 3
+
+
+class NeighbourChangedError(Exception):
+    """A round's neighbour was rewritten between staging and applying (internal)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(", ".join(paths))
+        self.paths = paths
+
+
+def _basis(
+    chunks: Sequence[StoredChunk], paths: Iterable[str]
+) -> dict[str, frozenset[tuple[int, str]]]:
+    found: dict[str, set[tuple[int, str]]] = {p: set() for p in paths}
+    for c in chunks:
+        found.setdefault(c.file_path or "", set()).add((c.chunk_index or 0, c.content_hash))
+    return {p: frozenset(v) for p, v in found.items()}
+
+
 @dataclass
 class StagedIndex:
     """The rows some paths should hold, chunked and embedded; nothing written yet.
@@ -108,10 +130,21 @@ class StagedIndex:
     rows: list[tuple[int, NewChunk]]  # (report index, the row with its vector if any)
     reports: list[IndexReport]
     may_change: bool  # False: the staged rows equal what was read, nothing to write
+    # Paths whose stored rows this staging was built from without writing them all (a
+    # round's neighbours: the previous one's text is context, the next one is re-indexed),
+    # as (chunk index, content hash) sets. ``apply`` refuses if any of them changed.
+    basis: dict[str, frozenset[tuple[int, str]]] = field(default_factory=dict)
 
     def apply(self, session: Session) -> None:
+        """Write the staged rows; ``NeighbourChangedError`` (nothing written) when a path
+        of ``basis`` changed since staging: re-stage from what is stored now."""
         repo = EmbeddingRepository(session, self.user_id)
         repo.lock()
+        if self.basis:
+            now = _basis(repo.chunks_for_paths(sorted(self.basis)), self.basis)
+            if now != self.basis:
+                changed = sorted(p for p in self.basis if now[p] != self.basis[p])
+                raise NeighbourChangedError(changed)
         present = repo.chunks_for_paths(self.paths)
         by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in present}
         report_of = {path: n for n, path in enumerate(self.paths)}
@@ -137,6 +170,10 @@ class StagedIndex:
             repo.insert(inserts)
             repo.bump_generation()
         self._log()
+
+    def vectors(self) -> dict[str, list[float]]:
+        """The vectors staged here by content hash (reused by a re-staging)."""
+        return {r.content_hash: list(r.embedding) for _, r in self.rows if r.embedding is not None}
 
     def apply_unchanged(self) -> None:
         """Nothing to write: every staged row was already stored."""
@@ -223,6 +260,32 @@ class Indexer:
         valid, errors = validate_rounds(rounds)
         if errors:
             raise RoundsInvalidError(errors, len(rounds))
+        reuse: dict[str, list[float]] = {}
+        embedded: dict[str, int] = {}
+        for attempt in range(MAX_NEIGHBOUR_ATTEMPTS):
+            docs, basis = self._round_docs(user_id, valid)
+            staged = self._stage(user_id, docs, embed, reuse=reuse)
+            if attempt < MAX_NEIGHBOUR_ATTEMPTS - 1:
+                staged.basis = basis
+            for r in staged.reports:  # what earlier attempts embedded is reused, not lost
+                r.embedded += embedded.get(r.file_path, 0)
+            try:
+                self._apply(staged)
+            except NeighbourChangedError as exc:
+                # Another writer rewrote a neighbour: its new text would be overwritten
+                # with the one read here, or this round's context would be stale.
+                log_event(logger, "index.neighbour_changed", user_id=user_id, paths=exc.paths)
+                reuse.update(staged.vectors())
+                embedded = {r.file_path: r.embedded for r in staged.reports}
+                continue
+            break
+        return staged.reports[: len(valid)]
+
+    def _round_docs(
+        self, user_id: str, valid: Sequence[OwnRound]
+    ) -> tuple[list[Doc], dict[str, frozenset[tuple[int, str]]]]:
+        """The docs of ``valid`` (first, in order) and of the next rounds stored after them,
+        and the basis: the neighbours' stored rows they were built from."""
         own: dict[str, OwnRound] = {o.path: o for o in valid}
         # Neighbours in the database: the previous round of each (its text is the
         # context) and the next one (its context is this round, so it is re-indexed).
@@ -263,7 +326,8 @@ class Indexer:
             after = neighbours.get(session_path(o.session_id, o.turn_index + 1))
             if after is not None:
                 docs.append(round_doc(after, o, self.chunk_tokens, self.context_tokens))
-        return self._replace(user_id, docs, embed)[: len(own)]
+        basis = _basis([c for c in stored if (c.file_path or "") in wanted], wanted)
+        return docs, basis
 
     def _round_text(self, o: OwnRound) -> str:
         """A round's own text as ``stored_round`` rebuilds it from its rows."""
@@ -320,14 +384,24 @@ class Indexer:
 
     def _replace(self, user_id: str, docs: Sequence[Doc], embed: bool = True) -> list[IndexReport]:
         staged = self._stage(user_id, docs, embed)
+        self._apply(staged)
+        return staged.reports
+
+    def _apply(self, staged: StagedIndex) -> None:
         if staged.may_change:
             with transaction(self._sessions) as session:
                 staged.apply(session)
         else:
             staged.apply_unchanged()
-        return staged.reports
 
-    def _stage(self, user_id: str, docs: Sequence[Doc], embed: bool = True) -> StagedIndex:
+    def _stage(
+        self,
+        user_id: str,
+        docs: Sequence[Doc],
+        embed: bool = True,
+        *,
+        reuse: dict[str, list[float]] | None = None,
+    ) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
         with self._sessions() as session:
@@ -335,11 +409,12 @@ class Indexer:
                 paths, with_vectors=True
             )
         model = self.embedder.name if self.embedder is not None else None
-        reusable = {
-            c.content_hash: c.vector
+        reusable: dict[str, Any] = dict(reuse or {})
+        reusable.update(
+            (c.content_hash, c.vector)
             for c in existing
             if c.vector is not None and c.embedding_model == model
-        }
+        )
         by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}
 
         kept: list[tuple[int, NewChunk]] = []  # rows expected to stay, with their vectors
