@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -17,8 +17,31 @@ PGVECTOR_HINT = (
 )
 
 
+# A server that accepts the TCP connection but never answers must not hang start-up or a
+# request for good; and a connection the network silently dropped is noticed by the
+# kernel's keepalives within about a minute instead of the OS default of hours. Each can be
+# overridden in MEMSTRATA_DATABASE_URL's query string (libpq's own parameter names).
+CONNECT_ARGS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+
+
 def make_engine(url: str, pool_size: int = 5) -> Engine:
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+    given = make_url(url).query
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size * 2,
+        pool_pre_ping=True,
+        connect_args={k: v for k, v in CONNECT_ARGS.items() if k not in given},
+        # A failed statement's message must not carry its parameters into logs and error
+        # details: they are users' memory files and conversation turns.
+        hide_parameters=True,
+    )
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
