@@ -78,7 +78,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         description="External PostgreSQL (with pgvector). Unset: start the embedded server "
-        "in <data_dir>/pgdata.",
+        "in <data_dir>/pgdata. Connections use `connect_timeout=10` and TCP keepalives (idle "
+        "30 s, interval 10 s, count 3) unless the URL's query string sets them (libpq names); "
+        "failed statements never log their parameters.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
     migrate_on_start: bool = Field(
