@@ -60,7 +60,7 @@ def test_unreachable_embedding_api(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     client = open_client(
-        embedding_base_url=f"http://127.0.0.1:{port}/v1",
+        embedding_base_url=f"http://apiuser:TopSecretPw@127.0.0.1:{port}/v1?key=AlsoSecret",
         embedding_model="nobody",
         embedding_max_retries=0,
         embedding_timeout_s=1.0,
@@ -73,3 +73,5 @@ def test_unreachable_embedding_api(
     assert body["mode"] == "bm25"
     assert [h["text"] for h in body["hits"]] == ["团子是一只猫"]
     assert body["warnings"][0].startswith("query embedding failed, searched with BM25 only")
+    # Where the embedding API lives, and its credentials, are not the caller's business.
+    assert "127.0.0.1" not in search.text and "Secret" not in search.text

@@ -428,3 +428,18 @@ def test_build_embedder_applies_the_settings() -> None:
     with embedder:
         assert (embedder.name, embedder.max_retries, embedder.batch_size) == ("a", 5, 7)
         assert embedder.url == "http://a.example/v1/embeddings"
+
+
+def test_messages_show_the_url_without_credentials() -> None:
+    from memstrata.retrieval.embeddings import shown_url
+
+    assert shown_url("http://u:pw@example.com:8080/v1/embeddings?key=k") == (
+        "http://example.com:8080/v1/embeddings"
+    )
+    assert shown_url("https://[::1]/v1/embeddings") == "https://[::1]/v1/embeddings"
+    spec = EmbeddingModelSpec(name="m", base_url="http://u:TopSecret@127.0.0.1:9/v1")
+    with OpenAICompatibleEmbedder(spec, max_retries=0) as embedder:
+        assert "TopSecret" not in repr(embedder)
+        with pytest.raises(EmbeddingError) as caught:
+            embedder.embed(["x"], "query")
+    assert "TopSecret" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -96,6 +97,7 @@ class OpenAICompatibleEmbedder:
         self.name: str = spec.name
         self.url = spec.base_url.rstrip("/") + "/embeddings"
         self.query_url = (spec.query_base_url or spec.base_url).rstrip("/") + "/embeddings"
+        self.shown_url = shown_url(self.url)  # for messages and logs: no credentials
         self.dimensions: int | None = spec.dimensions
         self.max_retries = max_retries
         self.batch_size = batch_size
@@ -195,7 +197,7 @@ class OpenAICompatibleEmbedder:
         self.close()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleEmbedder(name={self.name!r}, url={self.url!r})"
+        return f"OpenAICompatibleEmbedder(name={self.name!r}, url={self.shown_url!r})"
 
     # -- one request ---------------------------------------------------------------------
 
@@ -208,7 +210,7 @@ class OpenAICompatibleEmbedder:
         with lane:
             if not self.breaker.allow():
                 raise CircuitOpenError(
-                    f"embedding API {self.url} is failing; not called for another "
+                    f"embedding API {self.shown_url} is failing; not called for another "
                     f"{self.breaker.retry_after_s():.1f} s (circuit open)"
                 )
             try:
@@ -347,7 +349,21 @@ class OpenAICompatibleEmbedder:
     def _error(
         self, what: str, kind: type[EmbeddingError] = EmbeddingUnavailableError
     ) -> EmbeddingError:
-        return kind(f"embedding request to {self.url} (model {self.name!r}) {what}")
+        return kind(f"embedding request to {self.shown_url} (model {self.name!r}) {what}")
+
+
+def shown_url(url: str) -> str:
+    """``url`` without user, password and query string (where API keys sometimes travel)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _error_detail(response: httpx.Response) -> str:

@@ -221,7 +221,11 @@ class SearchService:
             try:
                 vector = np.asarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
             except (EmbeddingError, IndexError) as exc:
-                warnings.append(f"query embedding failed, searched with BM25 only: {exc}")
+                # The cause goes to the log; the caller (an end user, an agent) is told only
+                # what happened, not where the embedding API lives.
+                warnings.append(
+                    f"query embedding failed, searched with BM25 only ({type(exc).__name__})"
+                )
                 log_event(
                     logger,
                     "search.embedding_failed",
