@@ -58,6 +58,9 @@ def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("memstrata", appauthor=False))
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 class Settings(BaseSettings):
     """memstrata configuration. Environment variables are ``MEMSTRATA_<FIELD>``."""
 
@@ -334,6 +337,23 @@ class Settings(BaseSettings):
             if value.startswith(prefix):
                 return "postgresql+psycopg://" + value[len(prefix) :]
         return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        return level
+
+    @field_validator("api_prefix")
+    @classmethod
+    def _path_prefix(cls, value: str) -> str:
+        # Starlette mounts need "/x" (leading slash, none trailing); "" is the root.
+        stripped = value.strip().strip("/")
+        if any(c in stripped for c in "?#") or any(c.isspace() for c in stripped):
+            raise ValueError(f"must be a URL path such as /memory, got {value!r}")
+        return f"/{stripped}" if stripped else ""
 
     @field_validator("jwt_algorithms")
     @classmethod

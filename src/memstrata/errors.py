@@ -69,6 +69,10 @@ class PgvectorMissingError(DatabaseSetupError):
     """pgvector is not installed on the PostgreSQL server (spec: startup/migration fails)."""
 
 
+class TemplateMissingError(MemstrataError, FileNotFoundError):
+    """A memory-file template is not in the template directory (``MEMSTRATA_TEMPLATE_DIR``)."""
+
+
 class VectorDimensionError(MemstrataError, ValueError):
     """A vector longer than the stored 2560 dimensions."""
 

@@ -17,7 +17,8 @@ from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
-from memstrata.errors import BackgroundEmbeddingUnavailableError
+from memstrata.errors import BackgroundEmbeddingUnavailableError, TemplateMissingError
+from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
@@ -85,6 +86,14 @@ class Memstrata:
         settings = settings or Settings()
         db = database or Database.open(settings)
         templates = TemplateSet(settings.template_dir or default_template_dir())
+        try:
+            # Every new user is provisioned from these: a missing one is a start-up error,
+            # not a 500 for each new user. AGENTS.md may be missing (sync reports it).
+            templates.check(USER_FILE_KINDS)
+        except TemplateMissingError:
+            if database is None:
+                db.close()
+            raise
         provider = _embedder(settings, embedder, embedding_spec, registry)
         indexer = Indexer(
             db.sessions,

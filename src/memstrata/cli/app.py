@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from memstrata.config import Settings
+from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
 from memstrata.errors import MemstrataError
 from memstrata.logs import configure_logging
@@ -44,8 +46,18 @@ def load_settings(*, log_level: str | None = "WARNING") -> Settings:
             for e in exc.errors()
         )
         fail(f"invalid configuration — {problems}")
+    except SettingsError as exc:  # a list or object setting that is not valid JSON
+        fail(f"invalid configuration — {settings_error(exc)}")
     configure_logging(log_level or settings.log_level, settings.log_json)
     return settings
+
+
+def settings_error(exc: SettingsError) -> str:
+    """``MEMSTRATA_X: not valid JSON (...)`` from pydantic-settings' parse error."""
+    field = re.search(r'field "(\w+)"', str(exc))
+    name = f"MEMSTRATA_{field.group(1).upper()}" if field else "a MEMSTRATA_* setting"
+    cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+    return f"{name}: not valid JSON{cause}; list and object settings take JSON, e.g. '[\"a\"]'"
 
 
 @contextmanager
@@ -63,9 +75,7 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Datab
 @contextmanager
 def open_runtime(settings: Settings, *, require_embeddings: bool = False) -> Iterator[Memstrata]:
     """The library runtime with the configured (or a local, autostarted) embedding model."""
-    from memstrata.retrieval.autostart import embedding_spec
-
-    with embedding_spec(settings) as spec:
+    with guarded_spec(settings) as spec:
         if spec is None and require_embeddings:
             fail(
                 "no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
@@ -79,6 +89,19 @@ def open_runtime(settings: Settings, *, require_embeddings: bool = False) -> Ite
             yield mem
         finally:
             mem.close()
+
+
+@contextmanager
+def guarded_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
+    """``embedding_spec``, with a half-configured embedding API as a one-line error."""
+    from memstrata.retrieval.autostart import embedding_spec
+
+    with ExitStack() as stack:
+        try:
+            spec = stack.enter_context(embedding_spec(settings))
+        except MemstrataError as exc:
+            fail(str(exc))
+        yield spec
 
 
 def guarded(fn: Callable[[], T]) -> T:

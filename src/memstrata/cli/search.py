@@ -58,7 +58,11 @@ def reindex_command(
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         files = guarded(lambda: reindex_memory_files(mem, user))
         done = guarded(lambda: mem.indexer.fill_missing(user))
+        left = guarded(lambda: mem.indexer.count_missing(user))
     typer.echo(f"re-indexed {files} memory file(s) and embedded {done} chunk(s) for {user}")
+    if left:
+        # A job runner must see this: the vectors are still missing.
+        fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
 
 
 def reindex_memory_files(mem: Memstrata, user_id: str) -> int:

@@ -22,11 +22,11 @@ import uvicorn
 
 from memstrata.api.app import create_app
 from memstrata.api.auth import AuthConfigurationError, mint_token
-from memstrata.cli.app import app, fail, load_settings
+from memstrata.cli.app import app, fail, guarded_spec, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.autostart import embedding_configured, embedding_spec
+from memstrata.retrieval.autostart import embedding_configured
 from memstrata.runtime import Memstrata
 
 MAX_TTL_SECONDS = 365 * 24 * 3600
@@ -50,7 +50,7 @@ def serve(
     sock = _bind(bind_host, settings.port if port is None else port)
     with ExitStack() as stack:
         stack.callback(sock.close)
-        embedding = stack.enter_context(embedding_spec(settings))
+        embedding = stack.enter_context(guarded_spec(settings))
         try:
             mem = Memstrata.open(settings, embedding_spec=embedding)
         except MemstrataError as exc:

@@ -10,7 +10,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memstrata.db.engine import PGVECTOR_HINT, check_pgvector, describe
 from memstrata.errors import DatabaseSetupError, PgvectorMissingError
@@ -35,8 +35,13 @@ def head_revision(engine: Engine) -> str | None:
 
 
 def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except OperationalError as exc:
+        raise DatabaseSetupError(
+            f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}"
+        ) from exc
 
 
 def upgrade(engine: Engine) -> str | None:

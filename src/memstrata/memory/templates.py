@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memstrata.errors import TemplateMissingError
 from memstrata.frontmatter import split_frontmatter
 from memstrata.memory.kinds import FileKind
 
@@ -32,11 +34,16 @@ class TemplateSet:
         try:
             return strip_frontmatter(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
-            raise FileNotFoundError(
+            raise TemplateMissingError(
                 f"template {kind.filename} is missing from {self.directory}; "
                 "set MEMSTRATA_TEMPLATE_DIR to a directory with SOUL.md, USER.md, MEMORY.md "
                 "and AGENTS.md"
             ) from exc
+
+    def check(self, kinds: Iterable[FileKind]) -> None:
+        """Load each of ``kinds`` once: ``TemplateMissingError`` names the first missing."""
+        for kind in kinds:
+            self.load(kind)
 
     def agents_md(self) -> str:
         return self.load(FileKind.AGENTS)

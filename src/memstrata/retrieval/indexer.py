@@ -333,6 +333,13 @@ class Indexer:
         """A round's own text as ``stored_round`` rebuilds it from its rows."""
         return "\n\n".join(chunk_text(o.text, self.chunk_tokens))
 
+    def count_missing(self, user_id: str) -> int:
+        """Rows of ``user_id`` still without a vector of this indexer's model."""
+        if self.embedder is None:
+            return 0
+        with self._sessions() as session:
+            return EmbeddingRepository(session, user_id).count_missing(self.embedder.name)
+
     def fill_missing(self, user_id: str, batch: int = 256) -> int:
         """Embed rows stored without a vector (or by another model). Returns rows embedded."""
         if self.embedder is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import ColumnElement, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -247,15 +247,24 @@ class EmbeddingRepository:
         """Rows with no vector, or one from another model (a model change), oldest first."""
         rows = self.session.execute(
             select(*_META_COLUMNS)
-            .where(
-                MemoryEmbedding.user_id == self.user_id,
-                (MemoryEmbedding.embedding.is_(None))
-                | (MemoryEmbedding.embedding_model.is_distinct_from(model)),
-            )
+            .where(*self._missing(model))
             .order_by(MemoryEmbedding.id)
             .limit(limit)
         ).all()
         return [_chunk(r) for r in rows]
+
+    def count_missing(self, model: str) -> int:
+        """How many rows ``missing_embeddings`` would still return."""
+        return int(
+            self.session.execute(select(func.count()).where(*self._missing(model))).scalar_one()
+        )
+
+    def _missing(self, model: str) -> tuple[ColumnElement[bool], ...]:
+        return (
+            MemoryEmbedding.user_id == self.user_id,
+            (MemoryEmbedding.embedding.is_(None))
+            | (MemoryEmbedding.embedding_model.is_distinct_from(model)),
+        )
 
     def nearest(
         self, query: Sequence[float], model: str, n: int, ids: Sequence[int] | None = None

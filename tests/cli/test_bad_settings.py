@@ -1,0 +1,103 @@
+"""Bad settings and unreachable parts end every command in one clear line, not a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memstrata.cli import build_app
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.retrieval.indexer import Indexer
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for name in list(os.environ):
+        if name.startswith("MEMSTRATA_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMSTRATA_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("MEMSTRATA_LOG_JSON", "false")
+    yield
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(build_app(), list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("MEMSTRATA_EMBEDDING_MODELS", "{bad", "MEMSTRATA_EMBEDDING_MODELS: not valid JSON"),
+        ("MEMSTRATA_JWT_ALGORITHMS", "HS256", "MEMSTRATA_JWT_ALGORITHMS: not valid JSON"),
+        ("MEMSTRATA_LOG_LEVEL", "LOUD", "MEMSTRATA_LOG_LEVEL: Value error, must be one of DEBUG"),
+        ("MEMSTRATA_API_PREFIX", "/a b", "MEMSTRATA_API_PREFIX: Value error, must be a URL path"),
+    ],
+)
+def test_a_bad_setting_is_one_line(
+    env: None, monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    code, out = run("token", "--user", "a")
+    assert code == 1 and out.startswith("error: invalid configuration — ") and message in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_prefix_and_level_are_normalised() -> None:
+    assert Settings(api_prefix="v1/").api_prefix == "/v1"
+    assert Settings(api_prefix="/").api_prefix == ""
+    assert Settings(log_level="debug").log_level == "DEBUG"
+
+
+def test_a_half_configured_embedding_api_is_one_line(
+    env: None, monkeypatch: pytest.MonkeyPatch, pg_url: str
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", pg_url)
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1")
+    code, out = run("search", "--user", "u", "x")
+    assert code == 1 and "MEMSTRATA_EMBEDDING_MODEL is not" in out, out
+
+
+def test_db_status_against_an_unreachable_server_is_one_line(
+    env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", f"postgresql://u:p@127.0.0.1:{port}/db")
+    code, out = run("db", "status")
+    assert code == 1 and out.startswith("error: cannot connect to PostgreSQL at"), out
+    assert ":p@" not in out  # no password
+
+
+def test_a_missing_template_directory_fails_at_start(
+    env: None, monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", pg_url)
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "false")
+    monkeypatch.setenv("MEMSTRATA_TEMPLATE_DIR", str(tmp_path / "nonexistent"))
+    code, out = run("search", "--user", "u", "x")
+    assert code == 1 and "template SOUL.md is missing from" in out, out
+
+
+def test_reindex_fails_when_vectors_are_still_missing(
+    env: None, monkeypatch: pytest.MonkeyPatch, pg_url: str, db: Database
+) -> None:
+    Indexer(db.sessions, None).index_turn("u", "s", 0, "stored without a vector")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", pg_url)
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_MODEL", "nobody")
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_MAX_RETRIES", "0")
+    code, out = run("reindex", "--user", "u")
+    assert code == 1 and "1 chunk(s) of u still have no vector" in out, out
