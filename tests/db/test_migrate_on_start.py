@@ -63,12 +63,39 @@ def test_replica_refuses_a_schema_behind_head(
     try:
         head = head_revision(db.engine)
         with db.engine.begin() as conn:
-            conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'older'")
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0004'")
     finally:
         db.close()
     with pytest.raises(DatabaseSetupError) as caught:
         Database.open(_settings(url, tmp_path, migrate=False))
-    assert f"is at revision older, this version of memstrata needs {head}" in str(caught.value)
+    assert f"is at revision 0004, this version of memstrata needs {head}" in str(caught.value)
+
+
+def test_a_schema_migrated_by_a_newer_release_is_run_on(
+    scratch_database: ScratchFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An old replica restarting during a rollout, or a rollback: the migrations are
+    # additive, so it runs (with a warning); `db upgrade` says there is nothing to do here.
+    url = scratch_database("replica_ahead")
+    db = Database.open(_settings(url, tmp_path, migrate=True))
+    try:
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    finally:
+        db.close()
+    for migrate in (False, True):
+        Database.open(_settings(url, tmp_path, migrate=migrate)).close()
+    assert any("db.schema_newer" in r.getMessage() for r in caplog.records)
+
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", url)
+    monkeypatch.setenv("MEMSTRATA_DATA_DIR", str(tmp_path))
+    result = CliRunner().invoke(build_app(), ["db", "upgrade"])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "newer than this release's latest" in result.output, result.output
 
 
 def test_single_process_default_migrates_a_fresh_database(

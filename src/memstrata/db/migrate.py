@@ -44,8 +44,30 @@ def current_revision(engine: Engine) -> str | None:
         ) from exc
 
 
+def newer_than_this_release(engine: Engine, revision: str | None) -> bool:
+    """``revision`` is not one of this release's migrations: a newer release migrated."""
+    if revision is None:
+        return False
+    script = ScriptDirectory.from_config(alembic_config(engine))
+    known = {r.revision for r in script.walk_revisions()}
+    return revision not in known
+
+
+def _newer_schema(engine: Engine, current: str | None, head: str | None) -> str:
+    return (
+        f"the schema on {describe(engine)} is at revision {current}, newer than this "
+        f"release's latest ({head}): a newer memstrata migrated it"
+    )
+
+
 def upgrade(engine: Engine) -> str | None:
     """Create pgvector and bring the schema to head, serialised across processes."""
+    current = current_revision(engine)
+    if newer_than_this_release(engine, current):
+        raise DatabaseSetupError(
+            _newer_schema(engine, current, head_revision(engine))
+            + "; nothing to upgrade here — run `memstrata db upgrade` of that release"
+        )
     try:
         with engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
@@ -70,20 +92,41 @@ def upgrade(engine: Engine) -> str | None:
 def ensure_ready(engine: Engine) -> None:
     """Start-up check: pgvector present and schema at head (upgrading if behind)."""
     check_pgvector_or_create(engine)
-    if current_revision(engine) != head_revision(engine):
+    current, head = current_revision(engine), head_revision(engine)
+    if _runs_on_newer(engine, current, head):
+        return
+    if current != head:
         upgrade(engine)
+
+
+def _runs_on_newer(engine: Engine, current: str | None, head: str | None) -> bool:
+    """A schema migrated by a newer release: run on it (migrations are additive, so the
+    previous release keeps working during a rollout, after a restart or on a rollback),
+    and say so."""
+    if not newer_than_this_release(engine, current):
+        return False
+    log_event(
+        logger,
+        "db.schema_newer",
+        logging.WARNING,
+        revision=current,
+        head=head,
+        detail=_newer_schema(engine, current, head),
+    )
+    return True
 
 
 def check_ready(engine: Engine) -> None:
     """Start-up check for a replica (``MEMSTRATA_MIGRATE_ON_START=false``): never migrates.
 
-    A replica that finds the schema behind (or ahead of) its code refuses to start rather
-    than run against tables it does not know: migrations belong to ``memstrata db
-    upgrade``, run once before the rollout.
+    A replica that finds the schema behind its code refuses to start rather than run
+    against tables it lacks: migrations belong to ``memstrata db upgrade``, run once before
+    the rollout. A schema migrated by a newer release is run on, with a warning (the
+    migrations are additive; docs/DEPLOY.md).
     """
     check_pgvector(engine)
     current, head = current_revision(engine), head_revision(engine)
-    if current != head:
+    if current != head and not _runs_on_newer(engine, current, head):
         raise DatabaseSetupError(
             f"the schema on {describe(engine)} is at revision {current or 'none'}, this "
             f"version of memstrata needs {head}; run `memstrata db upgrade` once (or set "
