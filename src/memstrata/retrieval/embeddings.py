@@ -18,7 +18,6 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -354,16 +353,7 @@ class OpenAICompatibleEmbedder:
 
 def shown_url(url: str) -> str:
     """``url`` without user, password and query string (where API keys sometimes travel)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = host if port is None else f"{host}:{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return str(httpx.URL(url).copy_with(userinfo=b"", query=None))
 
 
 def _error_detail(response: httpx.Response) -> str:
