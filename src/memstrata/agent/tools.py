@@ -39,6 +39,7 @@ from memstrata.sandbox.dirty import RoundTracker
 from memstrata.sandbox.reconcile import Outcome, SyncResult
 from memstrata.sandbox.rule import SyncBase, has_content
 from memstrata.sandbox.sync import SyncService
+from memstrata.text import lone_surrogate_at
 
 if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
     from memstrata.retrieval.search import SearchHit
@@ -72,12 +73,8 @@ def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool 
         raise ToolInputError(f"{what} must not be empty")
     if "\x00" in value:
         raise ToolInputError(f"{what} must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate, which JSON's \ud83d can carry
-        raise ToolInputError(
-            f"{what} is not valid Unicode (a lone surrogate at character {exc.start})"
-        ) from exc
+    if (at := lone_surrogate_at(value)) is not None:
+        raise ToolInputError(f"{what} is not valid Unicode (a lone surrogate at character {at})")
     if limit is not None and len(value) > limit:
         raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
     return value

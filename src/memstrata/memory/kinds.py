@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
+from memstrata.text import lone_surrogate_at
 
 USER_ID_MAX_LENGTH = 100  # user_memory.user_id is String(100)
 
@@ -80,12 +81,8 @@ def validate_user_id(user_id: object) -> str:
         raise InvalidUserIdError(f"user_id is longer than {USER_ID_MAX_LENGTH} characters")
     if "\x00" in user_id:
         raise InvalidUserIdError("user_id must not contain NUL characters")
-    try:
-        user_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidUserIdError(
-            "user_id is not valid Unicode: it contains a lone surrogate"
-        ) from None
+    if lone_surrogate_at(user_id) is not None:
+        raise InvalidUserIdError("user_id is not valid Unicode: it contains a lone surrogate")
     return user_id
 
 

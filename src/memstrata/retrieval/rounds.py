@@ -24,6 +24,7 @@ from memstrata.errors import InvalidContentError
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.repository import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.tokenize import count_tokens
+from memstrata.text import lone_surrogate_at
 
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 MIN_CONTEXT_TOKENS = 8  # less context than this is noise, not help
@@ -147,13 +148,11 @@ def check_text(name: str, value: object) -> str:
         raise InvalidContentError(f"{name} must be a string")
     if "\x00" in value:
         raise InvalidContentError(f"{name} must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    if (at := lone_surrogate_at(value)) is not None:
         raise InvalidContentError(
             f"{name} is not valid Unicode: it contains a lone surrogate "
-            f"({value[exc.start]!r} at character {exc.start})"
-        ) from None
+            f"({value[at]!r} at character {at})"
+        )
     return value
 
 
