@@ -24,9 +24,9 @@ from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
 from tests.sandbox.support import (
     USER,
-    FaultyProvider,
     FaultySandbox,
     embedding_rows,
+    read_only_state,
     unreachable_store,
 )
 
@@ -267,11 +267,7 @@ async def test_a_second_write_in_a_round_without_base_records(
 ) -> None:
     # With .memstrata/ unwritable the round-start snapshot is the only base; controlled
     # writes never advanced it, so the second entry of a round read as a clash with the user.
-    faulty = FaultyProvider(
-        provider,
-        error=PermissionError(13, "Permission denied"),
-        fail=lambda path, op: path.startswith(".memstrata/") and op != "read",
-    )
+    faulty = read_only_state(provider)
     no_state = SyncService(store, faulty)
     await no_state.start_session(USER)
     tracker = await no_state.begin_round(USER)

@@ -115,6 +115,16 @@ class FaultyProvider:
         return sandbox
 
 
+def read_only_state(provider: LocalSandboxProvider) -> FaultyProvider:
+    """Sandboxes whose ``.memstrata/`` cannot be written: no base records, no conflict
+    copies (reads work, and find nothing)."""
+    return FaultyProvider(
+        provider,
+        error=PermissionError(13, "Permission denied"),
+        fail=lambda path, op: path.startswith(".memstrata/") and op != "read",
+    )
+
+
 class HookedStore(MemoryStore):
     """The real store; ``before_upsert`` runs before each write (another writer racing it),
     and ``fail_get_after`` makes reads fail after that many calls (the DB going away)."""

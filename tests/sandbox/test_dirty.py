@@ -25,6 +25,7 @@ from tests.sandbox.support import (
     FaultyProvider,
     FaultySandbox,
     RecordingIndexer,
+    read_only_state,
     sync_events,
     unreachable_store,
     warning_events,
@@ -492,11 +493,7 @@ async def test_a_conflict_whose_copy_cannot_be_kept_is_not_written_over_the_huma
     store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
 ) -> None:
     # .memstrata/ unwritable: no base records, and the agent's copy cannot be kept aside.
-    faulty = FaultyProvider(
-        provider,
-        error=PermissionError(13, "Permission denied"),
-        fail=lambda path, op: path.startswith(".memstrata/") and op != "read",
-    )
+    faulty = read_only_state(provider)
     sync = SyncService(store, faulty)
     tracker = await _with_base(sync)
     await user_box.write_text("MEMORY.md", AGENT_SAME)
