@@ -66,15 +66,13 @@ def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
 
 async def _with_body_limit(request: Request, limit: int) -> Request:
     """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared), limit)
+    refuse_declared_overflow(request.headers.get("content-length"), limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise too_large(size, limit, at_least=True)
+            raise _too_large(size, limit, at_least=True)
         chunks.append(chunk)
     body = b"".join(chunks)
     delivered = False
@@ -89,7 +87,14 @@ async def _with_body_limit(request: Request, limit: int) -> Request:
     return Request(request.scope, replay)
 
 
-def too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
+def refuse_declared_overflow(content_length: str | None, limit: int) -> None:
+    """413 at once for a ``Content-Length`` over ``limit``, before anything is read (the
+    REST routes, and the MCP endpoint, whose SDK would answer in plain text)."""
+    if content_length is not None and content_length.isdigit() and int(content_length) > limit:
+        raise _too_large(int(content_length), limit)
+
+
+def _too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
     amount = f"at least {size}" if at_least else str(size)
     return ApiError(
         413,

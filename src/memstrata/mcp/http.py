@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, error_response
-from memstrata.api.routing import too_large
+from memstrata.api.routing import refuse_declared_overflow
 from memstrata.config import Settings
 from memstrata.mcp.server import build_server
 
@@ -55,9 +55,7 @@ class BearerGate:
             user_id = self.auth.authenticate(authorization)
             # The REST API's 413 (JSON, the one error shape); a chunked body over the limit
             # is still stopped by the SDK's own check, in its plain-text form.
-            declared = headers.get("content-length") or ""
-            if declared.isdigit() and int(declared) > self.max_request_bytes:
-                raise too_large(int(declared), self.max_request_bytes)
+            refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
         except ApiError as exc:
             response = error_response(exc)
             assert response is not None  # an ApiError always maps
