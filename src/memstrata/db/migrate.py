@@ -93,9 +93,7 @@ def ensure_ready(engine: Engine) -> None:
     """Start-up check: pgvector present and schema at head (upgrading if behind)."""
     check_pgvector_or_create(engine)
     current, head = current_revision(engine), head_revision(engine)
-    if _runs_on_newer(engine, current, head):
-        return
-    if current != head:
+    if current != head and not _runs_on_newer(engine, current, head):
         upgrade(engine)
 
 
