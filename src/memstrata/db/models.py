@@ -21,6 +21,8 @@ Additions beyond the spec, and why:
 - table ``memory_index_snapshots``: a large user's conversation rows as one binary search
   index (retrieval.snapshot), derived data a cold load reads instead of every row
   (migration 0004).
+- partial indexes on ``embedding_model`` and on failed rows: the healing backlog is
+  counted from indexes, not by reading the table (migration 0006).
 """
 
 from __future__ import annotations
@@ -85,6 +87,16 @@ class MemoryEmbedding(Base):
             "ix_memory_embeddings_pending",
             "id",
             postgresql_where=text("embedding IS NULL AND embedding_error IS NULL"),
+        ),
+        Index(
+            "ix_memory_embeddings_model",
+            "embedding_model",
+            postgresql_where=text("embedding_error IS NULL"),
+        ),
+        Index(
+            "ix_memory_embeddings_failed",
+            "id",
+            postgresql_where=text("embedding_error IS NOT NULL"),
         ),
     )
 

@@ -28,9 +28,13 @@ from sqlalchemy.orm import Session
 
 from memstrata.db.distribution import cross_user_tag
 
-# Rows that need a vector for ``:model`` and have not been given up on.
+# Rows that need a vector for ``:model`` and have not been given up on. "Another model"
+# is spelled ``< :model OR > :model`` rather than ``IS DISTINCT FROM :model`` so each arm
+# is an index range (``ix_memory_embeddings_pending`` / ``_model``, migration 0006): with
+# ``IS DISTINCT FROM`` every probe and every claim read the whole table (docs/BENCHMARKS.md).
 _PENDING = (
-    "(embedding IS NULL OR embedding_model IS DISTINCT FROM :model) AND embedding_error IS NULL"
+    "embedding_error IS NULL AND (embedding IS NULL OR embedding_model IS NULL"
+    " OR embedding_model < :model OR embedding_model > :model)"
 )
 # ... and that no worker holds (a lease ends when a worker dies mid-batch).
 _UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
@@ -44,9 +48,15 @@ class Claimed:
     attempts: int
 
 
+# ``backlog`` counts pending rows up to this many. A backlog larger than that (a model
+# change leaves every row pending) cannot be counted within a probe's timeout; the count
+# then reads this value until the backlog drops below it.
+BACKLOG_COUNT_LIMIT = 100_000
+
+
 @dataclass(frozen=True)
 class Backlog:
-    pending: int
+    pending: int  # at most BACKLOG_COUNT_LIMIT
     oldest_age_s: float
     failed: int
 
@@ -87,7 +97,9 @@ def claim(session: Session, model: str, n: int, lease_s: float) -> list[Claimed]
             text(
                 cross_user_tag("embedding_queue.claim")
                 + f" SELECT id FROM memory_embeddings WHERE {_PENDING} AND {_UNCLAIMED}"
-                " AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k FOR UPDATE SKIP LOCKED"
+                # ``id + 0``: ordered by ``id`` the planner walks the primary key from the
+                # lowest id, reading every finished row before the few pending (newest) ones
+                " AND NOT (id = ANY(:taken)) ORDER BY id + 0 LIMIT :k FOR UPDATE SKIP LOCKED"
             ).bindparams(bindparam("taken", type_=None)),
             {**params, "taken": ids, "k": n - len(ids)},
         ).scalars()
@@ -153,20 +165,18 @@ def record_failures(
         )
 
 
-def backlog(session: Session, model: str) -> Backlog:
-    """Cross-user: pending rows, the age of the oldest (seconds since written), failures."""
+def backlog(session: Session, model: str, limit: int = BACKLOG_COUNT_LIMIT) -> Backlog:
+    """Cross-user: pending rows (counted up to ``limit``), the age of the oldest of them
+    (seconds since written; exact below the limit), failures. Each part reads an index,
+    so a probe costs the backlog's size, not the table's."""
     row = session.execute(
         text(
             cross_user_tag("embedding_queue.backlog")
-            + " SELECT count(*) FILTER (WHERE "
-            + _PENDING
-            + ") AS pending, "
-            "coalesce(extract(epoch FROM now() - min(inserted_at) FILTER (WHERE "
-            + _PENDING
-            + ")), 0) AS oldest, "
-            "count(*) FILTER (WHERE embedding_error IS NOT NULL) AS failed "
-            "FROM memory_embeddings"
+            + " SELECT p.pending, coalesce(extract(epoch FROM now() - p.oldest), 0) AS oldest, "
+            "(SELECT count(*) FROM memory_embeddings WHERE embedding_error IS NOT NULL) AS failed"
+            " FROM (SELECT count(*) AS pending, min(inserted_at) AS oldest FROM (SELECT "
+            f"inserted_at FROM memory_embeddings WHERE {_PENDING} LIMIT :limit) AS l) AS p"
         ),
-        {"model": model},
+        {"model": model, "limit": limit},
     ).one()
-    return Backlog(int(row.pending), float(row.oldest), int(row.failed))
+    return Backlog(int(row.pending), max(0.0, float(row.oldest)), int(row.failed))

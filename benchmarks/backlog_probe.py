@@ -1,0 +1,154 @@
+"""The healing backlog as ``/readyz`` and ``/metrics`` count it, at a million rows: the
+statement before migration 0006 (``IS DISTINCT FROM``, one pass over the table) against
+``retrieval.queue.backlog`` (index ranges), alternating, same run; and how long building
+0006's indexes takes on that table.
+
+    .venv/bin/python benchmarks/backlog_probe.py --rows 1000000 --repeats 21
+
+Uses the embedded PostgreSQL in a temporary data directory. Rows carry ~600 characters
+of text and of BM25 terms, like a conversation round; every vector is the same constant
+(so the table fills in a minute), which PostgreSQL compresses into the row: the heap the
+old statement reads is if anything larger than with real vectors, which are stored
+out of line. Two states: steady (one row in a thousand waits for a vector) and a model
+change (every row waits, counted up to ``queue.BACKLOG_COUNT_LIMIT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+from sqlalchemy import Engine, text
+
+OLD = (
+    "SELECT count(*) FILTER (WHERE (embedding IS NULL OR embedding_model IS DISTINCT FROM "
+    ":model) AND embedding_error IS NULL) AS pending, coalesce(extract(epoch FROM now() - "
+    "min(inserted_at) FILTER (WHERE (embedding IS NULL OR embedding_model IS DISTINCT FROM "
+    ":model) AND embedding_error IS NULL)), 0) AS oldest, count(*) FILTER (WHERE "
+    "embedding_error IS NOT NULL) AS failed FROM memory_embeddings"
+)
+INDEXES = {
+    "ix_memory_embeddings_model": "(embedding_model) WHERE embedding_error IS NULL",
+    "ix_memory_embeddings_failed": "(id) WHERE embedding_error IS NOT NULL",
+}
+
+
+def fill(engine: Engine, rows: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO memory_embeddings (user_id, file_path, chunk_index, chunk_text, "
+                "embedding, content_hash, embedding_model, embedding_dim, bm25_terms, "
+                "source_ids) SELECT 'user-' || (g % 1000), 'conversations/s' || (g / 50) || "
+                "'.md#' || g, 0, repeat('word' || (g % 97) || ' ', 100), "
+                "array_fill(0.1::real, ARRAY[2560])::vector, md5(g::text), 'model', 384, "
+                "repeat('t' || (g % 89) || ' ', 120), jsonb_build_array('s:' || g) "
+                "FROM generate_series(1, :n) g"
+            ),
+            {"n": rows},
+        )
+        conn.execute(text("UPDATE memory_embeddings SET embedding_error = 'x' WHERE id % 5000 = 7"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE memory_embeddings"))
+
+
+def set_pending(engine: Engine, every: int) -> None:
+    """Clear the vector of every ``every``-th row (the newest ones, as after an outage)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE memory_embeddings SET embedding = NULL, embedding_model = NULL "
+                "WHERE id % :every = 0 AND id > (SELECT max(id) FROM memory_embeddings) / 2"
+            ),
+            {"every": every},
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE memory_embeddings"))
+
+
+def timed(run: Callable[[], object], repeats: int) -> tuple[list[float], object]:
+    times, result = [], None
+    for _ in range(repeats):
+        began = time.perf_counter()
+        result = run()
+        times.append((time.perf_counter() - began) * 1000)
+    return times, result
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
+
+
+def compare(engine: Engine, model: str, repeats: int, label: str) -> None:
+    from memstrata.retrieval import queue
+
+    def old() -> tuple[int, int]:
+        with engine.connect() as conn:
+            row = conn.execute(text(OLD), {"model": model}).one()
+        return int(row.pending), int(row.failed)
+
+    def new() -> tuple[int, int]:
+        with engine.connect() as conn:
+            b = queue.backlog(conn, model)  # type: ignore[arg-type]
+        return b.pending, b.failed
+
+    old_t: list[float] = []
+    new_t: list[float] = []
+    results = set()
+    for _ in range(repeats):  # alternating, so both see the same machine
+        t, r = timed(old, 1)
+        old_t += t
+        results.add(("old", r))
+        t, r = timed(new, 1)
+        new_t += t
+        results.add(("new", r))
+    print(f"{label}: results {sorted(results)}")
+    for name, values in (("before (IS DISTINCT FROM)", old_t), ("queue.backlog", new_t)):
+        print(
+            f"  {name}: median {statistics.median(values):.2f} ms, p95 {p95(values):.2f} ms "
+            f"over {len(values)}"
+        )
+    print(f"  ratio of medians {statistics.median(old_t) / statistics.median(new_t):.0f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=21)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="memstrata-backlog-") as tmp:
+        os.environ.update(
+            MEMSTRATA_DATA_DIR=tmp,
+            MEMSTRATA_LOG_LEVEL="WARNING",
+            MEMSTRATA_EMBEDDING_AUTOSTART="false",
+        )
+        from memstrata.config import Settings
+        from memstrata.runtime import Memstrata
+
+        mem = Memstrata.open(Settings())
+        try:
+            engine = mem.db.engine
+            began = time.perf_counter()
+            fill(engine, args.rows)
+            print(f"filled {args.rows} rows in {time.perf_counter() - began:.0f} s")
+            with engine.begin() as conn:
+                for name in INDEXES:
+                    conn.execute(text(f"DROP INDEX {name}"))
+            began = time.perf_counter()
+            with engine.begin() as conn:
+                for name, definition in INDEXES.items():
+                    conn.execute(text(f"CREATE INDEX {name} ON memory_embeddings {definition}"))
+            print(f"migration 0006's indexes built in {time.perf_counter() - began:.1f} s")
+            set_pending(engine, 1000)
+            compare(engine, "model", args.repeats, "steady (1 row in 1000 pending)")
+            compare(engine, "another-model", max(5, args.repeats // 3), "after a model change")
+        finally:
+            mem.close()
+
+
+if __name__ == "__main__":
+    main()
