@@ -10,11 +10,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy.pool import NullPool
 
 from memstrata.agent.pool import AgentPool, listener_conninfo
 from memstrata.logs import event_fields
 from tests.sandbox.support import free_port
+
+from .tcp_proxy import FreezableProxy
 
 CHILD = Path(__file__).with_name("pool_child.py")
 
@@ -211,3 +214,45 @@ def test_malformed_notifications_are_ignored(
         ]
     finally:
         pool.close()
+
+
+def test_a_silently_dropped_listener_notices_and_reconnects(pg_url: str, engine: Engine) -> None:
+    """A proxy stops forwarding the LISTEN connection without closing it: invalidations
+    sent meanwhile are lost, and only the missing heartbeat tells the pool so."""
+    url = make_url(pg_url)
+    [upstream] = [p for p in Path(str(url.query["host"])).glob(".s.PGSQL.*") if p.suffix != ".lock"]
+    with FreezableProxy(str(upstream)) as proxy:
+        # NullPool: each heartbeat opens its own connection, so only the LISTEN one freezes
+        proxied = create_engine(
+            url.difference_update_query(["host"]).set(host="127.0.0.1", port=proxy.port),
+            poolclass=NullPool,
+        )
+        recorder = Recorder()
+        listener: AgentPool[str] = AgentPool(
+            proxied,
+            on_invalidate=recorder,
+            reconnect_initial_s=0.05,
+            poll_s=0.1,
+            heartbeat_s=0.3,
+            heartbeat_timeout_s=0.6,
+        )
+        sender: AgentPool[str] = AgentPool(engine)
+        try:
+            assert listener.start() is True
+            assert wait_for(lambda: proxy.freeze() >= 1, 5)
+            listener.get("u", lambda: "stale agent")
+            sender.invalidate("u")  # lost: the frozen connection swallows it
+            time.sleep(0.2)
+            assert not recorder.seen("u")
+
+            assert wait_for(lambda: listener.connects == 2, 10)
+            assert "u" not in listener  # cleared on reconnect
+            listener.get("v", lambda: "b")
+            sender.invalidate("v")
+            assert wait_for(lambda: recorder.seen("v"))
+            time.sleep(1.0)  # heartbeats keep arriving on the new connection
+            assert listener.connects == 2
+        finally:
+            listener.close()
+            sender.close()
+            proxied.dispose()

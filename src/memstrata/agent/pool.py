@@ -16,6 +16,14 @@ a stale agent is not. The listener reconnects with exponential backoff. If sendi
 NOTIFY fails the DB is unreachable, so the other listeners have lost their connections
 too and will clear their caches when they reconnect.
 
+A connection can also go deaf without an error: a proxy or NAT that drops it silently
+leaves the socket open and LISTEN hears nothing, while the kernel's keepalives may still
+be answered (by the proxy). So every ``heartbeat_s`` the pool sends itself a notification
+on a channel of its own, from another connection (a separate thread, so a send that
+hangs cannot stop the listener), and a listener that has not heard it within
+``heartbeat_timeout_s`` — or whose previous heartbeat is still being sent — reconnects,
+which clears the cache as above.
+
 The listener starts on the first :meth:`get` (a process that never caches has nothing to
 invalidate) or on an explicit :meth:`start`; :meth:`close` stops it.
 """
@@ -26,13 +34,16 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from sqlalchemy import Engine, text
 
+from memstrata.db.engine import connect_args
 from memstrata.logs import log_event, log_failure
 
 T = TypeVar("T")
@@ -40,6 +51,10 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 CHANNEL = "memstrata_agent_pool"
+
+
+class ListenerDeafError(Exception):
+    """The LISTEN connection stopped delivering notifications without failing."""
 
 
 def listener_conninfo(engine: Engine) -> str:
@@ -66,6 +81,8 @@ class AgentPool(Generic[T]):
         reconnect_max_s: float = 5.0,
         poll_s: float = 0.5,
         start_timeout_s: float = 5.0,
+        heartbeat_s: float = 30.0,
+        heartbeat_timeout_s: float = 15.0,
     ) -> None:
         self._engine = engine
         self.channel = channel
@@ -74,6 +91,9 @@ class AgentPool(Generic[T]):
         self._reconnect_max_s = reconnect_max_s
         self._poll_s = poll_s
         self._start_timeout_s = start_timeout_s
+        self._heartbeat_s = heartbeat_s
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._beat: threading.Thread | None = None
         self.origin = secrets.token_hex(8)  # tells this pool's own notifications apart
         self._entries: dict[str, T] = {}
         # Bumped by every invalidation: a value built while one happened may be stale and
@@ -197,23 +217,61 @@ class AgentPool(Generic[T]):
                 self._stop.wait(delay)
                 delay = min(delay * 2, self._reconnect_max_s)
 
+    @property
+    def heartbeat_channel(self) -> str:
+        return f"{self.channel}_hb_{self.origin}"
+
     def _listen(self, conninfo: str) -> None:
         with psycopg.connect(
-            conninfo,
+            make_conninfo(conninfo, **connect_args(conninfo)),
             autocommit=True,
-            connect_timeout=5,
             application_name=f"memstrata-pool-{self.origin}",
         ) as conn:
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            for channel in (self.channel, self.heartbeat_channel):
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             # Anything cached before this point may have missed a notification.
             self.clear()
             self.connects += 1
             self._listening.set()
             log_event(logger, "pool.listening", channel=self.channel, connects=self.connects)
+            next_beat, awaited_since = time.monotonic() + self._heartbeat_s, None
             while not self._stop.is_set():
                 for notify in conn.notifies(timeout=self._poll_s):
-                    self._on_notify(notify.payload)
+                    if notify.channel == self.heartbeat_channel:
+                        awaited_since = None
+                    else:
+                        self._on_notify(notify.payload)
+                now = time.monotonic()
+                if awaited_since is not None and now - awaited_since > self._heartbeat_timeout_s:
+                    raise ListenerDeafError(
+                        f"no heartbeat heard on the LISTEN connection for "
+                        f"{now - awaited_since:.1f} s"
+                    )
+                if now >= next_beat:
+                    next_beat = now + self._heartbeat_s
+                    if self._send_heartbeat() and awaited_since is None:
+                        awaited_since = now
         self._listening.clear()
+
+    def _send_heartbeat(self) -> bool:
+        """Send a heartbeat from another thread; False while the previous one is still
+        being sent (its connection may hang, which the missing heartbeat then reveals)."""
+        if self._beat is not None and self._beat.is_alive():
+            return False
+        self._beat = threading.Thread(
+            target=self._notify_heartbeat, name=f"memstrata-pool-hb-{self.origin}", daemon=True
+        )
+        self._beat.start()
+        return True
+
+    def _notify_heartbeat(self) -> None:
+        assert self._engine is not None
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(text("SELECT pg_notify(:c, '')"), {"c": self.heartbeat_channel})
+                conn.commit()
+        except Exception as exc:  # the listener sees the heartbeat missing and reconnects
+            log_failure(logger, "pool.heartbeat_failed", exc)
 
     def _on_notify(self, payload: str) -> None:
         try:

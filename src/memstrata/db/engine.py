@@ -30,14 +30,19 @@ CONNECT_ARGS: dict[str, int] = {
 }
 
 
-def make_engine(url: str, pool_size: int = 5) -> Engine:
+def connect_args(url: str) -> dict[str, int]:
+    """``CONNECT_ARGS`` less those the URL's query string sets itself."""
     given = make_url(url).query
+    return {k: v for k, v in CONNECT_ARGS.items() if k not in given}
+
+
+def make_engine(url: str, pool_size: int = 5) -> Engine:
     return create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size * 2,
         pool_pre_ping=True,
-        connect_args={k: v for k, v in CONNECT_ARGS.items() if k not in given},
+        connect_args=connect_args(url),
         # A failed statement's message must not carry its parameters into logs and error
         # details: they are users' memory files and conversation turns.
         hide_parameters=True,
