@@ -6,6 +6,8 @@ builds one ``Settings`` and passes it down.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -59,6 +61,12 @@ def _default_data_dir() -> Path:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# MEMSTRATA_DATABASE_URL's value for the embedded server, chosen on purpose (production
+# refuses an unset URL: an empty or misspelled variable must not give each replica a
+# database of its own).
+EMBEDDED_DATABASE = "embedded"
+# MEMSTRATA_* variables that are no setting but are read on purpose (``make bench``).
+TOOLING_VARIABLES = frozenset({"MEMSTRATA_LOCOMO"})
 
 
 class Settings(BaseSettings):
@@ -71,7 +79,7 @@ class Settings(BaseSettings):
     environment: Literal["development", "production", "test"] = Field(
         default="development",
         description="development generates a local JWT secret; production refuses to start "
-        "without an explicit secret or public key.",
+        "without an explicit secret or public key, or without MEMSTRATA_DATABASE_URL.",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
@@ -80,9 +88,11 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(
         default=None,
-        description="External PostgreSQL (with pgvector). Unset: start the embedded server "
-        "in <data_dir>/pgdata. Connections use `connect_timeout=10` and TCP keepalives (idle "
-        "30 s, interval 10 s, count 3) unless the URL's query string sets them (libpq names); "
+        description="External PostgreSQL (with pgvector). Unset or `embedded`: start the "
+        "embedded server in <data_dir>/pgdata (production refuses an unset URL; `embedded` "
+        "chooses the embedded server there, for one machine only). Connections use "
+        "`connect_timeout=10` and TCP keepalives (idle 30 s, interval 10 s, count 3) unless "
+        "the URL's query string sets them (libpq names); "
         "failed statements never log their parameters.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
@@ -330,8 +340,10 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str | None) -> str | None:
-        if not value:
+        if not value or not value.strip():
             return None
+        if value.strip().lower() == EMBEDDED_DATABASE:
+            return EMBEDDED_DATABASE
         # Accept the URLs people paste from hosting dashboards; we always drive psycopg 3.
         for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://"):
             if value.startswith(prefix):
@@ -374,8 +386,30 @@ class Settings(BaseSettings):
                 raise ValueError(
                     "MEMSTRATA_JWT_SECRET must be at least 32 characters in production"
                 )
+            if self.database_url is None:
+                raise ValueError(
+                    "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_DATABASE_URL: the "
+                    "PostgreSQL URL every replica shares, or `embedded` for the embedded "
+                    "server in MEMSTRATA_DATA_DIR (one machine only)"
+                )
         return self
+
+    @property
+    def external_database_url(self) -> str | None:
+        """The PostgreSQL URL to connect to; None: the embedded server."""
+        return None if self.database_url == EMBEDDED_DATABASE else self.database_url
 
     @property
     def resolved_sandbox_root(self) -> Path:
         return self.sandbox_root or self.data_dir / "sandboxes"
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """``MEMSTRATA_*`` variables that name no setting, each with the closest setting's
+    variable (or None): pydantic ignores them, so a misspelling would go unnoticed."""
+    known = [f"MEMSTRATA_{name.upper()}" for name in Settings.model_fields]
+    return [
+        (name, next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.8)), None))
+        for name in sorted(environ)
+        if name.startswith("MEMSTRATA_") and name not in known and name not in TOOLING_VARIABLES
+    ]

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from memstrata.cli import build_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.logs import event_fields
 from memstrata.retrieval.indexer import Indexer
 
 
@@ -38,8 +39,8 @@ def run(*args: str) -> tuple[int, str]:
     [
         ("MEMSTRATA_EMBEDDING_MODELS", "{bad", "MEMSTRATA_EMBEDDING_MODELS: not valid JSON"),
         ("MEMSTRATA_JWT_ALGORITHMS", "HS256", "MEMSTRATA_JWT_ALGORITHMS: not valid JSON"),
-        ("MEMSTRATA_LOG_LEVEL", "LOUD", "MEMSTRATA_LOG_LEVEL: Value error, must be one of DEBUG"),
-        ("MEMSTRATA_API_PREFIX", "/a b", "MEMSTRATA_API_PREFIX: Value error, must be a URL path"),
+        ("MEMSTRATA_LOG_LEVEL", "LOUD", "MEMSTRATA_LOG_LEVEL: must be one of DEBUG"),
+        ("MEMSTRATA_API_PREFIX", "/a b", "MEMSTRATA_API_PREFIX: must be a URL path"),
     ],
 )
 def test_a_bad_setting_is_one_line(
@@ -101,3 +102,53 @@ def test_reindex_fails_when_vectors_are_still_missing(
     monkeypatch.setenv("MEMSTRATA_EMBEDDING_MAX_RETRIES", "0")
     code, out = run("reindex", "--user", "u")
     assert code == 1 and "1 chunk(s) of u still have no vector" in out, out
+
+
+SECRET = "s" * 40
+
+
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_production_refuses_an_unset_database_url(
+    env: None, monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    """An empty or misspelled MEMSTRATA_DATABASE_URL must not start an embedded database on
+    every replica of a production deployment."""
+    monkeypatch.setenv("MEMSTRATA_ENVIRONMENT", "production")
+    monkeypatch.setenv("MEMSTRATA_JWT_SECRET", SECRET)
+    if value is not None:
+        monkeypatch.setenv("MEMSTRATA_DATABASE_URL", value)
+    code, out = run("db", "status")
+    assert code == 1, out
+    assert out.strip() == (
+        "error: invalid configuration — MEMSTRATA_ENVIRONMENT=production needs "
+        "MEMSTRATA_DATABASE_URL: the PostgreSQL URL every replica shares, or `embedded` for "
+        "the embedded server in MEMSTRATA_DATA_DIR (one machine only)"
+    )
+    assert not Path(os.environ["MEMSTRATA_DATA_DIR"], "pgdata").exists()
+
+
+def test_embedded_is_a_choice_in_production() -> None:
+    settings = Settings(environment="production", jwt_secret=SECRET, database_url=" Embedded ")
+    assert settings.database_url == "embedded" and settings.external_database_url is None
+    url = "postgresql://u@h/db"
+    assert Settings(database_url=url).external_database_url == "postgresql+psycopg://u@h/db"
+    assert Settings().external_database_url is None  # development: embedded by default
+
+
+def test_an_unknown_variable_is_named_with_the_closest_setting(
+    env: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_DATABASE_ULR", "postgresql://u@h/db")
+    monkeypatch.setenv("MEMSTRATA_NOTHING_LIKE_IT", "1")
+    monkeypatch.setenv("MEMSTRATA_LOCOMO", "locomo.json")  # make bench's, not a setting
+    code, _ = run("token", "--user", "a")
+    assert code == 0
+    warned = {
+        f["name"]: f["closest"]
+        for f in map(event_fields, caplog.records)
+        if f.get("event") == "config.unknown_variable"
+    }
+    assert warned == {
+        "MEMSTRATA_DATABASE_ULR": "MEMSTRATA_DATABASE_URL",
+        "MEMSTRATA_NOTHING_LIKE_IT": None,
+    }

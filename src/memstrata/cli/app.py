@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -9,12 +11,13 @@ from typing import NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsError
 
-from memstrata.config import EmbeddingModelSpec, Settings
+from memstrata.config import EmbeddingModelSpec, Settings, unknown_variables
 from memstrata.db.database import Database
 from memstrata.errors import MemstrataError
-from memstrata.logs import configure_logging
+from memstrata.logs import configure_logging, log_event
 from memstrata.runtime import Memstrata
 
 app = typer.Typer(
@@ -25,6 +28,8 @@ app = typer.Typer(
 )
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -41,15 +46,22 @@ def load_settings(*, log_level: str | None = "WARNING") -> Settings:
     try:
         settings = Settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"MEMSTRATA_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-            for e in exc.errors()
-        )
-        fail(f"invalid configuration — {problems}")
+        fail(f"invalid configuration — {'; '.join(map(_problem, exc.errors()))}")
     except SettingsError as exc:  # a list or object setting that is not valid JSON
         fail(f"invalid configuration — {settings_error(exc)}")
     configure_logging(log_level or settings.log_level, settings.log_json)
+    for name, closest in unknown_variables(os.environ):
+        log_event(logger, "config.unknown_variable", logging.WARNING, name=name, closest=closest)
     return settings
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One setting's problem; a check across settings names its variables itself."""
+    cause = error.get("ctx", {}).get("error")
+    message = str(cause) if isinstance(cause, ValueError) else error["msg"]
+    if not error["loc"]:
+        return message
+    return f"MEMSTRATA_{'_'.join(str(p) for p in error['loc']).upper()}: {message}"
 
 
 def settings_error(exc: SettingsError) -> str:

@@ -30,7 +30,7 @@ class Database:
         (replicas; ``memstrata db upgrade`` migrates). A missing pgvector fails loudly.
         """
         embedded: EmbeddedPostgres | None = None
-        url = settings.database_url
+        url = settings.external_database_url
         if url is None:
             embedded = EmbeddedPostgres(settings.data_dir)
             url = embedded.start()
