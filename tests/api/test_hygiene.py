@@ -235,3 +235,34 @@ def test_allowed_session_ids(client: TestClient, auth: AuthHeader, session_id: s
         TURN.format(session_id), headers=auth(), json={"turn_index": 0, "user_message": "hi"}
     )
     assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "code"),
+    [
+        ("PUT", FILES.format("nope"), "invalid_file_name"),
+        ("POST", "/api/memory/conversations/a%2Fb/turns", "invalid_session_id"),
+        ("POST", "/api/memory/conversations/%20/turns", "invalid_session_id"),
+    ],
+)
+@pytest.mark.parametrize("body", [b"{not json", b'{"content": 1}', b"\xff\xfe"])
+def test_a_bad_name_in_the_url_is_400_whatever_the_body(
+    client: TestClient, auth: AuthHeader, method: str, path: str, code: str, body: bytes
+) -> None:
+    """FastAPI parses the body before any dependency: the URL's 400 (spec §3 for a file
+    name) used to turn into a 422 when the body was not JSON."""
+    headers = {**auth(), "Content-Type": "application/json"}
+    response = client.request(method, path, content=body, headers=headers)
+    assert (response.status_code, response.json()["code"]) == (400, code), response.text
+
+
+def test_a_good_name_with_a_malformed_body_is_still_422(
+    client: TestClient, auth: AuthHeader
+) -> None:
+    headers = {**auth(), "Content-Type": "application/json"}
+    for path in (FILES.format("user"), "/api/memory/conversations/s1/turns"):
+        method = "PUT" if "agent-files" in path else "POST"
+        response = client.request(method, path, content=b"{not json", headers=headers)
+        assert response.status_code == 422, response.text
+    stranger = client.put(FILES.format("nope"), content=b"{not json")
+    assert stranger.status_code == 401  # authentication still comes first

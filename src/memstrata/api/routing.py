@@ -39,6 +39,7 @@ def route_class(context: ApiContext) -> type[APIRoute]:
             handler = super().get_route_handler()
             limit = context.settings.max_request_bytes
             needs_auth = _depends_on(self.dependant, current_user)
+            path_checks = _path_checks(self.dependant)
 
             async def guarded(request: Request) -> Response:
                 try:
@@ -48,6 +49,9 @@ def route_class(context: ApiContext) -> type[APIRoute]:
                         request.state.user_id = context.auth.authenticate(
                             request.headers.get("authorization")
                         )
+                    refuse_declared_overflow(request.headers.get("content-length"), limit)
+                    for check, names in path_checks:  # ...and the URL before the body
+                        await check(**{n: request.path_params[n] for n in names})
                     return await handler(await _with_body_limit(request, limit))
                 except Exception as exc:
                     response = error_response(exc)
@@ -64,9 +68,30 @@ def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
     return any(dep.call is call or _depends_on(dep, call) for dep in dependant.dependencies)
 
 
+PathCheck = Callable[..., Coroutine[Any, Any, object]]
+_PATH_CHECKS: set[PathCheck] = set()
+
+
+def checked_before_body(check: PathCheck) -> PathCheck:
+    """Mark an async dependency that reads only path parameters (a file name): the route
+    runs it before reading the body, so a malformed body's 422 cannot hide its 400.
+    FastAPI itself parses the body before it runs any dependency."""
+    _PATH_CHECKS.add(check)
+    return check
+
+
+def _path_checks(dependant: Dependant) -> list[tuple[PathCheck, list[str]]]:
+    found: list[tuple[PathCheck, list[str]]] = []
+    for dep in dependant.dependencies:
+        if dep.call in _PATH_CHECKS:
+            found.append((dep.call, [p.name for p in dep.path_params]))
+        found += _path_checks(dep)
+    return found
+
+
 async def _with_body_limit(request: Request, limit: int) -> Request:
-    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request."""
-    refuse_declared_overflow(request.headers.get("content-length"), limit)
+    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request.
+    A declared ``Content-Length`` over the limit was refused before (``guarded``)."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Header, Path, Response
 from fastapi.routing import APIRoute
 
 from memstrata.api.errors import ApiError
-from memstrata.api.routing import Context, CurrentUser
+from memstrata.api.routing import Context, CurrentUser, checked_before_body
 from memstrata.api.schemas import (
     AgentFile,
     AgentFileUpdate,
@@ -32,6 +32,7 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
+@checked_before_body
 async def path_kind(
     name: Annotated[
         str,
@@ -42,8 +43,9 @@ async def path_kind(
         ),
     ],
 ) -> FileKind:
-    # A dependency, so that a bad name is a 400 even when the body is also invalid (422);
-    # async, because FastAPI runs a plain ``def`` dependency on a worker thread.
+    # Checked before the body (``checked_before_body``), so that a bad name is a 400 even
+    # when the body is also invalid (422) or not JSON at all; async, because FastAPI runs a
+    # plain ``def`` dependency on a worker thread.
     return api_kind(name)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path
 from fastapi.routing import APIRoute
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from memstrata.api.errors import ApiError
-from memstrata.api.routing import Context, CurrentUser
+from memstrata.api.routing import Context, CurrentUser, checked_before_body
 from memstrata.api.schemas import (
     BatchTurn,
     BatchTurnsRejected,
@@ -42,10 +42,14 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-def http_session_id(value: str) -> str:
-    """A session id from a URL path, or 400 saying which characters are allowed."""
+@checked_before_body
+async def path_session_id(
+    session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
+) -> str:
+    """A session id from a URL path, or 400 saying which characters are allowed — before
+    the body is read, so a bad id is a 400 whatever the body is."""
     try:
-        return check_session_id(value)
+        return check_session_id(session_id)
     except InvalidSessionIdError as exc:
         raise ApiError(400, str(exc), code="invalid_session_id") from exc
 
@@ -102,7 +106,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
     @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)
     def index_turn(
-        session_id: Annotated[str, Path(description=SESSION_ID_RULE)],
+        session_id: Annotated[str, Depends(path_session_id)],
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
@@ -114,7 +118,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         """
         report = context.mem.indexer.index_turn(
             user_id,
-            http_session_id(session_id),
+            session_id,
             body.turn_index,
             body.user_message,
             body.assistant_reply,
