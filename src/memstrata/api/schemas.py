@@ -121,11 +121,15 @@ class SearchHitBody(BaseModel):
 class SearchResults(BaseModel):
     query: str
     mode: Literal["hybrid", "bm25"] = Field(
-        description="bm25 when no embedding API is configured or the query's embedding failed."
+        description="bm25 when no embedding API is configured, the query's embedding failed, "
+        "or none of the user's rows has a vector yet; `warnings` says which."
     )
     hits: list[SearchHitBody]
     timings_ms: dict[str, float]
-    warnings: list[str]
+    warnings: list[str] = Field(
+        description="Why a side of the search could not take part (no embedding API, a failed "
+        "query embedding, no vectors yet, a query with no searchable words); empty otherwise."
+    )
 
 
 class IndexReportBody(BaseModel):

