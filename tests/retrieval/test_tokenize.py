@@ -81,6 +81,26 @@ class TestTokenize:
     def test_other_scripts_by_word_lowercased(self) -> None:
         assert tokenize("Café NAÏVE Привет мир") == ["café", "naïve", "привет", "мир"]
 
+    def test_words_keep_their_combining_marks(self) -> None:
+        """Indic vowel signs and viramas are marks, which Python's ``\\w`` leaves out:
+        हिन्दी used to become ह, न, द — consonants unrelated words share."""
+        assert tokenize("हिन्दी भाषा नमस्ते") == ["हिन्दी", "भाषा", "नमस्ते"]
+        assert tokenize("বাংলা ভাষা தமிழ்") == ["বাংলা", "ভাষা", "தமிழ்"]
+        assert tokenize("क्\u200dष") == tokenize("क्ष") == ["क्ष"]  # a joiner changes nothing
+        assert tokenize("e\u0331x") == ["e\u0331x"]  # a mark NFKC cannot compose
+        assert tokenize("\u0301abc \u0301") == ["abc"]  # no word starts with a mark
+        assert tokenize("ok\ufe0f") == ["ok"]  # a variation selector is not part of it
+        assert tokenize("a\U0001d165b 𝐗") == ["a\U0001d165b", "x"]  # an astral mark
+
+    def test_arabic_and_hebrew_points_are_dropped(self) -> None:
+        assert tokenize("كَتَبَ الوَلَدُ") == tokenize("كتب الولد") == ["كتب", "الولد"]
+        assert tokenize("שָׁלוֹם") == tokenize("שלום") == ["שלום"]
+        assert tokenize("בית־ספר") == ["בית", "ספר"]  # maqaf is a hyphen, not a point
+
+    def test_scripts_without_spaces_still_split_at_their_marks(self) -> None:
+        """Joining Thai's marks would make a whole phrase one term."""
+        assert tokenize("ง่าย") == ["ง", "าย"]
+
     def test_punctuation_symbols_and_emoji_dropped(self) -> None:
         assert tokenize("「你好」！？…—— 👍 ❤️ @#$%") == ["你", "好", "你好"]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from memstrata.retrieval import tokenize as rules
 
 # Bump whenever tokenize() can give another output for the same text.
-TERMS_VERSION = 1
+# 2: combining marks join the word they are in (retrieval.marks).
+TERMS_VERSION = 2
 
 
 def signature() -> str:

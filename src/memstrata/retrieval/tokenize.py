@@ -5,8 +5,9 @@ Two different jobs live here, and they deliberately use different rules:
 ``tokenize`` produces *index terms*. The spec asks for Chinese character by character and
 English word by word with no external dependency, because a per-user memory index must not
 need a segmentation dictionary or a network call. CJK ideographs, kana and hangul become one
-term per character; every other maximal run of Unicode letters/digits becomes one lowercase
-term (so ``don't`` is ``don`` + ``t``, and ``3.14`` is ``3`` + ``14``). Text is NFKC-normalised
+term per character; every other maximal run of Unicode letters/digits (with the combining
+marks inside it, so Hindi or Bengali words stay whole) becomes one lowercase term (so
+``don't`` is ``don`` + ``t``, and ``3.14`` is ``3`` + ``14``). Text is NFKC-normalised
 first so full-width ``ＧＰＴ４`` and ``GPT4`` index identically. English terms then go
 through ``light_stem`` (plural and -ed/-ing stripping only; other scripts are untouched)
 and an English stopword list is removed, because on conversational data words like "the",
@@ -39,6 +40,8 @@ import re
 import unicodedata
 from collections.abc import Container
 
+from memstrata.retrieval.marks import MARKS, MARKS_ASTRAL, MARKS_BMP
+
 __all__ = ["CJK_BIGRAMS", "ENGLISH_STOPWORDS", "count_tokens", "light_stem", "tokenize"]
 
 # Code points that are indexed one per character and cost one LLM token each: CJK
@@ -61,8 +64,23 @@ _CJK = (
     "\U00030000-\U000323af"
 )
 
-# One CJK character, or a maximal run of letters/digits that are not CJK and not "_".
+# One CJK character, or a maximal run of letters/digits that are not CJK and not "_",
+# with the combining marks inside it (``marks.MARKS``): Python's ``\w`` has no marks, so
+# हिन्दी was cut into ह, न, द — fragments unrelated words share.
+_TERM_WITH_MARKS = re.compile(f"[{_CJK}]|[^\\W_{_CJK}](?:[^\\W_{_CJK}]|[{MARKS}])*")
+# The same terms for text without marks or joiners (nearly all English and Chinese), at
+# about half the cost: the alternation above is slow, and looking for a mark is not.
 _TERM = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
+_BMP_MARK_OR_JOINER = re.compile(f"[{MARKS_BMP}\u200c\u200d]")
+_ASTRAL_MARK = re.compile(f"[{MARKS_ASTRAL}]")
+# Dropped before splitting, so a word is one term with or without them: joiners inside a
+# word (Indic conjuncts) and variation selectors (emoji or text style) shape glyphs, not
+# meaning; and the vowel points Arabic (harakat) and Hebrew (niqqud) text mostly leaves
+# out, so pointed and unpointed spellings of a word match. (U+05BE, U+05C0, U+05C3 and
+# U+05C6 in the Hebrew range are punctuation, not points.)
+_HEBREW_POINTS = [c for c in range(0x0591, 0x05C8) if c not in (0x05BE, 0x05C0, 0x05C3, 0x05C6)]
+_GLYPH_ONLY = [0x200C, 0x200D, *range(0xFE00, 0xFE10)]
+_DROPPED = dict.fromkeys([*_GLYPH_ONLY, *range(0x064B, 0x0660), 0x0670, *_HEBREW_POINTS], None)
 
 # Two or more CJK characters in a row: their adjacent pairs become extra terms.
 _CJK_RUN = re.compile(f"[{_CJK}]{{2,}}")
@@ -167,7 +185,11 @@ def tokenize(
     match (and unstopped document words will skew lengths).
     """
     normal = unicodedata.normalize("NFKC", text).lower()
-    terms = _TERM.findall(normal)
+    if not _has_marks(normal):
+        terms = _TERM.findall(normal)
+    else:
+        normal = normal.translate(_DROPPED)
+        terms = _TERM_WITH_MARKS.findall(normal)
     if stopwords is ENGLISH_STOPWORDS and stem:
         terms = _default_terms(terms)
     else:
@@ -179,6 +201,14 @@ def tokenize(
         for run in _CJK_RUN.findall(normal):
             terms.extend(run[i : i + 2] for i in range(len(run) - 1))
     return terms
+
+
+def _has_marks(text: str) -> bool:
+    if text.isascii():  # O(1) in CPython: a flag of the string
+        return False
+    if _BMP_MARK_OR_JOINER.search(text) is not None:
+        return True
+    return max(text) > "\uffff" and _ASTRAL_MARK.search(text) is not None
 
 
 def count_tokens(text: str) -> int:
