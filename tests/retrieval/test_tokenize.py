@@ -89,6 +89,7 @@ class TestTokenize:
         assert tokenize("क्\u200dष") == tokenize("क्ष") == ["क्ष"]  # a joiner changes nothing
         assert tokenize("e\u0331x") == ["e\u0331x"]  # a mark NFKC cannot compose
         assert tokenize("\u0301abc \u0301") == ["abc"]  # no word starts with a mark
+        assert tokenize("İşte İskender") == tokenize("işte iskender") == ["işte", "iskender"]
         assert tokenize("ok\ufe0f") == ["ok"]  # a variation selector is not part of it
         assert tokenize("a\U0001d165b 𝐗") == ["a\U0001d165b", "x"]  # an astral mark
 

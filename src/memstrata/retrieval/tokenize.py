@@ -188,7 +188,8 @@ def tokenize(
     if not _has_marks(normal):
         terms = _TERM.findall(normal)
     else:
-        normal = normal.translate(_DROPPED)
+        # str.lower() makes Turkish İ "i" + a combining dot: İşte must match işte.
+        normal = normal.replace("i\u0307", "i").translate(_DROPPED)
         terms = _TERM_WITH_MARKS.findall(normal)
     if stopwords is ENGLISH_STOPWORDS and stem:
         terms = _default_terms(terms)
