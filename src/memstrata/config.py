@@ -312,6 +312,16 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
     port: int = Field(default=8700, ge=1, le=65535, description="`memstrata serve` port.")
+    shutdown_grace_s: int = Field(
+        default=15,
+        ge=0,
+        description="On SIGTERM, `memstrata serve` waits this long for requests in flight; "
+        "those still running then get a 503 (`shutting_down`, Retry-After). 15 leaves 15 s of "
+        "Kubernetes' default terminationGracePeriodSeconds (30) for what follows: a cut-off "
+        "request's embedding call runs on until it returns or times out (13 s with the "
+        "default timeouts and batch size); the embedded PostgreSQL and the local embedding "
+        "servers stop. Keep that period at least this + 15.",
+    )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
     )
@@ -333,6 +343,23 @@ class Settings(BaseSettings):
     mcp_dns_rebinding_protection: bool = Field(
         default=True,
         description="Check Host and Origin on /mcp against the two lists above (off: any).",
+    )
+    mcp_max_sessions_per_user: int = Field(
+        default=32,
+        ge=1,
+        description="MCP sessions (/mcp) one user may hold open at once; the next initialize "
+        "gets 429 (`too_many_sessions`). A client holds one per connection and ends it with "
+        "DELETE, so 32 covers several clients at once (an IDE, a few terminals, parallel "
+        "agents) and what crashed ones leave until it idles out, while one user's runaway loop "
+        "holds at most 32 of the 10 000 sessions the MCP SDK admits per process.",
+    )
+    mcp_session_idle_timeout_s: float = Field(
+        default=1800,
+        gt=0,
+        allow_inf_nan=False,
+        description="An MCP session with no request in flight (an open GET stream counts as "
+        "one) ends after this long and frees its slot; its id then answers 404 and the client "
+        "initializes again. 1800 is the MCP SDK's own default.",
     )
     log_level: str = Field(default="INFO", description="Logging level.")
     log_json: bool = Field(default=True, description="One JSON object per log line.")

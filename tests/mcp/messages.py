@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# What a streamable HTTP client must accept.
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
 # The first message of every MCP session.
 INIT: dict[str, Any] = {
     "jsonrpc": "2.0",

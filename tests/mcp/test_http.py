@@ -24,12 +24,11 @@ from mcp.shared.exceptions import MCPError
 
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
-from tests.mcp.messages import INIT
+from tests.mcp.messages import INIT, MCP_HEADERS
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "mcp-http-test-secret-0123456789abcdef"
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 def token(user: str, ttl: int = 600) -> str:

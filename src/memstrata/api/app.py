@@ -29,6 +29,7 @@ from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import RequestLogMiddleware
 from memstrata.api.routers import config, health, limits, memory
 from memstrata.api.routing import route_class
+from memstrata.api.shutdown import ShutdownCutoffMiddleware
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from memstrata.web import web_router
@@ -103,6 +104,9 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     app.state.context = context
     app.state.metrics = context.metrics
     install_error_handlers(app)
+    # Added first, so it sits inside the request log: a cut-off request is logged and
+    # counted as the 503 it gets, with its X-Request-ID.
+    app.add_middleware(ShutdownCutoffMiddleware)
     app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=settings.api_prefix)
     app.include_router(create_router(context), prefix=settings.api_prefix)
     if settings.mcp_http_enabled:  # before any catch-all mount

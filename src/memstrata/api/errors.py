@@ -19,8 +19,10 @@ errors the two are the same English text). 409 and 422 add fields:
   ``max_content_bytes``
 - 422 ``validation_error``: body validation (pydantic, malformed JSON) or
   ``InvalidContentError``; adds ``errors: [{"loc", "msg", "type"}]``
+- 429 ``too_many_sessions``: ``/mcp`` only, a user's MCP session cap (memstrata.mcp.sessions)
 - 503 ``unavailable``: runtime not started, or a database / sandbox / embedding failure
-  that escaped the service layer
+  that escaped the service layer; ``shutting_down``: a request still running when the
+  shutdown's grace ended (memstrata.api.shutdown), with ``Retry-After``
 - 500 ``internal_error``: anything else (logged with its traceback)
 
 Sandbox and embedding failures are the sync / retrieval layers' to swallow (spec §5: log

@@ -5,7 +5,8 @@ embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on; see
 :mod:`memstrata.retrieval.autostart`), the runtime
 (embedded PostgreSQL unless ``MEMSTRATA_DATABASE_URL`` is set, migrations, the local
 directory sandboxes), then uvicorn on an already-bound socket; it stops them in reverse
-order on Ctrl-C or SIGTERM.
+order on Ctrl-C or SIGTERM, after giving the requests in flight up to
+``MEMSTRATA_SHUTDOWN_GRACE_S``.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def serve(
                 log_config=None,
                 access_log=False,
                 server_header=False,
-                timeout_graceful_shutdown=5,
+                # Then the requests still running are cancelled and answered 503
+                # (memstrata.api.shutdown).
+                timeout_graceful_shutdown=settings.shutdown_grace_s,
             )
         )
         _banner(settings, mem, embedding, bind_host, sock.getsockname()[1])

@@ -6,7 +6,8 @@ lifespan (one process, one lifespan; the runtime is opened first and closed last
 ``Authorization`` header, and a failure is the REST API's own 401 (same body, same
 ``WWW-Authenticate``). The token's user becomes the SDK's authenticated principal, so a
 session created with one user's token answers 404 to any other user's token, and every
-tool, resource and prompt reads the user from the request, never from an argument.
+tool, resource and prompt reads the user from the request, never from an argument. Each
+user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`).
 """
 
 from __future__ import annotations
@@ -33,17 +34,22 @@ from memstrata.api.errors import ApiError, error_response
 from memstrata.api.routing import refuse_declared_overflow
 from memstrata.config import Settings
 from memstrata.mcp.server import build_server
+from memstrata.mcp.sessions import SessionLedger, serve_counted
 
 MCP_PATH = "/mcp"
 
 
 class BearerGate:
-    """ASGI wrapper: authenticate like ``/api``, then hand the user to the MCP transport."""
+    """ASGI wrapper: authenticate like ``/api``, then hand the user to the MCP transport,
+    within the user's session cap."""
 
-    def __init__(self, app: ASGIApp, auth: Authenticator, max_request_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, auth: Authenticator, max_request_bytes: int, sessions: SessionLedger
+    ) -> None:
         self.app = app
         self.auth = auth
         self.max_request_bytes = max_request_bytes
+        self.sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,7 +72,7 @@ class BearerGate:
             AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
         )
         scope.setdefault("state", {})["user_id"] = user_id  # for the request log
-        await self.app(scope, receive, send)
+        await serve_counted(self.sessions, self.app, user_id, scope, receive, send)
 
 
 def token_user(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -90,12 +96,16 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
     """Serve MCP at ``<api_prefix>/mcp`` in ``app``; mount it before any catch-all route."""
     settings = context.settings
     server = build_server(lambda: context.mem, token_user)
+    idle_timeout_s = settings.mcp_session_idle_timeout_s
     manager = StreamableHTTPSessionManager(
         app=server,
         security_settings=transport_security(settings),
+        session_idle_timeout=idle_timeout_s,
         max_request_body_size=settings.max_request_bytes,
     )
-    gate = BearerGate(manager.handle_request, context.auth, settings.max_request_bytes)
+    # The ledger forgets an idle session after the same timeout the SDK ends it.
+    sessions = SessionLedger(settings.mcp_max_sessions_per_user, idle_timeout_s)
+    gate = BearerGate(manager.handle_request, context.auth, settings.max_request_bytes, sessions)
     app.router.routes.append(Route(settings.api_prefix + MCP_PATH, endpoint=gate))
     inner = app.router.lifespan_context
 

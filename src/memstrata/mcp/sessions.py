@@ -1,0 +1,243 @@
+"""A per-user cap on open MCP sessions (streamable HTTP at ``/mcp``).
+
+The SDK's session manager caps sessions per process (10 000, then 503 for everyone) and
+ends one on DELETE, when it has had no request in flight for its idle timeout, or when it
+crashes; it counts nobody's sessions in particular. So one agent loop that initializes a
+new session for every call and never closes one could take every slot of a replica.
+:class:`SessionLedger` counts each user's sessions, and :func:`serve_counted` refuses a
+user's session-opening request with 429 while that user holds ``per_user`` of them,
+before the SDK creates anything.
+
+The SDK has no public end-of-session hook, so the ledger follows sessions over HTTP, where
+all their requests pass: a session counts from the response that hands out its
+``Mcp-Session-Id`` until a DELETE of it succeeds, a request for it answers 404 (the SDK has
+forgotten it: ended, expired or crashed), or it has had no request in flight for the idle
+timeout the SDK was given too. Each of these comes at or after the SDK's own end, so the
+ledger may count a session a moment longer than the SDK holds it, never shorter; and a
+session nobody asks about again is forgotten after the idle timeout, so a cap reached by
+crashed clients lifts by itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memstrata.api.errors import ApiError, error_response
+
+TOO_MANY_SESSIONS = "too_many_sessions"
+
+
+@dataclass
+class _Session:
+    user_id: str
+    in_flight: int
+
+
+class SessionLedger:
+    """Who holds which MCP session, and which have gone idle; one per ``/mcp`` endpoint.
+
+    Plain bookkeeping without awaits, so each call is atomic on the event loop. ``clock``
+    is monotonic seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        per_user: int,
+        idle_timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_user = per_user
+        self.idle_timeout_s = idle_timeout_s
+        self._clock = clock
+        # user -> open sessions plus session-opening requests in flight
+        self._held: dict[str, int] = {}
+        self._sessions: dict[str, _Session] = {}
+        # session id -> when its last request ended; times only grow, so oldest first
+        self._idle: OrderedDict[str, float] = OrderedDict()
+
+    def held(self, user_id: str) -> int:
+        """The user's open sessions and session-opening requests in flight."""
+        self._expire()
+        return self._held.get(user_id, 0)
+
+    def reserve(self, user_id: str) -> bool:
+        """Take a slot for a request that may open a session; False when the user has none."""
+        if self.held(user_id) >= self.per_user:
+            return False
+        self._held[user_id] = self._held.get(user_id, 0) + 1
+        return True
+
+    def release(self, user_id: str) -> None:
+        """Give back a slot whose request opened no session."""
+        self._drop(user_id)
+
+    def opened(self, user_id: str, session_id: str, *, reserved: bool) -> None:
+        """The response handing out ``session_id`` has started; that request is in flight.
+
+        ``reserved=False`` counts a session opened by a request that took no slot, so that
+        a change in which requests the SDK lets open one can never let sessions go uncounted.
+        """
+        if not reserved:
+            self._held[user_id] = self._held.get(user_id, 0) + 1
+        self._sessions[session_id] = _Session(user_id, in_flight=1)
+
+    def begin(self, user_id: str, session_id: str) -> bool:
+        """A request for ``session_id`` starts. False (and nothing counted) when the ledger
+        holds no such session of this user: the SDK will answer it 404."""
+        self._expire()
+        session = self._sessions.get(session_id)
+        if session is None or session.user_id != user_id:
+            return False
+        session.in_flight += 1
+        self._idle.pop(session_id, None)
+        return True
+
+    def finish(self, session_id: str, *, ended: bool) -> None:
+        """A request :meth:`begin` or :meth:`opened` counted is over; ``ended``: so is the
+        session. Nothing happens for a session already forgotten (a DELETE while a GET
+        stream was open)."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return
+        session.in_flight -= 1
+        if ended:
+            self._forget(session_id)
+        elif session.in_flight == 0:
+            self._idle[session_id] = self._clock()
+
+    def _expire(self) -> None:
+        cutoff = self._clock() - self.idle_timeout_s
+        while self._idle:
+            session_id, idle_since = next(iter(self._idle.items()))
+            if idle_since > cutoff:
+                return
+            self._forget(session_id)
+
+    def _forget(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id)
+        self._idle.pop(session_id, None)
+        self._drop(session.user_id)
+
+    def _drop(self, user_id: str) -> None:
+        left = self._held.get(user_id, 0) - 1
+        if left > 0:
+            self._held[user_id] = left
+        else:
+            self._held.pop(user_id, None)
+
+
+def _opens_session(headers: Headers) -> bool:
+    """Whether the SDK may open a session for this request: no ``Mcp-Session-Id`` and a
+    handshake-era (or no) ``MCP-Protocol-Version``; the SDK serves later versions one
+    request at a time, holding nothing afterwards."""
+    version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+    return MCP_SESSION_ID_HEADER not in headers and (
+        version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+    )
+
+
+async def serve_counted(
+    ledger: SessionLedger, app: ASGIApp, user_id: str, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Pass one authenticated ``/mcp`` request to the SDK (``app``), keeping ``ledger``
+    in step with the session it opens, uses or ends; 429 when it would open one too many.
+
+    The ledger changes when the response starts, before the client can act on it: a
+    client that got its session id may use it at once, and one whose DELETE was answered
+    may open a new session at once.
+    """
+    headers = Headers(scope=scope)
+    session_id = headers.get(MCP_SESSION_ID_HEADER)
+    if session_id is not None:
+        await _serve_in_session(ledger, app, user_id, session_id, scope, receive, send)
+        return
+    reserved = _opens_session(headers)
+    if reserved and not ledger.reserve(user_id):
+        response = error_response(_too_many(ledger, scope))
+        assert response is not None  # an ApiError always maps
+        await response(scope, receive, send)
+        return
+    opened: str | None = None
+    unsettled = reserved  # a slot taken and not yet given a session or back
+
+    async def watch(message: Message) -> None:
+        nonlocal opened, unsettled
+        if message["type"] == "http.response.start":
+            if message["status"] < 400:
+                opened = Headers(raw=message.get("headers", [])).get(MCP_SESSION_ID_HEADER)
+            if opened is not None:
+                ledger.opened(user_id, opened, reserved=reserved)
+            elif unsettled:
+                ledger.release(user_id)
+            unsettled = False
+        await send(message)
+
+    completed = False
+    try:
+        await app(scope, receive, watch)
+        completed = True
+    finally:
+        # The SDK keeps a session only if its opening request answered below 400 without
+        # raising (cancelled, client gone); otherwise it discards it at once.
+        if opened is not None:
+            ledger.finish(opened, ended=not completed)
+        elif unsettled:
+            ledger.release(user_id)
+
+
+async def _serve_in_session(
+    ledger: SessionLedger,
+    app: ASGIApp,
+    user_id: str,
+    session_id: str,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    if not ledger.begin(user_id, session_id):
+        await app(scope, receive, send)
+        return
+    counted = True  # this request is still in the ledger's in-flight count
+
+    async def watch(message: Message) -> None:
+        nonlocal counted
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            # 404: the SDK has forgotten the session (ended, expired, crashed).
+            if status == 404 or (scope.get("method") == "DELETE" and status < 300):
+                ledger.finish(session_id, ended=True)
+                counted = False
+        await send(message)
+
+    try:
+        await app(scope, receive, watch)
+    finally:
+        if counted:
+            ledger.finish(session_id, ended=False)
+
+
+def _too_many(ledger: SessionLedger, scope: Scope) -> ApiError:
+    path = scope.get("path", "/mcp")
+    detail = (
+        f"too many open MCP sessions: this user already holds {ledger.per_user}, the most "
+        "allowed (MEMSTRATA_MCP_MAX_SESSIONS_PER_USER). Reuse an open session (send its "
+        "Mcp-Session-Id header) instead of initializing a new one, and end each session you "
+        f"no longer need with DELETE {path} and its Mcp-Session-Id header (SDK clients do "
+        "this when they close). A session with no request in flight also ends by itself "
+        f"after {ledger.idle_timeout_s:g} s (MEMSTRATA_MCP_SESSION_IDLE_TIMEOUT_S)."
+    )
+    # The body is also a JSON-RPC error: MCP clients show its message, where they would
+    # show only "Server returned an error response" for the plain error shape.
+    rpc_error = {"code": INVALID_REQUEST, "message": detail}
+    extra = {"jsonrpc": "2.0", "id": None, "error": rpc_error}
+    return ApiError(429, detail, code=TOO_MANY_SESSIONS, extra=extra)

@@ -1,0 +1,178 @@
+"""SIGTERM with a request in flight: ``memstrata serve`` waits ``MEMSTRATA_SHUTDOWN_GRACE_S``
+for it; one still running after that gets a JSON 503 with Retry-After, never uvicorn's
+plain-text 500.
+
+A real server process on the session's PostgreSQL. The embedding API is the
+fault-injection fake in its slow mode, so an inline batch import takes as long as the test
+needs: longer than the grace (cut off) or shorter (answered).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from sqlalchemy import text
+
+from memstrata.api.shutdown import RETRY_AFTER_S, SHUTTING_DOWN
+from memstrata.db.database import Database
+from memstrata.serve_process import free_port, start_serve, wait_ready
+from tests.retrieval.fault_server import FaultServer
+
+pytestmark = pytest.mark.timeout(90)
+
+SECRET = "shutdown-test-secret-that-is-long-enough-0123"
+BATCH = "/api/memory/conversations/turns:batch"
+TURNS = 4  # one embedding request of TURNS texts (the default batch size is 8)
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The JSON log lines of event ``name`` the server wrote to stderr."""
+        found = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == name:
+                found.append(record)
+        return found
+
+    def stderr(self) -> str:
+        return "\n--- serve stderr ---\n" + self.log.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def fake() -> Iterator[FaultServer]:
+    with FaultServer("ok", dim=16) as server:
+        yield server
+
+
+@contextmanager
+def _serve(tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int) -> Iterator[Served]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
+        "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
+        "MEMSTRATA_ENVIRONMENT": "test",
+        "MEMSTRATA_DATABASE_URL": pg_url,
+        "MEMSTRATA_JWT_SECRET": SECRET,
+        "MEMSTRATA_EMBEDDING_BASE_URL": fake.base_url,
+        "MEMSTRATA_EMBEDDING_MODEL": "fake-model",
+        "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
+        "MEMSTRATA_SHUTDOWN_GRACE_S": str(grace_s),
+        "MEMSTRATA_LOG_JSON": "true",
+        "MEMSTRATA_LOG_LEVEL": "INFO",
+    }
+    port = free_port()
+    log = tmp_path / "serve.log"  # a file: a full stderr pipe would stall the server
+    with log.open("wb") as stderr:
+        process = start_serve(env, port, stderr=stderr)
+    served = Served(process, f"http://127.0.0.1:{port}", log)
+    try:
+        wait_ready(process, served.url, timeout_s=60, output=served.stderr)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _batch(user: str) -> tuple[dict[str, Any], dict[str, str]]:
+    token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
+    turns = [
+        {"session_id": "s1", "turn_index": i, "user_message": f"turn {i} about kayaks"}
+        for i in range(TURNS)
+    ]
+    return {"turns": turns}, {"Authorization": f"Bearer {token}"}
+
+
+def _import_during_sigterm(served: Served, fake: FaultServer, user: str) -> httpx.Response:
+    """POST a batch import, send SIGTERM while its embedding call is under way, and return
+    the answer."""
+    body, headers = _batch(user)
+    asked = len(fake.requests)
+    fake.mode = "slow"
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(httpx.post, served.url + BATCH, json=body, headers=headers, timeout=30)
+        deadline = time.monotonic() + 10
+        while len(fake.requests) == asked and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(fake.requests) > asked, "the import never called the embedding API"
+        served.process.send_signal(signal.SIGTERM)
+        return answer.result(timeout=30)
+
+
+def _stored_paths(db: Database, user: str) -> set[str]:
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT DISTINCT file_path FROM memory_embeddings WHERE user_id = :u"),
+            {"u": user},
+        )
+        return {row[0] for row in rows}
+
+
+ALL_PATHS = {f"sessions/s1/{i}" for i in range(TURNS)}
+
+
+def test_a_request_outlasting_the_grace_gets_a_json_503(
+    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
+) -> None:
+    fake.delay_s = 1.0  # per text: the import embeds for TURNS s, the grace is 1 s
+    with _serve(tmp_path, pg_url, fake, grace_s=1) as served:
+        began = time.monotonic()
+        response = _import_during_sigterm(served, fake, "ana")
+        waited = time.monotonic() - began
+
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"] == "application/json"
+        assert response.headers["retry-after"] == str(RETRY_AFTER_S)
+        assert response.headers["x-request-id"]
+        assert response.json() == {
+            "code": "shutting_down",
+            "detail": SHUTTING_DOWN,
+            "message": SHUTTING_DOWN,
+        }
+        assert waited < TURNS * fake.delay_s, "answered after the embedding: nothing was cut off"
+
+        assert served.process.wait(timeout=30) == 0, served.stderr()
+        cut = served.events("http.cut_off_by_shutdown")
+        assert [(e["method"], e["path"], e["user_id"]) for e in cut] == [("POST", BATCH, "ana")]
+        logged = [e["status"] for e in served.events("http.request") if e["path"] == BATCH]
+        assert logged == [503], served.stderr()
+        assert "Exception in ASGI application" not in served.log.read_text()
+    # The import's worker thread ran on after the 503; its one transaction stored all of
+    # the turns or none of them (here none: serve closed the embedding client under it).
+    assert _stored_paths(db, "ana") in (set(), ALL_PATHS)
+
+
+def test_a_request_finishing_within_the_grace_is_answered(
+    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
+) -> None:
+    fake.delay_s = 0.2  # per text: the import embeds for 0.8 s, the grace is 5 s
+    with _serve(tmp_path, pg_url, fake, grace_s=5) as served:
+        response = _import_during_sigterm(served, fake, "bo")
+
+        assert response.status_code == 200, response.text
+        assert response.json()["turns"] == TURNS
+        assert response.json()["embedding_failed"] == 0
+        assert served.process.wait(timeout=30) == 0, served.stderr()
+        assert served.events("http.cut_off_by_shutdown") == []
+    assert _stored_paths(db, "bo") == ALL_PATHS

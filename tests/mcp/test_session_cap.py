@@ -1,0 +1,216 @@
+"""The per-user cap on open MCP sessions (``MEMSTRATA_MCP_MAX_SESSIONS_PER_USER``).
+
+Over real HTTP: the app (real runtime, real PostgreSQL) under uvicorn, driven by the SDK's
+own streamable HTTP client and by raw requests where the test needs a session id in hand.
+The ledger's bookkeeping is also checked alone with a clock the test sets, and against a
+stand-in for the SDK where the fault (a session the SDK lost) must be injected.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from starlette.types import Receive, Scope, Send
+
+from memstrata.api import create_app
+from memstrata.api.auth import mint_token
+from memstrata.config import Settings
+from memstrata.mcp.sessions import SessionLedger, serve_counted
+from memstrata.runtime import Memstrata
+from tests.mcp.messages import INIT, MCP_HEADERS
+from tests.reliability.harness import serve
+
+pytestmark = pytest.mark.anyio
+
+Bearer = Callable[[str], dict[str, str]]
+
+
+@contextmanager
+def running(mem: Memstrata, settings: Settings, **update: Any) -> Iterator[str]:
+    """``memstrata serve``'s app with ``update`` applied to the settings; the base URL."""
+    tuned = settings.model_copy(update={"web_ui": False, **update})
+    with serve(create_app(tuned, memstrata=mem)) as url:
+        yield url
+
+
+@pytest.fixture
+def bearer(settings: Settings) -> Bearer:
+    return lambda user: {"Authorization": f"Bearer {mint_token(settings, user, 600)}"}
+
+
+@asynccontextmanager
+async def mcp_client(
+    url: str, headers: dict[str, str], mode: str = "legacy"
+) -> AsyncIterator[Client]:
+    """The SDK's client; ``legacy`` (the initialize handshake) is what opens a session."""
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport, mode=mode) as client:
+            yield client
+
+
+def initialize(url: str, headers: dict[str, str]) -> httpx.Response:
+    """A raw initialize: on 200 the session stays open until DELETE or idle expiry."""
+    return httpx.post(f"{url}/mcp", headers={**MCP_HEADERS, **headers}, json=INIT, timeout=30)
+
+
+def delete(url: str, headers: dict[str, str], session_id: str) -> httpx.Response:
+    session = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+    return httpx.delete(f"{url}/mcp", headers={**MCP_HEADERS, **headers, **session}, timeout=30)
+
+
+async def test_one_session_too_many_is_refused_and_other_users_go_on(
+    mem: Memstrata, settings: Settings, bearer: Bearer
+) -> None:
+    with running(mem, settings, mcp_max_sessions_per_user=2) as url:
+        async with AsyncExitStack() as stack:
+            alice = [
+                await stack.enter_async_context(mcp_client(url, bearer("cap-alice")))
+                for _ in range(2)
+            ]
+            refused = initialize(url, bearer("cap-alice"))
+            assert refused.status_code == 429
+            assert "mcp-session-id" not in refused.headers
+            body = refused.json()
+            assert body["code"] == "too_many_sessions"
+            assert body["detail"].startswith("too many open MCP sessions: this user already")
+            for hint in ("MEMSTRATA_MCP_MAX_SESSIONS_PER_USER", "Mcp-Session-Id", "DELETE /mcp"):
+                assert hint in body["detail"]
+            # the one error shape, and a JSON-RPC error whose message MCP clients show
+            assert body["message"] == body["detail"]
+            assert (body["jsonrpc"], body["id"]) == ("2.0", None)
+            assert body["error"]["message"] == body["detail"]
+            with pytest.raises(BaseExceptionGroup) as raised:
+                async with mcp_client(url, bearer("cap-alice")):
+                    pass
+            assert raised.group_contains(MCPError, match="too many open MCP sessions")
+
+            async with mcp_client(url, bearer("cap-bob")) as bob:
+                read = await bob.call_tool("memory_read", {"name": "memory"})
+                assert not read.is_error, read.content
+            for client in alice:  # the open sessions are untouched
+                assert len((await client.list_tools()).tools) == 9
+            # The per-request protocol (the SDK's default mode) opens no session: no cap.
+            async with mcp_client(url, bearer("cap-alice"), mode="auto") as modern:
+                assert len((await modern.list_tools()).tools) == 9
+
+
+async def test_ending_a_session_frees_its_slot(
+    mem: Memstrata, settings: Settings, bearer: Bearer
+) -> None:
+    alice = bearer("cap-alice")
+    with running(mem, settings, mcp_max_sessions_per_user=2) as url:
+        first = initialize(url, alice)
+        assert first.status_code == 200
+        async with mcp_client(url, alice):
+            assert initialize(url, alice).status_code == 429
+            assert delete(url, alice, first.headers["mcp-session-id"]).status_code == 200
+            third = initialize(url, alice)
+            assert third.status_code == 200, third.text
+            assert initialize(url, alice).status_code == 429
+        # the SDK client sent DELETE when it closed
+        assert initialize(url, alice).status_code == 200
+        assert initialize(url, alice).status_code == 429
+        # another user's token cannot end alice's session (404, as if it did not exist)
+        other = delete(url, bearer("cap-bob"), third.headers["mcp-session-id"])
+        assert other.status_code == 404
+        assert initialize(url, alice).status_code == 429
+
+
+async def test_an_idle_session_expires_and_frees_its_slot(
+    mem: Memstrata, settings: Settings, bearer: Bearer
+) -> None:
+    alice = bearer("cap-alice")
+    idle_s = 0.5
+    with running(
+        mem, settings, mcp_max_sessions_per_user=1, mcp_session_idle_timeout_s=idle_s
+    ) as url:
+        opened = initialize(url, alice)
+        assert opened.status_code == 200
+        started = time.monotonic()
+        assert initialize(url, alice).status_code == 429
+        deadline = started + 20  # generous for a loaded machine; normally ~idle_s
+        while (again := initialize(url, alice)).status_code == 429:
+            assert time.monotonic() < deadline, "the idle session never freed its slot"
+            time.sleep(0.05)
+        assert again.status_code == 200
+        assert time.monotonic() - started >= idle_s
+        # the SDK ended it too: its id is unknown now
+        gone = delete(url, alice, opened.headers["mcp-session-id"])
+        assert gone.status_code == 404
+
+
+def test_the_ledger_counts_until_the_end_or_the_idle_timeout() -> None:
+    now = [100.0]
+    ledger = SessionLedger(per_user=2, idle_timeout_s=10, clock=lambda: now[0])
+    assert ledger.reserve("alice") and ledger.reserve("alice")
+    assert not ledger.reserve("alice")
+    assert ledger.reserve("bob")  # one user's cap is not another's
+    ledger.release("bob")
+    ledger.opened("alice", "s1", reserved=True)
+    ledger.release("alice")  # the second opening request opened nothing
+    assert ledger.held("alice") == 1
+    ledger.finish("s1", ended=False)  # idle from t=100
+    assert not ledger.begin("bob", "s1")  # another user's token touches nothing
+    now[0] = 105.0
+    assert ledger.begin("alice", "s1")  # a GET stream: in flight, so never idle
+    now[0] = 200.0
+    assert ledger.held("alice") == 1
+    ledger.finish("s1", ended=False)  # idle from t=200
+    now[0] = 209.9
+    assert ledger.held("alice") == 1
+    now[0] = 210.0
+    assert ledger.held("alice") == 0
+    assert not ledger.begin("alice", "s1")  # forgotten, as the SDK forgot it
+
+    ledger.opened("alice", "s2", reserved=False)  # opened without a slot: still counted
+    assert ledger.begin("alice", "s2")
+    ledger.finish("s2", ended=True)  # DELETE while the opening request was in flight
+    ledger.finish("s2", ended=False)  # ...which then ends: nothing left to count
+    assert ledger.held("alice") == 0
+
+
+class LosingSdk:
+    """Stands in for the SDK's session manager: opens a session on any request without
+    an id, then answers 404 for it, as the SDK does for a session that crashed."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        opening = not any(name == b"mcp-session-id" for name, _ in scope["headers"])
+        status = 200 if opening else 404
+        headers = [(b"mcp-session-id", b"lost")] if opening else []
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _request(ledger: SessionLedger, session_id: str | None = None) -> int:
+    headers = [(b"mcp-session-id", session_id.encode())] if session_id else []
+    scope: Scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await serve_counted(ledger, LosingSdk(), "alice", scope, receive, send)
+    status: int = sent[0]["status"]
+    return status
+
+
+async def test_a_session_the_sdk_lost_frees_its_slot_at_the_next_request() -> None:
+    ledger = SessionLedger(per_user=1, idle_timeout_s=3600)
+    assert await _request(ledger) == 200
+    assert await _request(ledger) == 429
+    assert await _request(ledger, "lost") == 404
+    assert ledger.held("alice") == 0
+    assert await _request(ledger) == 200
