@@ -243,6 +243,7 @@ def test_allowed_session_ids(client: TestClient, auth: AuthHeader, session_id: s
         ("PUT", FILES.format("nope"), "invalid_file_name"),
         ("POST", "/api/memory/conversations/a%2Fb/turns", "invalid_session_id"),
         ("POST", "/api/memory/conversations/%20/turns", "invalid_session_id"),
+        ("POST", "/api/memory/conversations/caf%E9/turns", "invalid_session_id"),
     ],
 )
 @pytest.mark.parametrize("body", [b"{not json", b'{"content": 1}', b"\xff\xfe"])
@@ -266,3 +267,21 @@ def test_a_good_name_with_a_malformed_body_is_still_422(
         assert response.status_code == 422, response.text
     stranger = client.put(FILES.format("nope"), content=b"{not json")
     assert stranger.status_code == 401  # authentication still comes first
+
+
+def test_a_session_id_that_is_not_utf8_is_refused_not_merged(
+    client: TestClient, auth: AuthHeader
+) -> None:
+    """caf%E9 and caf%E8 (Latin-1) both decoded to caf\ufffd: the second turn replaced the
+    first session's turn. Any U+FFFD in a session id is refused, on every route."""
+    turn = {"turn_index": 0, "user_message": "first", "assistant_reply": "a"}
+    for raw in ("caf%E9", "caf%E8", "a%ED%A0%80b", "a%EF%BF%BDb"):
+        response = client.post(f"/api/memory/conversations/{raw}/turns", json=turn, headers=auth())
+        assert response.status_code == 400, (raw, response.text)
+        assert "U+FFFD" in response.json()["detail"]
+    batch = {"turns": [{**turn, "session_id": "caf\ufffd"}]}
+    response = client.post("/api/memory/conversations/turns:batch", json=batch, headers=auth())
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["session_id"] == "caf\ufffd"
+    ok = client.post("/api/memory/conversations/caf%C3%A9/turns", json=turn, headers=auth())
+    assert ok.status_code == 200 and ok.json()["file_path"] == "sessions/café/0"

@@ -43,11 +43,14 @@ EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 # The one session-id rule (the single-turn route, the batch route and the library).
 SESSION_ID_RULE = (
     f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank; any printable characters except "
-    "'/' and '\\' (no control characters, line separators or lone surrogates; letters, "
-    "digits and . _ : - are always safe in a URL)"
+    "'/' and '\\' (no control characters, line separators, lone surrogates or U+FFFD, which "
+    "a URL decoder leaves for bytes that are not UTF-8: percent-encode session ids as "
+    "UTF-8; letters, digits and . _ : - are always safe in a URL)"
 )
+# U+FFFD: "caf%E9" and "caf%E8" both decode to "caf\ufffd" — two sessions merged into one,
+# the second overwriting the first's turns.
 _SESSION_ID = re.compile(
-    rf"\A[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{{1,{MAX_SESSION_ID_LENGTH}}}\Z"
+    rf"\A[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffd]{{1,{MAX_SESSION_ID_LENGTH}}}\Z"
 )
 
 
