@@ -380,6 +380,25 @@ async def test_index_turn_is_the_rest_indexing(
     assert (again["inserted"], again["unchanged"]) == (0, 1)
 
 
+async def test_index_turn_null_optional_arguments_count_as_absent(
+    connect: ClientFactory, mem: Memstrata
+) -> None:
+    """Clients fill unset fields with null; MCP.md says that counts as absent."""
+    turn = {"session_id": "s", "turn_index": 0, "user_message": "zebra crossing"}
+    async with connect() as client:
+        await ok(client, "conversation_index_turn", {**turn, "assistant_reply": None})
+        await ok(
+            client,
+            "conversation_index_turn",
+            {**turn, "turn_index": 1, "user_message": None, "assistant_reply": "a zebra"},
+        )
+        assert "session_id" in await refused(
+            client, "conversation_index_turn", {**turn, "session_id": None}
+        )
+    hits = mem.search.search("alice", "zebra", top_k=5).hits
+    assert {h.file_path for h in hits} == {"sessions/s/0", "sessions/s/1"}
+
+
 INDEX_TURN_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"turn_index": 0, "user_message": "hi"}, "session_id: Field required"),
     ({"session_id": "", "turn_index": 0, "user_message": "hi"}, "at least 1 character"),

@@ -88,8 +88,16 @@ def _agent_function(name: str) -> dict[str, Any]:
 
 
 def _parse(model: type[M], arguments: dict[str, Any]) -> M:
+    # An optional argument sent as null is absent, as for the agent tools (clients fill
+    # unset fields with null): conversation_index_turn's assistant_reply is then "".
+    fields = model.model_fields
+    given = {
+        k: v
+        for k, v in arguments.items()
+        if v is not None or k not in fields or fields[k].is_required()
+    }
     try:
-        return model.model_validate(arguments)
+        return model.model_validate(given)
     except ValidationError as exc:
         raise ToolError(str(validation_error(exc.errors()).body["detail"])) from exc
 
