@@ -158,6 +158,9 @@ def test_embedding_failure_keeps_the_write(
             report = Indexer(db.sessions, e).index_turn("u", "s", 0, "remember the blue door")
     assert report.inserted == 1 and report.embedding_failed == 1
     assert report.warnings and "BM25 only" in report.warnings[0]
+    # The caller is told what happened, not where the embedding API lives (that is logged).
+    address = fake.base_url.split("//")[1].split("/")[0]
+    assert address not in report.warnings[0] and "Error" in report.warnings[0]
     (row,) = rows(db, "u")
     assert row[3] is False and row[4] is None
     assert any(r.levelname == "WARNING" for r in caplog.records)

@@ -521,6 +521,7 @@ class Indexer:
             results = [exc] * len(texts)
         vectors: list[list[float] | None] = []
         errors: list[str] = []
+        kinds: list[str] = []
         for result in results:
             if isinstance(result, list):
                 try:
@@ -531,6 +532,7 @@ class Indexer:
                     result = exc
             vectors.append(None)
             errors.append(str(result))
+            kinds.append(type(result).__name__)
         if not errors:
             return vectors, ""
         log_event(
@@ -543,9 +545,11 @@ class Indexer:
             failed=len(errors),
             error=errors[0],
         )
+        # The caller (an end user, an agent) learns what happened and the error's kind; the
+        # cause, which names the embedding API's address, goes to the log above only.
         message = (
             f"embedding failed for {len(errors)} of {len(texts)} text(s), stored without "
-            f"vectors (BM25 only until re-embedded): {errors[0]}"
+            f"vectors (BM25 only until re-embedded; {kinds[0]})"
         )
         return vectors, message
 
