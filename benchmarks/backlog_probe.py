@@ -10,7 +10,8 @@ of text and of BM25 terms, like a conversation round; every vector is the same c
 (so the table fills in a minute), which PostgreSQL compresses into the row: the heap the
 old statement reads is if anything larger than with real vectors, which are stored
 out of line. Two states: steady (one row in a thousand waits for a vector) and a model
-change (every row waits, counted up to ``queue.BACKLOG_COUNT_LIMIT``).
+change (every row waits, counted up to ``queue.BACKLOG_COUNT_LIMIT``); and the idle
+re-embedding worker's round (nothing pending), which every replica runs every 2 s.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ OLD = (
     "min(inserted_at) FILTER (WHERE (embedding IS NULL OR embedding_model IS DISTINCT FROM "
     ":model) AND embedding_error IS NULL)), 0) AS oldest, count(*) FILTER (WHERE "
     "embedding_error IS NOT NULL) AS failed FROM memory_embeddings"
+)
+# The first statement of every claim before 0006: the re-embedding worker of each replica
+# ran it every MEMSTRATA_EMBEDDING_HEAL_INTERVAL_S (2 s) even with nothing to do.
+OLD_CLAIM_USERS = (
+    "SELECT user_id FROM memory_embeddings WHERE (embedding IS NULL OR embedding_model IS "
+    "DISTINCT FROM :model) AND embedding_error IS NULL AND (embedding_claimed_until IS NULL "
+    "OR embedding_claimed_until < now()) GROUP BY user_id ORDER BY min(id) LIMIT 64"
 )
 INDEXES = {
     "ix_memory_embeddings_model": "(embedding_model) WHERE embedding_error IS NULL",
@@ -115,6 +123,44 @@ def compare(engine: Engine, model: str, repeats: int, label: str) -> None:
     print(f"  ratio of medians {statistics.median(old_t) / statistics.median(new_t):.0f}x")
 
 
+def compare_idle_claim(engine: Engine, repeats: int) -> None:
+    """Nothing pending: what the idle re-embedding worker costs per round."""
+    from sqlalchemy.orm import Session
+
+    from memstrata.retrieval import queue
+
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE memory_embeddings SET embedding = array_fill(0.1::real, ARRAY[2560])"
+                "::vector, embedding_model = 'model' WHERE embedding IS NULL"
+            )
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE memory_embeddings"))
+    old_t: list[float] = []
+    new_t: list[float] = []
+    for _ in range(repeats):
+        with engine.connect() as conn:
+            t, r = timed(
+                lambda c=conn: c.execute(text(OLD_CLAIM_USERS), {"model": "model"}).all(), 1
+            )
+        old_t += t
+        with Session(engine) as session:
+            t, claimed = timed(lambda s=session: queue.claim(s, "model", 64, 30.0), 1)
+            session.rollback()
+        new_t += t
+        if r or claimed:
+            raise SystemExit("something was pending in the idle state; no figures")
+    print("idle worker round (nothing pending):")
+    for name, values in (("before (users statement)", old_t), ("queue.claim", new_t)):
+        print(
+            f"  {name}: median {statistics.median(values):.2f} ms, p95 {p95(values):.2f} ms "
+            f"over {len(values)}"
+        )
+    print(f"  ratio of medians {statistics.median(old_t) / statistics.median(new_t):.0f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -146,6 +192,7 @@ def main() -> None:
             set_pending(engine, 1000)
             compare(engine, "model", args.repeats, "steady (1 row in 1000 pending)")
             compare(engine, "another-model", max(5, args.repeats // 3), "after a model change")
+            compare_idle_claim(engine, args.repeats)
         finally:
             mem.close()
 
