@@ -296,7 +296,8 @@ class Settings(BaseSettings):
     )
     api_docs: bool = Field(
         default=True,
-        description="Serve /docs and /redoc (assets from the installed package, no CDN).",
+        description="Serve <api_prefix>/docs and /redoc (assets from the installed package, no "
+        "CDN); <api_prefix>/openapi.json is served either way.",
     )
 
     skill_dirs: list[Path] = Field(
@@ -311,7 +312,9 @@ class Settings(BaseSettings):
         "false for hosts with their own frontend.",
     )
     host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
-    port: int = Field(default=8700, ge=1, le=65535, description="`memstrata serve` port.")
+    port: int = Field(
+        default=8700, ge=0, le=65535, description="`memstrata serve` port; 0 picks a free one."
+    )
     shutdown_grace_s: int = Field(
         default=15,
         ge=0,

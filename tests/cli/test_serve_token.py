@@ -90,10 +90,15 @@ def test_token_refuses_with_only_a_public_key(
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
     )
+    # A dev secret left over from before the key was configured is not used either: the
+    # server would refuse its HS256 token.
+    assert _run("token", "--user", "alice")[0] == 0
+    assert (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").exists()
     monkeypatch.setenv("MEMSTRATA_JWT_PUBLIC_KEY", pem)
-    code, _, err = _run("token", "--user", "alice")
-    assert code == 1
-    assert "issued by the identity provider" in err
+    code, out, err = _run("token", "--user", "alice")
+    assert (code, out) == (1, "")
+    assert len(err.strip().splitlines()) == 1
+    assert "issued by the identity provider that owns the private key" in err
 
 
 def test_production_without_a_secret_refuses_to_start(

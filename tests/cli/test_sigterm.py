@@ -23,6 +23,10 @@ import pytest
 
 from tests.mcp.messages import INIT
 
+# "Promptly": stopping an idle runtime takes well under a second; the rest is slack for a
+# loaded machine. Before the fix the process waited for stdin to close, i.e. for ever.
+EXIT_WITHIN_S = 10
+
 
 def _children(pid: int) -> list[int]:
     """Live processes whose parent is ``pid`` (Linux /proc)."""
@@ -94,7 +98,9 @@ def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path,
             )
 
         if how == "sigterm":
+            # stdin stays open: a supervisor's SIGTERM alone must end it.
             process.send_signal(signal.SIGTERM)
+            _wait_or_fail(process, EXIT_WITHIN_S, log)
         process.communicate(timeout=60)  # closes stdin: the client has gone
         expected = 128 + signal.SIGTERM if how == "sigterm" else 0
         assert process.returncode == expected, _tail(log)
@@ -114,6 +120,49 @@ def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path,
             process.kill()
             process.communicate()
         _kill_leftovers(servers, postmaster)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("sent", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 0)])
+def test_mcp_exits_on_a_signal_while_stdin_stays_open(
+    tmp_path: Path, pg_url: str, sent: signal.Signals, status: int
+) -> None:
+    """The SDK reads stdin in a worker thread that only an input line or EOF wakes; the
+    process used to clean up on SIGTERM and then wait in interpreter shutdown for that
+    thread, i.e. until the client closed stdin (Ctrl-C waited before cleaning up)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(tmp_path),
+        MEMSTRATA_ENVIRONMENT="development",
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+    )
+    log = tmp_path / "mcp.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    try:
+        answer = _initialize(process, timeout_s=30)
+        assert b"result" in answer, answer[:200] + _tail(log).encode()
+        process.send_signal(sent)
+        _wait_or_fail(process, EXIT_WITHIN_S, log)
+        assert process.returncode == status, _tail(log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def _wait_or_fail(process: subprocess.Popen[bytes], timeout_s: float, log: Path) -> None:
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"mcp still running {timeout_s} s after the signal, stdin open" + _tail(log))
 
 
 def _initialize(process: subprocess.Popen[bytes], timeout_s: float) -> bytes:

@@ -86,11 +86,15 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     # /docs and /redoc load their JavaScript and CSS from the installed fastapi-offline
     # package, never from a CDN. Trailing-slash redirects get a relative Location (see
     # RequestLogMiddleware): starlette builds it from the Host header, which a client sets.
+    # Like every other path they sit under the prefix, and so do the schema and the assets
+    # the pages load (by absolute path).
+    prefix = settings.api_prefix
     meta: dict[str, Any] = {
         "title": "memstrata",
         "summary": "Layered, per-user memory for AI agents.",
         "version": _version(),
         "lifespan": lifespan,
+        "openapi_url": f"{prefix}/openapi.json",
         "telemetry": {
             "tracing": settings.otel_telemetry,
             "metrics": settings.otel_telemetry,
@@ -98,7 +102,13 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
         },
     }
     if settings.api_docs:
-        app = FastAPIOffline(**meta)
+        app = FastAPIOffline(
+            docs_url=f"{prefix}/docs",
+            redoc_url=f"{prefix}/redoc",
+            swagger_ui_oauth2_redirect_url=f"{prefix}/docs/oauth2-redirect",
+            static_url=f"{prefix}/static-offline-docs",
+            **meta,
+        )
     else:
         app = FastAPI(docs_url=None, redoc_url=None, **meta)
     app.state.context = context
@@ -107,14 +117,14 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     # Added first, so it sits inside the request log: a cut-off request is logged and
     # counted as the 503 it gets, with its X-Request-ID.
     app.add_middleware(ShutdownCutoffMiddleware)
-    app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=settings.api_prefix)
-    app.include_router(create_router(context), prefix=settings.api_prefix)
+    app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=prefix)
+    app.include_router(create_router(context), prefix=prefix)
     if settings.mcp_http_enabled:  # before any catch-all mount
         from memstrata.mcp.http import mount_mcp  # memstrata.mcp imports memstrata.api
 
         mount_mcp(app, context)
     if settings.web_ui:
-        app.include_router(web_router(), prefix=settings.api_prefix)
+        app.include_router(web_router(), prefix=prefix)
     return app
 
 

@@ -45,7 +45,7 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Run the HTTP API (docs at /docs) until Ctrl-C."""
+    """Run the HTTP API (docs at <MEMSTRATA_API_PREFIX>/docs) until Ctrl-C."""
     settings = load_settings(log_level=None)
     bind_host = host or settings.host
     sock = _bind(bind_host, settings.port if port is None else port)
@@ -101,8 +101,10 @@ def token(
 ) -> None:
     """Print a development bearer token signed with the local secret.
 
-    The secret is MEMSTRATA_JWT_SECRET, or (outside production) the one generated in
-    <data_dir>/jwt_secret. Use it as `Authorization: Bearer <token>`.
+    The secret is MEMSTRATA_JWT_SECRET or, in development without MEMSTRATA_JWT_PUBLIC_KEY,
+    the one generated in <data_dir>/jwt_secret. Use it as `Authorization: Bearer <token>`.
+    With only a public key, tokens come from the identity provider that holds the private
+    key.
     """
     settings = load_settings()
     try:
@@ -156,8 +158,9 @@ def _banner(
         how = "memstrata token --user alice"
     else:
         how = "issued by your identity provider (public-key verification)"
+    docs = f"  (API docs: {url}/docs)" if settings.api_docs else ""
     lines = [
-        f"memstrata listening on {url}  (API docs: {url}/docs)",
+        f"memstrata listening on {url}{docs}",
         f"  database    {database}",
         f"  sandboxes   {settings.resolved_sandbox_root}",
         f"  embeddings  {embeddings}",
