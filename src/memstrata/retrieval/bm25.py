@@ -23,19 +23,21 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
+
+from memstrata.retrieval.topn import SortableKey, best_first
 
 __all__ = ["K1", "B", "BM25Arrays", "BM25Index", "bm25_scores"]
 
 K1 = 1.2
 B = 0.75
 
-K = TypeVar("K", bound=Hashable)
+K = TypeVar("K", bound=SortableKey)
 
 # Compact once dead slots outnumber live ones (and there are enough to be worth it), so
 # removal stays O(document length) amortised and postings never exceed twice the live data.
@@ -332,8 +334,9 @@ class BM25Index(Generic[K]):
         return index
 
     def top_n(self, query_tokens: Iterable[str], n: int) -> list[tuple[K, float]]:
-        """The ``n`` best documents with a positive score, best first; equal scores keep
-        insertion order so results are reproducible."""
+        """The ``n`` best documents with a positive score, best first, equal scores by key
+        (``topn.best_first``): the same documents give the same answer however and in
+        whatever order they were added."""
         n_docs = len(self._slot_of)
         if n <= 0 or n_docs == 0 or self._total_length == 0:
             return []
@@ -363,18 +366,13 @@ class BM25Index(Generic[K]):
 
     def _best(self, scores: npt.NDArray[np.float64], n: int) -> list[tuple[K, float]]:
         hits = np.flatnonzero(scores > 0.0)
-        if len(hits) > n:
-            values = scores[hits]
-            nth_best = np.partition(values, len(values) - n)[len(values) - n]
-            hits = hits[values >= nth_best]  # ties at the cut-off are settled below
-        order = np.lexsort((hits, -scores[hits]))[:n]
         keys = self._keys
-        result: list[tuple[K, float]] = []
-        for slot in hits[order].tolist():
-            key = keys[slot]
-            assert key is not None
-            result.append((key, float(scores[slot])))
-        return result
+
+        def keys_of(positions: npt.NDArray[np.intp]) -> list[K]:
+            # Only live slots score above zero, so none of these keys is None.
+            return cast(list[K], [keys[slot] for slot in hits[positions].tolist()])
+
+        return best_first(scores[hits], n, keys_of)
 
     def posting_count(self) -> int:
         """(term, slot) pairs held, dead slots included: what the postings cost in memory."""

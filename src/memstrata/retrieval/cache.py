@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Container, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +33,7 @@ from memstrata.retrieval.gcpause import cyclic_gc_paused
 from memstrata.retrieval.repository import EmbeddingRepository, IndexState, StoredChunk
 from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms
+from memstrata.retrieval.topn import best_first
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +45,58 @@ _PAIR_BYTES = 90
 _TERM_BYTES = 250
 
 
+def normalise(
+    block: npt.NDArray[np.floating[Any]],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32]]:
+    """Which rows of ``block`` have a direction (a finite, non-zero norm), and those rows
+    at unit length, in float32.
+
+    The one way a vector is made unit length, for stored rows and queries alike: a row's
+    unit vector then depends on its values alone — not on how many rows came with it
+    (adding one row and adding many used to round differently) — so a replica seeded
+    from a snapshot holds the vectors a load from the rows would. numpy's sum along a
+    row is the same pairwise sum whatever the number of rows.
+    """
+    rows = np.asarray(block, dtype=np.float32)
+    norms = np.sqrt(np.add.reduce(rows * rows, axis=1))
+    good = np.isfinite(norms) & (norms > 0)  # a zero vector has no direction: BM25 only
+    return good, rows[good] / norms[good, None]
+
+
+def exact_scores(
+    rows: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float64]:
+    """Dot products of ``rows`` with ``query`` that depend on the two vectors alone: the
+    products of float32 values are exact in float64, and numpy sums each row pairwise,
+    the same way wherever the row sits, however many rows come with it, on any CPU."""
+    scores: npt.NDArray[np.float64] = np.add.reduce(
+        rows.astype(np.float64) * query.astype(np.float64), axis=1
+    )
+    return scores
+
+
+def _matmul_error(dim: int) -> float:
+    """A bound on how far BLAS's float32 dot product of two unit vectors is from
+    ``exact_scores``: the classic dim · 2⁻²⁴, whatever the order of summation, doubled
+    to cover the unit vectors' own rounding with room to spare."""
+    return 2.0 * dim * 2.0**-24
+
+
+def _near_top(sims: npt.NDArray[np.float32], n: int, error: float) -> npt.NDArray[np.intp]:
+    """Slots that may be among the ``n`` best by exact score, given ``sims`` each within
+    ``error`` of it (``-inf``: not a candidate). With ``s`` the n-th best of ``sims``, n
+    rows score at least ``s - error`` exactly, so each of the exact best n does too and
+    has ``sims`` of at least ``s - 2·error``; rows tied with the n-th are all kept."""
+    size = len(sims)
+    nth = np.partition(sims, size - n)[size - n] if n < size else -np.inf
+    if nth == -np.inf:  # fewer than n candidates: all of them
+        return np.flatnonzero(sims > -np.inf)
+    return np.flatnonzero(sims >= nth - 2.0 * error)
+
+
 class VectorIndex:
-    """Unit vectors of one model in a growable matrix; exact cosine top-n by one matmul."""
+    """Unit vectors of one model in a growable matrix; exact cosine top-n (one matmul
+    finds the candidates, ``exact_scores`` ranks them)."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -57,34 +110,20 @@ class VectorIndex:
         return len(self._slot)
 
     def add(self, key: int, vector: npt.NDArray[np.float32]) -> None:
-        if key in self._slot:
-            self.remove(key)
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0 or len(vector) != self.dim:
-            return  # a zero vector has no direction; the row stays BM25-only
-        slot = len(self._keys)
-        if slot == len(self._matrix):
-            self._matrix = np.concatenate([self._matrix, np.zeros_like(self._matrix)])
-            self._alive = np.concatenate([self._alive, np.zeros_like(self._alive)])
-        self._matrix[slot] = vector / norm
-        self._alive[slot] = True
-        self._keys.append(key)
-        self._slot[key] = slot
+        self.add_many([key], [vector])
 
     def add_many(self, keys: list[int], vectors: list[npt.NDArray[np.float32]]) -> None:
-        """``add`` for many rows: one normalisation and one copy instead of one per row."""
-        if len(keys) < 64:
-            for key, vector in zip(keys, vectors, strict=True):
-                self.add(key, vector)
-            return
+        """Add (or replace) rows; one normalisation and one copy for the lot."""
+        if len(set(keys)) != len(keys):  # the last vector of a key wins, as one by one
+            last = {key: i for i, key in enumerate(keys)}
+            keys, vectors = list(last), [vectors[i] for i in last.values()]
         for key in keys:
             if key in self._slot:
                 self.remove(key)
         fits = [i for i, v in enumerate(vectors) if len(v) == self.dim]
-        block = np.stack([vectors[i] for i in fits]) if fits else np.zeros((0, self.dim))
-        norms = np.linalg.norm(block, axis=1)
-        good = norms > 0  # a zero vector has no direction; the row stays BM25-only
-        block = (block[good] / norms[good, None]).astype(np.float32)
+        good, block = normalise(
+            np.stack([vectors[i] for i in fits]) if fits else np.zeros((0, self.dim))
+        )
         chosen = [keys[i] for i, ok in zip(fits, good.tolist(), strict=True) if ok]
         start = len(self._keys)
         end = start + len(chosen)
@@ -129,24 +168,35 @@ class VectorIndex:
     def top_n(
         self, query: npt.NDArray[np.float32], n: int, allowed: Container[int] | None = None
     ) -> list[tuple[int, float]]:
+        """The ``n`` rows most similar to ``query`` (cosine), best first, equal scores by
+        row id (``topn.best_first``); only rows in ``allowed`` when given.
+
+        The matmul is BLAS's, whose rounding depends on where a row sits in the matrix
+        and on the CPU: two copies of one vector can score a few ulps apart. It only
+        finds the rows that can be in the top ``n`` (within its error bound of the n-th);
+        those are scored again by ``exact_scores``, which gives a vector the same score
+        wherever it sits, and ranked by that.
+        """
         used = len(self._keys)
         if n <= 0 or not self._slot or len(query) != self.dim:
             return []
-        norm = float(np.linalg.norm(query))
-        if norm == 0.0:
+        good, unit = normalise(query[None, :])
+        if not good[0]:
             return []
-        sims = self._matrix[:used] @ (query / norm)
-        sims[~self._alive[:used]] = -np.inf
+        sims = self._matrix[:used] @ unit[0]
+        if self._dead:
+            sims[~self._alive[:used]] = -np.inf
         if allowed is not None:
             keep = np.fromiter((k in allowed for k in self._keys), dtype=bool, count=used)
             sims[~keep] = -np.inf
-        live = int(np.count_nonzero(np.isfinite(sims)))
-        n = min(n, live)
-        if n == 0:
-            return []
-        part = np.argpartition(-sims, n - 1)[:n]
-        order = part[np.lexsort((part, -sims[part]))]
-        return [(self._keys[s], float(sims[s])) for s in order.tolist()]
+        near = _near_top(sims, n, _matmul_error(self.dim))
+        exact = exact_scores(self._matrix[near], unit[0])
+        keys = self._keys
+
+        def keys_of(positions: npt.NDArray[np.intp]) -> list[int]:
+            return [keys[slot] for slot in near[positions].tolist()]
+
+        return best_first(exact, n, keys_of)
 
     def nbytes(self) -> int:
         return int(self._matrix.nbytes + self._alive.nbytes)
@@ -181,6 +231,9 @@ class UserIndex:
         self.bm25: BM25Index[int] = BM25Index()
         self.vectors: VectorIndex | None = None
         self.lock = threading.Lock()
+        # Set once the cache lets go of this index: a snapshot job that still reaches it
+        # must not write it (a cold load of the user schedules the write again).
+        self.evicted = False
         # Conversation rows held that the stored snapshot lacks (retrieval.snapshot):
         # counted by ``apply``, zeroed by ``export``; ``seed``'s rows are in the snapshot.
         self.unsnapshotted = 0
@@ -211,8 +264,8 @@ class UserIndex:
     def export(self) -> snapshot.Export | None:
         """This index's conversation rows for a snapshot (call under ``lock``). Cheap:
         rows and term lists are immutable and shared; only the vectors are copied."""
-        if self.generation < 0:
-            return None  # evicted or never loaded
+        if self.evicted or self.generation < 0:
+            return None  # the cache let go of it, or it never finished loading
         keys = sorted(k for k, r in self.rows.items() if r.source == "conversation")
         rows = [self.rows[k] for k in keys]
         vector_ids = [k for k in keys if self.vectors is not None and k in self.vectors]
@@ -380,7 +433,7 @@ class IndexCache:
             oldest = next(iter(self._entries))
             if oldest == keep:
                 break
-            del self._entries[oldest]
+            self._entries.pop(oldest).evicted = True
             self._bytes -= self._sizes.pop(oldest, 0)
             self._evictions += 1
 
@@ -478,12 +531,32 @@ class IndexCache:
         writer = self.snapshots
         if writer is None or not snapshot.should_write(index.unsnapshotted, writer.min_rows):
             return
+        # The job names the user, not the index: a queued job may wait long (the writer
+        # lets bursts of loads pass first), and holding the index would keep it in memory
+        # after eviction, outside the byte budget.
+        key = (index.user_id, index.model)
+        writer.schedule(*key, partial(self._export, key), partial(self._holds, key))
 
-        def export() -> snapshot.Export | None:
-            with index.lock:
-                return index.export()
+    def _holds(self, key: tuple[str, str | None]) -> bool:
+        """Whether the user's index is still here: a snapshot job waiting its turn gives
+        up once it is not."""
+        with self._lock:
+            return key in self._entries
 
-        writer.schedule(index.user_id, index.model, export)
+    def _export(self, key: tuple[str, str | None]) -> snapshot.Export | None:
+        """The snapshot job's export: from the user's index resident when the job runs —
+        the one that scheduled it, or a later load of the user whose own request found
+        this job still pending — and only when it holds rows the stored snapshot lacks.
+        Nothing for a user evicted meanwhile: its next cold load schedules again."""
+        with self._lock:
+            index = self._entries.get(key)
+        if index is None:
+            return None
+        with index.lock:
+            writer = self.snapshots
+            if writer is None or not snapshot.should_write(index.unsnapshotted, writer.min_rows):
+                return None  # written by an earlier job since this one was queued
+            return index.export()
 
     def __len__(self) -> int:
         return len(self._entries)

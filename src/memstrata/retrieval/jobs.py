@@ -64,15 +64,26 @@ class KeyedJobs(Generic[K, P]):
             thread.join(timeout=10)
 
     def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            key, payload = job
+        while self._run_next():
+            pass
+
+    def _run_next(self) -> bool:
+        """Run one job; False at the stop mark. The job lives in this frame only, so the
+        thread holds nothing of it while it waits for the next (a payload can be large)."""
+        job = self._jobs.get()
+        if job is None:
+            return False
+        key, payload = job
+        del job
+        with self._lock:
+            self._pending.discard(key)
+            self._running = True
+        try:
+            self._run_job(key, payload)
+        except Exception as exc:  # derived work: reported, never raised into a request
+            self._on_error(key, exc)
+        finally:
+            del payload  # before the job counts as done: ``idle`` means nothing is held
             with self._lock:
-                self._pending.discard(key)
-                self._running = True
-            try:
-                self._run_job(key, payload)
-            except Exception as exc:  # derived work: reported, never raised into a request
-                self._on_error(key, exc)
-            finally:
-                with self._lock:
-                    self._running = False
+                self._running = False
+        return True

@@ -48,8 +48,9 @@ from memstrata.retrieval.rows import Row
 
 logger = logging.getLogger(__name__)
 
-# Bump whenever encode() changes what it writes.
-FORMAT_VERSION = 1
+# Bump whenever encode() changes what it writes. 2: unit vectors from the one
+# normalisation (``cache.normalise``); version 1 mixed two that rounded differently.
+FORMAT_VERSION = 2
 # A write waits until no index load has run for this long (loads come in bursts) ...
 SETTLE_S = 1.0
 # ... but not longer than this, so a busy process still gets its snapshots.
@@ -187,8 +188,16 @@ def _unblob(blob: npt.NDArray[np.uint8], count: int) -> list[str]:
 
 
 # Takes an ``Export`` from a live index under its lock (``UserIndex.export``); None when
-# there is nothing to write any more.
+# there is nothing to write any more. It finds the index when it runs rather than holding
+# it: a queued job can wait a long time (``_wait_for_quiet``, and the jobs ahead of it).
 Exporter = Callable[[], "Export | None"]
+# Whether a queued write is still worth making (its index still held): asked while the
+# job waits, so a job for an evicted index gives up its turn instead of waiting it out.
+Wanted = Callable[[], bool]
+
+
+def _always() -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -208,8 +217,9 @@ class SnapshotWriter:
     """Writes snapshots on one background thread, one pending job per user and model.
 
     ``export`` runs on that thread and takes what it needs from the live index (the
-    caller passes a function holding the index lock); encoding and the database write
-    run without the lock. Failures are logged with the user and never reach a request.
+    caller passes a function that looks the index up and takes its lock); encoding and
+    the database write run without the lock. Failures are logged with the user and never
+    reach a request.
     """
 
     def __init__(
@@ -221,14 +231,16 @@ class SnapshotWriter:
         self._loading = 0
         self._last_load_end = 0.0
         self._quiet = threading.Condition()
-        self._jobs: KeyedJobs[tuple[str, str | None], Exporter] = KeyedJobs(
+        self._jobs: KeyedJobs[tuple[str, str | None], tuple[Exporter, Wanted]] = KeyedJobs(
             "memstrata-index-snapshots", self._job, self._failed
         )
         self.written = 0
         self.failed = 0
 
-    def schedule(self, user_id: str, model: str | None, export: Exporter) -> None:
-        self._jobs.submit((user_id, model), export)
+    def schedule(
+        self, user_id: str, model: str | None, export: Exporter, wanted: Wanted = _always
+    ) -> None:
+        self._jobs.submit((user_id, model), (export, wanted))
 
     @contextmanager
     def loading(self) -> Iterator[None]:
@@ -243,18 +255,22 @@ class SnapshotWriter:
                 self._last_load_end = time.monotonic()
                 self._quiet.notify_all()
 
-    def _wait_for_quiet(self) -> None:
+    def _wait_for_quiet(self, wanted: Wanted) -> bool:
         """A write competes with loads for the CPU and the database (a first search right
         after a write took ~2× as long), and loads come in bursts (a restart, a deploy):
-        let a burst finish, but never wait longer than ``MAX_SETTLE_WAIT_S``."""
+        let a burst finish, but never wait longer than ``MAX_SETTLE_WAIT_S``. False as
+        soon as the write is not ``wanted`` any more (asked outside ``_quiet``: it may
+        take the cache's lock)."""
         give_up = time.monotonic() + MAX_SETTLE_WAIT_S
-        with self._quiet:
-            while (now := time.monotonic()) < give_up:
+        while wanted():
+            with self._quiet:
+                now = time.monotonic()
                 quiet_for = now - self._last_load_end
-                if self._loading == 0 and quiet_for >= self.settle_s:
-                    return
+                if now >= give_up or (self._loading == 0 and quiet_for >= self.settle_s):
+                    return True
                 wait = self.settle_s - quiet_for if self._loading == 0 else self.settle_s
                 self._quiet.wait(timeout=min(max(wait, 0.01), give_up - now))
+        return False
 
     def idle(self, timeout: float = 30.0) -> bool:
         """Wait until no job is pending (tests, benchmarks); False on timeout."""
@@ -263,9 +279,10 @@ class SnapshotWriter:
     def close(self) -> None:
         self._jobs.close()
 
-    def _job(self, _: tuple[str, str | None], export: Exporter) -> None:
-        self._wait_for_quiet()
-        self._write(export)
+    def _job(self, _: tuple[str, str | None], job: tuple[Exporter, Wanted]) -> None:
+        export, wanted = job
+        if self._wait_for_quiet(wanted):
+            self._write(export)
 
     def _failed(self, key: tuple[str, str | None], exc: Exception) -> None:
         log_failure(logger, "index.snapshot.failed", exc, user_id=key[0])
