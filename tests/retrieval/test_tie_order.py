@@ -293,3 +293,27 @@ def test_pgvector_settles_ties_like_the_index_in_memory(db: Database) -> None:
             a = memory.candidates("ties", "", query, n).vector
             b = pg.candidates("ties", "", query, n).vector
             assert a == b, n
+
+
+def test_pgvector_leaves_out_zero_vectors_like_the_index_in_memory(db: Database) -> None:
+    """A zero vector's cosine distance is NaN in pgvector, sorted last: a list longer than
+    the real vectors used to end with it."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    vectors = {"a dog": vector_of("a dog"), "nothing": np.zeros(DIM, dtype=np.float32)}
+    with transaction(db.sessions) as session:
+        repo = EmbeddingRepository(session, "zero")
+        repo.lock()
+        repo.insert(
+            [
+                NewChunk(f"sessions/s/{i}", 0, t, content_hash(t), start, v.tolist(),
+                         QueryVectorsOnly.name, [f"s:{i}"])
+                for i, (t, v) in enumerate(vectors.items())
+            ]
+        )  # fmt: skip
+        repo.bump_generation()
+    memory = SearchService(IndexCache(db.sessions), QueryVectorsOnly())
+    pg = SearchService(IndexCache(db.sessions), QueryVectorsOnly(), vector_backend="pgvector")
+    query = vector_of("a dog")
+    a = memory.candidates("zero", "", query, 10).vector
+    b = pg.candidates("zero", "", query, 10).vector
+    assert len(a) == 1 and a == b

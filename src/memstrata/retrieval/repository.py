@@ -281,6 +281,9 @@ class EmbeddingRepository:
                 MemoryEmbedding.user_id == self.user_id,
                 MemoryEmbedding.embedding.is_not(None),
                 MemoryEmbedding.embedding_model == model,
+                # A zero vector has no direction (its distance is NaN, which sorts last
+                # and would fill a short list); the index in memory leaves it out too.
+                func.vector_norm(MemoryEmbedding.embedding) > 0,
             )
             .order_by(distance, MemoryEmbedding.id)
             .limit(n)
