@@ -16,11 +16,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
+import memstrata.cli as cli
+from memstrata.cli import serve
 from tests.mcp.messages import INIT
 
 # "Promptly": stopping an idle runtime takes well under a second; the rest is slack for a
@@ -203,3 +206,24 @@ def _kill_leftovers(servers: list[int], postmaster: Path) -> None:
     for pid in pids:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
+
+
+@pytest.mark.parametrize(
+    ("handler", "status"), [(cli._exit_on_signal, 143), (serve._exit_cleanly, 0)]
+)
+def test_a_second_sigterm_cannot_cut_the_clean_up_short(
+    handler: Callable[[int, object], object], status: int
+) -> None:
+    """The first SIGTERM starts the clean-up (stopping PostgreSQL, the embedding servers);
+    a supervisor that repeats its SIGTERM used to raise SystemExit again in the middle."""
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode
+        assert ended.value.code == status
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored now: no second SystemExit
+        time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -27,6 +27,9 @@ def main() -> None:
 
 
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> NoReturn:
+    # A second SIGTERM (supervisors repeat theirs) must not cut the clean-up this one
+    # starts short and leave PostgreSQL running; SIGKILL stays the hard stop.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)  # the shell's status for "ended by this signal"
 
 

@@ -175,4 +175,5 @@ def _banner(
 
 
 def _exit_cleanly(signum: int, _frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
     raise SystemExit(0)
