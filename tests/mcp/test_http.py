@@ -105,6 +105,7 @@ def test_an_oversized_body_gets_the_rest_apis_413(base_url: str) -> None:
     assert rest.status_code == mcp.status_code == 413
     assert mcp.json()["code"] == rest.json()["code"] == "payload_too_large"
     assert "MEMSTRATA_MAX_REQUEST_BYTES" in mcp.json()["detail"]
+    assert mcp.json()["error"]["message"] == mcp.json()["detail"]  # JSON-RPC, for MCP clients
 
 
 @pytest.mark.parametrize(
@@ -125,7 +126,13 @@ def test_missing_or_bad_tokens_get_the_rest_apis_401(
 ) -> None:
     rest, mcp = _rest_and_mcp(base_url, headers)
     assert rest.status_code == mcp.status_code == 401
-    assert mcp.json() == rest.json() and detail in mcp.json()["detail"]
+    # The REST body, plus a JSON-RPC error with the same message for MCP clients to show.
+    rpc = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": rest.json()["detail"]},
+    }
+    assert mcp.json() == {**rest.json(), **rpc} and detail in mcp.json()["detail"]
     assert mcp.headers["www-authenticate"] == rest.headers["www-authenticate"]
     assert mcp.headers["www-authenticate"].startswith('Bearer realm="memstrata"')
 
@@ -136,7 +143,7 @@ async def test_the_sdk_client_is_refused_without_a_valid_token(base_url: str) ->
         with pytest.raises(BaseExceptionGroup) as raised:
             async with mcp_client(base_url, headers, mode="legacy") as client:
                 await client.list_tools()
-        assert raised.group_contains(MCPError, match="error response")
+        assert raised.group_contains(MCPError, match="bearer token|token expired")
 
 
 async def test_another_users_token_never_reaches_this_users_memory(base_url: str) -> None:

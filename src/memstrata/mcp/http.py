@@ -34,7 +34,7 @@ from memstrata.api.errors import ApiError, error_response
 from memstrata.api.routing import refuse_declared_overflow
 from memstrata.config import Settings
 from memstrata.mcp.server import build_server
-from memstrata.mcp.sessions import SessionLedger, serve_counted
+from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
 
 MCP_PATH = "/mcp"
 
@@ -63,6 +63,7 @@ class BearerGate:
             # is still stopped by the SDK's own check, in its plain-text form.
             refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
         except ApiError as exc:
+            exc.extra = {**exc.extra, **jsonrpc_error_fields(exc.detail)}
             response = error_response(exc)
             assert response is not None  # an ApiError always maps
             await response(scope, receive, send)

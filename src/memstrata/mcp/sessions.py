@@ -236,8 +236,11 @@ def _too_many(ledger: SessionLedger, scope: Scope) -> ApiError:
         "this when they close). A session with no request in flight also ends by itself "
         f"after {ledger.idle_timeout_s:g} s (MEMSTRATA_MCP_SESSION_IDLE_TIMEOUT_S)."
     )
-    # The body is also a JSON-RPC error: MCP clients show its message, where they would
-    # show only "Server returned an error response" for the plain error shape.
-    rpc_error = {"code": INVALID_REQUEST, "message": detail}
-    extra = {"jsonrpc": "2.0", "id": None, "error": rpc_error}
-    return ApiError(429, detail, code=TOO_MANY_SESSIONS, extra=extra)
+    return ApiError(429, detail, code=TOO_MANY_SESSIONS, extra=jsonrpc_error_fields(detail))
+
+
+def jsonrpc_error_fields(message: str) -> dict[str, object]:
+    """Fields that make an error body of ``/mcp`` a JSON-RPC error as well: MCP clients
+    show its message, where they show only "Server returned an error response" for the
+    plain error shape."""
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
