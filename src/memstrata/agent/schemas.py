@@ -7,7 +7,7 @@ single source of truth for argument names, types and required fields:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 from memstrata.errors import ToolInputError
@@ -107,6 +107,15 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
     return schemas
 
 
+def without_null_optionals(
+    arguments: Mapping[str, object], optional: Container[str]
+) -> dict[str, object]:
+    """``arguments`` without the optional ones sent as null: clients fill unset fields with
+    null, and the tool's default must then apply (record_memory's section is 'Notes', not
+    an error). A null for a required argument stays, for the check to refuse."""
+    return {k: v for k, v in arguments.items() if v is not None or k not in optional}
+
+
 def check_arguments(name: str, arguments: Mapping[str, object] | str | None) -> dict[str, object]:
     """Decode and check a call of tool ``name`` against its schema; returns the kwargs."""
     schema = next(
@@ -121,9 +130,8 @@ def check_arguments(name: str, arguments: Mapping[str, object] | str | None) -> 
     missing = [key for key in parameters["required"] if key not in kwargs]
     if missing:
         raise ToolInputError(f"missing required argument(s): {', '.join(missing)}")
-    # An optional argument sent as null is absent (clients fill unset fields with null), so
-    # the tool's default applies: record_memory's section is then 'Notes', not an error.
-    kwargs = {k: v for k, v in kwargs.items() if v is not None or k in parameters["required"]}
+    optional = set(parameters["properties"]) - set(parameters["required"])
+    kwargs = without_null_optionals(kwargs, optional)
     for key, value in kwargs.items():
         expected = parameters["properties"][key]["type"]
         if isinstance(value, bool) or not isinstance(value, _JSON_TYPES[expected]):

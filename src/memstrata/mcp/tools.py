@@ -31,7 +31,7 @@ import anyio.to_thread
 from mcp_types import Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from memstrata.agent.schemas import check_arguments, tool_schemas
+from memstrata.agent.schemas import check_arguments, tool_schemas, without_null_optionals
 from memstrata.agent.tools import MemoryTools, ToolContext, search_arguments
 from memstrata.api.errors import validation_error
 from memstrata.api.schemas import TurnRequest
@@ -88,16 +88,9 @@ def _agent_function(name: str) -> dict[str, Any]:
 
 
 def _parse(model: type[M], arguments: dict[str, Any]) -> M:
-    # An optional argument sent as null is absent, as for the agent tools (clients fill
-    # unset fields with null): conversation_index_turn's assistant_reply is then "".
-    fields = model.model_fields
-    given = {
-        k: v
-        for k, v in arguments.items()
-        if v is not None or k not in fields or fields[k].is_required()
-    }
+    optional = {name for name, f in model.model_fields.items() if not f.is_required()}
     try:
-        return model.model_validate(given)
+        return model.model_validate(without_null_optionals(arguments, optional))
     except ValidationError as exc:
         raise ToolError(str(validation_error(exc.errors()).body["detail"])) from exc
 
