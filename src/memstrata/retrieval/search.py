@@ -295,23 +295,21 @@ class SearchService:
             vector_ranked: list[int] = []
             # A warm index whose vectors were all removed still has a VectorIndex: only
             # live vectors make the search hybrid.
-            has_vectors = index.vectors is not None and len(index.vectors) > 0
+            vectors = index.vectors if index.vectors is not None and len(index.vectors) else None
             users_rows = len(index.rows)
-            if query_vector is not None and has_vectors and index.vectors is not None:
+            if query_vector is not None and vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
                     vector_ranked = self._pgvector_top(user_id, query_vector, model, n, allowed)
                 else:
-                    vector_ranked = [
-                        key for key, _ in index.vectors.top_n(query_vector, n, allowed)
-                    ]
+                    vector_ranked = [key for key, _ in vectors.top_n(query_vector, n, allowed)]
             keys = set(bm25_ranked) | set(vector_ranked)
             rows = {k: index.rows[k] for k in keys if k in index.rows}
         vector_ranked = [k for k in vector_ranked if k in rows]
-        hybrid = query_vector is not None and has_vectors
+        hybrid = query_vector is not None and vectors is not None
         warnings = side_warnings(
             embedder=self.embedder is not None or query_vector is not None,
             query_embedded=query_vector is not None,
-            vectors=has_vectors,
+            vectors=vectors is not None,
             rows=users_rows,
             terms=bool(terms),
         )
