@@ -56,6 +56,23 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _start_mcp(tmp_path: Path, **settings: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """``memstrata mcp --user alice`` with only ``settings`` (and a data directory in
+    ``tmp_path``) of the MEMSTRATA_* environment; its stderr goes to the returned log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(MEMSTRATA_DATA_DIR=str(tmp_path), MEMSTRATA_ENVIRONMENT="development", **settings)
+    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    return process, log
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -67,22 +84,9 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("how", ["sigterm", "stdin closed"])
 def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path, how: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(tmp_path),
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_EMBEDDING_AUTOSTART="true",
-        MEMSTRATA_LOG_LEVEL="INFO",
+    process, log = _start_mcp(
+        tmp_path, MEMSTRATA_EMBEDDING_AUTOSTART="true", MEMSTRATA_LOG_LEVEL="INFO"
     )
-    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
     postmaster = tmp_path / "pgdata" / "postmaster.pid"
     servers: list[int] = []
     try:
@@ -133,22 +137,9 @@ def test_mcp_exits_on_a_signal_while_stdin_stays_open(
     """The SDK reads stdin in a worker thread that only an input line or EOF wakes; the
     process used to clean up on SIGTERM and then wait in interpreter shutdown for that
     thread, i.e. until the client closed stdin (Ctrl-C waited before cleaning up)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(tmp_path),
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+    process, log = _start_mcp(
+        tmp_path, MEMSTRATA_DATABASE_URL=pg_url, MEMSTRATA_EMBEDDING_AUTOSTART="false"
     )
-    log = tmp_path / "mcp.log"
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
     try:
         answer = _initialize(process, timeout_s=30)
         assert b"result" in answer, answer[:200] + _tail(log).encode()
