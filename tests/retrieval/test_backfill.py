@@ -8,12 +8,13 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.db.engine import transaction
 from memstrata.retrieval.backfill import users_without_snapshot, write_missing_snapshots
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import content_hash
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.repository import NewChunk
 from memstrata.retrieval.snapshot import SnapshotWriter
+
+from .stored import insert_rows
 
 
 def _turns(db: Database, user: str, n: int, first: int = 0) -> None:
@@ -24,11 +25,7 @@ def _turns(db: Database, user: str, n: int, first: int = 0) -> None:
         )
         for i in range(n)
     ]  # fmt: skip
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, user)
-        repo.lock()
-        repo.insert(chunks)
-        repo.bump_generation()
+    insert_rows(db, user, chunks)
 
 
 def _snapshots(db: Database) -> dict[str, int]:

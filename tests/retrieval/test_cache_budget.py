@@ -25,6 +25,8 @@ from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewC
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.search import SearchService
 
+from .stored import insert_rows
+
 MODEL = "test-random-384"
 WORDS = [
     "lake",
@@ -73,11 +75,7 @@ def _write(db: Database, user: str, n: int, seed: int, first: int = 0) -> None:
                 [f"s{seed}:{i}"],
             )
         )
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, user)
-        repo.lock()
-        repo.insert(chunks)
-        repo.bump_generation()
+    insert_rows(db, user, chunks)
 
 
 @pytest.fixture

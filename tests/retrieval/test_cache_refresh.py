@@ -22,17 +22,15 @@ from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import content_hash
 from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk
 
+from .stored import insert_rows
+
 
 def _add(db: Database, user: str, texts: list[str], first: int = 0) -> None:
     chunks = [
         NewChunk(f"sessions/s/{first + i}", 0, t, content_hash(t), datetime(2026, 1, 1, tzinfo=UTC))
         for i, t in enumerate(texts)
     ]
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, user)
-        repo.lock()
-        repo.insert(chunks)
-        repo.bump_generation()
+    insert_rows(db, user, chunks)
 
 
 def _delete(db: Database, user: str, ids: list[int]) -> None:
@@ -176,11 +174,7 @@ def test_load_reads_every_column_as_the_orm_path_does(db: Database) -> None:
             datetime(2026, 1, 2, tzinfo=UTC), [1.0, 2.0, 3.0], "m", [], {"chars": 0},
         ),
     ]  # fmt: skip
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, "loader")
-        repo.lock()
-        repo.insert(chunks)
-        repo.bump_generation()
+    insert_rows(db, "loader", chunks)
     with db.sessions() as session:
         repo = EmbeddingRepository(session, "loader")
         loaded = repo.load()

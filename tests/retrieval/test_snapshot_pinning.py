@@ -22,13 +22,14 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.db.engine import transaction
 from memstrata.retrieval.cache import IndexCache, UserIndex
 from memstrata.retrieval.indexer import content_hash
 from memstrata.retrieval.jobs import KeyedJobs
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.repository import NewChunk
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.snapshot import SnapshotWriter
+
+from .stored import insert_rows
 
 MODEL = "test-random-384"
 USERS = [f"churn{i}" for i in range(6)]
@@ -55,11 +56,7 @@ def _write(db: Database, user: str, seed: int) -> None:
                 [f"{user}:{i}"],
             )
         )
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, user)
-        repo.lock()
-        repo.insert(chunks)
-        repo.bump_generation()
+    insert_rows(db, user, chunks)
 
 
 @pytest.fixture

@@ -9,15 +9,16 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.db.engine import transaction
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval import indexer as indexer_module
 from memstrata.retrieval import tokenize as rules
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round, content_hash
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.repository import NewChunk
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.terms import decode_terms, encode_terms, signature
+
+from .stored import insert_rows
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -38,12 +39,8 @@ def test_terms_made_under_other_rules_are_not_used(monkeypatch: pytest.MonkeyPat
 
 
 def _insert(db: Database, user: str, body: str, terms: str | None) -> None:
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, user)
-        repo.lock()
-        chunk = NewChunk("sessions/s/0", 0, body, content_hash(body), T0, bm25_terms=terms)
-        repo.insert([chunk])
-        repo.bump_generation()
+    chunk = NewChunk("sessions/s/0", 0, body, content_hash(body), T0, bm25_terms=terms)
+    insert_rows(db, user, [chunk])
 
 
 def _found(db: Database, user: str, query: str) -> bool:

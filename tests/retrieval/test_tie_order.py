@@ -19,16 +19,17 @@ import numpy.typing as npt
 import pytest
 
 from memstrata.db.database import Database
-from memstrata.db.engine import transaction
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.cache import IndexCache, UserIndex, VectorIndex, exact_scores
 from memstrata.retrieval.embeddings import EmbeddingKind
 from memstrata.retrieval.indexer import content_hash
-from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk, StoredChunk
+from memstrata.retrieval.repository import IndexState, NewChunk, StoredChunk
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.topn import K, best_first
+
+from .stored import insert_rows
 
 DIM = 384
 PHRASES = ["ok thanks", "see you tomorrow", "sounds good to me", "ok", "thanks a lot"]
@@ -281,11 +282,7 @@ def test_pgvector_settles_ties_like_the_index_in_memory(db: Database) -> None:
                 [f"s:{i}"],
             )
         )
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, "ties")
-        repo.lock()
-        repo.insert(list(reversed(chunks)))  # ids in another order than the turns
-        repo.bump_generation()
+    insert_rows(db, "ties", list(reversed(chunks)))  # ids in another order than the turns
     memory = SearchService(IndexCache(db.sessions), QueryVectorsOnly())
     pg = SearchService(IndexCache(db.sessions), QueryVectorsOnly(), vector_backend="pgvector")
     for query in [vector_of(p) for p in PHRASES] + [rng.standard_normal(DIM).astype(np.float32)]:
@@ -300,17 +297,15 @@ def test_pgvector_leaves_out_zero_vectors_like_the_index_in_memory(db: Database)
     the real vectors used to end with it."""
     start = datetime(2026, 1, 1, tzinfo=UTC)
     vectors = {"a dog": vector_of("a dog"), "nothing": np.zeros(DIM, dtype=np.float32)}
-    with transaction(db.sessions) as session:
-        repo = EmbeddingRepository(session, "zero")
-        repo.lock()
-        repo.insert(
-            [
-                NewChunk(f"sessions/s/{i}", 0, t, content_hash(t), start, v.tolist(),
-                         QueryVectorsOnly.name, [f"s:{i}"])
-                for i, (t, v) in enumerate(vectors.items())
-            ]
-        )  # fmt: skip
-        repo.bump_generation()
+    insert_rows(
+        db,
+        "zero",
+        [
+            NewChunk(f"sessions/s/{i}", 0, t, content_hash(t), start, v.tolist(),
+                     QueryVectorsOnly.name, [f"s:{i}"])
+            for i, (t, v) in enumerate(vectors.items())
+        ],
+    )  # fmt: skip
     memory = SearchService(IndexCache(db.sessions), QueryVectorsOnly())
     pg = SearchService(IndexCache(db.sessions), QueryVectorsOnly(), vector_backend="pgvector")
     query = vector_of("a dog")
