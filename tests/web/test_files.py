@@ -324,6 +324,24 @@ def _write_elsewhere(server: Serve, user: str, name: str, first_line: str) -> No
         ).raise_for_status()
 
 
+def _tab_written_elsewhere(
+    signed_in: SignedIn,
+    server: Serve,
+    console: Console,
+    user: str,
+    name: str,
+    first_line: str,
+    **page_options: object,
+) -> Page:
+    """A signed-in page on file ``name``'s tab, the file then changed by another writer
+    (``_write_elsewhere``): the page's next save gets a 409."""
+    console.allow(409)
+    page = signed_in(**page_options)
+    tab(page, name)
+    _write_elsewhere(server, user, name, first_line)
+    return page
+
+
 # Holds every PUT until the test calls window.__release(): a save that is slow to answer.
 _HOLD_PUTS = """() => {
   const fetch = window.fetch;
@@ -338,10 +356,7 @@ _HOLD_PUTS = """() => {
 def test_text_typed_while_a_save_is_in_flight_reaches_the_conflict_view(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    console.allow(409)
-    page = signed_in()
-    tab(page, "user")
-    _write_elsewhere(server, user, "user", "WRITTEN ELSEWHERE")
+    page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
     page.evaluate(_HOLD_PUTS)
     _append(page, "\nTYPED BEFORE SAVE")
     page.click("#file-save")
@@ -363,10 +378,9 @@ def test_text_typed_while_a_save_is_in_flight_reaches_the_conflict_view(
 def test_the_conflict_view_fits_a_phone_screen(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    console.allow(409)
-    page = signed_in(width=380)
-    tab(page, "memory")
-    _write_elsewhere(server, user, "memory", "- written by the agent")
+    page = _tab_written_elsewhere(
+        signed_in, server, console, user, "memory", "- written by the agent", width=380
+    )
     _append(page, "\n- typed on the phone")
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
@@ -381,10 +395,7 @@ def test_the_conflict_view_fits_a_phone_screen(
 def test_a_resolved_conflict_once_saved_leaves_nothing_unsaved(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    console.allow(409)
-    page = signed_in()
-    tab(page, "user")
-    _write_elsewhere(server, user, "user", "WRITTEN ELSEWHERE")
+    page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
     _append(page, "\n- typed in the page")
     page.click("#file-save")
     page.click("#conflict-reapply")
