@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
 
 OLD = (
     "SELECT count(*) FILTER (WHERE (embedding IS NULL OR embedding_model IS DISTINCT FROM "
@@ -39,6 +40,7 @@ OLD_CLAIM_USERS = (
     "DISTINCT FROM :model) AND embedding_error IS NULL AND (embedding_claimed_until IS NULL "
     "OR embedding_claimed_until < now()) GROUP BY user_id ORDER BY min(id) LIMIT 64"
 )
+CONSTANT_VECTOR = "array_fill(0.1::real, ARRAY[2560])::vector"
 INDEXES = {
     "ix_memory_embeddings_model": "(embedding_model) WHERE embedding_error IS NULL",
     "ix_memory_embeddings_failed": "(id) WHERE embedding_error IS NOT NULL",
@@ -53,15 +55,14 @@ def fill(engine: Engine, rows: int) -> None:
                 "embedding, content_hash, embedding_model, embedding_dim, bm25_terms, "
                 "source_ids) SELECT 'user-' || (g % 1000), 'conversations/s' || (g / 50) || "
                 "'.md#' || g, 0, repeat('word' || (g % 97) || ' ', 100), "
-                "array_fill(0.1::real, ARRAY[2560])::vector, md5(g::text), 'model', 384, "
+                f"{CONSTANT_VECTOR}, md5(g::text), 'model', 384, "
                 "repeat('t' || (g % 89) || ' ', 120), jsonb_build_array('s:' || g) "
                 "FROM generate_series(1, :n) g"
             ),
             {"n": rows},
         )
         conn.execute(text("UPDATE memory_embeddings SET embedding_error = 'x' WHERE id % 5000 = 7"))
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE memory_embeddings"))
+    vacuum(engine)
 
 
 def set_pending(engine: Engine, every: int) -> None:
@@ -74,21 +75,42 @@ def set_pending(engine: Engine, every: int) -> None:
             ),
             {"every": every},
         )
+    vacuum(engine)
+
+
+def vacuum(engine: Engine) -> None:
+    """Fresh statistics and visibility map after a bulk change, as autovacuum would leave."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE memory_embeddings"))
 
 
-def timed(run: Callable[[], object], repeats: int) -> tuple[list[float], object]:
-    times, result = [], None
-    for _ in range(repeats):
-        began = time.perf_counter()
-        result = run()
-        times.append((time.perf_counter() - began) * 1000)
-    return times, result
-
-
 def p95(values: list[float]) -> float:
     return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
+
+
+def alternate(
+    before: Callable[[], object], after: Callable[[], object], repeats: int
+) -> tuple[list[float], list[float], set[tuple[str, object]]]:
+    """Milliseconds of each call of ``before`` and ``after``, alternating so both see the
+    same machine, and the distinct results each gave."""
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    results: set[tuple[str, object]] = set()
+    for _ in range(repeats):
+        for name, run in (("before", before), ("after", after)):
+            began = time.perf_counter()
+            results.add((name, run()))
+            times[name].append((time.perf_counter() - began) * 1000)
+    return times["before"], times["after"], results
+
+
+def report(label: str, names: tuple[str, str], before: list[float], after: list[float]) -> None:
+    print(f"{label}:")
+    for name, values in zip(names, (before, after), strict=True):
+        print(
+            f"  {name}: median {statistics.median(values):.2f} ms, p95 {p95(values):.2f} ms "
+            f"over {len(values)}"
+        )
+    print(f"  ratio of medians {statistics.median(before) / statistics.median(after):.0f}x")
 
 
 def compare(engine: Engine, model: str, repeats: int, label: str) -> None:
@@ -100,65 +122,47 @@ def compare(engine: Engine, model: str, repeats: int, label: str) -> None:
         return int(row.pending), int(row.failed)
 
     def new() -> tuple[int, int]:
-        with engine.connect() as conn:
-            b = queue.backlog(conn, model)  # type: ignore[arg-type]
+        with Session(engine) as session:
+            b = queue.backlog(session, model)
         return b.pending, b.failed
 
-    old_t: list[float] = []
-    new_t: list[float] = []
-    results = set()
-    for _ in range(repeats):  # alternating, so both see the same machine
-        t, r = timed(old, 1)
-        old_t += t
-        results.add(("old", r))
-        t, r = timed(new, 1)
-        new_t += t
-        results.add(("new", r))
-    print(f"{label}: results {sorted(results)}")
-    for name, values in (("before (IS DISTINCT FROM)", old_t), ("queue.backlog", new_t)):
-        print(
-            f"  {name}: median {statistics.median(values):.2f} ms, p95 {p95(values):.2f} ms "
-            f"over {len(values)}"
-        )
-    print(f"  ratio of medians {statistics.median(old_t) / statistics.median(new_t):.0f}x")
+    before, after, results = alternate(old, new, repeats)
+    print(f"results {sorted(results, key=str)}")
+    report(label, ("before (IS DISTINCT FROM)", "queue.backlog"), before, after)
 
 
 def compare_idle_claim(engine: Engine, repeats: int) -> None:
     """Nothing pending: what the idle re-embedding worker costs per round."""
-    from sqlalchemy.orm import Session
-
     from memstrata.retrieval import queue
 
     with engine.begin() as conn:
         conn.execute(
             text(
-                "UPDATE memory_embeddings SET embedding = array_fill(0.1::real, ARRAY[2560])"
-                "::vector, embedding_model = 'model' WHERE embedding IS NULL"
+                f"UPDATE memory_embeddings SET embedding = {CONSTANT_VECTOR}, "
+                "embedding_model = 'model' WHERE embedding IS NULL"
             )
         )
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE memory_embeddings"))
-    old_t: list[float] = []
-    new_t: list[float] = []
-    for _ in range(repeats):
+    vacuum(engine)
+
+    def old() -> int:
         with engine.connect() as conn:
-            t, r = timed(
-                lambda c=conn: c.execute(text(OLD_CLAIM_USERS), {"model": "model"}).all(), 1
-            )
-        old_t += t
+            return len(conn.execute(text(OLD_CLAIM_USERS), {"model": "model"}).all())
+
+    def new() -> int:
         with Session(engine) as session:
-            t, claimed = timed(lambda s=session: queue.claim(s, "model", 64, 30.0), 1)
+            claimed = len(queue.claim(session, "model", 64, 30.0))
             session.rollback()
-        new_t += t
-        if r or claimed:
-            raise SystemExit("something was pending in the idle state; no figures")
-    print("idle worker round (nothing pending):")
-    for name, values in (("before (users statement)", old_t), ("queue.claim", new_t)):
-        print(
-            f"  {name}: median {statistics.median(values):.2f} ms, p95 {p95(values):.2f} ms "
-            f"over {len(values)}"
-        )
-    print(f"  ratio of medians {statistics.median(old_t) / statistics.median(new_t):.0f}x")
+        return claimed
+
+    before, after, results = alternate(old, new, repeats)
+    if results != {("before", 0), ("after", 0)}:
+        raise SystemExit("something was pending in the idle state; no figures")
+    report(
+        "idle worker round (nothing pending)",
+        ("before (users statement)", "queue.claim"),
+        before,
+        after,
+    )
 
 
 def main() -> None:
