@@ -108,6 +108,36 @@ def test_an_oversized_body_gets_the_rest_apis_413(base_url: str) -> None:
     assert mcp.json()["error"]["message"] == mcp.json()["detail"]  # JSON-RPC, for MCP clients
 
 
+def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+    """``body`` as a generator, which httpx sends chunked, without a ``Content-Length``."""
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
+
+
+def test_a_chunked_body_is_held_to_the_same_limit(base_url: str) -> None:
+    headers = {**MCP_HEADERS, **bearer("http-chunked"), "Content-Type": "application/json"}
+    over = b'{"jsonrpc": "2.0", "pad": "' + b"x" * (1024 * 1024 + 1) + b'"}'
+    refused = httpx.post(f"{base_url}/mcp", headers=headers, content=chunked(over))
+    assert "content-length" not in refused.request.headers
+    assert refused.status_code == 413
+    body = refused.json()
+    assert body["code"] == "payload_too_large"
+    assert body["detail"].startswith("request body is at least ")
+    assert body["detail"].endswith("over the limit of 1048576 bytes (MEMSTRATA_MAX_REQUEST_BYTES)")
+    assert body["message"] == body["detail"]
+    rpc = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": body["detail"]}}
+    assert {key: body[key] for key in rpc} == rpc
+
+    # a chunked body under the limit reaches the SDK whole
+    client_info = {"name": "c" * 1_000_000, "version": "0"}
+    init = {**INIT, "params": {**INIT["params"], "clientInfo": client_info}}
+    under = json.dumps(init).encode()
+    assert len(under) < 1024 * 1024
+    opened = httpx.post(f"{base_url}/mcp", headers=headers, content=chunked(under))
+    assert opened.status_code == 200, opened.text
+    assert '"serverInfo"' in opened.text and "mcp-session-id" in opened.headers
+
+
 @pytest.mark.parametrize(
     ("headers", "detail"),
     [

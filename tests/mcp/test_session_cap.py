@@ -8,6 +8,7 @@ stand-in for the SDK where the fault (a session the SDK lost) must be injected.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
@@ -147,6 +148,115 @@ async def test_an_idle_session_expires_and_frees_its_slot(
         # the SDK ended it too: its id is unknown now
         gone = delete(url, alice, opened.headers["mcp-session-id"])
         assert gone.status_code == 404
+
+
+def ping(url: str, headers: dict[str, str], session_id: str) -> httpx.Response:
+    session = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    return httpx.post(
+        f"{url}/mcp", headers={**MCP_HEADERS, **headers, **session}, json=call, timeout=30
+    )
+
+
+Span = tuple[float, float]
+
+
+def timed(request: Callable[[], httpx.Response]) -> tuple[httpx.Response, Span]:
+    """The response, and the monotonic times just before the request and just after it:
+    the server runs in this process, so its ledger reads the same clock."""
+    sent = time.monotonic()
+    response = request()
+    return response, (sent, time.monotonic())
+
+
+def assert_retry_after(refused: httpx.Response, used: Span, asked: Span, idle_s: float) -> None:
+    """``Retry-After`` is when the session last ``used`` (request start, end) idles out, as
+    seen by the refused request (``asked``), rounded up. The server notes the last use
+    just after it answers (a loaded machine may delay that), hence the allowance on the
+    upper bound; it is well under the 1.5 s and more between the last uses compared."""
+    assert refused.status_code == 429, refused.text
+    lowest = used[0] + idle_s - asked[1]
+    highest = used[1] + 0.25 + idle_s - asked[0]
+    retry_after = int(refused.headers["retry-after"])
+    assert math.ceil(lowest) <= retry_after <= math.ceil(highest), (lowest, highest)
+    assert f"ends by itself in {retry_after} s (Retry-After)" in refused.json()["detail"]
+
+
+async def test_a_refused_initialize_says_when_the_least_recently_used_session_idles_out(
+    mem: Memstrata, settings: Settings, bearer: Bearer
+) -> None:
+    alice = bearer("cap-alice")
+    idle_s = 4.0
+    with running(
+        mem, settings, mcp_max_sessions_per_user=2, mcp_session_idle_timeout_s=idle_s
+    ) as url:
+        first, first_used = timed(lambda: initialize(url, alice))
+        assert first.status_code == 200
+        time.sleep(2)  # over a second apart, so the two sessions' Retry-After differ
+        second, second_used = timed(lambda: initialize(url, alice))
+        assert second.status_code == 200
+        refused, asked = timed(lambda: initialize(url, alice))
+        assert_retry_after(refused, first_used, asked, idle_s)  # about 2 s
+        detail = refused.json()["detail"]
+        assert "To free a slot sooner, end a session you no longer need with DELETE" in detail
+        assert refused.json()["error"]["message"] == detail
+
+        time.sleep(1.5)
+        used, _ = timed(lambda: ping(url, alice, first.headers["mcp-session-id"]))
+        assert used.status_code == 200, used.text
+        # the first session was just used: the second is the least recently used now
+        refused, asked = timed(lambda: initialize(url, alice))
+        assert_retry_after(refused, second_used, asked, idle_s)  # about 3 s
+
+        # the SDK's client shows the message, with the wait and how to free a slot sooner
+        with pytest.raises(BaseExceptionGroup) as raised:
+            async with mcp_client(url, alice):
+                pass
+        assert raised.group_contains(
+            MCPError, match=r"ends by itself in \d s \(Retry-After\)\. .*DELETE /mcp"
+        )
+        # a client that waits as told finds the slot free
+        time.sleep(int(refused.headers["retry-after"]))
+        assert initialize(url, alice).status_code == 200
+
+
+async def test_with_no_idle_session_retry_after_is_the_whole_idle_timeout(
+    mem: Memstrata, settings: Settings, bearer: Bearer
+) -> None:
+    alice = bearer("cap-alice")
+    with running(mem, settings, mcp_max_sessions_per_user=1, mcp_session_idle_timeout_s=7.5) as url:
+        opened = initialize(url, alice)
+        assert opened.status_code == 200
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        listen = {**MCP_HEADERS, **alice, **session, "mcp-protocol-version": "2025-06-18"}
+        # an open GET stream keeps the session in use: it cannot idle out
+        with httpx.stream("GET", f"{url}/mcp", headers=listen, timeout=30) as stream:
+            assert stream.status_code == 200
+            refused = initialize(url, alice)
+        assert refused.status_code == 429
+        assert refused.headers["retry-after"] == "8"
+        assert "none of this user's sessions is idle now" in refused.json()["detail"]
+        assert "none ends by itself within 8 s (Retry-After)" in refused.json()["detail"]
+
+
+def test_retry_after_counts_from_the_least_recently_used_idle_session() -> None:
+    now = [99.0]
+    ledger = SessionLedger(per_user=2, idle_timeout_s=10, clock=lambda: now[0])
+    ledger.opened("bob", "b1", reserved=False)
+    ledger.finish("b1", ended=False)  # idle from t=99, before alice's: not hers to count
+    for session_id in ("s1", "s2"):
+        assert ledger.reserve("alice")
+        ledger.opened("alice", session_id, reserved=True)
+    assert ledger.next_expiry_s("alice") is None  # both in flight: neither can expire
+    now[0] = 100.0
+    ledger.finish("s1", ended=False)  # idle from t=100
+    now[0] = 103.0
+    ledger.finish("s2", ended=False)  # idle from t=103
+    now[0] = 104.5
+    assert ledger.next_expiry_s("alice") == 5.5
+    assert ledger.begin("alice", "s1")  # s1 in use again: s2 is the next to idle out
+    assert ledger.next_expiry_s("alice") == 8.5
+    assert ledger.next_expiry_s("carol") is None
 
 
 def test_the_ledger_counts_until_the_end_or_the_idle_timeout() -> None:

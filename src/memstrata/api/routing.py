@@ -52,7 +52,7 @@ def route_class(context: ApiContext) -> type[APIRoute]:
                     refuse_declared_overflow(request.headers.get("content-length"), limit)
                     for check, names in path_checks:  # ...and the URL before the body
                         await check(**{n: request.path_params[n] for n in names})
-                    return await handler(await _with_body_limit(request, limit))
+                    return await handler(await with_body_limit(request, limit))
                 except Exception as exc:
                     response = error_response(exc)
                     if response is None:
@@ -89,9 +89,10 @@ def _path_checks(dependant: Dependant) -> list[tuple[PathCheck, list[str]]]:
     return found
 
 
-async def _with_body_limit(request: Request, limit: int) -> Request:
-    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request.
-    A declared ``Content-Length`` over the limit was refused before (``guarded``)."""
+async def with_body_limit(request: Request, limit: int) -> Request:
+    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request
+    (the REST routes, and the MCP endpoint, whose SDK would answer in plain text). A
+    declared ``Content-Length`` over the limit was refused before."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

@@ -25,13 +25,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
-from memstrata.api.errors import ApiError, error_response
-from memstrata.api.routing import refuse_declared_overflow
+from memstrata.api.errors import ApiError, map_exception
+from memstrata.api.routing import refuse_declared_overflow, with_body_limit
 from memstrata.config import Settings
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
@@ -59,21 +60,29 @@ class BearerGate:
         authorization = headers.get("authorization")
         try:
             user_id = self.auth.authenticate(authorization)
-            # The REST API's 413 (JSON, the one error shape); a chunked body over the limit
-            # is still stopped by the SDK's own check, in its plain-text form.
+            # The REST API's 413s (JSON, the one error shape), declared and then counted as
+            # a chunked body is read, so the SDK's plain-text 413 is never the answer.
             refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
-        except ApiError as exc:
-            exc.extra = {**exc.extra, **jsonrpc_error_fields(exc.detail)}
-            response = error_response(exc)
-            assert response is not None  # an ApiError always maps
-            await response(scope, receive, send)
+            limited = await with_body_limit(Request(scope, receive), self.max_request_bytes)
+        except (ApiError, ClientDisconnect) as exc:
+            await _refuse(exc, scope, receive, send)
             return
         token = (authorization or "").strip().partition(" ")[2].strip()
         scope["user"] = AuthenticatedUser(
             AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
         )
         scope.setdefault("state", {})["user_id"] = user_id  # for the request log
-        await serve_counted(self.sessions, self.app, user_id, scope, receive, send)
+        await serve_counted(self.sessions, self.app, user_id, scope, limited.receive, send)
+
+
+async def _refuse(
+    exc: ApiError | ClientDisconnect, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """The REST API's error response, which is also a JSON-RPC error."""
+    mapped = map_exception(exc)
+    assert mapped is not None  # both map
+    mapped.body.update(jsonrpc_error_fields(mapped.body["detail"]))
+    await mapped.response()(scope, receive, send)
 
 
 def token_user(ctx: ServerRequestContext[Any, Any]) -> str:

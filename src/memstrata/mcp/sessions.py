@@ -6,7 +6,8 @@ crashes; it counts nobody's sessions in particular. So one agent loop that initi
 new session for every call and never closes one could take every slot of a replica.
 :class:`SessionLedger` counts each user's sessions, and :func:`serve_counted` refuses a
 user's session-opening request with 429 while that user holds ``per_user`` of them,
-before the SDK creates anything.
+before the SDK creates anything; its ``Retry-After`` is when the user's least recently
+used session idles out.
 
 The SDK has no public end-of-session hook, so the ledger follows sessions over HTTP, where
 all their requests pass: a session counts from the response that hands out its
@@ -20,6 +21,7 @@ crashed clients lifts by itself.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -69,6 +71,16 @@ class SessionLedger:
         """The user's open sessions and session-opening requests in flight."""
         self._expire()
         return self._held.get(user_id, 0)
+
+    def next_expiry_s(self, user_id: str) -> float | None:
+        """Seconds until the user's least recently used idle session reaches the idle
+        timeout; None when none is idle (each has a request in flight, such as an open GET
+        stream, and so cannot expire)."""
+        now = self._clock()
+        for session_id, idle_since in self._idle.items():  # oldest first
+            if self._sessions[session_id].user_id == user_id:
+                return idle_since + self.idle_timeout_s - now
+        return None
 
     def reserve(self, user_id: str) -> bool:
         """Take a slot for a request that may open a session; False when the user has none."""
@@ -163,7 +175,7 @@ async def serve_counted(
         return
     reserved = _opens_session(headers)
     if reserved and not ledger.reserve(user_id):
-        response = error_response(_too_many(ledger, scope))
+        response = error_response(_too_many(ledger, user_id, scope))
         assert response is not None  # an ApiError always maps
         await response(scope, receive, send)
         return
@@ -226,17 +238,36 @@ async def _serve_in_session(
             ledger.finish(session_id, ended=False)
 
 
-def _too_many(ledger: SessionLedger, scope: Scope) -> ApiError:
+def _too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
     path = scope.get("path", "/mcp")
+    expiry_s = ledger.next_expiry_s(user_id)
+    # Whole seconds, rounded up: a client that waits as told finds the slot free (unless
+    # the session is used again meanwhile). With no idle session, no slot frees by itself
+    # sooner than a full idle timeout.
+    wait_s = max(1, math.ceil(ledger.idle_timeout_s if expiry_s is None else expiry_s))
+    if expiry_s is None:
+        when = (
+            "none of this user's sessions is idle now (each has a request in flight, such "
+            f"as an open GET stream), so none ends by itself within {wait_s} s (Retry-After)"
+        )
+    else:
+        when = f"this user's least recently used session ends by itself in {wait_s} s (Retry-After)"
     detail = (
         f"too many open MCP sessions: this user already holds {ledger.per_user}, the most "
         "allowed (MEMSTRATA_MCP_MAX_SESSIONS_PER_USER). Reuse an open session (send its "
-        "Mcp-Session-Id header) instead of initializing a new one, and end each session you "
-        f"no longer need with DELETE {path} and its Mcp-Session-Id header (SDK clients do "
-        "this when they close). A session with no request in flight also ends by itself "
-        f"after {ledger.idle_timeout_s:g} s (MEMSTRATA_MCP_SESSION_IDLE_TIMEOUT_S)."
+        "Mcp-Session-Id header) instead of initializing a new one. A session with no "
+        f"request in flight ends by itself after {ledger.idle_timeout_s:g} s "
+        f"(MEMSTRATA_MCP_SESSION_IDLE_TIMEOUT_S): {when}. To free a slot sooner, end a "
+        f"session you no longer need with DELETE {path} and its Mcp-Session-Id header "
+        "(SDK clients do this when they close)."
     )
-    return ApiError(429, detail, code=TOO_MANY_SESSIONS, extra=jsonrpc_error_fields(detail))
+    return ApiError(
+        429,
+        detail,
+        code=TOO_MANY_SESSIONS,
+        headers={"Retry-After": str(wait_s)},
+        extra=jsonrpc_error_fields(detail),
+    )
 
 
 def jsonrpc_error_fields(message: str) -> dict[str, object]:
