@@ -10,8 +10,10 @@ of text and of BM25 terms, like a conversation round; every vector is the same c
 (so the table fills in a minute), which PostgreSQL compresses into the row: the heap the
 old statement reads is if anything larger than with real vectors, which are stored
 out of line. Two states: steady (one row in a thousand waits for a vector) and a model
-change (every row waits, counted up to ``queue.BACKLOG_COUNT_LIMIT``); and the idle
-re-embedding worker's round (nothing pending), which every replica runs every 2 s.
+change (every row waits, counted up to ``queue.BACKLOG_COUNT_LIMIT``); a claim of 32 rows
+in both states, finding the users with rows waiting per claim or keeping the list
+(``queue.PendingUsers``); and the idle re-embedding worker's round (nothing pending),
+which every replica runs every 2 s.
 """
 
 from __future__ import annotations
@@ -131,6 +133,30 @@ def compare(engine: Engine, model: str, repeats: int, label: str) -> None:
     report(label, ("before (IS DISTINCT FROM)", "queue.backlog"), before, after)
 
 
+def compare_claims(engine: Engine, model: str, repeats: int, label: str) -> None:
+    """A claim of 32 rows as the re-embedding worker makes it, finding the users with rows
+    waiting before every claim (as before ``queue.PendingUsers``) against a kept list.
+    Each claim is rolled back, so every one sees the same backlog."""
+    from memstrata.retrieval import queue
+
+    kept = queue.PendingUsers()
+
+    def run(users: queue.PendingUsers | None) -> int:
+        with Session(engine) as session:
+            claimed = len(queue.claim(session, model, 32, 30.0, users=users))
+            session.rollback()
+        return claimed
+
+    before, after, results = alternate(lambda: run(None), lambda: run(kept), repeats)
+    if results != {("before", 32), ("after", 32)}:
+        raise SystemExit(f"a claim did not get its 32 rows ({sorted(results)}); no figures")
+    report(label, ("users found per claim", "kept list (PendingUsers)"), before, after)
+    print(
+        f"  mean: {statistics.fmean(before):.2f} ms against {statistics.fmean(after):.2f} ms"
+        " (the kept list's mean includes its refreshes)"
+    )
+
+
 def compare_idle_claim(engine: Engine, repeats: int) -> None:
     """Nothing pending: what the idle re-embedding worker costs per round."""
     from memstrata.retrieval import queue
@@ -196,6 +222,8 @@ def main() -> None:
             set_pending(engine, 1000)
             compare(engine, "model", args.repeats, "steady (1 row in 1000 pending)")
             compare(engine, "another-model", max(5, args.repeats // 3), "after a model change")
+            compare_claims(engine, "model", args.repeats, "claim of 32, steady")
+            compare_claims(engine, "another-model", args.repeats, "claim of 32, model change")
             compare_idle_claim(engine, args.repeats)
         finally:
             mem.close()

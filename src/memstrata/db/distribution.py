@@ -33,8 +33,9 @@ CROSS_USER_TAG = "memstrata:cross-user:"
 
 # name -> why it must span users. Tag the statement with ``/* memstrata:cross-user:NAME */``.
 CROSS_USER_QUERIES: dict[str, str] = {
-    "embedding_queue.claim": "lease rows of any user that lack a vector (FOR UPDATE SKIP "
-    "LOCKED), so every replica shares the re-embedding work (retrieval.queue)",
+    "embedding_queue.claim": "lease the claimed rows of any users by id (each user's rows "
+    "are picked with FOR UPDATE SKIP LOCKED per user), so every replica shares the "
+    "re-embedding work (retrieval.queue)",
     "embedding_queue.users": "which users have rows waiting for a vector, so a claim gives "
     "each a share and one user's large backlog does not hold up another's (retrieval.queue)",
     "embedding_queue.release": "give claimed rows back by id after an API failure",

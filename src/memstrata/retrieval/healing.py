@@ -66,6 +66,8 @@ class VectorHealer:
         self.batch = batch
         self.interval_s = interval_s
         self.max_attempts = max_attempts
+        # Whom the claims serve next; kept between runs (run_once is called by one thread).
+        self._turns = queue.PendingUsers()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,7 +79,7 @@ class VectorHealer:
         if not self.embedder.breaker.allow_peek():
             return report  # the API is failing: don't take rows another worker could do
         with transaction(self._sessions) as session:
-            todo = queue.claim(session, self.embedder.name, self.batch, LEASE_S)
+            todo = queue.claim(session, self.embedder.name, self.batch, LEASE_S, users=self._turns)
         report.claimed = len(todo)
         if not todo:
             return report

@@ -7,8 +7,9 @@ place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
 
 1. ``claim``: take up to ``n`` rows of any user that lack a vector for the current model
    (NULL after an outage or a timeout, deferred by an import, or a vector from another
-   model after a model change), users in turn, with ``FOR UPDATE SKIP LOCKED`` and a
-   lease, so several replicas share the work and none embeds a row twice.
+   model after a model change), users in turn (``PendingUsers``: which users have rows
+   waiting), with ``FOR UPDATE SKIP LOCKED`` and a lease, so several replicas share the
+   work and none embeds a row twice.
 2. ``release`` / ``record_failures``: give claimed rows back (API down) or record a
    failed attempt / a permanent error, by row id.
 3. ``backlog``: count pending rows and the age of the oldest, for ``/metrics`` and
@@ -20,7 +21,8 @@ lock), because a vector changes the user's search index.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, text
@@ -61,48 +63,94 @@ class Backlog:
     failed: int
 
 
-def claim(session: Session, model: str, n: int, lease_s: float) -> list[Claimed]:
-    """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds. Every user with
-    pending rows (up to ``n`` users, oldest first) gets an equal share, each user's oldest
-    rows first, and what the shares leave goes to the oldest rows of anyone — so one
-    user's large backlog (an import with deferred embedding) does not hold up another
-    user's row. Rows another worker holds are skipped (``SKIP LOCKED``), never waited for."""
-    params: dict[str, object] = {"model": model}
-    users = list(
-        session.execute(
-            text(
-                cross_user_tag("embedding_queue.users")
-                + f" SELECT user_id FROM memory_embeddings WHERE {_PENDING} AND {_UNCLAIMED}"
-                " GROUP BY user_id ORDER BY min(id) LIMIT :n"
-            ),
-            {**params, "n": n},
-        ).scalars()
-    )
-    if not users:
-        return []
-    share = max(1, n // len(users))
-    ids: list[int] = []
-    for user in users:
-        ids += session.execute(
-            text(
-                f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {_PENDING} AND "
-                f"{_UNCLAIMED} ORDER BY id LIMIT :k FOR UPDATE SKIP LOCKED"
-            ),
-            {**params, "u": user, "k": min(share, n - len(ids))},
-        ).scalars()
-        if len(ids) >= n:
-            break
-    if len(ids) < n:
-        ids += session.execute(
-            text(
-                cross_user_tag("embedding_queue.claim")
-                + f" SELECT id FROM memory_embeddings WHERE {_PENDING} AND {_UNCLAIMED}"
-                # ``id + 0``: ordered by ``id`` the planner walks the primary key from the
-                # lowest id, reading every finished row before the few pending (newest) ones
-                " AND NOT (id = ANY(:taken)) ORDER BY id + 0 LIMIT :k FOR UPDATE SKIP LOCKED"
-            ).bindparams(bindparam("taken", type_=None)),
-            {**params, "taken": ids, "k": n - len(ids)},
-        ).scalars()
+# Users kept in a ``PendingUsers`` list at most (the first claim statement's LIMIT).
+USERS_KEPT = 4096
+# A kept list of users is recomputed once it is older than this many times what computing
+# it took, so finding the users costs the worker at most 1/REFRESH_FACTOR of its time.
+REFRESH_FACTOR = 20.0
+
+
+class PendingUsers:
+    """Whom the next claims serve: the users with rows waiting, oldest first, in turn.
+
+    Finding them groups every pending row by user. That is free in steady state and
+    ~0.7 s at a million pending rows (right after a model change), where it ran before
+    every claim of 32 rows: most of the database's work while a model change healed
+    (docs/BENCHMARKS.md). One worker keeps the list and goes round it until the list is
+    older than ``REFRESH_FACTOR`` × its own cost or runs dry; a user who gets rows waiting
+    meanwhile is served from the next list. Not thread-safe: one per worker thread."""
+
+    def __init__(
+        self,
+        refresh_factor: float = REFRESH_FACTOR,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.refresh_factor = refresh_factor
+        self._clock = clock
+        self._users: list[str] = []
+        self._next = 0
+        self._expires = 0.0
+
+    def take(self, session: Session, model: str, n: int) -> tuple[list[str], bool]:
+        """The next ``n`` users at most, and whether the list was computed just now."""
+        fresh = not self._users or self._clock() >= self._expires
+        if fresh:
+            self._refresh(session, model)
+        picked = self._users[self._next : self._next + n]
+        picked += self._users[: min(n - len(picked), self._next)]  # round the end
+        if self._users:
+            self._next = (self._next + len(picked)) % len(self._users)
+        return picked, fresh
+
+    def forget(self, users: Iterable[str]) -> None:
+        """Users who had nothing left to claim (done, or leased by another worker)."""
+        gone = set(users)
+        if gone:
+            before = self._users[: self._next]
+            self._next -= sum(1 for u in before if u in gone)
+            self._users = [u for u in self._users if u not in gone]
+            self._next = self._next % len(self._users) if self._users else 0
+
+    def expire(self) -> None:
+        self._users, self._next = [], 0
+
+    def _refresh(self, session: Session, model: str) -> None:
+        began = self._clock()
+        self._users = list(
+            session.execute(
+                text(
+                    cross_user_tag("embedding_queue.users")
+                    + f" SELECT user_id FROM memory_embeddings WHERE {_PENDING} AND "
+                    f"{_UNCLAIMED} GROUP BY user_id ORDER BY min(id) LIMIT :n"
+                ),
+                {"model": model, "n": USERS_KEPT},
+            ).scalars()
+        )
+        self._next = 0
+        ended = self._clock()
+        self._expires = ended + self.refresh_factor * (ended - began)
+
+
+def claim(
+    session: Session,
+    model: str,
+    n: int,
+    lease_s: float,
+    users: PendingUsers | None = None,
+) -> list[Claimed]:
+    """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds. The next users
+    of ``users`` (a fresh list of everyone with pending rows when None) get an equal
+    share each, each user's oldest rows first, and what the shares leave goes to the
+    users who had more — so one user's large backlog (an import with deferred embedding)
+    does not hold up another user's row. Rows another worker holds are skipped (``SKIP
+    LOCKED``), never waited for."""
+    turns = users if users is not None else PendingUsers()
+    picked, fresh = turns.take(session, model, n)
+    ids = _take(session, model, turns, picked, n)
+    if len(ids) < n and not fresh:  # the kept list ran dry or went out of date
+        turns.expire()
+        picked, _ = turns.take(session, model, n)
+        ids += _take(session, model, turns, picked, n - len(ids), taken=ids)
     if not ids:
         return []
     rows = session.execute(
@@ -117,6 +165,53 @@ def claim(session: Session, model: str, n: int, lease_s: float) -> list[Claimed]
     return sorted(
         (Claimed(r.id, r.user_id, r.chunk_text, r.embedding_attempts) for r in rows),
         key=lambda c: c.id,
+    )
+
+
+def _take(
+    session: Session,
+    model: str,
+    turns: PendingUsers,
+    users: list[str],
+    n: int,
+    taken: Sequence[int] = (),
+) -> list[int]:
+    """Up to ``n`` row ids of ``users``: a share each, then the rest to those who had
+    more, in turn. Users with nothing to take leave ``turns``."""
+    if not users:
+        return []
+    share = max(1, n // len(users))
+    got: dict[str, list[int]] = {}
+    for user in users:
+        got[user] = _oldest(session, model, user, min(share, n - _count(got)), taken)
+        if _count(got) >= n:
+            break
+    for user, ids in got.items():
+        if _count(got) >= n:
+            break
+        if len(ids) == share:  # a full share: this user may have more
+            ids += _oldest(session, model, user, n - _count(got), [*taken, *ids])
+    turns.forget(user for user, ids in got.items() if not ids)
+    return [i for ids in got.values() for i in ids]
+
+
+def _count(got: dict[str, list[int]]) -> int:
+    return sum(len(ids) for ids in got.values())
+
+
+def _oldest(session: Session, model: str, user: str, k: int, taken: Sequence[int]) -> list[int]:
+    """One user's ``k`` oldest pending rows that nobody holds, locked (not cross-user)."""
+    if k <= 0:
+        return []
+    return list(
+        session.execute(
+            text(
+                f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {_PENDING} AND "
+                f"{_UNCLAIMED} AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k "
+                "FOR UPDATE SKIP LOCKED"
+            ).bindparams(bindparam("taken", type_=None)),
+            {"model": model, "u": user, "k": k, "taken": list(taken)},
+        ).scalars()
     )
 
 
