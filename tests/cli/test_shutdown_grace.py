@@ -1,6 +1,7 @@
 """SIGTERM with a request in flight: ``memstrata serve`` waits ``MEMSTRATA_SHUTDOWN_GRACE_S``
 for it; one still running after that gets a JSON 503 with Retry-After, never uvicorn's
-plain-text 500.
+plain-text 500. The cut-off request's worker thread runs on; serve waits for it (up to
+``after_grace_s``) before it closes the runtime the thread uses, and then exits without it.
 
 A real server process on the session's PostgreSQL. The embedding API is the
 fault-injection fake in its slow mode, so an inline batch import takes as long as the test
@@ -67,7 +68,11 @@ def fake() -> Iterator[FaultServer]:
 
 
 @contextmanager
-def _serve(tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int) -> Iterator[Served]:
+def serving(
+    tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int, **settings: str
+) -> Iterator[Served]:
+    """``memstrata serve`` on the session's PostgreSQL with ``fake`` as its embedding API
+    and ``settings`` (``EMBEDDING_BATCH_SIZE="2"`` for ``MEMSTRATA_EMBEDDING_BATCH_SIZE``)."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
         "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
@@ -80,6 +85,7 @@ def _serve(tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int) -> Iter
         "MEMSTRATA_SHUTDOWN_GRACE_S": str(grace_s),
         "MEMSTRATA_LOG_JSON": "true",
         "MEMSTRATA_LOG_LEVEL": "INFO",
+        **{f"MEMSTRATA_{name}": value for name, value in settings.items()},
     }
     port = free_port()
     log = tmp_path / "serve.log"  # a file: a full stderr pipe would stall the server
@@ -95,19 +101,25 @@ def _serve(tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int) -> Iter
             process.wait()
 
 
-def _batch(user: str) -> tuple[dict[str, Any], dict[str, str]]:
+def token_headers(user: str) -> dict[str, str]:
     token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
-    turns = [
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _batch(user: str, turns: int) -> tuple[dict[str, Any], dict[str, str]]:
+    body = [
         {"session_id": "s1", "turn_index": i, "user_message": f"turn {i} about kayaks"}
-        for i in range(TURNS)
+        for i in range(turns)
     ]
-    return {"turns": turns}, {"Authorization": f"Bearer {token}"}
+    return {"turns": body}, token_headers(user)
 
 
-def _import_during_sigterm(served: Served, fake: FaultServer, user: str) -> httpx.Response:
+def _import_during_sigterm(
+    served: Served, fake: FaultServer, user: str, turns: int = TURNS
+) -> httpx.Response:
     """POST a batch import, send SIGTERM while its embedding call is under way, and return
     the answer."""
-    body, headers = _batch(user)
+    body, headers = _batch(user, turns)
     asked = len(fake.requests)
     fake.mode = "slow"
     with ThreadPoolExecutor(1) as pool:
@@ -136,7 +148,7 @@ def test_a_request_outlasting_the_grace_gets_a_json_503(
     tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
 ) -> None:
     fake.delay_s = 1.0  # per text: the import embeds for TURNS s, the grace is 1 s
-    with _serve(tmp_path, pg_url, fake, grace_s=1) as served:
+    with serving(tmp_path, pg_url, fake, grace_s=1) as served:
         began = time.monotonic()
         response = _import_during_sigterm(served, fake, "ana")
         waited = time.monotonic() - began
@@ -159,7 +171,7 @@ def test_a_request_outlasting_the_grace_gets_a_json_503(
         assert logged == [503], served.stderr()
         assert "Exception in ASGI application" not in served.log.read_text()
     # The import's worker thread ran on after the 503; its one transaction stored all of
-    # the turns or none of them (here none: serve closed the embedding client under it).
+    # the turns or none of them.
     assert _stored_paths(db, "ana") in (set(), ALL_PATHS)
 
 
@@ -167,7 +179,7 @@ def test_a_request_finishing_within_the_grace_is_answered(
     tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
 ) -> None:
     fake.delay_s = 0.2  # per text: the import embeds for 0.8 s, the grace is 5 s
-    with _serve(tmp_path, pg_url, fake, grace_s=5) as served:
+    with serving(tmp_path, pg_url, fake, grace_s=5) as served:
         response = _import_during_sigterm(served, fake, "bo")
 
         assert response.status_code == 200, response.text
@@ -176,3 +188,60 @@ def test_a_request_finishing_within_the_grace_is_answered(
         assert served.process.wait(timeout=30) == 0, served.stderr()
         assert served.events("http.cut_off_by_shutdown") == []
     assert _stored_paths(db, "bo") == ALL_PATHS
+
+
+def _vectors(db: Database, user: str) -> int:
+    with db.engine.connect() as conn:
+        query = (
+            "SELECT count(*) FROM memory_embeddings WHERE user_id = :u AND embedding IS NOT NULL"
+        )
+        return int(conn.execute(text(query), {"u": user}).scalar_one())
+
+
+def test_a_cut_off_import_ends_before_the_runtime_is_closed(
+    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
+) -> None:
+    """serve used to close the runtime (embedding client, database engine) right after the
+    grace, under the import's thread, which then failed. Now it waits for the thread:
+    the embedding call ends 2 s after the cut-off, well within after_grace_s (13 s)."""
+    fake.delay_s = 0.75  # per text: the import embeds for 3 s, the grace is 1 s
+    with serving(tmp_path, pg_url, fake, grace_s=1) as served:
+        response = _import_during_sigterm(served, fake, "cy")
+        assert response.status_code == 503, response.text
+        assert served.process.wait(timeout=30) == 0, served.stderr()
+        assert _stored_paths(db, "cy") == ALL_PATHS, served.stderr()
+        assert _vectors(db, "cy") == TURNS
+        [waited] = served.events("shutdown.request_threads")
+        assert waited["abandoned"] == [], served.stderr()
+        assert [w.rsplit(".", 1)[-1] for w in waited["finished"]] == ["index_turns_batch"]
+        assert waited["limit_s"] == 13
+
+
+def test_work_outlasting_the_limit_is_abandoned_without_delaying_the_exit(
+    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
+) -> None:
+    """Three batches of 2.4 s each against a limit of 1 + 1 x 2 = 3 s: the import is still
+    embedding when the limit passes. serve logs it as abandoned, closes the runtime and
+    exits without waiting for the thread's embedding call to end."""
+    fake.delay_s = 1.2  # per text
+    turns, grace_s, limit_s = 6, 1, 3
+    settings = {
+        "EMBEDDING_TIMEOUT_S": "1",
+        "EMBEDDING_TIMEOUT_PER_TEXT_S": "1",
+        "EMBEDDING_BATCH_SIZE": "2",
+    }
+    with serving(tmp_path, pg_url, fake, grace_s=grace_s, **settings) as served:
+        response = _import_during_sigterm(served, fake, "di", turns=turns)
+        stopping = time.monotonic()
+        assert response.status_code == 503, response.text
+        assert served.process.wait(timeout=30) == 0, served.stderr()
+        exited_s = time.monotonic() - stopping
+        [waited] = served.events("shutdown.request_threads")
+        assert waited["finished"] == [], served.stderr()
+        assert [w.rsplit(".", 1)[-1] for w in waited["abandoned"]] == ["index_turns_batch"]
+        assert waited["limit_s"] == limit_s
+        assert limit_s - 0.5 < waited["waited_s"] < limit_s + 0.5
+        # The 503 came at the end of the grace; the import needed 6 s more. Slack for
+        # closing the runtime on a loaded machine.
+        assert exited_s < limit_s + 2.5, served.stderr()
+    assert _stored_paths(db, "di") in (set(), {f"sessions/s1/{i}" for i in range(turns)})

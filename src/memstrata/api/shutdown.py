@@ -7,14 +7,18 @@ Server Error". This middleware catches that cancellation and answers 503 in the 
 shape (code ``shutting_down``), with ``Retry-After``: the client should send the request
 again, and the load balancer hands it to another replica.
 
-A sync route (``def``, such as ``turns:batch``) runs on a worker thread, which the cancel
-does not stop: it runs on after the 503, and the process exits only once it has ended.
-Its writes are one transaction (``Indexer.index_rounds`` embeds first, outside any
-transaction, then stores every row in one), so the request's data is stored entirely or
-not at all. A cut-off import is usually still embedding: ``serve`` closes the embedding
-client right after the grace, so the thread's embedding call fails when the API answers
-(or its timeout passes) and nothing is stored; one already past its embedding commits.
-Re-posting the same turns is idempotent, so the retry the 503 asks for is safe either way.
+A cut-off request's work may outlive its task. A sync route (``def``, such as
+``turns:batch``) runs on a worker thread, which the cancel does not stop, and a frontend
+edit finishes in a task of its own (``SyncService.frontend_edit``): both run on after the
+503. ``memstrata serve`` therefore stops in order: :class:`SettleBeforeShutdown` waits for
+the edits before the app's lifespan shutdown (the end of the event loop would cancel
+them), then :meth:`AfterGrace.finish_threads` waits for the worker threads before the
+runtime they use is closed. Both share one limit (``memstrata.cli.serve.after_grace_s``);
+what outlives it is abandoned, logged, and does not hold up the exit. The request's data
+stays all or nothing either way: a thread writes its rows in one transaction
+(``Indexer.index_rounds`` embeds first, outside any transaction), and a process that exits
+in the middle of it leaves PostgreSQL to roll it back. Re-posting the same turns is
+idempotent, so the retry the 503 asks for is safe whether the first attempt landed or not.
 
 uvicorn cancels a request's task for no other reason, so any cancellation seen here is
 taken for the shutdown's.
@@ -24,6 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from types import FrameType
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -85,3 +94,86 @@ class ShutdownCutoffMiddleware:
             if task is not None:
                 task.uncancel()
             await cut_off_response().response()(scope, receive, send)
+
+
+class SettleBeforeShutdown:
+    """Await ``settle()`` when the server asks the app to shut down, before the app hears
+    of it: uvicorn sends that once it has cancelled the requests still running, and ends
+    the event loop (cancelling every task left) soon after the app's shutdown."""
+
+    def __init__(self, app: ASGIApp, settle: Callable[[], Awaitable[None]]) -> None:
+        self.app = app
+        self.settle = settle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def receive_settled() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                await self.settle()
+            return message
+
+        await self.app(scope, receive_settled, send)
+
+
+class AfterGrace:
+    """What ``serve`` waits for once the grace has passed, all within ``limit_s``, counted
+    from the first wait."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.abandoned: list[str] = []  # what the threads left running were doing
+        self._deadline: float | None = None
+
+    def remaining_s(self) -> float:
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.limit_s
+        return max(0.0, self._deadline - time.monotonic())
+
+    def finish_threads(self) -> None:
+        """Join the request threads (see :func:`request_threads`) until the limit; log what
+        was waited for and what is abandoned."""
+        threads = request_threads()
+        running = {thread: describe_work(thread) for thread in threads}
+        began = time.monotonic()
+        for thread in threads:
+            thread.join(self.remaining_s())
+        finished = [work for thread, work in running.items() if work and not thread.is_alive()]
+        left = [thread for thread in threads if thread.is_alive()]
+        self.abandoned = [running[thread] or thread.name for thread in left]
+        if finished or left:
+            log_event(
+                logger,
+                "shutdown.request_threads",
+                logging.WARNING if left else logging.INFO,
+                waited_s=round(time.monotonic() - began, 3),
+                finished=finished,
+                abandoned=self.abandoned,
+                limit_s=self.limit_s,
+            )
+
+
+def request_threads() -> list[threading.Thread]:
+    """The threads that would keep the process alive at exit: every non-daemon thread but
+    this one. Once uvicorn has returned these are the worker threads still running request
+    work, and idle ones about to end with the event loop (the runtime's own threads are
+    daemons)."""
+    me = threading.current_thread()
+    return [t for t in threading.enumerate() if t is not me and not t.daemon and t.is_alive()]
+
+
+def describe_work(thread: threading.Thread) -> str | None:
+    """The outermost memstrata function on ``thread``'s stack (``module.qualname``), e.g.
+    the sync route of a cut-off request; None for a thread running no memstrata code (an
+    idle worker)."""
+    frame: FrameType | None = sys._current_frames().get(thread.ident or -1)
+    outermost = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__")
+        if isinstance(module, str) and module.startswith("memstrata."):
+            outermost = f"{module}.{frame.f_code.co_qualname}"
+        frame = frame.f_back
+    return outermost

@@ -6,16 +6,21 @@ embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on; see
 (embedded PostgreSQL unless ``MEMSTRATA_DATABASE_URL`` is set, migrations, the local
 directory sandboxes), then uvicorn on an already-bound socket; it stops them in reverse
 order on Ctrl-C or SIGTERM, after giving the requests in flight up to
-``MEMSTRATA_SHUTDOWN_GRACE_S``.
+``MEMSTRATA_SHUTDOWN_GRACE_S``. The work of the requests cut off then is waited for
+(:func:`after_grace_s`) before the runtime it uses is closed (:mod:`memstrata.api.shutdown`).
 """
 
 from __future__ import annotations
 
 import gc
+import logging
+import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack, suppress
+from types import TracebackType
 from typing import Annotated
 
 import typer
@@ -23,14 +28,18 @@ import uvicorn
 
 from memstrata.api.app import create_app
 from memstrata.api.auth import AuthConfigurationError, mint_token
+from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown
 from memstrata.cli.app import app, fail, guarded_spec, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
+from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.autostart import embedding_configured
 from memstrata.runtime import Memstrata
 
 MAX_TTL_SECONDS = 365 * 24 * 3600
+
+logger = logging.getLogger(__name__)
 
 
 @app.command()
@@ -49,7 +58,9 @@ def serve(
     settings = load_settings(log_level=None)
     bind_host = host or settings.host
     sock = _bind(bind_host, settings.port if port is None else port)
+    after_grace = AfterGrace(after_grace_s(settings))
     with ExitStack() as stack:
+        stack.push(_exit_without_joining(after_grace))  # last, once all is closed
         stack.callback(sock.close)
         embedding = stack.enter_context(guarded_spec(settings))
         try:
@@ -57,13 +68,15 @@ def serve(
         except MemstrataError as exc:
             fail(str(exc))
         stack.callback(mem.close)
+        # Before mem.close: the threads of cut-off requests still use the runtime.
+        stack.callback(after_grace.finish_threads)
         try:
             api = create_app(settings, memstrata=mem)
         except AuthConfigurationError as exc:
             fail(str(exc))
         server = uvicorn.Server(
             uvicorn.Config(
-                api,
+                SettleBeforeShutdown(api, lambda: _settle_writes(mem, after_grace)),
                 log_config=None,
                 access_log=False,
                 server_header=False,
@@ -79,6 +92,51 @@ def serve(
         signal.signal(signal.SIGTERM, _exit_cleanly)
         with suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
+
+
+def after_grace_s(settings: Settings) -> float:
+    """How long ``serve`` waits, once the grace has passed, for the work of the requests
+    it cut off (frontend edits finishing, worker threads) before closing the runtime: one
+    passage embedding call at its timeout with a full batch, 5 + 1 × 8 = 13 s with the
+    defaults. A request that had started its last embedding call commits within it; a
+    longer one (a large inline import) is abandoned, all or nothing (docs/DEPLOY.md)."""
+    per_batch = settings.embedding_timeout_per_text_s * settings.embedding_batch_size
+    return settings.embedding_timeout_s + per_batch
+
+
+async def _settle_writes(mem: Memstrata, after_grace: AfterGrace) -> None:
+    running = await mem.sync.settle(after_grace.remaining_s())
+    if running:
+        log_event(
+            logger,
+            "shutdown.writes_abandoned",
+            logging.WARNING,
+            running=running,
+            limit_s=after_grace.limit_s,
+        )
+
+
+ExitHook = Callable[[type[BaseException] | None, BaseException | None, TracebackType | None], bool]
+
+
+def _exit_without_joining(after_grace: AfterGrace) -> ExitHook:
+    """After a clean stop that abandoned request threads, end the process at once: the
+    interpreter would otherwise join them at exit, i.e. wait until each one's embedding
+    call answers or times out, for data that is all or nothing anyway (module doc of
+    memstrata.api.shutdown). Everything serve started is stopped by then."""
+
+    def exit_now(
+        _type: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None
+    ) -> bool:
+        clean = exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None))
+        if after_grace.abandoned and clean:
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        return False
+
+    return exit_now
 
 
 def freeze_startup_heap() -> int:

@@ -24,12 +24,13 @@ write *is* the main flow, lets DB errors and version conflicts propagate.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -119,6 +120,8 @@ class SyncService:
         # (user, file) -> the version this process last read or wrote, newest last.
         self._seen: OrderedDict[tuple[str, FileKind], int] = OrderedDict()
         self._open_sessions: dict[str, set[str]] = {}
+        # Frontend edits under way, each in a task of its own (see _to_the_end).
+        self._writes: set[asyncio.Future[MemoryFile]] = set()
 
     # -- scenario 1: new user --------------------------------------------------------------
 
@@ -279,7 +282,9 @@ class SyncService:
         """The write path, then its follow-on effects in order: mirror, invalidate.
 
         DB errors and ``VersionConflictError`` propagate (HTTP 409), before anything else
-        happens. Returns the frontend's own write.
+        happens. Returns the frontend's own write. Once the write is under way it runs to
+        the end with its follow-on effects even if the calling task is cancelled (a server
+        shutting down cuts requests off): see :meth:`_to_the_end` and :meth:`settle`.
         """
         k = parse_kind(kind)
         # Content first (422/413 before 409): an invalid write must neither hold the claim,
@@ -295,6 +300,22 @@ class SyncService:
             if expected_version is not None and found != expected_version:
                 actual = None if previous is None else found
                 raise VersionConflictError(user_id, k.file_type, expected_version, actual)
+        except BaseException:
+            self._release(user_id, k, mine)
+            raise
+        write = self._write_through(user_id, k, content, expected_version, previous, mine)
+        return await self._to_the_end(user_id, write)
+
+    async def _write_through(
+        self,
+        user_id: str,
+        k: FileKind,
+        content: str,
+        expected_version: int | None,
+        previous: MemoryFile | None,
+        mine: _Claim | None,
+    ) -> MemoryFile:
+        try:
             # Outside the user lock: the store re-checks the version in its transaction,
             # and a read-back racing this write loses that check and decides again.
             file = await self.db.upsert(user_id, k, content, expected_version)
@@ -302,15 +323,53 @@ class SyncService:
             if mine is not None:
                 mine.file = file
         finally:
-            if mine is not None:
-                mine.landed.set()
-                del self._claims[(user_id, k)]
+            self._release(user_id, k, mine)
         front = self._target(user_id, None, FRONTEND)
         front.result(k.filename, "frontend->db", Outcome.WRITTEN, file.version)
         async with self.user_lock(user_id):
             await self._mirror(user_id, k, previous)
         await self.invalidate(user_id)
         return file
+
+    async def _to_the_end(self, user_id: str, write: Coroutine[Any, Any, MemoryFile]) -> MemoryFile:
+        """Run ``write`` in its own task, which a cancellation of the caller does not reach.
+
+        The upsert commits on a worker thread that no cancellation stops, so a write cut
+        off half-way would land in the DB without its mirror and its NOTIFY: sandboxes and
+        other processes' agents would keep the old copy. asyncio's native cancel (uvicorn's
+        at the end of the shutdown grace) passes through anyio's shielded scopes, hence a
+        task of its own; :meth:`settle` lets the server wait for it before closing.
+        """
+        me = anyio.get_current_task().id
+        held = self._locks.get(user_id)
+        if held is not None and held.owner == me:
+            return await write  # the caller holds the user lock, which a new task would await
+        task = asyncio.ensure_future(write)
+        self._writes.add(task)
+        task.add_done_callback(self._write_ended)
+        return await asyncio.shield(task)
+
+    def _write_ended(self, task: asyncio.Future[MemoryFile]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled():
+            # Retrieved here too, as a caller that was cut off no longer awaits it: no
+            # "exception never retrieved" at exit. A caller still waiting raises it.
+            task.exception()
+
+    async def settle(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for the frontend edits still under way, including those
+        whose caller was cancelled; returns how many are still running. A server calls it
+        when it stops, before the event loop ends (which would cancel them)."""
+        pending = set(self._writes)
+        if not pending:
+            return 0
+        _, running = await asyncio.wait(pending, timeout=timeout_s)
+        return len(running)
+
+    def _release(self, user_id: str, kind: FileKind, mine: _Claim | None) -> None:
+        if mine is not None:
+            mine.landed.set()
+            del self._claims[(user_id, kind)]
 
     def _claim(self, user_id: str, kind: FileKind, expected: int | None) -> _Claim | None:
         """Claim the If-Match write on ``expected``. When a write based on the same version
