@@ -46,6 +46,7 @@ TABLES = (
     "user_skill_configs",
     "memory_index_state",
     "memory_index_snapshots",
+    "embedding_model_choice",
 )
 
 

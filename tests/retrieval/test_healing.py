@@ -13,6 +13,7 @@ from sqlalchemy import text
 from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
+from memstrata.logs import event_fields
 from memstrata.retrieval import queue
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
@@ -239,6 +240,73 @@ def test_rows_of_another_model_are_re_embedded(
         assert [m for (m,) in models] == ["fake-model"]
 
 
+def models(db: Database) -> list[str | None]:
+    with db.engine.connect() as conn:
+        return list(
+            conn.execute(text("SELECT embedding_model FROM memory_embeddings ORDER BY id"))
+            .scalars()
+            .all()
+        )
+
+
+def test_replicas_of_two_models_do_not_re_embed_each_others_rows(
+    db: Database,
+    fault: FaultServer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rolling model change: replicas of the old and the new model run at once. The
+    worker started last records its model; the other one leaves rows that have another
+    model's vector alone (it used to re-embed them back, and the two went round and round)
+    but still embeds rows that have no vector at all."""
+    write_turns(db, embedder, ["alice"])  # three rows with fake-model's vectors
+    spec = EmbeddingModelSpec(name="new-model", base_url=fault.base_url)
+    with OpenAICompatibleEmbedder(spec, max_retries=0) as new_embedder:
+        old = VectorHealer(db.sessions, embedder)
+        new = VectorHealer(db.sessions, new_embedder)
+        old.choose_model()
+        new.choose_model()  # the new replica started last
+        with caplog.at_level("WARNING"):
+            assert new.run_once().embedded == 3
+            assert old.run_once().claimed == 0  # not back to fake-model
+            assert old.run_once().claimed == 0
+        assert models(db) == ["new-model"] * 3
+        (noted,) = [
+            event_fields(r)
+            for r in caplog.records
+            if event_fields(r).get("event") == "embedding.heal.other_model_chosen"
+        ]
+        assert (noted["model"], noted["chosen"]) == ("fake-model", "new-model")
+        fault.mode = "500"  # a turn written through an old replica during an outage
+        Indexer(db.sessions, embedder).index_turn("bob", "s1", 0, "no vector yet", "")
+        fault.mode = "ok"
+        assert old.run_once().embedded == 1  # a row with no vector at all: any model helps
+        assert sorted(models(db), key=str) == ["fake-model"] + ["new-model"] * 3
+        assert new.run_once().embedded == 1  # then moved to the chosen model
+        assert models(db) == ["new-model"] * 4
+        old.choose_model()  # a rollback: replicas of the old model start again
+        assert new.run_once().claimed == 0
+        assert old.run_once().embedded == 4
+        assert models(db) == ["fake-model"] * 4
+
+
+def test_a_started_worker_records_its_model(
+    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    healer = VectorHealer(db.sessions, embedder, interval_s=30.0)
+    healer.start()
+    try:
+        for _ in range(50):
+            with db.sessions() as session:
+                if queue.chosen_model(session) == "fake-model":
+                    break
+            time.sleep(0.1)
+        with db.sessions() as session:
+            assert queue.chosen_model(session) == "fake-model"
+    finally:
+        healer.stop()
+
+
 def test_a_row_replaced_during_embedding_is_not_resurrected(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:
@@ -259,8 +327,6 @@ def test_embedding_failed_names_user_model_batch_and_error(
     embedder: OpenAICompatibleEmbedder,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from memstrata.logs import event_fields
-
     fault.mode = "500"
     with caplog.at_level("WARNING", logger="memstrata.retrieval.indexer"):
         report = Indexer(db.sessions, embedder).index_turn("alice", "s1", 0, "hello", "hi")

@@ -23,6 +23,9 @@ Additions beyond the spec, and why:
   (migration 0004).
 - partial indexes on ``embedding_model`` and on failed rows: the healing backlog is
   counted from indexes, not by reading the table (migration 0006).
+- table ``embedding_model_choice``: the model the stored vectors move to, recorded by the
+  replica that started last, so replicas of two models during a rolling model change do
+  not re-embed each other's rows back and forth (migration 0007, retrieval.queue).
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     Index,
     Integer,
     LargeBinary,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -169,5 +174,16 @@ class MemoryIndexSnapshot(Base):
     row_count: Mapped[int] = mapped_column(Integer, nullable=False)
     payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
     created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+class EmbeddingModelChoice(Base):
+    __tablename__ = "embedding_model_choice"
+    __table_args__ = (CheckConstraint("id = 1", name="ck_embedding_model_choice_one_row"),)
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default="1")
+    model: Mapped[str] = mapped_column(Text, nullable=False)
+    chosen_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )

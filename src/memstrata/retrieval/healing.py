@@ -68,6 +68,7 @@ class VectorHealer:
         self.max_attempts = max_attempts
         # Whom the claims serve next; kept between runs (run_once is called by one thread).
         self._turns = queue.PendingUsers()
+        self._chosen: str | None = None  # the model last seen in embedding_model_choice
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -79,7 +80,16 @@ class VectorHealer:
         if not self.embedder.breaker.allow_peek():
             return report  # the API is failing: don't take rows another worker could do
         with transaction(self._sessions) as session:
-            todo = queue.claim(session, self.embedder.name, self.batch, LEASE_S, users=self._turns)
+            chosen = queue.chosen_model(session)
+            self._note_choice(chosen)
+            todo = queue.claim(
+                session,
+                self.embedder.name,
+                self.batch,
+                LEASE_S,
+                users=self._turns,
+                missing_only=chosen not in (None, self.embedder.name),
+            )
         report.claimed = len(todo)
         if not todo:
             return report
@@ -161,6 +171,28 @@ class VectorHealer:
                     self.on_caught_up(user_id)
         return written, unwritable
 
+    def choose_model(self) -> None:
+        """Record this worker's model as the one the stored vectors move to (the worker
+        started last wins; see ``queue.choose_model``)."""
+        with transaction(self._sessions) as session:
+            queue.choose_model(session, self.embedder.name)
+
+    def _note_choice(self, chosen: str | None) -> None:
+        """Log when another model becomes (or stops being) the chosen one."""
+        if chosen == self._chosen:
+            return
+        self._chosen = chosen
+        if chosen not in (None, self.embedder.name):
+            log_event(
+                logger,
+                "embedding.heal.other_model_chosen",
+                logging.WARNING,
+                model=self.embedder.name,
+                chosen=chosen,
+                effect="only rows without any vector are embedded here; rows with another "
+                "model's vector are left to the chosen model's replicas",
+            )
+
     def backlog(self) -> queue.Backlog:
         with self._sessions() as session:
             return queue.backlog(session, self.embedder.name)
@@ -191,8 +223,12 @@ class VectorHealer:
         return self._thread is not None and self._thread.is_alive()
 
     def _loop(self) -> None:
+        chosen = False
         while not self._stop.is_set():
             try:
+                if not chosen:  # once; retried with the rest while the database is away
+                    self.choose_model()
+                    chosen = True
                 report = self.run_once()
             except SQLAlchemyError as exc:  # the database is away: try again later
                 log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))

@@ -38,6 +38,8 @@ _PENDING = (
     "embedding_error IS NULL AND (embedding IS NULL OR embedding_model IS NULL"
     " OR embedding_model < :model OR embedding_model > :model)"
 )
+# Rows with no vector at all: all a worker embeds while another model is the chosen one.
+_MISSING = "embedding_error IS NULL AND embedding IS NULL"
 # ... and that no worker holds (a lease ends when a worker dies mid-batch).
 _UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
 
@@ -90,12 +92,14 @@ class PendingUsers:
         self._users: list[str] = []
         self._next = 0
         self._expires = 0.0
+        self._scope = ""
 
-    def take(self, session: Session, model: str, n: int) -> tuple[list[str], bool]:
-        """The next ``n`` users at most, and whether the list was computed just now."""
-        fresh = not self._users or self._clock() >= self._expires
+    def take(self, session: Session, model: str, n: int, waiting: str) -> tuple[list[str], bool]:
+        """The next ``n`` users at most with rows matching ``waiting`` (a predicate of
+        this module), and whether the list was computed just now."""
+        fresh = not self._users or self._scope != waiting or self._clock() >= self._expires
         if fresh:
-            self._refresh(session, model)
+            self._refresh(session, model, waiting)
         picked = self._users[self._next : self._next + n]
         picked += self._users[: min(n - len(picked), self._next)]  # round the end
         if self._users:
@@ -114,18 +118,19 @@ class PendingUsers:
     def expire(self) -> None:
         self._users, self._next = [], 0
 
-    def _refresh(self, session: Session, model: str) -> None:
+    def _refresh(self, session: Session, model: str, waiting: str) -> None:
         began = self._clock()
         self._users = list(
             session.execute(
                 text(
                     cross_user_tag("embedding_queue.users")
-                    + f" SELECT user_id FROM memory_embeddings WHERE {_PENDING} AND "
+                    + f" SELECT user_id FROM memory_embeddings WHERE {waiting} AND "
                     f"{_UNCLAIMED} GROUP BY user_id ORDER BY min(id) LIMIT :n"
                 ),
                 {"model": model, "n": USERS_KEPT},
             ).scalars()
         )
+        self._scope = waiting
         self._next = 0
         ended = self._clock()
         self._expires = ended + self.refresh_factor * (ended - began)
@@ -137,20 +142,24 @@ def claim(
     n: int,
     lease_s: float,
     users: PendingUsers | None = None,
+    *,
+    missing_only: bool = False,
 ) -> list[Claimed]:
-    """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds. The next users
-    of ``users`` (a fresh list of everyone with pending rows when None) get an equal
-    share each, each user's oldest rows first, and what the shares leave goes to the
-    users who had more — so one user's large backlog (an import with deferred embedding)
-    does not hold up another user's row. Rows another worker holds are skipped (``SKIP
-    LOCKED``), never waited for."""
+    """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds (with
+    ``missing_only``, only rows with no vector at all: another model is the chosen one).
+    The next users of ``users`` (a fresh list of everyone with pending rows when None)
+    get an equal share each, each user's oldest rows first, and what the shares leave
+    goes to the users who had more — so one user's large backlog (an import with
+    deferred embedding) does not hold up another user's row. Rows another worker holds
+    are skipped (``SKIP LOCKED``), never waited for."""
+    waiting = _MISSING if missing_only else _PENDING
     turns = users if users is not None else PendingUsers()
-    picked, fresh = turns.take(session, model, n)
-    ids = _take(session, model, turns, picked, n)
+    picked, fresh = turns.take(session, model, n, waiting)
+    ids = _take(session, model, waiting, turns, picked, n)
     if len(ids) < n and not fresh:  # the kept list ran dry or went out of date
         turns.expire()
-        picked, _ = turns.take(session, model, n)
-        ids += _take(session, model, turns, picked, n - len(ids), taken=ids)
+        picked, _ = turns.take(session, model, n, waiting)
+        ids += _take(session, model, waiting, turns, picked, n - len(ids), taken=ids)
     if not ids:
         return []
     rows = session.execute(
@@ -171,6 +180,7 @@ def claim(
 def _take(
     session: Session,
     model: str,
+    waiting: str,
     turns: PendingUsers,
     users: list[str],
     n: int,
@@ -183,14 +193,14 @@ def _take(
     share = max(1, n // len(users))
     got: dict[str, list[int]] = {}
     for user in users:
-        got[user] = _oldest(session, model, user, min(share, n - _count(got)), taken)
+        got[user] = _oldest(session, model, waiting, user, min(share, n - _count(got)), taken)
         if _count(got) >= n:
             break
     for user, ids in got.items():
         if _count(got) >= n:
             break
         if len(ids) == share:  # a full share: this user may have more
-            ids += _oldest(session, model, user, n - _count(got), [*taken, *ids])
+            ids += _oldest(session, model, waiting, user, n - _count(got), [*taken, *ids])
     turns.forget(user for user, ids in got.items() if not ids)
     return [i for ids in got.values() for i in ids]
 
@@ -199,20 +209,43 @@ def _count(got: dict[str, list[int]]) -> int:
     return sum(len(ids) for ids in got.values())
 
 
-def _oldest(session: Session, model: str, user: str, k: int, taken: Sequence[int]) -> list[int]:
-    """One user's ``k`` oldest pending rows that nobody holds, locked (not cross-user)."""
+def _oldest(
+    session: Session, model: str, waiting: str, user: str, k: int, taken: Sequence[int]
+) -> list[int]:
+    """One user's ``k`` oldest rows matching ``waiting`` that nobody holds, locked (not
+    cross-user)."""
     if k <= 0:
         return []
     return list(
         session.execute(
             text(
-                f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {_PENDING} AND "
+                f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {waiting} AND "
                 f"{_UNCLAIMED} AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k "
                 "FOR UPDATE SKIP LOCKED"
             ).bindparams(bindparam("taken", type_=None)),
             {"model": model, "u": user, "k": k, "taken": list(taken)},
         ).scalars()
     )
+
+
+def choose_model(session: Session, model: str) -> None:
+    """Record ``model`` as the one the stored vectors move to: the re-embedding worker of
+    the replica that started last does, so during a rolling model change the replicas of
+    the other model stop re-embedding rows back to theirs (migration 0007)."""
+    session.execute(
+        text(
+            "INSERT INTO embedding_model_choice (id, model) VALUES (1, :model) "
+            "ON CONFLICT (id) DO UPDATE SET model = excluded.model, chosen_at = now()"
+        ),
+        {"model": model},
+    )
+
+
+def chosen_model(session: Session) -> str | None:
+    """The model recorded by :func:`choose_model`; None before any worker started."""
+    return session.execute(
+        text("SELECT model FROM embedding_model_choice WHERE id = 1")
+    ).scalar_one_or_none()
 
 
 def pending_for(session: Session, user_id: str, model: str) -> int:
