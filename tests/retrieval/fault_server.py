@@ -31,6 +31,8 @@ Mode = Literal[
     "non-list",  # the embedding is a base64-looking string
     "reject-bad",  # HTTP 400 for a batch holding a text with "BAD" in it, else ok
     "slow",  # ok, after sleeping `delay_s` per input text
+    "status",  # HTTP `status` (any code) with an OpenAI-style error message
+    "ok-then-status",  # ok for the first `failures` requests, then as "status"
 ]
 
 
@@ -47,6 +49,7 @@ class _State:
     dim: int = 8
     failures: int = 1
     delay_s: float = 0.0
+    status: int = 500
     requests: list[RecordedRequest] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -87,6 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "input rejected"}})
         elif mode == "400":
             self._send(400, {"error": {"message": "input is too long"}})
+        elif mode == "status" or (mode == "ok-then-status" and count > failures):
+            self._send(state.status, {"error": {"message": "injected"}})
         elif mode == "malformed-json":
             self._send_raw(200, b'{"data": [')
         elif mode == "no-data":
@@ -160,6 +165,22 @@ class FaultServer:
     @dim.setter
     def dim(self, value: int) -> None:
         self._state.dim = value
+
+    @property
+    def failures(self) -> int:
+        return self._state.failures
+
+    @failures.setter
+    def failures(self, value: int) -> None:
+        self._state.failures = value
+
+    @property
+    def status(self) -> int:
+        return self._state.status
+
+    @status.setter
+    def status(self, value: int) -> None:
+        self._state.status = value
 
     @property
     def delay_s(self) -> float:

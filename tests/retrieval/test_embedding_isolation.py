@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 
 from memstrata.config import EmbeddingModelSpec
-from memstrata.errors import EmbeddingRejectedError, EmbeddingUnavailableError
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.retrieval.breaker import CircuitBreaker, Lanes
-from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
+from memstrata.retrieval.embeddings import (
+    CircuitOpenError,
+    EmbeddingOutageError,
+    OpenAICompatibleEmbedder,
+)
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 from .fault_server import FaultServer
@@ -110,14 +114,72 @@ def test_one_bad_text_costs_one_vector(fault: FaultServer) -> None:
     assert client.breaker.state == "closed"  # a rejection is not an outage
 
 
-def test_garbage_batch_is_split_and_the_breaker_opens(fault: FaultServer) -> None:
-    fault.mode = "malformed-json"
+@pytest.mark.parametrize("mode", ["malformed-json", "500"])
+def test_garbage_or_500_is_split_and_the_breaker_opens(fault: FaultServer, mode: str) -> None:
+    fault.mode = mode  # type: ignore[assignment]
     with embedder(fault, breaker=CircuitBreaker(threshold=3, cooldown_s=60)) as client:
         results = client.embed_each([f"t{i}" for i in range(16)], "passage")
     assert all(isinstance(r, EmbeddingUnavailableError) for r in results)
     # 16 → 8 → 4 fails three times, then everything left fails at once.
     assert len(fault.requests) == 3
     assert client.breaker.state == "open"
+
+
+def test_a_hung_api_costs_a_write_one_timeout(fault: FaultServer) -> None:
+    """The defaults scaled by 1/10 (timeout 0.5 s + 0.1 s per text, batches of 8, circuit
+    threshold 3): a write of three batches waits one batch's timeout, 1.3 s, and sends one
+    request. Splitting the timed-out batch would send 8, 4 and 2 texts and wait 2.9 s."""
+    fault.mode = "hang"
+    with embedder(
+        fault, timeout_s=0.5, timeout_per_text_s=0.1, batch_size=8, max_retries=2
+    ) as client:
+        started = time.monotonic()
+        results = client.embed_each([f"t{i}" for i in range(24)], "passage")
+        waited = time.monotonic() - started
+    assert [len(r.body["input"]) for r in fault.requests] == [8]
+    assert 1.3 <= waited < 2.0, waited
+    assert all(isinstance(r, EmbeddingOutageError) for r in results)
+    assert "timed out after 1.3 s" in str(results[-1])
+    assert client.breaker.state == "closed"  # one failure of the three that open it
+
+
+def test_a_refused_connection_fails_the_write_once() -> None:
+    with FaultServer() as closed:
+        url = closed.base_url  # the port is free again once the server stops
+    spec = EmbeddingModelSpec(name="m", base_url=url)
+    breaker = CircuitBreaker(threshold=2)
+    with OpenAICompatibleEmbedder(spec, max_retries=0, batch_size=8, breaker=breaker) as client:
+        results = client.embed_each([f"t{i}" for i in range(16)], "passage")
+    assert all(isinstance(r, EmbeddingOutageError) for r in results)
+    assert breaker.state == "closed"  # one request failed, not 8 and then 4
+
+
+@pytest.mark.parametrize(
+    ("status", "sizes", "error"),
+    [
+        # The input's fault, or possibly one text's: halved down to single texts.
+        (400, [4, 2, 1, 1, 2, 1, 1], EmbeddingRejectedError),
+        (422, [4, 2, 1, 1, 2, 1, 1], EmbeddingRejectedError),
+        (500, [4, 2, 1, 1, 2, 1, 1], EmbeddingUnavailableError),
+        # About the API, not the texts: one request.
+        (302, [4], EmbeddingOutageError),
+        (401, [4], EmbeddingOutageError),
+        (404, [4], EmbeddingOutageError),
+        (429, [4], EmbeddingOutageError),
+        (503, [4], EmbeddingOutageError),
+        (504, [4], EmbeddingOutageError),
+    ],
+)
+def test_only_failures_one_text_can_cause_are_split(
+    fault: FaultServer, status: int, sizes: list[int], error: type[EmbeddingError]
+) -> None:
+    fault.mode = "status"
+    fault.status = status
+    breaker = CircuitBreaker(threshold=100)
+    with embedder(fault, max_retries=0, breaker=breaker) as client:
+        results = client.embed_each(["a", "b", "c", "d"], "passage")
+    assert [len(r.body["input"]) for r in fault.requests] == sizes
+    assert all(type(r) is error for r in results), results
 
 
 def test_open_circuit_answers_at_once_and_a_probe_closes_it(fault: FaultServer) -> None:

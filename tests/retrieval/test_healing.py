@@ -240,6 +240,22 @@ def test_rows_of_another_model_are_re_embedded(
         assert [m for (m,) in models] == ["fake-model"]
 
 
+def test_an_outage_part_way_through_a_claim_costs_no_attempt(
+    db: Database, fault: FaultServer
+) -> None:
+    """The first batch of a claim is embedded, then the API goes away (a 503): the rest
+    are given back as in any outage, not charged a failed attempt each (five outages
+    would otherwise give rows up for good)."""
+    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(6)]
+    spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url)
+    with OpenAICompatibleEmbedder(spec, max_retries=0, batch_size=3) as embedder:
+        Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+        fault.mode, fault.status, fault.failures = "ok-then-status", 503, 1
+        report = VectorHealer(db.sessions, embedder).run_once()
+    assert (report.embedded, report.released, report.failed) == (3, 3, 0)
+    assert sorted(attempts for *_, attempts in vectors(db)) == [0] * 6
+
+
 def models(db: Database) -> list[str | None]:
     with db.engine.connect() as conn:
         return list(

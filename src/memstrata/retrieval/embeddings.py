@@ -5,6 +5,19 @@ settings as fallback; with no API configured, search degrades to BM25 only. Spec
 API failure never breaks a write or a search, so every failure here surfaces as one
 ``EmbeddingError`` that callers catch, log and degrade on.
 
+What a failure says about the texts sent decides what ``embed_each`` does with a batch:
+
+- ``EmbeddingRejectedError``: a 4xx that refuses the input (400, 413, 422, ...). It is one
+  text's, for good; the batch is split in half until that text is found.
+- a plain ``EmbeddingUnavailableError``: HTTP 500 after the retries, or an answer that
+  cannot be used (bad JSON, NaN, wrong shapes). One text can cause it (the model fails on
+  it) while the others would succeed, so the batch is split too; retried later.
+- ``EmbeddingOutageError``: no answer (a timeout, a refused or dropped connection) or an
+  answer about the API rather than the input (a redirect, 401/403/404/405/407/408, 429,
+  every 5xx but 500, the circuit open). Halves would fail the same way, each after its own
+  wait, so nothing is split: the batch and every text of the call not yet embedded fail at
+  once. A hung API costs a write one timeout and the circuit one failure.
+
 The client is synchronous because the services that call it use synchronous SQLAlchemy
 sessions; async callers wrap it in ``asyncio.to_thread``.
 """
@@ -40,12 +53,19 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 # Transport failures that may succeed on a second try. Note httpx.RemoteProtocolError:
 # a server may drop an idle keep-alive connection just as we reuse it.
 _RETRY_EXCEPTIONS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+# 4xx statuses about the request's credentials, address, proxy or pace, not its texts.
+_NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 405, 407, 408, 429})
 # Embedding runs inside a memory write, so no single wait may stall it for long.
 _MAX_BACKOFF_S = 2.0
 _POOL_CONNECTIONS = 16
 
 
-class CircuitOpenError(EmbeddingUnavailableError):
+class EmbeddingOutageError(EmbeddingUnavailableError):
+    """The failure says nothing about the texts sent (see the module docstring): the API is
+    down, hung, overloaded or misaddressed. ``embed_each`` never splits a batch for it."""
+
+
+class CircuitOpenError(EmbeddingOutageError):
     """Not sent: the circuit breaker is open after repeated failures."""
 
 
@@ -135,10 +155,11 @@ class OpenAICompatibleEmbedder:
     def embed_each(self, texts: Sequence[str], kind: EmbeddingKind = "passage") -> list[Embedded]:
         """One result per text: its vector, or the ``EmbeddingError`` that text got.
 
-        A failed batch is split in half until the failing text is found, so one bad text
+        A batch that fails in a way one text can cause (a 4xx rejection, a 500, an
+        unusable answer) is split in half until the failing text is found, so one bad text
         costs one vector. ``EmbeddingRejectedError`` for a text is permanent; any other
-        error (API down, circuit open) is worth retrying later. Once the circuit opens,
-        the texts not yet embedded fail at once instead of being split further.
+        error is worth retrying later. An ``EmbeddingOutageError`` (timeout, connection
+        failed, circuit open, ...) is not split: the texts not yet embedded fail at once.
         """
         texts = self._check(texts, kind)
         results: list[Embedded | None] = [None] * len(texts)
@@ -146,7 +167,8 @@ class OpenAICompatibleEmbedder:
             for start in range(0, len(texts), self.batch_size):
                 positions = list(range(start, min(start + self.batch_size, len(texts))))
                 self._fill(texts, positions, kind, results)
-        except CircuitOpenError as exc:
+        except EmbeddingOutageError as exc:
+            # The next batch would meet the same outage after the same wait.
             results = [exc if r is None else r for r in results]
         return [r if r is not None else self._error("returned nothing") for r in results]
 
@@ -159,8 +181,8 @@ class OpenAICompatibleEmbedder:
     ) -> None:
         try:
             vectors = self._embed_batch([texts[i] for i in positions], kind)
-        except CircuitOpenError:
-            raise
+        except EmbeddingOutageError:
+            raise  # halves would fail alike, each costing another timeout
         except EmbeddingError as exc:
             if len(positions) == 1:
                 results[positions[0]] = exc
@@ -257,25 +279,31 @@ class OpenAICompatibleEmbedder:
             try:
                 response = self._client.post(url, json=body, headers=self._headers, timeout=timeout)
             except httpx.TimeoutException as exc:
-                # Not retried: the wait already happened; a hung API must not cost a
-                # caller several timeouts, and a batch is split in half instead.
-                raise self._error(f"timed out after {timeout.read:g} s: {exc}") from exc
+                # Neither retried nor split (embed_each): a hung API must not cost a caller
+                # several timeouts.
+                raise self._error(
+                    f"timed out after {timeout.read:g} s: {exc}", EmbeddingOutageError
+                ) from exc
             except _RETRY_EXCEPTIONS as exc:
                 if last_try:
                     raise self._error(
-                        f"failed after {attempts} attempt(s): {type(exc).__name__}: {exc}"
+                        f"failed after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+                        EmbeddingOutageError,
                     ) from exc
                 self._sleep_before_retry(attempt, None)
                 continue
             except httpx.HTTPError as exc:  # bad URL, unsupported scheme: retrying won't help
-                raise self._error(f"could not be sent: {type(exc).__name__}: {exc}") from exc
+                raise self._error(
+                    f"could not be sent: {type(exc).__name__}: {exc}", EmbeddingOutageError
+                ) from exc
             if response.is_success:
                 return response
             detail = f"HTTP {response.status_code}: {_error_detail(response)}"
+            kind = _failure_kind(response.status_code)
             if response.status_code not in _RETRY_STATUS:
-                raise self._error(f"was rejected with {detail}", EmbeddingRejectedError)
+                raise self._error(f"was rejected with {detail}", kind)
             if last_try:
-                raise self._error(f"failed after {attempts} attempt(s), last {detail}")
+                raise self._error(f"failed after {attempts} attempt(s), last {detail}", kind)
             self._sleep_before_retry(attempt, response.headers.get("Retry-After"))
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
@@ -354,6 +382,15 @@ class OpenAICompatibleEmbedder:
 def shown_url(url: str) -> str:
     """``url`` without user, password and query string (where API keys sometimes travel)."""
     return str(httpx.URL(url).copy_with(userinfo=b"", query=None))
+
+
+def _failure_kind(status: int) -> type[EmbeddingError]:
+    """The error class for a failed HTTP status (see the module docstring)."""
+    if status == 500:  # the model may have failed on one of the texts
+        return EmbeddingUnavailableError
+    if 400 <= status < 500 and status not in _NOT_ABOUT_THE_INPUT:
+        return EmbeddingRejectedError
+    return EmbeddingOutageError
 
 
 def _error_detail(response: httpx.Response) -> str:

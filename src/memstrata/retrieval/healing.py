@@ -28,7 +28,7 @@ from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.retrieval import queue
-from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
+from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.vector import pad_vector
 
@@ -109,7 +109,7 @@ class VectorHealer:
                     continue
             if isinstance(result, EmbeddingRejectedError):
                 failures.append((claimed.id, str(result)))
-            elif isinstance(result, CircuitOpenError) or not any_success:
+            elif isinstance(result, EmbeddingOutageError) or not any_success:
                 release.append(claimed.id)  # the API is down: not this text's fault
             elif claimed.attempts + 1 >= self.max_attempts:
                 failures.append(
