@@ -91,3 +91,18 @@ def test_the_banner_shows_the_docs_under_the_prefix_when_they_are_served(
         assert line == f"{LISTENING}{base}"
         assert httpx.get(f"{base}/docs", timeout=5).status_code == 404
     assert httpx.get(f"{base}/openapi.json", timeout=5).status_code == 200
+
+
+def test_a_request_sent_as_soon_as_the_banner_shows_is_answered(
+    env: dict[str, str], started: list[subprocess.Popen[str]]
+) -> None:
+    """The banner says "listening": a client that connects the moment it reads it is
+    answered (the socket listens from the bind on; connections wait in its backlog until
+    the server accepts them) instead of being refused while start-up finishes."""
+    port = free_port()
+    pipe = subprocess.PIPE
+    process = start_serve(env, port, stdout=pipe, stderr=pipe, text=True)
+    started.append(process)
+    _first_line(process)
+    response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30)
+    assert response.status_code == 200

@@ -38,6 +38,7 @@ from memstrata.retrieval.autostart import embedding_configured
 from memstrata.runtime import Memstrata
 
 MAX_TTL_SECONDS = 365 * 24 * 3600
+LISTEN_BACKLOG = 2048  # uvicorn's default
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +184,10 @@ def _bind(host: str, port: int) -> socket.socket:
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        # Listening from here on: a client that reads the banner and connects at once waits
+        # in the backlog while start-up finishes, instead of being refused. uvicorn listens
+        # again with its own backlog.
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         fail(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
