@@ -5,6 +5,7 @@ Only loopback, only bounded loops: every loop ends by a deadline.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import statistics
 import threading
@@ -50,9 +51,25 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+@dataclass(frozen=True)
+class Search:
+    """One search as a searcher saw it: when it started, how long it took, what it said."""
+
+    started: float  # time.monotonic() when the request went out
+    seconds: float
+    status: int
+    mode: str  # "hybrid" / "bm25"; "" when the status was not 200
+    warnings: tuple[str, ...] = ()
+    embed_ms: float | None = None  # the app's own time for the query embedding
+
+
 @dataclass
 class Load:
-    """Writers index turns (remembering what was acknowledged), searchers time searches."""
+    """Writers index turns (remembering what was acknowledged), searchers time searches.
+
+    Every search asks for a text no search asked before (``lakes s1 q17``), so each one
+    needs a fresh query embedding: none is answered from the query-embedding cache.
+    """
 
     base_url: str
     settings: Settings
@@ -60,7 +77,7 @@ class Load:
     searchers: list[str]
     acknowledged: list[tuple[str, int]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
-    searches: list[tuple[float, float, str]] = field(default_factory=list)  # (t, s, mode)
+    searches: list[Search] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -111,30 +128,43 @@ class Load:
     def _search(self, user: str) -> None:
         headers = self.headers(user)
         with httpx.Client(base_url=self.base_url, timeout=60, trust_env=False) as client:
-            while not self._stop.is_set():
+            for n in itertools.count():
+                if self._stop.is_set():
+                    break
+                body = {"query": f"lakes {user} q{n}"}  # never repeated: no cached vector
                 started = time.monotonic()
                 try:
-                    response = client.post(
-                        "/api/memory/search", json={"query": "lakes"}, headers=headers
-                    )
+                    response = client.post("/api/memory/search", json=body, headers=headers)
                 except httpx.TransportError:
                     self._record(0)
                     time.sleep(0.1)
                     continue
                 seconds = time.monotonic() - started
                 self._record(response.status_code)
-                mode = response.json().get("mode", "") if response.status_code == 200 else ""
+                found = response.json() if response.status_code == 200 else {}
+                search = Search(
+                    started,
+                    seconds,
+                    response.status_code,
+                    found.get("mode", ""),
+                    tuple(found.get("warnings", ())),
+                    found.get("timings_ms", {}).get("embed"),
+                )
                 with self._lock:
-                    self.searches.append((started, seconds, mode))
+                    self.searches.append(search)
                 time.sleep(0.02)
 
-    def search_seconds(self, since: float, until: float) -> list[float]:
+    def searches_between(self, since: float, until: float) -> list[Search]:
+        """The searches that started in ``[since, until]``."""
         with self._lock:
-            return [s for t, s, _ in self.searches if since <= t <= until]
+            return [s for s in self.searches if since <= s.started <= until]
+
+    def search_seconds(self, since: float, until: float) -> list[float]:
+        return [s.seconds for s in self.searches_between(since, until)]
 
     def summary(self) -> str:
         with self._lock:
-            seconds = [s for _, s, _ in self.searches]
+            seconds = [s.seconds for s in self.searches]
             return (
                 f"{len(self.acknowledged)} turns acknowledged, {len(seconds)} searches "
                 f"(median {statistics.median(seconds) if seconds else 0:.3f} s, p95 "

@@ -57,6 +57,7 @@ class WriterRun:
     conflicts: list[float] = field(default_factory=list)  # seconds per 409 answer
     conflicts_server: list[float] = field(default_factory=list)  # Server-Timing of each 409
     writes: list[float] = field(default_factory=list)  # seconds per 200 answer
+    writes_server: list[float] = field(default_factory=list)  # Server-Timing of each 200
     errors: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
 
@@ -71,6 +72,7 @@ class WriterRun:
 
         return (
             f"{len(self.lines)} writers in {self.seconds:.1f} s; 200s: {stats(self.writes)}; "
+            f"200s in the app {stats(self.writes_server)}; "
             f"409s: {stats(self.conflicts)}, in the app {stats(self.conflicts_server)}; "
             f"errors: {len(self.errors)}"
         )
@@ -108,6 +110,7 @@ def _write_one(url: str, headers: dict[str, str], line: str, start: Any) -> Writ
             put, took = append_line(client, headers, current, line)
             if put.status_code == 200:
                 mine.writes.append(took)
+                mine.writes_server.append(server_seconds(put))
                 return mine
             if put.status_code == 409:
                 mine.conflicts.append(took)
@@ -167,6 +170,7 @@ def run_writers(
         run.seconds = time.monotonic() - began
     for outcome in outcomes:
         run.writes += outcome.writes
+        run.writes_server += outcome.writes_server
         run.conflicts += outcome.conflicts
         run.conflicts_server += outcome.conflicts_server
         run.errors += outcome.errors
