@@ -79,7 +79,9 @@ class Settings(BaseSettings):
     environment: Literal["development", "production", "test"] = Field(
         default="development",
         description="development generates a local JWT secret; production refuses to start "
-        "without an explicit secret or public key, or without MEMSTRATA_DATABASE_URL.",
+        "without MEMSTRATA_DATABASE_URL, and `memstrata serve` / `memstrata token` refuse "
+        "without an explicit secret (32 characters or more) or public key (`memstrata db`, "
+        "`memstrata mcp` over stdio and the library authenticate nobody and need neither).",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
@@ -319,11 +321,12 @@ class Settings(BaseSettings):
         default=15,
         ge=0,
         description="On SIGTERM, `memstrata serve` waits this long for requests in flight; "
-        "those still running then get a 503 (`shutting_down`, Retry-After). 15 leaves 15 s of "
-        "Kubernetes' default terminationGracePeriodSeconds (30) for what follows: a cut-off "
-        "request's embedding call runs on until it returns or times out (13 s with the "
-        "default timeouts and batch size); the embedded PostgreSQL and the local embedding "
-        "servers stop. Keep that period at least this + 15.",
+        "those still running then get a 503 (`shutting_down`, Retry-After), and their work "
+        "(a worker thread, a memory-file write under way) gets one passage embedding call's "
+        "timeout more (13 s with the default timeouts and batch size) before the runtime "
+        "closes; then the embedded PostgreSQL and the local embedding servers stop. Keep "
+        "Kubernetes' terminationGracePeriodSeconds at least the preStop hook + this + 13 + "
+        "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md).",
     )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
@@ -363,6 +366,18 @@ class Settings(BaseSettings):
         description="An MCP session with no request in flight (an open GET stream counts as "
         "one) ends after this long and frees its slot; its id then answers 404 and the client "
         "initializes again. 1800 is the MCP SDK's own default.",
+    )
+    mcp_stateless: bool = Field(
+        default=False,
+        description="Serve /mcp in the MCP SDK's stateless mode: `initialize` opens no "
+        "session (no Mcp-Session-Id) and every request stands alone, so any replica behind a "
+        "round-robin load balancer answers it. Off (the default), a session lives only in "
+        "the process that opened it: its requests must reach that process (affinity on the "
+        "Mcp-Session-Id header) or another replica answers 404 `Session not found`. Stateless "
+        "has no GET stream and no DELETE, and MEMSTRATA_MCP_MAX_SESSIONS_PER_USER and "
+        "MEMSTRATA_MCP_SESSION_IDLE_TIMEOUT_S do not apply (no sessions to count or expire). "
+        "Clients on the 2026-07-28 protocol open no session either way. See docs/MCP.md, "
+        "'Replicas behind a load balancer'.",
     )
     log_level: str = Field(default="INFO", description="Logging level.")
     log_json: bool = Field(default=True, description="One JSON object per log line.")
@@ -405,23 +420,16 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _refuse_weak_secret(self) -> Settings:
-        if self.environment == "production":
-            if not self.jwt_secret and not self.jwt_public_key:
-                raise ValueError(
-                    "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_JWT_SECRET or "
-                    "MEMSTRATA_JWT_PUBLIC_KEY"
-                )
-            if self.jwt_secret and len(self.jwt_secret) < 32:
-                raise ValueError(
-                    "MEMSTRATA_JWT_SECRET must be at least 32 characters in production"
-                )
-            if self.database_url is None:
-                raise ValueError(
-                    "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_DATABASE_URL: the "
-                    "PostgreSQL URL every replica shares, or `embedded` for the embedded "
-                    "server in MEMSTRATA_DATA_DIR (one machine only)"
-                )
+    def _refuse_unset_database(self) -> Settings:
+        # The JWT settings are checked where tokens are verified or signed
+        # (memstrata.api.auth.require_token_keys), so a migration job or the library, which
+        # authenticate nobody, do not need the signing secret.
+        if self.environment == "production" and self.database_url is None:
+            raise ValueError(
+                "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_DATABASE_URL: the "
+                "PostgreSQL URL every replica shares, or `embedded` for the embedded "
+                "server in MEMSTRATA_DATA_DIR (one machine only)"
+            )
         return self
 
     @property

@@ -102,9 +102,11 @@ def test_token_refuses_with_only_a_public_key(
 
 
 def test_production_without_a_secret_refuses_to_start(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, pg_url: str
 ) -> None:
     monkeypatch.setenv("MEMSTRATA_ENVIRONMENT", "production")
+    monkeypatch.setenv("MEMSTRATA_DATABASE_URL", pg_url)  # production needs one set
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "false")
     for command in (["serve"], ["token", "--user", "a"]):
         code, _, err = _run(*command)
         assert code == 1

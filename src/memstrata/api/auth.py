@@ -16,7 +16,11 @@ another key is logged as ``auth.token.foreign_key`` and a forged one as
 In development (``MEMSTRATA_ENVIRONMENT=development``, the default), with neither a secret
 nor a public key configured, a random secret is generated once and kept in
 ``<data_dir>/jwt_secret`` (mode 0600); ``memstrata token`` signs development tokens with
-it. Any other environment refuses to start without one (production already in ``Settings``).
+it. Any other environment refuses to verify or sign tokens without one, and production
+refuses a secret shorter than 32 characters (:func:`require_token_keys`). These are checked
+here, where tokens are verified (``create_app``, ``memstrata serve``) or signed
+(``memstrata token``), not in ``Settings``: ``memstrata db``, ``memstrata mcp`` over stdio
+and the library authenticate nobody and run without them.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 EC_ALGORITHMS = ("ES256", "ES384", "ES512")
 SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS + RSA_ALGORITHMS + EC_ALGORITHMS
 REALM = "memstrata"
+MIN_PRODUCTION_SECRET_CHARS = 32
 _UNSAFE_DESCRIPTION = re.compile(r'[^\x20-\x7e]|["\\]')
 
 
@@ -182,6 +187,7 @@ def mint_token(
     validate_user_id(user_id)
     if ttl_seconds < 1:
         raise ValueError("ttl must be at least 1 second")
+    require_token_keys(settings)
     algorithm = next((a for a in settings.jwt_algorithms if a in HMAC_ALGORITHMS), None)
     if algorithm is None:
         raise AuthConfigurationError(
@@ -246,7 +252,32 @@ def _dev_secret_or_none(settings: Settings) -> str | None:
     return load_or_create_dev_secret(settings.data_dir)
 
 
+def require_token_keys(settings: Settings) -> None:
+    """``AuthConfigurationError`` unless the JWT settings are fit to verify or sign tokens
+    in ``settings.environment``: outside development a secret or a public key (only
+    development generates a local secret), and in production a secret, if any, of at least
+    32 characters."""
+    if settings.environment != "development" and not (
+        settings.jwt_secret or settings.jwt_public_key
+    ):
+        raise AuthConfigurationError(
+            f"MEMSTRATA_ENVIRONMENT={settings.environment} needs MEMSTRATA_JWT_SECRET or "
+            "MEMSTRATA_JWT_PUBLIC_KEY (only development generates a local secret)"
+        )
+    secret = settings.jwt_secret
+    if (
+        settings.environment == "production"
+        and secret
+        and len(secret) < MIN_PRODUCTION_SECRET_CHARS
+    ):
+        raise AuthConfigurationError(
+            f"MEMSTRATA_JWT_SECRET must be at least {MIN_PRODUCTION_SECRET_CHARS} characters "
+            "in production"
+        )
+
+
 def _keys(settings: Settings) -> dict[str, Any]:
+    require_token_keys(settings)
     wanted = list(dict.fromkeys(settings.jwt_algorithms))
     unknown = [a for a in wanted if a not in SUPPORTED_ALGORITHMS]
     if unknown:
@@ -264,11 +295,6 @@ def _keys(settings: Settings) -> dict[str, Any]:
     secret = settings.jwt_secret or _dev_secret_or_none(settings)
     if secret:
         keys.update(dict.fromkeys((a for a in wanted if a in HMAC_ALGORITHMS), secret))
-    if not secret and not settings.jwt_public_key:
-        raise AuthConfigurationError(
-            f"MEMSTRATA_ENVIRONMENT={settings.environment} needs MEMSTRATA_JWT_SECRET or "
-            "MEMSTRATA_JWT_PUBLIC_KEY (only development generates a local secret)"
-        )
     if not keys:
         raise AuthConfigurationError(
             f"no key can verify MEMSTRATA_JWT_ALGORITHMS={wanted}: HS* needs "

@@ -27,7 +27,7 @@ import typer
 import uvicorn
 
 from memstrata.api.app import create_app
-from memstrata.api.auth import AuthConfigurationError, mint_token
+from memstrata.api.auth import AuthConfigurationError, mint_token, require_token_keys
 from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown
 from memstrata.cli.app import app, fail, guarded_spec, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
@@ -57,6 +57,10 @@ def serve(
 ) -> None:
     """Run the HTTP API (docs at <MEMSTRATA_API_PREFIX>/docs) until Ctrl-C."""
     settings = load_settings(log_level=None)
+    try:  # before anything starts: the embedding server, the database, migrations
+        require_token_keys(settings)
+    except AuthConfigurationError as exc:
+        fail(str(exc))
     bind_host = host or settings.host
     sock = _bind(bind_host, settings.port if port is None else port)
     after_grace = AfterGrace(after_grace_s(settings))

@@ -8,6 +8,12 @@ lifespan (one process, one lifespan; the runtime is opened first and closed last
 session created with one user's token answers 404 to any other user's token, and every
 tool, resource and prompt reads the user from the request, never from an argument. Each
 user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`).
+
+A session lives in the process that opened it, so replicas behind a load balancer need
+affinity on the ``Mcp-Session-Id`` header, or ``mcp_stateless``: the SDK's stateless mode,
+where ``initialize`` opens no session and every request stands alone, so any replica
+answers it. Then there are no sessions to count and no ledger (docs/MCP.md, "Replicas
+behind a load balancer").
 """
 
 from __future__ import annotations
@@ -42,10 +48,14 @@ MCP_PATH = "/mcp"
 
 class BearerGate:
     """ASGI wrapper: authenticate like ``/api``, then hand the user to the MCP transport,
-    within the user's session cap."""
+    within the user's session cap (``sessions``; None in stateless mode: no sessions)."""
 
     def __init__(
-        self, app: ASGIApp, auth: Authenticator, max_request_bytes: int, sessions: SessionLedger
+        self,
+        app: ASGIApp,
+        auth: Authenticator,
+        max_request_bytes: int,
+        sessions: SessionLedger | None,
     ) -> None:
         self.app = app
         self.auth = auth
@@ -72,6 +82,9 @@ class BearerGate:
             AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
         )
         scope.setdefault("state", {})["user_id"] = user_id  # for the request log
+        if self.sessions is None:
+            await self.app(scope, limited.receive, send)
+            return
         await serve_counted(self.sessions, self.app, user_id, scope, limited.receive, send)
 
 
@@ -109,12 +122,18 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
     idle_timeout_s = settings.mcp_session_idle_timeout_s
     manager = StreamableHTTPSessionManager(
         app=server,
+        stateless=settings.mcp_stateless,
         security_settings=transport_security(settings),
         session_idle_timeout=idle_timeout_s,
         max_request_body_size=settings.max_request_bytes,
     )
-    # The ledger forgets an idle session after the same timeout the SDK ends it.
-    sessions = SessionLedger(settings.mcp_max_sessions_per_user, idle_timeout_s)
+    # The ledger forgets an idle session after the same timeout the SDK ends it. Stateless,
+    # the SDK keeps nothing between requests: nothing to count, nothing to refuse.
+    sessions = (
+        None
+        if settings.mcp_stateless
+        else SessionLedger(settings.mcp_max_sessions_per_user, idle_timeout_s)
+    )
     gate = BearerGate(manager.handle_request, context.auth, settings.max_request_bytes, sessions)
     app.router.routes.append(Route(settings.api_prefix + MCP_PATH, endpoint=gate))
     inner = app.router.lifespan_context

@@ -17,6 +17,12 @@ timeout the SDK was given too. Each of these comes at or after the SDK's own end
 ledger may count a session a moment longer than the SDK holds it, never shorter; and a
 session nobody asks about again is forgotten after the idle timeout, so a cap reached by
 crashed clients lifts by itself.
+
+In stateless mode (``MEMSTRATA_MCP_STATELESS``) the SDK keeps nothing between requests:
+``initialize`` hands out no ``Mcp-Session-Id`` and every request stands alone. There is
+nothing to count, so :func:`memstrata.mcp.http.mount_mcp` builds no ledger and no request
+is counted or refused here (were it counted, each request without an id would take a slot
+while it runs, and a burst of them would get 429s no session ever caused).
 """
 
 from __future__ import annotations
