@@ -105,7 +105,10 @@ class EmbeddedPostgres:
 
         with postgres_server.PostgresServer._lock:
             if self.alive():
-                return True
+                # Another process restarted it: follow the new postmaster (the wheel reads
+                # it when it finds one running), or this process, if it is the last one
+                # out, would take the server for stopped and leave it running.
+                return self._follow(server)
             log_event(logger, "db.embedded.restarting", logging.WARNING, pgdata=str(self.pgdata))
             try:
                 server.ensure_postgres_running()  # type: ignore[attr-defined]
@@ -114,6 +117,14 @@ class EmbeddedPostgres:
                 return False
         log_event(logger, "db.embedded.restarted", pgdata=str(self.pgdata))
         return self.alive()
+
+    def _follow(self, server: object) -> bool:
+        try:
+            server.ensure_postgres_running()  # type: ignore[attr-defined]
+        except Exception as exc:  # the wheel raises assorted errors
+            log_event(logger, "db.embedded.follow_failed", logging.WARNING, error=str(exc))
+            return False
+        return True
 
     def _ensure_database(self, url: URL) -> None:
         admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
