@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
@@ -66,3 +67,26 @@ def test_import_rounds_refuses_to_defer_what_nothing_would_embed(
     finally:
         mem.close()
     assert issubclass(BackgroundEmbeddingUnavailableError, ValueError)  # HTTP 400
+
+
+def test_decay_can_be_switched_off(db: Database, settings: Settings) -> None:
+    """MEMSTRATA_DECAY=false: a months-old turn keeps its score (with the spec's decay
+    a recent turn that matches worse comes first), and the decay-off candidate depth
+    (MEMSTRATA_MIN_CANDIDATES) applies."""
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    rounds = [  # two sessions: neither row carries the other's text as context
+        Round("old", 0, "my bicycle is a red bicycle with a bell", timestamp=now - timedelta(120)),
+        Round("new", 0, "a bicycle", timestamp=now - timedelta(days=1)),
+    ]
+    firsts = []
+    for decay in (True, False):
+        on = settings.model_copy(update={"decay": decay, "min_candidates": 40})
+        mem = Memstrata.open(on, database=db, embedder=None)
+        try:
+            mem.import_rounds("alice", rounds)
+            hits = mem.search.search("alice", "red bicycle bell", top_k=2, as_of=now)
+            firsts.append(hits.hits[0].source_ids[0])
+            assert mem.search.candidate_depth(5) == (30 if decay else 40)
+        finally:
+            mem.pool.close()
+    assert firsts[0].startswith("new") and firsts[1].startswith("old"), firsts

@@ -117,7 +117,7 @@ class Memstrata:
             min_candidates=settings.min_candidates,
             min_candidates_decay=settings.min_candidates_decay,
             query_cache_entries=settings.query_cache_entries,
-            decay=DecayPolicy(True, settings.decay_half_life_days, settings.decay_floor),
+            decay=DecayPolicy(settings.decay, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
             warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
         )
