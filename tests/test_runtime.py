@@ -11,6 +11,7 @@ from sqlalchemy import text
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.errors import BackgroundEmbeddingUnavailableError
+from memstrata.logs import event_fields
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import Round
 from memstrata.runtime import Memstrata
@@ -90,3 +91,38 @@ def test_decay_can_be_switched_off(db: Database, settings: Settings) -> None:
         finally:
             mem.pool.close()
     assert firsts[0].startswith("new") and firsts[1].startswith("old"), firsts
+
+
+def test_a_deferred_import_without_a_running_worker_is_logged_once(
+    db: Database,
+    settings: Settings,
+    embedding_server: LocalEmbeddingServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The library defers an import's embedding to the background worker, which runs only
+    after start_background() (or in a serve replica on the same database): say so once,
+    rather than leave the rows without vectors silently."""
+    spec = embedding_server.model_spec
+    on = settings.model_copy(
+        update={"embedding_base_url": spec.base_url, "embedding_model": spec.name}
+    )
+    mem = Memstrata.open(on, database=db)
+    try:
+        with caplog.at_level("WARNING"):
+            for turn in range(2):
+                mem.import_rounds(
+                    "alice", [Round("s1", turn, "I planted tomatoes")], background=True
+                )
+        told = [
+            event_fields(r)
+            for r in caplog.records
+            if event_fields(r).get("event") == "embedding.heal.not_running"
+        ]
+        assert len(told) == 1 and "start_background" in told[0]["hint"]
+        caplog.clear()
+        mem.start_background()
+        with caplog.at_level("WARNING"):
+            mem.import_rounds("alice", [Round("s1", 2, "and peppers")], background=True)
+        assert not [r for r in caplog.records if "not_running" in r.getMessage()]
+    finally:
+        mem.close()

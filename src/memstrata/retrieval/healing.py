@@ -69,6 +69,7 @@ class VectorHealer:
         # Whom the claims serve next; kept between runs (run_once is called by one thread).
         self._turns = queue.PendingUsers()
         self._chosen: str | None = None  # the model last seen in embedding_model_choice
+        self._told_not_running = False
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -209,6 +210,19 @@ class VectorHealer:
     def wake(self) -> None:
         """New rows wait for a vector (an import with deferred embedding): look now rather
         than after the idle pause."""
+        if not self.running and not self._told_not_running:
+            # A library that never called start_background(): the rows get vectors only
+            # if another process (a `memstrata serve` replica) runs a worker on this database.
+            self._told_not_running = True
+            log_event(
+                logger,
+                "embedding.heal.not_running",
+                logging.WARNING,
+                model=self.embedder.name,
+                hint="rows stored without a vector wait for a re-embedding worker: call "
+                "Memstrata.start_background() in this process or run `memstrata serve` on "
+                "the same database",
+            )
         self._wake.set()
 
     def stop(self, timeout_s: float = 10.0) -> None:
