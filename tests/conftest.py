@@ -47,6 +47,7 @@ TABLES = (
     "memory_index_state",
     "memory_index_snapshots",
     "embedding_model_choice",
+    "memory_template_paragraphs",
 )
 
 

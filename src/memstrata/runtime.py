@@ -34,6 +34,7 @@ from memstrata.retrieval.indexer import Indexer, IndexReport
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
+from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
@@ -95,12 +96,14 @@ class Memstrata:
                 db.close()
             raise
         provider = _embedder(settings, embedder, embedding_spec, registry)
+        scaffold = TemplateScaffold(db.sessions, templates)
+        scaffold.record(USER_FILE_KINDS)
         indexer = Indexer(
             db.sessions,
             provider,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
-            templates=templates.load,
+            scaffold=scaffold.keys,
         )
         store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
         cache = IndexCache(

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import text
 
+from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
-from memstrata.memory.templates import TemplateSet
+from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.scaffold import drop_template_paragraphs
 from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.template_history import TemplateScaffold
+from memstrata.runtime import Memstrata
 
 TEMPLATE = "---\nfile: USER.md\n---\n# About\n\nFacts go here.\n\n## Profile\n- Name:\n"
 
@@ -47,7 +52,7 @@ def _paths(db: Database) -> list[str]:
 
 
 def test_indexer_skips_the_real_templates(db: Database, templates: TemplateSet) -> None:
-    indexer = Indexer(db.sessions, None, templates=templates.load)
+    indexer = Indexer(db.sessions, None, scaffold=TemplateScaffold(db.sessions, templates).keys)
     for kind in (FileKind.USER, FileKind.MEMORY):
         report = indexer.index_memory_file("alice", kind, templates.load(kind))
         assert report.chunks == 0
@@ -61,7 +66,7 @@ def test_indexer_skips_the_real_templates(db: Database, templates: TemplateSet) 
 def test_boilerplate_no_longer_outranks_a_matching_turn(
     db: Database, templates: TemplateSet
 ) -> None:
-    indexer = Indexer(db.sessions, None, templates=templates.load)
+    indexer = Indexer(db.sessions, None, scaffold=TemplateScaffold(db.sessions, templates).keys)
     indexer.index_memory_file("alice", FileKind.MEMORY, templates.load(FileKind.MEMORY))
     indexer.index_memory_file("alice", FileKind.USER, templates.load(FileKind.USER))
     then = datetime(2026, 1, 1, tzinfo=UTC)
@@ -74,7 +79,7 @@ def test_boilerplate_no_longer_outranks_a_matching_turn(
 def test_the_store_write_path_skips_the_templates_too(db: Database, templates: TemplateSet) -> None:
     # Provisioning and every PUT stage the rows through ``stage_memory_file``; it indexed
     # the whole template while only ``index_memory_file`` (no production caller) skipped it.
-    indexer = Indexer(db.sessions, None, templates=templates.load)
+    indexer = Indexer(db.sessions, None, scaffold=TemplateScaffold(db.sessions, templates).keys)
     store = MemoryStore(db.sessions, templates, indexer=indexer)
     store.provision_default_files("alice")
     assert _paths(db) == []
@@ -85,3 +90,35 @@ def test_the_store_write_path_skips_the_templates_too(db: Database, templates: T
         "alice", FileKind.USER, stored.content + "\nAllergic to peanuts.\n", stored.version
     )
     assert _paths(db) == ["Allergic to peanuts."]
+
+
+def test_an_earlier_templates_paragraphs_stay_out_after_the_template_changes(
+    db: Database, settings: Settings, tmp_path: Path
+) -> None:
+    """A user provisioned before the platform edited its USER.md template keeps the old
+    template's paragraphs; at their next write those are still scaffolding, not memory
+    (compared with the current template alone, they were indexed as resident content)."""
+    before = Memstrata.open(settings, database=db, embedder=None)
+    before.store.provision_default_files("alice")
+    old_user_md = before.store.get_memory_file("alice", "user")
+    before.pool.close()
+    assert old_user_md is not None
+    edited = tmp_path / "templates"
+    shutil.copytree(default_template_dir(), edited)
+    (edited / "USER.md").write_text("# About you\n\nWrite what matters to you here.\n")
+    after = Memstrata.open(
+        settings.model_copy(update={"template_dir": edited}), database=db, embedder=None
+    )
+    try:
+        after.store.upsert_memory_file(
+            "alice", "user", old_user_md.content + "\n\nAllergic to peanuts.\n"
+        )
+        after.store.provision_default_files("bob")  # the new template: nothing indexed
+    finally:
+        after.pool.close()
+    assert _paths(db) == ["Allergic to peanuts."]
+    with db.engine.connect() as conn:
+        bob = conn.execute(
+            text("SELECT count(*) FROM memory_embeddings WHERE user_id = 'bob'")
+        ).scalar_one()
+    assert bob == 0

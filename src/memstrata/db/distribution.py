@@ -27,7 +27,11 @@ PER_USER_TABLES: tuple[str, ...] = (
 )
 
 # Tables with no user data (never distributed; Citus: local or reference tables).
-UNDISTRIBUTED_TABLES: tuple[str, ...] = ("alembic_version", "embedding_model_choice")
+UNDISTRIBUTED_TABLES: tuple[str, ...] = (
+    "alembic_version",
+    "embedding_model_choice",
+    "memory_template_paragraphs",
+)
 
 CROSS_USER_TAG = "memstrata:cross-user:"
 

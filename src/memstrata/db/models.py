@@ -26,6 +26,9 @@ Additions beyond the spec, and why:
 - table ``embedding_model_choice``: the model the stored vectors move to, recorded by the
   replica that started last, so replicas of two models during a rolling model change do
   not re-embed each other's rows back and forth (migration 0007, retrieval.queue).
+- table ``memory_template_paragraphs``: every template paragraph a deployment has
+  provisioned, so a template edited later still counts as scaffolding in older users'
+  files (migration 0008, retrieval.scaffold).
 """
 
 from __future__ import annotations
@@ -185,5 +188,16 @@ class EmbeddingModelChoice(Base):
     id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default="1")
     model: Mapped[str] = mapped_column(Text, nullable=False)
     chosen_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+class MemoryTemplateParagraph(Base):
+    __tablename__ = "memory_template_paragraphs"
+
+    file_type: Mapped[str] = mapped_column(String(20), primary_key=True)
+    paragraph_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    paragraph: Mapped[str] = mapped_column(Text, nullable=False)
+    recorded_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )

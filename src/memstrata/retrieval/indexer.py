@@ -23,7 +23,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -55,7 +55,7 @@ from memstrata.retrieval.rounds import (
     stored_round,
     validate_rounds,
 )
-from memstrata.retrieval.scaffold import drop_template_paragraphs
+from memstrata.retrieval.scaffold import drop_scaffold
 from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.vector import pad_vector
 
@@ -204,12 +204,13 @@ class Indexer:
         *,
         chunk_tokens: int = 512,
         context_tokens: int = 128,
-        templates: Callable[[FileKind], str] | None = None,
+        scaffold: Callable[[FileKind], Collection[str]] | None = None,
     ) -> None:
         self._sessions = sessions
         self.embedder = embedder
-        # The provisioning template of each memory file: its paragraphs are not indexed.
-        self.templates = templates
+        # The template paragraphs of each memory file (retrieval.scaffold, the current
+        # template's and earlier ones'): they are not indexed.
+        self.scaffold = scaffold
         self.chunk_tokens = chunk_tokens
         self.context_tokens = context_tokens
 
@@ -381,10 +382,10 @@ class Indexer:
     def _own_text(self, kind: FileKind, content: str) -> str:
         """The file's text without the paragraphs it still shares with its template (both
         ways of indexing a memory file go through here)."""
-        if self.templates is None:
+        if self.scaffold is None:
             return content
         try:
-            return drop_template_paragraphs(content, self.templates(kind))
+            return drop_scaffold(content, self.scaffold(kind))
         except OSError as exc:  # no template to compare with: index everything
             log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
             return content

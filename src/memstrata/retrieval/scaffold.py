@@ -13,18 +13,31 @@ anything the user or the agent wrote, including a template paragraph they filled
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from memstrata.memory.templates import strip_frontmatter
 from memstrata.retrieval.chunk import paragraphs
 
-__all__ = ["drop_template_paragraphs"]
+__all__ = ["drop_scaffold", "drop_template_paragraphs", "scaffold_keys"]
 
 
 def _key(paragraph: str) -> str:
     return "\n".join(line.rstrip() for line in paragraph.replace("\r\n", "\n").split("\n"))
 
 
-def drop_template_paragraphs(content: str, template: str) -> str:
-    """``content`` without its frontmatter and without paragraphs equal to ``template``'s."""
-    scaffold = {_key(p) for p in paragraphs(strip_frontmatter(template))}
+def scaffold_keys(template: str) -> frozenset[str]:
+    """The paragraphs of ``template`` as they are compared (frontmatter stripped, lines
+    without trailing whitespace)."""
+    return frozenset(_key(p) for p in paragraphs(strip_frontmatter(template)))
+
+
+def drop_scaffold(content: str, scaffold: Collection[str]) -> str:
+    """``content`` without its frontmatter and without the paragraphs in ``scaffold``
+    (keys from :func:`scaffold_keys`)."""
     kept = [p for p in paragraphs(strip_frontmatter(content)) if _key(p) not in scaffold]
     return "\n\n".join(kept)
+
+
+def drop_template_paragraphs(content: str, template: str) -> str:
+    """``content`` without its frontmatter and without paragraphs equal to ``template``'s."""
+    return drop_scaffold(content, scaffold_keys(template))
