@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from sqlalchemy.pool import NullPool
 
 from memstrata.agent.pool import AgentPool, listener_conninfo
 from memstrata.logs import event_fields
+from tests.agent.recorder import Recorder
 from tests.sandbox.support import free_port
 
 from .tcp_proxy import FreezableProxy
@@ -36,20 +36,6 @@ def engine(pg_url: str) -> Iterator[Engine]:
     engine = create_engine(pg_url)
     yield engine
     engine.dispose()
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.users: list[str] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, user_id: str) -> None:
-        with self.lock:
-            self.users.append(user_id)
-
-    def seen(self, user_id: str) -> bool:
-        with self.lock:
-            return user_id in self.users
 
 
 # -- local cache ----------------------------------------------------------------------------

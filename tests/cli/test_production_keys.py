@@ -14,13 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
 from memstrata.api import create_app
 from memstrata.api.auth import AuthConfigurationError, mint_token
-from memstrata.cli import build_app
 from memstrata.config import Settings
 from memstrata.serve_process import free_port, start_serve
+from tests.cli.cli_env import clean_env, run_cli
 
 NO_KEY = "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_JWT_SECRET or MEMSTRATA_JWT_PUBLIC_KEY"
 SHORT = "MEMSTRATA_JWT_SECRET must be at least 32 characters in production"
@@ -29,25 +28,16 @@ SHORT = "MEMSTRATA_JWT_SECRET must be at least 32 characters in production"
 @pytest.fixture
 def production(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     """A clean production environment with no JWT setting (and no stray .env file)."""
-    for name in list(os.environ):
-        if name.startswith("MEMSTRATA_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    values = {
-        "MEMSTRATA_ENVIRONMENT": "production",
-        "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-        "MEMSTRATA_LOG_JSON": "false",
-        "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
-
-
-def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(build_app(), list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    return result.exit_code, result.stdout, result.stderr
+    return clean_env(
+        monkeypatch,
+        tmp_path,
+        {
+            "MEMSTRATA_ENVIRONMENT": "production",
+            "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
+            "MEMSTRATA_LOG_JSON": "false",
+            "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
+        },
+    )
 
 
 @pytest.mark.timeout(180)
@@ -56,11 +46,11 @@ def test_a_migration_job_needs_no_jwt_secret(
 ) -> None:
     """The embedded database, migrated and then read, as a Kubernetes Job would."""
     monkeypatch.setenv("MEMSTRATA_DATABASE_URL", "embedded")
-    code, out, err = _run("db", "upgrade")
+    code, out, err = run_cli("db", "upgrade")
     assert code == 0, err
     assert out.startswith("database at revision ")
     revision = out.split()[-1]
-    code, out, err = _run("db", "status")
+    code, out, err = run_cli("db", "status")
     assert code == 0, err
     assert f"current     {revision}" in out and "up_to_date  True" in out
     assert Path(production["MEMSTRATA_DATA_DIR"], "pgdata").is_dir()
@@ -92,7 +82,7 @@ def test_token_refuses(
     monkeypatch.setenv("MEMSTRATA_DATABASE_URL", "embedded")
     if secret is not None:
         monkeypatch.setenv("MEMSTRATA_JWT_SECRET", secret)
-    code, out, err = _run("token", "--user", "alice")
+    code, out, err = run_cli("token", "--user", "alice")
     assert (code, out) == (1, "")
     assert err.strip().startswith(f"error: {message}") and len(err.strip().splitlines()) == 1
 

@@ -19,39 +19,32 @@ from typer.testing import CliRunner
 
 from memstrata.cli import build_app
 from memstrata.serve_process import free_port, start_serve, wait_ready
+from tests.cli.cli_env import clean_env, run_cli
 
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     """A clean MEMSTRATA_* environment with its own data dir (and no stray .env file)."""
-    for name in list(os.environ):
-        if name.startswith("MEMSTRATA_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    values = {
-        "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-        "MEMSTRATA_ENVIRONMENT": "development",
-        "MEMSTRATA_LOG_JSON": "false",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
-
-
-def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(build_app(), list(args))
-    return result.exit_code, result.stdout, result.stderr
+    return clean_env(
+        monkeypatch,
+        tmp_path,
+        {
+            "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
+            "MEMSTRATA_ENVIRONMENT": "development",
+            "MEMSTRATA_LOG_JSON": "false",
+        },
+    )
 
 
 def test_token_uses_the_generated_dev_secret(env: dict[str, str]) -> None:
-    code, out, _ = _run("token", "--user", "alice", "--ttl", "120")
+    code, out, _ = run_cli("token", "--user", "alice", "--ttl", "120")
     assert code == 0
     secret = (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").read_text().strip()
     claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
     assert claims["sub"] == "alice"
     assert claims["exp"] - claims["iat"] == 120
     # the same secret next time
-    code, again, _ = _run("token", "--user", "bob")
+    code, again, _ = run_cli("token", "--user", "bob")
     assert jwt.decode(again.strip(), secret, algorithms=["HS256"])["sub"] == "bob"
 
 
@@ -59,7 +52,7 @@ def test_token_uses_the_configured_secret(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSTRATA_JWT_SECRET", "k" * 40)
-    code, out, _ = _run("token", "-u", "carol")
+    code, out, _ = run_cli("token", "-u", "carol")
     assert code == 0
     assert jwt.decode(out.strip(), "k" * 40, algorithms=["HS256"])["sub"] == "carol"
     assert not (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").exists()
@@ -76,7 +69,7 @@ def test_token_uses_the_configured_secret(
     ],
 )
 def test_token_bad_input(env: dict[str, str], args: list[str], code: int, message: str) -> None:
-    exit_code, _, err = _run("token", *args)
+    exit_code, _, err = run_cli("token", *args)
     assert exit_code == code
     assert message in err
 
@@ -92,10 +85,10 @@ def test_token_refuses_with_only_a_public_key(
     )
     # A dev secret left over from before the key was configured is not used either: the
     # server would refuse its HS256 token.
-    assert _run("token", "--user", "alice")[0] == 0
+    assert run_cli("token", "--user", "alice")[0] == 0
     assert (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").exists()
     monkeypatch.setenv("MEMSTRATA_JWT_PUBLIC_KEY", pem)
-    code, out, err = _run("token", "--user", "alice")
+    code, out, err = run_cli("token", "--user", "alice")
     assert (code, out) == (1, "")
     assert len(err.strip().splitlines()) == 1
     assert "issued by the identity provider that owns the private key" in err
@@ -108,7 +101,7 @@ def test_production_without_a_secret_refuses_to_start(
     monkeypatch.setenv("MEMSTRATA_DATABASE_URL", pg_url)  # production needs one set
     monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "false")
     for command in (["serve"], ["token", "--user", "a"]):
-        code, _, err = _run(*command)
+        code, _, err = run_cli(*command)
         assert code == 1
         assert "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_JWT_SECRET" in err
 
@@ -118,10 +111,10 @@ def test_serve_refuses_a_busy_port_and_a_bad_one(env: dict[str, str]) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        code, _, err = _run("serve", "--port", str(port))
+        code, _, err = run_cli("serve", "--port", str(port))
     assert code == 1
     assert f"error: cannot listen on 127.0.0.1:{port}: Address already in use" in err
-    code, _, err = _run("serve", "--port", "70000")
+    code, _, err = run_cli("serve", "--port", "70000")
     assert code == 2
     assert "Invalid value for '--port'" in err
 

@@ -30,6 +30,7 @@ from memstrata.agent.pool import AgentPool
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.local import safe_dir_name
+from tests.agent.recorder import Recorder
 from tests.cli.test_shutdown_grace import Served, serving, token_headers
 from tests.retrieval.fault_server import FaultServer
 
@@ -39,27 +40,6 @@ USER_FILE = "/api/config/agent-files/user"
 NEW = "# User\n\n- Paddles a sea kayak on Sundays\n"
 
 
-class Heard:
-    """The users whose invalidation this process's AgentPool received."""
-
-    def __init__(self) -> None:
-        self.users: list[str] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, user_id: str) -> None:
-        with self.lock:
-            self.users.append(user_id)
-
-    def wait_for(self, user_id: str, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self.lock:
-                if user_id in self.users:
-                    return True
-            time.sleep(0.05)
-        return False
-
-
 @pytest.fixture
 def fake() -> Iterator[FaultServer]:
     with FaultServer("ok", dim=16) as server:
@@ -67,8 +47,8 @@ def fake() -> Iterator[FaultServer]:
 
 
 @pytest.fixture
-def heard(db: Database) -> Iterator[Heard]:
-    heard = Heard()
+def heard(db: Database) -> Iterator[Recorder]:
+    heard = Recorder()
     pool: AgentPool[object] = AgentPool(db.engine, on_invalidate=heard)
     assert pool.start(timeout_s=30), "the test's pool must listen before the server writes"
     yield heard
@@ -107,7 +87,7 @@ def _provision(served: Served, user: str) -> tuple[str, int]:
 
 
 def test_an_edit_cut_off_after_its_commit_still_mirrors_and_notifies(
-    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database, heard: Heard
+    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database, heard: Recorder
 ) -> None:
     with serving(tmp_path, pg_url, fake, grace_s=1) as served:
         old, version = _provision(served, "eve")
@@ -135,7 +115,7 @@ def test_an_edit_cut_off_after_its_commit_still_mirrors_and_notifies(
 
 
 def test_an_edit_cut_off_while_embedding_still_mirrors_and_notifies(
-    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database, heard: Heard
+    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database, heard: Recorder
 ) -> None:
     with serving(tmp_path, pg_url, fake, grace_s=1) as served:
         _, version = _provision(served, "fay")
