@@ -46,7 +46,7 @@ TABLES = (
     "user_skill_configs",
     "memory_index_state",
     "memory_index_snapshots",
-    "embedding_model_choice",
+    "embedding_models",
     "memory_template_paragraphs",
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,8 @@ from memstrata.errors import BackgroundEmbeddingUnavailableError
 from memstrata.logs import event_fields
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import Round
-from memstrata.runtime import Memstrata
+from memstrata.runtime import HEALER_STOP_S, Memstrata
+from tests.retrieval.fault_server import FaultServer
 
 
 def test_unknown_parts_are_refused(db: Database, settings: Settings) -> None:
@@ -126,3 +128,43 @@ def test_a_deferred_import_without_a_running_worker_is_logged_once(
         assert not [r for r in caplog.records if "not_running" in r.getMessage()]
     finally:
         mem.close()
+    stopping = Memstrata.open(on, database=db)
+    try:
+        stopping.start_background()
+        stopping.stop_background()  # a server stopping: its cut-off imports are no news
+        with caplog.at_level("WARNING"):
+            stopping.import_rounds("bob", [Round("s1", 0, "and beans")], background=True)
+        assert not [r for r in caplog.records if "not_running" in r.getMessage()]
+    finally:
+        stopping.close()
+
+
+def test_stopping_does_not_wait_for_a_worker_stuck_in_an_embedding_call(
+    db: Database, settings: Settings
+) -> None:
+    """A server that stops spends its shutdown budget on the requests it cut off, not on
+    the re-embedding worker: a worker inside a hung embedding call is left behind (its
+    rows are leased; another replica embeds them later)."""
+    with FaultServer("hang", dim=8) as fake:
+        hung = settings.model_copy(
+            update={
+                "embedding_base_url": fake.base_url,
+                "embedding_model": "fake-model",
+                "embedding_timeout_s": 30.0,
+                "embedding_max_retries": 0,
+                "embedding_heal_interval_s": 0.1,
+            }
+        )
+        mem = Memstrata.open(hung, database=db)
+        try:
+            mem.import_rounds("alice", [Round("s1", 0, "I planted tomatoes")], background=True)
+            mem.start_background()
+            deadline = time.monotonic() + 10
+            while not fake.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert fake.requests, "the worker never called the embedding API"
+            began = time.monotonic()
+            mem.stop_background()
+            assert time.monotonic() - began < HEALER_STOP_S + 1.0
+        finally:
+            mem.pool.close()

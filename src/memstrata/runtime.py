@@ -50,6 +50,8 @@ class _FromSettings(Enum):
 
 
 FROM_SETTINGS = _FromSettings.TOKEN
+# How long stop_background() waits for the re-embedding worker to finish its batch.
+HEALER_STOP_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,10 @@ class Memstrata:
 
     def stop_background(self) -> None:
         if self.healer is not None:
-            self.healer.stop()
+            # Briefly: a server stopping spends its shutdown budget on the requests it cut
+            # off. A worker still in an embedding call is left to it (a daemon); its rows
+            # are leased, so another replica embeds them once the lease ends.
+            self.healer.stop(timeout_s=HEALER_STOP_S)
         if "monitor" in self.db.__dict__:
             self.db.monitor.stop()
         if self.search.warmer is not None:

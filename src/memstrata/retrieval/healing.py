@@ -57,6 +57,7 @@ class VectorHealer:
         interval_s: float = 2.0,
         max_attempts: int = 5,
         on_caught_up: Callable[[str], None] | None = None,
+        model_live_s: float = queue.MODEL_LIVE_S,
     ) -> None:
         self._sessions = sessions
         # Called with a user whose last waiting row just got its vector (the runtime warms
@@ -68,7 +69,8 @@ class VectorHealer:
         self.max_attempts = max_attempts
         # Whom the claims serve next; kept between runs (run_once is called by one thread).
         self._turns = queue.PendingUsers()
-        self._chosen: str | None = None  # the model last seen in embedding_model_choice
+        self.model_live_s = model_live_s
+        self._target: str | None = None  # the model the vectors move to, last we looked
         self._told_not_running = False
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -78,18 +80,19 @@ class VectorHealer:
     def run_once(self) -> HealReport:
         """Claim one batch, embed it, write back what worked, record what did not."""
         report = HealReport()
+        with transaction(self._sessions) as session:  # even while the API fails: we run
+            target = queue.announce_model(session, self.embedder.name, self.model_live_s)
+        self._note_target(target)
         if not self.embedder.breaker.allow_peek():
             return report  # the API is failing: don't take rows another worker could do
         with transaction(self._sessions) as session:
-            chosen = queue.chosen_model(session)
-            self._note_choice(chosen)
             todo = queue.claim(
                 session,
                 self.embedder.name,
                 self.batch,
                 LEASE_S,
                 users=self._turns,
-                missing_only=chosen not in (None, self.embedder.name),
+                missing_only=target != self.embedder.name,
             )
         report.claimed = len(todo)
         if not todo:
@@ -172,27 +175,24 @@ class VectorHealer:
                     self.on_caught_up(user_id)
         return written, unwritable
 
-    def choose_model(self) -> None:
-        """Record this worker's model as the one the stored vectors move to (the worker
-        started last wins; see ``queue.choose_model``)."""
-        with transaction(self._sessions) as session:
-            queue.choose_model(session, self.embedder.name)
-
-    def _note_choice(self, chosen: str | None) -> None:
-        """Log when another model becomes (or stops being) the chosen one."""
-        if chosen == self._chosen:
+    def _note_target(self, target: str) -> None:
+        """Log when the vectors start moving to another model than this worker's, or back."""
+        if target == self._target:
             return
-        self._chosen = chosen
-        if chosen not in (None, self.embedder.name):
+        first = self._target is None
+        self._target = target
+        if target != self.embedder.name:
             log_event(
                 logger,
                 "embedding.heal.other_model_chosen",
                 logging.WARNING,
                 model=self.embedder.name,
-                chosen=chosen,
+                chosen=target,
                 effect="only rows without any vector are embedded here; rows with another "
                 "model's vector are left to the chosen model's replicas",
             )
+        elif not first:
+            log_event(logger, "embedding.heal.model_chosen", model=target)
 
     def backlog(self) -> queue.Backlog:
         with self._sessions() as session:
@@ -210,7 +210,7 @@ class VectorHealer:
     def wake(self) -> None:
         """New rows wait for a vector (an import with deferred embedding): look now rather
         than after the idle pause."""
-        if not self.running and not self._told_not_running:
+        if not self.running and not self._told_not_running and not self._stop.is_set():
             # A library that never called start_background(): the rows get vectors only
             # if another process (a `memstrata serve` replica) runs a worker on this database.
             self._told_not_running = True
@@ -237,12 +237,8 @@ class VectorHealer:
         return self._thread is not None and self._thread.is_alive()
 
     def _loop(self) -> None:
-        chosen = False
         while not self._stop.is_set():
             try:
-                if not chosen:  # once; retried with the rest while the database is away
-                    self.choose_model()
-                    chosen = True
                 report = self.run_once()
             except SQLAlchemyError as exc:  # the database is away: try again later
                 log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))

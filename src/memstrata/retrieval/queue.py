@@ -228,24 +228,38 @@ def _oldest(
     )
 
 
-def choose_model(session: Session, model: str) -> None:
-    """Record ``model`` as the one the stored vectors move to: the re-embedding worker of
-    the replica that started last does, so during a rolling model change the replicas of
-    the other model stop re-embedding rows back to theirs (migration 0007)."""
+# A model counts as running while some worker recorded it within this many seconds (a
+# worker records it every round: every MEMSTRATA_EMBEDDING_HEAL_INTERVAL_S when idle, after
+# each batch when busy).
+MODEL_LIVE_S = 180.0
+
+
+def announce_model(session: Session, model: str, live_s: float = MODEL_LIVE_S) -> str:
+    """Record that a worker of ``model`` runs, and return the model the stored vectors
+    move to: of the models running, the one that appeared last (``first_seen``, reset
+    when a model comes back after being gone). During a rolling model change that is the
+    new model, whichever old replica restarts meanwhile; once every replica of a model is
+    gone for ``live_s``, it no longer counts (a rollback, a scaled-down rollout).
+    Migration 0007."""
+    params = {"model": model, "live": live_s}
     session.execute(
         text(
-            "INSERT INTO embedding_model_choice (id, model) VALUES (1, :model) "
-            "ON CONFLICT (id) DO UPDATE SET model = excluded.model, chosen_at = now()"
+            "INSERT INTO embedding_models (model, first_seen, seen_at) "
+            "VALUES (:model, now(), now()) ON CONFLICT (model) DO UPDATE SET seen_at = now(), "
+            "first_seen = CASE WHEN embedding_models.seen_at < now() - make_interval(secs => "
+            ":live) THEN now() ELSE embedding_models.first_seen END"
         ),
-        {"model": model},
+        params,
     )
-
-
-def chosen_model(session: Session) -> str | None:
-    """The model recorded by :func:`choose_model`; None before any worker started."""
-    return session.execute(
-        text("SELECT model FROM embedding_model_choice WHERE id = 1")
-    ).scalar_one_or_none()
+    return str(
+        session.execute(
+            text(
+                "SELECT model FROM embedding_models WHERE seen_at >= now() - "
+                "make_interval(secs => :live) ORDER BY first_seen DESC, model LIMIT 1"
+            ),
+            params,
+        ).scalar_one()
+    )
 
 
 def pending_for(session: Session, user_id: str, model: str) -> int:
