@@ -127,3 +127,18 @@ def test_what_the_shares_leave_goes_to_the_users_who_have_more(db: Database) -> 
     with users_statements(db) as seen:
         assert claim_users(db, 3, turns) == ["bob", "bob", "bob"]
     assert seen == []
+
+
+def test_a_list_recomputed_mid_claim_skips_nobody(db: Database) -> None:
+    """The kept list runs dry part-way through a claim and a new one is computed: the users
+    it picks beyond what the claim still needs are the ones whose rows the claim just took
+    (they are forgotten, which moves the rotation back), so the next claim starts with the
+    first user not served."""
+    waiting(db, "ann", 2)
+    waiting(db, "bob", 2)
+    turns = queue.PendingUsers(refresh_factor=20.0, clock=Clock())
+    assert sorted(claim_users(db, 2, turns)) == ["ann", "bob"]
+    for user in ("cat", "dan", "eve", "fay"):
+        waiting(db, user, 3)
+    assert sorted(claim_users(db, 4, turns)) == ["ann", "bob", "cat", "dan"]
+    assert sorted(claim_users(db, 2, turns)) == ["eve", "fay"]
