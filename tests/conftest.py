@@ -6,6 +6,7 @@ tests. Nothing here is mocked; fault-injection fakes live beside the tests that 
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -49,6 +50,18 @@ TABLES = (
     "embedding_models",
     "memory_template_paragraphs",
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_log_handler_left_behind() -> Iterator[None]:
+    """A CLI command run in process (Typer's CliRunner) installs memstrata's log handler on
+    the runner's stderr, which is closed once the command returns; a background thread of
+    a later test that logs then prints "--- Logging error ---". Remove it after each test."""
+    yield
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_memstrata", False):
+            root.removeHandler(handler)
 
 
 @pytest.fixture(scope="session")
