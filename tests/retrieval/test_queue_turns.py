@@ -142,3 +142,24 @@ def test_a_list_recomputed_mid_claim_skips_nobody(db: Database) -> None:
         waiting(db, user, 3)
     assert sorted(claim_users(db, 4, turns)) == ["ann", "bob", "cat", "dan"]
     assert sorted(claim_users(db, 2, turns)) == ["eve", "fay"]
+
+
+def test_a_running_model_is_written_at_most_once_per_tenth_of_its_live_window(
+    db: Database,
+) -> None:
+    """Every replica's worker announces its model every round; the row is rewritten only
+    when its time is a tenth of the live window old."""
+
+    def seen_at() -> object:
+        with db.engine.connect() as conn:
+            return conn.execute(text("SELECT seen_at FROM embedding_models")).scalar_one()
+
+    with transaction(db.sessions) as session:
+        assert queue.announce_model(session, MODEL, live_s=600.0) == MODEL
+    first = seen_at()
+    with transaction(db.sessions) as session:
+        assert queue.announce_model(session, MODEL, live_s=600.0) == MODEL
+    assert seen_at() == first  # 60 s have not passed: no write
+    with transaction(db.sessions) as session:
+        assert queue.announce_model(session, MODEL, live_s=0.0) == MODEL
+    assert seen_at() != first
