@@ -105,6 +105,39 @@ def test_a_rejected_text_is_marked_and_not_retried(
     assert healer.backlog().failed == 1
 
 
+def test_an_api_that_refuses_every_text_marks_no_row(
+    db: Database,
+    fault: FaultServer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every text of a claim refused with a 400 (a provider that answers a wrong model
+    name that way): the request is at fault, not the texts. The rows are given back, not
+    marked as never to be retried, and the worker pauses; once the API takes them, they
+    heal."""
+    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(4)]
+    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    fault.mode = "400"
+    healer = VectorHealer(db.sessions, embedder)
+    with caplog.at_level("WARNING"):
+        report = healer.run_once()
+    assert (report.claimed, report.released, report.given_up) == (4, 4, 0)
+    assert [e for *_, e, _ in vectors(db)] == [None] * 4  # nothing marked
+    (refused,) = [
+        event_fields(r)
+        for r in caplog.records
+        if event_fields(r).get("event") == "embedding.heal.all_refused"
+    ]
+    assert refused["batch_size"] == 4 and "input is too long" in refused["error"]
+    requests = len(fault.requests)
+    assert healer.run_once().claimed == 0  # paused: the API is not asked again at once
+    assert len(fault.requests) == requests
+    fault.mode = "ok"  # the configuration is fixed (a new process: no pause)
+    with db.engine.begin() as conn:  # and the rows' release has run out
+        conn.execute(text("UPDATE memory_embeddings SET embedding_claimed_until = NULL"))
+    assert VectorHealer(db.sessions, embedder).run_once().embedded == 4
+
+
 def test_one_users_unreadable_row_does_not_starve_the_others(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:

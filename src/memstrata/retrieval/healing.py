@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 # A claimed row is someone's for this long; a worker that dies mid-batch loses its lease.
 LEASE_S = 120.0
+# A claim whose every text the API refused: the worker pauses this long, doubling up to
+# REFUSED_PAUSE_MAX_S while it goes on (see _refused_whole).
+REFUSED_PAUSE_S = 60.0
+REFUSED_PAUSE_MAX_S = 900.0
 
 
 @dataclass
@@ -72,6 +77,8 @@ class VectorHealer:
         self.model_live_s = model_live_s
         self._target: str | None = None  # the model the vectors move to, last we looked
         self._told_not_running = False
+        self._paused_until = 0.0  # time.monotonic(); see _refused_whole
+        self._pause_s = 0.0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -85,6 +92,8 @@ class VectorHealer:
         self._note_target(target)
         if not self.embedder.breaker.allow_peek():
             return report  # the API is failing: don't take rows another worker could do
+        if time.monotonic() < self._paused_until:
+            return report  # the API refused every text of the last claim (_refused_whole)
         with transaction(self._sessions) as session:
             todo = queue.claim(
                 session,
@@ -98,6 +107,9 @@ class VectorHealer:
         if not todo:
             return report
         results = self.embedder.embed_each([c.chunk_text for c in todo], "passage")
+        if self._refused_whole(todo, results):
+            report.released = len(todo)
+            return report
         vectors: dict[int, list[float]] = {}
         failures: list[tuple[int, str | None]] = []
         release: list[int] = []
@@ -143,6 +155,31 @@ class VectorHealer:
         if report.embedded:
             log_event(logger, "embedding.healed", model=self.embedder.name, rows=report.embedded)
         return report
+
+    def _refused_whole(self, todo: list[queue.Claimed], results: Sequence[object]) -> bool:
+        """Every text of a claim of several refused (a 4xx about the input): the API
+        refuses the request, not the texts — a model name it answers with 400, an input
+        format it does not take. Marking each row as never to be retried would leave them
+        without vectors after the configuration is fixed, so the rows are given back and
+        the worker pauses (60 s, doubling to 15 min while it goes on). A claim with one
+        text, or with any success, marks what was refused as before."""
+        if len(todo) < 2 or not all(isinstance(r, EmbeddingRejectedError) for r in results):
+            self._pause_s = 0.0
+            return False
+        self._pause_s = min(max(REFUSED_PAUSE_S, self._pause_s * 2), REFUSED_PAUSE_MAX_S)
+        self._paused_until = time.monotonic() + self._pause_s
+        with transaction(self._sessions) as session:
+            queue.release(session, [c.id for c in todo], self._pause_s)
+        log_event(
+            logger,
+            "embedding.heal.all_refused",
+            logging.WARNING,
+            model=self.embedder.name,
+            batch_size=len(todo),
+            error=str(results[0]),
+            paused_s=self._pause_s,
+        )
+        return True
 
     def _write_back(
         self, todo: list[queue.Claimed], vectors: dict[int, list[float]]
