@@ -19,14 +19,18 @@ which every replica runs every 2 s.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import tempfile
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.scratch import scratch_runtime
 
 OLD = (
     "SELECT count(*) FILTER (WHERE (embedding IS NULL OR embedding_model IS DISTINCT FROM "
@@ -196,37 +200,25 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=21)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="memstrata-backlog-") as tmp:
-        os.environ.update(
-            MEMSTRATA_DATA_DIR=tmp,
-            MEMSTRATA_LOG_LEVEL="WARNING",
-            MEMSTRATA_EMBEDDING_AUTOSTART="false",
-        )
-        from memstrata.config import Settings
-        from memstrata.runtime import Memstrata
-
-        mem = Memstrata.open(Settings())
-        try:
-            engine = mem.db.engine
-            began = time.perf_counter()
-            fill(engine, args.rows)
-            print(f"filled {args.rows} rows in {time.perf_counter() - began:.0f} s")
-            with engine.begin() as conn:
-                for name in INDEXES:
-                    conn.execute(text(f"DROP INDEX {name}"))
-            began = time.perf_counter()
-            with engine.begin() as conn:
-                for name, definition in INDEXES.items():
-                    conn.execute(text(f"CREATE INDEX {name} ON memory_embeddings {definition}"))
-            print(f"migration 0006's indexes built in {time.perf_counter() - began:.1f} s")
-            set_pending(engine, 1000)
-            compare(engine, "model", args.repeats, "steady (1 row in 1000 pending)")
-            compare(engine, "another-model", max(5, args.repeats // 3), "after a model change")
-            compare_claims(engine, "model", args.repeats, "claim of 32, steady")
-            compare_claims(engine, "another-model", args.repeats, "claim of 32, model change")
-            compare_idle_claim(engine, args.repeats)
-        finally:
-            mem.close()
+    with scratch_runtime("memstrata-backlog-") as mem:
+        engine = mem.db.engine
+        began = time.perf_counter()
+        fill(engine, args.rows)
+        print(f"filled {args.rows} rows in {time.perf_counter() - began:.0f} s")
+        with engine.begin() as conn:
+            for name in INDEXES:
+                conn.execute(text(f"DROP INDEX {name}"))
+        began = time.perf_counter()
+        with engine.begin() as conn:
+            for name, definition in INDEXES.items():
+                conn.execute(text(f"CREATE INDEX {name} ON memory_embeddings {definition}"))
+        print(f"migration 0006's indexes built in {time.perf_counter() - began:.1f} s")
+        set_pending(engine, 1000)
+        compare(engine, "model", args.repeats, "steady (1 row in 1000 pending)")
+        compare(engine, "another-model", max(5, args.repeats // 3), "after a model change")
+        compare_claims(engine, "model", args.repeats, "claim of 32, steady")
+        compare_claims(engine, "another-model", args.repeats, "claim of 32, model change")
+        compare_idle_claim(engine, args.repeats)
 
 
 if __name__ == "__main__":

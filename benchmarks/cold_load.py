@@ -13,18 +13,22 @@ CPU), with no embedding API (vectors are written directly).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import tempfile
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.scratch import scratch_runtime
 
 if TYPE_CHECKING:
     from memstrata.retrieval.search import SearchService
@@ -61,29 +65,18 @@ def synthetic_model() -> str:
 def synthetic_users(users: Sequence[str], chunks: int) -> Iterator[SyntheticUsers]:
     """An embedded PostgreSQL in a temporary data directory holding ``chunks`` synthetic
     rows (``memstrata bench latency``'s) for each of ``users``, and a query for them."""
-    with tempfile.TemporaryDirectory(prefix="memstrata-cold-") as tmp:
-        os.environ.update(
-            MEMSTRATA_DATA_DIR=tmp,
-            MEMSTRATA_LOG_LEVEL="WARNING",
-            MEMSTRATA_EMBEDDING_AUTOSTART="false",
-        )
-        from memstrata.bench import latency as synthetic
-        from memstrata.config import Settings
-        from memstrata.runtime import Memstrata
+    from memstrata.bench import latency as synthetic
 
-        mem = Memstrata.open(Settings())
-        try:
-            rng = np.random.default_rng(7)
-            vocab = synthetic._vocabulary(rng)
-            texts = synthetic._sentences(rng, vocab, chunks)
-            vectors = synthetic._unit(rng, chunks, 384)
-            start = datetime(2026, 1, 1, tzinfo=UTC)
-            for user in users:
-                synthetic._copy_rows(mem, [user] * chunks, texts, vectors, start)
-            query = synthetic._sentences(rng, vocab, 1, 8)[0]
-            yield SyntheticUsers(mem, query, synthetic._unit(rng, 1, 384)[0])
-        finally:
-            mem.close()
+    with scratch_runtime("memstrata-cold-") as mem:
+        rng = np.random.default_rng(7)
+        vocab = synthetic._vocabulary(rng)
+        texts = synthetic._sentences(rng, vocab, chunks)
+        vectors = synthetic._unit(rng, chunks, 384)
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        for user in users:
+            synthetic._copy_rows(mem, [user] * chunks, texts, vectors, start)
+        query = synthetic._sentences(rng, vocab, 1, 8)[0]
+        yield SyntheticUsers(mem, query, synthetic._unit(rng, 1, 384)[0])
 
 
 def main() -> None:

@@ -16,13 +16,17 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
-import tempfile
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.scratch import scratch_runtime
 
 
 def _full_collection_ms(repeats: int) -> dict[str, float]:
@@ -44,46 +48,34 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--chunks", type=int, default=10_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="memstrata-gc-") as tmp:
-        os.environ.update(
-            MEMSTRATA_DATA_DIR=tmp,
-            MEMSTRATA_LOG_LEVEL="WARNING",
-            MEMSTRATA_EMBEDDING_AUTOSTART="false",
-        )
-        from fastapi.testclient import TestClient
+    from fastapi.testclient import TestClient
 
-        from memstrata.api.app import create_app
-        from memstrata.bench import latency as synthetic
-        from memstrata.cli.serve import freeze_startup_heap
-        from memstrata.config import Settings
-        from memstrata.runtime import Memstrata
+    from memstrata.api.app import create_app
+    from memstrata.bench import latency as synthetic
+    from memstrata.cli.serve import freeze_startup_heap
 
-        settings = Settings()
-        mem = Memstrata.open(settings)
-        try:
-            with TestClient(create_app(settings, memstrata=mem)) as client:
-                for path in ("/healthz", "/readyz", "/openapi.json", "/metrics"):
-                    client.get(path)
-                result: dict[str, object] = {"as_started": _full_collection_ms(args.repeats)}
-                freeze_startup_heap()
-                result["frozen"] = _full_collection_ms(args.repeats)
-                rng = np.random.default_rng(3)
-                texts = synthetic._sentences(rng, synthetic._vocabulary(rng), args.chunks)
-                user = "gc-user"
-                synthetic._copy_rows(
-                    mem, [user] * args.chunks, texts, synthetic._unit(rng, args.chunks, 384),
-                    datetime(2026, 1, 1, tzinfo=UTC),
-                )  # fmt: skip
-                mem.search.search(user, "anything at all")  # loads the index (BM25 only)
-                if len(mem.search.cache.get(user, None).rows) != args.chunks:
-                    raise SystemExit("the user's index was not loaded; no figures")
-                result[f"frozen_with_{args.chunks}_rows_loaded"] = _full_collection_ms(args.repeats)
-                gc.unfreeze()
-                result[f"as_started_with_{args.chunks}_rows_loaded"] = _full_collection_ms(
-                    args.repeats
-                )
-        finally:
-            mem.close()
+    with (
+        scratch_runtime("memstrata-gc-") as mem,
+        TestClient(create_app(mem.settings, memstrata=mem)) as client,
+    ):
+        for path in ("/healthz", "/readyz", "/openapi.json", "/metrics"):
+            client.get(path)
+        result: dict[str, object] = {"as_started": _full_collection_ms(args.repeats)}
+        freeze_startup_heap()
+        result["frozen"] = _full_collection_ms(args.repeats)
+        rng = np.random.default_rng(3)
+        texts = synthetic._sentences(rng, synthetic._vocabulary(rng), args.chunks)
+        user = "gc-user"
+        synthetic._copy_rows(
+            mem, [user] * args.chunks, texts, synthetic._unit(rng, args.chunks, 384),
+            datetime(2026, 1, 1, tzinfo=UTC),
+        )  # fmt: skip
+        mem.search.search(user, "anything at all")  # loads the index (BM25 only)
+        if len(mem.search.cache.get(user, None).rows) != args.chunks:
+            raise SystemExit("the user's index was not loaded; no figures")
+        result[f"frozen_with_{args.chunks}_rows_loaded"] = _full_collection_ms(args.repeats)
+        gc.unfreeze()
+        result[f"as_started_with_{args.chunks}_rows_loaded"] = _full_collection_ms(args.repeats)
     print(json.dumps(result))
 
 
