@@ -10,7 +10,6 @@ needs: longer than the grace (cut off) or shorter (answered).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from sqlalchemy import text
 from memstrata.api.shutdown import RETRY_AFTER_S, SHUTTING_DOWN
 from memstrata.db.database import Database
 from memstrata.serve_process import free_port, start_serve, wait_ready
+from tests.log_lines import events_in
 from tests.retrieval.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -47,15 +47,7 @@ class Served:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """The JSON log lines of event ``name`` the server wrote to stderr."""
-        found = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("event") == name:
-                found.append(record)
-        return found
+        return events_in(self.log, name)
 
     def stderr(self) -> str:
         return "\n--- serve stderr ---\n" + self.log.read_text(errors="replace")[-4000:]

@@ -32,6 +32,7 @@ import jwt
 import pytest
 
 from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
+from tests.log_lines import events_in
 
 SECRET = "restart-test-secret-that-is-long-enough-0123"
 READY_S = 90  # a `memstrata serve` start (initdb, migrations) on 2 busy cores
@@ -52,15 +53,7 @@ class Served:
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         """The structured log lines so far (all, or those of event ``name``), in order."""
-        found = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and (name is None or record.get("event") == name):
-                found.append(record)
-        return found
+        return events_in(self.log, name)
 
     def wait_for(self, name: str, count: int = 1, timeout_s: float = RECOVER_S) -> list[Any]:
         """The first ``count`` events ``name``, once logged (fails after ``timeout_s``)."""
