@@ -99,7 +99,7 @@ class Memstrata:
             raise
         provider = _embedder(settings, embedder, embedding_spec, registry)
         scaffold = TemplateScaffold(db.sessions, templates)
-        scaffold.record(USER_FILE_KINDS)
+        scaffold.record(k for k in USER_FILE_KINDS if k.indexed)  # SOUL.md is not indexed
         indexer = Indexer(
             db.sessions,
             provider,
