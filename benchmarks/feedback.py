@@ -37,8 +37,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from memstrata.bench.harness import Dataset
-    from memstrata.retrieval.cache import UserIndex
     from memstrata.retrieval.search import Candidates
+    from memstrata.retrieval.user_index import UserIndex
 
 VPRF = ((3, 0.5), (5, 0.5), (3, 1.0), (10, 0.3))
 RM3 = ((5, 10), (10, 20))

@@ -18,8 +18,8 @@ import numpy as np
 from sqlalchemy import text
 
 from memstrata.config import STORED_VECTOR_DIM
-from memstrata.retrieval.cache import UserIndex
 from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
+from memstrata.retrieval.user_index import UserIndex
 from memstrata.runtime import Memstrata
 
 

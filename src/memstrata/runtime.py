@@ -30,10 +30,11 @@ from memstrata.retrieval.embeddings import (
     embedder_for,
 )
 from memstrata.retrieval.healing import VectorHealer
-from memstrata.retrieval.indexer import Indexer, IndexReport
+from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
+from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider

@@ -18,7 +18,8 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
-from memstrata.retrieval.indexer import Indexer, StagedIndex
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.staging import StagedIndex
 
 USER = "writer"
 

@@ -10,9 +10,9 @@ from sqlalchemy import text
 from memstrata.db.database import Database
 from memstrata.retrieval.backfill import users_without_snapshot, write_missing_snapshots
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.indexer import content_hash
 from memstrata.retrieval.repository import NewChunk
 from memstrata.retrieval.snapshot import SnapshotWriter
+from memstrata.retrieval.staging import content_hash
 
 from .stored import insert_rows
 

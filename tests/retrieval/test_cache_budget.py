@@ -19,11 +19,12 @@ import pytest
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.retrieval import snapshot
-from memstrata.retrieval.cache import IndexCache, UserIndex
-from memstrata.retrieval.indexer import content_hash
+from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.staging import content_hash
+from memstrata.retrieval.user_index import UserIndex
 
 from .stored import insert_rows
 
@@ -157,15 +158,15 @@ def test_the_estimate_is_an_upper_bound_of_measured_memory(seeded: Database) -> 
 def _recounted(index: UserIndex) -> int:
     """``approx_bytes`` summed over every held text from scratch (the running total
     replaced this recount at every refresh)."""
-    from memstrata.retrieval import cache
+    from memstrata.retrieval import user_index
 
     vectors = index.vectors.nbytes() if index.vectors is not None else 0
     return (
         sum(sys.getsizeof(r.text) for r in index.rows.values())
         + vectors
-        + cache._ROW_BYTES * len(index.rows)
-        + cache._PAIR_BYTES * index.bm25.posting_count()
-        + cache._TERM_BYTES * index.bm25.term_count()
+        + user_index._ROW_BYTES * len(index.rows)
+        + user_index._PAIR_BYTES * index.bm25.posting_count()
+        + user_index._TERM_BYTES * index.bm25.term_count()
     )
 
 

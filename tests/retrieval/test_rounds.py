@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.retrieval.indexer import Indexer, StagedIndex
+from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.rounds import tail_within
+from memstrata.retrieval.staging import StagedIndex
 from memstrata.retrieval.tokenize import count_tokens
 
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)

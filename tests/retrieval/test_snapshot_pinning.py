@@ -22,12 +22,13 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.retrieval.cache import IndexCache, UserIndex
-from memstrata.retrieval.indexer import content_hash
+from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.jobs import KeyedJobs
 from memstrata.retrieval.repository import NewChunk
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.snapshot import SnapshotWriter
+from memstrata.retrieval.staging import content_hash
+from memstrata.retrieval.user_index import UserIndex
 
 from .stored import insert_rows
 

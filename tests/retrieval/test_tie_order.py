@@ -21,13 +21,15 @@ import pytest
 from memstrata.db.database import Database
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
-from memstrata.retrieval.cache import IndexCache, UserIndex, VectorIndex, exact_scores
+from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import EmbeddingKind
-from memstrata.retrieval.indexer import content_hash
 from memstrata.retrieval.repository import IndexState, NewChunk, StoredChunk
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.staging import content_hash
 from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.topn import K, best_first
+from memstrata.retrieval.user_index import UserIndex
+from memstrata.retrieval.vector_index import VectorIndex, exact_scores
 
 from .stored import insert_rows
 

@@ -26,7 +26,8 @@ from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
-from memstrata.retrieval.indexer import Indexer, StagedIndex
+from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.staging import StagedIndex
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService

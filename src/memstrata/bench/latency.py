@@ -27,8 +27,9 @@ import numpy.typing as npt
 
 from memstrata.config import STORED_VECTOR_DIM
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.indexer import Indexer, Round, content_hash
+from memstrata.retrieval.indexer import Indexer, Round
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.staging import content_hash
 from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.runtime import Memstrata

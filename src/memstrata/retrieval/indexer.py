@@ -19,23 +19,21 @@ is logged, search falls back to BM25 for them, and ``fill_missing`` embeds them 
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import time
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.errors import EmbeddingError, InvalidContentError, VectorDimensionError
+from memstrata.errors import InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
+from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
 from memstrata.retrieval.repository import (
     SESSION_PREFIX,
     EmbeddingRepository,
@@ -47,7 +45,6 @@ from memstrata.retrieval.rounds import (
     OwnRound,
     Round,
     RoundsInvalidError,
-    aware,
     check_not_future,
     format_round,
     round_doc,
@@ -56,144 +53,24 @@ from memstrata.retrieval.rounds import (
     validate_rounds,
 )
 from memstrata.retrieval.scaffold import drop_scaffold
+from memstrata.retrieval.staging import (
+    IndexReport,
+    NeighbourChangedError,
+    StagedIndex,
+    basis_of,
+    content_hash,
+    is_fresh,
+)
 from memstrata.retrieval.terms import encode_terms
-from memstrata.retrieval.vector import pad_vector
 
-__all__ = [
-    "SESSION_PREFIX", "IndexReport", "Indexer", "Round", "StagedIndex", "content_hash",
-    "format_round", "session_path",
-]  # fmt: skip
+__all__ = ["SESSION_PREFIX", "Indexer", "Round", "format_round", "session_path"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class IndexReport:
-    file_path: str
-    chunks: int = 0
-    inserted: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    embedded: int = 0
-    embedding_failed: int = 0
-    deferred: int = 0  # stored without a vector on purpose: the background worker embeds it
-    embed_seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.inserted or self.deleted)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # Stagings of a batch of rounds whose neighbours changed meanwhile, before the last one
 # writes without checking (a burst of writers to one session should not starve anyone).
 MAX_NEIGHBOUR_ATTEMPTS = 3
-
-
-class NeighbourChangedError(Exception):
-    """A round's neighbour was rewritten between staging and applying (internal)."""
-
-    def __init__(self, paths: list[str]) -> None:
-        super().__init__(", ".join(paths))
-        self.paths = paths
-
-
-def _basis(
-    chunks: Sequence[StoredChunk], paths: Iterable[str]
-) -> dict[str, frozenset[tuple[int, str]]]:
-    found: dict[str, set[tuple[int, str]]] = {p: set() for p in paths}
-    for c in chunks:
-        found.setdefault(c.file_path or "", set()).add((c.chunk_index or 0, c.content_hash))
-    return {p: frozenset(v) for p, v in found.items()}
-
-
-@dataclass
-class StagedIndex:
-    """The rows some paths should hold, chunked and embedded; nothing written yet.
-
-    :meth:`apply` runs in the caller's transaction. It re-reads the paths under the user's
-    advisory lock, keeps present rows that match a wanted (position, hash) and are fresh,
-    inserts the rest with the vectors staged here and deletes the others, so a concurrent
-    writer between staging and applying costs at most a re-insert, never a lost row.
-    """
-
-    user_id: str
-    paths: list[str]
-    model: str | None
-    rows: list[tuple[int, NewChunk]]  # (report index, the row with its vector if any)
-    reports: list[IndexReport]
-    may_change: bool  # False: the staged rows equal what was read, nothing to write
-    # Paths whose stored rows this staging was built from without writing them all (a
-    # round's neighbours: the previous one's text is context, the next one is re-indexed),
-    # as (chunk index, content hash) sets. ``apply`` refuses if any of them changed.
-    basis: dict[str, frozenset[tuple[int, str]]] = field(default_factory=dict)
-
-    def apply(self, session: Session) -> None:
-        """Write the staged rows; ``NeighbourChangedError`` (nothing written) when a path
-        of ``basis`` changed since staging: re-stage from what is stored now."""
-        repo = EmbeddingRepository(session, self.user_id)
-        repo.lock()
-        if self.basis:
-            now = _basis(repo.chunks_for_paths(sorted(self.basis)), self.basis)
-            if now != self.basis:
-                changed = sorted(p for p in self.basis if now[p] != self.basis[p])
-                raise NeighbourChangedError(changed)
-        present = repo.chunks_for_paths(self.paths)
-        by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in present}
-        report_of = {path: n for n, path in enumerate(self.paths)}
-        keep_ids: set[int] = set()
-        inserts: list[NewChunk] = []
-        for n, row in self.rows:
-            current = by_slot.get((row.file_path, row.chunk_index, row.content_hash))
-            if (
-                current is not None
-                and current.id not in keep_ids
-                and _is_fresh(current, self.model, row.created_at)
-            ):
-                keep_ids.add(current.id)
-                self.reports[n].unchanged += 1
-            else:
-                inserts.append(row)
-                self.reports[n].inserted += 1
-        stale = [c for c in present if c.id not in keep_ids]
-        for c in stale:
-            self.reports[report_of[c.file_path or ""]].deleted += 1
-        if inserts or stale:
-            repo.delete_ids([c.id for c in stale])
-            repo.insert(inserts)
-            repo.bump_generation()
-        self._log()
-
-    def vectors(self) -> dict[str, list[float]]:
-        """The vectors staged here by content hash (reused by a re-staging)."""
-        return {r.content_hash: list(r.embedding) for _, r in self.rows if r.embedding is not None}
-
-    def apply_unchanged(self) -> None:
-        """Nothing to write: every staged row was already stored."""
-        for n, _ in self.rows:
-            self.reports[n].unchanged += 1
-        self._log()
-
-    def _log(self) -> None:
-        for r in self.reports:
-            log_event(
-                logger,
-                "index.updated",
-                user_id=self.user_id,
-                file_path=r.file_path,
-                chunks=r.chunks,
-                inserted=r.inserted,
-                deleted=r.deleted,
-                embedded=r.embedded,
-                embedding_failed=r.embedding_failed,
-            )
 
 
 class Indexer:
@@ -327,7 +204,7 @@ class Indexer:
             after = neighbours.get(session_path(o.session_id, o.turn_index + 1))
             if after is not None:
                 docs.append(round_doc(after, o, self.chunk_tokens, self.context_tokens))
-        basis = _basis([c for c in stored if (c.file_path or "") in wanted], wanted)
+        basis = basis_of([c for c in stored if (c.file_path or "") in wanted], wanted)
         return docs, basis
 
     def _round_text(self, o: OwnRound) -> str:
@@ -353,7 +230,7 @@ class Indexer:
                 )
             if not todo:
                 return done
-            vectors, error = self._embed([c.chunk_text for c in todo], user_id)
+            vectors, error = embed_passages(self.embedder, [c.chunk_text for c in todo], user_id)
             if all(v is None for v in vectors):
                 log_event(
                     logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
@@ -440,7 +317,7 @@ class Indexer:
                     context=doc.contexts[i] if doc.contexts else None,
                 )
                 current = by_slot.get((doc.file_path, i, digest))
-                if current is not None and _is_fresh(current, model, doc.created_at):
+                if current is not None and is_fresh(current, model, doc.created_at):
                     vector = None if current.vector is None else current.vector.tolist()
                     kept.append((n, replace(row, embedding=vector, embedding_model=model)))
                     continue
@@ -449,7 +326,7 @@ class Indexer:
                 # repository makes its terms then.
                 pending.append((n, replace(row, bm25_terms=encode_terms(body))))
 
-        vectors = self._vectors_for(user_id, pending, reusable, reports, embed)
+        vectors = vectors_for(self.embedder, user_id, pending, reusable, reports, embed)
         embedded = [
             (
                 n,
@@ -463,104 +340,6 @@ class Indexer:
         ]
         may_change = bool(pending) or len(kept) != len(existing)
         return StagedIndex(user_id, paths, model, kept + embedded, reports, may_change)
-
-    def _vectors_for(
-        self,
-        user_id: str,
-        pending: Sequence[tuple[int, NewChunk]],
-        reusable: dict[str, Any],
-        reports: list[IndexReport],
-        embed: bool = True,
-    ) -> dict[str, list[float]]:
-        """Vectors by content hash: reused when known, else embedded in one batched call
-        (or, when not ``embed``, left to the background worker and counted as deferred)."""
-        vectors: dict[str, list[float]] = {
-            row.content_hash: [float(x) for x in reusable[row.content_hash]]
-            for _, row in pending
-            if row.content_hash in reusable
-        }
-        todo: dict[str, str] = {}
-        for _, row in pending:
-            if row.content_hash not in vectors:
-                todo.setdefault(row.content_hash, row.chunk_text)
-        if not todo or self.embedder is None:
-            return vectors
-        per_report = Counter(n for n, row in pending if row.content_hash in todo)
-        if not embed:
-            for n, count in per_report.items():
-                reports[n].deferred += count
-            return vectors
-        started = time.perf_counter()
-        got, error = self._embed(list(todo.values()), user_id)
-        seconds = time.perf_counter() - started
-        embedded = {h: v for h, v in zip(todo, got, strict=True) if v is not None}
-        failed = Counter(
-            n for n, row in pending if row.content_hash in todo and row.content_hash not in embedded
-        )
-        for n, count in per_report.items():
-            reports[n].embed_seconds = seconds / len(per_report)
-            reports[n].embedding_failed += failed[n]
-            reports[n].embedded += count - failed[n]
-            if failed[n]:
-                reports[n].warnings.append(error)
-        vectors.update(embedded)
-        return vectors
-
-    def _embed(self, texts: list[str], user_id: str) -> tuple[list[list[float] | None], str]:
-        """One vector or None per text. An embedder with ``embed_each`` isolates bad texts;
-        the rows of failed texts are stored without a vector and healed later."""
-        assert self.embedder is not None
-        each = getattr(self.embedder, "embed_each", None)
-        try:
-            if each is not None:
-                results = each(texts, "passage")
-            else:
-                results = self.embedder.embed(texts, "passage")
-            if len(results) != len(texts):
-                raise EmbeddingError(f"got {len(results)} vectors for {len(texts)} texts")
-        except (EmbeddingError, VectorDimensionError) as exc:
-            results = [exc] * len(texts)
-        vectors: list[list[float] | None] = []
-        errors: list[str] = []
-        kinds: list[str] = []
-        for result in results:
-            if isinstance(result, list):
-                try:
-                    pad_vector(result)  # validates length and finiteness before storing
-                    vectors.append(result)
-                    continue
-                except VectorDimensionError as exc:
-                    result = exc
-            vectors.append(None)
-            errors.append(str(result))
-            kinds.append(type(result).__name__)
-        if not errors:
-            return vectors, ""
-        log_event(
-            logger,
-            "embedding.failed",
-            logging.WARNING,
-            user_id=user_id,
-            model=self.embedder.name,
-            batch_size=len(texts),
-            failed=len(errors),
-            error=errors[0],
-        )
-        # The caller (an end user, an agent) learns what happened and the error's kind; the
-        # cause, which names the embedding API's address, goes to the log above only.
-        message = (
-            f"embedding failed for {len(errors)} of {len(texts)} text(s), stored without "
-            f"vectors (BM25 only until re-embedded; {kinds[0]})"
-        )
-        return vectors, message
-
-
-def _is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:
-    """A row can stay as is when its vector is current (or no model is configured) and,
-    for dated content, its timestamp is the requested one."""
-    if created_at is not None and c.created_at != aware(created_at):
-        return False
-    return model is None or (c.embedding_dim is not None and c.embedding_model == model)
 
 
 def _check_path(file_path: str) -> None:

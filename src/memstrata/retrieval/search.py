@@ -31,7 +31,7 @@ from memstrata.config import MIN_CANDIDATES, MIN_CANDIDATES_DECAY, QUERY_CACHE_E
 from memstrata.errors import EmbeddingError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.cache import IndexCache, UserIndex
+from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import fuse
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
@@ -40,6 +40,7 @@ from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
 from memstrata.retrieval.search_stats import SearchStats, stage_histogram
 from memstrata.retrieval.tokenize import tokenize
+from memstrata.retrieval.user_index import UserIndex
 from memstrata.retrieval.warmer import IndexWarmer
 
 logger = logging.getLogger(__name__)

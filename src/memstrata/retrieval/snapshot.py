@@ -49,7 +49,7 @@ from memstrata.retrieval.rows import Row
 logger = logging.getLogger(__name__)
 
 # Bump whenever encode() changes what it writes. 2: unit vectors from the one
-# normalisation (``cache.normalise``); version 1 mixed two that rounded differently.
+# normalisation (``vector_index.normalise``); version 1 mixed two that rounded differently.
 FORMAT_VERSION = 2
 # A write waits until no index load has run for this long (loads come in bursts) ...
 SETTLE_S = 1.0

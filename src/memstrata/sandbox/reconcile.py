@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -34,7 +35,7 @@ from memstrata.memory.store import MemoryFile
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
 from memstrata.sandbox.base import Sandbox
-from memstrata.sandbox.rule import Merge, Preserve, Push, SyncBase, WriteBack, decide
+from memstrata.sandbox.rule import Merge, Preserve, Push, SyncBase, WriteBack, decide, has_content
 
 logger = logging.getLogger("memstrata.sandbox.sync")
 
@@ -239,6 +240,33 @@ class Reconciler:
         if current is None:
             return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
         return await self.push(t, kind, current, Outcome.REJECTED, detail=detail)
+
+    async def provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
+        """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
+        try:
+            text = await t.sandbox.read_text(kind.filename)
+        except Exception as exc:
+            return t.result(
+                kind.filename, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, describe(exc)
+            )
+        if text == file.content:
+            await self.record_base(t, kind, file)
+            return t.result(kind.filename, "none", Outcome.UNCHANGED, file.version)
+        if has_content(text):
+            return t.result(kind.filename, "none", Outcome.KEPT, file.version)
+        return await self.push(t, kind, file, Outcome.PUSHED)
+
+    async def edit(self, t: Target, kind: FileKind, edit: Callable[[str], str]) -> SyncResult:
+        """``edit`` applied to the DB copy alone; exceptions raised by ``edit`` propagate."""
+        name = kind.filename
+        try:
+            written = await self.db.edit(t.user_id, kind, edit, attempts=MAX_WRITE_ATTEMPTS)
+        except VersionConflictError:
+            return t.result(name, "agent->db", Outcome.CONFLICT, None, "kept changing")
+        except DB_ERRORS as exc:
+            return t.result(name, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc))
+        outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
+        return t.result(name, "agent->db", outcome, written.version)
 
     # -- sandbox side ----------------------------------------------------------------------
 

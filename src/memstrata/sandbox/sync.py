@@ -24,31 +24,28 @@ write *is* the main flow, lets DB errors and version conflicts propagate.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
 
-from memstrata.errors import InvalidFileTypeError, VersionConflictError
+from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import MemoryFile, MemoryStore, validate_content
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
+from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
 from memstrata.sandbox.reconcile import (
     AGENT_WRITE,
     AGENTS_FILE,
     DB_ERRORS,
     FRONTEND,
-    MAX_WRITE_ATTEMPTS,
     PROVISION,
     ROUND_END,
     SESSION,
@@ -59,38 +56,18 @@ from memstrata.sandbox.reconcile import (
     SyncResult,
     Target,
 )
-from memstrata.sandbox.rule import SyncBase, has_content
+from memstrata.sandbox.rule import SyncBase
+from memstrata.sandbox.tasks import UserLocks, WritesInFlight
 
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
-
-# How long a read waits for a write of the same file in flight in this process.
-WRITE_WAIT_S = 5.0
-# Files whose last version seen here is remembered (for answering stale writes at once).
-SEEN_VERSIONS = 4096
 
 
 class CacheInvalidator(Protocol):
     """Drops a user's cached agent state (``memstrata.agent.pool.AgentPool``)."""
 
     def invalidate(self, user_id: str) -> None: ...
-
-
-@dataclass
-class _Claim:
-    """An If-Match write in flight in this process: the version it is based on."""
-
-    base: int
-    landed: anyio.Event = field(default_factory=anyio.Event)
-    file: MemoryFile | None = None  # what it stored, once it has
-
-
-@dataclass
-class _LockEntry:
-    lock: anyio.Lock
-    users: int = 0
-    owner: int | None = None  # the task holding it: a nested acquire by it passes through
 
 
 class SyncService:
@@ -114,14 +91,10 @@ class SyncService:
         self.pool = pool
         self.db = AsyncStore(store)
         self._files = Reconciler(self.db, templates or store.templates)
-        self._locks: dict[str, _LockEntry] = {}
-        # (user, file) -> the If-Match write in flight here, and the version it is based on.
-        self._claims: dict[tuple[str, FileKind], _Claim] = {}
-        # (user, file) -> the version this process last read or wrote, newest last.
-        self._seen: OrderedDict[tuple[str, FileKind], int] = OrderedDict()
+        self._locks = UserLocks()
+        self._claims = WriteClaims(self.db)
         self._open_sessions: dict[str, set[str]] = {}
-        # Frontend edits under way, each in a task of its own (see _to_the_end).
-        self._writes: set[asyncio.Future[MemoryFile]] = set()
+        self._writes = WritesInFlight(self._locks)
 
     # -- scenario 1: new user --------------------------------------------------------------
 
@@ -138,7 +111,7 @@ class SyncService:
             for kind in USER_FILE_KINDS:
                 file = await self.db.get(user_id, kind)
                 if file is not None:
-                    await self._provision_file(t, kind, file)
+                    await self._files.provision(t, kind, file)
             await self._files.push_agents(t)
         log_event(
             logger,
@@ -148,20 +121,6 @@ class SyncService:
             created=[k.filename for k in created],
         )
         return created
-
-    async def _provision_file(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
-        try:
-            text = await t.sandbox.read_text(kind.filename)
-        except Exception as exc:
-            return t.result(
-                kind.filename, "db->sandbox", Outcome.SANDBOX_FAILED, None, describe(exc)
-            )
-        if text == file.content:
-            await self._files.record_base(t, kind, file)
-            return t.result(kind.filename, "none", Outcome.UNCHANGED, file.version)
-        if has_content(text):
-            return t.result(kind.filename, "none", Outcome.KEPT, file.version)
-        return await self._files.push(t, kind, file, Outcome.PUSHED)
 
     # -- scenario 2: agent edits -------------------------------------------------------------
 
@@ -199,15 +158,7 @@ class SyncService:
         next session start pushes the new copy (the stale sandbox copy equals its base).
         Exceptions raised by ``edit`` propagate.
         """
-        t, name = self._target(user_id, None, AGENT_WRITE), kind.filename
-        try:
-            written = await self.db.edit(user_id, kind, edit, attempts=MAX_WRITE_ATTEMPTS)
-        except VersionConflictError:
-            return t.result(name, "agent->db", Outcome.CONFLICT, None, "kept changing")
-        except DB_ERRORS as exc:
-            return t.result(name, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc))
-        outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-        return t.result(name, "agent->db", outcome, written.version)
+        return await self._files.edit(self._target(user_id, None, AGENT_WRITE), kind, edit)
 
     async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base."""
@@ -253,18 +204,11 @@ class SyncService:
         the user had to be provisioned from the templates first.
 
         An If-Match write of this file already under way here is waited for (at most
-        ``WRITE_WAIT_S``): a writer that just lost the race to it then reads the version it
-        lost to, instead of the old one it would lose with again.
+        ``claims.WRITE_WAIT_S``): a writer that just lost the race to it then reads the
+        version it lost to, instead of the old one it would lose with again.
         """
-        held = self._claims.get((user_id, kind))
-        if held is not None:
-            with anyio.move_on_after(WRITE_WAIT_S):
-                await held.landed.wait()
-            if held.file is not None:
-                return held.file, False  # the current copy when it landed
-        file = await self.db.get(user_id, kind)
+        file = await self._claims.read(user_id, kind)
         if file is not None:
-            self._saw(user_id, kind, file.version)
             return file, False
         await self.provision_user(user_id)
         file = await self.db.get(user_id, kind)
@@ -284,27 +228,17 @@ class SyncService:
         DB errors and ``VersionConflictError`` propagate (HTTP 409), before anything else
         happens. Returns the frontend's own write. Once the write is under way it runs to
         the end with its follow-on effects even if the calling task is cancelled (a server
-        shutting down cuts requests off): see :meth:`_to_the_end` and :meth:`settle`.
+        shutting down cuts requests off): see :meth:`WritesInFlight.run
+        <memstrata.sandbox.tasks.WritesInFlight.run>` and :meth:`settle`.
         """
         k = parse_kind(kind)
         # Content first (422/413 before 409): an invalid write must neither hold the claim,
         # so that a valid writer on the same version is refused while it fails, nor tell its
         # client to reload and retry what would fail again.
         validate_content(content, self.store.max_content_bytes)
-        mine = self._claim(user_id, k, expected_version)
-        try:
-            previous = await self.db.get(user_id, k)
-            found = 0 if previous is None else previous.version
-            if previous is not None:
-                self._saw(user_id, k, found)
-            if expected_version is not None and found != expected_version:
-                actual = None if previous is None else found
-                raise VersionConflictError(user_id, k.file_type, expected_version, actual)
-        except BaseException:
-            self._release(user_id, k, mine)
-            raise
+        previous, mine = await self._claims.begin(user_id, k, expected_version)
         write = self._write_through(user_id, k, content, expected_version, previous, mine)
-        return await self._to_the_end(user_id, write)
+        return await self._writes.run(user_id, write)
 
     async def _write_through(
         self,
@@ -313,17 +247,11 @@ class SyncService:
         content: str,
         expected_version: int | None,
         previous: MemoryFile | None,
-        mine: _Claim | None,
+        mine: Claim | None,
     ) -> MemoryFile:
-        try:
-            # Outside the user lock: the store re-checks the version in its transaction,
-            # and a read-back racing this write loses that check and decides again.
-            file = await self.db.upsert(user_id, k, content, expected_version)
-            self._saw(user_id, k, file.version)
-            if mine is not None:
-                mine.file = file
-        finally:
-            self._release(user_id, k, mine)
+        # Outside the user lock: the store re-checks the version in its transaction, and a
+        # read-back racing this write loses that check and decides again.
+        file = await self._claims.write(user_id, k, content, expected_version, mine)
         front = self._target(user_id, None, FRONTEND)
         front.result(k.filename, "frontend->db", Outcome.WRITTEN, file.version)
         async with self.user_lock(user_id):
@@ -331,76 +259,11 @@ class SyncService:
         await self.invalidate(user_id)
         return file
 
-    async def _to_the_end(self, user_id: str, write: Coroutine[Any, Any, MemoryFile]) -> MemoryFile:
-        """Run ``write`` in its own task, which a cancellation of the caller does not reach.
-
-        The upsert commits on a worker thread that no cancellation stops, so a write cut
-        off half-way would land in the DB without its mirror and its NOTIFY: sandboxes and
-        other processes' agents would keep the old copy. asyncio's native cancel (uvicorn's
-        at the end of the shutdown grace) passes through anyio's shielded scopes, hence a
-        task of its own; :meth:`settle` lets the server wait for it before closing.
-        """
-        me = anyio.get_current_task().id
-        held = self._locks.get(user_id)
-        if held is not None and held.owner == me:
-            return await write  # the caller holds the user lock, which a new task would await
-        task = asyncio.ensure_future(write)
-        self._writes.add(task)
-        task.add_done_callback(self._write_ended)
-        return await asyncio.shield(task)
-
-    def _write_ended(self, task: asyncio.Future[MemoryFile]) -> None:
-        self._writes.discard(task)
-        if not task.cancelled():
-            # Retrieved here too, as a caller that was cut off no longer awaits it: no
-            # "exception never retrieved" at exit. A caller still waiting raises it.
-            task.exception()
-
     async def settle(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for the frontend edits still under way, including those
         whose caller was cancelled; returns how many are still running. A server calls it
         when it stops, before the event loop ends (which would cancel them)."""
-        pending = set(self._writes)
-        if not pending:
-            return 0
-        _, running = await asyncio.wait(pending, timeout=timeout_s)
-        return len(running)
-
-    def _release(self, user_id: str, kind: FileKind, mine: _Claim | None) -> None:
-        if mine is not None:
-            mine.landed.set()
-            del self._claims[(user_id, kind)]
-
-    def _claim(self, user_id: str, kind: FileKind, expected: int | None) -> _Claim | None:
-        """Claim the If-Match write on ``expected``. When a write based on the same version
-        is already under way here, it commits first (first come wins): neither waiting for
-        it nor repeating its embedding could make this one succeed, so this is a conflict
-        at once, without a query."""
-        if expected is None:
-            return None
-        seen = self._seen.get((user_id, kind))
-        if seen is not None and expected < seen:
-            # Versions only grow: one older than a version already read or written here
-            # is stale without asking the database.
-            raise VersionConflictError(user_id, kind.file_type, expected, seen)
-        held = self._claims.get((user_id, kind))
-        if held is not None:
-            if held.base == expected:
-                raise VersionConflictError(
-                    user_id, kind.file_type, expected, expected, in_progress=True
-                )
-            return None  # a different base: one of the two is stale; the store decides
-        claim = self._claims[(user_id, kind)] = _Claim(expected)
-        return claim
-
-    def _saw(self, user_id: str, kind: FileKind, version: int) -> None:
-        """Remember the version last read or written here (the latest observation, not the
-        highest: a lower one read from the database wins, so a stale entry heals on the
-        next read)."""
-        self._seen[(user_id, kind)] = version
-        self._seen.move_to_end((user_id, kind))
-        while len(self._seen) > SEEN_VERSIONS:
-            self._seen.popitem(last=False)
+        return await self._writes.settle(timeout_s)
 
     async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
         """Follow-on step 1: force-push to the user's sandbox and every session sandbox this
@@ -485,30 +348,9 @@ class SyncService:
                 sandbox = BrokenSandbox(exc)
         return Target(user_id, session_id, sandbox, scenario)
 
-    @asynccontextmanager
-    async def user_lock(self, user_id: str) -> AsyncIterator[None]:
+    def user_lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
         """Serialise work on one user's files in this service. Re-entrant within a task, so
         an agent tool can hold it across its read, edit, sandbox write and the read-back
         (``after_controlled_write`` takes it again): otherwise two tool calls, or a tool
         call and a frontend edit's mirror, read the same text and one edit is lost."""
-        # One lock per user id, dropped when its last holder or waiter leaves, so the dict
-        # does not grow with every user ever seen.
-        me = anyio.get_current_task().id
-        entry = self._locks.get(user_id)
-        if entry is not None and entry.owner == me:
-            yield
-            return
-        if entry is None:
-            entry = self._locks[user_id] = _LockEntry(anyio.Lock())
-        entry.users += 1
-        try:
-            async with entry.lock:
-                entry.owner = me
-                try:
-                    yield
-                finally:
-                    entry.owner = None
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                self._locks.pop(user_id, None)
+        return self._locks.hold(user_id)

@@ -1,0 +1,154 @@
+"""Staged index writes: the rows some paths should hold, built outside any transaction and
+applied inside the caller's (``Indexer`` stages; the memory-file service applies USER/MEMORY
+rows in the transaction that stores the file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from memstrata.logs import log_event
+from memstrata.retrieval.repository import EmbeddingRepository, NewChunk, StoredChunk
+from memstrata.retrieval.rounds import aware
+
+# The indexer's events (index.updated) keep the indexer's logger name.
+logger = logging.getLogger("memstrata.retrieval.indexer")
+
+
+@dataclass
+class IndexReport:
+    file_path: str
+    chunks: int = 0
+    inserted: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    embedding_failed: int = 0
+    deferred: int = 0  # stored without a vector on purpose: the background worker embeds it
+    embed_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.deleted)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class NeighbourChangedError(Exception):
+    """A round's neighbour was rewritten between staging and applying (internal)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(", ".join(paths))
+        self.paths = paths
+
+
+def basis_of(
+    chunks: Sequence[StoredChunk], paths: Iterable[str]
+) -> dict[str, frozenset[tuple[int, str]]]:
+    """Each path's stored (chunk index, content hash) pairs (empty for a path without rows)."""
+    found: dict[str, set[tuple[int, str]]] = {p: set() for p in paths}
+    for c in chunks:
+        found.setdefault(c.file_path or "", set()).add((c.chunk_index or 0, c.content_hash))
+    return {p: frozenset(v) for p, v in found.items()}
+
+
+@dataclass
+class StagedIndex:
+    """The rows some paths should hold, chunked and embedded; nothing written yet.
+
+    :meth:`apply` runs in the caller's transaction. It re-reads the paths under the user's
+    advisory lock, keeps present rows that match a wanted (position, hash) and are fresh,
+    inserts the rest with the vectors staged here and deletes the others, so a concurrent
+    writer between staging and applying costs at most a re-insert, never a lost row.
+    """
+
+    user_id: str
+    paths: list[str]
+    model: str | None
+    rows: list[tuple[int, NewChunk]]  # (report index, the row with its vector if any)
+    reports: list[IndexReport]
+    may_change: bool  # False: the staged rows equal what was read, nothing to write
+    # Paths whose stored rows this staging was built from without writing them all (a
+    # round's neighbours: the previous one's text is context, the next one is re-indexed),
+    # as (chunk index, content hash) sets. ``apply`` refuses if any of them changed.
+    basis: dict[str, frozenset[tuple[int, str]]] = field(default_factory=dict)
+
+    def apply(self, session: Session) -> None:
+        """Write the staged rows; ``NeighbourChangedError`` (nothing written) when a path
+        of ``basis`` changed since staging: re-stage from what is stored now."""
+        repo = EmbeddingRepository(session, self.user_id)
+        repo.lock()
+        if self.basis:
+            now = basis_of(repo.chunks_for_paths(sorted(self.basis)), self.basis)
+            if now != self.basis:
+                changed = sorted(p for p in self.basis if now[p] != self.basis[p])
+                raise NeighbourChangedError(changed)
+        present = repo.chunks_for_paths(self.paths)
+        by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in present}
+        report_of = {path: n for n, path in enumerate(self.paths)}
+        keep_ids: set[int] = set()
+        inserts: list[NewChunk] = []
+        for n, row in self.rows:
+            current = by_slot.get((row.file_path, row.chunk_index, row.content_hash))
+            if (
+                current is not None
+                and current.id not in keep_ids
+                and is_fresh(current, self.model, row.created_at)
+            ):
+                keep_ids.add(current.id)
+                self.reports[n].unchanged += 1
+            else:
+                inserts.append(row)
+                self.reports[n].inserted += 1
+        stale = [c for c in present if c.id not in keep_ids]
+        for c in stale:
+            self.reports[report_of[c.file_path or ""]].deleted += 1
+        if inserts or stale:
+            repo.delete_ids([c.id for c in stale])
+            repo.insert(inserts)
+            repo.bump_generation()
+        self._log()
+
+    def vectors(self) -> dict[str, list[float]]:
+        """The vectors staged here by content hash (reused by a re-staging)."""
+        return {r.content_hash: list(r.embedding) for _, r in self.rows if r.embedding is not None}
+
+    def apply_unchanged(self) -> None:
+        """Nothing to write: every staged row was already stored."""
+        for n, _ in self.rows:
+            self.reports[n].unchanged += 1
+        self._log()
+
+    def _log(self) -> None:
+        for r in self.reports:
+            log_event(
+                logger,
+                "index.updated",
+                user_id=self.user_id,
+                file_path=r.file_path,
+                chunks=r.chunks,
+                inserted=r.inserted,
+                deleted=r.deleted,
+                embedded=r.embedded,
+                embedding_failed=r.embedding_failed,
+            )
+
+
+def is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:
+    """A row can stay as is when its vector is current (or no model is configured) and,
+    for dated content, its timestamp is the requested one."""
+    if created_at is not None and c.created_at != aware(created_at):
+        return False
+    return model is None or (c.embedding_dim is not None and c.embedding_model == model)

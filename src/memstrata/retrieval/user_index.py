@@ -1,0 +1,150 @@
+"""One user's search index: BM25 postings and vectors over the user's rows, at a known
+database generation (``retrieval.cache`` keeps these current and bounded)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from memstrata.retrieval import snapshot
+from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.repository import IndexState, StoredChunk
+from memstrata.retrieval.rows import Row, source_of
+from memstrata.retrieval.terms import decode_terms
+from memstrata.retrieval.vector_index import VectorIndex
+
+# Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
+# BM25 slot; one (term, row) pair — the row's term tuple entry, the term string it keeps,
+# the posting's slot and tf; one distinct term's postings object and dict entry.
+_ROW_BYTES = 200
+_PAIR_BYTES = 90
+_TERM_BYTES = 250
+
+
+class UserIndex:
+    """BM25 + vectors over one user's rows, at a known database generation."""
+
+    def __init__(self, user_id: str, model: str | None) -> None:
+        self.user_id = user_id
+        self.model = model
+        # The user's memory_index_state when this index was last brought up to date
+        # (generation -1: never loaded, or a cold load that did not finish).
+        self.state = IndexState(-1, -1, -1)
+        self.rows: dict[int, Row] = {}
+        self.bm25: BM25Index[int] = BM25Index()
+        self.vectors: VectorIndex | None = None
+        self.lock = threading.Lock()
+        # Set once the cache lets go of this index: a snapshot job that still reaches it
+        # must not write it (a cold load of the user schedules the write again).
+        self.evicted = False
+        # Conversation rows held that the stored snapshot lacks (retrieval.snapshot):
+        # counted by ``apply``, zeroed by ``export``; ``seed``'s rows are in the snapshot.
+        self.unsnapshotted = 0
+        # Kept as rows come and go: summing 10k texts' sizes at every refresh was most of
+        # the refresh after a new turn (docs/BENCHMARKS.md, "Refresh after a write").
+        self._text_bytes = 0
+
+    @property
+    def generation(self) -> int:
+        return self.state.generation
+
+    def reset(self) -> None:
+        """Back to empty, as before a cold load (which may have failed half way)."""
+        self.rows = {}
+        self.bm25 = BM25Index()
+        self.vectors = None
+        self.unsnapshotted = 0
+        self._text_bytes = 0
+
+    def seed(self, contents: snapshot.Contents) -> None:
+        """Fill an empty index from a snapshot's rows, postings and vectors."""
+        self.rows = {r.id: r for r in contents.rows}
+        self._text_bytes = sum(sys.getsizeof(r.text) for r in contents.rows)
+        self.bm25 = BM25Index.from_arrays(contents.bm25)
+        if self.model is not None and contents.vector_ids:
+            self.vectors = VectorIndex.from_unit_rows(contents.vector_ids, contents.vectors)
+
+    def export(self) -> snapshot.Export | None:
+        """This index's conversation rows for a snapshot (call under ``lock``). Cheap:
+        rows and term lists are immutable and shared; only the vectors are copied."""
+        if self.evicted or self.generation < 0:
+            return None  # the cache let go of it, or it never finished loading
+        keys = sorted(k for k, r in self.rows.items() if r.source == "conversation")
+        rows = [self.rows[k] for k in keys]
+        vector_ids = [k for k in keys if self.vectors is not None and k in self.vectors]
+        if self.vectors is not None and vector_ids:
+            vectors = self.vectors.unit_rows(vector_ids)
+        else:
+            vectors = np.zeros((0, 0), dtype=np.float32)
+        self.unsnapshotted = 0
+        return snapshot.Export(
+            user_id=self.user_id,
+            model=self.model,
+            rows=rows,
+            terms=[self.bm25.terms_of(k) for k in keys],
+            vector_ids=vector_ids,
+            vectors=vectors,
+            max_id=max(self.rows, default=0),
+        )
+
+    def apply(self, added: Iterable[StoredChunk], removed: Iterable[int]) -> None:
+        for key in removed:
+            gone = self.rows.pop(key, None)
+            if gone is not None:
+                self._text_bytes -= sys.getsizeof(gone.text)
+                self.bm25.remove(key)
+                if self.vectors is not None:
+                    self.vectors.remove(key)
+        # In bulk: a cold load of 10k rows is this loop (docs/BENCHMARKS.md).
+        docs: list[tuple[int, list[str]]] = []
+        vector_keys: list[int] = []
+        vectors: list[npt.NDArray[np.float32]] = []
+        for c in added:
+            source = source_of(c.file_path)
+            row = Row(
+                id=c.id,
+                file_path=c.file_path,
+                chunk_index=c.chunk_index,
+                text=c.chunk_text,
+                created_at=c.created_at.timestamp(),
+                source=source,
+                source_ids=c.covered_ids,
+                model=c.embedding_model,
+            )
+            replaced = self.rows.get(c.id)
+            if replaced is not None:
+                self._text_bytes -= sys.getsizeof(replaced.text)
+            self.rows[c.id] = row
+            self._text_bytes += sys.getsizeof(row.text)
+            if source == "conversation":
+                self.unsnapshotted += 1
+            docs.append((c.id, decode_terms(c.bm25_terms, c.chunk_text)))
+            if c.vector is not None and self.model is not None and c.embedding_model == self.model:
+                vector_keys.append(c.id)
+                vectors.append(c.vector)
+        self.bm25.add_many(docs)
+        if vectors:
+            if self.vectors is None:
+                self.vectors = VectorIndex(len(vectors[0]))
+            self.vectors.add_many(vector_keys, vectors)
+
+    def approx_bytes(self) -> int:
+        """Heap bytes this index holds, from counts; calibrated against tracemalloc.
+
+        Exact for the texts (``sys.getsizeof``) and the vector matrix; the rest is
+        per-row, per-(term, row) and per-term constants measured with tracemalloc on
+        LoCoMo rows (``benchmarks/load/cache_memory.py``), chosen so the estimate runs ~10 %
+        above the measurement rather than below: the byte budget is an upper bound.
+        """
+        vectors = self.vectors.nbytes() if self.vectors is not None else 0
+        return (
+            self._text_bytes
+            + vectors
+            + _ROW_BYTES * len(self.rows)
+            + _PAIR_BYTES * self.bm25.posting_count()
+            + _TERM_BYTES * self.bm25.term_count()
+        )
