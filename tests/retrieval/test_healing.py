@@ -129,6 +129,7 @@ def test_an_api_that_refuses_every_text_marks_no_row(
         if event_fields(r).get("event") == "embedding.heal.all_refused"
     ]
     assert refused["batch_size"] == 4 and "input is too long" in refused["error"]
+    assert "input is too long" in refused["probe_error"]  # other text is refused too
     requests = len(fault.requests)
     assert healer.run_once().claimed == 0  # paused: the API is not asked again at once
     assert len(fault.requests) == requests
@@ -136,6 +137,29 @@ def test_an_api_that_refuses_every_text_marks_no_row(
     with db.engine.begin() as conn:  # and the rows' release has run out
         conn.execute(text("UPDATE memory_embeddings SET embedding_claimed_until = NULL"))
     assert VectorHealer(db.sessions, embedder).run_once().embedded == 4
+
+
+def test_one_users_refused_texts_do_not_pause_the_others(
+    db: Database,
+    fault: FaultServer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A claim that holds only texts the API refuses on their own (one user's) is not a
+    refused request: the API still embeds other text, so the rows are marked and the
+    worker goes on with other users' rows at once instead of pausing for a minute."""
+    mallory = [Round("import", i, f"BAD turn {i}", "", None) for i in range(4)]
+    Indexer(db.sessions, embedder).index_rounds("mallory", mallory, embed=False)
+    fault.mode = "reject-bad"
+    healer = VectorHealer(db.sessions, embedder)
+    with caplog.at_level("WARNING"):
+        report = healer.run_once()
+    assert (report.claimed, report.given_up, report.released) == (4, 4, 0)
+    assert not [r for r in caplog.records if "all_refused" in r.getMessage()]
+    assert all("rejected" in (e or "") for *_, e, _ in vectors(db))
+    alice = [Round("import", i, f"turn {i}", "", None) for i in range(2)]
+    Indexer(db.sessions, embedder).index_rounds("alice", alice, embed=False)
+    assert healer.run_once().embedded == 2  # not paused
 
 
 def test_one_users_unreadable_row_does_not_starve_the_others(

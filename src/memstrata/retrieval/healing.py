@@ -26,7 +26,7 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.retrieval import queue
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
@@ -41,6 +41,9 @@ LEASE_S = 120.0
 # REFUSED_PAUSE_MAX_S while it goes on (see _refused_whole).
 REFUSED_PAUSE_S = 60.0
 REFUSED_PAUSE_MAX_S = 900.0
+# Embedded when every text of a claim was refused, to tell a refused request from refused
+# texts: any API that works embeds it.
+PROBE_TEXT = "memory"
 
 
 @dataclass
@@ -157,13 +160,19 @@ class VectorHealer:
         return report
 
     def _refused_whole(self, todo: list[queue.Claimed], results: Sequence[object]) -> bool:
-        """Every text of a claim of several refused (a 4xx about the input): the API
-        refuses the request, not the texts — a model name it answers with 400, an input
-        format it does not take. Marking each row as never to be retried would leave them
-        without vectors after the configuration is fixed, so the rows are given back and
-        the worker pauses (60 s, doubling to 15 min while it goes on). A claim with one
-        text, or with any success, marks what was refused as before."""
-        if len(todo) < 2 or not all(isinstance(r, EmbeddingRejectedError) for r in results):
+        """Every text of the claim refused (a 4xx about the input). Either the API refuses
+        the request, not the texts — a model name it answers with 400, an input format it
+        does not take — or these texts are refused on their own (a claim can hold one
+        user's rows only). ``PROBE_TEXT`` tells which. Refused too: marking each row as
+        never to be retried would leave them without vectors after the configuration is
+        fixed, so the rows are given back and the worker pauses (60 s, doubling to 15 min
+        while it goes on). Taken: the texts are marked as refused like any other, and
+        other users' rows are embedded on the next round, not after a pause."""
+        if not results or not all(isinstance(r, EmbeddingRejectedError) for r in results):
+            self._pause_s = 0.0
+            return False
+        refusal = self._probe()
+        if refusal is None:
             self._pause_s = 0.0
             return False
         self._pause_s = min(max(REFUSED_PAUSE_S, self._pause_s * 2), REFUSED_PAUSE_MAX_S)
@@ -177,9 +186,19 @@ class VectorHealer:
             model=self.embedder.name,
             batch_size=len(todo),
             error=str(results[0]),
+            probe_error=refusal,
             paused_s=self._pause_s,
         )
         return True
+
+    def _probe(self) -> str | None:
+        """None when the API embeds ``PROBE_TEXT``; else why not. Any failure counts:
+        the claim's rows are then given back, never marked."""
+        try:
+            self.embedder.embed([PROBE_TEXT], "passage")
+        except EmbeddingError as exc:
+            return str(exc)
+        return None
 
     def _write_back(
         self, todo: list[queue.Claimed], vectors: dict[int, list[float]]
