@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -122,3 +123,21 @@ def test_an_earlier_templates_paragraphs_stay_out_after_the_template_changes(
             text("SELECT count(*) FROM memory_embeddings WHERE user_id = 'bob'")
         ).scalar_one()
     assert bob == 0
+
+
+def test_a_template_another_replica_records_is_known_after_the_reread(
+    db: Database, tmp_path: Path
+) -> None:
+    """A rolling deploy of new templates: the replica still running the old ones learns
+    the new template's paragraphs (recorded by a newer replica) at its next write after
+    the reread interval, instead of indexing them as content until it restarts."""
+    old = TemplateScaffold(db.sessions, TemplateSet(default_template_dir()), reread_s=0.2)
+    old.record([FileKind.USER])
+    edited = tmp_path / "templates"
+    shutil.copytree(default_template_dir(), edited)
+    (edited / "USER.md").write_text("# About you\n\nWrite what matters to you here.\n")
+    TemplateScaffold(db.sessions, TemplateSet(edited)).record([FileKind.USER])
+    new_paragraph = "Write what matters to you here."
+    assert new_paragraph not in old.keys(FileKind.USER)  # read within the interval
+    time.sleep(0.25)
+    assert new_paragraph in old.keys(FileKind.USER)
