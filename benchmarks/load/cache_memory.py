@@ -18,7 +18,8 @@ import numpy as np
 from sqlalchemy import text
 
 from memstrata.config import STORED_VECTOR_DIM
-from memstrata.retrieval.repository import EmbeddingRepository, StoredChunk
+from memstrata.retrieval.records import StoredChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.user_index import UserIndex
 from memstrata.runtime import Memstrata
 

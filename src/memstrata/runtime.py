@@ -22,13 +22,8 @@ from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.embeddings import (
-    EmbeddingProvider,
-    ModelRegistry,
-    OpenAICompatibleEmbedder,
-    build_embedder,
-    embedder_for,
-)
+from memstrata.retrieval.embedding_registry import ModelRegistry, build_embedder, embedder_for
+from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.rounds import Round

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk
+from memstrata.retrieval.records import NewChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 
 
 def insert_rows(db: Database, user_id: str, chunks: Sequence[NewChunk]) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from memstrata.db.database import Database
 from memstrata.retrieval.backfill import users_without_snapshot, write_missing_snapshots
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.repository import NewChunk
+from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import content_hash
 

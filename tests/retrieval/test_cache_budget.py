@@ -20,7 +20,8 @@ from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk
+from memstrata.retrieval.records import IndexState, NewChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.staging import content_hash

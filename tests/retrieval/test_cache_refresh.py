@@ -19,7 +19,8 @@ from sqlalchemy import text
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.repository import EmbeddingRepository, IndexState, NewChunk
+from memstrata.retrieval.records import IndexState, NewChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.staging import content_hash
 
 from .stored import insert_rows

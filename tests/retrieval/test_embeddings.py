@@ -17,14 +17,13 @@ import pytest
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import EmbeddingError, EmbeddingUnavailableError
 from memstrata.retrieval.breaker import CircuitBreaker
-from memstrata.retrieval.embeddings import (
+from memstrata.retrieval.embedding_registry import (
     NO_EMBEDDING_API_MESSAGE,
-    EmbeddingProvider,
-    OpenAICompatibleEmbedder,
     SettingsModelRegistry,
     build_embedder,
     resolve_embedding_spec,
 )
+from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 from .fault_server import FaultServer

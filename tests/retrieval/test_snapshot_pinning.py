@@ -24,7 +24,7 @@ from sqlalchemy import text
 from memstrata.db.database import Database
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.jobs import KeyedJobs
-from memstrata.retrieval.repository import NewChunk
+from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.rounds import format_round
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import content_hash

@@ -14,7 +14,7 @@ from memstrata.retrieval import indexer as indexer_module
 from memstrata.retrieval import tokenize as rules
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round
-from memstrata.retrieval.repository import NewChunk
+from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.staging import content_hash
 from memstrata.retrieval.terms import decode_terms, encode_terms, signature

@@ -23,7 +23,7 @@ from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import EmbeddingKind
-from memstrata.retrieval.repository import IndexState, NewChunk, StoredChunk
+from memstrata.retrieval.records import IndexState, NewChunk, StoredChunk
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.staging import content_hash
 from memstrata.retrieval.terms import encode_terms

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import EmbeddingError
 from memstrata.logs import log_event
-from memstrata.retrieval.embeddings import resolve_embedding_spec
+from memstrata.retrieval.embedding_registry import resolve_embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.db.distribution import cross_user_tag
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.repository import SESSION_PREFIX
+from memstrata.retrieval.records import SESSION_PREFIX
 
 # A user's load and snapshot write in this process may take this long at most.
 _WRITE_TIMEOUT_S = 600.0

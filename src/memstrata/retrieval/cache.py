@@ -24,7 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.logs import log_failure
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.gcpause import cyclic_gc_paused
-from memstrata.retrieval.repository import EmbeddingRepository, IndexState
+from memstrata.retrieval.records import IndexState
+from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.retrieval.user_index import UserIndex
 
 logger = logging.getLogger(__name__)
@@ -151,7 +153,7 @@ class IndexCache:
                 cold = index.generation < 0
                 if cold:
                     index.reset()  # an earlier cold load may have failed after seeding
-                seeded_to = self._seed(index, repo) if cold else None
+                seeded_to = self._seed(index, session) if cold else None
                 if cold and seeded_to is None:
                     added = repo.load()
                 else:
@@ -179,12 +181,14 @@ class IndexCache:
     def _loading(self) -> AbstractContextManager[None]:
         return self.snapshots.loading() if self.snapshots is not None else nullcontext()
 
-    def _seed(self, index: UserIndex, repo: EmbeddingRepository) -> int | None:
+    def _seed(self, index: UserIndex, session: Session) -> int | None:
         """Fill a cold ``index`` from the user's snapshot; its ``max_id``, or None when
         there is no usable one (the caller then loads every row)."""
         if self.snapshots is None or self.snapshots.min_rows <= 0:
             return None
-        stored = repo.snapshot(snapshot.model_key(index.model))
+        stored = SnapshotRepository(session, index.user_id).snapshot(
+            snapshot.model_key(index.model)
+        )
         if stored is None or stored.format != snapshot.format_key():
             return None
         try:

@@ -1,9 +1,9 @@
-"""Embedding providers: a one-method protocol, an OpenAI-compatible client and the registry.
+"""Embedding providers: a one-method protocol and an OpenAI-compatible client.
 
-Spec §4: vectors come from an external embedding API, the model registry first and the
-settings as fallback; with no API configured, search degrades to BM25 only. Spec §5: an
-API failure never breaks a write or a search, so every failure here surfaces as one
-``EmbeddingError`` that callers catch, log and degrade on.
+Spec §4: vectors come from an external embedding API (which model: ``embedding_registry``;
+checking its answers: ``embedding_answer``). Spec §5: an API failure never breaks a write
+or a search, so every failure here surfaces as one ``EmbeddingError`` that callers catch,
+log and degrade on.
 
 What a failure says about the texts sent decides what ``embed_each`` does with a batch:
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -34,19 +33,15 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
-from memstrata.config import STORED_VECTOR_DIM, EmbeddingModelSpec, Settings
+from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
 from memstrata.retrieval.breaker import CircuitBreaker, Lanes
+from memstrata.retrieval.embedding_answer import error_detail, parse_vectors
 
 logger = logging.getLogger(__name__)
 
 EmbeddingKind = Literal["query", "passage"]
-
-NO_EMBEDDING_API_MESSAGE = (
-    "No embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL or register a model; "
-    "searching with BM25 only."
-)
 
 # Retrying a rate limit or a server error is worth a moment; retrying a 400 never helps.
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -90,8 +85,7 @@ class OpenAICompatibleEmbedder:
     """Client for any ``POST {base_url}/embeddings`` endpoint that speaks OpenAI's format.
 
     Asymmetric models (e5) get ``input_type`` from the spec; symmetric ones get nothing
-    extra. Responses are validated strictly, because a malformed vector stored in the
-    database silently corrupts every later search.
+    extra. Responses are validated strictly (``embedding_answer`` says why).
     """
 
     def __init__(
@@ -266,7 +260,8 @@ class OpenAICompatibleEmbedder:
             payload = response.json()
         except ValueError as exc:
             raise self._error(f"returned a body that is not valid JSON ({exc})") from exc
-        vectors = self._parse(payload, size)
+        configured = self.spec.dimensions is not None
+        vectors = parse_vectors(payload, size, self.dimensions, configured, self._error)
         self.dimensions = len(vectors[0])
         return vectors
 
@@ -298,7 +293,7 @@ class OpenAICompatibleEmbedder:
                 ) from exc
             if response.is_success:
                 return response
-            detail = f"HTTP {response.status_code}: {_error_detail(response)}"
+            detail = f"HTTP {response.status_code}: {error_detail(response)}"
             kind = _failure_kind(response.status_code)
             if response.status_code not in _RETRY_STATUS:
                 raise self._error(f"was rejected with {detail}", kind)
@@ -314,64 +309,6 @@ class OpenAICompatibleEmbedder:
             with contextlib.suppress(ValueError):
                 delay = max(delay, float(retry_after))
         time.sleep(min(delay, _MAX_BACKOFF_S))
-
-    # -- validation ------------------------------------------------------------------------
-
-    def _parse(self, payload: object, expected: int) -> list[list[float]]:
-        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
-            raise self._error("returned JSON without a 'data' list")
-        items: list[object] = payload["data"]
-        if len(items) != expected:
-            raise self._error(f"returned {len(items)} embedding(s) for {expected} input(s)")
-        if not all(isinstance(item, dict) and "embedding" in item for item in items):
-            raise self._error("returned a 'data' item without an 'embedding'")
-        entries: list[dict[str, Any]] = [item for item in items if isinstance(item, dict)]
-        ordered = self._order_by_index(entries)
-        vectors = [self._vector(entry["embedding"], i) for i, entry in enumerate(ordered)]
-        self._check_dimensions(vectors)
-        return vectors
-
-    def _order_by_index(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        # OpenAI documents `index` as the input position; servers may answer out of order.
-        indexes = [entry.get("index") for entry in entries]
-        if all(index is None for index in indexes):
-            return entries
-        if sorted(i for i in indexes if type(i) is int) != list(range(len(entries))):
-            raise self._error(f"returned indexes {indexes}, not a permutation of the inputs")
-        return sorted(entries, key=lambda entry: int(entry["index"]))
-
-    def _vector(self, raw: object, position: int) -> list[float]:
-        if not isinstance(raw, list):
-            raise self._error(
-                f"returned a {type(raw).__name__} embedding for input {position}, not a list "
-                "of numbers (base64 encoding is not supported)"
-            )
-        # bool is an int subclass and json never yields other numeric types.
-        if not all(type(x) is float or type(x) is int for x in raw):
-            raise self._error(f"returned a non-numeric value in the embedding of input {position}")
-        vector = [float(x) for x in raw]
-        if not all(math.isfinite(x) for x in vector):
-            raise self._error(f"returned NaN or infinity in the embedding of input {position}")
-        return vector
-
-    def _check_dimensions(self, vectors: list[list[float]]) -> None:
-        sizes = sorted({len(v) for v in vectors})
-        if len(sizes) != 1:
-            raise self._error(f"returned embeddings of different lengths {sizes} in one response")
-        size = sizes[0]
-        if size == 0:
-            raise self._error("returned empty embeddings")
-        if self.dimensions is not None and size != self.dimensions:
-            expected = "configured" if self.spec.dimensions is not None else "earlier"
-            raise self._error(
-                f"returned {size}-dimensional embeddings, but the {expected} dimension is "
-                f"{self.dimensions}"
-            )
-        if size > STORED_VECTOR_DIM:
-            raise self._error(
-                f"returned {size}-dimensional embeddings; at most {STORED_VECTOR_DIM} can be "
-                "stored, choose a smaller model"
-            )
 
     def _error(
         self, what: str, kind: type[EmbeddingError] = EmbeddingUnavailableError
@@ -391,101 +328,3 @@ def _failure_kind(status: int) -> type[EmbeddingError]:
     if 400 <= status < 500 and status not in _NOT_ABOUT_THE_INPUT:
         return EmbeddingRejectedError
     return EmbeddingOutageError
-
-
-def _error_detail(response: httpx.Response) -> str:
-    """The server's own explanation, OpenAI-style if possible, cut short for a log line."""
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        message = payload["error"].get("message")
-        if isinstance(message, str) and message:
-            return message[:300]
-    return response.text[:300] or response.reason_phrase
-
-
-class ModelRegistry(Protocol):
-    """Where named embedding models are looked up; ``None`` name means "the default"."""
-
-    def resolve(self, name: str | None) -> EmbeddingModelSpec | None: ...
-
-
-class SettingsModelRegistry:
-    """The registry from ``MEMSTRATA_EMBEDDING_MODELS``; the first model is the default."""
-
-    def __init__(self, models: Sequence[EmbeddingModelSpec]) -> None:
-        self.models = list(models)
-
-    def resolve(self, name: str | None) -> EmbeddingModelSpec | None:
-        if name is None:
-            return self.models[0] if self.models else None
-        return next((m for m in self.models if m.name == name), None)
-
-
-def resolve_embedding_spec(
-    settings: Settings, registry: ModelRegistry | None = None
-) -> EmbeddingModelSpec | None:
-    """Pick the embedding model: the registry first, the plain settings as fallback.
-
-    Returns ``None`` (and logs why) when nothing is configured, which means BM25-only
-    search. A half configuration (a model name with no registry entry and no base URL, or
-    a base URL with no model name) raises ``EmbeddingError`` with the fix, since guessing
-    would store vectors under a wrong model name.
-    """
-    if registry is None:
-        registry = SettingsModelRegistry(settings.embedding_models)
-    spec = registry.resolve(settings.embedding_model)
-    if spec is not None:
-        return spec
-    if settings.embedding_base_url:
-        if not settings.embedding_model:
-            raise EmbeddingError(
-                "MEMSTRATA_EMBEDDING_BASE_URL is set but MEMSTRATA_EMBEDDING_MODEL is not; "
-                "set the model name the API expects"
-            )
-        return EmbeddingModelSpec(
-            name=settings.embedding_model,
-            base_url=settings.embedding_base_url,
-            api_key=settings.embedding_api_key,
-        )
-    if settings.embedding_model:
-        raise EmbeddingError(
-            f"MEMSTRATA_EMBEDDING_MODEL={settings.embedding_model!r} is not a registered model "
-            "and MEMSTRATA_EMBEDDING_BASE_URL is not set; register the model in "
-            "MEMSTRATA_EMBEDDING_MODELS or set the base URL"
-        )
-    logger.warning(NO_EMBEDDING_API_MESSAGE)
-    return None
-
-
-def build_embedder(
-    settings: Settings,
-    registry: ModelRegistry | None = None,
-    client: httpx.Client | None = None,
-) -> OpenAICompatibleEmbedder | None:
-    """The composition root's one call: an embedder for the configured model, or ``None``."""
-    spec = resolve_embedding_spec(settings, registry)
-    if spec is None:
-        return None
-    return embedder_for(spec, settings, client)
-
-
-def embedder_for(
-    spec: EmbeddingModelSpec, settings: Settings, client: httpx.Client | None = None
-) -> OpenAICompatibleEmbedder:
-    """The client for ``spec`` with every embedding setting applied."""
-    return OpenAICompatibleEmbedder(
-        spec,
-        timeout_s=settings.embedding_timeout_s,
-        max_retries=settings.embedding_max_retries,
-        batch_size=settings.embedding_batch_size,
-        client=client,
-        query_timeout_s=settings.embedding_query_timeout_s,
-        timeout_per_text_s=settings.embedding_timeout_per_text_s,
-        breaker=CircuitBreaker(
-            settings.embedding_breaker_threshold, settings.embedding_breaker_cooldown_s
-        ),
-        bulk_slots=settings.embedding_bulk_concurrency,
-    )

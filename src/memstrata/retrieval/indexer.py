@@ -34,12 +34,8 @@ from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
-from memstrata.retrieval.repository import (
-    SESSION_PREFIX,
-    EmbeddingRepository,
-    NewChunk,
-    StoredChunk,
-)
+from memstrata.retrieval.records import SESSION_PREFIX, NewChunk, StoredChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import (
     Doc,
     OwnRound,

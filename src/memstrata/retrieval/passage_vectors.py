@@ -13,7 +13,7 @@ from typing import Any
 from memstrata.errors import EmbeddingError, VectorDimensionError
 from memstrata.logs import log_event
 from memstrata.retrieval.embeddings import EmbeddingProvider
-from memstrata.retrieval.repository import NewChunk
+from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.vector import pad_vector
 

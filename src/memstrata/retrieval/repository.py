@@ -10,10 +10,7 @@ something was (or a writer did not count) — no change log needed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -22,100 +19,20 @@ from sqlalchemy import ColumnElement, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memstrata.db.models import MemoryEmbedding, MemoryIndexSnapshot, MemoryIndexState
+from memstrata.db.models import MemoryEmbedding, MemoryIndexState
 from memstrata.memory.kinds import validate_user_id
+from memstrata.retrieval.records import (
+    SESSION_PREFIX,
+    IndexState,
+    NewChunk,
+    StoredChunk,
+    is_conversation_path,
+    with_vector,
+)
+from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.retrieval.terms import encode_terms
 from memstrata.retrieval.vector import pad_vector
-
-# Conversation rows' file_path: ``sessions/<session_id>/<turn_index>`` (retrieval.rounds).
-SESSION_PREFIX = "sessions/"
-
-
-def is_conversation_path(file_path: str | None) -> bool:
-    return file_path is not None and file_path.startswith(SESSION_PREFIX)
-
-
-@dataclass(frozen=True)
-class NewChunk:
-    """A row to write. ``embedding`` is the native (unpadded) vector or None."""
-
-    file_path: str
-    chunk_index: int
-    chunk_text: str
-    content_hash: str
-    created_at: datetime | None = None
-    embedding: Sequence[float] | None = None
-    embedding_model: str | None = None
-    source_ids: Sequence[str] | None = None
-    context: dict[str, Any] | None = None
-    bm25_terms: str | None = None  # retrieval.terms.encode_terms; made at insert when None
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    id: int
-    file_path: str | None
-    chunk_index: int | None
-    chunk_text: str
-    created_at: datetime
-    content_hash: str
-    embedding_model: str | None
-    embedding_dim: int | None
-    source_ids: tuple[str, ...]
-    vector: npt.NDArray[np.float32] | None  # native length, only when asked for
-    context: dict[str, Any] | None = None
-    bm25_terms: str | None = None  # only from load()
-
-    @property
-    def context_chars(self) -> int:
-        return int(self.context.get("chars", 0)) if self.context else 0
-
-    @property
-    def covered_ids(self) -> tuple[str, ...]:
-        """Every turn whose text the row holds: the context's, then its own."""
-        extra = tuple(self.context.get("source_ids", ())) if self.context else ()
-        return extra + self.source_ids
-
-
-@dataclass(frozen=True)
-class IndexState:
-    """``memory_index_state`` of one user (migration 0005 says how the counts work)."""
-
-    generation: int  # every write
-    removals: int  # rows deleted by writers that count them
-    counted_writes: int  # writes by such writers
-
-    def counted_since(self, earlier: IndexState) -> bool:
-        """Whether every write between ``earlier`` and this state counted its deletions,
-        so that ``removals`` tells whether any row went."""
-        writes = self.generation - earlier.generation
-        return writes == self.counted_writes - earlier.counted_writes
-
-
-@dataclass(frozen=True)
-class StoredSnapshot:
-    format: str  # retrieval.snapshot.format_key() when written
-    max_id: int  # every live conversation row up to this id was in the index
-    row_count: int
-    payload: bytes
-
-
-def with_vector(c: StoredChunk, vector: Sequence[float], model: str) -> NewChunk:
-    """A stored row written again as it is, with a new vector (re-embedding replaces rows:
-    rows are immutable, see ``retrieval.cache``)."""
-    return NewChunk(
-        file_path=c.file_path or "",
-        chunk_index=c.chunk_index or 0,
-        chunk_text=c.chunk_text,
-        content_hash=c.content_hash,
-        created_at=c.created_at,
-        embedding=vector,
-        embedding_model=model,
-        source_ids=c.source_ids or None,
-        context=c.context,
-        bm25_terms=c.bm25_terms,
-    )
-
+from memstrata.retrieval.wire import json_column, native_vector, parse_vector_binary
 
 _META_COLUMNS = (
     MemoryEmbedding.id,
@@ -169,7 +86,7 @@ class EmbeddingRepository:
         ).all()
         if not with_vectors:
             return [_chunk(r) for r in rows]
-        return [_chunk(r, _native(r.embedding, r.embedding_dim)) for r in rows]
+        return [_chunk(r, native_vector(r.embedding, r.embedding_dim)) for r in rows]
 
     def live_ids(self) -> set[int]:
         """Every id the user has. One binary array through the driver: 10k ids as ORM rows
@@ -233,12 +150,12 @@ class EmbeddingRepository:
         with driver.cursor(binary=True) as cursor:
             cursor.execute(query + " ORDER BY id", params)
             rows = cursor.fetchall()
-        source_ids = _json_column([r[8] for r in rows])
-        contexts = _json_column([r[9] for r in rows])
+        source_ids = json_column([r[8] for r in rows])
+        contexts = json_column([r[9] for r in rows])
         return [
             StoredChunk(
                 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(ids or ()),
-                None if r[11] is None else _parse_vector_binary(r[11]), context, r[10],
+                None if r[11] is None else parse_vector_binary(r[11]), context, r[10],
             )
             for r, ids, context in zip(rows, source_ids, contexts, strict=True)
         ]  # fmt: skip
@@ -317,7 +234,7 @@ class EmbeddingRepository:
         if paths:
             self._count_removals(len(paths))
         if any(is_conversation_path(p) for p in paths):
-            self.drop_snapshots()
+            SnapshotRepository(self.session, self.user_id).drop_snapshots()
 
     def replace_vectors(self, vectors: Mapping[int, Sequence[float]], model: str) -> int:
         """Give rows their vectors (re-embedding): rows are immutable, so each is written
@@ -342,70 +259,6 @@ class EmbeddingRepository:
                 index_elements=[MemoryIndexState.user_id],
                 set_={"removals": MemoryIndexState.removals + n},
             )
-        )
-
-    # -- index snapshots (derived data; see retrieval.snapshot) -------------------------
-    def snapshot(self, model: str) -> StoredSnapshot | None:
-        """The user's snapshot for ``model`` ("" = BM25-only), payload in binary format."""
-        driver = self.session.connection().connection.driver_connection
-        assert driver is not None
-        with driver.cursor(binary=True) as cursor:
-            cursor.execute(
-                "SELECT format, max_id, row_count, payload FROM memory_index_snapshots "
-                "WHERE user_id = %(u)s AND model = %(m)s",
-                {"u": self.user_id, "m": model},
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        return StoredSnapshot(row[0], int(row[1]), int(row[2]), bytes(row[3]))
-
-    def rows_after_snapshot(self, model: str, format_key: str) -> int:
-        """Conversation rows the user's snapshot for ``model`` does not hold: those above
-        its ``max_id``; all of them when there is none or it is in another format."""
-        return int(
-            self.session.scalar(
-                text(
-                    "SELECT count(*) FROM memory_embeddings WHERE user_id = :u "
-                    "AND file_path LIKE :conv AND id > COALESCE((SELECT max_id "
-                    "FROM memory_index_snapshots WHERE user_id = :u AND model = :m "
-                    "AND format = :f), 0)"
-                ),
-                {"u": self.user_id, "conv": SESSION_PREFIX + "%", "m": model, "f": format_key},
-            )
-            or 0
-        )
-
-    def save_snapshot(self, model: str, snapshot: StoredSnapshot, ids: Sequence[int]) -> bool:
-        """Store ``snapshot`` if every row in it (``ids``) still exists; call under
-        :meth:`lock`, which deletions also take, so a snapshot never outlives a deleted
-        row's text. Returns whether it was stored."""
-        present = self.session.scalar(
-            text("SELECT count(*) FROM memory_embeddings WHERE user_id = :u AND id = ANY(:ids)"),
-            {"u": self.user_id, "ids": list(ids)},
-        )
-        if present != len(set(ids)):
-            return False
-        values = {
-            "user_id": self.user_id,
-            "model": model,
-            "format": snapshot.format,
-            "max_id": snapshot.max_id,
-            "row_count": snapshot.row_count,
-            "payload": snapshot.payload,
-        }
-        stmt = insert(MemoryIndexSnapshot).values(values)
-        self.session.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[MemoryIndexSnapshot.user_id, MemoryIndexSnapshot.model],
-                set_={**{k: stmt.excluded[k] for k in values}, "created_at": func.now()},
-            )
-        )
-        return True
-
-    def drop_snapshots(self) -> None:
-        self.session.execute(
-            delete(MemoryIndexSnapshot).where(MemoryIndexSnapshot.user_id == self.user_id)
         )
 
     def insert(self, chunks: Sequence[NewChunk]) -> None:
@@ -462,25 +315,3 @@ class EmbeddingRepository:
             text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
             {"k": f"memstrata.embeddings:{self.user_id}"},
         )
-
-
-def _native(value: Any, dim: int | None) -> npt.NDArray[np.float32] | None:
-    if value is None:
-        return None
-    arr = np.asarray(value, dtype=np.float32)
-    return arr[:dim] if dim else arr
-
-
-def _json_column(values: list[str | None]) -> list[Any]:
-    """Each value of a ``jsonb::text`` column parsed (None for SQL NULL), in one parse:
-    PostgreSQL's text form of a jsonb value is a complete JSON value, so joined by commas
-    inside brackets they are one JSON array."""
-    parsed: list[Any] = json.loads("[" + ",".join(v or "null" for v in values) + "]")
-    return parsed
-
-
-def _parse_vector_binary(value: bytes) -> npt.NDArray[np.float32]:
-    """pgvector's binary form: int16 dim, int16 reserved, then big-endian float4s.
-
-    A read-only big-endian view, no copy: the in-memory index converts many at once."""
-    return np.frombuffer(value, dtype=">f4", offset=4)

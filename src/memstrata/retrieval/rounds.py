@@ -22,7 +22,7 @@ from typing import Any
 
 from memstrata.errors import InvalidContentError
 from memstrata.retrieval.chunk import chunk_text
-from memstrata.retrieval.repository import SESSION_PREFIX, StoredChunk
+from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.text import lone_surrogate_at
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.retrieval.fusion import is_resident
-from memstrata.retrieval.repository import is_conversation_path
+from memstrata.retrieval.records import is_conversation_path
 
 
 def source_of(file_path: str | None) -> str:

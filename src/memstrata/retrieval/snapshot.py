@@ -39,12 +39,10 @@ from memstrata.retrieval import terms as bm25_terms
 from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
 from memstrata.retrieval.gcpause import cyclic_gc_paused
 from memstrata.retrieval.jobs import KeyedJobs
-from memstrata.retrieval.repository import (
-    EmbeddingRepository,
-    StoredSnapshot,
-    is_conversation_path,
-)
+from memstrata.retrieval.records import is_conversation_path
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
+from memstrata.retrieval.snapshot_repository import SnapshotRepository, StoredSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -312,9 +310,10 @@ class SnapshotWriter:
             return
         stored = StoredSnapshot(format_key(), taken.max_id, len(taken.rows), payload)
         with transaction(self.sessions) as session:
-            repo = EmbeddingRepository(session, taken.user_id)
-            repo.lock()
-            saved = repo.save_snapshot(model_key(taken.model), stored, [r.id for r in taken.rows])
+            EmbeddingRepository(session, taken.user_id).lock()
+            saved = SnapshotRepository(session, taken.user_id).save_snapshot(
+                model_key(taken.model), stored, [r.id for r in taken.rows]
+            )
         if saved:
             self.written += 1
         log_event(

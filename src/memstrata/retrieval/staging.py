@@ -14,7 +14,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from memstrata.logs import log_event
-from memstrata.retrieval.repository import EmbeddingRepository, NewChunk, StoredChunk
+from memstrata.retrieval.records import NewChunk, StoredChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import aware
 
 # The indexer's events (index.updated) keep the indexer's logger name.

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25 import BM25Index
-from memstrata.retrieval.repository import IndexState, StoredChunk
+from memstrata.retrieval.records import IndexState, StoredChunk
 from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms
 from memstrata.retrieval.vector_index import VectorIndex

@@ -21,7 +21,7 @@ from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import snapshot
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.jobs import KeyedJobs
-from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.snapshot_repository import SnapshotRepository
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class IndexWarmer:
     def warm_now(self, user_id: str, model: str | None) -> bool:
         """The job itself: True when the index was brought up to date."""
         with self.cache.sessions() as session:
-            uncovered = EmbeddingRepository(session, user_id).rows_after_snapshot(
+            uncovered = SnapshotRepository(session, user_id).rows_after_snapshot(
                 snapshot.model_key(model), snapshot.format_key()
             )
         # Warm when a snapshot would be worth writing: the snapshot rule is the warm rule.
