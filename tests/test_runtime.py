@@ -11,10 +11,10 @@ from sqlalchemy import text
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
-from memstrata.errors import BackgroundEmbeddingUnavailableError
+from memstrata.errors import BackgroundEmbeddingUnavailableError, InvalidContentError
 from memstrata.logs import event_fields
 from memstrata.retrieval.local_server import LocalEmbeddingServer
-from memstrata.retrieval.rounds import Round
+from memstrata.retrieval.rounds import Round, RoundsInvalidError
 from memstrata.runtime import HEALER_STOP_S, Memstrata
 from tests.retrieval.fault_server import FaultServer
 
@@ -168,3 +168,63 @@ def test_stopping_does_not_wait_for_a_worker_stuck_in_an_embedding_call(
             assert time.monotonic() - began < HEALER_STOP_S + 1.0
         finally:
             mem.pool.close()
+
+
+@pytest.mark.parametrize("version", ["1", True, -1, 2**31, 1.0])
+def test_a_library_write_with_a_bad_expected_version_is_refused(
+    db: Database, settings: Settings, version: object
+) -> None:
+    """``"1"`` raised a bare TypeError from a comparison, -1 a version conflict; both
+    write paths now say what an expected version is, and the file is untouched."""
+    mem = Memstrata.open(settings, database=db, embedder=None)
+    try:
+        mem.store.provision_default_files("vic")
+        before = mem.store.get_memory_file("vic", "user")
+        assert before is not None
+        with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
+            mem.store.upsert_memory_file("vic", "user", "x", version)  # type: ignore[arg-type]
+        with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
+            asyncio.run(
+                mem.sync.frontend_edit("vic", "user", "x", version)  # type: ignore[arg-type]
+            )
+        after = mem.store.get_memory_file("vic", "user")
+        assert after is not None and (after.version, after.content) == (
+            before.version,
+            before.content,
+        )
+    finally:
+        mem.pool.close()
+
+
+def test_a_library_session_with_a_bad_token_limit_is_refused(
+    db: Database, settings: Settings
+) -> None:
+    mem = Memstrata.open(settings, database=db, embedder=None)
+    try:
+        for limit in ("100", -1, True, None):
+            with pytest.raises(InvalidContentError, match="token_limit must be a whole number"):
+                asyncio.run(mem.open_agent_session("wes", token_limit=limit))  # type: ignore[arg-type]
+    finally:
+        mem.pool.close()
+
+
+def test_a_library_import_of_something_else_than_rounds_is_refused_whole(
+    db: Database, settings: Settings
+) -> None:
+    """A dict instead of a Round raised AttributeError; now it is a per-round error of
+    the batch, and nothing is stored."""
+    mem = Memstrata.open(settings, database=db, embedder=None)
+    good = Round("s", 0, "hello", "", None)
+    try:
+        with pytest.raises(RoundsInvalidError) as caught:
+            mem.import_rounds("xan", [good, {"session_id": "s"}])  # type: ignore[list-item]
+        [error] = caught.value.errors
+        assert error["index"] == 1 and error["session_id"] is None
+        assert "must be a memstrata.retrieval.rounds.Round, got dict" in error["error"]
+        with db.engine.connect() as conn:
+            stored = conn.execute(
+                text("SELECT count(*) FROM memory_embeddings WHERE user_id = 'xan'")
+            ).scalar_one()
+        assert stored == 0
+    finally:
+        mem.pool.close()

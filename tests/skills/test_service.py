@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from memstrata.db.database import Database
 from memstrata.db.models import UserSkillConfig
-from memstrata.errors import InvalidUserIdError, UnknownSkillError
+from memstrata.errors import InvalidContentError, InvalidUserIdError, UnknownSkillError
 from memstrata.skills.loader import SkillLoader
 from memstrata.skills.service import SkillService, UserSkill
 
@@ -57,6 +57,18 @@ def test_set_enabled_is_per_user_and_upserts(service: SkillService, db: Database
 def test_unknown_skill_is_refused_and_not_stored(service: SkillService, db: Database) -> None:
     with pytest.raises(UnknownSkillError, match="no skill named 'gamma'"):
         service.set_enabled("alice", "gamma", True)
+    with db.sessions() as session:
+        assert session.scalars(select(UserSkillConfig)).all() == []
+
+
+@pytest.mark.parametrize("enabled", ["no", None, 0, 1])
+def test_enabled_that_is_no_bool_is_refused_and_not_stored(
+    service: SkillService, db: Database, enabled: object
+) -> None:
+    """A library caller's ``"no"`` was stored as true, ``None`` failed in the database
+    with the row in the error, 0 and 1 passed as booleans."""
+    with pytest.raises(InvalidContentError, match="enabled must be True or False"):
+        service.set_enabled("alice", "beta", enabled)  # type: ignore[arg-type]
     with db.sessions() as session:
         assert session.scalars(select(UserSkillConfig)).all() == []
 

@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from memstrata.errors import InvalidContentError
+
 SECTION_SEPARATOR = "\n\n"
 
 
@@ -51,14 +53,24 @@ class PromptResult:
     dropped: tuple[str, ...]  # file names left out for lack of room
 
 
+def check_token_limit(token_limit: object) -> int:
+    """``token_limit`` if it is a whole number >= 0; else ``InvalidContentError`` (a
+    ValueError) saying so, before a library caller's ``"100"`` reaches a comparison."""
+    if isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 0:
+        raise InvalidContentError(
+            f"token_limit must be a whole number >= 0 (the model's context window in "
+            f"tokens), got {token_limit!r}"
+        )
+    return token_limit
+
+
 def prompt_budget(token_limit: int, ratio: float = 0.15) -> int:
     """``floor(ratio × token_limit)``, with ``ratio`` taken at its decimal value.
 
     ``0.15`` as a binary float is slightly below 3/20, so a plain float product would
     give ``floor(0.15 × 20) = 2``; reading the ratio from its shortest repr gives 3.
     """
-    if token_limit < 0:
-        raise ValueError(f"token_limit must be >= 0, got {token_limit}")
+    check_token_limit(token_limit)
     if not 0 <= ratio <= 1:
         raise ValueError(f"ratio must be between 0 and 1, got {ratio}")
     return math.floor(Fraction(repr(float(ratio))) * token_limit)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from memstrata.agent.file_guard import GuardedFileTools
-from memstrata.agent.prompt import PromptResult, build_system_prompt
+from memstrata.agent.prompt import PromptResult, build_system_prompt, check_token_limit
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
@@ -121,6 +121,7 @@ async def open_agent_session(
     count: Callable[[str], int] = count_tokens,
 ) -> AgentSession:
     """Sync, track, prompt and tools for a new session (module doc)."""
+    check_token_limit(token_limit)  # before the sync: a bad argument changes nothing
     results = await sync.start_session(user_id, session_id)
     tracker = await sync.begin_round(user_id, session_id)
     sandbox = sync.sandboxes.for_user(user_id, session_id)

@@ -65,6 +65,23 @@ class MemoryFile:
         return self.kind.api_name
 
 
+# user_configs.version is a 4-byte INTEGER.
+MAX_VERSION = 2**31 - 1
+
+
+def check_expected_version(value: object) -> int | None:
+    """``value`` if it is None or a version a file can have; else ``InvalidContentError``
+    (a library caller's ``"1"`` or ``True`` must not reach the comparisons)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_VERSION:
+        raise InvalidContentError(
+            f"expected_version must be None or an integer from 0 (the file must not exist "
+            f"yet) to {MAX_VERSION}, got {value!r}"
+        )
+    return value
+
+
 def validate_content(content: object, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise InvalidContentError(f"content must be a string, got {type(content).__name__}")
@@ -126,6 +143,7 @@ class MemoryStore:
         """
         k = parse_kind(kind)
         text = validate_content(content, self.max_content_bytes)
+        check_expected_version(expected_version)
         # 1. Version first: a stale caller gets its conflict without waiting on embeddings.
         # (The repository validates the user id before any query.)
         with self._sessions() as session:

@@ -125,6 +125,10 @@ def format_round(user_message: str, assistant_reply: str) -> str:
 
 
 def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
+    if not isinstance(r, Round):
+        raise InvalidContentError(
+            f"a round must be a memstrata.retrieval.rounds.Round, got {type(r).__name__}"
+        )
     check_session(r.session_id, r.turn_index)
     for name, value in (("user_message", r.user_message), ("assistant_reply", r.assistant_reply)):
         check_text(name, value)
@@ -245,11 +249,13 @@ def validate_rounds(
             seen.add(o.path)
             valid.append(o)
         except InvalidContentError as exc:
+            # getattr: ``r`` may be no Round at all (a library caller's dict).
+            sid, turn = getattr(r, "session_id", None), getattr(r, "turn_index", None)
             errors.append(
                 {
                     "index": n,
-                    "session_id": r.session_id if isinstance(r.session_id, str) else None,
-                    "turn_index": r.turn_index if isinstance(r.turn_index, int) else None,
+                    "session_id": sid if isinstance(sid, str) else None,
+                    "turn_index": turn if isinstance(turn, int) else None,
                     "error": str(exc),
                 }
             )

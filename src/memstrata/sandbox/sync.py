@@ -36,7 +36,12 @@ from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
-from memstrata.memory.store import MemoryFile, MemoryStore, validate_content
+from memstrata.memory.store import (
+    MemoryFile,
+    MemoryStore,
+    check_expected_version,
+    validate_content,
+)
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
 from memstrata.sandbox.claims import Claim, WriteClaims
@@ -236,6 +241,7 @@ class SyncService:
         # so that a valid writer on the same version is refused while it fails, nor tell its
         # client to reload and retry what would fail again.
         validate_content(content, self.store.max_content_bytes)
+        check_expected_version(expected_version)
         previous, mine = await self._claims.begin(user_id, k, expected_version)
         write = self._write_through(user_id, k, content, expected_version, previous, mine)
         return await self._writes.run(user_id, write)

@@ -14,7 +14,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.errors import UnknownSkillError
+from memstrata.errors import InvalidContentError, UnknownSkillError
 from memstrata.logs import log_event
 from memstrata.skills.loader import Skill
 from memstrata.skills.repository import UserSkillConfigRepository
@@ -49,7 +49,11 @@ class SkillService:
         return [_user_skill(skill, enabled.get(skill.name, True)) for skill in skills]
 
     def set_enabled(self, user_id: str, name: str, enabled: bool) -> UserSkill:
-        """Turn one skill on or off for one user; ``UnknownSkillError`` if none has that name."""
+        """Turn one skill on or off for one user; ``UnknownSkillError`` if none has that name,
+        ``InvalidContentError`` unless ``enabled`` is a bool (``"no"`` would be stored as
+        true, ``None`` would fail in the database)."""
+        if not isinstance(enabled, bool):
+            raise InvalidContentError(f"enabled must be True or False, got {enabled!r}")
         skill = next((s for s in self._loader.discover() if s.name == name), None)
         if skill is None:
             raise UnknownSkillError(
