@@ -108,6 +108,35 @@ def test_an_oversized_body_gets_the_rest_apis_413(base_url: str) -> None:
     assert mcp.json()["error"]["message"] == mcp.json()["detail"]  # JSON-RPC, for MCP clients
 
 
+def test_a_lone_surrogate_gets_the_rest_apis_message(base_url: str) -> None:
+    """The SDK's parser said only "Parse error: unexpected end of hex escape at line 1
+    column 112"; REST names the field and the lone surrogate."""
+    headers = {**MCP_HEADERS, **bearer("http-surrogate"), "Content-Type": "application/json"}
+    turn = {"turn_index": 0, "user_message": "x \ud800 y", "assistant_reply": "ok"}
+    url = f"{base_url}/api/memory/conversations/s1/turns"
+    rest = httpx.post(url, headers=headers, content=json.dumps(turn))  # sent as \\ud800
+    call = {"name": "conversation_index_turn", "arguments": {"session_id": "s1", **turn}}
+    request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
+    mcp = httpx.post(f"{base_url}/mcp", headers=headers, content=json.dumps(request))
+    same = "is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 2)"
+    assert rest.status_code == 422 and same in rest.json()["detail"], rest.text
+    assert mcp.status_code == 400, mcp.text
+    body = mcp.json()
+    message = (
+        f"params.arguments.user_message {same}; send a complete UTF-16 surrogate pair "
+        "(such as \\ud83d\\ude00) or the character itself"
+    )
+    # JSON-RPC, answering the request's id, and the REST shape
+    assert body == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32700, "message": message},
+        "code": "bad_request",
+        "detail": message,
+        "message": message,
+    }
+
+
 def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
     """``body`` as a generator, which httpx sends chunked, without a ``Content-Length``."""
     for start in range(0, len(body), size):

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -17,6 +21,7 @@ from typer.testing import CliRunner
 
 from memstrata.cli import build_app
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from tests.mcp.messages import INIT
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +79,95 @@ def test_stdio_bad_user(args: list[str], code: int, message: str) -> None:
     assert result.exit_code == code
     assert message in result.stderr
     assert result.stdout == ""
+
+
+# A lone surrogate escape: valid JSON grammar, but no UTF-8 text; the SDK's parser refuses it.
+SURROGATE_CALL = (
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"record_memory",'
+    '"arguments":{"content":"likes \\ud800 tea"}}}'
+)
+UNCLOSED = '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"skills_list"}'
+NOT_JSONRPC = '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"oops"}'
+
+
+@pytest.mark.timeout(120)
+def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url: str) -> None:
+    """The SDK turned each such line into an exception that its server logged at debug
+    level and dropped: no answer (the client waited for ever) and no log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(tmp_path / "data"),
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_ENVIRONMENT="development",
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+        MEMSTRATA_LOG_LEVEL="INFO",
+    )
+    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    lines = [json.dumps(INIT), json.dumps(initialized), SURROGATE_CALL, UNCLOSED, "   "]
+    lines += [NOT_JSONRPC, '{"jsonrpc":"2.0","id":4,"method":"tools/list"}']
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "stdio-carol"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    try:
+        assert process.stdin is not None
+        process.stdin.write("".join(line + "\n" for line in lines).encode())
+        process.stdin.flush()  # and stdin stays open, as a client keeps it
+        answers = _read_answers(process, until_id=4, timeout_s=60)
+    finally:
+        process.kill()
+        process.communicate()
+    stderr_text = log.read_text(errors="replace")
+    assert [a.get("id") for a in answers] == [1, 2, None, None, 4], answers or stderr_text
+    surrogate, unclosed, not_jsonrpc = (a["error"] for a in answers[1:4])
+    assert surrogate == {
+        "code": -32700,
+        "message": "params.arguments.content is not valid Unicode: it contains a lone "
+        "surrogate ('\\ud800' at character 6); send a complete UTF-16 surrogate pair "
+        "(such as \\ud83d\\ude00) or the character itself",
+    }
+    assert unclosed == {
+        "code": -32700,
+        "message": "line is not valid JSON: EOF while parsing an object at line 1 column 77; "
+        "send each JSON-RPC message as one line of JSON",
+    }
+    assert not_jsonrpc == {
+        "code": -32600,
+        "message": "line is not a JSON-RPC 2.0 request, notification or response: "
+        "params: Input should be an object",
+    }
+    assert {t["name"] for t in answers[4]["result"]["tools"]} >= {"record_memory"}
+    events = [json.loads(line) for line in stderr_text.splitlines() if line.startswith("{")]
+    warned = [e for e in events if e.get("event") == "mcp.parse_error"]
+    assert [(e["level"], e["user_id"], e["error"]) for e in warned] == [
+        ("warning", "stdio-carol", error["message"]) for error in (surrogate, unclosed, not_jsonrpc)
+    ]
+
+
+def _read_answers(
+    process: subprocess.Popen[bytes], until_id: int, timeout_s: float
+) -> list[dict[str, Any]]:
+    """The JSON lines the server writes to stdout, up to the answer with ``until_id``."""
+    assert process.stdout is not None
+    answers: list[dict[str, Any]] = []
+    pending = b""
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=0.5):
+                continue
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                break  # the server exited
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            answers += [json.loads(line) for line in complete if line.strip()]
+            if any(a.get("id") == until_id for a in answers):
+                break
+    return answers

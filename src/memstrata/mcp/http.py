@@ -8,6 +8,8 @@ lifespan (one process, one lifespan; the runtime is opened first and closed last
 session created with one user's token answers 404 to any other user's token, and every
 tool, resource and prompt reads the user from the request, never from an argument. Each
 user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`).
+A body with a lone surrogate in a string, which the SDK reports only as "unexpected end of
+hex escape", gets the REST API's message instead (:mod:`memstrata.mcp.parse_errors`).
 
 A session lives in the process that opened it, so replicas behind a load balancer need
 affinity on the ``Mcp-Session-Id`` header, or ``mcp_stateless``: the SDK's stateless mode,
@@ -18,6 +20,7 @@ behind a load balancer").
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,17 +36,21 @@ from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
 from memstrata.api.routing import refuse_declared_overflow, with_body_limit
 from memstrata.config import Settings
+from memstrata.logs import log_event
+from memstrata.mcp.parse_errors import lone_surrogate
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
 
 MCP_PATH = "/mcp"
+
+logger = logging.getLogger(__name__)
 
 
 class BearerGate:
@@ -74,18 +81,55 @@ class BearerGate:
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
             refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
             limited = await with_body_limit(Request(scope, receive), self.max_request_bytes)
+            body = await limited.body()  # read whole above; handed on by _replay below
+            if scope["method"] == "POST":
+                _refuse_lone_surrogates(body, user_id)
         except (ApiError, ClientDisconnect) as exc:
             await _refuse(exc, scope, receive, send)
             return
+        receive = _replay(body, receive)
         token = (authorization or "").strip().partition(" ")[2].strip()
         scope["user"] = AuthenticatedUser(
             AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
         )
         scope.setdefault("state", {})["user_id"] = user_id  # for the request log
         if self.sessions is None:
-            await self.app(scope, limited.receive, send)
+            await self.app(scope, receive, send)
             return
-        await serve_counted(self.sessions, self.app, user_id, scope, limited.receive, send)
+        await serve_counted(self.sessions, self.app, user_id, scope, receive, send)
+
+
+def _refuse_lone_surrogates(body: bytes, user_id: str) -> None:
+    """400 for a JSON body with a lone surrogate in a string, saying where and how to fix
+    it, where the SDK would say only "Parse error: unexpected end of hex escape"."""
+    bad = lone_surrogate(body)
+    if bad is None:
+        return
+    log_event(
+        logger,
+        "mcp.parse_error",
+        logging.WARNING,
+        user_id=user_id,
+        error=bad.message,
+        code=bad.code,
+        request_id=bad.request_id,
+    )
+    fields = jsonrpc_error_fields(bad.message, code=bad.code, request_id=bad.request_id)
+    raise ApiError(400, bad.message, extra=fields)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with ``body``, which the gate has read, delivered first."""
+    delivered = False
+
+    async def replayed() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 async def _refuse(
@@ -94,7 +138,8 @@ async def _refuse(
     """The REST API's error response, which is also a JSON-RPC error."""
     mapped = map_exception(exc)
     assert mapped is not None  # both map
-    mapped.body.update(jsonrpc_error_fields(mapped.body["detail"]))
+    for key, value in jsonrpc_error_fields(mapped.body["detail"]).items():
+        mapped.body.setdefault(key, value)  # a parse error brought its own
     await mapped.response()(scope, receive, send)
 
 

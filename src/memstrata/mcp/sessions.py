@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -276,8 +276,10 @@ def _too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
     )
 
 
-def jsonrpc_error_fields(message: str) -> dict[str, object]:
+def jsonrpc_error_fields(
+    message: str, *, code: int = INVALID_REQUEST, request_id: RequestId | None = None
+) -> dict[str, object]:
     """Fields that make an error body of ``/mcp`` a JSON-RPC error as well: MCP clients
     show its message, where they show only "Server returned an error response" for the
     plain error shape."""
-    return {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}

@@ -4,15 +4,44 @@ Local use: the process owner is trusted and names the user; every call is scoped
 Nothing but protocol messages may reach stdout: logs go to stderr, and while serving the
 SDK points fd 1 at stderr so stray output from libraries or children cannot corrupt the
 stream.
+
+A line the SDK cannot parse reaches the server as an exception, which the SDK's server
+offers no hook for and drops with a debug log, leaving the client to wait for ever.
+:class:`AnsweringReadStream` answers each one instead (a JSON-RPC parse error, see
+:mod:`memstrata.mcp.parse_errors`), logs it with the user, and serves the next line.
 """
 
 from __future__ import annotations
 
-from mcp.server.stdio import stdio_server
+import contextvars
+import logging
+from types import TracebackType
+from typing import Protocol, Self
 
+import anyio
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+from memstrata.logs import describe, log_event
+from memstrata.mcp.parse_errors import bad_line
 from memstrata.mcp.server import build_server
 from memstrata.memory.kinds import validate_user_id
 from memstrata.runtime import Memstrata
+
+logger = logging.getLogger(__name__)
+
+
+class _Items(Protocol):
+    """The read side of the SDK's stdio transport."""
+
+    async def receive(self) -> SessionMessage | Exception: ...
+    async def aclose(self) -> None: ...
+
+
+class _Sink(Protocol):
+    """The write side of the SDK's stdio transport."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
 
 
 async def serve_stdio(mem: Memstrata, user_id: str) -> None:
@@ -20,4 +49,76 @@ async def serve_stdio(mem: Memstrata, user_id: str) -> None:
     user = validate_user_id(user_id)
     server = build_server(lambda: mem, lambda _ctx: user)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        answering = AnsweringReadStream(read, write, user)
+        await server.run(answering, write, server.create_initialization_options())
+
+
+class AnsweringReadStream:
+    """The SDK's read stream without its exception items: each is answered on ``write``
+    with a JSON-RPC error and logged as ``mcp.parse_error`` (WARNING) for ``user_id``."""
+
+    def __init__(
+        self,
+        inner: _Items,
+        write: _Sink,
+        user_id: str,
+    ) -> None:
+        self._inner = inner
+        self._write = write
+        self._user_id = user_id
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        """The sender's context of the last item (the SDK's relay reads it)."""
+        context = getattr(self._inner, "last_context", None)
+        return context if isinstance(context, contextvars.Context) else None
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            item = await self._inner.receive()
+            if isinstance(item, SessionMessage):
+                return item
+            await self._answer(item)
+
+    async def _answer(self, exc: Exception) -> None:
+        answer = bad_line(exc)
+        if answer is None:
+            logger.debug("blank line on stdin ignored")
+            return
+        log_event(
+            logger,
+            "mcp.parse_error",
+            logging.WARNING,
+            user_id=self._user_id,
+            error=answer.message,
+            code=answer.code,
+            request_id=answer.request_id,
+        )
+        try:
+            await self._write.send(answer.session_message())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as closed:
+            # The server is ending (stdin closed): nobody is left to read the answer.
+            logger.debug("parse error not sent: %s", describe(closed))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,152 @@
+"""Answers for what the SDK cannot parse: a stdio line or an HTTP body that is not JSON,
+or not a JSON-RPC message.
+
+The SDK parses with pydantic (jiter), which refuses a string holding a lone surrogate
+(``"\\ud800"`` — JSON's grammar allows it, UTF-8 cannot carry it) with "unexpected end of
+hex escape". The standard library's parser reads it, so :func:`lone_surrogate` can say
+where it is and how to fix it, with the REST API's rule (:func:`memstrata.text.
+lone_surrogate_at`) and wording ("… is not valid Unicode: it contains a lone surrogate"),
+and answer the request's own id, so the client's call fails at once instead of waiting.
+For any other line the id cannot be trusted, so the answer's id is null (JSON-RPC 2.0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, RequestId
+from pydantic import ValidationError
+
+from memstrata.logs import describe
+from memstrata.text import lone_surrogate_at
+
+# A JSON escape of a UTF-16 surrogate (\uD800–\uDFFF): only then can a lone one be there.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+_FIX_SURROGATE = (
+    "send a complete UTF-16 surrogate pair (such as \\ud83d\\ude00) or the character itself"
+)
+
+
+@dataclass(frozen=True)
+class BadMessage:
+    """The JSON-RPC error that answers one unparseable message."""
+
+    code: int
+    message: str
+    request_id: RequestId | None = None
+
+    def error(self) -> JSONRPCError:
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=self.request_id,
+            error=ErrorData(code=self.code, message=self.message),
+        )
+
+    def session_message(self) -> SessionMessage:
+        return SessionMessage(self.error())
+
+
+def lone_surrogate(raw: str | bytes) -> BadMessage | None:
+    """The answer for JSON text whose only fault is a string with a lone surrogate, else
+    None (not JSON at all, or no lone surrogate: the SDK's own parse decides)."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return None
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    found = _find_lone_surrogate(document)
+    if found is None:
+        return None
+    where, text, at = found
+    message = (
+        f"{where} is not valid Unicode: it contains a lone surrogate "
+        f"({text[at]!r} at character {at}); {_FIX_SURROGATE}"
+    )
+    return BadMessage(PARSE_ERROR, message, _request_id(document))
+
+
+def bad_line(exc: Exception) -> BadMessage | None:
+    """The answer for what the SDK's stdio reader yielded instead of a message for one
+    line (``exc``); None for a blank line, which is no message at all."""
+    if not isinstance(exc, ValidationError):
+        return BadMessage(PARSE_ERROR, f"line could not be read: {describe(exc)}")
+    errors = exc.errors()
+    invalid_json = next((e for e in errors if e["type"] == "json_invalid"), None)
+    if invalid_json is None:
+        return BadMessage(
+            INVALID_REQUEST,
+            f"line is not a JSON-RPC 2.0 request, notification or response: {_summary(errors)}",
+        )
+    reason = str(invalid_json["msg"]).removeprefix("Invalid JSON: ")
+    line = invalid_json.get("input")
+    if isinstance(line, str):
+        line = line.rstrip("\r\n")  # the reader's line ends with its newline
+        if not line.strip():
+            return None
+        if (surrogate := lone_surrogate(line)) is not None:
+            return surrogate
+        try:  # again without the newline, so the position is where the line stops
+            pydantic_core.from_json(line)
+        except ValueError as exc:
+            reason = str(exc)
+    return BadMessage(
+        PARSE_ERROR,
+        f"line is not valid JSON: {reason}; send each JSON-RPC message as one line of JSON",
+    )
+
+
+def _find_lone_surrogate(document: Any) -> tuple[str, str, int] | None:
+    """Where the first string (key or value) with a lone surrogate is: a path such as
+    ``params.arguments.content``, the string and the surrogate's index in it."""
+    stack: list[tuple[str, Any]] = [("the message", document)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if (at := lone_surrogate_at(value)) is not None:
+                return where, value, at
+        elif isinstance(value, dict):
+            prefix = "" if where == "the message" else f"{where}."
+            for key in value:
+                if (at := lone_surrogate_at(key)) is not None:
+                    return f"a key in {where}", key, at
+            stack.extend((prefix + key, item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _request_id(document: Any) -> RequestId | None:
+    """The id of a request (an object with a method) the answer can carry, else None: a
+    response's id would match one of the client's own requests."""
+    if not isinstance(document, dict) or "method" not in document:
+        return None
+    request_id = document.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    if isinstance(request_id, str) and lone_surrogate_at(request_id) is not None:
+        return None  # could not be written back
+    return request_id
+
+
+def _summary(errors: list[Any]) -> str:
+    """pydantic's errors for the closest of the four message shapes (the one with the
+    fewest errors), one ``field: message`` each."""
+    shapes: dict[str, list[str]] = {}
+    for error in errors:
+        loc = tuple(str(part) for part in error["loc"])
+        shape, field = (loc[0], ".".join(loc[1:])) if loc else ("", "")
+        shapes.setdefault(shape, []).append(f"{field}: {error['msg']}" if field else error["msg"])
+    closest = min(shapes.values(), key=len, default=[])
+    return "; ".join(closest) or "unrecognised message"
