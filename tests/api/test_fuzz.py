@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 import schemathesis
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
 FUZZ_EXAMPLES = 30
@@ -50,3 +51,25 @@ def test_no_server_errors_and_auth_everywhere(app: FastAPI, auth: AuthHeader) ->
         fuzz()
         checked.append(f"{operation.method.upper()} {operation.path}")
     assert any(c.startswith("PUT /api/config/agent-files") for c in checked), checked
+
+
+# Paths the OpenAPI document cannot produce (its names are enums): a "/" in a name, an
+# empty name, an extra segment. They reach the routes too, so they are 401 first.
+UNLISTED_PATHS = [
+    ("GET", "/api/config/agent-files/a%2Fb"),
+    ("GET", "/api/config/agent-files/"),
+    ("GET", "/api/config/agent-files/user/x"),
+    ("PUT", "/api/config/agent-files/a%2Fb"),
+    ("PUT", "/api/config/agent-files/"),
+    ("PUT", "/api/config/agent-files/user/x"),
+    ("PUT", "/api/config/skills/a%2Fb"),
+    ("PUT", "/api/config/skills/"),
+    ("POST", "/api/memory/conversations/a%2Fb/turns"),
+    ("POST", "/api/memory/conversations//turns"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), UNLISTED_PATHS)
+def test_unlisted_api_paths_need_a_token_too(client: TestClient, method: str, path: str) -> None:
+    response = client.request(method, path, json={})
+    assert (response.status_code, response.json()["code"]) == (401, "unauthorized"), response.text

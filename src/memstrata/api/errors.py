@@ -17,8 +17,11 @@ errors the two are the same English text). 409 and 422 add fields:
   ``expected_version`` and ``current_version``
 - 413 ``payload_too_large``: request body over ``max_request_bytes``, or content over
   ``max_content_bytes``
-- 422 ``validation_error``: body validation (pydantic, malformed JSON) or
-  ``InvalidContentError``; adds ``errors: [{"loc", "msg", "type"}]``
+- 422 ``validation_error``: body validation (pydantic, malformed JSON, a body that is not
+  UTF-8, nested too deeply or holds a number too long to decode, a body not sent as
+  ``application/json``) or ``InvalidContentError``; adds ``errors: [{"loc", "msg", "type"}]``.
+  Not 415 for a wrong ``Content-Type``: spec §3 names no such status and every other
+  unreadable body is a 422, so a client handles one status for "fix the body"
 - 429 ``too_many_sessions``: ``/mcp`` only, a user's MCP session cap (memstrata.mcp.sessions)
 - 503 ``unavailable``: runtime not started, or a database / sandbox / embedding failure
   that escaped the service layer; ``shutting_down``: a request still running when the
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,7 +161,9 @@ def map_exception(exc: BaseException) -> HttpError | None:
         # the error log.
         return _detail(400, "the client closed the connection before sending the whole body")
     if isinstance(exc, StarletteHTTPException):
-        return _detail(exc.status_code, str(exc.detail), headers=exc.headers)
+        return _undecodable_body(exc) or _detail(
+            exc.status_code, str(exc.detail), headers=exc.headers
+        )
     if isinstance(exc, InvalidFileTypeError):
         return _detail(
             400, INVALID_FILE_NAME, code="invalid_file_name", message=INVALID_FILE_NAME_MESSAGE
@@ -196,9 +202,60 @@ def _data_error_message(exc: DataError) -> str:
     return "the database could not store or read back a value (out of range or not representable)"
 
 
+def _undecodable_body(exc: StarletteHTTPException) -> HttpError | None:
+    """FastAPI answers a body that ``json.loads`` refuses with anything but a
+    ``JSONDecodeError`` with its own 400 "There was an error parsing the body" (the cause
+    chained): the same 422 as malformed JSON here, saying what to fix."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or not isinstance(cause, ValueError | RecursionError):
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start : cause.start + 1].hex() or "??"
+        msg = (
+            f"the body must be UTF-8 JSON: byte 0x{byte} at offset {cause.start} is not "
+            "UTF-8 (text in Latin-1 or another encoding?)"
+        )
+    elif isinstance(cause, RecursionError):
+        msg = (
+            "the body's JSON is nested too deeply to decode (arrays or objects hundreds of "
+            "levels inside each other); no memstrata request nests more than a few levels"
+        )
+    elif "integer string conversion" in str(cause):
+        msg = (
+            f"a number in the body is too long to decode (over {sys.get_int_max_str_digits()} "
+            "digits); send numbers in the documented ranges"
+        )
+    else:
+        msg = f"the body could not be decoded as JSON: {cause}"
+    return _validation_detail([{"loc": ["body"], "msg": msg, "type": "json_invalid"}])
+
+
+def unparsed_body_error(
+    exc: RequestValidationError, content_type: str | None
+) -> RequestValidationError:
+    """``exc`` (its body left as bytes: FastAPI decodes JSON only when the Content-Type says
+    JSON) with the body's errors replaced by one that says to send ``application/json``,
+    instead of pydantic's "Input should be a valid dictionary"."""
+    sent = f"as {content_type[:80]!r}" if content_type else "without a Content-Type"
+    msg = f"the body was sent {sent}, not as JSON: send it with Content-Type: application/json"
+    kept = [e for e in exc.errors() if not (isinstance(e, Mapping) and _in_body(e))]
+    item = {"loc": ("body",), "msg": msg, "type": "content_type"}
+    return RequestValidationError([item, *kept], body=exc.body)
+
+
+def _in_body(error: Mapping[str, Any]) -> bool:
+    loc = error.get("loc")
+    return isinstance(loc, Sequence) and len(loc) > 0 and loc[0] == "body"
+
+
 def validation_error(errors: Sequence[Any]) -> HttpError:
     """422 with a one-line summary and the pydantic errors (without echoing the input)."""
-    items = [_error_item(error) for error in errors if isinstance(error, Mapping)]
+    return _validation_detail(
+        [_error_item(error) for error in errors if isinstance(error, Mapping)]
+    )
+
+
+def _validation_detail(items: list[dict[str, Any]]) -> HttpError:
     summary = "; ".join(
         f"{'.'.join(item['loc']) or 'request'}: {item['msg']}" for item in items[:5]
     )

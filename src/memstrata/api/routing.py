@@ -13,12 +13,14 @@ from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, Request, Response, Security
 from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.types import Message
 
 from memstrata.api.context import ApiContext
-from memstrata.api.errors import ApiError, error_response
+from memstrata.api.errors import ApiError, error_response, unparsed_body_error
 
 # Declares the bearer scheme in the OpenAPI document (the "Authorize" button of /docs).
 # Stateless; the header itself is parsed by Authenticator.
@@ -54,6 +56,9 @@ def route_class(context: ApiContext) -> type[APIRoute]:
                         await check(**{n: request.path_params[n] for n in names})
                     return await handler(await with_body_limit(request, limit))
                 except Exception as exc:
+                    if isinstance(exc, RequestValidationError) and isinstance(exc.body, bytes):
+                        # FastAPI leaves the body as bytes when the Content-Type is not JSON.
+                        exc = unparsed_body_error(exc, request.headers.get("content-type"))
                     response = error_response(exc)
                     if response is None:
                         raise
@@ -62,6 +67,19 @@ def route_class(context: ApiContext) -> type[APIRoute]:
             return guarded
 
     return MemstrataRoute
+
+
+class _AnythingConvertor(PathConvertor):
+    """Like ``path``, but also across newlines (``.`` in starlette's ``.*`` does not)."""
+
+    regex = r"[\s\S]*"
+
+
+def register_anything_convertor() -> None:
+    """``{name:anything}`` in a route path: any characters at all, even none, ``/`` and
+    newlines, reach the route (after authentication) and get its clear 400, not a 404
+    "Not Found" that answers before the token is checked. Idempotent."""
+    register_url_convertor("anything", _AnythingConvertor())
 
 
 def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:

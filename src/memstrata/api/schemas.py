@@ -15,7 +15,10 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    field_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
@@ -44,12 +47,29 @@ class AgentFile(BaseModel):
 
 
 class AgentFileUpdate(BaseModel):
+    # An unknown field is a 422, never ignored: a misspelt ``expected_versoin`` would
+    # otherwise turn a guarded write into last-writer-wins over a newer version.
+    model_config = ConfigDict(extra="forbid")
+
     content: StrictStr = Field(description="The file's complete new text (UTF-8).")
     expected_version: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] | None = Field(
         default=None,
         description="Optimistic lock: write only if the stored version is this one "
         "(0: only if the file does not exist). Same as the If-Match header.",
     )
+    # Not a field of the request (left out of the schema): the GET response's name for the
+    # version, refused with a message that says where it goes. A client sending the GET
+    # body back with new content would otherwise overwrite a newer version unchecked.
+    version: SkipJsonSchema[object] = Field(default=None, exclude=True, repr=False)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_goes_in_expected_version(cls, value: object) -> object:
+        raise PydanticCustomError(
+            "extra_forbidden",
+            "unknown field: send the version you edited as expected_version "
+            '(or as the If-Match header, e.g. If-Match: "3")',
+        )
 
 
 class AgentFileUpdated(BaseModel):
@@ -71,6 +91,8 @@ class SkillList(BaseModel):
 
 
 class SkillUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     enabled: StrictBool
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Response
+from fastapi import APIRouter, Depends, Header, Path, Request, Response
 from fastapi.routing import APIRoute
 
 from memstrata.api.errors import ApiError
-from memstrata.api.routing import Context, CurrentUser, checked_before_body
+from memstrata.api.routing import (
+    Context,
+    CurrentUser,
+    checked_before_body,
+    register_anything_convertor,
+)
 from memstrata.api.schemas import (
     AgentFile,
     AgentFileUpdate,
@@ -22,7 +27,8 @@ from memstrata.api.schemas import (
 )
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 
-_ETAG = re.compile(r'\A(?:W/)?"?([0-9]{1,9})"?\Z')
+# One of our ETags: "3", weak W/"3", or bare 3; quotes balanced.
+_ETAG = re.compile(r'\A(?:(?:W/)?"([0-9]{1,9})"|([0-9]{1,9}))\Z')
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
 }
@@ -49,33 +55,44 @@ async def path_kind(
     return api_kind(name)
 
 
-def parse_if_match(value: str | None) -> int | None:
-    """The version in an ``If-Match`` header (our ETags are ``"<version>"``); None for ``*``."""
-    if value is None or value.strip() == "*":
+def parse_if_match(values: list[str]) -> int | None:
+    """The version in the ``If-Match`` header lines ``values`` (our ETags are
+    ``"<version>"``); None for no header or ``*``. Several lines are one comma-separated
+    list (RFC 9110), and it must hold exactly one ETag: a second one, on the same line or
+    another, would otherwise be ignored and the write applied against it."""
+    if not values:
         return None
-    match = _ETAG.match(value.strip())
+    joined = ", ".join(values)
+    items = [item.strip() for item in joined.split(",")]
+    if items == ["*"]:
+        return None
+    match = _ETAG.match(items[0]) if len(items) == 1 else None
     if match is None:
         raise ApiError(
             400,
-            f'If-Match must be one ETag as returned by GET, such as "3"; got {value[:40]!r}',
+            f'If-Match must be one ETag as returned by GET, such as "3"; got {joined[:40]!r}',
         )
-    return int(match.group(1))
+    return int(match.group(1) or match.group(2))
 
 
-def expected_version(body_version: int | None, if_match: str | None) -> int | None:
+def expected_version(body_version: int | None, if_match: list[str]) -> int | None:
     header_version = parse_if_match(if_match)
     if body_version is not None and header_version is not None and body_version != header_version:
         raise ApiError(
             400,
-            f"expected_version {body_version} and If-Match {if_match!r} disagree; send one",
+            f"expected_version {body_version} and If-Match {', '.join(if_match)!r} disagree; "
+            "send one",
         )
     return body_version if body_version is not None else header_version
 
 
 def build_router(route_class: type[APIRoute]) -> APIRouter:
+    register_anything_convertor()
     router = APIRouter(prefix="/api/config", tags=["config"], route_class=route_class)
 
-    @router.get("/agent-files/{name}", responses=_ERRORS)
+    # ``name:anything``: a name with "/" or an empty one reaches the route, so it is 401
+    # without a token and spec §3's 400 with one, never a 404 "Not Found".
+    @router.get("/agent-files/{name:anything}", responses=_ERRORS)
     async def get_agent_file(
         user_id: CurrentUser,
         kind: Annotated[FileKind, Depends(path_kind)],
@@ -95,17 +112,20 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             version=file.version,
         )
 
-    @router.put("/agent-files/{name}", responses=_ERRORS)
+    @router.put("/agent-files/{name:anything}", responses=_ERRORS)
     async def put_agent_file(
         user_id: CurrentUser,
         kind: Annotated[FileKind, Depends(path_kind)],
         body: AgentFileUpdate,
+        request: Request,
         response: Response,
         context: Context,
+        # Declared for the OpenAPI document; FastAPI gives only its first line, so it is
+        # read below from the request, every line of it.
         if_match: Annotated[str | None, Header(description='ETag from GET, e.g. "3"')] = None,
     ) -> AgentFileUpdated:
         """Replace a memory file: DB → embeddings → sandbox (forced) → AgentPool eviction."""
-        version = expected_version(body.expected_version, if_match)
+        version = expected_version(body.expected_version, request.headers.getlist("if-match"))
         try:
             file = await context.mem.sync.frontend_edit(
                 user_id, kind, body.content, expected_version=version
@@ -133,7 +153,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             ]
         )
 
-    @router.put("/skills/{skill_name}", responses=_ERRORS)
+    @router.put("/skills/{skill_name:anything}", responses=_ERRORS)
     def put_skill(
         skill_name: str, body: SkillUpdate, user_id: CurrentUser, context: Context
     ) -> SkillUpdated:

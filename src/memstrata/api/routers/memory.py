@@ -12,10 +12,14 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, Depends, Path
 from fastapi.routing import APIRoute
-from starlette.convertors import PathConvertor, register_url_convertor
 
 from memstrata.api.errors import ApiError
-from memstrata.api.routing import Context, CurrentUser, checked_before_body
+from memstrata.api.routing import (
+    Context,
+    CurrentUser,
+    checked_before_body,
+    register_anything_convertor,
+)
 from memstrata.api.schemas import (
     BatchTurn,
     BatchTurnsRejected,
@@ -74,14 +78,8 @@ def batch_rounds(turns: list[BatchTurn | InvalidBatchTurn]) -> list[Round]:
     raise RoundsInvalidError(sorted(errors, key=lambda e: e["index"]), len(turns))
 
 
-class _AnythingConvertor(PathConvertor):
-    """Like ``path``, but also across newlines (``.`` in starlette's ``.*`` does not)."""
-
-    regex = r"[\s\S]*"
-
-
 def build_router(route_class: type[APIRoute]) -> APIRouter:
-    register_url_convertor("anything", _AnythingConvertor())
+    register_anything_convertor()
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
     @router.post("/search", responses=_ERRORS)
