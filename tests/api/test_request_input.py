@@ -284,3 +284,13 @@ def test_if_match_on_several_lines_or_unbalanced_is_400(
 )
 def test_parse_if_match(lines: list[str], version: int | None) -> None:
     assert parse_if_match(lines) == version
+
+
+def test_the_skill_list_with_a_trailing_slash_is_still_the_list(
+    client: TestClient, auth: AuthHeader
+) -> None:
+    """The PUT route's ``{skill_name:anything}`` also matches an empty name, which turned
+    ``GET /api/config/skills/`` from the list (through a redirect) into a 405."""
+    response = client.get("/api/config/skills/", headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json() == client.get("/api/config/skills", headers=auth()).json()

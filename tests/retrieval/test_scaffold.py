@@ -7,16 +7,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.scaffold import drop_template_paragraphs
+from memstrata.retrieval.scaffold import drop_template_paragraphs, scaffold_keys
 from memstrata.retrieval.search import DecayPolicy, SearchService
 from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.runtime import Memstrata
@@ -141,3 +143,20 @@ def test_a_template_another_replica_records_is_known_after_the_reread(
     assert new_paragraph not in old.keys(FileKind.USER)  # read within the interval
     time.sleep(0.25)
     assert new_paragraph in old.keys(FileKind.USER)
+
+
+def test_an_unreadable_template_of_another_file_does_not_fail_the_reread(
+    db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reread records every indexed kind's template; MEMORY.md's gone missing made a
+    USER.md write's template step raise (and index the boilerplate) once per interval."""
+    edited = tmp_path / "templates"
+    shutil.copytree(default_template_dir(), edited)
+    scaffold = TemplateScaffold(db.sessions, TemplateSet(edited), reread_s=0.0)
+    scaffold.record([FileKind.USER, FileKind.MEMORY])
+    (edited / "MEMORY.md").unlink()
+    with caplog.at_level("WARNING"):
+        keys = scaffold.keys(FileKind.USER)
+    assert scaffold_keys(TemplateSet(edited).load(FileKind.USER)) <= keys
+    [logged] = [r for r in caplog.records if r.getMessage() == "index.template_unreadable"]
+    assert event_fields(logged)["file_type"] == FileKind.MEMORY.file_type

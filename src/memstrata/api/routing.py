@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import PathConvertor, register_url_convertor
-from starlette.types import Message
+from starlette.types import Message, Receive
 
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, error_response, unparsed_body_error
@@ -118,7 +118,11 @@ async def with_body_limit(request: Request, limit: int) -> Request:
         if size > limit:
             raise _too_large(size, limit, at_least=True)
         chunks.append(chunk)
-    body = b"".join(chunks)
+    return Request(request.scope, replaying(b"".join(chunks), request.receive))
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with ``body``, already read from it, delivered first."""
     delivered = False
 
     async def replay() -> Message:
@@ -126,9 +130,9 @@ async def with_body_limit(request: Request, limit: int) -> Request:
         if not delivered:
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await request.receive()
+        return await receive()
 
-    return Request(request.scope, replay)
+    return replay
 
 
 def refuse_declared_overflow(content_length: str | None, limit: int) -> None:

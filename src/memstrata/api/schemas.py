@@ -20,11 +20,9 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
+from memstrata.db.models import MAX_INT
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
-
-# PostgreSQL ``integer`` columns (version, turn index) hold at most this.
-MAX_INT = 2**31 - 1
 
 
 class ErrorBody(BaseModel):

@@ -36,12 +36,12 @@ from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
-from memstrata.api.routing import refuse_declared_overflow, with_body_limit
+from memstrata.api.routing import refuse_declared_overflow, replaying, with_body_limit
 from memstrata.config import Settings
 from memstrata.logs import log_event
 from memstrata.mcp.parse_errors import lone_surrogate
@@ -81,13 +81,13 @@ class BearerGate:
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
             refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
             limited = await with_body_limit(Request(scope, receive), self.max_request_bytes)
-            body = await limited.body()  # read whole above; handed on by _replay below
+            body = await limited.body()  # read whole above; handed on by replaying below
             if scope["method"] == "POST":
                 _refuse_lone_surrogates(body, user_id)
         except (ApiError, ClientDisconnect) as exc:
             await _refuse(exc, scope, receive, send)
             return
-        receive = _replay(body, receive)
+        receive = replaying(body, receive)
         token = (authorization or "").strip().partition(" ")[2].strip()
         scope["user"] = AuthenticatedUser(
             AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
@@ -116,20 +116,6 @@ def _refuse_lone_surrogates(body: bytes, user_id: str) -> None:
     )
     fields = jsonrpc_error_fields(bad.message, code=bad.code, request_id=bad.request_id)
     raise ApiError(400, bad.message, extra=fields)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` with ``body``, which the gate has read, delivered first."""
-    delivered = False
-
-    async def replayed() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 async def _refuse(

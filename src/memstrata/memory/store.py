@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
+from memstrata.db.models import MAX_INT
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
@@ -65,19 +66,15 @@ class MemoryFile:
         return self.kind.api_name
 
 
-# user_configs.version is a 4-byte INTEGER.
-MAX_VERSION = 2**31 - 1
-
-
 def check_expected_version(value: object) -> int | None:
     """``value`` if it is None or a version a file can have; else ``InvalidContentError``
     (a library caller's ``"1"`` or ``True`` must not reach the comparisons)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_VERSION:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
         raise InvalidContentError(
             f"expected_version must be None or an integer from 0 (the file must not exist "
-            f"yet) to {MAX_VERSION}, got {value!r}"
+            f"yet) to {MAX_INT}, got {value!r}"
         )
     return value
 

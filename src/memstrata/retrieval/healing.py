@@ -162,7 +162,7 @@ class VectorHealer:
     def _refused_whole(self, todo: list[queue.Claimed], results: Sequence[object]) -> bool:
         """Every text of the claim refused (a 4xx about the input). Either the API refuses
         the request, not the texts — a model name it answers with 400, an input format it
-        does not take — or these texts are refused on their own (a claim can hold one
+        does not take — or these texts are refused on their own (a claim may hold one
         user's rows only). ``PROBE_TEXT`` tells which. Refused too: marking each row as
         never to be retried would leave them without vectors after the configuration is
         fixed, so the rows are given back and the worker pauses (60 s, doubling to 15 min

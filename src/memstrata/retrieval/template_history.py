@@ -58,11 +58,14 @@ class TemplateScaffold:
         self._kinds = tuple(kinds)
         # Before the query: a failing database is then not asked again on every write.
         self._read_at = time.monotonic()
-        rows = [
-            {"t": kind.file_type, "h": _hash(key), "p": key}
-            for kind in self._kinds
-            for key in scaffold_keys(self._templates.load(kind))
-        ]
+        rows = []
+        for kind in self._kinds:
+            try:
+                keys = scaffold_keys(self._templates.load(kind))
+            except OSError as exc:  # this file's writes say so (keys); the others go on
+                log_failure(logger, "index.template_unreadable", exc, file_type=kind.file_type)
+                continue
+            rows += [{"t": kind.file_type, "h": _hash(key), "p": key} for key in keys]
         try:
             with transaction(self._sessions) as session:
                 if rows:

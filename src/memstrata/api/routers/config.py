@@ -137,7 +137,10 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         response.headers["ETag"] = etag(file.version)
         return AgentFileUpdated(name=kind.api_name, file_type=kind.file_type, version=file.version)
 
+    # "/skills/" too: the PUT route's {skill_name:anything} matches an empty name, which
+    # would turn the trailing-slash redirect into a 405.
     @router.get("/skills", responses=_ERRORS)
+    @router.get("/skills/", include_in_schema=False)
     def list_skills(user_id: CurrentUser, context: Context) -> SkillList:
         """The discovered skills with this user's switches (enabled unless turned off)."""
         skills = context.mem.skills.list_for_user(user_id)
