@@ -294,3 +294,21 @@ def test_the_skill_list_with_a_trailing_slash_is_still_the_list(
     response = client.get("/api/config/skills/", headers=auth())
     assert response.status_code == 200, response.text
     assert response.json() == client.get("/api/config/skills", headers=auth()).json()
+
+
+def test_one_trailing_slash_names_the_same_file_and_skill(
+    client: TestClient, auth: AuthHeader
+) -> None:
+    """``user/`` used to reach ``user`` through Starlette's redirect; since names may hold
+    "/" it is read as the same name, not refused as an invalid one."""
+    assert client.get(FILE + "/").status_code == 401
+    got = client.get(FILE + "/", headers=auth())
+    assert got.status_code == 200, got.text
+    assert got.json() == client.get(FILE, headers=auth()).json()
+    put = client.put(FILE + "/", headers=auth(), json={"content": "slash"})
+    assert put.status_code == 200, put.text
+    assert client.get(FILE, headers=auth()).json()["content"] == "slash"
+    skill = client.put(SKILL + "/", headers=auth(), json={"enabled": False})
+    assert (skill.status_code, skill.json()["enabled"]) == (200, False), skill.text
+    for bad in ("/api/config/agent-files/user//", "/api/config/agent-files//"):
+        assert client.get(bad, headers=auth()).status_code == 400

@@ -82,6 +82,13 @@ def register_anything_convertor() -> None:
     register_url_convertor("anything", _AnythingConvertor())
 
 
+def one_trailing_slash_dropped(name: str) -> str:
+    """``user/`` as ``user``: before names could hold ``/``, Starlette redirected such a
+    path to the one without the slash, and clients that follow redirects still mean it."""
+    stem = name.removesuffix("/")
+    return stem if stem and "/" not in stem else name
+
+
 def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
     return any(dep.call is call or _depends_on(dep, call) for dep in dependant.dependencies)
 

@@ -13,6 +13,7 @@ from memstrata.api.routing import (
     Context,
     CurrentUser,
     checked_before_body,
+    one_trailing_slash_dropped,
     register_anything_convertor,
 )
 from memstrata.api.schemas import (
@@ -52,7 +53,7 @@ async def path_kind(
     # Checked before the body (``checked_before_body``), so that a bad name is a 400 even
     # when the body is also invalid (422) or not JSON at all; async, because FastAPI runs a
     # plain ``def`` dependency on a worker thread.
-    return api_kind(name)
+    return api_kind(one_trailing_slash_dropped(name))
 
 
 def parse_if_match(values: list[str]) -> int | None:
@@ -161,7 +162,8 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         skill_name: str, body: SkillUpdate, user_id: CurrentUser, context: Context
     ) -> SkillUpdated:
         """Turn one skill on or off for this user; 404 for a skill that is not installed."""
-        skill = context.mem.skills.set_enabled(user_id, skill_name, body.enabled)
+        name = one_trailing_slash_dropped(skill_name)
+        skill = context.mem.skills.set_enabled(user_id, name, body.enabled)
         return SkillUpdated(skill_name=skill.name, enabled=skill.enabled)
 
     return router
