@@ -115,9 +115,14 @@ def _path_checks(dependant: Dependant) -> list[tuple[PathCheck, list[str]]]:
 
 
 async def with_body_limit(request: Request, limit: int) -> Request:
-    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request
-    (the REST routes, and the MCP endpoint, whose SDK would answer in plain text). A
-    declared ``Content-Length`` over the limit was refused before."""
+    """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request."""
+    return Request(request.scope, replaying(await read_body(request, limit), request.receive))
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes with the JSON 413 (the REST
+    routes, and the MCP endpoint, whose SDK would answer in plain text). A declared
+    ``Content-Length`` over the limit was refused before."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -125,7 +130,7 @@ async def with_body_limit(request: Request, limit: int) -> Request:
         if size > limit:
             raise _too_large(size, limit, at_least=True)
         chunks.append(chunk)
-    return Request(request.scope, replaying(b"".join(chunks), request.receive))
+    return b"".join(chunks)
 
 
 def replaying(body: bytes, receive: Receive) -> Receive:

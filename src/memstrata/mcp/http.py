@@ -41,9 +41,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
-from memstrata.api.routing import refuse_declared_overflow, replaying, with_body_limit
+from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
 from memstrata.config import Settings
-from memstrata.logs import log_event
 from memstrata.mcp.parse_errors import lone_surrogate
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
@@ -80,8 +79,7 @@ class BearerGate:
             # The REST API's 413s (JSON, the one error shape), declared and then counted as
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
             refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
-            limited = await with_body_limit(Request(scope, receive), self.max_request_bytes)
-            body = await limited.body()  # read whole above; handed on by replaying below
+            body = await read_body(Request(scope, receive), self.max_request_bytes)
             if scope["method"] == "POST":
                 _refuse_lone_surrogates(body, user_id)
         except (ApiError, ClientDisconnect) as exc:
@@ -105,15 +103,7 @@ def _refuse_lone_surrogates(body: bytes, user_id: str) -> None:
     bad = lone_surrogate(body)
     if bad is None:
         return
-    log_event(
-        logger,
-        "mcp.parse_error",
-        logging.WARNING,
-        user_id=user_id,
-        error=bad.message,
-        code=bad.code,
-        request_id=bad.request_id,
-    )
+    bad.log(logger, user_id)
     fields = jsonrpc_error_fields(bad.message, code=bad.code, request_id=bad.request_id)
     raise ApiError(400, bad.message, extra=fields)
 

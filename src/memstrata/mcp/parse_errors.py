@@ -13,6 +13,7 @@ For any other line the id cannot be trusted, so the answer's id is null (JSON-RP
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, RequestId
 from pydantic import ValidationError
 
-from memstrata.logs import describe
+from memstrata.logs import describe, log_event
 from memstrata.text import lone_surrogate_at
 
 # A JSON escape of a UTF-16 surrogate (\uD800–\uDFFF): only then can a lone one be there.
@@ -50,6 +51,18 @@ class BadMessage:
 
     def session_message(self) -> SessionMessage:
         return SessionMessage(self.error())
+
+    def log(self, logger: logging.Logger, user_id: str) -> None:
+        """The ``mcp.parse_error`` warning, over stdio and HTTP alike."""
+        log_event(
+            logger,
+            "mcp.parse_error",
+            logging.WARNING,
+            user_id=user_id,
+            error=self.message,
+            code=self.code,
+            request_id=self.request_id,
+        )
 
 
 def lone_surrogate(raw: str | bytes) -> BadMessage | None:

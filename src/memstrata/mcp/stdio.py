@@ -22,7 +22,7 @@ import anyio
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from memstrata.logs import describe, log_event
+from memstrata.logs import describe
 from memstrata.mcp.parse_errors import bad_line
 from memstrata.mcp.server import build_server
 from memstrata.memory.kinds import validate_user_id
@@ -85,15 +85,7 @@ class AnsweringReadStream:
         if answer is None:
             logger.debug("blank line on stdin ignored")
             return
-        log_event(
-            logger,
-            "mcp.parse_error",
-            logging.WARNING,
-            user_id=self._user_id,
-            error=answer.message,
-            code=answer.code,
-            request_id=answer.request_id,
-        )
+        answer.log(logger, self._user_id)
         try:
             await self._write.send(answer.session_message())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as closed:
