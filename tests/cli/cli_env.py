@@ -1,8 +1,11 @@
-"""A clean ``MEMSTRATA_*`` environment and the CLI through Typer's runner."""
+"""A clean ``MEMSTRATA_*`` environment, the CLI through Typer's runner, and ``memstrata
+mcp`` as a real process."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +34,22 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(build_app(), list(args))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result.exit_code, result.stdout, result.stderr
+
+
+def start_mcp(
+    tmp_path: Path, user: str = "alice", **settings: str
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """``memstrata mcp --user USER`` with only ``settings`` (and a data directory in
+    ``tmp_path``) of the MEMSTRATA_* environment; its stderr goes to the returned log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(MEMSTRATA_DATA_DIR=str(tmp_path), MEMSTRATA_ENVIRONMENT="development", **settings)
+    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", user],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    return process, log

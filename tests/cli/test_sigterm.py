@@ -14,7 +14,6 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -24,6 +23,7 @@ import pytest
 
 import memstrata.cli as cli
 from memstrata.cli import serve
+from tests.cli.cli_env import start_mcp
 from tests.mcp.messages import INIT
 
 # "Promptly": stopping an idle runtime takes well under a second; the rest is slack for a
@@ -56,23 +56,6 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _start_mcp(tmp_path: Path, **settings: str) -> tuple[subprocess.Popen[bytes], Path]:
-    """``memstrata mcp --user alice`` with only ``settings`` (and a data directory in
-    ``tmp_path``) of the MEMSTRATA_* environment; its stderr goes to the returned log."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(MEMSTRATA_DATA_DIR=str(tmp_path), MEMSTRATA_ENVIRONMENT="development", **settings)
-    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "alice"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
-    return process, log
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -84,7 +67,7 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("how", ["sigterm", "stdin closed"])
 def test_mcp_stops_the_database_and_embedding_servers_it_started(tmp_path: Path, how: str) -> None:
-    process, log = _start_mcp(
+    process, log = start_mcp(
         tmp_path, MEMSTRATA_EMBEDDING_AUTOSTART="true", MEMSTRATA_LOG_LEVEL="INFO"
     )
     postmaster = tmp_path / "pgdata" / "postmaster.pid"
@@ -137,7 +120,7 @@ def test_mcp_exits_on_a_signal_while_stdin_stays_open(
     """The SDK reads stdin in a worker thread that only an input line or EOF wakes; the
     process used to clean up on SIGTERM and then wait in interpreter shutdown for that
     thread, i.e. until the client closed stdin (Ctrl-C waited before cleaning up)."""
-    process, log = _start_mcp(
+    process, log = start_mcp(
         tmp_path, MEMSTRATA_DATABASE_URL=pg_url, MEMSTRATA_EMBEDDING_AUTOSTART="false"
     )
     try:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from memstrata.cli import build_app
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from tests.cli.cli_env import start_mcp
 from tests.mcp.messages import INIT
 
 pytestmark = pytest.mark.anyio
@@ -94,26 +95,16 @@ NOT_JSONRPC = '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"oops"}'
 def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url: str) -> None:
     """The SDK turned each such line into an exception that its server logged at debug
     level and dropped: no answer (the client waited for ever) and no log."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(tmp_path / "data"),
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_EMBEDDING_AUTOSTART="false",
-        MEMSTRATA_LOG_LEVEL="INFO",
-    )
-    log = tmp_path / "mcp.log"  # a file: a full stderr pipe would stall the server
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     lines = [json.dumps(INIT), json.dumps(initialized), SURROGATE_CALL, UNCLOSED, "   "]
     lines += [NOT_JSONRPC, '{"jsonrpc":"2.0","id":4,"method":"tools/list"}']
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstrata.cli", "mcp", "--user", "stdio-carol"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
+    process, log = start_mcp(
+        tmp_path,
+        "stdio-carol",
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",
+        MEMSTRATA_LOG_LEVEL="INFO",
+    )
     try:
         assert process.stdin is not None
         process.stdin.write("".join(line + "\n" for line in lines).encode())
