@@ -113,6 +113,12 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             version=file.version,
         )
 
+    # Without it, Starlette would answer "/agent-files" with a redirect to "/agent-files/",
+    # before authentication; it is the same missing name: 401, then spec §3's 400.
+    @router.api_route("/agent-files", methods=["GET", "PUT"], include_in_schema=False)
+    async def no_agent_file_name(user_id: CurrentUser) -> None:
+        api_kind("")
+
     @router.put("/agent-files/{name:anything}", responses=_ERRORS)
     async def put_agent_file(
         user_id: CurrentUser,
