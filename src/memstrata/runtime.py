@@ -26,8 +26,9 @@ from memstrata.retrieval.embedding_registry import ModelRegistry, build_embedder
 from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.rounds import Round
-from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.template_history import TemplateScaffold
@@ -222,6 +223,14 @@ class Memstrata:
             self.search.warmer.close()  # before the writer: a warm may schedule a write
         if self.search.cache.snapshots is not None:
             self.search.cache.snapshots.close()
+
+    def stop_bulk_embedding(self) -> None:
+        """For a stopping server whose grace has passed: passage embeddings already sent
+        run to their end and no others are sent, so the writes it cut off commit their text
+        (vectors healed later) instead of queueing behind a slow embedding API past the
+        time the server waits for them. Query embeddings are not affected."""
+        if isinstance(self.embedder, OpenAICompatibleEmbedder):
+            self.embedder.stop_bulk()
 
     def close(self) -> None:
         self.stop_background()

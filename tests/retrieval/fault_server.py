@@ -31,6 +31,7 @@ Mode = Literal[
     "non-list",  # the embedding is a base64-looking string
     "reject-bad",  # HTTP 400 for a batch holding a text with "BAD" in it, else ok
     "slow",  # ok, after sleeping `delay_s` per input text
+    "slow-500",  # HTTP 500, after sleeping `delay_s` per input text
     "status",  # HTTP `status` (any code) with an OpenAI-style error message
     "ok-then-status",  # ok for the first `failures` requests, then as "status"
 ]
@@ -76,13 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
             for i in range(len(texts))
         ]
 
-        if mode == "slow":
+        if mode in ("slow", "slow-500"):
             state.released.wait(delay * len(texts))
         if mode == "hang":
             state.released.wait()
             self.close_connection = True
             return
-        if mode == "500" or (mode == "500-then-ok" and count <= failures):
+        if mode in ("500", "slow-500") or (mode == "500-then-ok" and count <= failures):
             self._send(500, {"error": {"message": "model crashed", "type": "server_error"}})
         elif mode == "429-then-ok" and count <= failures:
             self._send(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"})

@@ -13,7 +13,7 @@ import pytest
 
 from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
-from memstrata.retrieval.breaker import CircuitBreaker, Lanes
+from memstrata.retrieval.breaker import BulkLaneClosedError, CircuitBreaker, Lanes
 from memstrata.retrieval.embeddings import (
     CircuitOpenError,
     EmbeddingOutageError,
@@ -267,3 +267,60 @@ def test_queries_go_to_the_query_endpoint_when_one_is_set(fault: FaultServer) ->
             client.embed(["a passage"], "passage")
         assert [r.body["input"] for r in query_side.requests] == [["a query"]]
         assert [r.body["input"] for r in fault.requests] == [["a passage"]]
+
+
+# -- a stopping server: no more passage embeddings ----------------------------------------
+
+
+def test_closing_the_bulk_lane_wakes_the_waiting_bulk_request() -> None:
+    lanes = Lanes(bulk_slots=1)
+    outcome: list[str] = []
+
+    def wait_for_lane() -> None:
+        try:
+            _bulk(lanes, outcome)
+        except BulkLaneClosedError:
+            outcome.append("refused")
+
+    with lanes.bulk():  # the one slot, in flight
+        waiter = threading.Thread(target=wait_for_lane)
+        waiter.start()
+        time.sleep(0.2)
+        assert outcome == []  # queued behind the request in flight
+        began = time.monotonic()
+        lanes.close_bulk()
+        waiter.join(5)
+        assert outcome == ["refused"] and time.monotonic() - began < 1.0
+    with pytest.raises(BulkLaneClosedError):
+        _bulk(lanes, outcome)  # and every later one
+    with lanes.query():  # queries are not affected
+        pass
+
+
+def test_a_stopped_embedder_sends_no_passages_but_still_embeds_queries(
+    fault: FaultServer,
+) -> None:
+    with embedder(fault, batch_size=2) as client:
+        client.stop_bulk()
+        results = client.embed_each(["a", "b", "c"], "passage")
+        assert all(isinstance(r, EmbeddingOutageError) for r in results)
+        assert "the server is stopping" in str(results[0])
+        assert fault.requests == []
+        assert client.breaker.state == "closed"  # not an outage of the API
+        assert len(client.embed(["a query"], "query")) == 1
+
+
+def test_a_passage_request_in_flight_is_not_retried_once_the_lane_closes(
+    fault: FaultServer,
+) -> None:
+    """A 500 would be retried twice; the lane closing during the first attempt makes it
+    the last, so a cut-off write waits for one attempt at most."""
+    fault.mode = "slow-500"
+    fault.delay_s = 0.3
+    with embedder(fault, max_retries=2) as client:
+        closer = threading.Timer(0.1, client.stop_bulk)  # during the first attempt
+        closer.start()
+        with pytest.raises(EmbeddingUnavailableError):
+            client.embed(["x"], "passage")
+        closer.join()
+    assert len(fault.requests) == 1

@@ -13,8 +13,11 @@ edit finishes in a task of its own (``SyncService.frontend_edit``): both run on 
 503. ``memstrata serve`` therefore stops in order: :class:`SettleBeforeShutdown` waits for
 the edits before the app's lifespan shutdown (the end of the event loop would cancel
 them), then :meth:`AfterGrace.finish_threads` waits for the worker threads before the
-runtime they use is closed. Both share one limit (``memstrata.cli.serve.after_grace_s``);
-what outlives it is abandoned, logged, and does not hold up the exit. The request's data
+runtime they use is closed. Both share one limit (``memstrata.cli.serve.after_grace_s``,
+one passage embedding call); what outlives it is abandoned, logged, and does not hold up
+the exit. So that several cut-off writes do not queue for the embedding API past it,
+``serve`` sends no passage embedding after the grace (``Memstrata.stop_bulk_embedding``):
+their text is stored without those vectors, which the background re-embedding fills in. The request's data
 stays all or nothing either way: a thread writes its rows in one transaction
 (``Indexer.index_rounds`` embeds first, outside any transaction), and a process that exits
 in the middle of it leaves PostgreSQL to roll it back. Re-posting the same turns is

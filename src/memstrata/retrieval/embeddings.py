@@ -36,7 +36,7 @@ import httpx
 from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
-from memstrata.retrieval.breaker import CircuitBreaker, Lanes
+from memstrata.retrieval.breaker import BulkLaneClosedError, CircuitBreaker, Lanes
 from memstrata.retrieval.embedding_answer import error_detail, parse_vectors
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,10 @@ _NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 405, 407, 408, 429})
 # Embedding runs inside a memory write, so no single wait may stall it for long.
 _MAX_BACKOFF_S = 2.0
 _POOL_CONNECTIONS = 16
+NOT_SENT_STOPPING = (
+    "the server is stopping; the text is stored without a vector, which the background "
+    "re-embedding fills in"
+)
 
 
 class EmbeddingOutageError(EmbeddingUnavailableError):
@@ -196,6 +200,13 @@ class OpenAICompatibleEmbedder:
             raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
         return texts
 
+    def stop_bulk(self) -> None:
+        """Send no more passage embeddings (a stopping server): the ones in flight end, the
+        rest fail at once with ``EmbeddingOutageError``, so their rows are stored without a
+        vector (and healed later) instead of queueing behind a slow or hung API. Queries
+        are not affected."""
+        self.lanes.close_bulk()
+
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
@@ -221,6 +232,12 @@ class OpenAICompatibleEmbedder:
         input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
         if input_type is not None:
             body["input_type"] = input_type
+        try:
+            return self._in_lane(body, kind, len(batch))
+        except BulkLaneClosedError as exc:  # raised only by the lane, before any request
+            raise self._error(f"was not sent: {NOT_SENT_STOPPING}", EmbeddingOutageError) from exc
+
+    def _in_lane(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
         lane = self.lanes.query() if kind == "query" else self.lanes.bulk()
         with lane:
             if not self.breaker.allow():
@@ -229,7 +246,7 @@ class OpenAICompatibleEmbedder:
                     f"{self.breaker.retry_after_s():.1f} s (circuit open)"
                 )
             try:
-                vectors = self._request(body, kind, len(batch))
+                vectors = self._request(body, kind, size)
             except EmbeddingRejectedError:
                 self.breaker.record_success()  # it answered: the API itself is up
                 raise
@@ -255,7 +272,9 @@ class OpenAICompatibleEmbedder:
         else:
             timeout = self.timeout_s + self.timeout_per_text_s * size
         url = self.query_url if kind == "query" else self.url
-        response = self._post_with_retries(url, body, httpx.Timeout(timeout), self.max_retries)
+        response = self._post_with_retries(
+            url, body, httpx.Timeout(timeout), self.max_retries, bulk=kind == "passage"
+        )
         try:
             payload = response.json()
         except ValueError as exc:
@@ -266,7 +285,7 @@ class OpenAICompatibleEmbedder:
         return vectors
 
     def _post_with_retries(
-        self, url: str, body: dict[str, Any], timeout: httpx.Timeout, retries: int
+        self, url: str, body: dict[str, Any], timeout: httpx.Timeout, retries: int, *, bulk: bool
     ) -> httpx.Response:
         attempts = retries + 1
         for attempt in range(attempts):
@@ -280,9 +299,9 @@ class OpenAICompatibleEmbedder:
                     f"timed out after {timeout.read:g} s: {exc}", EmbeddingOutageError
                 ) from exc
             except _RETRY_EXCEPTIONS as exc:
-                if last_try:
+                if last_try or self._stopped(bulk):
                     raise self._error(
-                        f"failed after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+                        f"failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}",
                         EmbeddingOutageError,
                     ) from exc
                 self._sleep_before_retry(attempt, None)
@@ -297,10 +316,15 @@ class OpenAICompatibleEmbedder:
             kind = _failure_kind(response.status_code)
             if response.status_code not in _RETRY_STATUS:
                 raise self._error(f"was rejected with {detail}", kind)
-            if last_try:
-                raise self._error(f"failed after {attempts} attempt(s), last {detail}", kind)
+            if last_try or self._stopped(bulk):
+                raise self._error(f"failed after {attempt + 1} attempt(s), last {detail}", kind)
             self._sleep_before_retry(attempt, response.headers.get("Retry-After"))
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _stopped(self, bulk: bool) -> bool:
+        # A stopping server lets a bulk request end with the attempt in flight, never
+        # another, so a cut-off write commits within one timeout (memstrata.api.shutdown).
+        return bulk and self.lanes.bulk_closed
 
     def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
         delay = self.backoff_s * (2**attempt)
