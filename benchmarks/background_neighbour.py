@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import (
+from memstrata.bench.http_common import (
     _batches,
     _search,
     _server,

@@ -37,7 +37,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from memstrata.bench.harness import Dataset
-    from memstrata.retrieval.search import Candidates
+    from memstrata.retrieval.ranking import Candidates
     from memstrata.retrieval.user_index import UserIndex
 
 VPRF = ((3, 0.5), (5, 0.5), (3, 1.0), (10, 0.3))
@@ -174,7 +174,8 @@ def main() -> None:
 
     from memstrata.bench import harness
     from memstrata.cli.bench import bench_runtime
-    from memstrata.retrieval.search import DecayPolicy, as_of_filter
+    from memstrata.retrieval.ranking import DecayPolicy
+    from memstrata.retrieval.search import as_of_filter
 
     dataset = load(args.dataset, args.path)
     cache = EmbeddingCache(args.embedding_cache)

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import _batches, _search, _server, _stats, _token, locomo_texts
+from memstrata.bench.http_common import _batches, _search, _server, _stats, _token, locomo_texts
 from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.cli.bench import bench_runtime
 from memstrata.runtime import Memstrata

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from memstrata.bench.http_latency import SECRET, ingest_rates
+from memstrata.bench.http_common import SECRET
+from memstrata.bench.http_latency import ingest_rates
 from memstrata.bench.locomo import load_conversations
 from memstrata.serve_process import running_serve
 

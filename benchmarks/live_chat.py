@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import (
+from memstrata.bench.http_common import (
     _search,
     _server,
     _stats,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from memstrata.bench import latency
-from memstrata.bench.http_latency import _stats
+from memstrata.bench.http_common import _stats
 from memstrata.cli.bench import bench_runtime
 from memstrata.db.engine import transaction
 from memstrata.retrieval.cache import IndexCache

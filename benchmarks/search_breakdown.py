@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from memstrata.bench.http_latency import (
+from memstrata.bench.http_common import (
     _search,
     _server,
     _stats,

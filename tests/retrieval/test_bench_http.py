@@ -12,7 +12,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from memstrata.bench.http_latency import SECRET, ingest_rates
+from memstrata.bench.http_common import SECRET
+from memstrata.bench.http_latency import ingest_rates
 from memstrata.db.database import Database
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve

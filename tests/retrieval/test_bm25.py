@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.retrieval.bm25 import BM25Index, bm25_scores
+from memstrata.retrieval.bm25 import bm25_scores
+from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.tokenize import tokenize
 
 # N = 4, avgdl = (3 + 3 + 2 + 0) / 4 = 2.

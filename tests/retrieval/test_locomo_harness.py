@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.bench.http_latency import locomo_texts
+from memstrata.bench.http_common import locomo_texts
 from memstrata.bench.locomo import (
     evidence_ids,
     load_conversations,

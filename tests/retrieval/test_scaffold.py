@@ -18,8 +18,9 @@ from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.scaffold import drop_template_paragraphs, scaffold_keys
-from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.runtime import Memstrata
 

@@ -17,7 +17,8 @@ from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.fusion import decay_factor
 from memstrata.retrieval.indexer import Indexer, Round
 from memstrata.retrieval.local_server import LocalEmbeddingServer
-from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.ranking import DecayPolicy
+from memstrata.retrieval.search import SearchService
 
 from .fault_server import FaultServer
 

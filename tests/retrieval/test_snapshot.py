@@ -16,13 +16,14 @@ from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval import snapshot
-from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
-from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.search import SearchService
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 USER = "snap-user"

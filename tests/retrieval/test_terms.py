@@ -14,8 +14,9 @@ from memstrata.retrieval import indexer as indexer_module
 from memstrata.retrieval import tokenize as rules
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round
+from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.records import NewChunk
-from memstrata.retrieval.search import DecayPolicy, SearchService
+from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.staging import content_hash
 from memstrata.retrieval.terms import decode_terms, encode_terms, signature
 

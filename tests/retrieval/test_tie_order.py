@@ -20,7 +20,7 @@ import pytest
 
 from memstrata.db.database import Database
 from memstrata.retrieval import snapshot
-from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import EmbeddingKind
 from memstrata.retrieval.records import IndexState, NewChunk, StoredChunk

@@ -42,7 +42,7 @@ from memstrata.sandbox.sync import SyncService
 from memstrata.text import lone_surrogate_at
 
 if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
-    from memstrata.retrieval.search import SearchHit
+    from memstrata.retrieval.ranking import SearchHit
     from memstrata.retrieval.search import SearchService as Searcher
 
 logger = logging.getLogger(__name__)

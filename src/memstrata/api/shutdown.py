@@ -17,10 +17,10 @@ runtime they use is closed. Both share one limit (``memstrata.cli.serve.after_gr
 one passage embedding call); what outlives it is abandoned, logged, and does not hold up
 the exit. So that several cut-off writes do not queue for the embedding API past it,
 ``serve`` sends no passage embedding after the grace (``Memstrata.stop_bulk_embedding``):
-their text is stored without those vectors, which the background re-embedding fills in. The request's data
-stays all or nothing either way: a thread writes its rows in one transaction
-(``Indexer.index_rounds`` embeds first, outside any transaction), and a process that exits
-in the middle of it leaves PostgreSQL to roll it back. Re-posting the same turns is
+their text is stored without those vectors, which the background re-embedding fills in.
+The request's data stays all or nothing either way: a thread writes its rows in one
+transaction (``Indexer.index_rounds`` embeds first, outside any transaction), and a process
+that exits in the middle of it leaves PostgreSQL to roll it back. Re-posting the same turns is
 idempotent, so the retry the 503 asks for is safe whether the first attempt landed or not.
 
 uvicorn cancels a request's task for no other reason, so any cancellation seen here is

@@ -32,9 +32,9 @@ import numpy as np
 from sqlalchemy import text
 
 from memstrata.bench.peers import PeerIndex, fuse_keys
-from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.bm25_index import BM25Index
+from memstrata.retrieval.ranking import DecayPolicy, SearchHit, SearchResponse, rank
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, Round
-from memstrata.retrieval.search import DecayPolicy, SearchHit, SearchResponse, rank
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.runtime import Memstrata
 

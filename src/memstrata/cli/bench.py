@@ -19,7 +19,7 @@ from memstrata.bench.harness import Dataset, Variant
 from memstrata.cli.app import app, fail, load_settings, open_runtime
 from memstrata.config import Settings
 from memstrata.errors import EmbeddingError
-from memstrata.retrieval.search import DecayPolicy
+from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.runtime import Memstrata
 
 bench_app = typer.Typer(help="Retrieval benchmarks.", no_args_is_help=True)

@@ -36,7 +36,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from memstrata.db.engine import transaction
 from memstrata.logs import log_event, log_failure
 from memstrata.retrieval import terms as bm25_terms
-from memstrata.retrieval.bm25 import BM25Arrays, BM25Index
+from memstrata.retrieval.bm25_index import BM25Index
+from memstrata.retrieval.bm25_postings import BM25Arrays
 from memstrata.retrieval.gcpause import cyclic_gc_paused
 from memstrata.retrieval.jobs import KeyedJobs
 from memstrata.retrieval.records import is_conversation_path

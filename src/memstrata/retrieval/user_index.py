@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memstrata.retrieval import snapshot
-from memstrata.retrieval.bm25 import BM25Index
+from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.records import IndexState, StoredChunk
 from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms

@@ -1,0 +1,118 @@
+"""What a search ranks and answers with: both retrievers' candidates (``Candidates``), the
+time-decay policy (``DecayPolicy``), the ranking rule (``rank``: RRF over both rankings,
+then decay, through ``fusion.fuse``) and the hits and response (``SearchHit``,
+``SearchResponse``).
+
+Apart from ``search`` because none of it reads an index, the database or an embedder: the
+recall harness (``bench.harness``) and the benchmarks rank candidates they gathered
+themselves with the same rule the service uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from memstrata.retrieval.fusion import fuse
+from memstrata.retrieval.rows import Row
+
+DAY_SECONDS = 86_400.0
+
+
+@dataclass(frozen=True)
+class DecayPolicy:
+    enabled: bool = True
+    half_life_days: float = 30.0
+    floor: float = 0.0
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    text: str
+    file_path: str | None
+    chunk_index: int | None
+    source: str
+    created_at: datetime
+    source_ids: tuple[str, ...]
+    score: float
+    explain: dict[str, float | int | bool | None]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "text": self.text,
+            "file_path": self.file_path,
+            "chunk_index": self.chunk_index,
+            "source": self.source,
+            "created_at": self.created_at.isoformat(),
+            "source_ids": list(self.source_ids),
+            "score": self.score,
+            "explain": dict(self.explain),
+        }
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    query: str
+    mode: str  # "hybrid" or "bm25"
+    hits: list[SearchHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "hits": [h.to_dict() for h in self.hits],
+            "timings_ms": dict(self.timings_ms),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Both retrievers' rankings for one query (row keys, best first) and their rows."""
+
+    bm25: list[int]
+    vector: list[int]
+    rows: dict[int, Row]
+    mode: str  # "hybrid" when a query vector met stored vectors, else "bm25"
+    warnings: list[str] = field(default_factory=list)  # why a side could not take part
+
+
+def rank(
+    found: Candidates,
+    *,
+    top_k: int,
+    as_of: datetime | None,
+    decay: DecayPolicy,
+    rrf_k: int = 60,
+) -> list[SearchHit]:
+    """RRF over both rankings, then time decay from ``as_of`` (default now): the best
+    ``top_k`` hits, explained. No age is negative, so no row outranks by being future."""
+    now_ts = (as_of or datetime.now(UTC)).timestamp()
+    rows = found.rows
+    fused = fuse(
+        found.bm25,
+        found.vector,
+        k=rrf_k,
+        top_k=top_k,
+        ages_days={k: max(0.0, now_ts - r.created_at) / DAY_SECONDS for k, r in rows.items()},
+        resident={k: r.source == "memory" for k, r in rows.items()},
+        half_life_days=decay.half_life_days,
+        floor=decay.floor,
+        decay=decay.enabled,
+    )
+    return [_hit(rows[f.key], f.score, f.explain()) for f in fused]
+
+
+def _hit(row: Row, score: float, explain: dict[str, float | int | bool | None]) -> SearchHit:
+    return SearchHit(
+        text=row.text,
+        file_path=row.file_path,
+        chunk_index=row.chunk_index,
+        source=row.source,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        source_ids=row.source_ids,
+        score=score,
+        explain=explain,
+    )
