@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -172,6 +173,8 @@ def main() -> None:
     parser.add_argument("--embedding-cache", type=Path, default=None)
     args = parser.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.recall_sums import RecallSums
     from memstrata.bench import harness
     from memstrata.cli.bench import bench_runtime
     from memstrata.retrieval.ranking import DecayPolicy
@@ -179,8 +182,7 @@ def main() -> None:
 
     dataset = load(args.dataset, args.path)
     cache = EmbeddingCache(args.embedding_cache)
-    sums: dict[str, dict[int, float]] = {}
-    questions = 0
+    sums = RecallSums(dataset)
     with bench_runtime(None) as mem:
         assert mem.embedder is not None and mem.search.embedder is not None
         cache.wrap(mem.embedder)
@@ -195,21 +197,12 @@ def main() -> None:
                 found = mem.search.candidates(case.user_id, q.text, vector, n, as_of=q.as_of)
                 allowed = as_of_filter(index, q.as_of.timestamp(), None)
                 ranked = rankings(index, found, q.text, vector, allowed, n, dataset.depth)
-                questions += 1
-                for name, keys in ranked.items():
-                    covered = [index.rows[k].source_ids for k in keys]
-                    units = harness.distinct_units(covered, dataset.unit)
-                    for k in (5, 10):
-                        per_k = sums.setdefault(name, {})
-                        per_k[k] = per_k.get(k, 0.0) + harness.score(
-                            units, q.gold, k, dataset.scores[0]
-                        )
-            print(f"{case.user_id}: {questions} questions so far", flush=True)
+                sums.add(
+                    q, {v: [index.rows[k].source_ids for k in keys] for v, keys in ranked.items()}
+                )
+            print(f"{case.user_id}: {sums.questions} questions so far", flush=True)
         cache.save()
-    table = {v: {str(k): round(s / questions, 4) for k, s in ks.items()} for v, ks in sums.items()}
-    for name, ks in table.items():
-        print(f"{name:18s} @5 {ks['5']:.4f}  @10 {ks['10']:.4f}")
-    print(json.dumps({"questions": questions, "recall": table}))
+    sums.report()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ check that this script scores what the product ranks.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,8 @@ def main() -> None:
     parser.add_argument("path", type=Path)
     args = parser.parse_args()
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.recall_sums import RecallSums
     from memstrata.bench import harness
     from memstrata.bench.madial import madial_dataset
     from memstrata.cli.bench import bench_runtime
@@ -59,8 +61,7 @@ def main() -> None:
     from memstrata.retrieval.search import as_of_filter
 
     dataset = madial_dataset(args.path)
-    sums: dict[str, dict[int, float]] = {}
-    questions = 0
+    sums = RecallSums(dataset)
     with bench_runtime(None) as mem:
         assert mem.embedder is not None and mem.search.embedder is not None
         n = mem.search.candidate_depth(dataset.depth, DecayPolicy(enabled=False))
@@ -96,19 +97,10 @@ def main() -> None:
                     name: [f.key for f in fuse(found.bm25, side, top_k=dataset.depth, decay=False)]
                     for name, side in sides.items()
                 }
-                questions += 1
-                for name, keys in variants.items():
-                    covered = [index.rows[k].source_ids for k in keys]
-                    units = harness.distinct_units(covered, dataset.unit)
-                    for k in (5, 10):
-                        per_k = sums.setdefault(name, {})
-                        per_k[k] = per_k.get(k, 0.0) + harness.score(
-                            units, q.gold, k, dataset.scores[0]
-                        )
-    table = {v: {str(k): round(s / questions, 4) for k, s in ks.items()} for v, ks in sums.items()}
-    for name, ks in table.items():
-        print(f"{name:20s} @5 {ks['5']:.4f}  @10 {ks['10']:.4f}")
-    print(json.dumps({"questions": questions, "recall": table}))
+                sums.add(
+                    q, {v: [index.rows[k].source_ids for k in keys] for v, keys in variants.items()}
+                )
+    sums.report()
 
 
 if __name__ == "__main__":
