@@ -216,6 +216,20 @@ LIMIT_SETTINGS = {  # after_grace_s = 1 + 1 x 2 = 3 s
 }
 
 
+def _cut_off_then_stopped(
+    served: Served, fake: FaultServer, user: str, turns: int
+) -> tuple[dict[str, Any], float]:
+    """An import cut off by SIGTERM (503), then a clean exit: the one
+    ``shutdown.request_threads`` event and the seconds from the 503 to the exit."""
+    response = _import_during_sigterm(served, fake, user, turns=turns)
+    stopping = time.monotonic()
+    assert response.status_code == 503, response.text
+    assert served.process.wait(timeout=30) == 0, served.stderr()
+    exited_s = time.monotonic() - stopping
+    [waited] = served.events("shutdown.request_threads")
+    return waited, exited_s
+
+
 def test_a_cut_off_import_stores_its_text_when_its_embeddings_would_outlast_the_limit(
     tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
 ) -> None:
@@ -228,12 +242,7 @@ def test_a_cut_off_import_stores_its_text_when_its_embeddings_would_outlast_the_
     fake.delay_s = 1.2  # per text
     turns, limit_s = 6, 3
     with serving(tmp_path, pg_url, fake, grace_s=1, **LIMIT_SETTINGS) as served:
-        response = _import_during_sigterm(served, fake, "di", turns=turns)
-        stopping = time.monotonic()
-        assert response.status_code == 503, response.text
-        assert served.process.wait(timeout=30) == 0, served.stderr()
-        exited_s = time.monotonic() - stopping
-        [waited] = served.events("shutdown.request_threads")
+        waited, exited_s = _cut_off_then_stopped(served, fake, "di", turns)
         assert waited["abandoned"] == [], served.stderr()
         assert [w.rsplit(".", 1)[-1] for w in waited["finished"]] == ["index_turns_batch"]
         assert waited["limit_s"] == limit_s
@@ -267,12 +276,7 @@ def test_work_outlasting_the_limit_is_abandoned_without_delaying_the_exit(
     lock = _hold_user_lock(db, "el")
     try:
         with serving(tmp_path, pg_url, fake, grace_s=1, **LIMIT_SETTINGS) as served:
-            response = _import_during_sigterm(served, fake, "el", turns=turns)
-            stopping = time.monotonic()
-            assert response.status_code == 503, response.text
-            assert served.process.wait(timeout=30) == 0, served.stderr()
-            exited_s = time.monotonic() - stopping
-            [waited] = served.events("shutdown.request_threads")
+            waited, exited_s = _cut_off_then_stopped(served, fake, "el", turns)
             assert waited["finished"] == [], served.stderr()
             assert [w.rsplit(".", 1)[-1] for w in waited["abandoned"]] == ["index_turns_batch"]
             assert waited["limit_s"] == limit_s

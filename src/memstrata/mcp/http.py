@@ -8,8 +8,12 @@ lifespan (one process, one lifespan; the runtime is opened first and closed last
 session created with one user's token answers 404 to any other user's token, and every
 tool, resource and prompt reads the user from the request, never from an argument. Each
 user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`).
-A body with a lone surrogate in a string, which the SDK reports only as "unexpected end of
-hex escape", gets the REST API's message instead (:mod:`memstrata.mcp.parse_errors`).
+The SDK's own refusals of bad input come in plain text, pydantic's words, or not at all
+(a request whose id it cannot read gets 202 and no answer), so the gate refuses that input
+itself, after authentication, in the REST API's error shape with a JSON-RPC error, saying
+how to fix it: headers the SDK's transport refuses (:mod:`memstrata.mcp.headers`) and
+bodies that are not one JSON-RPC message, or hold a lone surrogate the SDK reports only as
+"unexpected end of hex escape" (:mod:`memstrata.mcp.parse_errors`).
 
 A session lives in the process that opened it, so replicas behind a load balancer need
 affinity on the ``Mcp-Session-Id`` header, or ``mcp_stateless``: the SDK's stateless mode,
@@ -43,7 +47,8 @@ from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
 from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
 from memstrata.config import Settings
-from memstrata.mcp.parse_errors import lone_surrogate
+from memstrata.mcp.headers import HeaderChecks
+from memstrata.mcp.parse_errors import bad_body
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
 
@@ -54,7 +59,8 @@ logger = logging.getLogger(__name__)
 
 class BearerGate:
     """ASGI wrapper: authenticate like ``/api``, then hand the user to the MCP transport,
-    within the user's session cap (``sessions``; None in stateless mode: no sessions)."""
+    within the user's session cap (``sessions``; None in stateless mode: no sessions).
+    ``headers``: the SDK's header checks, with the settings its session manager got."""
 
     def __init__(
         self,
@@ -62,11 +68,13 @@ class BearerGate:
         auth: Authenticator,
         max_request_bytes: int,
         sessions: SessionLedger | None,
+        headers: HeaderChecks,
     ) -> None:
         self.app = app
         self.auth = auth
         self.max_request_bytes = max_request_bytes
         self.sessions = sessions
+        self.headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -76,12 +84,13 @@ class BearerGate:
         authorization = headers.get("authorization")
         try:
             user_id = self.auth.authenticate(authorization)
+            await self.headers.refuse(scope, receive, user_id)
             # The REST API's 413s (JSON, the one error shape), declared and then counted as
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
             refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
             body = await read_body(Request(scope, receive), self.max_request_bytes)
             if scope["method"] == "POST":
-                _refuse_lone_surrogates(body, user_id)
+                _refuse_bad_body(body, user_id)
         except (ApiError, ClientDisconnect) as exc:
             await _refuse(exc, scope, receive, send)
             return
@@ -97,10 +106,10 @@ class BearerGate:
         await serve_counted(self.sessions, self.app, user_id, scope, receive, send)
 
 
-def _refuse_lone_surrogates(body: bytes, user_id: str) -> None:
-    """400 for a JSON body with a lone surrogate in a string, saying where and how to fix
-    it, where the SDK would say only "Parse error: unexpected end of hex escape"."""
-    bad = lone_surrogate(body)
+def _refuse_bad_body(body: bytes, user_id: str) -> None:
+    """400 for a POST body that is not one JSON-RPC message the SDK can answer, saying
+    what is wrong and how to fix it (:func:`memstrata.mcp.parse_errors.bad_body`)."""
+    bad = bad_body(body)
     if bad is None:
         return
     bad.log(logger, user_id)
@@ -141,10 +150,11 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
     settings = context.settings
     server = build_server(lambda: context.mem, token_user)
     idle_timeout_s = settings.mcp_session_idle_timeout_s
+    security = transport_security(settings)
     manager = StreamableHTTPSessionManager(
         app=server,
         stateless=settings.mcp_stateless,
-        security_settings=transport_security(settings),
+        security_settings=security,
         session_idle_timeout=idle_timeout_s,
         max_request_body_size=settings.max_request_bytes,
     )
@@ -155,7 +165,10 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
         if settings.mcp_stateless
         else SessionLedger(settings.mcp_max_sessions_per_user, idle_timeout_s)
     )
-    gate = BearerGate(manager.handle_request, context.auth, settings.max_request_bytes, sessions)
+    headers = HeaderChecks(security, json_response=manager.json_response)
+    gate = BearerGate(
+        manager.handle_request, context.auth, settings.max_request_bytes, sessions, headers
+    )
     app.router.routes.append(Route(settings.api_prefix + MCP_PATH, endpoint=gate))
     inner = app.router.lifespan_context
 

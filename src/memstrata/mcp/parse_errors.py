@@ -8,6 +8,12 @@ where it is and how to fix it, with the REST API's rule (:func:`memstrata.text.
 lone_surrogate_at`) and wording ("… is not valid Unicode: it contains a lone surrogate"),
 and answer the request's own id, so the client's call fails at once instead of waiting.
 For any other line the id cannot be trusted, so the answer's id is null (JSON-RPC 2.0).
+
+Over HTTP, :func:`bad_body` answers what the SDK's transport would answer with pydantic's
+raw text (a batch, a ``jsonrpc`` other than "2.0", no JSON-RPC message at all) or not at
+all: a request whose ``id`` is not a string or an integer matches no request but still
+passes as a notification (which ignores unknown keys), so the handshake-era transport
+acknowledges it with 202 and the client waits forever for an answer.
 """
 
 from __future__ import annotations
@@ -20,8 +26,15 @@ from typing import Any
 
 import pydantic_core
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, RequestId
-from pydantic import ValidationError
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    RequestId,
+    jsonrpc_message_adapter,
+)
+from pydantic import TypeAdapter, ValidationError
 
 from memstrata.logs import describe, log_event
 from memstrata.text import lone_surrogate_at
@@ -32,6 +45,12 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _FIX_SURROGATE = (
     "send a complete UTF-16 surrogate pair (such as \\ud83d\\ude00) or the character itself"
 )
+
+_FIX_BODY = "send one JSON-RPC 2.0 request, notification or response as a JSON object"
+
+# The SDK's own rule for a request id (a string, or an integer that is not a bool or a
+# float), so the gate refuses exactly the ids the SDK cannot answer.
+_REQUEST_ID: TypeAdapter[RequestId] = TypeAdapter(RequestId)
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,46 @@ def lone_surrogate(raw: str | bytes) -> BadMessage | None:
         f"({text[at]!r} at character {at}); {_FIX_SURROGATE}"
     )
     return BadMessage(PARSE_ERROR, message, _request_id(document))
+
+
+def bad_body(body: bytes) -> BadMessage | None:
+    """The answer for an HTTP POST body the SDK would refuse with a parser's or pydantic's
+    own words, or accept and never answer (module doc); None for one it can serve."""
+    if (surrogate := lone_surrogate(body)) is not None:
+        return surrogate
+    try:
+        document = pydantic_core.from_json(body)  # the parser the SDK's transport uses
+    except ValueError as exc:
+        return BadMessage(PARSE_ERROR, f"body is not valid JSON: {exc}; {_FIX_BODY}")
+    if isinstance(document, list):
+        return BadMessage(
+            INVALID_REQUEST,
+            "body is a JSON array (a JSON-RPC batch), which MCP does not accept: "
+            "send each message in a POST of its own",
+        )
+    if not isinstance(document, dict):
+        return BadMessage(
+            INVALID_REQUEST, f"body is {_kind(document)}, not a JSON object: {_FIX_BODY}"
+        )
+    if "method" in document and "id" in document:
+        try:
+            _REQUEST_ID.validate_python(document["id"])
+        except ValidationError:
+            return BadMessage(
+                INVALID_REQUEST,
+                f"id must be a string or an integer, not {_kind(document['id'])}: give each "
+                'request an id such as 1 or "req-1" (a message without an id is a '
+                "notification, which gets no answer)",
+            )
+    try:
+        jsonrpc_message_adapter.validate_python(document, by_name=False)
+    except ValidationError as exc:
+        return BadMessage(
+            INVALID_REQUEST,
+            f"body is not a JSON-RPC 2.0 request, notification or response: "
+            f"{_summary(exc.errors())}; {_FIX_BODY}",
+        )
+    return None
 
 
 def bad_line(exc: Exception) -> BadMessage | None:
@@ -163,3 +222,13 @@ def _summary(errors: list[Any]) -> str:
         shapes.setdefault(shape, []).append(f"{field}: {error['msg']}" if field else error["msg"])
     closest = min(shapes.values(), key=len, default=[])
     return "; ".join(closest) or "unrecognised message"
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message: the value itself when short."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):  # the JSON had a fraction or exponent (1.0, 1e400)
+        return "a number with a fraction or an exponent"
+    names = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
+    return names.get(type(value), type(value).__name__)

@@ -4,7 +4,9 @@
 streamable HTTP to the bearer token's user (:mod:`memstrata.mcp.http`), tests to a fixed
 id. ``runtime`` is called per request, so the HTTP app can attach its runtime in its
 lifespan. Tool failures are ``isError`` results; unknown tools, resources and prompts and
-bad prompt arguments are JSON-RPC errors (``-32602``); nothing escapes as a crash.
+bad prompt arguments are JSON-RPC errors (``-32602``; arguments of the wrong type or name
+are refused by :mod:`memstrata.mcp.prompt_args` before the SDK's validation would refuse
+them without saying which); nothing escapes as a crash.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from memstrata.mcp.files import (
     read_file,
     uri,
 )
+from memstrata.mcp.prompt_args import PromptArgumentCheck, unknown_prompt
 from memstrata.mcp.tools import TOOLS, McpTool
 from memstrata.memory.kinds import FileKind, api_kind
 from memstrata.runtime import Memstrata
@@ -67,6 +70,18 @@ INSTRUCTIONS = (
     "about the past; record_memory / update_user to remember; memory_read then memory_write "
     "(with the version read) to edit a whole file. The memory_context prompt is the memory "
     "part of a system prompt."
+)
+MEMORY_CONTEXT = Prompt(
+    name=PROMPT_NAME,
+    description="The memory part of a system prompt: AGENTS > SOUL > USER > MEMORY, "
+    "fitted into the configured share (15 %) of token_limit.",
+    arguments=[
+        PromptArgument(
+            name="token_limit",
+            description="The model's context size in tokens, e.g. 32000.",
+            required=True,
+        )
+    ],
 )
 
 
@@ -128,27 +143,13 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
     async def list_prompts(
         _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
     ) -> ListPromptsResult:
-        prompt = Prompt(
-            name=PROMPT_NAME,
-            description="The memory part of a system prompt: AGENTS > SOUL > USER > MEMORY, "
-            "fitted into the configured share (15 %) of token_limit.",
-            arguments=[
-                PromptArgument(
-                    name="token_limit",
-                    description="The model's context size in tokens, e.g. 32000.",
-                    required=True,
-                )
-            ],
-        )
-        return ListPromptsResult(prompts=[prompt])
+        return ListPromptsResult(prompts=[MEMORY_CONTEXT])
 
     async def get_prompt(
         ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
     ) -> GetPromptResult:
         if params.name != PROMPT_NAME:
-            raise MCPError(
-                INVALID_PARAMS, f"unknown prompt {params.name[:100]!r}; available: {PROMPT_NAME}"
-            )
+            raise unknown_prompt(params.name, [PROMPT_NAME])
         limit = _token_limit(params.arguments)
         caller = _caller(runtime, user, ctx)
         await read_file(caller, FileKind.MEMORY)  # a new user is provisioned first
@@ -172,7 +173,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
             },
         )
 
-    return Server(
+    server: Server[Any] = Server(
         "memstrata",
         version=_version(),
         instructions=INSTRUCTIONS,
@@ -185,6 +186,11 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    # Innermost, so the SDK's own middleware (tracing) sees these refusals too.
+    server.middleware.append(
+        PromptArgumentCheck([MEMORY_CONTEXT], examples={"token_limit": "32000"}, user=user)
+    )
+    return server
 
 
 async def run_tool(tool: McpTool, caller: Caller, arguments: dict[str, Any]) -> CallToolResult:

@@ -1,0 +1,124 @@
+"""Refusals for ``prompts/get`` whose arguments do not fit the prompt, naming the argument.
+
+The SDK validates a ``prompts/get`` (``arguments`` is a map of strings) before any handler
+runs, and answers a value that is not a string, or arguments that are not an object, with
+``-32602 "Invalid request parameters"`` and nothing more; an argument the prompt does not
+declare it passes on, to be ignored. :class:`PromptArgumentCheck` is a server middleware,
+so it sees the raw params first: it refuses each of these with ``-32602`` and the agent
+tools' wording (``unknown argument(s) x; memory_context takes token_limit``,
+``token_limit must be a JSON string, …``), over stdio and HTTP alike, and logs every
+refused ``prompts/get`` as ``mcp.prompt`` with the user, as ``mcp.tool`` logs a refused
+tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mcp.server import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, Prompt
+from pydantic import ValidationError
+
+from memstrata.logs import log_event
+
+logger = logging.getLogger(__name__)
+
+UserSource = Callable[[ServerRequestContext[Any, Any]], str]
+
+
+def unknown_prompt(name: str, available: Sequence[str]) -> MCPError:
+    return MCPError(
+        INVALID_PARAMS, f"unknown prompt {name[:100]!r}; available: {', '.join(available)}"
+    )
+
+
+class PromptArgumentCheck:
+    """Server middleware: ``prompts/get`` checked against ``prompts`` (their declared
+    arguments) before the SDK's validation; ``examples`` holds a value to show for each
+    argument, as the client should send it (a string)."""
+
+    def __init__(
+        self, prompts: Sequence[Prompt], examples: Mapping[str, str], user: UserSource
+    ) -> None:
+        self._prompts = {prompt.name: prompt for prompt in prompts}
+        self._examples = examples
+        self._user = user
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method != "prompts/get" or ctx.request_id is None:
+            return await call_next(ctx)
+        try:
+            self._check(ctx.params)
+            return await call_next(ctx)
+        except (MCPError, ValidationError) as exc:
+            name = (ctx.params or {}).get("name")
+            log_event(
+                logger,
+                "mcp.prompt",
+                logging.WARNING,
+                prompt=name[:100] if isinstance(name, str) else None,
+                user_id=self._user_id(ctx),
+                # the SDK answers a ValidationError with this and no detail
+                error=exc.error.message
+                if isinstance(exc, MCPError)
+                else "Invalid request parameters",
+            )
+            raise
+
+    def _check(self, params: Mapping[str, Any] | None) -> None:
+        available = list(self._prompts)
+        name = (params or {}).get("name")
+        if not isinstance(name, str):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"name must be a JSON string, the prompt's name; got {_shown(name)}; "
+                f"available: {', '.join(available)}",
+            )
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            raise unknown_prompt(name, available)
+        arguments = (params or {}).get("arguments")
+        if arguments is None:
+            return  # the prompt says which arguments it needs
+        declared = [argument.name for argument in prompt.arguments or []]
+        if not isinstance(arguments, Mapping):
+            example = json.dumps({key: self._examples.get(key, "…") for key in declared})
+            raise MCPError(
+                INVALID_PARAMS,
+                f"arguments must be a JSON object of strings, e.g. {example}; "
+                f"got {_shown(arguments)}",
+            )
+        unknown = sorted(str(key) for key in arguments if key not in declared)
+        if unknown:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"unknown argument(s) {', '.join(k[:100] for k in unknown)}; "
+                f"{name} takes {', '.join(declared)}",
+            )
+        for key, value in arguments.items():
+            if not isinstance(value, str):
+                example = json.dumps(self._examples.get(key, "…"))
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"{key} must be a JSON string, e.g. {example} (prompt arguments are "
+                    f"strings in MCP); got {_shown(value)}",
+                )
+
+    def _user_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        try:
+            return self._user(ctx)
+        except MCPError:
+            return None
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as it was sent, cut short."""
+    text = json.dumps(value)  # escaped: a lone surrogate could not be sent back
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -1,0 +1,357 @@
+"""``/mcp``'s answers to bad input the SDK refused in plain text, in pydantic's words, or
+not at all, against a real ``memstrata serve`` process.
+
+Each answer is the REST API's error shape and a JSON-RPC error at once (the MCP clients
+show its message), says how to fix the request, and is logged with the user. A request
+without a valid token still gets the 401 before anything else looks at it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from memstrata.serve_process import running_serve
+from tests.log_lines import events_in
+from tests.mcp.messages import INIT, MCP_HEADERS
+
+SECRET = "mcp-refusals-test-secret-0123456789abcdef"
+JSON = {"Content-Type": "application/json"}
+MODERN = {"MCP-Protocol-Version": "2026-07-28"}  # the SDK's other, per-request, entry
+REBINDING = (
+    "This is DNS-rebinding protection; behind a proxy that checks Host and Origin itself, "
+    "MEMSTRATA_MCP_DNS_REBINDING_PROTECTION=false turns it off."
+)
+FIX_BODY = "send one JSON-RPC 2.0 request, notification or response as a JSON object"
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    log: Path
+
+    @property
+    def mcp(self) -> str:
+        return f"{self.url}/mcp"
+
+    def events(self, name: str, user: str) -> list[dict[str, Any]]:
+        """The ``name`` events logged for ``user`` (waiting a moment for the last line)."""
+        deadline = time.monotonic() + 5
+        while True:
+            found = [e for e in events_in(self.log, name) if e.get("user_id") == user]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Served]:
+    data = tmp_path_factory.mktemp("mcp-refusals")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env.update(
+        MEMSTRATA_DATA_DIR=str(data),
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_ENVIRONMENT="development",
+        MEMSTRATA_JWT_SECRET=SECRET,
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",  # BM25 only: no search here
+        MEMSTRATA_LOG_JSON="true",
+        MEMSTRATA_LOG_LEVEL="WARNING",
+    )
+    log = data / "stderr.log"
+    with log.open("w") as stderr, running_serve(env, timeout_s=60, stderr=stderr) as url:
+        yield Served(url, log)
+
+
+def bearer(user: str) -> dict[str, str]:
+    now = int(time.time())
+    claims = {"sub": user, "iat": now - 5, "exp": now + 600}
+    return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
+
+
+def refusal(code: str, message: str, rpc_code: int = -32600) -> dict[str, Any]:
+    """The one error shape, which is also a JSON-RPC error without an id."""
+    return {
+        "code": code,
+        "detail": message,
+        "message": message,
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": rpc_code, "message": message},
+    }
+
+
+def open_session(served: Served, user: str) -> dict[str, str]:
+    """The headers of a new, initialized session of ``user``."""
+    opened = httpx.post(served.mcp, headers={**MCP_HEADERS, **bearer(user)}, json=INIT)
+    assert opened.status_code == 200, opened.text
+    headers = {
+        **MCP_HEADERS,
+        **bearer(user),
+        **JSON,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(served.mcp, headers=headers, json=ready).status_code == 202
+    return headers
+
+
+def answer(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a response, sent as JSON or as one SSE event."""
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("application/json"):
+        return dict(response.json())
+    data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    return dict(json.loads(data[-1]))
+
+
+@pytest.mark.parametrize("era", [{}, MODERN], ids=["handshake", "2026"])
+@pytest.mark.parametrize(
+    ("content_type", "sent"),
+    [
+        ("text/plain", "as 'text/plain'"),
+        ("application/x-www-form-urlencoded", "as 'application/x-www-form-urlencoded'"),
+        (None, "without a Content-Type"),
+    ],
+)
+def test_a_body_not_sent_as_json_gets_the_one_error_shape(
+    served: Served, era: dict[str, str], content_type: str | None, sent: str
+) -> None:
+    """The SDK answered 400 with the plain text "Invalid Content-Type header"."""
+    user = f"refuse-ct-{len(era)}-{content_type}"
+    headers = {**MCP_HEADERS, **bearer(user), **era}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    response = httpx.post(served.mcp, headers=headers, content=json.dumps(INIT))
+    message = f"the body was sent {sent}, not as JSON: send it with Content-Type: application/json"
+    assert response.status_code == 400, response.text
+    assert response.json() == refusal("unsupported_media_type", message)
+    (event,) = served.events("mcp.refused", user)
+    assert (event["level"], event["status"], event["error"]) == ("warning", 400, message)
+
+
+@pytest.mark.parametrize("era", [{}, MODERN], ids=["handshake", "2026"])
+@pytest.mark.parametrize(
+    ("accept", "said"),
+    [
+        (None, "the request has no Accept header"),
+        ("application/json", "Accept 'application/json' does not list"),
+        ("text/event-stream", "Accept 'text/event-stream' does not list"),
+    ],
+)
+def test_an_accept_without_both_answer_types_gets_the_one_error_shape(
+    served: Served, era: dict[str, str], accept: str | None, said: str
+) -> None:
+    """The SDK answered 406 with a bare JSON-RPC error, or (2026) with no body at all."""
+    user = f"refuse-accept-{len(era)}-{accept}"
+    headers = {**bearer(user), **JSON, **era, "Accept": accept or ""}
+    response = httpx.post(served.mcp, headers=headers, content=json.dumps(INIT))
+    both = "application/json, text/event-stream"
+    listed = f" {both}" if accept else ""
+    message = (
+        f"{said}{listed}: send Accept: {both} (a request is answered with JSON or an event stream)"
+    )
+    assert response.status_code == 406, response.text
+    assert response.json() == refusal("not_acceptable", message)
+    assert [e["status"] for e in served.events("mcp.refused", user)] == [406]
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+def test_a_foreign_host_or_origin_is_told_which_setting_allows_it(
+    served: Served, method: str
+) -> None:
+    """The SDK answered 421 "Invalid Host header" / 403 "Invalid Origin header" (plain
+    text); the token is still checked first."""
+    user = f"refuse-rebinding-{method}"
+    cases = [
+        (
+            {"Host": "evil.example"},
+            421,
+            "host_not_allowed",
+            "Host 'evil.example' is not allowed on this MCP endpoint: add the host to "
+            f"MEMSTRATA_MCP_ALLOWED_HOSTS, where 'name:*' allows any port. {REBINDING}",
+        ),
+        (
+            {"Origin": "http://evil.example"},
+            403,
+            "origin_not_allowed",
+            "Origin 'http://evil.example' is not allowed on this MCP endpoint: add it to "
+            f"MEMSTRATA_MCP_ALLOWED_ORIGINS, where 'scheme://name:*' allows any port. {REBINDING}",
+        ),
+    ]
+    for extra, status, code, message in cases:
+        headers = {**MCP_HEADERS, **JSON, **extra}
+        body = json.dumps(INIT) if method == "POST" else None
+        stranger = httpx.request(method, served.mcp, headers=headers, content=body)
+        assert stranger.status_code == 401, stranger.text
+        assert stranger.json()["code"] == "unauthorized"
+        response = httpx.request(
+            method, served.mcp, headers={**headers, **bearer(user)}, content=body
+        )
+        assert response.status_code == status, response.text
+        assert response.json() == refusal(code, message)
+    events = served.events("mcp.refused", user)
+    assert [(e["status"], e["error"]) for e in events] == [(c[1], c[3]) for c in cases]
+
+
+ID_CASES = [
+    ('{"a": 1}', "an object"),
+    ("[1]", "an array"),
+    ("true", "true"),
+    ("null", "null"),
+    ("1e400", "a number with a fraction or an exponent"),
+    ("1.5", "a number with a fraction or an exponent"),
+]
+
+
+def id_message(kind: str) -> str:
+    return (
+        f"id must be a string or an integer, not {kind}: give each request an id such as 1 "
+        'or "req-1" (a message without an id is a notification, which gets no answer)'
+    )
+
+
+def test_a_request_whose_id_is_not_a_string_or_an_integer_is_answered(served: Served) -> None:
+    """The SDK took such a request for a notification (202, no body) and never answered
+    it; the session goes on, and well-formed ids are answered as before."""
+    user = "refuse-ids"
+    session = open_session(served, user)
+    for raw_id, kind in ID_CASES:
+        body = '{"jsonrpc": "2.0", "id": ' + raw_id + ', "method": "tools/list", "params": {}}'
+        response = httpx.post(served.mcp, headers=session, content=body)
+        assert response.status_code == 400, (raw_id, response.status_code, response.text)
+        assert response.json() == refusal("bad_request", id_message(kind))
+    for good_id in ("req-1", 2, 12345678901234567890123):
+        call = {"jsonrpc": "2.0", "id": good_id, "method": "tools/list", "params": {}}
+        listed = answer(httpx.post(served.mcp, headers=session, json=call))
+        assert listed["id"] == good_id and len(listed["result"]["tools"]) == 9
+    events = served.events("mcp.parse_error", user)
+    assert [(e["code"], e["error"]) for e in events] == [
+        (-32600, id_message(kind)) for _, kind in ID_CASES
+    ]
+
+
+@pytest.mark.parametrize("era", [{}, MODERN], ids=["handshake", "2026"])
+def test_an_initialize_with_a_bad_id_is_told_so(served: Served, era: dict[str, str]) -> None:
+    """Without a session the SDK said "Bad Request: Missing session ID" (handshake era)
+    or "Body must be a single JSON-RPC request or notification object" (2026)."""
+    headers = {**MCP_HEADERS, **bearer(f"refuse-init-id-{len(era)}"), **JSON, **era}
+    body = json.dumps({**INIT, "id": {"n": 1}})
+    response = httpx.post(served.mcp, headers=headers, content=body)
+    assert response.status_code == 400, response.text
+    assert response.json() == refusal("bad_request", id_message("an object"))
+    assert "mcp-session-id" not in response.headers
+
+
+NOT_ONE_MESSAGE = [
+    (
+        [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],
+        -32600,
+        "body is a JSON array (a JSON-RPC batch), which MCP does not accept: send each "
+        "message in a POST of its own",
+    ),
+    (
+        [],
+        -32600,
+        "body is a JSON array (a JSON-RPC batch), which MCP does not accept: send each "
+        "message in a POST of its own",
+    ),
+    (
+        {"jsonrpc": "1.0", "id": 1, "method": "tools/list"},
+        -32600,
+        "body is not a JSON-RPC 2.0 request, notification or response: jsonrpc: Input "
+        f"should be '2.0'; {FIX_BODY}",
+    ),
+    (
+        {"jsonrpc": "1.0", "method": "notifications/progress"},
+        -32600,
+        "body is not a JSON-RPC 2.0 request, notification or response: jsonrpc: Input "
+        f"should be '2.0'; {FIX_BODY}",
+    ),
+    (
+        {"id": 1, "method": "tools/list"},
+        -32600,
+        "body is not a JSON-RPC 2.0 request, notification or response: jsonrpc: Field "
+        f"required; {FIX_BODY}",
+    ),
+    (3, -32600, f"body is an integer, not a JSON object: {FIX_BODY}"),
+    (
+        '{"jsonrpc": "2.0", "id": 1',
+        -32700,
+        f"body is not valid JSON: EOF while parsing an object at line 1 column 26; {FIX_BODY}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "rpc_code", "message"), NOT_ONE_MESSAGE)
+def test_a_body_that_is_not_one_message_is_told_what_it_is(
+    served: Served, body: Any, rpc_code: int, message: str
+) -> None:
+    """The SDK answered with pydantic's dump ("Validation error: 4 validation errors for
+    union[…]", -32602) or, for JSON it could not parse, without the REST shape."""
+    user = "refuse-not-one-message"
+    session = open_session(served, user)
+    content = body if isinstance(body, str) else json.dumps(body)
+    response = httpx.post(served.mcp, headers=session, content=content)
+    assert response.status_code == 400, response.text
+    assert response.json() == refusal("bad_request", message, rpc_code)
+    assert served.events("mcp.parse_error", user)[-1]["error"] == message
+
+
+PROMPT_CASES = [
+    (
+        {"token_limit": 32000},
+        'token_limit must be a JSON string, e.g. "32000" (prompt arguments are strings in '
+        "MCP); got 32000",
+    ),
+    (
+        {"token_limit": None},
+        'token_limit must be a JSON string, e.g. "32000" (prompt arguments are strings in '
+        "MCP); got null",
+    ),
+    (
+        {"token_limit": "32000", "user_id": "someone-else"},
+        "unknown argument(s) user_id; memory_context takes token_limit",
+    ),
+    (
+        ["32000"],
+        'arguments must be a JSON object of strings, e.g. {"token_limit": "32000"}; got ["32000"]',
+    ),
+]
+
+
+def test_prompt_arguments_of_the_wrong_type_or_name_are_named(served: Served) -> None:
+    """The SDK answered a non-string value with -32602 "Invalid request parameters" and
+    nothing more, and ignored an argument the prompt does not take."""
+    user = "refuse-prompt-args"
+    session = open_session(served, user)
+    for request_id, (arguments, message) in enumerate(PROMPT_CASES, start=10):
+        params = {"name": "memory_context", "arguments": arguments}
+        call = {"jsonrpc": "2.0", "id": request_id, "method": "prompts/get", "params": params}
+        refused = answer(httpx.post(served.mcp, headers=session, json=call))
+        assert refused == {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": -32602, "message": message},
+        }
+    params = {"name": "memory_context", "arguments": {"token_limit": "32000"}}
+    call = {"jsonrpc": "2.0", "id": 99, "method": "prompts/get", "params": params}
+    assert (
+        "<file name="
+        in answer(httpx.post(served.mcp, headers=session, json=call))["result"]["messages"][0][
+            "content"
+        ]["text"]
+    )
+    events = served.events("mcp.prompt", user)
+    assert [(e["prompt"], e["error"]) for e in events] == [
+        ("memory_context", message) for _, message in PROMPT_CASES
+    ]
