@@ -355,3 +355,52 @@ def test_prompt_arguments_of_the_wrong_type_or_name_are_named(served: Served) ->
     assert [(e["prompt"], e["error"]) for e in events] == [
         ("memory_context", message) for _, message in PROMPT_CASES
     ]
+
+
+SDK_REFUSALS = [
+    # what the SDK itself answers, after the gate: (method, headers, status, message)
+    (
+        "GET",
+        {"Accept": "application/json"},
+        406,
+        "Not Acceptable: Client must accept text/event-stream: a GET opens the server's "
+        "event stream: send Accept: text/event-stream",
+    ),
+    (
+        "PUT",
+        MCP_HEADERS,
+        405,
+        "Method Not Allowed: /mcp takes POST (JSON-RPC messages), GET (the server's event "
+        "stream) and DELETE (end a session)",
+    ),
+    (
+        "DELETE",
+        MCP_HEADERS,
+        400,
+        "Bad Request: Missing session ID: send the Mcp-Session-Id header that initialize "
+        "answered with, or initialize first",
+    ),
+    (
+        "DELETE",
+        {**MCP_HEADERS, "Mcp-Session-Id": "no-such-session"},
+        404,
+        "Session not found: the MCP session has ended (idle timeout, a restart, or it lives "
+        "on another replica): send initialize again and use the new Mcp-Session-Id",
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "headers", "status", "message"), SDK_REFUSALS)
+def test_what_the_sdk_refuses_itself_comes_in_the_one_error_shape(
+    served: Served, method: str, headers: dict[str, str], status: int, message: str
+) -> None:
+    """The SDK answered these with a bare JSON-RPC error (no code, detail or message, and
+    no word on how to go on)."""
+    response = httpx.request(
+        method, served.mcp, headers={**headers, **bearer("sdk-refusals")}, json=INIT
+    )
+    assert response.status_code == status, response.text
+    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+    expected = refusal(codes.get(status, "error"), message)
+    assert response.json() == expected
+    assert int(response.headers["content-length"]) == len(response.content)

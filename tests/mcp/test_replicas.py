@@ -147,7 +147,8 @@ async def test_a_session_is_only_known_to_the_replica_that_opened_it(
     session = {"mcp-session-id": opened.headers["mcp-session-id"], **IN_SESSION}
     elsewhere = post(b, "replica-bob", PING, **session)
     assert elsewhere.status_code == 404
-    assert elsewhere.json()["error"]["message"] == "Session not found"
+    assert elsewhere.json()["error"]["message"].startswith("Session not found: ")
+    assert elsewhere.json()["code"] == "not_found"
     assert post(a, "replica-bob", PING, **session).status_code == 200  # affinity works
 
     # The SDK's client behind the round-robin balancer: its session breaks on replica B.

@@ -13,7 +13,9 @@ The SDK's own refusals of bad input come in plain text, pydantic's words, or not
 itself, after authentication, in the REST API's error shape with a JSON-RPC error, saying
 how to fix it: headers the SDK's transport refuses (:mod:`memstrata.mcp.headers`) and
 bodies that are not one JSON-RPC message, or hold a lone surrogate the SDK reports only as
-"unexpected end of hex escape" (:mod:`memstrata.mcp.parse_errors`).
+"unexpected end of hex escape" (:mod:`memstrata.mcp.parse_errors`). What the SDK still
+refuses itself (an ended session, a missing session id, another method) gets the same
+shape too (:mod:`memstrata.mcp.sdk_answers`).
 
 A session lives in the process that opened it, so replicas behind a load balancer need
 affinity on the ``Mcp-Session-Id`` header, or ``mcp_stateless``: the SDK's stateless mode,
@@ -49,6 +51,7 @@ from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
 from memstrata.config import Settings
 from memstrata.mcp.headers import HeaderChecks
 from memstrata.mcp.parse_errors import bad_body
+from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
 
@@ -100,6 +103,7 @@ class BearerGate:
             AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
         )
         scope.setdefault("state", {})["user_id"] = user_id  # for the request log
+        send = in_error_shape(send)  # what the SDK still refuses itself
         if self.sessions is None:
             await self.app(scope, receive, send)
             return

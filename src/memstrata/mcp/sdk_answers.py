@@ -1,0 +1,86 @@
+"""The MCP SDK's own HTTP error answers, in the one error shape.
+
+The gate (:mod:`memstrata.mcp.http`) refuses the bad input it can recognise before the SDK
+sees it. What is left for the SDK to refuse — a request for a session that has ended, a
+request without its session id, a method ``/mcp`` does not serve, a GET that does not
+accept an event stream — it answers with a bare JSON-RPC error (``{"jsonrpc", "id",
+"error"}``). :func:`in_error_shape` wraps the ``send`` of the SDK's answer so that such a
+body also carries the REST API's ``code``, ``detail`` and ``message``, the detail saying
+how to go on where the SDK's words do not. Every other answer passes through untouched,
+event streams included: only an error status is held until its body is complete.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import Message, Send
+
+from memstrata.api.errors import error_body
+
+# How to go on, by the SDK's message (its words are stable across its two protocol eras).
+_HINTS = {
+    "Session not found": (
+        "the MCP session has ended (idle timeout, a restart, or it lives on another "
+        "replica): send initialize again and use the new Mcp-Session-Id"
+    ),
+    "Bad Request: Missing session ID": (
+        "send the Mcp-Session-Id header that initialize answered with, or initialize first"
+    ),
+    "Method Not Allowed": (
+        "/mcp takes POST (JSON-RPC messages), GET (the server's event stream) and DELETE "
+        "(end a session)"
+    ),
+    "Not Acceptable: Client must accept text/event-stream": (
+        "a GET opens the server's event stream: send Accept: text/event-stream"
+    ),
+}
+
+
+def in_error_shape(send: Send) -> Send:
+    """``send`` for the SDK's answer: an error answer's JSON-RPC body gains ``code``,
+    ``detail`` and ``message``."""
+    held: Message | None = None
+    chunks: list[bytes] = []
+
+    async def shaped(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            held = message
+            return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = _shaped_body(held["status"], b"".join(chunks))
+        start = dict(held)
+        headers = MutableHeaders(raw=list(held.get("headers", [])))
+        headers["content-length"] = str(len(body))
+        start["headers"] = headers.raw
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+    return shaped
+
+
+def _shaped_body(status: int, body: bytes) -> bytes:
+    """``body`` with the error shape's fields added, when it is a JSON-RPC error without
+    them; any other body unchanged."""
+    try:
+        document: Any = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(document, dict) or "detail" in document:
+        return body
+    error = document.get("error")
+    if not isinstance(error, dict) or not isinstance(said := error.get("message"), str):
+        return body
+    hint = _HINTS.get(said)
+    detail = f"{said}: {hint}" if hint else said
+    # MCP clients show the JSON-RPC message: it says how to go on as well.
+    document["error"] = {**error, "message": detail}
+    return json.dumps({**error_body(status, detail), **document}).encode()
