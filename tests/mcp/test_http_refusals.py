@@ -400,7 +400,7 @@ def test_what_the_sdk_refuses_itself_comes_in_the_one_error_shape(
         method, served.mcp, headers={**headers, **bearer("sdk-refusals")}, json=INIT
     )
     assert response.status_code == status, response.text
-    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 406: "not_acceptable"}
     expected = refusal(codes.get(status, "error"), message)
     assert response.json() == expected
     assert int(response.headers["content-length"]) == len(response.content)

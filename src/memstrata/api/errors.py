@@ -73,6 +73,7 @@ STATUS_CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    406: "not_acceptable",
     409: "version_conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",

@@ -83,7 +83,10 @@ class HeaderChecks:
             else "the request has no Accept header"
         )
         why = "" if self._json_response else " (a request is answered with JSON or an event stream)"
-        return ApiError(406, f"{sent}: send Accept: {wanted}{why}", code="not_acceptable")
+        return ApiError(
+            406,
+            f"{sent}: send Accept: {wanted}{why}",
+        )
 
 
 def _from_sdk(status: int, body: bytes, request: Request) -> ApiError:
