@@ -8,7 +8,7 @@ import mcp_types
 import pytest
 from pydantic import ValidationError
 
-from memstrata.mcp.parse_errors import BadMessage, bad_line, lone_surrogate
+from memstrata.mcp.parse_errors import BadMessage, bad_line, lone_surrogate, unusable_id
 
 FIX = "send a complete UTF-16 surrogate pair (such as \\ud83d\\ude00) or the character itself"
 
@@ -133,3 +133,24 @@ def test_bad_line(line: str, expected: BadMessage | None) -> None:
 
 def test_another_exception_is_a_parse_error() -> None:
     assert bad_line(OSError("boom")) == BadMessage(-32700, "line could not be read: OSError: boom")
+
+
+@pytest.mark.parametrize(
+    ("line", "unusable"),
+    [
+        ('{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}\n', True),
+        ('{"jsonrpc":"2.0","id":true,"method":"ping"}', True),
+        ('{"jsonrpc":"2.0","id":null,"method":"ping"}', True),
+        ('{"jsonrpc":"2.0","id":7,"method":"ping"}', False),
+        ('{"jsonrpc":"2.0","id":"r-1","method":"ping"}', False),
+        ('{"jsonrpc":"2.0","method":"notifications/initialized"}', False),  # no id: fine
+        ('{"jsonrpc":"2.0","id":1.5,"result":{}}', False),  # a response: the SDK's to judge
+        ('{"jsonrpc":"2.0","id":{', False),  # not JSON: bad_line answers it
+    ],
+)
+def test_unusable_id(line: str, unusable: bool) -> None:
+    answer = unusable_id(line)
+    assert (answer is not None) == unusable
+    if answer is not None:
+        assert (answer.code, answer.request_id) == (-32600, None)
+        assert answer.message.startswith("id must be a string or an integer, not ")

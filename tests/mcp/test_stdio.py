@@ -89,6 +89,9 @@ SURROGATE_CALL = (
 )
 UNCLOSED = '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"skills_list"}'
 NOT_JSONRPC = '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"oops"}'
+# Parsed by the SDK as notifications (the id ignored), so never answered.
+FRACTION_ID = '{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}'
+OBJECT_ID = '{"jsonrpc":"2.0","id":{"n":6},"method":"ping"}'
 
 
 @pytest.mark.timeout(120)
@@ -97,7 +100,7 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
     level and dropped: no answer (the client waited for ever) and no log."""
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     lines = [json.dumps(INIT), json.dumps(initialized), SURROGATE_CALL, UNCLOSED, "   "]
-    lines += [NOT_JSONRPC, '{"jsonrpc":"2.0","id":4,"method":"tools/list"}']
+    lines += [NOT_JSONRPC, FRACTION_ID, OBJECT_ID, '{"jsonrpc":"2.0","id":4,"method":"tools/list"}']
     process, log = start_mcp(
         tmp_path,
         "stdio-carol",
@@ -114,8 +117,10 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
         process.kill()
         process.communicate()
     stderr_text = log.read_text(errors="replace")
-    assert [a.get("id") for a in answers] == [1, 2, None, None, 4], answers or stderr_text
-    surrogate, unclosed, not_jsonrpc = (a["error"] for a in answers[1:4])
+    assert [a.get("id") for a in answers] == [1, 2, None, None, None, None, 4], (
+        answers or stderr_text
+    )
+    surrogate, unclosed, not_jsonrpc, fraction_id, object_id = (a["error"] for a in answers[1:6])
     assert surrogate == {
         "code": -32700,
         "message": "params.arguments.content is not valid Unicode: it contains a lone "
@@ -132,11 +137,22 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
         "message": "line is not a JSON-RPC 2.0 request, notification or response: "
         "params: Input should be an object",
     }
-    assert {t["name"] for t in answers[4]["result"]["tools"]} >= {"record_memory"}
+    for bad_id, kind in (
+        (fraction_id, "a number with a fraction or an exponent"),
+        (object_id, "an object"),
+    ):
+        assert bad_id == {
+            "code": -32600,
+            "message": f"id must be a string or an integer, not {kind}: give each request an "
+            'id such as 1 or "req-1" (a message without an id is a notification, which gets '
+            "no answer)",
+        }
+    assert {t["name"] for t in answers[6]["result"]["tools"]} >= {"record_memory"}
     events = [json.loads(line) for line in stderr_text.splitlines() if line.startswith("{")]
     warned = [e for e in events if e.get("event") == "mcp.parse_error"]
     assert [(e["level"], e["user_id"], e["error"]) for e in warned] == [
-        ("warning", "stdio-carol", error["message"]) for error in (surrogate, unclosed, not_jsonrpc)
+        ("warning", "stdio-carol", error["message"])
+        for error in (surrogate, unclosed, not_jsonrpc, fraction_id, object_id)
     ]
 
 

@@ -128,16 +128,8 @@ def bad_body(body: bytes) -> BadMessage | None:
         return BadMessage(
             INVALID_REQUEST, f"body is {_kind(document)}, not a JSON object: {_FIX_BODY}"
         )
-    if "method" in document and "id" in document:
-        try:
-            _REQUEST_ID.validate_python(document["id"])
-        except ValidationError:
-            return BadMessage(
-                INVALID_REQUEST,
-                f"id must be a string or an integer, not {_kind(document['id'])}: give each "
-                'request an id such as 1 or "req-1" (a message without an id is a '
-                "notification, which gets no answer)",
-            )
+    if (unusable := _unusable_id(document)) is not None:
+        return unusable
     try:
         jsonrpc_message_adapter.validate_python(document, by_name=False)
     except ValidationError as exc:
@@ -145,6 +137,34 @@ def bad_body(body: bytes) -> BadMessage | None:
             INVALID_REQUEST,
             f"body is not a JSON-RPC 2.0 request, notification or response: "
             f"{_summary(exc.errors())}; {_FIX_BODY}",
+        )
+    return None
+
+
+def unusable_id(line: str) -> BadMessage | None:
+    """The answer for a line holding a request whose ``id`` is not a string or an integer
+    (module doc: the SDK would take it for a notification and never answer), else None;
+    every other line is left to the SDK's parse."""
+    if '"id"' not in line:
+        return None  # most lines: no JSON parse twice
+    try:
+        document = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return _unusable_id(document) if isinstance(document, dict) else None
+
+
+def _unusable_id(document: dict[str, Any]) -> BadMessage | None:
+    if "method" not in document or "id" not in document:
+        return None
+    try:
+        _REQUEST_ID.validate_python(document["id"])
+    except ValidationError:
+        return BadMessage(
+            INVALID_REQUEST,
+            f"id must be a string or an integer, not {_kind(document['id'])}: give each "
+            'request an id such as 1 or "req-1" (a message without an id is a '
+            "notification, which gets no answer)",
         )
     return None
 
