@@ -13,6 +13,8 @@ from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.errors import BackgroundEmbeddingUnavailableError, InvalidContentError
 from memstrata.logs import event_fields
+from memstrata.memory.kinds import FileKind
+from memstrata.retrieval.embeddings import EmbeddingOutageError
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import Round, RoundsInvalidError
 from memstrata.runtime import HEALER_STOP_S, Memstrata
@@ -228,3 +230,44 @@ def test_a_library_import_of_something_else_than_rounds_is_refused_whole(
         assert stored == 0
     finally:
         mem.pool.close()
+
+
+def test_drain_lets_a_cancelled_edit_finish_and_sends_no_more_passages(
+    db: Database, settings: Settings
+) -> None:
+    """What a host app's shutdown calls after its grace (``memstrata serve`` does the
+    same): the memory-file edit whose request was cut off while embedding still lands,
+    and from then on no passage embedding is sent."""
+    with FaultServer("slow", dim=8) as fake:
+        fake.delay_s = 0.3  # per text
+        slow = settings.model_copy(
+            update={
+                "embedding_base_url": fake.base_url,
+                "embedding_model": "fake-model",
+                "embedding_max_retries": 0,
+            }
+        )
+        mem = Memstrata.open(slow, database=db)
+        try:
+
+            async def cut_off_then_drain() -> int:
+                edit = asyncio.create_task(
+                    mem.sync.frontend_edit("dana", FileKind.MEMORY, "Keeps bees in Lyon\n")
+                )
+                deadline = time.monotonic() + 10
+                while not fake.requests and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                assert fake.requests, "the edit never called the embedding API"
+                edit.cancel()  # what a server's shutdown does to the request
+                return await mem.drain(10)
+
+            assert asyncio.run(cut_off_then_drain()) == 0
+            stored, _ = asyncio.run(mem.sync.read_file("dana", FileKind.MEMORY))
+            assert "Keeps bees in Lyon" in stored.content
+            sent = len(fake.requests)
+            assert mem.embedder is not None
+            with pytest.raises(EmbeddingOutageError, match="the server is stopping"):
+                mem.embedder.embed(["another passage"], "passage")
+            assert len(fake.requests) == sent
+        finally:
+            mem.pool.close()

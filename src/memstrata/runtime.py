@@ -232,6 +232,16 @@ class Memstrata:
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.stop_bulk()
 
+    async def drain(self, timeout_s: float) -> int:
+        """For a server whose grace has passed, before it closes this runtime: send no more
+        passage embeddings (:meth:`stop_bulk_embedding`) and wait up to ``timeout_s`` for
+        the memory-file edits still under way, those whose request was cancelled included
+        (they finish in a task of their own); returns how many still run. ``memstrata
+        serve`` does this on SIGTERM; a host app that mounts memstrata calls it in its own
+        shutdown, from its event loop (docs/API.md, "Stopping")."""
+        self.stop_bulk_embedding()
+        return await self.sync.settle(timeout_s)
+
     def close(self) -> None:
         self.stop_background()
         self.pool.close()

@@ -112,8 +112,7 @@ def after_grace_s(settings: Settings) -> float:
 async def _settle_writes(mem: Memstrata, after_grace: AfterGrace) -> None:
     # The grace has passed: what the cut-off writes still have to embed would queue behind
     # one another (one bulk slot) for as long as the API takes; their text lands now.
-    mem.stop_bulk_embedding()
-    running = await mem.sync.settle(after_grace.remaining_s())
+    running = await mem.drain(after_grace.remaining_s())
     if running:
         log_event(
             logger,
