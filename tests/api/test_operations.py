@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Callable
 
 import pytest
@@ -19,7 +21,9 @@ from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import make_session_factory
 from memstrata.logs import event_fields
+from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
+from tests.retrieval.fault_server import FaultServer
 
 AuthHeader = Callable[..., dict[str, str]]
 
@@ -99,6 +103,57 @@ def test_lifespan_opens_and_closes_the_runtime(settings: Settings, db: Database)
     with TestClient(app) as client:
         assert client.get("/readyz").json()["status"] == "ready"
     assert before.get("/readyz").status_code == 503  # closed again
+
+
+def test_the_apps_own_runtime_lets_a_cut_off_edit_land_before_it_closes(
+    settings: Settings, db: Database
+) -> None:
+    """``uvicorn memstrata.api.app:create_app --factory``: the lifespan's shutdown comes
+    after the server cancelled the requests still running. A memory-file edit cut off while
+    embedding finishes in a task of its own; the runtime is drained (Memstrata.drain)
+    before it is closed, so the edit's vectors and its mirror land; before, the closed
+    runtime failed the embedding and the end of the event loop cancelled the mirror."""
+    with FaultServer("slow", dim=8) as fake:
+        fake.delay_s = 0.3  # per text
+        slow = settings.model_copy(
+            update={
+                "embedding_base_url": fake.base_url,
+                "embedding_model": "fake-model",
+                "embedding_max_retries": 0,
+            }
+        )
+        app = create_app(slow)
+
+        async def edit_cut_off_at_shutdown() -> None:
+            async with app.router.lifespan_context(app):
+                mem = app.state.context.mem
+                edit = asyncio.create_task(
+                    mem.sync.frontend_edit("fay", FileKind.MEMORY, "Sails on Lake Geneva\n")
+                )
+                deadline = time.monotonic() + 10
+                while not fake.requests and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                assert fake.requests, "the edit never called the embedding API"
+                edit.cancel()
+
+        asyncio.run(edit_cut_off_at_shutdown())
+    with db.engine.connect() as conn:
+        stored = conn.execute(
+            text("SELECT content FROM user_memory WHERE user_id = 'fay' AND file_type = :t"),
+            {"t": FileKind.MEMORY.file_type},
+        ).scalar_one_or_none()
+    assert stored is not None and "Sails on Lake Geneva" in stored
+    # The write's follow-on steps ran too: its vectors, then the mirror into the sandbox.
+    with db.engine.connect() as conn:
+        vectors = conn.execute(
+            text(
+                "SELECT count(*) FROM memory_embeddings WHERE user_id = 'fay' "
+                "AND file_path = 'MEMORY.md' AND embedding IS NOT NULL"
+            )
+        ).scalar_one()
+    assert vectors >= 1
+    mirrored = [p.read_text() for p in slow.sandbox_root.rglob("MEMORY.md")]
+    assert any("Sails on Lake Geneva" in m for m in mirrored), mirrored
 
 
 def test_metrics(client: TestClient, auth: AuthHeader) -> None:

@@ -29,7 +29,7 @@ from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import RequestLogMiddleware
 from memstrata.api.routers import config, health, limits, memory
 from memstrata.api.routing import route_class
-from memstrata.api.shutdown import ShutdownCutoffMiddleware
+from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from memstrata.web import web_router
@@ -80,6 +80,8 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
         try:
             yield
         finally:
+            # The server has cancelled what still ran: let the cut-off edits land first.
+            await owned.drain(after_grace_s(settings))
             context.detach()
             await run_in_threadpool(owned.close)
 

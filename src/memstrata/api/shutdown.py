@@ -13,7 +13,7 @@ edit finishes in a task of its own (``SyncService.frontend_edit``): both run on 
 503. ``memstrata serve`` therefore stops in order: :class:`SettleBeforeShutdown` waits for
 the edits before the app's lifespan shutdown (the end of the event loop would cancel
 them), then :meth:`AfterGrace.finish_threads` waits for the worker threads before the
-runtime they use is closed. Both share one limit (``memstrata.cli.serve.after_grace_s``,
+runtime they use is closed. Both share one limit (``after_grace_s``,
 one passage embedding call); what outlives it is abandoned, logged, and does not hold up
 the exit. So that several cut-off writes do not queue for the embedding API past it,
 ``serve`` sends no passage embedding after the grace (``Memstrata.stop_bulk_embedding``):
@@ -40,6 +40,7 @@ from types import FrameType
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api.errors import HttpError, error_body
+from memstrata.config import Settings
 from memstrata.logs import log_event
 
 logger = logging.getLogger(__name__)
@@ -180,3 +181,14 @@ def describe_work(thread: threading.Thread) -> str | None:
             outermost = f"{module}.{frame.f_code.co_qualname}"
         frame = frame.f_back
     return outermost
+
+
+def after_grace_s(settings: Settings) -> float:
+    """How long ``serve`` (and ``create_app``'s own runtime) waits, once the grace has
+    passed, for the work of the requests it cut off (frontend edits finishing, worker
+    threads) before closing the runtime: one passage embedding call at its timeout with a
+    full batch, 5 + 1 × 8 = 13 s with the defaults. A request in its embedding call then
+    commits within it (no further call is sent, :meth:`Memstrata.drain`); one held up by
+    anything else past it is abandoned, all or nothing (docs/DEPLOY.md)."""
+    per_batch = settings.embedding_timeout_per_text_s * settings.embedding_batch_size
+    return settings.embedding_timeout_s + per_batch

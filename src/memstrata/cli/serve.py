@@ -7,7 +7,7 @@ embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on; see
 directory sandboxes), then uvicorn on an already-bound socket; it stops them in reverse
 order on Ctrl-C or SIGTERM, after giving the requests in flight up to
 ``MEMSTRATA_SHUTDOWN_GRACE_S``. The work of the requests cut off then is waited for
-(:func:`after_grace_s`) before the runtime it uses is closed (:mod:`memstrata.api.shutdown`).
+(``after_grace_s``) before the runtime it uses is closed (:mod:`memstrata.api.shutdown`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import uvicorn
 
 from memstrata.api.app import create_app
 from memstrata.api.auth import AuthConfigurationError, mint_token, require_token_keys
-from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown
+from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
 from memstrata.cli.app import app, fail, guarded_spec, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
@@ -97,16 +97,6 @@ def serve(
         signal.signal(signal.SIGTERM, _exit_cleanly)
         with suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
-
-
-def after_grace_s(settings: Settings) -> float:
-    """How long ``serve`` waits, once the grace has passed, for the work of the requests
-    it cut off (frontend edits finishing, worker threads) before closing the runtime: one
-    passage embedding call at its timeout with a full batch, 5 + 1 × 8 = 13 s with the
-    defaults. A request that had started its last embedding call commits within it; a
-    longer one (a large inline import) is abandoned, all or nothing (docs/DEPLOY.md)."""
-    per_batch = settings.embedding_timeout_per_text_s * settings.embedding_batch_size
-    return settings.embedding_timeout_s + per_batch
 
 
 async def _settle_writes(mem: Memstrata, after_grace: AfterGrace) -> None:
