@@ -7,11 +7,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Dialog, Page, Route, expect
 
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
-from tests.web.conftest import MAX_CONTENT_BYTES, Console, tab
+from tests.web.conftest import MAX_CONTENT_BYTES, Console, OpenPage, tab
 from tests.web.server import Serve
 
 SignedIn = Callable[..., Page]
@@ -37,14 +37,19 @@ def test_edit_save_reload_shows_the_text_and_the_new_version(
     expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 2.")
     expect(page.locator("#file-version")).to_have_text("version 2")
     expect(page.locator("#file-state")).to_have_text("Saved")
+    _append(page, "\n- and green tea")
+    page.click("#file-save")
+    expect(page.locator("#file-version")).to_have_text("version 3")
+    # Save is disabled once saved: the focus goes back to the text, not to <body>
+    expect(page.locator("#editor")).to_be_focused()
 
     page.reload()
     tab(page, "user")
-    expect(page.locator("#file-version")).to_have_text("version 2")
-    assert page.locator("#editor").input_value().endswith("\n- Likes oolong tea")
+    expect(page.locator("#file-version")).to_have_text("version 3")
+    assert page.locator("#editor").input_value().endswith("\n- Likes oolong tea\n- and green tea")
     with server.rest(user) as rest:
         stored = rest.get("/api/config/agent-files/user")
-    assert stored.json()["version"] == 2
+    assert stored.json()["version"] == 3
     assert stored.json()["content"] == page.locator("#editor").input_value()
 
 
@@ -78,8 +83,11 @@ def test_oversize_content_is_refused_in_words_and_nothing_is_written(
     page.click("#file-save")
     message = page.locator("#file-message")
     expect(message).to_have_class("banner error")
-    expect(message).to_contain_text("MEMORY.md is too large to save:")
-    expect(message).to_contain_text("Nothing was written; your text is still in the editor.")
+    # the page's numbers, not the server's hint to its operator (a setting to raise)
+    expect(message).to_have_text(
+        f"MEMORY.md is too large to save: {len(too_big):,} of {MAX_CONTENT_BYTES:,} bytes. "
+        "Shorten it and save again. Nothing was written; your text is still in the editor."
+    )
     assert page.locator("#editor").input_value() == too_big
     with server.rest(user) as rest:
         stored = rest.get("/api/config/agent-files/memory").json()
@@ -164,9 +172,12 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     expect(second.locator("#file-message")).to_contain_text("change the same lines")
     assert second.locator("#editor").input_value() == "first tab's persona"
     assert second.locator("#kept-text").input_value() == "second tab's persona"
-    expect(second.locator("#file-state")).to_have_text("Saved")
+    # nothing to save in the editor, but the set-aside text is not saved: not "Saved"
+    expect(second.locator("#file-state")).to_have_text("Earlier text not saved")
+    expect(second.locator("#tab-soul")).to_have_class("unsaved")
     second.click("#kept-dismiss")
     expect(second.locator("#kept")).to_be_hidden()
+    expect(second.locator("#file-state")).to_have_text("Saved")
 
 
 def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
@@ -415,3 +426,166 @@ def test_a_resolved_conflict_once_saved_leaves_nothing_unsaved(
     expect(page.locator("#signin-view")).to_be_visible()
     assert dialogs == []
     expect(page.locator("#kept-title")).to_have_text("Your earlier text (for reference)")
+
+
+def _dialogs(page: Page, *answers: bool) -> list[str]:
+    """Answer the page's next dialogs in order (True: accept); returns their messages."""
+    asked: list[str] = []
+    pending = list(answers)
+
+    def answer(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        if pending.pop(0):
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.on("dialog", answer)
+    return asked
+
+
+def test_revert_asks_before_discarding_the_edits(signed_in: SignedIn) -> None:
+    page = signed_in()
+    tab(page, "user")
+    original = page.locator("#editor").input_value()
+    _append(page, "\nAn hour of careful notes")
+    asked = _dialogs(page, False, True)
+    page.click("#file-revert")  # declined: nothing changes
+    expect(page.locator("#editor")).to_have_value(original + "\nAn hour of careful notes")
+    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    assert asked == ["Discard your unsaved changes to USER.md and go back to version 1?"]
+    page.click("#file-revert")  # accepted
+    expect(page.locator("#editor")).to_have_value(original)
+    expect(page.locator("#file-message")).to_have_text("Reverted to version 1.")
+    expect(page.locator("#editor")).to_be_focused()
+    assert len(asked) == 2
+
+
+def test_ctrl_s_without_changes_writes_nothing(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    page = signed_in()
+    tab(page, "user")
+    puts: list[str] = []
+    page.on(
+        "request", lambda request: puts.append(request.url) if request.method == "PUT" else None
+    )
+    page.locator("#editor").focus()
+    page.keyboard.press("Control+s")
+    page.wait_for_timeout(500)
+    assert puts == []
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+
+
+def test_a_file_that_failed_to_load_says_so_and_loads_when_opened_again(
+    open_page: OpenPage, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(503)
+    page = open_page()
+    reads: list[str] = []
+
+    def unavailable(route: Route) -> None:
+        reads.append(route.request.method)
+        route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"detail": "the database is unavailable; try again shortly"}',
+        )
+
+    page.route("**/api/config/agent-files/soul", unavailable)
+    page.fill("#token", server.token(user))
+    page.press("#token", "Enter")
+    failed = (
+        "Could not load SOUL.md. The database is unavailable; try again shortly. "
+        "Press Retry to try again."
+    )
+    # not "Saved", not "0 B": it says what is wrong and offers to try again
+    expect(page.locator("#file-state")).to_have_text("Not loaded")
+    expect(page.locator("#file-message")).to_have_text(failed)
+    expect(page.locator("#file-size")).to_have_text("– of 64 KiB")
+    expect(page.locator("#editor")).to_be_disabled()
+    expect(page.locator("#file-save")).to_be_disabled()
+    expect(page.locator("#file-retry")).to_be_visible()
+    tab(page, "user")
+    expect(page.locator("#file-retry")).to_be_hidden()
+    page.click("#tab-soul")  # opening the tab again tries again, and says so again
+    expect(page.locator("#file-message")).to_have_text(failed)
+    assert len(reads) == 2
+    page.click("#file-retry")
+    expect(page.locator("#file-message")).to_have_text(failed)
+    assert len(reads) == 3
+    page.unroute("**/api/config/agent-files/soul")
+    page.click("#nav a[data-view=skills]")
+    page.click("#nav a[data-view=files]")  # opening the view again tries again
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    expect(page.locator("#file-message")).to_have_class("banner quiet")
+    expect(page.locator("#file-retry")).to_be_hidden()
+    expect(page.locator("#editor")).to_be_enabled()
+
+
+def test_a_conflict_on_a_tab_left_meanwhile_is_announced(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
+    held: list[Route] = []
+    page.route(
+        "**/api/config/agent-files/user",
+        lambda route: held.append(route) if route.request.method == "PUT" else route.continue_(),
+    )
+    _append(page, "\nTYPED HERE")
+    page.click("#file-save")
+    page.click("#tab-soul")  # the user moves on while the save is out
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    assert len(held) == 1
+    held[0].continue_()
+    message = page.locator("#file-message")
+    expect(message).to_have_text(
+        "USER.md was not saved: it was changed elsewhere meanwhile. Open the USER.md tab to "
+        "compare both versions and choose which to keep."
+    )
+    expect(message).to_have_class("banner warn")
+    expect(page.locator("#tab-user")).to_have_class("unsaved")
+    page.click("#tab-user")
+    expect(page.locator("#conflict")).to_be_visible()
+
+
+def test_a_server_error_without_a_body_says_the_save_may_have_happened(
+    signed_in: SignedIn, console: Console
+) -> None:
+    console.allow(502)
+    page = signed_in()
+    tab(page, "user")
+    page.route(
+        "**/api/config/agent-files/user",
+        lambda route: (
+            route.fulfill(status=502, content_type="text/html", body="<h1>502</h1>")
+            if route.request.method == "PUT"
+            else route.continue_()
+        ),
+    )
+    _append(page, "\nedited")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        "The server had an error (HTTP 502 Bad Gateway). Your text is still in the editor; it "
+        "may or may not have been saved. Save again to make sure."
+    )
+    assert page.locator("#editor").input_value().endswith("\nedited")
+
+
+def test_the_file_bar_and_the_user_id_fit_narrow_screens(signed_in: SignedIn, user: str) -> None:
+    page = signed_in(width=375)
+    tab(page, "user")
+    _append(page, "\nx")  # "Unsaved changes": the state's longest usual text
+    for width in (320, 360, 375, 721, 740, 760, 1200):
+        page.set_viewport_size({"width": width, "height": 800})
+        boxes = [page.locator(f"#file-{b}").bounding_box() for b in ("revert", "save")]
+        assert boxes[0] and boxes[1] and boxes[0]["y"] == boxes[1]["y"], f"{width}: Save wrapped"
+        assert boxes[1]["x"] + boxes[1]["width"] <= width, width
+        # the whole user id is shown, not cut to a letter or two
+        who = page.locator("#who").evaluate("e => [e.scrollWidth, e.clientWidth]")
+        assert who[0] <= who[1], f"{width}: the user id {user} is cut ({who})"
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{width}: {overflow}px too wide"

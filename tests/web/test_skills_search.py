@@ -75,7 +75,7 @@ def test_a_failed_toggle_rolls_back_visibly(
     switch.click()
     error = page.locator("#skill-code_interpreter-error")
     expect(error).to_have_text(
-        "Could not turn code_interpreter off: the database is unavailable; try again shortly. "
+        "Could not turn code_interpreter off. The database is unavailable; try again shortly. "
         "It is on again."
     )
     expect(switch).to_have_attribute("aria-checked", "true")
@@ -84,7 +84,10 @@ def test_a_failed_toggle_rolls_back_visibly(
     page.unroute("**/api/config/skills/code_interpreter")
     page.route("**/api/config/skills/code_interpreter", lambda route: route.abort())
     switch.click()
-    expect(error).to_contain_text("could not reach the server")
+    expect(error).to_have_text(
+        "Could not turn code_interpreter off. Could not reach the server. Check your connection "
+        "and try again. It is on again."
+    )
     expect(switch).to_have_attribute("aria-checked", "true")
     with server.rest(user) as rest:
         stored = {s["name"]: s["enabled"] for s in rest.get("/api/config/skills").json()["skills"]}
@@ -175,6 +178,9 @@ def test_the_source_filter_restricts_the_search(
     page.locator("#sources input").evaluate_all("boxes => boxes.forEach(b => b.checked = false)")
     page.click("#search-form button[type=submit]")
     expect(page.locator("#search-message")).to_have_text("Choose at least one source.")
+    # the results of the previous search are not left under a search that did not run
+    expect(page.locator(".hit")).to_have_count(0)
+    expect(page.locator("#search-summary")).to_have_text("")
 
 
 def test_every_view_fits_a_phone_screen(signed_in: SignedIn) -> None:
@@ -184,3 +190,92 @@ def test_every_view_fits_a_phone_screen(signed_in: SignedIn) -> None:
         expect(page.locator(f"#{view}-view")).to_be_visible()
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{view} is {overflow}px wider than a 390px screen"
+
+
+def test_a_skills_list_that_failed_to_load_says_so_and_loads_when_opened_again(
+    signed_in: SignedIn, console: Console
+) -> None:
+    console.allow(503)
+    page = signed_in()
+    reads: list[str] = []
+
+    def unavailable(route: Route) -> None:
+        reads.append(route.request.url)
+        route.fulfill(status=503, content_type="application/json", body='{"detail": "starting"}')
+
+    page.route("**/api/config/skills", unavailable)
+    page.reload()  # signed in from the tab's storage, the list fails to load
+    expect(page.locator("#skills-retry:not([hidden])")).to_be_attached()
+    _skills(page)  # opening the view tries again
+    failed = "Could not load the skills. Starting. Press Retry to try again."
+    expect(page.locator("#skills-message")).to_have_text(failed)
+    expect(page.locator("#skills-retry")).to_be_visible()
+    assert len(reads) == 2
+    page.click("#skills-retry")
+    expect(page.locator("#skills-message")).to_have_text(failed)
+    assert len(reads) == 3
+    page.unroute("**/api/config/skills")
+    page.click("#nav a[data-view=files]")
+    _skills(page)  # opening the view again tries again
+    expect(page.locator(".skill").first).to_be_visible()
+    expect(page.locator("#skills-message")).to_be_hidden()
+    expect(page.locator("#skills-retry")).to_be_hidden()
+
+
+def test_a_slow_earlier_search_does_not_replace_the_newer_results(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    with server.rest(user) as rest:
+        add_to_user_md(rest, "- alpha apples")
+        rest.post(
+            "/api/memory/conversations/s1/turns",
+            json={"turn_index": 0, "user_message": "bravo bananas", "assistant_reply": "ok"},
+        ).raise_for_status()
+    page = signed_in()
+    held: list[Route] = []
+
+    def hold_alpha(route: Route) -> None:
+        if route.request.post_data_json["query"] == "alpha":
+            held.append(route)  # answered later, after the newer search
+        else:
+            route.continue_()
+
+    page.route("**/api/memory/search", hold_alpha)
+    page.click("#nav a[data-view=search]")
+    page.fill("#query", "alpha")
+    page.press("#query", "Enter")
+    _search(page, "bravo")
+    expect(page.locator(".hit .origin")).to_have_text(["session s1 · turn 0"])
+    assert len(held) == 1
+    with page.expect_response("**/api/memory/search"):
+        held[0].continue_()
+    page.evaluate("() => new Promise((done) => setTimeout(done, 200))")
+    expect(page.locator("#query")).to_have_value("bravo")
+    expect(page.locator(".hit .origin")).to_have_text(["session s1 · turn 0"])
+    expect(page.locator("#search-summary")).to_contain_text("1 hit ·")
+
+
+def test_search_warnings_are_sentences(signed_in: SignedIn) -> None:
+    page = signed_in()
+    _search(page, "the and")
+    expect(page.locator("#search-message")).to_have_text(
+        "No embedding API is configured: searched with BM25 only. The query has no searchable "
+        "words (only common words, punctuation or symbols), so keyword search matched nothing."
+    )
+
+
+def test_a_query_over_the_limit_is_refused_with_the_limit_not_cut(signed_in: SignedIn) -> None:
+    page = signed_in()
+    sent: list[str] = []
+    page.on(
+        "request", lambda request: sent.append(request.url) if "search" in request.url else None
+    )
+    page.click("#nav a[data-view=search]")
+    long_query = "memory " * 714 + "ab"  # 5,000 characters; the server takes 4,000
+    page.locator("#query").fill(long_query)
+    page.press("#query", "Enter")
+    expect(page.locator("#search-message")).to_have_text(
+        "Your search is 5,000 characters long; the limit is 4,000. Shorten it and search again."
+    )
+    expect(page.locator("#query")).to_have_value(long_query)
+    assert sent == []

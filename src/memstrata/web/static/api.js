@@ -2,14 +2,31 @@
 // The token is kept in sessionStorage (this tab only, gone when it closes) and is only
 // ever sent in the Authorization header.
 
+import { asSentence } from "./dom.js";
+
 const TOKEN_KEY = "memstrata.token";
+
+// Said to end users, who do not run the server: no browser internals, no server settings.
+const UNREACHABLE = "Could not reach the server. Check your connection and try again.";
 
 export class ApiError extends Error {
   constructor(status, body, message) {
     super(message);
     this.status = status; // 0 when the server could not be reached
     this.body = body;
+    // false when the body had no text for people (a proxy's 502 page, say): `message` is
+    // then only "HTTP 502 Bad Gateway"
+    this.told = Boolean(serverText(body));
   }
+}
+
+/** Why a call failed, as whole sentences for the page to show after its own. */
+export function reason(error) {
+  if (error.status === 0) return UNREACHABLE;
+  if (error.told) return asSentence(error.message);
+  return error.status >= 500
+    ? `The server had an error (${error.message}).`
+    : `The server refused the request (${error.message}).`;
 }
 
 export const token = {
@@ -46,7 +63,8 @@ export async function api(method, path, { body, headers = {}, bearer } = {}) {
   try {
     response = await fetch(new URL(path, document.baseURI), init);
   } catch (error) {
-    throw new ApiError(0, null, `could not reach the server (${error.message}); is memstrata running?`);
+    // The browser's own text ("Failed to fetch") means nothing to the people reading it.
+    throw new ApiError(0, null, UNREACHABLE);
   }
   const text = await response.text();
   let data = null;
@@ -65,16 +83,17 @@ export async function api(method, path, { body, headers = {}, bearer } = {}) {
 
 /** The people-readable part of an error body; tolerant of `{detail}` and `{code, message}`. */
 export function errorText(response, data) {
-  if (data && typeof data === "object") {
-    if (typeof data.message === "string" && data.message && data.message !== "ok") {
-      return data.message;
-    }
-    if (typeof data.detail === "string" && data.detail) return data.detail;
-    if (Array.isArray(data.detail)) {
-      return data.detail.map((d) => (d && d.msg) || JSON.stringify(d)).join("; ");
-    }
+  return serverText(data) || `HTTP ${response.status} ${response.statusText || ""}`.trim();
+}
+
+function serverText(data) {
+  if (!data || typeof data !== "object") return "";
+  if (typeof data.message === "string" && data.message && data.message !== "ok") return data.message;
+  if (typeof data.detail === "string" && data.detail) return data.detail;
+  if (Array.isArray(data.detail)) {
+    return data.detail.map((d) => (d && d.msg) || JSON.stringify(d)).join("; ");
   }
-  return `HTTP ${response.status} ${response.statusText || ""}`.trim();
+  return "";
 }
 
 /** The claims of a JWT, unverified: only to show when it expires. Null if unreadable. */

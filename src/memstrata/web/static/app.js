@@ -24,9 +24,13 @@ function route() {
     if (link.dataset.view === view) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
+  // opening a view again retries what failed to load there
+  if (view === "files") files.opened();
+  if (view === "skills") skills.opened();
 }
 
-/** `keep`: a token to leave in the field, so that pressing Sign in tries it again. */
+/** `keep`: a token to leave in the field, so that pressing Sign in tries it again (or so
+ * that a refused one can be checked against what was copied). */
 function signedOut(message, kind = "error", keep = "") {
   clearTimeout(expiry);
   $("nav").hidden = true;
@@ -48,15 +52,17 @@ async function signIn(candidate) {
   } catch (error) {
     if (error.status === 401) {
       token.clear();
-      signedOut(`That token was refused: ${error.message}. Get a new one and try again.`);
+      signedOut(`That token was refused: ${sentence(error.message)} Get a new one and try again.`,
+        "error", $("token").value);
     } else {
       // Not the token's fault (the server is down, restarting, overloaded): keep it, in this
       // tab's storage and in the field, so that Sign in or a reload tries it again.
-      const why = error.status === 0
-        ? error.message
-        : `the server could not answer (HTTP ${error.status}: ${error.message})`;
-      signedOut(`Could not sign in: ${sentence(why)} Your token is kept: press Sign in to try again.`,
-        "error", candidate);
+      const status = error.told ? `HTTP ${error.status}: ${error.message}` : error.message;
+      signedOut(error.status === 0
+        ? "Could not reach the server. Check your connection, then press Sign in to try again: " +
+          "your token is kept."
+        : `Could not sign in. The server could not answer (${status}). Your token is kept: ` +
+          "press Sign in to try again.", "error", candidate);
     }
     return;
   } finally {
@@ -83,6 +89,10 @@ async function signIn(candidate) {
   search.init(limits);
   skills.load();
   route();
+  // the focused token field is gone: give focus to the view, not to <body>
+  if (!$("files-view").hidden) files.focusEditor();
+  else if (!$("search-view").hidden) $("query").focus();
+  else $("main").focus();
 }
 
 /** Return to sign-in when the token expires; a far `exp` takes several timers. */
@@ -100,14 +110,22 @@ function expireAt(when) {
 
 onUnauthorized((error) => {
   token.clear();
-  signedOut(`You were signed out: ${error.message}. Sign in again with a new token. ${KEPT}`);
+  signedOut(`You were signed out: ${sentence(error.message)} Sign in again with a new token. ${KEPT}`);
 });
 
 $("signin-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  const candidate = $("token").value.trim().replace(/^bearer\s+/i, "");
-  if (!candidate) {
-    banner($("signin-error"), "Paste a token first (memstrata token --user <id> prints one).");
+  // A JWT never holds whitespace: a token copied across wrapped lines gets some.
+  const candidate = $("token").value.replace(/^\s*bearer\s+/i, "").replace(/\s+/g, "");
+  let refused = "";
+  if (!candidate) refused = "Paste a token first (memstrata token --user <id> prints one).";
+  // fetch cannot send these in a header at all; caught here, they are not a network error
+  else if (/[^\x21-\x7e]/.test(candidate)) {
+    refused = "This token contains characters a token cannot have; copy it again.";
+  }
+  if (refused) {
+    banner($("signin-error"), refused, "error");
+    $("token").focus();
     return;
   }
   signIn(candidate);
@@ -117,6 +135,10 @@ $("signout").addEventListener("click", () => {
   if (files.hasUnsaved() && !confirm("You have unsaved changes. Sign out and discard them?")) return;
   token.clear();
   user = null;
+  // nothing of this user stays in the page, hidden or not
+  files.reset();
+  skills.reset();
+  search.reset();
   signedOut("Signed out.", "info");
 });
 
@@ -137,6 +159,7 @@ window.addEventListener("beforeunload", (event) => {
 
 files.wire();
 search.wire();
+skills.wire();
 const stored = token.get();
 if (stored) signIn(stored);
 else signedOut("", "info");

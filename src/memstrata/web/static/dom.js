@@ -5,6 +5,9 @@ export const $ = (id) => document.getElementById(id);
 /** `text` ending as a sentence: a full stop added unless it already ends with one (or ?/!). */
 export const sentence = (text) => (/[.?!]$/.test(text) ? text : `${text}.`);
 
+/** A server's clause ("the database is unavailable") as a sentence of its own. */
+export const asSentence = (text) => sentence(text.charAt(0).toUpperCase() + text.slice(1));
+
 /** el("li", {class: "x", onclick: f}, "text", child) */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);

@@ -2,17 +2,21 @@
 // conflict view on 409. The user's text lives in `draft` until the server has it; no path
 // (conflict, error, expired token) replaces a draft without keeping it visible.
 
-import { api } from "./api.js";
+import { api, reason } from "./api.js";
 import { diffLines, merge3, sideBySide, splitLines } from "./diff.js";
 import { $, banner, bytes, el, number, sentence } from "./dom.js";
 
 const encoder = new TextEncoder();
 // The message line always holds something, so a message never pushes the editor down.
 const HINT = "Ctrl+S saves. Saving checks the version you started from: nobody's edit is overwritten silently.";
-const state = { limits: null, files: new Map(), current: null, saving: false };
+const state = { limits: null, files: new Map(), current: null, saving: false, focus: false };
 
 const size = (text) => encoder.encode(text).length;
 const dirty = (f) => f.loaded && f.draft !== f.base;
+// the Save button's rule, which Ctrl+S follows too: an unchanged file is not written again
+const canSave = (f) => f.loaded && !state.saving && !f.conflict && dirty(f);
+// text set aside by "re-apply" that the user has not yet saved or dismissed
+const setAside = (f) => f.kept !== null && f.keptPending;
 const path = (f) => `api/config/agent-files/${encodeURIComponent(f.name)}`;
 
 /** After sign-in: build the tabs from the server's list of files and load them. */
@@ -25,7 +29,7 @@ export function init(limits, { keepDrafts }) {
     if (!state.files.has(name)) {
       state.files.set(name, {
         name, filename, base: "", draft: "", version: null,
-        loaded: false, loading: false, conflict: null, kept: null, keptPending: false,
+        loaded: false, loading: false, error: null, conflict: null, kept: null, keptPending: false,
       });
     }
     tabs.append(
@@ -35,15 +39,41 @@ export function init(limits, { keepDrafts }) {
       }, filename, el("span", { class: "dot", "aria-hidden": "true" })),
     );
   }
-  const first = state.current && state.files.has(state.current) ? state.current : limits.files[0].name;
-  select(first);
+  state.current = state.current && state.files.has(state.current) ? state.current : limits.files[0].name;
   for (const f of state.files.values()) load(f);
+  select(state.current);
 }
 
 // Text set aside by "re-apply" counts as unsaved until the user next saves the file: from
 // then on the panel is only a reference (it stays until dismissed, so nothing vanishes).
-export const hasUnsaved = () =>
-  [...state.files.values()].some((f) => dirty(f) || f.conflict || (f.kept !== null && f.keptPending));
+export const hasUnsaved = () => [...state.files.values()].some((f) => dirty(f) || f.conflict || setAside(f));
+
+/** Sign-out: forget every file and draft, and empty the (hidden) editor. */
+export function reset() {
+  state.files.clear();
+  state.current = null;
+  state.focus = false;
+  $("file-tabs").replaceChildren();
+  for (const id of ["editor", "kept-text"]) $(id).value = "";
+  $("conflict-diff").replaceChildren();
+  say("");
+}
+
+/** The files view was opened (again): retry a file that failed to load. */
+export function opened() {
+  const f = current();
+  if (f && !f.loaded && !f.loading) load(f);
+}
+
+/** Focus the editor, now or as soon as the current file has loaded. */
+export function focusEditor() {
+  state.focus = true;
+  const f = current();
+  if (f && f.loaded) {
+    state.focus = false;
+    $("editor").focus();
+  }
+}
 
 function tabKeys(event) {
   const names = [...state.files.keys()];
@@ -62,9 +92,14 @@ function say(text, kind = "info") {
 
 function select(name) {
   state.current = name;
-  say("");
+  const f = current();
+  say(f.error ? loadError(f) : "", "error");
   render();
+  if (!f.loaded && !f.loading) load(f); // a tab that failed to load retries when opened
 }
+
+const loadError = (f) =>
+  `Could not load ${f.filename}. ${reason(f.error)}${f.error.status === 0 ? "" : " Press Retry to try again."}`;
 
 const current = () => state.files.get(state.current);
 
@@ -82,16 +117,27 @@ async function load(f) {
       f.version = data.version;
     }
     f.loaded = true;
+    if (f.error && f === current()) say("");
+    f.error = null;
   } catch (error) {
-    if (f === current()) say(`Could not load ${f.filename}: ${error.message}`, "error");
+    // kept on the file, so that the message is back whenever its tab is
+    f.error = error;
+    if (f === current()) say(loadError(f), "error");
   } finally {
     f.loading = false;
     render();
   }
+  if (f.loaded && f === current() && state.focus) focusEditor();
 }
 
-export async function save(f = current(), version = f.version) {
-  if (!f || !f.loaded || state.saving) return;
+/** Save and Ctrl+S: write the current file if it has changes. */
+export function save() {
+  const f = current();
+  if (f && canSave(f)) write(f, f.version);
+}
+
+async function write(f, version) {
+  if (state.saving) return;
   const content = f.conflict ? f.conflict.mine : f.draft;
   state.saving = true;
   render();
@@ -115,26 +161,42 @@ export async function save(f = current(), version = f.version) {
     state.saving = false;
     render();
   }
+  // Save was disabled while saving, which dropped the focus to <body>: back to the text.
+  if (f === current() && !f.conflict && document.activeElement === document.body) $("editor").focus();
 }
 
 function saveError(f, error) {
   const kept = "Nothing was written; your text is still in the editor.";
+  const why = sentence(error.message);
   switch (error.status) {
-    case 413:
-      return `${f.filename} is too large to save: ${error.message}. ${kept} Shorten it and save again.`;
+    case 413: {
+      // The server's own text names its settings; the user gets the page's numbers.
+      const used = size(f.conflict ? f.conflict.mine : f.draft);
+      const limit = state.limits.max_content_bytes;
+      const over = used > limit ? `: ${number(used)} of ${number(limit)} bytes` : "";
+      return `${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`;
+    }
     case 422:
-      return `The server refused this text: ${error.message}. ${kept}`;
+      return `The server refused this text: ${why} ${kept}`;
     case 400:
-      return `The request was refused: ${error.message}. ${kept}`;
+      return `The request was refused: ${why} ${kept}`;
     case 401:
       return `Your sign-in ended (${error.message}). ${kept} Sign in again to save it.`;
     case 503:
-      return `The service is unavailable right now: ${error.message}. ${kept} Try again shortly.`;
+      if (error.told) return `The service is unavailable right now: ${why} ${kept} Try again shortly.`;
+      break;
     case 0:
-      return `${sentence(error.message)} ${kept}`;
+      // the request may have been sent before the connection failed
+      return `Could not reach the server. Your text is still in the editor. Check your connection, then save again.`;
     default:
-      return `Saving failed (HTTP ${error.status}): ${error.message}. ${kept}`;
   }
+  if (error.status >= 500) {
+    // A 500 or a gateway's 502/504 can come after the file was stored. Saving again is
+    // safe: it still sends the version that was read, so nothing is overwritten blindly.
+    return `${reason(error)} Your text is still in the editor; it may or may not have been saved. ` +
+      "Save again to make sure.";
+  }
+  return `Saving failed. ${reason(error)} ${kept}`;
 }
 
 /** 409: fetch what is stored now and show it beside the user's text (read once the answer
@@ -143,17 +205,24 @@ async function conflict(f, error) {
   let stored;
   try {
     ({ data: stored } = await api("GET", path(f)));
-  } catch (loadError) {
+  } catch (failure) {
     say(
-      `${f.filename} was changed elsewhere (${error.message}), and loading the newer version failed: ` +
-      `${loadError.message}. Your text is still in the editor.`, "error");
+      `${f.filename} was not saved: it was changed elsewhere, and loading the newer version failed. ` +
+      `${reason(failure)} Your text is still in the editor; save again to compare.`, "error");
     return;
   }
   const mine = f.conflict ? f.conflict.mine : f.draft;
   f.conflict = { mine, started: f.base, startedVersion: f.version, content: stored.content, version: stored.version };
-  say("");
-  render();
-  $("conflict-reapply").focus();
+  if (f === current()) {
+    say("");
+    render();
+    $("conflict-reapply").focus();
+  } else {
+    // saved from a tab the user has since left: the conflict view is out of sight
+    say(
+      `${f.filename} was not saved: it was changed elsewhere meanwhile. Open the ${f.filename} tab ` +
+      "to compare both versions and choose which to keep.", "warn");
+  }
 }
 
 function reapply() {
@@ -199,8 +268,9 @@ export function render() {
     const selected = name === state.current;
     tab.setAttribute("aria-selected", String(selected));
     tab.tabIndex = selected ? 0 : -1;
-    tab.classList.toggle("unsaved", Boolean(dirty(file) || file.conflict));
-    tab.title = dirty(file) || file.conflict ? `${file.filename}: unsaved changes` : file.filename;
+    const unsaved = Boolean(dirty(file) || file.conflict || setAside(file));
+    tab.classList.toggle("unsaved", unsaved);
+    tab.title = unsaved ? `${file.filename}: unsaved changes` : file.filename;
   }
   $("file-panel").setAttribute("aria-labelledby", `tab-${f.name}`);
   $("editor-label").textContent = `${f.filename} content`;
@@ -211,7 +281,7 @@ export function render() {
   const limit = state.limits.max_content_bytes;
   const used = size(f.conflict ? f.conflict.mine : f.draft);
   $("file-version").textContent = f.version === null ? "version –" : `version ${f.version}`;
-  $("file-size").textContent = `${bytes(used)} of ${bytes(limit)}`;
+  $("file-size").textContent = `${f.loaded ? bytes(used) : "–"} of ${bytes(limit)}`;
   $("file-size").title = `${number(used)} of ${number(limit)} bytes (UTF-8)`;
   $("file-meter").style.width = `${Math.min(100, (100 * used) / limit)}%`;
   $("file-meter").parentElement.classList.toggle("over", used > limit);
@@ -222,12 +292,16 @@ export function render() {
 
   let status = "Saved";
   if (f.loading && !f.loaded) status = "Loading…";
+  else if (!f.loaded) status = "Not loaded";
   else if (state.saving) status = "Saving…";
   else if (f.conflict) status = "Conflict";
   else if (dirty(f)) status = "Unsaved changes";
+  else if (setAside(f)) status = "Earlier text not saved";
   $("file-state").textContent = status;
   $("file-state").dataset.state = status.toLowerCase().replace(/[^a-z]+/g, "-");
-  $("file-save").disabled = !f.loaded || state.saving || Boolean(f.conflict) || !dirty(f);
+  $("file-retry").hidden = f.loaded || f.loading;
+  $("file-revert").hidden = !$("file-retry").hidden; // Retry takes its place: nothing to revert
+  $("file-save").disabled = !canSave(f);
   $("file-revert").disabled = !dirty(f) || state.saving || Boolean(f.conflict);
 
   $("kept").hidden = f.kept === null;
@@ -274,14 +348,18 @@ export function wire() {
   $("file-save").addEventListener("click", () => save());
   $("file-revert").addEventListener("click", () => {
     const f = current();
+    // there is no undo: ask, as Sign out does
+    if (!confirm(`Discard your unsaved changes to ${f.filename} and go back to version ${f.version}?`)) return;
     f.draft = f.base;
     say(`Reverted to version ${f.version}.`, "info");
     render();
+    $("editor").focus(); // Revert is now disabled
   });
+  $("file-retry").addEventListener("click", () => load(current()));
   $("conflict-reapply").addEventListener("click", reapply);
   $("conflict-overwrite").addEventListener("click", () => {
     const f = current();
-    save(f, f.conflict.version);
+    write(f, f.conflict.version);
   });
   $("conflict-copy").addEventListener("click", copyMine);
   $("kept-dismiss").addEventListener("click", () => {

@@ -1,11 +1,15 @@
 // The search view: POST /api/memory/search with a source filter; every hit shows where it
 // came from and the numbers behind its score (BM25 rank, vector rank, RRF, time decay).
 
-import { api } from "./api.js";
-import { $, banner, el, when } from "./dom.js";
+import { api, reason } from "./api.js";
+import { $, asSentence, banner, el, number, when } from "./dom.js";
 
 const SOURCE_LABELS = { memory: "memory files", conversation: "conversations", notes: "notes" };
 const TOP_K_CHOICES = [5, 10, 20, 50, 100];
+let maxChars = Infinity;
+// Bumped by every search (and every refusal): an answer to an older one is dropped, so a
+// slow first search cannot overwrite the results of the query now in the box.
+let latest = 0;
 
 export function init(limits) {
   const sources = $("sources");
@@ -18,7 +22,23 @@ export function init(limits) {
   const topK = $("top-k");
   topK.replaceChildren(...TOP_K_CHOICES.filter((k) => k <= limits.max_top_k).map((k) =>
     el("option", { value: k, selected: k === 10 }, `top ${k}`)));
-  $("query").maxLength = limits.max_query_chars;
+  // No maxLength: it would cut a pasted query silently. run() refuses with the limit instead.
+  maxChars = limits.max_query_chars;
+}
+
+/** Sign-out: no hits of this user stay in the page. */
+export function reset() {
+  latest += 1;
+  $("query").value = "";
+  clear("");
+}
+
+/** Empty the results, with a message (or none) saying why. */
+function clear(message, kind = "warn") {
+  $("search-summary").textContent = "";
+  $("hits").replaceChildren();
+  $("hits").setAttribute("aria-busy", "false");
+  banner($("search-message"), message, kind);
 }
 
 export function wire() {
@@ -32,13 +52,17 @@ async function run() {
   const query = $("query").value;
   const boxes = [...$("sources").querySelectorAll("input[type=checkbox]")];
   const chosen = boxes.filter((box) => box.checked).map((box) => box.value);
-  if (!query.trim()) {
-    banner($("search-message"), "Type something to search for.", "warn");
-    $("query").focus();
-    return;
-  }
-  if (!chosen.length) {
-    banner($("search-message"), "Choose at least one source.", "warn");
+  const ticket = ++latest;
+  let refused = "";
+  if (!query.trim()) refused = "Type something to search for.";
+  else if ([...query].length > maxChars) {
+    refused = `Your search is ${number([...query].length)} characters long; the limit is ` +
+      `${number(maxChars)}. Shorten it and search again.`;
+  } else if (!chosen.length) refused = "Choose at least one source.";
+  if (refused) {
+    // the results on screen would belong to another search
+    clear(refused);
+    if (chosen.length) $("query").focus();
     return;
   }
   const body = { query, top_k: Number($("top-k").value) };
@@ -48,13 +72,11 @@ async function run() {
   $("search-summary").textContent = "Searching…";
   try {
     const { data } = await api("POST", "api/memory/search", { body });
-    show(data);
+    if (ticket === latest) show(data);
   } catch (error) {
-    $("search-summary").textContent = "";
-    $("hits").replaceChildren();
-    banner($("search-message"), `Search failed: ${error.message}`, "error");
+    if (ticket === latest) clear(`Search failed. ${reason(error)}`, "error");
   } finally {
-    $("hits").setAttribute("aria-busy", "false");
+    if (ticket === latest) $("hits").setAttribute("aria-busy", "false");
   }
 }
 
@@ -65,7 +87,9 @@ function show(data) {
   const ms = Object.values(data.timings_ms || {}).reduce((a, b) => a + b, 0);
   $("search-summary").textContent =
     `${data.hits.length} ${data.hits.length === 1 ? "hit" : "hits"} · ${mode} · ${ms.toFixed(1)} ms`;
-  if (data.warnings && data.warnings.length) banner($("search-message"), data.warnings.join(" "), "warn");
+  if (data.warnings && data.warnings.length) {
+    banner($("search-message"), data.warnings.map(asSentence).join(" "), "warn");
+  }
   $("hits").replaceChildren(...data.hits.map(hit));
   if (!data.hits.length) {
     $("hits").append(el("li", { class: "empty" }, "Nothing in this user's memory matches."));

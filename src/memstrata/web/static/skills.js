@@ -1,23 +1,48 @@
 // The skills view: the spec's list (name, description, enabled). A switch saves at once;
 // if the request fails the switch goes back and says why, on the skill itself.
 
-import { api } from "./api.js";
+import { api, reason } from "./api.js";
 import { $, banner, el } from "./dom.js";
 
 const pending = new Set();
+let status = "none"; // none, loading, loaded, failed
 
 export async function load() {
   const list = $("skill-list");
+  status = "loading";
   list.setAttribute("aria-busy", "true");
+  $("skills-retry").hidden = true;
   try {
     const { data } = await api("GET", "api/config/skills");
     banner($("skills-message"), data.skills.length ? "" : "No skills are installed on this server.");
     list.replaceChildren(...data.skills.map(item));
+    status = "loaded";
   } catch (error) {
-    banner($("skills-message"), `Could not load the skills: ${error.message}`, "error");
+    status = "failed";
+    list.replaceChildren();
+    const retry = error.status === 0 ? "" : " Press Retry to try again.";
+    banner($("skills-message"), `Could not load the skills. ${reason(error)}${retry}`, "error");
+    $("skills-retry").hidden = false;
   } finally {
     list.setAttribute("aria-busy", "false");
   }
+}
+
+/** The skills view was opened (again): retry a list that failed to load. */
+export function opened() {
+  if (status === "failed") load();
+}
+
+/** Sign-out: nothing of this user's list stays in the page. */
+export function reset() {
+  status = "none";
+  $("skill-list").replaceChildren();
+  banner($("skills-message"), "");
+  $("skills-retry").hidden = true;
+}
+
+export function wire() {
+  $("skills-retry").addEventListener("click", load);
 }
 
 function item(skill) {
@@ -55,7 +80,7 @@ async function flip(name, toggle, error, li) {
   } catch (failure) {
     toggle.setAttribute("aria-checked", String(!wanted));
     error.textContent =
-      `Could not turn ${name} ${wanted ? "on" : "off"}: ${failure.message}. ` +
+      `Could not turn ${name} ${wanted ? "on" : "off"}. ${reason(failure)} ` +
       `It is ${wanted ? "off" : "on"} again.`;
     error.hidden = false;
     void li.offsetWidth; // restart the highlight animation on a repeated failure
