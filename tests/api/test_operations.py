@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -154,6 +155,28 @@ def test_the_apps_own_runtime_lets_a_cut_off_edit_land_before_it_closes(
     assert vectors >= 1
     mirrored = [p.read_text() for p in slow.sandbox_root.rglob("MEMORY.md")]
     assert any("Sails on Lake Geneva" in m for m in mirrored), mirrored
+
+
+def test_the_factory_sets_up_the_services_logging_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``uvicorn memstrata.api.app:create_app --factory`` got neither the service's log
+    format nor the warning for a misspelt variable: only the CLI set them up."""
+    for name in [n for n in os.environ if n.startswith("MEMSTRATA_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMSTRATA_ENVIRONMENT", "test")
+    monkeypatch.setenv("MEMSTRATA_JWT_SECRET", "factory-test-secret-that-is-long-enough-0123")
+    monkeypatch.setenv("MEMSTRATA_DECAY_FLOR", "0.5")
+    with caplog.at_level(logging.WARNING):
+        create_app()
+    warned = [
+        (f["name"], f["closest"])
+        for f in map(event_fields, caplog.records)
+        if f.get("event") == "config.unknown_variable"
+    ]
+    assert warned == [("MEMSTRATA_DECAY_FLOR", "MEMSTRATA_DECAY_FLOOR")]
+    handlers = [h for h in logging.getLogger().handlers if getattr(h, "_memstrata", False)]
+    assert len(handlers) == 1  # JSON lines on stderr, as under `memstrata serve`
 
 
 def test_metrics(client: TestClient, auth: AuthHeader) -> None:

@@ -32,6 +32,7 @@ from memstrata.api.routing import route_class
 from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
+from memstrata.service_logging import configure_service_logging
 from memstrata.web import web_router
 
 
@@ -60,9 +61,14 @@ def create_router(
 
 
 def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None = None) -> FastAPI:
-    """The standalone service. Without ``memstrata``, the lifespan opens one from settings."""
-    if settings is None:
-        settings = memstrata.settings if memstrata is not None else Settings()
+    """The standalone service. Without ``memstrata``, the lifespan opens one from settings;
+    without either, the settings come from the environment and the service's logging is
+    set up from them, as the CLI does (``uvicorn memstrata.api.app:create_app --factory``)."""
+    if settings is None and memstrata is not None:
+        settings = memstrata.settings
+    elif settings is None:
+        settings = Settings()
+        configure_service_logging(settings)
     context = ApiContext(settings, metrics=ApiMetrics(), memstrata=memstrata)
 
     @asynccontextmanager

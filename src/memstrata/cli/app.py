@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -14,11 +13,11 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsError
 
-from memstrata.config import EmbeddingModelSpec, Settings, unknown_variables
+from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
 from memstrata.errors import MemstrataError
-from memstrata.logs import configure_logging, log_event
 from memstrata.runtime import Memstrata
+from memstrata.service_logging import configure_service_logging
 
 app = typer.Typer(
     help="Layered, per-user memory for AI agents.",
@@ -49,9 +48,7 @@ def load_settings(*, log_level: str | None = "WARNING") -> Settings:
         fail(f"invalid configuration — {'; '.join(map(_problem, exc.errors()))}")
     except SettingsError as exc:  # a list or object setting that is not valid JSON
         fail(f"invalid configuration — {settings_error(exc)}")
-    configure_logging(log_level or settings.log_level, settings.log_json)
-    for name, closest in unknown_variables(os.environ):
-        log_event(logger, "config.unknown_variable", logging.WARNING, name=name, closest=closest)
+    configure_service_logging(settings, log_level)
     return settings
 
 

@@ -1,0 +1,26 @@
+"""The logging a long-running memstrata service sets up from its settings: one stderr
+handler in the configured format (``MEMSTRATA_LOG_LEVEL``, ``MEMSTRATA_LOG_JSON``), then a
+``config.unknown_variable`` warning for each ``MEMSTRATA_*`` variable that names no
+setting (pydantic ignores it, so a misspelling would otherwise go unnoticed).
+
+Called by the CLI for every command and by ``create_app()`` when it builds its settings
+from the environment (``uvicorn memstrata.api.app:create_app --factory``). A host app that
+mounts memstrata keeps its own logging; the library never configures it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from memstrata.config import Settings, unknown_variables
+from memstrata.logs import configure_logging, log_event
+
+logger = logging.getLogger(__name__)
+
+
+def configure_service_logging(settings: Settings, level: str | None = None) -> None:
+    """``level`` overrides the configured one (short CLI commands log at WARNING)."""
+    configure_logging(level or settings.log_level, settings.log_json)
+    for name, closest in unknown_variables(os.environ):
+        log_event(logger, "config.unknown_variable", logging.WARNING, name=name, closest=closest)
