@@ -146,16 +146,13 @@ async function write(f, version) {
       body: { content },
       headers: { "If-Match": `"${version}"` },
     });
-    f.base = content;
-    f.version = data.version;
-    if (f.conflict) f.draft = content;
-    f.conflict = null;
-    f.keptPending = false;
+    adopt(f, content, data.version);
     say(`Saved ${f.filename} as version ${data.version}.`, "ok");
   } catch (error) {
     // The editor stays open while a save is in flight, so the text to keep is the draft as
     // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
-    if (error.status === 409) await conflict(f, error);
+    if (error.status === 409) await conflict(f);
+    else if (uncertain(error)) await readBack(f, version, content, error);
     else say(saveError(f, error), "error");
   } finally {
     state.saving = false;
@@ -163,6 +160,48 @@ async function write(f, version) {
   }
   // Save was disabled while saving, which dropped the focus to <body>: back to the text.
   if (f === current() && !f.conflict && document.activeElement === document.body) $("editor").focus();
+}
+
+/** `content`, written on top of the file's version, is now stored as `version`. What was
+ * typed while the save was out stays in the draft, unsaved on top of the new version. */
+function adopt(f, content, version) {
+  f.base = content;
+  f.version = version;
+  if (f.conflict) f.draft = content;
+  f.conflict = null;
+  f.keptPending = false;
+}
+
+// A failure after which the write may have been stored: a 5xx without a usable answer (a
+// 500, a gateway's 502 or 504), or a request cut off (it may have reached the server).
+const uncertain = (error) =>
+  error.status === 0 || (error.status >= 500 && !(error.status === 503 && error.told));
+
+/** After an uncertain failure, read the file back, so that saving again does not meet the
+ * user's own write as someone else's. The server stores the text exactly as sent (no
+ * newline or Unicode normalisation), hence the exact comparison: `version + 1` holding
+ * this text is this write (or an identical one: the same outcome). */
+async function readBack(f, version, content, error) {
+  let now;
+  try {
+    ({ data: now } = await api("GET", path(f)));
+  } catch {
+    say(saveError(f, error), "error"); // still unknown: "may or may not have been saved"
+    return;
+  }
+  if (now.version === version + 1 && now.content === content) {
+    adopt(f, content, now.version);
+    const later = dirty(f) ? " What you typed since is not saved yet." : "";
+    say(`Saved ${f.filename} as version ${now.version} (the server's answer was lost; the file ` +
+      `was read back to check).${later}`, "ok");
+  } else if (now.version === version) {
+    const why = error.status === 0 ? "The connection was lost while saving." : reason(error);
+    say(`${why} Nothing was written: ${f.filename} is still version ${version} (the file was ` +
+      "read back to check). Your text is still in the editor; save again.", "error");
+  } else {
+    // changed by another writer (after this write, or instead of it): what a 409 shows
+    await conflict(f, now);
+  }
 }
 
 function saveError(f, error) {
@@ -191,20 +230,21 @@ function saveError(f, error) {
     default:
   }
   if (error.status >= 500) {
-    // A 500 or a gateway's 502/504 can come after the file was stored. Saving again is
-    // safe: it still sends the version that was read, so nothing is overwritten blindly.
+    // A 500 or a gateway's 502/504 can come after the file was stored (when the read-back
+    // cannot tell). Saving again is safe: it still sends the version that was read, so
+    // nothing is overwritten blindly.
     return `${reason(error)} Your text is still in the editor; it may or may not have been saved. ` +
       "Save again to make sure.";
   }
   return `Saving failed. ${reason(error)} ${kept}`;
 }
 
-/** 409: fetch what is stored now and show it beside the user's text (read once the answer
- * is in: the user may have typed on while the save and this fetch were in flight). */
-async function conflict(f, error) {
-  let stored;
+/** 409: fetch what is stored now (unless a read-back already has) and show it beside the
+ * user's text (read once the answer is in: the user may have typed on while the save and
+ * this fetch were in flight). */
+async function conflict(f, stored = null) {
   try {
-    ({ data: stored } = await api("GET", path(f)));
+    if (!stored) ({ data: stored } = await api("GET", path(f)));
   } catch (failure) {
     say(
       `${f.filename} was not saved: it was changed elsewhere, and loading the newer version failed. ` +
