@@ -390,6 +390,17 @@ SDK_REFUSALS = [
 ]
 
 
+MODERN_405 = (
+    "Method Not Allowed: with MCP-Protocol-Version 2026-07-28 /mcp takes POST only (no event "
+    "stream, no session to end): send each JSON-RPC message in a POST"
+)
+SDK_REFUSALS += [
+    # the SDK answers these with no body at all
+    ("GET", {**MCP_HEADERS, **MODERN}, 405, MODERN_405),
+    ("DELETE", {**MCP_HEADERS, **MODERN}, 405, MODERN_405),
+]
+
+
 @pytest.mark.parametrize(("method", "headers", "status", "message"), SDK_REFUSALS)
 def test_what_the_sdk_refuses_itself_comes_in_the_one_error_shape(
     served: Served, method: str, headers: dict[str, str], status: int, message: str

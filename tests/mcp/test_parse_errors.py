@@ -144,6 +144,8 @@ def test_another_exception_is_a_parse_error() -> None:
         ('{"jsonrpc":"2.0","id":7,"method":"ping"}', False),
         ('{"jsonrpc":"2.0","id":"r-1","method":"ping"}', False),
         ('{"jsonrpc":"2.0","method":"notifications/initialized"}', False),  # no id: fine
+        # a notification with a stray id: the SDK serves it as a notification, as before
+        ('{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}', False),
         ('{"jsonrpc":"2.0","id":1.5,"result":{}}', False),  # a response: the SDK's to judge
         ('{"jsonrpc":"2.0","id":{', False),  # not JSON: bad_line answers it
     ],

@@ -316,11 +316,24 @@ def test_a_passage_request_in_flight_is_not_retried_once_the_lane_closes(
     """A 500 would be retried twice; the lane closing during the first attempt makes it
     the last, so a cut-off write waits for one attempt at most."""
     fault.mode = "slow-500"
-    fault.delay_s = 0.3
+    fault.delay_s = 2.0  # the attempt is still out when the timer fires, even on a busy CI
     with embedder(fault, max_retries=2) as client:
         closer = threading.Timer(0.1, client.stop_bulk)  # during the first attempt
         closer.start()
         with pytest.raises(EmbeddingUnavailableError):
+            client.embed(["x"], "passage")
+        closer.join()
+    assert len(fault.requests) == 1
+
+
+def test_no_retry_is_sent_once_the_lane_closes_during_the_backoff(fault: FaultServer) -> None:
+    fault.mode = "500"  # answers at once; the client then waits 1 s before its retry
+    with embedder(fault, max_retries=2, backoff_s=1.0) as client:
+        closer = threading.Timer(0.3, client.stop_bulk)
+        closer.start()
+        with pytest.raises(
+            EmbeddingOutageError, match="was not sent again: the server is stopping"
+        ):
             client.embed(["x"], "passage")
         closer.join()
     assert len(fault.requests) == 1

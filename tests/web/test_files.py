@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -633,6 +634,42 @@ def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
     with server.rest(user) as rest:
         stored = rest.get("/api/config/agent-files/user").json()
     assert (stored["version"], stored["content"]) == (3, mine + "\n- and green tea")
+
+
+def _cut_off_by_shutdown(route: Route) -> None:
+    """The server's shutdown cuts the request off: its edit still lands (it finishes in a
+    task of its own), the answer is the 503 ``shutting_down``."""
+    route.fetch()
+    route.fulfill(
+        status=503,
+        content_type="application/json",
+        body=json.dumps(
+            {
+                "code": "shutting_down",
+                "detail": "the server is shutting down; retry the request",
+                "message": "the server is shutting down; retry the request",
+            }
+        ),
+    )
+
+
+def test_a_save_cut_off_by_the_servers_shutdown_is_read_back(
+    signed_in: SignedIn, console: Console
+) -> None:
+    """A 503 with a readable body was taken for "nothing was written", so the next Save
+    met the user's own stored write as a conflict."""
+    console.allow(503)
+    page = signed_in()
+    tab(page, "user")
+    methods = _on_put(page, "user", _cut_off_by_shutdown)
+    _append(page, "\n- Rows on Sundays")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        "Saved USER.md as version 2 (the server's answer was lost; the file was read back to "
+        "check)."
+    )
+    assert methods == ["PUT", "GET"]
+    expect(page.locator("#file-state")).to_have_text("Saved")
 
 
 def test_a_save_refused_by_a_gateway_is_read_back_and_said_not_written(

@@ -157,6 +157,9 @@ def unusable_id(line: str) -> BadMessage | None:
 def _unusable_id(document: dict[str, Any]) -> BadMessage | None:
     if "method" not in document or "id" not in document:
         return None
+    method = document["method"]
+    if isinstance(method, str) and method.startswith("notifications/"):
+        return None  # a notification with a stray id: served as the notification it is
     try:
         _REQUEST_ID.validate_python(document["id"])
     except ValidationError:

@@ -13,12 +13,14 @@ event streams included: only an error status is held until its body is complete.
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Send
 
 from memstrata.api.errors import error_body
+from memstrata.mcp.sessions import jsonrpc_error_fields
 
 # How to go on, by the SDK's message (its words are stable across its two protocol eras).
 _HINTS = {
@@ -35,6 +37,14 @@ _HINTS = {
     ),
     "Not Acceptable: Client must accept text/event-stream": (
         "a GET opens the server's event stream: send Accept: text/event-stream"
+    ),
+}
+
+# By status, for the answers the SDK sends without a body.
+_EMPTY_HINTS = {
+    405: (
+        "with MCP-Protocol-Version 2026-07-28 /mcp takes POST only (no event stream, no "
+        "session to end): send each JSON-RPC message in a POST"
     ),
 }
 
@@ -56,15 +66,30 @@ def in_error_shape(send: Send) -> Send:
         chunks.append(message.get("body", b""))
         if message.get("more_body", False):
             return
-        body = _shaped_body(held["status"], b"".join(chunks))
+        sent = b"".join(chunks)
+        body = _shaped_body(held["status"], sent) if sent.strip() else _empty(held["status"])
         start = dict(held)
         headers = MutableHeaders(raw=list(held.get("headers", [])))
         headers["content-length"] = str(len(body))
+        if not sent.strip():
+            headers["content-type"] = "application/json"
         start["headers"] = headers.raw
         await send(start)
         await send({"type": "http.response.body", "body": body})
 
     return shaped
+
+
+def _empty(status: int) -> bytes:
+    """The body for an error the SDK answers with none (the 2026-07-28 protocol's 405 for a
+    GET or a DELETE)."""
+    try:
+        said = HTTPStatus(status).phrase
+    except ValueError:  # a status the standard library does not name
+        said = f"HTTP {status}"
+    hint = _EMPTY_HINTS.get(status)
+    detail = f"{said}: {hint}" if hint else said
+    return json.dumps({**error_body(status, detail), **jsonrpc_error_fields(detail)}).encode()
 
 
 def _shaped_body(status: int, body: bytes) -> bytes:

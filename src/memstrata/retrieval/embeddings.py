@@ -289,6 +289,8 @@ class OpenAICompatibleEmbedder:
     ) -> httpx.Response:
         attempts = retries + 1
         for attempt in range(attempts):
+            if attempt and self._stopped(bulk):  # the lane closed during the backoff
+                raise self._error(f"was not sent again: {NOT_SENT_STOPPING}", EmbeddingOutageError)
             last_try = attempt == attempts - 1
             try:
                 response = self._client.post(url, json=body, headers=self._headers, timeout=timeout)

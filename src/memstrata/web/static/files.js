@@ -172,10 +172,10 @@ function adopt(f, content, version) {
   f.keptPending = false;
 }
 
-// A failure after which the write may have been stored: a 5xx without a usable answer (a
-// 500, a gateway's 502 or 504), or a request cut off (it may have reached the server).
-const uncertain = (error) =>
-  error.status === 0 || (error.status >= 500 && !(error.status === 503 && error.told));
+// A failure after which the write may have been stored: any 5xx (a 500, a gateway's 502 or
+// 504, a 503 — the server's shutdown answers 503 to a request whose edit still lands), or a
+// request cut off (it may have reached the server).
+const uncertain = (error) => error.status === 0 || error.status >= 500;
 
 /** After an uncertain failure, read the file back, so that saving again does not meet the
  * user's own write as someone else's. The server stores the text exactly as sent (no
@@ -221,9 +221,6 @@ function saveError(f, error) {
       return `The request was refused: ${why} ${kept}`;
     case 401:
       return `Your sign-in ended (${error.message}). ${kept} Sign in again to save it.`;
-    case 503:
-      if (error.told) return `The service is unavailable right now: ${why} ${kept} Try again shortly.`;
-      break;
     case 0:
       // the request may have been sent before the connection failed
       return `Could not reach the server. Your text is still in the editor. Check your connection, then save again.`;
