@@ -8,12 +8,16 @@ request so tests can assert on retries and request bodies.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
+
+from memstrata.config import Settings
 
 Mode = Literal[
     "ok",  # well-formed vectors of `dim` floats; component 0 is the input's position
@@ -150,6 +154,23 @@ class FaultServer:
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    def as_api_of(self, settings: Settings) -> Settings:
+        """``settings`` with this server as the embedding API (model "fake-model"), and no
+        retries, so each fault costs one request."""
+        update = {
+            "embedding_base_url": self.base_url,
+            "embedding_model": "fake-model",
+            "embedding_max_retries": 0,
+        }
+        return settings.model_copy(update=update)
+
+    async def called(self, timeout_s: float = 10.0) -> None:
+        """Return once a request has reached this server (from a task of the caller's)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.requests and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert self.requests, "nothing called the embedding API"
 
     @property
     def mode(self) -> Mode:
