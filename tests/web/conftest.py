@@ -147,8 +147,11 @@ def sign_in(page: Page, token: str) -> None:
     expect(page.locator("#editor")).to_be_enabled()
 
 
+SignedIn = Callable[..., Page]
+
+
 @pytest.fixture
-def signed_in(open_page: OpenPage, server: Serve, user: str) -> Callable[..., Page]:
+def signed_in(open_page: OpenPage, server: Serve, user: str) -> SignedIn:
     """``signed_in()``: a new tab, signed in as the test's user, with the files loaded."""
 
     def open_(width: int = 1200, height: int = 800, on: Serve | None = None) -> Page:
@@ -159,8 +162,25 @@ def signed_in(open_page: OpenPage, server: Serve, user: str) -> Callable[..., Pa
     return open_
 
 
+def append(page: Page, text: str) -> None:
+    """Type ``text`` at the end of the editor."""
+    page.locator("#editor").press("Control+End")
+    page.locator("#editor").press_sequentially(text)
+
+
 def tab(page: Page, name: str) -> None:
     """Select a file tab (``soul``/``user``/``memory``) and wait until it is loaded."""
     page.click(f"#tab-{name}")
     expect(page.locator(f"#tab-{name}")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#file-version")).not_to_have_text("version –")
+
+
+def write_elsewhere(server: Serve, user: str, name: str, first_line: str) -> None:
+    """Another writer (the platform, the agent) puts a line on top of the stored file."""
+    with server.rest(user) as rest:
+        current = rest.get(f"/api/config/agent-files/{name}").json()
+        rest.put(
+            f"/api/config/agent-files/{name}",
+            json={"content": first_line + "\n" + current["content"]},
+            headers={"If-Match": f'"{current["version"]}"'},
+        ).raise_for_status()

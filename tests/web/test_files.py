@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -12,15 +10,16 @@ from playwright.sync_api import Dialog, Page, Route, expect
 
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
-from tests.web.conftest import MAX_CONTENT_BYTES, Console, OpenPage, tab
+from tests.web.conftest import (
+    MAX_CONTENT_BYTES,
+    Console,
+    OpenPage,
+    SignedIn,
+    append,
+    tab,
+    write_elsewhere,
+)
 from tests.web.server import Serve
-
-SignedIn = Callable[..., Page]
-
-
-def _append(page: Page, text: str) -> None:
-    page.locator("#editor").press("Control+End")
-    page.locator("#editor").press_sequentially(text)
 
 
 def test_edit_save_reload_shows_the_text_and_the_new_version(
@@ -31,14 +30,14 @@ def test_edit_save_reload_shows_the_text_and_the_new_version(
     expect(page.locator("#file-version")).to_have_text("version 1")
     expect(page.locator("#file-state")).to_have_text("Saved")
     expect(page.locator("#file-save")).to_be_disabled()
-    _append(page, "\n- Likes oolong tea")
+    append(page, "\n- Likes oolong tea")
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
     expect(page.locator("#tab-user")).to_have_class("unsaved")
     page.keyboard.press("Control+s")  # the keyboard shortcut saves
     expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 2.")
     expect(page.locator("#file-version")).to_have_text("version 2")
     expect(page.locator("#file-state")).to_have_text("Saved")
-    _append(page, "\n- and green tea")
+    append(page, "\n- and green tea")
     page.click("#file-save")
     expect(page.locator("#file-version")).to_have_text("version 3")
     # Save is disabled once saved: the focus goes back to the text, not to <body>
@@ -124,7 +123,7 @@ def test_two_tabs_edit_the_same_file_the_second_sees_the_conflict(
     first.click("#file-save")
     expect(first.locator("#file-version")).to_have_text("version 2")
 
-    _append(second, "\nSECOND TAB LINE")
+    append(second, "\nSECOND TAB LINE")
     second.click("#file-save")
     conflict = second.locator("#conflict")
     expect(conflict).to_be_visible()
@@ -195,7 +194,7 @@ def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
             headers={"If-Match": f'"{current["version"]}"'},
         )
         assert written.status_code == 200
-    _append(page, "\n- typed in the page")
+    append(page, "\n- typed in the page")
     mine = page.locator("#editor").input_value()
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
@@ -241,7 +240,7 @@ def test_an_agent_write_while_the_page_is_open_leads_to_the_conflict_view(
             assert "Recorded in MEMORY.md" in pool.submit(asyncio.run, agent_turn()).result()
     finally:
         mem.close()
-    _append(page, "\n- typed in the page")
+    append(page, "\n- typed in the page")
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
     expect(page.locator("[data-side=stored]").filter(has_text="Prefers tea")).to_have_count(1)
@@ -251,7 +250,7 @@ def test_an_agent_write_while_the_page_is_open_leads_to_the_conflict_view(
 def test_leaving_with_unsaved_changes_asks_first(signed_in: SignedIn) -> None:
     page = signed_in()
     tab(page, "user")
-    _append(page, "\nnot saved yet")
+    append(page, "\nnot saved yet")
     dialogs: list[str] = []
 
     def dismiss(dialog: object) -> None:
@@ -315,7 +314,7 @@ def test_a_bad_request_is_shown_in_words(
         route.continue_(headers={**route.request.headers, "if-match": "version one"})
 
     page.route("**/api/config/agent-files/user", garble_if_match)
-    _append(page, "\nedited")
+    append(page, "\nedited")
     page.click("#file-save")
     message = page.locator("#file-message")
     expect(message).to_contain_text("The request was refused: ")
@@ -323,17 +322,6 @@ def test_a_bad_request_is_shown_in_words(
     expect(message).to_contain_text("Nothing was written; your text is still in the editor.")
     with server.rest(user) as rest:
         assert rest.get("/api/config/agent-files/user").json()["version"] == 1
-
-
-def _write_elsewhere(server: Serve, user: str, name: str, first_line: str) -> None:
-    """Another writer (the platform, the agent) puts a line on top of the stored file."""
-    with server.rest(user) as rest:
-        current = rest.get(f"/api/config/agent-files/{name}").json()
-        rest.put(
-            f"/api/config/agent-files/{name}",
-            json={"content": first_line + "\n" + current["content"]},
-            headers={"If-Match": f'"{current["version"]}"'},
-        ).raise_for_status()
 
 
 def _tab_written_elsewhere(
@@ -346,11 +334,11 @@ def _tab_written_elsewhere(
     **page_options: object,
 ) -> Page:
     """A signed-in page on file ``name``'s tab, the file then changed by another writer
-    (``_write_elsewhere``): the page's next save gets a 409."""
+    (``write_elsewhere``): the page's next save gets a 409."""
     console.allow(409)
     page = signed_in(**page_options)
     tab(page, name)
-    _write_elsewhere(server, user, name, first_line)
+    write_elsewhere(server, user, name, first_line)
     return page
 
 
@@ -370,11 +358,11 @@ def test_text_typed_while_a_save_is_in_flight_reaches_the_conflict_view(
 ) -> None:
     page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
     page.evaluate(_HOLD_PUTS)
-    _append(page, "\nTYPED BEFORE SAVE")
+    append(page, "\nTYPED BEFORE SAVE")
     page.click("#file-save")
     expect(page.locator("#file-state")).to_have_text("Saving…")
     page.wait_for_function("window.__release !== null")
-    _append(page, ", TYPED WHILE SAVING")  # the editor stays open while the save is out
+    append(page, ", TYPED WHILE SAVING")  # the editor stays open while the save is out
     page.evaluate("window.__release()")
     expect(page.locator("#conflict")).to_be_visible()
     mine = page.locator("[data-side=mine]")
@@ -393,7 +381,7 @@ def test_the_conflict_view_fits_a_phone_screen(
     page = _tab_written_elsewhere(
         signed_in, server, console, user, "memory", "- written by the agent", width=380
     )
-    _append(page, "\n- typed on the phone")
+    append(page, "\n- typed on the phone")
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
     expect(page.locator("#conflict-reapply")).to_have_text("Reload version 2 and re-apply my edits")
@@ -408,7 +396,7 @@ def test_a_resolved_conflict_once_saved_leaves_nothing_unsaved(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
     page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
-    _append(page, "\n- typed in the page")
+    append(page, "\n- typed in the page")
     page.click("#file-save")
     page.click("#conflict-reapply")
     expect(page.locator("#kept-title")).to_have_text("Your earlier text (not saved)")
@@ -449,7 +437,7 @@ def test_revert_asks_before_discarding_the_edits(signed_in: SignedIn) -> None:
     page = signed_in()
     tab(page, "user")
     original = page.locator("#editor").input_value()
-    _append(page, "\nAn hour of careful notes")
+    append(page, "\nAn hour of careful notes")
     asked = _dialogs(page, False, True)
     page.click("#file-revert")  # declined: nothing changes
     expect(page.locator("#editor")).to_have_value(original + "\nAn hour of careful notes")
@@ -536,7 +524,7 @@ def test_a_conflict_on_a_tab_left_meanwhile_is_announced(
         "**/api/config/agent-files/user",
         lambda route: held.append(route) if route.request.method == "PUT" else route.continue_(),
     )
-    _append(page, "\nTYPED HERE")
+    append(page, "\nTYPED HERE")
     page.click("#file-save")
     page.click("#tab-soul")  # the user moves on while the save is out
     expect(page.locator("#file-version")).to_have_text("version 1")
@@ -553,219 +541,10 @@ def test_a_conflict_on_a_tab_left_meanwhile_is_announced(
     expect(page.locator("#conflict")).to_be_visible()
 
 
-def _on_put(page: Page, name: str, handle: Callable[[Route], None]) -> list[str]:
-    """Route file ``name``'s PUTs to ``handle`` (its GETs reach the server); returns the
-    methods of the requests routed, in order."""
-    methods: list[str] = []
-
-    def route(route: Route) -> None:
-        methods.append(route.request.method)
-        if route.request.method == "PUT":
-            handle(route)
-        else:
-            route.continue_()
-
-    page.route(f"**/api/config/agent-files/{name}", route)
-    return methods
-
-
-def _answer_lost(route: Route) -> None:
-    """A gateway that passes the save on, then loses the answer: the file is stored."""
-    route.fetch()
-    route.fulfill(status=502, body="")
-
-
-def test_a_server_error_without_a_body_says_the_save_may_have_happened(
-    signed_in: SignedIn, console: Console
-) -> None:
-    """The read-back that would tell fails too: it stays unknown, and the page says so."""
-    console.allow(502, 504)
-    page = signed_in()
-    tab(page, "user")
-    methods: list[str] = []
-
-    def gateway_down(route: Route) -> None:
-        methods.append(route.request.method)
-        if route.request.method == "PUT":
-            route.fulfill(status=502, content_type="text/html", body="<h1>502</h1>")
-        else:
-            route.fulfill(status=504, body="")
-
-    page.route("**/api/config/agent-files/user", gateway_down)
-    _append(page, "\nedited")
-    page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(
-        "The server had an error (HTTP 502 Bad Gateway). Your text is still in the editor; it "
-        "may or may not have been saved. Save again to make sure."
-    )
-    assert methods == ["PUT", "GET"]  # the file was read back, in vain
-    assert page.locator("#editor").input_value().endswith("\nedited")
-    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
-
-
-def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
-    signed_in: SignedIn, server: Serve, console: Console, user: str
-) -> None:
-    console.allow(502)
-    page = signed_in()
-    tab(page, "user")
-    methods = _on_put(page, "user", _answer_lost)
-    _append(page, "\n- Likes oolong tea")
-    mine = page.locator("#editor").input_value()
-    page.click("#file-save")
-    message = page.locator("#file-message")
-    expect(message).to_have_text(
-        "Saved USER.md as version 2 (the server's answer was lost; the file was read back to "
-        "check)."
-    )
-    expect(message).to_have_class("banner ok")
-    assert methods == ["PUT", "GET"]
-    expect(page.locator("#file-version")).to_have_text("version 2")
-    expect(page.locator("#file-state")).to_have_text("Saved")
-    expect(page.locator("#file-save")).to_be_disabled()
-    expect(page.locator("#tab-user")).not_to_have_class("unsaved")
-    assert page.locator("#editor").input_value() == mine
-    page.unroute("**/api/config/agent-files/user")
-    # the next save builds on version 2: the user's own write is not met as a conflict
-    _append(page, "\n- and green tea")
-    page.click("#file-save")
-    expect(message).to_have_text("Saved USER.md as version 3.")
-    expect(page.locator("#conflict")).to_be_hidden()
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/user").json()
-    assert (stored["version"], stored["content"]) == (3, mine + "\n- and green tea")
-
-
-def _cut_off_by_shutdown(route: Route) -> None:
-    """The server's shutdown cuts the request off: its edit still lands (it finishes in a
-    task of its own), the answer is the 503 ``shutting_down``."""
-    route.fetch()
-    route.fulfill(
-        status=503,
-        content_type="application/json",
-        body=json.dumps(
-            {
-                "code": "shutting_down",
-                "detail": "the server is shutting down; retry the request",
-                "message": "the server is shutting down; retry the request",
-            }
-        ),
-    )
-
-
-def test_a_save_cut_off_by_the_servers_shutdown_is_read_back(
-    signed_in: SignedIn, console: Console
-) -> None:
-    """A 503 with a readable body was taken for "nothing was written", so the next Save
-    met the user's own stored write as a conflict."""
-    console.allow(503)
-    page = signed_in()
-    tab(page, "user")
-    methods = _on_put(page, "user", _cut_off_by_shutdown)
-    _append(page, "\n- Rows on Sundays")
-    page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(
-        "Saved USER.md as version 2 (the server's answer was lost; the file was read back to "
-        "check)."
-    )
-    assert methods == ["PUT", "GET"]
-    expect(page.locator("#file-state")).to_have_text("Saved")
-
-
-def test_a_save_refused_by_a_gateway_is_read_back_and_said_not_written(
-    signed_in: SignedIn, server: Serve, console: Console, user: str
-) -> None:
-    console.allow(502)
-    page = signed_in()
-    tab(page, "user")
-    _on_put(page, "user", lambda route: route.fulfill(status=502, body=""))  # never forwarded
-    _append(page, "\n- Likes oolong tea")
-    mine = page.locator("#editor").input_value()
-    page.click("#file-save")
-    message = page.locator("#file-message")
-    expect(message).to_have_text(
-        "The server had an error (HTTP 502 Bad Gateway). Nothing was written: USER.md is still "
-        "version 1 (the file was read back to check). Your text is still in the editor; save "
-        "again."
-    )
-    expect(message).to_have_class("banner error")
-    assert page.locator("#editor").input_value() == mine
-    expect(page.locator("#file-version")).to_have_text("version 1")
-    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
-    page.unroute("**/api/config/agent-files/user")
-    page.click("#file-save")
-    expect(message).to_have_text("Saved USER.md as version 2.")
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/user").json()
-    assert (stored["version"], stored["content"]) == (2, mine)
-
-
-def test_a_save_cut_off_after_it_was_stored_keeps_what_was_typed_meanwhile(
-    signed_in: SignedIn, server: Serve, console: Console, user: str
-) -> None:
-    """The connection drops once the write is stored (the page's fetch throws); the user
-    typed on while the save was out: the read-back confirms the save, and the newer text
-    stays in the editor, unsaved, on top of the new version."""
-    console.allow(text="net::ERR_FAILED")
-    page = signed_in()
-    tab(page, "memory")
-    held: list[Route] = []
-    _on_put(page, "memory", held.append)
-    _append(page, "\nTYPED BEFORE SAVE")
-    sent = page.locator("#editor").input_value()
-    page.click("#file-save")
-    expect(page.locator("#file-state")).to_have_text("Saving…")
-    _append(page, "\nTYPED WHILE SAVING")
-    while not held:
-        page.wait_for_timeout(50)
-    held[0].fetch()  # stored...
-    held[0].abort()  # ...and the connection lost before the answer
-    message = page.locator("#file-message")
-    expect(message).to_have_text(
-        "Saved MEMORY.md as version 2 (the server's answer was lost; the file was read back to "
-        "check). What you typed since is not saved yet."
-    )
-    expect(page.locator("#file-version")).to_have_text("version 2")
-    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
-    assert page.locator("#editor").input_value() == sent + "\nTYPED WHILE SAVING"
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/memory").json()
-    assert (stored["version"], stored["content"]) == (2, sent)
-    page.unroute("**/api/config/agent-files/memory")
-    page.click("#file-save")
-    expect(message).to_have_text("Saved MEMORY.md as version 3.")
-    expect(page.locator("#file-state")).to_have_text("Saved")
-
-
-def test_a_lost_save_answer_with_a_newer_write_elsewhere_shows_the_conflict(
-    signed_in: SignedIn, server: Serve, console: Console, user: str
-) -> None:
-    """The read-back finds another writer's version: the conflict view, at once."""
-    console.allow(502)
-    page = signed_in()
-    tab(page, "user")
-
-    def written_elsewhere_then_lost(route: Route) -> None:
-        _write_elsewhere(server, user, "user", "WRITTEN ELSEWHERE")
-        route.fulfill(status=502, body="")
-
-    _on_put(page, "user", written_elsewhere_then_lost)
-    _append(page, "\nTYPED HERE")
-    page.click("#file-save")
-    expect(page.locator("#conflict")).to_be_visible()
-    expect(page.locator("#conflict-text")).to_contain_text(
-        "You started from version 1; version 2 is stored now."
-    )
-    stored = page.locator("[data-side=stored]")
-    expect(stored.filter(has_text="WRITTEN ELSEWHERE")).to_have_class("cell removed")
-    mine = page.locator("[data-side=mine]")
-    expect(mine.filter(has_text="TYPED HERE")).to_have_class("cell added")
-
-
 def test_the_file_bar_and_the_user_id_fit_narrow_screens(signed_in: SignedIn, user: str) -> None:
     page = signed_in(width=375)
     tab(page, "user")
-    _append(page, "\nx")  # "Unsaved changes": the state's longest usual text
+    append(page, "\nx")  # "Unsaved changes": the state's longest usual text
     for width in (320, 360, 375, 721, 740, 760, 1200):
         page.set_viewport_size({"width": width, "height": 800})
         boxes = [page.locator(f"#file-{b}").bounding_box() for b in ("revert", "save")]

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
 from playwright.sync_api import Page, Route, expect
 
-from tests.web.conftest import Console
+from tests.web.conftest import Console, SignedIn
 from tests.web.server import Serve
-
-SignedIn = Callable[..., Page]
 
 
 def _skills(page: Page) -> None:
