@@ -1,0 +1,109 @@
+// Writing a file: every save sends the version that was read (If-Match), and a failure
+// that may have been stored anyway is read back before the user is told anything, so that
+// saving again does not meet the user's own write as someone else's.
+
+import { api, reason } from "./api.js";
+import { $, number, sentence } from "./dom.js";
+import { conflict } from "./file-conflict.js";
+import { current, dirty, path, size, state } from "./file-state.js";
+import { render, say } from "./file-view.js";
+
+export async function write(f, version) {
+  if (state.saving) return;
+  const content = f.conflict ? f.conflict.mine : f.draft;
+  state.saving = true;
+  render();
+  try {
+    const { data } = await api("PUT", path(f), {
+      body: { content },
+      headers: { "If-Match": `"${version}"` },
+    });
+    adopt(f, content, data.version);
+    say(`Saved ${f.filename} as version ${data.version}.`, "ok");
+  } catch (error) {
+    // The editor stays open while a save is in flight, so the text to keep is the draft as
+    // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
+    if (error.status === 409) await conflict(f);
+    else if (uncertain(error)) await readBack(f, version, content, error);
+    else say(saveError(f, error), "error");
+  } finally {
+    state.saving = false;
+    render();
+  }
+  // Save was disabled while saving, which dropped the focus to <body>: back to the text.
+  if (f === current() && !f.conflict && document.activeElement === document.body) $("editor").focus();
+}
+
+/** `content`, written on top of the file's version, is now stored as `version`. What was
+ * typed while the save was out stays in the draft, unsaved on top of the new version. */
+function adopt(f, content, version) {
+  f.base = content;
+  f.version = version;
+  if (f.conflict) f.draft = content;
+  f.conflict = null;
+  f.keptPending = false;
+}
+
+// A failure after which the write may have been stored: any 5xx (a 500, a gateway's 502 or
+// 504, a 503 — the server's shutdown answers 503 to a request whose edit still lands), or a
+// request cut off (it may have reached the server).
+const uncertain = (error) => error.status === 0 || error.status >= 500;
+
+/** After an uncertain failure, read the file back, so that saving again does not meet the
+ * user's own write as someone else's. The server stores the text exactly as sent (no
+ * newline or Unicode normalisation), hence the exact comparison: `version + 1` holding
+ * this text is this write (or an identical one: the same outcome). */
+async function readBack(f, version, content, error) {
+  let now;
+  try {
+    ({ data: now } = await api("GET", path(f)));
+  } catch {
+    say(saveError(f, error), "error"); // still unknown: "may or may not have been saved"
+    return;
+  }
+  if (now.version === version + 1 && now.content === content) {
+    adopt(f, content, now.version);
+    const later = dirty(f) ? " What you typed since is not saved yet." : "";
+    say(`Saved ${f.filename} as version ${now.version} (the server's answer was lost; the file ` +
+      `was read back to check).${later}`, "ok");
+  } else if (now.version === version) {
+    const why = error.status === 0 ? "The connection was lost while saving." : reason(error);
+    say(`${why} Nothing was written: ${f.filename} is still version ${version} (the file was ` +
+      "read back to check). Your text is still in the editor; save again.", "error");
+  } else {
+    // changed by another writer (after this write, or instead of it): what a 409 shows
+    await conflict(f, now);
+  }
+}
+
+function saveError(f, error) {
+  const kept = "Nothing was written; your text is still in the editor.";
+  const why = sentence(error.message);
+  switch (error.status) {
+    case 413: {
+      // The server's own text names its settings; the user gets the page's numbers.
+      const used = size(f.conflict ? f.conflict.mine : f.draft);
+      const limit = state.limits.max_content_bytes;
+      const over = used > limit ? `: ${number(used)} of ${number(limit)} bytes` : "";
+      return `${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`;
+    }
+    case 422:
+      return `The server refused this text: ${why} ${kept}`;
+    case 400:
+      return `The request was refused: ${why} ${kept}`;
+    case 401:
+      return `Your sign-in ended (${error.message}). ${kept} Sign in again to save it.`;
+    case 0:
+      // the request may have been sent before the connection failed
+      return `Could not reach the server. Your text is still in the editor. Check your connection, then save again.`;
+    default:
+  }
+  if (error.status >= 500) {
+    // A 500 or a gateway's 502/504 can come after the file was stored (when the read-back
+    // cannot tell). Saving again is safe: it still sends the version that was read, so
+    // nothing is overwritten blindly.
+    return `${reason(error)} Your text is still in the editor; it may or may not have been saved. ` +
+      "Save again to make sure.";
+  }
+  return `Saving failed. ${reason(error)} ${kept}`;
+}
