@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -260,5 +261,33 @@ def test_drain_lets_a_cancelled_edit_finish_and_sends_no_more_passages(
             with pytest.raises(EmbeddingOutageError, match="the server is stopping"):
                 mem.embedder.embed(["another passage"], "passage")
             assert len(fake.requests) == sent
+        finally:
+            mem.pool.close()
+
+
+def test_drain_says_which_edits_it_left_running(
+    db: Database, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    with FaultServer("slow", dim=8) as fake:
+        fake.delay_s = 2.0  # per text: far longer than the drain waits
+        mem = Memstrata.open(fake.as_api_of(settings), database=db)
+        try:
+
+            async def cut_off_then_drain_briefly() -> int:
+                edit = asyncio.create_task(
+                    mem.sync.frontend_edit("gil", FileKind.MEMORY, "Collects stamps\n")
+                )
+                await fake.called()
+                edit.cancel()
+                return await mem.drain(0.1)
+
+            with caplog.at_level(logging.WARNING, logger="memstrata.runtime"):
+                assert asyncio.run(cut_off_then_drain_briefly()) == 1
+            [abandoned] = [
+                f
+                for f in map(event_fields, caplog.records)
+                if f.get("event") == "shutdown.writes_abandoned"
+            ]
+            assert (abandoned["running"], abandoned["waited_s"]) == (1, 0.1)
         finally:
             mem.pool.close()

@@ -8,6 +8,7 @@ embedding provider, a model registry).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -18,6 +19,7 @@ from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
 from memstrata.errors import BackgroundEmbeddingUnavailableError, TemplateMissingError
+from memstrata.logs import log_event
 from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
@@ -38,6 +40,8 @@ from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
 from memstrata.skills.loader import SkillLoader
 from memstrata.skills.service import SkillService
+
+logger = logging.getLogger(__name__)
 
 
 class _FromSettings(Enum):
@@ -240,7 +244,16 @@ class Memstrata:
         serve`` does this on SIGTERM; a host app that mounts memstrata calls it in its own
         shutdown, from its event loop (docs/API.md, "Stopping")."""
         self.stop_bulk_embedding()
-        return await self.sync.settle(timeout_s)
+        running = await self.sync.settle(timeout_s)
+        if running:
+            log_event(
+                logger,
+                "shutdown.writes_abandoned",
+                logging.WARNING,
+                running=running,
+                waited_s=round(timeout_s, 3),
+            )
+        return running
 
     def close(self) -> None:
         self.stop_background()

@@ -32,7 +32,6 @@ from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace
 from memstrata.cli.app import app, fail, guarded_spec, load_settings
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
-from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.autostart import embedding_configured
 from memstrata.runtime import Memstrata
@@ -102,15 +101,7 @@ def serve(
 async def _settle_writes(mem: Memstrata, after_grace: AfterGrace) -> None:
     # The grace has passed: what the cut-off writes still have to embed would queue behind
     # one another (one bulk slot) for as long as the API takes; their text lands now.
-    running = await mem.drain(after_grace.remaining_s())
-    if running:
-        log_event(
-            logger,
-            "shutdown.writes_abandoned",
-            logging.WARNING,
-            running=running,
-            limit_s=after_grace.limit_s,
-        )
+    await mem.drain(after_grace.remaining_s())
 
 
 ExitHook = Callable[[type[BaseException] | None, BaseException | None, TracebackType | None], bool]
