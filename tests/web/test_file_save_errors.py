@@ -63,6 +63,31 @@ def test_a_server_error_without_a_body_says_the_save_may_have_happened(
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
 
 
+def test_a_lost_connection_that_the_read_back_cannot_settle_says_the_save_may_have_happened(
+    signed_in: SignedIn, console: Console
+) -> None:
+    """The request may have reached the server before the connection failed: the page
+    used to say only "Check your connection, then save again"."""
+    console.allow(text="net::ERR_FAILED")
+    page = signed_in()
+    tab(page, "user")
+    methods: list[str] = []
+
+    def connection_down(route: Route) -> None:
+        methods.append(route.request.method)
+        route.abort()
+
+    page.route("**/api/config/agent-files/user", connection_down)
+    append(page, "\nedited")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        "Could not reach the server. Your text is still in the editor; it may or may not have "
+        "been saved. Check your connection, then save again to make sure."
+    )
+    assert methods == ["PUT", "GET"]  # the file was read back, in vain
+    assert page.locator("#editor").input_value().endswith("\nedited")
+
+
 def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
@@ -197,7 +222,7 @@ def test_a_save_cut_off_after_it_was_stored_keeps_what_was_typed_meanwhile(
     expect(page.locator("#file-state")).to_have_text("Saved")
 
 
-def test_a_lost_save_answer_with_a_newerwrite_elsewhere_shows_the_conflict(
+def test_a_lost_save_answer_with_a_newer_write_elsewhere_shows_the_conflict(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
     """The read-back finds another writer's version: the conflict view, at once."""

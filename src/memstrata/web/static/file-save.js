@@ -95,7 +95,8 @@ function saveError(f, error) {
       return `Your sign-in ended (${error.message}). ${kept} Sign in again to save it.`;
     case 0:
       // the request may have been sent before the connection failed
-      return `Could not reach the server. Your text is still in the editor. Check your connection, then save again.`;
+      return "Could not reach the server. Your text is still in the editor; it may or may not " +
+        "have been saved. Check your connection, then save again to make sure.";
     default:
   }
   if (error.status >= 500) {
