@@ -22,7 +22,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import pydantic_core
 from mcp.shared.message import SessionMessage
@@ -146,7 +146,7 @@ def unusable_id(line: str) -> BadMessage | None:
     (module doc: the SDK would take it for a notification and never answer), else None;
     every other line is left to the SDK's parse."""
     if '"id"' not in line:
-        return None  # most lines: no JSON parse twice
+        return None  # a notification: no id to check, and no parse ahead of the SDK's
     try:
         document = json.loads(line)
     except (ValueError, RecursionError):
@@ -160,16 +160,23 @@ def _unusable_id(document: dict[str, Any]) -> BadMessage | None:
     method = document["method"]
     if isinstance(method, str) and method.startswith("notifications/"):
         return None  # a notification with a stray id: served as the notification it is
+    if _is_request_id(document["id"]):
+        return None
+    return BadMessage(
+        INVALID_REQUEST,
+        f"id must be a string or an integer, not {_kind(document['id'])}: give each "
+        'request an id such as 1 or "req-1" (a message without an id is a '
+        "notification, which gets no answer)",
+    )
+
+
+def _is_request_id(value: Any) -> TypeGuard[RequestId]:
+    """The SDK's rule for a request id (``_REQUEST_ID``)."""
     try:
-        _REQUEST_ID.validate_python(document["id"])
+        _REQUEST_ID.validate_python(value)
     except ValidationError:
-        return BadMessage(
-            INVALID_REQUEST,
-            f"id must be a string or an integer, not {_kind(document['id'])}: give each "
-            'request an id such as 1 or "req-1" (a message without an id is a '
-            "notification, which gets no answer)",
-        )
-    return None
+        return False
+    return True
 
 
 def bad_line(exc: Exception) -> BadMessage | None:
@@ -228,7 +235,7 @@ def _request_id(document: Any) -> RequestId | None:
     if not isinstance(document, dict) or "method" not in document:
         return None
     request_id = document.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+    if not _is_request_id(request_id):
         return None
     if isinstance(request_id, str) and lone_surrogate_at(request_id) is not None:
         return None  # could not be written back

@@ -67,11 +67,12 @@ def in_error_shape(send: Send) -> Send:
         if message.get("more_body", False):
             return
         sent = b"".join(chunks)
-        body = _shaped_body(held["status"], sent) if sent.strip() else _empty(held["status"])
+        empty = not sent.strip()
+        body = _empty(held["status"]) if empty else _shaped_body(held["status"], sent)
         start = dict(held)
         headers = MutableHeaders(raw=list(held.get("headers", [])))
         headers["content-length"] = str(len(body))
-        if not sent.strip():
+        if empty:
             headers["content-type"] = "application/json"
         start["headers"] = headers.raw
         await send(start)
@@ -87,8 +88,7 @@ def _empty(status: int) -> bytes:
         said = HTTPStatus(status).phrase
     except ValueError:  # a status the standard library does not name
         said = f"HTTP {status}"
-    hint = _EMPTY_HINTS.get(status)
-    detail = f"{said}: {hint}" if hint else said
+    detail = _with_hint(said, _EMPTY_HINTS.get(status))
     return json.dumps({**error_body(status, detail), **jsonrpc_error_fields(detail)}).encode()
 
 
@@ -104,8 +104,11 @@ def _shaped_body(status: int, body: bytes) -> bytes:
     error = document.get("error")
     if not isinstance(error, dict) or not isinstance(said := error.get("message"), str):
         return body
-    hint = _HINTS.get(said)
-    detail = f"{said}: {hint}" if hint else said
+    detail = _with_hint(said, _HINTS.get(said))
     # MCP clients show the JSON-RPC message: it says how to go on as well.
     document["error"] = {**error, "message": detail}
     return json.dumps({**error_body(status, detail), **document}).encode()
+
+
+def _with_hint(said: str, hint: str | None) -> str:
+    return f"{said}: {hint}" if hint else said
