@@ -228,22 +228,17 @@ class Memstrata:
         if self.search.cache.snapshots is not None:
             self.search.cache.snapshots.close()
 
-    def stop_bulk_embedding(self) -> None:
-        """For a stopping server whose grace has passed: passage embeddings already sent
-        run to their end and no others are sent, so the writes it cut off commit their text
-        (vectors healed later) instead of queueing behind a slow embedding API past the
-        time the server waits for them. Query embeddings are not affected."""
-        if isinstance(self.embedder, OpenAICompatibleEmbedder):
-            self.embedder.stop_bulk()
-
     async def drain(self, timeout_s: float) -> int:
         """For a server whose grace has passed, before it closes this runtime: send no more
-        passage embeddings (:meth:`stop_bulk_embedding`) and wait up to ``timeout_s`` for
-        the memory-file edits still under way, those whose request was cancelled included
+        passage embeddings — those already sent run to their end, the writes it cut off
+        commit their text (vectors healed later) instead of queueing behind a slow
+        embedding API; queries are not affected — and wait up to ``timeout_s`` for the
+        memory-file edits still under way, those whose request was cancelled included
         (they finish in a task of their own); returns how many still run. ``memstrata
         serve`` does this on SIGTERM; a host app that mounts memstrata calls it in its own
         shutdown, from its event loop (docs/API.md, "Stopping")."""
-        self.stop_bulk_embedding()
+        if isinstance(self.embedder, OpenAICompatibleEmbedder):
+            self.embedder.stop_bulk()
         running = await self.sync.settle(timeout_s)
         if running:
             log_event(

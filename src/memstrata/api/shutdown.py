@@ -16,7 +16,7 @@ them), then :meth:`AfterGrace.finish_threads` waits for the worker threads befor
 runtime they use is closed. Both share one limit (``after_grace_s``,
 one passage embedding call); what outlives it is abandoned, logged, and does not hold up
 the exit. So that several cut-off writes do not queue for the embedding API past it,
-``serve`` sends no passage embedding after the grace (``Memstrata.stop_bulk_embedding``):
+``serve`` sends no passage embedding after the grace (``Memstrata.drain``):
 their text is stored without those vectors, which the background re-embedding fills in.
 The request's data stays all or nothing either way: a thread writes its rows in one
 transaction (``Indexer.index_rounds`` embeds first, outside any transaction), and a process
@@ -105,7 +105,7 @@ class SettleBeforeShutdown:
     of it: uvicorn sends that once it has cancelled the requests still running, and ends
     the event loop (cancelling every task left) soon after the app's shutdown."""
 
-    def __init__(self, app: ASGIApp, settle: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, app: ASGIApp, settle: Callable[[], Awaitable[object]]) -> None:
         self.app = app
         self.settle = settle
 

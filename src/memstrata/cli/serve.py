@@ -39,8 +39,6 @@ from memstrata.runtime import Memstrata
 MAX_TTL_SECONDS = 365 * 24 * 3600
 LISTEN_BACKLOG = 2048  # uvicorn's default
 
-logger = logging.getLogger(__name__)
-
 
 @app.command()
 def serve(
@@ -80,7 +78,9 @@ def serve(
             fail(str(exc))
         server = uvicorn.Server(
             uvicorn.Config(
-                SettleBeforeShutdown(api, lambda: _settle_writes(mem, after_grace)),
+                # The grace has passed: what the cut-off writes still have to embed would
+                # queue (one bulk slot) for as long as the API takes; their text lands now.
+                SettleBeforeShutdown(api, lambda: mem.drain(after_grace.remaining_s())),
                 log_config=None,
                 access_log=False,
                 server_header=False,
@@ -96,12 +96,6 @@ def serve(
         signal.signal(signal.SIGTERM, _exit_cleanly)
         with suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
-
-
-async def _settle_writes(mem: Memstrata, after_grace: AfterGrace) -> None:
-    # The grace has passed: what the cut-off writes still have to embed would queue behind
-    # one another (one bulk slot) for as long as the API takes; their text lands now.
-    await mem.drain(after_grace.remaining_s())
 
 
 ExitHook = Callable[[type[BaseException] | None, BaseException | None, TracebackType | None], bool]
