@@ -8,8 +8,6 @@ and ``WWW-Authenticate`` headers, and one user's token never reaches another's m
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,19 +23,9 @@ from mcp.shared.exceptions import MCPError
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
 from tests.mcp.messages import INIT, MCP_HEADERS
+from tests.mcp.served import bearer, serve_env, token
 
 pytestmark = pytest.mark.anyio
-
-SECRET = "mcp-http-test-secret-0123456789abcdef"
-
-
-def token(user: str, ttl: int = 600) -> str:
-    now = int(time.time())
-    return jwt.encode({"sub": user, "iat": now - 5, "exp": now + ttl}, SECRET, "HS256")
-
-
-def bearer(user: str, ttl: int = 600) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token(user, ttl)}"}
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +33,11 @@ def base_url(
     tmp_path_factory: pytest.TempPathFactory, pg_url: str, embedding_server: LocalEmbeddingServer
 ) -> Iterator[str]:
     data = tmp_path_factory.mktemp("mcp-serve")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(data),
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_JWT_SECRET=SECRET,
+    env = serve_env(
+        data,
+        pg_url,
         MEMSTRATA_EMBEDDING_MODELS=json.dumps([embedding_server.model_spec.model_dump()]),
         MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
-        MEMSTRATA_LOG_LEVEL="WARNING",
     )
     with running_serve(env, timeout_s=60, stderr=(data / "stderr.log").open("w")) as url:
         yield url

@@ -9,7 +9,6 @@ without a valid token still gets the 401 before anything else looks at it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 
 from memstrata.serve_process import running_serve
 from tests.log_lines import events_in
 from tests.mcp.messages import INIT, MCP_HEADERS
+from tests.mcp.served import bearer, serve_env
 
-SECRET = "mcp-refusals-test-secret-0123456789abcdef"
 JSON = {"Content-Type": "application/json"}
 MODERN = {"MCP-Protocol-Version": "2026-07-28"}  # the SDK's other, per-request, entry
 REBINDING = (
@@ -56,25 +54,15 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("mcp-refusals")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(data),
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_JWT_SECRET=SECRET,
+    env = serve_env(
+        data,
+        pg_url,
         MEMSTRATA_EMBEDDING_AUTOSTART="false",  # BM25 only: no search here
         MEMSTRATA_LOG_JSON="true",
-        MEMSTRATA_LOG_LEVEL="WARNING",
     )
     log = data / "stderr.log"
     with log.open("w") as stderr, running_serve(env, timeout_s=60, stderr=stderr) as url:
         yield Served(url, log)
-
-
-def bearer(user: str) -> dict[str, str]:
-    now = int(time.time())
-    claims = {"sub": user, "iat": now - 5, "exp": now + 600}
-    return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
 
 
 def refusal(code: str, message: str, rpc_code: int = -32600) -> dict[str, Any]:
