@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
 from playwright.sync_api import Page, Route, expect
 
 from tests.web.conftest import Console, SignedIn, append, tab, write_elsewhere
@@ -35,57 +36,63 @@ def _answer_lost(route: Route) -> None:
     route.fulfill(status=502, body="")
 
 
-def test_a_server_error_without_a_body_says_the_save_may_have_happened(
-    signed_in: SignedIn, console: Console
+def _gateway_down(route: Route) -> None:
+    """A 502 with a gateway's own page for the save, a bare 504 for the read-back."""
+    if route.request.method == "PUT":
+        route.fulfill(status=502, content_type="text/html", body="<h1>502</h1>")
+    else:
+        route.fulfill(status=504, body="")
+
+
+UNSETTLED = [
+    pytest.param(
+        _gateway_down,
+        (502, 504),
+        None,
+        "The server had an error (HTTP 502 Bad Gateway). Your text is still in the editor; it "
+        "may or may not have been saved. Save again to make sure.",
+        id="gateway",
+    ),
+    # The request may have reached the server before the connection failed: the page used
+    # to say only "Check your connection, then save again".
+    pytest.param(
+        Route.abort,
+        (),
+        "net::ERR_FAILED",
+        "Could not reach the server. Your text is still in the editor; it may or may not have "
+        "been saved. Check your connection, then save again to make sure.",
+        id="connection",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fail", "statuses", "console_text", "message"), UNSETTLED)
+def test_a_save_the_read_back_cannot_settle_says_it_may_have_happened(
+    signed_in: SignedIn,
+    console: Console,
+    fail: Callable[[Route], None],
+    statuses: tuple[int, ...],
+    console_text: str | None,
+    message: str,
 ) -> None:
-    """The read-back that would tell fails too: it stays unknown, and the page says so."""
-    console.allow(502, 504)
+    """The save and the read-back that would tell both fail: it stays unknown, and the
+    page says so."""
+    console.allow(*statuses, text=console_text)  # the failed requests Chromium logs
     page = signed_in()
     tab(page, "user")
     methods: list[str] = []
 
-    def gateway_down(route: Route) -> None:
+    def failing(route: Route) -> None:
         methods.append(route.request.method)
-        if route.request.method == "PUT":
-            route.fulfill(status=502, content_type="text/html", body="<h1>502</h1>")
-        else:
-            route.fulfill(status=504, body="")
+        fail(route)
 
-    page.route("**/api/config/agent-files/user", gateway_down)
+    page.route("**/api/config/agent-files/user", failing)
     append(page, "\nedited")
     page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(
-        "The server had an error (HTTP 502 Bad Gateway). Your text is still in the editor; it "
-        "may or may not have been saved. Save again to make sure."
-    )
+    expect(page.locator("#file-message")).to_have_text(message)
     assert methods == ["PUT", "GET"]  # the file was read back, in vain
     assert page.locator("#editor").input_value().endswith("\nedited")
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
-
-
-def test_a_lost_connection_that_the_read_back_cannot_settle_says_the_save_may_have_happened(
-    signed_in: SignedIn, console: Console
-) -> None:
-    """The request may have reached the server before the connection failed: the page
-    used to say only "Check your connection, then save again"."""
-    console.allow(text="net::ERR_FAILED")
-    page = signed_in()
-    tab(page, "user")
-    methods: list[str] = []
-
-    def connection_down(route: Route) -> None:
-        methods.append(route.request.method)
-        route.abort()
-
-    page.route("**/api/config/agent-files/user", connection_down)
-    append(page, "\nedited")
-    page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(
-        "Could not reach the server. Your text is still in the editor; it may or may not have "
-        "been saved. Check your connection, then save again to make sure."
-    )
-    assert methods == ["PUT", "GET"]  # the file was read back, in vain
-    assert page.locator("#editor").input_value().endswith("\nedited")
 
 
 def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
