@@ -100,8 +100,7 @@ function saveError(f, error) {
     default:
   }
   if (error.status >= 500) {
-    // A 500 or a gateway's 502/504 can come after the file was stored (when the read-back
-    // cannot tell). Saving again is safe: it still sends the version that was read, so
+    // Any 5xx can come after the file was stored (here: the read-back could not tell). Saving again is safe: it still sends the version that was read, so
     // nothing is overwritten blindly.
     return `${reason(error)} Your text is still in the editor; it may or may not have been saved. ` +
       "Save again to make sure.";
