@@ -47,6 +47,29 @@ def test_agent_session_remembers_and_searches(db: Database, settings: Settings) 
     mem.pool.close()  # the shared ``db`` fixture outlives this runtime
 
 
+def test_agent_session_budget_uses_the_hosts_token_counter(
+    db: Database, settings: Settings
+) -> None:
+    """A host passes its model's tokenizer: the prompt is measured and cut by it."""
+    mem = Memstrata.open(settings, database=db, embedder=None)
+    counted: list[str] = []
+
+    def per_char(text: str) -> int:  # a tokenizer far dearer than the estimate
+        counted.append(text)
+        return len(text)
+
+    async def scenario() -> tuple[int, int, int]:
+        plain = await mem.open_agent_session("carol", token_limit=8000)
+        dear = await mem.open_agent_session("carol", token_limit=8000, count=per_char)
+        return plain.prompt.tokens, dear.prompt.tokens, dear.prompt.budget
+
+    plain_tokens, dear_tokens, budget = asyncio.run(scenario())
+    mem.pool.close()
+    assert counted, "the host's counter was never called"
+    assert dear_tokens <= budget == 1200
+    assert dear_tokens != plain_tokens
+
+
 def test_import_rounds_refuses_to_defer_what_nothing_would_embed(
     db: Database, settings: Settings, embedding_server: LocalEmbeddingServer
 ) -> None:

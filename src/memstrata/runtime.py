@@ -9,7 +9,7 @@ embedding provider, a model registry).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
@@ -34,6 +34,7 @@ from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.template_history import TemplateScaffold
+from memstrata.retrieval.tokenize import count_tokens
 from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
@@ -158,11 +159,19 @@ class Memstrata:
         )
 
     async def open_agent_session(
-        self, user_id: str, *, token_limit: int, session_id: str | None = None
+        self,
+        user_id: str,
+        *,
+        token_limit: int,
+        session_id: str | None = None,
+        count: Callable[[str], int] = count_tokens,
     ) -> AgentSession:
         """Start an agent session: sandbox-first sync, the memory part of the system
         prompt (``prompt_budget_ratio`` of ``token_limit``), round tracking, and the memory
-        tools with ``memory_search`` bound to this runtime's search."""
+        tools with ``memory_search`` bound to this runtime's search. ``count``: the
+        model's token counter for the budget (e.g. ``lambda t: len(enc.encode(t))`` with
+        tiktoken); the default is memstrata's estimate (``retrieval.tokenize``), which
+        counts Chinese under cl100k."""
         return await open_agent_session(
             self.sync,
             user_id,
@@ -170,6 +179,7 @@ class Memstrata:
             ratio=self.settings.prompt_budget_ratio,
             session_id=session_id,
             searcher=self.search,
+            count=count,
         )
 
     def import_rounds(

@@ -143,8 +143,12 @@ class TestCountTokens:
             ("Hello, world!", 6),  # 2 + 1 + 2 + 1
             ("snake_case", 4),  # 2 + 1 + 1
             ("gpt4o", 3),  # "gpt" + "4" + "o"
-            ("👍", 1),
-            ("❤️", 2),  # heart + variation selector
+            ("👍", 3),  # astral, not CJK: 1 + 2 (cl100k: 3)
+            ("❤️", 4),  # heart 1 + 1, variation selector 1 + 1 (cl100k: 3)
+            ("👨\u200d👩\u200d👧", 13),  # 3 + 2 + 3 + 2 + 3 (cl100k: 13)
+            ("→", 2),  # a BMP pictograph block
+            ("𠀀", 1),  # a CJK ideograph outside the BMP stays 1
+            ("。", 1),  # CJK punctuation stays 1
             ("我有3个apple。", 7),  # 1 + 1 + 1 + 1 + 2 + 1
         ],
     )

@@ -16,8 +16,8 @@ postings are what make queries slow. Both were measured on LoCoMo (docs/BENCHMAR
 BM25 recall@10 rose from 0.5245 (Lucene's stop set, no stemming) to 0.597.
 
 ``count_tokens`` *estimates LLM tokens* for the 512-token chunk size and the system-prompt
-budget. No tokenizer model is available offline, so the rule approximates BPE tokenizers
-(cl100k-style), erring slightly high so budgets are not overrun:
+budget. No tokenizer model ships with memstrata, so the rule approximates byte-level BPE
+tokenizers (cl100k / o200k style):
 
 * whitespace costs nothing;
 * a maximal run of ASCII letters costs ``ceil(len / 4)``;
@@ -26,12 +26,23 @@ budget. No tokenizer model is available offline, so the rule approximates BPE to
 * a maximal run of other letters/digits, excluding CJK (accented Latin, Cyrillic, Greek,
   Arabic, Thai, ...) costs ``ceil(len / 2)``, since such scripts get short BPE pieces;
 * every other non-whitespace code point costs 1: each CJK ideograph, kana or hangul
-  syllable, each punctuation mark or symbol, each emoji code point (including joiners and
-  variation selectors).
+  syllable, each punctuation mark or symbol;
+* on top of that, a pictograph of the arrows-to-miscellaneous-symbols blocks
+  (U+2190-U+2BFF), a variation selector or a zero-width joiner costs 1 more, and a code
+  point outside the Basic Multilingual Plane that is not CJK (most emoji) 2 more: byte-level
+  vocabularies hold few of them, so cl100k spends 2-3 tokens on each (``👍`` 3,
+  ``👨‍👩‍👧`` 13).
 
-Because every cost depends only on maximal runs of one character class, the count of any
-prefix is at most the count of the whole text, which binary-search truncation relies on,
-and joining two texts with whitespace adds their counts exactly.
+Measured against the real cl100k and o200k vocabularies (``benchmarks/token_estimate.py``,
+docs/BENCHMARKS.md "Token estimate"), the estimate errs high on English conversation for
+both, and on Chinese for o200k, but counts Chinese text about 25 % (at most ~55 %) under
+cl100k, which spends more than one token on many ideographs. A host whose model's tokenizer
+matters passes it as ``count`` (``Memstrata.open_agent_session``).
+
+Because every cost depends only on maximal runs of one character class or on single code
+points, the count of any prefix is at most the count of the whole text, which
+binary-search truncation relies on, and joining two texts with whitespace adds their counts
+exactly.
 """
 
 from __future__ import annotations
@@ -93,6 +104,10 @@ CJK_BIGRAMS = True
 # maximal run of length L into ceil(L / n) matches, and "\S" catches everything else
 # (including CJK, which the other classes exclude) one code point at a time.
 _PIECE = re.compile(f"[A-Za-z]{{1,4}}|[0-9]{{1,3}}|[^\\W\\x00-\\x7f{_CJK}]{{1,2}}|\\S")
+# Surcharges on top of ``_PIECE`` (module doc): BMP pictographs, variation selectors and
+# the zero-width joiner one token more, astral code points that are not CJK two more.
+_PICTOGRAPH = re.compile("[\u2190-\u2bff\ufe00-\ufe0f\u200d]")
+_ASTRAL_NOT_CJK = re.compile("[\U00010000-\U0001ffff\U0002ebf0-\U0002ffff\U000323b0-\U0010ffff]")
 
 # Lucene's classic English stop set, plus "s" and "t" (which splitting on apostrophes makes
 # of "it's" and "don't"), plus the pronouns, auxiliaries and question words that fill
@@ -214,4 +229,8 @@ def _has_marks(text: str) -> bool:
 
 def count_tokens(text: str) -> int:
     """Estimate the LLM tokens in ``text`` using the rule in the module docstring."""
-    return len(_PIECE.findall(text))
+    return (
+        len(_PIECE.findall(text))
+        + len(_PICTOGRAPH.findall(text))
+        + 2 * len(_ASTRAL_NOT_CJK.findall(text))
+    )
