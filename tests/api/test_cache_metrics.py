@@ -63,7 +63,8 @@ def test_search_stage_metrics_split_the_query_embedding_from_the_search(
     settings: Settings, db: Database, auth: AuthHeader, embedding_server: LocalEmbeddingServer
 ) -> None:
     """Every search is counted in both stages, whichever entry point made it (here the REST
-    route and the library call); a repeated query is a query-embedding cache hit."""
+        route and the library call); a repeated query is a query-embedding cache hit, for the user
+    who asked it only."""
     spec = embedding_server.model_spec
     with_api = settings.model_copy(
         update={"embedding_base_url": spec.base_url, "embedding_model": spec.name}
@@ -80,15 +81,21 @@ def test_search_stage_metrics_split_the_query_embedding_from_the_search(
                     "/api/memory/search", headers=auth("alice"), json={"query": query}
                 )
                 assert found.json()["mode"] == "hybrid", found.text
+            # Another user's same text is no hit: a hit shows in the answer's time.
+            assert client.post(
+                "/api/memory/conversations/s1/turns", headers=auth("bob"), json=turn
+            ).is_success
+            found = client.post("/api/memory/search", headers=auth("bob"), json={"query": "bees"})
+            assert found.json()["mode"] == "hybrid", found.text
             assert mem.search.search("alice", "hive").mode == "hybrid"
             body = client.get("/metrics").text
     finally:
         mem.close()
-    assert _stage(body, "search", "count") == 4
-    assert _stage(body, "embed", "count") == 4
+    assert _stage(body, "search", "count") == 5
+    assert _stage(body, "embed", "count") == 5
     assert _stage(body, "embed", "sum") > 0
     assert 0 < _stage(body, "search", "sum") < 10
     assert _counter(body, "memstrata_query_embedding_cache_hits_total") == 1
-    assert _counter(body, "memstrata_query_embedding_cache_misses_total") == 3
+    assert _counter(body, "memstrata_query_embedding_cache_misses_total") == 4
     # Cumulative buckets end at the count.
-    assert 'memstrata_search_stage_seconds_bucket{le="+Inf",stage="search"} 4.0' in body
+    assert 'memstrata_search_stage_seconds_bucket{le="+Inf",stage="search"} 5.0' in body

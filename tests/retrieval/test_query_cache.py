@@ -1,4 +1,4 @@
-"""The query-embedding LRU: bounded, keyed by model + text, passages never cached."""
+"""The query-embedding LRU: bounded, keyed by user + model + text, passages never cached."""
 
 from __future__ import annotations
 
@@ -83,3 +83,15 @@ def test_passages_and_failures_are_not_cached(counting: Counting) -> None:
     assert len(broken) == 0
     with pytest.raises(ValueError, match="at least 1"):
         CachedQueryEmbedder(Failing(), max_entries=0)
+
+
+def test_keyed_by_user(counting: Counting) -> None:
+    """A hit is visible in the answer's time: one user's search must never make another
+    user's search of the same text a hit."""
+    cached = CachedQueryEmbedder(counting, max_entries=8)
+    bob = cached.embed_for("bob", ["side effects of sertraline"], "query")
+    mallory = cached.embed_for("mallory", ["side effects of sertraline"], "query")
+    assert bob == mallory
+    assert len(counting.calls) == 2 and (cached.hits, cached.misses) == (0, 2)
+    cached.embed_for("bob", ["side effects of sertraline"], "query")
+    assert len(counting.calls) == 2 and cached.hits == 1

@@ -88,6 +88,12 @@ class SearchService:
             cached.misses if cached is not None else 0,
         )
 
+    def _embed_query(self, user_id: str, query: str) -> list[float]:
+        assert self.embedder is not None
+        if isinstance(self.embedder, CachedQueryEmbedder):
+            return self.embedder.embed_for(user_id, [query], "query")[0]
+        return self.embedder.embed([query], "query")[0]
+
     def warm(self, user_id: str) -> None:
         """After an import: bring the user's index (and its snapshot) up to date in the
         background once enough rows came in (``retrieval.warmer``); returns at once."""
@@ -132,7 +138,7 @@ class SearchService:
         if self.embedder is not None:
             started = time.perf_counter()
             try:
-                vector = np.asarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+                vector = np.asarray(self._embed_query(user_id, query), dtype=np.float32)
             except (EmbeddingError, IndexError) as exc:
                 # The cause goes to the log; the caller (an end user, an agent) is told only
                 # what happened, not where the embedding API lives.
