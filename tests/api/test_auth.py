@@ -118,13 +118,28 @@ def test_algorithm_outside_the_allowed_list(client: TestClient, make_token: Toke
     _assert_401(_get(client, token), "token algorithm 'HS512' is not accepted (accepted: HS256)")
 
 
+NO_AUDIENCE = (
+    "token audience is not accepted: this server takes tokens without 'aud' "
+    "(MEMSTRATA_JWT_AUDIENCE names the one it should accept)"
+)
+
+
 @pytest.mark.parametrize(
     ("claims", "detail"),
     [
         ({"exp": None}, "token has no 'exp' claim"),
         ({"sub": None}, "token has no string 'sub' claim"),
         ({"nbf": int(time.time()) + 3600}, "token is not valid yet (nbf/iat in the future)"),
-        ({"aud": "someone-else"}, "token audience is not accepted"),
+        ({"aud": "someone-else"}, NO_AUDIENCE),
+        # PyJWT checks only a non-empty audience; the docs say any 'aud' is refused.
+        ({"aud": []}, NO_AUDIENCE),
+        ({"aud": ""}, NO_AUDIENCE),
+        (
+            {"exp": str(int(time.time()) + 60)},
+            "token's 'exp' claim must be a number (seconds since 1970-01-01 UTC)",
+        ),
+        ({"iat": "0"}, "token's 'iat' claim must be a number (seconds since 1970-01-01 UTC)"),
+        ({"nbf": True}, "token's 'nbf' claim must be a number (seconds since 1970-01-01 UTC)"),
     ],
 )
 def test_bad_claims(

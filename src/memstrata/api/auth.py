@@ -55,6 +55,8 @@ EC_ALGORITHMS = ("ES256", "ES384", "ES512")
 SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS + RSA_ALGORITHMS + EC_ALGORITHMS
 REALM = "memstrata"
 MIN_PRODUCTION_SECRET_CHARS = 32
+# The registered claims that are times (RFC 7519 §4.1.4-6): NumericDate, a JSON number.
+_TIME_CLAIMS = ("exp", "nbf", "iat")
 _UNSAFE_DESCRIPTION = re.compile(r'[^\x20-\x7e]|["\\]')
 
 
@@ -144,7 +146,7 @@ class Authenticator:
         except jwt.MissingRequiredClaimError as exc:
             raise AuthenticationError(f"token has no {exc.claim!r} claim") from exc
         except jwt.InvalidAudienceError as exc:
-            raise AuthenticationError("token audience is not accepted") from exc
+            raise self._audience_refused() from exc
         except jwt.InvalidSignatureError as exc:
             self._log_bad_signature(header, alg)
             raise AuthenticationError("token signature is invalid") from exc
@@ -152,7 +154,28 @@ class Authenticator:
             raise AuthenticationError("token is not valid yet (nbf/iat in the future)") from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationError(f"invalid token: {exc}") from exc
+        self._check_claims(claims)
         return claims
+
+    def _audience_refused(self) -> AuthenticationError:
+        if self.audience is None:
+            return AuthenticationError(
+                "token audience is not accepted: this server takes tokens without 'aud' "
+                "(MEMSTRATA_JWT_AUDIENCE names the one it should accept)"
+            )
+        return AuthenticationError("token audience is not accepted")
+
+    def _check_claims(self, claims: Mapping[str, Any]) -> None:
+        """What PyJWT lets through: an empty ``aud`` when no audience is configured (it
+        checks only a non-empty one), and times sent as numeric strings (it converts them)."""
+        if self.audience is None and "aud" in claims:
+            raise self._audience_refused()
+        for name in _TIME_CLAIMS:
+            value = claims.get(name)
+            if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise AuthenticationError(
+                    f"token's {name!r} claim must be a number (seconds since 1970-01-01 UTC)"
+                )
 
     def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> None:
         """Tell a token signed with another key (its ``kid`` is not ours: a rotated secret,
