@@ -7,8 +7,10 @@ import dataclasses
 import logging
 import os
 import re
+import time
 from collections.abc import Callable
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -47,6 +49,59 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
         "vectors": "off",  # no embedding API in this runtime
         "pending": None,
     }
+
+
+def test_a_flood_of_probes_runs_one_computation_at_a_time(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/readyz and /metrics need no token, so a flood of them must not multiply database
+    work: requests that arrive while one computation runs share its answer (100 /metrics
+    connections took another user's searches from 6 ms to 4 s before)."""
+    mem = Memstrata.open(settings, database=db)
+    probes = 0
+    real_probe = mem.db.probe
+
+    def slow_probe() -> str | None:
+        nonlocal probes
+        probes += 1
+        time.sleep(0.3)  # a database under load: the window the flood arrives in
+        return real_probe()
+
+    monkeypatch.setattr(mem.db, "probe", slow_probe)
+    app = create_app(memstrata=mem)
+    renders = 0
+    real_render = app.state.context.metrics.render
+
+    def counted_render() -> tuple[bytes, str]:
+        nonlocal renders
+        renders += 1
+        time.sleep(0.3)
+        return real_render()
+
+    monkeypatch.setattr(app.state.context.metrics, "render", counted_render)
+
+    async def flood() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            asks = [client.get("/readyz") for _ in range(30)]
+            asks += [client.get("/metrics") for _ in range(30)]
+            return await asyncio.gather(*asks)
+
+    try:
+        answers = asyncio.run(flood())
+    finally:
+        mem.close()
+    assert [a.status_code for a in answers] == [200] * 60
+    assert all(a.json()["status"] == "ready" for a in answers[:30])
+    assert all(b"memstrata_" in a.content for a in answers[30:])
+    assert probes <= 3, f"{probes} database probes for 30 concurrent /readyz"
+    assert renders <= 3, f"{renders} renders for 30 concurrent /metrics"
+    # Alone, each request still gets a fresh computation.
+    with TestClient(app) as client:
+        before = probes
+        client.get("/readyz")
+        client.get("/readyz")
+    assert probes == before + 2
 
 
 def _runtime_on(settings: Settings, mem: Memstrata, url: str) -> Memstrata:

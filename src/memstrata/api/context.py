@@ -9,6 +9,7 @@ from __future__ import annotations
 from memstrata.api.auth import Authenticator
 from memstrata.api.errors import ApiError
 from memstrata.api.metrics import ApiMetrics
+from memstrata.api.probes import Probes
 from memstrata.config import Settings
 from memstrata.retrieval.cache import CacheStats
 from memstrata.retrieval.search_stats import SearchStats
@@ -30,6 +31,7 @@ class ApiContext:
         self._memstrata = memstrata
         self.metrics.watch_search_cache(self._cache_stats)
         self.metrics.watch_search(self._search_stats)
+        self.probes = Probes(self)
 
     @property
     def mem(self) -> Memstrata:

@@ -1,0 +1,87 @@
+"""What ``/readyz`` and ``/metrics`` compute, one run at a time per app (``single_flight``).
+
+``/readyz``: a NEW connection to the database answers (a smart shutdown refuses new
+connections while old ones still work, so a pooled one would not notice) and pgvector is
+installed — 503 otherwise, the reason logged, not returned. While BM25 can answer it stays
+200 and says how the vector side is: ``{"vectors": "degraded", "pending": 163}`` when rows
+wait for a vector or the embedding circuit is open. ``/metrics``: Prometheus text (see
+:mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from memstrata.api.schemas import Readiness
+from memstrata.api.single_flight import SingleFlight
+from memstrata.db.engine import check_pgvector
+from memstrata.errors import MemstrataError, PgvectorMissingError
+from memstrata.logs import log_event
+
+if TYPE_CHECKING:
+    from memstrata.api.context import ApiContext
+
+logger = logging.getLogger(__name__)
+
+# (status code, body) of a readiness answer; (body, content type) of a scrape.
+ReadinessAnswer = tuple[int, dict[str, Any]]
+Scrape = tuple[bytes, str]
+
+
+class Probes:
+    def __init__(self, context: ApiContext) -> None:
+        self._context = context
+        self.readiness: SingleFlight[ReadinessAnswer] = SingleFlight(self._readiness)
+        self.scrape: SingleFlight[Scrape] = SingleFlight(self._scrape)
+
+    def _readiness(self) -> ReadinessAnswer:
+        context = self._context
+        if not context.ready:
+            return _unready("starting", "unknown")
+        mem = context.mem
+        error = mem.db.probe()
+        if error is not None:
+            log_event(logger, "health.not_ready", logging.WARNING, reason=error)
+            return _unready("unreachable", "unknown")
+        try:
+            version = check_pgvector(mem.db.engine)
+        except PgvectorMissingError as exc:
+            log_event(logger, "health.not_ready", logging.WARNING, reason=str(exc))
+            return _unready("ok", "missing")
+        except (MemstrataError, SQLAlchemyError) as exc:
+            log_event(logger, "health.not_ready", logging.WARNING, reason=str(exc))
+            return _unready("unreachable", "unknown")
+        vectors, pending = self._vector_state()
+        body = Readiness(
+            status="ready", database="ok", pgvector=version, vectors=vectors, pending=pending
+        )
+        return 200, body.model_dump()
+
+    def _scrape(self) -> Scrape:
+        if self._context.ready:
+            self._vector_state()  # refreshes the backlog gauges
+        return self._context.metrics.render()
+
+    def _vector_state(self) -> tuple[Literal["ok", "degraded", "off"], int | None]:
+        """The vector side for /readyz, updating the backlog gauges of /metrics."""
+        context = self._context
+        healer = context.mem.healer
+        if healer is None:
+            return "off", None
+        try:
+            backlog = healer.backlog()
+        except SQLAlchemyError:
+            return "degraded", None
+        circuit_open = healer.embedder.breaker.state != "closed"
+        context.metrics.record_backlog(backlog.pending, backlog.oldest_age_s, backlog.failed)
+        context.metrics.record_circuit(circuit_open)
+        degraded = backlog.pending > 0 or circuit_open
+        return ("degraded" if degraded else "ok"), backlog.pending
+
+
+def _unready(database: str, pgvector: str) -> ReadinessAnswer:
+    body = Readiness(status="unavailable", database=database, pgvector=pgvector)
+    return 503, body.model_dump()
