@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from memstrata.api import create_app, create_router
 from memstrata.config import Settings
@@ -122,6 +123,26 @@ def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None
         "pending": None,
     }
     broken.db.engine.dispose()
+
+
+def test_a_5xx_is_logged_with_its_cause_and_whose_request_it_was(
+    mem: Memstrata,
+    auth: AuthHeader,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def database_down(*_args: object, **_kwargs: object) -> None:
+        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(mem.sync, "read_file", database_down)
+    with TestClient(create_app(memstrata=mem)) as client, caplog.at_level(logging.WARNING):
+        response = client.get("/api/config/agent-files/user", headers=auth("dora"))
+    assert response.status_code == 503, response.text
+    [cause] = [event_fields(r) for r in caplog.records if r.getMessage() == "http.error"]
+    assert cause["status"] == 503 and cause["error"] == "OperationalError"
+    assert cause["user_id"] == "dora"
+    assert cause["request_id"] == response.headers["x-request-id"]
+    assert (cause["method"], cause["path"]) == ("GET", "/api/config/agent-files/user")
 
 
 def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str) -> None:

@@ -47,6 +47,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.types import Scope
 
 from memstrata.errors import (
     ContentTooLargeError,
@@ -275,7 +276,10 @@ def _error_item(error: Mapping[str, Any]) -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}
 
 
-def error_response(exc: BaseException) -> JSONResponse | None:
+def error_response(exc: BaseException, scope: Scope | None = None) -> JSONResponse | None:
+    """The answer for an exception memstrata knows, else None. A 5xx is logged with its
+    cause and, given the request's ``scope``, whose request it was: the ``http.request``
+    line has the user but not the cause."""
     mapped = map_exception(exc)
     if mapped is None:
         return None
@@ -287,12 +291,26 @@ def error_response(exc: BaseException) -> JSONResponse | None:
             status=mapped.status_code,
             error=type(exc).__name__,
             detail=str(exc),
+            **_request_fields(scope),
         )
     return mapped.response()
 
 
+def _request_fields(scope: Scope | None) -> dict[str, Any]:
+    if scope is None:
+        return {}
+    state = scope.get("state")
+    state = state if isinstance(state, dict) else {}
+    return {
+        "user_id": state.get("user_id"),
+        "request_id": state.get("request_id"),
+        "method": scope.get("method"),
+        "path": scope.get("path"),
+    }
+
+
 async def _handle(request: Request, exc: Exception) -> JSONResponse:
-    response = error_response(exc)
+    response = error_response(exc, request.scope)
     if response is not None:
         return response
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)

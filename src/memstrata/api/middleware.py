@@ -53,6 +53,8 @@ class RequestLogMiddleware:
         incoming = Headers(scope=scope).get("x-request-id", "")
         request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
         state = scope.setdefault("state", {})
+        if isinstance(state, dict):  # for the cause's log line (``errors.error_response``)
+            state["request_id"] = request_id
         status = 500  # what the client gets if the app raises before responding
 
         async def send_with_id(message: Message) -> None:

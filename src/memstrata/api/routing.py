@@ -59,7 +59,7 @@ def route_class(context: ApiContext) -> type[APIRoute]:
                     if isinstance(exc, RequestValidationError) and isinstance(exc.body, bytes):
                         # FastAPI leaves the body as bytes when the Content-Type is not JSON.
                         exc = unparsed_body_error(exc, request.headers.get("content-type"))
-                    response = error_response(exc)
+                    response = error_response(exc, request.scope)
                     if response is None:
                         raise
                     return response
