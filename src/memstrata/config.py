@@ -111,6 +111,18 @@ class Settings(BaseSettings):
         default=None,
         description="Root of the per-user sandbox directories (default <data_dir>/sandboxes).",
     )
+    sandbox_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Deadline of one sandbox call (read, write, list, exists, delete), local "
+        "directories and a host's SandboxProvider alike. A call still running then is "
+        "abandoned: a `sandbox_failed` warning (`sandbox.timeout`), the DB write stands, and "
+        "that sandbox fails fast for as long again. 5 s: a remote sandbox's file API answers "
+        "well under a second and waking a paused sandbox takes a few, while a frontend edit "
+        "with a hung sandbox still answers in about 5 s (per sandbox it mirrors to), inside "
+        "HTTP clients' timeouts and MEMSTRATA_SHUTDOWN_GRACE_S (docs/RELIABILITY.md).",
+    )
     template_dir: Path | None = Field(
         default=None,
         description="Directory with SOUL.md, USER.md, MEMORY.md, AGENTS.md templates "
@@ -234,7 +246,7 @@ class Settings(BaseSettings):
     query_cache_entries: int = Field(
         default=QUERY_CACHE_ENTRIES,
         ge=0,
-        description="Query embeddings kept in an LRU keyed by model + text (0 = off).",
+        description="Query embeddings kept in an LRU keyed by user + model + text (0 = off).",
     )
     decay: bool = Field(
         default=True,

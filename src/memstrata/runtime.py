@@ -3,7 +3,8 @@
 Entry points (CLI, the FastAPI app factory, tests, a host platform) call
 ``Memstrata.open(settings)`` and pass the result down; nothing is created at import time.
 Parts can be swapped through the keyword arguments (a platform's own sandbox provider, an
-embedding provider, a model registry).
+embedding provider, a model registry). The sandbox provider, given or default, is wrapped
+with a deadline on every call (``sandbox.timed``, ``MEMSTRATA_SANDBOX_TIMEOUT_S``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
+from memstrata.sandbox.timed import with_deadline
 from memstrata.skills.loader import SkillLoader
 from memstrata.skills.service import SkillService
 
@@ -128,7 +130,12 @@ class Memstrata:
             vector_backend=settings.vector_backend,
             warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
         )
-        sandbox_provider = sandboxes or LocalSandboxProvider(settings.resolved_sandbox_root)
+        # Here and only here: every caller of mem.sandboxes (sync, agent and MCP tools,
+        # prompt building) then gets the deadline, whatever provider the host gave.
+        sandbox_provider = with_deadline(
+            sandboxes or LocalSandboxProvider(settings.resolved_sandbox_root),
+            settings.sandbox_timeout_s,
+        )
         # The listener thread starts on the pool's first get(): only processes that cache
         # agents need to hear invalidations.
         pool: AgentPool[Any] = AgentPool(db.engine)

@@ -22,7 +22,13 @@ DEFAULT_WORKSPACE_PREFIXES: tuple[str, ...] = ("/workspace",)
 
 
 class Sandbox(Protocol):
-    """One user's (or one session's) workspace. Every method may raise ``SandboxError``."""
+    """One user's (or one session's) workspace. Every method may raise ``SandboxError``.
+
+    ``Memstrata.open`` gives each call a deadline (``MEMSTRATA_SANDBOX_TIMEOUT_S``, see
+    :mod:`memstrata.sandbox.timed`): a call still running then is cancelled and counted as
+    a ``SandboxError``, so a method should be cancellable (plain ``await`` on its client)
+    and safe to cancel at any ``await``.
+    """
 
     @property
     def case_sensitive(self) -> bool:
@@ -55,7 +61,12 @@ class Sandbox(Protocol):
 class SandboxProvider(Protocol):
     """Hands out the sandbox of one user, or of one session of that user."""
 
-    def for_user(self, user_id: str, session_id: str | None = None) -> Sandbox: ...
+    def for_user(self, user_id: str, session_id: str | None = None) -> Sandbox:
+        """A handle on the sandbox, called on the event loop for every sync step and tool
+        call: return at once, without network I/O (connect on the handle's first call),
+        since no deadline can stop a synchronous call. Sync steps report an exception raised
+        here as ``sandbox_failed``."""
+        ...
 
 
 def lexical_parts(path: str) -> list[str] | None:
