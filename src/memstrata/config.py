@@ -111,6 +111,14 @@ class Settings(BaseSettings):
         default=None,
         description="Root of the per-user sandbox directories (default <data_dir>/sandboxes).",
     )
+    sandbox_file_mode: str = Field(
+        default="600",
+        pattern=r"^0?[0-7]{3}$",
+        description="Octal mode of the files the local sandboxes create (directories get the "
+        "matching x bits: 600 -> 700). Private by default, as they hold the user's memory; "
+        "660 lets a shared group (an agent's account) read and write them. Existing files "
+        "and directories keep their mode; the umask still applies.",
+    )
     sandbox_timeout_s: float = Field(
         default=5.0,
         gt=0,

@@ -133,7 +133,10 @@ class Memstrata:
         # Here and only here: every caller of mem.sandboxes (sync, agent and MCP tools,
         # prompt building) then gets the deadline, whatever provider the host gave.
         sandbox_provider = with_deadline(
-            sandboxes or LocalSandboxProvider(settings.resolved_sandbox_root),
+            sandboxes
+            or LocalSandboxProvider(
+                settings.resolved_sandbox_root, file_mode=int(settings.sandbox_file_mode, 8)
+            ),
             settings.sandbox_timeout_s,
         )
         # The listener thread starts on the pool's first get(): only processes that cache

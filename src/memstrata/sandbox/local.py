@@ -70,6 +70,12 @@ def safe_dir_name(identifier: str) -> str:
     return f"{encoded[:cut]}~{digest}"
 
 
+# New sandbox files are private to the service's account, like PostgreSQL's data
+# directory: they hold the user's memory. A platform whose agents read them as another
+# account sets MEMSTRATA_SANDBOX_FILE_MODE (e.g. 660 with a shared group).
+PRIVATE_FILE_MODE = 0o600
+
+
 class LocalDirectorySandbox:
     """A :class:`~memstrata.sandbox.base.Sandbox` rooted at one local directory.
 
@@ -78,11 +84,18 @@ class LocalDirectorySandbox:
     need it overridden.
     """
 
-    def __init__(self, root: Path, *, case_sensitive: bool | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        case_sensitive: bool | None = None,
+        file_mode: int = PRIVATE_FILE_MODE,
+    ) -> None:
         self._root = Path(root)
         self.case_sensitive = (
             sys.platform not in ("darwin", "win32") if case_sensitive is None else case_sensitive
         )
+        self._file_mode = file_mode
 
     @property
     def root(self) -> Path:
@@ -165,8 +178,8 @@ class LocalDirectorySandbox:
             ) from exc
         directory, name = os.path.split(target)
         try:
-            os.makedirs(directory, exist_ok=True)
-            _atomic_replace(directory, name, data)
+            _make_directories(directory, directory_mode(self._file_mode))
+            _atomic_replace(directory, name, data, self._file_mode)
         except OSError as exc:
             raise SandboxError(
                 f"cannot write {path!r} in {self._root}: {exc.strerror or exc}"
@@ -228,8 +241,9 @@ class LocalDirectorySandbox:
 class LocalSandboxProvider:
     """:class:`~memstrata.sandbox.base.SandboxProvider` over one root directory."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, file_mode: int = PRIVATE_FILE_MODE) -> None:
         self._root = Path(root)
+        self.file_mode = file_mode
 
     @property
     def root(self) -> Path:
@@ -245,18 +259,45 @@ class LocalSandboxProvider:
         return directory / "sessions" / safe_dir_name(session_id)
 
     def for_user(self, user_id: str, session_id: str | None = None) -> LocalDirectorySandbox:
-        return LocalDirectorySandbox(self.directory_for(user_id, session_id))
+        return LocalDirectorySandbox(
+            self.directory_for(user_id, session_id), file_mode=self.file_mode
+        )
 
 
-def _atomic_replace(directory: str, name: str, data: bytes) -> None:
+def directory_mode(file_mode: int) -> int:
+    """The mode of a directory holding files of ``file_mode``: whoever may read or write
+    the files may enter it (0o600 -> 0o700, 0o660 -> 0o770, 0o644 -> 0o755)."""
+    mode = file_mode
+    for rw, x in ((0o600, 0o100), (0o060, 0o010), (0o006, 0o001)):
+        if file_mode & rw:
+            mode |= x
+    return mode
+
+
+def _make_directories(directory: str, mode: int) -> None:
+    """``os.makedirs`` with ``mode`` for every directory it creates (``makedirs`` gives it
+    to the last one only); existing directories keep theirs."""
+    missing: list[str] = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+            os.mkdir(path, mode)
+
+
+def _atomic_replace(directory: str, name: str, data: bytes, file_mode: int) -> None:
     """Write ``data`` to a temp file beside ``name``, fsync it, then rename it over ``name``.
 
-    Readers see the old file or the new one, never a mix. The temp file is created with
-    mode 0o666 so the umask applies as for any new file; an existing file keeps its mode.
+    Readers see the old file or the new one, never a mix. A new file gets ``file_mode``
+    (the umask applies as for any new file); an existing file keeps its mode.
     """
     final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.memstrata-{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
