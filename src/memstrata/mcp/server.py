@@ -7,6 +7,15 @@ lifespan. Tool failures are ``isError`` results; unknown tools, resources and pr
 bad prompt arguments are JSON-RPC errors (``-32602``; arguments of the wrong type or name
 are refused by :mod:`memstrata.mcp.prompt_args` before the SDK's validation would refuse
 them without saying which); nothing escapes as a crash.
+
+Any other failure — the database unavailable, the runtime starting or stopping, one of
+memstrata's own errors — gets the REST API's answer
+(:func:`memstrata.api.errors.map_exception`): its message, in a tool's ``isError`` result
+or, for resources and prompts, a JSON-RPC error (:class:`FailureAnswers`), where the SDK
+would send the exception's own text (the database driver's, naming its host and port) or
+"Internal server error". The exception goes to the log only, as a WARNING with the user;
+one the mapping does not know is a bug, logged with its traceback and answered
+``internal server error``.
 """
 
 from __future__ import annotations
@@ -18,8 +27,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from mcp.server import Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -40,10 +51,12 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
+from pydantic import ValidationError
 
 from memstrata.agent.session import build_memory_prompt
-from memstrata.api.errors import ApiError
-from memstrata.logs import log_event
+from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
+from memstrata.api.errors import HttpError, error_body, map_exception
+from memstrata.logs import describe, log_event
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import (
     MIME_TYPE,
@@ -103,7 +116,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
                 INVALID_PARAMS,
                 f"unknown tool {params.name[:100]!r}; available: {', '.join(by_name)}",
             )
-        return await run_tool(tool, _caller(runtime, user, ctx), dict(params.arguments or {}))
+        return await run_tool(tool, runtime, user(ctx), dict(params.arguments or {}))
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
@@ -186,38 +199,101 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
-    # Innermost, so the SDK's own middleware (tracing) sees these refusals too.
+    # Innermost, so the SDK's own middleware (tracing) sees these answers too. The
+    # failures first: a prompt's failure reaches it past the argument check, which logs
+    # only its own refusals.
+    server.middleware.append(FailureAnswers(user))
     server.middleware.append(
         PromptArgumentCheck([MEMORY_CONTEXT], examples={"token_limit": "32000"}, user=user)
     )
     return server
 
 
-async def run_tool(tool: McpTool, caller: Caller, arguments: dict[str, Any]) -> CallToolResult:
-    """Run one tool; every failure becomes an ``isError`` result (never a crashed session)."""
+class FailureAnswers:
+    """Server middleware: a request whose handler raised anything but a protocol error
+    (``MCPError``, or the ``ValidationError`` the SDK answers for malformed params) is
+    answered with the REST API's message as a JSON-RPC error (:func:`_failure_answer`) and
+    logged as ``mcp.request`` with the user and the cause (module doc)."""
+
+    def __init__(self, user: UserSource) -> None:
+        self._user = user
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except (MCPError, ValidationError):
+            raise
+        except Exception as exc:
+            if ctx.request_id is None:  # a notification: nobody to answer
+                raise
+            user_id = self._user_id(ctx)
+            answer = _failure_answer(exc, f"MCP {ctx.method}", user_id)
+            log_event(
+                logger,
+                "mcp.request",
+                logging.WARNING,
+                method=ctx.method,
+                user_id=user_id,
+                status=answer.status_code,
+                code=answer.body["code"],
+                cause=describe(exc),
+            )
+            raise _protocol_error(answer) from exc
+
+    def _user_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        try:
+            return self._user(ctx)
+        except MCPError:  # over HTTP, a request without an authenticated user
+            return None
+
+
+def _failure_answer(exc: Exception, what: str, user_id: str | None) -> HttpError:
+    """The REST API's answer to ``exc``; for an exception it does not know (a bug), its
+    500 ``internal server error``, the traceback logged here, since nothing of it may
+    reach the client."""
+    mapped = map_exception(exc)
+    if mapped is not None:
+        return mapped
+    logger.error("%s failed for user %s", what, user_id, exc_info=exc)
+    return HttpError(500, error_body(500, INTERNAL_ERROR_TEXT))
+
+
+def _protocol_error(answer: HttpError) -> MCPError:
+    """``answer`` as a JSON-RPC error: the English message, which is what MCP clients
+    show, and the REST status and code (and a 409's or 422's fields) as its data."""
+    code = INVALID_PARAMS if answer.status_code < 500 else INTERNAL_ERROR
+    body = answer.body
+    data = {k: v for k, v in body.items() if k not in ("detail", "message")}
+    return MCPError(code, str(body["message"]), {"status": answer.status_code, **data})
+
+
+async def run_tool(
+    tool: McpTool, runtime: RuntimeSource, user_id: str, arguments: dict[str, Any]
+) -> CallToolResult:
+    """Run one tool; every failure becomes an ``isError`` result (never a crashed session):
+    a refusal with its own text, anything else with the REST API's message (module doc)."""
     started = time.perf_counter()
+    cause: dict[str, str] = {}
     try:
-        output = await tool.handler(caller, arguments)
+        output = await tool.handler(Caller(runtime(), user_id), arguments)
     except ToolError as exc:
         output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
-    except ApiError as exc:  # the runtime is starting or stopping (503)
-        output = ToolOutput(f"error: {exc.detail}", None, is_error=True)
     except Exception as exc:
-        logger.exception("MCP tool %s failed", tool.name)
-        output = ToolOutput(
-            f"error: {tool.name} failed ({type(exc).__name__}); nothing was changed by this "
-            "call unless its result said so. Try again later.",
-            None,
-            is_error=True,
-        )
+        answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
+        code = str(answer.body["code"])
+        output = ToolOutput(f"error: {answer.body['message']}", {"error": code}, is_error=True)
+        cause = {"code": code, "cause": describe(exc)}
     log_event(
         logger,
         "mcp.tool",
         logging.WARNING if output.is_error else logging.INFO,
         tool=tool.name,
-        user_id=caller.user_id,
+        user_id=user_id,
         error=output.is_error,
         ms=round((time.perf_counter() - started) * 1000, 2),
+        **cause,
     )
     return CallToolResult(
         content=[TextContent(type="text", text=output.text)],
@@ -229,11 +305,8 @@ async def run_tool(tool: McpTool, caller: Caller, arguments: dict[str, Any]) -> 
 def _caller(
     runtime: RuntimeSource, user: UserSource, ctx: ServerRequestContext[Any, Any]
 ) -> Caller:
-    try:
-        mem = runtime()
-    except ApiError as exc:
-        raise MCPError(INVALID_PARAMS if exc.status_code < 500 else -32603, exc.detail) from exc
-    return Caller(mem, user(ctx))
+    # The runtime's 503 while it starts or stops is answered by FailureAnswers.
+    return Caller(runtime(), user(ctx))
 
 
 def _resource(name: str) -> Resource:
