@@ -171,7 +171,7 @@ def test_stopping_does_not_wait_for_a_worker_stuck_in_an_embedding_call(
     """A server that stops spends its shutdown budget on the requests it cut off, not on
     the re-embedding worker: a worker inside a hung embedding call is left behind (its
     rows are leased; another replica embeds them later)."""
-    with FaultServer("hang", dim=8) as fake:
+    with FaultServer("hang") as fake:
         hung = settings.model_copy(
             update={
                 "embedding_base_url": fake.base_url,
@@ -262,7 +262,7 @@ def test_drain_lets_a_cancelled_edit_finish_and_sends_no_more_passages(
     """What a host app's shutdown calls after its grace (``memstrata serve`` does the
     same): the memory-file edit whose request was cut off while embedding still lands,
     and from then on no passage embedding is sent."""
-    with FaultServer("slow", dim=8) as fake:
+    with FaultServer("slow") as fake:
         fake.delay_s = 0.3  # per text
         slow = fake.as_api_of(settings)
         mem = Memstrata.open(slow, database=db)
@@ -291,7 +291,7 @@ def test_drain_lets_a_cancelled_edit_finish_and_sends_no_more_passages(
 def test_drain_says_which_edits_it_left_running(
     db: Database, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with FaultServer("slow", dim=8) as fake:
+    with FaultServer("slow") as fake:
         fake.delay_s = 2.0  # per text: far longer than the drain waits
         mem = Memstrata.open(fake.as_api_of(settings), database=db)
         try:

@@ -189,7 +189,7 @@ def test_the_apps_own_runtime_lets_a_cut_off_edit_land_before_it_closes(
     embedding finishes in a task of its own; the runtime is drained (Memstrata.drain)
     before it is closed, so the edit's vectors and its mirror land; before, the closed
     runtime failed the embedding and the end of the event loop cancelled the mirror."""
-    with FaultServer("slow", dim=8) as fake:
+    with FaultServer("slow") as fake:
         fake.delay_s = 0.3  # per text
         slow = fake.as_api_of(settings)
         app = create_app(slow)

@@ -42,7 +42,7 @@ NEW = "# User\n\n- Paddles a sea kayak on Sundays\n"
 
 @pytest.fixture
 def fake() -> Iterator[FaultServer]:
-    with FaultServer("ok", dim=16) as server:
+    with FaultServer("ok") as server:
         yield server
 
 

@@ -55,7 +55,7 @@ class Served:
 
 @pytest.fixture
 def fake() -> Iterator[FaultServer]:
-    with FaultServer("ok", dim=16) as server:
+    with FaultServer("ok") as server:
         yield server
 
 

@@ -85,7 +85,7 @@ class KilledReal(Embedder):
 class Faulty(Embedder):
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.fake = FaultServer(dim=16).__enter__()
+        self.fake = FaultServer().__enter__()
         self.spec = EmbeddingModelSpec(name="fake-model", base_url=self.fake.base_url)
 
     def fail(self) -> None:

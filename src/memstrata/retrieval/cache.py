@@ -164,7 +164,11 @@ class IndexCache:
                         removed = set(index.rows) - live
                         missing = live - set(index.rows) - {c.id for c in added}
                         added += repo.load(sorted(missing)) if missing else []
-                index.apply(added, removed)
+                if index.apply(added, removed):
+                    # The vectors' length changed: those of the new length stored before
+                    # these rows (or in the snapshot) are not in the index. Load them all.
+                    index.reset()
+                    index.apply(repo.load(), ())
         index.state = state
         self._maybe_snapshot(index)
         return True

@@ -4,35 +4,42 @@ Responses are validated strictly, because a malformed vector stored in the datab
 silently corrupts every later search. The checks know nothing of the client: each takes
 ``error``, which builds the exception to raise from what went wrong, so every message
 keeps the one prefix (URL and model) that ``OpenAICompatibleEmbedder`` gives it.
+
+Which vector length to accept is a rule of its own (``judge_length``): one bad first
+answer used to fix the length for the life of the process, so a model whose first answers
+were cut short stored short vectors and then refused every correct answer until a restart.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+import numpy as np
 
 from memstrata.config import STORED_VECTOR_DIM
 from memstrata.errors import EmbeddingError
+from memstrata.retrieval.vector_index import normalise
 
 # Turns "what the API did wrong" into the exception to raise (the client's ``_error``).
 ErrorFactory = Callable[[str], EmbeddingError]
 
+# The fewest numbers a vector may have when the model's ``dimensions`` is not configured.
+# Text-embedding models answer with 64 numbers or more (multilingual-e5-small 384, OpenAI
+# 1536; a Matryoshka model cut short keeps 64 or more in practice), so fewer than half that
+# is a broken answer (a proxy that cuts vectors, a single score): refused, never learned. A
+# model that really is this small is given its ``dimensions``, which is not held to this.
+MIN_LEARNED_DIMENSIONS = 32
 
-def parse_vectors(
-    payload: object,
-    expected: int,
-    dimensions: int | None,
-    configured: bool,
-    error: ErrorFactory,
-) -> list[list[float]]:
+
+def parse_vectors(payload: object, expected: int, error: ErrorFactory) -> list[list[float]]:
     """The ``expected`` vectors of an OpenAI-style ``{"data": [{"embedding": ...}]}`` body,
-    in input order.
+    in input order, all of one length that can be stored, each with a direction.
 
-    ``dimensions`` is the length every vector must have (``None``: not known yet);
-    ``configured`` says whether it came from the model spec rather than an earlier answer.
+    Whether that length is the model's is ``judge_length``'s question, not this one's.
     """
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         raise error("returned JSON without a 'data' list")
@@ -44,7 +51,8 @@ def parse_vectors(
     entries: list[dict[str, Any]] = [item for item in items if isinstance(item, dict)]
     ordered = _order_by_index(entries, error)
     vectors = [_vector(entry["embedding"], i, error) for i, entry in enumerate(ordered)]
-    _check_dimensions(vectors, dimensions, configured, error)
+    _check_shape(vectors, error)
+    _check_directions(vectors, error)
     return vectors
 
 
@@ -73,25 +81,94 @@ def _vector(raw: object, position: int, error: ErrorFactory) -> list[float]:
     return values
 
 
-def _check_dimensions(
-    vectors: list[list[float]], dimensions: int | None, configured: bool, error: ErrorFactory
-) -> None:
+def _check_shape(vectors: list[list[float]], error: ErrorFactory) -> None:
     sizes = sorted({len(v) for v in vectors})
     if len(sizes) != 1:
         raise error(f"returned embeddings of different lengths {sizes} in one response")
     size = sizes[0]
     if size == 0:
         raise error("returned empty embeddings")
-    if dimensions is not None and size != dimensions:
-        expected = "configured" if configured else "earlier"
-        raise error(
-            f"returned {size}-dimensional embeddings, but the {expected} dimension is {dimensions}"
-        )
     if size > STORED_VECTOR_DIM:
         raise error(
             f"returned {size}-dimensional embeddings; at most {STORED_VECTOR_DIM} can be "
             "stored, choose a smaller model"
         )
+
+
+def _check_directions(vectors: list[list[float]], error: ErrorFactory) -> None:
+    """Refuse a vector the search index could not rank: all zeros (or too small or too
+    large to be made unit length in float32, the index's precision). Such a vector has no
+    cosine with anything, so stored it would never rank and, having a vector, never be
+    embedded again. Like NaN it is one text's answer (a model may give zeros for a text of
+    unknown tokens only), so ``embed_each`` isolates the text and the worker retries it."""
+    with np.errstate(over="ignore", under="ignore"):  # what they cause is the answer here
+        good, _ = normalise(np.asarray(vectors, dtype=np.float64))
+    if not good.all():
+        position = int(np.flatnonzero(~good)[0])
+        raise error(
+            f"returned a vector without a direction (all zeros, or too small or too large "
+            f"to normalise) for input {position}"
+        )
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """What a client knows of its model's vector length.
+
+    ``known``: the length answers must have (``None`` before the first answer, unless
+    configured). ``configured``: ``known`` comes from the model's ``dimensions`` and never
+    changes. ``candidate``: the other length the last answer had, refused once.
+    ``replaced``: lengths ``known`` had before, whose stored vectors are now wrong.
+    """
+
+    known: int | None
+    configured: bool = False
+    candidate: int | None = None
+    replaced: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class LengthVerdict:
+    lengths: Lengths  # what the client knows after this answer
+    refusal: str | None = None  # why the answer is refused; None: its vectors are used
+    changed_from: int | None = None  # the length this answer replaced (log it)
+
+
+def judge_length(size: int, lengths: Lengths) -> LengthVerdict:
+    """Decide on an answer of ``size``-number vectors.
+
+    A configured length is the authority: any other is refused. Otherwise a length below
+    ``MIN_LEARNED_DIMENSIONS`` is refused; the first answer's length is learned; and a
+    different length is refused once, then learned when the next answer has it too — a
+    length the API keeps giving replaces an earlier one, which may have come from a broken
+    answer (the stored vectors of the replaced length are re-embedded by the background
+    worker), while one stray answer cannot replace a good length.
+    """
+    known = lengths.known
+    if lengths.configured:
+        if size == known:
+            return LengthVerdict(lengths)
+        return LengthVerdict(
+            lengths,
+            f"returned {size}-dimensional embeddings, but the configured dimension is {known}",
+        )
+    if size < MIN_LEARNED_DIMENSIONS:
+        return LengthVerdict(
+            replace(lengths, candidate=None),
+            f"returned {size}-dimensional embeddings, fewer than the {MIN_LEARNED_DIMENSIONS} "
+            "any text-embedding model gives: a broken answer (a model that is this small "
+            "needs its `dimensions` configured)",
+        )
+    if known is None or size == known:
+        return LengthVerdict(replace(lengths, known=size, candidate=None))
+    if size == lengths.candidate:
+        learned = Lengths(size, replaced=(lengths.replaced | {known}) - {size})
+        return LengthVerdict(learned, changed_from=known)
+    return LengthVerdict(
+        replace(lengths, candidate=size),
+        f"returned {size}-dimensional embeddings, but the earlier dimension is {known} "
+        f"({size} replaces it if the next answer has it too)",
+    )
 
 
 def error_detail(response: httpx.Response) -> str:

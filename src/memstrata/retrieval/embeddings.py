@@ -10,11 +10,13 @@ What a failure says about the texts sent decides what ``embed_each`` does with a
 - ``EmbeddingRejectedError``: a 4xx that refuses the input (400, 413, 422, ...). It is one
   text's, for good; the batch is split in half until that text is found.
 - a plain ``EmbeddingUnavailableError``: HTTP 500 after the retries, or an answer that
-  cannot be used (bad JSON, NaN, wrong shapes). One text can cause it (the model fails on
-  it) while the others would succeed, so the batch is split too; retried later.
+  cannot be used (bad JSON, NaN, a zero vector, wrong shapes). One text can cause it (the
+  model fails on it) while the others would succeed, so the batch is split too; retried
+  later.
 - ``EmbeddingOutageError``: no answer (a timeout, a refused or dropped connection) or an
   answer about the API rather than the input (a redirect, 401/403/404/405/407/408, 429,
-  every 5xx but 500, the circuit open). Halves would fail the same way, each after its own
+  every 5xx but 500, the circuit open), or vectors of a length the model does not have
+  (``embedding_answer.judge_length``). Halves would fail the same way, each after its own
   wait, so nothing is split: the batch and every text of the call not yet embedded fail at
   once. A hung API costs a write one timeout and the circuit one failure.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -36,8 +39,18 @@ import httpx
 from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
-from memstrata.retrieval.breaker import BulkLaneClosedError, CircuitBreaker, Lanes
-from memstrata.retrieval.embedding_answer import error_detail, parse_vectors
+from memstrata.retrieval.breaker import (
+    BulkLaneClosedError,
+    CircuitBreaker,
+    Lanes,
+    current_bulk_owner,
+)
+from memstrata.retrieval.embedding_answer import (
+    Lengths,
+    error_detail,
+    judge_length,
+    parse_vectors,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +128,10 @@ class OpenAICompatibleEmbedder:
         self.url = spec.base_url.rstrip("/") + "/embeddings"
         self.query_url = (spec.query_base_url or spec.base_url).rstrip("/") + "/embeddings"
         self.shown_url = shown_url(self.url)  # for messages and logs: no credentials
-        self.dimensions: int | None = spec.dimensions
+        # The vector length answers must have: configured, or learned from the answers
+        # (``judge_length``); several threads embed at once, so it changes under a lock.
+        self._lengths = Lengths(spec.dimensions, configured=spec.dimensions is not None)
+        self._lengths_lock = threading.Lock()
         self.max_retries = max_retries
         self.batch_size = batch_size
         self.backoff_s = backoff_s
@@ -138,6 +154,18 @@ class OpenAICompatibleEmbedder:
             else httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)
         )
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
+
+    @property
+    def dimensions(self) -> int | None:
+        """The length of this model's vectors: configured, or learned from the answers
+        (``None`` before the first)."""
+        return self._lengths.known
+
+    @property
+    def lengths(self) -> Lengths:
+        """All this client knows of the length, with the lengths it replaced (the
+        background worker re-embeds stored vectors of those)."""
+        return self._lengths
 
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         """Embed ``texts`` as queries or passages; one vector per text, same order.
@@ -238,7 +266,8 @@ class OpenAICompatibleEmbedder:
             raise self._error(f"was not sent: {NOT_SENT_STOPPING}", EmbeddingOutageError) from exc
 
     def _in_lane(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
-        lane = self.lanes.query() if kind == "query" else self.lanes.bulk()
+        # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer).
+        lane = self.lanes.query() if kind == "query" else self.lanes.bulk(current_bulk_owner())
         with lane:
             if not self.breaker.allow():
                 raise CircuitOpenError(
@@ -279,10 +308,29 @@ class OpenAICompatibleEmbedder:
             payload = response.json()
         except ValueError as exc:
             raise self._error(f"returned a body that is not valid JSON ({exc})") from exc
-        configured = self.spec.dimensions is not None
-        vectors = parse_vectors(payload, size, self.dimensions, configured, self._error)
-        self.dimensions = len(vectors[0])
+        vectors = parse_vectors(payload, size, self._error)
+        self._judge_length(len(vectors[0]))
         return vectors
+
+    def _judge_length(self, size: int) -> None:
+        """Raise unless ``size`` is this model's length (``judge_length``); a wrong length
+        is about the API, not the texts, so it is an outage (never split)."""
+        with self._lengths_lock:
+            verdict = judge_length(size, self._lengths)
+            self._lengths = verdict.lengths
+        if verdict.changed_from is not None:
+            log_event(
+                logger,
+                "embedding.dimension_changed",
+                logging.WARNING,
+                model=self.name,
+                dimensions=size,
+                previous=verdict.changed_from,
+                effect="vectors stored with the previous length are re-embedded in the "
+                "background; set the model's `dimensions` to pin the length",
+            )
+        if verdict.refusal is not None:
+            raise self._error(verdict.refusal, EmbeddingOutageError)
 
     def _post_with_retries(
         self, url: str, body: dict[str, Any], timeout: httpx.Timeout, retries: int, *, bulk: bool

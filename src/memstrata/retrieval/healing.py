@@ -1,8 +1,9 @@
 """Self-healing vectors: a background worker that re-embeds what the API missed.
 
-Rows stored without a vector (the API was down, hung or timed out during the write) or
-with another model's vector (a model change) are re-embedded as soon as the API answers
-again, for every user, without a restart or a manual command. The work queue is the
+Rows stored without a vector (the API was down, hung or timed out during the write), with
+another model's vector (a model change) or with a vector of the model that has a wrong
+length (``wrong_lengths``) are re-embedded as soon as the API answers again, for every
+user, without a restart or a manual command. The work queue is the
 ``memory_embeddings`` table itself (:mod:`memstrata.retrieval.queue`): rows are leased
 with ``FOR UPDATE SKIP LOCKED``, so several processes can run a worker and none embeds a
 row twice. A text the API rejects (HTTP 4xx) — or that keeps failing while other texts
@@ -25,10 +26,12 @@ import psycopg
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from memstrata.config import STORED_VECTOR_DIM
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.retrieval import queue
+from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.vector import pad_vector
@@ -44,6 +47,20 @@ REFUSED_PAUSE_MAX_S = 900.0
 # Embedded when every text of a claim was refused, to tell a refused request from refused
 # texts: any API that works embeds it.
 PROBE_TEXT = "memory"
+
+
+def wrong_lengths(lengths: Lengths) -> queue.WrongLength:
+    """The stored lengths of the model's vectors that are wrong, given what the client
+    knows: with a configured length, every other; else lengths no model gives (below
+    ``MIN_LEARNED_DIMENSIONS``: stored before the client refused them) and the lengths the
+    client replaced (the API answered with another length since, consistently). A length
+    merely different from the one learned is left alone: the learned one may be the
+    wrong one (a restart while the API cuts vectors), and re-embedding every stored vector
+    with it would spread the damage."""
+    if lengths.configured and lengths.known is not None:
+        return queue.WrongLength(lengths.known, lengths.known)
+    stale = tuple(sorted(lengths.replaced))  # never the known length (judge_length)
+    return queue.WrongLength(MIN_LEARNED_DIMENSIONS, STORED_VECTOR_DIM, stale)
 
 
 @dataclass
@@ -77,6 +94,11 @@ class VectorHealer:
         self.max_attempts = max_attempts
         # Whom the claims serve next; kept between runs (run_once is called by one thread).
         self._turns = queue.PendingUsers()
+        # Rows whose vector has a wrong length are found by reading the table (no index
+        # covers the length), so they are looked for once per process and per rule
+        # (``wrong_lengths``: the client's length changed), until none is left.
+        self._relength = queue.PendingUsers()
+        self._lengths_checked: queue.WrongLength | None = None
         self.model_live_s = model_live_s
         self._target: str | None = None  # the model the vectors move to, last we looked
         self._told_not_running = False
@@ -106,6 +128,8 @@ class VectorHealer:
                 users=self._turns,
                 missing_only=target != self.embedder.name,
             )
+            if len(todo) < self.batch and target == self.embedder.name:
+                todo += self._claim_wrong_length(session, self.batch - len(todo))
         report.claimed = len(todo)
         if not todo:
             return report
@@ -158,6 +182,29 @@ class VectorHealer:
         if report.embedded:
             log_event(logger, "embedding.healed", model=self.embedder.name, rows=report.embedded)
         return report
+
+    def _claim_wrong_length(self, session: Session, n: int) -> list[queue.Claimed]:
+        """Up to ``n`` rows with a vector of this model of a wrong length, until a claim
+        finds none for the current rule."""
+        wrong = wrong_lengths(self.embedder.lengths)
+        if wrong == self._lengths_checked:
+            return []
+        found = queue.claim(
+            session, self.embedder.name, n, LEASE_S, users=self._relength, wrong_length=wrong
+        )
+        if not found:
+            self._lengths_checked = wrong
+            return []
+        log_event(
+            logger,
+            "embedding.heal.wrong_length",
+            logging.WARNING,
+            model=self.embedder.name,
+            dimensions=self.embedder.dimensions,
+            rows=len(found),
+            users=sorted({c.user_id for c in found}),
+        )
+        return found
 
     def _refused_whole(self, todo: list[queue.Claimed], results: Sequence[object]) -> bool:
         """Every text of the claim refused (a 4xx about the input). Either the API refuses

@@ -31,6 +31,7 @@ from memstrata.db.engine import transaction
 from memstrata.errors import InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import FileKind, validate_user_id
+from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
@@ -226,7 +227,10 @@ class Indexer:
                 )
             if not todo:
                 return done
-            vectors, error = embed_passages(self.embedder, [c.chunk_text for c in todo], user_id)
+            with bulk_owner(user_id):  # the user's turn of the embedding API (breaker.Lanes)
+                vectors, error = embed_passages(
+                    self.embedder, [c.chunk_text for c in todo], user_id
+                )
             if all(v is None for v in vectors):
                 log_event(
                     logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
@@ -322,7 +326,10 @@ class Indexer:
                 # repository makes its terms then.
                 pending.append((n, replace(row, bm25_terms=encode_terms(body))))
 
-        vectors = vectors_for(self.embedder, user_id, pending, reusable, reports, embed)
+        # The user's turn of the embedding API: one user's import must not stall another
+        # user's write behind its queued requests (breaker.Lanes).
+        with bulk_owner(user_id):
+            vectors = vectors_for(self.embedder, user_id, pending, reusable, reports, embed)
         embedded = [
             (
                 n,

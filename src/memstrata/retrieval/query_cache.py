@@ -48,11 +48,14 @@ class CachedQueryEmbedder:
         if kind != "query":
             return self.inner.embed(texts, kind)
         model = self.inner.name
+        # A vector cached before the model's length changed (a length learned from a
+        # broken answer, then replaced) is no answer any more.
+        length = getattr(self.inner, "dimensions", None)
         found: dict[int, tuple[float, ...]] = {}
         with self._lock:
             for i, text in enumerate(texts):
                 cached = self._entries.get((user_id, model, text))
-                if cached is not None:
+                if cached is not None and (length is None or len(cached) == length):
                     self._entries.move_to_end((user_id, model, text))
                     found[i] = cached
             self.hits += len(found)

@@ -9,7 +9,8 @@ place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
    (NULL after an outage or a timeout, deferred by an import, or a vector from another
    model after a model change), users in turn (``PendingUsers``: which users have rows
    waiting), with ``FOR UPDATE SKIP LOCKED`` and a lease, so several replicas share the
-   work and none embeds a row twice.
+   work and none embeds a row twice. The same statements, with ``WrongLength``, take the
+   rows whose vector is of the current model but not of its length.
 2. ``release`` / ``record_failures``: give claimed rows back (API down) or record a
    failed attempt / a permanent error, by row id.
 3. ``backlog``: count pending rows and the age of the oldest, for ``/metrics`` and
@@ -24,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
@@ -40,8 +42,28 @@ _PENDING = (
 )
 # Rows with no vector at all: all a worker embeds while another model is the chosen one.
 _MISSING = "embedding_error IS NULL AND embedding IS NULL"
+# Rows holding a vector of ``:model`` whose length is wrong (see ``WrongLength``). No index
+# covers ``embedding_dim``: the users with such rows are found by reading the table, which
+# the healer does once per process and length (``VectorHealer``), not on every probe.
+_WRONG_LENGTH = (
+    "embedding_error IS NULL AND embedding_model = :model AND (embedding_dim < :below"
+    " OR embedding_dim > :above OR embedding_dim = ANY(:stale))"
+)
 # ... and that no worker holds (a lease ends when a worker dies mid-batch).
 _UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
+
+
+@dataclass(frozen=True)
+class WrongLength:
+    """Which lengths of the current model's stored vectors are wrong: below ``below``,
+    above ``above``, or one of ``stale``."""
+
+    below: int
+    above: int
+    stale: tuple[int, ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        return {"below": self.below, "above": self.above, "stale": list(self.stale)}
 
 
 @dataclass(frozen=True)
@@ -92,14 +114,24 @@ class PendingUsers:
         self._users: list[str] = []
         self._next = 0
         self._expires = 0.0
-        self._scope = ""
+        self._scope: tuple[str, str] = ("", "")
 
-    def take(self, session: Session, model: str, n: int, waiting: str) -> tuple[list[str], bool]:
+    def take(
+        self,
+        session: Session,
+        model: str,
+        n: int,
+        waiting: str,
+        extra: dict[str, Any] | None = None,
+    ) -> tuple[list[str], bool]:
         """The next ``n`` users at most with rows matching ``waiting`` (a predicate of
-        this module), and whether the list was computed just now."""
-        fresh = not self._users or self._scope != waiting or self._clock() >= self._expires
+        this module, with ``extra`` parameters besides ``:model``), and whether the list
+        was computed just now."""
+        scope = (waiting, repr(sorted((extra or {}).items())))
+        fresh = not self._users or self._scope != scope or self._clock() >= self._expires
         if fresh:
-            self._refresh(session, model, waiting)
+            self._refresh(session, model, waiting, extra or {})
+            self._scope = scope
         picked = self._users[self._next : self._next + n]
         picked += self._users[: min(n - len(picked), self._next)]  # round the end
         if self._users:
@@ -118,7 +150,7 @@ class PendingUsers:
     def expire(self) -> None:
         self._users, self._next = [], 0
 
-    def _refresh(self, session: Session, model: str, waiting: str) -> None:
+    def _refresh(self, session: Session, model: str, waiting: str, extra: dict[str, Any]) -> None:
         began = self._clock()
         self._users = list(
             session.execute(
@@ -126,11 +158,10 @@ class PendingUsers:
                     cross_user_tag("embedding_queue.users")
                     + f" SELECT user_id FROM memory_embeddings WHERE {waiting} AND "
                     f"{_UNCLAIMED} GROUP BY user_id ORDER BY min(id) LIMIT :n"
-                ),
-                {"model": model, "n": USERS_KEPT},
+                ).bindparams(*_array_params(extra)),
+                {**extra, "model": model, "n": USERS_KEPT},
             ).scalars()
         )
-        self._scope = waiting
         self._next = 0
         ended = self._clock()
         self._expires = ended + self.refresh_factor * (ended - began)
@@ -144,22 +175,27 @@ def claim(
     users: PendingUsers | None = None,
     *,
     missing_only: bool = False,
+    wrong_length: WrongLength | None = None,
 ) -> list[Claimed]:
     """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds (with
-    ``missing_only``, only rows with no vector at all: another model is the chosen one).
+    ``missing_only``, only rows with no vector at all: another model is the chosen one;
+    with ``wrong_length``, only rows with a vector of ``model`` of such a length).
     The next users of ``users`` (a fresh list of everyone with pending rows when None)
     get an equal share each, each user's oldest rows first, and what the shares leave
     goes to the users who had more — so one user's large backlog (an import with
     deferred embedding) does not hold up another user's row. Rows another worker holds
     are skipped (``SKIP LOCKED``), never waited for."""
     waiting = _MISSING if missing_only else _PENDING
+    extra: dict[str, Any] = {}
+    if wrong_length is not None:
+        waiting, extra = _WRONG_LENGTH, wrong_length.params()
     turns = users if users is not None else PendingUsers()
-    picked, fresh = turns.take(session, model, n, waiting)
-    ids = _take(session, model, waiting, turns, picked, n)
+    picked, fresh = turns.take(session, model, n, waiting, extra)
+    ids = _take(session, model, waiting, extra, turns, picked, n)
     if len(ids) < n and not fresh:  # the kept list ran dry or went out of date
         turns.expire()
-        picked, _ = turns.take(session, model, n, waiting)
-        ids += _take(session, model, waiting, turns, picked, n - len(ids), taken=ids)
+        picked, _ = turns.take(session, model, n, waiting, extra)
+        ids += _take(session, model, waiting, extra, turns, picked, n - len(ids), taken=ids)
     if not ids:
         return []
     rows = session.execute(
@@ -181,6 +217,7 @@ def _take(
     session: Session,
     model: str,
     waiting: str,
+    extra: dict[str, Any],
     turns: PendingUsers,
     users: list[str],
     n: int,
@@ -193,16 +230,22 @@ def _take(
     share = max(1, n // len(users))
     got: dict[str, list[int]] = {}
     for user in users:
-        got[user] = _oldest(session, model, waiting, user, min(share, n - _count(got)), taken)
+        k = min(share, n - _count(got))
+        got[user] = _oldest(session, model, waiting, extra, user, k, taken)
         if _count(got) >= n:
             break
     for user, ids in got.items():
         if _count(got) >= n:
             break
         if len(ids) == share:  # a full share: this user may have more
-            ids += _oldest(session, model, waiting, user, n - _count(got), [*taken, *ids])
+            ids += _oldest(session, model, waiting, extra, user, n - _count(got), [*taken, *ids])
     turns.forget(user for user, ids in got.items() if not ids)
     return [i for ids in got.values() for i in ids]
+
+
+def _array_params(extra: dict[str, Any]) -> list[Any]:
+    # Lists go to the driver as arrays (``= ANY(:stale)``), as ``:taken`` and ``:ids`` do.
+    return [bindparam(name, type_=None) for name, value in extra.items() if isinstance(value, list)]
 
 
 def _count(got: dict[str, list[int]]) -> int:
@@ -210,7 +253,13 @@ def _count(got: dict[str, list[int]]) -> int:
 
 
 def _oldest(
-    session: Session, model: str, waiting: str, user: str, k: int, taken: Sequence[int]
+    session: Session,
+    model: str,
+    waiting: str,
+    extra: dict[str, Any],
+    user: str,
+    k: int,
+    taken: Sequence[int],
 ) -> list[int]:
     """One user's ``k`` oldest rows matching ``waiting`` that nobody holds, locked (not
     cross-user)."""
@@ -222,8 +271,8 @@ def _oldest(
                 f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {waiting} AND "
                 f"{_UNCLAIMED} AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k "
                 "FOR UPDATE SKIP LOCKED"
-            ).bindparams(bindparam("taken", type_=None)),
-            {"model": model, "u": user, "k": k, "taken": list(taken)},
+            ).bindparams(bindparam("taken", type_=None), *_array_params(extra)),
+            {**extra, "model": model, "u": user, "k": k, "taken": list(taken)},
         ).scalars()
     )
 

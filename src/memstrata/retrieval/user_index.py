@@ -91,7 +91,9 @@ class UserIndex:
             max_id=max(self.rows, default=0),
         )
 
-    def apply(self, added: Iterable[StoredChunk], removed: Iterable[int]) -> None:
+    def apply(self, added: Iterable[StoredChunk], removed: Iterable[int]) -> bool:
+        """Add and remove rows; whether the vectors' length changed, which drops the
+        vectors held (the caller then loads every row again: ``cache``)."""
         for key in removed:
             gone = self.rows.pop(key, None)
             if gone is not None:
@@ -127,10 +129,16 @@ class UserIndex:
                 vector_keys.append(c.id)
                 vectors.append(c.vector)
         self.bm25.add_many(docs)
+        changed = False
         if vectors:
-            if self.vectors is None:
-                self.vectors = VectorIndex(len(vectors[0]))
+            # The newest row's length wins: the embedder replaces a length it learned from
+            # a broken answer, and the healer re-embeds the rows of the old one.
+            newest = len(vectors[-1])
+            changed = self.vectors is not None and self.vectors.dim != newest
+            if self.vectors is None or changed:
+                self.vectors = VectorIndex(newest)
             self.vectors.add_many(vector_keys, vectors)
+        return changed
 
     def approx_bytes(self) -> int:
         """Heap bytes this index holds, from counts; calibrated against tracemalloc.
