@@ -10,11 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstrata.agent.prompt import (
+    MAX_TOKEN_LIMIT,
+    MIN_TOKEN_LIMIT,
     PromptResult,
     build_system_prompt,
+    check_token_limit,
     largest_fitting,
     prompt_budget,
 )
+from memstrata.errors import InvalidContentError
 
 _WORD_OR_HANZI = re.compile(r"[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+")
 
@@ -150,7 +154,7 @@ def test_even_agents_is_truncated_when_the_budget_is_tiny() -> None:
     assert result.dropped == ("SOUL.md",)
 
 
-@pytest.mark.parametrize("limit", [0, 1, 5, 10, 33])
+@pytest.mark.parametrize("limit", [1, 5, 10, 33])
 def test_tiny_budgets_never_raise(limit: int) -> None:
     result = build("rules " * 50, "soul " * 50, "用户" * 50, "memory " * 50, limit=limit)
     assert result.text == ""
@@ -162,10 +166,16 @@ def test_budget_is_floor_of_ratio_times_limit() -> None:
     assert prompt_budget(20) == 3  # 0.15 × 20 as floats is 2.9999…
     assert prompt_budget(100, 0.29) == 29
     assert prompt_budget(199) == 29
-    assert prompt_budget(0) == 0
+    assert prompt_budget(1) == 0
     assert prompt_budget(1000, 1.0) == 1000
     assert build(limit=1000, ratio=0.5).budget == 500
-    for bad_limit, bad_ratio in [(-1, 0.15), (100, 1.5), (100, -0.1), (100, float("nan"))]:
+    for bad_limit, bad_ratio in [
+        (-1, 0.15),
+        (0, 0.15),
+        (100, 1.5),
+        (100, -0.1),
+        (100, float("nan")),
+    ]:
         with pytest.raises(ValueError):
             prompt_budget(bad_limit, bad_ratio)
 
@@ -220,7 +230,7 @@ def test_never_exceeds_budget_with_a_non_monotone_counter() -> None:
     def odd(text: str) -> int:
         return words(text) + 50 * (len(text) % 2)
 
-    for limit in range(0, 400, 7):
+    for limit in range(1, 400, 7):
         result = build("a b c", "s " * 40, "u " * 40, "m", limit=limit, count=odd)
         assert result.tokens == odd(result.text) <= result.budget
 
@@ -239,7 +249,7 @@ _CONTENT = st.text(alphabet=_ALPHABET, max_size=2500)
     soul=_CONTENT,
     user=_CONTENT,
     memory=_CONTENT,
-    limit=st.integers(min_value=0, max_value=20_000),
+    limit=st.integers(min_value=1, max_value=20_000),
     ratio=st.sampled_from([0.15, 0.01, 0.5, 1.0]),
     counter=st.sampled_from(COUNTERS),
 )
@@ -271,3 +281,26 @@ def test_budget_is_never_exceeded(
         assert result.text == "\n\n".join(
             section(n, b) for n, b in zip(present, bodies, strict=True)
         )
+
+
+@pytest.mark.parametrize(
+    ("limit", "accepted"),
+    [
+        (MIN_TOKEN_LIMIT - 1, False),
+        (MIN_TOKEN_LIMIT, True),
+        (MAX_TOKEN_LIMIT, True),
+        (MAX_TOKEN_LIMIT + 1, False),
+    ],
+)
+def test_token_limit_bounds_are_the_mcp_prompts(limit: int, accepted: bool) -> None:
+    # open_agent_session took 0 ("≥ 0") while memory_context refused it: one rule for both.
+    assert (MIN_TOKEN_LIMIT, MAX_TOKEN_LIMIT) == (1, 10_000_000)
+    if accepted:
+        assert check_token_limit(limit) == limit
+        return
+    with pytest.raises(InvalidContentError) as refused:
+        check_token_limit(limit)
+    assert str(refused.value) == (
+        "token_limit must be a whole number from 1 to 10000000: the model's context window "
+        f"in tokens, e.g. 128000; got {limit!r}"
+    )

@@ -127,3 +127,16 @@ async def test_open_agent_session_syncs_sandbox_first_then_builds_everything(
     assert await box.read_text("MEMORY.md") != "after close\n"
     stored = store.get_memory_file(USER, FileKind.MEMORY)
     assert stored is not None and stored.content == "after close\n"
+
+
+async def test_on_tool_call_never_raises_on_arguments_that_are_no_object(
+    sync: SyncService,
+) -> None:
+    session = await open_agent_session(sync, USER, token_limit=50_000)
+    session.on_tool_call("write_file", ["USER.md", "hello"])  # was ValueError
+    session.on_tool_call("edit_file", 5)  # was TypeError
+    session.on_tool_call("write_file", [["path", "USER.md"]])  # was taken as {"path": ...}
+    session.on_tool_call([], {"path": "USER.md"})  # type: ignore[arg-type]  # unhashable name
+    assert session.tracker.dirty == frozenset()
+    session.on_tool_call("write_file", {"path": "USER.md"})
+    assert session.tracker.dirty == frozenset({"USER.md"})

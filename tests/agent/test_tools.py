@@ -14,6 +14,7 @@ from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext, sync_message
 from memstrata.db.database import Database
+from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
@@ -95,6 +96,13 @@ def test_schemas_are_fresh_copies() -> None:
     [
         ("record_memory", "{not json", "arguments are not valid JSON (Expecting property name"),
         ("record_memory", "[1]", "arguments must be a JSON object"),
+        ("record_memory", "null", "arguments must be a JSON object"),
+        # Not JSON text but Python values an agent loop passed on: dict() took the list of
+        # pairs as {"content": "x"} and raised ValueError/TypeError on the others.
+        ("memory_search", ["billing"], "arguments must be a JSON object"),
+        ("record_memory", [["content", "x"]], "arguments must be a JSON object"),
+        ("record_memory", 5, "arguments must be a JSON object"),
+        ("record_memory", {1: "x"}, "arguments must be a JSON object"),
         ("record_memory", {}, "missing required argument(s): content"),
         (
             "record_memory",
@@ -107,9 +115,41 @@ def test_schemas_are_fresh_copies() -> None:
     ],
 )
 def test_check_arguments_rejects_bad_calls(name: str, arguments: Any, error: str) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ToolInputError) as info:
         check_arguments(name, arguments)
     assert str(info.value).startswith(error)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("memory_search", ["billing"]),
+        ("record_memory", [["content", "x"]]),
+        ("record_memory", 5),
+        ("record_memory", '["x"]'),
+        ([], {"content": "x"}),
+    ],
+)
+async def test_a_call_with_arguments_that_are_no_object_is_an_error_answer(
+    sync: SyncService,
+    user_box: LocalDirectorySandbox,
+    store: MemoryStore,
+    name: Any,
+    arguments: Any,
+) -> None:
+    await sync.start_session(USER)
+    tools = MemoryTools(
+        ToolContext.bind(USER, sync, user_box), searcher=_BrokenSearcher(), today=lambda: DAY
+    )
+    before = memory(store)
+
+    answer = await tools.call(name, arguments)
+
+    expected = "error: arguments must be a JSON object"
+    if not isinstance(name, str):
+        expected = "error: unknown tool []; available: "
+    assert answer.startswith(expected)
+    assert memory(store) == before  # nothing recorded
 
 
 # -- record_memory ---------------------------------------------------------------------------

@@ -14,7 +14,11 @@ from memstrata.errors import ContentTooLargeError, InvalidContentError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
+from memstrata.sandbox.dirty import SeenBase
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.reconcile import SandboxEdit, choose_base
+from memstrata.sandbox.rule import SyncBase
+from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService
 from tests.sandbox.support import (
     USER,
@@ -223,6 +227,110 @@ async def test_write_without_sandbox_paths(
     hooked.fail_get_after = hooked.gets
     down = await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old)
     assert down.outcome is Outcome.DB_UNAVAILABLE
+
+
+BASE_USER = "# User\n\n## Profile\n- Name: Ada\n\n## Work\n- Job: none\n"
+
+
+@pytest.mark.parametrize(
+    ("human", "outcome", "expected"),
+    [
+        # The DB has not moved since the base: the edited copy is written as it is.
+        (None, Outcome.WRITTEN, BASE_USER + "- unsaved\n- new\n"),
+        # A human edited other lines meanwhile: the three-way merge keeps both.
+        (
+            BASE_USER.replace("Ada", "Ada L."),
+            Outcome.MERGED,
+            BASE_USER.replace("Ada", "Ada L.") + "- unsaved\n- new\n",
+        ),
+        # ... the same lines: only this edit, on the human's copy; the unsaved line stays in
+        # the sandbox copy for the read-back's conflict policy.
+        (BASE_USER + "- human\n", Outcome.WRITTEN, BASE_USER + "- human\n- new\n"),
+    ],
+)
+async def test_write_without_sandbox_carries_the_sandbox_copy_by_the_rule(
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+    human: str | None,
+    outcome: Outcome,
+    expected: str,
+) -> None:
+    sync = SyncService(store, provider)
+    await sync.frontend_edit(USER, "user", BASE_USER)  # version 1, the sandbox's base record
+    copy = BASE_USER + "- unsaved\n"  # an edit whose sync failed, still in the sandbox
+    await user_box.write_text("USER.md", copy)
+    if human is not None:
+        store.upsert_memory_file(USER, "user", human)
+
+    def add(text: str) -> str:
+        return text + "- new\n"
+
+    result = await sync.write_without_sandbox(
+        USER, FileKind.USER, add, edited=SandboxEdit(copy, add(copy)), sandbox=user_box
+    )
+
+    assert (result.direction, result.outcome) == ("agent->db", outcome)
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None and (stored.content, stored.version) == (expected, result.version)
+    assert await user_box.read_text("USER.md") == copy  # the sandbox is not written
+    carried = human is None or outcome is Outcome.MERGED
+    assert result.base == (SyncBase(stored.version, copy) if carried else None)
+    if carried:  # so the copy reads as lagging, also to a session without this result
+        assert await read_base(user_box, "USER.md") == SyncBase(stored.version, copy)
+        assert (await sync.after_controlled_write(USER, "USER.md")).outcome is Outcome.PUSHED
+        assert await user_box.read_text("USER.md") == expected
+
+
+async def test_write_without_sandbox_does_not_carry_a_copy_that_only_lags(
+    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+) -> None:
+    sync = SyncService(store, provider)
+    await sync.frontend_edit(USER, "user", BASE_USER)
+    newer = BASE_USER + "- from another session\n"
+    store.upsert_memory_file(USER, "user", newer)  # the sandbox copy now lags behind
+
+    result = await sync.write_without_sandbox(
+        USER,
+        FileKind.USER,
+        lambda text: text + "- new\n",
+        edited=SandboxEdit(BASE_USER, BASE_USER + "- new\n"),
+        sandbox=user_box,
+    )
+
+    assert result.outcome is Outcome.WRITTEN
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None and stored.content == newer + "- new\n"
+    assert result.base == SyncBase(1, BASE_USER)  # still its base: a lagging copy
+
+
+async def test_write_without_sandbox_does_not_store_an_edit_twice(
+    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+) -> None:
+    # A retried call whose first attempt reached the DB: the edit is not applied again.
+    sync = SyncService(store, provider)
+    await sync.frontend_edit(USER, "user", BASE_USER)
+    copy = BASE_USER + "- unsaved\n"
+    await user_box.write_text("USER.md", copy)
+    edited = SandboxEdit(copy, copy + "- new\n")
+    store.upsert_memory_file(USER, "user", edited.after)
+
+    result = await sync.write_without_sandbox(
+        USER, FileKind.USER, lambda text: text + "- new\n", edited=edited, sandbox=user_box
+    )
+
+    assert (result.outcome, result.version) == (Outcome.UNCHANGED, 2)
+    stored = store.get_memory_file(USER, FileKind.USER)
+    assert stored is not None and stored.content == edited.after
+
+
+def test_a_seen_base_outranks_a_base_record_that_is_not_newer() -> None:
+    record = SyncBase(3, "record")
+    assert choose_base(record, SyncBase(9, "snapshot")) == record  # a snapshot never does
+    assert choose_base(None, SyncBase(9, "snapshot")) == SyncBase(9, "snapshot")
+    assert choose_base(record, SeenBase(3, "seen")) == SeenBase(3, "seen")
+    assert choose_base(record, SeenBase(2, "seen")) == record  # pushed since, by someone else
+    assert choose_base(None, None) is None
 
 
 async def test_invalid_content_is_refused_before_the_version_and_the_claim(

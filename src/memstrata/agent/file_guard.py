@@ -77,6 +77,8 @@ class GuardedFileTools:
         )
         if synced.outcome in SYNCED_OUTCOMES:
             ctx.tracker.mark_synced(memory)
+        if synced.base is not None:
+            ctx.tracker.advance_base(memory, synced.base)
         if isinstance(result, str) and synced.outcome in WARNING_OUTCOMES:
             return f"{result}\n[memory sync] {sync_message('Written', synced)}"
         return result

@@ -40,6 +40,11 @@ from fractions import Fraction
 from memstrata.errors import InvalidContentError
 
 SECTION_SEPARATOR = "\n\n"
+# A model's context window in tokens, as every entry point accepts it (the library's
+# open_agent_session and the MCP memory_context prompt): 0 leaves no room for anything,
+# and far beyond any model's window is a typo.
+MIN_TOKEN_LIMIT = 1
+MAX_TOKEN_LIMIT = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -54,12 +59,17 @@ class PromptResult:
 
 
 def check_token_limit(token_limit: object) -> int:
-    """``token_limit`` if it is a whole number >= 0; else ``InvalidContentError`` (a
-    ValueError) saying so, before a library caller's ``"100"`` reaches a comparison."""
-    if isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 0:
+    """``token_limit`` if it is a whole number from ``MIN_TOKEN_LIMIT`` to
+    ``MAX_TOKEN_LIMIT``; else ``InvalidContentError`` (a ValueError) saying so, before a
+    library caller's ``"100"`` reaches a comparison."""
+    if (
+        isinstance(token_limit, bool)
+        or not isinstance(token_limit, int)
+        or not MIN_TOKEN_LIMIT <= token_limit <= MAX_TOKEN_LIMIT
+    ):
         raise InvalidContentError(
-            f"token_limit must be a whole number >= 0 (the model's context window in "
-            f"tokens), got {token_limit!r}"
+            f"token_limit must be a whole number from {MIN_TOKEN_LIMIT} to {MAX_TOKEN_LIMIT}: "
+            f"the model's context window in tokens, e.g. 128000; got {token_limit!r}"
         )
     return token_limit
 

@@ -116,8 +116,10 @@ def without_null_optionals(
     return {k: v for k, v in arguments.items() if v is not None or k not in optional}
 
 
-def check_arguments(name: str, arguments: Mapping[str, object] | str | None) -> dict[str, object]:
-    """Decode and check a call of tool ``name`` against its schema; returns the kwargs."""
+def check_arguments(name: str, arguments: object) -> dict[str, object]:
+    """Decode and check a call of tool ``name`` against its schema; returns the kwargs.
+    Anything but a JSON object (a mapping, its JSON text, or ``None`` for no arguments)
+    is a ``ToolInputError``, as every other bad call is."""
     schema = next(
         s["function"] for s in tool_schemas(include_search=True) if s["function"]["name"] == name
     )

@@ -33,7 +33,7 @@ from memstrata.memory.store import MemoryStore
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
-from memstrata.sandbox.reconcile import DB_ERRORS
+from memstrata.sandbox.reconcile import DB_ERRORS, open_sandbox
 from memstrata.sandbox.sync import SyncResult, SyncService
 
 if TYPE_CHECKING:
@@ -98,11 +98,18 @@ class AgentSession:
     def tracker(self) -> RoundTracker:
         return self.ctx.tracker
 
-    def on_tool_call(self, name: str, arguments: Mapping[str, object] | str | None = None) -> None:
+    def on_tool_call(self, name: str, arguments: object = None) -> None:
+        """Dirty tracking for every tool call; never raises, whatever the arguments are."""
         self.ctx.tracker.on_tool_call(name, arguments)
 
     async def end_round(self) -> list[SyncResult]:
-        return await self.ctx.sync.end_round(self.ctx.tracker)
+        results = await self.ctx.sync.end_round(self.ctx.tracker)
+        # Where the read-back left each copy: the round-start snapshot the tracker now holds
+        # is the DB's copy, which loses to an older base record whose write failed.
+        for result in results:
+            if result.base is not None:
+                self.ctx.tracker.advance_base(result.filename, result.base)
+        return results
 
     def close(self) -> None:
         """Stop receiving frontend pushes for this session's sandbox."""
@@ -124,7 +131,9 @@ async def open_agent_session(
     check_token_limit(token_limit)  # before the sync: a bad argument changes nothing
     results = await sync.start_session(user_id, session_id)
     tracker = await sync.begin_round(user_id, session_id)
-    sandbox = sync.sandboxes.for_user(user_id, session_id)
+    # A provider that raises must not stop the session (spec 5: a sandbox failure is a
+    # warning): the stand-in fails every call, so the tools write the DB directly.
+    sandbox = open_sandbox(sync.sandboxes, user_id, session_id)
     prompt = await build_memory_prompt(
         sync.store, user_id, token_limit=token_limit, ratio=ratio, count=count, sandbox=sandbox
     )

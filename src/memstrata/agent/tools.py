@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
@@ -36,7 +36,7 @@ from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
-from memstrata.sandbox.reconcile import Outcome, SyncResult
+from memstrata.sandbox.reconcile import Outcome, SandboxEdit, SyncResult
 from memstrata.sandbox.rule import SyncBase, has_content
 from memstrata.sandbox.sync import SyncService
 from memstrata.text import lone_surrogate_at
@@ -151,9 +151,10 @@ class MemoryTools:
             tools["memory_search"] = self.memory_search
         return tools
 
-    async def call(self, name: str, arguments: Mapping[str, object] | str | None = None) -> str:
-        """Run a tool call as a framework delivers it (arguments may be a JSON string)."""
-        tool = self.callables().get(name)
+    async def call(self, name: str, arguments: object = None) -> str:
+        """Run a tool call as a framework delivers it (arguments may be a JSON string).
+        Never raises: arguments that are not a JSON object are an ``error:`` answer."""
+        tool = self.callables().get(name) if isinstance(name, str) else None
         if tool is None:
             return f"error: unknown tool {name!r}; available: {', '.join(self.callables())}"
         try:
@@ -241,6 +242,9 @@ class MemoryTools:
             text = None
         if text is not None and has_content(text):
             return text
+        return await self._stored(kind)
+
+    async def _stored(self, kind: FileKind) -> str:
         stored = await self.ctx.sync.db.get(self.ctx.user_id, kind)
         return "" if stored is None else stored.content
 
@@ -249,7 +253,16 @@ class MemoryTools:
         # so a concurrent call (MCP clients call tools in parallel) or a frontend edit's
         # mirror cannot slip between them and have one of the two edits overwritten.
         async with self.ctx.sync.user_lock(self.ctx.user_id):
-            return await self._edit_locked(kind, edit, done)
+            try:
+                return await self._edit_locked(kind, edit, done)
+            except _NothingToWrite as answer:
+                return answer.reply
+            except Exception as exc:
+                # Sync turns expected failures into results; this is the net for the
+                # unexpected, so that nothing ever raises into the agent loop.
+                name = kind.filename
+                log_failure(logger, "tools.write_failed", exc, user_id=self.ctx.user_id, file=name)
+                return f"error: {name} could not be saved ({type(exc).__name__}); try again later"
 
     async def _edit_locked(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
         name = kind.filename
@@ -259,51 +272,125 @@ class MemoryTools:
         # written back. Editing a lagging copy made the new entry clash with the one it
         # lagged behind, and the model was told the user had edited the file.
         try:
-            await ctx.sync.after_controlled_write(
+            refreshed: SyncResult | None = await ctx.sync.after_controlled_write(
                 ctx.user_id, name, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
             )
-        except Exception as exc:  # the edit below still syncs (and reports) on its own
+        except Exception as exc:
             log_failure(logger, "tools.refresh_failed", exc, user_id=ctx.user_id, file=name)
-        try:
-            current = await self._current(kind)
-        except Exception as exc:
-            return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
-        new = edit(current)
-        limit = self.ctx.sync.store.max_content_bytes
-        size = len(new.encode("utf-8"))
-        if size > limit:
-            return (
-                f"error: {name} would be {size} bytes, over the {limit}-byte limit; "
-                "remove outdated entries with update_long_term_memory first"
-            )
-        if new == current:
-            return f"No change: {name} already says that."
-        self.ctx.tracker.mark_dirty(name)
-        try:
-            return await self._write(kind, edit, new, done)
-        except Exception as exc:
-            # Sync turns expected failures into results; this is the net for the
-            # unexpected, so that nothing ever raises into the agent loop.
-            log_failure(logger, "tools.write_failed", exc, user_id=self.ctx.user_id, file=name)
-            return f"error: {name} could not be saved ({type(exc).__name__}); try again later"
+            refreshed = None
+        if refreshed is not None and not refreshed.needs_retry:
+            return await self._edit_in_sandbox(kind, edit, done, refreshed.base)
+        if refreshed is not None and refreshed.outcome is Outcome.DB_UNAVAILABLE:
+            if ctx.tracker.is_behind(name):
+                # The copy lacks a write the DB holds; an entry added to it now would clash
+                # with that write when stored later, and lose.
+                return f"error: {name} could not be saved: storage is unreachable. Try again later."
+            return await self._edit_in_sandbox(kind, edit, done, None)
+        # The sandbox could not be brought in line with the DB: its copy may lag behind the
+        # DB, or hold an edit not stored yet. Writing it could clash with either; the edit
+        # goes to the DB alone.
+        return await self._edit_in_db(kind, edit, done)
 
-    async def _write(self, kind: FileKind, edit: Callable[[str], str], new: str, done: str) -> str:
-        ctx, name = self.ctx, kind.filename
+    async def _edit_in_sandbox(
+        self, kind: FileKind, edit: Callable[[str], str], done: str, base: SyncBase | None
+    ) -> str:
+        """Edit the sandbox copy, write it there and sync it. ``base``: the refresh left
+        sandbox and DB both at it (else the copy is read)."""
+        name, ctx = kind.filename, self.ctx
+        if base is not None:
+            ctx.tracker.advance_base(name, base)
+            current = base.content
+        else:
+            try:
+                current = await self._current(kind)
+            except Exception as exc:
+                return _unreadable(name, exc)
+        new = self._apply(kind, edit, current)
         try:
             await ctx.sandbox.write_text(name, new)
         except Exception as exc:
             log_failure(logger, "tools.sandbox_write_failed", exc, user_id=ctx.user_id, file=name)
-            result = await ctx.sync.write_without_sandbox(ctx.user_id, kind, edit)
-            return sync_message(done, result, workspace_stale=True)
+            return await self._store_in_db(kind, edit, SandboxEdit(current, new), done)
         result = await ctx.sync.after_controlled_write(
             ctx.user_id, name, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
         )
         if result.outcome in SYNCED_OUTCOMES:
             ctx.tracker.mark_synced(name)
-        if result.outcome is Outcome.WRITTEN and result.version is not None:
-            # Sandbox and DB now hold ``new``: the base a missing base record falls back to.
-            ctx.tracker.advance_base(name, SyncBase(result.version, new))
+        if result.base is not None:
+            ctx.tracker.advance_base(name, result.base)
         return sync_message(done, result)
+
+    async def _edit_in_db(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
+        """Edit without writing the sandbox: its copy, if it can be read and has content
+        (with any edit of its own the DB lacks), else the DB copy."""
+        name, ctx = kind.filename, self.ctx
+        try:
+            text = await ctx.sandbox.read_text(name)
+        except Exception as exc:
+            if name in ctx.tracker.needs_read_back:
+                # The copy holds a change not stored yet, which an edit of the DB copy would
+                # clash with when it is read back: better no write than a lost one.
+                return _unreadable(name, exc)
+            text = None
+        before = text if text is not None and has_content(text) else None
+        try:
+            current = before if before is not None else await self._stored(kind)
+        except Exception as exc:
+            return _unreadable(name, exc)
+        new = self._apply(kind, edit, current)
+        edited = None if before is None else SandboxEdit(before, new)
+        return await self._store_in_db(kind, edit, edited, done)
+
+    def _apply(self, kind: FileKind, edit: Callable[[str], str], current: str) -> str:
+        """The edited text, and the file marked dirty: from here on it is written somewhere.
+        Raises :class:`_NothingToWrite` when it is unchanged or too large."""
+        name = kind.filename
+        new = edit(current)
+        limit = self.ctx.sync.store.max_content_bytes
+        size = len(new.encode("utf-8"))
+        if size > limit:
+            raise _NothingToWrite(
+                f"error: {name} would be {size} bytes, over the {limit}-byte limit; "
+                "remove outdated entries with update_long_term_memory first"
+            )
+        if new == current:
+            raise _NothingToWrite(f"No change: {name} already says that.")
+        self.ctx.tracker.mark_dirty(name)
+        return new
+
+    async def _store_in_db(
+        self,
+        kind: FileKind,
+        edit: Callable[[str], str],
+        edited: SandboxEdit | None,
+        done: str,
+    ) -> str:
+        ctx = self.ctx
+        result = await ctx.sync.write_without_sandbox(
+            ctx.user_id,
+            kind,
+            edit,
+            edited=edited,
+            session_id=ctx.session_id,
+            sandbox=ctx.sandbox,
+            tracker=ctx.tracker,
+        )
+        if result.outcome in SYNCED_OUTCOMES:
+            # Left dirty on purpose: the round end pushes the DB copy to the sandbox.
+            ctx.tracker.fall_behind(kind.filename, result.base)
+        return sync_message(done, result, workspace_stale=True)
+
+
+class _NothingToWrite(Exception):
+    """An edit that writes nothing: ``reply`` is the tool's answer."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def _unreadable(name: str, exc: Exception) -> str:
+    return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
 
 
 def _replace_all(_old: str, body: str) -> str:
@@ -313,15 +400,15 @@ def _replace_all(_old: str, body: str) -> str:
 def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False) -> str:
     name = result.filename
     version = "" if result.version is None else f" (version {result.version})"
+    note = (
+        " The workspace copy could not be updated; it is refreshed next session."
+        if workspace_stale
+        else ""
+    )
     if result.outcome in (Outcome.WRITTEN, Outcome.UNCHANGED):
-        note = (
-            " The workspace copy could not be updated; it is refreshed next session."
-            if workspace_stale
-            else ""
-        )
         return f"{done}{version}.{note}"
     if result.outcome is Outcome.MERGED:
-        return f"{done}{version}, merged with an edit the user made at the same time."
+        return f"{done}{version}, merged with an edit the user made at the same time.{note}"
     if result.outcome is Outcome.DB_UNAVAILABLE:
         if workspace_stale:
             return f"error: {name} could not be saved: storage is unreachable. Try again later."

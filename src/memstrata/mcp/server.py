@@ -53,6 +53,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from memstrata.agent.prompt import MAX_TOKEN_LIMIT, MIN_TOKEN_LIMIT
 from memstrata.agent.session import build_memory_prompt
 from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
 from memstrata.api.errors import HttpError, error_body, map_exception
@@ -77,7 +78,6 @@ RuntimeSource = Callable[[], Memstrata]
 UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 
 PROMPT_NAME = "memory_context"
-MAX_TOKEN_LIMIT = 10_000_000
 INSTRUCTIONS = (
     "memstrata is this user's long-term memory. Call memory_search before answering questions "
     "about the past; record_memory / update_user to remember; memory_read then memory_write "
@@ -328,10 +328,10 @@ def _token_limit(arguments: Mapping[str, str] | None) -> int:
         value = int(str(raw).strip())
     except ValueError:
         value = -1
-    if not 1 <= value <= MAX_TOKEN_LIMIT:
+    if not MIN_TOKEN_LIMIT <= value <= MAX_TOKEN_LIMIT:
         raise MCPError(
             INVALID_PARAMS,
-            f"token_limit must be a whole number from 1 to {MAX_TOKEN_LIMIT}, "
+            f"token_limit must be a whole number from {MIN_TOKEN_LIMIT} to {MAX_TOKEN_LIMIT}, "
             f"got {str(raw)[:40]!r}",
         )
     return value

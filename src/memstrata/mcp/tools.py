@@ -44,6 +44,7 @@ from memstrata.errors import (
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
 from memstrata.memory.kinds import FileKind, api_kind
+from memstrata.sandbox.reconcile import open_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def _agent_tool(name: str) -> Handler:
         mem, user_id = caller.mem, caller.user_id
         # A brand-new user starts from the templates, as an agent session would.
         await read_file(caller, FileKind.MEMORY)
-        sandbox = mem.sandboxes.for_user(user_id, None)
+        sandbox = open_sandbox(mem.sandboxes, user_id, None)  # a failing provider: DB only
         tools = MemoryTools(ToolContext.bind(user_id, mem.sync, sandbox), searcher=mem.search)
         text = await tools.call(name, arguments)
         failed = text.startswith(_AGENT_FAILED)

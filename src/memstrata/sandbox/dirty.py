@@ -18,13 +18,16 @@ template. Shell edits cannot be seen (the spec's documented blind spot).
 
 The tracker also remembers each file's DB version and content when the round started: the
 base that the round-end read-back writes against (``expected_version``) and merges from
-when a human edited the same file meanwhile (see :mod:`memstrata.sandbox.sync`).
+when a human edited the same file meanwhile (see :mod:`memstrata.sandbox.sync`). A
+controlled write that settled a file replaces it with a :class:`SeenBase`, which outranks
+a stale base record in the sandbox (:func:`memstrata.sandbox.reconcile.choose_base`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
@@ -41,23 +44,28 @@ PATH_ARGUMENTS = ("path", "file_path", "filename")
 SYNCED_FILES = frozenset(kind.filename for kind in USER_FILE_KINDS)
 
 
-def decode_tool_arguments(arguments: Mapping[str, object] | str | None) -> dict[str, object]:
+def decode_tool_arguments(arguments: object) -> dict[str, object]:
     """Tool-call arguments as a dict; OpenAI delivers them as a JSON string. The one
-    decoder: strict, so a tool can tell the model what is wrong (``ToolInputError``)."""
+    decoder: strict, so a tool can tell the model what is wrong (``ToolInputError``).
+
+    Typed ``object`` because an agent loop passes on whatever the model produced: a list
+    (``["billing"]``, or ``[["content", "x"]]``, which ``dict()`` would quietly accept) or a
+    number is refused like a JSON array, never raised as ``TypeError``/``ValueError``.
+    """
     if arguments is None or arguments == "":
         return {}
-    if not isinstance(arguments, str):
-        return dict(arguments)
-    try:
-        decoded = json.loads(arguments)
-    except ValueError as exc:
-        raise ToolInputError(f"arguments are not valid JSON ({exc.args[0]})") from exc
-    if not isinstance(decoded, dict):
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolInputError(f"arguments are not valid JSON ({exc.args[0]})") from exc
+    # JSON object keys are strings; a Mapping with others is no JSON object either.
+    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
         raise ToolInputError("arguments must be a JSON object")
-    return decoded
+    return dict(arguments)
 
 
-def target_path(arguments: Mapping[str, object] | str | None) -> str | None:
+def target_path(arguments: object) -> str | None:
     """The file a ``write_file`` / ``edit_file`` call targets, if it names one.
 
     Unparsable arguments name no file: the tracker must never break the agent loop.
@@ -71,6 +79,13 @@ def target_path(arguments: Mapping[str, object] | str | None) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+@dataclass(frozen=True)
+class SeenBase(SyncBase):
+    """Where this session last saw its sandbox copy settle (a controlled write or a
+    read-back that left it equal to the DB, or a DB-only write that carried its text): it
+    outranks a base record that is not newer, whose write may have failed."""
 
 
 class RoundTracker:
@@ -97,6 +112,7 @@ class RoundTracker:
         self._bases: dict[str, SyncBase] = dict(bases or {})
         self._dirty: set[str] = set()
         self._synced: set[str] = set()
+        self._behind: set[str] = set()
         self.agents_touched = False
 
     @property
@@ -115,10 +131,11 @@ class RoundTracker:
             path, case_sensitive=self.case_sensitive, workspace_prefixes=self.workspace_prefixes
         )
 
-    def on_tool_call(
-        self, name: str, arguments: Mapping[str, object] | str | None = None
-    ) -> str | None:
-        """Record one tool call; returns the memory file it marked, if any."""
+    def on_tool_call(self, name: str, arguments: object = None) -> str | None:
+        """Record one tool call; returns the memory file it marked, if any. Never raises:
+        arguments that name no file (not a JSON object, say) mark nothing."""
+        if not isinstance(name, str):
+            return None
         if name in TOOL_FILES:
             self.mark_dirty(TOOL_FILES[name])
             return TOOL_FILES[name]
@@ -147,11 +164,26 @@ class RoundTracker:
             self._synced.add(filename)
 
     def advance_base(self, filename: str, base: SyncBase) -> None:
-        """A controlled write left sandbox and DB both at ``base``: compare with it from now
-        on when the sandbox has no base record (it could not be written), not with the
-        round start, which would make the write look like someone else's change."""
+        """A controlled write settled ``filename`` at ``base`` (``SyncResult.base``): compare
+        the sandbox copy with it from now on, also over an older base record (its write
+        may have failed), not with the round start, which would make the write look like
+        someone else's change. The copy is no longer behind the DB."""
         if filename in SYNCED_FILES:
-            self._bases[filename] = base
+            self._bases[filename] = SeenBase(base.version, base.content)
+            self._behind.discard(filename)
+
+    def fall_behind(self, filename: str, base: SyncBase | None = None) -> None:
+        """A tool's edit went to the DB alone: the sandbox copy lags behind the DB until a
+        sync pushes the DB copy (``base``: what it is to be compared with meanwhile)."""
+        if filename in SYNCED_FILES:
+            if base is not None:
+                self._bases[filename] = SeenBase(base.version, base.content)
+            self._behind.add(filename)
+
+    def is_behind(self, filename: str) -> bool:
+        """Whether the sandbox copy lacks a write the DB holds (``fall_behind``): editing it
+        while the DB is unreachable would clash with that write later."""
+        return filename in self._behind
 
     def base(self, filename: str) -> SyncBase | None:
         """The DB version and content of ``filename`` when the round started, or at this
@@ -166,9 +198,17 @@ class RoundTracker:
         self, bases: Mapping[str, SyncBase] | None, still_dirty: Iterable[str] = ()
     ) -> None:
         """Reset after a round end: new bases (``None`` keeps the old ones) and the files
-        whose read-back failed, which stay dirty so the next round end retries them."""
+        whose read-back failed, which stay dirty so the next round end retries them.
+
+        Seen bases are kept: the snapshot is the DB's copy, not the sandbox's, and where a
+        base record's write failed the snapshot would lose to that stale record. A read-back
+        that moved the copy on says so in its result (``AgentSession.end_round`` passes it
+        to :meth:`advance_base`); one that did not leaves it where this session saw it.
+        """
         if bases is not None:
-            self._bases = dict(bases)
+            seen = {n: b for n, b in self._bases.items() if isinstance(b, SeenBase)}
+            self._bases = {**bases, **seen}
         self._dirty = set(still_dirty) & SYNCED_FILES
         self._synced = set()
+        self._behind &= self._dirty  # the others were read back, which pushed the DB copy
         self.agents_touched = False

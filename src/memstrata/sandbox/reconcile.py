@@ -10,6 +10,16 @@ scenario, direction and result (spec 6). Failure policy, in one place: sandbox f
 any kind become ``sandbox_failed`` results (spec 5); an unreachable DB becomes
 ``db_unavailable`` and leaves the sandbox untouched; content the DB refuses is kept aside
 (``rejected``) and the DB copy restored.
+
+The base is the sandbox's base record, else the caller's fallback (:func:`choose_base`) —
+except a :class:`~memstrata.sandbox.dirty.SeenBase` at least as new as the record: the
+sandbox's own session saw its copy reach that base after the record was last written, so
+the record is stale (its write failed, or the agent's write went to the DB alone).
+
+An agent's edit whose sandbox write failed is stored by :meth:`Reconciler.store_edit`: the
+edited text (its sandbox copy, with whatever the DB does not hold yet, plus the edit) goes
+through the same rule against the same base, so an earlier edit still waiting in the
+sandbox is carried into the DB with it instead of being overwritten there.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,8 +44,18 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
-from memstrata.sandbox.base import Sandbox
-from memstrata.sandbox.rule import Merge, Preserve, Push, SyncBase, WriteBack, decide, has_content
+from memstrata.sandbox.base import Sandbox, SandboxProvider
+from memstrata.sandbox.dirty import SeenBase
+from memstrata.sandbox.rule import (
+    Merge,
+    Nothing,
+    Preserve,
+    Push,
+    SyncBase,
+    WriteBack,
+    decide,
+    has_content,
+)
 
 logger = logging.getLogger("memstrata.sandbox.sync")
 
@@ -46,6 +66,7 @@ MAX_WRITE_ATTEMPTS = 3
 AGENTS_FILE = FileKind.AGENTS.filename
 SANDBOX_TO_DB = "sandbox->db"
 DB_TO_SANDBOX = "db->sandbox"
+AGENT_TO_DB = "agent->db"  # a tool's edit stored while its sandbox could not be written
 
 
 class Outcome(StrEnum):
@@ -93,6 +114,11 @@ class SyncResult:
     # dirty with its old base, or the next read-back would take the agent's copy for a
     # fresh edit on top of the human's and write it over theirs.
     unresolved: bool = False
+    # What the sandbox copy is to be compared with from now on, when this sync settled it:
+    # the DB copy both now hold, or (``store_edit``) the sandbox text and the DB version
+    # that holds it. A tool keeps it in its round tracker, because the base record may not
+    # have been written.
+    base: SyncBase | None = None
 
     @property
     def needs_retry(self) -> bool:
@@ -117,9 +143,10 @@ class Target:
         detail: str | None = None,
         *,
         unresolved: bool = False,
+        base: SyncBase | None = None,
     ) -> SyncResult:
         """Build a result and log it: warnings for failures and conflicts."""
-        result = SyncResult(filename, direction, outcome, version, detail, unresolved)
+        result = SyncResult(filename, direction, outcome, version, detail, unresolved, base)
         log_result(self.user_id, self.session_id, self.scenario.name, result)
         return result
 
@@ -139,6 +166,38 @@ def log_result(user_id: str, session_id: str | None, scenario: str, result: Sync
         version=result.version,
         detail=result.detail,
     )
+
+
+@dataclass(frozen=True)
+class SandboxEdit:
+    """A tool's edit of its sandbox copy: the text it read there and the text it made."""
+
+    before: str
+    after: str
+
+
+def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase | None:
+    """The base record, else ``fallback`` — or a :class:`SeenBase` at least as new as the
+    record: the sandbox's own session saw its copy reach that base, after the record was
+    written or while writing it failed (a record at the same version may be an older
+    statement about it: a carried copy, ``store_edit``).
+
+    Only a seen base may override the record: the round-start snapshot is the DB copy, not
+    what the sandbox holds, and preferring a newer one would write a lagging sandbox copy
+    back over it.
+    """
+    if isinstance(fallback, SeenBase) and (record is None or fallback.version >= record.version):
+        return fallback
+    return record or fallback
+
+
+def _agreed(file: MemoryFile) -> SyncBase:
+    return SyncBase(file.version, file.content)
+
+
+def _matches(base: SyncBase | None, file: MemoryFile) -> bool:
+    # Fields, not ==: a SeenBase never equals a SyncBase, and the record needs no rewrite.
+    return base is not None and (base.version, base.content) == (file.version, file.content)
 
 
 class Reconciler:
@@ -161,7 +220,8 @@ class Reconciler:
             if not t.scenario.db_authoritative:
                 return t.result(name, SANDBOX_TO_DB, Outcome.SANDBOX_FAILED, detail=describe(exc))
             text = None  # unreadable: nothing to protect; the push reports any failure
-        base = await self.read_base(t, kind) or fallback
+        record = await self.read_base(t, kind)
+        base = choose_base(record, fallback)
         merged = False
         for _ in range(MAX_WRITE_ATTEMPTS):
             try:
@@ -188,7 +248,9 @@ class Reconciler:
                 if written.content != text:
                     return await self.push(t, kind, written, outcome, "sandbox->db->sandbox")
                 await self.record_base(t, kind, written)
-                return t.result(name, SANDBOX_TO_DB, outcome, written.version)
+                return t.result(
+                    name, SANDBOX_TO_DB, outcome, written.version, base=_agreed(written)
+                )
             if db is None:  # nothing on either side
                 return t.result(name, "none", Outcome.UNCHANGED)
             if isinstance(action, Push):
@@ -196,9 +258,9 @@ class Reconciler:
                 return await self.push(t, kind, db, outcome)
             if isinstance(action, Preserve):
                 return await self.preserve(t, kind, text or "", db)
-            if base != SyncBase(db.version, db.content):  # Nothing: just note the match
+            if not _matches(record or fallback, db):  # Nothing: note the match (or repair it)
                 await self.record_base(t, kind, db)
-            return t.result(name, "none", Outcome.UNCHANGED, db.version)
+            return t.result(name, "none", Outcome.UNCHANGED, db.version, base=_agreed(db))
         try:
             current = await self.db.get(t.user_id, kind)
         except DB_ERRORS as exc:
@@ -251,10 +313,88 @@ class Reconciler:
             )
         if text == file.content:
             await self.record_base(t, kind, file)
-            return t.result(kind.filename, "none", Outcome.UNCHANGED, file.version)
+            return t.result(
+                kind.filename, "none", Outcome.UNCHANGED, file.version, base=_agreed(file)
+            )
         if has_content(text):
             return t.result(kind.filename, "none", Outcome.KEPT, file.version)
         return await self.push(t, kind, file, Outcome.PUSHED)
+
+    async def store_edit(
+        self,
+        t: Target,
+        kind: FileKind,
+        edit: Callable[[str], str],
+        edited: SandboxEdit | None,
+        fallback: SyncBase | None,
+    ) -> SyncResult:
+        """A tool's edit stored in the DB alone, its sandbox write having failed.
+
+        ``edited`` (the tool's sandbox copy and its edit of it) goes through the rule as a
+        read-back would: written when the DB has not moved since the base, merged when it
+        has. The sandbox copy may hold an earlier edit the DB lacks (its sync failed), which
+        is so stored with this one. When the copy holds nothing the DB lacks (it equals the
+        DB copy or lags behind it), there is no copy (``edited`` is ``None``), the merge
+        conflicts or the races keep being lost, ``edit`` is applied to the DB copy instead:
+        this edit is stored either way, and a conflicting copy stays for the read-back to
+        settle. The result's ``base`` is what the sandbox copy is compared with from now on,
+        when that is known. Exceptions raised by ``edit`` propagate.
+        """
+        copy_base: SyncBase | None = None
+        if edited is not None:
+            carried = await self._carry(t, kind, edited, fallback)
+            if isinstance(carried, SyncResult):
+                return carried
+            copy_base = carried
+        return replace(await self.edit(t, kind, edit), base=copy_base)
+
+    async def _carry(
+        self, t: Target, kind: FileKind, edited: SandboxEdit, fallback: SyncBase | None
+    ) -> SyncResult | SyncBase | None:
+        """``edited.after`` stored by the rule; else (only ``edit`` is to be stored) the base
+        the sandbox copy keeps, if known."""
+        name = kind.filename
+        base = choose_base(await self.read_base(t, kind), fallback)
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            try:
+                db = await self.db.get(t.user_id, kind)
+            except DB_ERRORS as exc:
+                return t.result(name, AGENT_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
+            # What the rule makes of the copy itself: in line with the DB or behind it, it
+            # has nothing of its own to carry (and carrying a copy equal to the DB against
+            # a stale base would merge the DB's last change twice and conflict for nothing).
+            copy = decide(edited.before, db, base)
+            if isinstance(copy, Nothing) and db is not None:
+                return SyncBase(db.version, edited.before)
+            if isinstance(copy, Push):
+                return base
+            action = decide(edited.after, db, base)
+            if isinstance(action, Nothing) and db is not None:
+                # The DB holds the edited text already (a retried call): applying ``edit``
+                # again would add its entry twice.
+                written, outcome = db, Outcome.UNCHANGED
+            elif isinstance(action, WriteBack | Merge):
+                try:
+                    written = await self.db.upsert(
+                        t.user_id, kind, action.content, action.expected, skip_unchanged=True
+                    )
+                except VersionConflictError:
+                    continue
+                except InvalidContentError:
+                    return None  # the DB refuses the copy: this edit alone; read-back rejects it
+                except DB_ERRORS as exc:
+                    detail = describe(exc)
+                    return t.result(name, AGENT_TO_DB, Outcome.DB_UNAVAILABLE, None, detail)
+                changed = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
+                outcome = Outcome.MERGED if isinstance(action, Merge) else changed
+            else:
+                return None  # conflicting: the read-back settles the copy later
+            # The sandbox still holds ``before``, now inside the DB copy: compared with this
+            # base it lags (rule 3) and gets the DB copy, instead of clashing with it.
+            carried = SyncBase(written.version, edited.before)
+            await self._record(t, kind, carried)
+            return t.result(name, AGENT_TO_DB, outcome, written.version, base=carried)
+        return None  # the races kept being lost: this edit alone, on the newest DB copy
 
     async def edit(self, t: Target, kind: FileKind, edit: Callable[[str], str]) -> SyncResult:
         """``edit`` applied to the DB copy alone; exceptions raised by ``edit`` propagate."""
@@ -262,11 +402,11 @@ class Reconciler:
         try:
             written = await self.db.edit(t.user_id, kind, edit, attempts=MAX_WRITE_ATTEMPTS)
         except VersionConflictError:
-            return t.result(name, "agent->db", Outcome.CONFLICT, None, "kept changing")
+            return t.result(name, AGENT_TO_DB, Outcome.CONFLICT, None, "kept changing")
         except DB_ERRORS as exc:
-            return t.result(name, "agent->db", Outcome.DB_UNAVAILABLE, None, describe(exc))
+            return t.result(name, AGENT_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
         outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-        return t.result(name, "agent->db", outcome, written.version)
+        return t.result(name, AGENT_TO_DB, outcome, written.version)
 
     # -- sandbox side ----------------------------------------------------------------------
 
@@ -285,7 +425,7 @@ class Reconciler:
             detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
             return t.result(kind.filename, direction, Outcome.SANDBOX_FAILED, file.version, detail)
         await self.record_base(t, kind, file)
-        return t.result(kind.filename, direction, outcome, file.version, detail)
+        return t.result(kind.filename, direction, outcome, file.version, detail, base=_agreed(file))
 
     async def push_agents(self, t: Target) -> SyncResult:
         """Scenario 5: the platform template overwrites the sandbox's AGENTS.md."""
@@ -307,12 +447,26 @@ class Reconciler:
             return None  # an unreadable record only costs precision: callers fall back
 
     async def record_base(self, t: Target, kind: FileKind, file: MemoryFile) -> None:
+        await self._record(t, kind, _agreed(file))
+
+    async def _record(self, t: Target, kind: FileKind, base: SyncBase) -> None:
         try:
-            await state.write_base(t.sandbox, kind.filename, SyncBase(file.version, file.content))
+            await state.write_base(t.sandbox, kind.filename, base)
         except Exception as exc:
             log_failure(
                 logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=kind.filename
             )
+
+
+def open_sandbox(provider: SandboxProvider, user_id: str, session_id: str | None) -> Sandbox:
+    """``provider.for_user``, or a :class:`BrokenSandbox` carrying its exception: a provider
+    that fails then takes the failing sandbox's paths (a warning, the DB fallback) instead
+    of raising into the sync scenario, the agent session or the MCP tool that asked."""
+    try:
+        return provider.for_user(user_id, session_id)
+    except Exception as exc:
+        log_failure(logger, "sync.sandbox_unavailable", exc, user_id=user_id, session_id=session_id)
+        return BrokenSandbox(exc)
 
 
 class BrokenSandbox:

@@ -54,12 +54,13 @@ from memstrata.sandbox.reconcile import (
     PROVISION,
     ROUND_END,
     SESSION,
-    BrokenSandbox,
     Outcome,
     Reconciler,
+    SandboxEdit,
     Scenario,
     SyncResult,
     Target,
+    open_sandbox,
 )
 from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.tasks import UserLocks, WritesInFlight
@@ -155,15 +156,32 @@ class SyncService:
             return await self._files.reconcile(t, parse_kind(name), fallback)
 
     async def write_without_sandbox(
-        self, user_id: str, kind: FileKind, edit: Callable[[str], str]
+        self,
+        user_id: str,
+        kind: FileKind,
+        edit: Callable[[str], str],
+        *,
+        edited: SandboxEdit | None = None,
+        session_id: str | None = None,
+        sandbox: Sandbox | None = None,
+        tracker: RoundTracker | None = None,
     ) -> SyncResult:
-        """Apply ``edit`` to the DB copy directly, for a tool whose sandbox write failed.
+        """Store a tool's edit in the DB alone, for a tool whose sandbox write failed (or
+        whose sandbox could not be brought in line with the DB first).
 
-        The memory is not lost with the sandbox: the DB is the source of truth, and the
-        next session start pushes the new copy (the stale sandbox copy equals its base).
-        Exceptions raised by ``edit`` propagate.
+        ``edited`` is the sandbox copy the tool read and its edit of it: that text is
+        stored by the read-back rule against the sync base (the sandbox's base record, or
+        ``tracker``'s), so an earlier edit still waiting in the sandbox copy is stored with
+        this one rather than overwritten; a copy that only lags behind the DB, a conflict
+        with a change made meanwhile, or no ``edited`` at all stores ``edit`` applied to the
+        DB copy (:meth:`Reconciler.store_edit <memstrata.sandbox.reconcile.Reconciler.store_edit>`).
+        Either way the memory is not lost with the sandbox, and the next read-back pushes
+        the new DB copy to it (the result's ``base`` says what its copy is compared with).
+        Call it under :meth:`user_lock`. Exceptions raised by ``edit`` propagate.
         """
-        return await self._files.edit(self._target(user_id, None, AGENT_WRITE), kind, edit)
+        t = self._target(user_id, session_id, AGENT_WRITE, sandbox)
+        fallback = None if tracker is None else tracker.base(kind.filename)
+        return await self._files.store_edit(t, kind, edit, edited, fallback)
 
     async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base."""
@@ -348,10 +366,7 @@ class SyncService:
         sandbox: Sandbox | None = None,
     ) -> Target:
         if sandbox is None:
-            try:
-                sandbox = self.sandboxes.for_user(user_id, session_id)
-            except Exception as exc:
-                sandbox = BrokenSandbox(exc)
+            sandbox = open_sandbox(self.sandboxes, user_id, session_id)
         return Target(user_id, session_id, sandbox, scenario)
 
     def user_lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
