@@ -17,6 +17,7 @@ from memstrata.sandbox.rule import (
     SyncBase,
     WriteBack,
     decide,
+    edited_from,
 )
 
 BASE = SyncBase(3, "a\nb\nc\n")
@@ -89,6 +90,37 @@ def test_a_frontend_push_merges_a_pending_edit_with_the_human_one() -> None:
     )
 
 
+# A base recorded ahead of a push whose file write may have failed: the sandbox may still
+# hold ``previous`` (the template here), or the pushed copy, or an agent's edit of either.
+PUSHED = SyncBase(2, "a\nb\nc\nallergy\n", previous="a\nb\nc\n")
+
+
+@pytest.mark.parametrize(
+    ("row", "sandbox", "db", "expected"),
+    [
+        ("the replaced copy lags", "a\nb\nc\n", PUSHED, Push()),
+        ("the pushed copy", "a\nb\nc\nallergy\n", PUSHED, Nothing()),
+        ("the replaced copy, DB moved on", "a\nb\nc\n", SyncBase(3, "x\n"), Push()),
+        (
+            "an edit of the replaced copy: merged from it, the push's line kept",
+            "diet\na\nb\nc\n",
+            PUSHED,
+            Merge("diet\na\nb\nc\nallergy\n", 2),
+        ),
+        (
+            "an edit of the pushed copy: written at the base version",
+            "diet\na\nb\nc\nallergy\n",
+            PUSHED,
+            WriteBack("diet\na\nb\nc\nallergy\n", 2),
+        ),
+    ],
+)
+def test_a_base_that_names_the_copy_its_push_replaced(
+    row: str, sandbox: str, db: SyncBase, expected: Action
+) -> None:
+    assert decide(sandbox, db, PUSHED) == expected, row
+
+
 # -- the property: no input loses a side's text ------------------------------------------
 
 lines = st.lists(
@@ -98,13 +130,17 @@ texts = lines.map(lambda ls: "\n".join(ls))
 maybe_text = st.one_of(st.none(), texts)
 stored = st.builds(SyncBase, st.integers(1, 5), texts)
 maybe_stored = st.one_of(st.none(), stored)
+# Bases may also name the copy their push replaced (a record written ahead of the file).
+bases = st.one_of(
+    st.none(), st.builds(SyncBase, st.integers(1, 5), texts, st.one_of(st.none(), texts))
+)
 
 
 def _added(text: str, base: str) -> set[str]:
     return set(text.split("\n")) - set(base.split("\n"))
 
 
-@given(maybe_text, maybe_stored, maybe_stored, st.booleans())
+@given(maybe_text, maybe_stored, bases, st.booleans())
 def test_no_input_loses_a_sides_text(
     sandbox: str | None, db: SyncBase | None, base: SyncBase | None, authoritative: bool
 ) -> None:
@@ -122,30 +158,36 @@ def test_no_input_loses_a_sides_text(
         assert (
             blank
             or sandbox == db.content
-            or (base is not None and sandbox == base.content)
+            or (base is not None and sandbox in (base.content, base.previous))
             or (authoritative and base is None)
         )
     elif isinstance(action, WriteBack):
-        # The sandbox text is stored as it is, only over a DB copy it was based on, a
-        # missing row, or (no base: the spec's sandbox-first rule) the current row.
+        # The sandbox text is stored as it is, only over a DB copy it was based on (holding
+        # every change of the push that recorded it), a missing row, or (no base: the
+        # spec's sandbox-first rule) the current row.
         assert action.content == sandbox
         assert (
             db is None
             or (base is None and not authoritative)
-            or (base is not None and (base.version, base.content) == (db.version, db.content))
+            or (
+                base is not None
+                and (base.version, base.content) == (db.version, db.content)
+                and edited_from(sandbox, base) == base.content
+            )
         )
         assert action.expected == (0 if db is None else db.version)
     elif isinstance(action, Merge):
         # Both sides' added lines survive, and the write is conditional on the DB copy
         # that was merged.
         assert base is not None and db is not None and sandbox is not None
-        assert action.content == merge3(base.content, sandbox, db.content)
+        origin = edited_from(sandbox, base)
+        assert action.content == merge3(origin, sandbox, db.content)
         merged = set(action.content.split("\n"))
-        assert _added(sandbox, base.content) <= merged
-        assert _added(db.content, base.content) <= merged
+        assert _added(sandbox, origin) <= merged
+        assert _added(db.content, origin) <= merged
         assert action.expected == db.version
     else:
         # Preserve: the two edits overlap; the sandbox text is kept aside, the DB one wins.
         assert isinstance(action, Preserve)
         assert base is not None and db is not None and sandbox is not None
-        assert merge3(base.content, sandbox, db.content) is None
+        assert merge3(edited_from(sandbox, base), sandbox, db.content) is None

@@ -165,8 +165,10 @@ async def test_base_record_failures_are_warnings_and_cost_only_precision(
     )
     sync = SyncService(store, faulty)
     results = await sync.start_session(USER)
-    assert {r.outcome for r in results} == {Outcome.PUSHED}
+    # No record, no file: a pushed copy nothing records would later read as an agent edit.
+    assert {r.outcome for r in results if r.filename != "AGENTS.md"} == {Outcome.SANDBOX_FAILED}
     assert await user_box.read_text(".memstrata/base/USER.md.json") is None
+    assert await user_box.read_text("USER.md") is None
     unrecorded = [w for w in warning_events(logs) if w["event"] == "sync.base_not_recorded"]
     assert [w["file"] for w in unrecorded] == ["SOUL.md", "USER.md", "MEMORY.md"]
     # Without bases a later edit is still written back (plain sandbox-first).

@@ -16,6 +16,13 @@ except a :class:`~memstrata.sandbox.dirty.SeenBase` at least as new as the recor
 sandbox's own session saw its copy reach that base after the record was last written, so
 the record is stale (its write failed, or the agent's write went to the DB alone).
 
+A push records its base *before* writing the file, with the copy it replaces as the
+record's ``previous``, and writes no file whose record it could not write: a file memstrata
+wrote is never left without a record saying so (else, with no base, the rule would take
+that stale copy for an agent edit and write it over a newer DB version). If the file write
+then fails, the sandbox still holds ``previous``, which the rule reads as lagging; once it
+lands, the record is rewritten without ``previous``.
+
 An agent's edit whose sandbox write failed is stored by :meth:`Reconciler.store_edit`: the
 edited text (its sandbox copy, with whatever the DB does not hold yet, plus the edit) goes
 through the same rule against the same base, so an earlier edit still waiting in the
@@ -182,11 +189,19 @@ def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase 
     written or while writing it failed (a record at the same version may be an older
     statement about it: a carried copy, ``store_edit``).
 
+    A seen base that is the record's own base keeps the record's ``previous``.
+
     Only a seen base may override the record: the round-start snapshot is the DB copy, not
     what the sandbox holds, and preferring a newer one would write a lagging sandbox copy
     back over it.
     """
     if isinstance(fallback, SeenBase) and (record is None or fallback.version >= record.version):
+        if record is not None and (record.version, record.content) == (
+            fallback.version,
+            fallback.content,
+        ):
+            # The same base, and the record may know the copy its push replaced.
+            return replace(fallback, previous=record.previous)
         return fallback
     return record or fallback
 
@@ -196,8 +211,13 @@ def _agreed(file: MemoryFile) -> SyncBase:
 
 
 def _matches(base: SyncBase | None, file: MemoryFile) -> bool:
-    # Fields, not ==: a SeenBase never equals a SyncBase, and the record needs no rewrite.
-    return base is not None and (base.version, base.content) == (file.version, file.content)
+    # Fields, not ==: a SeenBase never equals a SyncBase, and the record needs no rewrite
+    # (unless it still names a copy its push replaced: the sandbox now holds the base).
+    return (
+        base is not None
+        and base.previous is None
+        and (base.version, base.content) == (file.version, file.content)
+    )
 
 
 class Reconciler:
@@ -220,7 +240,13 @@ class Reconciler:
             if not t.scenario.db_authoritative:
                 return t.result(name, SANDBOX_TO_DB, Outcome.SANDBOX_FAILED, detail=describe(exc))
             text = None  # unreadable: nothing to protect; the push reports any failure
+            unreadable = True
+        else:
+            unreadable = False
         record = await self.read_base(t, kind)
+        # What a push would replace: the copy read, else (unreadable) what the record says
+        # the sandbox holds, so a record written ahead of a failed write stays as telling.
+        replacing = (None if record is None else record.content) if unreadable else text
         base = choose_base(record, fallback)
         merged = False
         for _ in range(MAX_WRITE_ATTEMPTS):
@@ -246,7 +272,8 @@ class Reconciler:
                 outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
                 outcome = Outcome.MERGED if merged else outcome
                 if written.content != text:
-                    return await self.push(t, kind, written, outcome, "sandbox->db->sandbox")
+                    direction = "sandbox->db->sandbox"
+                    return await self.push(t, kind, written, outcome, direction, replacing=text)
                 await self.record_base(t, kind, written)
                 return t.result(
                     name, SANDBOX_TO_DB, outcome, written.version, base=_agreed(written)
@@ -255,7 +282,7 @@ class Reconciler:
                 return t.result(name, "none", Outcome.UNCHANGED)
             if isinstance(action, Push):
                 outcome = t.scenario.restored if action.restore else Outcome.PUSHED
-                return await self.push(t, kind, db, outcome)
+                return await self.push(t, kind, db, outcome, replacing=replacing)
             if isinstance(action, Preserve):
                 return await self.preserve(t, kind, text or "", db)
             if not _matches(record or fallback, db):  # Nothing: note the match (or repair it)
@@ -282,7 +309,9 @@ class Reconciler:
                 kind.filename, "none", Outcome.CONFLICT, winner.version, detail, unresolved=True
             )
         detail = f"the DB copy won; the agent's copy was saved to {path}"
-        return await self.push(t, kind, winner, Outcome.CONFLICT, detail=detail)
+        return await self.push(
+            t, kind, winner, Outcome.CONFLICT, detail=detail, replacing=agent_text
+        )
 
     async def reject(
         self,
@@ -301,7 +330,9 @@ class Reconciler:
         detail = f"{error}; the sandbox copy was saved to {path}"
         if current is None:
             return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
-        return await self.push(t, kind, current, Outcome.REJECTED, detail=detail)
+        return await self.push(
+            t, kind, current, Outcome.REJECTED, detail=detail, replacing=agent_text
+        )
 
     async def provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
@@ -318,7 +349,7 @@ class Reconciler:
             )
         if has_content(text):
             return t.result(kind.filename, "none", Outcome.KEPT, file.version)
-        return await self.push(t, kind, file, Outcome.PUSHED)
+        return await self.push(t, kind, file, Outcome.PUSHED, replacing=text)
 
     async def store_edit(
         self,
@@ -367,6 +398,10 @@ class Reconciler:
             if isinstance(copy, Nothing) and db is not None:
                 return SyncBase(db.version, edited.before)
             if isinstance(copy, Push):
+                # The copy lags: compared with what it holds, also when that is the copy a
+                # push recorded ahead of a failed write replaced (the record may be unread).
+                if base is not None and edited.before == base.previous:
+                    return SyncBase(base.version, edited.before)
                 return base
             action = decide(edited.after, db, base)
             if isinstance(action, Nothing) and db is not None:
@@ -418,14 +453,28 @@ class Reconciler:
         outcome: Outcome,
         direction: str = DB_TO_SANDBOX,
         detail: str | None = None,
+        *,
+        replacing: str | None,
     ) -> SyncResult:
+        """``file`` written to the sandbox over ``replacing`` (the copy it holds, which the
+        caller has settled: in the DB, kept aside, or to be replaced), its base recorded
+        first (module doc). No record, no file: the sandbox keeps its copy and its record."""
+        name, agreed = kind.filename, _agreed(file)
+        previous = replacing if has_content(replacing) and replacing != file.content else None
         try:
-            await t.sandbox.write_text(kind.filename, file.content)
+            await state.write_base(t.sandbox, name, replace(agreed, previous=previous))
+        except Exception as exc:
+            log_failure(logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=name)
+            detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
+            return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
+        try:
+            await t.sandbox.write_text(name, file.content)
         except Exception as exc:
             detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
-            return t.result(kind.filename, direction, Outcome.SANDBOX_FAILED, file.version, detail)
-        await self.record_base(t, kind, file)
-        return t.result(kind.filename, direction, outcome, file.version, detail, base=_agreed(file))
+            return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
+        if previous is not None:
+            await self._record(t, kind, agreed)  # landed: the copy is the base, nothing else
+        return t.result(name, direction, outcome, file.version, detail, base=agreed)
 
     async def push_agents(self, t: Target) -> SyncResult:
         """Scenario 5: the platform template overwrites the sandbox's AGENTS.md."""

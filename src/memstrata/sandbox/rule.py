@@ -8,16 +8,23 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
 
 1. sandbox missing or blank → :class:`Push` the DB copy (``restore``); no DB row → nothing;
 2. sandbox equals the DB → :class:`Nothing` (a forced push still :class:`Push`-es);
-3. sandbox equals its base → the sandbox lags behind the DB → :class:`Push`;
+3. sandbox equals its base, or the copy its base record says memstrata replaced with it
+   (``previous``) → the sandbox lags behind the DB → :class:`Push`;
 4. no DB row → :class:`WriteBack` at version 0 (insert);
 5. no base → :class:`WriteBack` at the current version (the spec's plain sandbox-first
    rule) — or, when the DB copy is authoritative (a frontend edit being pushed), :class:`Push`;
 6. the DB has not moved since the base → :class:`WriteBack` at the base version;
 7. the DB moved since the base → line-based three-way merge: clean → :class:`Merge`
    (stored at the current version, then pushed); conflicting → :class:`Preserve` (the DB
-   copy, a human's edit, wins; the sandbox copy is kept aside).
+   copy, a human's edit, wins; the sandbox copy is kept aside). A base with ``previous``
+   (a push recorded ahead of its file write, which may have failed) leaves unknown which
+   of the two copies the sandbox edited: unless the sandbox text has the push's changes,
+   it is merged from ``previous`` (:func:`edited_from`), so the base's text is never
+   written over.
 
-No action discards a side's text: rows 1-3 lose nothing the DB lacks, 4-6 write the sandbox
+No action discards a side's text: rows 1-3 lose nothing the DB lacks (a ``previous`` copy
+was settled when its push was decided: stored, kept aside or deliberately replaced), 4-6
+write the sandbox
 edit over a DB copy it was based on (or over any copy, when no base exists, as the spec
 says), 7 keeps both edits or both copies.
 """
@@ -32,10 +39,17 @@ from memstrata.sandbox.merge import merge3
 
 @dataclass(frozen=True)
 class SyncBase:
-    """The DB copy a sandbox file was last known to match: its version and content."""
+    """The DB copy a sandbox file was last known to match: its version and content.
+
+    ``previous``: the copy a push was replacing when it recorded this base ahead of its
+    file write (:meth:`memstrata.sandbox.reconcile.Reconciler.push`). Until the write is
+    known to have landed, the sandbox may still hold that copy: it is a stale copy memstrata
+    knew about, never an edit.
+    """
 
     version: int
     content: str
+    previous: str | None = None
 
 
 class Stored(Protocol):
@@ -92,10 +106,25 @@ def has_content(text: str | None) -> bool:
     return text is not None and any(not c.isspace() and c not in _INVISIBLE for c in text)
 
 
+def edited_from(sandbox_text: str, base: SyncBase) -> str:
+    """The copy a sandbox edit started from: the base content, unless the base still names
+    the copy its push replaced (``previous``) and the sandbox text lacks a line the push
+    added or keeps one it removed — then ``previous``, the older copy, so that a merge
+    never takes the push's changes for the agent undoing them."""
+    if base.previous is None:
+        return base.content
+    lines, content, previous = (
+        set(t.split("\n")) for t in (sandbox_text, base.content, base.previous)
+    )
+    if content - previous <= lines and not (previous - content) & lines:
+        return base.content
+    return base.previous
+
+
 def decide(
     sandbox_text: str | None,
     db: Stored | None,
-    base: Stored | None,
+    base: SyncBase | None,
     *,
     db_authoritative: bool = False,
 ) -> Action:
@@ -109,11 +138,12 @@ def decide(
         return WriteBack(sandbox_text, 0)
     if sandbox_text == db.content:
         return Push() if db_authoritative else Nothing()
-    if base is not None and sandbox_text == base.content:
+    if base is not None and sandbox_text in (base.content, base.previous):
         return Push()
     if base is None:
         return Push() if db_authoritative else WriteBack(sandbox_text, db.version)
-    if base.version == db.version and base.content == db.content:
+    origin = edited_from(sandbox_text, base)
+    if origin == base.content and (base.version, base.content) == (db.version, db.content):
         return WriteBack(sandbox_text, db.version)
-    merged = merge3(base.content, sandbox_text, db.content)
+    merged = merge3(origin, sandbox_text, db.content)
     return Preserve() if merged is None else Merge(merged, db.version)

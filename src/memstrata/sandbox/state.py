@@ -7,6 +7,9 @@ they survive process restarts and are seen by every process that opens the sandb
   the sandbox file last matched. Sync compares the sandbox file with it to tell an agent
   edit (sandbox differs from its base) from a sandbox that merely lags behind the DB
   (sandbox equals its base, DB moved on), and uses it as the merge base on a conflict.
+  A push writes it *before* the file, with ``"previous": "..."`` (the copy it replaces)
+  until the file write has landed; records without ``previous`` (earlier releases, or a
+  settled push) read as before.
 * ``.memstrata/conflicts/<FILE>.<UTC timestamp>.md`` — an agent's copy that lost a
   conflict (or that the DB refused, with ``.rejected`` before ``.md``), kept for the user.
 
@@ -44,14 +47,17 @@ async def read_base(sandbox: Sandbox, filename: str) -> SyncBase | None:
     if not isinstance(data, dict):
         return None
     version, content = data.get("version"), data.get("content")
+    previous = data.get("previous")
     if isinstance(version, int) and not isinstance(version, bool) and isinstance(content, str):
-        return SyncBase(version, content)
+        return SyncBase(version, content, previous if isinstance(previous, str) else None)
     return None
 
 
 async def write_base(sandbox: Sandbox, filename: str, base: SyncBase) -> None:
-    payload = json.dumps({"version": base.version, "content": base.content}, ensure_ascii=False)
-    await sandbox.write_text(base_path(filename), payload)
+    data: dict[str, object] = {"version": base.version, "content": base.content}
+    if base.previous is not None:
+        data["previous"] = base.previous
+    await sandbox.write_text(base_path(filename), json.dumps(data, ensure_ascii=False))
 
 
 def utc_stamp(now: Callable[[], datetime] | None = None) -> str:
