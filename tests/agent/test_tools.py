@@ -762,3 +762,24 @@ async def test_optional_arguments_sent_as_null_take_their_defaults(
         "content": "x",
         "section": "Profile",
     }
+
+
+@pytest.mark.parametrize(
+    ("outcome", "why"),
+    [
+        (Outcome.DB_UNAVAILABLE, "storage is unreachable"),
+        (Outcome.SANDBOX_FAILED, "syncing the workspace copy failed"),
+    ],
+)
+def test_without_rounds_a_change_the_db_missed_is_an_error_not_to_repeat(
+    outcome: Outcome, why: str
+) -> None:
+    """MCP binds its tools with ``rounds=False``: no round end will store the copy later."""
+    result = SyncResult("MEMORY.md", "sandbox->db", outcome)
+    with_rounds = sync_message("Recorded", result)
+    assert not with_rounds.startswith("error:")
+    without = sync_message("Recorded", result, rounds=False)
+    assert without == (
+        f"error: MEMORY.md is not stored yet: {why}. The change is kept in the workspace "
+        "copy and is stored by the next memory tool call on MEMORY.md; do not repeat it."
+    )

@@ -488,3 +488,31 @@ async def test_writes_evict_the_users_cached_agents(connect: ClientFactory, mem:
             assert refused_call.is_error and "alice" in mem.pool  # nothing written, kept
             await ok(client, name, arguments)
             assert "alice" not in mem.pool and "bob" in mem.pool
+
+
+async def test_an_agent_write_the_db_missed_is_an_error_over_mcp_and_the_retry_stores_it(
+    connect: ClientFactory, mem: Memstrata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MCP has no round end to store an edit left in the sandbox copy later, so a write the
+    database did not get must not be answered "it will be saved later" (the fault review
+    found such an entry only in a conflict copy later): it is an error saying the change
+    waits in the workspace copy, which the next call on the file stores."""
+    from memstrata.sandbox.reconcile import Outcome, SyncResult
+
+    real = mem.sync.after_controlled_write
+
+    async def database_down(_user: str, name: str, *_args: Any, **_kwargs: Any) -> SyncResult:
+        return SyncResult(name, "sandbox->db", Outcome.DB_UNAVAILABLE, detail="connection refused")
+
+    async with connect("gina") as client:
+        await ok(client, "memory_read", {"name": "memory"})  # provisioned while the DB is up
+        monkeypatch.setattr(mem.sync, "after_controlled_write", database_down)
+        message = await refused(client, "record_memory", {"content": "Booked flight LH123"})
+        assert "storage is unreachable" in message and "saved later" not in message
+        assert "do not repeat it" in message
+        monkeypatch.setattr(mem.sync, "after_controlled_write", real)
+        await ok(client, "record_memory", {"content": "Hotel booked in Lisbon"})
+    stored_now = stored(mem, "gina", FileKind.MEMORY)
+    assert stored_now is not None
+    assert stored_now[0].count("Booked flight LH123") == 1
+    assert stored_now[0].count("Hotel booked in Lisbon") == 1

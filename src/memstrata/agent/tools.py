@@ -106,6 +106,10 @@ class ToolContext:
     sandbox: Sandbox
     session_id: str | None
     tracker: RoundTracker
+    # Whether a round end or session start follows that reads the sandbox copy back. MCP
+    # clients call tools with no rounds: an edit left in the sandbox copy is stored only
+    # by a later call, so the answer must not promise "it will be saved later".
+    rounds: bool = True
 
     @classmethod
     def bind(
@@ -116,11 +120,12 @@ class ToolContext:
         *,
         session_id: str | None = None,
         tracker: RoundTracker | None = None,
+        rounds: bool = True,
     ) -> ToolContext:
         """A context; without a ``tracker`` the tools keep their own for this sandbox."""
         if tracker is None:
             tracker = RoundTracker(user_id, session_id, case_sensitive=sandbox.case_sensitive)
-        return cls(user_id, sync, sandbox, session_id, tracker)
+        return cls(user_id, sync, sandbox, session_id, tracker, rounds)
 
 
 class MemoryTools:
@@ -318,7 +323,7 @@ class MemoryTools:
             ctx.tracker.mark_synced(name)
         if result.base is not None:
             ctx.tracker.advance_base(name, result.base)
-        return sync_message(done, result)
+        return sync_message(done, result, rounds=ctx.rounds)
 
     async def _edit_in_db(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
         """Edit without writing the sandbox: its copy, if it can be read and has content
@@ -378,7 +383,7 @@ class MemoryTools:
         if result.outcome in SYNCED_OUTCOMES:
             # Left dirty on purpose: the round end pushes the DB copy to the sandbox.
             ctx.tracker.fall_behind(kind.filename, result.base)
-        return sync_message(done, result, workspace_stale=True)
+        return sync_message(done, result, workspace_stale=True, rounds=self.ctx.rounds)
 
 
 class _NothingToWrite(Exception):
@@ -397,7 +402,12 @@ def _replace_all(_old: str, body: str) -> str:
     return body
 
 
-def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False) -> str:
+def sync_message(
+    done: str, result: SyncResult, *, workspace_stale: bool = False, rounds: bool = True
+) -> str:
+    """The tool's answer for a sync ``result``. ``rounds`` (``ToolContext.rounds``): a
+    round end will read the sandbox copy back; without one (MCP), an edit the DB did not
+    get is an ``error:`` to retry, since the retry's read-back stores the copy."""
     name = result.filename
     version = "" if result.version is None else f" (version {result.version})"
     note = (
@@ -412,6 +422,8 @@ def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False
     if result.outcome is Outcome.DB_UNAVAILABLE:
         if workspace_stale:
             return f"error: {name} could not be saved: storage is unreachable. Try again later."
+        if not rounds:
+            return _not_stored_yet(name, "storage is unreachable")
         return f"{done} in the workspace; storage is unreachable, it will be saved later."
     if result.outcome is Outcome.CONFLICT:
         return (
@@ -422,8 +434,20 @@ def sync_message(done: str, result: SyncResult, *, workspace_stale: bool = False
     if result.outcome is Outcome.REJECTED:
         return f"error: {name} was not saved: {result.detail}"
     if result.outcome is Outcome.SANDBOX_FAILED:
+        if not rounds:
+            return _not_stored_yet(name, "syncing the workspace copy failed")
         return f"{done} in the workspace; syncing it failed and is retried at the end of the round."
     return f"{done}{version}."
+
+
+def _not_stored_yet(name: str, why: str) -> str:
+    # An error (MCP: isError), yet not one to repeat: the change is in the sandbox copy,
+    # whose read-back at the next call on the file stores it; repeating record_memory
+    # would store it twice.
+    return (
+        f"error: {name} is not stored yet: {why}. The change is kept in the workspace copy "
+        f"and is stored by the next memory tool call on {name}; do not repeat it."
+    )
 
 
 def _format_hit(position: int, hit: SearchHit, query: str) -> str:

@@ -178,7 +178,8 @@ def _agent_tool(name: str) -> Handler:
         # A brand-new user starts from the templates, as an agent session would.
         await read_file(caller, FileKind.MEMORY)
         sandbox = open_sandbox(mem.sandboxes, user_id, None)  # a failing provider: DB only
-        tools = MemoryTools(ToolContext.bind(user_id, mem.sync, sandbox), searcher=mem.search)
+        context = ToolContext.bind(user_id, mem.sync, sandbox, rounds=False)  # no round ends
+        tools = MemoryTools(context, searcher=mem.search)
         text = await tools.call(name, arguments)
         failed = text.startswith(_AGENT_FAILED)
         if not failed:
