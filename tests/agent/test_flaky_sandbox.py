@@ -18,7 +18,7 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.reconcile import Outcome
+from memstrata.sandbox.results import Outcome
 from memstrata.sandbox.sync import SyncService
 from tests.agent.flaky import FlakyLink, FlakyProvider
 from tests.sandbox.support import USER, HookedStore

@@ -10,9 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
+from memstrata.agent.answers import sync_message
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.schemas import check_arguments, tool_schemas
-from memstrata.agent.tools import MemoryTools, ToolContext, sync_message
+from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.db.database import Database
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind

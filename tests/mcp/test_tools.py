@@ -497,7 +497,7 @@ async def test_an_agent_write_the_db_missed_is_an_error_over_mcp_and_the_retry_s
     database did not get must not be answered "it will be saved later" (the fault review
     found such an entry only in a conflict copy later): it is an error saying the change
     waits in the workspace copy, which the next call on the file stores."""
-    from memstrata.sandbox.reconcile import Outcome, SyncResult
+    from memstrata.sandbox.results import Outcome, SyncResult
 
     real = mem.sync.after_controlled_write
 

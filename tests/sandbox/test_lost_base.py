@@ -18,7 +18,7 @@ from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.reconcile import Outcome
+from memstrata.sandbox.results import Outcome
 from memstrata.sandbox.state import base_path
 from memstrata.sandbox.sync import SyncService
 from tests.sandbox.support import USER, FaultyProvider

@@ -16,7 +16,7 @@ from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.dirty import SeenBase
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.reconcile import SandboxEdit, choose_base
+from memstrata.sandbox.results import SandboxEdit, choose_base
 from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService

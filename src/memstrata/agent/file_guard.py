@@ -21,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from memstrata.agent.tools import SYNCED_OUTCOMES, ToolContext, sync_message
+from memstrata.agent.answers import sync_message
+from memstrata.agent.tools import SYNCED_OUTCOMES, ToolContext
 from memstrata.errors import ProtectedFileError, SandboxPathError
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import check_agent_write
 from memstrata.sandbox.dirty import target_path
-from memstrata.sandbox.reconcile import WARNING_OUTCOMES
+from memstrata.sandbox.results import WARNING_OUTCOMES
 
 R = TypeVar("R")
 

@@ -33,7 +33,8 @@ from memstrata.memory.store import MemoryStore
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
-from memstrata.sandbox.reconcile import DB_ERRORS, open_sandbox
+from memstrata.sandbox.reconcile import DB_ERRORS
+from memstrata.sandbox.results import open_sandbox
 from memstrata.sandbox.sync import SyncResult, SyncService
 
 if TYPE_CHECKING:

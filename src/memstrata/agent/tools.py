@@ -13,13 +13,13 @@ to the methods directly). Semantics, argument limits and results are defined in
 Writes go through the sandbox and are synced to the DB at once (spec 4, scenario 2). If
 the sandbox cannot be written the edit goes to the DB directly, so a memory is never lost
 with the workspace. Nothing raises to the model: bad arguments and failures come back as
-short ``error: ...`` strings that say what to do.
+short ``error: ...`` strings that say what to do. The argument checks are in
+:mod:`memstrata.agent.arguments`, the answer texts in :mod:`memstrata.agent.answers`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -29,71 +29,33 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio.to_thread
 
 from memstrata.agent import sections
+from memstrata.agent.answers import format_hit, sync_message, unreadable
+from memstrata.agent.arguments import (
+    MAX_ENTRY_CHARS,
+    MAX_VALUE_CHARS,
+    check_name,
+    check_text,
+    search_arguments,
+)
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.errors import ToolInputError
 from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
-from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
-from memstrata.sandbox.reconcile import Outcome, SandboxEdit, SyncResult
+from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult
 from memstrata.sandbox.rule import SyncBase, has_content
 from memstrata.sandbox.sync import SyncService
-from memstrata.text import lone_surrogate_at
 
 if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
-    from memstrata.retrieval.ranking import SearchHit
     from memstrata.retrieval.search import SearchService as Searcher
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-MAX_ENTRY_CHARS = 2000
-MAX_NAME_CHARS = 80
-MAX_VALUE_CHARS = 500
-HIT_PREVIEW_CHARS = 400
 # A controlled write that left the DB equal to the sandbox: no round-end read-back needed.
 SYNCED_OUTCOMES = frozenset({Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.MERGED})
-
-
-def _name(value: object, what: str, example: str = "Decisions") -> str:
-    if not isinstance(value, str) or not value.strip().lstrip("#").strip():
-        raise ToolInputError(f"{what} must be a non-empty string such as {example!r}")
-    name = value.strip().lstrip("#").strip()
-    if "\n" in name or len(name) > MAX_NAME_CHARS:
-        raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
-    return name
-
-
-def _text(value: object, what: str, limit: int | None = None, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise ToolInputError(f"{what} must be a string")
-    if not empty_ok and not value.strip():
-        raise ToolInputError(f"{what} must not be empty")
-    if "\x00" in value:
-        raise ToolInputError(f"{what} must not contain NUL characters")
-    if (at := lone_surrogate_at(value)) is not None:
-        raise ToolInputError(f"{what} is not valid Unicode (a lone surrogate at character {at})")
-    if limit is not None and len(value) > limit:
-        raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
-    return value
-
-
-def search_arguments(
-    query: object, top_k: object = 5, sources: object = None
-) -> tuple[str, int, list[str] | None]:
-    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
-    text = _text(query, "query", MAX_TOOL_QUERY_CHARS)
-    if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
-        raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
-    try:
-        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
-    except TypeError as exc:
-        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}") from exc
-    if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
-        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
-    return text, top_k, wanted
 
 
 @dataclass(frozen=True)
@@ -172,8 +134,10 @@ class MemoryTools:
 
     async def record_memory(self, content: str, section: str = "Notes") -> str:
         try:
-            entry = sections.dated_bullet(_text(content, "content", MAX_ENTRY_CHARS), self._today())
-            name = _name(section, "section")
+            entry = sections.dated_bullet(
+                check_text(content, "content", MAX_ENTRY_CHARS), self._today()
+            )
+            name = check_name(section, "section")
         except ToolInputError as exc:
             return f"error: {exc}"
         edit = partial(sections.append_to_section, name=name, entry=entry)
@@ -182,13 +146,13 @@ class MemoryTools:
     async def update_long_term_memory(self, content: str, section: str | None = None) -> str:
         try:
             if section is None:
-                text = _text(content, "content (the whole new MEMORY.md)")
+                text = check_text(content, "content (the whole new MEMORY.md)")
                 body = text if text.endswith("\n") else text + "\n"
                 edit: Callable[[str], str] = partial(_replace_all, body=body)
                 done = "Replaced the whole of MEMORY.md"
             else:
-                name = _name(section, "section")
-                text = _text(content, "content", empty_ok=True)
+                name = check_name(section, "section")
+                text = check_text(content, "content", empty_ok=True)
                 edit = partial(sections.replace_section, name=name, body=text)
                 done = f"Replaced ## {name} in MEMORY.md"
         except ToolInputError as exc:
@@ -197,16 +161,16 @@ class MemoryTools:
 
     async def update_user(self, content: str, section: str, key: str | None = None) -> str:
         try:
-            name = _name(section, "section")
+            name = check_name(section, "section")
             if key is None:
-                body = _text(content, "content", empty_ok=True)
+                body = check_text(content, "content", empty_ok=True)
                 edit = partial(sections.replace_section, name=name, body=body)
                 done = f"Replaced ## {name} in USER.md"
             else:
-                label = _name(key, "key", "Time zone")
+                label = check_name(key, "key", "Time zone")
                 if ":" in label:
                     raise ToolInputError("key must not contain ':'")
-                value = _text(content, "content", MAX_VALUE_CHARS, empty_ok=True)
+                value = check_text(content, "content", MAX_VALUE_CHARS, empty_ok=True)
                 if "\n" in value.strip():
                     raise ToolInputError("content must be one line when a key is given")
                 edit = partial(sections.set_key, name=name, key=label, value=value.strip())
@@ -234,7 +198,7 @@ class MemoryTools:
             return "error: memory search failed; try again, or answer from what you know"
         if not result.hits:
             return "No matching memories."
-        hits = [_format_hit(i, hit, text) for i, hit in enumerate(result.hits, start=1)]
+        hits = [format_hit(i, hit, text) for i, hit in enumerate(result.hits, start=1)]
         return "\n".join(hits)
 
     # -- the write path ----------------------------------------------------------------------
@@ -309,7 +273,7 @@ class MemoryTools:
             try:
                 current = await self._current(kind)
             except Exception as exc:
-                return _unreadable(name, exc)
+                return unreadable(name, exc)
         new = self._apply(kind, edit, current)
         try:
             await ctx.sandbox.write_text(name, new)
@@ -335,13 +299,13 @@ class MemoryTools:
             if name in ctx.tracker.needs_read_back:
                 # The copy holds a change not stored yet, which an edit of the DB copy would
                 # clash with when it is read back: better no write than a lost one.
-                return _unreadable(name, exc)
+                return unreadable(name, exc)
             text = None
         before = text if text is not None and has_content(text) else None
         try:
             current = before if before is not None else await self._stored(kind)
         except Exception as exc:
-            return _unreadable(name, exc)
+            return unreadable(name, exc)
         new = self._apply(kind, edit, current)
         edited = None if before is None else SandboxEdit(before, new)
         return await self._store_in_db(kind, edit, edited, done)
@@ -394,80 +358,5 @@ class _NothingToWrite(Exception):
         self.reply = reply
 
 
-def _unreadable(name: str, exc: Exception) -> str:
-    return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
-
-
 def _replace_all(_old: str, body: str) -> str:
     return body
-
-
-def sync_message(
-    done: str, result: SyncResult, *, workspace_stale: bool = False, rounds: bool = True
-) -> str:
-    """The tool's answer for a sync ``result``. ``rounds`` (``ToolContext.rounds``): a
-    round end will read the sandbox copy back; without one (MCP), an edit the DB did not
-    get is an ``error:`` to retry, since the retry's read-back stores the copy."""
-    name = result.filename
-    version = "" if result.version is None else f" (version {result.version})"
-    note = (
-        " The workspace copy could not be updated; it is refreshed next session."
-        if workspace_stale
-        else ""
-    )
-    if result.outcome in (Outcome.WRITTEN, Outcome.UNCHANGED):
-        return f"{done}{version}.{note}"
-    if result.outcome is Outcome.MERGED:
-        return f"{done}{version}, merged with an edit the user made at the same time.{note}"
-    if result.outcome is Outcome.DB_UNAVAILABLE:
-        if workspace_stale:
-            return f"error: {name} could not be saved: storage is unreachable. Try again later."
-        if not rounds:
-            return _not_stored_yet(name, "storage is unreachable")
-        return f"{done} in the workspace; storage is unreachable, it will be saved later."
-    if result.outcome is Outcome.CONFLICT:
-        return (
-            f"Not saved: the user edited {name} at the same time and the edits overlap. "
-            f"Their version was kept ({result.detail}). Read {name} again and reapply "
-            "your change if it is still needed."
-        )
-    if result.outcome is Outcome.REJECTED:
-        return f"error: {name} was not saved: {result.detail}"
-    if result.outcome is Outcome.SANDBOX_FAILED:
-        if not rounds:
-            return _not_stored_yet(name, "syncing the workspace copy failed")
-        return f"{done} in the workspace; syncing it failed and is retried at the end of the round."
-    return f"{done}{version}."
-
-
-def _not_stored_yet(name: str, why: str) -> str:
-    # An error (MCP: isError), yet not one to repeat: the change is in the sandbox copy,
-    # whose read-back at the next call on the file stores it; repeating record_memory
-    # would store it twice.
-    return (
-        f"error: {name} is not stored yet: {why}. The change is kept in the workspace copy "
-        f"and is stored by the next memory tool call on {name}; do not repeat it."
-    )
-
-
-def _format_hit(position: int, hit: SearchHit, query: str) -> str:
-    when = f" · {hit.created_at.date().isoformat()}"
-    text = _preview(" ".join(hit.text.split()), query)
-    return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
-
-
-def _preview(text: str, query: str, limit: int = HIT_PREVIEW_CHARS) -> str:
-    """At most ``limit`` characters of ``text``, around the first query word it contains.
-
-    A memory-file chunk can run to 512 tokens; its first lines are usually headings, so a
-    plain prefix would often hide exactly the line that matched.
-    """
-    if len(text) <= limit:
-        return text
-    folded = text.casefold()
-    found = [folded.find(w.casefold()) for w in re.findall(r"\w+", query)]
-    hits = [p for p in found if p >= 0]
-    start = max(0, min(hits) - limit // 4) if hits else 0
-    start = min(start, len(text) - limit)
-    window = text[start : start + limit]
-    return ("…" if start else "") + window + ("…" if start + limit < len(text) else "")

@@ -31,8 +31,9 @@ import anyio.to_thread
 from mcp_types import Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
+from memstrata.agent.arguments import search_arguments
 from memstrata.agent.schemas import check_arguments, tool_schemas, without_null_optionals
-from memstrata.agent.tools import MemoryTools, ToolContext, search_arguments
+from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.api.errors import validation_error
 from memstrata.api.schemas import TurnRequest
 from memstrata.errors import (
@@ -44,7 +45,7 @@ from memstrata.errors import (
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
 from memstrata.memory.kinds import FileKind, api_kind
-from memstrata.sandbox.reconcile import open_sandbox
+from memstrata.sandbox.results import open_sandbox
 
 logger = logging.getLogger(__name__)
 

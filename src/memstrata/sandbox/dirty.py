@@ -20,7 +20,7 @@ The tracker also remembers each file's DB version and content when the round sta
 base that the round-end read-back writes against (``expected_version``) and merges from
 when a human edited the same file meanwhile (see :mod:`memstrata.sandbox.sync`). A
 controlled write that settled a file replaces it with a :class:`SeenBase`, which outranks
-a stale base record in the sandbox (:func:`memstrata.sandbox.reconcile.choose_base`).
+a stale base record in the sandbox (:func:`memstrata.sandbox.results.choose_base`).
 """
 
 from __future__ import annotations

@@ -27,15 +27,16 @@ An agent's edit whose sandbox write failed is stored by :meth:`Reconciler.store_
 edited text (its sandbox copy, with whatever the DB does not hold yet, plus the edit) goes
 through the same rule against the same base, so an earlier edit still waiting in the
 sandbox is carried into the DB with it instead of being overwritten there.
+
+The result, scenario and target types and the small pure helpers it uses are in
+:mod:`memstrata.sandbox.results`.
 """
 
 from __future__ import annotations
 
-import builtins
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -45,14 +46,13 @@ from memstrata.errors import (
     SandboxEncodingError,
     VersionConflictError,
 )
-from memstrata.logs import describe, log_event, log_failure
+from memstrata.logs import describe, log_failure
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
-from memstrata.sandbox.base import Sandbox, SandboxProvider
-from memstrata.sandbox.dirty import SeenBase
+from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult, Target, choose_base
 from memstrata.sandbox.rule import (
     Merge,
     Nothing,
@@ -74,136 +74,6 @@ AGENTS_FILE = FileKind.AGENTS.filename
 SANDBOX_TO_DB = "sandbox->db"
 DB_TO_SANDBOX = "db->sandbox"
 AGENT_TO_DB = "agent->db"  # a tool's edit stored while its sandbox could not be written
-
-
-class Outcome(StrEnum):
-    WRITTEN = "written"  # sandbox edit stored in the DB
-    MERGED = "merged"  # edit merged with a concurrent DB edit, stored and pushed
-    UNCHANGED = "unchanged"  # sandbox and DB already agree
-    PUSHED = "pushed"  # DB (or template) copy written to the sandbox
-    RESTORED = "restored"  # sandbox file was missing or blank; DB copy pushed again
-    KEPT = "kept"  # provisioning left an existing sandbox copy for the next session start
-    CONFLICT = "conflict"  # DB copy won; agent copy preserved under .memstrata/conflicts
-    REJECTED = "rejected"  # DB refused the sandbox content (too large, NUL); copy preserved
-    DB_UNAVAILABLE = "db_unavailable"  # sandbox left as is; retried later
-    SANDBOX_FAILED = "sandbox_failed"  # sandbox I/O failed; the DB is not rolled back
-    TEMPLATE_MISSING = "template_missing"  # the AGENTS.md template cannot be read
-
-
-RETRY_OUTCOMES = frozenset({Outcome.DB_UNAVAILABLE, Outcome.SANDBOX_FAILED})
-WARNING_OUTCOMES = RETRY_OUTCOMES | {Outcome.CONFLICT, Outcome.REJECTED, Outcome.TEMPLATE_MISSING}
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """Who is syncing: the log label, and how the rule's choices are reported."""
-
-    name: str
-    restored: Outcome  # a blank sandbox copy replaced: "restored" after edits, else "pushed"
-    db_authoritative: bool = False  # a frontend edit: the DB copy is forced onto the sandbox
-
-
-PROVISION = Scenario("provision", Outcome.PUSHED)
-AGENT_WRITE = Scenario("agent_write", Outcome.RESTORED)
-ROUND_END = Scenario("round_end", Outcome.RESTORED)
-SESSION = Scenario("session", Outcome.PUSHED)
-FRONTEND = Scenario("frontend", Outcome.PUSHED, db_authoritative=True)
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    filename: str
-    direction: str  # "sandbox->db", "db->sandbox", "template->sandbox", "frontend->db", "none"
-    outcome: Outcome
-    version: int | None = None  # the DB version the file ended at, when known
-    detail: str | None = None
-    # Left undecided (a conflict whose agent copy could not be kept aside): the file stays
-    # dirty with its old base, or the next read-back would take the agent's copy for a
-    # fresh edit on top of the human's and write it over theirs.
-    unresolved: bool = False
-    # What the sandbox copy is to be compared with from now on, when this sync settled it:
-    # the DB copy both now hold, or (``store_edit``) the sandbox text and the DB version
-    # that holds it. A tool keeps it in its round tracker, because the base record may not
-    # have been written.
-    base: SyncBase | None = None
-
-    @property
-    def needs_retry(self) -> bool:
-        return self.unresolved or self.outcome in RETRY_OUTCOMES
-
-
-@dataclass(frozen=True)
-class Target:
-    """One sandbox being synced for one user, and the scenario doing it."""
-
-    user_id: str
-    session_id: str | None
-    sandbox: Sandbox
-    scenario: Scenario
-
-    def result(
-        self,
-        filename: str,
-        direction: str,
-        outcome: Outcome,
-        version: int | None = None,
-        detail: str | None = None,
-        *,
-        unresolved: bool = False,
-        base: SyncBase | None = None,
-    ) -> SyncResult:
-        """Build a result and log it: warnings for failures and conflicts."""
-        result = SyncResult(filename, direction, outcome, version, detail, unresolved, base)
-        log_result(self.user_id, self.session_id, self.scenario.name, result)
-        return result
-
-
-def log_result(user_id: str, session_id: str | None, scenario: str, result: SyncResult) -> None:
-    level = logging.WARNING if result.outcome in WARNING_OUTCOMES else logging.INFO
-    log_event(
-        logger,
-        "sync.file",
-        level,
-        user_id=user_id,
-        session_id=session_id,
-        scenario=scenario,
-        file=result.filename,
-        direction=result.direction,
-        result=result.outcome.value,
-        version=result.version,
-        detail=result.detail,
-    )
-
-
-@dataclass(frozen=True)
-class SandboxEdit:
-    """A tool's edit of its sandbox copy: the text it read there and the text it made."""
-
-    before: str
-    after: str
-
-
-def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase | None:
-    """The base record, else ``fallback`` — or a :class:`SeenBase` at least as new as the
-    record: the sandbox's own session saw its copy reach that base, after the record was
-    written or while writing it failed (a record at the same version may be an older
-    statement about it: a carried copy, ``store_edit``).
-
-    A seen base that is the record's own base keeps the record's ``previous``.
-
-    Only a seen base may override the record: the round-start snapshot is the DB copy, not
-    what the sandbox holds, and preferring a newer one would write a lagging sandbox copy
-    back over it.
-    """
-    if isinstance(fallback, SeenBase) and (record is None or fallback.version >= record.version):
-        if record is not None and (record.version, record.content) == (
-            fallback.version,
-            fallback.content,
-        ):
-            # The same base, and the record may know the copy its push replaced.
-            return replace(fallback, previous=record.previous)
-        return fallback
-    return record or fallback
 
 
 def _agreed(file: MemoryFile) -> SyncBase:
@@ -505,38 +375,3 @@ class Reconciler:
             log_failure(
                 logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=kind.filename
             )
-
-
-def open_sandbox(provider: SandboxProvider, user_id: str, session_id: str | None) -> Sandbox:
-    """``provider.for_user``, or a :class:`BrokenSandbox` carrying its exception: a provider
-    that fails then takes the failing sandbox's paths (a warning, the DB fallback) instead
-    of raising into the sync scenario, the agent session or the MCP tool that asked."""
-    try:
-        return provider.for_user(user_id, session_id)
-    except Exception as exc:
-        log_failure(logger, "sync.sandbox_unavailable", exc, user_id=user_id, session_id=session_id)
-        return BrokenSandbox(exc)
-
-
-class BrokenSandbox:
-    """Stands in when the provider itself failed, so every operation reports that failure."""
-
-    case_sensitive = False
-
-    def __init__(self, error: Exception) -> None:
-        self._error = error
-
-    async def read_text(self, path: str) -> str | None:
-        raise self._error
-
-    async def write_text(self, path: str, content: str) -> None:
-        raise self._error
-
-    async def exists(self, path: str) -> bool:
-        raise self._error
-
-    async def list(self, prefix: str = "") -> builtins.list[str]:
-        raise self._error
-
-    async def delete(self, path: str) -> None:
-        raise self._error

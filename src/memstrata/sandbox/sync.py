@@ -46,16 +46,14 @@ from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
 from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
-from memstrata.sandbox.reconcile import (
+from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS, Reconciler
+from memstrata.sandbox.results import (
     AGENT_WRITE,
-    AGENTS_FILE,
-    DB_ERRORS,
     FRONTEND,
     PROVISION,
     ROUND_END,
     SESSION,
     Outcome,
-    Reconciler,
     SandboxEdit,
     Scenario,
     SyncResult,

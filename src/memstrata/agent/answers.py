@@ -1,0 +1,90 @@
+"""The memory tools' answer texts: what a sync result, an unreadable file or a search hit
+tells the model (``docs/AGENT_TOOLS.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from memstrata.sandbox.results import Outcome, SyncResult
+
+if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
+    from memstrata.retrieval.ranking import SearchHit
+
+HIT_PREVIEW_CHARS = 400
+
+
+def unreadable(name: str, exc: Exception) -> str:
+    return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
+
+
+def sync_message(
+    done: str, result: SyncResult, *, workspace_stale: bool = False, rounds: bool = True
+) -> str:
+    """The tool's answer for a sync ``result``. ``rounds`` (``ToolContext.rounds``): a
+    round end will read the sandbox copy back; without one (MCP), an edit the DB did not
+    get is an ``error:`` to retry, since the retry's read-back stores the copy."""
+    name = result.filename
+    version = "" if result.version is None else f" (version {result.version})"
+    note = (
+        " The workspace copy could not be updated; it is refreshed next session."
+        if workspace_stale
+        else ""
+    )
+    if result.outcome in (Outcome.WRITTEN, Outcome.UNCHANGED):
+        return f"{done}{version}.{note}"
+    if result.outcome is Outcome.MERGED:
+        return f"{done}{version}, merged with an edit the user made at the same time.{note}"
+    if result.outcome is Outcome.DB_UNAVAILABLE:
+        if workspace_stale:
+            return f"error: {name} could not be saved: storage is unreachable. Try again later."
+        if not rounds:
+            return _not_stored_yet(name, "storage is unreachable")
+        return f"{done} in the workspace; storage is unreachable, it will be saved later."
+    if result.outcome is Outcome.CONFLICT:
+        return (
+            f"Not saved: the user edited {name} at the same time and the edits overlap. "
+            f"Their version was kept ({result.detail}). Read {name} again and reapply "
+            "your change if it is still needed."
+        )
+    if result.outcome is Outcome.REJECTED:
+        return f"error: {name} was not saved: {result.detail}"
+    if result.outcome is Outcome.SANDBOX_FAILED:
+        if not rounds:
+            return _not_stored_yet(name, "syncing the workspace copy failed")
+        return f"{done} in the workspace; syncing it failed and is retried at the end of the round."
+    return f"{done}{version}."
+
+
+def _not_stored_yet(name: str, why: str) -> str:
+    # An error (MCP: isError), yet not one to repeat: the change is in the sandbox copy,
+    # whose read-back at the next call on the file stores it; repeating record_memory
+    # would store it twice.
+    return (
+        f"error: {name} is not stored yet: {why}. The change is kept in the workspace copy "
+        f"and is stored by the next memory tool call on {name}; do not repeat it."
+    )
+
+
+def format_hit(position: int, hit: SearchHit, query: str) -> str:
+    when = f" · {hit.created_at.date().isoformat()}"
+    text = _preview(" ".join(hit.text.split()), query)
+    return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
+
+
+def _preview(text: str, query: str, limit: int = HIT_PREVIEW_CHARS) -> str:
+    """At most ``limit`` characters of ``text``, around the first query word it contains.
+
+    A memory-file chunk can run to 512 tokens; its first lines are usually headings, so a
+    plain prefix would often hide exactly the line that matched.
+    """
+    if len(text) <= limit:
+        return text
+    folded = text.casefold()
+    found = [folded.find(w.casefold()) for w in re.findall(r"\w+", query)]
+    hits = [p for p in found if p >= 0]
+    start = max(0, min(hits) - limit // 4) if hits else 0
+    start = min(start, len(text) - limit)
+    window = text[start : start + limit]
+    return ("…" if start else "") + window + ("…" if start + limit < len(text) else "")

@@ -1,0 +1,57 @@
+"""The memory tools' argument checks and limits: section and key names, entry and value
+texts, and ``memory_search``'s query, ``top_k`` and ``sources`` (also the MCP tool's).
+
+Each check returns the cleaned value or raises :class:`~memstrata.errors.ToolInputError`
+with a message the tool answers with (``docs/AGENT_TOOLS.md``).
+"""
+
+from __future__ import annotations
+
+from memstrata.errors import ToolInputError
+from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
+from memstrata.text import lone_surrogate_at
+
+MAX_ENTRY_CHARS = 2000
+MAX_NAME_CHARS = 80
+MAX_VALUE_CHARS = 500
+
+
+def check_name(value: object, what: str, example: str = "Decisions") -> str:
+    if not isinstance(value, str) or not value.strip().lstrip("#").strip():
+        raise ToolInputError(f"{what} must be a non-empty string such as {example!r}")
+    name = value.strip().lstrip("#").strip()
+    if "\n" in name or len(name) > MAX_NAME_CHARS:
+        raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
+    return name
+
+
+def check_text(
+    value: object, what: str, limit: int | None = None, *, empty_ok: bool = False
+) -> str:
+    if not isinstance(value, str):
+        raise ToolInputError(f"{what} must be a string")
+    if not empty_ok and not value.strip():
+        raise ToolInputError(f"{what} must not be empty")
+    if "\x00" in value:
+        raise ToolInputError(f"{what} must not contain NUL characters")
+    if (at := lone_surrogate_at(value)) is not None:
+        raise ToolInputError(f"{what} is not valid Unicode (a lone surrogate at character {at})")
+    if limit is not None and len(value) > limit:
+        raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def search_arguments(
+    query: object, top_k: object = 5, sources: object = None
+) -> tuple[str, int, list[str] | None]:
+    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
+    text = check_text(query, "query", MAX_TOOL_QUERY_CHARS)
+    if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
+        raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
+    try:
+        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}") from exc
+    if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
+        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
+    return text, top_k, wanted

@@ -1,0 +1,189 @@
+"""What a sync yields and who asks for it: the pure types around the read-back executor.
+
+:class:`Outcome` and its warning and retry sets, :class:`SyncResult` (one per file
+handled) and :func:`log_result` (its ``sync.file`` event), the :class:`Scenario` labels
+(``PROVISION``, ``AGENT_WRITE``, ``ROUND_END``, ``SESSION``, ``FRONTEND``), the
+:class:`Target` a sync runs against, a tool's :class:`SandboxEdit`, :func:`choose_base`
+(the base record or the caller's fallback), and :func:`open_sandbox` with its failing
+stand-in :class:`BrokenSandbox`. :class:`~memstrata.sandbox.reconcile.Reconciler` uses
+them; events are logged under ``memstrata.sandbox.sync``, as the reconciler's are.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from memstrata.logs import log_event, log_failure
+from memstrata.sandbox.base import Sandbox, SandboxProvider
+from memstrata.sandbox.dirty import SeenBase
+from memstrata.sandbox.rule import SyncBase
+
+logger = logging.getLogger("memstrata.sandbox.sync")
+
+
+class Outcome(StrEnum):
+    WRITTEN = "written"  # sandbox edit stored in the DB
+    MERGED = "merged"  # edit merged with a concurrent DB edit, stored and pushed
+    UNCHANGED = "unchanged"  # sandbox and DB already agree
+    PUSHED = "pushed"  # DB (or template) copy written to the sandbox
+    RESTORED = "restored"  # sandbox file was missing or blank; DB copy pushed again
+    KEPT = "kept"  # provisioning left an existing sandbox copy for the next session start
+    CONFLICT = "conflict"  # DB copy won; agent copy preserved under .memstrata/conflicts
+    REJECTED = "rejected"  # DB refused the sandbox content (too large, NUL); copy preserved
+    DB_UNAVAILABLE = "db_unavailable"  # sandbox left as is; retried later
+    SANDBOX_FAILED = "sandbox_failed"  # sandbox I/O failed; the DB is not rolled back
+    TEMPLATE_MISSING = "template_missing"  # the AGENTS.md template cannot be read
+
+
+RETRY_OUTCOMES = frozenset({Outcome.DB_UNAVAILABLE, Outcome.SANDBOX_FAILED})
+WARNING_OUTCOMES = RETRY_OUTCOMES | {Outcome.CONFLICT, Outcome.REJECTED, Outcome.TEMPLATE_MISSING}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Who is syncing: the log label, and how the rule's choices are reported."""
+
+    name: str
+    restored: Outcome  # a blank sandbox copy replaced: "restored" after edits, else "pushed"
+    db_authoritative: bool = False  # a frontend edit: the DB copy is forced onto the sandbox
+
+
+PROVISION = Scenario("provision", Outcome.PUSHED)
+AGENT_WRITE = Scenario("agent_write", Outcome.RESTORED)
+ROUND_END = Scenario("round_end", Outcome.RESTORED)
+SESSION = Scenario("session", Outcome.PUSHED)
+FRONTEND = Scenario("frontend", Outcome.PUSHED, db_authoritative=True)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    filename: str
+    direction: str  # "sandbox->db", "db->sandbox", "template->sandbox", "frontend->db", "none"
+    outcome: Outcome
+    version: int | None = None  # the DB version the file ended at, when known
+    detail: str | None = None
+    # Left undecided (a conflict whose agent copy could not be kept aside): the file stays
+    # dirty with its old base, or the next read-back would take the agent's copy for a
+    # fresh edit on top of the human's and write it over theirs.
+    unresolved: bool = False
+    # What the sandbox copy is to be compared with from now on, when this sync settled it:
+    # the DB copy both now hold, or (``store_edit``) the sandbox text and the DB version
+    # that holds it. A tool keeps it in its round tracker, because the base record may not
+    # have been written.
+    base: SyncBase | None = None
+
+    @property
+    def needs_retry(self) -> bool:
+        return self.unresolved or self.outcome in RETRY_OUTCOMES
+
+
+@dataclass(frozen=True)
+class Target:
+    """One sandbox being synced for one user, and the scenario doing it."""
+
+    user_id: str
+    session_id: str | None
+    sandbox: Sandbox
+    scenario: Scenario
+
+    def result(
+        self,
+        filename: str,
+        direction: str,
+        outcome: Outcome,
+        version: int | None = None,
+        detail: str | None = None,
+        *,
+        unresolved: bool = False,
+        base: SyncBase | None = None,
+    ) -> SyncResult:
+        """Build a result and log it: warnings for failures and conflicts."""
+        result = SyncResult(filename, direction, outcome, version, detail, unresolved, base)
+        log_result(self.user_id, self.session_id, self.scenario.name, result)
+        return result
+
+
+def log_result(user_id: str, session_id: str | None, scenario: str, result: SyncResult) -> None:
+    level = logging.WARNING if result.outcome in WARNING_OUTCOMES else logging.INFO
+    log_event(
+        logger,
+        "sync.file",
+        level,
+        user_id=user_id,
+        session_id=session_id,
+        scenario=scenario,
+        file=result.filename,
+        direction=result.direction,
+        result=result.outcome.value,
+        version=result.version,
+        detail=result.detail,
+    )
+
+
+@dataclass(frozen=True)
+class SandboxEdit:
+    """A tool's edit of its sandbox copy: the text it read there and the text it made."""
+
+    before: str
+    after: str
+
+
+def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase | None:
+    """The base record, else ``fallback`` — or a :class:`SeenBase` at least as new as the
+    record: the sandbox's own session saw its copy reach that base, after the record was
+    written or while writing it failed (a record at the same version may be an older
+    statement about it: a carried copy, ``store_edit``).
+
+    A seen base that is the record's own base keeps the record's ``previous``.
+
+    Only a seen base may override the record: the round-start snapshot is the DB copy, not
+    what the sandbox holds, and preferring a newer one would write a lagging sandbox copy
+    back over it.
+    """
+    if isinstance(fallback, SeenBase) and (record is None or fallback.version >= record.version):
+        if record is not None and (record.version, record.content) == (
+            fallback.version,
+            fallback.content,
+        ):
+            # The same base, and the record may know the copy its push replaced.
+            return replace(fallback, previous=record.previous)
+        return fallback
+    return record or fallback
+
+
+def open_sandbox(provider: SandboxProvider, user_id: str, session_id: str | None) -> Sandbox:
+    """``provider.for_user``, or a :class:`BrokenSandbox` carrying its exception: a provider
+    that fails then takes the failing sandbox's paths (a warning, the DB fallback) instead
+    of raising into the sync scenario, the agent session or the MCP tool that asked."""
+    try:
+        return provider.for_user(user_id, session_id)
+    except Exception as exc:
+        log_failure(logger, "sync.sandbox_unavailable", exc, user_id=user_id, session_id=session_id)
+        return BrokenSandbox(exc)
+
+
+class BrokenSandbox:
+    """Stands in when the provider itself failed, so every operation reports that failure."""
+
+    case_sensitive = False
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    async def read_text(self, path: str) -> str | None:
+        raise self._error
+
+    async def write_text(self, path: str, content: str) -> None:
+        raise self._error
+
+    async def exists(self, path: str) -> bool:
+        raise self._error
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        raise self._error
+
+    async def delete(self, path: str) -> None:
+        raise self._error
