@@ -30,14 +30,12 @@ class SingleFlight(Generic[T]):
         self._compute = compute
         self._lock = threading.Lock()
         self._running: Future[T] | None = None
-        self.runs = 0  # computations started, for tests and curiosity
 
     async def get(self) -> T:
         with self._lock:
             running = self._running
             if running is None:
                 running = self._running = Future()
-                self.runs += 1
                 owner = True
             else:
                 owner = False
