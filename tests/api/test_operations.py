@@ -343,7 +343,15 @@ def test_openapi_docs(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     put = schema["paths"]["/api/config/agent-files/{name}"]["put"]
-    assert set(put["responses"]) >= {"200", "400", "401", "409", "413", "422"}
+    assert set(put["responses"]) >= {"200", "400", "401", "409", "413", "422", "503"}
+    # A read has no body and no version: it never answers 404, 409 or 413.
+    get = schema["paths"]["/api/config/agent-files/{name}"]["get"]
+    assert set(get["responses"]) & {"404", "409", "413"} == set()
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            if path.startswith("/api/") and not path.endswith("/limits"):
+                # Each reaches the database (or the sandbox, or the embedding API).
+                assert "503" in operation["responses"], (method, path)
 
 
 def test_every_route_has_a_typed_response_schema(client: TestClient) -> None:

@@ -37,6 +37,13 @@ class ErrorBody(BaseModel):
     errors: list[dict[str, object]] | None = Field(default=None, description="422 only.")
 
 
+def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """The ``responses=`` of a route: ``statuses`` plus 401 (every ``/api`` route
+    authenticates) and 503 (every one that reaches the database, the sandbox or the
+    embedding API can meet it down), each with ``ErrorBody``."""
+    return {code: {"model": ErrorBody} for code in sorted({401, 503, *statuses})}
+
+
 class AgentFile(BaseModel):
     name: str = Field(examples=["user"])
     file_type: str = Field(examples=["user_md"])

@@ -20,19 +20,16 @@ from memstrata.api.schemas import (
     AgentFile,
     AgentFileUpdate,
     AgentFileUpdated,
-    ErrorBody,
     SkillInfo,
     SkillList,
     SkillUpdate,
     SkillUpdated,
+    error_responses,
 )
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 
 # One of our ETags: "3", weak W/"3", or bare 3; quotes balanced.
 _ETAG = re.compile(r'\A(?:(?:W/)?"([0-9]{1,9})"|([0-9]{1,9}))\Z')
-_ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
-}
 
 
 def etag(version: int) -> str:
@@ -93,7 +90,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
 
     # ``name:anything``: a name with "/" or an empty one reaches the route, so it is 401
     # without a token and spec §3's 400 with one, never a 404 "Not Found".
-    @router.get("/agent-files/{name:anything}", responses=_ERRORS)
+    @router.get("/agent-files/{name:anything}", responses=error_responses(400))
     async def get_agent_file(
         user_id: CurrentUser,
         kind: Annotated[FileKind, Depends(path_kind)],
@@ -119,7 +116,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     async def no_agent_file_name(user_id: CurrentUser) -> None:
         api_kind("")
 
-    @router.put("/agent-files/{name:anything}", responses=_ERRORS)
+    @router.put("/agent-files/{name:anything}", responses=error_responses(400, 409, 413, 422))
     async def put_agent_file(
         user_id: CurrentUser,
         kind: Annotated[FileKind, Depends(path_kind)],
@@ -146,7 +143,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
 
     # "/skills/" too: the PUT route's {skill_name:anything} matches an empty name, which
     # would turn the trailing-slash redirect into a 405.
-    @router.get("/skills", responses=_ERRORS)
+    @router.get("/skills", responses=error_responses())
     @router.get("/skills/", include_in_schema=False)
     def list_skills(user_id: CurrentUser, context: Context) -> SkillList:
         """The discovered skills with this user's switches (enabled unless turned off)."""
@@ -163,7 +160,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             ]
         )
 
-    @router.put("/skills/{skill_name:anything}", responses=_ERRORS)
+    @router.put("/skills/{skill_name:anything}", responses=error_responses(400, 404, 413, 422))
     def put_skill(
         skill_name: str, body: SkillUpdate, user_id: CurrentUser, context: Context
     ) -> SkillUpdated:

@@ -25,12 +25,12 @@ from memstrata.api.schemas import (
     BatchTurnsRejected,
     BatchTurnsRequest,
     BatchTurnsResult,
-    ErrorBody,
     IndexReportBody,
     InvalidBatchTurn,
     SearchRequest,
     SearchResults,
     TurnRequest,
+    error_responses,
 )
 from memstrata.retrieval.rounds import (
     SESSION_ID_RULE,
@@ -41,9 +41,7 @@ from memstrata.retrieval.rounds import (
     validate_rounds,
 )
 
-_ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 413, 422)
-}
+_ERRORS = error_responses(400, 413, 422)
 
 
 @checked_before_body
