@@ -322,6 +322,13 @@ class Settings(BaseSettings):
     jwt_leeway_s: float = Field(
         default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
     )
+    jwt_max_lifetime_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Refuse a token whose `exp` is further away than this many seconds "
+        "(plus the leeway), whatever its issuer chose: it bounds how long a leaked token "
+        "works. Unset: no bound, the issuer decides `exp`.",
+    )
     otel_telemetry: bool = Field(
         default=False,
         description="FastAPI's built-in OpenTelemetry spans, metrics and logs for `memstrata "

@@ -285,3 +285,23 @@ def test_a_session_id_that_is_not_utf8_is_refused_not_merged(
     assert response.json()["errors"][0]["session_id"] == "caf\ufffd"
     ok = client.post("/api/memory/conversations/caf%C3%A9/turns", json=turn, headers=auth())
     assert ok.status_code == 200 and ok.json()["file_path"] == "sessions/café/0"
+
+
+def test_max_lifetime_bounds_how_long_a_token_still_works(
+    client: TestClient, make_token: TokenFactory, settings: Settings, mem: Memstrata
+) -> None:
+    now = int(time.time())
+    year = make_token(exp=now + 365 * 86400)
+    hour = make_token(exp=now + 3600)
+    assert client.get(FILES.format("user"), headers=bearer(year)).status_code == 200  # unset
+    bounded = settings.model_copy(update={"jwt_max_lifetime_s": 3600.0})
+    with TestClient(create_app(bounded, memstrata=mem)) as bounded_client:
+        refused = bounded_client.get(FILES.format("user"), headers=bearer(year))
+        assert refused.status_code == 401
+        assert refused.json()["detail"].startswith("token lives too long: it expires in ")
+        assert "MEMSTRATA_JWT_MAX_LIFETIME_S" in refused.json()["detail"]
+        assert bounded_client.get(FILES.format("user"), headers=bearer(hour)).status_code == 200
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

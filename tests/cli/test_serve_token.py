@@ -74,6 +74,16 @@ def test_token_bad_input(env: dict[str, str], args: list[str], code: int, messag
     assert message in err
 
 
+def test_token_refuses_a_ttl_the_server_would_refuse(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_JWT_MAX_LIFETIME_S", "600")
+    code, out, err = run_cli("token", "--user", "alice")  # the default ttl: 3600
+    assert (code, out) == (1, "")
+    assert "--ttl 3600 is longer than MEMSTRATA_JWT_MAX_LIFETIME_S (600 s)" in err
+    assert run_cli("token", "--user", "alice", "--ttl", "600")[0] == 0
+
+
 def test_token_refuses_with_only_a_public_key(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ key used as an HMAC secret). ``exp`` is required; ``aud`` is checked when
 The user id is the ``MEMSTRATA_JWT_USER_CLAIM`` claim (default ``sub``): a string of 1–100
 characters that ``validate_user_id`` accepts (no NUL, no lone surrogates).
 ``exp``/``nbf``/``iat`` allow ``MEMSTRATA_JWT_LEEWAY_S`` seconds of clock skew (default 30).
+With ``MEMSTRATA_JWT_MAX_LIFETIME_S``, a token whose ``exp`` lies further ahead is refused.
 Tokens minted here carry a ``kid`` (a hash prefix of the secret), so a token signed with
 another key is logged as ``auth.token.foreign_key`` and a forged one as
 ``auth.token.forged`` — both answered 401.
@@ -83,11 +84,16 @@ class Authenticator:
     user_claim: str = "sub"
     audience: str | None = None
     leeway_s: float = 30.0
+    max_lifetime_s: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Authenticator:
         return cls(
-            _keys(settings), settings.jwt_user_claim, settings.jwt_audience, settings.jwt_leeway_s
+            _keys(settings),
+            settings.jwt_user_claim,
+            settings.jwt_audience,
+            settings.jwt_leeway_s,
+            settings.jwt_max_lifetime_s,
         )
 
     @property
@@ -175,6 +181,16 @@ class Authenticator:
             if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise AuthenticationError(
                     f"token's {name!r} claim must be a number (seconds since 1970-01-01 UTC)"
+                )
+        # Measured from now, not from ``iat``: an issuer may leave ``iat`` out or set it
+        # at will, while what the bound limits is how long this token still works.
+        if self.max_lifetime_s is not None:
+            remaining = float(claims["exp"]) - time.time()
+            if remaining > self.max_lifetime_s + self.leeway_s:
+                raise AuthenticationError(
+                    f"token lives too long: it expires in {remaining:.0f} s and this server "
+                    f"accepts at most {self.max_lifetime_s:.0f} s "
+                    "(MEMSTRATA_JWT_MAX_LIFETIME_S); ask the issuer for a shorter 'exp'"
                 )
 
     def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> None:

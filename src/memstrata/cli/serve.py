@@ -151,6 +151,12 @@ def token(
         validate_user_id(user)
     except InvalidUserIdError as exc:
         fail(f"--user: {exc}")
+    limit = settings.jwt_max_lifetime_s
+    if limit is not None and ttl > limit:
+        fail(
+            f"--ttl {ttl} is longer than MEMSTRATA_JWT_MAX_LIFETIME_S ({limit:.0f} s): the "
+            "server would refuse the token; pass a shorter --ttl"
+        )
     try:
         typer.echo(mint_token(settings, user, ttl))
     except AuthConfigurationError as exc:
