@@ -183,10 +183,7 @@ class SyncService:
 
     async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base."""
-        try:
-            case_sensitive = self.sandboxes.for_user(user_id, session_id).case_sensitive
-        except Exception:
-            case_sensitive = False
+        case_sensitive = open_sandbox(self.sandboxes, user_id, session_id).case_sensitive
         bases = await self._snapshot(user_id)
         return RoundTracker(user_id, session_id, bases=bases or {}, case_sensitive=case_sensitive)
 
