@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+# Share of the model's context the memory part of the system prompt may take (spec: 15 %).
+PROMPT_BUDGET_RATIO = 0.15
 # Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
 MIN_CANDIDATES = 50
 # The same while time decay is on: a deeper pool lets decay promote recent rows that
@@ -307,7 +309,10 @@ class Settings(BaseSettings):
         "cosine over vectors loaded from pgvector) or a pgvector query per search.",
     )
     prompt_budget_ratio: float = Field(
-        default=0.15, gt=0, le=1, description="Share of token_limit for memory (spec: 15%)."
+        default=PROMPT_BUDGET_RATIO,
+        gt=0,
+        le=1,
+        description="Share of token_limit for memory (spec: 15%).",
     )
 
     jwt_secret: str | None = Field(default=None, description="HS256 secret for bearer tokens.")

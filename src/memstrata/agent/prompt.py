@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.errors import InvalidContentError
 
 SECTION_SEPARATOR = "\n\n"
@@ -74,7 +75,7 @@ def check_token_limit(token_limit: object) -> int:
     return token_limit
 
 
-def prompt_budget(token_limit: int, ratio: float = 0.15) -> int:
+def prompt_budget(token_limit: int, ratio: float = PROMPT_BUDGET_RATIO) -> int:
     """``floor(ratio × token_limit)``, with ``ratio`` taken at its decimal value.
 
     ``0.15`` as a binary float is slightly below 3/20, so a plain float product would
@@ -94,7 +95,7 @@ def build_system_prompt(
     memory: str,
     token_limit: int,
     count: Callable[[str], int],
-    ratio: float = 0.15,
+    ratio: float = PROMPT_BUDGET_RATIO,
 ) -> PromptResult:
     """Assemble AGENTS / SOUL / USER / MEMORY into at most the budget (see module doc)."""
     budget = prompt_budget(token_limit, ratio)

@@ -27,6 +27,7 @@ import anyio.to_thread
 from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.prompt import PromptResult, build_system_prompt, check_token_limit
 from memstrata.agent.tools import MemoryTools, ToolContext
+from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
@@ -48,7 +49,7 @@ async def build_memory_prompt(
     user_id: str,
     *,
     token_limit: int,
-    ratio: float = 0.15,
+    ratio: float = PROMPT_BUDGET_RATIO,
     count: Callable[[str], int] = count_tokens,
     sandbox: Sandbox | None = None,
 ) -> PromptResult:
@@ -123,7 +124,7 @@ async def open_agent_session(
     user_id: str,
     *,
     token_limit: int,
-    ratio: float = 0.15,
+    ratio: float = PROMPT_BUDGET_RATIO,
     session_id: str | None = None,
     searcher: SearchService | None = None,
     count: Callable[[str], int] = count_tokens,
