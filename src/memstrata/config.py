@@ -15,6 +15,9 @@ import platformdirs
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memstrata.retrieval.chunk import CHUNK_TOKENS
+from memstrata.retrieval.fusion import HALF_LIFE_DAYS
+
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
 # Share of the model's context the memory part of the system prompt may take (spec: 15 %).
 PROMPT_BUDGET_RATIO = 0.15
@@ -229,7 +232,9 @@ class Settings(BaseSettings):
         "configured.",
     )
 
-    chunk_tokens: int = Field(default=512, ge=16, description="Chunk size in tokens (spec: 512).")
+    chunk_tokens: int = Field(
+        default=CHUNK_TOKENS, ge=16, description="Chunk size in tokens (spec: 512)."
+    )
     conversation_context_tokens: int = Field(
         default=128,
         ge=0,
@@ -268,7 +273,7 @@ class Settings(BaseSettings):
         "(docs/BENCHMARKS.md).",
     )
     decay_half_life_days: float = Field(
-        default=30.0, gt=0, description="Time-decay half-life in days (spec: 30)."
+        default=HALF_LIFE_DAYS, gt=0, description="Time-decay half-life in days (spec: 30)."
     )
     decay_floor: float = Field(
         default=0.0,

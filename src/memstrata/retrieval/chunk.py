@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterator
 
 from memstrata.retrieval.tokenize import count_tokens
 
+# Spec: memory files and conversation rounds are cut into chunks of at most 512 tokens.
+CHUNK_TOKENS = 512
+
 __all__ = ["chunk_text", "paragraphs"]
 
 # A line containing only whitespace also ends a paragraph.
@@ -36,7 +39,9 @@ Span = tuple[int, int]
 TokenCounter = Callable[[str], int]
 
 
-def chunk_text(text: str, max_tokens: int = 512, count: TokenCounter = count_tokens) -> list[str]:
+def chunk_text(
+    text: str, max_tokens: int = CHUNK_TOKENS, count: TokenCounter = count_tokens
+) -> list[str]:
     """Chunk ``text`` (see the module docstring); whitespace-only input gives ``[]``."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")

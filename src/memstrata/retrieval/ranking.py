@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memstrata.retrieval.fusion import fuse
+from memstrata.retrieval.fusion import HALF_LIFE_DAYS, fuse
 from memstrata.retrieval.rows import Row
 
 DAY_SECONDS = 86_400.0
@@ -22,7 +22,7 @@ DAY_SECONDS = 86_400.0
 @dataclass(frozen=True)
 class DecayPolicy:
     enabled: bool = True
-    half_life_days: float = 30.0
+    half_life_days: float = HALF_LIFE_DAYS
     floor: float = 0.0
 
 
