@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import pytest
@@ -98,6 +99,7 @@ async def test_open_agent_session_syncs_sandbox_first_then_builds_everything(
     sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
 ) -> None:
     await sync.start_session(USER, "s1")
+    sync.end_session(USER, "s1")  # the last session of this id, over
     box = provider.for_user(USER, "s1")
     await box.write_text("MEMORY.md", "- left by the last session\n")
 
@@ -140,3 +142,20 @@ async def test_on_tool_call_never_raises_on_arguments_that_are_no_object(
     assert session.tracker.dirty == frozenset()
     session.on_tool_call("write_file", {"path": "USER.md"})
     assert session.tracker.dirty == frozenset({"USER.md"})
+
+
+async def test_a_forgotten_session_stops_receiving_pushes_and_a_reopened_id_stays_open(
+    sync: SyncService, provider: LocalSandboxProvider
+) -> None:
+    """A host that drops a session without close() must not leave every later frontend
+    edit mirrored to its sandbox; one that opens the same session id twice keeps it open
+    until both have ended."""
+    first = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
+    second = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
+    assert sync.open_sessions(USER) == ["s1"]
+    first.close()
+    first.close()  # idempotent: it must not end the second one's count too
+    assert sync.open_sessions(USER) == ["s1"]
+    del second
+    gc.collect()
+    assert sync.open_sessions(USER) == []

@@ -18,6 +18,7 @@ The agent loop then calls :meth:`AgentSession.on_tool_call` per tool call and
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -114,9 +115,20 @@ class AgentSession:
         return results
 
     def close(self) -> None:
-        """Stop receiving frontend pushes for this session's sandbox."""
-        if self.ctx.session_id is not None:
-            self.ctx.sync.end_session(self.ctx.user_id, self.ctx.session_id)
+        """Stop receiving frontend pushes for this session's sandbox. Idempotent; a
+        session nothing refers to any more is closed when it is collected, so a host
+        that forgets this call does not leave every later edit mirrored to it."""
+        self._closer()
+
+    def __post_init__(self) -> None:
+        # On the context, which the tools share: a host may keep only ``session.tools``.
+        session_id = self.ctx.session_id
+        if session_id is None:
+            self._closer: Callable[[], object] = lambda: None
+        else:
+            self._closer = weakref.finalize(
+                self.ctx, self.ctx.sync.end_session, self.ctx.user_id, session_id
+            )
 
 
 async def open_agent_session(

@@ -25,6 +25,7 @@ write *is* the main flow, lets DB errors and version conflicts propagate.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -97,7 +98,9 @@ class SyncService:
         self._files = Reconciler(self.db, templates or store.templates)
         self._locks = UserLocks()
         self._claims = WriteClaims(self.db)
-        self._open_sessions: dict[str, set[str]] = {}
+        # user -> session id -> how many opened sessions use it: a host that reopens a
+        # session id keeps it open until the last of them ends.
+        self._open_sessions: dict[str, Counter[str]] = {}
         self._writes = WritesInFlight(self._locks)
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -291,7 +294,7 @@ class SyncService:
         ``.memstrata/conflicts``. Policy: a sandbox failure is a ``sandbox_failed`` result
         and a warning; the lagging sandbox is refreshed by a later read-back (rule 3)."""
         fallback = None if previous is None else SyncBase(previous.version, previous.content)
-        for session_id in [None, *sorted(self._open_sessions.get(user_id, ()))]:
+        for session_id in [None, *self.open_sessions(user_id)]:
             t = self._target(user_id, session_id, FRONTEND)
             await self._files.reconcile(t, kind, fallback)
 
@@ -329,16 +332,25 @@ class SyncService:
                     results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
         if session_id is not None:
-            self._open_sessions.setdefault(user_id, set()).add(session_id)
+            self._open_sessions.setdefault(user_id, Counter())[session_id] += 1
         return results
 
     def end_session(self, user_id: str, session_id: str) -> None:
-        """Stop pushing frontend edits to this session's sandbox."""
+        """Stop pushing frontend edits to this session's sandbox (once every
+        ``start_session`` of it has ended)."""
         sessions = self._open_sessions.get(user_id)
-        if sessions is not None:
-            sessions.discard(session_id)
-            if not sessions:
-                del self._open_sessions[user_id]
+        if sessions is None or session_id not in sessions:
+            return
+        sessions[session_id] -= 1
+        if sessions[session_id] <= 0:
+            del sessions[session_id]
+        if not sessions:
+            del self._open_sessions[user_id]
+
+    def open_sessions(self, user_id: str) -> list[str]:
+        """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the
+        user's own."""
+        return sorted(self._open_sessions.get(user_id, ()))
 
     # -- plumbing ----------------------------------------------------------------------------
 
