@@ -9,14 +9,20 @@ import pytest
 
 from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.embeddings import (
+    CircuitOpenError,
+    EmbeddingOutageError,
+    OpenAICompatibleEmbedder,
+)
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.search import (
     NO_EMBEDDING_API,
     NO_SEARCHABLE_WORDS,
     NO_VECTORS_YET,
     SearchService,
+    query_failure,
 )
 
 from .fault_server import FaultServer
@@ -78,3 +84,18 @@ def test_a_new_user_without_rows_gets_no_vector_warning(
 ) -> None:
     result = SearchService(IndexCache(db.sessions), embedder).search("nobody", "anything")
     assert (result.mode, result.hits, result.warnings) == ("bm25", [], [])
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (CircuitOpenError("open"), "failed repeatedly and is not asked again for a moment"),
+        (EmbeddingOutageError("timed out after 2 s"), "is unreachable or did not answer in time"),
+        (EmbeddingRejectedError("HTTP 400"), "refused the query"),
+        (EmbeddingError("NaN in the vector"), "gave an unusable answer"),
+    ],
+)
+def test_the_warning_says_why_in_words_not_an_exception_name(error: Exception, reason: str) -> None:
+    text = query_failure(error)
+    assert text == f"the embedding service {reason}"
+    assert type(error).__name__ not in text

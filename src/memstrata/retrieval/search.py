@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 import numpy as np
 
 from memstrata.config import MIN_CANDIDATES, MIN_CANDIDATES_DECAY, QUERY_CACHE_ENTRIES
-from memstrata.errors import EmbeddingError, InvalidContentError
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.embeddings import EmbeddingProvider
+from memstrata.retrieval.embeddings import CircuitOpenError, EmbeddingOutageError, EmbeddingProvider
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.ranking import Candidates, DecayPolicy, SearchResponse, rank
@@ -143,7 +143,7 @@ class SearchService:
                 # The cause goes to the log; the caller (an end user, an agent) is told only
                 # what happened, not where the embedding API lives.
                 warnings.append(
-                    f"query embedding failed, searched with BM25 only ({type(exc).__name__})"
+                    f"query embedding failed, searched with BM25 only: {query_failure(exc)}"
                 )
                 log_event(
                     logger,
@@ -247,6 +247,19 @@ class SearchService:
                 query_vector.tolist(), model, n, None if allowed is None else sorted(allowed)
             )
         return [key for key, _ in found]
+
+
+def query_failure(exc: Exception) -> str:
+    """Why the query embedding failed, in words for the person or agent who searched (the
+    exception's name meant nothing to them; its text, naming the API's address, goes to
+    the log only)."""
+    if isinstance(exc, CircuitOpenError):
+        return "the embedding service failed repeatedly and is not asked again for a moment"
+    if isinstance(exc, EmbeddingOutageError):
+        return "the embedding service is unreachable or did not answer in time"
+    if isinstance(exc, EmbeddingRejectedError):
+        return "the embedding service refused the query"
+    return "the embedding service gave an unusable answer"
 
 
 NO_EMBEDDING_API = "no embedding API is configured: searched with BM25 only"
