@@ -40,6 +40,7 @@ Mode = Literal[
     "reject-bad",  # HTTP 400 for a batch holding a text with "BAD" in it, else ok
     "slow",  # ok, after sleeping `delay_s` per input text
     "slow-500",  # HTTP 500, after sleeping `delay_s` per input text
+    "slow-by-length",  # ok, after sleeping `delay_s` per 1,000 characters of input
     "status",  # HTTP `status` (any code) with an OpenAI-style error message
     "ok-then-status",  # ok for the first `failures` requests, then as "status"
     "short-then-ok",  # the first `failures` requests get vectors cut to `short` numbers
@@ -92,6 +93,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         if mode in ("slow", "slow-500"):
             state.released.wait(delay * len(texts))
+        if mode == "slow-by-length":
+            state.released.wait(delay * sum(len(t) for t in texts) / 1000)
         if mode == "hang":
             state.released.wait()
             self.close_connection = True

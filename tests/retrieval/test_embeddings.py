@@ -18,6 +18,7 @@ from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import EmbeddingError, EmbeddingUnavailableError
 from memstrata.logs import event_fields
 from memstrata.retrieval.breaker import CircuitBreaker
+from memstrata.retrieval.chunk import CHUNK_TOKENS
 from memstrata.retrieval.embedding_answer import (
     MIN_LEARNED_DIMENSIONS,
     Lengths,
@@ -31,9 +32,11 @@ from memstrata.retrieval.embedding_registry import (
     resolve_embedding_spec,
 )
 from memstrata.retrieval.embeddings import (
+    QUERY_TIMEOUT_TOKENS,
     EmbeddingOutageError,
     EmbeddingProvider,
     OpenAICompatibleEmbedder,
+    query_timeout,
 )
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 
@@ -257,6 +260,28 @@ def test_hanging_server_times_out_quickly(fault: FaultServer) -> None:
     assert time.monotonic() - started < 1.5
     # Not retried: a hung API must not cost a caller several timeouts.
     assert len(fault.requests) == 1
+
+
+def test_a_long_query_gets_time_in_proportion_to_its_length(fault: FaultServer) -> None:
+    """An API's cost grows with the text: a 4,000-character query (the longest search
+    takes) on a busy machine outlasted the short-query timeout every time, and each such
+    timeout counted toward the circuit every user's writes share."""
+    fault.mode, fault.delay_s = "slow-by-length", 0.15  # 0.6 s; the timeout: 4 × 0.3 s
+    long_query = "where did we go hiking " * 175  # 4,025 characters
+    with fault_embedder(fault, timeout_s=0.3, max_retries=0) as embedder:
+        assert len(embedder.embed([long_query], "query")[0]) == 32
+        fault.mode = "hang"  # a short one still gets the short timeout
+        started = time.monotonic()
+        with pytest.raises(EmbeddingUnavailableError, match=r"timed out after 0.3 s"):
+            embedder.embed(["hiking"], "query")
+        assert time.monotonic() - started < 1.0
+
+
+def test_query_timeout_grows_by_blocks_of_tokens_up_to_a_chunk() -> None:
+    assert query_timeout(2.0, "hiking") == 2.0
+    assert query_timeout(2.0, "word " * 127) == 2.0
+    assert query_timeout(2.0, "word " * 129) == 4.0
+    assert query_timeout(2.0, "字" * 4000) == 2.0 * CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS
 
 
 def test_http_500_is_retried_then_reported_with_url_and_message(fault: FaultServer) -> None:
