@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,7 +188,9 @@ def test_serve_starts_answers_and_stops(
     out, err = process.communicate(timeout=15)
     assert process.returncode == 0, err
     assert out.splitlines()[0] == (f"memstrata listening on {url}  (API docs: {url}/docs)")
-    assert "  get a token memstrata token --user alice" in out.splitlines()
+    # The bare name only when another shell finds it (make installs into .venv/bin).
+    how = "memstrata" if shutil.which("memstrata") else f"{Path(sys.executable).parent}/memstrata"
+    assert f"  get a token {how} token --user alice" in out.splitlines()
     assert "  embeddings  none: BM25-only search" in out.splitlines()
 
 

@@ -7,6 +7,7 @@ single-process behaviour of migrating on open.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,13 @@ def test_a_schema_migrated_by_a_newer_release_is_run_on(
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "newer than this release's latest" in result.output, result.output
+    # ... and `db status` does not send the operator to that refusal.
+    status = CliRunner().invoke(build_app(), ["db", "status"])
+    assert status.exit_code == 0, status.output
+    assert "run `memstrata db upgrade` to migrate" not in status.output
+    assert "a newer memstrata migrated this schema" in status.output
+    as_json = CliRunner().invoke(build_app(), ["db", "status", "--json"])
+    assert json.loads(as_json.output)["newer_than_this_release"] is True
 
 
 def test_single_process_default_migrates_a_fresh_database(

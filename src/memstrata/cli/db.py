@@ -8,7 +8,12 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, guarded, load_settings, open_database
-from memstrata.db.migrate import current_revision, head_revision, upgrade
+from memstrata.db.migrate import (
+    current_revision,
+    head_revision,
+    newer_than_this_release,
+    upgrade,
+)
 
 db_app = typer.Typer(help="Database schema (Alembic) commands.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -32,17 +37,24 @@ def db_status(
     with open_database(settings, migrate=False) as db:
         current = guarded(lambda: current_revision(db.engine))
         head = head_revision(db.engine)
+        newer = newer_than_this_release(db.engine, current)
         status = {
             "database": db.engine.url.render_as_string(hide_password=True),
             "embedded": db.embedded is not None,
             "current": current,
             "head": head,
             "up_to_date": current == head,
+            "newer_than_this_release": newer,
         }
         if as_json:
             typer.echo(json.dumps(status))
         else:
             for key, value in status.items():
                 typer.echo(f"{key:11s} {value}")
-            if current != head:
+            if newer:
+                typer.echo(
+                    "a newer memstrata migrated this schema: this release runs on it, and "
+                    "only that release's `memstrata db upgrade` migrates it further"
+                )
+            elif current != head:
                 typer.echo("run `memstrata db upgrade` to migrate")

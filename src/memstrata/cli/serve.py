@@ -15,11 +15,13 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
+from pathlib import Path
 from types import TracebackType
 from typing import Annotated
 
@@ -163,6 +165,15 @@ def token(
         fail(str(exc))
 
 
+def command_name() -> str:
+    """How to call this command from another shell: ``memstrata`` when that finds it, else
+    its path in the virtual environment (``make`` installs it into ``.venv/bin`` only)."""
+    beside = Path(sys.executable).parent / "memstrata"
+    if shutil.which("memstrata") is None and beside.exists():
+        return str(beside)
+    return "memstrata"
+
+
 def _bind(host: str, port: int) -> socket.socket:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
@@ -205,7 +216,7 @@ def _banner(
     else:
         embeddings = "none: BM25-only search"
     if settings.jwt_secret or not settings.jwt_public_key:
-        how = "memstrata token --user alice"
+        how = f"{command_name()} token --user alice"
     else:
         how = "issued by your identity provider (public-key verification)"
     docs = f"  (API docs: {url}/docs)" if settings.api_docs else ""
