@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import httpx
 
-SERVE = (sys.executable, "-c", "from memstrata.cli import main; main()", "serve")
+SERVE = (sys.executable, "-P", "-c", "from memstrata.cli import main; main()", "serve")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

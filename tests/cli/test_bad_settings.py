@@ -152,3 +152,21 @@ def test_an_unknown_variable_is_named_with_the_closest_setting(
         "MEMSTRATA_DATABASE_ULR": "MEMSTRATA_DATABASE_URL",
         "MEMSTRATA_NOTHING_LIKE_IT": None,
     }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["token", "--user", "a"], "error: cannot read or create the development secret"),
+        (["db", "status"], "error: cannot create"),
+    ],
+)
+def test_an_unusable_data_dir_is_one_line(
+    env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str], message: str
+) -> None:
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("x")
+    monkeypatch.setenv("MEMSTRATA_DATA_DIR", str(not_a_dir / "data"))
+    code, out = run(*args)
+    assert code == 1 and out.startswith(message), out
+    assert "MEMSTRATA_DATA_DIR" in out and len(out.strip().splitlines()) == 1

@@ -221,3 +221,14 @@ def test_a_server_given_by_path_is_not_kept_alive(tmp_path: Path) -> None:
     )
     with LocalEmbeddingServer(executable=exe) as server:
         assert not server.model_spec.keepalive
+
+
+def test_a_module_in_the_working_directory_cannot_shadow_the_launchers_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memstrata serve` started in a folder holding an ``http.py`` (a user's script) lost
+    its embedding server: the child put the working directory first on sys.path."""
+    (tmp_path / "http.py").write_text("raise SystemExit('the shadowing http.py was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    with LocalEmbeddingServer(startup_timeout_s=60) as server:
+        assert httpx.get(server.base_url[: -len("/v1")] + "/health").status_code == 200

@@ -256,12 +256,24 @@ def load_or_create_dev_secret(data_dir: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        return _create_dev_secret(path)
+        try:
+            return _create_dev_secret(path)
+        except OSError as exc:
+            raise _unusable(path, exc) from exc
+    except OSError as exc:
+        raise _unusable(path, exc) from exc
     if not text:
         raise AuthConfigurationError(
             f"{path} is empty; delete it to generate a new secret, or set MEMSTRATA_JWT_SECRET"
         )
     return text
+
+
+def _unusable(path: Path, exc: OSError) -> AuthConfigurationError:
+    return AuthConfigurationError(
+        f"cannot read or create the development secret {path} ({exc.strerror or exc}): set "
+        "MEMSTRATA_DATA_DIR to a directory this user can write, or MEMSTRATA_JWT_SECRET"
+    )
 
 
 def _create_dev_secret(path: Path) -> str:

