@@ -555,3 +555,94 @@ def test_the_file_bar_and_the_user_id_fit_narrow_screens(signed_in: SignedIn, us
         assert who[0] <= who[1], f"{width}: the user id {user} is cut ({who})"
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{width}: {overflow}px too wide"
+
+
+def _put(server: Serve, user: str, name: str, content: str) -> int:
+    """Another writer replaces the stored file; returns the new version."""
+    with server.rest(user) as rest:
+        version = rest.get(f"/api/config/agent-files/{name}").json()["version"]
+        written = rest.put(
+            f"/api/config/agent-files/{name}",
+            json={"content": content},
+            headers={"If-Match": f'"{version}"'},
+        )
+        written.raise_for_status()
+        return int(written.json()["version"])
+
+
+def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_again(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    message = page.locator("#file-message")
+    # the agent rewrites USER.md while the page shows it: opening its tab again reads it
+    _put(server, user, "user", "# USER (the agent rewrote it)\n")
+    tab(page, "memory")
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    expect(page.locator("#editor")).to_have_value("# USER (the agent rewrote it)\n")
+    expect(message).to_have_text(
+        "USER.md was changed elsewhere (the agent or another tab): version 2 is shown."
+    )
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    # so does opening the files view again
+    _put(server, user, "user", "# USER (rewritten again)\n")
+    page.click("#nav a[data-view=skills]")
+    page.click("#nav a[data-view=files]")
+    expect(page.locator("#file-version")).to_have_text("version 3")
+    expect(page.locator("#editor")).to_have_value("# USER (rewritten again)\n")
+    # a draft is never replaced: it keeps its version, the page says a newer one is stored,
+    # and saving leads to the conflict view as before
+    append(page, "MY DRAFT")
+    _put(server, user, "user", "# USER (a third time)\n")
+    tab(page, "memory")
+    tab(page, "user")
+    expect(message).to_have_text(
+        "USER.md was changed elsewhere: version 4 is stored now. Your unsaved text is kept; "
+        "saving shows both versions to choose from."
+    )
+    expect(message).to_have_class("banner warn")
+    expect(page.locator("#editor")).to_have_value("# USER (rewritten again)\nMY DRAFT")
+    expect(page.locator("#file-version")).to_have_text("version 3")
+    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#conflict-left-title")).to_have_text("Stored now · version 4")
+
+
+def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    crlf = "# USER\r\n- line one\r\n- line two\r\n"
+    assert _put(server, user, "user", crlf) == 2
+    page.reload()  # signed in from the tab's storage: the files are read again
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    # unedited (the textarea shows LF), and the size is the stored size, CRs included
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    expect(page.locator("#file-size")).to_have_attribute(
+        "title", f"{len(crlf.encode())} of {MAX_CONTENT_BYTES:,} bytes (UTF-8)"
+    )
+    append(page, "x")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 3.")
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["content"] == crlf + "x"
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    # the conflict path: merged onto a CRLF version written elsewhere, still CRLF
+    _put(server, user, "user", "ELSEWHERE\r\n" + crlf + "x")
+    append(page, "y")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    page.click("#conflict-reapply")
+    expect(page.locator("#file-message")).to_contain_text("Your edits were re-applied")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 5.")
+    with server.rest(user) as rest:
+        stored = rest.get("/api/config/agent-files/user").json()["content"]
+    assert stored == "ELSEWHERE\r\n" + crlf + "xy"

@@ -52,6 +52,21 @@ def test_a_toggle_persists_across_reload(signed_in: SignedIn, server: Serve, use
     assert stored["web_search"] is False
 
 
+def test_the_skills_list_is_read_again_when_the_view_is_opened(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    page = signed_in()
+    _skills(page)
+    switch = page.locator("#skill-web_search-switch")
+    expect(switch).to_have_attribute("aria-checked", "true")
+    # the agent (MCP skill_set) or the platform (REST) turns it off meanwhile
+    with server.rest(user) as rest:
+        rest.put("/api/config/skills/web_search", json={"enabled": False}).raise_for_status()
+    page.click("#nav a[data-view=files]")
+    _skills(page)
+    expect(switch).to_have_attribute("aria-checked", "false")
+
+
 def test_a_failed_toggle_rolls_back_visibly(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:

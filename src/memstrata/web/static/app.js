@@ -13,11 +13,15 @@ let expiry = null;
 // setTimeout takes at most 2^31 - 1 ms (24.8 days); a longer delay fires at once.
 const MAX_DELAY = 2 ** 31 - 1;
 
+/** The view on screen, or null while signed out. */
+const shown = () => VIEWS.find((name) => !$(`${name}-view`).hidden) ?? null;
+
 function route() {
   // signed in: a token, and the nav shown (a token kept after a failed sign-in is not enough)
   if (!token.get() || $("nav").hidden) return;
   const wanted = location.hash.slice(1);
-  const view = VIEWS.includes(wanted) ? wanted : "files";
+  // a hash that names no view (#main, say) leaves the view on screen as it is
+  const view = VIEWS.includes(wanted) ? wanted : (shown() ?? "files");
   $("signin-view").hidden = true;
   for (const name of VIEWS) $(`${name}-view`).hidden = name !== view;
   for (const link of $("nav").querySelectorAll("a")) {
@@ -143,6 +147,20 @@ $("signout").addEventListener("click", () => {
 });
 
 window.addEventListener("hashchange", route);
+
+// The sticky header's height, for the stylesheet's scroll-padding: it wraps to two rows
+// on a narrow screen (or at a high zoom), so no fixed number fits every layout.
+new ResizeObserver(([entry]) => {
+  const height = Math.ceil(entry.target.getBoundingClientRect().height);
+  document.documentElement.style.setProperty("--bar-height", `${height}px`);
+}).observe(document.querySelector("header.bar"));
+
+// "Skip to content" moves the focus into the view on screen; following its #main link
+// would only change the hash.
+document.querySelector("a.skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  $("main").focus();
+});
 
 document.addEventListener("keydown", (event) => {
   if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s" && !$("files-view").hidden) {

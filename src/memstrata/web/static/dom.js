@@ -32,6 +32,26 @@ export function banner(node, text, kind = "info") {
   node.setAttribute("role", kind === "error" ? "alert" : "status");
 }
 
+// Letters of the scripts that need a language tag to be shown (and read aloud) right: the
+// same Han character is drawn differently in Chinese and Japanese fonts.
+const HAN = /\p{Script=Han}/gu;
+const KANA = /[\p{Script=Hiragana}\p{Script=Katakana}]/gu;
+const HANGUL = /\p{Script=Hangul}/gu;
+const LETTER = /\p{L}/gu;
+
+/** A `lang` for text written mostly in Chinese, Japanese or Korean (the page is `en`), else
+ * null. A plain count of scripts, not language detection: kana means Japanese, hangul
+ * Korean, Han alone Chinese. */
+export function cjkLang(text) {
+  const letters = (text.match(LETTER) || []).length;
+  const han = (text.match(HAN) || []).length;
+  const hangul = (text.match(HANGUL) || []).length;
+  const kana = (text.match(KANA) || []).length;
+  if (!letters || 2 * (han + hangul + kana) <= letters) return null;
+  if (kana) return "ja";
+  return hangul > han ? "ko" : "zh";
+}
+
 const BYTE_FORMAT = new Intl.NumberFormat("en-US");
 
 export function bytes(n) {

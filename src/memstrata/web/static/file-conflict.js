@@ -5,7 +5,7 @@
 import { api, reason } from "./api.js";
 import { merge3, splitLines } from "./diff.js";
 import { $ } from "./dom.js";
-import { current, path } from "./file-state.js";
+import { current, editorText, eolOf, path } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** 409: fetch what is stored now (unless a read-back already has) and show it beside the
@@ -21,7 +21,11 @@ export async function conflict(f, stored = null) {
     return;
   }
   const mine = f.conflict ? f.conflict.mine : f.draft;
-  f.conflict = { mine, started: f.base, startedVersion: f.version, content: stored.content, version: stored.version };
+  // the texts in the editor's form (LF); whichever is saved next takes the line endings of
+  // the file as it is stored now
+  const content = editorText(stored.content);
+  f.eol = eolOf(stored.content);
+  f.conflict = { mine, started: f.base, startedVersion: f.version, content, version: stored.version };
   if (f === current()) {
     say("");
     render();

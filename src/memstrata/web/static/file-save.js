@@ -5,26 +5,33 @@
 import { api, reason } from "./api.js";
 import { $, number, sentence } from "./dom.js";
 import { conflict } from "./file-conflict.js";
-import { current, dirty, path, size, state } from "./file-state.js";
+import { current, dirty, path, size, state, storedText } from "./file-state.js";
 import { render, say } from "./file-view.js";
+
+// A save is indexed for search before it is answered; a large file can take many seconds.
+const SLOW_SAVE_MS = 2000;
 
 export async function write(f, version) {
   if (state.saving) return;
-  const content = f.conflict ? f.conflict.mine : f.draft;
+  const text = f.conflict ? f.conflict.mine : f.draft;
+  const content = storedText(f, text); // in the file's own line endings
   state.saving = true;
   render();
+  const slow = setTimeout(() => {
+    say(`Still saving ${f.filename}… a large file takes a while to index for search.`, "info");
+  }, SLOW_SAVE_MS);
   try {
     const { data } = await api("PUT", path(f), {
       body: { content },
       headers: { "If-Match": `"${version}"` },
-    });
-    adopt(f, content, data.version);
+    }).finally(() => clearTimeout(slow));
+    adopt(f, text, data.version);
     say(`Saved ${f.filename} as version ${data.version}.`, "ok");
   } catch (error) {
     // The editor stays open while a save is in flight, so the text to keep is the draft as
     // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
     if (error.status === 409) await conflict(f);
-    else if (uncertain(error)) await readBack(f, version, content, error);
+    else if (uncertain(error)) await readBack(f, version, text, error);
     else say(saveError(f, error), "error");
   } finally {
     state.saving = false;
@@ -34,12 +41,13 @@ export async function write(f, version) {
   if (f === current() && !f.conflict && document.activeElement === document.body) $("editor").focus();
 }
 
-/** `content`, written on top of the file's version, is now stored as `version`. What was
- * typed while the save was out stays in the draft, unsaved on top of the new version. */
-function adopt(f, content, version) {
-  f.base = content;
+/** `text` (as the editor holds it), written on top of the file's version, is now stored as
+ * `version`. What was typed while the save was out stays in the draft, unsaved on top of
+ * the new version. */
+function adopt(f, text, version) {
+  f.base = text;
   f.version = version;
-  if (f.conflict) f.draft = content;
+  if (f.conflict) f.draft = text;
   f.conflict = null;
   f.keptPending = false;
 }
@@ -53,7 +61,7 @@ const uncertain = (error) => error.status === 0 || error.status >= 500;
  * user's own write as someone else's. The server stores the text exactly as sent (no
  * newline or Unicode normalisation), hence the exact comparison: `version + 1` holding
  * this text is this write (or an identical one: the same outcome). */
-async function readBack(f, version, content, error) {
+async function readBack(f, version, text, error) {
   let now;
   try {
     ({ data: now } = await api("GET", path(f)));
@@ -61,8 +69,8 @@ async function readBack(f, version, content, error) {
     say(saveError(f, error), "error"); // still unknown: "may or may not have been saved"
     return;
   }
-  if (now.version === version + 1 && now.content === content) {
-    adopt(f, content, now.version);
+  if (now.version === version + 1 && now.content === storedText(f, text)) {
+    adopt(f, text, now.version);
     const later = dirty(f) ? " What you typed since is not saved yet." : "";
     say(`Saved ${f.filename} as version ${now.version} (the server's answer was lost; the file ` +
       `was read back to check).${later}`, "ok");
@@ -82,7 +90,7 @@ function saveError(f, error) {
   switch (error.status) {
     case 413: {
       // The server's own text names its settings; the user gets the page's numbers.
-      const used = size(f.conflict ? f.conflict.mine : f.draft);
+      const used = size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
       const limit = state.limits.max_content_bytes;
       const over = used > limit ? `: ${number(used)} of ${number(limit)} bytes` : "";
       return `${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`;

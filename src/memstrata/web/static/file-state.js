@@ -6,6 +6,15 @@ const encoder = new TextEncoder();
 
 export const state = { limits: null, files: new Map(), current: null, saving: false, focus: false };
 
+// Line endings. A textarea turns every CR LF (and lone CR) into LF, so the page keeps each
+// file's text in that form (`base`, `draft`, a conflict's texts) and remembers the file's
+// own style in `f.eol`: a file whose every line break was CR LF (an agent on Windows wrote
+// it) is written back with CR LF, not silently converted by one typed character.
+export const editorText = (stored) => stored.replace(/\r\n?/g, "\n");
+export const eolOf = (stored) => (/\r\n/.test(stored) && !/(^|[^\r])\n/.test(stored) ? "\r\n" : "\n");
+/** The text as it is sent to (and stored by) the server. */
+export const storedText = (f, text) => (f.eol === "\r\n" ? text.replace(/\n/g, "\r\n") : text);
+
 export const size = (text) => encoder.encode(text).length;
 export const dirty = (f) => f.loaded && f.draft !== f.base;
 // the Save button's rule, which Ctrl+S follows too: an unchanged file is not written again

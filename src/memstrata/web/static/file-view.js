@@ -4,7 +4,7 @@
 
 import { diffLines, sideBySide, splitLines } from "./diff.js";
 import { $, banner, bytes, el, number } from "./dom.js";
-import { canSave, current, dirty, setAside, size, state } from "./file-state.js";
+import { canSave, current, dirty, setAside, size, state, storedText } from "./file-state.js";
 
 // The message line always holds something, so a message never pushes the editor down.
 const HINT = "Ctrl+S saves. Saving checks the version you started from: nobody's edit is overwritten silently.";
@@ -33,7 +33,7 @@ export function render() {
   if (editor.value !== f.draft) editor.value = f.draft;
 
   const limit = state.limits.max_content_bytes;
-  const used = size(f.conflict ? f.conflict.mine : f.draft);
+  const used = size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
   $("file-version").textContent = f.version === null ? "version –" : `version ${f.version}`;
   $("file-size").textContent = `${f.loaded ? bytes(used) : "–"} of ${bytes(limit)}`;
   $("file-size").title = `${number(used)} of ${number(limit)} bytes (UTF-8)`;
@@ -85,11 +85,20 @@ function renderConflict(f) {
   $("conflict-overwrite").disabled = state.saving;
   const theirs = splitLines(c.content);
   const mine = splitLines(c.mine);
-  const cell = (side, which) =>
-    el("div", { role: "cell", class: `cell ${side ? side.kind : "empty"}`, "data-side": which },
+  // Colour marks the differing lines for the eye; assistive tech reads a word instead: a
+  // line on one side only is "removed" (left) or "added" (right), a pair is "changed".
+  const cell = (side, which, paired) => {
+    let mark = "";
+    if (side && side.kind !== "same") mark = paired ? "changed" : side.kind;
+    return el("div", { role: "cell", class: `cell ${side ? side.kind : "empty"}`, "data-side": which },
       el("span", { class: "ln", "aria-hidden": "true" }, side ? side.line : ""),
-      el("span", { class: "tx" }, side ? side.text : ""));
-  const rows = sideBySide(diffLines(theirs, mine), theirs, mine).map((row) =>
-    el("div", { role: "row", class: "row" }, cell(row.left, "stored"), cell(row.right, "mine")));
+      mark ? el("span", { class: "mark sr-only" }, `${mark}: `) : null,
+      el("span", { class: "tx", dir: "auto" }, side ? side.text : ""));
+  };
+  const rows = sideBySide(diffLines(theirs, mine), theirs, mine).map((row) => {
+    const paired = Boolean(row.left && row.right);
+    return el("div", { role: "row", class: "row" },
+      cell(row.left, "stored", paired), cell(row.right, "mine", paired));
+  });
   $("conflict-diff").replaceChildren(...rows);
 }

@@ -9,7 +9,7 @@ import { api, reason } from "./api.js";
 import { $, el } from "./dom.js";
 import { copyMine, reapply } from "./file-conflict.js";
 import { write } from "./file-save.js";
-import { canSave, current, dirty, path, setAside, state } from "./file-state.js";
+import { canSave, current, dirty, editorText, eolOf, path, setAside, state } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** After sign-in: build the tabs from the server's list of files and load them. */
@@ -21,7 +21,7 @@ export function init(limits, { keepDrafts }) {
   for (const { name, filename } of limits.files) {
     if (!state.files.has(name)) {
       state.files.set(name, {
-        name, filename, base: "", draft: "", version: null,
+        name, filename, base: "", draft: "", version: null, eol: "\n",
         loaded: false, loading: false, error: null, conflict: null, kept: null, keptPending: false,
       });
     }
@@ -52,10 +52,11 @@ export function reset() {
   say("");
 }
 
-/** The files view was opened (again): retry a file that failed to load. */
+/** The files view was opened (again): load the current file again, so that a write made
+ * meanwhile (by the agent, say) is shown, and one that failed to load is retried. */
 export function opened() {
   const f = current();
-  if (f && !f.loaded && !f.loading) load(f);
+  if (f && !f.loading) load(f);
 }
 
 /** Focus the editor, now or as soon as the current file has loaded. */
@@ -84,7 +85,9 @@ function select(name) {
   const f = current();
   say(f.error ? loadError(f) : "", "error");
   render();
-  if (!f.loaded && !f.loading) load(f); // a tab that failed to load retries when opened
+  // read again on every selection: a write made meanwhile is shown (unless the user has a
+  // draft of the file, which stays), and a tab that failed to load retries
+  if (!f.loading) load(f);
 }
 
 const loadError = (f) =>
@@ -92,24 +95,45 @@ const loadError = (f) =>
 
 async function load(f) {
   f.loading = true;
+  const asked = f.version; // a save adopted while this read was out makes its answer old
   render();
   try {
     const { data } = await api("GET", path(f));
-    // A draft kept across an expired sign-in keeps the version it was based on, so that a
-    // write made meanwhile (by the agent, say) surfaces as a conflict on save, not as a
-    // silent overwrite.
-    if (!f.loaded || (f.draft === f.base && !f.conflict)) {
-      f.draft = data.content;
-      f.base = data.content;
+    if (!f.loaded) {
+      f.draft = editorText(data.content);
+      f.base = f.draft;
       f.version = data.version;
+      f.eol = eolOf(data.content);
+      if (f.error && f === current()) say("");
+    } else if (data.version !== f.version && f.version === asked) {
+      // Read again. A draft (or a conflict) keeps the version it was based on, so that the
+      // newer write surfaces as a conflict on save, never as a silent overwrite; only an
+      // unedited file is replaced by the newer version.
+      const unedited = f.draft === f.base && !f.conflict && !state.saving;
+      if (unedited) {
+        f.draft = editorText(data.content);
+        f.base = f.draft;
+        f.version = data.version;
+        f.eol = eolOf(data.content);
+      }
+      if (f === current() && !f.conflict) {
+        say(unedited
+          ? `${f.filename} was changed elsewhere (the agent or another tab): version ${data.version} is shown.`
+          : `${f.filename} was changed elsewhere: version ${data.version} is stored now. Your ` +
+            "unsaved text is kept; saving shows both versions to choose from.", unedited ? "info" : "warn");
+      }
     }
     f.loaded = true;
-    if (f.error && f === current()) say("");
     f.error = null;
   } catch (error) {
-    // kept on the file, so that the message is back whenever its tab is
-    f.error = error;
-    if (f === current()) say(loadError(f), "error");
+    if (!f.loaded) {
+      // kept on the file, so that the message is back whenever its tab is
+      f.error = error;
+      if (f === current()) say(loadError(f), "error");
+    } else if (f === current()) {
+      // the text on screen is still the user's to edit and save
+      say(`Could not check ${f.filename} for a newer version. ${reason(error)}`, "warn");
+    }
   } finally {
     f.loading = false;
     render();

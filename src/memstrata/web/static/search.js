@@ -2,7 +2,7 @@
 // came from and the numbers behind its score (BM25 rank, vector rank, RRF, time decay).
 
 import { api, reason } from "./api.js";
-import { $, asSentence, banner, el, number, when } from "./dom.js";
+import { $, asSentence, banner, cjkLang, el, number, when } from "./dom.js";
 
 const SOURCE_LABELS = { memory: "memory files", conversation: "conversations", notes: "notes" };
 const TOP_K_CHOICES = [5, 10, 20, 50, 100];
@@ -126,7 +126,7 @@ function hit(h) {
       el("span", { class: "origin mono" }, origin(h)),
       el("time", { datetime: h.created_at, title: time.title }, time.text),
       el("span", { class: "score mono", title: "RRF score × decay" }, `score ${h.score.toFixed(4)}`)),
-    el("p", { class: "hit-text" }, h.text),
+    el("p", { class: "hit-text", dir: "auto", lang: cjkLang(h.text) }, h.text),
     el("dl", { class: "explain", "aria-label": "How this score was computed" },
       fact("BM25 rank", rank(e.bm25_rank, "keyword")),
       fact("vector rank", rank(e.vector_rank, "vector")),

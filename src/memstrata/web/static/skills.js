@@ -2,7 +2,7 @@
 // if the request fails the switch goes back and says why, on the skill itself.
 
 import { api, reason } from "./api.js";
-import { $, banner, el } from "./dom.js";
+import { $, banner, cjkLang, el } from "./dom.js";
 
 const pending = new Set();
 let status = "none"; // none, loading, loaded, failed
@@ -28,9 +28,12 @@ export async function load() {
   }
 }
 
-/** The skills view was opened (again): retry a list that failed to load. */
+/** The skills view was opened (again): read the list again, so that a switch flipped
+ * meanwhile elsewhere (the agent's skill_set, the REST API, another tab) shows its state
+ * now, and a list that failed to load is retried. Not while a switch is saving: its answer
+ * belongs to the list on screen. */
 export function opened() {
-  if (status === "failed") load();
+  if (status !== "loading" && !pending.size) load();
 }
 
 /** Sign-out: nothing of this user's list stays in the page. */
@@ -57,7 +60,9 @@ function item(skill) {
     el("div", { class: "skill-text" },
       el("span", { class: "skill-name mono", id: `${id}-name` }, skill.name),
       el("span", { class: "badge" }, skill.category),
-      el("p", { class: "skill-desc", id: `${id}-desc` }, skill.description || "(no description)"),
+      // dir=auto: a Hebrew or Arabic description reads right to left
+      el("p", { class: "skill-desc", id: `${id}-desc`, dir: "auto", lang: cjkLang(skill.description || "") },
+        skill.description || "(no description)"),
       error),
     toggle);
   toggle.addEventListener("click", () => flip(skill.name, toggle, error, li));
