@@ -269,6 +269,46 @@ def test_queries_go_to_the_query_endpoint_when_one_is_set(fault: FaultServer) ->
         assert [r.body["input"] for r in fault.requests] == [["a passage"]]
 
 
+def test_a_failing_document_server_does_not_open_the_query_servers_circuit(
+    fault: FaultServer,
+) -> None:
+    """Another user's import timing out on a busy document server (or other replicas'
+    workers on it) opened the one circuit, and every search went BM25-only."""
+    fault.mode = "500"
+    with FaultServer() as query_side:
+        spec = EmbeddingModelSpec(
+            name="fake-model", base_url=fault.base_url, query_base_url=query_side.base_url
+        )
+        breaker = CircuitBreaker(threshold=2, cooldown_s=60)
+        with OpenAICompatibleEmbedder(spec, max_retries=0, breaker=breaker) as client:
+            for _ in range(3):
+                with pytest.raises(EmbeddingUnavailableError):
+                    client.embed(["a passage"], "passage")
+            assert client.breaker.state == "open"
+            assert len(client.embed(["a query"], "query")[0]) == 32  # still asked
+            query_side.mode = "500"
+            for _ in range(2):
+                with pytest.raises(EmbeddingUnavailableError):
+                    client.embed(["a query"], "query")
+            with pytest.raises(CircuitOpenError, match=query_side.base_url.split("//")[1]):
+                client.embed(["a query"], "query")
+
+
+def test_one_server_for_both_has_one_circuit(fault: FaultServer) -> None:
+    fault.mode = "500"
+    breaker = CircuitBreaker(threshold=2, cooldown_s=60)
+    with OpenAICompatibleEmbedder(
+        EmbeddingModelSpec(name="fake-model", base_url=fault.base_url),
+        max_retries=0,
+        breaker=breaker,
+    ) as client:
+        for _ in range(2):
+            with pytest.raises(EmbeddingUnavailableError):
+                client.embed(["a passage"], "passage")
+        with pytest.raises(CircuitOpenError):
+            client.embed(["a query"], "query")
+
+
 # -- a stopping server: no more passage embeddings ----------------------------------------
 
 

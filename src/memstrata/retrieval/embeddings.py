@@ -156,6 +156,14 @@ class OpenAICompatibleEmbedder:
         self.query_timeout_s = query_timeout_s
         self.timeout_per_text_s = timeout_per_text_s
         self.breaker = breaker or CircuitBreaker()
+        # A query server of its own fails on its own: passages timing out on a busy
+        # document server (another user's import, other replicas' workers) must not turn
+        # every search BM25-only, nor a dead query server stop the writes' embeddings.
+        self.query_breaker = (
+            self.breaker
+            if self.query_url == self.url
+            else CircuitBreaker(self.breaker.threshold, self.breaker.cooldown_s)
+        )
         self.lanes = Lanes(bulk_slots)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # One pool for every caller of this embedder, wide enough that queries never queue
@@ -285,29 +293,32 @@ class OpenAICompatibleEmbedder:
     def _in_lane(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
         # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer).
         lane = self.lanes.query() if kind == "query" else self.lanes.bulk(current_bulk_owner())
+        breaker = self.query_breaker if kind == "query" else self.breaker
         with lane:
-            if not self.breaker.allow():
+            if not breaker.allow():
+                shown = self.shown_url if breaker is self.breaker else shown_url(self.query_url)
                 raise CircuitOpenError(
-                    f"embedding API {self.shown_url} is failing; not called for another "
-                    f"{self.breaker.retry_after_s():.1f} s (circuit open)"
+                    f"embedding API {shown} is failing; not called for another "
+                    f"{breaker.retry_after_s():.1f} s (circuit open)"
                 )
             try:
                 vectors = self._request(body, kind, size)
             except EmbeddingRejectedError:
-                self.breaker.record_success()  # it answered: the API itself is up
+                breaker.record_success()  # it answered: the API itself is up
                 raise
             except EmbeddingError as exc:
-                if self.breaker.record_failure():
+                if breaker.record_failure():
                     log_event(
                         logger,
                         "embedding.circuit_open",
                         logging.WARNING,
                         model=self.name,
-                        cooldown_s=self.breaker.cooldown_s,
+                        kind=kind,
+                        cooldown_s=breaker.cooldown_s,
                         error=str(exc),
                     )
                 raise
-            self.breaker.record_success()
+            breaker.record_success()
         return vectors
 
     def _request(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
