@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from memstrata.agent.prompt import (
     MAX_TOKEN_LIMIT,
@@ -19,6 +21,7 @@ from memstrata.agent.prompt import (
     prompt_budget,
 )
 from memstrata.errors import InvalidContentError
+from memstrata.mcp.server import prompt_token_limit
 
 _WORD_OR_HANZI = re.compile(r"[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+")
 
@@ -293,14 +296,30 @@ def test_budget_is_never_exceeded(
     ],
 )
 def test_token_limit_bounds_are_the_mcp_prompts(limit: int, accepted: bool) -> None:
-    # open_agent_session took 0 ("≥ 0") while memory_context refused it: one rule for both.
+    # open_agent_session took 0 ("≥ 0") while memory_context refused it: one rule for both,
+    # with one message (MCP's prompt argument is the same number as a string).
     assert (MIN_TOKEN_LIMIT, MAX_TOKEN_LIMIT) == (1, 10_000_000)
+    mcp_argument = {"token_limit": str(limit)}
     if accepted:
         assert check_token_limit(limit) == limit
+        assert prompt_token_limit(mcp_argument) == limit
         return
     with pytest.raises(InvalidContentError) as refused:
         check_token_limit(limit)
     assert str(refused.value) == (
         "token_limit must be a whole number from 1 to 10000000: the model's context window "
         f"in tokens, e.g. 128000; got {limit!r}"
+    )
+    with pytest.raises(MCPError) as over_mcp:
+        prompt_token_limit(mcp_argument)
+    assert over_mcp.value.code == INVALID_PARAMS
+    assert over_mcp.value.error.message == str(refused.value)
+
+
+def test_an_mcp_token_limit_that_is_no_number_gets_the_same_message() -> None:
+    with pytest.raises(MCPError) as over_mcp:
+        prompt_token_limit({"token_limit": "lots"})
+    assert over_mcp.value.error.message == (
+        "token_limit must be a whole number from 1 to 10000000: the model's context window "
+        "in tokens, e.g. 128000; got 'lots'"
     )

@@ -150,7 +150,21 @@ async def test_a_call_with_arguments_that_are_no_object_is_an_error_answer(
     if not isinstance(name, str):
         expected = "error: unknown tool []; available: "
     assert answer.startswith(expected)
+    assert answer.failed
     assert memory(store) == before  # nothing recorded
+
+
+async def test_an_answer_is_plain_text_with_whether_the_call_failed(tools: MemoryTools) -> None:
+    """Frameworks get a str (it serialises as one); MCP reads ``failed`` instead of
+    matching the text."""
+    answer = await tools.call("record_memory", '{"content": "likes tea"}')
+    assert isinstance(answer, str) and not answer.failed
+    assert json.loads(json.dumps({"result": answer})) == {"result": str(answer)}
+    tea = {"section": "Preferences", "key": "Drink", "content": "tea"}
+    await tools.call("update_user", tea)
+    unchanged = await tools.call("update_user", tea)
+    assert unchanged.startswith("No change:") and not unchanged.failed
+    assert (await tools.call("record_memory", "{}")).failed
 
 
 # -- record_memory ---------------------------------------------------------------------------
@@ -415,6 +429,7 @@ async def test_a_file_over_the_size_limit_is_refused(
         "first"
     )
     assert size < 1024  # the template itself fits
+    assert result.failed
 
 
 # -- failure paths -------------------------------------------------------------------------------
@@ -440,6 +455,7 @@ async def test_sandbox_write_failure_saves_to_the_db_directly(
         "Recorded in MEMORY.md under ## Lessons (version 2). The workspace copy could not be "
         "updated; it is refreshed next session."
     )
+    assert not result.failed
     content, version = memory(store)
     assert version == 2 and content.endswith("## Lessons\n- 2026-03-01: disk is full\n")
     assert await box.inner.read_text("MEMORY.md") == templates.load(FileKind.MEMORY)
@@ -457,6 +473,7 @@ async def test_sandbox_and_db_both_down(
     tools = MemoryTools(ToolContext.bind(USER, sync, box), today=lambda: DAY)
     result = await tools.record_memory("x")
     assert result == "error: MEMORY.md cannot be read right now (OperationalError); try later"
+    assert result.failed
 
 
 async def test_db_down_keeps_the_edit_in_the_workspace(
@@ -470,6 +487,7 @@ async def test_db_down_keeps_the_edit_in_the_workspace(
         "Recorded in MEMORY.md under ## Notes in the workspace; storage is unreachable, "
         "it will be saved later."
     )
+    assert not result.failed  # the round end stores it
     assert (
         await user_box.read_text("MEMORY.md")
         == "# Memory\n\n## Notes\n- 2026-03-01: offline note\n"
@@ -513,6 +531,7 @@ async def test_overlapping_human_edit_is_reported_to_the_model(
         ".memstrata/conflicts/MEMORY.md."
     )
     assert result.endswith("Read MEMORY.md again and reapply your change if it is still needed.")
+    assert result.failed  # no "error:", yet nothing of the agent's was stored
     assert memory(store) == (human, 2)
     assert await box.read_text("MEMORY.md") == human
 
@@ -714,42 +733,59 @@ async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
 
 
 @pytest.mark.parametrize(
-    ("outcome", "stale", "message"),
+    ("outcome", "stale", "message", "failed"),
     [
-        (Outcome.WRITTEN, False, "Done (version 4)."),
+        (Outcome.WRITTEN, False, "Done (version 4).", False),
         (
             Outcome.UNCHANGED,
             True,
             "Done (version 4). The workspace copy could not be updated; it is refreshed next "
             "session.",
+            False,
         ),
         (
             Outcome.MERGED,
             False,
             "Done (version 4), merged with an edit the user made at the same time.",
+            False,
         ),
         (
             Outcome.DB_UNAVAILABLE,
             False,
             "Done in the workspace; storage is unreachable, it will be saved later.",
+            False,
         ),
         (
             Outcome.DB_UNAVAILABLE,
             True,
             "error: USER.md could not be saved: storage is unreachable. Try again later.",
+            True,
         ),
-        (Outcome.REJECTED, False, "error: USER.md was not saved: why"),
+        (
+            Outcome.CONFLICT,
+            False,
+            "Not saved: the user edited USER.md at the same time and the edits overlap. Their "
+            "version was kept (why). Read USER.md again and reapply your change if it is still "
+            "needed.",
+            True,
+        ),
+        (Outcome.REJECTED, False, "error: USER.md was not saved: why", True),
         (
             Outcome.SANDBOX_FAILED,
             False,
             "Done in the workspace; syncing it failed and is retried at the end of the round.",
+            False,
         ),
-        (Outcome.PUSHED, False, "Done (version 4)."),
+        (Outcome.PUSHED, False, "Done (version 4).", False),
     ],
 )
-def test_sync_message_for_every_outcome(outcome: Outcome, stale: bool, message: str) -> None:
+def test_sync_message_for_every_outcome(
+    outcome: Outcome, stale: bool, message: str, failed: bool
+) -> None:
     result = SyncResult("USER.md", "sandbox->db", outcome, 4, "why")
-    assert sync_message("Done", result, workspace_stale=stale) == message
+    answer = sync_message("Done", result, workspace_stale=stale)
+    assert answer == message
+    assert answer.failed is failed
 
 
 async def test_optional_arguments_sent_as_null_take_their_defaults(
@@ -778,8 +814,9 @@ def test_without_rounds_a_change_the_db_missed_is_an_error_not_to_repeat(
     """MCP binds its tools with ``rounds=False``: no round end will store the copy later."""
     result = SyncResult("MEMORY.md", "sandbox->db", outcome)
     with_rounds = sync_message("Recorded", result)
-    assert not with_rounds.startswith("error:")
+    assert not with_rounds.startswith("error:") and not with_rounds.failed
     without = sync_message("Recorded", result, rounds=False)
+    assert without.failed
     assert without == (
         f"error: MEMORY.md is not stored yet: {why}. The change is kept in the workspace "
         "copy and is stored by the next memory tool call on MEMORY.md; do not repeat it."

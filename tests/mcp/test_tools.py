@@ -17,6 +17,12 @@ from mcp_types import INVALID_PARAMS, CallToolResult
 from memstrata.agent.schemas import tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.memory.kinds import FileKind
+from memstrata.retrieval.rounds import (
+    MAX_SESSION_ID_LENGTH,
+    SESSION_ID_RULE,
+    InvalidSessionIdError,
+    check_session_id,
+)
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
 
@@ -401,7 +407,7 @@ async def test_index_turn_null_optional_arguments_count_as_absent(
 
 INDEX_TURN_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"turn_index": 0, "user_message": "hi"}, "session_id: Field required"),
-    ({"session_id": "", "turn_index": 0, "user_message": "hi"}, "at least 1 character"),
+    ({"session_id": "", "turn_index": 0, "user_message": "hi"}, SESSION_ID_RULE),
     ({"session_id": "s", "turn_index": -1, "user_message": "hi"}, "greater than or equal"),
     ({"session_id": "s", "turn_index": "0", "user_message": "hi"}, "valid integer"),
     ({"session_id": "s", "turn_index": 0}, "a round needs a user message or an assistant"),
@@ -415,6 +421,19 @@ async def test_index_turn_bad_input(connect: ClientFactory, mem: Memstrata) -> N
         async with connect() as client:
             assert message in await refused(client, "conversation_index_turn", arguments)
         assert mem.search.search("alice", "hi a", top_k=5).hits == []
+
+
+@pytest.mark.parametrize("session_id", ["s" * (MAX_SESSION_ID_LENGTH + 1), "", " ", "a/b"])
+async def test_index_turn_refuses_a_session_id_as_the_library_does(
+    connect: ClientFactory, mem: Memstrata, session_id: str
+) -> None:
+    """One rule, one message: the library's (REST's), not a schema's of its own."""
+    turn = {"session_id": session_id, "turn_index": 0, "user_message": "hi"}
+    with pytest.raises(InvalidSessionIdError) as library:
+        check_session_id(session_id)
+    async with connect() as client:
+        assert await refused(client, "conversation_index_turn", turn) == f"error: {library.value}"
+    assert mem.search.search("alice", "hi", top_k=5).hits == []
 
 
 # -- skills ------------------------------------------------------------------------------------
@@ -516,3 +535,59 @@ async def test_an_agent_write_the_db_missed_is_an_error_over_mcp_and_the_retry_s
     assert stored_now is not None
     assert stored_now[0].count("Booked flight LH123") == 1
     assert stored_now[0].count("Hotel booked in Lisbon") == 1
+
+
+async def test_an_agent_edit_overlapping_the_users_is_an_error_over_mcp(
+    connect: ClientFactory, mem: Memstrata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's overlapping edit wins and the agent's is not saved: the answer starts
+    "Not saved:", not "error:", yet it is ``isError`` (the tool says it failed) and the
+    user's cached agents are kept (nothing of the agent's was written)."""
+    real = mem.sync.after_controlled_write
+    syncs = 0
+    section = {"section": "Ongoing"}
+
+    async def the_user_edits_first(user: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        nonlocal syncs
+        syncs += 1
+        if syncs == 2:  # the tool's sandbox write is done; the user's edit lands first
+            current = mem.store.get_memory_file(user, FileKind.MEMORY)
+            assert current is not None
+            human = current.content.replace("- ledger migration", "- ledger migration (done)")
+            mem.store.upsert_memory_file(user, FileKind.MEMORY, human, current.version)
+        return await real(user, name, *args, **kwargs)
+
+    async with connect("gina") as client:
+        await ok(client, "update_long_term_memory", {**section, "content": "- ledger migration"})
+        mem.pool.get("gina", lambda: "a cached agent")
+        monkeypatch.setattr(mem.sync, "after_controlled_write", the_user_edits_first)
+        result = await client.call_tool(
+            "update_long_term_memory", {**section, "content": "- ledger cut over"}
+        )
+    assert result.is_error
+    assert text(result).startswith(
+        "Not saved: the user edited MEMORY.md at the same time and the edits overlap."
+    )
+    assert "gina" in mem.pool
+    stored_now = stored(mem, "gina", FileKind.MEMORY)
+    assert stored_now is not None and "- ledger migration (done)" in stored_now[0]
+    assert "ledger cut over" not in stored_now[0]
+
+
+async def test_an_agent_edit_the_db_refused_is_an_error_over_mcp(
+    connect: ClientFactory, mem: Memstrata, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``error:`` answer built from a sync result (not from bad arguments) is isError."""
+    from memstrata.sandbox.results import Outcome, SyncResult
+
+    async def refused_content(_user: str, name: str, *_args: Any, **_kwargs: Any) -> SyncResult:
+        return SyncResult(name, "sandbox->db", Outcome.REJECTED, detail="content refused")
+
+    async with connect("hana") as client:
+        await ok(client, "memory_read", {"name": "memory"})
+        mem.pool.get("hana", lambda: "a cached agent")
+        monkeypatch.setattr(mem.sync, "after_controlled_write", refused_content)
+        result = await client.call_tool("record_memory", {"content": "Booked flight LH123"})
+    assert result.is_error
+    assert text(result) == "error: MEMORY.md was not saved: content refused"
+    assert "hana" in mem.pool

@@ -1,5 +1,5 @@
 """The memory tools' answer texts: what a sync result, an unreadable file or a search hit
-tells the model (``docs/AGENT_TOOLS.md``).
+tells the model (``docs/AGENT_TOOLS.md``), and whether the call failed (:class:`ToolAnswer`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,32 @@ if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is
 HIT_PREVIEW_CHARS = 400
 
 
-def unreadable(name: str, exc: Exception) -> str:
-    return f"error: {name} cannot be read right now ({type(exc).__name__}); try later"
+class ToolAnswer(str):
+    """A memory tool's answer: the text the model reads (a plain ``str`` to any agent
+    framework) and ``failed``, decided where the text is built. A failed call stored
+    nothing the model may count on — an ``error: …``, or an edit that overlapped the
+    user's and was not saved — so MCP answers it as ``isError`` without parsing the text."""
+
+    failed: bool
+
+    def __new__(cls, text: str, *, failed: bool = False) -> ToolAnswer:
+        answer = super().__new__(cls, text)
+        answer.failed = failed
+        return answer
+
+
+def error(message: str) -> ToolAnswer:
+    """A failed call's answer: ``error: <message>``."""
+    return ToolAnswer(f"error: {message}", failed=True)
+
+
+def unreadable(name: str, exc: Exception) -> ToolAnswer:
+    return error(f"{name} cannot be read right now ({type(exc).__name__}); try later")
 
 
 def sync_message(
     done: str, result: SyncResult, *, workspace_stale: bool = False, rounds: bool = True
-) -> str:
+) -> ToolAnswer:
     """The tool's answer for a sync ``result``. ``rounds`` (``ToolContext.rounds``): a
     round end will read the sandbox copy back; without one (MCP), an edit the DB did not
     get is an ``error:`` to retry, since the retry's read-back stores the copy."""
@@ -33,36 +52,50 @@ def sync_message(
         else ""
     )
     if result.outcome in (Outcome.WRITTEN, Outcome.UNCHANGED):
-        return f"{done}{version}.{note}"
+        return ToolAnswer(f"{done}{version}.{note}")
     if result.outcome is Outcome.MERGED:
-        return f"{done}{version}, merged with an edit the user made at the same time.{note}"
+        return ToolAnswer(
+            f"{done}{version}, merged with an edit the user made at the same time.{note}"
+        )
     if result.outcome is Outcome.DB_UNAVAILABLE:
         if workspace_stale:
-            return f"error: {name} could not be saved: storage is unreachable. Try again later."
+            return could_not_be_saved(name)
         if not rounds:
             return _not_stored_yet(name, "storage is unreachable")
-        return f"{done} in the workspace; storage is unreachable, it will be saved later."
+        # Not failed: the round end stores the sandbox copy.
+        return ToolAnswer(
+            f"{done} in the workspace; storage is unreachable, it will be saved later."
+        )
     if result.outcome is Outcome.CONFLICT:
-        return (
+        # Failed, though no "error:": the user's version won and this edit is not stored.
+        return ToolAnswer(
             f"Not saved: the user edited {name} at the same time and the edits overlap. "
             f"Their version was kept ({result.detail}). Read {name} again and reapply "
-            "your change if it is still needed."
+            "your change if it is still needed.",
+            failed=True,
         )
     if result.outcome is Outcome.REJECTED:
-        return f"error: {name} was not saved: {result.detail}"
+        return error(f"{name} was not saved: {result.detail}")
     if result.outcome is Outcome.SANDBOX_FAILED:
         if not rounds:
             return _not_stored_yet(name, "syncing the workspace copy failed")
-        return f"{done} in the workspace; syncing it failed and is retried at the end of the round."
-    return f"{done}{version}."
+        return ToolAnswer(
+            f"{done} in the workspace; syncing it failed and is retried at the end of the round."
+        )
+    return ToolAnswer(f"{done}{version}.")
 
 
-def _not_stored_yet(name: str, why: str) -> str:
+def could_not_be_saved(name: str) -> ToolAnswer:
+    """Neither the sandbox nor the database took the edit: nothing was stored anywhere."""
+    return error(f"{name} could not be saved: storage is unreachable. Try again later.")
+
+
+def _not_stored_yet(name: str, why: str) -> ToolAnswer:
     # An error (MCP: isError), yet not one to repeat: the change is in the sandbox copy,
     # whose read-back at the next call on the file stores it; repeating record_memory
     # would store it twice.
-    return (
-        f"error: {name} is not stored yet: {why}. The change is kept in the workspace copy "
+    return error(
+        f"{name} is not stored yet: {why}. The change is kept in the workspace copy "
         f"and is stored by the next memory tool call on {name}; do not repeat it."
     )
 

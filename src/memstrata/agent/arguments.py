@@ -14,6 +14,7 @@ from memstrata.text import lone_surrogate_at
 MAX_ENTRY_CHARS = 2000
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
+DEFAULT_TOOL_TOP_K = 5  # memory_search's top_k when the model gives none
 
 
 def check_name(value: object, what: str, example: str = "Decisions") -> str:
@@ -42,7 +43,7 @@ def check_text(
 
 
 def search_arguments(
-    query: object, top_k: object = 5, sources: object = None
+    query: object, top_k: object = DEFAULT_TOOL_TOP_K, sources: object = None
 ) -> tuple[str, int, list[str] | None]:
     """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
     text = check_text(query, "query", MAX_TOOL_QUERY_CHARS)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from memstrata.agent.answers import sync_message
-from memstrata.agent.tools import SYNCED_OUTCOMES, ToolContext
+from memstrata.agent.tools import ToolContext
 from memstrata.errors import ProtectedFileError, SandboxPathError
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import check_agent_write
@@ -73,13 +73,7 @@ class GuardedFileTools:
     ) -> R | str:
         ctx = self.ctx
         result = await inner(*args, **kwargs)
-        synced = await ctx.sync.after_controlled_write(
-            ctx.user_id, memory, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
-        )
-        if synced.outcome in SYNCED_OUTCOMES:
-            ctx.tracker.mark_synced(memory)
-        if synced.base is not None:
-            ctx.tracker.advance_base(memory, synced.base)
+        synced = await ctx.sync_written(memory)
         if isinstance(result, str) and synced.outcome in WARNING_OUTCOMES:
             return f"{result}\n[memory sync] {sync_message('Written', synced)}"
         return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from typing import Any
 
+from memstrata.agent.arguments import DEFAULT_TOOL_TOP_K
 from memstrata.errors import ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.dirty import decode_tool_arguments
@@ -93,7 +94,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_TOOL_TOP_K,
-                        "description": "How many results (default 5).",
+                        "description": f"How many results (default {DEFAULT_TOOL_TOP_K}).",
                     },
                     "sources": {
                         "type": "array",

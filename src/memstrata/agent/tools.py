@@ -13,7 +13,9 @@ to the methods directly). Semantics, argument limits and results are defined in
 Writes go through the sandbox and are synced to the DB at once (spec 4, scenario 2). If
 the sandbox cannot be written the edit goes to the DB directly, so a memory is never lost
 with the workspace. Nothing raises to the model: bad arguments and failures come back as
-short ``error: ...`` strings that say what to do. The argument checks are in
+short ``error: ...`` strings that say what to do. Every answer is a
+:class:`~memstrata.agent.answers.ToolAnswer`: a ``str``, whose ``failed`` says whether the
+call stored nothing (MCP's ``isError``). The argument checks are in
 :mod:`memstrata.agent.arguments`, the answer texts in :mod:`memstrata.agent.answers`.
 """
 
@@ -29,8 +31,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio.to_thread
 
 from memstrata.agent import sections
-from memstrata.agent.answers import format_hit, sync_message, unreadable
+from memstrata.agent.answers import (
+    ToolAnswer,
+    could_not_be_saved,
+    error,
+    format_hit,
+    sync_message,
+    unreadable,
+)
 from memstrata.agent.arguments import (
+    DEFAULT_TOOL_TOP_K,
     MAX_ENTRY_CHARS,
     MAX_VALUE_CHARS,
     check_name,
@@ -89,6 +99,18 @@ class ToolContext:
             tracker = RoundTracker(user_id, session_id, case_sensitive=sandbox.case_sensitive)
         return cls(user_id, sync, sandbox, session_id, tracker, rounds)
 
+    async def sync_written(self, name: str) -> SyncResult:
+        """Sync ``name`` after a controlled write to the sandbox (scenario 2) and tell the
+        round tracker where that left it: in line with the DB, and on which base."""
+        result = await self.sync.after_controlled_write(
+            self.user_id, name, self.session_id, sandbox=self.sandbox, tracker=self.tracker
+        )
+        if result.outcome in SYNCED_OUTCOMES:
+            self.tracker.mark_synced(name)
+        if result.base is not None:
+            self.tracker.advance_base(name, result.base)
+        return result
+
 
 class MemoryTools:
     """The memory tools bound to one user and one sandbox (module doc)."""
@@ -108,8 +130,8 @@ class MemoryTools:
         """OpenAI function-calling schemas of the available tools (fresh copies)."""
         return tool_schemas(include_search=self.searcher is not None)
 
-    def callables(self) -> dict[str, Callable[..., Awaitable[str]]]:
-        tools: dict[str, Callable[..., Awaitable[str]]] = {
+    def callables(self) -> dict[str, Callable[..., Awaitable[ToolAnswer]]]:
+        tools: dict[str, Callable[..., Awaitable[ToolAnswer]]] = {
             "record_memory": self.record_memory,
             "update_long_term_memory": self.update_long_term_memory,
             "update_user": self.update_user,
@@ -118,32 +140,32 @@ class MemoryTools:
             tools["memory_search"] = self.memory_search
         return tools
 
-    async def call(self, name: str, arguments: object = None) -> str:
+    async def call(self, name: str, arguments: object = None) -> ToolAnswer:
         """Run a tool call as a framework delivers it (arguments may be a JSON string).
         Never raises: arguments that are not a JSON object are an ``error:`` answer."""
         tool = self.callables().get(name) if isinstance(name, str) else None
         if tool is None:
-            return f"error: unknown tool {name!r}; available: {', '.join(self.callables())}"
+            return error(f"unknown tool {name!r}; available: {', '.join(self.callables())}")
         try:
             kwargs = check_arguments(name, arguments)
         except ToolInputError as exc:
-            return f"error: {exc}"
+            return error(str(exc))
         return await tool(**kwargs)
 
     # -- the tools -------------------------------------------------------------------------
 
-    async def record_memory(self, content: str, section: str = "Notes") -> str:
+    async def record_memory(self, content: str, section: str = "Notes") -> ToolAnswer:
         try:
             entry = sections.dated_bullet(
                 check_text(content, "content", MAX_ENTRY_CHARS), self._today()
             )
             name = check_name(section, "section")
         except ToolInputError as exc:
-            return f"error: {exc}"
+            return error(str(exc))
         edit = partial(sections.append_to_section, name=name, entry=entry)
         return await self._edit(FileKind.MEMORY, edit, f"Recorded in MEMORY.md under ## {name}")
 
-    async def update_long_term_memory(self, content: str, section: str | None = None) -> str:
+    async def update_long_term_memory(self, content: str, section: str | None = None) -> ToolAnswer:
         try:
             if section is None:
                 text = check_text(content, "content (the whole new MEMORY.md)")
@@ -156,10 +178,10 @@ class MemoryTools:
                 edit = partial(sections.replace_section, name=name, body=text)
                 done = f"Replaced ## {name} in MEMORY.md"
         except ToolInputError as exc:
-            return f"error: {exc}"
+            return error(str(exc))
         return await self._edit(FileKind.MEMORY, edit, done)
 
-    async def update_user(self, content: str, section: str, key: str | None = None) -> str:
+    async def update_user(self, content: str, section: str, key: str | None = None) -> ToolAnswer:
         try:
             name = check_name(section, "section")
             if key is None:
@@ -176,30 +198,30 @@ class MemoryTools:
                 edit = partial(sections.set_key, name=name, key=label, value=value.strip())
                 done = f"Set {label} under ## {name} in USER.md"
         except ToolInputError as exc:
-            return f"error: {exc}"
+            return error(str(exc))
         return await self._edit(FileKind.USER, edit, done)
 
     async def memory_search(
-        self, query: str, top_k: int = 5, sources: Sequence[str] | None = None
-    ) -> str:
+        self, query: str, top_k: int = DEFAULT_TOOL_TOP_K, sources: Sequence[str] | None = None
+    ) -> ToolAnswer:
         if self.searcher is None:
-            return "error: memory_search is not available for this agent"
+            return error("memory_search is not available for this agent")
         try:
             text, top_k, wanted = search_arguments(query, top_k, sources)
         except ToolInputError as exc:
-            return f"error: {exc}"
+            return error(str(exc))
         search = partial(self.searcher.search, self.ctx.user_id, text, top_k=top_k, sources=wanted)
         try:
             result = await anyio.to_thread.run_sync(search)
         except ValueError as exc:
-            return f"error: {exc}"
+            return error(str(exc))
         except Exception as exc:
             log_failure(logger, "tools.search_failed", exc, user_id=self.ctx.user_id)
-            return "error: memory search failed; try again, or answer from what you know"
+            return error("memory search failed; try again, or answer from what you know")
         if not result.hits:
-            return "No matching memories."
+            return ToolAnswer("No matching memories.")
         hits = [format_hit(i, hit, text) for i, hit in enumerate(result.hits, start=1)]
-        return "\n".join(hits)
+        return ToolAnswer("\n".join(hits))
 
     # -- the write path ----------------------------------------------------------------------
 
@@ -217,7 +239,7 @@ class MemoryTools:
         stored = await self.ctx.sync.db.get(self.ctx.user_id, kind)
         return "" if stored is None else stored.content
 
-    async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
+    async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> ToolAnswer:
         # The user's sync lock spans the read, the edit, the sandbox write and the read-back,
         # so a concurrent call (MCP clients call tools in parallel) or a frontend edit's
         # mirror cannot slip between them and have one of the two edits overwritten.
@@ -231,9 +253,11 @@ class MemoryTools:
                 # unexpected, so that nothing ever raises into the agent loop.
                 name = kind.filename
                 log_failure(logger, "tools.write_failed", exc, user_id=self.ctx.user_id, file=name)
-                return f"error: {name} could not be saved ({type(exc).__name__}); try again later"
+                return error(f"{name} could not be saved ({type(exc).__name__}); try again later")
 
-    async def _edit_locked(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
+    async def _edit_locked(
+        self, kind: FileKind, edit: Callable[[str], str], done: str
+    ) -> ToolAnswer:
         name = kind.filename
         ctx = self.ctx
         # The read-back rule first: a sandbox copy that only lags behind the DB (another
@@ -253,7 +277,7 @@ class MemoryTools:
             if ctx.tracker.is_behind(name):
                 # The copy lacks a write the DB holds; an entry added to it now would clash
                 # with that write when stored later, and lose.
-                return f"error: {name} could not be saved: storage is unreachable. Try again later."
+                return could_not_be_saved(name)
             return await self._edit_in_sandbox(kind, edit, done, None)
         # The sandbox could not be brought in line with the DB: its copy may lag behind the
         # DB, or hold an edit not stored yet. Writing it could clash with either; the edit
@@ -262,7 +286,7 @@ class MemoryTools:
 
     async def _edit_in_sandbox(
         self, kind: FileKind, edit: Callable[[str], str], done: str, base: SyncBase | None
-    ) -> str:
+    ) -> ToolAnswer:
         """Edit the sandbox copy, write it there and sync it. ``base``: the refresh left
         sandbox and DB both at it (else the copy is read)."""
         name, ctx = kind.filename, self.ctx
@@ -280,16 +304,12 @@ class MemoryTools:
         except Exception as exc:
             log_failure(logger, "tools.sandbox_write_failed", exc, user_id=ctx.user_id, file=name)
             return await self._store_in_db(kind, edit, SandboxEdit(current, new), done)
-        result = await ctx.sync.after_controlled_write(
-            ctx.user_id, name, ctx.session_id, sandbox=ctx.sandbox, tracker=ctx.tracker
-        )
-        if result.outcome in SYNCED_OUTCOMES:
-            ctx.tracker.mark_synced(name)
-        if result.base is not None:
-            ctx.tracker.advance_base(name, result.base)
+        result = await ctx.sync_written(name)
         return sync_message(done, result, rounds=ctx.rounds)
 
-    async def _edit_in_db(self, kind: FileKind, edit: Callable[[str], str], done: str) -> str:
+    async def _edit_in_db(
+        self, kind: FileKind, edit: Callable[[str], str], done: str
+    ) -> ToolAnswer:
         """Edit without writing the sandbox: its copy, if it can be read and has content
         (with any edit of its own the DB lacks), else the DB copy."""
         name, ctx = kind.filename, self.ctx
@@ -319,11 +339,13 @@ class MemoryTools:
         size = len(new.encode("utf-8"))
         if size > limit:
             raise _NothingToWrite(
-                f"error: {name} would be {size} bytes, over the {limit}-byte limit; "
-                "remove outdated entries with update_long_term_memory first"
+                error(
+                    f"{name} would be {size} bytes, over the {limit}-byte limit; "
+                    "remove outdated entries with update_long_term_memory first"
+                )
             )
         if new == current:
-            raise _NothingToWrite(f"No change: {name} already says that.")
+            raise _NothingToWrite(ToolAnswer(f"No change: {name} already says that."))
         self.ctx.tracker.mark_dirty(name)
         return new
 
@@ -333,7 +355,7 @@ class MemoryTools:
         edit: Callable[[str], str],
         edited: SandboxEdit | None,
         done: str,
-    ) -> str:
+    ) -> ToolAnswer:
         ctx = self.ctx
         result = await ctx.sync.write_without_sandbox(
             ctx.user_id,
@@ -353,7 +375,7 @@ class MemoryTools:
 class _NothingToWrite(Exception):
     """An edit that writes nothing: ``reply`` is the tool's answer."""
 
-    def __init__(self, reply: str) -> None:
+    def __init__(self, reply: ToolAnswer) -> None:
         super().__init__(reply)
         self.reply = reply
 

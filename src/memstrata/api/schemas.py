@@ -110,8 +110,13 @@ class SkillUpdated(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
-    top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K)] = 10
+    # The bounds are checked by ``SearchService.search`` (the one definition, whose message
+    # a bad query or top_k gets: 422 as for any InvalidContentError); the schema documents them.
+    query: StrictStr = Field(
+        description="What to look for: not blank.",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS},
+    )
+    top_k: StrictInt = Field(default=10, json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K})
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
     )

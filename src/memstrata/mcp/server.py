@@ -53,10 +53,11 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from memstrata.agent.prompt import MAX_TOKEN_LIMIT, MIN_TOKEN_LIMIT
+from memstrata.agent.prompt import check_token_limit
 from memstrata.agent.session import build_memory_prompt
 from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
 from memstrata.api.errors import HttpError, error_body, map_exception
+from memstrata.errors import InvalidContentError
 from memstrata.logs import describe, log_event
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import (
@@ -163,7 +164,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
     ) -> GetPromptResult:
         if params.name != PROMPT_NAME:
             raise unknown_prompt(params.name, [PROMPT_NAME])
-        limit = _token_limit(params.arguments)
+        limit = prompt_token_limit(params.arguments)
         caller = _caller(runtime, user, ctx)
         await read_file(caller, FileKind.MEMORY)  # a new user is provisioned first
         mem = caller.mem
@@ -320,21 +321,25 @@ def _resource(name: str) -> Resource:
     )
 
 
-def _token_limit(arguments: Mapping[str, str] | None) -> int:
+def prompt_token_limit(arguments: Mapping[str, str] | None) -> int:
+    """``memory_context``'s ``token_limit``, checked by the library's rule
+    (:func:`~memstrata.agent.prompt.check_token_limit`); a bad one is ``-32602``."""
     raw = (arguments or {}).get("token_limit")
     if raw is None:
         raise MCPError(INVALID_PARAMS, 'memory_context needs token_limit, e.g. "32000"')
     try:
-        value = int(str(raw).strip())
+        return check_token_limit(_whole_number(str(raw)))
+    except InvalidContentError as exc:
+        raise MCPError(INVALID_PARAMS, str(exc)) from exc
+
+
+def _whole_number(raw: str) -> int | str:
+    """``raw`` as an int when it spells one (prompt arguments are strings in MCP), else
+    ``raw`` cut to 40 characters: the refusal echoes it."""
+    try:
+        return int(raw.strip())
     except ValueError:
-        value = -1
-    if not MIN_TOKEN_LIMIT <= value <= MAX_TOKEN_LIMIT:
-        raise MCPError(
-            INVALID_PARAMS,
-            f"token_limit must be a whole number from {MIN_TOKEN_LIMIT} to {MAX_TOKEN_LIMIT}, "
-            f"got {str(raw)[:40]!r}",
-        )
-    return value
+        return raw[:40]
 
 
 def _version() -> str:

@@ -45,6 +45,7 @@ from memstrata.errors import (
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
 from memstrata.memory.kinds import FileKind, api_kind
+from memstrata.retrieval.rounds import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
 from memstrata.sandbox.results import open_sandbox
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ Handler = Callable[[Caller, dict[str, Any]], Awaitable[ToolOutput]]
 
 # The agent tools that MCP exposes as they are (memory_search gets a structured result).
 AGENT_WRITE_TOOLS = ("record_memory", "update_long_term_memory", "update_user")
-_AGENT_FAILED = ("error:", "Not saved:")  # MemoryTools' results for calls that wrote nothing
 
 
 @dataclass(frozen=True)
@@ -181,12 +181,11 @@ def _agent_tool(name: str) -> Handler:
         sandbox = open_sandbox(mem.sandboxes, user_id, None)  # a failing provider: DB only
         context = ToolContext.bind(user_id, mem.sync, sandbox, rounds=False)  # no round ends
         tools = MemoryTools(context, searcher=mem.search)
-        text = await tools.call(name, arguments)
-        failed = text.startswith(_AGENT_FAILED)
-        if not failed:
+        answer = await tools.call(name, arguments)
+        if not answer.failed:
             # Platform agents cached for this user were built on the old files.
             await mem.sync.invalidate(user_id)
-        return ToolOutput(text, is_error=failed)
+        return ToolOutput(str(answer), is_error=answer.failed)
 
     return run
 
@@ -195,8 +194,12 @@ def _agent_tool(name: str) -> Handler:
 
 
 class _TurnArgs(TurnRequest):
-    session_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] = Field(
-        description="The conversation's id (as in POST /api/memory/conversations/{id}/turns)."
+    # The rule is checked by the indexer (``retrieval.rounds.check_session_id``, as for
+    # REST); the schema only documents it.
+    session_id: StrictStr = Field(
+        description="The conversation's id (as in POST /api/memory/conversations/{id}/turns): "
+        + SESSION_ID_RULE,
+        json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID_LENGTH},
     )
 
 
