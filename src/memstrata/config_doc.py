@@ -59,7 +59,7 @@ def _model_registry() -> list[str]:
         "when nothing is configured): documents on port 8808, search queries on 8809. The",
         "second server matters most when several replicas share them: a local server computes",
         "one request at a time, and without `query_base_url` every replica's searches queue",
-        "behind every replica's imports (docs/DEPLOY.md, \"Embeddings\"):",
+        'behind every replica\'s imports (docs/DEPLOY.md, "Embeddings"):',
         "",
         "```sh",
         'MEMSTRATA_EMBEDDING_MODELS=\'[{"name": "multilingual-e5-small", '

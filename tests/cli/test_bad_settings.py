@@ -41,6 +41,20 @@ def run(*args: str) -> tuple[int, str]:
         ("MEMSTRATA_JWT_ALGORITHMS", "HS256", "MEMSTRATA_JWT_ALGORITHMS: not valid JSON"),
         ("MEMSTRATA_LOG_LEVEL", "LOUD", "MEMSTRATA_LOG_LEVEL: must be one of DEBUG"),
         ("MEMSTRATA_API_PREFIX", "/a b", "MEMSTRATA_API_PREFIX: must be a URL path"),
+        ("MEMSTRATA_DATABASE_URL", "not a url", "MEMSTRATA_DATABASE_URL: must be a PostgreSQL"),
+        ("MEMSTRATA_DATABASE_URL", "mysql://x/y", "got scheme 'mysql'"),
+        ("MEMSTRATA_DATABASE_URL", "sqlite:///x.db", "got scheme 'sqlite'"),
+        (
+            "MEMSTRATA_DATABASE_URL",
+            "postgresql://u:p@127.0.0.1:notaport/db",
+            "MEMSTRATA_DATABASE_URL: is not a valid PostgreSQL URL",
+        ),
+        ("MEMSTRATA_EMBEDDING_BASE_URL", "notaurl", "must be an http:// or https:// URL"),
+        (
+            "MEMSTRATA_EMBEDDING_MODELS",
+            '[{"name": "m", "base_url": "localhost:8808/v1"}]',
+            "MEMSTRATA_EMBEDDING_MODELS_0_BASE_URL: must be an http:// or https:// URL",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line(

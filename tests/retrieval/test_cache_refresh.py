@@ -110,6 +110,25 @@ def test_removals_are_counted_per_user_in_the_deleting_transaction(db: Database)
     assert _state(db, "cat").removals == 3
 
 
+def test_deleting_all_of_a_users_rows_is_counted_and_leaves_others_alone(
+    db: Database, calls: dict[str, int]
+) -> None:
+    _add(db, "fay", ["a kite", "a boat"])
+    _add(db, "gus", ["a lamp"])
+    cache = IndexCache(db.sessions)
+    assert len(cache.get("fay", None).rows) == 2
+    with transaction(db.sessions) as session:
+        repo = EmbeddingRepository(session, "fay")
+        repo.lock()
+        repo.delete_all()
+        repo.bump_generation()
+    assert _state(db, "fay") == IndexState(2, 2, 2)
+    assert cache.get("fay", None).rows == {}
+    assert calls == {"count": 0, "live_ids": 1}  # found by the removal count
+    assert [r.text for r in cache.get("gus", None).rows.values()] == ["a lamp"]
+    assert _state(db, "gus") == IndexState(1, 0, 1)
+
+
 def test_a_writer_that_does_not_count_deletions_is_still_seen(
     db: Database, calls: dict[str, int]
 ) -> None:

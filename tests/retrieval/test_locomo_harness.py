@@ -1,4 +1,4 @@
-"""The LoCoMo harness's pure parts: id normalisation, evidence parsing, recall@k turns."""
+"""The LoCoMo harness's pure parts: id normalisation, evidence parsing, loading."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from memstrata.bench.locomo import (
     load_conversations,
     normalise_dia_id,
     parse_locomo_time,
-    recall_at_k,
 )
 
 
@@ -32,15 +31,6 @@ def test_evidence_split_and_dedupe() -> None:
 
 def test_parse_time() -> None:
     assert parse_locomo_time("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-
-
-def test_recall_counts_turns_not_chunks() -> None:
-    ranked = [("D1:1", "D1:2"), ("D1:3",), ("D1:2", "D1:4")]
-    assert recall_at_k(ranked, ["D1:3"], 2) == 0.0  # the first chunk already used 2 turns
-    assert recall_at_k(ranked, ["D1:3"], 3) == 1.0
-    assert recall_at_k(ranked, ["D1:3", "D1:4"], 4) == 1.0  # D1:2 is counted once
-    assert recall_at_k(ranked, ["D1:3", "D9:9"], 10) == 0.5
-    assert recall_at_k([], ["D1:1"], 5) == 0.0
 
 
 def test_load_conversations(tmp_path: Path) -> None:

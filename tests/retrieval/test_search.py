@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -243,11 +245,33 @@ def test_as_of_excludes_later_rows_and_decays_from_its_date(db: Database) -> Non
     assert turn.explain["decay_factor"] == pytest.approx(0.5)
     later = search.search("u", "red kite", as_of=t0 + timedelta(days=90)).hits
     assert len(later) == 3
-    # Naive datetimes are read as UTC; ages are never negative.
-    naive = search.search("u", "red kite", as_of=datetime(2026, 1, 1)).hits
-    assert all(h.explain["age_days"] is None or h.explain["age_days"] >= 0 for h in naive)  # type: ignore[operator]
     with pytest.raises(InvalidContentError, match="as_of"):
         search.search("u", "red kite", as_of="2026-01-01")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def tokyo_local_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local zone set to UTC+9 for one test, then restored: a naive datetime
+    read as local time would then be nine hours off UTC."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("tokyo_local_time")
+def test_a_naive_as_of_is_read_as_utc_not_local_time(db: Database) -> None:
+    assert datetime(2026, 3, 2).astimezone().utcoffset() == timedelta(hours=9)  # zone took
+    indexer = Indexer(db.sessions, None)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    indexer.index_turn("u", "s1", 0, "red kite over the hill", "", t0)
+    indexer.index_turn("u", "s2", 0, "red kite in the garden", "", t0 + timedelta(days=60))
+    # The moment s2 was said, in UTC: read as Tokyo time it would be nine hours earlier,
+    # before s2, and every age 0.375 days short.
+    hits = service(db, None).search("u", "red kite", as_of=datetime(2026, 3, 2)).hits
+    ages = {h.file_path: h.explain["age_days"] for h in hits}
+    assert ages == {"sessions/s1/0": pytest.approx(60.0), "sessions/s2/0": pytest.approx(0.0)}
 
 
 def test_future_timestamps_are_refused(db: Database) -> None:

@@ -12,6 +12,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from memstrata.bench.harness import clear_user
+from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
@@ -24,6 +26,7 @@ from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rows import Row
 from memstrata.retrieval.search import SearchService
+from memstrata.runtime import Memstrata
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 USER = "snap-user"
@@ -160,6 +163,20 @@ def test_deleting_a_conversation_row_drops_the_snapshot_and_a_file_rewrite_does_
     search = searcher(db, embedder, min_rows=None)
     hits = search.search(USER, "golden retriever Biscuit", top_k=20, as_of=NOW).hits
     assert not any("Biscuit. (session 0)" in h.text for h in hits)
+
+
+def test_a_benchmark_starting_a_user_afresh_drops_their_snapshot(
+    db: Database, settings: Settings, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    seed(indexer)
+    search = write_snapshot(db, embedder)
+    mem = Memstrata.open(settings, database=db, embedder=None)
+    try:
+        clear_user(mem, USER)
+    finally:
+        mem.pool.close()  # the shared ``db`` fixture outlives this runtime
+    assert stored(db) == []  # no turn's text outlives its row
+    assert search.search(USER, QUERIES[0], as_of=NOW).hits == []
 
 
 def test_a_cold_load_that_fails_after_seeding_leaves_nothing_behind(

@@ -166,7 +166,6 @@ async def test_agent_write_is_synced_at_once_and_reindexed(
 async def test_agent_edit_of_memory_writes_embedding_rows(
     sync: SyncService, user_box: LocalDirectorySandbox, db: Database
 ) -> None:
-    pytest.importorskip("memstrata.retrieval.indexer")
     await sync.start_session(USER)
     await user_box.write_text("MEMORY.md", "first paragraph\n\nsecond paragraph\n")
     await sync.after_controlled_write(USER, "MEMORY.md")

@@ -21,7 +21,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from memstrata.db.models import MAX_INT
-from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, Source
+from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
 
 
@@ -116,7 +116,9 @@ class SearchRequest(BaseModel):
         description="What to look for: not blank.",
         json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS},
     )
-    top_k: StrictInt = Field(default=10, json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K})
+    top_k: StrictInt = Field(
+        default=DEFAULT_TOP_K, json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K}
+    )
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
     )

@@ -32,8 +32,10 @@ import numpy as np
 from sqlalchemy import text
 
 from memstrata.bench.peers import PeerIndex, fuse_keys
+from memstrata.db.engine import transaction
 from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.ranking import DecayPolicy, SearchHit, SearchResponse, rank
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, Round
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.runtime import Memstrata
@@ -212,7 +214,7 @@ def run(
 def ingest(mem: Memstrata, case: Case, result: BenchResult) -> None:
     """Store ``case``'s history through the batch path (replacing any earlier run's); raise
     ``BenchError`` when any stored row lacks a vector."""
-    _clear_user(mem, case.user_id)
+    clear_user(mem, case.user_id)
     started = time.perf_counter()
     failed = 0
     for start in range(0, len(case.rounds), MAX_BATCH_TURNS):
@@ -332,13 +334,10 @@ def _covered_rows(mem: Memstrata, user_id: str) -> dict[tuple[str, int], tuple[s
         return {(r.file_path or "", r.chunk_index or 0): r.source_ids for r in index.rows.values()}
 
 
-def _clear_user(mem: Memstrata, user_id: str) -> None:
-    with mem.db.engine.begin() as conn:
-        conn.execute(text("DELETE FROM memory_embeddings WHERE user_id = :u"), {"u": user_id})
-        conn.execute(
-            text(
-                "INSERT INTO memory_index_state (user_id, generation) VALUES (:u, 1) "
-                "ON CONFLICT (user_id) DO UPDATE SET generation = memory_index_state.generation + 1"
-            ),
-            {"u": user_id},
-        )
+def clear_user(mem: Memstrata, user_id: str) -> None:
+    """Drop an earlier run's rows as any writer does, so caches and snapshots follow."""
+    with transaction(mem.db.sessions) as session:
+        repo = EmbeddingRepository(session, user_id)
+        repo.lock()
+        repo.delete_all()
+        repo.bump_generation()

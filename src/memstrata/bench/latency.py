@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memstrata.config import STORED_VECTOR_DIM
+from memstrata.config import CANDIDATE_MULTIPLIER, STORED_VECTOR_DIM
+from memstrata.db.engine import transaction
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.staging import content_hash
 from memstrata.retrieval.terms import encode_terms
@@ -129,20 +131,17 @@ def _copy_rows(
                         encode_terms(body),  # as the indexer stores them
                     )
                 )
-        with conn.cursor() as cur:
-            for user in sorted(set(user_ids)):
-                cur.execute(
-                    "INSERT INTO memory_index_state (user_id, generation) VALUES (%s, 1) "
-                    "ON CONFLICT (user_id) DO UPDATE SET generation = "
-                    "memory_index_state.generation + 1",
-                    (user,),
-                )
         conn.commit()
         with conn.cursor() as cur:
             cur.execute("ANALYZE memory_embeddings")
         conn.commit()
     finally:
         raw.close()
+    # Bumped as every writer bumps it (the repository), in a transaction of its own: COPY
+    # needs the driver's connection. A cache that loaded in between already holds the rows.
+    with transaction(mem.db.sessions) as session:
+        for user in sorted(set(user_ids)):
+            EmbeddingRepository(session, user).bump_generation()
 
 
 def _stats(samples_ms: list[float]) -> dict[str, float]:
@@ -207,7 +206,7 @@ def run_latency(
     retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
     retriever.index(corpus_tokens, show_progress=False)
     matrix = np.ascontiguousarray(vectors[:chunks])
-    n_cand = TOP_K * 3
+    n_cand = TOP_K * CANDIDATE_MULTIPLIER
     base = []
     for q, v in zip(query_texts, query_vecs, strict=True):
         t = time.perf_counter()

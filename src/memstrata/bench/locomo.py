@@ -43,17 +43,6 @@ def parse_locomo_time(value: str) -> datetime:
     return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def recall_at_k(ranked_turns: Sequence[Sequence[str]], evidence: Sequence[str], k: int) -> float:
-    """Fraction of ``evidence`` among the first ``k`` distinct turns of the ranking."""
-    seen: list[str] = []
-    for turns in ranked_turns:
-        for t in turns:
-            if t not in seen:
-                seen.append(t)
-    first = set(seen[:k])
-    return sum(1 for e in evidence if e in first) / len(evidence) if evidence else 0.0
-
-
 @dataclass
 class Conversation:
     user_id: str

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memstrata.config import CANDIDATE_MULTIPLIER
 from memstrata.retrieval.embeddings import EmbeddingProvider
-from memstrata.retrieval.fusion import RRF_K, fuse
+from memstrata.retrieval.fusion import DAY_SECONDS, RRF_K, fuse
 from memstrata.retrieval.rounds import Round, aware, format_round
 
-DAY_SECONDS = 86_400.0
 # Per-character CJK, words of two or more letters otherwise (bm25s's default for words).
 PEER_TOKEN_PATTERN = r"(?u)[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|\b\w\w+\b"
 
@@ -95,7 +95,7 @@ class PeerIndex:
     ) -> dict[str, list[tuple[str, ...]]]:
         now = aware(as_of).timestamp()
         allowed = self.times <= now
-        candidates = 3 * depth
+        candidates = CANDIDATE_MULTIPLIER * depth
         bm25 = self._bm25_ranked(query, allowed)[:candidates]
         sims = self.matrix @ (query_vector / np.linalg.norm(query_vector))
         sims[~allowed] = -np.inf

@@ -9,7 +9,7 @@ import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
 from memstrata.memory.kinds import USER_FILE_KINDS
-from memstrata.retrieval.limits import MAX_TOP_K, SOURCES
+from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
 from memstrata.runtime import Memstrata
 
 
@@ -19,7 +19,7 @@ def search_command(
     user: Annotated[str, typer.Option("--user", "-u", help="The user whose memory to search.")],
     top_k: Annotated[
         int, typer.Option("--top-k", "-k", help=f"Results to return (1-{MAX_TOP_K}).")
-    ] = 5,
+    ] = DEFAULT_TOP_K,
     source: Annotated[
         list[str] | None,
         typer.Option("--source", "-s", help=f"Restrict to a source: {', '.join(SOURCES)}."),

@@ -8,6 +8,8 @@ from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
 from memstrata.text import lone_surrogate_at
 
 USER_ID_MAX_LENGTH = 100  # user_memory.user_id is String(100)
+# The largest memory file accepted by default, in UTF-8 bytes (MEMSTRATA_MAX_CONTENT_BYTES).
+MAX_CONTENT_BYTES = 256 * 1024
 
 
 class FileKind(Enum):
@@ -21,10 +23,6 @@ class FileKind(Enum):
         self.api_name = api_name
         self.file_type = file_type
         self.filename = filename
-
-    @property
-    def writable(self) -> bool:
-        return self is not FileKind.AGENTS
 
     @property
     def indexed(self) -> bool:

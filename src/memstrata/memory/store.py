@@ -29,7 +29,7 @@ from memstrata.db.engine import transaction
 from memstrata.db.models import MAX_INT
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
 from memstrata.logs import log_event, log_failure
-from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
+from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
 from memstrata.memory.templates import TemplateSet
 
@@ -98,7 +98,7 @@ class MemoryStore:
         self,
         sessions: sessionmaker[Session],
         templates: TemplateSet,
-        max_content_bytes: int = 256 * 1024,
+        max_content_bytes: int = MAX_CONTENT_BYTES,
         *,
         indexer: FileIndexer | None = None,
     ) -> None:

@@ -22,6 +22,9 @@ from memstrata.retrieval.tokenize import count_tokens
 
 # Spec: memory files and conversation rounds are cut into chunks of at most 512 tokens.
 CHUNK_TOKENS = 512
+# Tokens of the previous round prefixed to a conversation round's chunk as context
+# (retrieval.rounds; the LoCoMo dev set chose it, docs/BENCHMARKS.md).
+CONTEXT_TOKENS = 128
 
 __all__ = ["chunk_text", "paragraphs"]
 

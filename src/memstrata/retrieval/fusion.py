@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 __all__ = [
+    "DAY_SECONDS",
     "HALF_LIFE_DAYS",
     "RESIDENT_FILES",
     "RRF_K",
@@ -27,8 +28,10 @@ __all__ = [
     "rrf_scores",
 ]
 
-RRF_K = 60
-HALF_LIFE_DAYS = 30.0
+RRF_K = 60  # spec
+HALF_LIFE_DAYS = 30.0  # spec
+# Ages are in days; timestamps are in seconds.
+DAY_SECONDS = 86_400.0
 RESIDENT_FILES = frozenset({"memory.md", "user.md", "soul.md", "agents.md"})
 
 K = TypeVar("K", bound=Hashable)

@@ -32,7 +32,7 @@ from memstrata.errors import InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.breaker import bulk_owner
-from memstrata.retrieval.chunk import CHUNK_TOKENS, chunk_text
+from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
 from memstrata.retrieval.records import SESSION_PREFIX, NewChunk, StoredChunk
@@ -77,7 +77,7 @@ class Indexer:
         embedder: EmbeddingProvider | None = None,
         *,
         chunk_tokens: int = CHUNK_TOKENS,
-        context_tokens: int = 128,
+        context_tokens: int = CONTEXT_TOKENS,
         scaffold: Callable[[FileKind], Collection[str]] | None = None,
     ) -> None:
         self._sessions = sessions

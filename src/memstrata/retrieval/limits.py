@@ -12,6 +12,7 @@ from typing import Literal, get_args
 Source = Literal["memory", "conversation", "notes"]
 SOURCES: tuple[str, ...] = get_args(Source)
 
+DEFAULT_TOP_K = 10  # REST /api/memory/search, SearchService.search, the CLI
 MAX_TOP_K = 100  # REST /api/memory/search, SearchService.search, the CLI
 MAX_TOOL_TOP_K = 20  # the memory_search agent tool
 MAX_QUERY_CHARS = 4000  # REST and SearchService

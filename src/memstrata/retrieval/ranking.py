@@ -13,10 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memstrata.retrieval.fusion import HALF_LIFE_DAYS, fuse
+from memstrata.retrieval.fusion import DAY_SECONDS, HALF_LIFE_DAYS, RRF_K, fuse
 from memstrata.retrieval.rows import Row
-
-DAY_SECONDS = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ def rank(
     top_k: int,
     as_of: datetime | None,
     decay: DecayPolicy,
-    rrf_k: int = 60,
+    rrf_k: int = RRF_K,
 ) -> list[SearchHit]:
     """RRF over both rankings, then time decay from ``as_of`` (default now): the best
     ``top_k`` hits, explained. No age is negative, so no row outranks by being future."""

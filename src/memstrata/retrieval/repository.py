@@ -224,11 +224,19 @@ class EmbeddingRepository:
     def delete_ids(self, ids: Sequence[int]) -> None:
         """Delete rows; deleting a conversation row also drops the user's index snapshots,
         so a snapshot never keeps a turn's text after its row is gone (retrieval.snapshot)."""
-        if not ids:
-            return
+        if ids:
+            self._delete(MemoryEmbedding.id.in_(ids))
+
+    def delete_all(self) -> None:
+        """Delete every row of the user (a benchmark starting a user afresh), counted and
+        dropping the snapshots as :meth:`delete_ids` does. Call under :meth:`lock`, then
+        :meth:`bump_generation`."""
+        self._delete()
+
+    def _delete(self, *where: ColumnElement[bool]) -> None:
         paths = self.session.scalars(
             delete(MemoryEmbedding)
-            .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids))
+            .where(MemoryEmbedding.user_id == self.user_id, *where)
             .returning(MemoryEmbedding.file_path)
         ).all()
         if paths:

