@@ -120,25 +120,14 @@ def test_the_line_diff_is_an_edit_script(diff_page: Page) -> None:
                 assert a[int(str(op["a"]))] == b[int(str(op["b"]))]
 
 
-@pytest.mark.parametrize(
-    ("base", "ours", "theirs", "merged"),
-    [
-        ("1\n2\n3\n4\n5", "1\n2x\n3\n4\n5", "1\n2\n3\n4\n5y", "1\n2x\n3\n4\n5y"),
-        ("1\n2\n3\n4\n5", "0\n1\n2\n3\n4\n5", "1\n2\n3\n4\n5\n6", "0\n1\n2\n3\n4\n5\n6"),
-        ("1\n2\n3", "1\n2x\n3", "1\n2y\n3", None),  # same line: never guessed
-        ("1\n2\n3", "1\n2x\n3", "1\n2x\n3", "1\n2x\n3"),  # the same edit twice
-    ],
-)
-def test_the_three_way_merge(
-    diff_page: Page, base: str, ours: str, theirs: str, merged: str | None
-) -> None:
-    result = diff_page.evaluate(
-        "async ([b, o, t]) => { const d = await import('./web/diff.js');"
-        " const m = d.merge3(d.splitLines(b), d.splitLines(o), d.splitLines(t));"
-        " return m === null ? null : m.join('\\n'); }",
-        [base, ours, theirs],
-    )
-    assert result == merged
+def test_the_page_has_no_merge_of_its_own(diff_page: Page) -> None:
+    # re-apply is the server's merge3 (POST web/merge, tests/web/test_merge.py): a second
+    # implementation in the page disagreed with it
+    exported = diff_page.evaluate("async () => Object.keys(await import('./web/diff.js')).sort()")
+    assert exported == ["MAX_EDITS", "diffLines", "sideBySide", "splitLines"]
+    for name in ASSETS:
+        if name.endswith(".js"):
+            assert "merge3" not in (STATIC / name).read_text(), name
 
 
 def test_a_large_diff_stays_fast(diff_page: Page) -> None:

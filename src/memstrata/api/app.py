@@ -132,7 +132,7 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
 
         mount_mcp(app, context)
     if settings.web_ui:
-        app.include_router(web_router(), prefix=prefix)
+        app.include_router(web_router(context), prefix=prefix)
     return app
 
 

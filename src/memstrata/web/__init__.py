@@ -1,19 +1,27 @@
 """The memory settings page: static HTML/CSS/JS served beside the API, no build step.
 
-The page is a client of the public REST API only (``/api/config/...``, ``/api/memory/...``)
-with a bearer token the user pastes; it has no server-side logic of its own. Serving it is
-two routes: the page at ``/`` and its assets at ``/web/<name>``. ``create_app`` includes
-them unless ``MEMSTRATA_WEB_UI=false``; a host platform can include :func:`web_router`
-under the same prefix as the API router (the page calls ``api/...`` relative to itself), or
-leave it out and use its own frontend. See docs/WEB.md.
+The page is a client of the public REST API (``/api/config/...``, ``/api/memory/...``) with
+a bearer token the user pastes, and has no rules of its own: the one route that is the
+page's own, ``POST /web/merge`` (:mod:`memstrata.web.merge`), is a thin transport over the
+server's three-way merge, so "re-apply my edits" after a conflict merges exactly as the
+sandbox sync does. Serving it is three routes: the page at ``/``, its assets at
+``/web/<name>`` and the merge. ``create_app`` includes them unless ``MEMSTRATA_WEB_UI=false``;
+a host platform can include :func:`web_router` under the same prefix as the API router (the
+page calls ``api/...`` and ``web/merge`` relative to itself), or leave it out and use its own
+frontend. See docs/WEB.md.
 """
 
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import Response
+
+if TYPE_CHECKING:
+    from memstrata.api.context import ApiContext
+    from memstrata.runtime import Memstrata
 
 # Only these files are served: no directory listing, no path handling to get wrong.
 ASSETS: dict[str, str] = {
@@ -50,8 +58,14 @@ def _read(name: str) -> bytes:
     return files("memstrata.web").joinpath("static", name).read_bytes()
 
 
-def web_router() -> APIRouter:
-    """``GET /`` (the page) and ``GET /web/{name}`` (its assets); not in the OpenAPI schema."""
+def web_router(memstrata: Memstrata | ApiContext) -> APIRouter:
+    """``GET /`` (the page), ``GET /web/{name}`` (its assets) and ``POST /web/merge`` (the
+    page's re-apply); not in the OpenAPI schema. The merge route authenticates like the API
+    routes, with the context of ``memstrata`` (a runtime, or the
+    :class:`~memstrata.api.context.ApiContext` given to ``create_router``)."""
+    # Imported here: memstrata.api (which the merge route is built on) imports this module.
+    from memstrata.web.merge import merge_router
+
     router = APIRouter(include_in_schema=False)
 
     @router.get("/")
@@ -67,4 +81,5 @@ def web_router() -> APIRouter:
             raise HTTPException(404, f"no web asset named {name[:60]!r}")
         return Response(_read(name), media_type=media_type, headers=_HEADERS)
 
+    router.include_router(merge_router(memstrata))
     return router

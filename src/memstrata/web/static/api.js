@@ -1,4 +1,5 @@
-// The page's only way to the server: the public REST API, with the tab's bearer token.
+// The page's only way to the server: the public REST API (and the page's own web/merge,
+// the server's three-way merge), with the tab's bearer token.
 // The token is kept in sessionStorage (this tab only, gone when it closes) and is only
 // ever sent in the Authorization header.
 

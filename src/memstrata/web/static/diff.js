@@ -1,6 +1,7 @@
 // A line diff (Myers' O(ND) algorithm) and its side-by-side rows, for the conflict view.
 // Written here rather than vendored: the page needs ~80 lines of it, and a library would
-// be a second thing to keep updated and audit.
+// be a second thing to keep updated and audit. It only draws the differences: merging
+// (re-apply) is the server's rule, asked for with POST web/merge (file-conflict.js).
 
 // Beyond this many differing lines the diff is not worth the time: show all-removed /
 // all-added for the differing middle instead (still correct, just less precise).
@@ -117,55 +118,3 @@ export function sideBySide(ops, a, b) {
 }
 
 export const splitLines = (text) => (text === "" ? [] : text.replace(/\r\n/g, "\n").split("\n"));
-
-/** The changes from `base` to `other` as hunks {start, end, lines} in base coordinates. */
-function hunks(base, other) {
-  const out = [];
-  let current = null;
-  let next = 0;
-  for (const op of diffLines(base, other)) {
-    if (op.op === "=") {
-      if (current) out.push(current);
-      current = null;
-      next = op.a + 1;
-      continue;
-    }
-    if (!current) current = { start: next, end: next, lines: [] };
-    if (op.op === "-") {
-      current.end = op.a + 1;
-      next = op.a + 1;
-    } else {
-      current.lines.push(other[op.b]);
-    }
-  }
-  if (current) out.push(current);
-  return out;
-}
-
-const sameHunk = (x, y) =>
-  x.start === y.start && x.end === y.end && x.lines.join("\n") === y.lines.join("\n");
-
-/**
- * Three-way merge of line arrays: `ours` and `theirs` both edited `base`. Returns the
- * merged lines, or null when an edit of ours touches or overlaps one of theirs (the user
- * then re-applies by hand; we never guess).
- */
-export function merge3(base, ours, theirs) {
-  const mine = hunks(base, ours);
-  const other = hunks(base, theirs);
-  for (const x of mine) {
-    for (const y of other) {
-      if (x.start <= y.end && y.start <= x.end && !sameHunk(x, y)) return null;
-    }
-  }
-  const all = [...mine, ...other.filter((y) => !mine.some((x) => sameHunk(x, y)))];
-  all.sort((x, y) => x.start - y.start || x.end - y.end);
-  const merged = [];
-  let pos = 0;
-  for (const h of all) {
-    merged.push(...base.slice(pos, h.start), ...h.lines);
-    pos = h.end;
-  }
-  merged.push(...base.slice(pos));
-  return merged;
-}

@@ -1,11 +1,12 @@
 // A 409 and what the user can do about it: the stored version is fetched and shown beside
 // the user's text, which is kept in `f.conflict.mine` (not the editor) until they choose
 // to re-apply their edits, overwrite (a save, in file-save.js) or copy their text.
+// Re-applying is the server's three-way merge (POST web/merge, the rule the sandbox sync
+// uses too): the page has no merge of its own to disagree with it.
 
 import { api, reason } from "./api.js";
-import { merge3, splitLines } from "./diff.js";
 import { $ } from "./dom.js";
-import { current, editorText, eolOf, path } from "./file-state.js";
+import { current, editorText, eolOf, path, state } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** 409: fetch what is stored now (unless a read-back already has) and show it beside the
@@ -38,29 +39,65 @@ export async function conflict(f, stored = null) {
   }
 }
 
-export function reapply() {
+/** "Reload and re-apply": the server merges the user's edits (from the version they started
+ * from to their text) onto the stored version. The texts go in the editor's form (LF); the
+ * merged text is saved, like any draft, in the file's own line endings. */
+export async function reapply() {
   const f = current();
   const c = f.conflict;
-  const merged = merge3(splitLines(c.started), splitLines(c.mine), splitLines(c.content));
+  if (!c || state.merging || state.saving) return;
+  state.merging = true; // the conflict's buttons are disabled until the answer is in
+  say(`Re-applying your edits on top of version ${c.version}…`, "info");
+  render();
+  let merged;
+  let failure = null;
+  try {
+    ({ data: { merged } } = await api("POST", "web/merge", {
+      body: { base: c.started, mine: c.mine, theirs: c.content },
+    }));
+  } catch (error) {
+    failure = error;
+  }
+  state.merging = false;
+  render();
+  if (failure) {
+    if (f.conflict !== c || f !== current()) return;
+    if (failure.status === 401) {
+      say(""); // signed out already (api.js): the conflict view waits for the next sign-in
+      return;
+    }
+    say(`Your edits were not re-applied. ${mergeError(failure)} Your text is still beside ` +
+      `version ${c.version}: re-apply again, overwrite, or copy your text.`, "error");
+    $("conflict-reapply").focus(); // it was disabled while waiting: focus fell to the page
+    return;
+  }
+  if (f.conflict !== c) return; // resolved meanwhile
   f.base = c.content;
   f.version = c.version;
   f.kept = c.mine;
   f.keptPending = true;
   f.conflict = null;
+  // the answer may come after the user opened another file's tab: say which file it was
+  const which = f === current() ? "" : `${f.filename}: `;
   if (merged === null) {
     f.draft = c.content;
     say(
-      `Your edits and version ${c.version} change the same lines, so they were not re-applied ` +
-      "automatically. Your text is on the side: copy what you need into the editor, then save.", "warn");
+      `${which}Your edits and version ${c.version} change the same lines, so they were not ` +
+      "re-applied automatically. Your text is on the side: copy what you need into the editor, " +
+      "then save.", "warn");
   } else {
-    f.draft = merged.join("\n");
+    f.draft = merged;
     say(
-      `Your edits were re-applied on top of version ${c.version}. Check the result, then save. ` +
-      "Your text as you left it is on the side.", "ok");
+      `${which}Your edits were re-applied on top of version ${c.version}. Check the result, ` +
+      "then save. Your text as you left it is on the side.", "ok");
   }
   render();
-  $("editor").focus();
+  if (f === current()) $("editor").focus();
 }
+
+// The server's 413 names its settings; the user gets a sentence about their text.
+const mergeError = (error) =>
+  error.status === 413 ? "The texts are too large to merge on the server." : reason(error);
 
 export async function copyMine() {
   const c = current().conflict;

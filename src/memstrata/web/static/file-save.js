@@ -12,7 +12,7 @@ import { render, say } from "./file-view.js";
 const SLOW_SAVE_MS = 2000;
 
 export async function write(f, version) {
-  if (state.saving) return;
+  if (state.saving || state.merging) return;
   const text = f.conflict ? f.conflict.mine : f.draft;
   const content = storedText(f, text); // in the file's own line endings
   state.saving = true;

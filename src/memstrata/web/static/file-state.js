@@ -4,7 +4,10 @@
 
 const encoder = new TextEncoder();
 
-export const state = { limits: null, files: new Map(), current: null, saving: false, focus: false };
+// `merging`: a re-apply is waiting for the server's merge (file-conflict.js)
+export const state = {
+  limits: null, files: new Map(), current: null, saving: false, merging: false, focus: false,
+};
 
 // Line endings. A textarea turns every CR LF (and lone CR) into LF, so the page keeps each
 // file's text in that form (`base`, `draft`, a conflict's texts) and remembers the file's

@@ -82,7 +82,9 @@ function renderConflict(f) {
   $("conflict-right-title").textContent = "Your text (not saved)";
   $("conflict-reapply").textContent = `Reload version ${c.version} and re-apply my edits`;
   $("conflict-overwrite").textContent = `Overwrite version ${c.version} with my text`;
-  $("conflict-overwrite").disabled = state.saving;
+  // one choice at a time: no second re-apply, and no overwrite, while one is out
+  $("conflict-reapply").disabled = state.saving || state.merging;
+  $("conflict-overwrite").disabled = state.saving || state.merging;
   const theirs = splitLines(c.content);
   const mine = splitLines(c.mine);
   // Colour marks the differing lines for the eye; assistive tech reads a word instead: a
