@@ -218,6 +218,18 @@ class Memstrata:
             self.search.warm(user_id)
         return reports
 
+    def reindex_memory_files(self, user_id: str) -> int:
+        """Index each stored memory file of ``user_id`` again under today's rules (rows of
+        paragraphs still equal to the template's, indexed by releases before they were
+        left out, are dropped); unchanged chunks keep their vectors. How many files."""
+        count = 0
+        for kind in USER_FILE_KINDS:
+            stored = self.store.get_memory_file(user_id, kind) if kind.indexed else None
+            if stored is not None:
+                self.indexer.index_memory_file(user_id, kind, stored.content)
+                count += 1
+        return count
+
     @property
     def embeds_in_background(self) -> bool:
         """Rows stored without a vector get one: the worker runs here (or there is no

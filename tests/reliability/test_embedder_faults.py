@@ -27,7 +27,9 @@ from sqlalchemy import text
 from memstrata.api import create_app
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
+from memstrata.retrieval.embeddings import CircuitOpenError
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.search import query_failure
 from memstrata.runtime import Memstrata
 from tests.reliability.harness import Load, Search, p95, serve
 from tests.retrieval.fault_server import FaultServer
@@ -145,9 +147,13 @@ def wait_for_search(load: Load, since: float, mode: str, bound_s: float) -> Sear
     return None
 
 
+# What a search refused at once by the open circuit says (not the exception's name).
+REFUSED_BY_CIRCUIT = query_failure(CircuitOpenError("open"))
+
+
 def asked_the_api(search: Search) -> bool:
     """Did this search send its query to the API (not refused at once by the open circuit)?"""
-    return not any("CircuitOpenError" in warning for warning in search.warnings)
+    return not any(warning.endswith(REFUSED_BY_CIRCUIT) for warning in search.warnings)
 
 
 @pytest.mark.parametrize("kind", ["killed", "hung", "garbage"])

@@ -8,9 +8,7 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
-from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
-from memstrata.runtime import Memstrata
 
 
 @app.command("search")
@@ -56,26 +54,13 @@ def reindex_command(
     """Re-index a user's memory files, then embed rows stored without a vector (after an
     embedding outage, a model change, or an upgrade that changed what is indexed)."""
     with open_runtime(load_settings(), require_embeddings=True) as mem:
-        files = guarded(lambda: reindex_memory_files(mem, user))
+        files = guarded(lambda: mem.reindex_memory_files(user))
         done = guarded(lambda: mem.indexer.fill_missing(user))
         left = guarded(lambda: mem.indexer.count_missing(user))
     typer.echo(f"re-indexed {files} memory file(s) and embedded {done} chunk(s) for {user}")
     if left:
         # A job runner must see this: the vectors are still missing.
         fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
-
-
-def reindex_memory_files(mem: Memstrata, user_id: str) -> int:
-    """Index each stored memory file of ``user_id`` again under today's rules (rows of
-    paragraphs still equal to the template's, indexed by releases before they were left
-    out, are dropped); unchanged chunks keep their vectors."""
-    count = 0
-    for kind in USER_FILE_KINDS:
-        stored = mem.store.get_memory_file(user_id, kind) if kind.indexed else None
-        if stored is not None:
-            mem.indexer.index_memory_file(user_id, kind, stored.content)
-            count += 1
-    return count
 
 
 @app.command("snapshots")
