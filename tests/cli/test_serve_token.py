@@ -192,6 +192,7 @@ def test_serve_starts_answers_and_stops(
     how = "memstrata" if shutil.which("memstrata") else f"{Path(sys.executable).parent}/memstrata"
     assert f"  get a token {how} token --user alice" in out.splitlines()
     assert "  embeddings  none: BM25-only search" in out.splitlines()
+    assert err.count("No embedding API configured") == 1, err  # said once, not per lookup
 
 
 @pytest.mark.timeout(90)

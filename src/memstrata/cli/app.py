@@ -91,13 +91,21 @@ def open_runtime(settings: Settings, *, require_embeddings: bool = False) -> Ite
                 "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART"
             )
         try:
-            mem = Memstrata.open(settings, embedding_spec=spec)
+            mem = open_memstrata(settings, spec)
         except MemstrataError as exc:
             fail(str(exc))
         try:
             yield mem
         finally:
             mem.close()
+
+
+def open_memstrata(settings: Settings, spec: EmbeddingModelSpec | None) -> Memstrata:
+    """The runtime with the model ``guarded_spec`` resolved; ``None`` is BM25-only search,
+    not a second look at the settings (which logged "no embedding API" a second time)."""
+    if spec is None:
+        return Memstrata.open(settings, embedder=None)
+    return Memstrata.open(settings, embedding_spec=spec)
 
 
 @contextmanager

@@ -31,7 +31,7 @@ import uvicorn
 from memstrata.api.app import create_app
 from memstrata.api.auth import AuthConfigurationError, mint_token, require_token_keys
 from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
-from memstrata.cli.app import app, fail, guarded_spec, load_settings
+from memstrata.cli.app import app, fail, guarded_spec, load_settings, open_memstrata
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
@@ -68,7 +68,7 @@ def serve(
         stack.callback(sock.close)
         embedding = stack.enter_context(guarded_spec(settings))
         try:
-            mem = Memstrata.open(settings, embedding_spec=embedding)
+            mem = open_memstrata(settings, embedding)
         except MemstrataError as exc:
             fail(str(exc))
         stack.callback(mem.close)
