@@ -24,9 +24,10 @@ from memstrata.web import web_router
 from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, sign_in, tab
 from tests.web.server import Serve
 
-# base, ours, theirs: a reviewer found the page's former merge (in JavaScript) merging this
-# to "b\na" where the server's rule sees two edits touching the same lines.
-DISAGREED = ("a\nb", "b", "b\na")
+# base, ours, theirs: the page's former merge (in JavaScript) merged this to "b\na" where
+# the server's rule sees two edits touching the same lines (found by running both on
+# random cases).
+DISAGREED = ("a\nc\nb", "b", "b\na")
 CASES = [
     DISAGREED,
     ("1\n2\n3\n4\n5", "1\n2x\n3\n4\n5", "1\n2\n3\n4\n5y"),  # far apart: merged
