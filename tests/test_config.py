@@ -73,3 +73,17 @@ def test_local_embedding_server_settings_are_checked(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValidationError, match=field):
         Settings()
+
+
+def test_embedding_urls_are_taken_without_surrounding_whitespace() -> None:
+    """Checked stripped, the value once went on with its spaces and failed at the first
+    embedding ("%20http://…": an unsupported protocol)."""
+    settings = Settings(
+        embedding_base_url=" http://127.0.0.1:9/v1\n",
+        embedding_models=[
+            {"name": "m", "base_url": "\thttp://h/v1 ", "query_base_url": " http://q/v1"}
+        ],
+    )
+    assert settings.embedding_base_url == "http://127.0.0.1:9/v1"
+    model = settings.embedding_models[0]
+    assert (model.base_url, model.query_base_url) == ("http://h/v1", "http://q/v1")

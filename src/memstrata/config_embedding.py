@@ -17,7 +17,7 @@ def http_url(value: str | None) -> str | None:
         raise ValueError(
             f"must be an http:// or https:// URL, e.g. http://127.0.0.1:8808/v1; got {value[:60]!r}"
         )
-    return value
+    return None if value is None else value.strip()
 
 
 class EmbeddingModelSpec(BaseModel):

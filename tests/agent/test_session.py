@@ -159,3 +159,14 @@ async def test_a_forgotten_session_stops_receiving_pushes_and_a_reopened_id_stay
     del second
     gc.collect()
     assert sync.open_sessions(USER) == []
+
+
+async def test_a_session_that_fails_to_open_is_not_left_open(
+    sync: SyncService, provider: LocalSandboxProvider
+) -> None:
+    def broken(text: str) -> int:
+        raise ZeroDivisionError("the host's tokenizer")
+
+    with pytest.raises(ZeroDivisionError):
+        await open_agent_session(sync, USER, session_id="s1", token_limit=50_000, count=broken)
+    assert sync.open_sessions(USER) == []

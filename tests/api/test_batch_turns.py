@@ -362,3 +362,27 @@ def test_background_embedding_without_an_embedding_api_is_plain_bm25(
     response = client.post(BATCH, headers=auth(), json=body)
     assert response.status_code == 200, response.text
     assert (response.json()["inserted"], response.json()["deferred"]) == (1, 0)
+
+
+def test_an_open_query_circuit_shows_in_readyz_and_metrics(
+    settings: Settings, db: Database, auth: AuthHeader, embedding_server: LocalEmbeddingServer
+) -> None:
+    """A query server of its own has its own circuit (retrieval.embeddings); the probes
+    read only the documents' one, so they said "ok" while every search was BM25-only."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = free.getsockname()[1]
+    spec = embedding_server.model_spec.model_copy(
+        update={"query_base_url": f"http://127.0.0.1:{dead}/v1"}
+    )
+    models = settings.model_copy(update={"embedding_models": [spec], "embedding_max_retries": 0})
+    with _served(models, db) as (mem, client):
+        assert mem.embedder is not None and mem.healer is not None
+        assert client.get("/readyz").json()["vectors"] == "ok"
+        for _ in range(mem.embedder.query_breaker.threshold):
+            found = client.post(SEARCH, headers=auth("alice"), json={"query": "puppy"})
+            assert found.json()["mode"] == "bm25"
+        assert mem.embedder.breaker.state == "closed"  # documents: fine
+        assert client.get("/readyz").json()["vectors"] == "degraded"
+        metrics = client.get("/metrics").text
+        assert "memstrata_embedding_circuit_open 1.0" in metrics

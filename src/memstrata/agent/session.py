@@ -144,6 +144,28 @@ async def open_agent_session(
     """Sync, track, prompt and tools for a new session (module doc)."""
     check_token_limit(token_limit)  # before the sync: a bad argument changes nothing
     results = await sync.start_session(user_id, session_id)
+    try:
+        return await _session_after_start(
+            sync, user_id, results, token_limit, ratio, session_id, searcher, count
+        )
+    except BaseException:
+        # Cancelled or failed before the AgentSession (whose close ends it) existed: the
+        # session id would otherwise stay open, receiving every later frontend edit.
+        if session_id is not None:
+            sync.end_session(user_id, session_id)
+        raise
+
+
+async def _session_after_start(
+    sync: SyncService,
+    user_id: str,
+    results: list[SyncResult],
+    token_limit: int,
+    ratio: float,
+    session_id: str | None,
+    searcher: SearchService | None,
+    count: Callable[[str], int],
+) -> AgentSession:
     tracker = await sync.begin_round(user_id, session_id)
     # A provider that raises must not stop the session (spec 5: a sandbox failure is a
     # warning): the stand-in fails every call, so the tools write the DB directly.

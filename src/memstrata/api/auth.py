@@ -184,14 +184,14 @@ class Authenticator:
                 )
         # Measured from now, not from ``iat``: an issuer may leave ``iat`` out or set it
         # at will, while what the bound limits is how long this token still works.
-        if self.max_lifetime_s is not None:
-            remaining = float(claims["exp"]) - time.time()
-            if remaining > self.max_lifetime_s + self.leeway_s:
-                raise AuthenticationError(
-                    f"token lives too long: it expires in {remaining:.0f} s and this server "
-                    f"accepts at most {self.max_lifetime_s:.0f} s "
-                    "(MEMSTRATA_JWT_MAX_LIFETIME_S); ask the issuer for a shorter 'exp'"
-                )
+        # Compared, not subtracted: arithmetic with an int 'exp' such as 10**400 overflows.
+        latest = time.time() + (self.max_lifetime_s or 0.0) + self.leeway_s
+        if self.max_lifetime_s is not None and claims["exp"] > latest:
+            raise AuthenticationError(
+                "token lives too long: it expires more than "
+                f"{self.max_lifetime_s:.0f} s from now, the most this server accepts "
+                "(MEMSTRATA_JWT_MAX_LIFETIME_S); ask the issuer for a shorter 'exp'"
+            )
 
     def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> None:
         """Tell a token signed with another key (its ``kid`` is not ours: a rotated secret,

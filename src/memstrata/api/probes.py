@@ -75,7 +75,7 @@ class Probes:
             backlog = healer.backlog()
         except SQLAlchemyError:
             return "degraded", None
-        circuit_open = healer.embedder.breaker.state != "closed"
+        circuit_open = healer.embedder.circuit_open
         context.metrics.record_backlog(backlog.pending, backlog.oldest_age_s, backlog.failed)
         context.metrics.record_circuit(circuit_open)
         degraded = backlog.pending > 0 or circuit_open

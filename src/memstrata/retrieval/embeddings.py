@@ -181,6 +181,11 @@ class OpenAICompatibleEmbedder:
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
 
     @property
+    def circuit_open(self) -> bool:
+        """A circuit skips its server now: the documents' or the query server's own."""
+        return self.breaker.state != "closed" or self.query_breaker.state != "closed"
+
+    @property
     def dimensions(self) -> int | None:
         """The length of this model's vectors: configured, or learned from the answers
         (``None`` before the first)."""

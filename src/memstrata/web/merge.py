@@ -6,7 +6,9 @@ edit one file), and this route is a thin transport over it. Like every API route
 built by :func:`memstrata.api.routing.route_class`: the token is checked before the body is
 read, the body is limited to ``max_request_bytes``, and errors have the API's one shape
 (401, 413, 422). Each text is checked as the store checks a file's content (at most the
-store's ``max_content_bytes``; no NUL), so the page can merge whatever it can save.
+store's ``max_content_bytes``; no NUL). The three texts share one request body
+(``max_request_bytes``, 1 MiB): three files near the content limit, once escaped as JSON,
+can exceed it, and the page then says the texts are too large to merge (docs/WEB.md).
 
 Imported by :func:`memstrata.web.web_router` when it builds the router, not by
 ``memstrata.web`` itself: ``memstrata.api`` imports ``memstrata.web``.
