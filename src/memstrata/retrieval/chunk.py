@@ -79,17 +79,30 @@ def paragraphs(text: str) -> Iterator[str]:
 
 
 def _split_paragraph(para: str, max_tokens: int, count: TokenCounter) -> list[str]:
-    """Pack whole sentences greedily, keeping the paragraph's own spacing between them."""
+    """Pack whole sentences greedily, keeping the paragraph's own spacing between them.
+
+    "Greedily" is found by a galloping search rather than by counting the growing chunk
+    once per sentence: a paragraph of thousands of one-word lines (each line a sentence)
+    cost a count of the whole chunk per line, 5.4 s for a 256 KiB file. The chunks are
+    the same, because ``count`` is monotone over prefixes: the sentences that fit are a
+    prefix of those that follow."""
+    sentences = list(_sentence_spans(para))
     chunks: list[str] = []
     current: Span | None = None
-    for sentence in _sentence_spans(para):
+    i = 0
+    while i < len(sentences):
         if current is not None:
-            candidate = (current[0], sentence[1])
-            if count(para[candidate[0] : candidate[1]]) <= max_tokens:
-                current = candidate
-                continue
+            start = current[0]
+            taken = _sentences_that_fit(para, start, sentences, i, max_tokens, count)
+            if taken:
+                current = (start, sentences[i + taken - 1][1])
+                i += taken
+                if i == len(sentences):
+                    break
             chunks.append(para[current[0] : current[1]])
             current = None
+        sentence = sentences[i]
+        i += 1
         if count(para[sentence[0] : sentence[1]]) <= max_tokens:
             current = sentence
             continue
@@ -99,6 +112,37 @@ def _split_paragraph(para: str, max_tokens: int, count: TokenCounter) -> list[st
     if current is not None:
         chunks.append(para[current[0] : current[1]])
     return chunks
+
+
+def _sentences_that_fit(
+    para: str, start: int, sentences: list[Span], first: int, max_tokens: int, count: TokenCounter
+) -> int:
+    """How many of ``sentences[first:]`` extend the chunk starting at ``start`` within
+    ``max_tokens``: the chunk through sentence ``first + n - 1`` fits for every n up to the
+    answer and for none above it (monotone), so doubling then bisecting finds it."""
+
+    def fits(n: int) -> bool:
+        return count(para[start : sentences[first + n - 1][1]]) <= max_tokens
+
+    left = len(sentences) - first
+    if left == 0 or not fits(1):
+        return 0
+    good, step = 1, 1
+    while good < left:
+        probe = min(good + step, left)
+        if not fits(probe):
+            bad = probe
+            break
+        good, step = probe, step * 2
+    else:
+        return good
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    return good
 
 
 def _sentence_spans(para: str) -> Iterator[Span]:
