@@ -145,8 +145,12 @@ async def open_agent_session(
     check_token_limit(token_limit)  # before the sync: a bad argument changes nothing
     results = await sync.start_session(user_id, session_id)
     try:
-        return await _session_after_start(
-            sync, user_id, results, token_limit, ratio, session_id, searcher, count
+        # A provider that raises must not stop the session (spec 5: a sandbox failure is a
+        # warning): the stand-in fails every call, so the tools write the DB directly.
+        sandbox = open_sandbox(sync.sandboxes, user_id, session_id)
+        tracker = await sync.begin_round(user_id, session_id, sandbox=sandbox)
+        prompt = await build_memory_prompt(
+            sync.store, user_id, token_limit=token_limit, ratio=ratio, count=count, sandbox=sandbox
         )
     except BaseException:
         # Cancelled or failed before the AgentSession (whose close ends it) existed: the
@@ -154,25 +158,6 @@ async def open_agent_session(
         if session_id is not None:
             sync.end_session(user_id, session_id)
         raise
-
-
-async def _session_after_start(
-    sync: SyncService,
-    user_id: str,
-    results: list[SyncResult],
-    token_limit: int,
-    ratio: float,
-    session_id: str | None,
-    searcher: SearchService | None,
-    count: Callable[[str], int],
-) -> AgentSession:
-    tracker = await sync.begin_round(user_id, session_id)
-    # A provider that raises must not stop the session (spec 5: a sandbox failure is a
-    # warning): the stand-in fails every call, so the tools write the DB directly.
-    sandbox = open_sandbox(sync.sandboxes, user_id, session_id)
-    prompt = await build_memory_prompt(
-        sync.store, user_id, token_limit=token_limit, ratio=ratio, count=count, sandbox=sandbox
-    )
     ctx = ToolContext(user_id, sync, sandbox, session_id, tracker)
     log_event(
         logger,

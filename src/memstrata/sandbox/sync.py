@@ -184,9 +184,14 @@ class SyncService:
         fallback = None if tracker is None else tracker.base(kind.filename)
         return await self._files.store_edit(t, kind, edit, edited, fallback)
 
-    async def begin_round(self, user_id: str, session_id: str | None = None) -> RoundTracker:
-        """A tracker for the coming round, holding the current DB versions as its base."""
-        case_sensitive = open_sandbox(self.sandboxes, user_id, session_id).case_sensitive
+    async def begin_round(
+        self, user_id: str, session_id: str | None = None, *, sandbox: Sandbox | None = None
+    ) -> RoundTracker:
+        """A tracker for the coming round, holding the current DB versions as its base
+        (``sandbox``: the session's, when the caller has it open already)."""
+        if sandbox is None:
+            sandbox = open_sandbox(self.sandboxes, user_id, session_id)
+        case_sensitive = sandbox.case_sensitive
         bases = await self._snapshot(user_id)
         return RoundTracker(user_id, session_id, bases=bases or {}, case_sensitive=case_sensitive)
 
