@@ -45,12 +45,7 @@ def create_router(
     :class:`ApiContext`. ``include_operations=False`` leaves out ``/healthz``, ``/readyz``
     and ``/metrics`` for hosts that have their own.
     """
-    context = (
-        memstrata
-        if isinstance(memstrata, ApiContext)
-        else ApiContext(memstrata.settings, memstrata=memstrata)
-    )
-    routes = route_class(context)
+    routes = route_class(ApiContext.of(memstrata))
     router = APIRouter()
     router.include_router(config.build_router(routes))
     router.include_router(limits.build_router(routes))

@@ -33,6 +33,14 @@ class ApiContext:
         self.metrics.watch_search(self._search_stats)
         self.probes = Probes(self)
 
+    @classmethod
+    def of(cls, memstrata: Memstrata | ApiContext) -> ApiContext:
+        """``memstrata`` if it is a context, else a new one for the runtime (its settings,
+        fresh metrics): what the router builders take."""
+        if isinstance(memstrata, ApiContext):
+            return memstrata
+        return cls(memstrata.settings, memstrata=memstrata)
+
     @property
     def mem(self) -> Memstrata:
         if self._memstrata is None:

@@ -58,11 +58,6 @@ def merge(body: MergeRequest, user_id: CurrentUser, context: Context) -> MergeAn
 
 def merge_router(memstrata: Memstrata | ApiContext) -> APIRouter:
     """The route, authenticated and limited by ``memstrata``'s context."""
-    context = (
-        memstrata
-        if isinstance(memstrata, ApiContext)
-        else ApiContext(memstrata.settings, memstrata=memstrata)
-    )
-    router = APIRouter(route_class=route_class(context), include_in_schema=False)
+    router = APIRouter(route_class=route_class(ApiContext.of(memstrata)), include_in_schema=False)
     router.post(MERGE_PATH)(merge)
     return router
