@@ -118,31 +118,13 @@ def _sentences_that_fit(
     para: str, start: int, sentences: list[Span], first: int, max_tokens: int, count: TokenCounter
 ) -> int:
     """How many of ``sentences[first:]`` extend the chunk starting at ``start`` within
-    ``max_tokens``: the chunk through sentence ``first + n - 1`` fits for every n up to the
-    answer and for none above it (monotone), so doubling then bisecting finds it."""
+    ``max_tokens`` (the chunk through sentence ``first + n - 1`` fits for every n up to
+    the answer and for none above it)."""
 
     def fits(n: int) -> bool:
         return count(para[start : sentences[first + n - 1][1]]) <= max_tokens
 
-    left = len(sentences) - first
-    if left == 0 or not fits(1):
-        return 0
-    good, step = 1, 1
-    while good < left:
-        probe = min(good + step, left)
-        if not fits(probe):
-            bad = probe
-            break
-        good, step = probe, step * 2
-    else:
-        return good
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if fits(middle):
-            good = middle
-        else:
-            bad = middle
-    return good
+    return _largest_fitting(fits, len(sentences) - first, first_probe=1)
 
 
 def _sentence_spans(para: str) -> Iterator[Span]:
@@ -196,22 +178,33 @@ def _hard_split(text: str, span: Span, max_tokens: int, count: TokenCounter) -> 
 def _longest_fitting_prefix(
     text: str, start: int, end: int, max_tokens: int, count: TokenCounter
 ) -> int:
-    """Largest ``n`` with ``count(text[start:start + n]) <= max_tokens``, by galloping then
-    bisecting so the cost stays proportional to the piece, not to the whole sentence."""
-    good, bad = 0, end - start + 1
-    probe = min(max_tokens * 4, end - start)
+    """Largest ``n`` with ``count(text[start:start + n]) <= max_tokens``; the cost stays
+    proportional to the piece, not to the whole sentence."""
+    return _largest_fitting(
+        lambda n: count(text[start : start + n]) <= max_tokens,
+        end - start,
+        first_probe=max_tokens * 4,
+    )
+
+
+def _largest_fitting(fits: Callable[[int], bool], limit: int, *, first_probe: int) -> int:
+    """Largest ``n`` in ``[0, limit]`` with ``fits(n)``, for a ``fits`` that holds up to some
+    ``n`` and not above it (``fits(0)`` is taken to hold): galloping from ``first_probe``,
+    then bisecting."""
+    good, bad = 0, limit + 1
+    probe = max(1, min(first_probe, limit))
     while probe < bad:
-        if count(text[start : start + probe]) <= max_tokens:
+        if fits(probe):
             good = probe
-            if probe == end - start:
+            if probe == limit:
                 break
-            probe = min(probe * 2, end - start)
+            probe = min(probe * 2, limit)
         else:
             bad = probe
     while bad - good > 1:
-        mid = (good + bad) // 2
-        if count(text[start : start + mid]) <= max_tokens:
-            good = mid
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
         else:
-            bad = mid
+            bad = middle
     return good
