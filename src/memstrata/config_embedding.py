@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from memstrata.retrieval.chunk import CHUNK_TOKENS
+
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
+# A query's timeout is the configured one per this many (estimated) tokens, up to a full
+# chunk's worth: the model's cost grows with the text (e5-small on one core, 2026-12-05:
+# 8 words 21 ms, 100 words 166 ms, 700 words 1.6 s), and a long query timing out on a busy
+# machine would otherwise count toward the circuit that every user's writes share.
+QUERY_TIMEOUT_TOKENS = 128
 
 
 def http_url(value: str | None) -> str | None:
@@ -80,8 +87,8 @@ class EmbeddingSettings(BaseModel):
         default=2.0,
         gt=0,
         description="Timeout of a search query's embedding (then BM25 only); not retried. "
-        "A long query gets it once per 128 tokens, at most 4 times: the model's cost grows "
-        "with the text.",
+        f"A long query gets it once per {QUERY_TIMEOUT_TOKENS} tokens, at most "
+        f"{CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS} times: the model's cost grows with the text.",
     )
     embedding_max_retries: int = Field(
         default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."

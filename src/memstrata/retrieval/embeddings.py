@@ -38,6 +38,7 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from memstrata.config import EmbeddingModelSpec
+from memstrata.config_embedding import QUERY_TIMEOUT_TOKENS
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
 from memstrata.retrieval.breaker import (
@@ -73,13 +74,6 @@ NOT_SENT_STOPPING = (
     "the server is stopping; the text is stored without a vector, which the background "
     "re-embedding fills in"
 )
-
-
-# A query's timeout is the configured one per this many (estimated) tokens, up to a full
-# chunk's worth: the model's cost grows with the text (e5-small on one core, 2026-12-05:
-# 8 words 21 ms, 100 words 166 ms, 700 words 1.6 s), and a long query timing out on a busy
-# machine would otherwise count toward the circuit that every user's writes share.
-QUERY_TIMEOUT_TOKENS = 128
 
 
 def query_timeout(base_s: float, text: str) -> float:
