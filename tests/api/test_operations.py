@@ -347,6 +347,15 @@ def test_openapi_docs(client: TestClient) -> None:
     # A read has no body and no version: it never answers 404, 409 or 413.
     get = schema["paths"]["/api/config/agent-files/{name}"]["get"]
     assert set(get["responses"]) & {"404", "409", "413"} == set()
+    # Nor a 422: FastAPI adds one, in a shape memstrata never sends, to any route with a
+    # parameter; every 422 memstrata sends is an ErrorBody (or the batch's own body).
+    assert "422" not in get["responses"]
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+    for methods in schema["paths"].values():
+        for operation in methods.values():
+            if "422" in operation["responses"]:
+                ref = operation["responses"]["422"]["content"]["application/json"]["schema"]
+                assert ref["$ref"].rsplit("/", 1)[1] in {"ErrorBody", "BatchTurnsRejected"}
     for path, methods in schema["paths"].items():
         for method, operation in methods.items():
             if path.startswith("/api/") and not path.endswith("/limits"):

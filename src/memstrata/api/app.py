@@ -29,6 +29,7 @@ from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import RequestLogMiddleware
 from memstrata.api.routers import config, health, limits, memory
 from memstrata.api.routing import route_class
+from memstrata.api.schemas import without_default_422
 from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
@@ -116,6 +117,8 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
         app = FastAPI(docs_url=None, redoc_url=None, **meta)
     app.state.context = context
     app.state.metrics = context.metrics
+    fastapi_openapi = app.openapi
+    app.openapi = lambda: without_default_422(fastapi_openapi())  # type: ignore[method-assign]
     install_error_handlers(app)
     # Added first, so it sits inside the request log: a cut-off request is logged and
     # counted as the 503 it gets, with its X-Request-ID.

@@ -44,6 +44,32 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
     return {code: {"model": ErrorBody} for code in sorted({401, 503, *statuses})}
 
 
+# FastAPI's own 422 answer and the schemas it describes it with. memstrata answers every
+# 422 with ``ErrorBody`` (the routes that can give one declare it); FastAPI adds this one
+# to any route with a parameter, e.g. GET /agent-files/{name}, which never answers 422.
+_FASTAPI_422 = "#/components/schemas/HTTPValidationError"
+_FASTAPI_422_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def without_default_422(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (memstrata's OpenAPI document) without the 422 FastAPI adds by itself and
+    the schemas that describe it. Idempotent; changes ``doc`` in place."""
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            if _schema_ref(responses.get("422")) == _FASTAPI_422:
+                del responses["422"]
+    for name in _FASTAPI_422_SCHEMAS:
+        doc.get("components", {}).get("schemas", {}).pop(name, None)
+    return doc
+
+
+def _schema_ref(response: Any) -> Any:
+    if not isinstance(response, dict):
+        return None
+    return response.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")
+
+
 class AgentFile(BaseModel):
     name: str = Field(examples=["user"])
     file_type: str = Field(examples=["user_md"])
