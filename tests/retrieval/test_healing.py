@@ -14,13 +14,13 @@ from sqlalchemy import event, text
 from memstrata.config import STORED_VECTOR_DIM, EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
-from memstrata.errors import EmbeddingError
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.logs import event_fields
 from memstrata.retrieval import queue
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
-from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
-from memstrata.retrieval.healing import VectorHealer, wrong_lengths
+from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
+from memstrata.retrieval.healing import VectorHealer, sort_results, wrong_lengths
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.rounds import Round
@@ -549,3 +549,34 @@ def test_wrong_lengths_rule() -> None:
         "above": 16,
         "stale": [],
     }
+
+
+# -- what one claim's answers mean for its rows (pure) -------------------------------------
+
+
+def test_sort_results_counts_an_attempt_only_for_a_texts_own_failure() -> None:
+    rows = [queue.Claimed(i, "u", f"t{i}", attempts) for i, attempts in enumerate([0, 0, 0, 0, 4])]
+    good = [0.1] * 8
+    answers: list[object] = [
+        good,
+        [float("nan")] * 8,  # an unusable vector: given up on at once
+        EmbeddingRejectedError("400: too long"),  # refused: never retried
+        EmbeddingError("timeout"),  # this text failed while others worked: one more try
+        EmbeddingError("timeout"),  # ... unless it is its last
+    ]
+    vectors, failures, release = sort_results(rows, answers, max_attempts=5)
+    assert vectors == {0: good} and release == []
+    assert failures[0][0] == 1 and "unusable vector" in str(failures[0][1])
+    assert failures[1] == (2, "400: too long")
+    assert failures[2] == (3, None)
+    assert failures[3][0] == 4 and str(failures[3][1]).startswith("gave up after 5 attempts")
+
+
+def test_sort_results_releases_rows_uncounted_when_the_api_was_down() -> None:
+    rows = [queue.Claimed(i, "u", f"t{i}", 0) for i in range(3)]
+    # No text worked: the API's fault, not the texts'.
+    assert sort_results(rows, [EmbeddingError("x")] * 3, 5) == ({}, [], [0, 1, 2])
+    # An outage is never a text's fault, even beside a success.
+    outage = EmbeddingOutageError("connection refused")
+    vectors, failures, release = sort_results(rows, [[0.2] * 8, outage, outage], 5)
+    assert set(vectors) == {0} and failures == [] and release == [1, 2]

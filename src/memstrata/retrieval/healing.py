@@ -63,6 +63,38 @@ def wrong_lengths(lengths: Lengths) -> queue.WrongLength:
     return queue.WrongLength(MIN_LEARNED_DIMENSIONS, STORED_VECTOR_DIM, stale)
 
 
+def sort_results(
+    todo: Sequence[queue.Claimed], results: Sequence[object], max_attempts: int
+) -> tuple[dict[int, list[float]], list[tuple[int, str | None]], list[int]]:
+    """What one claim's embedding answers mean for its rows: the usable ``vectors`` by row
+    id; the ``failures`` (row id, the error when the row is given up on, else ``None``: one
+    more attempt counted); the rows to ``release`` uncounted, because the API was down
+    (an outage, or no text of the claim succeeded) and it was not the text's fault."""
+    vectors: dict[int, list[float]] = {}
+    failures: list[tuple[int, str | None]] = []
+    release: list[int] = []
+    any_success = any(isinstance(r, list) for r in results)
+    for claimed, result in zip(todo, results, strict=True):
+        if isinstance(result, list):
+            try:
+                pad_vector(result)
+            except VectorDimensionError as exc:
+                failures.append((claimed.id, f"unusable vector: {exc}"))
+            else:
+                vectors[claimed.id] = result
+        elif isinstance(result, EmbeddingRejectedError):
+            failures.append((claimed.id, str(result)))
+        elif isinstance(result, EmbeddingOutageError) or not any_success:
+            release.append(claimed.id)
+        elif claimed.attempts + 1 >= max_attempts:
+            failures.append(
+                (claimed.id, f"gave up after {claimed.attempts + 1} attempts: {result}")
+            )
+        else:
+            failures.append((claimed.id, None))
+    return vectors, failures, release
+
+
 @dataclass
 class HealReport:
     claimed: int = 0
@@ -137,29 +169,7 @@ class VectorHealer:
         if self._refused_whole(todo, results):
             report.released = len(todo)
             return report
-        vectors: dict[int, list[float]] = {}
-        failures: list[tuple[int, str | None]] = []
-        release: list[int] = []
-        any_success = any(isinstance(r, list) for r in results)
-        for claimed, result in zip(todo, results, strict=True):
-            if isinstance(result, list):
-                try:
-                    pad_vector(result)
-                    vectors[claimed.id] = result
-                    continue
-                except VectorDimensionError as exc:
-                    failures.append((claimed.id, f"unusable vector: {exc}"))
-                    continue
-            if isinstance(result, EmbeddingRejectedError):
-                failures.append((claimed.id, str(result)))
-            elif isinstance(result, EmbeddingOutageError) or not any_success:
-                release.append(claimed.id)  # the API is down: not this text's fault
-            elif claimed.attempts + 1 >= self.max_attempts:
-                failures.append(
-                    (claimed.id, f"gave up after {claimed.attempts + 1} attempts: {result}")
-                )
-            else:
-                failures.append((claimed.id, None))
+        vectors, failures, release = sort_results(todo, results, self.max_attempts)
         report.embedded, unwritable = self._write_back(todo, vectors)
         failures.extend(unwritable)
         with transaction(self._sessions) as session:
