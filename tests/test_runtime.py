@@ -6,19 +6,25 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
-from memstrata.errors import BackgroundEmbeddingUnavailableError, InvalidContentError
+from memstrata.errors import (
+    BackgroundEmbeddingUnavailableError,
+    InvalidContentError,
+    TemplateMissingError,
+)
 from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.embeddings import EmbeddingOutageError
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.rounds import Round, RoundsInvalidError
+from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.runtime import HEALER_STOP_S, Memstrata
 from tests.retrieval.fault_server import FaultServer
 
@@ -26,6 +32,41 @@ from tests.retrieval.fault_server import FaultServer
 def test_unknown_parts_are_refused(db: Database, settings: Settings) -> None:
     with pytest.raises(TypeError, match="embeder"):
         Memstrata.open(settings, database=db, embeder=None)
+
+
+def test_a_failed_open_closes_the_database_it_opened(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own database (an embedded server, with a URL a pool) is closed when building
+    the rest fails, whatever failed; a database the caller passed stays the caller's."""
+    closed: list[Database] = []
+    close = Database.close
+
+    def spy(self: Database) -> None:
+        closed.append(self)
+        close(self)
+
+    monkeypatch.setattr(Database, "close", spy)
+    (tmp_path / "no-templates").mkdir()
+    broken = settings.model_copy(update={"template_dir": tmp_path / "no-templates"})
+    with pytest.raises(TemplateMissingError):
+        Memstrata.open(broken, embedder=None)
+    assert len(closed) == 1
+
+    def lost(*_: object) -> None:  # the database going away while the runtime is built
+        raise OSError("connection lost")
+
+    monkeypatch.setattr(TemplateScaffold, "record", lost)
+    with pytest.raises(OSError, match="connection lost"):
+        Memstrata.open(settings, embedder=None)
+    assert len(closed) == 2
+    given = Database.open(settings)
+    try:
+        with pytest.raises(OSError, match="connection lost"):
+            Memstrata.open(settings, database=given, embedder=None)
+        assert given not in closed
+    finally:
+        close(given)
 
 
 def test_agent_session_remembers_and_searches(db: Database, settings: Settings) -> None:

@@ -19,7 +19,7 @@ from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
-from memstrata.errors import BackgroundEmbeddingUnavailableError, TemplateMissingError
+from memstrata.errors import BackgroundEmbeddingUnavailableError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.memory.store import MemoryStore
@@ -92,16 +92,32 @@ class Memstrata:
         consulted first)."""
         settings = settings or Settings()
         db = database or Database.open(settings)
-        templates = TemplateSet(settings.template_dir or default_template_dir())
         try:
-            # Every new user is provisioned from these: a missing one is a start-up error,
-            # not a 500 for each new user. AGENTS.md may be missing (sync reports it).
-            templates.check(USER_FILE_KINDS)
-        except TemplateMissingError:
-            if database is None:
+            return cls._assemble(
+                settings,
+                db,
+                sandboxes,
+                _embedder(settings, embedder, embedding_spec, registry),
+                skill_loader,
+            )
+        except BaseException:
+            if database is None:  # ours: an embedded server would outlive the failure
                 db.close()
             raise
-        provider = _embedder(settings, embedder, embedding_spec, registry)
+
+    @classmethod
+    def _assemble(
+        cls,
+        settings: Settings,
+        db: Database,
+        sandboxes: SandboxProvider | None,
+        provider: EmbeddingProvider | None,
+        skill_loader: SkillLoader | None,
+    ) -> Memstrata:
+        templates = TemplateSet(settings.template_dir or default_template_dir())
+        # Every new user is provisioned from these: a missing one is a start-up error,
+        # not a 500 for each new user. AGENTS.md may be missing (sync reports it).
+        templates.check(USER_FILE_KINDS)
         scaffold = TemplateScaffold(db.sessions, templates)
         scaffold.record(k for k in USER_FILE_KINDS if k.indexed)  # SOUL.md is not indexed
         indexer = Indexer(
