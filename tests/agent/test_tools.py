@@ -1,17 +1,14 @@
-"""Memory tools and guarded file tools against a real DB and real sandbox directories."""
+"""Memory tools against a real DB and real sandbox directories."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from memstrata.agent.answers import sync_message
-from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.db.database import Database
@@ -21,9 +18,9 @@ from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.search import SearchService
-from memstrata.sandbox.base import normalise_sandbox_path
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
+from memstrata.sandbox.sync import SyncService
+from tests.agent.stored import memory, user_md
 from tests.sandbox.support import (
     USER,
     FaultySandbox,
@@ -42,18 +39,6 @@ async def tools(sync: SyncService, user_box: LocalDirectorySandbox) -> MemoryToo
     await sync.start_session(USER)
     tracker = await sync.begin_round(USER)
     return MemoryTools(ToolContext.bind(USER, sync, user_box, tracker=tracker), today=lambda: DAY)
-
-
-def memory(store: MemoryStore) -> tuple[str, int]:
-    stored = store.get_memory_file(USER, FileKind.MEMORY)
-    assert stored is not None
-    return stored.content, stored.version
-
-
-def user_md(store: MemoryStore) -> tuple[str, int]:
-    stored = store.get_memory_file(USER, FileKind.USER)
-    assert stored is not None
-    return stored.content, stored.version
 
 
 # -- schemas ---------------------------------------------------------------------------------
@@ -607,118 +592,6 @@ async def test_memory_search_is_absent_without_a_searcher(tools: MemoryTools) ->
     assert await tools.memory_search("x") == "error: memory_search is not available for this agent"
 
 
-# -- guarded file tools -------------------------------------------------------------------------
-
-
-def platform_write_file(root: Path, calls: list[str]) -> Any:
-    """A platform's own write_file: writes under the sandbox root, knows nothing of memory."""
-
-    async def write_file(path: str, content: str) -> str:
-        calls.append(path)
-        relative = normalise_sandbox_path(path)
-        assert relative is not None
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        return f"wrote {len(content)} characters to {path}"
-
-    return write_file
-
-
-@pytest.fixture
-async def guarded(sync: SyncService, user_box: LocalDirectorySandbox) -> GuardedFileTools:
-    await sync.start_session(USER)
-    tracker = await sync.begin_round(USER)
-    return GuardedFileTools(ToolContext.bind(USER, sync, user_box, tracker=tracker))
-
-
-@pytest.mark.parametrize("path", ["AGENTS.md", "/workspace/AGENTS.md", "./notes/../AGENTS.md"])
-async def test_guard_refuses_the_root_agents_md(
-    path: str, guarded: GuardedFileTools, user_box: LocalDirectorySandbox, templates: TemplateSet
-) -> None:
-    calls: list[str] = []
-    write_file = guarded.wrap(platform_write_file(user_box.root, calls))
-    result = await write_file(path=path, content="no rules")
-    assert result == (
-        "error: AGENTS.md is managed by the platform and restored every session; put what you "
-        "want to keep in MEMORY.md (or USER.md for facts about the user)"
-    )
-    assert calls == []
-    assert await user_box.read_text("AGENTS.md") == templates.agents_md()
-
-
-async def test_guard_case_follows_the_sandbox(
-    sync: SyncService, user_box: LocalDirectorySandbox
-) -> None:
-    calls: list[str] = []
-    sensitive = GuardedFileTools(ToolContext.bind(USER, sync, user_box))
-    assert sensitive.case_sensitive is True  # a Linux directory
-    write = sensitive.wrap(platform_write_file(user_box.root, calls))
-    assert await write("agents.md", "fine") == "wrote 4 characters to agents.md"
-    folding = FaultySandbox(user_box)
-    folding.case_sensitive = False  # a case-insensitive mount
-    insensitive = GuardedFileTools(ToolContext.bind(USER, sync, folding))
-    assert insensitive.case_sensitive is False
-    write = insensitive.wrap(platform_write_file(user_box.root, calls))
-    assert (await write("agents.md", "no")).startswith("error: AGENTS.md is managed")
-    assert calls == ["agents.md"]
-
-
-async def test_guard_syncs_memory_writes_at_once(
-    guarded: GuardedFileTools, store: MemoryStore, user_box: LocalDirectorySandbox
-) -> None:
-    calls: list[str] = []
-    write_file = guarded.wrap(platform_write_file(user_box.root, calls))
-    assert write_file.__name__ == "write_file"
-
-    result = await write_file("/workspace/USER.md", "- Name: Ada\n")
-
-    assert result == "wrote 12 characters to /workspace/USER.md"
-    assert user_md(store) == ("- Name: Ada\n", 2)
-    assert guarded.ctx.tracker.dirty == frozenset({"USER.md"})
-
-
-async def test_guard_leaves_other_files_alone(
-    guarded: GuardedFileTools, store: MemoryStore, user_box: LocalDirectorySandbox
-) -> None:
-    calls: list[str] = []
-    write_file = guarded.wrap(platform_write_file(user_box.root, calls))
-    assert await write_file(path="notes/USER.md", content="x") == (
-        "wrote 1 characters to notes/USER.md"
-    )
-    assert await user_box.read_text("notes/USER.md") == "x"
-    assert guarded.ctx.tracker.dirty == frozenset()
-    assert user_md(store)[1] == 1
-
-
-async def test_guard_lets_platform_errors_through_without_syncing(
-    guarded: GuardedFileTools, store: MemoryStore
-) -> None:
-    async def failing_edit_file(path: str, old: str, new: str) -> str:
-        raise FileNotFoundError(path)
-
-    edit_file = guarded.wrap(failing_edit_file)
-    with pytest.raises(FileNotFoundError):
-        await edit_file(path="MEMORY.md", old="a", new="b")
-    assert guarded.ctx.tracker.dirty == frozenset({"MEMORY.md"})
-    assert memory(store)[1] == 1
-
-
-async def test_guard_appends_a_note_when_the_sync_did_not_store_the_write(
-    templates: TemplateSet, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
-) -> None:
-    offline = SyncService(unreachable_store(templates), provider)
-    calls: list[str] = []
-    write_file = GuardedFileTools(ToolContext.bind(USER, offline, user_box)).wrap(
-        platform_write_file(user_box.root, calls)
-    )
-    result = await write_file("MEMORY.md", "m")
-    assert result == (
-        "wrote 1 characters to MEMORY.md\n[memory sync] Written in the workspace; storage is "
-        "unreachable, it will be saved later."
-    )
-
-
 async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
     sync: SyncService, provider: LocalSandboxProvider, logs: pytest.LogCaptureFixture
 ) -> None:
@@ -732,62 +605,6 @@ async def test_an_unexpected_failure_is_a_tool_error_not_an_exception(
     assert len(failed) == 1
 
 
-@pytest.mark.parametrize(
-    ("outcome", "stale", "message", "failed"),
-    [
-        (Outcome.WRITTEN, False, "Done (version 4).", False),
-        (
-            Outcome.UNCHANGED,
-            True,
-            "Done (version 4). The workspace copy could not be updated; it is refreshed next "
-            "session.",
-            False,
-        ),
-        (
-            Outcome.MERGED,
-            False,
-            "Done (version 4), merged with an edit the user made at the same time.",
-            False,
-        ),
-        (
-            Outcome.DB_UNAVAILABLE,
-            False,
-            "Done in the workspace; storage is unreachable, it will be saved later.",
-            False,
-        ),
-        (
-            Outcome.DB_UNAVAILABLE,
-            True,
-            "error: USER.md could not be saved: storage is unreachable. Try again later.",
-            True,
-        ),
-        (
-            Outcome.CONFLICT,
-            False,
-            "Not saved: the user edited USER.md at the same time and the edits overlap. Their "
-            "version was kept (why). Read USER.md again and reapply your change if it is still "
-            "needed.",
-            True,
-        ),
-        (Outcome.REJECTED, False, "error: USER.md was not saved: why", True),
-        (
-            Outcome.SANDBOX_FAILED,
-            False,
-            "Done in the workspace; syncing it failed and is retried at the end of the round.",
-            False,
-        ),
-        (Outcome.PUSHED, False, "Done (version 4).", False),
-    ],
-)
-def test_sync_message_for_every_outcome(
-    outcome: Outcome, stale: bool, message: str, failed: bool
-) -> None:
-    result = SyncResult("USER.md", "sandbox->db", outcome, 4, "why")
-    answer = sync_message("Done", result, workspace_stale=stale)
-    assert answer == message
-    assert answer.failed is failed
-
-
 async def test_optional_arguments_sent_as_null_take_their_defaults(
     tools: MemoryTools, store: MemoryStore
 ) -> None:
@@ -799,25 +616,3 @@ async def test_optional_arguments_sent_as_null_take_their_defaults(
         "content": "x",
         "section": "Profile",
     }
-
-
-@pytest.mark.parametrize(
-    ("outcome", "why"),
-    [
-        (Outcome.DB_UNAVAILABLE, "storage is unreachable"),
-        (Outcome.SANDBOX_FAILED, "syncing the workspace copy failed"),
-    ],
-)
-def test_without_rounds_a_change_the_db_missed_is_an_error_not_to_repeat(
-    outcome: Outcome, why: str
-) -> None:
-    """MCP binds its tools with ``rounds=False``: no round end will store the copy later."""
-    result = SyncResult("MEMORY.md", "sandbox->db", outcome)
-    with_rounds = sync_message("Recorded", result)
-    assert not with_rounds.startswith("error:") and not with_rounds.failed
-    without = sync_message("Recorded", result, rounds=False)
-    assert without.failed
-    assert without == (
-        f"error: MEMORY.md is not stored yet: {why}. The change is kept in the workspace "
-        "copy and is stored by the next memory tool call on MEMORY.md; do not repeat it."
-    )
