@@ -19,7 +19,7 @@ from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.ranking import DecayPolicy
-from memstrata.retrieval.scaffold import drop_template_paragraphs, scaffold_keys
+from memstrata.retrieval.scaffold import drop_scaffold, drop_template_paragraphs, scaffold_keys
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.runtime import Memstrata
@@ -37,6 +37,15 @@ def test_own_paragraphs_and_filled_in_ones_stay() -> None:
     assert drop_template_paragraphs(content, TEMPLATE) == (
         "## Profile\n- Name: Alice\n\nLoves oolong tea."
     )
+
+
+def test_a_users_own_block_between_rules_at_the_top_is_indexed() -> None:
+    """Frontmatter is stripped from the templates, not from what the user wrote: a note
+    between two ``---`` lines at the top of MEMORY.md was never searchable."""
+    content = "---\nPassport is in the blue drawer\n---\nOther note about zebras\n"
+    assert drop_template_paragraphs(content, TEMPLATE) == content.rstrip("\n")
+    keys = scaffold_keys("# Memory\n\nWrite here.\n")
+    assert drop_scaffold("---\nplace: Lyon\n---\n\n# Memory\n", keys) == "---\nplace: Lyon\n---"
 
 
 def test_no_interpretation_of_content() -> None:

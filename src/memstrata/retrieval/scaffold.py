@@ -5,10 +5,12 @@ instructions ("Facts the user has shared about themselves…"). Indexed, that bo
 resident content, exempt from decay, and under the spec's decay it outranks a conversation
 turn that answers the question word for word. So before a memory file is indexed, every
 paragraph that is exactly one of its template's paragraphs is removed. The comparison is
-purely textual — frontmatter stripped, paragraph by paragraph (the chunking unit), lines
-compared without their trailing whitespace — with no interpretation of the content:
-anything the user or the agent wrote, including a template paragraph they filled in
-("- Name: Alice"), differs from the template and is indexed.
+purely textual — paragraph by paragraph (the chunking unit), lines compared without their
+trailing whitespace — with no interpretation of the content: anything the user or the
+agent wrote, including a template paragraph they filled in ("- Name: Alice") and a block
+between two ``---`` lines at the top of the file, differs from the template and is
+indexed. Only the template's own frontmatter is known as scaffolding (files are
+provisioned without it, so a user's file holds it only when pasted back).
 """
 
 from __future__ import annotations
@@ -26,18 +28,19 @@ def _key(paragraph: str) -> str:
 
 
 def scaffold_keys(template: str) -> frozenset[str]:
-    """The paragraphs of ``template`` as they are compared (frontmatter stripped, lines
-    without trailing whitespace)."""
-    return frozenset(_key(p) for p in paragraphs(strip_frontmatter(template)))
+    """The paragraphs of ``template`` as they are compared (lines without trailing
+    whitespace): with its frontmatter and without it, as files are provisioned."""
+    both = (*paragraphs(template), *paragraphs(strip_frontmatter(template)))
+    return frozenset(_key(p) for p in both)
 
 
 def drop_scaffold(content: str, scaffold: Collection[str]) -> str:
-    """``content`` without its frontmatter and without the paragraphs in ``scaffold``
-    (keys from :func:`scaffold_keys`)."""
-    kept = [p for p in paragraphs(strip_frontmatter(content)) if _key(p) not in scaffold]
+    """``content`` without the paragraphs in ``scaffold`` (keys from :func:`scaffold_keys`).
+    Its own frontmatter stays: it is something the user or the agent wrote."""
+    kept = [p for p in paragraphs(content) if _key(p) not in scaffold]
     return "\n\n".join(kept)
 
 
 def drop_template_paragraphs(content: str, template: str) -> str:
-    """``content`` without its frontmatter and without paragraphs equal to ``template``'s."""
+    """``content`` without the paragraphs equal to ``template``'s."""
     return drop_scaffold(content, scaffold_keys(template))
