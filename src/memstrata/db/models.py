@@ -26,6 +26,9 @@ Additions beyond the spec, and why:
 - table ``embedding_models``: the models the running re-embedding workers use and when
   each first appeared, so replicas of two models during a rolling model change do not
   re-embed each other's rows back and forth (migration 0007, retrieval.queue).
+- ``NOT NULL`` on ``user_memory.updated_at``, ``memory_embeddings.created_at`` and
+  ``user_skill_configs.enabled`` / ``updated_at``, which the spec gives only defaults: a
+  row without its time (decay, the web page's "saved at") or its switch means nothing here.
 - table ``memory_template_paragraphs``: every template paragraph a deployment has
   provisioned, so a template edited later still counts as scaffolding in older users'
   files (migration 0008, retrieval.scaffold).
