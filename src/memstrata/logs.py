@@ -16,10 +16,19 @@ from typing import Any
 _FIELDS_ATTR = "memstrata_fields"
 
 
-def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log ``event`` with structured ``fields`` (kept as attributes for tests and JSON)."""
+def log_event(
+    logger: logging.Logger,
+    event: str,
+    level: int = logging.INFO,
+    *,
+    exc_info: BaseException | None = None,
+    **fields: Any,
+) -> None:
+    """Log ``event`` with structured ``fields`` (kept as attributes for tests and JSON);
+    ``exc_info`` adds the traceback of an exception nobody expected (a bug)."""
     if logger.isEnabledFor(level):
-        logger.log(level, event, extra={_FIELDS_ATTR: {"event": event, **fields}})
+        extra = {_FIELDS_ATTR: {"event": event, **fields}}
+        logger.log(level, event, exc_info=exc_info, extra=extra)
 
 
 def describe(exc: BaseException) -> str:

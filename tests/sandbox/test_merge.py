@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from memstrata.sandbox import merge
 from memstrata.sandbox.merge import merge3
 
 BASE = "# Memory\n\n## Decisions\n- a\n- b\n\n## Ongoing\n- c\n\n## Lessons\n- d\n"
@@ -104,3 +106,19 @@ def test_repetitive_text_merges_in_bounded_time() -> None:
     started = time.monotonic()
     merge3(base, ours, theirs)  # merged or a conflict: a coarser diff may give either
     assert time.monotonic() - started < 5.0
+
+
+def test_more_distinct_lines_than_characters_is_one_coarse_region(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each distinct line is coded as one character: past Unicode's ~1.1 M a merge raised
+    ValueError (chr() out of range), which turned a stored frontend write into a 400."""
+    huge = "\n".join(str(i) for i in range(1_120_000))
+    assert merge3("a\nb", huge, "a\nb\nx") is None  # both changed the one region
+    assert merge3("a\nb", huge, "a\nb") == huge
+    # The same fallback, at a small limit: a coarse region, never a wrong merge.
+    base, ours, theirs = "a\nb\nc\nd\ne\nf\ng", "A\nb\nc\nd\ne\nf\nG", "a\nb\nc\nD\ne\nf\ng"
+    assert merge3(base, ours, theirs) == "A\nb\nc\nD\ne\nf\nG"
+    monkeypatch.setattr(merge, "MAX_DISTINCT_LINES", 3)
+    assert merge3(base, ours, theirs) is None  # ours is one region now: it holds d
+    assert merge3(base, ours, base) == ours

@@ -12,10 +12,13 @@ from sqlalchemy import text
 from memstrata.agent.pool import AgentPool
 from memstrata.db.database import Database
 from memstrata.errors import InvalidFileTypeError, SandboxError, VersionConflictError
+from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.reconcile import Reconciler
+from memstrata.sandbox.results import SyncResult, Target
 from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService
@@ -312,6 +315,37 @@ async def test_frontend_edit_order_is_embed_then_db_then_push_then_invalidate(
     assert [r for r in embedding_rows(db, USER) if r[0] == "USER.md"] == [
         ("USER.md", 0, "- Name: Grace")
     ]
+
+
+async def test_a_bug_in_one_mirror_does_not_fail_the_stored_write(
+    sync: SyncService,
+    provider: LocalSandboxProvider,
+    invalidated: list[str],
+    logs: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follow-on step that raises (before: merge3 past a million distinct lines) turned
+    a committed write into an error answer, skipped the other sandboxes and left cached
+    agents on the old file."""
+    await sync.start_session(USER)
+    await sync.start_session(USER, "s1")
+    reconcile = Reconciler.reconcile
+
+    async def broken_for_the_user_sandbox(
+        self: Reconciler, t: Target, kind: FileKind, fallback: SyncBase | None
+    ) -> SyncResult:
+        if t.session_id is None:
+            raise ValueError("chr() arg not in range(0x110000)")
+        return await reconcile(self, t, kind, fallback)
+
+    monkeypatch.setattr(Reconciler, "reconcile", broken_for_the_user_sandbox)
+    file = await sync.frontend_edit(USER, "memory", "stored\n")
+    assert file.content == "stored\n"
+    assert await provider.for_user(USER, "s1").read_text("MEMORY.md") == "stored\n"
+    assert invalidated == [USER]
+    failed = [event_fields(r) for r in logs.records if r.getMessage() == "sync.mirror_failed"]
+    assert len(failed) == 1 and failed[0]["user_id"] == USER
+    assert failed[0]["error"] == "ValueError: chr() arg not in range(0x110000)"
 
 
 async def test_frontend_edit_force_pushes_and_records_the_base(

@@ -276,7 +276,7 @@ async def run_tool(
     """Run one tool; every failure becomes an ``isError`` result (never a crashed session):
     a refusal with its own text, anything else with the REST API's message (module doc)."""
     started = time.perf_counter()
-    cause: dict[str, str] = {}
+    cause: dict[str, Any] = {}
     try:
         output = await tool.handler(Caller(runtime(), user_id), arguments)
     except ToolError as exc:

@@ -24,6 +24,10 @@ from diff_match_patch import diff_match_patch
 
 # A line diff gives up refining after this long (see _line_changes); two per merge.
 DIFF_TIMEOUT_S = 0.25
+# The diff codes each distinct line as one character (``_as_chars``): Unicode has this
+# many besides the surrogates. More distinct lines than that (a file of over a million
+# lines, only ever written into a sandbox) are diffed as one region.
+MAX_DISTINCT_LINES = 0x10FFFF - 0x800
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ def _line_changes(
     cost grows with repetition, and memory files repeat "" and "- …" lines), a stall any
     writer of a file could cause. Past ``DIFF_TIMEOUT_S`` the diff is coarser, never
     wrong: larger regions, so a merge may conflict where a finer diff would not."""
+    if len(set(base).union(other)) > MAX_DISTINCT_LINES:
+        return [(0, len(base), (0, len(other)))]  # one coarse region: never wrong
     codes: dict[str, str] = {}
     a, b = _as_chars(base, codes), _as_chars(other, codes)
     differ = _Differ()

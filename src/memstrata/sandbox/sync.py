@@ -297,11 +297,28 @@ class SyncService:
         service started. An agent edit not yet read back is not erased: the rule merges it
         on top of the new DB copy (stored as the next version) or preserves it under
         ``.memstrata/conflicts``. Policy: a sandbox failure is a ``sandbox_failed`` result
-        and a warning; the lagging sandbox is refreshed by a later read-back (rule 3)."""
+        and a warning; the lagging sandbox is refreshed by a later read-back (rule 3). Anything
+        else raised for one sandbox is an ERROR (``sync.mirror_failed``, with the traceback)
+        and the write still stands."""
         fallback = None if previous is None else SyncBase(previous.version, previous.content)
         for session_id in [None, *self.open_sessions(user_id)]:
             t = self._target(user_id, session_id, FRONTEND)
-            await self._files.reconcile(t, kind, fallback)
+            try:
+                await self._files.reconcile(t, kind, fallback)
+            except Exception as exc:
+                # A bug, not a sandbox failure (those are results): the write is stored
+                # and must be answered as stored, the other sandboxes still mirrored, and
+                # the agents still invalidated; a later read-back brings this one up.
+                log_event(
+                    logger,
+                    "sync.mirror_failed",
+                    logging.ERROR,
+                    user_id=user_id,
+                    session_id=session_id,
+                    file=kind.filename,
+                    error=describe(exc),
+                    exc_info=exc,
+                )
 
     async def invalidate(self, user_id: str) -> None:
         """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
