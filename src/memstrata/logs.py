@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -64,11 +65,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, ensure_ascii=False, default=str)
 
 
+# Line breaks and other control characters in a field (a URL path, a token's ``kid``, a
+# user id: all chosen by the client, some before authentication) would start a forged
+# line in a text log; they are written as escapes. JSON lines escape them by themselves.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(value: object) -> str:
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(value))
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = event_fields(record)
-        head = f"{record.levelname.lower():7s} {record.name}: {record.getMessage()}"
-        extras = " ".join(f"{k}={v}" for k, v in fields.items() if k != "event")
+        head = f"{record.levelname.lower():7s} {record.name}: {_one_line(record.getMessage())}"
+        extras = " ".join(f"{k}={_one_line(v)}" for k, v in fields.items() if k != "event")
         text = f"{head} {extras}".rstrip()
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)

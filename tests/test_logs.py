@@ -1,0 +1,44 @@
+"""The text log format: one event, one line, whatever the client put in a field."""
+
+from __future__ import annotations
+
+import logging
+
+from memstrata.logs import TextFormatter, log_event
+
+
+def _format(event: str, **fields: object) -> str:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("memstrata.test_logs")
+    logger.propagate = False
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        log_event(logger, event, logging.WARNING, **fields)
+    finally:
+        logger.removeHandler(handler)
+    return TextFormatter().format(records[0])
+
+
+def test_a_forged_line_in_a_field_stays_on_its_line() -> None:
+    """A URL path or a token's kid, sent before authentication, wrote fake log lines."""
+    line = _format(
+        "auth.token.foreign_key",
+        kid="zz\nerror   memstrata.api.auth: auth.token.accepted user_id=admin",
+        path="/x\r\n\x1b[31mred\u2028",
+    )
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line
+    assert "\u2028" not in line
+    assert "kid=zz\\nerror   memstrata.api.auth" in line
+    assert "path=/x\\r\\n\\x1b[31mred\\u2028" in line
+
+
+def test_ordinary_text_is_written_as_it_is_and_a_tab_escaped() -> None:
+    line = _format("sync.file", user_id="阿丽", file="USER.md", detail="tab\tkept? no")
+    assert line.startswith("warning memstrata.test_logs: sync.file user_id=阿丽 file=USER.md")
+    assert line.endswith("detail=tab\\tkept? no")
