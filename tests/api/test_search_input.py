@@ -68,3 +68,18 @@ def test_a_query_of_the_wrong_type_is_still_the_schemas_refusal(
         ("body", "query"),
         ("body", "top_k"),
     }
+
+
+def test_a_lone_surrogate_in_the_query_is_422_with_the_services_words(
+    client: TestClient, auth: AuthHeader
+) -> None:
+    """It was a 400 carrying the encoder's own words ("'utf-8' codec can't encode …")."""
+    response = client.post(
+        SEARCH,
+        headers={**auth(), "Content-Type": "application/json"},
+        content=b'{"query": "tea \\ud800"}',
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        "query is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 4)"
+    )

@@ -47,6 +47,7 @@ from memstrata.retrieval.search_stats import SearchStats, stage_histogram
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.retrieval.user_index import UserIndex
 from memstrata.retrieval.warmer import IndexWarmer
+from memstrata.text import lone_surrogate_at
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +331,11 @@ def _check_query(query: object) -> str:
         raise InvalidContentError("query must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidContentError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    if (at := lone_surrogate_at(query)) is not None:  # the embedding request cannot carry it
+        raise InvalidContentError(
+            f"query is not valid Unicode: it contains a lone surrogate "
+            f"({query[at]!r} at character {at})"
+        )
     return query
 
 
