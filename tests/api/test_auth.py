@@ -319,8 +319,26 @@ def test_dev_secret_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
 
 def test_empty_dev_secret_file_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "jwt_secret").write_text("\n")
+    (tmp_path / "jwt_secret").chmod(0o600)
     with pytest.raises(AuthConfigurationError, match="delete it to generate a new secret"):
         load_or_create_dev_secret(tmp_path)
+
+
+def test_a_dev_secret_others_can_read_write_or_own_is_refused(tmp_path: Path) -> None:
+    """A secret planted in a shared data directory, or one others can read, lets them
+    sign tokens for any user: it was trusted as long as it was not empty."""
+    path = tmp_path / "jwt_secret"
+    path.write_text("attacker-known-secret-0123456789abcdef\n")
+    for mode in (0o644, 0o620, 0o604):
+        path.chmod(mode)
+        with pytest.raises(AuthConfigurationError, match=f"not private .*mode {mode:o}"):
+            load_or_create_dev_secret(tmp_path)
+    path.chmod(0o600)
+    assert load_or_create_dev_secret(tmp_path) == "attacker-known-secret-0123456789abcdef"
+    if os.geteuid() == 0:  # CI and these machines: another owner can be set
+        os.chown(path, 65534, -1)
+        with pytest.raises(AuthConfigurationError, match="owner uid 65534"):
+            load_or_create_dev_secret(tmp_path)
 
 
 def test_mint_token_refuses_without_a_secret(tmp_path: Path) -> None:

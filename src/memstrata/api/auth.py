@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -254,6 +255,7 @@ def load_or_create_dev_secret(data_dir: Path) -> str:
     """The development secret in ``<data_dir>/jwt_secret``, created (0600) on first use."""
     path = data_dir / DEV_SECRET_FILE
     try:
+        _check_private(path)
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         try:
@@ -267,6 +269,20 @@ def load_or_create_dev_secret(data_dir: Path) -> str:
             f"{path} is empty; delete it to generate a new secret, or set MEMSTRATA_JWT_SECRET"
         )
     return text
+
+
+def _check_private(path: Path) -> None:
+    """Anyone who can write the secret (or plant it first in a shared data directory) can
+    sign tokens for every user, and anyone who can read it can too: it must be this
+    account's own file, closed to others, as it is created."""
+    info = path.stat()
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise AuthConfigurationError(
+            f"the development secret {path} is not private (owner uid {info.st_uid}, mode "
+            f"{stat.S_IMODE(info.st_mode):o}): others could sign tokens for any user. Delete "
+            "it to generate a new one (tokens signed with it stop working), or set "
+            "MEMSTRATA_JWT_SECRET"
+        )
 
 
 def _unusable(path: Path, exc: OSError) -> AuthConfigurationError:
