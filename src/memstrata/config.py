@@ -249,6 +249,12 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     )
     jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
     jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+    jwt_issuer: str | None = Field(
+        default=None,
+        description="Required `iss`, if set: with an identity provider that signs tokens "
+        "for several services with one key, the issuer (and the audience) tell memstrata's "
+        "tokens from theirs.",
+    )
     jwt_leeway_s: float = Field(
         default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
     )

@@ -278,6 +278,24 @@ def test_audience_and_user_claim(tmp_path: Path) -> None:
     assert auth.user_id(mint_token(settings, "u-8", 60)) == "u-8"
 
 
+def test_issuer(tmp_path: Path) -> None:
+    """An identity provider signing for several services with one key: the issuer tells
+    whose token it is (there was no way to require one)."""
+    secret = "s" * 40
+    settings = _settings(tmp_path, jwt_secret=secret, jwt_issuer="https://id.example/")
+    auth = Authenticator.from_settings(settings)
+    good = jwt.encode(_claims(iss="https://id.example/"), secret, algorithm="HS256")
+    assert auth.user_id(good) == "alice"
+    with pytest.raises(AuthenticationError, match="token has no 'iss' claim"):
+        auth.user_id(jwt.encode(_claims(), secret, algorithm="HS256"))
+    other = jwt.encode(_claims(iss="https://other.example/"), secret, algorithm="HS256")
+    with pytest.raises(AuthenticationError, match=r"issuer is not accepted.*id\.example"):
+        auth.user_id(other)
+    assert auth.user_id(mint_token(settings, "u-9", 60)) == "u-9"
+    # Unset, any issuer (or none) is taken, as before.
+    assert Authenticator.from_settings(_settings(tmp_path, jwt_secret=secret)).user_id(other)
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [

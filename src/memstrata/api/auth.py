@@ -86,6 +86,7 @@ class Authenticator:
     audience: str | None = None
     leeway_s: float = 30.0
     max_lifetime_s: float | None = None
+    issuer: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Authenticator:
@@ -95,6 +96,7 @@ class Authenticator:
             settings.jwt_audience,
             settings.jwt_leeway_s,
             settings.jwt_max_lifetime_s,
+            settings.jwt_issuer or None,
         )
 
     @property
@@ -145,7 +147,8 @@ class Authenticator:
                 self.keys[alg],
                 algorithms=[alg],
                 audience=self.audience,
-                options={"require": ["exp"]},
+                issuer=self.issuer,
+                options={"require": ["exp"] if self.issuer is None else ["exp", "iss"]},
                 leeway=self.leeway_s,
             )
         except jwt.ExpiredSignatureError as exc:
@@ -154,6 +157,10 @@ class Authenticator:
             raise AuthenticationError(f"token has no {exc.claim!r} claim") from exc
         except jwt.InvalidAudienceError as exc:
             raise self._audience_refused() from exc
+        except jwt.InvalidIssuerError as exc:
+            raise AuthenticationError(
+                f"token issuer is not accepted: this server takes tokens from {self.issuer!r}"
+            ) from exc
         except jwt.InvalidSignatureError as exc:
             self._log_bad_signature(header, alg)
             raise AuthenticationError("token signature is invalid") from exc
@@ -248,6 +255,8 @@ def mint_token(
     }
     if settings.jwt_audience:
         claims["aud"] = settings.jwt_audience
+    if settings.jwt_issuer:
+        claims["iss"] = settings.jwt_issuer
     return jwt.encode(claims, secret, algorithm=algorithm, headers={"kid": key_id(secret)})
 
 
