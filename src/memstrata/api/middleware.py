@@ -39,6 +39,11 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
+# No HTTP status says "the client closed the connection before the answer"; nginx logs
+# 499 for it, and so do the request log and the metrics here.
+CLIENT_CLOSED_REQUEST = 499
+
+
 class RequestLogMiddleware:
     def __init__(self, app: ASGIApp, metrics: ApiMetrics, prefix: str = "") -> None:
         self.app = app
@@ -56,11 +61,18 @@ class RequestLogMiddleware:
         if isinstance(state, dict):  # for the cause's log line (``errors.error_response``)
             state["request_id"] = request_id
         status = 500  # what the client gets if the app raises before responding
+        responded = disconnected = False
+
+        async def receive_watching() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            disconnected = disconnected or message["type"] == "http.disconnect"
+            return message
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, responded
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, responded = message["status"], True
                 headers = MutableHeaders(scope=message)
                 headers.append("X-Request-ID", request_id)
                 elapsed_ms = (time.perf_counter() - started) * 1000
@@ -70,8 +82,12 @@ class RequestLogMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive_watching, send_with_id)
         finally:
+            if disconnected and not responded:
+                # The client hung up first (a short client timeout on a slow write): not
+                # a server error, and its work may well have landed. nginx's 499.
+                status = CLIENT_CLOSED_REQUEST
             seconds = time.perf_counter() - started
             route = route_template(scope, self.prefix)
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from anyio import get_cancelled_exc_class
 from mcp.server import Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
@@ -279,6 +280,19 @@ async def run_tool(
     cause: dict[str, Any] = {}
     try:
         output = await tool.handler(Caller(runtime(), user_id), arguments)
+    except get_cancelled_exc_class():
+        # The client hung up (its timeout) or the server stops: a write may have landed
+        # all the same, and a client that retries a record_memory stores it twice.
+        log_event(
+            logger,
+            "mcp.tool",
+            logging.WARNING,
+            tool=tool.name,
+            user_id=user_id,
+            cancelled=True,
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        raise
     except ToolError as exc:
         output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
     except Exception as exc:
