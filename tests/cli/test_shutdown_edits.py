@@ -6,16 +6,14 @@ The write commits on a worker thread that the cancel at the end of the grace doe
 stop; the mirror and the NOTIFY after it ran in the request's task, which that cancel
 ended, so the DB held the new copy while the sandbox and other processes kept the old
 one. Two real server processes' worth of faults: the embedding call of the write is slow
-(the cut-off lands before the commit, which happens anyway), or the sandbox's USER.md is
-a FIFO that blocks the mirror until the test writes to it (the cut-off lands after the
-commit). This test process listens with a real AgentPool on the same PostgreSQL.
+(the cut-off lands before the commit, which happens anyway), or the mirror's read of the
+sandbox's USER.md is held up by the test (the cut-off lands after the commit). This test
+process listens with a real AgentPool on the same PostgreSQL.
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -86,14 +84,40 @@ def _provision(served: Served, user: str) -> tuple[str, int]:
     return read.json()["content"], read.json()["version"]
 
 
+# Put on the server's PYTHONPATH: its sandbox reads of USER.md wait while the gate file
+# exists. (A FIFO as USER.md used to block the read; the sandbox now refuses FIFOs.)
+_READ_GATE = """
+import os, time
+from memstrata.sandbox import local
+
+_read = local.LocalDirectorySandbox._read_text
+
+def _gated(self, path):
+    while path == "USER.md" and os.path.exists(os.environ["TEST_SANDBOX_READ_GATE"]):
+        time.sleep(0.02)
+    return _read(self, path)
+
+local.LocalDirectorySandbox._read_text = _gated
+"""
+
+
 def test_an_edit_cut_off_after_its_commit_still_mirrors_and_notifies(
-    tmp_path: Path, pg_url: str, fake: FaultServer, db: Database, heard: Recorder
+    tmp_path: Path,
+    pg_url: str,
+    fake: FaultServer,
+    db: Database,
+    heard: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    inject, gate = tmp_path / "inject", tmp_path / "read-gate"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(_READ_GATE)
+    monkeypatch.setenv("PYTHONPATH", str(inject))
+    monkeypatch.setenv("TEST_SANDBOX_READ_GATE", str(gate))
     with serving(tmp_path, pg_url, fake, grace_s=1) as served:
-        old, version = _provision(served, "eve")
+        _, version = _provision(served, "eve")
         sandbox = _sandbox_file(tmp_path, "eve")
-        sandbox.unlink()
-        os.mkfifo(sandbox)  # the mirror's read of it blocks until this test writes to it
+        gate.touch()  # the mirror's read of USER.md waits until this test removes it
         committed = threading.Event()
 
         def watch_commit() -> None:
@@ -104,13 +128,11 @@ def test_an_edit_cut_off_after_its_commit_still_mirrors_and_notifies(
         threading.Thread(target=watch_commit, daemon=True).start()
         status = _put_then_sigterm(served, "eve", version, committed)
         assert status == 503, served.stderr()
-        with sandbox.open("w") as fifo:  # the blocked read gets the copy the sandbox had
-            fifo.write(old)
+        gate.unlink()  # the blocked read goes on, after the cut-off
 
         assert served.process.wait(timeout=30) == 0, served.stderr()
         assert heard.wait_for("eve", timeout_s=10), "no invalidation" + served.stderr()
-        assert stat.S_ISREG(sandbox.stat().st_mode), "the sandbox never got the new copy"
-        assert sandbox.read_text() == NEW
+        assert sandbox.read_text() == NEW, "the sandbox never got the new copy"
         assert served.events("shutdown.writes_abandoned") == []
 
 

@@ -13,9 +13,19 @@ share a directory (ids whose encoding is over 120 characters are hashed: distinc
 
 Confinement is checked before every operation: the path is normalised lexically and then
 resolved with ``realpath``; a symlink anywhere along it that points outside the sandbox
-root is refused. The check and the open are two system calls, so a process that swaps a
-directory for a symlink in between could still escape; this sandbox trusts the processes
-that share its directory. Use a container sandbox for agents that run untrusted shell code.
+root is refused. The sandbox root is itself confined: every directory the provider puts
+between its root and a sandbox (``<user dir>``, ``sessions``, ``<session dir>``) must be
+a real directory, not a symlink, or every operation fails with ``SandboxPathError`` — an
+agent may write its user sandbox, and a link planted there as a session directory would
+otherwise make that session's sandbox another user's. A write re-checks them after
+creating the missing ones.
+
+Reads open the file without blocking and refuse anything but a regular file (a FIFO would
+hang the reading thread) and files over ``max_read_bytes``, without reading them whole.
+
+The check and the open are two system calls, so a process that swaps a directory for a
+symlink in between could still escape; this sandbox trusts the processes that share its
+directory. Use a container sandbox for agents that run untrusted shell code.
 """
 
 from __future__ import annotations
@@ -75,13 +85,34 @@ def safe_dir_name(identifier: str) -> str:
 # account sets MEMSTRATA_SANDBOX_FILE_MODE (e.g. 660 with a shared group).
 PRIVATE_FILE_MODE = 0o600
 
+# Bounds the memory a read can take (a 110 MB file planted as USER.md used to be read
+# whole). Far above the store's default limit (MAX_CONTENT_BYTES, 256 KiB) on purpose: a
+# file the store refuses must still be read, so that sync can keep it aside as a rejected
+# copy before restoring the DB's.
+MAX_READ_BYTES = 16 * 1024 * 1024
+
+# O_NONBLOCK: opening a FIFO waits for a writer otherwise. O_NOFOLLOW: the target is a
+# realpath already, so a link there now was swapped in after the check. The getattr
+# defaults are for Windows, which lacks them (and needs O_BINARY).
+_READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+_READ_CHUNK = 1024 * 1024
+
 
 class LocalDirectorySandbox:
     """A :class:`~memstrata.sandbox.base.Sandbox` rooted at one local directory.
 
     ``case_sensitive`` reports the platform default (``False`` on macOS and Windows) for
     :func:`~memstrata.sandbox.base.root_memory_file`; a case-folding mount on Linux would
-    need it overridden.
+    need it overridden. ``within`` is the directory ``root`` lies in (the provider's root):
+    the directories between the two must not be symlinks (module doc). Reads of files over
+    ``max_read_bytes`` fail.
     """
 
     def __init__(
@@ -90,12 +121,19 @@ class LocalDirectorySandbox:
         *,
         case_sensitive: bool | None = None,
         file_mode: int = PRIVATE_FILE_MODE,
+        max_read_bytes: int = MAX_READ_BYTES,
+        within: Path | None = None,
     ) -> None:
+        if max_read_bytes < 1:
+            raise ValueError(f"max_read_bytes must be at least 1, got {max_read_bytes!r}")
         self._root = Path(root)
         self.case_sensitive = (
             sys.platform not in ("darwin", "win32") if case_sensitive is None else case_sensitive
         )
         self._file_mode = file_mode
+        self._max_read_bytes = max_read_bytes
+        self._within = None if within is None else Path(within)
+        self._steps = () if within is None else _steps_between(Path(within), self._root)
 
     @property
     def root(self) -> Path:
@@ -122,7 +160,26 @@ class LocalDirectorySandbox:
     # Blocking implementations, run in a worker thread.
 
     def _real_root(self) -> str:
-        return os.path.realpath(self._root)
+        """The root's real path; ``SandboxPathError`` if a step below ``within`` is a link."""
+        if self._within is None:
+            return os.path.realpath(self._root)
+        real = os.path.realpath(self._within)
+        for depth, step in enumerate(self._steps, 1):
+            real = os.path.join(real, step)
+            try:
+                mode = os.lstat(real).st_mode
+            except OSError:
+                # Missing (created by the first write) or unusable: the rest is not there
+                # either, and the operation itself reports what is wrong.
+                return os.path.join(real, *self._steps[depth:])
+            if stat.S_ISLNK(mode):
+                raise SandboxPathError(
+                    f"sandbox directory {'/'.join(self._steps[:depth])!r} is a symlink; user "
+                    "and session directories must be real directories, since a link could "
+                    "lead into another user's files — remove the link (a real directory is "
+                    "created on the next write)"
+                )
+        return real
 
     def _resolve(self, path: str) -> tuple[str, str]:
         """(real root, real target) for a file path, or raise ``SandboxPathError``."""
@@ -152,8 +209,7 @@ class LocalDirectorySandbox:
     def _read_text(self, path: str) -> str | None:
         _, target = self._resolve(path)
         try:
-            with open(target, "rb") as handle:
-                data = handle.read()
+            data = _read_capped(target, path, self._max_read_bytes)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -179,6 +235,9 @@ class LocalDirectorySandbox:
         directory, name = os.path.split(target)
         try:
             _make_directories(directory, directory_mode(self._file_mode))
+            # mkdir leaves a link planted meanwhile in place (EEXIST) and the write would
+            # follow it: the directories just made are checked again.
+            self._real_root()
             _atomic_replace(directory, name, data, self._file_mode)
         except OSError as exc:
             raise SandboxError(
@@ -241,9 +300,16 @@ class LocalDirectorySandbox:
 class LocalSandboxProvider:
     """:class:`~memstrata.sandbox.base.SandboxProvider` over one root directory."""
 
-    def __init__(self, root: Path, *, file_mode: int = PRIVATE_FILE_MODE) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        file_mode: int = PRIVATE_FILE_MODE,
+        max_read_bytes: int = MAX_READ_BYTES,
+    ) -> None:
         self._root = Path(root)
         self.file_mode = file_mode
+        self.max_read_bytes = max_read_bytes
 
     @property
     def root(self) -> Path:
@@ -260,7 +326,10 @@ class LocalSandboxProvider:
 
     def for_user(self, user_id: str, session_id: str | None = None) -> LocalDirectorySandbox:
         return LocalDirectorySandbox(
-            self.directory_for(user_id, session_id), file_mode=self.file_mode
+            self.directory_for(user_id, session_id),
+            file_mode=self.file_mode,
+            max_read_bytes=self.max_read_bytes,
+            within=self._root,
         )
 
 
@@ -272,6 +341,77 @@ def directory_mode(file_mode: int) -> int:
         if file_mode & rw:
             mode |= x
     return mode
+
+
+def _steps_between(within: Path, root: Path) -> tuple[str, ...]:
+    """The names leading from ``within`` down to ``root``, both taken lexically."""
+    try:
+        steps = root.relative_to(within).parts
+    except ValueError:
+        raise SandboxPathError(f"sandbox root {root} does not lie in {within}") from None
+    if any(step in (os.curdir, os.pardir) for step in steps):
+        raise SandboxPathError(f"sandbox root {root} must lie in {within} without '.' or '..'")
+    return steps
+
+
+def _read_capped(target: str, path: str, cap: int) -> bytes:
+    """The bytes of the regular file ``target``: a ``SandboxError`` for any other kind of
+    file or one over ``cap`` bytes, found without reading more than ``cap + 1``."""
+    fd = os.open(target, _READ_FLAGS)
+    try:
+        info = os.fstat(fd)
+        _require_regular(path, info.st_mode)
+        if info.st_size > cap:
+            raise _too_large(path, info.st_size, cap)
+        # Sized by the file, not the cap: os.read allocates the whole size it is asked for.
+        chunk = max(info.st_size + 1, _READ_CHUNK)
+        chunks: list[bytes] = []
+        remaining = cap + 1
+        while remaining > 0:
+            data = os.read(fd, min(chunk, remaining))
+            if not data:
+                break
+            chunks.append(data)
+            remaining -= len(data)
+        if remaining <= 0:  # grew past the cap after the fstat
+            raise _too_large(path, None, cap)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _require_regular(path: str, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    message = (
+        f"{path!r} is not a regular file (it is {_file_type(mode)}); memory files must be "
+        "regular files — replace it with one"
+    )
+    if stat.S_ISDIR(mode):
+        # The error reading a directory used to raise, kept as the cause for callers.
+        raise SandboxError(message) from IsADirectoryError(
+            errno.EISDIR, os.strerror(errno.EISDIR), path
+        )
+    raise SandboxError(message)
+
+
+def _file_type(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "of an unknown kind")
+
+
+def _too_large(path: str, size: int | None, cap: int) -> SandboxError:
+    what = f"is {size} bytes, over" if size is not None else "grew while being read past"
+    return SandboxError(
+        f"{path!r} {what} the {cap}-byte limit on sandbox reads, so it was not read; "
+        "memory files are far smaller — shrink or remove it (or raise max_read_bytes)"
+    )
 
 
 def _make_directories(directory: str, mode: int) -> None:
