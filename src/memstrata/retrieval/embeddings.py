@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from memstrata.config import EmbeddingModelSpec
-from memstrata.config_embedding import QUERY_TIMEOUT_TOKENS
+from memstrata.config_embedding import BATCH_TOKENS, QUERY_TIMEOUT_TOKENS
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
 from memstrata.retrieval.breaker import (
@@ -74,6 +74,26 @@ NOT_SENT_STOPPING = (
     "the server is stopping; the text is stored without a vector, which the background "
     "re-embedding fills in"
 )
+
+
+def batches(tokens: Sequence[int], most_texts: int, most_tokens: int) -> list[list[int]]:
+    """Positions of consecutive texts (of ``tokens`` estimated tokens each) grouped into
+    requests of at most ``most_texts`` texts and ``most_tokens`` tokens; a text over the
+    token budget goes alone. A passage request holds the lane (and the local server) until
+    it is answered, and another user's write waits for it: the token budget bounds that
+    wait when texts are long, where a count alone let one request take seconds."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    budget = 0
+    for i, n in enumerate(tokens):
+        if group and (len(group) >= most_texts or budget + n > most_tokens):
+            groups.append(group)
+            group, budget = [], 0
+        group.append(i)
+        budget += n
+    if group:
+        groups.append(group)
+    return groups
 
 
 def query_timeout(base_s: float, text: str) -> float:
@@ -123,6 +143,7 @@ class OpenAICompatibleEmbedder:
         timeout_s: float = 5.0,
         max_retries: int = 2,
         batch_size: int = 8,
+        batch_tokens: int = BATCH_TOKENS,
         client: httpx.Client | None = None,
         backoff_s: float = 0.1,
         query_timeout_s: float = 2.0,
@@ -132,6 +153,8 @@ class OpenAICompatibleEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be at least 1, got {batch_tokens}")
         if max_retries < 0:
             raise ValueError(f"max_retries must not be negative, got {max_retries}")
         self.spec = spec
@@ -145,6 +168,7 @@ class OpenAICompatibleEmbedder:
         self._lengths_lock = threading.Lock()
         self.max_retries = max_retries
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.query_timeout_s = query_timeout_s
@@ -198,8 +222,8 @@ class OpenAICompatibleEmbedder:
         """
         texts = self._check(texts, kind)
         vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._embed_batch(list(texts[start : start + self.batch_size]), kind))
+        for positions in self._batches(texts):
+            vectors.extend(self._embed_batch([texts[i] for i in positions], kind))
         return vectors
 
     def embed_each(self, texts: Sequence[str], kind: EmbeddingKind = "passage") -> list[Embedded]:
@@ -214,8 +238,7 @@ class OpenAICompatibleEmbedder:
         texts = self._check(texts, kind)
         results: list[Embedded | None] = [None] * len(texts)
         try:
-            for start in range(0, len(texts), self.batch_size):
-                positions = list(range(start, min(start + self.batch_size, len(texts))))
+            for positions in self._batches(texts):
                 self._fill(texts, positions, kind, results)
         except EmbeddingOutageError as exc:
             # The next batch would meet the same outage after the same wait.
@@ -243,6 +266,9 @@ class OpenAICompatibleEmbedder:
             return
         for i, vector in zip(positions, vectors, strict=True):
             results[i] = vector
+
+    def _batches(self, texts: Sequence[str]) -> list[list[int]]:
+        return batches([count_tokens(t) for t in texts], self.batch_size, self.batch_tokens)
 
     def _check(self, texts: Sequence[str], kind: EmbeddingKind) -> Sequence[str]:
         # A str is a Sequence[str]; embedding it would quietly embed each character.
