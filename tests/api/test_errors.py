@@ -8,6 +8,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from memstrata.api.errors import ApiError, map_exception
 from memstrata.errors import (
@@ -55,6 +56,11 @@ AuthHeader = Callable[..., dict[str, str]]
         (EmbeddingError("timeout"), 503, {"detail": "EmbeddingError: timeout"}),
         (
             OperationalError("SELECT 1", {}, Exception("gone")),
+            503,
+            {"detail": "the database is unavailable; try again shortly"},
+        ),
+        (
+            PoolTimeoutError("QueuePool limit of size 5 overflow 10 reached"),
             503,
             {"detail": "the database is unavailable; try again shortly"},
         ),

@@ -45,6 +45,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Scope
@@ -181,7 +182,9 @@ def map_exception(exc: BaseException) -> HttpError | None:
     if isinstance(exc, SandboxError | EmbeddingError):
         # Checked before ValueError: SandboxPathError is both.
         return _detail(503, f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, DatabaseSetupError | OperationalError):
+    # PoolTimeoutError: every pooled connection busy (a lock held, a flood of one user's
+    # writes) for db.engine.POOL_TIMEOUT_S; a 500 with a traceback before.
+    if isinstance(exc, DatabaseSetupError | OperationalError | PoolTimeoutError):
         return _detail(
             503, "the database is unavailable; try again shortly", code="database_unavailable"
         )

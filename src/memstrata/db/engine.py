@@ -36,11 +36,18 @@ def connect_args(url: str) -> dict[str, int]:
     return {k: v for k, v in CONNECT_ARGS.items() if k not in given}
 
 
+# How long a request waits for a pooled connection before it is a 503: SQLAlchemy's 30 s
+# default held every other user's request that long while one user's locked writes had
+# taken the pool.
+POOL_TIMEOUT_S = 10.0
+
+
 def make_engine(url: str, pool_size: int = 5) -> Engine:
     return create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size * 2,
+        pool_timeout=POOL_TIMEOUT_S,
         pool_pre_ping=True,
         connect_args=connect_args(url),
         # A failed statement's message must not carry its parameters into logs and error
