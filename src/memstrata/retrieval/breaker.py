@@ -163,13 +163,15 @@ class _Waiter:
 
 
 class Lanes:
-    """Interactive first: bulk work yields to any query in flight; the bulk slots go round
-    the owners (users) with requests waiting."""
+    """Interactive first: bulk work yields to any query in flight (when both share one
+    server: ``yield_to_queries``); the bulk slots go round the owners (users) with requests
+    waiting."""
 
-    def __init__(self, bulk_slots: int = 1) -> None:
+    def __init__(self, bulk_slots: int = 1, *, yield_to_queries: bool = True) -> None:
         if bulk_slots < 1:
             raise ValueError(f"bulk_slots must be at least 1, got {bulk_slots}")
         self.bulk_slots = bulk_slots
+        self.yield_to_queries = yield_to_queries
         self._cond = threading.Condition()
         self._queries = 0
         self._bulk = 0
@@ -259,13 +261,16 @@ class Lanes:
     def _may_start(self, now: float) -> bool:
         if self._bulk >= self.bulk_slots:
             return False
-        return not self._queries or self._first_deadline() <= now
+        return not self._yielding() or self._first_deadline() <= now
+
+    def _yielding(self) -> bool:
+        return self.yield_to_queries and self._queries > 0
 
     def _recheck_s(self, now: float) -> float | None:
         # Every change that can let a waiter start notifies (a slot or a query ends, the
         # turn moves on, the lane closes); only a deadline passes silently, and it matters
         # only while queries alone hold a free slot back.
-        if self._bulk >= self.bulk_slots or not self._queries:
+        if self._bulk >= self.bulk_slots or not self._yielding():
             return None
         return max(self._first_deadline() - now, _MIN_RECHECK_S)
 

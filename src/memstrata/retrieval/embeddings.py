@@ -32,6 +32,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
@@ -182,19 +183,20 @@ class OpenAICompatibleEmbedder:
             if self.query_url == self.url
             else CircuitBreaker(self.breaker.threshold, self.breaker.cooldown_s)
         )
-        self.lanes = Lanes(bulk_slots)
+        # Writes yield to searches only on a server they share: a query server of its own
+        # that is slow or stuck held every user's writes for a minute each.
+        self.lanes = Lanes(bulk_slots, yield_to_queries=self.query_url == self.url)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # One pool for every caller of this embedder, wide enough that queries never queue
         # for a connection behind bulk requests.
+        # A query server of its own gets a pool of its own: stuck searches took every
+        # connection, and the writes then timed out against the healthy document server.
         self._owns_client = client is None
-        connections = _POOL_CONNECTIONS if spec.keepalive else 0
-        limits = httpx.Limits(
-            max_connections=_POOL_CONNECTIONS, max_keepalive_connections=connections
-        )
-        self._client = (
-            client
-            if client is not None
-            else httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)
+        self._client = client if client is not None else _pool(timeout_s, spec.keepalive)
+        self._query_client = (
+            self._client
+            if client is not None or self.query_url == self.url
+            else _pool(timeout_s, spec.keepalive)
         )
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
 
@@ -288,6 +290,7 @@ class OpenAICompatibleEmbedder:
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
+            self._query_client.close()
 
     def __enter__(self) -> OpenAICompatibleEmbedder:
         return self
@@ -354,14 +357,15 @@ class OpenAICompatibleEmbedder:
         else:
             timeout = self.timeout_s + self.timeout_per_text_s * size
         url = self.query_url if kind == "query" else self.url
-        response = self._post_with_retries(
-            url, body, httpx.Timeout(timeout), self.max_retries, bulk=kind == "passage"
-        )
+        # A search is not retried (its timeout is the whole wait, then BM25 only).
+        retries = self.max_retries if kind == "passage" else 0
+        response = self._post_with_retries(url, body, timeout, retries, bulk=kind == "passage")
+        error = partial(self._error, url=url)
         try:
             payload = response.json()
         except ValueError as exc:
-            raise self._error(f"returned a body that is not valid JSON ({exc})") from exc
-        vectors = parse_vectors(payload, size, self._error)
+            raise error(f"returned a body that is not valid JSON ({exc})") from exc
+        vectors = parse_vectors(payload, size, error)
         self._judge_length(len(vectors[0]))
         return vectors
 
@@ -386,31 +390,33 @@ class OpenAICompatibleEmbedder:
             raise self._error(verdict.refusal, EmbeddingOutageError)
 
     def _post_with_retries(
-        self, url: str, body: dict[str, Any], timeout: httpx.Timeout, retries: int, *, bulk: bool
+        self, url: str, body: dict[str, Any], timeout_s: float, retries: int, *, bulk: bool
     ) -> httpx.Response:
         attempts = retries + 1
+        client = self._client if bulk else self._query_client
+        error = partial(self._error, url=url)
         for attempt in range(attempts):
             if attempt and self._stopped(bulk):  # the lane closed during the backoff
-                raise self._error(f"was not sent again: {NOT_SENT_STOPPING}", EmbeddingOutageError)
+                raise error(f"was not sent again: {NOT_SENT_STOPPING}", EmbeddingOutageError)
             last_try = attempt == attempts - 1
             try:
-                response = self._client.post(url, json=body, headers=self._headers, timeout=timeout)
+                response = _post_within(client, url, body, self._headers, timeout_s)
             except httpx.TimeoutException as exc:
                 # Neither retried nor split (embed_each): a hung API must not cost a caller
                 # several timeouts.
-                raise self._error(
-                    f"timed out after {timeout.read:g} s: {exc}", EmbeddingOutageError
+                raise error(
+                    f"timed out after {timeout_s:g} s: {_why_timed_out(exc)}", EmbeddingOutageError
                 ) from exc
             except _RETRY_EXCEPTIONS as exc:
                 if last_try or self._stopped(bulk):
-                    raise self._error(
+                    raise error(
                         f"failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}",
                         EmbeddingOutageError,
                     ) from exc
                 self._sleep_before_retry(attempt, None)
                 continue
             except httpx.HTTPError as exc:  # bad URL, unsupported scheme: retrying won't help
-                raise self._error(
+                raise error(
                     f"could not be sent: {type(exc).__name__}: {exc}", EmbeddingOutageError
                 ) from exc
             if response.is_success:
@@ -418,9 +424,9 @@ class OpenAICompatibleEmbedder:
             detail = f"HTTP {response.status_code}: {error_detail(response)}"
             kind = _failure_kind(response.status_code)
             if response.status_code not in _RETRY_STATUS:
-                raise self._error(f"was rejected with {detail}", kind)
+                raise error(f"was rejected with {detail}", kind)
             if last_try or self._stopped(bulk):
-                raise self._error(f"failed after {attempt + 1} attempt(s), last {detail}", kind)
+                raise error(f"failed after {attempt + 1} attempt(s), last {detail}", kind)
             self._sleep_before_retry(attempt, response.headers.get("Retry-After"))
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
@@ -438,9 +444,50 @@ class OpenAICompatibleEmbedder:
         time.sleep(min(delay, _MAX_BACKOFF_S))
 
     def _error(
-        self, what: str, kind: type[EmbeddingError] = EmbeddingUnavailableError
+        self,
+        what: str,
+        kind: type[EmbeddingError] = EmbeddingUnavailableError,
+        *,
+        url: str | None = None,
     ) -> EmbeddingError:
-        return kind(f"embedding request to {self.shown_url} (model {self.name!r}) {what}")
+        shown = self.shown_url if url is None else shown_url(url)
+        return kind(f"embedding request to {shown} (model {self.name!r}) {what}")
+
+
+def _pool(timeout_s: float, keepalive: bool) -> httpx.Client:
+    # Wide enough that queries never queue for a connection behind bulk requests.
+    connections = _POOL_CONNECTIONS if keepalive else 0
+    limits = httpx.Limits(max_connections=_POOL_CONNECTIONS, max_keepalive_connections=connections)
+    return httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)
+
+
+def _post_within(
+    client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float
+) -> httpx.Response:
+    """POST and read the answer within ``timeout_s`` in all. httpx's timeout bounds each
+    read, not the whole: an API (or a proxy) sending its answer a byte at a time held the
+    request, and the one passage slot every user's writes wait for, without end."""
+    deadline = time.monotonic() + timeout_s
+    with client.stream(
+        "POST", url, json=body, headers=headers, timeout=httpx.Timeout(timeout_s)
+    ) as response:
+        chunks: list[bytes] = []
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("the answer was still arriving", request=response.request)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=b"".join(chunks),
+            request=response.request,
+        )
+
+
+def _why_timed_out(exc: httpx.TimeoutException) -> str:
+    if isinstance(exc, httpx.PoolTimeout):
+        return "every connection of this client was busy (too many requests in flight)"
+    return str(exc) or type(exc).__name__
 
 
 def shown_url(url: str) -> str:
