@@ -91,6 +91,9 @@ def test_db_status_against_an_unreachable_server_is_one_line(
     code, out = run("db", "status")
     assert code == 1 and out.startswith("error: cannot connect to PostgreSQL at"), out
     assert ":p@" not in out  # no password
+    # libpq's own text ends in "\n\tIs the server running on that host …?"
+    assert len(out.strip().splitlines()) == 1, out
+    assert "Is the server running" in out
 
 
 def test_a_missing_template_directory_fails_at_start(

@@ -32,7 +32,9 @@ logger = logging.getLogger(__name__)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    # One line, always: causes quoted from libraries (libpq's "\n\tIs the server running
+    # …?") would break it, and scripts read the first line.
+    typer.secho(f"error: {' '.join(message.split())}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
