@@ -39,9 +39,13 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
 
 
 def test_token_uses_the_generated_dev_secret(env: dict[str, str]) -> None:
-    code, out, _ = run_cli("token", "--user", "alice", "--ttl", "120")
+    code, out, err = run_cli("token", "--user", "alice", "--ttl", "120")
     assert code == 0
-    secret = (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").read_text().strip()
+    # Which secret, on stderr (stdout is the token alone): a server with another data dir
+    # refuses the token, and only its log said why.
+    path = Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret"
+    assert err.strip() == f"signed with the development secret in {path}"
+    secret = path.read_text().strip()
     claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
     assert claims["sub"] == "alice"
     assert claims["exp"] - claims["iat"] == 120
@@ -54,8 +58,8 @@ def test_token_uses_the_configured_secret(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSTRATA_JWT_SECRET", "k" * 40)
-    code, out, _ = run_cli("token", "-u", "carol")
-    assert code == 0
+    code, out, err = run_cli("token", "-u", "carol")
+    assert code == 0 and err.strip() == "signed with MEMSTRATA_JWT_SECRET"
     assert jwt.decode(out.strip(), "k" * 40, algorithms=["HS256"])["sub"] == "carol"
     assert not (Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret").exists()
 

@@ -29,7 +29,12 @@ import typer
 import uvicorn
 
 from memstrata.api.app import create_app
-from memstrata.api.auth import AuthConfigurationError, mint_token, require_token_keys
+from memstrata.api.auth import (
+    DEV_SECRET_FILE,
+    AuthConfigurationError,
+    mint_token,
+    require_token_keys,
+)
 from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
 from memstrata.cli.app import app, fail, guarded_spec, load_settings, open_memstrata
 from memstrata.config import EmbeddingModelSpec, Settings
@@ -163,6 +168,14 @@ def token(
         typer.echo(mint_token(settings, user, ttl))
     except AuthConfigurationError as exc:
         fail(str(exc))
+    # On stderr, so $(memstrata token …) still captures the token alone: a server started
+    # with another data directory refuses it, and only its log said why.
+    source = (
+        "MEMSTRATA_JWT_SECRET"
+        if settings.jwt_secret
+        else f"the development secret in {settings.data_dir / DEV_SECRET_FILE}"
+    )
+    typer.echo(f"signed with {source}", err=True)
 
 
 def command_name() -> str:
