@@ -16,7 +16,7 @@ from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.logs import event_fields
-from memstrata.retrieval import queue
+from memstrata.retrieval import healing, queue
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
@@ -142,6 +142,33 @@ def test_an_api_that_refuses_every_text_marks_no_row(
     with db.engine.begin() as conn:  # and the rows' release has run out
         conn.execute(text("UPDATE memory_embeddings SET embedding_claimed_until = NULL"))
     assert VectorHealer(db.sessions, embedder).run_once().embedded == 4
+
+
+def test_healing_resumes_soon_after_a_refusing_api_is_fixed(
+    db: Database,
+    fault: FaultServer,
+    embedder: OpenAICompatibleEmbedder,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pause after a refused claim (60 s, doubling to 15 min) ran to its end although
+    the configuration had been fixed: vectors came back a minute or more late."""
+    monkeypatch.setattr(healing, "RESUME_PROBE_S", 0.2)
+    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
+    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    fault.mode = "400"
+    healer = VectorHealer(db.sessions, embedder)
+    assert healer.run_once().released == 3  # refused whole: paused for a minute
+    time.sleep(0.3)
+    asked = len(fault.requests)
+    assert healer.run_once().claimed == 0  # still refused: the probe alone was sent
+    assert len(fault.requests) == asked + 1
+    fault.mode = "ok"
+    assert healer.run_once().claimed == 0  # the next probe is not due yet
+    time.sleep(0.3)
+    with caplog.at_level("INFO"):
+        assert healer.run_once().embedded == 3  # well inside the minute
+    assert [r for r in caplog.records if r.getMessage() == "embedding.heal.resumed"]
 
 
 def test_one_users_refused_texts_do_not_pause_the_others(

@@ -44,6 +44,10 @@ LEASE_S = 120.0
 # REFUSED_PAUSE_MAX_S while it goes on (see _refused_whole).
 REFUSED_PAUSE_S = 60.0
 REFUSED_PAUSE_MAX_S = 900.0
+# During such a pause the probe text is tried this often, and the claim's rows are given
+# back for this long: once the configuration is fixed, healing resumes within it, not at
+# the end of a pause that may have grown to 15 minutes.
+RESUME_PROBE_S = 10.0
 # Embedded when every text of a claim was refused, to tell a refused request from refused
 # texts: any API that works embeds it.
 PROBE_TEXT = "memory"
@@ -136,6 +140,7 @@ class VectorHealer:
         self._told_not_running = False
         self._paused_until = 0.0  # time.monotonic(); see _refused_whole
         self._pause_s = 0.0
+        self._next_probe = 0.0  # time.monotonic() of the next probe during a pause
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,7 +154,7 @@ class VectorHealer:
         self._note_target(target)
         if not self.embedder.breaker.allow_peek():
             return report  # the API is failing: don't take rows another worker could do
-        if time.monotonic() < self._paused_until:
+        if self._still_paused():
             return report  # the API refused every text of the last claim (_refused_whole)
         with transaction(self._sessions) as session:
             todo = queue.claim(
@@ -223,7 +228,8 @@ class VectorHealer:
         user's rows only). ``PROBE_TEXT`` tells which. Refused too: marking each row as
         never to be retried would leave them without vectors after the configuration is
         fixed, so the rows are given back and the worker pauses (60 s, doubling to 15 min
-        while it goes on). Taken: the texts are marked as refused like any other, and
+        while it goes on; it ends early once the probe is embedded, tried every
+        ``RESUME_PROBE_S``). Taken: the texts are marked as refused like any other, and
         other users' rows are embedded on the next round, not after a pause."""
         if not results or not all(isinstance(r, EmbeddingRejectedError) for r in results):
             self._pause_s = 0.0
@@ -234,8 +240,9 @@ class VectorHealer:
             return False
         self._pause_s = min(max(REFUSED_PAUSE_S, self._pause_s * 2), REFUSED_PAUSE_MAX_S)
         self._paused_until = time.monotonic() + self._pause_s
+        self._next_probe = time.monotonic() + RESUME_PROBE_S
         with transaction(self._sessions) as session:
-            queue.release(session, [c.id for c in todo], self._pause_s)
+            queue.release(session, [c.id for c in todo], min(self._pause_s, RESUME_PROBE_S))
         log_event(
             logger,
             "embedding.heal.all_refused",
@@ -247,6 +254,21 @@ class VectorHealer:
             paused_s=self._pause_s,
         )
         return True
+
+    def _still_paused(self) -> bool:
+        """Within a pause after a refused claim, unless the probe text is embedded now
+        (tried every ``RESUME_PROBE_S``): the configuration was fixed."""
+        now = time.monotonic()
+        if now >= self._paused_until:
+            return False
+        if now < self._next_probe:
+            return True
+        self._next_probe = now + RESUME_PROBE_S
+        if self._probe() is not None:
+            return True
+        self._paused_until = 0.0
+        log_event(logger, "embedding.heal.resumed", model=self.embedder.name)
+        return False
 
     def _probe(self) -> str | None:
         """None when the API embeds ``PROBE_TEXT``; else why not. Any failure counts:
