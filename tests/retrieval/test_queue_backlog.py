@@ -4,12 +4,14 @@ at two million rows took about a second when they did)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from sqlalchemy import Connection, event, text
+from sqlalchemy.exc import OperationalError
 
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
@@ -134,3 +136,17 @@ def test_queue_statements_read_the_backlog_not_the_table(db: Database, name: str
             ).scalar_one()
             assert rows_read(explained[0]["Plan"]) < 100, statement
         conn.rollback()
+
+
+def test_a_locked_table_ends_the_count_in_two_seconds(db: Database) -> None:
+    """/readyz and /metrics read the backlog: with memory_embeddings locked (a migration)
+    they did not answer within 20 s."""
+    with db.engine.connect() as holder:
+        holder.execute(text("BEGIN; LOCK TABLE memory_embeddings IN ACCESS EXCLUSIVE MODE"))
+        started = time.monotonic()
+        with pytest.raises(OperationalError, match="statement timeout"), db.sessions() as s:
+            queue.backlog(s, "m")
+        assert time.monotonic() - started < queue.BACKLOG_TIMEOUT_MS / 1000 + 1.5
+        holder.execute(text("ROLLBACK"))
+    with db.sessions() as s:
+        assert queue.backlog(s, "m").pending >= 0  # and it counts again

@@ -80,6 +80,11 @@ class Claimed:
 BACKLOG_COUNT_LIMIT = 100_000
 
 
+# The backlog is read by /readyz and /metrics, which must answer while the table is
+# locked (a migration, a maintenance statement): /readyz did not answer in 20 s then.
+BACKLOG_TIMEOUT_MS = 2000
+
+
 @dataclass(frozen=True)
 class Backlog:
     pending: int  # at most BACKLOG_COUNT_LIMIT
@@ -362,7 +367,9 @@ def record_failures(
 def backlog(session: Session, model: str, limit: int = BACKLOG_COUNT_LIMIT) -> Backlog:
     """Cross-user: pending rows (counted up to ``limit``), the age of the oldest of them
     (seconds since written; exact below the limit), failures. Each part reads an index,
-    so a probe costs the backlog's size, not the table's."""
+    so a probe costs the backlog's size, not the table's. Given up after
+    ``BACKLOG_TIMEOUT_MS`` (the database's error, e.g. a lock held on the table)."""
+    session.execute(text(f"SET LOCAL statement_timeout = {BACKLOG_TIMEOUT_MS}"))
     row = session.execute(
         text(
             cross_user_tag("embedding_queue.backlog")
