@@ -105,6 +105,20 @@ async def test_agent_tool_schemas_are_the_agent_definitions(connect: ClientFacto
         assert (tools[function["name"]].description or "").startswith(function["description"])
 
 
+async def test_every_tool_argument_is_described(connect: ClientFactory) -> None:
+    """A model picks arguments by their descriptions: conversation_index_turn's turn_index,
+    user_message and assistant_reply had none."""
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    missing = [
+        (tool.name, name)
+        for tool in tools
+        for name, prop in tool.input_schema.get("properties", {}).items()
+        if not prop.get("description")
+    ]
+    assert missing == []
+
+
 async def test_unknown_tool_is_a_protocol_error_and_the_session_lives_on(
     connect: ClientFactory,
 ) -> None:

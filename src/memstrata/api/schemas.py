@@ -212,9 +212,12 @@ class IndexReportBody(BaseModel):
 class TurnRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
-    user_message: StrictStr = ""
-    assistant_reply: StrictStr = ""
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] = Field(
+        description="The turn's position in its conversation (0, 1, …); posting the same "
+        "index again replaces that turn."
+    )
+    user_message: StrictStr = Field(default="", description="What the user said.")
+    assistant_reply: StrictStr = Field(default="", description="What the assistant answered.")
     timestamp: datetime | None = Field(
         default=None,
         description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
@@ -251,9 +254,12 @@ class BatchTurn(BaseModel):
         description=SESSION_ID_RULE,
         json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID_LENGTH},
     )
-    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)]
-    user_message: StrictStr = ""
-    assistant_reply: StrictStr = ""
+    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] = Field(
+        description="The turn's position in its conversation (0, 1, …); posting the same "
+        "index again replaces that turn."
+    )
+    user_message: StrictStr = Field(default="", description="What the user said.")
+    assistant_reply: StrictStr = Field(default="", description="What the assistant answered.")
     timestamp: datetime | None = Field(
         default=None,
         description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
