@@ -166,7 +166,7 @@ def test_healing_resumes_soon_after_a_refusing_api_is_fixed(
     fault.mode = "ok"
     assert healer.run_once().claimed == 0  # the next probe is not due yet
     time.sleep(0.3)
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO", logger="memstrata.retrieval.healing"):
         assert healer.run_once().embedded == 3  # well inside the minute
     assert [r for r in caplog.records if r.getMessage() == "embedding.heal.resumed"]
 
