@@ -5,10 +5,20 @@ written here. With them :meth:`~memstrata.sandbox.sync.SyncService.frontend_edit
 some stale writes without a query, and :meth:`~memstrata.sandbox.sync.SyncService.read_file`
 answers with the version a write in flight is about to store. Within one process only:
 across processes the store's optimistic lock decides.
+
+The claims hold across the event loops and threads of the process (a host may run one
+loop per thread, see :mod:`memstrata.sandbox.tasks`): a ``threading.Lock`` guards them, and
+a write that lands wakes the readers waiting for it on whichever loop they run. asyncio's
+and anyio's events cannot serve there: one binds to the first loop that waits on it (a
+reader on another loop gets a ``RuntimeError``), and its ``set()`` from another thread does
+not wake the waiter's loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -18,6 +28,7 @@ from memstrata.errors import VersionConflictError
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
+from memstrata.sandbox.tasks import wake
 
 # How long a read waits for a write of the same file in flight in this process.
 WRITE_WAIT_S = 5.0
@@ -25,12 +36,60 @@ WRITE_WAIT_S = 5.0
 SEEN_VERSIONS = 4096
 
 
-@dataclass
+class LoopSafeEvent:
+    """A one-shot event that tasks of any event loop and thread can wait for.
+
+    Each waiter waits on a future of its own loop; :meth:`set` completes them with
+    ``call_soon_threadsafe``, which wakes each loop in whichever thread it sleeps. A
+    ``threading.Lock`` guards the flag and the waiters, held for a few statements and never
+    across an await.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._set = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def set(self) -> None:
+        """Wake every waiter; never raises (it runs in ``finally`` blocks)."""
+        with self._mutex:
+            self._set = True
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            # A closed loop refuses the call: that waiter never runs again anyway.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake, future)
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait until set, at most ``timeout_s``; whether it was set."""
+        loop = asyncio.get_running_loop()
+        with self._mutex:
+            if self._set:
+                return True
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, future))
+        try:
+            with anyio.move_on_after(timeout_s):
+                await future
+        finally:
+            self._withdraw(loop, future)
+        return self._set
+
+    def _withdraw(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        # A waiter that timed out or was cancelled leaves the list (a set() emptied it
+        # already): waiters that gave up do not pile up on a write that never lands.
+        with self._mutex:
+            if (loop, future) in self._waiters:
+                self._waiters.remove((loop, future))
+
+
+@dataclass(eq=False)
 class Claim:
-    """An If-Match write in flight in this process: the version it is based on."""
+    """An If-Match write in flight in this process: the version it is based on. Told apart
+    by identity: two writes on the same base are two claims."""
 
     base: int
-    landed: anyio.Event = field(default_factory=anyio.Event)
+    landed: LoopSafeEvent = field(default_factory=LoopSafeEvent)
     file: MemoryFile | None = None  # what it stored, once it has
 
 
@@ -39,6 +98,9 @@ class WriteClaims:
 
     def __init__(self, db: AsyncStore) -> None:
         self.db = db
+        # Guards the two maps below for the tasks of every loop and thread; held for a
+        # few statements and never across an await.
+        self._mutex = threading.Lock()
         # (user, file) -> the If-Match write in flight here, and the version it is based on.
         self._claims: dict[tuple[str, FileKind], Claim] = {}
         # (user, file) -> the version this process last read or wrote, newest last.
@@ -47,10 +109,10 @@ class WriteClaims:
     async def read(self, user_id: str, kind: FileKind) -> MemoryFile | None:
         """The DB copy; if an If-Match write of it is under way here, what that stores
         (waited for at most ``WRITE_WAIT_S``)."""
-        held = self._claims.get((user_id, kind))
+        with self._mutex:
+            held = self._claims.get((user_id, kind))
         if held is not None:
-            with anyio.move_on_after(WRITE_WAIT_S):
-                await held.landed.wait()
+            await held.landed.wait(WRITE_WAIT_S)
             if held.file is not None:
                 return held.file  # the current copy when it landed
         file = await self.db.get(user_id, kind)
@@ -99,31 +161,45 @@ class WriteClaims:
         at once, without a query."""
         if expected is None:
             return None
-        seen = self._seen.get((user_id, kind))
-        if seen is not None and expected < seen:
-            # Versions only grow: one older than a version already read or written here
-            # is stale without asking the database.
-            raise VersionConflictError(user_id, kind.file_type, expected, seen)
-        held = self._claims.get((user_id, kind))
-        if held is not None:
-            if held.base == expected:
-                raise VersionConflictError(
-                    user_id, kind.file_type, expected, expected, in_progress=True
-                )
-            return None  # a different base: one of the two is stale; the store decides
-        claim = self._claims[(user_id, kind)] = Claim(expected)
-        return claim
+        key = (user_id, kind)
+        # One step under the mutex, from the check to the insert: two writers of different
+        # threads must not both find the file unclaimed and overwrite each other's claim.
+        with self._mutex:
+            seen = self._seen.get(key)
+            if seen is not None and expected < seen:
+                # Versions only grow: one older than a version already read or written
+                # here is stale without asking the database.
+                raise VersionConflictError(user_id, kind.file_type, expected, seen)
+            held = self._claims.get(key)
+            if held is not None:
+                if held.base == expected:
+                    raise VersionConflictError(
+                        user_id, kind.file_type, expected, expected, in_progress=True
+                    )
+                return None  # a different base: one of the two is stale; the store decides
+            claim = self._claims[key] = Claim(expected)
+            return claim
 
     def _release(self, user_id: str, kind: FileKind, mine: Claim | None) -> None:
-        if mine is not None:
-            mine.landed.set()
-            del self._claims[(user_id, kind)]
+        """Drop this write's claim and wake its readers. Never raises: it runs after the
+        commit, and the mirror and the cache invalidation must still follow."""
+        if mine is None:
+            return
+        key = (user_id, kind)
+        with self._mutex:
+            # Only this write's own claim: another write's must stay until it lands.
+            if self._claims.get(key) is mine:
+                del self._claims[key]
+        # Once dropped: a reader arriving now reads the DB, which has what was committed.
+        mine.landed.set()
 
     def _saw(self, user_id: str, kind: FileKind, version: int) -> None:
         """Remember the version last read or written here (the latest observation, not the
         highest: a lower one read from the database wins, so a stale entry heals on the
         next read)."""
-        self._seen[(user_id, kind)] = version
-        self._seen.move_to_end((user_id, kind))
-        while len(self._seen) > SEEN_VERSIONS:
-            self._seen.popitem(last=False)
+        key = (user_id, kind)
+        with self._mutex:
+            self._seen[key] = version
+            self._seen.move_to_end(key)
+            while len(self._seen) > SEEN_VERSIONS:
+                self._seen.popitem(last=False)

@@ -25,6 +25,7 @@ write *is* the main flow, lets DB errors and version conflicts propagate.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -79,8 +80,9 @@ class SyncService:
     """The five sync scenarios over one store and one sandbox provider.
 
     ``pool`` is invalidated after frontend edits. Operations on one user are serialised
-    within this service (use it from one event loop); across processes the DB's
-    optimistic lock and the merge rule keep concurrent edits from being lost.
+    within this service, across the event loops and threads that share it (a loop per
+    thread is fine); across processes the DB's optimistic lock and the merge rule keep
+    concurrent edits from being lost.
     """
 
     def __init__(
@@ -99,7 +101,10 @@ class SyncService:
         self._locks = UserLocks()
         self._claims = WriteClaims(self.db)
         # user -> session id -> how many opened sessions use it: a host that reopens a
-        # session id keeps it open until the last of them ends.
+        # session id keeps it open until the last of them ends. Updated from the threads
+        # of every loop using this service: each change is a read-modify-write of both
+        # levels, made whole under the mutex.
+        self._sessions_mutex = threading.Lock()
         self._open_sessions: dict[str, Counter[str]] = {}
         self._writes = WritesInFlight(self._locks)
 
@@ -354,25 +359,32 @@ class SyncService:
                     results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
         if session_id is not None:
-            self._open_sessions.setdefault(user_id, Counter())[session_id] += 1
+            self._session_began(user_id, session_id)
         return results
+
+    def _session_began(self, user_id: str, session_id: str) -> None:
+        with self._sessions_mutex:
+            self._open_sessions.setdefault(user_id, Counter())[session_id] += 1
 
     def end_session(self, user_id: str, session_id: str) -> None:
         """Stop pushing frontend edits to this session's sandbox (once every
         ``start_session`` of it has ended)."""
-        sessions = self._open_sessions.get(user_id)
-        if sessions is None or session_id not in sessions:
-            return
-        sessions[session_id] -= 1
-        if sessions[session_id] <= 0:
-            del sessions[session_id]
-        if not sessions:
-            del self._open_sessions[user_id]
+        with self._sessions_mutex:
+            sessions = self._open_sessions.get(user_id)
+            if sessions is None or session_id not in sessions:
+                return
+            sessions[session_id] -= 1
+            if sessions[session_id] <= 0:
+                del sessions[session_id]
+            if not sessions:
+                # Under the mutex: a session starting now must not count in a dropped map.
+                del self._open_sessions[user_id]
 
     def open_sessions(self, user_id: str) -> list[str]:
         """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the
         user's own."""
-        return sorted(self._open_sessions.get(user_id, ()))
+        with self._sessions_mutex:  # a copy: another thread may add or drop one meanwhile
+            return sorted(self._open_sessions.get(user_id, ()))
 
     # -- plumbing ----------------------------------------------------------------------------
 

@@ -39,9 +39,10 @@ class _Waiter:
     turn: _Turn = _Turn.WAITING
 
 
-def _wake(future: asyncio.Future[None]) -> None:
-    # Runs on the waiter's own loop. A future cancelled meanwhile is left alone: its task
-    # sees that it was GRANTED and passes the lock on.
+def wake(future: asyncio.Future[None]) -> None:
+    """Complete a waiter's future; called on its own loop (``call_soon_threadsafe``). A
+    future done meanwhile (cancelled, timed out) is left alone: a lock's waiter then sees
+    that it was GRANTED and passes the lock on."""
     if not future.done():
         future.set_result(None)
 
@@ -93,7 +94,7 @@ class LoopSafeLock:
         """Grant the lock to ``waiter`` (under the mutex); False if its loop is closed."""
         waiter.turn = _Turn.GRANTED
         try:
-            waiter.loop.call_soon_threadsafe(_wake, waiter.future)
+            waiter.loop.call_soon_threadsafe(wake, waiter.future)
         except RuntimeError:
             # A closed loop never runs its tasks again: that waiter cannot take the lock.
             waiter.turn = _Turn.CANCELLED
