@@ -7,13 +7,18 @@ builds one ``Settings`` and passes it down.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -22,6 +27,7 @@ from sqlalchemy.exc import ArgumentError
 from memstrata.config_embedding import STORED_VECTOR_DIM as STORED_VECTOR_DIM
 from memstrata.config_embedding import EmbeddingModelSpec as EmbeddingModelSpec
 from memstrata.config_embedding import EmbeddingSettings
+from memstrata.errors import UnknownSettingError
 from memstrata.memory.kinds import MAX_CONTENT_BYTES
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS
 from memstrata.retrieval.fusion import HALF_LIFE_DAYS, RRF_K
@@ -146,9 +152,29 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     docs/CONFIGURATION.md follows.
     """
 
+    # extra="ignore" is for the environment and the .env file, which may hold other
+    # programs' variables (unknown MEMSTRATA_* ones are a warning: unknown_variables);
+    # keyword arguments that name no setting are refused (settings_customise_sources).
     model_config = SettingsConfigDict(
         env_prefix="MEMSTRATA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """pydantic-settings' own sources in its own order, once the keyword arguments are
+        known to name settings (``UnknownSettingError`` naming the closest one): a
+        misspelt ``Settings(prompt_budget_raito=0.2)`` was silently dropped. Checked here,
+        not in a validator: a validator gets them merged with the .env file's extras."""
+        if isinstance(init_settings, InitSettingsSource):
+            check_setting_names(init_settings.init_kwargs, settings_cls.model_fields)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
 
     chunk_tokens: int = Field(
         default=CHUNK_TOKENS, ge=16, description="Chunk size in tokens (spec: 512)."
@@ -416,6 +442,25 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     @property
     def resolved_sandbox_root(self) -> Path:
         return self.sandbox_root or self.data_dir / "sandboxes"
+
+
+def check_setting_names(given: Iterable[str], known: Iterable[str]) -> None:
+    """``UnknownSettingError`` for the names in ``given`` (keyword arguments, after
+    pydantic-settings matched them to fields regardless of case) that are no setting."""
+    fields = list(known)
+    unknown = [name for name in given if name not in fields]
+    if not unknown:
+        return
+    problems = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.lower(), fields, n=1, cutoff=0.6)
+        problems.append(f"{name!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+    one = len(unknown) == 1
+    raise UnknownSettingError(
+        f"Settings() got {'an unknown keyword argument' if one else 'unknown keyword arguments'} "
+        f"{', '.join(problems)}: no setting has {'that name' if one else 'these names'} "
+        "(every setting is listed in docs/CONFIGURATION.md and Settings.model_fields)"
+    )
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:

@@ -120,3 +120,14 @@ class ToolInputError(MemstrataError, ValueError):
 
 class UnknownSkillError(MemstrataError, LookupError):
     """No discovered skill has this name (HTTP 404)."""
+
+
+class RuntimeClosedError(MemstrataError, RuntimeError):
+    """A call on a ``Memstrata`` after its ``close()``: nothing was read or written. Not a
+    database outage (``sandbox.reconcile.DB_ERRORS``): a closed runtime never saves
+    anything later, so no caller may answer "it will be saved later"."""
+
+
+class UnknownSettingError(MemstrataError, ValueError):
+    """A keyword argument of ``Settings(...)`` that names no setting (pydantic would drop
+    it without a word). Unknown ``MEMSTRATA_*`` variables are a warning instead."""

@@ -10,6 +10,7 @@ with a deadline on every call (``sandbox.timed``, ``MEMSTRATA_SANDBOX_TIMEOUT_S`
 from __future__ import annotations
 
 import logging
+import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -18,8 +19,12 @@ from typing import Any, Literal
 from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
-from memstrata.db.database import Database
-from memstrata.errors import BackgroundEmbeddingUnavailableError
+from memstrata.db.database import ClosableSessions, Database
+from memstrata.errors import (
+    BackgroundEmbeddingUnavailableError,
+    InvalidContentError,
+    RuntimeClosedError,
+)
 from memstrata.logs import log_event
 from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.memory.store import MemoryStore
@@ -30,7 +35,7 @@ from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEm
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.ranking import DecayPolicy
-from memstrata.retrieval.rounds import Round
+from memstrata.retrieval.rounds import Round, check_round_list
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
@@ -56,6 +61,8 @@ class _FromSettings(Enum):
 FROM_SETTINGS = _FromSettings.TOKEN
 # How long stop_background() waits for the re-embedding worker to finish its batch.
 HEALER_STOP_S = 2.0
+# What every call on a closed runtime raises (RuntimeClosedError), whichever service.
+CLOSED_MESSAGE = "this Memstrata was closed; open a new one with Memstrata.open(...)"
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,11 @@ class Memstrata:
     pool: AgentPool[Any]
     sync: SyncService
     skills: SkillService
+    # The session factory over ``db.sessions`` that every service above uses (the
+    # background re-embedding worker excepted): ``close()`` closes it, so each of their
+    # calls then raises RuntimeClosedError (``db`` itself may be the caller's, shared with
+    # other runtimes, and stays usable).
+    db_sessions: ClosableSessions
     healer: VectorHealer | None = None
 
     @classmethod
@@ -115,24 +127,25 @@ class Memstrata:
         skill_loader: SkillLoader | None,
     ) -> Memstrata:
         templates = TemplateSet(settings.template_dir or default_template_dir())
+        sessions = ClosableSessions(db.sessions, CLOSED_MESSAGE)
         # Every new user is provisioned from these: a missing one is a start-up error,
         # not a 500 for each new user. AGENTS.md may be missing (sync reports it).
         templates.check(USER_FILE_KINDS)
-        scaffold = TemplateScaffold(db.sessions, templates)
+        scaffold = TemplateScaffold(sessions, templates)
         scaffold.record(k for k in USER_FILE_KINDS if k.indexed)  # SOUL.md is not indexed
         indexer = Indexer(
-            db.sessions,
+            sessions,
             provider,
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
             scaffold=scaffold.keys,
         )
-        store = MemoryStore(db.sessions, templates, settings.max_content_bytes, indexer=indexer)
+        store = MemoryStore(sessions, templates, settings.max_content_bytes, indexer=indexer)
         cache = IndexCache(
-            db.sessions,
+            sessions,
             settings.search_cache_users,
             settings.search_cache_bytes,
-            SnapshotWriter(db.sessions, settings.index_snapshot_min_rows),
+            SnapshotWriter(sessions, settings.index_snapshot_min_rows),
         )
         search = SearchService(
             cache,
@@ -159,10 +172,12 @@ class Memstrata:
         # agents need to hear invalidations.
         pool: AgentPool[Any] = AgentPool(db.engine)
         sync = SyncService(store, sandbox_provider, pool=pool, templates=templates)
-        skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), db.sessions)
+        skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), sessions)
         healer = None
         if isinstance(provider, OpenAICompatibleEmbedder):
             healer = VectorHealer(
+                # Not ``sessions``: a batch that outlives stop_background() (an embedding
+                # call still running) stores its vectors, or fails as a database error.
                 db.sessions,
                 provider,
                 interval_s=settings.embedding_heal_interval_s,
@@ -181,6 +196,7 @@ class Memstrata:
             pool=pool,
             sync=sync,
             skills=skills,
+            db_sessions=sessions,
             healer=healer,
         )
 
@@ -198,6 +214,7 @@ class Memstrata:
         model's token counter for the budget (e.g. ``lambda t: len(enc.encode(t))`` with
         tiktoken); the default is memstrata's estimate (``retrieval.tokenize``), which
         counts Chinese under cl100k."""
+        self._check_open()
         return await open_agent_session(
             self.sync,
             user_id,
@@ -218,7 +235,14 @@ class Memstrata:
         (``retrieval.warmer``); ``background=True`` stores them without vectors and wakes
         the background worker, which embeds them and warms the index once caught up.
         ``BackgroundEmbeddingUnavailableError`` (a ValueError) when no worker would
-        embed them."""
+        embed them. Arguments of the wrong type (``rounds`` not a list, ``background``
+        not a bool) are an ``InvalidContentError``, before anything is read or written."""
+        self._check_open()
+        check_round_list(rounds)
+        if not isinstance(background, bool):
+            raise InvalidContentError(
+                f"background must be True or False, got {reprlib.repr(background)}"
+            )
         if background and not self.embeds_in_background:
             raise BackgroundEmbeddingUnavailableError(
                 "embed=background needs the background embedding worker, which does not run "
@@ -299,11 +323,21 @@ class Memstrata:
         return running
 
     def close(self) -> None:
+        """Stop the background workers, release the database (and the embedded server,
+        if any) and refuse every later call with ``RuntimeClosedError``; a second call
+        does nothing."""
+        if self.db_sessions.closed:
+            return
         self.stop_background()
+        self.db_sessions.close()  # after the workers, whose last batch may still write
         self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.close()
         self.db.close()
+
+    def _check_open(self) -> None:
+        if self.db_sessions.closed:
+            raise RuntimeClosedError(CLOSED_MESSAGE)
 
 
 def _embedder(

@@ -141,8 +141,18 @@ async def open_agent_session(
     searcher: SearchService | None = None,
     count: Callable[[str], int] = count_tokens,
 ) -> AgentSession:
-    """Sync, track, prompt and tools for a new session (module doc)."""
-    check_token_limit(token_limit)  # before the sync: a bad argument changes nothing
+    """Sync, track, prompt and tools for a new session (module doc). ``session_id``: None
+    (the user's own sandbox) or a conversation's id under ``SESSION_ID_RULE``; else
+    ``InvalidSessionIdError`` (an ``InvalidContentError``)."""
+    # Here, not at the top: the rule's module loads the retrieval stack (numpy), which an
+    # agent without a searcher does not otherwise import.
+    from memstrata.retrieval.rounds import check_session_id
+
+    # Before the sync: a bad argument changes nothing (a bad session id would open a
+    # sandbox that fails every call and be registered for frontend pushes).
+    check_token_limit(token_limit)
+    if session_id is not None:
+        check_session_id(session_id)
     results = await sync.start_session(user_id, session_id)
     try:
         # A provider that raises must not stop the session (spec 5: a sandbox failure is a

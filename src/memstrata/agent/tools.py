@@ -48,7 +48,7 @@ from memstrata.agent.arguments import (
     search_arguments,
 )
 from memstrata.agent.schemas import check_arguments, tool_schemas
-from memstrata.errors import ToolInputError
+from memstrata.errors import RuntimeClosedError, ToolInputError
 from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import Sandbox
@@ -213,7 +213,7 @@ class MemoryTools:
         search = partial(self.searcher.search, self.ctx.user_id, text, top_k=top_k, sources=wanted)
         try:
             result = await anyio.to_thread.run_sync(search)
-        except ValueError as exc:
+        except (ValueError, RuntimeClosedError) as exc:
             return error(str(exc))
         except Exception as exc:
             log_failure(logger, "tools.search_failed", exc, user_id=self.ctx.user_id)
@@ -248,6 +248,8 @@ class MemoryTools:
                 return await self._edit_locked(kind, edit, done)
             except _NothingToWrite as answer:
                 return answer.reply
+            except RuntimeClosedError as exc:  # never saved, now or later: not "try again"
+                return error(f"{kind.filename} was not saved: {exc}")
             except Exception as exc:
                 # Sync turns expected failures into results; this is the net for the
                 # unexpected, so that nothing ever raises into the agent loop.

@@ -56,6 +56,7 @@ from memstrata.errors import (
     EmbeddingError,
     InvalidContentError,
     InvalidFileTypeError,
+    RuntimeClosedError,
     SandboxError,
     UnknownSkillError,
     VersionConflictError,
@@ -188,6 +189,8 @@ def map_exception(exc: BaseException) -> HttpError | None:
         return _detail(
             503, "the database is unavailable; try again shortly", code="database_unavailable"
         )
+    if isinstance(exc, RuntimeClosedError):  # a host closed the runtime under its router
+        return _detail(503, str(exc), code="unavailable")
     if isinstance(exc, DataError):
         return _detail(400, _data_error_message(exc), code="value_out_of_range")
     if isinstance(exc, ValueError):  # spec §5: ValueError → HTTP 400

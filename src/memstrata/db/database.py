@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,6 +14,32 @@ from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.migrate import check_ready, ensure_ready
 from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
+from memstrata.errors import RuntimeClosedError
+
+
+class ClosableSessions(sessionmaker[Session]):
+    """``factory``'s sessions (same engine, options and Session class) until :meth:`close`;
+    from then on every new session is refused with ``RuntimeClosedError(message)``.
+
+    A runtime hands one to each of its services, so closing the runtime makes each of
+    their calls fail with that one typed error before touching the database, while the
+    :class:`Database` itself, perhaps the caller's and shared with other runtimes, stays
+    usable. Sessions already open are not affected.
+    """
+
+    def __init__(self, factory: sessionmaker[Session], message: str) -> None:
+        super().__init__(**factory.kw)
+        self.class_ = factory.class_  # the factory's own class: its session events apply
+        self.message = message
+        self.closed = False
+
+    def __call__(self, **local_kw: Any) -> Session:
+        if self.closed:
+            raise RuntimeClosedError(self.message)
+        return super().__call__(**local_kw)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 @dataclass

@@ -173,7 +173,12 @@ class MemoryStore:
     ) -> MemoryFile:
         """Apply ``edit`` to the stored text ("" when absent) through the write path; when
         another writer wins the race, again on the fresh copy. ``VersionConflictError``
-        after ``attempts`` lost races; exceptions raised by ``edit`` propagate."""
+        after ``attempts`` lost races; exceptions raised by ``edit`` propagate.
+        ``attempts`` below 1 (or not an integer) is an ``InvalidContentError``."""
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise InvalidContentError(
+                f"attempts must be an integer of at least 1, got {attempts!r:.60}"
+            )
         for attempt in range(attempts):
             current = self.get_memory_file(user_id, kind)
             new = edit("" if current is None else current.content)
@@ -183,7 +188,7 @@ class MemoryStore:
             except VersionConflictError:
                 if attempt == attempts - 1:
                     raise
-        raise ValueError(f"attempts must be at least 1, got {attempts}")
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _stage(self, user_id: str, kind: FileKind, text: str) -> StagedRows | None:
         """The file's search rows, or None: not indexed, no indexer, or staging failed.

@@ -15,11 +15,13 @@ stale.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from memstrata.db.models import MAX_INT
 from memstrata.errors import InvalidContentError
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
@@ -137,7 +139,7 @@ def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
         raise InvalidContentError("a round needs a user message or an assistant reply")
     current = now or datetime.now(UTC)
     when = check_not_future(r.timestamp, current) if r.timestamp is not None else current
-    ids = [str(i) for i in r.source_ids] if r.source_ids else [f"{r.session_id}:{r.turn_index}"]
+    ids = check_source_ids(r.source_ids) or [f"{r.session_id}:{r.turn_index}"]
     return OwnRound(
         session_path(r.session_id, r.turn_index),
         r.session_id,
@@ -161,6 +163,25 @@ def check_text(name: str, value: object) -> str:
             f"({value[at]!r} at character {at})"
         )
     return value
+
+
+def check_source_ids(value: object) -> list[str] | None:
+    """A round's own turn ids: None (or empty: the default ``"<session_id>:<turn_index>"``)
+    or a list of strings, each a valid ``check_text``. A string alone, numbers or other
+    objects were once stored character by character or as their ``str()``."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, Sequence)
+        or not all(isinstance(i, str) for i in value)
+    ):
+        raise InvalidContentError(
+            "source_ids must be a list of strings (the turn ids this round covers, e.g. "
+            f'["s1:4"]), or None for the default "<session_id>:<turn_index>"; got '
+            f"{reprlib.repr(value)}"
+        )
+    return [check_text(f"source_ids[{n}]", i) for n, i in enumerate(value)]
 
 
 def stored_round(chunks: Sequence[StoredChunk]) -> OwnRound | None:
@@ -218,15 +239,37 @@ def check_session_id(session_id: object) -> str:
         or not session_id.strip()
         or not _SESSION_ID.match(session_id)
     ):
-        shown = repr(session_id[:60]) if isinstance(session_id, str) else type(session_id).__name__
+        shown = (
+            repr(session_id[:60])
+            if isinstance(session_id, str)
+            else f"of type {type(session_id).__name__}"
+        )
         raise InvalidSessionIdError(f"invalid session_id {shown}: {SESSION_ID_RULE}")
     return session_id
 
 
 def check_session(session_id: str, turn_index: int) -> None:
     check_session_id(session_id)
-    if isinstance(turn_index, bool) or not isinstance(turn_index, int) or turn_index < 0:
-        raise InvalidContentError("turn_index must be a non-negative integer")
+    if isinstance(turn_index, bool) or not isinstance(turn_index, int):
+        raise InvalidContentError(
+            f"turn_index must be an integer from 0 to {MAX_INT}, got {reprlib.repr(turn_index)}"
+        )
+    if not 0 <= turn_index <= MAX_INT:  # the REST and MCP bound: an integer column
+        # (str() of an integer of thousands of digits raises ValueError itself)
+        shown = turn_index if turn_index.bit_length() <= 64 else "a larger integer"
+        raise InvalidContentError(f"turn_index must be from 0 to {MAX_INT}, got {shown}")
+
+
+def check_round_list(rounds: object) -> Sequence[object]:
+    """``rounds`` if it is a list (any sequence) of items to validate one by one; a single
+    ``Round``, ``None`` or a string is an ``InvalidContentError``."""
+    if isinstance(rounds, str | bytes) or not isinstance(rounds, Sequence):
+        hint = "; wrap a single round in a list" if isinstance(rounds, Round) else ""
+        raise InvalidContentError(
+            "rounds must be a list of memstrata.retrieval.rounds.Round, got "
+            f"{type(rounds).__name__}{hint}"
+        )
+    return rounds
 
 
 def validate_rounds(
@@ -235,6 +278,7 @@ def validate_rounds(
     """Validate every round; return the valid ones and one error entry per bad round
     (``{"index", "session_id", "turn_index", "error"}``), so a batch can be refused whole
     with every problem reported at once."""
+    check_round_list(rounds)
     current = now or datetime.now(UTC)
     valid: list[OwnRound] = []
     errors: list[dict[str, Any]] = []
@@ -283,10 +327,16 @@ def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
         )
     current = now or datetime.now(UTC)
     if not in_range or when > current + MAX_FUTURE_SKEW:
+        naive = (
+            ". A timestamp without a time zone is read as UTC: give its offset (ISO 8601 "
+            "'+02:00'; in Python an aware datetime, e.g. datetime.now(UTC))"
+            if value.tzinfo is None
+            else ""
+        )
         raise InvalidContentError(
             f"timestamp {when.isoformat()} is in the future (server time "
             f"{current.isoformat(timespec='seconds')}, allowed skew "
-            f"{int(MAX_FUTURE_SKEW.total_seconds())} s); send when the turn happened"
+            f"{int(MAX_FUTURE_SKEW.total_seconds())} s); send when the turn happened{naive}"
         )
     return when
 
