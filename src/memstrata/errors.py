@@ -93,6 +93,11 @@ class SandboxError(MemstrataError, RuntimeError):
     """A sandbox read/write failed; sync logs a warning and never blocks the DB write."""
 
 
+class SandboxFileTooLargeError(SandboxError):
+    """A sandbox file over the read limit: it is not read, so it cannot be kept aside,
+    and sync leaves it in place rather than overwrite what it could not keep."""
+
+
 class SandboxEncodingError(SandboxError):
     """A sandbox file that is not valid UTF-8. ``text`` is what it says with the bytes that
     do not decode replaced by U+FFFD: the copy sync keeps aside before restoring the DB's."""

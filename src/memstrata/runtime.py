@@ -43,7 +43,7 @@ from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
-from memstrata.sandbox.local import LocalSandboxProvider
+from memstrata.sandbox.local import MAX_READ_BYTES, LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
 from memstrata.sandbox.timed import with_deadline
 from memstrata.skills.loader import SkillLoader
@@ -164,7 +164,11 @@ class Memstrata:
         sandbox_provider = with_deadline(
             sandboxes
             or LocalSandboxProvider(
-                settings.resolved_sandbox_root, file_mode=int(settings.sandbox_file_mode, 8)
+                settings.resolved_sandbox_root,
+                file_mode=int(settings.sandbox_file_mode, 8),
+                # Room above the content limit (a file over it is still read and kept
+                # aside) and for base records, which hold a copy besides the content.
+                max_read_bytes=max(MAX_READ_BYTES, 4 * settings.max_content_bytes),
             ),
             settings.sandbox_timeout_s,
         )

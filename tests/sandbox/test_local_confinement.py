@@ -13,13 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from memstrata.agent.pool import AgentPool
+from memstrata.db.database import Database
 from memstrata.errors import SandboxError, SandboxPathError
 from memstrata.memory.kinds import MAX_CONTENT_BYTES, FileKind
 from memstrata.memory.store import MemoryStore
+from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import local
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.results import Outcome
 from memstrata.sandbox.sync import SyncService
+from tests.sandbox.support import RecordingIndexer, indexed_store, sync_events
 
 pytestmark = pytest.mark.anyio
 
@@ -324,3 +328,32 @@ async def test_file_over_the_store_limit_is_still_read_by_default(
 def test_cap_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_read_bytes must be at least 1"):
         LocalDirectorySandbox(tmp_path, max_read_bytes=0)
+
+
+async def test_a_file_too_large_to_read_is_left_in_place_by_a_frontend_edit(
+    db: Database,
+    templates: TemplateSet,
+    indexer: RecordingIndexer,
+    pool: AgentPool[object],
+    sandbox_root: Path,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    """It cannot be read, so it cannot be kept aside: a frontend edit's push replaced it
+    without a copy. Now the DB takes the edit and the file stays until it is shrunk."""
+    provider = LocalSandboxProvider(sandbox_root, max_read_bytes=1024)
+    sync = SyncService(indexed_store(db, templates, indexer), provider, pool=pool)
+    await sync.start_session("olga")
+    huge = provider.for_user("olga").root / "USER.md"
+    huge.write_text("- the agent's long list\n" * 100)  # 2,400 bytes, over the 1,024 cap
+    before = huge.read_bytes()
+
+    stored = await sync.frontend_edit("olga", "user", "- edited on the page\n")
+
+    assert stored.content == "- edited on the page\n"
+    assert huge.read_bytes() == before
+    (mirror,) = [
+        e
+        for e in sync_events(logs)
+        if e.get("scenario") == "frontend" and e.get("direction") == "db->sandbox"
+    ]
+    assert mirror["result"] == "sandbox_failed" and "left in place" in mirror["detail"]

@@ -43,7 +43,12 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from memstrata.errors import SandboxEncodingError, SandboxError, SandboxPathError
+from memstrata.errors import (
+    SandboxEncodingError,
+    SandboxError,
+    SandboxFileTooLargeError,
+    SandboxPathError,
+)
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import lexical_parts
 
@@ -406,9 +411,9 @@ def _file_type(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "of an unknown kind")
 
 
-def _too_large(path: str, size: int | None, cap: int) -> SandboxError:
+def _too_large(path: str, size: int | None, cap: int) -> SandboxFileTooLargeError:
     what = f"is {size} bytes, over" if size is not None else "grew while being read past"
-    return SandboxError(
+    return SandboxFileTooLargeError(
         f"{path!r} {what} the {cap}-byte limit on sandbox reads, so it was not read; "
         "memory files are far smaller — shrink or remove it (or raise max_read_bytes)"
     )

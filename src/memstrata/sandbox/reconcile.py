@@ -44,6 +44,7 @@ from memstrata.errors import (
     DatabaseSetupError,
     InvalidContentError,
     SandboxEncodingError,
+    SandboxFileTooLargeError,
     VersionConflictError,
 )
 from memstrata.logs import describe, log_failure
@@ -106,6 +107,12 @@ class Reconciler:
             # undecodable bytes shown as U+FFFD), DB copy restored — or it stays broken and
             # dirty for good, and a frontend push would overwrite it without a copy.
             return await self.reject(t, kind, exc.text, exc)
+        except SandboxFileTooLargeError as exc:
+            # Too large to read, so it cannot be kept aside either: left as it is, not
+            # pushed over even by a frontend edit (the DB has that edit; the sandbox follows
+            # once the file is shrunk or removed).
+            detail = f"{describe(exc)}; left in place"
+            return t.result(name, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, detail=detail)
         except Exception as exc:
             if not t.scenario.db_authoritative:
                 return t.result(name, SANDBOX_TO_DB, Outcome.SANDBOX_FAILED, detail=describe(exc))
