@@ -142,6 +142,17 @@ def test_docs_work_offline(client: TestClient) -> None:
         assert client.get(f"/static-offline-docs/{asset}").status_code == 200
 
 
+def test_docs_pages_cannot_be_framed(client: TestClient) -> None:
+    """The settings page refused framing; the docs pages, where a token is pasted, did not."""
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        headers = client.get(path).headers
+        assert headers["content-security-policy"] == "frame-ancestors 'none'", path
+        assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == (
+            "nosniff"
+        )
+    assert "x-frame-options" not in client.get("/healthz").headers  # the docs pages only
+
+
 def test_docs_can_be_turned_off(settings: Settings, mem: Memstrata) -> None:
     app = create_app(settings.model_copy(update={"api_docs": False}), memstrata=mem)
     with TestClient(app) as client:

@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import install_error_handlers
 from memstrata.api.metrics import ApiMetrics
-from memstrata.api.middleware import RequestLogMiddleware
+from memstrata.api.middleware import DocsHeadersMiddleware, RequestLogMiddleware
 from memstrata.api.routers import config, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.api.schemas import without_default_422
@@ -124,6 +124,9 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     # counted as the 503 it gets, with its X-Request-ID.
     app.add_middleware(ShutdownCutoffMiddleware)
     app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=prefix)
+    if settings.api_docs:
+        pages = frozenset({f"{prefix}/docs", f"{prefix}/redoc", f"{prefix}/docs/oauth2-redirect"})
+        app.add_middleware(DocsHeadersMiddleware, paths=pages)
     app.include_router(create_router(context), prefix=prefix)
     if settings.mcp_http_enabled:  # before any catch-all mount
         from memstrata.mcp.http import mount_mcp  # memstrata.mcp imports memstrata.api

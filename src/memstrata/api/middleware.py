@@ -124,3 +124,34 @@ def route_template(scope: Scope, prefix: str = "") -> str:
     if not isinstance(template, str):
         return UNMATCHED_ROUTE
     return f"{prefix}{template}" if hasattr(route, "api_context") else template
+
+
+# What the API documentation pages (Swagger UI, ReDoc) may not do: be framed by another
+# site (clickjacking a page that holds a pasted token), or have their assets sniffed. Their
+# inline scripts rule out a script policy; the settings page has its own, stricter one.
+DOCS_HEADERS = (
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+)
+
+
+class DocsHeadersMiddleware:
+    """``DOCS_HEADERS`` on the answers of ``paths`` (the documentation pages)."""
+
+    def __init__(self, app: ASGIApp, paths: frozenset[str]) -> None:
+        self.app = app
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.paths:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *DOCS_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
