@@ -345,6 +345,44 @@ def test_prompt_arguments_of_the_wrong_type_or_name_are_named(served: Served) ->
     ]
 
 
+CALL_CASES = [
+    # (method, params, message): what the SDK answered with a bare "Invalid request parameters"
+    (
+        "tools/call",
+        {"name": "memory_search", "arguments": "tea"},
+        'arguments must be a JSON object of the tool\'s arguments, e.g. {"query": "tea"}; '
+        'got "tea"',
+    ),
+    (
+        "tools/call",
+        {"name": 5, "arguments": {}},
+        "name must be a JSON string, the tool's name; got 5",
+    ),
+    (
+        "resources/read",
+        {"uri": 5},
+        'uri must be a JSON string, e.g. "memstrata://files/user"; got 5',
+    ),
+]
+
+
+def test_calls_of_the_wrong_shape_say_what_to_send(served: Served) -> None:
+    user = "refuse-call-shape"
+    session = open_session(served, user)
+    for request_id, (method, params, message) in enumerate(CALL_CASES, start=10):
+        call = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        refused = answer(httpx.post(served.mcp, headers=session, json=call))
+        assert refused == {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": -32602, "message": message},
+        }, method
+    good = {"name": "skills_list", "arguments": {}}
+    call = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": good}
+    assert "result" in answer(httpx.post(served.mcp, headers=session, json=call))
+    assert len(served.events("mcp.tool", user)) >= 2
+
+
 SDK_REFUSALS = [
     # what the SDK itself answers, after the gate: (method, headers, status, message)
     (

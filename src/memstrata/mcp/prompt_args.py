@@ -78,7 +78,7 @@ class PromptArgumentCheck:
         if not isinstance(name, str):
             raise MCPError(
                 INVALID_PARAMS,
-                f"name must be a JSON string, the prompt's name; got {_shown(name)}; "
+                f"name must be a JSON string, the prompt's name; got {shown(name)}; "
                 f"available: {', '.join(available)}",
             )
         prompt = self._prompts.get(name)
@@ -93,7 +93,7 @@ class PromptArgumentCheck:
             raise MCPError(
                 INVALID_PARAMS,
                 f"arguments must be a JSON object of strings, e.g. {example}; "
-                f"got {_shown(arguments)}",
+                f"got {shown(arguments)}",
             )
         unknown = sorted(str(key) for key in arguments if key not in declared)
         if unknown:
@@ -108,7 +108,7 @@ class PromptArgumentCheck:
                 raise MCPError(
                     INVALID_PARAMS,
                     f"{key} must be a JSON string, e.g. {example} (prompt arguments are "
-                    f"strings in MCP); got {_shown(value)}",
+                    f"strings in MCP); got {shown(value)}",
                 )
 
     def _user_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -118,7 +118,7 @@ class PromptArgumentCheck:
             return None
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A JSON value as it was sent, cut short."""
     text = json.dumps(value)  # escaped: a lone surrogate could not be sent back
     return text if len(text) <= 40 else text[:39] + "…"

@@ -61,6 +61,7 @@ from memstrata.api.errors import HttpError, error_body, map_exception
 from memstrata.errors import InvalidContentError
 from memstrata.logs import describe, log_event
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
+from memstrata.mcp.call_args import CallShapeCheck
 from memstrata.mcp.files import (
     MIME_TYPE,
     READABLE_NAMES,
@@ -208,6 +209,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
     server.middleware.append(
         PromptArgumentCheck([MEMORY_CONTEXT], examples={"token_limit": "32000"}, user=user)
     )
+    server.middleware.append(CallShapeCheck(user))
     return server
 
 
