@@ -7,7 +7,9 @@ serving existing connections while refusing new ones) every ``interval_s``:
   up by our idle connections, and the next request reconnects — and, when the embedded
   server's postmaster is gone, restarts it (at most ``max_restarts`` times in a row, with
   a growing pause; every attempt is logged);
-- on success after a failure it logs ``db.recovered``.
+- on success after a failure it logs ``db.recovered``;
+- a server whose connection slots are all taken (``too many clients``) is not lost: it
+  logs ``db.saturated`` once and keeps the pool, whose connections still work.
 
 ``/readyz`` does its own fresh-connection probe, so it reports the state within one
 request, independent of this thread.
@@ -37,14 +39,30 @@ def probe_engine(engine: Engine) -> Engine:
     )
 
 
+# SQLSTATE too_many_connections, and the server's words for it (a connection refused at
+# start-up may carry no SQLSTATE in the driver's error).
+TOO_MANY_CONNECTIONS = "53300"
+_SATURATED_WORDS = ("too many clients already", "remaining connection slots are reserved")
+
+
 def probe(engine: Engine) -> str | None:
     """None when a fresh connection answers, else why not."""
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as exc:  # any failure means "not reachable"
-        return str(getattr(exc, "orig", exc)).strip().splitlines()[0][:300]
+        orig = getattr(exc, "orig", exc)
+        reason = str(orig).strip().splitlines()[0][:300]
+        if getattr(orig, "sqlstate", None) == TOO_MANY_CONNECTIONS and not saturated(reason):
+            reason = f"{reason} (too many connections)"
+        return reason
     return None
+
+
+def saturated(reason: str) -> bool:
+    """The server is up but every connection slot is taken: it refuses new connections
+    only, and the ones already open (the pool's) still work."""
+    return any(words in reason for words in (*_SATURATED_WORDS, "(too many connections)"))
 
 
 class DatabaseMonitor:
@@ -64,6 +82,7 @@ class DatabaseMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: str | None = None
+        self.saturated = False  # every connection slot of the server taken (db.saturated)
         self.restarts = 0
         # While the database is lost, a connection handed back is closed, not pooled: a
         # smart shutdown waits for every client, and disposing the pool only closes the
@@ -76,6 +95,14 @@ class DatabaseMonitor:
 
     def check_once(self) -> str | None:
         error = probe(self._probe)
+        if error is not None and saturated(error):
+            # Not lost: disposing the pool then closed the connections that still worked,
+            # and every request, needing a new one, got a 503 until slots freed up.
+            if not self.saturated:
+                log_event(logger, "db.saturated", logging.WARNING, error=error)
+            self.saturated = True
+            return None
+        self.saturated = False
         if error is None:
             if self.error is not None:
                 log_event(logger, "db.recovered", restarts=self.restarts)
