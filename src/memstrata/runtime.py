@@ -35,7 +35,7 @@ from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEm
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.ranking import DecayPolicy
-from memstrata.retrieval.rounds import Round, check_round_list
+from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
@@ -242,7 +242,6 @@ class Memstrata:
         embed them. Arguments of the wrong type (``rounds`` not a list, ``background``
         not a bool) are an ``InvalidContentError``, before anything is read or written."""
         self._check_open()
-        check_round_list(rounds)
         if not isinstance(background, bool):
             raise InvalidContentError(
                 f"background must be True or False, got {reprlib.repr(background)}"

@@ -187,8 +187,6 @@ class OpenAICompatibleEmbedder:
         # that is slow or stuck held every user's writes for a minute each.
         self.lanes = Lanes(bulk_slots, yield_to_queries=self.query_url == self.url)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
-        # One pool for every caller of this embedder, wide enough that queries never queue
-        # for a connection behind bulk requests.
         # A query server of its own gets a pool of its own: stuck searches took every
         # connection, and the writes then timed out against the healthy document server.
         self._owns_client = client is None
@@ -270,6 +268,8 @@ class OpenAICompatibleEmbedder:
             results[i] = vector
 
     def _batches(self, texts: Sequence[str]) -> list[list[int]]:
+        if len(texts) == 1:  # a search's query: one request whatever its size, uncounted
+            return [[0]]
         return batches([count_tokens(t) for t in texts], self.batch_size, self.batch_tokens)
 
     def _check(self, texts: Sequence[str], kind: EmbeddingKind) -> Sequence[str]:

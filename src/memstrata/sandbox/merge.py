@@ -100,10 +100,11 @@ def _line_changes(
     cost grows with repetition, and memory files repeat "" and "- …" lines), a stall any
     writer of a file could cause. Past ``DIFF_TIMEOUT_S`` the diff is coarser, never
     wrong: larger regions, so a merge may conflict where a finer diff would not."""
-    if len(set(base).union(other)) > MAX_DISTINCT_LINES:
-        return [(0, len(base), (0, len(other)))]  # one coarse region: never wrong
     codes: dict[str, str] = {}
-    a, b = _as_chars(base, codes), _as_chars(other, codes)
+    a = _as_chars(base, codes)
+    b = None if a is None else _as_chars(other, codes)
+    if a is None or b is None:
+        return [(0, len(base), (0, len(other)))]  # one coarse region: never wrong
     differ = _Differ()
     differ.Diff_Timeout = DIFF_TIMEOUT_S
     changes: list[tuple[int, int, tuple[int, int]]] = []
@@ -137,13 +138,16 @@ class _Differ(diff_match_patch):  # type: ignore[misc]  # the library has no typ
         return None
 
 
-def _as_chars(lines: Sequence[str], codes: dict[str, str]) -> str:
-    """One character per line, the same one for equal lines (surrogates skipped)."""
+def _as_chars(lines: Sequence[str], codes: dict[str, str]) -> str | None:
+    """One character per line, the same one for equal lines (surrogates skipped); None
+    once ``codes`` holds ``MAX_DISTINCT_LINES`` lines and another distinct one comes."""
     out = []
     for line in lines:
         char = codes.get(line)
         if char is None:
             n = len(codes) + 1
+            if n > MAX_DISTINCT_LINES:
+                return None
             char = codes[line] = chr(n + 0x800 if n >= 0xD800 else n)
         out.append(char)
     return "".join(out)
