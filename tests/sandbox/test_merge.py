@@ -43,6 +43,32 @@ def test_insertions_at_the_same_place_conflict() -> None:
     assert merge3(BASE, ours, theirs) is None
 
 
+def test_appends_at_the_end_keep_both_the_stored_side_first() -> None:
+    # A memory file grows by appending: two new entries are both kept, never one of them
+    # moved into a conflict copy.
+    assert merge3(BASE, BASE + "- agent\n", BASE + "- human\n") == BASE + "- human\n- agent\n"
+    # ...with or without final newlines, and a new section after the last line.
+    assert merge3(BASE, BASE + "- agent", BASE + "- human\n") == BASE + "- human\n- agent\n"
+    assert merge3(BASE, BASE + "- agent", BASE + "- human") == BASE + "- human\n- agent"
+    assert merge3("a\nb", "a\nb\nc", "a\nb\nd") == "a\nb\nd\nc"
+    sectioned = BASE + "\n## New\n- agent\n"
+    assert merge3(BASE, sectioned, BASE + "- human\n") == BASE + "- human\n\n## New\n- agent\n"
+
+
+def test_an_append_that_holds_the_other_sides_append_is_taken_alone() -> None:
+    both = BASE + "- human\n- agent\n"
+    assert merge3(BASE, both, BASE + "- human\n") == both
+    assert merge3(BASE, BASE + "- agent\n", BASE + "- agent\n- human\n") == (
+        BASE + "- agent\n- human\n"
+    )
+
+
+def test_an_append_next_to_an_edit_of_the_last_line_still_conflicts() -> None:
+    edited_last = BASE.replace("- d\n", "- D\n")
+    assert merge3(BASE, edited_last + "- agent\n", BASE + "- human\n") is None
+    assert merge3(BASE, BASE + "- agent\n", edited_last) is None
+
+
 def test_identical_change_on_both_sides_is_clean() -> None:
     both = BASE.replace("- c", "- c!")
     assert merge3(BASE, both, both) == both
@@ -69,6 +95,20 @@ def test_deletion_and_distant_edit_merge() -> None:
 
 
 lines = st.lists(st.sampled_from(["a", "b", "c", "", "- x"]), max_size=8)
+
+
+@given(lines, lines, lines)
+def test_appends_to_both_sides_lose_no_line(
+    base: list[str], ours: list[str], theirs: list[str]
+) -> None:
+    b = "\n".join(base) + "\n"
+    merged = merge3(b, b + "\n".join(ours), b + "\n".join(theirs))
+    assert merged is not None and merged.startswith(b)
+    added = merged[len(b) :].split("\n")
+    for block in (ours, theirs):
+        while block and not block[-1]:  # blank lines at the very end are not an entry
+            block = block[:-1]
+        assert any(added[i : i + len(block)] == block for i in range(len(added) + 1))
 
 
 @given(lines, lines)

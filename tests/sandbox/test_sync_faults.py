@@ -245,9 +245,19 @@ BASE_USER = "# User\n\n## Profile\n- Name: Ada\n\n## Work\n- Job: none\n"
             Outcome.MERGED,
             BASE_USER.replace("Ada", "Ada L.") + "- unsaved\n- new\n",
         ),
+        # ... or appended too: both appends are kept, the human's first.
+        (
+            BASE_USER + "- human\n",
+            Outcome.MERGED,
+            BASE_USER + "- human\n- unsaved\n- new\n",
+        ),
         # ... the same lines: only this edit, on the human's copy; the unsaved line stays in
         # the sandbox copy for the read-back's conflict policy.
-        (BASE_USER + "- human\n", Outcome.WRITTEN, BASE_USER + "- human\n- new\n"),
+        (
+            BASE_USER.replace("none", "pilot"),
+            Outcome.WRITTEN,
+            BASE_USER.replace("none", "pilot") + "- new\n",
+        ),
     ],
 )
 async def test_write_without_sandbox_carries_the_sandbox_copy_by_the_rule(

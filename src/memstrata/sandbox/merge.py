@@ -9,7 +9,11 @@ changed the same or neighbouring lines differently. The rule follows ``diff3``/g
   two edits on adjacent lines are usually one thought rewritten twice, and guessing an
   order for them is how merges silently garble text;
 * a region changed by one side only takes that side's text; a region changed by both
-  merges cleanly only when both sides produce identical text there.
+  merges cleanly only when both sides produce identical text there — or when it is the
+  file's end and both sides only added lines after the last non-blank line: memory files
+  grow by appending, and two appends are two new entries, so both are kept, the stored
+  side's (``theirs``) first, and a block that already starts with the other's is taken
+  alone (no entry twice).
 
 Lines are the pieces between ``\\n`` characters, so a missing final newline is just a
 shorter last line and never causes a spurious conflict with an edit on the line before.
@@ -49,6 +53,15 @@ def merge3(base: str, ours: str, theirs: str) -> str | None:
         _hunks(base_lines, ours.split("\n"), 0) + _hunks(base_lines, theirs.split("\n"), 1),
         key=lambda h: (h.start, h.end, h.side),
     )
+    merged = _merge_regions(base_lines, hunks, len(base_lines))
+    if merged is None:
+        merged = _merge_appends(base_lines, hunks)
+    return None if merged is None else "\n".join(merged)
+
+
+def _merge_regions(base: Sequence[str], hunks: Sequence[_Hunk], upto: int) -> list[str] | None:
+    """``base[:upto]`` with the sorted ``hunks`` (all within it) applied region by region;
+    ``None`` when a region's two sides differ."""
     merged: list[str] = []
     position = 0
     index = 0
@@ -61,15 +74,59 @@ def merge3(base: str, ours: str, theirs: str) -> str | None:
             region.append(hunks[index])
             end = max(end, hunks[index].end)
             index += 1
-        ours_text = _apply(base_lines, start, end, [h for h in region if h.side == 0])
-        theirs_text = _apply(base_lines, start, end, [h for h in region if h.side == 1])
+        ours_text = _apply(base, start, end, [h for h in region if h.side == 0])
+        theirs_text = _apply(base, start, end, [h for h in region if h.side == 1])
         if {h.side for h in region} == {0, 1} and ours_text != theirs_text:
             return None
-        merged.extend(base_lines[position:start])
+        merged.extend(base[position:start])
         merged.extend(ours_text if any(h.side == 0 for h in region) else theirs_text)
         position = end
-    merged.extend(base_lines[position:])
-    return "\n".join(merged)
+    merged.extend(base[position:upto])
+    return merged
+
+
+def _merge_appends(base: Sequence[str], hunks: Sequence[_Hunk]) -> list[str] | None:
+    """The merge when both sides added lines after the file's last non-blank line: the
+    changes before it merged as usual (none may reach it: an edit of the last line next
+    to an append is still a conflict), then both appends (``_both_appends``)."""
+    at = _content_end(base)
+    head = [h for h in hunks if h.start < at]
+    if any(h.end >= at for h in head):
+        return None
+    merged = _merge_regions(base, head, at)
+    if merged is None:
+        return None
+    return merged + _both_appends(base, at, [h for h in hunks if h.start >= at])
+
+
+def _both_appends(base: Sequence[str], blank_from: int, hunks: Sequence[_Hunk]) -> list[str]:
+    """The file's end from ``blank_from`` (where only blank lines are left in ``base``)
+    when both sides' ``hunks`` added to it: ``theirs``' lines then ``ours``', each with the
+    blank lines it starts with — or the one that already starts with the other (a side
+    that copied the other's entry before adding its own); a final newline if either side
+    ends with one."""
+    ours, theirs = (
+        _apply(base, blank_from, len(base), [h for h in hunks if h.side == side]) for side in (0, 1)
+    )
+    ending = [""] if "" in (ours[-1:] + theirs[-1:]) else []
+    ours, theirs = _strip_blank_end(ours), _strip_blank_end(theirs)
+    if ours[: len(theirs)] == theirs:
+        return ours + ending
+    if theirs[: len(ours)] == ours:
+        return theirs + ending
+    return theirs + ours + ending
+
+
+def _strip_blank_end(lines: list[str]) -> list[str]:
+    return lines[: _content_end(lines)]
+
+
+def _content_end(lines: Sequence[str]) -> int:
+    """The index after the last non-blank line."""
+    end = len(lines)
+    while end and not lines[end - 1]:
+        end -= 1
+    return end
 
 
 def _hunks(base: Sequence[str], other: Sequence[str], side: int) -> list[_Hunk]:
