@@ -50,4 +50,5 @@ def test_a_full_server_keeps_the_pool_a_lost_one_does_not(
 def test_the_sqlstate_alone_is_enough() -> None:
     assert monitor.saturated("FATAL:  remaining connection slots are reserved for roles")
     assert monitor.saturated("some words (too many connections)")
+    assert monitor.saturated('FATAL:  too many connections for role "app"')
     assert not monitor.saturated(LOST)

@@ -2,7 +2,9 @@
 
 ``/readyz``: a NEW connection to the database answers (a smart shutdown refuses new
 connections while old ones still work, so a pooled one would not notice) and pgvector is
-installed — 503 otherwise, the reason logged, not returned. While BM25 can answer it stays
+installed — 503 otherwise, the reason logged, not returned; a server with every connection
+slot taken is ``"database": "saturated"`` and still ready while a pooled connection
+answers. While BM25 can answer it stays
 200 and says how the vector side is: ``{"vectors": "degraded", "pending": 163}`` when rows
 wait for a vector or the embedding circuit is open. ``/metrics``: Prometheus text (see
 :mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
@@ -18,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memstrata.api.schemas import Readiness
 from memstrata.api.single_flight import SingleFlight
 from memstrata.db.engine import check_pgvector
+from memstrata.db.monitor import saturated
 from memstrata.errors import MemstrataError, PgvectorMissingError
 from memstrata.logs import log_event
 
@@ -43,7 +46,12 @@ class Probes:
             return _unready("starting", "unknown")
         mem = context.mem
         error = mem.db.probe()
-        if error is not None:
+        # Every connection slot taken: the server is up and this process's pooled
+        # connections still work, so it stays in the load balancer (taking every replica
+        # out at once would turn a full server into an outage); the pooled check below
+        # decides.
+        full = error is not None and saturated(error)
+        if error is not None and not full:
             log_event(logger, "health.not_ready", logging.WARNING, reason=error)
             return _unready("unreachable", "unknown")
         try:
@@ -56,7 +64,11 @@ class Probes:
             return _unready("unreachable", "unknown")
         vectors, pending = self._vector_state()
         body = Readiness(
-            status="ready", database="ok", pgvector=version, vectors=vectors, pending=pending
+            status="ready",
+            database="saturated" if full else "ok",
+            pgvector=version,
+            vectors=vectors,
+            pending=pending,
         )
         return 200, body.model_dump()
 

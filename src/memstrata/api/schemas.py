@@ -232,7 +232,10 @@ class Health(BaseModel):
 
 class Readiness(BaseModel):
     status: str
-    database: str
+    database: str = Field(
+        description="ok; saturated: every connection slot of the server is taken, this "
+        "process's pooled connections still answer (ready); unreachable or starting (503)."
+    )
     pgvector: str | None = None
     vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
         default="unknown",

@@ -40,9 +40,14 @@ def probe_engine(engine: Engine) -> Engine:
 
 
 # SQLSTATE too_many_connections, and the server's words for it (a connection refused at
-# start-up may carry no SQLSTATE in the driver's error).
+# start-up may carry no SQLSTATE in the driver's error): max_connections, the reserved
+# slots, and a role's or database's CONNECTION LIMIT ("too many connections for role").
 TOO_MANY_CONNECTIONS = "53300"
-_SATURATED_WORDS = ("too many clients already", "remaining connection slots are reserved")
+_SATURATED_WORDS = (
+    "too many clients already",
+    "remaining connection slots are reserved",
+    "too many connections for ",
+)
 
 
 def probe(engine: Engine) -> str | None:

@@ -306,6 +306,9 @@ class SyncService:
         else raised for one sandbox is an ERROR (``sync.mirror_failed``, with the traceback)
         and the write still stands."""
         fallback = None if previous is None else SyncBase(previous.version, previous.content)
+        # One sandbox after another, not concurrently: a sandbox holding an agent edit is
+        # merged and the merge stored as the next version, which the next sandbox must
+        # be reconciled against (two merges at once would race on one version).
         for session_id in [None, *self.open_sessions(user_id)]:
             t = self._target(user_id, session_id, FRONTEND)
             try:

@@ -1,0 +1,52 @@
+"""/readyz when PostgreSQL refuses new connections because every slot is taken.
+
+A real refusal: a role limited to one connection (PostgreSQL's per-role
+``CONNECTION LIMIT``, the same SQLSTATE 53300 as a full ``max_connections``), whose one
+connection this process's pool already holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from memstrata.api import create_app
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.runtime import Memstrata
+
+ROLE = "memstrata_one_slot"
+
+
+@pytest.fixture
+def one_slot_url(db: Database) -> Iterator[str]:
+    with db.engine.begin() as conn:
+        conn.execute(text(f"CREATE ROLE {ROLE} LOGIN CONNECTION LIMIT 1"))
+        conn.execute(text(f"GRANT USAGE ON SCHEMA public TO {ROLE}"))
+        conn.execute(text(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {ROLE}"))
+        conn.execute(text(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {ROLE}"))
+    url = make_url(db.engine.url).set(username=ROLE, password=None)
+    yield url.render_as_string(hide_password=False)
+    with db.engine.begin() as conn:
+        conn.execute(text(f"DROP OWNED BY {ROLE}"))
+        conn.execute(text(f"DROP ROLE {ROLE}"))
+
+
+def test_a_server_with_no_free_slot_is_saturated_not_unready(
+    settings: Settings, one_slot_url: str
+) -> None:
+    """It answered 503 (a fresh connection was refused) although the pool's connection
+    worked: every replica of a full server left the load balancer at once."""
+    capped = settings.model_copy(update={"database_url": one_slot_url, "migrate_on_start": False})
+    mem = Memstrata.open(capped)  # the schema check leaves its connection in the pool
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            answer = client.get("/readyz")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["database"] == "saturated"
+        assert answer.json()["status"] == "ready"
+    finally:
+        mem.close()
