@@ -35,7 +35,7 @@ from memstrata.agent.arguments import search_arguments
 from memstrata.agent.schemas import check_arguments, tool_schemas, without_null_optionals
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.api.errors import validation_error
-from memstrata.api.schemas import TurnRequest
+from memstrata.api.schemas import IndexReportBody, SearchResults, SkillList, TurnRequest
 from memstrata.errors import (
     InvalidContentError,
     InvalidFileTypeError,
@@ -64,12 +64,16 @@ class McpTool:
     input_schema: dict[str, Any]
     annotations: ToolAnnotations
     handler: Handler
+    # The shape of the structured result, for clients that validate it (the SDK's does);
+    # None for the agent write tools, which answer in text only.
+    output_schema: dict[str, Any] | None = None
 
     def describe(self) -> Tool:
         return Tool(
             name=self.name,
             description=self.description,
             input_schema=self.input_schema,
+            output_schema=self.output_schema,
             annotations=self.annotations,
         )
 
@@ -141,6 +145,20 @@ class _WriteArgs(BaseModel):
         description="The version memory_read returned; the write is refused if the file has "
         "changed since (0: only if the file does not exist yet)."
     )
+
+
+class _FileRead(BaseModel):
+    name: str = Field(description="soul, user, memory or agents.")
+    file_type: str = Field(examples=["user_md"])
+    content: str
+    version: int | None = Field(description="Pass it to memory_write; null for AGENTS.md.")
+    read_only: bool = Field(description="true for AGENTS.md, the platform template.")
+
+
+class _FileWritten(BaseModel):
+    name: str
+    file_type: str
+    version: int = Field(description="The file's new version.")
 
 
 async def memory_read(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
@@ -237,6 +255,11 @@ class _SkillArgs(BaseModel):
     enabled: StrictBool = Field(description="true to turn the skill on, false to turn it off.")
 
 
+class _SkillSet(BaseModel):
+    skill_name: str
+    enabled: bool
+
+
 async def skills_list(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     _parse(_NoArgs, arguments)
     skills = await anyio.to_thread.run_sync(caller.mem.skills.list_for_user, caller.user_id)
@@ -275,6 +298,12 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def _output(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(mode="serialization")
+    schema.pop("title", None)
+    return schema
+
+
 def _catalogue() -> list[McpTool]:
     search = _agent_function("memory_search")
     tools = [
@@ -285,6 +314,7 @@ def _catalogue() -> list[McpTool]:
             search["parameters"],
             _hints(read_only=True, idempotent=True),
             memory_search,
+            _output(SearchResults),
         ),
         McpTool(
             "memory_read",
@@ -293,6 +323,7 @@ def _catalogue() -> list[McpTool]:
             _schema(_ReadArgs),
             _hints(read_only=True, idempotent=True),
             memory_read,
+            _output(_FileRead),
         ),
         McpTool(
             "memory_write",
@@ -301,6 +332,7 @@ def _catalogue() -> list[McpTool]:
             _schema(_WriteArgs),
             _hints(read_only=False, destructive=True, idempotent=True),
             memory_write,
+            _output(_FileWritten),
         ),
     ]
     # record_memory appends a new dated entry each time; the other two set a section.
@@ -329,6 +361,7 @@ def _catalogue() -> list[McpTool]:
             _schema(_TurnArgs),
             _hints(read_only=False, destructive=True, idempotent=True),
             conversation_index_turn,
+            _output(IndexReportBody),
         ),
         McpTool(
             "skills_list",
@@ -336,6 +369,7 @@ def _catalogue() -> list[McpTool]:
             _schema(_NoArgs),
             _hints(read_only=True, idempotent=True),
             skills_list,
+            _output(SkillList),
         ),
         McpTool(
             "skill_set",
@@ -343,6 +377,7 @@ def _catalogue() -> list[McpTool]:
             _schema(_SkillArgs),
             _hints(read_only=False, destructive=False, idempotent=True),
             skill_set,
+            _output(_SkillSet),
         ),
     ]
     return tools
