@@ -1,6 +1,15 @@
-"""A check on text that every entry point shares (tool arguments, turns, user ids)."""
+"""Text rules every entry point shares: a check (tool arguments, turns, user ids) and
+where a cut may fall (chunks, the prompt's truncation, previews)."""
 
 from __future__ import annotations
+
+import regex
+
+# A cut looks back at most this many characters for a cluster's start; a longer cluster
+# (a stack of combining marks, only ever made on purpose) is cut where asked.
+MAX_CLUSTER_CHARS = 64
+
+_CLUSTER = regex.compile(r"\X")
 
 
 def lone_surrogate_at(text: str) -> int | None:
@@ -11,3 +20,23 @@ def lone_surrogate_at(text: str) -> int | None:
     except UnicodeEncodeError as exc:
         return exc.start
     return None
+
+
+def grapheme_cut(text: str, index: int, floor: int = 0) -> int:
+    """The last grapheme-cluster boundary at or before ``index`` and after ``floor``, so
+    that a cut there keeps whole what a reader sees as one character: an emoji with its
+    skin tone or ZWJ sequence, a flag's two regional indicators, a letter with its
+    combining accent, a Devanagari conjunct, CR LF. ``index`` itself when it is a boundary,
+    when no boundary lies after ``floor`` (a cut must make progress), or inside a cluster
+    over ``MAX_CLUSTER_CHARS`` long."""
+    if index <= floor or index >= len(text):
+        return index
+    start = max(floor, index - MAX_CLUSTER_CHARS)
+    boundary = start
+    # Clusters from ``start``, perhaps inside one: that misreading ends at the next base
+    # character, long before ``index`` unless the cluster is over-long.
+    for match in _CLUSTER.finditer(text, start, min(len(text), index + MAX_CLUSTER_CHARS)):
+        if match.end() > index:
+            break
+        boundary = match.end()
+    return index if boundary == start else boundary
