@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -249,3 +251,21 @@ def test_reindex_drops_template_rows_an_older_release_indexed(
     with db.engine.connect() as conn:
         rows = conn.execute(text(query.replace("chunk_text", "chunk_text, embedding IS NULL")))
         assert [tuple(r) for r in rows] == [("Allergic to peanuts.", False)]
+
+
+def test_an_argument_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
+    """A Latin-1 terminal's é reached the search as a lone surrogate, and the error spoke of
+    one: it now names the byte and the fix, before anything starts."""
+    script = Path(sys.executable).parent / "memstrata"
+    done = subprocess.run(
+        [script, "search", b"caf\xe9", "--user", "u"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "error: argument 2 has the byte 0xE9, which is not UTF-8: set the terminal to UTF-8 "
+        "(e.g. LANG=C.UTF-8) and type it again\n"
+    )

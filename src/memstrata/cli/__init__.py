@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import signal
+import sys
 from types import FrameType
 from typing import NoReturn
 
 import typer
 
-from memstrata.cli.app import app
+from memstrata.cli.app import app, print_error
 
 
 def build_app() -> typer.Typer:
@@ -23,7 +24,21 @@ def main() -> None:
     # default action would end the process at once and leave those running (``serve``
     # installs its own handler for uvicorn's shutdown).
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    _refuse_undecodable_arguments(sys.argv[1:])
     build_app()()
+
+
+def _refuse_undecodable_arguments(arguments: list[str]) -> None:
+    """Python hands an argument's bytes that are not UTF-8 (a Latin-1 terminal) over as
+    lone surrogates U+DC80–U+DCFF; say which byte, not what Python made of it."""
+    for number, argument in enumerate(arguments, 1):
+        bad = next((c for c in argument if "\udc80" <= c <= "\udcff"), None)
+        if bad is not None:
+            print_error(
+                f"argument {number} has the byte 0x{ord(bad) - 0xDC00:02X}, which is not UTF-8: "
+                "set the terminal to UTF-8 (e.g. LANG=C.UTF-8) and type it again"
+            )
+            raise SystemExit(2)  # a usage error, as Click's
 
 
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> NoReturn:

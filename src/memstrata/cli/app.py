@@ -32,10 +32,14 @@ logger = logging.getLogger(__name__)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
+    print_error(message)
+    raise typer.Exit(code)
+
+
+def print_error(message: str) -> None:
     # One line, always: causes quoted from libraries (libpq's "\n\tIs the server running
     # …?") would break it, and scripts read the first line.
     typer.secho(f"error: {' '.join(message.split())}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
 
 
 def load_settings(*, log_level: str | None = "WARNING") -> Settings:
