@@ -120,15 +120,7 @@ def run_http(
             )
         for q in questions[-20:]:
             _search(client, base, q)  # warm-up
-        idle, idle_embed, idle_search = [], [], []
-        for q in questions[:queries]:
-            elapsed, body = _search(client, base, q)
-            idle.append(elapsed)
-            idle_embed.append(body["timings_ms"]["embed"])
-            idle_search.append(body["timings_ms"]["search"])
-        result["idle"] = _stats(idle)
-        result["idle_embed"] = _stats(idle_embed)
-        result["idle_search"] = _stats(idle_search)
+        result.update(_timed_searches(client, base, questions[:queries], "idle"))
         say(f"idle: {result['idle']}")
         repeat = [_search(client, base, q)[0] for q in questions[: min(50, queries)]]
         result["repeated_query_cached"] = _stats(repeat)
@@ -136,43 +128,11 @@ def run_http(
         result["ingest"] = ingest_rates(client, base, turns)
         say(f"ingest: {result['ingest']}")
 
-        stop = threading.Event()
-        ingested = [0]
-
-        def ingest_loop() -> None:
-            with httpx.Client(timeout=600) as other:
-                n = 0
-                while not stop.is_set() and n < 10_000:  # bounded
-                    for batch in _batches(turns, 100, start):
-                        if stop.is_set():
-                            return
-                        r = other.post(
-                            f"{base}/api/memory/conversations/turns:batch",
-                            json=batch,
-                            headers=_token(f"ingest-{n}"),
-                        )
-                        if r.status_code != 200:
-                            raise RuntimeError(f"batch failed: {r.status_code} {r.text[:200]}")
-                        ingested[0] += len(batch["turns"])
-                    n += 1
-
-        thread = threading.Thread(target=ingest_loop, daemon=True)
-        thread.start()
-        time.sleep(2.0)  # let the first batch reach the embedding server
-        loaded, loaded_embed, loaded_search = [], [], []
-        t0 = time.perf_counter()
-        for q in questions[queries : 2 * queries]:
-            elapsed, body = _search(client, base, q)
-            loaded.append(elapsed)
-            loaded_embed.append(body["timings_ms"]["embed"])
-            loaded_search.append(body["timings_ms"]["search"])
-        seconds = time.perf_counter() - t0
-        stop.set()
-        thread.join(timeout=600)
-        result["loaded"] = _stats(loaded)
-        result["loaded_embed"] = _stats(loaded_embed)
-        result["loaded_search"] = _stats(loaded_search)
-        result["loaded_other_user_turns_per_s"] = round(ingested[0] / seconds, 1)
+        with _IngestLoop(base, turns, start) as ingest:
+            t0 = time.perf_counter()
+            result.update(_timed_searches(client, base, questions[queries : 2 * queries], "loaded"))
+            seconds = time.perf_counter() - t0
+        result["loaded_other_user_turns_per_s"] = round(ingest.turns / seconds, 1)
         result["loaded_p95_over_idle_p95"] = round(
             result["loaded"]["p95_ms"] / result["idle"]["p95_ms"], 2
         )
@@ -188,6 +148,57 @@ def run_http(
                 result.setdefault(f"{key}_search_part_ms", []).extend(part)
                 say(f"{key} (round {round_ + 1}): {total} ms")
     return result
+
+
+def _timed_searches(
+    client: httpx.Client, base: str, questions: list[str], name: str
+) -> dict[str, Any]:
+    """Each question searched once: ``name`` (the whole request), ``name_embed`` and
+    ``name_search`` (the server's own timings of the query embedding and the search)."""
+    total: list[float] = []
+    embed: list[float] = []
+    search: list[float] = []
+    for q in questions:
+        elapsed, body = _search(client, base, q)
+        total.append(elapsed)
+        embed.append(body["timings_ms"]["embed"])
+        search.append(body["timings_ms"]["search"])
+    return {name: _stats(total), f"{name}_embed": _stats(embed), f"{name}_search": _stats(search)}
+
+
+class _IngestLoop:
+    """Another user batch-ingesting ``turns`` over and over (bounded) while the block runs;
+    ``turns`` counts what it stored."""
+
+    def __init__(self, base: str, turns: list[str], start: datetime) -> None:
+        self.base, self.rounds, self.start = base, turns, start
+        self.turns = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _IngestLoop:
+        self._thread.start()
+        time.sleep(2.0)  # let the first batch reach the embedding server
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=600)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=600) as other:
+            for n in range(10_000):  # bounded
+                for batch in _batches(self.rounds, 100, self.start):
+                    if self._stop.is_set():
+                        return
+                    r = other.post(
+                        f"{self.base}/api/memory/conversations/turns:batch",
+                        json=batch,
+                        headers=_token(f"ingest-{n}"),
+                    )
+                    if r.status_code != 200:
+                        raise RuntimeError(f"batch failed: {r.status_code} {r.text[:200]}")
+                    self.turns += len(batch["turns"])
 
 
 def _after_import(
