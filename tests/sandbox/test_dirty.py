@@ -8,6 +8,8 @@ lock and knows nothing of this process's sessions, exactly like a second server.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Callable
 
 import pytest
 
@@ -338,6 +340,46 @@ async def test_other_process_frontend_edit_then_round_end_merges_different_lines
     assert stored is not None and stored.content == MERGED
     assert await session_box.read_text("MEMORY.md") == MERGED
     assert await read_base(session_box, "MEMORY.md") == SyncBase(4, MERGED)
+
+
+ACCENTED = "# Memory\n\n## Notes\n- Café au lait\n- line three\n- Amélie\n- last\n"
+ACCENTED_HUMAN = ACCENTED.replace("line three", "line three (human)")
+ACCENTED_BOTH = ACCENTED_HUMAN + "- agent appended\n"
+
+
+@pytest.mark.parametrize(
+    "resave",
+    [
+        lambda text: text.replace("\n", "\r\n"),
+        lambda text: unicodedata.normalize("NFD", text),
+    ],
+    ids=["crlf", "nfd"],
+)
+async def test_an_agent_copy_resaved_with_crlf_or_nfd_merges_with_a_human_edit(
+    resave: Callable[[str], str],
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+) -> None:
+    # The agent appends one line and its editor re-saves the whole file with CR LF (Windows)
+    # or in NFD (macOS); the human's edit of another line used to be a conflict, and the
+    # agent's line was not stored.
+    await sync.start_session(USER, "s1")
+    await sync.frontend_edit(USER, "memory", ACCENTED)
+    tracker = await sync.begin_round(USER, "s1")
+    session_box = provider.for_user(USER, "s1")
+    await session_box.write_text("MEMORY.md", resave(ACCENTED + "- agent appended\n"))
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})
+
+    await SyncService(store, provider).frontend_edit(USER, "memory", ACCENTED_HUMAN)
+    results = await sync.end_round(tracker)
+
+    memory = next(r for r in results if r.filename == "MEMORY.md")
+    assert (memory.outcome, memory.version) == (Outcome.MERGED, 4)
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == ACCENTED_BOTH
+    assert await session_box.read_text("MEMORY.md") == ACCENTED_BOTH
+    assert await session_box.list(".memstrata/conflicts/") == []
 
 
 async def test_other_process_frontend_edit_then_round_end_same_lines_human_wins(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from memstrata.errors import (
     InvalidUserIdError,
     ProtectedFileError,
+    SandboxEncodingError,
     SandboxError,
     SandboxPathError,
 )
@@ -22,6 +24,7 @@ from memstrata.sandbox import (
     root_memory_file,
     safe_dir_name,
 )
+from memstrata.sandbox.base import Undecodable, decode_text
 
 pytestmark = pytest.mark.anyio
 
@@ -197,6 +200,50 @@ async def test_undecodable_file_is_a_clear_error(sandbox: LocalDirectorySandbox)
     with pytest.raises(SandboxError, match=r"not valid UTF-8 \(byte 0xff at offset 3\)") as caught:
         await sandbox.read_text("USER.md")
     assert isinstance(caught.value.__cause__, UnicodeDecodeError)
+
+
+async def test_an_undecodable_file_is_refused_with_its_bytes_and_written_back_as_them(
+    sandbox: LocalDirectorySandbox,
+) -> None:
+    sandbox.root.mkdir()
+    raw = "- 我喜欢喝乌龙茶\n".encode("gbk")
+    (sandbox.root / "MEMORY.md").write_bytes(raw)
+    with pytest.raises(SandboxEncodingError) as caught:
+        await sandbox.read_text("MEMORY.md")
+    copy = caught.value.text
+    assert isinstance(copy, Undecodable) and copy.data == raw
+    assert copy == raw.decode("utf-8", errors="replace")  # what a text-only sandbox writes
+    await sandbox.write_text("copy.md", copy)
+    assert (sandbox.root / "copy.md").read_bytes() == raw
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        ("é\r\n".encode(), "é\r\n"),
+        ("\ufeffé".encode(), "\ufeffé"),  # a UTF-8 mark is text, kept as it is
+        (codecs.BOM_UTF16_LE + "乌龙茶\n".encode("utf-16-le"), "乌龙茶\n"),
+        (codecs.BOM_UTF16_BE + "乌龙茶\n".encode("utf-16-be"), "乌龙茶\n"),
+        (codecs.BOM_UTF16_LE, ""),
+    ],
+)
+def test_decode_text_reads_utf8_and_utf16_after_its_mark(data: bytes, text: str) -> None:
+    assert decode_text(data) == text
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "乌龙茶".encode("utf-16-le"),  # no mark: a guess
+        "a".encode("utf-32"),  # FF FE 00 00: not UTF-16
+        codecs.BOM_UTF16_LE + b"a",  # an odd number of bytes
+        codecs.BOM_UTF16_LE + "\ud800".encode("utf-16-le", "surrogatepass"),
+    ],
+    ids=["utf-16-no-mark", "utf-32", "odd-length", "lone-surrogate"],
+)
+def test_decode_text_refuses_what_is_not_certainly_text(data: bytes) -> None:
+    with pytest.raises(UnicodeDecodeError):
+        decode_text(data)
 
 
 async def test_unencodable_text_is_refused(sandbox: LocalDirectorySandbox) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+import unicodedata
+from collections.abc import Callable
 
 import pytest
 from hypothesis import example, given
@@ -94,6 +96,62 @@ def test_deletion_and_distant_edit_merge() -> None:
     assert merge3(BASE, ours, theirs) == BASE.replace("- b\n", "").replace("- d\n", "- D\n")
 
 
+# A file with accented words: NFD spells each of their lines differently.
+ACCENTED = "# Memory\n\n## Notes\n- Café au lait\n- line three\n- Amélie\n- last\n"
+AGENT_APPEND = ACCENTED + "- agent appended\n"
+HUMAN_EDIT = ACCENTED.replace("line three", "line three (human)")
+BOTH_EDITS = HUMAN_EDIT + "- agent appended\n"
+
+
+def nfd(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+def crlf(text: str) -> str:
+    return text.replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize(
+    "resave", [crlf, nfd, lambda t: crlf(nfd(t))], ids=["crlf", "nfd", "crlf-nfd"]
+)
+def test_a_side_resaved_with_crlf_or_nfd_still_merges_in_the_bases_form(
+    resave: Callable[[str], str],
+) -> None:
+    # Re-saving changed every line (or every accented one, both next to the human's edit)
+    # without changing a word: the exact merge conflicts, the merge in the base's form
+    # keeps both edits, in the base's LF and NFC.
+    assert merge3(ACCENTED, resave(AGENT_APPEND), HUMAN_EDIT) == BOTH_EDITS
+    # The same from the other side (the page's merge: the stored copy is the agent's).
+    assert merge3(ACCENTED, HUMAN_EDIT, resave(AGENT_APPEND)) == BOTH_EDITS
+
+
+def test_a_crlf_base_keeps_its_crlf() -> None:
+    base = crlf(ACCENTED)
+    assert merge3(base, AGENT_APPEND, crlf(HUMAN_EDIT)) == crlf(BOTH_EDITS)
+
+
+def test_the_retry_never_merges_a_real_conflict() -> None:
+    ours = crlf(ACCENTED.replace("line three", "line three (agent)"))
+    assert merge3(ACCENTED, ours, HUMAN_EDIT) is None
+    assert merge3(ACCENTED, nfd(ours), HUMAN_EDIT) is None
+
+
+def test_a_base_with_no_single_form_is_merged_exactly_only() -> None:
+    # Mixed line breaks have no style to follow; an NFD base is not made NFC.
+    mixed = ACCENTED.replace("- last\n", "- last\r\n")
+    assert merge3(mixed, crlf(AGENT_APPEND), HUMAN_EDIT) is None
+    decomposed = nfd(ACCENTED)
+    assert merge3(decomposed, AGENT_APPEND, nfd(HUMAN_EDIT)) is None
+    assert merge3(decomposed, nfd(AGENT_APPEND), nfd(HUMAN_EDIT)) == nfd(BOTH_EDITS)
+
+
+def test_a_clean_exact_merge_keeps_each_sides_form() -> None:
+    # The retry only runs on a conflict: a CRLF side merged cleanly stays as it is.
+    ours = ACCENTED.replace("- Café au lait\n", "- Café au lait\r\n")
+    theirs = ACCENTED.replace("- last", "- last (human)")
+    assert merge3(ACCENTED, ours, theirs) == ours.replace("- last", "- last (human)")
+
+
 lines = st.lists(st.sampled_from(["a", "b", "c", "", "- x"]), max_size=8)
 
 
@@ -162,3 +220,25 @@ def test_more_distinct_lines_than_characters_is_one_coarse_region(
     monkeypatch.setattr(merge, "MAX_DISTINCT_LINES", 3)
     assert merge3(base, ours, theirs) is None  # ours is one region now: it holds d
     assert merge3(base, ours, base) == ours
+
+
+words = st.lists(
+    st.sampled_from(["a", "Café", "- Amélie", "", "- x", "naïve"]), min_size=2, max_size=8
+)
+
+
+@given(words, st.integers(0, 7), st.integers(0, 7), st.sampled_from([crlf, nfd]))
+def test_two_disjoint_edits_merge_whatever_form_one_side_was_saved_in(
+    base: list[str], i: int, j: int, resave: Callable[[str], str]
+) -> None:
+    i, j = sorted((i % len(base), j % len(base)))
+    if j - i < 2:  # adjacent or equal lines conflict by design
+        return
+    ours, theirs, expected = [*base], [*base], [*base]
+    ours[i] = expected[i] = "OURS"
+    theirs[j] = expected[j] = "THEIRS"
+    merged = merge3("\n".join(base), resave("\n".join(ours)), "\n".join(theirs))
+    # Lines the exact merge could take from the re-saved side keep its form; the words are
+    # both sides', whichever merge found them.
+    assert merged is not None
+    assert unicodedata.normalize("NFC", merged.replace("\r\n", "\n")) == "\n".join(expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import errno
 import re
 from pathlib import Path
@@ -22,6 +23,7 @@ from memstrata.sandbox.results import SyncResult, Target
 from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.state import read_base
 from memstrata.sandbox.sync import Outcome, SyncService
+from memstrata.sandbox.timed import with_deadline
 from tests.sandbox.support import (
     USER,
     FaultyProvider,
@@ -484,6 +486,28 @@ async def test_session_start_writes_sandbox_content_back_first(
     assert stored is not None and (stored.content, stored.version) == ("- Name: Lin\n", 2)
 
 
+@pytest.mark.parametrize(
+    "emptied",
+    ["\u200e\n", "\u200f\n", "\u061c", "\u00ad", "\ufe0f", "\ufeff\u200f \u0301\n"],
+    ids=["LRM", "RLM", "ALM", "soft-hyphen", "VS16", "mixed"],
+)
+async def test_a_file_emptied_down_to_invisible_marks_never_empties_the_db_row(
+    emptied: str, sync: SyncService, store: MemoryStore, user_box: LocalDirectorySandbox
+) -> None:
+    # An RTL editor that empties a file can leave its bidi marks behind; each of these once
+    # replaced the whole USER.md in the DB, and no earlier version is kept to go back to.
+    await sync.start_session(USER)
+    before = store.get_memory_file(USER, FileKind.USER)
+    assert before is not None
+    await user_box.write_text("USER.md", emptied)
+
+    results = await sync.start_session(USER)
+
+    assert outcomes(results)["USER.md"] is Outcome.PUSHED
+    assert store.get_memory_file(USER, FileKind.USER) == before
+    assert await user_box.read_text("USER.md") == before.content
+
+
 async def test_session_start_without_a_base_record_is_plain_sandbox_first(
     sync: SyncService, store: MemoryStore, user_box: LocalDirectorySandbox
 ) -> None:
@@ -610,6 +634,57 @@ async def test_a_file_that_is_not_utf8_is_kept_aside_and_the_db_copy_restored(
     assert await user_box.read_text("MEMORY.md") == stored.content
     [copy] = await user_box.list(".memstrata/conflicts/")
     assert copy.endswith(".rejected.md")
-    assert await user_box.read_text(copy) == "- caf\ufffd au lait\n"
+    assert (provider.directory_for(USER) / copy).read_bytes() == raw
     after = store.get_memory_file(USER, FileKind.MEMORY)
     assert after is not None and after.version == stored.version
+
+
+MEMORY_ZH = "# MEMORY\n\n## Notes\n- 2026-01-01: 我喜欢喝乌龙茶，住在杭州。\n"
+MEMORY_JA = "# MEMORY\n- 東京でラーメンを食べた\n"
+
+
+@pytest.mark.parametrize("deadline", [False, True], ids=["plain", "with-deadline"])
+@pytest.mark.parametrize(
+    "raw",
+    [MEMORY_ZH.encode("gbk"), MEMORY_JA.encode("shift_jis"), MEMORY_ZH.encode("utf-16-le")],
+    ids=["gbk", "shift-jis", "utf-16-without-mark"],
+)
+async def test_a_file_in_another_encoding_is_kept_aside_byte_for_byte(
+    raw: bytes, deadline: bool, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    # Only a copy with U+FFFD for every byte that did not decode used to be kept: each
+    # Chinese or Japanese character of the agent's edit was lost for good. The bytes also
+    # reach the directory through the deadline's wrapper, which every Memstrata has.
+    sync = SyncService(store, with_deadline(provider, 5.0) if deadline else provider)
+    await sync.start_session(USER)
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None
+    (provider.directory_for(USER) / "MEMORY.md").write_bytes(raw)
+
+    results = await sync.start_session(USER)
+
+    assert outcomes(results)["MEMORY.md"] is Outcome.REJECTED
+    [copy] = (provider.directory_for(USER) / ".memstrata" / "conflicts").iterdir()
+    assert copy.name.endswith(".rejected.md") and copy.read_bytes() == raw
+    assert (provider.directory_for(USER) / "MEMORY.md").read_text("utf-8") == stored.content
+    assert store.get_memory_file(USER, FileKind.MEMORY) == stored
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+async def test_a_utf16_file_with_a_byte_order_mark_is_read_as_text(
+    encoding: str, sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    # Windows PowerShell 5 writes UTF-16 with a mark; the mark leaves no doubt about it.
+    await sync.start_session(USER)
+    data = MEMORY_ZH.encode(encoding)
+    if encoding == "utf-16-be":
+        data = codecs.BOM_UTF16_BE + data
+    (provider.directory_for(USER) / "MEMORY.md").write_bytes(data)
+
+    results = await sync.start_session(USER)
+
+    assert outcomes(results)["MEMORY.md"] is Outcome.WRITTEN
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and (stored.content, stored.version) == (MEMORY_ZH, 2)
+    again = await sync.start_session(USER)
+    assert outcomes(again)["MEMORY.md"] is Outcome.UNCHANGED

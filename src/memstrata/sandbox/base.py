@@ -12,6 +12,8 @@ would leave the root is refused with :class:`~memstrata.errors.SandboxPathError`
 from __future__ import annotations
 
 import builtins
+import codecs
+import contextlib
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -19,6 +21,7 @@ from memstrata.errors import ProtectedFileError, SandboxPathError
 from memstrata.memory.kinds import FileKind
 
 DEFAULT_WORKSPACE_PREFIXES: tuple[str, ...] = ("/workspace",)
+_UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 class Sandbox(Protocol):
@@ -37,11 +40,15 @@ class Sandbox(Protocol):
         ...
 
     async def read_text(self, path: str) -> str | None:
-        """The file's text, decoded as strict UTF-8; ``None`` when no file is there."""
+        """The file's text (:func:`decode_text`: strict UTF-8, or UTF-16 after a UTF-16
+        byte-order mark); ``None`` when no file is there. Raise ``SandboxEncodingError``
+        with an :class:`Undecodable` of the file's bytes when it is neither."""
         ...
 
     async def write_text(self, path: str, content: str) -> None:
-        """Replace the file atomically, creating parent directories as needed."""
+        """Replace the file atomically, creating parent directories as needed. ``content``
+        may be an :class:`Undecodable` (a copy of a file that was not text, kept aside):
+        write its ``data`` when the sandbox can store bytes, else the text."""
         ...
 
     async def exists(self, path: str) -> bool:
@@ -56,6 +63,39 @@ class Sandbox(Protocol):
     async def delete(self, path: str) -> None:
         """Remove the file; a missing file is not an error."""
         ...
+
+
+class Undecodable(str):
+    """A file that is neither UTF-8 nor UTF-16 with a byte-order mark (GBK, Shift-JIS, a
+    shell's binary output): as text, each byte that does not decode shown as U+FFFD;
+    ``data``, its exact bytes.
+
+    A ``str``, so that it passes unchanged through every sandbox and wrapper (the deadline's,
+    a test's) to ``write_text``: a sandbox that can store bytes writes ``data``, and the copy
+    sync keeps aside is the file itself, the agent's text recoverable in its own encoding;
+    one that stores only text writes the U+FFFD text, as before.
+    """
+
+    data: bytes
+
+    def __new__(cls, data: bytes) -> Undecodable:
+        text = super().__new__(cls, data.decode("utf-8", errors="replace"))
+        text.data = data
+        return text
+
+
+def decode_text(data: bytes) -> str:
+    """A sandbox file's bytes as text: UTF-8, or UTF-16 when they start with a UTF-16
+    byte-order mark; raises ``UnicodeDecodeError`` (the UTF-8 one) for anything else.
+
+    Windows PowerShell 5 writes UTF-16 with a mark (``>``, ``Out-File``), and Notepad's
+    "Unicode" does. The mark's bytes (FF FE, FE FF) never start UTF-8, so no UTF-8 file reads
+    differently. Without a mark UTF-16 is a guess, and UTF-32 (FF FE 00 00) is refused.
+    """
+    if data.startswith(_UTF16_MARKS) and not data.startswith(codecs.BOM_UTF32_LE):
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode("utf-16")  # the mark picks the byte order and is dropped
+    return data.decode("utf-8")
 
 
 class SandboxProvider(Protocol):

@@ -22,6 +22,9 @@ creating the missing ones.
 
 Reads open the file without blocking and refuse anything but a regular file (a FIFO would
 hang the reading thread) and files over ``max_read_bytes``, without reading them whole.
+Text is read by :func:`~memstrata.sandbox.base.decode_text` (UTF-8, or UTF-16 after its
+byte-order mark) and written as UTF-8; a file that is neither is refused with its bytes
+(:class:`~memstrata.sandbox.base.Undecodable`), which ``write_text`` writes as they were.
 
 The check and the open are two system calls, so a process that swaps a directory for a
 symlink in between could still escape; this sandbox trusts the processes that share its
@@ -50,7 +53,7 @@ from memstrata.errors import (
     SandboxPathError,
 )
 from memstrata.memory.kinds import validate_user_id
-from memstrata.sandbox.base import lexical_parts
+from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts
 
 _SAFE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 # Room for the hash suffix well inside the 255-byte NAME_MAX of common filesystems.
@@ -220,18 +223,19 @@ class LocalDirectorySandbox:
         except OSError as exc:
             raise SandboxError(f"cannot read {path!r} in {self._root}: {exc.strerror}") from exc
         try:
-            return data.decode("utf-8")
+            return decode_text(data)
         except UnicodeDecodeError as exc:
             raise SandboxEncodingError(
                 f"{path!r} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset "
                 f"{exc.start}); memory files must be UTF-8 text — re-save it as UTF-8",
-                data.decode("utf-8", errors="replace"),
+                Undecodable(data),
             ) from exc
 
     def _write_text(self, path: str, content: str) -> None:
         _, target = self._resolve(path)
         try:
-            data = content.encode("utf-8")
+            # A copy of a file that was not text is written as the bytes it was made of.
+            data = content.data if isinstance(content, Undecodable) else content.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise SandboxError(
                 f"cannot write {path!r}: the text has a lone surrogate at position "

@@ -17,16 +17,25 @@ changed the same or neighbouring lines differently. The rule follows ``diff3``/g
 
 Lines are the pieces between ``\\n`` characters, so a missing final newline is just a
 shorter last line and never causes a spurious conflict with an edit on the line before.
+
+A merge that conflicts is tried once more with both sides in the base's form
+(:func:`_in_form_of`): its line breaks (when they are all LF or all CR LF) and, when the
+base is NFC, NFC. A side that re-saved the whole file with CR LF (an agent on Windows) or in
+NFD (macOS) changed every line, or every accented one, without changing a word, and would
+otherwise turn any edit of the other side into a conflict. A merge found so is in the
+base's form; a side's own line breaks and normalisation are not kept, its words are.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from diff_match_patch import diff_match_patch
 
-# A line diff gives up refining after this long (see _line_changes); two per merge.
+# A line diff gives up refining after this long (see _line_changes); two per merge, four
+# when a conflict is tried again in the base's form.
 DIFF_TIMEOUT_S = 0.25
 # The diff codes each distinct line as one character (``_as_chars``): Unicode has this
 # many besides the surrogates. More distinct lines than that (a file of over a million
@@ -44,6 +53,30 @@ class _Hunk:
 
 def merge3(base: str, ours: str, theirs: str) -> str | None:
     """Merge two edits of ``base``; ``None`` on a conflict (see the module doc)."""
+    merged = _merge_exact(base, ours, theirs)
+    if merged is not None:
+        return merged
+    alike = _in_form_of(base, ours), _in_form_of(base, theirs)
+    if alike == (ours, theirs):
+        return None  # already in the base's form: the same conflict again
+    return _merge_exact(base, *alike)
+
+
+def _in_form_of(base: str, text: str) -> str:
+    """``text`` with ``base``'s line breaks, unless the base mixes LF and CR LF, and in
+    NFC when the base is NFC (the merge's retry, module doc)."""
+    crlf = base.count("\r\n")
+    if crlf == 0 or crlf == base.count("\n"):
+        text = text.replace("\r\n", "\n")
+        if crlf:
+            text = text.replace("\n", "\r\n")
+    if unicodedata.is_normalized("NFC", base):
+        text = unicodedata.normalize("NFC", text)
+    return text
+
+
+def _merge_exact(base: str, ours: str, theirs: str) -> str | None:
+    """The merge of the texts as they are, line by line."""
     if ours == theirs or theirs == base:
         return ours
     if ours == base:

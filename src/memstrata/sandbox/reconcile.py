@@ -103,9 +103,11 @@ class Reconciler:
         try:
             text = await t.sandbox.read_text(name)
         except SandboxEncodingError as exc:
-            # Not a failing sandbox but content the DB cannot take: kept aside (readable,
-            # undecodable bytes shown as U+FFFD), DB copy restored — or it stays broken and
-            # dirty for good, and a frontend push would overwrite it without a copy.
+            # Not a failing sandbox but content the DB cannot take: kept aside (byte for
+            # byte where the sandbox stores bytes: ``exc.text`` is an ``Undecodable``, and
+            # the U+FFFD text alone would lose every character of a GBK or Shift-JIS
+            # file), DB copy restored — or it stays broken and dirty for good, and a
+            # frontend push would overwrite it without a copy.
             return await self.reject(t, kind, exc.text, exc)
         except SandboxFileTooLargeError as exc:
             # Too large to read, so it cannot be kept aside either: left as it is, not

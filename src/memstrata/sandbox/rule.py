@@ -31,6 +31,7 @@ says), 7 keeps both edits or both copies.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -97,13 +98,20 @@ class Preserve:
 Action = Nothing | Push | WriteBack | Merge | Preserve
 
 
-# Characters that show nothing and that ``str.strip`` keeps: an editor's byte-order mark and
-# the zero-width ones. A file holding only these (and whitespace) was emptied, not written.
-_INVISIBLE = frozenset("\ufeff\u200b\u200c\u200d\u2060")
+# Characters that show nothing on their own and that ``str.strip`` keeps: format characters
+# (the byte-order mark, zero-width and bidi marks — an RTL editor leaves LRM, RLM or ALM
+# behind in a file it empties —, the soft hyphen) and marks with no letter to sit on
+# (variation selectors, combining accents). A list of characters missed some of them, and
+# a file holding only those then replaced the user's whole DB copy.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Mn", "Me"})
 
 
 def has_content(text: str | None) -> bool:
-    return text is not None and any(not c.isspace() and c not in _INVISIBLE for c in text)
+    """Whether ``text`` holds anything visible: a file of whitespace and invisible
+    characters (above) was emptied, not written, and never empties the DB copy."""
+    return text is not None and not all(
+        c.isspace() or unicodedata.category(c) in _INVISIBLE_CATEGORIES for c in text
+    )
 
 
 def edited_from(sandbox_text: str, base: SyncBase) -> str:

@@ -11,7 +11,8 @@ they survive process restarts and are seen by every process that opens the sandb
   until the file write has landed; records without ``previous`` (earlier releases, or a
   settled push) read as before.
 * ``.memstrata/conflicts/<FILE>.<UTC timestamp>.md`` — an agent's copy that lost a
-  conflict (or that the DB refused, with ``.rejected`` before ``.md``), kept for the user.
+  conflict (or that the DB refused, with ``.rejected`` before ``.md``), kept for the user;
+  a file that was not text is kept as its exact bytes (``sandbox.base.Undecodable``).
 
 Reads of a missing or malformed base return ``None``: sync then falls back to the
 round tracker's base or the spec's plain sandbox-first rule. Failures propagate; the
@@ -69,7 +70,8 @@ def utc_stamp(now: Callable[[], datetime] | None = None) -> str:
 async def preserve_copy(
     sandbox: Sandbox, filename: str, content: str, *, rejected: bool = False
 ) -> str:
-    """Save ``content`` under ``.memstrata/conflicts/`` and return the path used."""
+    """Save ``content`` under ``.memstrata/conflicts/`` and return the path used; an
+    ``Undecodable`` is handed to the sandbox as it is, to be written as its bytes."""
     suffix = ".rejected.md" if rejected else ".md"
     path = f"{CONFLICT_DIR}/{filename}.{utc_stamp()}{suffix}"
     await sandbox.write_text(path, content)
