@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
@@ -22,6 +23,7 @@ from memstrata.agent.prompt import (
 )
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.server import prompt_token_limit
+from memstrata.retrieval.tokenize import count_tokens
 
 _WORD_OR_HANZI = re.compile(r"[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+")
 
@@ -284,6 +286,57 @@ def test_budget_is_never_exceeded(
         assert result.text == "\n\n".join(
             section(n, b) for n, b in zip(present, bodies, strict=True)
         )
+
+
+def _shown(result: PromptResult, name: str) -> str:
+    return result.text.split(f'<file name="{name}">\n', 1)[1].split("\n…[truncated", 1)[0]
+
+
+def _cluster_ends(text: str) -> set[int]:
+    return {match.end() for match in regex.finditer(r"\X", text)} | {0}
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        "👨\u200d👩\u200d👧\u200d👦" * 200,  # ZWJ sequence
+        "🇨🇳🇯🇵" * 200,  # regional-indicator pairs
+        "e\u0301" * 600,  # NFD accents
+        "क्षत्रि" * 200,  # Devanagari conjuncts
+        "👋🏽 " * 300,  # skin tones
+        "\ufeff" + "Zalgo z\u0301\u0302\u0303\u0304 " * 100,
+    ],
+)
+def test_truncation_never_splits_a_grapheme_cluster(memory: str) -> None:
+    content = memory.removeprefix("\ufeff").strip()
+    ends = _cluster_ends(content)
+    total = count_tokens(content)
+    truncated = 0
+    for limit in range(40, 2000, 7):
+        result = build(memory=memory, limit=limit, count=count_tokens)
+        assert result.tokens == count_tokens(result.text) <= result.budget
+        if not result.truncated:
+            continue
+        truncated += 1
+        shown = _shown(result, "MEMORY.md")
+        assert content.startswith(shown) and len(shown) in ends, (limit, shown[-8:])
+        assert result.text.endswith(marker("MEMORY.md", count_tokens(shown), total) + "\n</file>")
+    assert truncated > 100  # the sweep did cut, many times
+
+
+def test_a_first_cluster_that_does_not_fit_drops_the_file() -> None:
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    # Budget 42: room for the header, the marker and three code points of the family
+    # (👨 ZWJ 👩), though not the whole of it.
+    result = build(memory=family * 20, limit=280, count=count_tokens)
+    assert (result.text, result.dropped) == ("", ("MEMORY.md",))
+
+
+def test_a_leading_byte_order_mark_never_reaches_the_prompt() -> None:
+    result = build(user="\ufeff# USER\n- Name: Ann\n", memory="\ufeff \n", limit=1000)
+    assert result.text == section("USER.md", "# USER\n- Name: Ann")
+    assert "\ufeff" not in result.text
+    assert result.dropped == ()  # a file of just a mark is empty: left out, not dropped
 
 
 @pytest.mark.parametrize(

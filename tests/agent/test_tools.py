@@ -192,6 +192,11 @@ async def test_record_memory_creates_a_missing_section_and_indents_more_lines(
         ({"content": "x" * 2001}, "error: content is 2001 characters; the limit is 2000"),
         (
             {"content": "x", "section": "a\nb"},
+            "error: section must be one line, but it has a line break ('\\n'); give just the "
+            "name, such as 'Decisions', and put anything more in content",
+        ),
+        (
+            {"content": "x", "section": "x" * 81},
             "error: section must be one line of at most 80 characters",
         ),
         (

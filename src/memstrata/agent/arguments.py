@@ -21,9 +21,25 @@ def check_name(value: object, what: str, example: str = "Decisions") -> str:
     if not isinstance(value, str) or not value.strip().lstrip("#").strip():
         raise ToolInputError(f"{what} must be a non-empty string such as {example!r}")
     name = value.strip().lstrip("#").strip()
-    if "\n" in name or len(name) > MAX_NAME_CHARS:
+    if (found := line_break_in(name)) is not None:
+        raise ToolInputError(
+            f"{what} must be one line, but it has a line break ({found!r}); give just the "
+            f"name, such as {example!r}, and put anything more in content"
+        )
+    if len(name) > MAX_NAME_CHARS:
         raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
     return name
+
+
+def line_break_in(text: str) -> str | None:
+    """The first line break in ``text``, or None. Any that ``str.splitlines`` knows counts:
+    a lone CR, U+2028 or U+0085 in a heading is a line break to CommonMark or an editor,
+    and the next save there would split the heading in two."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) < 2:
+        return None
+    first = lines[0]
+    return first[len(first.splitlines()[0]) :]
 
 
 def check_text(

@@ -21,9 +21,10 @@ that still fits with its marker (``…[truncated: USER.md, N of M tokens shown]`
 counted on that file's text alone); every lower section is dropped, so a lower file never
 appears while a higher one is incomplete. A file that cannot show even one character is
 dropped rather than truncated. Empty (or whitespace-only) files are left out and reported
-nowhere. Content is stripped of surrounding whitespace.
+nowhere. Content is stripped of a leading byte-order mark and of surrounding whitespace.
 
-The prefix is found by binary search over character positions, calling ``count`` on the
+The prefix is found by binary search over character positions, each moved back to the
+last grapheme-cluster boundary (``memstrata.text.grapheme_cut``), calling ``count`` on the
 full assembled text each time, then moved back to the last line break when that keeps at
 least half of it. Only positions that were counted and fit are ever used, so the result
 never exceeds the budget even for a counter that is not monotone; for a monotone counter
@@ -37,8 +38,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import regex
+
 from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.errors import InvalidContentError
+from memstrata.text import grapheme_cut
 
 SECTION_SEPARATOR = "\n\n"
 # A model's context window in tokens, as every entry point accepts it (the library's
@@ -46,6 +50,8 @@ SECTION_SEPARATOR = "\n\n"
 # and far beyond any model's window is a typo.
 MIN_TOKEN_LIMIT = 1
 MAX_TOKEN_LIMIT = 10_000_000
+
+_CLUSTER = regex.compile(r"\X")
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,9 @@ def build_system_prompt(
         ("MEMORY.md", memory),
     )
     for name, raw in sections:
-        content = raw.strip()
+        # str.strip() keeps a byte-order mark (no whitespace to it), which a file saved
+        # by a Windows editor starts with; the model has no use for it.
+        content = raw.removeprefix("\ufeff").strip()
         if not content:
             continue
         if truncated or dropped:
@@ -158,11 +166,19 @@ def _truncated_section(
     name: str, content: str, kept: Sequence[str], budget: int, count: Callable[[str], int]
 ) -> str | None:
     total = count(content)
+    first = _first_cluster_end(content)
+
+    def shown(length: int) -> str:
+        # Cut between grapheme clusters: a flag, an accent or a conjunct split in two
+        # shows as another character. The cut only moves back, and monotonically, so
+        # ``fits`` stays true-then-false for the binary search. grapheme_cut keeps a cut
+        # with no boundary before it, so a cut inside the first cluster is made empty here.
+        return content[: grapheme_cut(content, length) if length >= first else 0].rstrip()
 
     def section(length: int) -> str:
-        shown = content[:length].rstrip()
-        marker = f"…[truncated: {name}, {count(shown)} of {total} tokens shown]"
-        return _section(name, f"{shown}\n{marker}")
+        text = shown(length)
+        marker = f"…[truncated: {name}, {count(text)} of {total} tokens shown]"
+        return _section(name, f"{text}\n{marker}")
 
     def fits(length: int) -> bool:
         return count(SECTION_SEPARATOR.join([*kept, section(length)])) <= budget
@@ -172,6 +188,11 @@ def _truncated_section(
     line_end = content.rfind("\n", 0, length + 1)
     if line_end >= max(1, length // 2) and line_end != length and fits(line_end):
         length = line_end
-    if not content[:length].strip():
+    if not shown(length).strip():
         return None
     return section(length)
+
+
+def _first_cluster_end(text: str) -> int:
+    match = _CLUSTER.match(text)
+    return 0 if match is None else match.end()

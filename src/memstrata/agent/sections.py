@@ -2,9 +2,16 @@
 
 A *section* is a level-2 heading line (``## Decisions``) and every line after it up to
 the next level-1 or level-2 heading; deeper headings (``###``) belong to the section.
-Headings inside fenced code blocks do not count. Names compare case-insensitively,
-ignoring surrounding whitespace and closing ``#`` characters. A missing section is
-appended at the end of the file, after one blank line.
+Headings inside fenced code blocks do not count, and a byte-order mark before the first
+line does not hide its heading. Names (and ``update_user``'s keys) compare by
+:func:`fold` — NFKC, case-folded — ignoring surrounding whitespace and closing ``#``
+characters, so an NFD, full-width or upper-case spelling finds the section an agent names
+in NFC, half-width or lower case. A missing section is appended at the end of the file,
+after one blank line.
+
+Lines the edit adds take the file's line break (:func:`line_break`): a file whose every
+line break is CR LF stays so, since the web editor writes a file back with CR LF only
+then (docs/WEB.md "Line endings").
 
 These functions never fail on odd input: whatever the file holds, the result is the same
 file with one section changed. The tools validate arguments before calling them.
@@ -13,11 +20,16 @@ file with one section changed. The tools validate arguments before calling them.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+# A "- key: value" bullet up to its first ":", the key (perhaps "**key**") in group 1.
+# Possessive, so that a long line without a colon fails in linear time.
+_KEY_BULLET = re.compile(r"\s*+[-*+]\s++(?:\*\*)?+([^:]*+):")
 
 
 @dataclass(frozen=True)
@@ -27,8 +39,36 @@ class Span:
     end: int  # one past the last body line (next heading, or len(lines))
 
 
+def fold(text: str) -> str:
+    """``text`` as names and keys compare: NFKC, case-folded, NFKC again (case folding
+    can undo a composition)."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    # Case folding makes Turkish İ an "i" plus a combining dot, which "iletişim" typed for
+    # "İLETİŞİM" lacks (the search tokenizer drops the dot the same way).
+    return folded.replace("i\u0307", "i").strip()
+
+
 def normalise_name(name: str) -> str:
-    return name.strip().lstrip("#").strip().rstrip("#").strip().casefold()
+    return fold(name).lstrip("#").strip().rstrip("#").strip()
+
+
+def line_break(text: str) -> str:
+    """CR LF when every line break of ``text`` is one, else LF: the web editor's rule
+    (``file-state.js`` ``eolOf``), so a file it writes back with CR LF stays that way."""
+    return "\r\n" if "\r\n" in text and text.count("\n") == text.count("\r\n") else "\n"
+
+
+def _in_file_style(text: str, edit: Callable[[str], str]) -> str:
+    """``edit`` applied to ``text`` with LF line breaks, its result written back in the
+    line breaks of ``text``. Exact for a CR LF file: each LF had exactly one CR before it."""
+    if line_break(text) == "\n":
+        return edit(text)
+    return edit(text.replace("\r\n", "\n")).replace("\n", "\r\n")
+
+
+def _lf(text: str) -> str:
+    # The agent's text may come with CR LF; its lines take the file's line break instead.
+    return text.replace("\r\n", "\n")
 
 
 def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
@@ -36,6 +76,8 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     fenced = False
     for index, line in enumerate(lines):
+        if index == 0:
+            line = line.removeprefix("\ufeff")
         if _FENCE.match(line):
             fenced = not fenced
             continue
@@ -64,6 +106,10 @@ def _with_new_section(text: str, name: str, body: list[str]) -> str:
 
 def append_to_section(text: str, name: str, entry: str) -> str:
     """Add ``entry`` after the last non-blank line of section ``name``."""
+    return _in_file_style(text, lambda lf: _append(lf, name, _lf(entry)))
+
+
+def _append(text: str, name: str, entry: str) -> str:
     lines = text.split("\n")
     entry_lines = entry.split("\n")
     span = find_section(lines, name)
@@ -77,6 +123,10 @@ def append_to_section(text: str, name: str, entry: str) -> str:
 
 def replace_section(text: str, name: str, body: str) -> str:
     """Replace the body of section ``name`` (the heading stays); empty ``body`` clears it."""
+    return _in_file_style(text, lambda lf: _replace(lf, name, _lf(body)))
+
+
+def _replace(text: str, name: str, body: str) -> str:
     lines = text.split("\n")
     body_lines = body.strip("\n").split("\n") if body.strip() else []
     span = find_section(lines, name)
@@ -88,22 +138,32 @@ def replace_section(text: str, name: str, body: str) -> str:
     return "\n".join([*lines[: span.body_start], *body_lines, "", *tail])
 
 
+def replace_file(text: str, content: str) -> str:
+    """``content`` as the whole new file, ending in a line break, in the line breaks of
+    the file it replaces."""
+    body = _lf(content)
+    body = body if body.endswith("\n") else body + "\n"
+    return body.replace("\n", "\r\n") if line_break(text) == "\r\n" else body
+
+
 def set_key(text: str, name: str, key: str, value: str) -> str:
-    """Set ``- key: value`` in section ``name``: the first bullet with that key (any
-    case, optional bold) keeps its bullet and spelling and gets the new value; with no
-    such bullet one is appended to the section (created if missing)."""
+    """Set ``- key: value`` in section ``name``: the first bullet with that key (compared
+    by :func:`fold`, optionally bold) keeps its bullet and spelling and gets the new value;
+    with no such bullet one is appended to the section (created if missing)."""
+    return _in_file_style(text, lambda lf: _set_key(lf, name, key, value))
+
+
+def _set_key(text: str, name: str, key: str, value: str) -> str:
     lines = text.split("\n")
-    pattern = re.compile(
-        rf"^(\s*[-*+]\s+(?:\*\*)?{re.escape(key.strip())}(?:\*\*)?\s*:)", re.IGNORECASE
-    )
+    wanted = fold(key)
     span = find_section(lines, name)
     if span is not None:
         for index in range(span.body_start, span.end):
-            match = pattern.match(lines[index])
-            if match is not None:
-                lines[index] = f"{match.group(1)} {value}".rstrip()
+            match = _KEY_BULLET.match(lines[index])
+            if match is not None and fold(match.group(1).strip().removesuffix("**")) == wanted:
+                lines[index] = f"{match.group(0)} {value}".rstrip()
                 return "\n".join(lines)
-    return append_to_section(text, name, f"- {key.strip()}: {value}".rstrip())
+    return _append(text, name, f"- {key.strip()}: {value}".rstrip())
 
 
 def dated_bullet(content: str, day: date) -> str:

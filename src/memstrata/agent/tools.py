@@ -45,6 +45,7 @@ from memstrata.agent.arguments import (
     MAX_VALUE_CHARS,
     check_name,
     check_text,
+    line_break_in,
     search_arguments,
 )
 from memstrata.agent.schemas import check_arguments, tool_schemas
@@ -169,8 +170,7 @@ class MemoryTools:
         try:
             if section is None:
                 text = check_text(content, "content (the whole new MEMORY.md)")
-                body = text if text.endswith("\n") else text + "\n"
-                edit: Callable[[str], str] = partial(_replace_all, body=body)
+                edit: Callable[[str], str] = partial(sections.replace_file, content=text)
                 done = "Replaced the whole of MEMORY.md"
             else:
                 name = check_name(section, "section")
@@ -193,7 +193,7 @@ class MemoryTools:
                 if ":" in label:
                     raise ToolInputError("key must not contain ':'")
                 value = check_text(content, "content", MAX_VALUE_CHARS, empty_ok=True)
-                if "\n" in value.strip():
+                if line_break_in(value.strip()) is not None:
                     raise ToolInputError("content must be one line when a key is given")
                 edit = partial(sections.set_key, name=name, key=label, value=value.strip())
                 done = f"Set {label} under ## {name} in USER.md"
@@ -380,7 +380,3 @@ class _NothingToWrite(Exception):
     def __init__(self, reply: ToolAnswer) -> None:
         super().__init__(reply)
         self.reply = reply
-
-
-def _replace_all(_old: str, body: str) -> str:
-    return body
