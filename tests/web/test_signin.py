@@ -151,8 +151,9 @@ def test_signing_in_as_someone_else_asks_before_dropping_the_drafts(
         f"Not signed in: that token is for {other}. The unsaved changes of {user} are still "
         f"here; sign in as {user} to save them."
     )
-    assert asked == [
-        f"This page holds unsaved changes of {user}. Sign in as {other} and discard them?"
+    assert asked == [  # each id isolated (U+2068 … U+2069): test_bidi_and_ime.py
+        f"This page holds unsaved changes of \u2068{user}\u2069. Sign in as \u2068{other}\u2069 "
+        "and discard them?"
     ]
     expect(page.locator("#nav")).to_be_hidden()
     assert page.evaluate("sessionStorage.length") == 0

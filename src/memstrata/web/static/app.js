@@ -1,7 +1,7 @@
 // The page's entry point: sign-in, the three views, leaving with unsaved changes.
 
 import { api, claims, onUnauthorized, token } from "./api.js";
-import { $, banner, sentence } from "./dom.js";
+import { $, banner, bdi, isolated, sentence } from "./dom.js";
 import * as files from "./files.js";
 import * as search from "./search.js";
 import * as skills from "./skills.js";
@@ -72,10 +72,12 @@ async function signIn(candidate) {
   } finally {
     submit.disabled = false;
   }
+  // user ids are isolated (dom.js): their letters cannot reorder the sentence around them
   if (user !== null && user !== limits.user_id && files.hasUnsaved() &&
-      !confirm(`This page holds unsaved changes of ${user}. Sign in as ${limits.user_id} and discard them?`)) {
-    signedOut(`Not signed in: that token is for ${limits.user_id}. The unsaved changes of ${user} are ` +
-      `still here; sign in as ${user} to save them.`, "info");
+      !confirm(`This page holds unsaved changes of ${isolated(user)}. Sign in as ` +
+        `${isolated(limits.user_id)} and discard them?`)) {
+    signedOut(["Not signed in: that token is for ", bdi(limits.user_id), ". The unsaved changes of ",
+      bdi(user), " are still here; sign in as ", bdi(user), " to save them."], "info");
     return;
   }
   token.set(candidate);
@@ -85,7 +87,9 @@ async function signIn(candidate) {
   $("signout").hidden = false;
   const exp = claims(candidate)?.exp;
   $("who").textContent = user;
-  $("who").title = exp ? `signed in as ${user}; token expires ${new Date(exp * 1000).toLocaleString()}` : `signed in as ${user}`;
+  $("who").title = exp
+    ? `signed in as ${isolated(user)}; token expires ${new Date(exp * 1000).toLocaleString()}`
+    : `signed in as ${isolated(user)}`;
   banner($("signin-error"), "");
   clearTimeout(expiry);
   if (exp) expireAt(exp * 1000);
@@ -163,10 +167,15 @@ document.querySelector("a.skip").addEventListener("click", (event) => {
 });
 
 document.addEventListener("keydown", (event) => {
-  if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s" && !$("files-view").hidden) {
-    event.preventDefault();
-    files.save();
-  }
+  // (`key?.`: a keydown from autofill has no key)
+  const ctrlS = (event.ctrlKey || event.metaKey) && event.key?.toLowerCase() === "s";
+  if (!ctrlS || $("files-view").hidden) return;
+  event.preventDefault(); // never the browser's "Save page as"
+  // An input method (Japanese, Chinese, Korean…) is composing: the editor holds its
+  // unfinished text, which is not the user's yet. keyCode 229 is a key the input method
+  // handled, in browsers that leave isComposing false on it.
+  if (event.isComposing || event.keyCode === 229) return;
+  files.save();
 });
 
 window.addEventListener("beforeunload", (event) => {

@@ -24,10 +24,33 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-/** Show a banner paragraph with a kind (error, warn, ok, info); empty text hides it. */
+/** Text from the data (a user id, a session id, a path) among the page's own words: a
+ * `<bdi>`, which takes the direction of its own first letter, so that right-to-left letters
+ * or bidi control characters in it cannot reorder the words around it. app.css makes it an
+ * inline-block, a bidi paragraph of its own: a PDI in the text cannot end the isolation early. */
+export const bdi = (text) => el("bdi", {}, text);
+
+/** The same for plain text (a dialog, a tooltip): first-strong isolates (U+2068 … U+2069)
+ * around `text`, without its PDIs that close no isolate of its own (one would end this one
+ * early) and with a PDI for each isolate it leaves open. */
+export function isolated(text) {
+  let open = 0;
+  let kept = "";
+  for (const char of String(text)) {
+    if (char === "\u2069") {
+      if (!open) continue;
+      open -= 1;
+    } else if (/[\u2066-\u2068]/.test(char)) open += 1;
+    kept += char;
+  }
+  return `\u2068${kept}${"\u2069".repeat(open)}\u2069`;
+}
+
+/** Show a banner paragraph with a kind (error, warn, ok, info); empty text hides it. `text`
+ * is a string, or a list of strings and nodes (an id in a `bdi`). */
 export function banner(node, text, kind = "info") {
-  node.hidden = !text;
-  node.textContent = text || "";
+  node.replaceChildren(...[text || ""].flat());
+  node.hidden = !node.textContent;
   node.className = `banner ${kind}`;
   node.setAttribute("role", kind === "error" ? "alert" : "status");
 }

@@ -2,7 +2,7 @@
 // came from and the numbers behind its score (BM25 rank, vector rank, RRF, time decay).
 
 import { api, reason } from "./api.js";
-import { $, asSentence, banner, cjkLang, el, number, when } from "./dom.js";
+import { $, asSentence, banner, bdi, cjkLang, el, number, when } from "./dom.js";
 
 const SOURCE_LABELS = { memory: "memory files", conversation: "conversations", notes: "notes" };
 const TOP_K_CHOICES = [5, 10, 20, 50, 100];
@@ -96,14 +96,16 @@ function show(data) {
   }
 }
 
+/** Where a hit came from, the session id or path in a `bdi`: its letters or bidi control
+ * characters cannot reorder "session … · turn n" around it. */
 function origin(h) {
+  const path = h.file_path || "";
   if (h.source === "conversation") {
-    const match = /^sessions\/(.+)\/(\d+)$/.exec(h.file_path || "");
-    if (match) return `session ${match[1]} · turn ${match[2]}`;
-    return `conversation ${h.file_path || ""}`.trim();
+    const match = /^sessions\/(.+)\/(\d+)$/.exec(path);
+    if (match) return ["session ", bdi(match[1]), ` · turn ${match[2]}`];
   }
-  if (h.source === "memory") return `file ${h.file_path}`;
-  return `${h.source} ${h.file_path || ""}`.trim();
+  const what = h.source === "memory" ? "file" : h.source;
+  return path ? [`${what} `, bdi(path)] : what;
 }
 
 function hit(h) {

@@ -2,7 +2,7 @@
 // if the request fails the switch goes back and says why, on the skill itself.
 
 import { api, reason } from "./api.js";
-import { $, banner, cjkLang, el } from "./dom.js";
+import { $, banner, bdi, cjkLang, el } from "./dom.js";
 
 const pending = new Set();
 let status = "none"; // none, loading, loaded, failed
@@ -58,8 +58,9 @@ function item(skill) {
   const error = el("p", { class: "skill-error", id: `${id}-error`, role: "alert", hidden: true });
   const li = el("li", { class: "skill", id, "data-skill": skill.name },
     el("div", { class: "skill-text" },
-      el("span", { class: "skill-name mono", id: `${id}-name` }, skill.name),
-      el("span", { class: "badge" }, skill.category),
+      // a bdi (and dir=auto): the name's letters cannot reorder the category after it
+      el("bdi", { class: "skill-name mono", id: `${id}-name` }, skill.name),
+      el("span", { class: "badge", dir: "auto" }, skill.category),
       // dir=auto: a Hebrew or Arabic description reads right to left
       el("p", { class: "skill-desc", id: `${id}-desc`, dir: "auto", lang: cjkLang(skill.description || "") },
         skill.description || "(no description)"),
@@ -84,9 +85,8 @@ async function flip(name, toggle, error, li) {
     toggle.setAttribute("aria-checked", String(data.enabled));
   } catch (failure) {
     toggle.setAttribute("aria-checked", String(!wanted));
-    error.textContent =
-      `Could not turn ${name} ${wanted ? "on" : "off"}. ${reason(failure)} ` +
-      `It is ${wanted ? "off" : "on"} again.`;
+    error.replaceChildren("Could not turn ", bdi(name),
+      ` ${wanted ? "on" : "off"}. ${reason(failure)} It is ${wanted ? "off" : "on"} again.`);
     error.hidden = false;
     void li.offsetWidth; // restart the highlight animation on a repeated failure
     li.classList.add("rolled-back");
