@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,6 +108,28 @@ class TestHardSplit:
         text = "abcdefghijklmnop. x"  # sentence 1 costs 4 + 1; "mnop. x" costs 3
         assert chunk_text(text, max_tokens=3) == ["abcdefghijkl", "mnop. x"]
 
+    @pytest.mark.parametrize(
+        "cluster",
+        [
+            "👨\u200d👩\u200d👧\u200d👦",  # a ZWJ sequence
+            "🇨🇳🇯🇵",  # flags: pairs of regional indicators
+            "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # a tag flag
+            "👍🏽",  # a skin tone
+            "e\u0301",  # an accent as a combining mark (NFD)
+            "क्षत्रिय",  # Devanagari conjuncts
+            "Z\u0334\u0321\u032a",  # a stack of marks
+            "1\ufe0f\u20e3",  # a keycap
+        ],
+    )
+    def test_a_word_too_long_is_cut_between_grapheme_clusters(self, cluster: str) -> None:
+        """The cut used to fall on any code point: '…👨\u200d👩' | '\u200d👧…'."""
+        text = cluster * 300
+        for max_tokens in (512, 61):
+            chunks = chunk_text(text, max_tokens=max_tokens)
+            assert len(chunks) > 1 and "".join(chunks) == text
+            assert all(count_tokens(chunk) <= max_tokens for chunk in chunks)
+            assert cuts(chunks) <= cluster_starts(text), chunks[0][-4:]
+
     def test_rejects_a_limit_below_one(self) -> None:
         with pytest.raises(ValueError, match="max_tokens must be at least 1"):
             chunk_text("text", max_tokens=0)
@@ -114,6 +137,27 @@ class TestHardSplit:
     def test_rejects_a_character_that_cannot_fit(self) -> None:
         with pytest.raises(ValueError, match="alone counts more than max_tokens=1"):
             chunk_text("ab", max_tokens=1, count=lambda s: 2 * len(s))
+
+
+# Grapheme clusters that stay separate when joined (a lone mark or joiner would merge
+# its neighbours into one ever longer cluster).
+CLUSTERS = [
+    "a", "bc", "我", "。", "👍", "👍🏽", "🇨🇳", "👨\u200d👩\u200d👧\u200d👦", "e\u0301", "क्ष", "कि",
+    "❤\ufe0f", "1\ufe0f\u20e3",
+]  # fmt: skip
+
+
+def cuts(chunks: list[str]) -> set[int]:
+    """Where consecutive chunks meet, for chunks that concatenate to the text."""
+    ends, at = set(), 0
+    for chunk in chunks[:-1]:
+        at += len(chunk)
+        ends.add(at)
+    return ends
+
+
+def cluster_starts(text: str) -> set[int]:
+    return {match.start() for match in regex.finditer(r"\X", text)}
 
 
 # Biased towards the characters that matter: sentence ends, blank lines, long runs.
@@ -136,6 +180,19 @@ class TestInvariants:
         chunks = chunk_text(text, max_tokens=max_tokens, count=words)
         assert all(words(chunk) <= max_tokens for chunk in chunks)
         assert "".join(non_whitespace(chunk) for chunk in chunks) == non_whitespace(text)
+
+    # Whole clusters of at most 18 tokens, joined without spaces: every cut of the hard
+    # split must fall between two of the text's grapheme clusters.
+    @settings(max_examples=150)
+    @given(st.lists(st.sampled_from(CLUSTERS), max_size=200), st.integers(18, 60))
+    def test_hard_splits_fall_between_grapheme_clusters(
+        self, clusters: list[str], max_tokens: int
+    ) -> None:
+        text = "".join(clusters)
+        chunks = chunk_text(text, max_tokens=max_tokens)
+        assert "".join(chunks) == text
+        assert all(count_tokens(chunk) <= max_tokens for chunk in chunks)
+        assert cuts(chunks) <= cluster_starts(text)
 
     def test_huge_unbroken_text_is_split_in_linear_passes(self) -> None:
         text = "x" * 400_000  # 100,000 tokens with no boundary at all

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
+import regex
 from sqlalchemy import text
 
 from memstrata.db.database import Database
@@ -164,3 +165,56 @@ def test_a_previous_round_written_meanwhile_is_the_context(
     indexer.index_turn("u", "s", 6, "six about horses", "", WHEN)
 
     assert stored(db)["sessions/s/6"][0] == "User: new five about canoes\nUser: six about horses"
+
+
+# -- text without spaces (Chinese, Japanese, emoji): the tail is not cut to the next space --
+
+CHINESE_ROUND = "User: " + "我上周去了杭州旅游，在西湖边喝了龙井茶，" * 12 + "\nAssistant: 好的"
+
+
+@pytest.mark.parametrize(
+    "previous",
+    [
+        CHINESE_ROUND,
+        "User: "
+        + "先週、東京でラーメンを食べました。とても美味しかったです。" * 10
+        + "\nAssistant: はい",
+        "User: " + "ฉันชอบกินข้าวผัดกับต้มยำกุ้งที่ร้านใกล้บ้าน" * 10,
+    ],
+)
+def test_an_unspaced_round_keeps_nearly_all_the_context_budget(previous: str) -> None:
+    """The tail used to start after the next ASCII space: in Chinese the one before the
+    reply, so 2 of 128 tokens were kept ("…好的")."""
+    tail = tail_within(previous, 128)
+    assert 120 <= count_tokens(tail) <= 128
+    assert previous.endswith(tail.removeprefix("…"))
+
+
+def test_english_tails_still_start_after_a_space() -> None:
+    source = "User: " + " ".join(f"word{i}" for i in range(60)) + "\nAssistant: fine thanks"
+    assert (
+        tail_within(source, 20)
+        == "…word54 word55 word56 word57 word58 word59\nAssistant: fine thanks"
+    )
+    # a line break within a word's length is a boundary too (it was the space after it)
+    assert tail_within("alpha beta gamma\nfive six", 4) == "…five six"
+
+
+def test_a_tail_never_starts_inside_an_emoji_or_a_letter_with_its_accent() -> None:
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for source, budget in [(family * 40 + "\nAssistant: ok", 40), ("e\u0301" * 300, 50)]:
+        tail = tail_within(source, budget).removeprefix("…")
+        assert count_tokens(tail) <= budget - 1 and source.endswith(tail)
+        start = len(source) - len(tail)
+        assert start in {m.start() for m in regex.finditer(r"\X", source)}, tail[:4]
+
+
+def test_a_chinese_round_is_indexed_with_its_previous_round_as_context(db: Database) -> None:
+    indexer = Indexer(db.sessions, None)
+    indexer.index_turn("u", "s", 0, "我上周去了杭州旅游，在西湖边喝了龙井茶，" * 12, "好的", WHEN)
+    indexer.index_turn("u", "s", 1, "她们喜欢吗？", "喜欢", WHEN)
+    body, _, context = stored(db)["sessions/s/1"]
+    assert isinstance(context, dict)
+    head = body[: context["chars"]]
+    assert head.startswith("…") and head.endswith("在西湖边喝了龙井茶，\nAssistant: 好的\n")
+    assert count_tokens(head) >= 120  # of the 128 allowed (it was 2: "…好的")

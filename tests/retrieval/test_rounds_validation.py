@@ -100,7 +100,7 @@ def test_timestamps_outside_datetimes_range_in_utc_are_refused() -> None:
 @pytest.mark.parametrize(
     "session_id",
     ["a/b", "x\ny", "..\\..", "   ", "", "s" * 201, "a\x00b", "a\x7fb", "a\x85b", "a\x9fb",
-     "a\u2028b", "a\ud800b"],
+     "a\u2028b", "a\ud800b", "\u202eabc", "a\u202ab", "a\u2066b", "a\u2069"],
 )  # fmt: skip
 def test_one_session_id_rule_for_the_library(db: Database, session_id: str) -> None:
     with pytest.raises(InvalidSessionIdError, match="invalid session_id"):
@@ -112,9 +112,31 @@ def test_one_session_id_rule_for_the_library(db: Database, session_id: str) -> N
     assert rows(db) == []
 
 
-@pytest.mark.parametrize("session_id", ["chat-2026.12.03", "a:b_c", "会话一", "a b", "s" * 200])
+@pytest.mark.parametrize(
+    "session_id",
+    ["chat-2026.12.03", "a:b_c", "会话一", "a b", "s" * 200, "שיחה-1", "👨\u200d👩\u200d👧"],
+)
 def test_allowed_session_ids(session_id: str) -> None:
     assert check_session_id(session_id) == session_id
+
+
+@pytest.mark.parametrize(
+    ("session_id", "named"),
+    [
+        ("\u202eabc", "character 0 is U+202E RIGHT-TO-LEFT OVERRIDE: a bidirectional control"),
+        ("chat\u2067x", "character 4 is U+2067 RIGHT-TO-LEFT ISOLATE: a bidirectional control"),
+        ("a/b", "character 1 is U+002F SOLIDUS: a path separator"),
+        ("caf\ufffd", "character 3 is U+FFFD REPLACEMENT CHARACTER: what a URL decoder makes"),
+        ("a\x85b", "character 1 is U+0085: a control character or line separator; remove it"),
+    ],
+)
+def test_a_refused_session_id_names_the_character_and_the_fix(session_id: str, named: str) -> None:
+    """A bidi override displayed the id reversed ("session 7 nrut · cba"); it is refused
+    with the character named, as is every other refused character."""
+    with pytest.raises(InvalidSessionIdError) as info:
+        check_session_id(session_id)
+    assert named in str(info.value)
+    assert "1–200 characters" in str(info.value)  # the rule itself follows
 
 
 # -- text UTF-8 cannot encode -------------------------------------------------------------

@@ -48,6 +48,16 @@ def test_a_users_own_block_between_rules_at_the_top_is_indexed() -> None:
     assert drop_scaffold("---\nplace: Lyon\n---\n\n# Memory\n", keys) == "---\nplace: Lyon\n---"
 
 
+def test_a_leading_byte_order_mark_does_not_hide_the_template() -> None:
+    """A sandbox editor that saved USER.md with a BOM made its first template paragraph
+    differ from the template's, so it was indexed."""
+    assert drop_template_paragraphs("\ufeff# About\n\nFacts go here.\n", TEMPLATE) == ""
+    assert drop_template_paragraphs("\ufeff\r\n# About\r\n\r\nFacts go here.\r\n", TEMPLATE) == ""
+    assert drop_template_paragraphs("\ufeff\n\n# About\n\nMine.\n", TEMPLATE) == "Mine."
+    assert drop_template_paragraphs(f"\ufeff{TEMPLATE}", TEMPLATE) == ""  # with frontmatter
+    assert drop_template_paragraphs("\ufeffMy own note", TEMPLATE) == "\ufeffMy own note"
+
+
 def test_no_interpretation_of_content() -> None:
     # A paragraph that merely resembles the template (different words) is the user's.
     assert drop_template_paragraphs("Facts go there.", TEMPLATE) == "Facts go there."
@@ -74,6 +84,16 @@ def test_indexer_skips_the_real_templates(db: Database, templates: TemplateSet) 
     user_md = templates.load(FileKind.USER) + "\n\nAllergic to peanuts.\n"
     indexer.index_memory_file("alice", FileKind.USER, user_md)
     assert _paths(db) == ["Allergic to peanuts."]
+
+
+def test_the_real_templates_saved_with_a_byte_order_mark_are_not_indexed(
+    db: Database, templates: TemplateSet
+) -> None:
+    indexer = Indexer(db.sessions, None, scaffold=TemplateScaffold(db.sessions, templates).keys)
+    for kind in (FileKind.USER, FileKind.MEMORY):
+        report = indexer.index_memory_file("alice", kind, "\ufeff" + templates.load(kind))
+        assert report.chunks == 0
+    assert _paths(db) == []
 
 
 def test_boilerplate_no_longer_outranks_a_matching_turn(

@@ -87,3 +87,12 @@ def test_a_rewrite_encodes_only_the_rows_it_inserts(
             text("SELECT chunk_text, bm25_terms FROM memory_embeddings WHERE user_id = 'w'")
         ).all()
     assert len(rows) > 1 and all(terms == encode_terms(body) for body, terms in rows)
+
+
+def test_terms_stored_before_case_folding_are_made_again(db: Database) -> None:
+    """Stored terms carry the rules' version: a row stored under version 2 (``str.lower``)
+    holds ``fußball`` and would never match a query folded to ``fussball``, had the
+    version not been bumped with the rules (``TERMS_VERSION`` 3)."""
+    version_2 = f"2{'b' if rules.CJK_BIGRAMS else 'u'}"
+    _insert(db, "u", "Fußball am Sonntag", f"{version_2}\tfußball sonntag")
+    assert _found(db, "u", "FUSSBALL")

@@ -4,7 +4,9 @@ Paragraphs are the natural unit of a memory file (one fact or one dated entry ea
 blank lines are the primary boundary and small neighbouring paragraphs are packed together:
 fewer, fuller chunks mean fewer embedding calls and BM25 documents with useful length. A
 paragraph that is too long falls back to sentence boundaries, and a sentence that is still
-too long is cut by tokens, preferring the last whitespace so words survive when possible.
+too long is cut by tokens, preferring the last whitespace so words survive when possible,
+and otherwise the last grapheme-cluster boundary (``memstrata.text.grapheme_cut``), so an
+emoji sequence, a flag or a letter with its combining marks is never split between chunks.
 
 Two guarantees the indexer relies on: no chunk exceeds ``max_tokens`` under ``count``, and
 no non-whitespace character is lost or reordered (only whitespace at chunk edges and the
@@ -19,6 +21,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from memstrata.retrieval.tokenize import count_tokens
+from memstrata.text import grapheme_cut
 
 # Spec: memory files and conversation rounds are cut into chunks of at most 512 tokens.
 CHUNK_TOKENS = 512
@@ -162,10 +165,11 @@ def _hard_split(text: str, span: Span, max_tokens: int, count: TokenCounter) -> 
             pieces.append((start, end))
             return pieces
         if not text[cut].isspace():
-            # Back off to the last whitespace if that still leaves something in this piece.
+            # Back off to the last whitespace if that still leaves something in this piece,
+            # else to the last grapheme-cluster boundary: a word too long for a chunk is
+            # cut, but not inside an emoji sequence, a flag or a letter with its marks.
             last_gap = max((m.start() for m in _WHITESPACE.finditer(text, start, cut)), default=0)
-            if last_gap > start:
-                cut = last_gap
+            cut = last_gap if last_gap > start else grapheme_cut(text, cut, floor=start)
         piece = _trim(text, start, cut)
         assert piece is not None  # text[start] is not whitespace and cut > start
         pieces.append(piece)

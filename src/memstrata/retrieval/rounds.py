@@ -1,7 +1,9 @@
 """Conversation rounds → indexed text, with the previous round as context.
 
 A row for round *t* of a session starts with the tail of round *t − 1* (at most
-``context_tokens`` tokens, and only as much as fits in the chunk), then the round itself.
+``context_tokens`` tokens, and only as much as fits in the chunk; started after a space or
+line break near the cut, or, in text without spaces such as Chinese, at the cut itself:
+``tail_within``), then the round itself.
 Questions about a conversation usually hinge on an exchange — "what did Melanie paint?"
 answered by "Yeah, the lake sunrise" right after the question — and a round alone often
 lacks the words that make it findable. On the LoCoMo dev set this raised hybrid
@@ -16,20 +18,30 @@ from __future__ import annotations
 
 import re
 import reprlib
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import regex
+
 from memstrata.db.models import MAX_INT
 from memstrata.errors import InvalidContentError
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
-from memstrata.retrieval.tokenize import count_tokens
-from memstrata.text import lone_surrogate_at
+from memstrata.retrieval.tokenize import CJK_CHAR, count_tokens
+from memstrata.text import grapheme_cut, lone_surrogate_at
 
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 MIN_CONTEXT_TOKENS = 8  # less context than this is noise, not help
+# How far past the earliest start that fits a round's context looks for a space or line
+# break to start at (``tail_within``): about a long word. Further, the boundary belongs
+# to text without spaces, where jumping to it dropped nearly all of the context (a Chinese
+# round kept 2 of 128 tokens: everything up to "Assistant: ").
+WORD_REACH = 24
+_GAP = re.compile(r"[ \n]")
+_CLUSTER = regex.compile(r"\X")
 # Most turns one batch request may carry (POST /api/memory/conversations/turns:batch); the
 # request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default).
 MAX_BATCH_TURNS = 500
@@ -45,15 +57,18 @@ EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 # The one session-id rule (the single-turn route, the batch route and the library).
 SESSION_ID_RULE = (
     f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank; any printable characters except "
-    "'/' and '\\' (no control characters, line separators, lone surrogates or U+FFFD, which "
-    "a URL decoder leaves for bytes that are not UTF-8: percent-encode session ids as "
-    "UTF-8; letters, digits and . _ : - are always safe in a URL)"
+    "'/' and '\\' (no control characters, line separators, bidirectional controls "
+    "U+202A–U+202E and U+2066–U+2069, lone surrogates or U+FFFD, which a URL decoder leaves "
+    "for bytes that are not UTF-8: percent-encode session ids as UTF-8; letters, digits "
+    "and . _ : - are always safe in a URL)"
 )
 # U+FFFD: "caf%E9" and "caf%E8" both decode to "caf\ufffd" — two sessions merged into one,
-# the second overwriting the first's turns.
-_SESSION_ID = re.compile(
-    rf"\A[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffd]{{1,{MAX_SESSION_ID_LENGTH}}}\Z"
-)
+# the second overwriting the first's turns. Bidirectional embeddings, overrides and
+# isolates (U+202A–U+202E, U+2066–U+2069) reorder what follows them wherever the id is
+# shown: "\u202eabc" displays as "cba", and a hit's origin as another session's.
+_REFUSED = r"/\\\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffd"
+_SESSION_ID = re.compile(rf"\A[^{_REFUSED}]{{1,{MAX_SESSION_ID_LENGTH}}}\Z")
+_REFUSED_CHAR = re.compile(f"[{_REFUSED}]")
 
 
 @dataclass(frozen=True)
@@ -214,7 +229,12 @@ def round_doc(
 
 
 def tail_within(text: str, max_tokens: int) -> str:
-    """The longest suffix of ``text`` within ``max_tokens``, started at a word boundary."""
+    """The longest suffix of ``text`` within ``max_tokens``, started at a word boundary:
+    after the first space or line break within ``WORD_REACH`` characters of the earliest
+    start that fits, unless a CJK character comes before it; else (Chinese or Japanese,
+    which need no space between words; Thai; a word longer than that) at the first
+    grapheme-cluster boundary there. So unspaced text is not reduced to the few words
+    after its next space, and no emoji or accent is cut in half."""
     if max_tokens <= 0:
         return ""
     if count_tokens(text) <= max_tokens:
@@ -227,9 +247,22 @@ def tail_within(text: str, max_tokens: int) -> str:
             hi = mid
         else:
             lo = mid + 1
-    space = text.find(" ", lo)
-    start = space + 1 if 0 <= space < len(text) - 1 else lo
+    gap = _GAP.search(text, lo, min(len(text) - 1, lo + WORD_REACH))
+    if gap is not None and CJK_CHAR.search(text, lo, gap.start()) is None:
+        start = gap.end()
+    else:  # no space near, or CJK before it (each character a word): cut here
+        start = _next_cluster_start(text, lo)
     return "…" + text[start:].lstrip() if text[start:].strip() else ""
+
+
+def _next_cluster_start(text: str, index: int) -> int:
+    """The first grapheme-cluster boundary at or after ``index``: a suffix from there is
+    no longer than the one from ``index``, so it still fits."""
+    before = grapheme_cut(text, index)
+    if before == index:
+        return index
+    cluster = _CLUSTER.match(text, before)
+    return cluster.end() if cluster is not None and cluster.end() > index else index
 
 
 def check_session_id(session_id: object) -> str:
@@ -244,8 +277,33 @@ def check_session_id(session_id: object) -> str:
             if isinstance(session_id, str)
             else f"of type {type(session_id).__name__}"
         )
-        raise InvalidSessionIdError(f"invalid session_id {shown}: {SESSION_ID_RULE}")
+        which = _refused_character(session_id) if isinstance(session_id, str) else ""
+        raise InvalidSessionIdError(f"invalid session_id {shown}{which}: {SESSION_ID_RULE}")
     return session_id
+
+
+def _refused_character(session_id: str) -> str:
+    """Which refused character ``session_id`` holds first, and how to fix it ("" if none)."""
+    found = _REFUSED_CHAR.search(session_id)
+    if found is None:
+        return ""
+    char = found.group()
+    name = unicodedata.name(char, "") if not "\ud800" <= char <= "\udfff" else "lone surrogate"
+    label = f"U+{ord(char):04X}" + (f" {name}" if name else "")
+    if "\u202a" <= char <= "\u202e" or "\u2066" <= char <= "\u2069":
+        fix = (
+            "a bidirectional control, which would show the id (and the text after it) "
+            "reordered; remove it"
+        )
+    elif char in "/\\":
+        fix = "a path separator; use another character, such as '-' or ':'"
+    elif char == "\ufffd":
+        fix = "what a URL decoder makes of bytes that are not UTF-8; percent-encode the id as UTF-8"
+    elif "\ud800" <= char <= "\udfff":
+        fix = "not valid Unicode; remove it"
+    else:
+        fix = "a control character or line separator; remove it"
+    return f" (character {found.start()} is {label}: {fix})"
 
 
 def check_session(session_id: str, turn_index: int) -> None:

@@ -6,7 +6,8 @@ resident content, exempt from decay, and under the spec's decay it outranks a co
 turn that answers the question word for word. So before a memory file is indexed, every
 paragraph that is exactly one of its template's paragraphs is removed. The comparison is
 purely textual — paragraph by paragraph (the chunking unit), lines compared without their
-trailing whitespace — with no interpretation of the content: anything the user or the
+trailing whitespace and the file without a leading byte-order mark — with no
+interpretation of the content: anything the user or the
 agent wrote, including a template paragraph they filled in ("- Name: Alice") and a block
 between two ``---`` lines at the top of the file, differs from the template and is
 indexed. Only the template's own frontmatter is known as scaffolding (files are
@@ -24,7 +25,10 @@ __all__ = ["drop_scaffold", "drop_template_paragraphs", "scaffold_keys"]
 
 
 def _key(paragraph: str) -> str:
-    return "\n".join(line.rstrip() for line in paragraph.replace("\r\n", "\n").split("\n"))
+    # A leading byte-order mark is an encoding artefact (a sandbox editor saved the file
+    # with one), not text: the template's first paragraph behind it is still scaffolding.
+    body = paragraph.removeprefix("\ufeff").lstrip().replace("\r\n", "\n")
+    return "\n".join(line.rstrip() for line in body.split("\n"))
 
 
 def scaffold_keys(template: str) -> frozenset[str]:
@@ -37,7 +41,7 @@ def scaffold_keys(template: str) -> frozenset[str]:
 def drop_scaffold(content: str, scaffold: Collection[str]) -> str:
     """``content`` without the paragraphs in ``scaffold`` (keys from :func:`scaffold_keys`).
     Its own frontmatter stays: it is something the user or the agent wrote."""
-    kept = [p for p in paragraphs(content) if _key(p) not in scaffold]
+    kept = [p for p in paragraphs(content) if (key := _key(p)) and key not in scaffold]
     return "\n\n".join(kept)
 
 

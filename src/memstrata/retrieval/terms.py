@@ -14,7 +14,9 @@ from memstrata.retrieval import tokenize as rules
 
 # Bump whenever tokenize() can give another output for the same text.
 # 2: combining marks join the word they are in (retrieval.marks).
-TERMS_VERSION = 2
+# 3: case folding instead of lowercasing (ß is ss), the Arabic tatweel and the soft
+#    hyphen dropped inside words.
+TERMS_VERSION = 3
 
 
 def signature() -> str:

@@ -6,9 +6,10 @@ Two different jobs live here, and they deliberately use different rules:
 English word by word with no external dependency, because a per-user memory index must not
 need a segmentation dictionary or a network call. CJK ideographs, kana and hangul become one
 term per character; every other maximal run of Unicode letters/digits (with the combining
-marks inside it, so Hindi or Bengali words stay whole) becomes one lowercase term (so
+marks inside it, so Hindi or Bengali words stay whole) becomes one case-folded term (so
 ``don't`` is ``don`` + ``t``, and ``3.14`` is ``3`` + ``14``). Text is NFKC-normalised
-first so full-width ``ＧＰＴ４`` and ``GPT4`` index identically. English terms then go
+first so full-width ``ＧＰＴ４`` and ``GPT4`` index identically, and case-folded rather than
+lowercased (``Fußball`` and ``FUSSBALL`` are one term). English terms then go
 through ``light_stem`` (plural and -ed/-ing stripping only; other scripts are untouched)
 and an English stopword list is removed, because on conversational data words like "the",
 "I" or "did" appear in nearly every turn, carry almost no BM25 weight, and their long
@@ -23,21 +24,31 @@ tokenizers (cl100k / o200k style):
 * a maximal run of ASCII letters costs ``ceil(len / 4)``;
 * a maximal run of ASCII digits costs ``ceil(len / 3)`` (BPE vocabularies split numbers
   into groups of at most three digits);
-* a maximal run of other letters/digits, excluding CJK (accented Latin, Cyrillic, Greek,
-  Arabic, Thai, ...) costs ``ceil(len / 2)``, since such scripts get short BPE pieces;
+* a maximal run of Latin or Cyrillic letters beyond ASCII (``é``, ``ß``, ``ж``) costs
+  ``ceil(len / 2)``;
 * every other non-whitespace code point costs 1: each CJK ideograph, kana or hangul
-  syllable, each punctuation mark or symbol;
-* on top of that, a pictograph of the arrows-to-miscellaneous-symbols blocks
-  (U+2190-U+2BFF), a variation selector or a zero-width joiner costs 1 more, and a code
-  point outside the Basic Multilingual Plane that is not CJK (most emoji) 2 more: byte-level
-  vocabularies hold few of them, so cl100k spends 2-3 tokens on each (``👍`` 3,
-  ``👨‍👩‍👧`` 13).
+  syllable, each punctuation mark or symbol, each full-width digit, each code point
+  (letter, mark or sign) of Greek, Hebrew, Arabic and Thai;
+* on top of that, by what the real vocabularies spend on them: half a token more per code
+  point (``ceil(len / 2)`` more for a maximal run) for Devanagari, Bengali, Tamil,
+  Malayalam and Khmer; 1 more per code point for Gurmukhi, Gujarati, Telugu, Kannada,
+  Sinhala, Lao, Tibetan, Myanmar, Georgian and full-width Latin letters; 2 more for Odia
+  and Ethiopic; and a letter of any other script costs its UTF-8 length (1 more below
+  U+0800: Armenian, Syriac; 2 more above), the most a byte-level vocabulary spends on a
+  character it has no pieces for;
+* a pictograph of the arrows-to-miscellaneous-symbols blocks (U+2190-U+2BFF), a variation
+  selector or a zero-width joiner costs 1 more, and a code point outside the Basic
+  Multilingual Plane that is not CJK (most emoji) 2 more: byte-level vocabularies hold few
+  of them, so cl100k spends 2-3 tokens on each (``👍`` 3, ``👨‍👩‍👧`` 13).
 
 Measured against the real cl100k and o200k vocabularies (``benchmarks/token_estimate.py``,
 docs/BENCHMARKS.md "Token estimate"), the estimate errs high on English conversation for
 both, and on Chinese for o200k, but counts Chinese text about 25 % (at most ~55 %) under
-cl100k, which spends more than one token on many ideographs. A host whose model's tokenizer
-matters passes it as ``count`` (``Memstrata.open_agent_session``).
+cl100k, which spends more than one token on many ideographs. Every other script measured
+(27 languages) is counted at most as far under cl100k as Chinese (Korean 21 %, Hebrew
+14 %, Ukrainian 18 %; most err high), and all of them high for o200k, which has far more
+pieces for them (Hindi: real / estimate 0.81 under cl100k, 0.24 under o200k). A host whose
+model's tokenizer matters passes it as ``count`` (``Memstrata.open_agent_session``).
 
 Because every cost depends only on maximal runs of one character class or on single code
 points, the count of any prefix is at most the count of the whole text, which
@@ -53,7 +64,7 @@ from collections.abc import Container
 
 from memstrata.retrieval.marks import MARKS, MARKS_ASTRAL, MARKS_BMP
 
-__all__ = ["CJK_BIGRAMS", "ENGLISH_STOPWORDS", "count_tokens", "light_stem", "tokenize"]
+__all__ = ["CJK_BIGRAMS", "CJK_CHAR", "ENGLISH_STOPWORDS", "count_tokens", "light_stem", "tokenize"]
 
 # Code points that are indexed one per character and cost one LLM token each: CJK
 # ideographs (URO, Ext A, Ext B–I, compatibility), iteration marks, kana (without the
@@ -82,17 +93,22 @@ _TERM_WITH_MARKS = re.compile(f"[{_CJK}]|[^\\W_{_CJK}](?:[^\\W_{_CJK}]|[{MARKS}]
 # The same terms for text without marks or joiners (nearly all English and Chinese), at
 # about half the cost: the alternation above is slow, and looking for a mark is not.
 _TERM = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
-_BMP_MARK_OR_JOINER = re.compile(f"[{MARKS_BMP}\u200c\u200d]")
+# Also the other characters ``_DROPPED`` removes from inside a word.
+_BMP_MARK_OR_JOINER = re.compile(f"[{MARKS_BMP}\u00ad\u0640\u200c\u200d]")
 _ASTRAL_MARK = re.compile(f"[{MARKS_ASTRAL}]")
 # Dropped before splitting, so a word is one term with or without them: joiners inside a
-# word (Indic conjuncts) and variation selectors (emoji or text style) shape glyphs, not
-# meaning; and the vowel points Arabic (harakat) and Hebrew (niqqud) text mostly leaves
-# out, so pointed and unpointed spellings of a word match. (U+05BE, U+05C0, U+05C3 and
-# U+05C6 in the Hebrew range are punctuation, not points.)
+# word (Indic conjuncts), variation selectors (emoji or text style), the Arabic tatweel
+# (U+0640, which stretches a word: مرحــبا is مرحبا) and the soft hyphen (U+00AD, a
+# hyphenation point that only shows at a line end) shape glyphs, not meaning; and the
+# vowel points Arabic (harakat) and Hebrew (niqqud) text mostly leaves out, so pointed and
+# unpointed spellings of a word match. (U+05BE, U+05C0, U+05C3 and U+05C6 in the Hebrew
+# range are punctuation, not points.)
 _HEBREW_POINTS = [c for c in range(0x0591, 0x05C8) if c not in (0x05BE, 0x05C0, 0x05C3, 0x05C6)]
-_GLYPH_ONLY = [0x200C, 0x200D, *range(0xFE00, 0xFE10)]
+_GLYPH_ONLY = [0x00AD, 0x0640, 0x200C, 0x200D, *range(0xFE00, 0xFE10)]
 _DROPPED = dict.fromkeys([*_GLYPH_ONLY, *range(0x064B, 0x0660), 0x0670, *_HEBREW_POINTS], None)
 
+# One CJK character: a word of its own for the index, so a cut before it is a word boundary.
+CJK_CHAR = re.compile(f"[{_CJK}]")
 # Two or more CJK characters in a row: their adjacent pairs become extra terms.
 _CJK_RUN = re.compile(f"[{_CJK}]{{2,}}")
 
@@ -100,14 +116,50 @@ _CJK_RUN = re.compile(f"[{_CJK}]{{2,}}")
 # on MADial-Bench (docs/BENCHMARKS.md).
 CJK_BIGRAMS = True
 
-# findall() yields exactly one match per estimated token: greedy {1,n} repetition cuts a
-# maximal run of length L into ceil(L / n) matches, and "\S" catches everything else
-# (including CJK, which the other classes exclude) one code point at a time.
-_PIECE = re.compile(f"[A-Za-z]{{1,4}}|[0-9]{{1,3}}|[^\\W\\x00-\\x7f{_CJK}]{{1,2}}|\\S")
-# Surcharges on top of ``_PIECE`` (module doc): BMP pictographs, variation selectors and
-# the zero-width joiner one token more, astral code points that are not CJK two more.
-_PICTOGRAPH = re.compile("[\u2190-\u2bff\ufe00-\ufe0f\u200d]")
-_ASTRAL_NOT_CJK = re.compile("[\U00010000-\U0001ffff\U0002ebf0-\U0002ffff\U000323b0-\U0010ffff]")
+# What an estimated token is, by script (module doc; measured by
+# benchmarks/token_estimate.py against cl100k, the vocabulary that spends the most):
+# Latin and Cyrillic letters beyond ASCII, two to a token ...
+_HALF = (
+    "\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff\u2c60-\u2c7f"
+    "\ua722-\ua7ff\uab30-\uab6f\u0400-\u0481\u048a-\u052f\u1c80-\u1c8f\ua640-\ua66e\ua680-\ua69d"
+)
+# ... one code point (letter, mark or sign) one token: Greek, Hebrew, Arabic (also Persian
+# and Urdu), Thai, full-width digits and superscript figures ...
+_ONE = (
+    "\u00b2\u00b3\u00b9\u00bc-\u00be\u0370-\u03ff\u1f00-\u1fff\u0590-\u05ff\ufb1d-\ufb4f"
+    "\u0600-\u06ff\u0750-\u077f\u0870-\u08ff\ufb50-\ufdff\ufe70-\ufefc\u0e00-\u0e7f\uff10-\uff19"
+)
+# ... three tokens for two code points: Devanagari, Bengali, Tamil, Malayalam, Khmer ...
+_ONE_AND_HALF = "\u0900-\u09ff\u0b80-\u0bff\u0d00-\u0d7f\u1780-\u17ff"
+# ... two tokens a code point: Gurmukhi, Gujarati, Telugu, Kannada, Sinhala, Lao, Tibetan,
+# Myanmar, Georgian, full-width Latin letters ...
+_TWO = (
+    "\u0a00-\u0aff\u0c00-\u0cff\u0d80-\u0dff\u0e80-\u0eff\u0f00-\u0fff\u1000-\u109f\u10a0-\u10ff"
+    "\u1c90-\u1cbf\u2d00-\u2d2f\uff21-\uff3a\uff41-\uff5a"
+)
+# ... and three: Odia, Ethiopic. A letter of any other script costs its UTF-8 length: 2
+# below U+0800 (Armenian, Syriac, Thaana), 3 above, the most a byte-level vocabulary
+# spends on a character it has no pieces for.
+_THREE = "\u0b00-\u0b7f\u1200-\u139f\u2d80-\u2ddf"
+_MEASURED = f"{_CJK}{_HALF}{_ONE}{_ONE_AND_HALF}{_TWO}{_THREE}"
+
+# findall() yields exactly one match per estimated token before the surcharges below: greedy
+# {1,n} repetition cuts a maximal run of length L into ceil(L / n) matches, and "\S" catches
+# everything else (CJK and the scripts charged by code point) one code point at a time.
+_PIECE = re.compile(f"[A-Za-z]{{1,4}}|[0-9]{{1,3}}|[{_HALF}]{{1,2}}|\\S")
+# Surcharges (module doc). One token more: a BMP pictograph, a variation selector, the
+# zero-width joiner, a code point of the two-token scripts, a letter of another script
+# below U+0800. Two more: a code point outside the BMP that is not CJK (most emoji), a
+# code point of the three-token scripts, a letter of another script above U+0800. Half a
+# token more (ceil(L / 2) for a maximal run of L): the one-and-a-half-token scripts.
+_ONE_MORE = re.compile(
+    f"[\u2190-\u2bff\ufe00-\ufe0f\u200d{_TWO}]|[^\\W\\x00-\\x7f\u0800-\U0010ffff{_HALF}{_ONE}]"
+)
+_TWO_MORE = re.compile(
+    f"[\U00010000-\U0001ffff\U0002ebf0-\U0002ffff\U000323b0-\U0010ffff{_THREE}]"
+    f"|[^\\W\\x00-\u07ff\U00010000-\U0010ffff{_MEASURED}]"
+)
+_HALF_MORE = re.compile(f"[{_ONE_AND_HALF}]{{1,2}}")
 
 # Lucene's classic English stop set, plus "s" and "t" (which splitting on apostrophes makes
 # of "it's" and "don't"), plus the pronouns, auxiliaries and question words that fill
@@ -199,11 +251,16 @@ def tokenize(
     Use the same settings for documents and queries, or stopped query words will never
     match (and unstopped document words will skew lengths).
     """
-    normal = unicodedata.normalize("NFKC", text).lower()
+    # casefold, not lower: Fußball must match FUSSBALL, and Greek final ς match σ. Folding
+    # can decompose (ΐ becomes ι, U+0308, U+0301), so the result is composed again: Ϊ́ and
+    # ΐ fold to one term.
+    normal = unicodedata.normalize("NFKC", text).casefold()
+    if not normal.isascii():
+        normal = unicodedata.normalize("NFKC", normal)
     if not _has_marks(normal):
         terms = _TERM.findall(normal)
     else:
-        # str.lower() makes Turkish İ "i" + a combining dot: İşte must match işte.
+        # casefold() makes Turkish İ "i" + a combining dot: İşte must match işte.
         normal = normal.replace("i\u0307", "i").translate(_DROPPED)
         terms = _TERM_WITH_MARKS.findall(normal)
     if stopwords is ENGLISH_STOPWORDS and stem:
@@ -229,8 +286,12 @@ def _has_marks(text: str) -> bool:
 
 def count_tokens(text: str) -> int:
     """Estimate the LLM tokens in ``text`` using the rule in the module docstring."""
+    pieces = len(_PIECE.findall(text))
+    if text.isascii():  # O(1): no surcharge can apply
+        return pieces
     return (
-        len(_PIECE.findall(text))
-        + len(_PICTOGRAPH.findall(text))
-        + 2 * len(_ASTRAL_NOT_CJK.findall(text))
+        pieces
+        + len(_ONE_MORE.findall(text))
+        + 2 * len(_TWO_MORE.findall(text))
+        + len(_HALF_MORE.findall(text))
     )
