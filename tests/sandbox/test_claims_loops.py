@@ -25,6 +25,7 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.claims import Claim, WriteClaims
+from memstrata.sandbox.results import Outcome, SyncResult
 from memstrata.sandbox.sync import SyncService
 from tests.sandbox.test_user_locks import JOIN_S, Loop, run_loops, wait_for
 
@@ -300,8 +301,8 @@ def _only_the_bookkeeping(sync: SyncService) -> None:
     async def provision(user_id: str) -> list[FileKind]:
         return []
 
-    async def reconcile(*args: object) -> None:
-        return None
+    async def reconcile(*args: object) -> SyncResult:
+        return SyncResult("USER.md", "none", Outcome.UNCHANGED)
 
     sync.db.provision = provision  # type: ignore[method-assign]
     sync._files.reconcile = reconcile  # type: ignore[method-assign,assignment]

@@ -339,7 +339,9 @@ async def test_other_process_frontend_edit_then_round_end_merges_different_lines
     stored = store.get_memory_file(USER, FileKind.MEMORY)
     assert stored is not None and stored.content == MERGED
     assert await session_box.read_text("MEMORY.md") == MERGED
-    assert await read_base(session_box, "MEMORY.md") == SyncBase(4, MERGED)
+    # The agent's copy, which the merge replaced, is kept until the next write-back.
+    expected = SyncBase(4, MERGED, previous=AGENT_DIFFERENT)
+    assert await read_base(session_box, "MEMORY.md") == expected
 
 
 ACCENTED = "# Memory\n\n## Notes\n- Café au lait\n- line three\n- Amélie\n- last\n"
@@ -487,15 +489,20 @@ async def test_a_merge_in_one_sandbox_reaches_the_other_open_sandboxes(
 ) -> None:
     await _with_base(sync, "s1")
     await user_box.write_text("MEMORY.md", AGENT_DIFFERENT)  # pending agent edit, user box
+    session_box = provider.for_user(USER, "s1")
+    before = await read_base(session_box, "MEMORY.md")
+    assert before is not None and before.previous is not None  # the template, replaced
 
     file = await sync.frontend_edit(USER, "memory", HUMAN_DIFFERENT)
 
     assert file.version == 3
     stored = store.get_memory_file(USER, FileKind.MEMORY)
     assert stored is not None and (stored.content, stored.version) == (MERGED, 4)
-    session_box = provider.for_user(USER, "s1")
     assert await session_box.read_text("MEMORY.md") == MERGED
-    assert await read_base(session_box, "MEMORY.md") == SyncBase(4, MERGED)
+    # No write-back in s1 since the push of BASE: the oldest copy its agent may be working
+    # from is still the template.
+    expected = SyncBase(4, MERGED, previous=before.previous)
+    assert await read_base(session_box, "MEMORY.md") == expected
 
 
 # -- controlled writes already synced: the fallback skips them -------------------------------

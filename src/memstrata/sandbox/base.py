@@ -15,7 +15,7 @@ import builtins
 import codecs
 import contextlib
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from memstrata.errors import ProtectedFileError, SandboxPathError
 from memstrata.memory.kinds import FileKind
@@ -106,6 +106,21 @@ class SandboxProvider(Protocol):
         call: return at once, without network I/O (connect on the handle's first call),
         since no deadline can stop a synchronous call. Sync steps report an exception raised
         here as ``sandbox_failed``."""
+        ...
+
+
+@runtime_checkable
+class ErasableSandboxProvider(Protocol):
+    """The optional hook of a :class:`SandboxProvider` for a user's erasure
+    (``memory.erase``); a provider without it is skipped, and the erasure says so."""
+
+    def erase_user(self, user_id: str) -> bool:
+        """Remove every sandbox of ``user_id`` — the user's and each session's — with all
+        their files, so that nothing of them is read back into memory later; True when
+        something was removed, False when there was nothing. Called once before and once
+        after the user's rows are deleted, from a command or a worker thread, never on the
+        event loop (it may block). Raise ``SandboxError`` when it cannot; it is called
+        again when the erasure is run again."""
         ...
 
 

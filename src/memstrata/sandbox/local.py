@@ -40,8 +40,10 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import stat
 import sys
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio.to_thread
@@ -54,6 +56,7 @@ from memstrata.errors import (
 )
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts
+from memstrata.sandbox.exclusive import LOCK_FILE, FileLocks
 
 _SAFE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 # Room for the hash suffix well inside the 255-byte NAME_MAX of common filesystems.
@@ -120,7 +123,9 @@ class LocalDirectorySandbox:
     :func:`~memstrata.sandbox.base.root_memory_file`; a case-folding mount on Linux would
     need it overridden. ``within`` is the directory ``root`` lies in (the provider's root):
     the directories between the two must not be symlinks (module doc). Reads of files over
-    ``max_read_bytes`` fail.
+    ``max_read_bytes`` fail. ``exclusive()`` holds ``flock`` on ``.memstrata/lock``
+    (:mod:`memstrata.sandbox.exclusive`); ``locks``: the holders shared with the other
+    handles of the same provider.
     """
 
     def __init__(
@@ -131,6 +136,7 @@ class LocalDirectorySandbox:
         file_mode: int = PRIVATE_FILE_MODE,
         max_read_bytes: int = MAX_READ_BYTES,
         within: Path | None = None,
+        locks: FileLocks | None = None,
     ) -> None:
         if max_read_bytes < 1:
             raise ValueError(f"max_read_bytes must be at least 1, got {max_read_bytes!r}")
@@ -142,6 +148,7 @@ class LocalDirectorySandbox:
         self._max_read_bytes = max_read_bytes
         self._within = None if within is None else Path(within)
         self._steps = () if within is None else _steps_between(Path(within), self._root)
+        self._locks = FileLocks() if locks is None else locks
 
     @property
     def root(self) -> Path:
@@ -164,6 +171,11 @@ class LocalDirectorySandbox:
 
     async def delete(self, path: str) -> None:
         await anyio.to_thread.run_sync(self._delete, path)
+
+    def exclusive(self) -> AbstractAsyncContextManager[None]:
+        """Hold this sandbox against every other process and task (module doc of
+        :mod:`memstrata.sandbox.exclusive`); re-entrant for the task holding it."""
+        return self._locks.hold(str(self._root), self._open_lock)
 
     # Blocking implementations, run in a worker thread.
 
@@ -253,6 +265,18 @@ class LocalDirectorySandbox:
                 f"cannot write {path!r} in {self._root}: {exc.strerror or exc}"
             ) from exc
 
+    def _open_lock(self) -> int:
+        _, target = self._resolve(LOCK_FILE)
+        try:
+            _make_directories(os.path.dirname(target), directory_mode(self._file_mode))
+            self._real_root()
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+            return os.open(target, flags, self._file_mode)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot open the sandbox lock {LOCK_FILE!r} in {self._root}: {exc.strerror or exc}"
+            ) from exc
+
     def _exists(self, path: str) -> bool:
         _, target = self._resolve(path)
         return os.path.isfile(target)
@@ -319,6 +343,7 @@ class LocalSandboxProvider:
         self._root = Path(root)
         self.file_mode = file_mode
         self.max_read_bytes = max_read_bytes
+        self._locks = FileLocks()
 
     @property
     def root(self) -> Path:
@@ -339,7 +364,65 @@ class LocalSandboxProvider:
             file_mode=self.file_mode,
             max_read_bytes=self.max_read_bytes,
             within=self._root,
+            locks=self._locks,
         )
+
+    def erase_user(self, user_id: str) -> bool:
+        """Remove the user's sandbox directory with every session sandbox in it (a user's
+        erasure, ``memory.erase``); False when there was none. Blocking.
+
+        The directory must be a real directory, as for every other operation: a symlink
+        there is refused with ``SandboxPathError`` and left alone (removing through it
+        would delete whatever it leads to, perhaps another user's files) — look where it
+        leads and remove it by hand. Links inside the directory are removed, never
+        followed (``shutil.rmtree``, which also refuses a directory swapped for a link
+        while it runs). The directory is first renamed aside (``.<dir>.erasing`` in the
+        root: no user directory starts with a dot), so a write that comes meanwhile starts
+        a new, empty directory instead of landing in one being deleted; what an erase cut
+        short left there is removed by the next.
+        """
+        name = safe_dir_name(validate_user_id(user_id))
+        root = os.path.realpath(self._root)
+        directory = os.path.join(root, name)
+        aside = os.path.join(root, f".{name}.erasing")
+        removed = False
+
+        def remove_aside() -> None:
+            if os.path.islink(aside):
+                raise SandboxPathError(
+                    f"{aside} (where the sandbox of {user_id!r} is put to be erased) is a "
+                    "symlink; it was not followed — remove it by hand"
+                )
+            shutil.rmtree(aside)
+
+        try:
+            if os.path.lexists(aside):  # left by an erase cut short
+                remove_aside()
+                removed = True
+            try:
+                mode = os.lstat(directory).st_mode
+            except FileNotFoundError:
+                return removed
+            if stat.S_ISLNK(mode):
+                raise SandboxPathError(
+                    f"the sandbox directory of {user_id!r} ({directory}) is a symlink to "
+                    f"{os.readlink(directory)!r}; it was not removed, since that would delete "
+                    "what it leads to — check where it leads and remove the link by hand"
+                )
+            if not stat.S_ISDIR(mode):
+                raise SandboxError(
+                    f"the sandbox directory of {user_id!r} ({directory}) is not a directory "
+                    f"(it is {_file_type(mode)}); remove it by hand"
+                )
+            os.rename(directory, aside)
+            remove_aside()
+        except SandboxError:
+            raise
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot remove the sandbox of {user_id!r} in {self._root}: {exc.strerror or exc}"
+            ) from exc
+        return True
 
 
 def directory_mode(file_mode: int) -> int:

@@ -20,8 +20,22 @@ A push records its base *before* writing the file, with the copy it replaces as 
 record's ``previous``, and writes no file whose record it could not write: a file memstrata
 wrote is never left without a record saying so (else, with no base, the rule would take
 that stale copy for an agent edit and write it over a newer DB version). If the file write
-then fails, the sandbox still holds ``previous``, which the rule reads as lagging; once it
-lands, the record is rewritten without ``previous``.
+then fails, the sandbox still holds ``previous``, which the rule reads as lagging. Once it
+lands, ``previous`` stays: the agent may still be working from the copy it read before the
+push, and a whole-file write of that copy is then merged from it (``rule.edited_from``)
+instead of reverting what the push brought. It goes when the sandbox's next write-back
+records a new base, or when a controlled write's sync finds the copy equal to the DB
+(``Scenario.settles``: a memory tool reads the copy right then). A push over a copy that
+no write-back settled since an earlier push keeps that push's ``previous``, the oldest copy
+the agent may be working from.
+
+Right before writing the file, a push reads it again: a file changed since it was read (a
+shell ``echo >>``, an unguarded tool, the DB write and embedding in between) is not written
+over; the file is decided again (:data:`MAX_MOVED_ATTEMPTS` times, then left as it is for
+the next read-back), so the new edit is merged or kept aside. Each reconcile, provision and
+DB-only store holds the sandbox's ``exclusive()`` lock, when it has one
+(:mod:`memstrata.sandbox.exclusive`), from its first read to its last write: another
+process's sync of the same sandbox cannot come in between.
 
 An agent's edit whose sandbox write failed is stored by :meth:`Reconciler.store_edit`: the
 edited text (its sandbox copy, with whatever the DB does not hold yet, plus the edit) goes
@@ -35,7 +49,7 @@ The result, scenario and target types and the small pure helpers it uses are in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -53,6 +67,7 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import state
+from memstrata.sandbox.exclusive import exclusive
 from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult, Target, choose_base
 from memstrata.sandbox.rule import (
     Merge,
@@ -71,6 +86,8 @@ logger = logging.getLogger("memstrata.sandbox.sync")
 DB_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, DatabaseSetupError)
 # A write-back that keeps losing races against other writers gives up and lets the DB win.
 MAX_WRITE_ATTEMPTS = 3
+# A file that keeps changing under a push is decided again this many times, then left.
+MAX_MOVED_ATTEMPTS = 3
 AGENTS_FILE = FileKind.AGENTS.filename
 SANDBOX_TO_DB = "sandbox->db"
 DB_TO_SANDBOX = "db->sandbox"
@@ -81,14 +98,23 @@ def _agreed(file: MemoryFile) -> SyncBase:
     return SyncBase(file.version, file.content)
 
 
-def _matches(base: SyncBase | None, file: MemoryFile) -> bool:
+def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
     # Fields, not ==: a SeenBase never equals a SyncBase, and the record needs no rewrite
-    # (unless it still names a copy its push replaced: the sandbox now holds the base).
+    # (unless a controlled write's sync settles a copy its push replaced, module doc).
     return (
         base is not None
-        and base.previous is None
+        and (base.previous is None or not settles)
         and (base.version, base.content) == (file.version, file.content)
     )
+
+
+class _Moved(Exception):
+    """The sandbox file changed after the sync read it: not written over, decided again."""
+
+
+def _lock_failed(t: Target, name: str, exc: Exception) -> SyncResult:
+    direction = DB_TO_SANDBOX if t.scenario.db_authoritative else SANDBOX_TO_DB
+    return t.result(name, direction, Outcome.SANDBOX_FAILED, None, f"lock: {describe(exc)}")
 
 
 class Reconciler:
@@ -99,6 +125,43 @@ class Reconciler:
         self.templates = templates
 
     async def reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
+        """The rule for one file, under the sandbox's lock, decided again while the file
+        changes under its push (module doc)."""
+        return await self._locked(t, kind, lambda: self._until_settled(t, kind, fallback))
+
+    async def _until_settled(
+        self, t: Target, kind: FileKind, fallback: SyncBase | None
+    ) -> SyncResult:
+        for _ in range(MAX_MOVED_ATTEMPTS):
+            try:
+                return await self._reconcile(t, kind, fallback)
+            except _Moved:
+                continue
+        detail = "the file kept changing while it was synced; left as it is"
+        return t.result(kind.filename, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, detail)
+
+    async def _locked(
+        self,
+        t: Target,
+        kind: FileKind,
+        run: Callable[[], Awaitable[SyncResult]],
+        unlocked: Callable[[Exception], Awaitable[SyncResult]] | None = None,
+    ) -> SyncResult:
+        """``run()`` under the sandbox's lock; if it cannot be taken, ``unlocked(error)``
+        or a ``sandbox_failed`` result."""
+        lock = exclusive(t.sandbox)
+        try:
+            await lock.__aenter__()
+        except Exception as exc:
+            if unlocked is not None:
+                return await unlocked(exc)
+            return _lock_failed(t, kind.filename, exc)
+        try:
+            return await run()
+        finally:
+            await lock.__aexit__(None, None, None)
+
+    async def _reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
         name = kind.filename
         try:
             text = await t.sandbox.read_text(name)
@@ -152,7 +215,9 @@ class Reconciler:
                 outcome = Outcome.MERGED if merged else outcome
                 if written.content != text:
                     direction = "sandbox->db->sandbox"
-                    return await self.push(t, kind, written, outcome, direction, replacing=text)
+                    return await self.push(
+                        t, kind, written, outcome, direction, replacing=text, base=base
+                    )
                 await self.record_base(t, kind, written)
                 return t.result(
                     name, SANDBOX_TO_DB, outcome, written.version, base=_agreed(written)
@@ -161,10 +226,13 @@ class Reconciler:
                 return t.result(name, "none", Outcome.UNCHANGED)
             if isinstance(action, Push):
                 outcome = t.scenario.restored if action.restore else Outcome.PUSHED
-                return await self.push(t, kind, db, outcome, replacing=replacing)
+                return await self.push(
+                    t, kind, db, outcome, replacing=replacing, base=base, check=not unreadable
+                )
             if isinstance(action, Preserve):
                 return await self.preserve(t, kind, text or "", db)
-            if not _matches(record or fallback, db):  # Nothing: note the match (or repair it)
+            # Nothing: note the match (or repair it).
+            if not _matches(record or fallback, db, settles=t.scenario.settles):
                 await self.record_base(t, kind, db)
             return t.result(name, "none", Outcome.UNCHANGED, db.version, base=_agreed(db))
         try:
@@ -209,12 +277,22 @@ class Reconciler:
         detail = f"{error}; the sandbox copy was saved to {path}"
         if current is None:
             return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
+        # Not checked again: the copy kept aside is the file's bytes, not text to compare.
         return await self.push(
-            t, kind, current, Outcome.REJECTED, detail=detail, replacing=agent_text
+            t, kind, current, Outcome.REJECTED, detail=detail, replacing=agent_text, check=False
         )
 
     async def provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
+        return await self._locked(t, kind, lambda: self._provision(t, kind, file))
+
+    async def _provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
+        try:
+            return await self._provision_once(t, kind, file)
+        except _Moved:  # written meanwhile: that copy is kept for the session start
+            return t.result(kind.filename, "none", Outcome.KEPT, file.version)
+
+    async def _provision_once(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         try:
             text = await t.sandbox.read_text(kind.filename)
         except Exception as exc:
@@ -250,13 +328,22 @@ class Reconciler:
         settle. The result's ``base`` is what the sandbox copy is compared with from now on,
         when that is known. Exceptions raised by ``edit`` propagate.
         """
-        copy_base: SyncBase | None = None
-        if edited is not None:
-            carried = await self._carry(t, kind, edited, fallback)
-            if isinstance(carried, SyncResult):
-                return carried
-            copy_base = carried
-        return replace(await self.edit(t, kind, edit), base=copy_base)
+
+        async def store() -> SyncResult:
+            copy_base: SyncBase | None = None
+            if edited is not None:
+                carried = await self._carry(t, kind, edited, fallback)
+                if isinstance(carried, SyncResult):
+                    return carried
+                copy_base = carried
+            return replace(await self.edit(t, kind, edit), base=copy_base)
+
+        async def alone(_: Exception) -> SyncResult:
+            # The record cannot be read or written safely unlocked: this edit alone, on
+            # the DB copy; the copy's own changes are settled by the next read-back.
+            return await self.edit(t, kind, edit)
+
+        return await self._locked(t, kind, store, alone)
 
     async def _carry(
         self, t: Target, kind: FileKind, edited: SandboxEdit, fallback: SyncBase | None
@@ -334,26 +421,48 @@ class Reconciler:
         detail: str | None = None,
         *,
         replacing: str | None,
+        base: SyncBase | None = None,
+        check: bool = True,
     ) -> SyncResult:
         """``file`` written to the sandbox over ``replacing`` (the copy it holds, which the
         caller has settled: in the DB, kept aside, or to be replaced), its base recorded
-        first (module doc). No record, no file: the sandbox keeps its copy and its record."""
+        first (module doc). No record, no file: the sandbox keeps its copy and its record.
+        ``base``: the base in force, whose ``previous`` is kept when the copy is still what
+        its push left. ``check``: ``replacing`` is what the file held when read; a file
+        that no longer holds it raises :class:`_Moved` instead of being written over."""
         name, agreed = kind.filename, _agreed(file)
-        previous = replacing if has_content(replacing) and replacing != file.content else None
+        previous = replacing if has_content(replacing) else None
+        if base is not None and base.previous is not None and replacing == base.content:
+            previous = base.previous  # no write-back since that push: the older copy
+        if previous == file.content:
+            previous = None
         try:
             await state.write_base(t.sandbox, name, replace(agreed, previous=previous))
         except Exception as exc:
             log_failure(logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=name)
             detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
             return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
+        if check:
+            await self._still_holds(t, name, replacing)
         try:
             await t.sandbox.write_text(name, file.content)
         except Exception as exc:
             detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
             return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
-        if previous is not None:
-            await self._record(t, kind, agreed)  # landed: the copy is the base, nothing else
         return t.result(name, direction, outcome, file.version, detail, base=agreed)
+
+    async def _still_holds(self, t: Target, name: str, read: str | None) -> None:
+        """Raise :class:`_Moved` if the file no longer holds ``read``. A file that cannot be
+        read now is left to the write, which reports the failure; one that is no longer
+        text changed."""
+        try:
+            now = await t.sandbox.read_text(name)
+        except SandboxEncodingError:
+            raise _Moved from None
+        except Exception:
+            return
+        if now != read:
+            raise _Moved
 
     async def push_agents(self, t: Target) -> SyncResult:
         """Scenario 5: the platform template overwrites the sandbox's AGENTS.md."""

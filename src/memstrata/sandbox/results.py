@@ -2,7 +2,8 @@
 
 :class:`Outcome` and its warning and retry sets, :class:`SyncResult` (one per file
 handled) and :func:`log_result` (its ``sync.file`` event), the :class:`Scenario` labels
-(``PROVISION``, ``AGENT_WRITE``, ``ROUND_END``, ``SESSION``, ``FRONTEND``), the
+(``PROVISION``, ``AGENT_WRITE``, ``ROUND_END``, ``SESSION``, ``SESSION_END``,
+``FRONTEND``), the
 :class:`Target` a sync runs against, a tool's :class:`SandboxEdit`, :func:`choose_base`
 (the base record or the caller's fallback), and :func:`open_sandbox` with its failing
 stand-in :class:`BrokenSandbox`. :class:`~memstrata.sandbox.reconcile.Reconciler` uses
@@ -49,12 +50,16 @@ class Scenario:
     name: str
     restored: Outcome  # a blank sandbox copy replaced: "restored" after edits, else "pushed"
     db_authoritative: bool = False  # a frontend edit: the DB copy is forced onto the sandbox
+    # A controlled write's sync (a memory tool reads the copy right then): a copy equal to
+    # the DB is the agent's own, and the copy a push replaced (``previous``) is forgotten.
+    settles: bool = False
 
 
 PROVISION = Scenario("provision", Outcome.PUSHED)
-AGENT_WRITE = Scenario("agent_write", Outcome.RESTORED)
+AGENT_WRITE = Scenario("agent_write", Outcome.RESTORED, settles=True)
 ROUND_END = Scenario("round_end", Outcome.RESTORED)
 SESSION = Scenario("session", Outcome.PUSHED)
+SESSION_END = Scenario("session_end", Outcome.RESTORED)
 FRONTEND = Scenario("frontend", Outcome.PUSHED, db_authoritative=True)
 
 

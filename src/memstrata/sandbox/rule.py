@@ -17,9 +17,10 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
 7. the DB moved since the base → line-based three-way merge: clean → :class:`Merge`
    (stored at the current version, then pushed); conflicting → :class:`Preserve` (the DB
    copy, a human's edit, wins; the sandbox copy is kept aside). A base with ``previous``
-   (a push recorded ahead of its file write, which may have failed) leaves unknown which
-   of the two copies the sandbox edited: unless the sandbox text has the push's changes,
-   it is merged from ``previous`` (:func:`edited_from`), so the base's text is never
+   (the copy a push replaced, kept until the sandbox's next write-back: the push may have
+   failed, or the agent may have read the copy before it landed) leaves unknown which of
+   the two copies the sandbox edited: unless the sandbox text has the push's changes, it
+   is merged from ``previous`` (:func:`edited_from`), so the base's text is never
    written over.
 
 No action discards a side's text: rows 1-3 lose nothing the DB lacks (a ``previous`` copy
@@ -42,10 +43,10 @@ from memstrata.sandbox.merge import merge3
 class SyncBase:
     """The DB copy a sandbox file was last known to match: its version and content.
 
-    ``previous``: the copy a push was replacing when it recorded this base ahead of its
-    file write (:meth:`memstrata.sandbox.reconcile.Reconciler.push`). Until the write is
-    known to have landed, the sandbox may still hold that copy: it is a stale copy memstrata
-    knew about, never an edit.
+    ``previous``: the copy a push replaced (:meth:`memstrata.sandbox.reconcile.Reconciler.
+    push`), kept until the sandbox's next write-back. The sandbox may still hold it (the
+    file write failed), or the agent may still be working from it (it read the file before
+    the push): found as it is, it is a stale copy memstrata knew about, never an edit.
     """
 
     version: int
@@ -118,15 +119,19 @@ def edited_from(sandbox_text: str, base: SyncBase) -> str:
     """The copy a sandbox edit started from: the base content, unless the base still names
     the copy its push replaced (``previous``) and the sandbox text lacks a line the push
     added or keeps one it removed — then ``previous``, the older copy, so that a merge
-    never takes the push's changes for the agent undoing them."""
+    never takes the push's changes for the agent undoing them (a whole-file write composed
+    from a read made before the push). Lines are compared without their CR and in NFC: a
+    copy re-saved with CR LF or in NFD still has the push's lines."""
     if base.previous is None:
         return base.content
-    lines, content, previous = (
-        set(t.split("\n")) for t in (sandbox_text, base.content, base.previous)
-    )
+    lines, content, previous = (_line_set(t) for t in (sandbox_text, base.content, base.previous))
     if content - previous <= lines and not (previous - content) & lines:
         return base.content
     return base.previous
+
+
+def _line_set(text: str) -> set[str]:
+    return {unicodedata.normalize("NFC", line.removesuffix("\r")) for line in text.split("\n")}
 
 
 def decide(

@@ -7,9 +7,10 @@ they survive process restarts and are seen by every process that opens the sandb
   the sandbox file last matched. Sync compares the sandbox file with it to tell an agent
   edit (sandbox differs from its base) from a sandbox that merely lags behind the DB
   (sandbox equals its base, DB moved on), and uses it as the merge base on a conflict.
-  A push writes it *before* the file, with ``"previous": "..."`` (the copy it replaces)
-  until the file write has landed; records without ``previous`` (earlier releases, or a
-  settled push) read as before.
+  A push writes it *before* the file, with ``"previous": "..."`` (the copy it replaces),
+  kept until the sandbox's next write-back (the agent may be working from that copy);
+  records without ``previous`` (earlier releases, or a settled push) read as before.
+* ``.memstrata/lock`` — the local sandbox's ``flock`` file (:mod:`memstrata.sandbox.exclusive`).
 * ``.memstrata/conflicts/<FILE>.<UTC timestamp>.md`` — an agent's copy that lost a
   conflict (or that the DB refused, with ``.rejected`` before ``.md``), kept for the user;
   a file that was not text is kept as its exact bytes (``sandbox.base.Undecodable``).

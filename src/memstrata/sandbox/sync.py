@@ -48,6 +48,7 @@ from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
 from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
+from memstrata.sandbox.exclusive import exclusive
 from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS, Reconciler
 from memstrata.sandbox.results import (
     AGENT_WRITE,
@@ -55,6 +56,7 @@ from memstrata.sandbox.results import (
     PROVISION,
     ROUND_END,
     SESSION,
+    SESSION_END,
     Outcome,
     SandboxEdit,
     Scenario,
@@ -81,8 +83,9 @@ class SyncService:
 
     ``pool`` is invalidated after frontend edits. Operations on one user are serialised
     within this service, across the event loops and threads that share it (a loop per
-    thread is fine); across processes the DB's optimistic lock and the merge rule keep
-    concurrent edits from being lost.
+    thread is fine); across processes each sync of a sandbox holds that sandbox's own lock
+    when it has one (:meth:`sandbox_lock`), and the DB's optimistic lock and the merge rule
+    keep concurrent edits from being lost.
     """
 
     def __init__(
@@ -106,6 +109,9 @@ class SyncService:
         # levels, made whole under the mutex.
         self._sessions_mutex = threading.Lock()
         self._open_sessions: dict[str, Counter[str]] = {}
+        # user -> sessions closed since the user's last session start, read back by the
+        # next one (``end_session``); under the same mutex.
+        self._closed: dict[str, set[str]] = {}
         self._writes = WritesInFlight(self._locks)
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -345,7 +351,9 @@ class SyncService:
         """Sandbox-first sync of SOUL/USER/MEMORY, then AGENTS.md from the template.
 
         Missing DB rows are provisioned from the templates first, so a brand-new user's
-        first session works too. With the DB unreachable the sandbox is left as it is.
+        first session works too. Sessions of the user closed since the last start are read
+        back first (:meth:`end_session`). With the DB unreachable the sandbox is left as it
+        is.
         """
         t = self._target(user_id, session_id, SESSION)
         results: list[SyncResult] = []
@@ -358,6 +366,7 @@ class SyncService:
                         t.result(kind.filename, "none", Outcome.DB_UNAVAILABLE, None, describe(exc))
                     )
             else:
+                await self._read_back_closed(user_id, session_id)
                 for kind in USER_FILE_KINDS:
                     results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
@@ -371,7 +380,14 @@ class SyncService:
 
     def end_session(self, user_id: str, session_id: str) -> None:
         """Stop pushing frontend edits to this session's sandbox (once every
-        ``start_session`` of it has ended)."""
+        ``start_session`` of it has ended), and note it for a read-back.
+
+        The user's next :meth:`start_session` in this service reads the closed session's
+        files back first (:meth:`read_back_session`): an edit made in its last round that
+        no read-back saw (a shell ``echo >> MEMORY.md``) would otherwise stay in a directory
+        no later session opens. A host that can await calls :meth:`read_back_session` itself
+        when the session closes. Synchronous: ``AgentSession.close`` and its finalizer call it.
+        """
         with self._sessions_mutex:
             sessions = self._open_sessions.get(user_id)
             if sessions is None or session_id not in sessions:
@@ -379,9 +395,31 @@ class SyncService:
             sessions[session_id] -= 1
             if sessions[session_id] <= 0:
                 del sessions[session_id]
+                self._closed.setdefault(user_id, set()).add(session_id)
             if not sessions:
                 # Under the mutex: a session starting now must not count in a dropped map.
                 del self._open_sessions[user_id]
+
+    async def read_back_session(self, user_id: str, session_id: str) -> list[SyncResult]:
+        """The read-back rule for SOUL/USER/MEMORY of a session's sandbox (one that closed,
+        :meth:`end_session`): its edits reach the DB, merged or kept aside as at a round end."""
+        t = self._target(user_id, session_id, SESSION_END)
+        async with self.user_lock(user_id):
+            return [await self._files.reconcile(t, kind, None) for kind in USER_FILE_KINDS]
+
+    async def _read_back_closed(self, user_id: str, starting: str | None) -> None:
+        """Read back the sessions of ``user_id`` closed since the last session start (under
+        the user lock), but ``starting``, whose own start reads it back; one whose read-back
+        failed is tried again at the next."""
+        with self._sessions_mutex:
+            # One reopened meanwhile is read back by its own round ends and close.
+            still_open = set(self._open_sessions.get(user_id, ())) | {starting}
+            closed = sorted(self._closed.pop(user_id, set()) - still_open)
+        for session_id in closed:
+            results = await self.read_back_session(user_id, session_id)
+            if any(r.needs_retry for r in results):
+                with self._sessions_mutex:
+                    self._closed.setdefault(user_id, set()).add(session_id)
 
     def open_sessions(self, user_id: str) -> list[str]:
         """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the
@@ -412,6 +450,14 @@ class SyncService:
         if sandbox is None:
             sandbox = open_sandbox(self.sandboxes, user_id, session_id)
         return Target(user_id, session_id, sandbox, scenario)
+
+    def sandbox_lock(self, sandbox: Sandbox) -> AbstractAsyncContextManager[None]:
+        """Hold ``sandbox`` against every other process's sync of it, when the sandbox has
+        a lock (``exclusive()``, :mod:`memstrata.sandbox.exclusive`; else nothing is held).
+        Re-entrant within a task. Take :meth:`user_lock` first, and hold one sandbox at a
+        time: a tool holds both across its sandbox write and its sync (which takes them
+        again), so no other process's push lands between the two."""
+        return exclusive(sandbox)
 
     def user_lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
         """Serialise work on one user's files in this service. Re-entrant within a task, so

@@ -32,6 +32,11 @@ for as long as an abandoned call's task runs on:
   land last and leave an older file or base record behind. A worker thread still blocked
   after it can be overtaken: this wrapper cannot see threads.
 
+``exclusive()`` (a sandbox's optional cross-process lock, :mod:`memstrata.sandbox.exclusive`)
+is passed through, its taking bounded by ``timeout_s`` too: a lock still held by another
+process after that is a :class:`~memstrata.errors.SandboxError` (no strike: the sandbox
+answered). It is taken in the caller's own task, which the lock is re-entrant for.
+
 ``for_user`` is synchronous in the protocol and its callers run it on the event loop, so
 it cannot be abandoned: a provider must return a handle without network I/O (connect on
 the first call). One that takes ``timeout_s`` or longer is logged
@@ -44,13 +49,15 @@ import asyncio
 import builtins
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memstrata.errors import SandboxError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.sandbox.base import Sandbox, SandboxProvider
+from memstrata.sandbox.exclusive import exclusive
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +175,28 @@ class TimedSandbox:
 
     async def delete(self, path: str) -> None:
         await self._call("delete", path, lambda: self.inner.delete(path))
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """The wrapped sandbox's ``exclusive()``, if it has one, taken within the deadline
+        (module doc); held until the block ends, however long it takes."""
+        timeout_s = self._strikes.timeout_s
+        lock = exclusive(self.inner)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await lock.__aenter__()
+        except TimeoutError:
+            raise SandboxError(
+                f"the sandbox was not free within {timeout_s:g} s "
+                "(MEMSTRATA_SANDBOX_TIMEOUT_S): another process holds its lock"
+            ) from None
+        try:
+            yield
+        except BaseException as exc:
+            if not await lock.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            await lock.__aexit__(None, None, None)
 
     async def _call(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
         timeout_s = self._strikes.timeout_s
