@@ -26,9 +26,11 @@ from memstrata.errors import (
     RuntimeClosedError,
 )
 from memstrata.logs import log_event
+from memstrata.memory.erase import Erasure, UserEraser
 from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
+from memstrata.memory.users import UserSummary, list_users
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embedding_registry import ModelRegistry, build_embedder, embedder_for
 from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
@@ -45,7 +47,7 @@ from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import MAX_READ_BYTES, LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
-from memstrata.sandbox.timed import with_deadline
+from memstrata.sandbox.timed import TimedSandboxProvider, with_deadline
 from memstrata.skills.loader import SkillLoader
 from memstrata.skills.service import SkillService
 
@@ -272,6 +274,32 @@ class Memstrata:
                 self.indexer.index_memory_file(user_id, kind, stored.content)
                 count += 1
         return count
+
+    def erase_user(self, user_id: str) -> Erasure:
+        """Erase everything memstrata holds of ``user_id`` (a GDPR erasure request,
+        docs/DEPLOY.md "Erasing a user"): in one transaction the user's memory files,
+        search rows, index snapshots and skill switches, with the index generation bumped
+        so every process's cached index drops them at its next use; then the AgentPool
+        invalidation (NOTIFY), this process's search index of the user, and the user's
+        sandboxes through the provider's ``erase_user`` hook (skipped, and logged, for a
+        provider without one). Safe while the user is active: a concurrent write lands
+        before the erase and is erased, or after it as a new user's first write
+        (``memory.erase``). Idempotent. Blocking: an async host calls it in a worker
+        thread. ``SandboxError`` when the sandbox cannot be removed (the message says
+        whether the rows are erased already; running it again finishes the job)."""
+        self._check_open()
+        sandboxes = self.sandboxes
+        if isinstance(sandboxes, TimedSandboxProvider):  # the hook is the host's provider's
+            sandboxes = sandboxes.inner
+        eraser = UserEraser(self.db_sessions, sandboxes, pool=self.pool, search=self.search)
+        return eraser.erase(user_id)
+
+    def list_users(self) -> list[UserSummary]:
+        """Every user with a memory file, a search row or a skill switch, by id, with how
+        many of each (``memstrata user list``)."""
+        self._check_open()
+        with self.db_sessions() as session:
+            return list_users(session)
 
     @property
     def embeds_in_background(self) -> bool:

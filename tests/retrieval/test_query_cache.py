@@ -95,3 +95,16 @@ def test_keyed_by_user(counting: Counting) -> None:
     assert len(counting.calls) == 2 and (cached.hits, cached.misses) == (0, 2)
     cached.embed_for("bob", ["side effects of sertraline"], "query")
     assert len(counting.calls) == 2 and cached.hits == 1
+
+
+def test_an_erased_users_entries_are_forgotten(counting: Counting) -> None:
+    """The keys hold a user's search texts: an erasure drops them, and no one else's."""
+    cached = CachedQueryEmbedder(counting, max_entries=8)
+    cached.embed_for("bob", ["side effects of sertraline", "my address"], "query")
+    cached.embed_for("carol", ["my address"], "query")
+    assert cached.forget_user("bob") == 2
+    assert len(cached) == 1
+    cached.embed_for("carol", ["my address"], "query")
+    assert cached.hits == 1
+    cached.embed_for("bob", ["my address"], "query")
+    assert cached.hits == 1 and cached.misses == 4

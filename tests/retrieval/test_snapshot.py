@@ -21,9 +21,11 @@ from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.rows import Row
 from memstrata.retrieval.search import SearchService
 from memstrata.runtime import Memstrata
@@ -444,3 +446,29 @@ def test_a_snapshot_too_large_to_store_is_logged_and_not_written(
     (record,) = [r for r in caplog.records if r.getMessage() == "index.snapshot.too_large"]
     fields = event_fields(record)
     assert fields["user_id"] == USER and fields["bytes"] > limit == fields["max_bytes"]
+
+
+def test_healing_vectors_keeps_the_snapshot_and_a_load_from_it_has_them(
+    db: Database, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """Re-embedding two rows dropped the user's whole snapshot, so every healing pass of an
+    import (or a model change) cost a full cold load and a snapshot rewrite."""
+    Indexer(db.sessions, embedder).index_rounds(
+        USER,
+        [
+            Round(f"s{i}", 0, turn, "Noted.", NOW - timedelta(days=i))
+            for i, turn in enumerate(TURNS)
+        ],
+        embed=False,
+    )
+    write_snapshot(db, embedder)
+    assert len(stored(db)) == 1
+    report = VectorHealer(db.sessions, embedder).run_once()
+    assert report.claimed == len(TURNS) and report.given_up == 0
+    assert len(stored(db)) == 1  # kept
+    seeded = searcher(db, embedder, min_rows=5)
+    from_snapshot = answers(seeded)
+    assert seeded.cache.stats().snapshot_loads == 1
+    assert from_snapshot == answers(searcher(db, embedder, min_rows=None))
+    hits = seeded.search(USER, "Which pet did I adopt?", top_k=3, as_of=NOW)
+    assert hits.mode == "hybrid" and hits.hits[0].explain["vector_rank"] is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -93,3 +93,11 @@ class MemoryFileRepository:
         )
         row = self.session.scalar(stmt)
         return None if row is None else _stored(row)
+
+    def delete_all(self) -> int:
+        """Delete every file of the user (an erasure, ``memory.erase``); how many went.
+        Waits for a writer still holding one of the rows, whose write is then deleted too."""
+        deleted = self.session.scalars(
+            delete(UserMemory).where(UserMemory.user_id == self.user_id).returning(UserMemory.id)
+        ).all()
+        return len(deleted)

@@ -37,6 +37,15 @@ class CachedQueryEmbedder:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def forget_user(self, user_id: str) -> int:
+        """Drop ``user_id``'s entries (their keys hold the user's search texts: an
+        erasure); how many went."""
+        with self._lock:
+            keys = [k for k in self._entries if k[0] == user_id]
+            for key in keys:
+                del self._entries[key]
+        return len(keys)
+
     def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]:
         """The ``EmbeddingProvider`` call, for callers with no user (entries of their own)."""
         return self.embed_for("", texts, kind)

@@ -233,7 +233,26 @@ class EmbeddingRepository:
         :meth:`bump_generation`."""
         self._delete()
 
-    def _delete(self, *where: ColumnElement[bool]) -> None:
+    def erase_rows(self) -> int:
+        """Delete every row of the user, counted as removals, and say how many went (a
+        user's erasure, ``memory.erase``, which drops the snapshots itself). Call under
+        :meth:`lock`, then :meth:`bump_generation` when any went: every process's cached
+        index then drops them at its next use."""
+        gone = int(
+            self.session.scalar(
+                text(
+                    "WITH gone AS (DELETE FROM memory_embeddings WHERE user_id = :u "
+                    "RETURNING 1) SELECT count(*) FROM gone"
+                ),
+                {"u": self.user_id},
+            )
+            or 0
+        )
+        if gone:
+            self._count_removals(gone)
+        return gone
+
+    def _delete(self, *where: ColumnElement[bool], keep_snapshots: bool = False) -> None:
         paths = self.session.scalars(
             delete(MemoryEmbedding)
             .where(MemoryEmbedding.user_id == self.user_id, *where)
@@ -241,7 +260,7 @@ class EmbeddingRepository:
         ).all()
         if paths:
             self._count_removals(len(paths))
-        if any(is_conversation_path(p) for p in paths):
+        if not keep_snapshots and any(is_conversation_path(p) for p in paths):
             SnapshotRepository(self.session, self.user_id).drop_snapshots()
 
     def replace_vectors(self, vectors: Mapping[int, Sequence[float]], model: str) -> int:
@@ -250,7 +269,12 @@ class EmbeddingRepository:
         replaced them, their text with them) are skipped. Call under :meth:`lock`. Bumps
         the generation when anything was written; returns how many rows were."""
         present = self.load(list(vectors))
-        self.delete_ids([c.id for c in present])
+        if present:
+            # The texts stay (each row comes back with its vector), so the user's snapshots
+            # stay valid: a load from one finds the old rows gone and the new ones above its
+            # max_id, as after any write. Dropping them made every healing pass of an import
+            # or a model change cost the user a full cold load (and a snapshot rewrite).
+            self._delete(MemoryEmbedding.id.in_([c.id for c in present]), keep_snapshots=True)
         self.insert([with_vector(c, vectors[c.id], model) for c in present])
         if present:
             self.bump_generation()

@@ -94,3 +94,13 @@ class SnapshotRepository:
         self.session.execute(
             delete(MemoryIndexSnapshot).where(MemoryIndexSnapshot.user_id == self.user_id)
         )
+
+    def erase_snapshots(self) -> int:
+        """:meth:`drop_snapshots`, counted (a user's erasure, ``memory.erase``): how many
+        went. Call under ``EmbeddingRepository.lock``, as every snapshot writer does."""
+        deleted = self.session.scalars(
+            delete(MemoryIndexSnapshot)
+            .where(MemoryIndexSnapshot.user_id == self.user_id)
+            .returning(MemoryIndexSnapshot.model)
+        ).all()
+        return len(deleted)

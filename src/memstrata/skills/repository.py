@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -38,3 +38,12 @@ class UserSkillConfigRepository:
         stored = self.session.scalar(upsert)
         assert stored is not None  # an upsert always returns its row
         return bool(stored)
+
+    def delete_all(self) -> int:
+        """Delete every switch of the user (an erasure, ``memory.erase``); how many went."""
+        deleted = self.session.scalars(
+            delete(UserSkillConfig)
+            .where(UserSkillConfig.user_id == self.user_id)
+            .returning(UserSkillConfig.id)
+        ).all()
+        return len(deleted)

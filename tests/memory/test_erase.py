@@ -1,0 +1,402 @@
+"""Erasing a user (``memory.erase``, ``Memstrata.erase_user``) on the real database and
+real sandbox directories: every table, another process's cached index and agent pool, the
+sandboxes, concurrent writers, and running it again."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from sqlalchemy import text
+
+from memstrata.agent.pool import AgentPool
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.db.engine import transaction
+from memstrata.errors import SandboxPathError
+from memstrata.logs import event_fields
+from memstrata.memory.erase import UserEraser
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.repository import MemoryFileRepository
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.query_cache import CachedQueryEmbedder
+from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.rounds import Round
+from memstrata.retrieval.snapshot_repository import SnapshotRepository, StoredSnapshot
+from memstrata.runtime import Memstrata
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider, safe_dir_name
+from memstrata.skills.repository import UserSkillConfigRepository
+
+TABLES = (
+    "user_memory",
+    "memory_embeddings",
+    "memory_index_snapshots",
+    "user_skill_configs",
+    "memory_index_state",
+)
+
+
+def counts(db: Database, user_id: str) -> dict[str, int]:
+    with db.engine.connect() as conn:
+        return {
+            table: int(
+                conn.execute(
+                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
+                ).scalar_one()
+            )
+            for table in TABLES
+        }
+
+
+def generation(db: Database, user_id: str) -> int:
+    with db.sessions() as session:
+        return EmbeddingRepository(session, user_id).state().generation
+
+
+@pytest.fixture
+def open_runtime(db: Database, settings: Settings) -> Iterator[Callable[[], Memstrata]]:
+    """Runtimes on the test database, each like another process (its own caches, pool)."""
+    opened: list[Memstrata] = []
+
+    def make() -> Memstrata:
+        mem = Memstrata.open(settings, database=db, embedder=None)
+        opened.append(mem)
+        return mem
+
+    yield make
+    for mem in opened:
+        mem.pool.close()  # the shared ``db`` fixture outlives these runtimes
+
+
+@pytest.fixture
+def mem(open_runtime: Callable[[], Memstrata]) -> Memstrata:
+    return open_runtime()
+
+
+def write(path: Path, content: str = "x") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+
+
+def fill(mem: Memstrata, user_id: str, words: str) -> None:
+    """A user with all three memory files, two turns, a skill switch and a snapshot."""
+    mem.store.provision_default_files(user_id)
+    mem.store.upsert_memory_file(user_id, FileKind.USER, f"# User\n\n{words} in USER.md\n")
+    mem.import_rounds(
+        user_id, [Round("s1", 0, f"{words} turn zero"), Round("s1", 1, f"{words} turn one")]
+    )
+    with transaction(mem.db.sessions) as session:
+        UserSkillConfigRepository(session, user_id).set_enabled("web-search", False)
+        index = EmbeddingRepository(session, user_id)
+        index.lock()
+        ids = sorted(index.live_ids())
+        stored = SnapshotRepository(session, user_id).save_snapshot(
+            "", StoredSnapshot("test-format", max(ids), len(ids), b"payload"), ids
+        )
+        assert stored
+
+
+def test_every_table_of_the_user_is_emptied_and_no_one_elses(db: Database, mem: Memstrata) -> None:
+    fill(mem, "alice", "alpaca")
+    fill(mem, "bob", "badger")
+    bob_before = counts(db, "bob")
+    before = counts(db, "alice")
+    assert all(before.values()), before
+    generation_before = generation(db, "alice")
+
+    erasure = mem.erase_user("alice")
+
+    assert counts(db, "alice") == dict.fromkeys(TABLES, 0) | {"memory_index_state": 1}
+    assert erasure.deleted == {t: n for t, n in before.items() if t != "memory_index_state"}
+    # The state row stays, bumped: every cached index of alice is now out of date.
+    assert erasure.generation == generation(db, "alice") == generation_before + 1
+    assert counts(db, "bob") == bob_before
+    assert mem.search.search("bob", "badger").hits
+    assert not mem.search.search("alice", "alpaca").hits
+    assert mem.store.list_memory_files("alice") == []
+    assert [u.user_id for u in mem.list_users()] == ["bob"]
+
+
+def test_another_process_drops_its_cached_index_and_a_later_write_is_a_new_users(
+    db: Database, open_runtime: Callable[[], Memstrata]
+) -> None:
+    """The reader has alice's index cached at generation 1; the erase and one new write
+    bring the database to generation 3 — had the erase deleted the state row, the new write
+    would be generation 1 again and the reader would keep serving the erased turn."""
+    writer, reader = open_runtime(), open_runtime()
+    writer.import_rounds("alice", [Round("old", 0, "the blue door is in Lisbon")])
+    assert generation(db, "alice") == 1
+    assert [h.text for h in reader.search.search("alice", "blue door").hits]
+    held = reader.search.cache.get("alice", None)
+    assert held.rows
+
+    writer.erase_user("alice")
+    assert held.rows, "not this process: the reader learns of it at its next use"
+    assert not reader.search.search("alice", "blue door Lisbon").hits
+    assert held.rows == {}
+
+    writer.import_rounds("alice", [Round("new", 0, "a green window in Porto")])
+    hits = reader.search.search("alice", "blue door green window").hits
+    assert [h.file_path for h in hits] == ["sessions/new/0"]
+
+
+def test_this_process_drops_its_cached_index_at_once(db: Database, mem: Memstrata) -> None:
+    mem.import_rounds("alice", [Round("s", 0, "the blue door is in Lisbon")])
+    assert mem.search.search("alice", "blue door").hits
+    held = mem.search.cache.get("alice", None)
+    assert held.rows
+    mem.erase_user("alice")
+    assert held.rows == {} and held.generation == generation(db, "alice")
+
+
+def test_every_agent_pool_drops_the_user(db: Database, mem: Memstrata) -> None:
+    other = AgentPool[str](db.engine)  # another process's pool: its own LISTEN connection
+    try:
+        assert other.start(timeout_s=10)
+        other.get("alice", lambda: "alice's agent")
+        other.get("bob", lambda: "bob's agent")
+        mem.pool.get("alice", lambda: "alice's agent here")
+        mem.erase_user("alice")
+        assert "alice" not in mem.pool
+        deadline = time.monotonic() + 10
+        while "alice" in other and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "alice" not in other and "bob" in other
+    finally:
+        other.close()
+
+
+def test_the_sandbox_goes_with_its_sessions_and_no_other_users(
+    mem: Memstrata, settings: Settings
+) -> None:
+    root = settings.resolved_sandbox_root
+
+    async def populate() -> None:
+        for user_id, session_id in (("alice", None), ("alice", "s1"), ("bob", None)):
+            await mem.sandboxes.for_user(user_id, session_id).write_text("USER.md", user_id)
+
+    anyio.run(populate)
+    mem.store.provision_default_files("alice")
+    alice = root / safe_dir_name("alice")
+    assert (alice / "sessions" / "s1" / "USER.md").is_file()
+
+    erasure = mem.erase_user("alice")
+
+    assert erasure.sandbox == "removed"
+    assert not alice.exists()
+    assert sorted(p.name for p in root.iterdir()) == ["bob"]
+    assert (root / "bob" / "USER.md").read_text() == "bob"
+
+
+def test_a_symlinked_user_directory_is_refused_before_anything_is_deleted(
+    db: Database, mem: Memstrata, settings: Settings, tmp_path: Path
+) -> None:
+    """A link planted as alice's directory leads to bob's: the erase must not delete
+    bob's files through it, and it stops before alice's rows are deleted, so running it
+    again once the link is gone erases her whole."""
+    root = settings.resolved_sandbox_root
+    write(root / "bob" / "USER.md", "bob's own")
+    (root / "alice").symlink_to(root / "bob", target_is_directory=True)
+    mem.store.provision_default_files("alice")
+    before = counts(db, "alice")
+
+    with pytest.raises(SandboxPathError, match="symlink"):
+        mem.erase_user("alice")
+
+    assert (root / "alice").is_symlink()
+    assert (root / "bob" / "USER.md").read_text() == "bob's own"
+    assert counts(db, "alice") == before
+    (root / "alice").unlink()
+    assert mem.erase_user("alice").deleted["user_memory"] == 3
+
+
+def test_erasing_again_changes_nothing_and_an_unknown_user_gets_no_state(
+    db: Database, mem: Memstrata, settings: Settings
+) -> None:
+    fill(mem, "alice", "alpaca")
+    write(settings.resolved_sandbox_root / "alice" / "USER.md")
+    first = mem.erase_user("alice")
+    assert first.found and first.sandbox == "removed"
+    after = counts(db, "alice")
+
+    again = mem.erase_user("alice")
+
+    assert not again.found
+    assert again.deleted == dict.fromkeys(first.deleted, 0)
+    assert again.sandbox == "absent" and again.generation == first.generation
+    assert counts(db, "alice") == after
+    ghost = mem.erase_user("ghost")
+    assert not ghost.found and ghost.generation == 0
+    assert counts(db, "ghost") == dict.fromkeys(TABLES, 0)
+
+
+def test_an_erase_is_logged_with_its_counts(
+    mem: Memstrata, caplog: pytest.LogCaptureFixture
+) -> None:
+    fill(mem, "alice", "alpaca")
+    caplog.set_level(logging.INFO, logger="memstrata")
+    erasure = mem.erase_user("alice")
+    (event,) = [event_fields(r) for r in caplog.records if r.getMessage() == "user.erased"]
+    assert event["user_id"] == "alice" and event["deleted"] == erasure.deleted
+    assert event["sandbox"] == "absent" and event["generation"] == erasure.generation
+
+
+class NoHookProvider:
+    """A host's provider that cannot erase (no ``erase_user``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.inner = LocalSandboxProvider(root)
+
+    def for_user(self, user_id: str, session_id: str | None = None) -> LocalDirectorySandbox:
+        return self.inner.for_user(user_id, session_id)
+
+
+def test_a_provider_without_the_hook_is_skipped_with_a_log_line(
+    db: Database, settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "boxes" / "alice" / "USER.md")
+    mem = Memstrata.open(
+        settings, database=db, embedder=None, sandboxes=NoHookProvider(tmp_path / "boxes")
+    )
+    try:
+        mem.store.provision_default_files("alice")
+        caplog.set_level(logging.INFO, logger="memstrata")
+        erasure = mem.erase_user("alice")
+    finally:
+        mem.pool.close()
+    assert erasure.sandbox == "skipped" and erasure.deleted["user_memory"] == 3
+    assert (tmp_path / "boxes" / "alice" / "USER.md").exists()
+    skipped = [event_fields(r) for r in caplog.records if r.getMessage().endswith("skipped")]
+    assert skipped and skipped[0]["event"] == "user.erase.sandbox_skipped"
+
+
+# -- concurrent writers ------------------------------------------------------------------
+
+
+def waiting_for_locks(
+    db: Database, at_least: int = 1, *, advisory: bool = False, timeout_s: float = 20.0
+) -> None:
+    """Until ``at_least`` backends wait for a lock (``advisory``: for the index lock)."""
+    deadline = time.monotonic() + timeout_s
+    query = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+    if advisory:
+        query += " AND locktype = 'advisory'"
+    while time.monotonic() < deadline:
+        with db.engine.connect() as conn:
+            if int(conn.execute(text(query)).scalar_one()) >= at_least:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {at_least} backends ever waited for a lock")
+
+
+class InThread:
+    """Run ``fn`` in a thread; ``result()`` joins it and re-raises its exception."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._outcome: list[Any] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._outcome.append(fn())
+        except BaseException as exc:
+            self._error.append(exc)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self, timeout_s: float = 30.0) -> Any:
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), "still blocked"
+        if self._error:
+            raise self._error[0]
+        return self._outcome[0]
+
+
+def eraser(mem: Memstrata) -> UserEraser:
+    return UserEraser(mem.db.sessions, LocalSandboxProvider(mem.settings.resolved_sandbox_root))
+
+
+def test_writes_in_flight_land_before_the_erase_and_are_erased(
+    db: Database, mem: Memstrata
+) -> None:
+    """One writer has updated USER.md, another holds the index lock after creating
+    MEMORY.md (a file the erase's first pass cannot see): the erase waits for both and
+    deletes what they wrote, text and search rows together."""
+    mem.store.upsert_memory_file("alice", FileKind.USER, "first")
+    staged = mem.indexer.stage_memory_file("alice", FileKind.MEMORY, "a new file")
+    with db.sessions() as updating, db.sessions() as creating:
+        changed = MemoryFileRepository(updating, "alice").compare_and_set("user_md", "edited", 1)
+        assert changed is not None
+        MemoryFileRepository(creating, "alice").insert_if_absent("memory_md", "a new file")
+        staged.apply(creating)  # takes the index lock and writes MEMORY.md's rows
+        running = InThread(lambda: eraser(mem).erase("alice"))
+        waiting_for_locks(db)  # on the row USER.md's writer holds
+        updating.commit()
+        waiting_for_locks(db, advisory=True)  # the erase, on the index lock
+        assert running.alive()
+        creating.commit()
+        erasure = running.result()
+    assert erasure.deleted["user_memory"] == 2
+    assert erasure.deleted["memory_embeddings"] == 2  # USER.md's chunk and MEMORY.md's
+    assert counts(db, "alice")["user_memory"] == counts(db, "alice")["memory_embeddings"] == 0
+
+
+def test_writes_behind_the_erase_land_after_it_as_a_new_users(db: Database, mem: Memstrata) -> None:
+    """While the erase waits for the index lock it holds alice's files: an If-Match write
+    of the old version waits and then finds no file (409), an unconditional one waits and
+    stores version 1; a turn waits for the index lock and is indexed afresh."""
+    mem.store.upsert_memory_file("alice", FileKind.USER, "before the erase")
+    mem.import_rounds("alice", [Round("old", 0, "a turn from before")])
+    with db.sessions() as holding:
+        EmbeddingRepository(holding, "alice").lock()
+        running = InThread(lambda: eraser(mem).erase("alice"))
+        waiting_for_locks(db, advisory=True)
+
+        def if_match() -> object:
+            with transaction(db.sessions) as session:
+                return MemoryFileRepository(session, "alice").compare_and_set("user_md", "stale", 1)
+
+        def unconditional() -> int:
+            with transaction(db.sessions) as session:
+                return MemoryFileRepository(session, "alice").upsert("user_md", "after").version
+
+        stale, fresh = InThread(if_match), InThread(unconditional)
+        waiting_for_locks(db, at_least=3)
+        turn = InThread(lambda: mem.import_rounds("alice", [Round("new", 0, "a new turn")]))
+        waiting_for_locks(db, at_least=2, advisory=True)  # behind the erase
+        holding.commit()
+        erasure = running.result()
+        assert stale.result() is None
+        assert fresh.result() == 1
+        turn.result()
+    assert erasure.deleted["user_memory"] == 1 and erasure.deleted["memory_embeddings"] == 2
+    stored = mem.store.get_memory_file("alice", FileKind.USER)
+    assert stored is not None and (stored.content, stored.version) == ("after", 1)
+    assert [h.file_path for h in mem.search.search("alice", "turn").hits] == ["sessions/new/0"]
+
+
+def test_this_processs_query_cache_forgets_the_users_search_texts(
+    db: Database, settings: Settings, embedding_server: LocalEmbeddingServer
+) -> None:
+    embedder = OpenAICompatibleEmbedder(embedding_server.model_spec)
+    mem = Memstrata.open(settings, database=db, embedder=embedder)
+    try:
+        for user in ("alice", "bob"):
+            mem.import_rounds(user, [Round("s", 0, "the blue door is in Lisbon")])
+            assert mem.search.search(user, "where is the blue door").mode == "hybrid"
+        cache = mem.search.embedder
+        assert isinstance(cache, CachedQueryEmbedder) and len(cache) == 2
+        mem.erase_user("alice")
+        assert len(cache) == 1  # bob's search text only
+    finally:
+        mem.close()
