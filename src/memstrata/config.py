@@ -270,6 +270,20 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     jwt_public_key: str | None = Field(
         default=None, description="PEM public key for RS256/ES256 tokens (instead of a secret)."
     )
+    jwt_rotation_secrets: list[str] = Field(
+        default_factory=list,
+        description="More HS secrets accepted beside MEMSTRATA_JWT_SECRET while it is rotated "
+        "(JSON list): the next one before the token signer switches to it, then the previous "
+        "one until its last token has expired (docs/DEPLOY.md, 'Rotating the JWT key'). A "
+        "token whose `kid` names one is checked with it, others with each in turn; "
+        "`memstrata token` signs with MEMSTRATA_JWT_SECRET.",
+    )
+    jwt_rotation_public_keys: list[str] = Field(
+        default_factory=list,
+        description="More public keys (JSON list of PEM texts or paths) accepted beside "
+        "MEMSTRATA_JWT_PUBLIC_KEY while the identity provider rotates its key; each verifies "
+        "the algorithms of its kind (RS*/PS* an RSA key, ES* an EC key), tried in turn.",
+    )
     jwt_algorithms: list[str] = Field(
         default_factory=lambda: ["HS256"], description="Accepted JWT algorithms ('none' never)."
     )
@@ -419,6 +433,14 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     def _no_none_alg(cls, value: list[str]) -> list[str]:
         if any(a.lower() == "none" for a in value):
             raise ValueError("jwt_algorithms must not contain 'none'")
+        return value
+
+    @field_validator("jwt_rotation_secrets", "jwt_rotation_public_keys")
+    @classmethod
+    def _no_blank_key(cls, value: list[str]) -> list[str]:
+        # An empty HMAC secret would let anyone sign tokens.
+        if any(not key.strip() for key in value):
+            raise ValueError("must not contain an empty entry")
         return value
 
     @model_validator(mode="after")

@@ -329,7 +329,7 @@ def test_dev_secret_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
     secret = path.read_text().strip()
     assert len(secret) >= 32
     assert load_or_create_dev_secret(tmp_path / "d") == secret
-    assert Authenticator.from_settings(settings).keys == {"HS256": secret}
+    assert Authenticator.from_settings(settings).keys == {"HS256": (secret,)}
     token = mint_token(settings, "alice", 60)
     assert auth.user_id(token) == "alice"
     assert [p.name for p in path.parent.iterdir()] == ["jwt_secret"]  # no temp files left

@@ -14,17 +14,18 @@ Nothing is created at import time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
+from memstrata import package_version
 from memstrata.api.context import ApiContext
-from memstrata.api.errors import install_error_handlers
+from memstrata.api.errors import ApiError, install_error_handlers
 from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import DocsHeadersMiddleware, RequestLogMiddleware
 from memstrata.api.routers import config, health, limits, memory
@@ -32,9 +33,13 @@ from memstrata.api.routing import route_class
 from memstrata.api.schemas import without_default_422
 from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
+from memstrata.db.migrate import schema_head
+from memstrata.logs import log_event
 from memstrata.runtime import Memstrata
 from memstrata.service_logging import configure_service_logging
 from memstrata.web import web_router
+
+logger = logging.getLogger(__name__)
 
 
 def create_router(
@@ -46,7 +51,9 @@ def create_router(
     :class:`ApiContext`. ``include_operations=False`` leaves out ``/healthz``, ``/readyz``
     and ``/metrics`` for hosts that have their own.
     """
-    routes = route_class(ApiContext.of(memstrata))
+    context = ApiContext.of(memstrata)
+    context.metrics.watch_database(lambda: _database_up(context))
+    routes = route_class(context)
     router = APIRouter()
     router.include_router(config.build_router(routes))
     router.include_router(limits.build_router(routes))
@@ -70,6 +77,7 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if memstrata is not None:
+            _log_started()
             memstrata.start_background()
             try:
                 yield
@@ -77,6 +85,7 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
                 await run_in_threadpool(memstrata.stop_background)
             return
         owned = await run_in_threadpool(Memstrata.open, settings)
+        _log_started()
         context.attach(owned)
         owned.start_background()
         try:
@@ -96,7 +105,7 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     meta: dict[str, Any] = {
         "title": "memstrata",
         "summary": "Layered, per-user memory for AI agents.",
-        "version": _version(),
+        "version": package_version(),
         "lifespan": lifespan,
         "openapi_url": f"{prefix}/openapi.json",
         "telemetry": {
@@ -137,8 +146,23 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     return app
 
 
-def _version() -> str:
+def _log_started() -> None:
+    """Which release serves, once its database is open: during a rolling upgrade the log
+    tells the replicas of each release apart (``memstrata_build_info`` on /metrics too)."""
+    log_event(
+        logger,
+        "server.started",
+        version=package_version(),
+        schema_head=schema_head(),
+    )
+
+
+def _database_up(context: ApiContext) -> bool | None:
+    """The database monitor's view for ``memstrata_database_up``; None (no sample) while
+    no runtime is attached or its monitor does not run."""
+    if not context.ready:
+        return None
     try:
-        return version("memstrata")
-    except PackageNotFoundError:  # running from a source tree without an install
-        return "0.0.0"
+        return context.mem.db.up()
+    except ApiError:  # detached meanwhile: stopping
+        return None

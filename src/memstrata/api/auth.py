@@ -2,7 +2,8 @@
 
 Accepted tokens: HS256/384/512 signed with ``MEMSTRATA_JWT_SECRET``, and/or RS*/PS*/ES*
 verified with ``MEMSTRATA_JWT_PUBLIC_KEY`` (a PEM text or a path to one). Each algorithm is
-bound to exactly one key, picked by the token's ``alg`` from ``MEMSTRATA_JWT_ALGORITHMS``,
+bound to one kind of key (the secret, or the public key; plus the rotation keys of that
+kind, below), picked by the token's ``alg`` from ``MEMSTRATA_JWT_ALGORITHMS``,
 so a token can never choose its own verification method (``alg: none``, or an RS256 public
 key used as an HMAC secret). ``exp`` is required; ``aud`` is checked when
 ``MEMSTRATA_JWT_AUDIENCE`` is set (and a token carrying an ``aud`` is refused when it is not).
@@ -13,6 +14,13 @@ With ``MEMSTRATA_JWT_MAX_LIFETIME_S``, a token whose ``exp`` lies further ahead 
 Tokens minted here carry a ``kid`` (a hash prefix of the secret), so a token signed with
 another key is logged as ``auth.token.foreign_key`` and a forged one as
 ``auth.token.forged`` — both answered 401.
+
+Key rotation: ``MEMSTRATA_JWT_ROTATION_SECRETS`` and ``MEMSTRATA_JWT_ROTATION_PUBLIC_KEYS``
+are accepted beside the configured secret and public key (the next key before the signer
+switches to it, the previous one until its last token has expired; docs/DEPLOY.md). A
+token whose ``kid`` names one of the secrets is checked with that one; any other token is
+tried with each key of its algorithm in turn. Rotation keys keep the binding above: a
+secret only ever verifies HS*, an RSA key RS*/PS*, an EC key ES*.
 
 In development (``MEMSTRATA_ENVIRONMENT=development``, the default), with neither a secret
 nor a public key configured, a random secret is generated once and kept in
@@ -33,7 +41,7 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,9 +87,10 @@ class AuthenticationError(ApiError):
 
 @dataclass(frozen=True)
 class Authenticator:
-    """Verifies bearer tokens; ``keys`` maps each accepted algorithm to its one key."""
+    """Verifies bearer tokens; ``keys`` maps each accepted algorithm to its keys, all of
+    one kind: the configured one first, then those accepted during a rotation."""
 
-    keys: Mapping[str, Any]
+    keys: Mapping[str, Sequence[Any]]
     user_claim: str = "sub"
     audience: str | None = None
     leeway_s: float = 30.0
@@ -141,10 +150,30 @@ class Authenticator:
                 f"token algorithm {str(alg)[:20]!r} is not accepted "
                 f"(accepted: {', '.join(self.algorithms)})"
             )
+        kid = header.get("kid")
+        for key in self._candidates(alg, kid if isinstance(kid, str) else None):
+            claims = self._decode(token, key, alg)
+            if claims is not None:
+                self._check_claims(claims)
+                return claims
+        self._log_bad_signature(header, alg)
+        raise AuthenticationError("token signature is invalid")
+
+    def _candidates(self, alg: str, kid: str | None) -> Sequence[Any]:
+        """The keys to try: the secret whose key id the token names (``memstrata token``
+        sets it), else each key of the algorithm in turn (an identity provider's ``kid``
+        means nothing here, and a token of a removed key names none of ours)."""
+        keys = self.keys[alg]
+        named = [key for key in keys if kid is not None and key_id(key) == kid]
+        return named or keys
+
+    def _decode(self, token: str, key: Any, alg: str) -> dict[str, Any] | None:
+        """The claims of ``token`` verified with ``key``; None if its signature is not this
+        key's; any other failure is an ``AuthenticationError``."""
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
-                self.keys[alg],
+                key,
                 algorithms=[alg],
                 audience=self.audience,
                 issuer=self.issuer,
@@ -161,14 +190,12 @@ class Authenticator:
             raise AuthenticationError(
                 f"token issuer is not accepted: this server takes tokens from {self.issuer!r}"
             ) from exc
-        except jwt.InvalidSignatureError as exc:
-            self._log_bad_signature(header, alg)
-            raise AuthenticationError("token signature is invalid") from exc
+        except jwt.InvalidSignatureError:
+            return None
         except jwt.ImmatureSignatureError as exc:
             raise AuthenticationError("token is not valid yet (nbf/iat in the future)") from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationError(f"invalid token: {exc}") from exc
-        self._check_claims(claims)
         return claims
 
     def _audience_refused(self) -> AuthenticationError:
@@ -202,13 +229,18 @@ class Authenticator:
             )
 
     def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> None:
-        """Tell a token signed with another key (its ``kid`` is not ours: a rotated secret,
-        another deployment) from a forged or corrupted one (our ``kid``, or none)."""
+        """Tell a token signed with another key (its ``kid`` is none of ours: a secret not
+        or no longer accepted, another deployment) from a forged or corrupted one (one of
+        our ``kid``s, or none)."""
         kid = header.get("kid")
-        ours = key_id(self.keys[alg])
-        if isinstance(kid, str) and ours is not None and kid != ours:
+        ours = [i for i in map(key_id, self.keys[alg]) if i is not None]
+        if isinstance(kid, str) and ours and kid not in ours:
             log_event(
-                logger, "auth.token.foreign_key", logging.WARNING, kid=kid[:64], expected=ours
+                logger,
+                "auth.token.foreign_key",
+                logging.WARNING,
+                kid=kid[:64],
+                expected=",".join(ours),
             )
         else:
             log_event(
@@ -340,19 +372,20 @@ def require_token_keys(settings: Settings) -> None:
             f"MEMSTRATA_ENVIRONMENT={settings.environment} needs MEMSTRATA_JWT_SECRET or "
             "MEMSTRATA_JWT_PUBLIC_KEY (only development generates a local secret)"
         )
-    secret = settings.jwt_secret
-    if (
-        settings.environment == "production"
-        and secret
-        and len(secret) < MIN_PRODUCTION_SECRET_CHARS
-    ):
+    if settings.environment != "production":
+        return
+    named = [("MEMSTRATA_JWT_SECRET", settings.jwt_secret)] + [
+        (f"MEMSTRATA_JWT_ROTATION_SECRETS[{n}]", s)
+        for n, s in enumerate(settings.jwt_rotation_secrets)
+    ]
+    short = next((name for name, s in named if s and len(s) < MIN_PRODUCTION_SECRET_CHARS), None)
+    if short is not None:
         raise AuthConfigurationError(
-            f"MEMSTRATA_JWT_SECRET must be at least {MIN_PRODUCTION_SECRET_CHARS} characters "
-            "in production"
+            f"{short} must be at least {MIN_PRODUCTION_SECRET_CHARS} characters in production"
         )
 
 
-def _keys(settings: Settings) -> dict[str, Any]:
+def _keys(settings: Settings) -> dict[str, tuple[Any, ...]]:
     require_token_keys(settings)
     wanted = list(dict.fromkeys(settings.jwt_algorithms))
     unknown = [a for a in wanted if a not in SUPPORTED_ALGORITHMS]
@@ -361,45 +394,68 @@ def _keys(settings: Settings) -> dict[str, Any]:
             f"MEMSTRATA_JWT_ALGORITHMS has unsupported entries {unknown}; "
             f"choose from {', '.join(SUPPORTED_ALGORITHMS)}"
         )
-    keys: dict[str, Any] = {}
+    keys: dict[str, list[Any]] = {}
+
+    def accept(algorithms: list[str], key: Any) -> None:
+        for algorithm in algorithms:
+            keys.setdefault(algorithm, []).append(key)
+
     if settings.jwt_public_key:
         public_key, family = _load_public_key(settings.jwt_public_key)
-        asymmetric = [a for a in wanted if a in family]
-        if not asymmetric and all(a in HMAC_ALGORITHMS for a in wanted):
-            asymmetric = [family[0]]  # the key's natural algorithm: RS256 or ES256
-        keys.update(dict.fromkeys(asymmetric, public_key))
+        accept(_key_algorithms(wanted, family), public_key)
+    for n, value in enumerate(settings.jwt_rotation_public_keys):
+        name = f"MEMSTRATA_JWT_ROTATION_PUBLIC_KEYS[{n}]"
+        public_key, family = _load_public_key(value, name)
+        algorithms = _key_algorithms(wanted, family)
+        if not algorithms:  # it would verify nothing, and the rotation would fail
+            raise AuthConfigurationError(
+                f"{name} verifies {'/'.join(family)}, none of which "
+                f"MEMSTRATA_JWT_ALGORITHMS={wanted} accepts: add the algorithm its tokens use"
+            )
+        accept(algorithms, public_key)
+    hmac = [a for a in wanted if a in HMAC_ALGORITHMS]
+    if settings.jwt_rotation_secrets and not hmac:
+        raise AuthConfigurationError(
+            f"MEMSTRATA_JWT_ROTATION_SECRETS is set, but MEMSTRATA_JWT_ALGORITHMS={wanted} "
+            "accepts no HS256/HS384/HS512 token: add the algorithm its tokens use"
+        )
     secret = settings.jwt_secret or _dev_secret_or_none(settings)
-    if secret:
-        keys.update(dict.fromkeys((a for a in wanted if a in HMAC_ALGORITHMS), secret))
+    for each in dict.fromkeys([*([secret] if secret else []), *settings.jwt_rotation_secrets]):
+        accept(hmac, each)
     if not keys:
         raise AuthConfigurationError(
             f"no key can verify MEMSTRATA_JWT_ALGORITHMS={wanted}: HS* needs "
             "MEMSTRATA_JWT_SECRET, RS*/PS* an RSA and ES* an EC MEMSTRATA_JWT_PUBLIC_KEY"
         )
-    return keys
+    return {algorithm: tuple(each) for algorithm, each in keys.items()}
 
 
-def _load_public_key(value: str) -> tuple[Any, tuple[str, ...]]:
+def _key_algorithms(wanted: list[str], family: tuple[str, ...]) -> list[str]:
+    """The accepted algorithms a public key of ``family`` verifies; with only HS* listed
+    (the default), the key's natural one: RS256 or ES256."""
+    mine = [a for a in wanted if a in family]
+    if not mine and all(a in HMAC_ALGORITHMS for a in wanted):
+        mine = [family[0]]
+    return mine
+
+
+def _load_public_key(
+    value: str, name: str = "MEMSTRATA_JWT_PUBLIC_KEY"
+) -> tuple[Any, tuple[str, ...]]:
     text = value.strip()
     if not text.startswith("-----BEGIN"):
         candidate = Path(text).expanduser()
         if not candidate.is_file():
-            raise AuthConfigurationError(
-                "MEMSTRATA_JWT_PUBLIC_KEY must be a PEM public key or the path to one"
-            )
+            raise AuthConfigurationError(f"{name} must be a PEM public key or the path to one")
         text = candidate.read_text(encoding="utf-8").strip()
     if "\\n" in text and "\n" not in text:  # a PEM squeezed into one env-var line
         text = text.replace("\\n", "\n")
     try:
         key = load_pem_public_key(text.encode("utf-8"))
     except ValueError as exc:
-        raise AuthConfigurationError(
-            f"MEMSTRATA_JWT_PUBLIC_KEY is not a PEM public key: {exc}"
-        ) from exc
+        raise AuthConfigurationError(f"{name} is not a PEM public key: {exc}") from exc
     if isinstance(key, rsa.RSAPublicKey):
         return key, RSA_ALGORITHMS
     if isinstance(key, ec.EllipticCurvePublicKey):
         return key, EC_ALGORITHMS
-    raise AuthConfigurationError(
-        f"MEMSTRATA_JWT_PUBLIC_KEY is a {type(key).__name__}; use an RSA or EC key"
-    )
+    raise AuthConfigurationError(f"{name} is a {type(key).__name__}; use an RSA or EC key")

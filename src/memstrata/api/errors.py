@@ -25,7 +25,10 @@ errors the two are the same English text). 409 and 422 add fields:
 - 429 ``too_many_sessions``: ``/mcp`` only, a user's MCP session cap (memstrata.mcp.sessions)
 - 503 ``unavailable``: runtime not started, or a database / sandbox / embedding failure
   that escaped the service layer; ``shutting_down``: a request still running when the
-  shutdown's grace ended (memstrata.api.shutdown), with ``Retry-After``
+  shutdown's grace ended (memstrata.api.shutdown), with ``Retry-After``;
+  ``database_read_only``: the database refused this server's statement for lack of a
+  privilege (SQLSTATE 42501) or because it is read-only (25006: a hot standby,
+  ``default_transaction_read_only``), logged as one ERROR line that names the fix
 - 500 ``internal_error``: anything else (logged with its traceback)
 
 Sandbox and embedding failures are the sync / retrieval layers' to swallow (spec §5: log
@@ -44,7 +47,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -180,6 +183,12 @@ def map_exception(exc: BaseException) -> HttpError | None:
         return _detail(422, str(exc), errors=[])
     if isinstance(exc, UnknownSkillError):
         return _detail(404, str(exc))
+    if _refused_write(exc) is not None:
+        return _detail(
+            503,
+            "the database refuses this server's writes; try again later",
+            code="database_read_only",
+        )
     if isinstance(exc, SandboxError | EmbeddingError):
         # Checked before ValueError: SandboxPathError is both.
         return _detail(503, f"{type(exc).__name__}: {exc}")
@@ -200,6 +209,24 @@ def map_exception(exc: BaseException) -> HttpError | None:
 
 # SQLSTATE numeric_value_out_of_range: an integer over 2^31 − 1 for an ``integer`` column.
 _NUMERIC_OUT_OF_RANGE = "22003"
+# SQLSTATEs of a database that will not take this server's statements until an operator
+# acts, each with the fix (the start-up check, memstrata.db.migrate, names the role).
+_WRITE_REFUSED = {
+    "42501": "the database role lacks a privilege on memstrata's tables (grants lost in a "
+    "restore, a read-only role): GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES and "
+    "USAGE ON ALL SEQUENCES IN SCHEMA public to the role of MEMSTRATA_DATABASE_URL, or use "
+    "the role that owns them",
+    "25006": "the database is read-only (a hot standby, or default_transaction_read_only "
+    "for the role or database): point MEMSTRATA_DATABASE_URL at the primary, or turn "
+    "default_transaction_read_only off",
+}
+
+
+def _refused_write(exc: BaseException) -> str | None:
+    """The fix when ``exc`` is the database refusing this server's statements, else None."""
+    if not isinstance(exc, DBAPIError):
+        return None
+    return _WRITE_REFUSED.get(getattr(exc.orig, "sqlstate", None) or "")
 
 
 def _data_error_message(exc: DataError) -> str:
@@ -289,7 +316,20 @@ def error_response(exc: BaseException, scope: Scope | None = None) -> JSONRespon
     mapped = map_exception(exc)
     if mapped is None:
         return None
-    if mapped.status_code >= 500:
+    hint = _refused_write(exc)
+    if hint is not None and isinstance(exc, DBAPIError):
+        # An operator's to fix, and the statement's text would only hide the cause.
+        log_event(
+            logger,
+            "http.error",
+            logging.ERROR,
+            status=mapped.status_code,
+            error=type(exc.orig).__name__,
+            detail=str(exc.orig).strip().splitlines()[0][:300],
+            hint=hint,
+            **_request_fields(scope),
+        )
+    elif mapped.status_code >= 500:
         log_event(
             logger,
             "http.error",

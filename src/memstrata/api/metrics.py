@@ -22,6 +22,12 @@
   ``memstrata_embeddings_failed`` (rows marked as never embeddable) and
   ``memstrata_embedding_circuit_open`` (1 while the embedding API is skipped); refreshed
   on every scrape by the re-embedding queue's cross-user count (retrieval.queue).
+- ``memstrata_database_up``: 1 while the database monitor (db.monitor) finds the database
+  reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
+  ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that
+  never called ``start_background``).
+- ``memstrata_build_info{version, schema_head}``: always 1; which release this process
+  runs and the schema revision it needs.
 
 Other components increment these through the app's :class:`ApiMetrics` (the
 ``record_*`` methods), reachable as ``app.state.metrics``.
@@ -37,6 +43,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
+from memstrata import package_version
+from memstrata.db.migrate import schema_head
 from memstrata.retrieval.cache import CacheStats
 from memstrata.retrieval.search_stats import SearchStats
 
@@ -107,9 +115,11 @@ class ApiMetrics:
 
         self._cache_source: Callable[[], CacheStats | None] | None = None
         self._search_source: Callable[[], SearchStats | None] | None = None
+        self._database_source: Callable[[], bool | None] | None = None
         self.registry.register(_SearchCacheCollector(self))
         self.registry.register(_SearchStageCollector(self))
         self.registry.register(_FrozenHeapCollector())
+        self.registry.register(_ProcessCollector(self))
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
         """Report the search cache's stats from ``source`` (None: no runtime attached)."""
@@ -118,6 +128,10 @@ class ApiMetrics:
     def watch_search(self, source: Callable[[], SearchStats | None]) -> None:
         """Report the search service's stage durations from ``source`` (None: no runtime)."""
         self._search_source = source
+
+    def watch_database(self, source: Callable[[], bool | None]) -> None:
+        """Report the database monitor's verdict from ``source`` (None: no sample)."""
+        self._database_source = source
 
     def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
         self.pending.set(pending)
@@ -145,6 +159,31 @@ class ApiMetrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _ProcessCollector(Collector):
+    """This process's release, and its database monitor's verdict at scrape time."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily(
+            "memstrata_build_info",
+            "Always 1: the release this process runs and the schema revision it expects.",
+            labels=["version", "schema_head"],
+        )
+        info.add_metric([package_version(), schema_head() or ""], 1)
+        yield info
+        source = self._metrics._database_source
+        up = source() if source is not None else None
+        if up is not None:
+            yield GaugeMetricFamily(
+                "memstrata_database_up",
+                "1 while the database monitor reaches the database (saturated too), 0 once "
+                "it is lost (db.lost) until it recovers.",
+                value=1 if up else 0,
+            )
 
 
 class _FrozenHeapCollector(Collector):

@@ -6,15 +6,17 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import NoReturn, TypeVar
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsError
 
+from memstrata import package_version
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
+from memstrata.db.migrate import schema_head
 from memstrata.errors import MemstrataError
 from memstrata.runtime import Memstrata
 from memstrata.service_logging import configure_service_logging
@@ -29,6 +31,32 @@ app = typer.Typer(
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
+
+
+def release_line() -> str:
+    """``memstrata 0.1.0 (schema 0009)``: this release and the schema revision it needs."""
+    return f"memstrata {package_version()} (schema {schema_head()})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(release_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the release and the schema revision it needs, then exit.",
+        ),
+    ] = False,
+) -> None:
+    """Layered, per-user memory for AI agents."""
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

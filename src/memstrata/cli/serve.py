@@ -36,7 +36,14 @@ from memstrata.api.auth import (
     require_token_keys,
 )
 from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
-from memstrata.cli.app import app, fail, guarded_spec, load_settings, open_memstrata
+from memstrata.cli.app import (
+    app,
+    fail,
+    guarded_spec,
+    load_settings,
+    open_memstrata,
+    release_line,
+)
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
@@ -238,6 +245,7 @@ def _banner(
         f"  database    {database}",
         f"  sandboxes   {settings.resolved_sandbox_root}",
         f"  embeddings  {embeddings}",
+        f"  release     {release_line().removeprefix('memstrata ')}",
         f"  get a token {how}",
         *([f"  web page    {url}/  (paste a token to sign in)"] if settings.web_ui else []),
         f'  try         curl -H "Authorization: Bearer $TOKEN" {url}/api/config/agent-files/user',

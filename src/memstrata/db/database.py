@@ -76,6 +76,13 @@ class Database:
         """The background watcher (started by ``Memstrata.start_background``)."""
         return DatabaseMonitor(self.engine, self.embedded)
 
+    def up(self) -> bool | None:
+        """The background monitor's verdict: reachable (saturated too) or lost; None when
+        it is not running (``Memstrata.start_background`` starts it)."""
+        if "monitor" not in self.__dict__:  # never created: nothing watches
+            return None
+        return self.monitor.up
+
     @cached_property
     def _probe_engine(self) -> Engine:
         return probe_engine(self.engine)

@@ -1,8 +1,15 @@
-"""Alembic, driven from code: ``memstrata db upgrade`` and service start-up both call this."""
+"""Alembic, driven from code: ``memstrata db upgrade`` and service start-up both call this.
+
+Start-up also refuses, in one line, a database this process could read but not write: a
+hot standby or a read-only role (``default_transaction_read_only``), and a role without
+SELECT, INSERT, UPDATE and DELETE on memstrata's tables (or USAGE on their sequences).
+Such a process used to start, report ready and answer every write with a 500.
+"""
 
 from __future__ import annotations
 
 import logging
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -13,6 +20,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memstrata.db.engine import PGVECTOR_HINT, check_pgvector, describe
+from memstrata.db.models import Base
 from memstrata.errors import DatabaseSetupError, PgvectorMissingError
 from memstrata.logs import log_event
 
@@ -21,9 +29,29 @@ logger = logging.getLogger(__name__)
 _SCRIPT_LOCATION = Path(__file__).parent / "alembic"
 # Any constant works; it only has to be the same in every memstrata process.
 _MIGRATION_LOCK_KEY = 7_311_042_518
+# What memstrata does to each of its tables (every one is written; rows are deleted from
+# several), and its SERIAL columns' sequences need USAGE for an INSERT.
+TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+_MISSING_PRIVILEGES = text(
+    """
+    SELECT t.name, p.privilege
+    FROM unnest(CAST(:tables AS text[])) AS t(name)
+    CROSS JOIN unnest(CAST(:privileges AS text[])) AS p(privilege)
+    WHERE to_regclass(t.name) IS NOT NULL
+      AND NOT has_table_privilege(to_regclass(t.name), p.privilege)
+    UNION ALL
+    SELECT s.oid::regclass::text, 'USAGE'
+    FROM unnest(CAST(:tables AS text[])) AS t(name)
+    JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass
+      AND d.refobjid = to_regclass(t.name) AND d.deptype = 'a'
+    JOIN pg_class s ON s.oid = d.objid
+    -- CASE: the planner may call the function before it has filtered out non-sequences
+    WHERE CASE WHEN s.relkind = 'S' THEN NOT has_sequence_privilege(s.oid, 'USAGE') END
+    """
+)
 
 
-def alembic_config(engine: Engine) -> Config:
+def alembic_config(engine: Engine | None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(_SCRIPT_LOCATION))
     cfg.attributes["engine"] = engine
@@ -31,7 +59,13 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def head_revision(engine: Engine) -> str | None:
-    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    return schema_head()
+
+
+@cache
+def schema_head() -> str | None:
+    """The latest migration of this release (``0009``): what it brings a schema to."""
+    return ScriptDirectory.from_config(alembic_config(None)).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -90,11 +124,14 @@ def upgrade(engine: Engine) -> str | None:
 
 
 def ensure_ready(engine: Engine) -> None:
-    """Start-up check: pgvector present and schema at head (upgrading if behind)."""
+    """Start-up check: a writable primary, pgvector present, schema at head (upgrading if
+    behind), and the role's rights on the tables."""
+    check_primary(engine)
     check_pgvector_or_create(engine)
     current, head = current_revision(engine), head_revision(engine)
     if current != head and not _runs_on_newer(engine, current, head):
         upgrade(engine)
+    check_privileges(engine)
 
 
 def _runs_on_newer(engine: Engine, current: str | None, head: str | None) -> bool:
@@ -120,8 +157,9 @@ def check_ready(engine: Engine) -> None:
     A replica that finds the schema behind its code refuses to start rather than run
     against tables it lacks: migrations belong to ``memstrata db upgrade``, run once before
     the rollout. A schema migrated by a newer release is run on, with a warning (the
-    migrations are additive; docs/DEPLOY.md).
+    migrations are additive; docs/DEPLOY.md). Nor does it start where it cannot write.
     """
+    check_primary(engine)
     check_pgvector(engine)
     current, head = current_revision(engine), head_revision(engine)
     if current != head and not _runs_on_newer(engine, current, head):
@@ -130,6 +168,62 @@ def check_ready(engine: Engine) -> None:
             f"version of memstrata needs {head}; run `memstrata db upgrade` once (or set "
             "MEMSTRATA_MIGRATE_ON_START=true on a single process)"
         )
+    check_privileges(engine)
+
+
+def check_primary(engine: Engine) -> None:
+    """``DatabaseSetupError`` unless this connection may write: not a hot standby
+    (``pg_is_in_recovery()``) and not read-only by default for its role or database."""
+    try:
+        with engine.connect() as conn:
+            role, standby, read_only = conn.execute(
+                text(
+                    "SELECT current_user, pg_is_in_recovery(), "
+                    "current_setting('transaction_read_only') = 'on'"
+                )
+            ).one()
+    except OperationalError as exc:
+        raise DatabaseSetupError(
+            f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}"
+        ) from exc
+    if standby:
+        raise DatabaseSetupError(
+            f"{describe(engine)} is a hot standby (pg_is_in_recovery() is true), which "
+            "refuses every write: point MEMSTRATA_DATABASE_URL at the primary"
+        )
+    if read_only:
+        raise DatabaseSetupError(
+            f"transactions of role {role} on {describe(engine)} are read-only "
+            f"(default_transaction_read_only is on): run `ALTER ROLE {role} SET "
+            "default_transaction_read_only = off` (or the same for the database), or use "
+            "a role that may write"
+        )
+
+
+def check_privileges(engine: Engine) -> None:
+    """``DatabaseSetupError`` naming what is missing unless the role may read and write
+    every memstrata table (its grants lost in a restore, a reporting role)."""
+    with engine.connect() as conn:
+        role = conn.execute(text("SELECT current_user")).scalar_one()
+        missing = conn.execute(
+            _MISSING_PRIVILEGES,
+            {"tables": sorted(Base.metadata.tables), "privileges": list(TABLE_PRIVILEGES)},
+        ).all()
+    if not missing:
+        return
+    lacking: dict[str, list[str]] = {}
+    for relation, privilege in missing:
+        lacking.setdefault(relation, []).append(privilege)
+    alike: dict[tuple[str, ...], list[str]] = {}  # relations missing the same privileges
+    for relation, privileges in sorted(lacking.items()):
+        alike.setdefault(tuple(privileges), []).append(relation)
+    lacks = "; ".join(f"{', '.join(p)} on {_some(names)}" for p, names in alike.items())
+    raise DatabaseSetupError(
+        f"role {role} cannot write memstrata's tables on {describe(engine)} (no {lacks}): "
+        f"run `GRANT {', '.join(TABLE_PRIVILEGES)} ON ALL TABLES IN SCHEMA public TO {role}; "
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}` as their owner (with "
+        "your schema's name if it is not public), or use the role that owns them"
+    )
 
 
 def check_pgvector_or_create(engine: Engine) -> None:
@@ -137,3 +231,8 @@ def check_pgvector_or_create(engine: Engine) -> None:
         check_pgvector(engine)
     except PgvectorMissingError:
         upgrade(engine)  # creates it when the server has it, else raises loudly
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:3])
+    return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"

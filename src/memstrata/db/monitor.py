@@ -11,6 +11,9 @@ serving existing connections while refusing new ones) every ``interval_s``:
 - a server whose connection slots are all taken (``too many clients``) is not lost: it
   logs ``db.saturated`` once and keeps the pool, whose connections still work.
 
+``up`` is its verdict while the thread runs (``memstrata_database_up`` on ``/metrics``):
+False from ``db.lost`` to ``db.recovered``, True otherwise, saturated included.
+
 ``/readyz`` does its own fresh-connection probe, so it reports the state within one
 request, independent of this thread.
 """
@@ -142,8 +145,18 @@ class DatabaseMonitor:
         if self.embedded.restart():
             self.engine.dispose()
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def up(self) -> bool | None:
+        """Whether the database answered the last check (None: the thread does not run,
+        so nothing is checked)."""
+        return self.error is None if self.running else None
+
     def start(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        if self.running:
             return
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="memstrata-dbmon", daemon=True)

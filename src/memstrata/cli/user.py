@@ -1,0 +1,98 @@
+"""``memstrata user``: list the users memstrata holds data of, erase one (GDPR erasure)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from memstrata.cli.app import app, fail, guarded, load_settings, open_memstrata
+from memstrata.errors import MemstrataError
+from memstrata.memory.kinds import validate_user_id
+from memstrata.runtime import Memstrata
+
+user_app = typer.Typer(
+    help="One user's data: list the users, erase one (docs/DEPLOY.md).", no_args_is_help=True
+)
+app.add_typer(user_app, name="user")
+
+
+@contextmanager
+def _runtime() -> Iterator[Memstrata]:
+    """The runtime without an embedding model: neither command embeds anything."""
+    settings = load_settings()
+    try:
+        mem = open_memstrata(settings, None)
+    except MemstrataError as exc:
+        fail(str(exc))
+    try:
+        yield mem
+    finally:
+        mem.close()
+
+
+@user_app.command("erase")
+def user_erase(
+    user: Annotated[str, typer.Option("--user", "-u", help="The user to erase.")],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask; required when stdin is no terminal.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Erase everything memstrata holds of one user, for good: memory files, search rows,
+    index snapshots, skill switches, and the user's sandboxes under this host's
+    MEMSTRATA_SANDBOX_ROOT; running processes drop their cached agents and search index of
+    the user. Backups and logs are not touched (docs/DEPLOY.md, "Erasing a user"). Safe to
+    run again."""
+    guarded(lambda: validate_user_id(user))
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(f"not erasing {user!r}: this cannot be undone; add --yes to confirm", code=2)
+        typer.confirm(
+            f"Erase every memory file, search row, skill switch and sandbox of {user!r}? "
+            "This cannot be undone",
+            abort=True,
+        )
+    with _runtime() as mem:
+        erasure = guarded(lambda: mem.erase_user(user))
+    if as_json:
+        typer.echo(json.dumps(erasure.to_dict(), ensure_ascii=False))
+        return
+    typer.echo(f"erased {user!r}" if erasure.found else f"nothing of {user!r} was stored")
+    for table, count in erasure.deleted.items():
+        typer.echo(f"  {table:24s} {count} row(s) deleted")
+    state = (
+        f"kept, counters only (generation {erasure.generation})" if erasure.generation else "none"
+    )
+    typer.echo(f"  {'memory_index_state':24s} {state}")
+    typer.echo(f"  {'sandbox':24s} {_SANDBOX[erasure.sandbox]}")
+
+
+_SANDBOX = {
+    "removed": "removed",
+    "absent": "none here",
+    "skipped": "skipped: the sandbox provider cannot erase; remove it by hand",
+}
+
+
+@user_app.command("list")
+def user_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array.")] = False,
+) -> None:
+    """Every user with a memory file, a search row or a skill switch, with how many."""
+    with _runtime() as mem:
+        users = guarded(mem.list_users)
+    if as_json:
+        typer.echo(json.dumps([u.to_dict() for u in users], ensure_ascii=False))
+        return
+    if not users:
+        typer.echo("no users")
+        return
+    width = max(len("user"), *(len(u.user_id) for u in users))
+    typer.echo(f"{'user':{width}s}  files   rows  skills")
+    for u in users:
+        typer.echo(f"{u.user_id:{width}s}  {u.files:5d}  {u.rows:5d}  {u.skills:6d}")
