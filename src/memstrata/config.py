@@ -372,7 +372,17 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
         "gets 429 (`too_many_sessions`). A client holds one per connection and ends it with "
         "DELETE, so 32 covers several clients at once (an IDE, a few terminals, parallel "
         "agents) and what crashed ones leave until it idles out, while one user's runaway loop "
-        "holds at most 32 of the 10 000 sessions the MCP SDK admits per process.",
+        "holds at most 32 of the sessions the process allows (MEMSTRATA_MCP_MAX_SESSIONS).",
+    )
+    mcp_max_sessions: int = Field(
+        default=2000,
+        ge=1,
+        description="MCP sessions (/mcp) the process holds open at once, all users together "
+        "(each costs ~90 KB of memory no cache budget counts). A new session past it ends the "
+        "least recently used idle session of any user (its client gets 404 and initializes "
+        "again, as the MCP spec says) or, while every session has a request in flight, gets "
+        "503 (`too_many_sessions_on_server`) with Retry-After. The MCP SDK's own cap (10 000) "
+        "refused every user's new session once reached.",
     )
     mcp_session_idle_timeout_s: float = Field(
         default=1800,

@@ -18,12 +18,14 @@ propagate unchanged: the platform's tool keeps its own error contract.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 from memstrata.agent.answers import sync_message
 from memstrata.agent.tools import ToolContext
-from memstrata.errors import ProtectedFileError, SandboxPathError
+from memstrata.errors import ProtectedFileError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import check_agent_write
 from memstrata.sandbox.dirty import target_path
@@ -57,7 +59,12 @@ class GuardedFileTools:
             ctx.tracker.mark_dirty(memory)
             # Held across the platform tool's own read-modify-write and the read-back, as
             # for the memory tools: a frontend edit's mirror waits instead of interleaving.
-            async with ctx.sync.user_lock(ctx.user_id):
+            # The sandbox's lock too (where it has one), so no other process's push lands
+            # between the tool's write and its read-back; held elsewhere past the sandbox
+            # deadline, the tool runs without it, as it would on a sandbox with none.
+            async with ctx.sync.user_lock(ctx.user_id), AsyncExitStack() as held:
+                with contextlib.suppress(SandboxError):
+                    await held.enter_async_context(ctx.sync.sandbox_lock(ctx.sandbox))
                 return await self._write_through(memory, inner, args, kwargs)
 
         guarded.__name__ = getattr(inner, "__name__", "guarded_file_tool")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
@@ -49,7 +50,7 @@ from memstrata.agent.arguments import (
     search_arguments,
 )
 from memstrata.agent.schemas import check_arguments, tool_schemas
-from memstrata.errors import RuntimeClosedError, ToolInputError
+from memstrata.errors import RuntimeClosedError, SandboxError, ToolInputError
 from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import Sandbox
@@ -243,8 +244,16 @@ class MemoryTools:
         # The user's sync lock spans the read, the edit, the sandbox write and the read-back,
         # so a concurrent call (MCP clients call tools in parallel) or a frontend edit's
         # mirror cannot slip between them and have one of the two edits overwritten.
-        async with self.ctx.sync.user_lock(self.ctx.user_id):
+        async with self.ctx.sync.user_lock(self.ctx.user_id), AsyncExitStack() as held:
             try:
+                # The sandbox's own lock too (where it has one): another process's push
+                # landing between this sandbox write and its read-back would erase the
+                # entry, and the read-back would still report it stored.
+                try:
+                    await held.enter_async_context(self.ctx.sync.sandbox_lock(self.ctx.sandbox))
+                except SandboxError as exc:  # held elsewhere past the sandbox deadline
+                    log_failure(logger, "tools.sandbox_busy", exc, user_id=self.ctx.user_id)
+                    return await self._edit_in_db(kind, edit, done)
                 return await self._edit_locked(kind, edit, done)
             except _NothingToWrite as answer:
                 return answer.reply

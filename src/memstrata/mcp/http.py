@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -149,6 +150,16 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
+def _end_session(manager: StreamableHTTPSessionManager, session_id: str) -> None:
+    """End an idle session as its idle timeout would: cancel the scope the SDK serves it
+    in (the SDK then discards it; its next request gets 404). The SDK has no public call
+    for this, hence its table of sessions."""
+    transport = manager._server_instances.get(session_id)
+    scope = None if transport is None else transport.idle_scope
+    if scope is not None:
+        scope.cancel()
+
+
 def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager:
     """Serve MCP at ``<api_prefix>/mcp`` in ``app``; mount it before any catch-all route."""
     settings = context.settings
@@ -161,13 +172,19 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
         security_settings=security,
         session_idle_timeout=idle_timeout_s,
         max_request_body_size=settings.max_request_bytes,
+        max_sessions=None,  # the ledger's cap, which makes room instead of refusing all
     )
     # The ledger forgets an idle session after the same timeout the SDK ends it. Stateless,
     # the SDK keeps nothing between requests: nothing to count, nothing to refuse.
     sessions = (
         None
         if settings.mcp_stateless
-        else SessionLedger(settings.mcp_max_sessions_per_user, idle_timeout_s)
+        else SessionLedger(
+            settings.mcp_max_sessions_per_user,
+            idle_timeout_s,
+            per_server=settings.mcp_max_sessions,
+            end_session=partial(_end_session, manager),
+        )
     )
     headers = HeaderChecks(security, json_response=manager.json_response)
     gate = BearerGate(

@@ -1,4 +1,4 @@
-"""A per-user cap on open MCP sessions (streamable HTTP at ``/mcp``).
+"""Caps on open MCP sessions (streamable HTTP at ``/mcp``): per user, and per process.
 
 The SDK's session manager caps sessions per process (10 000, then 503 for everyone) and
 ends one on DELETE, when it has had no request in flight for its idle timeout, or when it
@@ -7,7 +7,9 @@ new session for every call and never closes one could take every slot of a repli
 :class:`SessionLedger` counts each user's sessions, and :func:`serve_counted` refuses a
 user's session-opening request with 429 while that user holds ``per_user`` of them,
 before the SDK creates anything; its ``Retry-After`` is when the user's least recently
-used session idles out.
+used session idles out. The process's cap (``per_server``) makes room instead: a new
+session past it ends the least recently used idle session of any user (:meth:`make_room`),
+or gets 503 while none is idle; the SDK's own cap is off.
 
 The SDK has no public end-of-session hook, so the ledger follows sessions over HTTP, where
 all their requests pass: a session counts from the response that hands out its
@@ -27,6 +29,7 @@ while it runs, and a burst of them would get 429s no session ever caused).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import OrderedDict
@@ -41,8 +44,12 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api.errors import ApiError, error_response
+from memstrata.logs import log_event
 
 TOO_MANY_SESSIONS = "too_many_sessions"
+SERVER_FULL = "too_many_sessions_on_server"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,12 +70,22 @@ class SessionLedger:
         per_user: int,
         idle_timeout_s: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        per_server: int | None = None,
+        end_session: Callable[[str], None] | None = None,
     ) -> None:
         self.per_user = per_user
         self.idle_timeout_s = idle_timeout_s
+        # At most this many in the process: a new one ends the least recently used idle
+        # session of anyone (``end_session`` asks the SDK to end it), or is refused while
+        # none is idle. Each session holds ~90 KB the cache budget does not see, and the
+        # SDK's own cap (10 000) answered every user 503 once reached.
+        self.per_server = per_server
+        self._end_session = end_session
         self._clock = clock
         # user -> open sessions plus session-opening requests in flight
         self._held: dict[str, int] = {}
+        self.total = 0  # the sum of ``_held``
         self._sessions: dict[str, _Session] = {}
         # session id -> when its last request ended; times only grow, so oldest first
         self._idle: OrderedDict[str, float] = OrderedDict()
@@ -92,8 +109,28 @@ class SessionLedger:
         """Take a slot for a request that may open a session; False when the user has none."""
         if self.held(user_id) >= self.per_user:
             return False
-        self._held[user_id] = self._held.get(user_id, 0) + 1
+        self._hold(user_id)
         return True
+
+    def make_room(self) -> str | None:
+        """With the server's cap reached (counting the slot just reserved), end the least
+        recently used idle session of any user and return its user; None when there was
+        room. Raises ``LookupError`` when every session has a request in flight: the
+        caller gives its slot back and refuses."""
+        if self.per_server is None or self.total <= self.per_server:
+            return None
+        if not self._idle:
+            raise LookupError("no idle MCP session to end")
+        session_id = next(iter(self._idle))
+        user_id = self._sessions[session_id].user_id
+        self._forget(session_id)
+        if self._end_session is not None:
+            self._end_session(session_id)
+        return user_id
+
+    def _hold(self, user_id: str) -> None:
+        self._held[user_id] = self._held.get(user_id, 0) + 1
+        self.total += 1
 
     def release(self, user_id: str) -> None:
         """Give back a slot whose request opened no session."""
@@ -106,7 +143,7 @@ class SessionLedger:
         a change in which requests the SDK lets open one can never let sessions go uncounted.
         """
         if not reserved:
-            self._held[user_id] = self._held.get(user_id, 0) + 1
+            self._hold(user_id)
         self._sessions[session_id] = _Session(user_id, in_flight=1)
 
     def begin(self, user_id: str, session_id: str) -> bool:
@@ -147,6 +184,8 @@ class SessionLedger:
         self._drop(session.user_id)
 
     def _drop(self, user_id: str) -> None:
+        if user_id in self._held:
+            self.total -= 1
         left = self._held.get(user_id, 0) - 1
         if left > 0:
             self._held[user_id] = left
@@ -180,8 +219,20 @@ async def serve_counted(
         await _serve_in_session(ledger, app, user_id, session_id, scope, receive, send)
         return
     reserved = _opens_session(headers)
+    refusal = None
     if reserved and not ledger.reserve(user_id):
-        response = error_response(_too_many(ledger, user_id, scope))
+        refusal = _too_many(ledger, user_id, scope)
+    elif reserved:
+        try:
+            evicted = ledger.make_room()
+        except LookupError:
+            ledger.release(user_id)
+            refusal = _server_full(ledger)
+        else:
+            if evicted is not None:
+                log_event(logger, "mcp.session.evicted", user_id=evicted, for_user=user_id)
+    if refusal is not None:
+        response = error_response(refusal)
         assert response is not None  # an ApiError always maps
         await response(scope, receive, send)
         return
@@ -271,6 +322,23 @@ def _too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
         429,
         detail,
         code=TOO_MANY_SESSIONS,
+        headers={"Retry-After": str(wait_s)},
+        extra=jsonrpc_error_fields(detail),
+    )
+
+
+def _server_full(ledger: SessionLedger) -> ApiError:
+    wait_s = max(1, math.ceil(ledger.idle_timeout_s))
+    detail = (
+        f"this server holds {ledger.per_server} MCP sessions, the most it allows "
+        "(MEMSTRATA_MCP_MAX_SESSIONS), and each has a request in flight, so none can be "
+        "ended for a new one. Retry later (Retry-After), reuse an open session, or send "
+        "requests to another replica."
+    )
+    return ApiError(
+        503,
+        detail,
+        code=SERVER_FULL,
         headers={"Retry-After": str(wait_s)},
         extra=jsonrpc_error_fields(detail),
     )
