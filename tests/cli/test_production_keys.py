@@ -49,7 +49,7 @@ def test_a_migration_job_needs_no_jwt_secret(
     code, out, err = run_cli("db", "upgrade")
     assert code == 0, err
     assert out.startswith("database at revision ")
-    revision = out.split()[-1]
+    revision = out.split()[3]  # "database at revision R (…)"
     code, out, err = run_cli("db", "status")
     assert code == 0, err
     assert f"current     {revision}" in out and "up_to_date  True" in out

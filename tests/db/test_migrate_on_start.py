@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from memstrata.cli import build_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
-from memstrata.db.migrate import current_revision, head_revision
+from memstrata.db.migrate import current_revision, head_revision, schema_head
 from memstrata.errors import DatabaseSetupError
 
 from .conftest import ScratchFactory
@@ -46,7 +46,10 @@ def test_replica_refuses_an_unmigrated_schema_until_db_upgrade(
     monkeypatch.setenv("MEMSTRATA_MIGRATE_ON_START", "false")
     result = CliRunner().invoke(build_app(), ["db", "upgrade"])
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("database at revision ")
+    head = schema_head()
+    assert result.stdout == f"database at revision {head} (was empty)\n"
+    again = CliRunner().invoke(build_app(), ["db", "upgrade"])
+    assert again.stdout == f"database at revision {head} (already up to date)\n"
 
     db = Database.open(_settings(url, tmp_path, migrate=False))
     try:

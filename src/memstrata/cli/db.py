@@ -24,8 +24,13 @@ def db_upgrade() -> None:
     """Create the pgvector extension and migrate the schema to the latest revision."""
     settings = load_settings()
     with open_database(settings, migrate=False) as db:
+        before = guarded(lambda: current_revision(db.engine))
         revision = guarded(lambda: upgrade(db.engine))
-        typer.echo(f"database at revision {revision}")
+        # What it did, for the CI step or Job log an operator reads afterwards.
+        if before == revision:
+            typer.echo(f"database at revision {revision} (already up to date)")
+        else:
+            typer.echo(f"database at revision {revision} (was {before or 'empty'})")
 
 
 @db_app.command("status")
