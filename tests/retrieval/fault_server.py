@@ -206,11 +206,14 @@ class FaultServer:
         return settings.model_copy(update=update)
 
     async def called(self, timeout_s: float = 10.0) -> None:
-        """Return once a request has reached this server (from a task of the caller's)."""
+        """Return once a request has reached this server from a task of the caller's,
+        started just before: one more request than when this was called (a runtime's
+        background worker probes the API when it starts, before the caller's task runs)."""
+        before = len(self.requests)
         deadline = time.monotonic() + timeout_s
-        while not self.requests and time.monotonic() < deadline:
+        while len(self.requests) == before and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        assert self.requests, "nothing called the embedding API"
+        assert len(self.requests) > before, "nothing called the embedding API"
 
     @property
     def mode(self) -> Mode:

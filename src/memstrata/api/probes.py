@@ -6,8 +6,10 @@ installed — 503 otherwise, the reason logged, not returned; a server with ever
 slot taken is ``"database": "saturated"`` and still ready while a pooled connection
 answers. While BM25 can answer it stays
 200 and says how the vector side is: ``{"vectors": "degraded", "pending": 163}`` when rows
-wait for a vector or the embedding circuit is open. ``/metrics``: Prometheus text (see
-:mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
+wait for a vector (rows of a wrong length included, as the re-embedding worker counted
+them), the embedding circuit is open, or the embedding API has not answered once in this
+process (a wrong URL or ``dimensions`` said "ok" until traffic came). ``/metrics``:
+Prometheus text (see :mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ class Probes:
         circuit_open = healer.embedder.circuit_open
         context.metrics.record_backlog(backlog.pending, backlog.oldest_age_s, backlog.failed)
         context.metrics.record_circuit(circuit_open)
-        degraded = backlog.pending > 0 or circuit_open
+        unproven = not healer.embedder.answered  # the worker's start-up probe, or any request
+        degraded = backlog.pending > 0 or circuit_open or unproven
         return ("degraded" if degraded else "ok"), backlog.pending
 
 

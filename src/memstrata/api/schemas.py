@@ -239,8 +239,10 @@ class Readiness(BaseModel):
     pgvector: str | None = None
     vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
         default="unknown",
-        description="degraded: rows wait for a vector or the embedding circuit is open; "
-        "search still answers (BM25 for those rows). off: no embedding API.",
+        description="degraded: rows wait for a vector (or have a vector of a wrong length), "
+        "the embedding circuit is open, or the embedding API has not answered once since "
+        "the process started; search still answers (BM25 for those rows). off: no "
+        "embedding API.",
     )
     pending: int | None = Field(default=None, description="Rows waiting for a vector.")
 

@@ -16,9 +16,14 @@ What a failure says about the texts sent decides what ``embed_each`` does with a
 - ``EmbeddingOutageError``: no answer (a timeout, a refused or dropped connection) or an
   answer about the API rather than the input (a redirect, 401/403/404/405/407/408, 429,
   every 5xx but 500, the circuit open), or vectors of a length the model does not have
-  (``embedding_answer.judge_length``). Halves would fail the same way, each after its own
-  wait, so nothing is split: the batch and every text of the call not yet embedded fail at
-  once. A hung API costs a write one timeout and the circuit one failure.
+  (``EmbeddingLengthError``, ``embedding_answer.judge_length``). Halves would fail the same
+  way, each after its own wait, so nothing is split: the batch and every text of the call
+  not yet embedded fail at once. A hung API costs a write one timeout and the circuit one
+  failure.
+
+The circuit's changes are logged: ``embedding.circuit_open`` when it opens,
+``embedding.still_failing`` every ``STILL_FAILING_EVERY_S`` while failures go on and
+``embedding.circuit_closed`` (with how long it was open) when an answer closes it.
 
 The client is synchronous because the services that call it use synchronous SQLAlchemy
 sessions; async callers wrap it in ``asyncio.to_thread``.
@@ -71,6 +76,8 @@ _NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 405, 407, 408, 429})
 # Embedding runs inside a memory write, so no single wait may stall it for long.
 _MAX_BACKOFF_S = 2.0
 _POOL_CONNECTIONS = 16
+# While a circuit stays open, ``embedding.still_failing`` is logged at most this often.
+STILL_FAILING_EVERY_S = 60.0
 NOT_SENT_STOPPING = (
     "the server is stopping; the text is stored without a vector, which the background "
     "re-embedding fills in"
@@ -110,7 +117,19 @@ class EmbeddingOutageError(EmbeddingUnavailableError):
 
 
 class CircuitOpenError(EmbeddingOutageError):
-    """Not sent: the circuit breaker is open after repeated failures."""
+    """Not sent: the circuit breaker is open after repeated failures; ``last_failure`` is
+    the last of them."""
+
+    def __init__(self, message: str, last_failure: Exception | None = None) -> None:
+        super().__init__(message)
+        self.last_failure = last_failure
+
+
+class EmbeddingLengthError(EmbeddingOutageError):
+    """The API answered, with vectors of another length than this model's (a wrong
+    ``dimensions``, a model swapped or cut short behind the same name): about the API or
+    its configuration, not the texts, so an outage for everything else, but told apart
+    where the difference matters to a person (a search's warning, the start-up probe)."""
 
 
 # One text's outcome in ``embed_each``: its vector or the error it got.
@@ -167,6 +186,8 @@ class OpenAICompatibleEmbedder:
         # (``judge_length``); several threads embed at once, so it changes under a lock.
         self._lengths = Lengths(spec.dimensions, configured=spec.dimensions is not None)
         self._lengths_lock = threading.Lock()
+        # Set by the first usable answer in this process (``answered``).
+        self._answered = False
         self.max_retries = max_retries
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
@@ -208,6 +229,13 @@ class OpenAICompatibleEmbedder:
         """The length of this model's vectors: configured, or learned from the answers
         (``None`` before the first)."""
         return self._lengths.known
+
+    @property
+    def answered(self) -> bool:
+        """Has the API answered an embedding request usably in this process? Until then
+        its configuration is unproven (a wrong URL or ``dimensions`` fails only when used):
+        ``/readyz`` reports the vector side degraded."""
+        return self._answered
 
     @property
     def lengths(self) -> Lengths:
@@ -324,18 +352,19 @@ class OpenAICompatibleEmbedder:
         breaker = self.query_breaker if kind == "query" else self.breaker
         with lane:
             if not breaker.allow():
-                shown = self.shown_url if breaker is self.breaker else shown_url(self.query_url)
+                self._tell_still_failing(breaker, kind, None)
                 raise CircuitOpenError(
-                    f"embedding API {shown} is failing; not called for another "
-                    f"{breaker.retry_after_s():.1f} s (circuit open)"
+                    f"embedding API {self._shown(breaker)} is failing; not called for another "
+                    f"{breaker.retry_after_s():.1f} s (circuit open)",
+                    breaker.last_failure,
                 )
             try:
                 vectors = self._request(body, kind, size)
             except EmbeddingRejectedError:
-                breaker.record_success()  # it answered: the API itself is up
+                self._closed(breaker, kind)  # it answered: the API itself is up
                 raise
             except EmbeddingError as exc:
-                if breaker.record_failure():
+                if breaker.record_failure(exc):
                     log_event(
                         logger,
                         "embedding.circuit_open",
@@ -345,9 +374,49 @@ class OpenAICompatibleEmbedder:
                         cooldown_s=breaker.cooldown_s,
                         error=str(exc),
                     )
+                else:
+                    self._tell_still_failing(breaker, kind, str(exc))
                 raise
-            breaker.record_success()
+            self._answered = True
+            self._closed(breaker, kind)
         return vectors
+
+    def _shown(self, breaker: CircuitBreaker) -> str:
+        return self.shown_url if breaker is self.breaker else shown_url(self.query_url)
+
+    def _closed(self, breaker: CircuitBreaker, kind: EmbeddingKind) -> None:
+        """Record an answer; log ``embedding.circuit_closed`` when it ends an outage."""
+        open_s = breaker.record_success()
+        if open_s is not None:
+            log_event(
+                logger,
+                "embedding.circuit_closed",
+                model=self.name,
+                kind=kind,
+                url=self._shown(breaker),
+                open_s=round(open_s, 1),
+            )
+
+    def _tell_still_failing(
+        self, breaker: CircuitBreaker, kind: EmbeddingKind, error: str | None
+    ) -> None:
+        """``embedding.still_failing`` once per ``STILL_FAILING_EVERY_S`` of an outage
+        (``embedding.circuit_open`` is logged once, when it begins)."""
+        open_s = breaker.still_failing_due(STILL_FAILING_EVERY_S)
+        if open_s is None:
+            return
+        fields: dict[str, Any] = {"error": error} if error is not None else {}
+        log_event(
+            logger,
+            "embedding.still_failing",
+            logging.WARNING,
+            model=self.name,
+            kind=kind,
+            url=self._shown(breaker),
+            open_s=round(open_s, 1),
+            failures=breaker.failures,
+            **fields,
+        )
 
     def _request(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
         # Queries are interactive: a short timeout. Passages get time in proportion to the
@@ -387,7 +456,7 @@ class OpenAICompatibleEmbedder:
                 "background; set the model's `dimensions` to pin the length",
             )
         if verdict.refusal is not None:
-            raise self._error(verdict.refusal, EmbeddingOutageError)
+            raise self._error(verdict.refusal, EmbeddingLengthError)
 
     def _post_with_retries(
         self, url: str, body: dict[str, Any], timeout_s: float, retries: int, *, bulk: bool

@@ -14,7 +14,9 @@ place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
 2. ``release`` / ``record_failures``: give claimed rows back (API down) or record a
    failed attempt / a permanent error, by row id.
 3. ``backlog``: count pending rows and the age of the oldest, for ``/metrics`` and
-   ``/readyz``.
+   ``/readyz``; ``stored_lengths``: how many of the model's vectors have each length
+   (the worker's once-per-length look at the table, which finds a length that changed
+   across a restart and counts the rows of a wrong length into the backlog).
 
 Writing the vectors back is per user again (``EmbeddingRepository``, under the user's
 lock), because a vector changes the user's search index.
@@ -36,6 +38,9 @@ from memstrata.db.distribution import cross_user_tag
 # is spelled ``< :model OR > :model`` rather than ``IS DISTINCT FROM :model`` so each arm
 # is an index range (``ix_memory_embeddings_pending`` / ``_model``, migration 0006): with
 # ``IS DISTINCT FROM`` every probe and every claim read the whole table (docs/BENCHMARKS.md).
+# Rows of a wrong length are not in it: no index covers ``embedding_dim``, so counting them
+# here would make every probe read the table again. The worker counts them once per length
+# (``stored_lengths``) and adds its count to ``backlog`` (``VectorHealer.backlog``).
 _PENDING = (
     "embedding_error IS NULL AND (embedding IS NULL OR embedding_model IS NULL"
     " OR embedding_model < :model OR embedding_model > :model)"
@@ -64,6 +69,10 @@ class WrongLength:
 
     def params(self) -> dict[str, Any]:
         return {"below": self.below, "above": self.above, "stale": list(self.stale)}
+
+    def matches(self, dim: int) -> bool:
+        """Is ``dim`` one of the wrong lengths (``_WRONG_LENGTH`` in Python)?"""
+        return dim < self.below or dim > self.above or dim in self.stale
 
 
 @dataclass(frozen=True)
@@ -362,6 +371,22 @@ def record_failures(
                 "after": retry_after_s,
             },
         )
+
+
+def stored_lengths(session: Session, model: str) -> dict[int, int]:
+    """Cross-user: how many vectors of ``model`` (not given up on) have each length. Reads
+    every row of the model (no index covers the length: about a second at two million
+    rows), so the worker asks once per process and rule, never a probe."""
+    rows = session.execute(
+        text(
+            cross_user_tag("embedding_queue.backlog")
+            + " SELECT embedding_dim, count(*) AS n FROM memory_embeddings WHERE "
+            "embedding_error IS NULL AND embedding_model = :model AND embedding IS NOT NULL "
+            "AND embedding_dim IS NOT NULL GROUP BY embedding_dim"
+        ),
+        {"model": model},
+    ).all()
+    return {int(r.embedding_dim): int(r.n) for r in rows}
 
 
 def backlog(session: Session, model: str, limit: int = BACKLOG_COUNT_LIMIT) -> Backlog:

@@ -37,7 +37,12 @@ from memstrata.errors import EmbeddingError, EmbeddingRejectedError, InvalidCont
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.embeddings import CircuitOpenError, EmbeddingOutageError, EmbeddingProvider
+from memstrata.retrieval.embeddings import (
+    CircuitOpenError,
+    EmbeddingLengthError,
+    EmbeddingOutageError,
+    EmbeddingProvider,
+)
 from memstrata.retrieval.fusion import RRF_K
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
@@ -221,6 +226,15 @@ class SearchService:
             # A warm index whose vectors were all removed still has a VectorIndex: only
             # live vectors make the search hybrid.
             vectors = index.vectors if index.vectors is not None and len(index.vectors) else None
+            # Nor do vectors of another length than the query's (the API's length changed:
+            # the stored ones wait to be re-embedded): none of them can be compared with it.
+            other_length = bool(
+                query_vector is not None
+                and vectors is not None
+                and len(query_vector) != vectors.dim
+            )
+            if other_length:
+                vectors = None
             users_rows = len(index.rows)
             if query_vector is not None and vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
@@ -237,6 +251,7 @@ class SearchService:
             vectors=vectors is not None,
             rows=users_rows,
             terms=bool(terms),
+            other_length=other_length,
         )
         mode = "hybrid" if hybrid else "bm25"
         return Candidates(bm25_ranked, vector_ranked, rows, mode, warnings)
@@ -261,7 +276,11 @@ def query_failure(exc: Exception) -> str:
     exception's name meant nothing to them; its text, naming the API's address, goes to
     the log only)."""
     if isinstance(exc, CircuitOpenError):
+        if isinstance(exc.last_failure, EmbeddingLengthError):
+            return f"{OTHER_LENGTH_ANSWER} and is not asked again for a moment"
         return "the embedding service failed repeatedly and is not asked again for a moment"
+    if isinstance(exc, EmbeddingLengthError):
+        return OTHER_LENGTH_ANSWER
     if isinstance(exc, EmbeddingOutageError):
         return "the embedding service is unreachable or did not answer in time"
     if isinstance(exc, EmbeddingRejectedError):
@@ -269,10 +288,19 @@ def query_failure(exc: Exception) -> str:
     return "the embedding service gave an unusable answer"
 
 
+OTHER_LENGTH_ANSWER = (
+    "the embedding service answered with vectors of another length than the embedding "
+    "model's (a configuration or model change)"
+)
 NO_EMBEDDING_API = "no embedding API is configured: searched with BM25 only"
 NO_VECTORS_YET = (
     "none of this user's rows has a vector of the embedding model yet (they are embedded "
     "in the background): searched with BM25 only"
+)
+OTHER_LENGTH = (
+    "the embedding model's vectors changed length and none of this user's stored vectors "
+    "has the new length yet (they are embedded again in the background): searched with "
+    "BM25 only"
 )
 NO_SEARCHABLE_WORDS = (
     "the query has no searchable words (only common words, punctuation or symbols), so "
@@ -281,13 +309,22 @@ NO_SEARCHABLE_WORDS = (
 
 
 def side_warnings(
-    *, embedder: bool, query_embedded: bool, vectors: bool, rows: int, terms: bool
+    *,
+    embedder: bool,
+    query_embedded: bool,
+    vectors: bool,
+    rows: int,
+    terms: bool,
+    other_length: bool = False,
 ) -> list[str]:
     """What the caller should know about a side of the search that could not take part.
-    A failed query embedding is reported where it happens (``SearchService.search``)."""
+    A failed query embedding is reported where it happens (``SearchService.search``).
+    ``other_length``: the user's vectors have another length than the query's."""
     warnings = []
     if not embedder:
         warnings.append(NO_EMBEDDING_API)
+    elif query_embedded and other_length:
+        warnings.append(OTHER_LENGTH)
     elif query_embedded and not vectors and rows:
         warnings.append(NO_VECTORS_YET)
     if not terms:
