@@ -86,7 +86,14 @@ async def test_a_frontend_edit_answers_while_the_sandbox_hangs(
     stored = mem.store.get_memory_file(USER, FileKind.USER)
     assert stored is not None and stored.version == edited.version == before.version + 1
     assert "likes tea" in stored.content
-    [push] = [e for e in sync_events(caplog) if e["direction"] == "db->sandbox"]
+    # This edit's push (a session start's pushes, or another test's, may be logged too)
+    [push] = [
+        e
+        for e in sync_events(caplog)
+        if e["direction"] == "db->sandbox"
+        and e.get("scenario") == "frontend"
+        and e.get("user_id") == USER
+    ]
     assert push["result"] == "sandbox_failed" and push["file"] == "USER.md"
     assert "did not finish within 0.5 s" in push["detail"]
     assert await mem.sync.settle(0.1) == 0  # nothing left for a shutdown to wait for

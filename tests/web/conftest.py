@@ -169,8 +169,14 @@ def append(page: Page, text: str) -> None:
 
 
 def tab(page: Page, name: str) -> None:
-    """Select a file tab (``soul``/``user``/``memory``) and wait until it is loaded."""
-    page.click(f"#tab-{name}")
+    """Select a file tab (``soul``/``user``/``memory``) and wait until it is loaded.
+
+    Selecting a tab reads the file again: waiting for that answer, not only for a version
+    on screen (an earlier read's), keeps a test's next write from racing the read."""
+    with page.expect_response(
+        lambda r: r.request.method == "GET" and r.url.split("?")[0].endswith(f"/{name}")
+    ):
+        page.click(f"#tab-{name}")
     expect(page.locator(f"#tab-{name}")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#file-version")).not_to_have_text("version –")
 
