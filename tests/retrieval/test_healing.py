@@ -20,8 +20,9 @@ from memstrata.retrieval import healing, queue
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
-from memstrata.retrieval.healing import VectorHealer, sort_results, wrong_lengths
+from memstrata.retrieval.healing import VectorHealer, sort_results
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.length_watch import wrong_lengths
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.rounds import Round
 

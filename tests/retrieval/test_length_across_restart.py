@@ -21,11 +21,12 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.errors import EmbeddingError
 from memstrata.logs import event_fields
-from memstrata.retrieval import healing
+from memstrata.retrieval import length_watch
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
-from memstrata.retrieval.healing import VectorHealer, majority_length
+from memstrata.retrieval.healing import VectorHealer
+from memstrata.retrieval.length_watch import majority_length
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.search import OTHER_LENGTH, SearchService
 
@@ -55,7 +56,7 @@ def embedder(fault: FaultServer) -> Iterator[OpenAICompatibleEmbedder]:
 
 @pytest.fixture(autouse=True)
 def _short_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(healing, "LENGTH_SETTLE_S", SETTLE_S)
+    monkeypatch.setattr(length_watch, "LENGTH_SETTLE_S", SETTLE_S)
 
 
 def stored_before_the_restart(db: Database, user: str, n: int = 3, dim: int = STORED) -> None:

@@ -18,8 +18,9 @@ The worker also watches the API for the operator: it embeds a probe text when it
 a wrong URL or ``dimensions`` otherwise showed only once traffic came), and again when it
 has nothing to claim while a circuit waits for its probe, so a circuit closes, and
 ``/readyz`` says so, when the API is back, without traffic. And it compares the API's
-length with the length most stored vectors of the model have (``follow_lengths``): a
-change across a restart used to turn semantic search off with no signal.
+length with the length most stored vectors of the model have
+(:mod:`memstrata.retrieval.length_watch`): a change across a restart used to turn semantic
+search off with no signal.
 """
 
 from __future__ import annotations
@@ -27,25 +28,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import psycopg
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from memstrata.config import STORED_VECTOR_DIM
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.retrieval import queue
-from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import (
     EmbeddingKind,
     EmbeddingLengthError,
     EmbeddingOutageError,
     OpenAICompatibleEmbedder,
 )
+from memstrata.retrieval.length_watch import LengthWatch
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.vector import pad_vector
 
@@ -67,38 +67,6 @@ PROBE_TEXT = "memory"
 # ``start`` waits this long at most for the start-up probe's answer, so a server's first
 # ``/readyz`` already knows whether the API answers (a hung API delays the start this much).
 START_PROBE_WAIT_S = 2.0
-# A model without ``dimensions`` whose API answers, in a new process, with another length
-# than most of its stored vectors have: the stored length is superseded — its rows are
-# re-embedded — once the API has gone on answering the new length for this long. Until
-# then the rows count as pending and searches say that they cannot use them. A transient
-# fault (a proxy cutting vectors for a few minutes around a restart) thus re-embeds
-# nothing, while a lasting change (a model swapped behind the same name) heals by itself.
-LENGTH_SETTLE_S = 600.0
-
-
-def wrong_lengths(lengths: Lengths, superseded: frozenset[int] = frozenset()) -> queue.WrongLength:
-    """The stored lengths of the model's vectors that are wrong, given what the client
-    knows: with a configured length, every other; else lengths no model gives (below
-    ``MIN_LEARNED_DIMENSIONS``: stored before the client refused them), the lengths the
-    client replaced (the API answered with another length since, consistently) and the
-    stored lengths the API's length ``superseded`` across a restart (``follow_lengths``).
-    A length merely different from a freshly learned one is left alone: the learned one
-    may be the wrong one (a restart while the API cuts vectors), and re-embedding every
-    stored vector with it at once would spread the damage."""
-    if lengths.configured and lengths.known is not None:
-        return queue.WrongLength(lengths.known, lengths.known)
-    stale = tuple(sorted((lengths.replaced | superseded) - {lengths.known}))
-    return queue.WrongLength(MIN_LEARNED_DIMENSIONS, STORED_VECTOR_DIM, stale)
-
-
-def majority_length(stored: Mapping[int, int]) -> int | None:
-    """The length most of a model's stored vectors have (``stored``: length -> rows),
-    among lengths a model may give; a tie goes to the longer. None: no such vector."""
-    lowest, highest = MIN_LEARNED_DIMENSIONS, STORED_VECTOR_DIM
-    plausible = {d: n for d, n in stored.items() if lowest <= d <= highest}
-    if not plausible:
-        return None
-    return max(plausible, key=lambda d: (plausible[d], d))
 
 
 def start_failure(error: EmbeddingError) -> tuple[str, str]:
@@ -190,18 +158,7 @@ class VectorHealer:
         # (``wrong_lengths``: the client's length changed), until none is left.
         self._relength = queue.PendingUsers()
         self._lengths_checked: queue.WrongLength | None = None
-        # The model's stored lengths (length -> rows), read once per rule (follow_lengths).
-        self._stored: dict[int, int] | None = None
-        self._stored_rule: queue.WrongLength | None = None
-        # Stored lengths the API's length superseded across a restart (LENGTH_SETTLE_S).
-        self._superseded: frozenset[int] = frozenset()
-        # (stored length, the API's length, since) while a supersession waits to settle.
-        self._awaiting: tuple[int, int, float] | None = None
-        self._told: set[tuple[int, int]] = set()
-        # Rows of a wrong length (by the rule) and of an awaited length: counted into the
-        # backlog, since ``queue.backlog`` cannot count them without reading the table.
-        self._wrong_rows = 0
-        self._awaiting_rows = 0
+        self.lengths = LengthWatch(sessions, embedder, self._probe)
         self._probed = threading.Event()  # the start-up probe has its answer
         self._start_failed_at: float | None = None  # time.monotonic()
         self._next_idle_probe = 0.0
@@ -227,7 +184,7 @@ class VectorHealer:
         if self._still_paused():
             return report  # the API refused every text of the last claim (_refused_whole)
         self._note_reachable()
-        self.follow_lengths()
+        self.lengths.follow()
         wrong: list[queue.Claimed] = []
         with transaction(self._sessions) as session:
             todo = queue.claim(
@@ -251,8 +208,7 @@ class VectorHealer:
             return report
         vectors, failures, release = sort_results(todo, results, self.max_attempts)
         report.embedded, unwritable = self._write_back(todo, vectors)
-        relengthed = sum(1 for c in wrong if c.id in vectors)
-        self._wrong_rows = max(0, self._wrong_rows - relengthed)
+        self.lengths.relengthed(sum(1 for c in wrong if c.id in vectors))
         failures.extend(unwritable)
         with transaction(self._sessions) as session:
             queue.release(session, release, self.embedder.breaker.retry_after_s())
@@ -278,7 +234,7 @@ class VectorHealer:
     def _claim_wrong_length(self, session: Session, n: int) -> list[queue.Claimed]:
         """Up to ``n`` rows with a vector of this model of a wrong length, until a claim
         finds none for the current rule."""
-        wrong = wrong_lengths(self.embedder.lengths, self._superseded)
+        wrong = self.lengths.rule()
         if wrong == self._lengths_checked:
             return []
         found = queue.claim(
@@ -286,7 +242,7 @@ class VectorHealer:
         )
         if not found:
             self._lengths_checked = wrong
-            self._wrong_rows = 0
+            self.lengths.none_left()
             return []
         log_event(
             logger,
@@ -418,85 +374,9 @@ class VectorHealer:
         if query is not embedder.breaker and query.state != "closed" and query.allow_peek():
             self._probe("query")
 
-    # -- the API's vector length against the stored one --------------------------------
     def follow_lengths(self) -> None:
-        """Compare the API's length (once known) with the length most stored vectors of
-        the model have, read once per process and rule (``queue.stored_lengths``), and
-        count the rows of a wrong length into the backlog.
-
-        Another length means the API changed across a restart (before, the process that
-        saw the change was the only one to re-embed): ``embedding.dimension_changed`` is
-        logged once. With ``dimensions`` configured the old rows are wrong at once
-        (``wrong_lengths``). Without it, the stored length is superseded once the API has
-        gone on answering the new one for ``LENGTH_SETTLE_S`` (a probe confirms it): the
-        rows are pending meanwhile, and nothing is re-embedded if the API goes back to the
-        stored length, as after a transient fault."""
-        lengths = self.embedder.lengths
-        if lengths.known is None:
-            return  # no answer yet: nothing to compare
-        rule = wrong_lengths(lengths, self._superseded)
-        if self._stored is None or rule != self._stored_rule:
-            with self._sessions() as session:
-                self._stored = queue.stored_lengths(session, self.embedder.name)
-            self._stored_rule = rule
-            self._wrong_rows = sum(n for d, n in self._stored.items() if rule.matches(d))
-        stored = majority_length(self._stored)
-        if stored is None or stored == lengths.known or stored in lengths.replaced:
-            self._awaiting, self._awaiting_rows = None, 0  # no change, or this process saw it
-            return
-        self._tell_changed(stored, lengths.known, lengths.configured)
-        if rule.matches(stored):  # configured, or superseded already
-            self._awaiting, self._awaiting_rows = None, 0
-            return
-        now = time.monotonic()
-        if self._awaiting is None or self._awaiting[:2] != (stored, lengths.known):
-            self._awaiting = (stored, lengths.known, now)
-            self._awaiting_rows = self._stored.get(stored, 0)
-            return
-        if now - self._awaiting[2] < LENGTH_SETTLE_S:
-            return
-        if self._probe() is not None or self.embedder.lengths.known != lengths.known:
-            return  # not confirmed now: asked again next round
-        self._superseded |= {stored}
-        self._awaiting, self._awaiting_rows = None, 0
-        log_event(
-            logger,
-            "embedding.dimension_superseded",
-            logging.WARNING,
-            model=self.embedder.name,
-            previous=stored,
-            dimensions=lengths.known,
-            settled_s=LENGTH_SETTLE_S,
-        )
-        self.follow_lengths()  # the rule changed: count the rows it now finds wrong
-
-    def _tell_changed(self, stored: int, answered: int, configured: bool) -> None:
-        if (stored, answered) in self._told:
-            return
-        self._told.add((stored, answered))
-        rows = (self._stored or {}).get(stored, 0)
-        after_s = 0.0 if configured else LENGTH_SETTLE_S
-        log_event(
-            logger,
-            "embedding.dimension_changed",
-            logging.WARNING,
-            model=self.embedder.name,
-            previous=stored,
-            dimensions=answered,
-            stored_rows=rows,
-            configured=configured,
-            re_embed_after_s=after_s,
-            effect=f"most stored vectors of this model have {stored} numbers and the API "
-            f"answers {answered}: searches cannot use them (BM25 for those rows, with a "
-            "warning) and they count as pending; "
-            + (
-                "they are re-embedded now (`dimensions` is configured)"
-                if configured
-                else f"they are re-embedded once the API has answered {answered} for "
-                f"{after_s:g} s (at once with `dimensions` set to {answered}); if the API "
-                f"answers {stored} again before that, nothing is re-embedded"
-            ),
-        )
+        """The API's length against the stored one now (:meth:`LengthWatch.follow`)."""
+        self.lengths.follow()
 
     def _write_back(
         self, todo: list[queue.Claimed], vectors: dict[int, list[float]]
@@ -553,7 +433,7 @@ class VectorHealer:
         index lets ``queue.backlog`` count them on every probe)."""
         with self._sessions() as session:
             found = queue.backlog(session, self.embedder.name)
-        extra = self._wrong_rows + self._awaiting_rows
+        extra = self.lengths.pending
         if not extra or self._target not in (None, self.embedder.name):
             return found
         return replace(found, pending=min(queue.BACKLOG_COUNT_LIMIT, found.pending + extra))
