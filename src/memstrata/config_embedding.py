@@ -18,6 +18,10 @@ QUERY_TIMEOUT_TOKENS = 128
 # Estimated tokens per passage request, at most (besides EMBEDDING_BATCH_SIZE texts): two
 # full chunks. Conversation turns are mostly far shorter, so 8 of them still go together.
 BATCH_TOKENS = 1024
+# A write's inline passage embedding waits at most this long for a slot, then stores its
+# texts without a vector (healed in the background): a soak run's single-turn writes waited
+# up to 296 s behind imports, minutes after their clients had given up.
+BULK_WAIT_S = 30.0
 
 
 def http_url(value: str | None) -> str | None:
@@ -108,6 +112,14 @@ class EmbeddingSettings(BaseModel):
         description="Estimated tokens per passage request, at most (a longer text goes "
         "alone). Another user's write waits for the request in flight: with long texts a "
         "count alone made it wait seconds.",
+    )
+    embedding_bulk_wait_s: float = Field(
+        default=BULK_WAIT_S,
+        gt=0,
+        description="How long a write's own passage embedding waits for a slot behind other "
+        "writes and imports; past it the texts are stored without a vector (the write "
+        "answers, with a warning) and embedded in the background. The background worker "
+        "waits as long as it takes.",
     )
     embedding_bulk_concurrency: int = Field(
         default=1, ge=1, description="Passage requests in flight at once (queries are apart)."

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -150,6 +151,12 @@ class BulkLaneClosedError(Exception):
     """The bulk lane is closed (the server is stopping): the request was not sent."""
 
 
+class BulkLaneBusyError(Exception):
+    """A request waited ``give_up_s`` for a bulk slot and was not sent: under a flood of
+    imports a write's inline embedding otherwise waited minutes, long after its client had
+    gone. Its texts are stored without a vector and embedded in the background."""
+
+
 # The owner of bulk requests made outside ``bulk_owner``: the healer's re-embedding (one of
 # its requests may hold several users' rows, and its claims already serve the users with
 # rows waiting in turn, ``queue.claim``) and benchmarks. Together they count as one more
@@ -199,6 +206,8 @@ class _Waiter:
     arrival: int
     # time.monotonic() from which the lane stops yielding to queries for this request.
     deadline: float = field(compare=False)
+    # time.monotonic() at which the request stops waiting (BulkLaneBusyError); inf: never.
+    give_up: float = field(compare=False, default=math.inf)
 
 
 class Lanes:
@@ -241,13 +250,21 @@ class Lanes:
                 self._cond.notify_all()
 
     @contextmanager
-    def bulk(self, owner: str = BACKGROUND_OWNER, max_wait_s: float = 60.0) -> Iterator[None]:
+    def bulk(
+        self,
+        owner: str = BACKGROUND_OWNER,
+        max_wait_s: float = 60.0,
+        give_up_s: float | None = None,
+    ) -> Iterator[None]:
         """Hold a bulk slot for the block, once it is ``owner``'s turn (a user id, or
         ``BACKGROUND_OWNER``) and no query is in flight. Bounded: once a waiting request
         has waited ``max_wait_s``, the bulk lane stops yielding to queries until it is
-        served, so a stream of queries cannot starve writes."""
+        served, so a stream of queries cannot starve writes; one that has waited
+        ``give_up_s`` (when given) leaves with ``BulkLaneBusyError``."""
         with self._cond:
-            me = self._enqueue(owner, time.monotonic() + max_wait_s)
+            now = time.monotonic()
+            give_up = math.inf if give_up_s is None else now + give_up_s
+            me = self._enqueue(owner, now + max_wait_s, give_up)
             try:
                 self._wait_for_turn(me)
             except BaseException:  # closed (or interrupted): out of the queue
@@ -281,10 +298,10 @@ class Lanes:
 
     # -- the bulk queue; every method below runs under self._cond ----------------------------
 
-    def _enqueue(self, owner: str, deadline: float) -> _Waiter:
+    def _enqueue(self, owner: str, deadline: float, give_up: float) -> _Waiter:
         turn = round_for(self._latest.get(owner), self._serving)
         self._latest[owner] = turn
-        me = _Waiter(turn, next(self._arrivals), deadline)
+        me = _Waiter(turn, next(self._arrivals), deadline, give_up)
         heapq.heappush(self._waiting, me)
         return me
 
@@ -295,7 +312,11 @@ class Lanes:
             now = time.monotonic()
             if self._waiting[0] is me and self._may_start(now):
                 return
-            self._cond.wait(timeout=self._recheck_s(now))
+            if now >= me.give_up:
+                raise BulkLaneBusyError("no bulk slot came free in time")
+            waits = [t for t in (self._recheck_s(now), me.give_up - now) if t is not None]
+            finite = [t for t in waits if t != math.inf]
+            self._cond.wait(timeout=min(finite) if finite else None)
 
     def _may_start(self, now: float) -> bool:
         if self._bulk >= self.bulk_slots:

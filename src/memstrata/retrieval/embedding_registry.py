@@ -103,6 +103,7 @@ def embedder_for(
         max_retries=settings.embedding_max_retries,
         batch_size=settings.embedding_batch_size,
         batch_tokens=settings.embedding_batch_tokens,
+        bulk_wait_s=settings.embedding_bulk_wait_s,
         client=client,
         query_timeout_s=settings.embedding_query_timeout_s,
         timeout_per_text_s=settings.embedding_timeout_per_text_s,

@@ -44,10 +44,12 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from memstrata.config import EmbeddingModelSpec
-from memstrata.config_embedding import BATCH_TOKENS, QUERY_TIMEOUT_TOKENS
+from memstrata.config_embedding import BATCH_TOKENS, BULK_WAIT_S, QUERY_TIMEOUT_TOKENS
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
 from memstrata.retrieval.breaker import (
+    BACKGROUND_OWNER,
+    BulkLaneBusyError,
     BulkLaneClosedError,
     CircuitBreaker,
     Lanes,
@@ -164,6 +166,7 @@ class OpenAICompatibleEmbedder:
         max_retries: int = 2,
         batch_size: int = 8,
         batch_tokens: int = BATCH_TOKENS,
+        bulk_wait_s: float = BULK_WAIT_S,
         client: httpx.Client | None = None,
         backoff_s: float = 0.1,
         query_timeout_s: float = 2.0,
@@ -191,6 +194,7 @@ class OpenAICompatibleEmbedder:
         self.max_retries = max_retries
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
+        self.bulk_wait_s = bulk_wait_s
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.query_timeout_s = query_timeout_s
@@ -345,10 +349,21 @@ class OpenAICompatibleEmbedder:
             return self._in_lane(body, kind, len(batch))
         except BulkLaneClosedError as exc:  # raised only by the lane, before any request
             raise self._error(f"was not sent: {NOT_SENT_STOPPING}", EmbeddingOutageError) from exc
+        except BulkLaneBusyError as exc:  # likewise: the API was not asked, nor failed
+            raise self._error(
+                f"was not sent: no embedding slot came free within {self.bulk_wait_s:g} s "
+                "(other writes and imports in flight; MEMSTRATA_EMBEDDING_BULK_WAIT_S); the "
+                "text is stored and embedded in the background",
+                EmbeddingOutageError,
+            ) from exc
 
     def _in_lane(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
         # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer).
-        lane = self.lanes.query() if kind == "query" else self.lanes.bulk(current_bulk_owner())
+        owner = current_bulk_owner()
+        # A request's own write gives up waiting (stored without a vector, healed later);
+        # the background worker's requests wait their turn however long it takes.
+        give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
+        lane = self.lanes.query() if kind == "query" else self.lanes.bulk(owner, give_up_s=give_up)
         breaker = self.query_breaker if kind == "query" else self.breaker
         with lane:
             if not breaker.allow():
