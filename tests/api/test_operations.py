@@ -19,10 +19,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from memstrata import package_version
 from memstrata.api import create_app, create_router
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import make_session_factory
+from memstrata.db.migrate import schema_head
 from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
@@ -49,6 +51,9 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
         "pgvector": version,
         "vectors": "off",  # no embedding API in this runtime
         "pending": None,
+        # which code answers, for a rolling upgrade (as `memstrata --version`)
+        "release": package_version(),
+        "schema_head": schema_head(),
     }
 
 
@@ -121,6 +126,8 @@ def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None
         "pgvector": "unknown",
         "vectors": "unknown",
         "pending": None,
+        "release": package_version(),
+        "schema_head": schema_head(),
     }
     broken.db.engine.dispose()
 
@@ -162,6 +169,8 @@ def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str
             "pgvector": "missing",
             "vectors": "unknown",
             "pending": None,
+            "release": package_version(),
+            "schema_head": schema_head(),
         }
     finally:
         bare.db.engine.dispose()

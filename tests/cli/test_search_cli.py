@@ -253,6 +253,16 @@ def test_reindex_drops_template_rows_an_older_release_indexed(
         assert [tuple(r) for r in rows] == [("Allergic to peanuts.", False)]
 
 
+def test_reindex_of_an_unknown_user_fails_and_says_so(
+    env: None, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped id printed "re-indexed 0 memory file(s)" and exited 0."""
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "true")
+    code, out = invoke("reindex", "--user", "nobody-here")
+    assert code == 1
+    assert "no user 'nobody-here' in this database" in out and "memstrata user list" in out
+
+
 def test_an_argument_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
     """A Latin-1 terminal's é reached the search as a lone surrogate, and the error spoke of
     one: it now names the byte and the fix, before anything starts."""

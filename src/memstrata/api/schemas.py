@@ -20,6 +20,8 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
+from memstrata import package_version
+from memstrata.db.migrate import schema_head
 from memstrata.db.models import MAX_INT
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
@@ -245,6 +247,15 @@ class Readiness(BaseModel):
         "embedding API.",
     )
     pending: int | None = Field(default=None, description="Rows waiting for a vector.")
+    release: str = Field(
+        default_factory=package_version,
+        description="This replica's memstrata release (as `memstrata --version`): during a "
+        "rolling upgrade, which code answers.",
+    )
+    schema_head: str | None = Field(
+        default_factory=schema_head,
+        description="The schema revision this release brings the database to.",
+    )
 
 
 # -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------

@@ -9,6 +9,7 @@ import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
+from memstrata.runtime import Memstrata
 
 
 @app.command("search")
@@ -57,10 +58,20 @@ def reindex_command(
         files = guarded(lambda: mem.reindex_memory_files(user))
         done = guarded(lambda: mem.indexer.fill_missing(user))
         left = guarded(lambda: mem.indexer.count_missing(user))
+        # Nothing done at all: a mistyped id "re-indexed 0 memory files" and looked done.
+        if not (files or done or left) and not guarded(lambda: _known(mem, user)):
+            fail(
+                f"no user {user!r} in this database, so nothing was re-indexed; check the id "
+                "(`memstrata user list` shows every user)"
+            )
     typer.echo(f"re-indexed {files} memory file(s) and embedded {done} chunk(s) for {user}")
     if left:
         # A job runner must see this: the vectors are still missing.
         fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
+
+
+def _known(mem: Memstrata, user: str) -> bool:
+    return any(u.user_id == user for u in mem.list_users())
 
 
 @app.command("snapshots")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from anyio import get_cancelled_exc_class
@@ -54,6 +53,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from memstrata import package_version
 from memstrata.agent.prompt import check_token_limit
 from memstrata.agent.session import build_memory_prompt
 from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
@@ -191,7 +191,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
 
     server: Server[Any] = Server(
         "memstrata",
-        version=_version(),
+        version=package_version(),
         instructions=INSTRUCTIONS,
         get_tool_input_schema=lambda name: by_name[name].input_schema if name in by_name else None,
         on_list_tools=list_tools,
@@ -356,10 +356,3 @@ def _whole_number(raw: str) -> int | str:
         return int(raw.strip())
     except ValueError:
         return raw[:40]
-
-
-def _version() -> str:
-    try:
-        return version("memstrata")
-    except PackageNotFoundError:  # a source tree without an install
-        return "0.0.0"
