@@ -6,6 +6,7 @@ new session 503 once reached, including users who held none."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import httpx
@@ -90,3 +91,37 @@ def test_over_http_a_new_users_session_ends_the_oldest_idle_one(
         assert _tools_list(url, bearer("srv-bob"), ids["srv-bob"]).status_code == 200
         again = initialize(url, bearer("srv-alice"))  # what an MCP client does on 404
         assert again.status_code == 200
+
+
+def _gauge(url: str, name: str) -> float | None:
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_metrics_count_open_sessions_and_waiting_passage_requests(
+    hybrid_mem: Memstrata, settings: Settings, bearer: Bearer
+) -> None:
+    """What an operator watches before the caps bite: the MCP sessions open, and the
+    passage requests waiting for a slot (neither had a series)."""
+    with running(hybrid_mem, settings) as url:
+        for user in ("gauge-a", "gauge-b"):
+            assert initialize(url, bearer(user)).status_code == 200
+        assert _gauge(url, "memstrata_mcp_sessions") == 2
+        assert _gauge(url, "memstrata_embedding_bulk_waiting") == 0
+        lanes = hybrid_mem.embedder.lanes  # type: ignore[union-attr]
+
+        def wait_for_a_slot() -> None:
+            with lanes.bulk("writer"):
+                pass
+
+        waiter = threading.Thread(target=wait_for_a_slot, daemon=True)
+        with lanes.bulk("importer"):  # the slot is taken
+            waiter.start()
+            deadline = time.monotonic() + 10
+            while lanes.waiting < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _gauge(url, "memstrata_embedding_bulk_waiting") == 1
+        waiter.join(10)
+        assert _gauge(url, "memstrata_embedding_bulk_waiting") == 0

@@ -35,6 +35,7 @@ from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.db.migrate import schema_head
 from memstrata.logs import log_event
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.runtime import Memstrata
 from memstrata.service_logging import configure_service_logging
 from memstrata.web import web_router
@@ -53,6 +54,12 @@ def create_router(
     """
     context = ApiContext.of(memstrata)
     context.metrics.watch_database(lambda: _database_up(context))
+    context.metrics.watch_count(
+        "memstrata_embedding_bulk_waiting",
+        "Passage (write and re-embedding) requests waiting for a slot on the embedding API; "
+        "a write's own gives up after MEMSTRATA_EMBEDDING_BULK_WAIT_S.",
+        lambda: _bulk_waiting(context),
+    )
     routes = route_class(context)
     router = APIRouter()
     router.include_router(config.build_router(routes))
@@ -155,6 +162,16 @@ def _log_started() -> None:
         version=package_version(),
         schema_head=schema_head(),
     )
+
+
+def _bulk_waiting(context: ApiContext) -> int | None:
+    if not context.ready:
+        return None
+    try:
+        embedder = context.mem.embedder
+    except ApiError:  # detached meanwhile: stopping
+        return None
+    return embedder.lanes.waiting if isinstance(embedder, OpenAICompatibleEmbedder) else None
 
 
 def _database_up(context: ApiContext) -> bool | None:

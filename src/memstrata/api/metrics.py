@@ -116,6 +116,7 @@ class ApiMetrics:
         self._cache_source: Callable[[], CacheStats | None] | None = None
         self._search_source: Callable[[], SearchStats | None] | None = None
         self._database_source: Callable[[], bool | None] | None = None
+        self._counts: dict[str, tuple[str, Callable[[], int | None]]] = {}
         self.registry.register(_SearchCacheCollector(self))
         self.registry.register(_SearchStageCollector(self))
         self.registry.register(_FrozenHeapCollector())
@@ -132,6 +133,11 @@ class ApiMetrics:
     def watch_database(self, source: Callable[[], bool | None]) -> None:
         """Report the database monitor's verdict from ``source`` (None: no sample)."""
         self._database_source = source
+
+    def watch_count(self, name: str, help_text: str, source: Callable[[], int | None]) -> None:
+        """Report a count read at scrape time as the gauge ``name`` (None: no sample): the
+        embedding requests waiting for a slot, the MCP sessions open."""
+        self._counts[name] = (help_text, source)
 
     def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
         self.pending.set(pending)
@@ -175,6 +181,10 @@ class _ProcessCollector(Collector):
         )
         info.add_metric([package_version(), schema_head() or ""], 1)
         yield info
+        for name, (help_text, count) in list(self._metrics._counts.items()):
+            value = count()
+            if value is not None:
+                yield GaugeMetricFamily(name, help_text, value=value)
         source = self._metrics._database_source
         up = source() if source is not None else None
         if up is not None:

@@ -186,6 +186,14 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
             end_session=partial(_end_session, manager),
         )
     )
+    if sessions is not None:
+        ledger = sessions
+        context.metrics.watch_count(
+            "memstrata_mcp_sessions",
+            "MCP sessions open in this process (and session-opening requests in flight); "
+            "at MEMSTRATA_MCP_MAX_SESSIONS a new one ends the least recently used idle one.",
+            lambda: ledger.total,
+        )
     headers = HeaderChecks(security, json_response=manager.json_response)
     gate = BearerGate(
         manager.handle_request, context.auth, settings.max_request_bytes, sessions, headers
