@@ -124,14 +124,22 @@ def open_runtime(settings: Settings, *, require_embeddings: bool = False) -> Ite
                 "no embedding API configured — set MEMSTRATA_EMBEDDING_BASE_URL and "
                 "MEMSTRATA_EMBEDDING_MODEL, or enable MEMSTRATA_EMBEDDING_AUTOSTART"
             )
-        try:
-            mem = open_memstrata(settings, spec)
-        except MemstrataError as exc:
-            fail(str(exc))
-        try:
+        with runtime_for(settings, spec) as mem:
             yield mem
-        finally:
-            mem.close()
+
+
+@contextmanager
+def runtime_for(settings: Settings, spec: EmbeddingModelSpec | None) -> Iterator[Memstrata]:
+    """:func:`open_memstrata` for one command: a runtime that cannot open is the CLI's
+    one-line error, and the runtime is closed when the command ends."""
+    try:
+        mem = open_memstrata(settings, spec)
+    except MemstrataError as exc:
+        fail(str(exc))
+    try:
+        yield mem
+    finally:
+        mem.close()
 
 
 def open_memstrata(settings: Settings, spec: EmbeddingModelSpec | None) -> Memstrata:

@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 
-from memstrata.cli.app import app, fail, guarded, load_settings, open_memstrata
-from memstrata.errors import MemstrataError
+from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
 from memstrata.memory.kinds import validate_user_id
-from memstrata.runtime import Memstrata
 
 user_app = typer.Typer(
     help="One user's data: list the users, erase one (docs/DEPLOY.md).", no_args_is_help=True
 )
 app.add_typer(user_app, name="user")
-
-
-@contextmanager
-def _runtime() -> Iterator[Memstrata]:
-    """The runtime without an embedding model: neither command embeds anything."""
-    settings = load_settings()
-    try:
-        mem = open_memstrata(settings, None)
-    except MemstrataError as exc:
-        fail(str(exc))
-    try:
-        yield mem
-    finally:
-        mem.close()
 
 
 @user_app.command("erase")
@@ -57,7 +39,7 @@ def user_erase(
             "This cannot be undone",
             abort=True,
         )
-    with _runtime() as mem:
+    with runtime_for(load_settings(), None) as mem:  # neither command embeds
         erasure = guarded(lambda: mem.erase_user(user))
     if as_json:
         typer.echo(json.dumps(erasure.to_dict(), ensure_ascii=False))
@@ -84,7 +66,7 @@ def user_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array.")] = False,
 ) -> None:
     """Every user with a memory file, a search row or a skill switch, with how many."""
-    with _runtime() as mem:
+    with runtime_for(load_settings(), None) as mem:  # neither command embeds
         users = guarded(mem.list_users)
     if as_json:
         typer.echo(json.dumps([u.to_dict() for u in users], ensure_ascii=False))

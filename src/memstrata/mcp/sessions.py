@@ -318,27 +318,26 @@ def _too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
         f"session you no longer need with DELETE {path} and its Mcp-Session-Id header "
         "(SDK clients do this when they close)."
     )
-    return ApiError(
-        429,
-        detail,
-        code=TOO_MANY_SESSIONS,
-        headers={"Retry-After": str(wait_s)},
-        extra=jsonrpc_error_fields(detail),
-    )
+    return _refusal(429, TOO_MANY_SESSIONS, detail, wait_s)
 
 
 def _server_full(ledger: SessionLedger) -> ApiError:
-    wait_s = max(1, math.ceil(ledger.idle_timeout_s))
     detail = (
         f"this server holds {ledger.per_server} MCP sessions, the most it allows "
         "(MEMSTRATA_MCP_MAX_SESSIONS), and each has a request in flight, so none can be "
         "ended for a new one. Retry later (Retry-After), reuse an open session, or send "
         "requests to another replica."
     )
+    return _refusal(503, SERVER_FULL, detail, max(1, math.ceil(ledger.idle_timeout_s)))
+
+
+def _refusal(status: int, code: str, detail: str, wait_s: int) -> ApiError:
+    """A refused session-opening request: the one error shape, Retry-After, and a JSON-RPC
+    error MCP clients show."""
     return ApiError(
-        503,
+        status,
         detail,
-        code=SERVER_FULL,
+        code=code,
         headers={"Retry-After": str(wait_s)},
         extra=jsonrpc_error_fields(detail),
     )

@@ -314,9 +314,11 @@ class Lanes:
                 return
             if now >= me.give_up:
                 raise BulkLaneBusyError("no bulk slot came free in time")
-            waits = [t for t in (self._recheck_s(now), me.give_up - now) if t is not None]
-            finite = [t for t in waits if t != math.inf]
-            self._cond.wait(timeout=min(finite) if finite else None)
+            timeout = self._recheck_s(now)
+            if me.give_up != math.inf:
+                left = me.give_up - now
+                timeout = left if timeout is None else min(timeout, left)
+            self._cond.wait(timeout=timeout)
 
     def _may_start(self, now: float) -> bool:
         if self._bulk >= self.bulk_slots:
