@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -70,6 +70,10 @@ from memstrata.sandbox.tasks import UserLocks, WritesInFlight
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
+# Users whose closed sessions wait for a read-back at their next session start, at most:
+# past it the least recently noted are forgotten (their edits stay in the closed session
+# directories, as before the read-back existed), so the map cannot grow without bound.
+MAX_CLOSED_USERS = 10_000
 
 
 class CacheInvalidator(Protocol):
@@ -111,7 +115,9 @@ class SyncService:
         self._open_sessions: dict[str, Counter[str]] = {}
         # user -> sessions closed since the user's last session start, read back by the
         # next one (``end_session``); under the same mutex.
-        self._closed: dict[str, set[str]] = {}
+        # The users least recently noted go first past MAX_CLOSED_USERS: a user who never
+        # starts a session again would otherwise be kept for the life of the process.
+        self._closed: OrderedDict[str, set[str]] = OrderedDict()
         self._writes = WritesInFlight(self._locks)
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -395,7 +401,7 @@ class SyncService:
             sessions[session_id] -= 1
             if sessions[session_id] <= 0:
                 del sessions[session_id]
-                self._closed.setdefault(user_id, set()).add(session_id)
+                self._note_closed(user_id, session_id)
             if not sessions:
                 # Under the mutex: a session starting now must not count in a dropped map.
                 del self._open_sessions[user_id]
@@ -419,7 +425,7 @@ class SyncService:
             results = await self.read_back_session(user_id, session_id)
             if any(r.needs_retry for r in results):
                 with self._sessions_mutex:
-                    self._closed.setdefault(user_id, set()).add(session_id)
+                    self._note_closed(user_id, session_id)
 
     def open_sessions(self, user_id: str) -> list[str]:
         """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the
@@ -450,6 +456,13 @@ class SyncService:
         if sandbox is None:
             sandbox = open_sandbox(self.sandboxes, user_id, session_id)
         return Target(user_id, session_id, sandbox, scenario)
+
+    def _note_closed(self, user_id: str, session_id: str) -> None:
+        """Under the sessions mutex."""
+        self._closed.setdefault(user_id, set()).add(session_id)
+        self._closed.move_to_end(user_id)
+        while len(self._closed) > MAX_CLOSED_USERS:
+            self._closed.popitem(last=False)
 
     def sandbox_lock(self, sandbox: Sandbox) -> AbstractAsyncContextManager[None]:
         """Hold ``sandbox`` against every other process's sync of it, when the sandbox has
