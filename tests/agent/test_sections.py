@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
+from datetime import date
 
 import pytest
 
 from memstrata.agent.sections import (
     append_to_section,
+    dated_bullet,
     find_section,
     line_break,
     replace_file,
@@ -81,6 +83,12 @@ def test_set_key_keeps_the_cr_of_the_line_it_replaces() -> None:
 def test_a_lone_cr_in_a_crlf_file_survives_an_edit() -> None:
     text = "## Notes\r\n- a\rb\r\r\n"
     assert append_to_section(text, "Notes", "- c") == "## Notes\r\n- a\rb\r\r\n- c\r\n"
+
+
+@pytest.mark.parametrize("brk", ["\r", "\u2028", "\u2029", "\x85", "\x0b", "\r\n"])
+def test_an_entry_breaks_at_every_line_break_and_indents_what_follows(brk: str) -> None:
+    entry = dated_bullet(f"first{brk}second{brk}{brk}third", date(2026, 3, 1))
+    assert entry == "- 2026-03-01: first\n  second\n  third"
 
 
 @pytest.mark.parametrize(

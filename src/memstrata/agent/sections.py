@@ -167,7 +167,12 @@ def _set_key(text: str, name: str, key: str, value: str) -> str:
 
 
 def dated_bullet(content: str, day: date) -> str:
-    """``- 2026-03-01: first line`` with later lines indented under it (blank ones dropped)."""
-    lines = [line.rstrip() for line in content.strip().split("\n")]
+    """``- 2026-03-01: first line`` with later lines indented under it (blank ones dropped).
+
+    Every break ``str.splitlines`` knows splits: a lone CR or U+2028 left inside the bullet
+    is a line break to CommonMark and editors, so the text after it would start a line of
+    its own, outside the entry's indentation.
+    """
+    lines = [line.rstrip() for line in content.strip().splitlines()]
     rest = [f"  {line.strip()}" for line in lines[1:] if line.strip()]
     return "\n".join([f"- {day.isoformat()}: {lines[0]}", *rest])
