@@ -15,7 +15,7 @@ from memstrata.db.models import MemoryEmbedding, UserMemory
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.templates import TemplateSet
 from memstrata.runtime import Memstrata
-from memstrata.sandbox.local import safe_dir_name
+from memstrata.sandbox.dir_names import safe_dir_name
 from tests.api.conftest import plain
 
 AuthHeader = Callable[..., dict[str, str]]

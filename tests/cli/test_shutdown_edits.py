@@ -27,7 +27,7 @@ from sqlalchemy import text
 from memstrata.agent.pool import AgentPool
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
-from memstrata.sandbox.local import safe_dir_name
+from memstrata.sandbox.dir_names import safe_dir_name
 from tests.agent.recorder import Recorder
 from tests.cli.test_shutdown_grace import Served, serving, token_headers
 from tests.retrieval.fault_server import FaultServer

@@ -17,7 +17,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult
 from memstrata.agent.schemas import tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.memory.kinds import FileKind
-from memstrata.retrieval.rounds import (
+from memstrata.retrieval.session_ids import (
     MAX_SESSION_ID_LENGTH,
     SESSION_ID_RULE,
     InvalidSessionIdError,

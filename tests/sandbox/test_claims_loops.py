@@ -287,7 +287,7 @@ def test_open_sessions_counted_from_several_threads(mem: Memstrata) -> None:
 
     run_loops(*(host(i) for i in range(4)), timeout_s=60.0)
     assert unexpected == []
-    assert sync._open_sessions == {USER: Counter({"session-0": 2, "session-1": 2})}
+    assert sync._sessions._open == {USER: Counter({"session-0": 2, "session-1": 2})}
     assert sync.open_sessions(USER) == ["session-0", "session-1"]
     sync.end_session(USER, "session-0")
     sync.end_session(USER, "session-0")

@@ -9,7 +9,8 @@ import pytest
 
 from memstrata.errors import SandboxError, SandboxPathError
 from memstrata.sandbox.base import ErasableSandboxProvider
-from memstrata.sandbox.local import LocalSandboxProvider, safe_dir_name
+from memstrata.sandbox.dir_names import safe_dir_name
+from memstrata.sandbox.local import LocalSandboxProvider
 
 
 def write(path: Path, content: str = "x") -> None:

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.runtime import Memstrata
-from memstrata.sandbox.local import LocalSandboxProvider, directory_mode
+from memstrata.sandbox.file_io import directory_mode
+from memstrata.sandbox.local import LocalSandboxProvider
 
 
 @pytest.fixture

@@ -144,7 +144,7 @@ async def test_link_planted_while_the_directories_are_created_is_caught(
 ) -> None:
     # The first check finds no session directory; the link appears before mkdir, which
     # then leaves it in place (EEXIST). The check after creating must see it.
-    make_directories = local._make_directories
+    make_directories = local.make_directories
 
     def plant_then_make(directory: str, mode: int) -> None:
         (sandbox_root / "mallory" / "sessions").mkdir(parents=True, exist_ok=True)
@@ -152,7 +152,7 @@ async def test_link_planted_while_the_directories_are_created_is_caught(
             (sandbox_root / "mallory" / "sessions" / "s2").symlink_to(Path("../../carol"))
         make_directories(directory, mode)
 
-    monkeypatch.setattr(local, "_make_directories", plant_then_make)
+    monkeypatch.setattr(local, "make_directories", plant_then_make)
     before = snapshot(carol)
     with pytest.raises(SandboxPathError, match="is a symlink"):
         await provider.for_user("mallory", "s2").write_text("USER.md", "mallory was here")

@@ -16,7 +16,7 @@ import pytest
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
-from memstrata.sandbox import sync as sync_module
+from memstrata.sandbox import sessions as sessions_module
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.results import Outcome
 from memstrata.sandbox.state import read_base
@@ -233,9 +233,9 @@ async def test_closed_sessions_waiting_for_a_read_back_are_bounded(
 ) -> None:
     """A user who never starts a session again is not kept for the life of the process:
     past the bound the least recently noted users are forgotten."""
-    monkeypatch.setattr(sync_module, "MAX_CLOSED_USERS", 2)
+    monkeypatch.setattr(sessions_module, "MAX_CLOSED_USERS", 2)
     sync = SyncService(store, LocalSandboxProvider(tmp_path))
     for user in ("u1", "u2", "u3"):
         await sync.start_session(user, "s1")
         sync.end_session(user, "s1")
-    assert list(sync._closed) == ["u2", "u3"]
+    assert list(sync._sessions._closed) == ["u2", "u3"]

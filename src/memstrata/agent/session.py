@@ -32,6 +32,7 @@ from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
+from memstrata.retrieval.session_ids import check_session_id
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.dirty import RoundTracker
@@ -144,10 +145,6 @@ async def open_agent_session(
     """Sync, track, prompt and tools for a new session (module doc). ``session_id``: None
     (the user's own sandbox) or a conversation's id under ``SESSION_ID_RULE``; else
     ``InvalidSessionIdError`` (an ``InvalidContentError``)."""
-    # Here, not at the top: the rule's module loads the retrieval stack (numpy), which an
-    # agent without a searcher does not otherwise import.
-    from memstrata.retrieval.rounds import check_session_id
-
     # Before the sync: a bad argument changes nothing (a bad session id would open a
     # sandbox that fails every call and be registered for frontend pushes).
     check_token_limit(token_limit)

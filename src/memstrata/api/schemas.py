@@ -24,7 +24,8 @@ from memstrata import package_version
 from memstrata.db.migrate import schema_head
 from memstrata.db.models import MAX_INT
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
-from memstrata.retrieval.rounds import MAX_BATCH_TURNS, MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
+from memstrata.retrieval.rounds import MAX_BATCH_TURNS
+from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
 
 
 class ErrorBody(BaseModel):
@@ -264,7 +265,7 @@ class Readiness(BaseModel):
 class BatchTurn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # The rule is checked by ``retrieval.rounds.check_session_id`` (the one definition);
+    # The rule is checked by ``retrieval.session_ids.check_session_id`` (the one definition);
     # the schema only documents it.
     session_id: StrictStr = Field(
         description=SESSION_ID_RULE,

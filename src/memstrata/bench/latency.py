@@ -161,7 +161,7 @@ def run_latency(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     try:
-        import bm25s
+        import bm25s  # noqa: F401  (checked here, before any row is loaded)
     except ModuleNotFoundError as exc:  # a dev/bench-only dependency
         raise SystemExit(
             "the latency baseline needs bm25s: pip install 'memstrata[bench]'"
@@ -183,67 +183,12 @@ def run_latency(
     query_vecs = _unit(rng, queries, dim)
     now = start + timedelta(days=200)
 
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    search.search_with_vector(USER, query_texts[0], query_vecs[0], top_k=TOP_K)
-    cold_ms = (time.perf_counter() - t0) * 1000
-    cold_cpu_ms = (time.process_time() - cpu0) * 1000  # stable on a busy machine
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    cold_ms, cold_cpu_ms, peak = _cold_load(search, query_texts[0], query_vecs[0])
     say(f"cold load {cold_ms:.0f} ms, peak {peak / 2**20:.1f} MiB")
-
-    for q, v in zip(query_texts[:20], query_vecs[:20], strict=True):  # warm-up
-        search.search_with_vector(USER, q, v, top_k=TOP_K)
-    ours = []
-    for q, v in zip(query_texts, query_vecs, strict=True):
-        t = time.perf_counter()
-        search.search_with_vector(USER, q, v, top_k=TOP_K)
-        ours.append((time.perf_counter() - t) * 1000)
-
-    # In-process lower bound on the same data.
-    corpus_tokens = [tokenize(t) for t in texts[:chunks]]
-    retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
-    retriever.index(corpus_tokens, show_progress=False)
-    matrix = np.ascontiguousarray(vectors[:chunks])
-    n_cand = TOP_K * CANDIDATE_MULTIPLIER
-    base = []
-    for q, v in zip(query_texts, query_vecs, strict=True):
-        t = time.perf_counter()
-        q_tokens = [w for w in tokenize(q) if w in retriever.vocab_dict]
-        if q_tokens:
-            retriever.retrieve([q_tokens], k=min(n_cand, chunks), show_progress=False, n_threads=1)
-        sims = matrix @ v
-        top = np.argpartition(-sims, min(n_cand, chunks) - 1)[:n_cand]
-        ranked = top[np.argsort(-sims[top])]
-        assert len(ranked) == min(n_cand, chunks)
-        base.append((time.perf_counter() - t) * 1000)
-
-    pg = SearchService(
-        IndexCache(mem.db.sessions),
-        _NamedOnly(),
-        vector_backend="pgvector",
-    )
-    pg.search_with_vector(USER, query_texts[0], query_vecs[0], top_k=TOP_K)
-    pg_samples = []
-    for q, v in list(zip(query_texts, query_vecs, strict=True))[:30]:
-        t = time.perf_counter()
-        pg.search_with_vector(USER, q, v, top_k=TOP_K)
-        pg_samples.append((time.perf_counter() - t) * 1000)
-
-    # Incremental refresh: one new round, then the next search.
-    indexer = Indexer(mem.db.sessions, None)
-    t = time.perf_counter()
-    indexer.index_rounds(USER, [Round("live", 0, "a fresh turn about kites", "", now)])
-    index_one_ms = (time.perf_counter() - t) * 1000
-    t = time.perf_counter()
-    search.search_with_vector(USER, "kites", query_vecs[0], top_k=TOP_K)
-    refresh_ms = (time.perf_counter() - t) * 1000
-
-    rounds = [Round("thru", i, s, "", now) for i, s in enumerate(_sentences(rng, vocab, 500))]
-    t = time.perf_counter()
-    indexer.index_rounds("bench-throughput", rounds)
-    rounds_per_s = len(rounds) / (time.perf_counter() - t)
+    ours = _warm_samples(search, query_texts, query_vecs)
+    base = _baseline_samples(texts[:chunks], vectors[:chunks], query_texts, query_vecs)
+    pg_samples = _pgvector_samples(mem, query_texts, query_vecs)
+    index_one_ms, refresh_ms, rounds_per_s = _refresh(mem, search, query_vecs[0], rng, vocab, now)
 
     cache_entry = search.cache.get(USER, MODEL)
     ours_stats, base_stats = _stats(ours), _stats(base)
@@ -267,3 +212,102 @@ def run_latency(
         "search_after_new_round_ms": round(refresh_ms, 2),
         "index_rounds_per_s_no_embedding": round(rounds_per_s, 1),
     }
+
+
+def _cold_load(
+    search: SearchService, query: str, vector: npt.NDArray[np.float32]
+) -> tuple[float, float, int]:
+    """The first search, which loads the user's index: wall ms, CPU ms, traced peak bytes."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    search.search_with_vector(USER, query, vector, top_k=TOP_K)
+    cold_ms = (time.perf_counter() - t0) * 1000
+    cold_cpu_ms = (time.process_time() - cpu0) * 1000  # stable on a busy machine
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return cold_ms, cold_cpu_ms, peak
+
+
+def _warm_samples(
+    search: SearchService, query_texts: list[str], query_vecs: npt.NDArray[np.float32]
+) -> list[float]:
+    for q, v in zip(query_texts[:20], query_vecs[:20], strict=True):  # warm-up
+        search.search_with_vector(USER, q, v, top_k=TOP_K)
+    ours = []
+    for q, v in zip(query_texts, query_vecs, strict=True):
+        t = time.perf_counter()
+        search.search_with_vector(USER, q, v, top_k=TOP_K)
+        ours.append((time.perf_counter() - t) * 1000)
+    return ours
+
+
+def _baseline_samples(
+    texts: list[str],
+    vectors: npt.NDArray[np.float32],
+    query_texts: list[str],
+    query_vecs: npt.NDArray[np.float32],
+) -> list[float]:
+    """In-process lower bound on the same data (the measured user's rows)."""
+    import bm25s
+
+    chunks = len(texts)
+    corpus_tokens = [tokenize(t) for t in texts]
+    retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
+    retriever.index(corpus_tokens, show_progress=False)
+    matrix = np.ascontiguousarray(vectors)
+    n_cand = TOP_K * CANDIDATE_MULTIPLIER
+    base = []
+    for q, v in zip(query_texts, query_vecs, strict=True):
+        t = time.perf_counter()
+        q_tokens = [w for w in tokenize(q) if w in retriever.vocab_dict]
+        if q_tokens:
+            retriever.retrieve([q_tokens], k=min(n_cand, chunks), show_progress=False, n_threads=1)
+        sims = matrix @ v
+        top = np.argpartition(-sims, min(n_cand, chunks) - 1)[:n_cand]
+        ranked = top[np.argsort(-sims[top])]
+        assert len(ranked) == min(n_cand, chunks)
+        base.append((time.perf_counter() - t) * 1000)
+    return base
+
+
+def _pgvector_samples(
+    mem: Memstrata, query_texts: list[str], query_vecs: npt.NDArray[np.float32]
+) -> list[float]:
+    pg = SearchService(
+        IndexCache(mem.db.sessions),
+        _NamedOnly(),
+        vector_backend="pgvector",
+    )
+    pg.search_with_vector(USER, query_texts[0], query_vecs[0], top_k=TOP_K)
+    pg_samples = []
+    for q, v in list(zip(query_texts, query_vecs, strict=True))[:30]:
+        t = time.perf_counter()
+        pg.search_with_vector(USER, q, v, top_k=TOP_K)
+        pg_samples.append((time.perf_counter() - t) * 1000)
+    return pg_samples
+
+
+def _refresh(
+    mem: Memstrata,
+    search: SearchService,
+    vector: npt.NDArray[np.float32],
+    rng: np.random.Generator,
+    vocab: list[str],
+    now: datetime,
+) -> tuple[float, float, float]:
+    """Incremental refresh: one new round, then the next search; then the rounds per
+    second of a 500-round import without embeddings."""
+    indexer = Indexer(mem.db.sessions, None)
+    t = time.perf_counter()
+    indexer.index_rounds(USER, [Round("live", 0, "a fresh turn about kites", "", now)])
+    index_one_ms = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    search.search_with_vector(USER, "kites", vector, top_k=TOP_K)
+    refresh_ms = (time.perf_counter() - t) * 1000
+
+    rounds = [Round("thru", i, s, "", now) for i, s in enumerate(_sentences(rng, vocab, 500))]
+    t = time.perf_counter()
+    indexer.index_rounds("bench-throughput", rounds)
+    rounds_per_s = len(rounds) / (time.perf_counter() - t)
+    return index_one_ms, refresh_ms, rounds_per_s

@@ -45,7 +45,7 @@ from memstrata.errors import (
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
 from memstrata.memory.kinds import FileKind, api_kind
-from memstrata.retrieval.rounds import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
+from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
 from memstrata.sandbox.results import open_sandbox
 
 logger = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ def _agent_tool(name: str) -> Handler:
 
 
 class _TurnArgs(TurnRequest):
-    # The rule is checked by the indexer (``retrieval.rounds.check_session_id``, as for
+    # The rule is checked by the indexer (``retrieval.session_ids.check_session_id``, as for
     # REST); the schema only documents it.
     session_id: StrictStr = Field(
         description="The conversation's id (as in POST /api/memory/conversations/{id}/turns): "

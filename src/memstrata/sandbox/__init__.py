@@ -10,7 +10,8 @@ from memstrata.sandbox.base import (
     normalise_sandbox_path,
     root_memory_file,
 )
-from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider, safe_dir_name
+from memstrata.sandbox.dir_names import safe_dir_name
+from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 
 __all__ = [
     "DEFAULT_WORKSPACE_PREFIXES",

@@ -7,9 +7,9 @@ Layout::
 
 A session's folder lies inside its user's sandbox, so the user's ``list()`` shows the
 session files too (under ``sessions/``). Directories are created on the first write. Ids
-become directory names through :func:`safe_dir_name`, which is injective, so two ids never
-share a directory (ids whose encoding is over 120 characters are hashed: distinct unless
-128 bits of SHA-256 collide).
+become directory names through :func:`~memstrata.sandbox.dir_names.safe_dir_name`, which is
+injective, so two ids never share a directory (ids whose encoding is over 120 characters
+are hashed: distinct unless 128 bits of SHA-256 collide).
 
 Confinement is checked before every operation: the path is normalised lexically and then
 resolved with ``realpath``; a symlink anywhere along it that points outside the sandbox
@@ -21,7 +21,8 @@ otherwise make that session's sandbox another user's. A write re-checks them aft
 creating the missing ones.
 
 Reads open the file without blocking and refuse anything but a regular file (a FIFO would
-hang the reading thread) and files over ``max_read_bytes``, without reading them whole.
+hang the reading thread) and files over ``max_read_bytes``, without reading them whole
+(:mod:`memstrata.sandbox.file_io` holds these file-system steps).
 Text is read by :func:`~memstrata.sandbox.base.decode_text` (UTF-8, or UTF-16 after its
 byte-order mark) and written as UTF-8; a file that is neither is refused with its bytes
 (:class:`~memstrata.sandbox.base.Undecodable`), which ``write_text`` writes as they were.
@@ -34,12 +35,7 @@ directory. Use a container sandbox for agents that run untrusted shell code.
 from __future__ import annotations
 
 import builtins
-import contextlib
-import errno
-import hashlib
 import os
-import re
-import secrets
 import shutil
 import stat
 import sys
@@ -48,48 +44,19 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from memstrata.errors import (
-    SandboxEncodingError,
-    SandboxError,
-    SandboxFileTooLargeError,
-    SandboxPathError,
-)
+from memstrata.errors import SandboxEncodingError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts
+from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.exclusive import LOCK_FILE, FileLocks
-
-_SAFE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
-# Room for the hash suffix well inside the 255-byte NAME_MAX of common filesystems.
-_MAX_ENCODED = 120
-_KEEP_ON_HASH = 64
-_TEMP_NAME = re.compile(r"\A\..*\.memstrata-[0-9a-f]{16}\.tmp\Z")
-
-
-def safe_dir_name(identifier: str) -> str:
-    """A directory name for an arbitrary id: deterministic and injective.
-
-    Lowercase ASCII letters, digits, ``-`` and ``_`` are kept; every other UTF-8 byte becomes
-    ``%XX`` (upper-case hex). Upper-case letters are escaped too, so ``Alice`` and ``alice``
-    stay distinct on case-insensitive filesystems, and ``.`` is escaped so ``..`` can never
-    be a name. Encodings longer than 120 characters are cut (never inside an escape) and
-    followed by ``~`` and 32 hex digits of the id's SHA-256; ``~`` never appears in an
-    encoding, so the two forms cannot collide, and two hashed names collide only if 128
-    bits of SHA-256 do.
-    """
-    encoded = "".join(
-        char
-        if char in _SAFE_CHARS
-        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-        for char in identifier
-    )
-    if len(encoded) <= _MAX_ENCODED:
-        return encoded
-    cut = _KEEP_ON_HASH
-    while "%" in encoded[cut - 2 : cut]:
-        cut -= 1
-    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{encoded[:cut]}~{digest}"
-
+from memstrata.sandbox.file_io import (
+    TEMP_NAME,
+    atomic_replace,
+    directory_mode,
+    file_type,
+    make_directories,
+    read_capped,
+)
 
 # New sandbox files are private to the service's account, like PostgreSQL's data
 # directory: they hold the user's memory. A platform whose agents read them as another
@@ -101,19 +68,6 @@ PRIVATE_FILE_MODE = 0o600
 # file the store refuses must still be read, so that sync can keep it aside as a rejected
 # copy before restoring the DB's.
 MAX_READ_BYTES = 16 * 1024 * 1024
-
-# O_NONBLOCK: opening a FIFO waits for a writer otherwise. O_NOFOLLOW: the target is a
-# realpath already, so a link there now was swapped in after the check. The getattr
-# defaults are for Windows, which lacks them (and needs O_BINARY).
-_READ_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-_READ_CHUNK = 1024 * 1024
 
 
 class LocalDirectorySandbox:
@@ -229,7 +183,7 @@ class LocalDirectorySandbox:
     def _read_text(self, path: str) -> str | None:
         _, target = self._resolve(path)
         try:
-            data = _read_capped(target, path, self._max_read_bytes)
+            data = read_capped(target, path, self._max_read_bytes)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -255,11 +209,11 @@ class LocalDirectorySandbox:
             ) from exc
         directory, name = os.path.split(target)
         try:
-            _make_directories(directory, directory_mode(self._file_mode))
+            make_directories(directory, directory_mode(self._file_mode))
             # mkdir leaves a link planted meanwhile in place (EEXIST) and the write would
             # follow it: the directories just made are checked again.
             self._real_root()
-            _atomic_replace(directory, name, data, self._file_mode)
+            atomic_replace(directory, name, data, self._file_mode)
         except OSError as exc:
             raise SandboxError(
                 f"cannot write {path!r} in {self._root}: {exc.strerror or exc}"
@@ -268,7 +222,7 @@ class LocalDirectorySandbox:
     def _open_lock(self) -> int:
         _, target = self._resolve(LOCK_FILE)
         try:
-            _make_directories(os.path.dirname(target), directory_mode(self._file_mode))
+            make_directories(os.path.dirname(target), directory_mode(self._file_mode))
             self._real_root()
             flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
             return os.open(target, flags, self._file_mode)
@@ -300,7 +254,7 @@ class LocalDirectorySandbox:
         # os.walk does not descend into symlinked directories, so nothing outside is walked.
         for directory, _dirs, files in os.walk(real_root, onerror=fail):
             for name in files:
-                if _TEMP_NAME.match(name):
+                if TEMP_NAME.match(name):
                     continue
                 full = os.path.join(directory, name)
                 relative = os.path.relpath(full, real_root).replace(os.sep, "/")
@@ -412,7 +366,7 @@ class LocalSandboxProvider:
             if not stat.S_ISDIR(mode):
                 raise SandboxError(
                     f"the sandbox directory of {user_id!r} ({directory}) is not a directory "
-                    f"(it is {_file_type(mode)}); remove it by hand"
+                    f"(it is {file_type(mode)}); remove it by hand"
                 )
             os.rename(directory, aside)
             remove_aside()
@@ -425,16 +379,6 @@ class LocalSandboxProvider:
         return True
 
 
-def directory_mode(file_mode: int) -> int:
-    """The mode of a directory holding files of ``file_mode``: whoever may read or write
-    the files may enter it (0o600 -> 0o700, 0o660 -> 0o770, 0o644 -> 0o755)."""
-    mode = file_mode
-    for rw, x in ((0o600, 0o100), (0o060, 0o010), (0o006, 0o001)):
-        if file_mode & rw:
-            mode |= x
-    return mode
-
-
 def _steps_between(within: Path, root: Path) -> tuple[str, ...]:
     """The names leading from ``within`` down to ``root``, both taken lexically."""
     try:
@@ -444,118 +388,3 @@ def _steps_between(within: Path, root: Path) -> tuple[str, ...]:
     if any(step in (os.curdir, os.pardir) for step in steps):
         raise SandboxPathError(f"sandbox root {root} must lie in {within} without '.' or '..'")
     return steps
-
-
-def _read_capped(target: str, path: str, cap: int) -> bytes:
-    """The bytes of the regular file ``target``: a ``SandboxError`` for any other kind of
-    file or one over ``cap`` bytes, found without reading more than ``cap + 1``."""
-    fd = os.open(target, _READ_FLAGS)
-    try:
-        info = os.fstat(fd)
-        _require_regular(path, info.st_mode)
-        if info.st_size > cap:
-            raise _too_large(path, info.st_size, cap)
-        # Sized by the file, not the cap: os.read allocates the whole size it is asked for.
-        chunk = max(info.st_size + 1, _READ_CHUNK)
-        chunks: list[bytes] = []
-        remaining = cap + 1
-        while remaining > 0:
-            data = os.read(fd, min(chunk, remaining))
-            if not data:
-                break
-            chunks.append(data)
-            remaining -= len(data)
-        if remaining <= 0:  # grew past the cap after the fstat
-            raise _too_large(path, None, cap)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _require_regular(path: str, mode: int) -> None:
-    if stat.S_ISREG(mode):
-        return
-    message = (
-        f"{path!r} is not a regular file (it is {_file_type(mode)}); memory files must be "
-        "regular files — replace it with one"
-    )
-    if stat.S_ISDIR(mode):
-        # The error reading a directory used to raise, kept as the cause for callers.
-        raise SandboxError(message) from IsADirectoryError(
-            errno.EISDIR, os.strerror(errno.EISDIR), path
-        )
-    raise SandboxError(message)
-
-
-def _file_type(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    )
-    return next((name for test, name in kinds if test(mode)), "of an unknown kind")
-
-
-def _too_large(path: str, size: int | None, cap: int) -> SandboxFileTooLargeError:
-    what = f"is {size} bytes, over" if size is not None else "grew while being read past"
-    return SandboxFileTooLargeError(
-        f"{path!r} {what} the {cap}-byte limit on sandbox reads, so it was not read; "
-        "memory files are far smaller — shrink or remove it (or raise max_read_bytes)"
-    )
-
-
-def _make_directories(directory: str, mode: int) -> None:
-    """``os.makedirs`` with ``mode`` for every directory it creates (``makedirs`` gives it
-    to the last one only); existing directories keep theirs."""
-    missing: list[str] = []
-    while directory and not os.path.isdir(directory):
-        missing.append(directory)
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            break
-        directory = parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
-            os.mkdir(path, mode)
-
-
-def _atomic_replace(directory: str, name: str, data: bytes, file_mode: int) -> None:
-    """Write ``data`` to a temp file beside ``name``, fsync it, then rename it over ``name``.
-
-    Readers see the old file or the new one, never a mix. A new file gets ``file_mode``
-    (the umask applies as for any new file); an existing file keeps its mode.
-    """
-    final = os.path.join(directory, name)
-    temp = os.path.join(directory, f".{name}.memstrata-{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            with contextlib.suppress(FileNotFoundError):
-                os.fchmod(handle.fileno(), stat.S_IMODE(os.stat(final).st_mode))
-            os.fsync(handle.fileno())
-        os.replace(temp, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    # Makes the rename durable across a crash. Atomicity does not depend on it, and some
-    # filesystems refuse to fsync a directory, so those refusals are ignored.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)

@@ -16,19 +16,8 @@ except a :class:`~memstrata.sandbox.dirty.SeenBase` at least as new as the recor
 sandbox's own session saw its copy reach that base after the record was last written, so
 the record is stale (its write failed, or the agent's write went to the DB alone).
 
-A push records its base *before* writing the file, with the copy it replaces as the
-record's ``previous``, and writes no file whose record it could not write: a file memstrata
-wrote is never left without a record saying so (else, with no base, the rule would take
-that stale copy for an agent edit and write it over a newer DB version). If the file write
-then fails, the sandbox still holds ``previous``, which the rule reads as lagging. Once it
-lands, ``previous`` stays: the agent may still be working from the copy it read before the
-push, and a whole-file write of that copy is then merged from it (``rule.edited_from``)
-instead of reverting what the push brought. It goes when the sandbox's next write-back
-records a new base, or when a controlled write's sync finds the copy equal to the DB
-(``Scenario.settles``: a memory tool reads the copy right then). A push over a copy that
-no write-back settled since an earlier push keeps that push's ``previous``, the oldest copy
-the agent may be working from.
-
+The sandbox side — the base record, the push that records its base before writing the
+file, and the copies kept aside (``preserve``, ``reject``) — is :mod:`memstrata.sandbox.push`.
 Right before writing the file, a push reads it again: a file changed since it was read (a
 shell ``echo >>``, an unguarded tool, the DB write and embedding in between) is not written
 over; the file is decided again (:data:`MAX_MOVED_ATTEMPTS` times, then left as it is for
@@ -48,7 +37,6 @@ The result, scenario and target types and the small pure helpers it uses are in
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -61,13 +49,23 @@ from memstrata.errors import (
     SandboxFileTooLargeError,
     VersionConflictError,
 )
-from memstrata.logs import describe, log_failure
+from memstrata.logs import describe
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
 from memstrata.memory.templates import TemplateSet
-from memstrata.sandbox import state
 from memstrata.sandbox.exclusive import exclusive
+from memstrata.sandbox.push import (
+    DB_TO_SANDBOX,
+    Moved,
+    agreed,
+    preserve,
+    push,
+    read_base,
+    record_base,
+    record_sync_base,
+    reject,
+)
 from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult, Target, choose_base
 from memstrata.sandbox.rule import (
     Merge,
@@ -80,8 +78,6 @@ from memstrata.sandbox.rule import (
     has_content,
 )
 
-logger = logging.getLogger("memstrata.sandbox.sync")
-
 # What "the database is unreachable" looks like from the store.
 DB_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, DatabaseSetupError)
 # A write-back that keeps losing races against other writers gives up and lets the DB win.
@@ -90,12 +86,7 @@ MAX_WRITE_ATTEMPTS = 3
 MAX_MOVED_ATTEMPTS = 3
 AGENTS_FILE = FileKind.AGENTS.filename
 SANDBOX_TO_DB = "sandbox->db"
-DB_TO_SANDBOX = "db->sandbox"
 AGENT_TO_DB = "agent->db"  # a tool's edit stored while its sandbox could not be written
-
-
-def _agreed(file: MemoryFile) -> SyncBase:
-    return SyncBase(file.version, file.content)
 
 
 def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
@@ -106,10 +97,6 @@ def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
         and (base.previous is None or not settles)
         and (base.version, base.content) == (file.version, file.content)
     )
-
-
-class _Moved(Exception):
-    """The sandbox file changed after the sync read it: not written over, decided again."""
 
 
 def _lock_failed(t: Target, name: str, exc: Exception) -> SyncResult:
@@ -135,7 +122,7 @@ class Reconciler:
         for _ in range(MAX_MOVED_ATTEMPTS):
             try:
                 return await self._reconcile(t, kind, fallback)
-            except _Moved:
+            except Moved:
                 continue
         detail = "the file kept changing while it was synced; left as it is"
         return t.result(kind.filename, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, detail)
@@ -171,7 +158,7 @@ class Reconciler:
             # the U+FFFD text alone would lose every character of a GBK or Shift-JIS
             # file), DB copy restored — or it stays broken and dirty for good, and a
             # frontend push would overwrite it without a copy.
-            return await self.reject(t, kind, exc.text, exc)
+            return await reject(self.db, t, kind, exc.text, exc)
         except SandboxFileTooLargeError as exc:
             # Too large to read, so it cannot be kept aside either: left as it is, not
             # pushed over even by a frontend edit (the DB has that edit; the sandbox follows
@@ -185,7 +172,7 @@ class Reconciler:
             unreadable = True
         else:
             unreadable = False
-        record = await self.read_base(t, kind)
+        record = await read_base(t, kind)
         # What a push would replace: the copy read, else (unreadable) what the record says
         # the sandbox holds, so a record written ahead of a failed write stays as telling.
         replacing = (None if record is None else record.content) if unreadable else text
@@ -207,7 +194,7 @@ class Reconciler:
                 except VersionConflictError:
                     continue  # another writer won the race: read again, decide again
                 except InvalidContentError as exc:
-                    return await self.reject(t, kind, text, exc)
+                    return await reject(self.db, t, kind, text, exc)
                 except DB_ERRORS as exc:
                     detail = describe(exc)
                     return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, detail)
@@ -215,72 +202,31 @@ class Reconciler:
                 outcome = Outcome.MERGED if merged else outcome
                 if written.content != text:
                     direction = "sandbox->db->sandbox"
-                    return await self.push(
+                    return await push(
                         t, kind, written, outcome, direction, replacing=text, base=base
                     )
-                await self.record_base(t, kind, written)
-                return t.result(
-                    name, SANDBOX_TO_DB, outcome, written.version, base=_agreed(written)
-                )
+                await record_base(t, kind, written)
+                return t.result(name, SANDBOX_TO_DB, outcome, written.version, base=agreed(written))
             if db is None:  # nothing on either side
                 return t.result(name, "none", Outcome.UNCHANGED)
             if isinstance(action, Push):
                 outcome = t.scenario.restored if action.restore else Outcome.PUSHED
-                return await self.push(
+                return await push(
                     t, kind, db, outcome, replacing=replacing, base=base, check=not unreadable
                 )
             if isinstance(action, Preserve):
-                return await self.preserve(t, kind, text or "", db)
+                return await preserve(t, kind, text or "", db)
             # Nothing: note the match (or repair it).
             if not _matches(record or fallback, db, settles=t.scenario.settles):
-                await self.record_base(t, kind, db)
-            return t.result(name, "none", Outcome.UNCHANGED, db.version, base=_agreed(db))
+                await record_base(t, kind, db)
+            return t.result(name, "none", Outcome.UNCHANGED, db.version, base=agreed(db))
         try:
             current = await self.db.get(t.user_id, kind)
         except DB_ERRORS as exc:
             return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
         if current is None:
             return t.result(name, "none", Outcome.CONFLICT, None, "the DB row kept changing")
-        return await self.preserve(t, kind, text or "", current)
-
-    async def preserve(
-        self, t: Target, kind: FileKind, agent_text: str, winner: MemoryFile
-    ) -> SyncResult:
-        """The DB copy (a human's edit) wins; the agent's copy is kept beside it."""
-        try:
-            path = await state.preserve_copy(t.sandbox, kind.filename, agent_text)
-        except Exception as exc:
-            # Without a preserved copy, overwriting would lose the agent's edit: leave it.
-            detail = f"agent copy could not be preserved ({describe(exc)}); left in the sandbox"
-            return t.result(
-                kind.filename, "none", Outcome.CONFLICT, winner.version, detail, unresolved=True
-            )
-        detail = f"the DB copy won; the agent's copy was saved to {path}"
-        return await self.push(
-            t, kind, winner, Outcome.CONFLICT, detail=detail, replacing=agent_text
-        )
-
-    async def reject(
-        self,
-        t: Target,
-        kind: FileKind,
-        agent_text: str,
-        error: InvalidContentError | SandboxEncodingError,
-    ) -> SyncResult:
-        """The DB refuses the content: keep the sandbox copy aside, restore the DB copy."""
-        try:
-            current = await self.db.get(t.user_id, kind)
-            path = await state.preserve_copy(t.sandbox, kind.filename, agent_text, rejected=True)
-        except Exception as exc:
-            detail = f"{error}; {describe(exc)}"
-            return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
-        detail = f"{error}; the sandbox copy was saved to {path}"
-        if current is None:
-            return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
-        # Not checked again: the copy kept aside is the file's bytes, not text to compare.
-        return await self.push(
-            t, kind, current, Outcome.REJECTED, detail=detail, replacing=agent_text, check=False
-        )
+        return await preserve(t, kind, text or "", current)
 
     async def provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
@@ -289,7 +235,7 @@ class Reconciler:
     async def _provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         try:
             return await self._provision_once(t, kind, file)
-        except _Moved:  # written meanwhile: that copy is kept for the session start
+        except Moved:  # written meanwhile: that copy is kept for the session start
             return t.result(kind.filename, "none", Outcome.KEPT, file.version)
 
     async def _provision_once(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
@@ -300,13 +246,13 @@ class Reconciler:
                 kind.filename, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, describe(exc)
             )
         if text == file.content:
-            await self.record_base(t, kind, file)
+            await record_base(t, kind, file)
             return t.result(
-                kind.filename, "none", Outcome.UNCHANGED, file.version, base=_agreed(file)
+                kind.filename, "none", Outcome.UNCHANGED, file.version, base=agreed(file)
             )
         if has_content(text):
             return t.result(kind.filename, "none", Outcome.KEPT, file.version)
-        return await self.push(t, kind, file, Outcome.PUSHED, replacing=text)
+        return await push(t, kind, file, Outcome.PUSHED, replacing=text)
 
     async def store_edit(
         self,
@@ -351,7 +297,7 @@ class Reconciler:
         """``edited.after`` stored by the rule; else (only ``edit`` is to be stored) the base
         the sandbox copy keeps, if known."""
         name = kind.filename
-        base = choose_base(await self.read_base(t, kind), fallback)
+        base = choose_base(await read_base(t, kind), fallback)
         for _ in range(MAX_WRITE_ATTEMPTS):
             try:
                 db = await self.db.get(t.user_id, kind)
@@ -393,7 +339,7 @@ class Reconciler:
             # The sandbox still holds ``before``, now inside the DB copy: compared with this
             # base it lags (rule 3) and gets the DB copy, instead of clashing with it.
             carried = SyncBase(written.version, edited.before)
-            await self._record(t, kind, carried)
+            await record_sync_base(t, kind, carried)
             return t.result(name, AGENT_TO_DB, outcome, written.version, base=carried)
         return None  # the races kept being lost: this edit alone, on the newest DB copy
 
@@ -409,61 +355,6 @@ class Reconciler:
         outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
         return t.result(name, AGENT_TO_DB, outcome, written.version)
 
-    # -- sandbox side ----------------------------------------------------------------------
-
-    async def push(
-        self,
-        t: Target,
-        kind: FileKind,
-        file: MemoryFile,
-        outcome: Outcome,
-        direction: str = DB_TO_SANDBOX,
-        detail: str | None = None,
-        *,
-        replacing: str | None,
-        base: SyncBase | None = None,
-        check: bool = True,
-    ) -> SyncResult:
-        """``file`` written to the sandbox over ``replacing`` (the copy it holds, which the
-        caller has settled: in the DB, kept aside, or to be replaced), its base recorded
-        first (module doc). No record, no file: the sandbox keeps its copy and its record.
-        ``base``: the base in force, whose ``previous`` is kept when the copy is still what
-        its push left. ``check``: ``replacing`` is what the file held when read; a file
-        that no longer holds it raises :class:`_Moved` instead of being written over."""
-        name, agreed = kind.filename, _agreed(file)
-        previous = replacing if has_content(replacing) else None
-        if base is not None and base.previous is not None and replacing == base.content:
-            previous = base.previous  # no write-back since that push: the older copy
-        if previous == file.content:
-            previous = None
-        try:
-            await state.write_base(t.sandbox, name, replace(agreed, previous=previous))
-        except Exception as exc:
-            log_failure(logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=name)
-            detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
-            return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
-        if check:
-            await self._still_holds(t, name, replacing)
-        try:
-            await t.sandbox.write_text(name, file.content)
-        except Exception as exc:
-            detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
-            return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
-        return t.result(name, direction, outcome, file.version, detail, base=agreed)
-
-    async def _still_holds(self, t: Target, name: str, read: str | None) -> None:
-        """Raise :class:`_Moved` if the file no longer holds ``read``. A file that cannot be
-        read now is left to the write, which reports the failure; one that is no longer
-        text changed."""
-        try:
-            now = await t.sandbox.read_text(name)
-        except SandboxEncodingError:
-            raise _Moved from None
-        except Exception:
-            return
-        if now != read:
-            raise _Moved
-
     async def push_agents(self, t: Target) -> SyncResult:
         """Scenario 5: the platform template overwrites the sandbox's AGENTS.md."""
         direction = "template->sandbox"
@@ -476,20 +367,3 @@ class Reconciler:
         except Exception as exc:
             return t.result(AGENTS_FILE, direction, Outcome.SANDBOX_FAILED, None, describe(exc))
         return t.result(AGENTS_FILE, direction, Outcome.PUSHED)
-
-    async def read_base(self, t: Target, kind: FileKind) -> SyncBase | None:
-        try:
-            return await state.read_base(t.sandbox, kind.filename)
-        except Exception:
-            return None  # an unreadable record only costs precision: callers fall back
-
-    async def record_base(self, t: Target, kind: FileKind, file: MemoryFile) -> None:
-        await self._record(t, kind, _agreed(file))
-
-    async def _record(self, t: Target, kind: FileKind, base: SyncBase) -> None:
-        try:
-            await state.write_base(t.sandbox, kind.filename, base)
-        except Exception as exc:
-            log_failure(
-                logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=kind.filename
-            )

@@ -43,10 +43,10 @@ from memstrata.sandbox.merge import merge3
 class SyncBase:
     """The DB copy a sandbox file was last known to match: its version and content.
 
-    ``previous``: the copy a push replaced (:meth:`memstrata.sandbox.reconcile.Reconciler.
-    push`), kept until the sandbox's next write-back. The sandbox may still hold it (the
-    file write failed), or the agent may still be working from it (it read the file before
-    the push): found as it is, it is a stale copy memstrata knew about, never an edit.
+    ``previous``: the copy a push replaced (:func:`memstrata.sandbox.push.push`), kept
+    until the sandbox's next write-back. The sandbox may still hold it (the file write
+    failed), or the agent may still be working from it (it read the file before the push):
+    found as it is, it is a stale copy memstrata knew about, never an edit.
     """
 
     version: int

@@ -25,17 +25,11 @@ write *is* the main flow, lets DB errors and version conflicts propagate.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import Counter, OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
-
-import anyio
-import anyio.to_thread
 
 from memstrata.errors import InvalidFileTypeError
-from memstrata.logs import describe, log_event, log_failure
+from memstrata.logs import describe, log_event
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import (
@@ -45,10 +39,12 @@ from memstrata.memory.store import (
     validate_content,
 )
 from memstrata.memory.templates import TemplateSet
+from memstrata.sandbox import follow_on
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
 from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
 from memstrata.sandbox.exclusive import exclusive
+from memstrata.sandbox.follow_on import CacheInvalidator
 from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS, Reconciler
 from memstrata.sandbox.results import (
     AGENT_WRITE,
@@ -65,21 +61,12 @@ from memstrata.sandbox.results import (
     open_sandbox,
 )
 from memstrata.sandbox.rule import SyncBase
+from memstrata.sandbox.sessions import SessionRegistry
 from memstrata.sandbox.tasks import UserLocks, WritesInFlight
 
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
-# Users whose closed sessions wait for a read-back at their next session start, at most:
-# past it the least recently noted are forgotten (their edits stay in the closed session
-# directories, as before the read-back existed), so the map cannot grow without bound.
-MAX_CLOSED_USERS = 10_000
-
-
-class CacheInvalidator(Protocol):
-    """Drops a user's cached agent state (``memstrata.agent.pool.AgentPool``)."""
-
-    def invalidate(self, user_id: str) -> None: ...
 
 
 class SyncService:
@@ -107,17 +94,7 @@ class SyncService:
         self._files = Reconciler(self.db, templates or store.templates)
         self._locks = UserLocks()
         self._claims = WriteClaims(self.db)
-        # user -> session id -> how many opened sessions use it: a host that reopens a
-        # session id keeps it open until the last of them ends. Updated from the threads
-        # of every loop using this service: each change is a read-modify-write of both
-        # levels, made whole under the mutex.
-        self._sessions_mutex = threading.Lock()
-        self._open_sessions: dict[str, Counter[str]] = {}
-        # user -> sessions closed since the user's last session start, read back by the
-        # next one (``end_session``); under the same mutex.
-        # The users least recently noted go first past MAX_CLOSED_USERS: a user who never
-        # starts a session again would otherwise be kept for the life of the process.
-        self._closed: OrderedDict[str, set[str]] = OrderedDict()
+        self._sessions = SessionRegistry()
         self._writes = WritesInFlight(self._locks)
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -310,46 +287,16 @@ class SyncService:
         return await self._writes.settle(timeout_s)
 
     async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
-        """Follow-on step 1: force-push to the user's sandbox and every session sandbox this
-        service started. An agent edit not yet read back is not erased: the rule merges it
-        on top of the new DB copy (stored as the next version) or preserves it under
-        ``.memstrata/conflicts``. Policy: a sandbox failure is a ``sandbox_failed`` result
-        and a warning; the lagging sandbox is refreshed by a later read-back (rule 3). Anything
-        else raised for one sandbox is an ERROR (``sync.mirror_failed``, with the traceback)
-        and the write still stands."""
-        fallback = None if previous is None else SyncBase(previous.version, previous.content)
-        # One sandbox after another, not concurrently: a sandbox holding an agent edit is
-        # merged and the merge stored as the next version, which the next sandbox must
-        # be reconciled against (two merges at once would race on one version).
-        for session_id in [None, *self.open_sessions(user_id)]:
-            t = self._target(user_id, session_id, FRONTEND)
-            try:
-                await self._files.reconcile(t, kind, fallback)
-            except Exception as exc:
-                # A bug, not a sandbox failure (those are results): the write is stored
-                # and must be answered as stored, the other sandboxes still mirrored, and
-                # the agents still invalidated; a later read-back brings this one up.
-                log_event(
-                    logger,
-                    "sync.mirror_failed",
-                    logging.ERROR,
-                    user_id=user_id,
-                    session_id=session_id,
-                    file=kind.filename,
-                    error=describe(exc),
-                    exc_info=exc,
-                )
+        """Follow-on step 1 (:func:`memstrata.sandbox.follow_on.mirror`): the user's sandbox
+        and every session sandbox this service started, one after another."""
+        sessions = [None, *self.open_sessions(user_id)]
+        targets = (self._target(user_id, session_id, FRONTEND) for session_id in sessions)
+        await follow_on.mirror(self._files, targets, kind, previous)
 
     async def invalidate(self, user_id: str) -> None:
-        """Follow-on step 2: drop the user's cached agents here and, through NOTIFY, in
-        every process (also after an MCP agent's write). Policy: a failure is a warning
-        (``sync.invalidate_failed``)."""
-        if self.pool is None:
-            return
-        try:
-            await anyio.to_thread.run_sync(self.pool.invalidate, user_id)
-        except Exception as exc:
-            log_failure(logger, "sync.invalidate_failed", exc, user_id=user_id)
+        """Follow-on step 2 (:func:`memstrata.sandbox.follow_on.invalidate`): drop the user's
+        cached agents in every process; also after an MCP agent's write."""
+        await follow_on.invalidate(self.pool, user_id)
 
     # -- scenarios 4 and 5: session start --------------------------------------------------
 
@@ -377,12 +324,8 @@ class SyncService:
                     results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
         if session_id is not None:
-            self._session_began(user_id, session_id)
+            self._sessions.began(user_id, session_id)
         return results
-
-    def _session_began(self, user_id: str, session_id: str) -> None:
-        with self._sessions_mutex:
-            self._open_sessions.setdefault(user_id, Counter())[session_id] += 1
 
     def end_session(self, user_id: str, session_id: str) -> None:
         """Stop pushing frontend edits to this session's sandbox (once every
@@ -394,17 +337,7 @@ class SyncService:
         no later session opens. A host that can await calls :meth:`read_back_session` itself
         when the session closes. Synchronous: ``AgentSession.close`` and its finalizer call it.
         """
-        with self._sessions_mutex:
-            sessions = self._open_sessions.get(user_id)
-            if sessions is None or session_id not in sessions:
-                return
-            sessions[session_id] -= 1
-            if sessions[session_id] <= 0:
-                del sessions[session_id]
-                self._note_closed(user_id, session_id)
-            if not sessions:
-                # Under the mutex: a session starting now must not count in a dropped map.
-                del self._open_sessions[user_id]
+        self._sessions.ended(user_id, session_id)
 
     async def read_back_session(self, user_id: str, session_id: str) -> list[SyncResult]:
         """The read-back rule for SOUL/USER/MEMORY of a session's sandbox (one that closed,
@@ -417,21 +350,15 @@ class SyncService:
         """Read back the sessions of ``user_id`` closed since the last session start (under
         the user lock), but ``starting``, whose own start reads it back; one whose read-back
         failed is tried again at the next."""
-        with self._sessions_mutex:
-            # One reopened meanwhile is read back by its own round ends and close.
-            still_open = set(self._open_sessions.get(user_id, ())) | {starting}
-            closed = sorted(self._closed.pop(user_id, set()) - still_open)
-        for session_id in closed:
+        for session_id in self._sessions.take_closed(user_id, starting):
             results = await self.read_back_session(user_id, session_id)
             if any(r.needs_retry for r in results):
-                with self._sessions_mutex:
-                    self._note_closed(user_id, session_id)
+                self._sessions.note_closed(user_id, session_id)
 
     def open_sessions(self, user_id: str) -> list[str]:
         """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the
         user's own."""
-        with self._sessions_mutex:  # a copy: another thread may add or drop one meanwhile
-            return sorted(self._open_sessions.get(user_id, ()))
+        return self._sessions.open_sessions(user_id)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -456,13 +383,6 @@ class SyncService:
         if sandbox is None:
             sandbox = open_sandbox(self.sandboxes, user_id, session_id)
         return Target(user_id, session_id, sandbox, scenario)
-
-    def _note_closed(self, user_id: str, session_id: str) -> None:
-        """Under the sessions mutex."""
-        self._closed.setdefault(user_id, set()).add(session_id)
-        self._closed.move_to_end(user_id)
-        while len(self._closed) > MAX_CLOSED_USERS:
-            self._closed.popitem(last=False)
 
     def sandbox_lock(self, sandbox: Sandbox) -> AbstractAsyncContextManager[None]:
         """Hold ``sandbox`` against every other process's sync of it, when the sandbox has

@@ -32,14 +32,8 @@ from memstrata.api.schemas import (
     TurnRequest,
     error_responses,
 )
-from memstrata.retrieval.rounds import (
-    SESSION_ID_RULE,
-    InvalidSessionIdError,
-    Round,
-    RoundsInvalidError,
-    check_session_id,
-    validate_rounds,
-)
+from memstrata.retrieval.rounds import Round, RoundsInvalidError, validate_rounds
+from memstrata.retrieval.session_ids import SESSION_ID_RULE, InvalidSessionIdError, check_session_id
 
 _ERRORS = error_responses(400, 413, 422)
 

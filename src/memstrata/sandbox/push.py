@@ -1,0 +1,163 @@
+"""The sandbox side of a sync: the base record, a DB copy pushed over the sandbox's, and
+the sandbox's copy kept aside first when the DB copy wins over it or the DB refuses it.
+
+Used by :class:`~memstrata.sandbox.reconcile.Reconciler` and
+:class:`~memstrata.sandbox.db_edits.DbEdits`; failures here are results or warnings under
+``memstrata.sandbox.sync``, as theirs are.
+
+A push records its base *before* writing the file, with the copy it replaces as the
+record's ``previous``, and writes no file whose record it could not write: a file memstrata
+wrote is never left without a record saying so (else, with no base, the rule would take
+that stale copy for an agent edit and write it over a newer DB version). If the file write
+then fails, the sandbox still holds ``previous``, which the rule reads as lagging. Once it
+lands, ``previous`` stays: the agent may still be working from the copy it read before the
+push, and a whole-file write of that copy is then merged from it (``rule.edited_from``)
+instead of reverting what the push brought. It goes when the sandbox's next write-back
+records a new base, or when a controlled write's sync finds the copy equal to the DB
+(``Scenario.settles``: a memory tool reads the copy right then). A push over a copy that
+no write-back settled since an earlier push keeps that push's ``previous``, the oldest copy
+the agent may be working from.
+
+Right before writing the file, a push reads it again: a file changed since it was read (a
+shell ``echo >>``, an unguarded tool, the DB write and embedding in between) is not written
+over but raises :class:`Moved`, and the caller decides the file again.
+
+A sandbox copy that loses to the DB copy (:func:`preserve`) or that the DB refuses
+(:func:`reject`) is kept aside under ``.memstrata/`` (:mod:`memstrata.sandbox.state`)
+before the DB copy is pushed over it; one that cannot be kept aside is not pushed over.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from memstrata.errors import InvalidContentError, SandboxEncodingError
+from memstrata.logs import describe, log_failure
+from memstrata.memory.async_store import AsyncStore
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryFile
+from memstrata.sandbox import state
+from memstrata.sandbox.results import Outcome, SyncResult, Target
+from memstrata.sandbox.rule import SyncBase, has_content
+
+logger = logging.getLogger("memstrata.sandbox.sync")
+
+DB_TO_SANDBOX = "db->sandbox"
+
+
+def agreed(file: MemoryFile) -> SyncBase:
+    return SyncBase(file.version, file.content)
+
+
+class Moved(Exception):
+    """The sandbox file changed after the sync read it: not written over, decided again."""
+
+
+async def push(
+    t: Target,
+    kind: FileKind,
+    file: MemoryFile,
+    outcome: Outcome,
+    direction: str = DB_TO_SANDBOX,
+    detail: str | None = None,
+    *,
+    replacing: str | None,
+    base: SyncBase | None = None,
+    check: bool = True,
+) -> SyncResult:
+    """``file`` written to the sandbox over ``replacing`` (the copy it holds, which the
+    caller has settled: in the DB, kept aside, or to be replaced), its base recorded
+    first (module doc). No record, no file: the sandbox keeps its copy and its record.
+    ``base``: the base in force, whose ``previous`` is kept when the copy is still what
+    its push left. ``check``: ``replacing`` is what the file held when read; a file
+    that no longer holds it raises :class:`Moved` instead of being written over."""
+    name, synced = kind.filename, agreed(file)
+    previous = replacing if has_content(replacing) else None
+    if base is not None and base.previous is not None and replacing == base.content:
+        previous = base.previous  # no write-back since that push: the older copy
+    if previous == file.content:
+        previous = None
+    try:
+        await state.write_base(t.sandbox, name, replace(synced, previous=previous))
+    except Exception as exc:
+        log_failure(logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=name)
+        detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
+        return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
+    if check:
+        await _still_holds(t, name, replacing)
+    try:
+        await t.sandbox.write_text(name, file.content)
+    except Exception as exc:
+        detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
+        return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
+    return t.result(name, direction, outcome, file.version, detail, base=synced)
+
+
+async def _still_holds(t: Target, name: str, read: str | None) -> None:
+    """Raise :class:`Moved` if the file no longer holds ``read``. A file that cannot be
+    read now is left to the write, which reports the failure; one that is no longer
+    text changed."""
+    try:
+        now = await t.sandbox.read_text(name)
+    except SandboxEncodingError:
+        raise Moved from None
+    except Exception:
+        return
+    if now != read:
+        raise Moved
+
+
+async def preserve(t: Target, kind: FileKind, agent_text: str, winner: MemoryFile) -> SyncResult:
+    """The DB copy (a human's edit) wins; the agent's copy is kept beside it."""
+    try:
+        path = await state.preserve_copy(t.sandbox, kind.filename, agent_text)
+    except Exception as exc:
+        # Without a preserved copy, overwriting would lose the agent's edit: leave it.
+        detail = f"agent copy could not be preserved ({describe(exc)}); left in the sandbox"
+        return t.result(
+            kind.filename, "none", Outcome.CONFLICT, winner.version, detail, unresolved=True
+        )
+    detail = f"the DB copy won; the agent's copy was saved to {path}"
+    return await push(t, kind, winner, Outcome.CONFLICT, detail=detail, replacing=agent_text)
+
+
+async def reject(
+    db: AsyncStore,
+    t: Target,
+    kind: FileKind,
+    agent_text: str,
+    error: InvalidContentError | SandboxEncodingError,
+) -> SyncResult:
+    """The DB refuses the content: keep the sandbox copy aside, restore the DB copy."""
+    try:
+        current = await db.get(t.user_id, kind)
+        path = await state.preserve_copy(t.sandbox, kind.filename, agent_text, rejected=True)
+    except Exception as exc:
+        detail = f"{error}; {describe(exc)}"
+        return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
+    detail = f"{error}; the sandbox copy was saved to {path}"
+    if current is None:
+        return t.result(kind.filename, "none", Outcome.REJECTED, None, detail)
+    # Not checked again: the copy kept aside is the file's bytes, not text to compare.
+    return await push(
+        t, kind, current, Outcome.REJECTED, detail=detail, replacing=agent_text, check=False
+    )
+
+
+async def read_base(t: Target, kind: FileKind) -> SyncBase | None:
+    try:
+        return await state.read_base(t.sandbox, kind.filename)
+    except Exception:
+        return None  # an unreadable record only costs precision: callers fall back
+
+
+async def record_base(t: Target, kind: FileKind, file: MemoryFile) -> None:
+    await record_sync_base(t, kind, agreed(file))
+
+
+async def record_sync_base(t: Target, kind: FileKind, base: SyncBase) -> None:
+    try:
+        await state.write_base(t.sandbox, kind.filename, base)
+    except Exception as exc:
+        log_failure(logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=kind.filename)
