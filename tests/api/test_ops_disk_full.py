@@ -146,3 +146,12 @@ def test_a_refusal_for_a_full_disk_counts_for_the_hold_then_ends() -> None:
 
 def test_a_directory_not_made_yet_is_looked_at_where_it_will_be(tmp_path: Path) -> None:
     assert full_path([tmp_path / "not" / "made" / "yet"]) is None  # tmp_path has room
+
+
+def test_the_disk_fields_are_in_the_openapi_schema(client: TestClient) -> None:
+    doc = client.app.openapi()  # type: ignore[attr-defined]
+    answers = doc["paths"]["/readyz"]["get"]["responses"]
+    ref = answers["200"]["content"]["application/json"]["schema"]["$ref"]
+    readiness = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert {"disk", "disk_path"} <= set(readiness["properties"])
+    assert "disk_full" in readiness["properties"]["database"]["description"]

@@ -26,7 +26,12 @@ from tests.small_fs import SmallFs, small_fs  # noqa: F401  (a fixture)
 NOBODY = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 
 
-def serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **settings: str) -> tuple[int, str]:
+def serve(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: tuple[str, ...] = ("serve", "--port", "0"),
+    **settings: str,
+) -> tuple[int, str]:
     clean_env(
         monkeypatch,
         tmp_path,
@@ -39,15 +44,18 @@ def serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **settings: str) -> t
             **{f"MEMSTRATA_{k.upper()}": v for k, v in settings.items()},
         },
     )
-    code, _out, err = run_cli("serve", "--port", "0")
+    code, _out, err = run_cli(*command)
     return code, err.strip()
 
 
+@pytest.mark.parametrize(
+    "command", [("serve", "--port", "0"), ("mcp", "--user", "alice")], ids=["serve", "mcp-stdio"]
+)
 def test_a_skill_directory_that_does_not_exist(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: tuple[str, ...]
 ) -> None:
     missing = tmp_path / "skils"  # a typo
-    code, err = serve(monkeypatch, tmp_path, skill_dirs=json.dumps([str(missing)]))
+    code, err = serve(monkeypatch, tmp_path, command, skill_dirs=json.dumps([str(missing)]))
     assert code == 1
     assert err.splitlines()[-1] == (
         f"error: MEMSTRATA_SKILL_DIRS: {missing} does not exist; create it (one folder per skill "

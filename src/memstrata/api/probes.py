@@ -22,7 +22,6 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstrata.api.schemas import Readiness
@@ -41,24 +40,6 @@ logger = logging.getLogger(__name__)
 # (status code, body) of a readiness answer; (body, content type) of a scrape.
 ReadinessAnswer = tuple[int, dict[str, Any]]
 Scrape = tuple[bytes, str]
-
-
-class DiskReadiness(Readiness):
-    """``Readiness`` with the disks: what ``/readyz`` answers. ``disk`` and ``disk_path``
-    are there only while a disk is full (``answer``), so a healthy answer is as before."""
-
-    disk: Literal["full"] | None = Field(
-        default=None,
-        description="full: a local directory memstrata writes (the data directory, the "
-        "embedded PostgreSQL's files, the sandbox root) has less than 16 MiB or no inode "
-        "free; writes may answer 503 until room is made. Still ready: reads answer.",
-    )
-    disk_path: str | None = Field(
-        default=None, description="The directory whose file system is full (disk: full)."
-    )
-
-    def answer(self) -> dict[str, Any]:
-        return self.model_dump(exclude=None if self.disk else {"disk", "disk_path"})
 
 
 class Probes:
@@ -93,7 +74,7 @@ class Probes:
             log_event(logger, "health.not_ready", logging.WARNING, reason=str(exc))
             return _unready("unreachable", "unknown", disk)
         vectors, pending = self._vector_state()
-        body = DiskReadiness(
+        body = Readiness(
             status="ready",
             database=_database(saturated=full, disk_full=database_full),
             pgvector=version,
@@ -158,5 +139,5 @@ def _disk(path: Path | None) -> dict[str, Any]:
 
 
 def _unready(database: str, pgvector: str, disk: dict[str, Any] | None = None) -> ReadinessAnswer:
-    body = DiskReadiness(status="unavailable", database=database, pgvector=pgvector, **(disk or {}))
+    body = Readiness(status="unavailable", database=database, pgvector=pgvector, **(disk or {}))
     return 503, body.answer()

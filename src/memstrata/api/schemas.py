@@ -237,7 +237,9 @@ class Readiness(BaseModel):
     status: str
     database: str = Field(
         description="ok; saturated: every connection slot of the server is taken, this "
-        "process's pooled connections still answer (ready); unreachable or starting (503)."
+        "process's pooled connections still answer (ready); disk_full: the database refused "
+        "a statement for a full disk within the last 30 s (ready: reads answer); "
+        "unreachable or starting (503)."
     )
     pgvector: str | None = None
     vectors: Literal["ok", "degraded", "off", "unknown"] = Field(
@@ -257,6 +259,21 @@ class Readiness(BaseModel):
         default_factory=schema_head,
         description="The schema revision this release brings the database to.",
     )
+    # Only while a disk is full (``answer``), so a healthy answer is as it always was.
+    disk: Literal["full"] | None = Field(
+        default=None,
+        description="full: a local directory memstrata writes (the data directory, the "
+        "embedded PostgreSQL's files, the sandbox root) has less than 16 MiB or no inode "
+        "free; writes may answer 503 until room is made. Still ready: reads answer. Absent "
+        "when every disk has room.",
+    )
+    disk_path: str | None = Field(
+        default=None, description="The directory whose file system is full (disk: full)."
+    )
+
+    def answer(self) -> dict[str, Any]:
+        """The body /readyz sends: ``disk`` and ``disk_path`` left out while there is room."""
+        return self.model_dump(exclude=None if self.disk else {"disk", "disk_path"})
 
 
 # -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------

@@ -17,6 +17,7 @@ import anyio
 import typer
 
 from memstrata.cli.app import app, fail, load_settings, open_runtime
+from memstrata.cli.local_dirs import local_dir_problem
 from memstrata.errors import EmbeddingError, InvalidUserIdError
 from memstrata.memory.kinds import validate_user_id
 
@@ -36,6 +37,9 @@ def mcp_stdio(
     except InvalidUserIdError as exc:
         fail(f"--user: {exc}")
     settings = load_settings(log_level=None)
+    problem = local_dir_problem(settings)  # as serve: before anything starts
+    if problem is not None:
+        fail(problem)
     from memstrata.mcp.stdio import serve_stdio
 
     try:
