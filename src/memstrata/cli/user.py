@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
+from memstrata.errors import SandboxError
 from memstrata.memory.kinds import validate_user_id
+from memstrata.runtime import Memstrata
+from memstrata.sandbox.erasing import UnfinishedErasure
+from memstrata.sandbox.local import LocalSandboxProvider
+from memstrata.sandbox.timed import TimedSandboxProvider
 
 user_app = typer.Typer(
     help="One user's data: list the users, erase one (docs/DEPLOY.md).", no_args_is_help=True
@@ -65,9 +71,12 @@ _SANDBOX = {
 def user_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array.")] = False,
 ) -> None:
-    """Every user with a memory file, a search row or a skill switch, with how many."""
+    """Every user with a memory file, a search row or a skill switch, with how many; and,
+    on stderr, the sandboxes under this host's MEMSTRATA_SANDBOX_ROOT that an erase cut
+    short left behind (run that erase again)."""
     with runtime_for(load_settings(), None) as mem:  # neither command embeds
         users = guarded(mem.list_users)
+        _warn_unfinished(mem)
     if as_json:
         typer.echo(json.dumps([u.to_dict() for u in users], ensure_ascii=False))
         return
@@ -78,3 +87,28 @@ def user_list(
     typer.echo(f"{'user':{width}s}  files   rows  skills")
     for u in users:
         typer.echo(f"{u.user_id:{width}s}  {u.files:5d}  {u.rows:5d}  {u.skills:6d}")
+
+
+def _warn_unfinished(mem: Memstrata) -> None:
+    """One warning line per erasure cut short (``sandbox.erasing``): stdout stays the list,
+    and the table or JSON array a script reads keeps its shape."""
+    sandboxes = mem.sandboxes
+    if isinstance(sandboxes, TimedSandboxProvider):  # the host's provider is inside
+        sandboxes = sandboxes.inner
+    if not isinstance(sandboxes, LocalSandboxProvider):
+        return
+    try:
+        left = sandboxes.unfinished_erasures()
+    except SandboxError as exc:
+        typer.echo(f"warning: unfinished erasures not checked: {exc}", err=True)
+        return
+    for erasure in left:
+        typer.echo(f"warning: {_unfinished(erasure)}", err=True)
+
+
+def _unfinished(erasure: UnfinishedErasure) -> str:
+    what = f"an erase cut short left {erasure.path} (sandbox files of"
+    if erasure.user_id is None:
+        return f"{what} a user whose id its name does not give); remove it by hand"
+    again = f"memstrata user erase --user {shlex.quote(erasure.user_id)} --yes"
+    return f"{what} {erasure.user_id!r}); run `{again}` to finish it"

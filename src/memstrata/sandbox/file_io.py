@@ -5,21 +5,41 @@ a cap, without reading it whole (:func:`read_capped`); writes that replace a fil
 atomically and durably (:func:`atomic_replace`, whose temp files :data:`TEMP_NAME` matches);
 directories created with the mode their files need (:func:`make_directories`,
 :func:`directory_mode`). Paths here are real paths already confined by the caller.
+
+A process killed inside :func:`atomic_replace` (SIGKILL, the OOM killer, a power cut)
+leaves its temp file behind: a full copy of the memory text it was writing, in the
+agent's workspace or under ``.memstrata/base/``, never read back as memory but there for
+an agent's ``ls -a`` or ``grep -r`` to find, perhaps after the user deleted what it says.
+The first write to a directory in each process removes the temp files there older than
+:data:`STALE_TEMP_S` (:func:`sweep_stale_temps`): a writer still using one is far younger.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import secrets
 import stat
+import threading
+import time
+from collections import OrderedDict
 
 from memstrata.errors import SandboxError, SandboxFileTooLargeError
+from memstrata.logs import log_event
+
+logger = logging.getLogger(__name__)
 
 # The temp files of ``atomic_replace``, left behind only by a crash: never listed.
 TEMP_NAME = re.compile(r"\A\..*\.memstrata-[0-9a-f]{16}\.tmp\Z")
+# A temp file this old belongs to no running write (one takes milliseconds; a write slower
+# than this loses its temp file and fails, it never loses text): a crash left it.
+STALE_TEMP_S = 60.0
+# Directories swept by this process, each once; past this many the least recently written
+# is forgotten (and swept again at its next write), so a long-lived process does not grow.
+MAX_SWEPT_DIRECTORIES = 4096
 
 # O_NONBLOCK: opening a FIFO waits for a writer otherwise. O_NOFOLLOW: the target is a
 # realpath already, so a link there now was swapped in after the check. The getattr
@@ -120,12 +140,75 @@ def make_directories(directory: str, mode: int) -> None:
             os.mkdir(path, mode)
 
 
+def is_stale_temp(name: str, mtime: float, now: float) -> bool:
+    """Whether a file is a temp file of :func:`atomic_replace` that a crash left behind."""
+    return TEMP_NAME.match(name) is not None and now - mtime > STALE_TEMP_S
+
+
+def sweep_stale_temps(directory: str, now: float | None = None) -> list[str]:
+    """Remove the stale temp files (:func:`is_stale_temp`) in ``directory``, not below it;
+    the names removed. Never raises: a file that cannot be removed stays for the next
+    process, and the write that asked goes on."""
+    moment = time.time() if now is None else now
+    removed: list[str] = []
+    try:
+        entries = os.scandir(directory)
+    except OSError:
+        return removed
+    with entries:
+        for entry in entries:
+            if not TEMP_NAME.match(entry.name):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and is_stale_temp(entry.name, info.st_mtime, moment):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+            except OSError:
+                continue
+    return removed
+
+
+class _Once:
+    """Keys seen before, the ``limit`` most recent of them (thread-safe: writes run in
+    worker threads)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def first(self, key: str) -> bool:
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return False
+            self._seen[key] = None
+            if len(self._seen) > self._limit:
+                self._seen.popitem(last=False)
+            return True
+
+
+_swept = _Once(MAX_SWEPT_DIRECTORIES)
+
+
+def _sweep_once(directory: str) -> None:
+    if not _swept.first(directory):
+        return
+    removed = sweep_stale_temps(directory)
+    if removed:
+        log_event(logger, "sandbox.stale_temp_removed", directory=directory, files=removed)
+
+
 def atomic_replace(directory: str, name: str, data: bytes, file_mode: int) -> None:
     """Write ``data`` to a temp file beside ``name``, fsync it, then rename it over ``name``.
 
     Readers see the old file or the new one, never a mix. A new file gets ``file_mode``
-    (the umask applies as for any new file); an existing file keeps its mode.
+    (the umask applies as for any new file); an existing file keeps its mode. The first
+    write to ``directory`` in this process removes the temp files a crash left there
+    (module doc).
     """
+    _sweep_once(directory)
     final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.memstrata-{secrets.token_hex(8)}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode)

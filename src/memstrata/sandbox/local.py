@@ -48,6 +48,7 @@ from memstrata.errors import SandboxEncodingError, SandboxError, SandboxPathErro
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts
 from memstrata.sandbox.dir_names import safe_dir_name
+from memstrata.sandbox.erasing import UnfinishedErasure, aside_name, unfinished_erasures
 from memstrata.sandbox.exclusive import LOCK_FILE, FileLocks
 from memstrata.sandbox.file_io import (
     TEMP_NAME,
@@ -333,12 +334,12 @@ class LocalSandboxProvider:
         while it runs). The directory is first renamed aside (``.<dir>.erasing`` in the
         root: no user directory starts with a dot), so a write that comes meanwhile starts
         a new, empty directory instead of landing in one being deleted; what an erase cut
-        short left there is removed by the next.
+        short left there is removed by the next (:meth:`unfinished_erasures` finds it).
         """
         name = safe_dir_name(validate_user_id(user_id))
         root = os.path.realpath(self._root)
         directory = os.path.join(root, name)
-        aside = os.path.join(root, f".{name}.erasing")
+        aside = os.path.join(root, aside_name(name))
         removed = False
 
         def remove_aside() -> None:
@@ -377,6 +378,11 @@ class LocalSandboxProvider:
                 f"cannot remove the sandbox of {user_id!r} in {self._root}: {exc.strerror or exc}"
             ) from exc
         return True
+
+    def unfinished_erasures(self) -> builtins.list[UnfinishedErasure]:
+        """What erasures cut short left in the root (:mod:`memstrata.sandbox.erasing`):
+        erasing each user again removes it. Blocking."""
+        return unfinished_erasures(self._root)
 
 
 def _steps_between(within: Path, root: Path) -> tuple[str, ...]:

@@ -1,22 +1,29 @@
 """The sandbox side of a sync: the base record, a DB copy pushed over the sandbox's, and
 the sandbox's copy kept aside first when the DB copy wins over it or the DB refuses it.
 
-Used by :class:`~memstrata.sandbox.reconcile.Reconciler` and
-:class:`~memstrata.sandbox.db_edits.DbEdits`; failures here are results or warnings under
-``memstrata.sandbox.sync``, as theirs are.
+Used by :class:`~memstrata.sandbox.reconcile.Reconciler`; failures here are results or
+warnings under ``memstrata.sandbox.sync``, as the reconciler's are.
 
 A push records its base *before* writing the file, with the copy it replaces as the
 record's ``previous``, and writes no file whose record it could not write: a file memstrata
 wrote is never left without a record saying so (else, with no base, the rule would take
 that stale copy for an agent edit and write it over a newer DB version). If the file write
-then fails, the sandbox still holds ``previous``, which the rule reads as lagging. Once it
-lands, ``previous`` stays: the agent may still be working from the copy it read before the
-push, and a whole-file write of that copy is then merged from it (``rule.edited_from``)
-instead of reverting what the push brought. It goes when the sandbox's next write-back
-records a new base, or when a controlled write's sync finds the copy equal to the DB
-(``Scenario.settles``: a memory tool reads the copy right then). A push over a copy that
-no write-back settled since an earlier push keeps that push's ``previous``, the oldest copy
-the agent may be working from.
+then fails, the sandbox still holds a copy the record names, which the rule reads as
+lagging. Once it lands, ``previous`` stays: the agent may still be working from the copy it
+read before the push, and a whole-file write of that copy is then merged from it
+(``rule.edited_from``) instead of reverting what the push brought. It goes when the
+sandbox's next write-back records a new base, or when a controlled write's sync finds the
+copy equal to the DB (``Scenario.settles``: a memory tool reads the copy right then).
+
+A push over a copy that no write-back settled since an earlier push keeps that push's
+``previous``, the oldest copy the agent may be working from, and until its file write
+lands also names the copy the file holds now (``replacing``). Were the file write to fail
+(a full disk, an immutable file, a host's sandbox failing or timing out) or the process
+to die before it, a record naming only the oldest copy would make the earlier push's copy
+left in the file read as an agent edit, written back over the newer DB version: a user's
+acknowledged deletion undone. Once the file is written the record is written again
+without ``replacing`` (:func:`records`); if that fails, the extra copy it names is
+harmless.
 
 Right before writing the file, a push reads it again: a file changed since it was read (a
 shell ``echo >>``, an unguarded tool, the DB write and embedding in between) is not written
@@ -50,6 +57,27 @@ def agreed(file: MemoryFile) -> SyncBase:
     return SyncBase(file.version, file.content)
 
 
+def records(
+    file: MemoryFile, replacing: str | None, base: SyncBase | None
+) -> tuple[SyncBase, SyncBase]:
+    """The base records of a push of ``file`` over ``replacing`` under ``base``: the one
+    written before the file, naming every copy the file may hold if its write does not
+    land, and the one it leaves once it has (module doc)."""
+    synced = agreed(file)
+    held = replacing if has_content(replacing) else None
+    previous = held
+    if base is not None and base.previous is not None and held in (base.content, *base.older):
+        previous = base.previous  # no write-back since that push: the oldest copy
+    if previous == file.content:
+        previous = None
+    landed = replace(synced, previous=previous)
+    if held is None or held in (file.content, previous):
+        return landed, landed
+    if previous is None:
+        return replace(synced, previous=held), landed
+    return replace(landed, replacing=held), landed
+
+
 class Moved(Exception):
     """The sandbox file changed after the sync read it: not written over, decided again."""
 
@@ -69,17 +97,13 @@ async def push(
     """``file`` written to the sandbox over ``replacing`` (the copy it holds, which the
     caller has settled: in the DB, kept aside, or to be replaced), its base recorded
     first (module doc). No record, no file: the sandbox keeps its copy and its record.
-    ``base``: the base in force, whose ``previous`` is kept when the copy is still what
-    its push left. ``check``: ``replacing`` is what the file held when read; a file
+    ``base``: the base in force, whose ``previous`` is kept when the copy is one its
+    pushes left. ``check``: ``replacing`` is what the file held when read; a file
     that no longer holds it raises :class:`Moved` instead of being written over."""
     name, synced = kind.filename, agreed(file)
-    previous = replacing if has_content(replacing) else None
-    if base is not None and base.previous is not None and replacing == base.content:
-        previous = base.previous  # no write-back since that push: the older copy
-    if previous == file.content:
-        previous = None
+    ahead, landed = records(file, replacing, base)
     try:
-        await state.write_base(t.sandbox, name, replace(synced, previous=previous))
+        await state.write_base(t.sandbox, name, ahead)
     except Exception as exc:
         log_failure(logger, "sync.base_not_recorded", exc, user_id=t.user_id, file=name)
         detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
@@ -91,6 +115,8 @@ async def push(
     except Exception as exc:
         detail = f"{detail or outcome.value}; push failed: {describe(exc)}"
         return t.result(name, direction, Outcome.SANDBOX_FAILED, file.version, detail)
+    if landed != ahead:
+        await record_sync_base(t, kind, landed)
     return t.result(name, direction, outcome, file.version, detail, base=synced)
 
 

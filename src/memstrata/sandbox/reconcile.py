@@ -94,7 +94,7 @@ def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
     # (unless a controlled write's sync settles a copy its push replaced, module doc).
     return (
         base is not None
-        and (base.previous is None or not settles)
+        and (not base.older or not settles)
         and (base.version, base.content) == (file.version, file.content)
     )
 
@@ -312,7 +312,7 @@ class Reconciler:
             if isinstance(copy, Push):
                 # The copy lags: compared with what it holds, also when that is the copy a
                 # push recorded ahead of a failed write replaced (the record may be unread).
-                if base is not None and edited.before == base.previous:
+                if base is not None and edited.before in base.older:
                     return SyncBase(base.version, edited.before)
                 return base
             action = decide(edited.after, db, base)

@@ -8,8 +8,9 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
 
 1. sandbox missing or blank → :class:`Push` the DB copy (``restore``); no DB row → nothing;
 2. sandbox equals the DB → :class:`Nothing` (a forced push still :class:`Push`-es);
-3. sandbox equals its base, or the copy its base record says memstrata replaced with it
-   (``previous``) → the sandbox lags behind the DB → :class:`Push`;
+3. sandbox equals its base, or a copy its base record says memstrata replaced with it
+   (``previous``, ``replacing``: :attr:`SyncBase.older`) → the sandbox lags behind the DB
+   → :class:`Push`;
 4. no DB row → :class:`WriteBack` at version 0 (insert);
 5. no base → :class:`WriteBack` at the current version (the spec's plain sandbox-first
    rule) — or, when the DB copy is authoritative (a frontend edit being pushed), :class:`Push`;
@@ -19,15 +20,14 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
    copy, a human's edit, wins; the sandbox copy is kept aside). A base with ``previous``
    (the copy a push replaced, kept until the sandbox's next write-back: the push may have
    failed, or the agent may have read the copy before it landed) leaves unknown which of
-   the two copies the sandbox edited: unless the sandbox text has the push's changes, it
-   is merged from ``previous`` (:func:`edited_from`), so the base's text is never
-   written over.
+   the copies the sandbox edited: unless the sandbox text has the push's changes, it is
+   merged from an older copy (:func:`edited_from`), so the base's text is never written
+   over.
 
-No action discards a side's text: rows 1-3 lose nothing the DB lacks (a ``previous`` copy
+No action discards a side's text: rows 1-3 lose nothing the DB lacks (an ``older`` copy
 was settled when its push was decided: stored, kept aside or deliberately replaced), 4-6
-write the sandbox
-edit over a DB copy it was based on (or over any copy, when no base exists, as the spec
-says), 7 keeps both edits or both copies.
+write the sandbox edit over a DB copy it was based on (or over any copy, when no base
+exists, as the spec says), 7 keeps both edits or both copies.
 """
 
 from __future__ import annotations
@@ -46,12 +46,26 @@ class SyncBase:
     ``previous``: the copy a push replaced (:func:`memstrata.sandbox.push.push`), kept
     until the sandbox's next write-back. The sandbox may still hold it (the file write
     failed), or the agent may still be working from it (it read the file before the push):
-    found as it is, it is a stale copy memstrata knew about, never an edit.
+    found as it is, it is a stale copy memstrata knew about, never an edit. After several
+    pushes with no write-back between them it is the oldest such copy.
+
+    ``replacing``: the copy the file held when the push that wrote this record read it,
+    where ``previous`` names an older one (the second push since a write-back). Named
+    while the push's file write may not have landed — it failed, or the process died
+    before it — since the file then still holds that copy; the push drops it once the
+    file is written.
     """
 
     version: int
     content: str
     previous: str | None = None
+    replacing: str | None = None
+
+    @property
+    def older(self) -> tuple[str, ...]:
+        """The copies before ``content`` that the sandbox may hold or have been read
+        from, oldest first."""
+        return tuple(copy for copy in (self.previous, self.replacing) if copy is not None)
 
 
 class Stored(Protocol):
@@ -116,18 +130,26 @@ def has_content(text: str | None) -> bool:
 
 
 def edited_from(sandbox_text: str, base: SyncBase) -> str:
-    """The copy a sandbox edit started from: the base content, unless the base still names
-    the copy its push replaced (``previous``) and the sandbox text lacks a line the push
-    added or keeps one it removed — then ``previous``, the older copy, so that a merge
-    never takes the push's changes for the agent undoing them (a whole-file write composed
-    from a read made before the push). Lines are compared without their CR and in NFC: a
-    copy re-saved with CR LF or in NFD still has the push's lines."""
-    if base.previous is None:
-        return base.content
-    lines, content, previous = (_line_set(t) for t in (sandbox_text, base.content, base.previous))
-    if content - previous <= lines and not (previous - content) & lines:
-        return base.content
-    return base.previous
+    """The copy a sandbox edit started from: the newest of the base's copies (``older``,
+    then ``content``) whose changes over every copy before it the sandbox text has — it
+    holds every line the later copy added and none it removed —, else the oldest. With
+    ``previous`` alone: the base content, unless the sandbox text lacks a line the push
+    added or keeps one it removed — then ``previous``. So a merge never takes a push's
+    changes for the agent undoing them (a whole-file write composed from a read made
+    before the push). Lines are compared without their CR and in NFC: a copy re-saved with
+    CR LF or in NFD still has the push's lines."""
+    copies = (*base.older, base.content)
+    lines = _line_set(sandbox_text)
+    sets = [_line_set(copy) for copy in copies]
+    for newer in range(len(copies) - 1, 0, -1):
+        if all(_has_changes(lines, sets[older], sets[newer]) for older in range(newer)):
+            return copies[newer]
+    return copies[0]
+
+
+def _has_changes(lines: set[str], older: set[str], newer: set[str]) -> bool:
+    """Whether ``lines`` hold what ``newer`` changed in ``older``."""
+    return newer - older <= lines and not (older - newer) & lines
 
 
 def _line_set(text: str) -> set[str]:
@@ -151,7 +173,7 @@ def decide(
         return WriteBack(sandbox_text, 0)
     if sandbox_text == db.content:
         return Push() if db_authoritative else Nothing()
-    if base is not None and sandbox_text in (base.content, base.previous):
+    if base is not None and sandbox_text in (base.content, *base.older):
         return Push()
     if base is None:
         return Push() if db_authoritative else WriteBack(sandbox_text, db.version)

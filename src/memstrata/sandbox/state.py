@@ -9,7 +9,9 @@ they survive process restarts and are seen by every process that opens the sandb
   (sandbox equals its base, DB moved on), and uses it as the merge base on a conflict.
   A push writes it *before* the file, with ``"previous": "..."`` (the copy it replaces),
   kept until the sandbox's next write-back (the agent may be working from that copy);
-  records without ``previous`` (earlier releases, or a settled push) read as before.
+  records without ``previous`` (earlier releases, or a settled push) read as before. A
+  push over a copy that an earlier push wrote keeps that push's ``previous`` and names
+  the copy the file holds as ``"replacing"`` until the file is written (``SyncBase``).
 * ``.memstrata/lock`` — the local sandbox's ``flock`` file (:mod:`memstrata.sandbox.exclusive`).
 * ``.memstrata/conflicts/<FILE>.<UTC timestamp>.md`` — an agent's copy that lost a
   conflict (or that the DB refused, with ``.rejected`` before ``.md``), kept for the user;
@@ -49,16 +51,22 @@ async def read_base(sandbox: Sandbox, filename: str) -> SyncBase | None:
     if not isinstance(data, dict):
         return None
     version, content = data.get("version"), data.get("content")
-    previous = data.get("previous")
+    previous, replacing = (_text_or_none(data.get(key)) for key in ("previous", "replacing"))
     if isinstance(version, int) and not isinstance(version, bool) and isinstance(content, str):
-        return SyncBase(version, content, previous if isinstance(previous, str) else None)
+        return SyncBase(version, content, previous, replacing)
     return None
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 async def write_base(sandbox: Sandbox, filename: str, base: SyncBase) -> None:
     data: dict[str, object] = {"version": base.version, "content": base.content}
     if base.previous is not None:
         data["previous"] = base.previous
+    if base.replacing is not None:
+        data["replacing"] = base.replacing
     await sandbox.write_text(base_path(filename), json.dumps(data, ensure_ascii=False))
 
 
