@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
+# Before anything imports numpy: one BLAS thread in memstrata's own processes. A search's
+# one matrix-vector product (10k rows × 384) takes ~0.2 ms on one thread; with OpenBLAS's
+# default of a thread per core, the extra thread busy-waits for its next task after every
+# search: ~25 ms of a core per search, taken on a 2-core host from the embedding server and
+# PostgreSQL (docs/BENCHMARKS.md, "BLAS threads"). An operator's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import signal
 import sys
 from types import FrameType
