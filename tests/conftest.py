@@ -6,6 +6,13 @@ tests. Nothing here is mocked; fault-injection fakes live beside the tests that 
 
 from __future__ import annotations
 
+import os
+
+# As the ``memstrata`` command does (memstrata.cli), before numpy loads: the tests search
+# in this process, and a second BLAS thread busy-waiting after each search takes a core
+# from the embedding and database servers the tests start.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import logging
 import shutil
 import tempfile
