@@ -14,7 +14,9 @@ Texts: every LoCoMo turn (English), every MADial memory event and dialogue query
 (Chinese), a fixed list of emoji-laden lines, and a few everyday sentences in each of 27
 other languages (below: the scripts ``count_tokens`` charges by code point, and Cyrillic,
 Korean and Japanese beside them), for which a second, shorter table gives the ratios per
-language. It refuses to print a figure when a set is empty or a tokenizer is missing.
+language; a third table does the same for memory content that is not prose (code,
+Markdown tables, JSON, URLs: ``token_samples.py``). It refuses to print a figure when a
+set is empty or a tokenizer is missing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ from pathlib import Path
 from memstrata.bench.locomo import load_conversations
 from memstrata.bench.madial import madial_dataset
 from memstrata.retrieval.tokenize import count_tokens
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.token_samples import CONTENT  # found through the path above
 
 EMOJI = [
     "好的👍🏽🎉❤️ 今天很开心😀😀",
@@ -298,7 +304,22 @@ def main() -> None:
             f"| {name} ({row['texts']}) | {cl['whole_set']} | {cl['max']} | {o2['whole_set']} "
             f"| {e5['whole_set']} | {e5['max']} |"
         )
-    print(json.dumps(result | {"languages": languages}, ensure_ascii=False))
+    content = {name: measure(texts, real) for name, texts in CONTENT.items()}
+    print()
+    print(
+        "| content (texts) | cl100k whole set | cl100k max | o200k whole set "
+        "| o200k max | e5 whole set | e5 max |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, row in content.items():
+        cl, o2, e5 = (row[t] for t in ("cl100k", "o200k", "e5"))
+        assert isinstance(cl, dict) and isinstance(o2, dict) and isinstance(e5, dict)
+        print(
+            f"| {name} ({row['texts']}) | {cl['whole_set']} | {cl['max']} | {o2['whole_set']} "
+            f"| {o2['max']} | {e5['whole_set']} | {e5['max']} |"
+        )
+    everything = result | {"languages": languages, "content": content}
+    print(json.dumps(everything, ensure_ascii=False))
 
 
 def measure(texts: Sequence[str], real: dict[str, Callable[[str], int]]) -> dict[str, object]:

@@ -48,8 +48,13 @@ def section(name: str, body: str) -> str:
     return f'<file name="{name}">\n{body}\n</file>'
 
 
-def marker(name: str, shown: int, total: int) -> str:
-    return f"…[truncated: {name}, {shown} of {total} tokens shown]"
+def marker(name: str, shown: int, total: int, left_out: str = "the end") -> str:
+    rest = (
+        "for the rest use memory_search or read the whole file"
+        if name in ("USER.md", "MEMORY.md")
+        else "read the whole file for the rest"
+    )
+    return f"…[truncated: {name}, {left_out} left out, {shown} of {total} tokens shown; {rest}]"
 
 
 def build(
@@ -96,41 +101,44 @@ def test_empty_sections_are_left_out_and_content_is_stripped() -> None:
 
 
 def test_user_truncated_at_a_line_and_memory_dropped() -> None:
+    user = "name Ann\nlikes 绿茶 and jazz\n" + " ".join(f"w{i}" for i in range(30))
     result = build(
         "Be brief.",
         "",
-        "name Ann\nlikes 绿茶 and jazz\nlives in Oslo",
+        user,
         "met 2024",
-        limit=119,  # budget 17; whole USER would make 18: AGENTS 5 + header 3 + 10 words
+        limit=207,  # budget 31: AGENTS 5 + header 3 + marker 21 + 2 words (a line is 5)
     )
     assert result == PromptResult(
         text='<file name="AGENTS.md">\nBe brief.\n</file>\n\n'
-        '<file name="USER.md">\nname Ann\n…[truncated: USER.md, 2 of 10 tokens shown]\n</file>',
-        tokens=17,  # AGENTS 5 + header 3 + marker 7 + 2 words
-        budget=17,
+        '<file name="USER.md">\nname Ann\n'
+        "…[truncated: USER.md, the end left out, 2 of 37 tokens shown; "
+        "for the rest use memory_search or read the whole file]\n</file>",
+        tokens=31,
+        budget=31,
         truncated=("USER.md",),
         dropped=("MEMORY.md",),
     )
 
 
 def test_cut_moves_back_to_a_close_line_break() -> None:
-    user = "l1a l1b l1c\n" + " ".join(f"w{i}" for i in range(11))
-    result = build(user=user, limit=100)  # budget 15: room for 5 words, cut back to 3
-    assert result.text == section("USER.md", "l1a l1b l1c\n" + marker("USER.md", 3, 14))
-    assert result.tokens == 13
+    user = "l1a l1b l1c\n" + " ".join(f"w{i}" for i in range(30))
+    result = build(user=user, limit=194)  # budget 29: room for 5 words, cut back to 3
+    assert result.text == section("USER.md", "l1a l1b l1c\n" + marker("USER.md", 3, 33))
+    assert result.tokens == 27  # header 3 + marker 21 + 3 words
 
 
 def test_cut_mid_line_when_the_last_line_break_is_far_back() -> None:
     user = "intro\n" + " ".join(f"w{i}" for i in range(40))
-    result = build(user=user, limit=100)  # budget 15: header 3 + marker 7 + 5 words
+    result = build(user=user, limit=194)  # budget 29: header 3 + marker 21 + 5 words
     body = "intro\nw0 w1 w2 w3\n" + marker("USER.md", 5, 41)
     assert result.text == section("USER.md", body)
-    assert result.tokens == 15
+    assert result.tokens == 29
 
 
 def test_priority_agents_over_soul_over_user_over_memory() -> None:
     agents, soul, user, memory = "a1 a2", "s1 s2", "u1 u2", "m1 m2"
-    # Each whole section costs 5 tokens; the marker costs 7.
+    # Each whole section costs 5 tokens; a marker at least 18.
     assert build(agents, soul, user, memory, limit=200).truncated == ()
     result = build(agents, soul, user, memory, limit=100)  # budget 15
     assert result.text == "\n\n".join(
@@ -143,7 +151,7 @@ def test_priority_agents_over_soul_over_user_over_memory() -> None:
 
 
 def test_a_smaller_lower_section_never_jumps_the_queue() -> None:
-    result = build("a1", "s " * 500, "u1", "m1", limit=100)  # budget 15
+    result = build("a1", "s " * 500, "u1", "m1", limit=200)  # budget 30
     assert result.truncated == ("SOUL.md",)
     assert result.dropped == ("USER.md", "MEMORY.md")
     assert "u1" not in result.text
@@ -151,7 +159,7 @@ def test_a_smaller_lower_section_never_jumps_the_queue() -> None:
 
 def test_even_agents_is_truncated_when_the_budget_is_tiny() -> None:
     agents = " ".join(f"rule{i}" for i in range(100))
-    result = build(agents, "soul", limit=100)  # budget 15
+    result = build(agents, "soul", limit=174)  # budget 26: header 3 + marker 18 + 5 words
     assert result.text == section(
         "AGENTS.md", "rule0 rule1 rule2 rule3 rule4\n" + marker("AGENTS.md", 5, 100)
     )
@@ -326,9 +334,9 @@ def test_truncation_never_splits_a_grapheme_cluster(memory: str) -> None:
 
 def test_a_first_cluster_that_does_not_fit_drops_the_file() -> None:
     family = "👨\u200d👩\u200d👧\u200d👦"
-    # Budget 42: room for the header, the marker and three code points of the family
+    # Budget 65: room for the header, the marker and three code points of the family
     # (👨 ZWJ 👩), though not the whole of it.
-    result = build(memory=family * 20, limit=280, count=count_tokens)
+    result = build(memory=family * 20, limit=434, count=count_tokens)
     assert (result.text, result.dropped) == ("", ("MEMORY.md",))
 
 

@@ -12,23 +12,48 @@ one blank line::
     </file>
 
 Explicit open and close tags keep every file's boundary clear to the model, including
-where a file was cut: the truncation marker sits inside the section it belongs to.
+where a file was cut: the truncation marker sits inside the section it belongs to. A
+file's text cannot forge a tag: the ``<`` of ``<file`` or ``</file`` in it is written
+``&lt;``, and a fenced code block it leaves open is closed before the marker and the close
+tag (``agent.prompt_body``). Content is stripped of a leading byte-order mark and of
+surrounding whitespace; empty (or whitespace-only) files are left out and reported nowhere.
 
 Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, headers and
 marker included. Priority, highest first: AGENTS > SOUL > USER > MEMORY. Sections are
-added whole while they fit. The first one that does not fit is cut to the longest prefix
-that still fits with its marker (``…[truncated: USER.md, N of M tokens shown]``, N and M
-counted on that file's text alone); every lower section is dropped, so a lower file never
-appears while a higher one is incomplete. A file that cannot show even one character is
-dropped rather than truncated. Empty (or whitespace-only) files are left out and reported
-nowhere. Content is stripped of a leading byte-order mark and of surrounding whitespace.
+added whole while they fit. The first one that does not fit is cut (below) and every lower
+section is dropped, so a lower file never appears while a higher one is incomplete; a file
+that cannot show even one character is dropped rather than truncated.
+
+What a cut keeps:
+
+* MEMORY.md keeps its headings and the newest entries under each of them: entries are
+  written newest last (``record_memory`` appends, the template asks for it), so a prefix
+  showed the stalest facts and cut the corrections recorded after them. Entries are left
+  out whole and oldest first, from the heading with the most entries still shown
+  (``prompt_body.drop_order``); a binary search finds how few can go. The marker says
+  ``…[truncated: MEMORY.md, 41 older entries left out, 1503 of 3430 tokens shown; for the
+  rest use memory_search or read the whole file]``. When not even the newest entry fits
+  beside the headings (or the file has fewer than two entries), the headings and the
+  newest entry are cut from the end like the other files, and the marker says "… older
+  entries and the end left out".
+* AGENTS.md, SOUL.md and USER.md keep the longest prefix: the platform's rules and the
+  persona read top down, and USER.md's keys are updated in place, so their order says
+  what the template ranks first (name, how to address the user), not how old a fact is.
+  The marker: ``…[truncated: USER.md, the end left out, N of M tokens shown; for the rest
+  use memory_search or read the whole file]`` (SOUL.md and AGENTS.md are not searched:
+  "read the whole file for the rest"). N and M are counted on that file's text alone.
+
+The tool names fit both hosts: ``memory_search`` is the search tool of the MCP server and
+of the library's agent tools, and "the whole file" is ``memory_read`` over MCP and the
+workspace file for a sandbox agent.
 
 The prefix is found by binary search over character positions, each moved back to the
 last grapheme-cluster boundary (``memstrata.text.grapheme_cut``), calling ``count`` on the
 full assembled text each time, then moved back to the last line break when that keeps at
-least half of it. Only positions that were counted and fit are ever used, so the result
-never exceeds the budget even for a counter that is not monotone; for a monotone counter
-(a prefix never counts more than the whole) the binary-searched prefix is the longest.
+least half of it. MEMORY.md's entries are whole lines. Only cuts that were counted and fit
+are ever used, so the result never exceeds the budget even for a counter that is not
+monotone; for a monotone counter (a part never counts more than the whole) the binary
+search keeps the most that fits.
 """
 
 from __future__ import annotations
@@ -40,8 +65,16 @@ from fractions import Fraction
 
 import regex
 
+from memstrata.agent.prompt_body import (
+    close_fence,
+    drop_order,
+    escape_framing,
+    memory_entries,
+    without_oldest,
+)
 from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.errors import InvalidContentError
+from memstrata.memory.kinds import FileKind
 from memstrata.text import grapheme_cut
 
 SECTION_SEPARATOR = "\n\n"
@@ -109,12 +142,13 @@ def build_system_prompt(
     truncated: list[str] = []
     dropped: list[str] = []
     sections = (
-        ("AGENTS.md", agents_md),
-        ("SOUL.md", soul),
-        ("USER.md", user),
-        ("MEMORY.md", memory),
+        (FileKind.AGENTS, agents_md),
+        (FileKind.SOUL, soul),
+        (FileKind.USER, user),
+        (FileKind.MEMORY, memory),
     )
-    for name, raw in sections:
+    for kind, raw in sections:
+        name = kind.filename
         # str.strip() keeps a byte-order mark (no whitespace to it), which a file saved
         # by a Windows editor starts with; the model has no use for it.
         content = raw.removeprefix("\ufeff").strip()
@@ -123,15 +157,16 @@ def build_system_prompt(
         if truncated or dropped:
             dropped.append(name)
             continue
-        whole = _section(name, content)
+        whole = _section(name, _body(content))
         if count(SECTION_SEPARATOR.join([*kept, whole])) <= budget:
             kept.append(whole)
             continue
-        cut = _truncated_section(name, content, kept, budget, count)
-        if cut is None:
+        cut = _Cut(kind, content, kept, budget, count)
+        section = cut.newest_entries() if kind is FileKind.MEMORY else cut.end()
+        if section is None:
             dropped.append(name)
         else:
-            kept.append(cut)
+            kept.append(section)
             truncated.append(name)
     text = SECTION_SEPARATOR.join(kept)
     return PromptResult(
@@ -141,6 +176,22 @@ def build_system_prompt(
         truncated=tuple(truncated),
         dropped=tuple(dropped),
     )
+
+
+def truncation_marker(kind: FileKind, left_out: str, shown: int, total: int) -> str:
+    """The line that ends a cut file: what was left out, how much is shown, and how to
+    get the rest (module doc)."""
+    rest = (
+        "for the rest use memory_search or read the whole file"
+        if kind.indexed
+        else "read the whole file for the rest"
+    )
+    shown_part = f"{shown} of {total} tokens shown"
+    return f"…[truncated: {kind.filename}, {left_out} left out, {shown_part}; {rest}]"
+
+
+def older_entries(count: int) -> str:
+    return f"{count} older {'entry' if count == 1 else 'entries'}"
 
 
 def largest_fitting(high: int, fits: Callable[[int], bool]) -> int:
@@ -162,35 +213,82 @@ def _section(name: str, body: str) -> str:
     return f'<file name="{name}">\n{body}\n</file>'
 
 
-def _truncated_section(
-    name: str, content: str, kept: Sequence[str], budget: int, count: Callable[[str], int]
-) -> str | None:
-    total = count(content)
-    first = _first_cluster_end(content)
+def _body(text: str) -> str:
+    """``text`` as it stands inside its section (module doc)."""
+    return close_fence(escape_framing(text))
 
-    def shown(length: int) -> str:
-        # Cut between grapheme clusters: a flag, an accent or a conjunct split in two
-        # shows as another character. The cut only moves back, and monotonically, so
-        # ``fits`` stays true-then-false for the binary search. grapheme_cut keeps a cut
-        # with no boundary before it, so a cut inside the first cluster is made empty here.
-        return content[: grapheme_cut(content, length) if length >= first else 0].rstrip()
 
-    def section(length: int) -> str:
-        text = shown(length)
-        marker = f"…[truncated: {name}, {count(text)} of {total} tokens shown]"
-        return _section(name, f"{text}\n{marker}")
+class _Cut:
+    """The ways to cut one file that does not fit whole after the ``kept`` sections."""
 
-    def fits(length: int) -> bool:
-        return count(SECTION_SEPARATOR.join([*kept, section(length)])) <= budget
+    def __init__(
+        self,
+        kind: FileKind,
+        content: str,
+        kept: Sequence[str],
+        budget: int,
+        count: Callable[[str], int],
+    ) -> None:
+        self.kind = kind
+        self.content = content
+        self.kept = kept
+        self.budget = budget
+        self.count = count
+        self.total = count(_body(content))
 
-    length = largest_fitting(len(content) - 1, fits)
-    # A cut mid-line leaves half a sentence; the last line break is nicer when it is close.
-    line_end = content.rfind("\n", 0, length + 1)
-    if line_end >= max(1, length // 2) and line_end != length and fits(line_end):
-        length = line_end
-    if not shown(length).strip():
-        return None
-    return section(length)
+    def section(self, shown: str, left_out: str) -> str:
+        body = _body(shown)
+        marker = truncation_marker(self.kind, left_out, self.count(body), self.total)
+        return _section(self.kind.filename, f"{body}\n{marker}")
+
+    def fits(self, section: str) -> bool:
+        return self.count(SECTION_SEPARATOR.join([*self.kept, section])) <= self.budget
+
+    def newest_entries(self) -> str | None:
+        """The headings and as many of the newest entries as fit; when not even the
+        newest fits beside the headings (or there are fewer than two entries), those cut
+        from the end; None if nothing fits."""
+        pieces = memory_entries(self.content)
+        order = drop_order(pieces)
+        entries = len(order)
+        if entries < 2:
+            return self.end()
+
+        def section(shown_entries: int) -> str:
+            dropped = entries - shown_entries
+            return self.section(without_oldest(pieces, order, dropped), older_entries(dropped))
+
+        shown = largest_fitting(entries - 1, lambda n: self.fits(section(n)))
+        if shown:
+            return section(shown)
+        # Not even the newest entry fits: cut it from the end, after the headings.
+        newest = without_oldest(pieces, order, entries - 1)
+        return self.end(newest, f"{older_entries(entries - 1)} and the end")
+
+    def end(self, text: str | None = None, left_out: str = "the end") -> str | None:
+        """The longest prefix of ``text`` (the file) that fits, or None if none does."""
+        content = self.content if text is None else text
+        first = _first_cluster_end(content)
+
+        def shown(length: int) -> str:
+            # Cut between grapheme clusters: a flag, an accent or a conjunct split in two
+            # shows as another character. The cut only moves back, and monotonically, so
+            # ``fits`` stays true-then-false for the binary search. grapheme_cut keeps a
+            # cut with no boundary before it, so a cut inside the first cluster is made
+            # empty here.
+            return content[: grapheme_cut(content, length) if length >= first else 0].rstrip()
+
+        def fits(length: int) -> bool:
+            return self.fits(self.section(shown(length), left_out))
+
+        length = largest_fitting(len(content) - 1, fits)
+        # A cut mid-line leaves half a sentence; the last line break is nicer when close.
+        line_end = content.rfind("\n", 0, length + 1)
+        if line_end >= max(1, length // 2) and line_end != length and fits(line_end):
+            length = line_end
+        if not shown(length).strip():
+            return None
+        return self.section(shown(length), left_out)
 
 
 def _first_cluster_end(text: str) -> int:
