@@ -26,7 +26,7 @@ class ContentTooLargeError(InvalidContentError):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(
             f"content is {size} bytes, over the limit of {limit} bytes "
-            "(raise MEMSTRATA_MAX_CONTENT_BYTES to allow more)"
+            "(shorten the file; an operator can raise MEMSTRATA_MAX_CONTENT_BYTES)"
         )
         self.size = size
         self.limit = limit

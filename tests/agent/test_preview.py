@@ -1,5 +1,6 @@
-"""``memory_search``'s hit preview: the window shows the matching text whatever its script
-or normalisation, and never cuts a grapheme cluster."""
+"""``memory_search``'s hit preview: it shows the matching text whatever its script or
+normalisation, and never cuts a grapheme cluster (the lines of a long hit that hold the
+query's rare terms: ``test_preview_lines.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from datetime import UTC, datetime
 import pytest
 import regex
 
-from memstrata.agent.answers import HIT_PREVIEW_CHARS, first_match, format_hit
+from memstrata.agent.answers import format_hit
+from memstrata.agent.preview import HIT_PREVIEW_CHARS, term_spots
 from memstrata.retrieval.ranking import SearchHit
 
 FAMILY = "👨\u200d👩\u200d👧\u200d👦"
@@ -77,21 +79,31 @@ def clusters(text: str) -> list[str]:
 def test_the_preview_shows_the_matching_text(text: str, query: str, wanted: str) -> None:
     shown = preview(text, query)
     assert wanted in shown
-    assert len(window(shown)) <= HIT_PREVIEW_CHARS
+    assert len(shown) <= HIT_PREVIEW_CHARS
 
 
-def test_the_match_sits_a_quarter_into_the_window() -> None:
-    text = "word " * 200 + "Miso the cat" + " tail" * 200
+def test_the_rarest_term_sits_a_quarter_into_the_window() -> None:
+    # "cat" is everywhere, "miso" once: the window is on Miso, not on the first cat.
+    text = "cat " + "word " * 200 + "Miso the cat" + " tail cat" * 100
     shown = preview(text, "cat Miso")
-    start = 1000 - HIT_PREVIEW_CHARS // 4
-    assert shown == "…" + text[start : start + HIT_PREVIEW_CHARS] + "…"
+    room = HIT_PREVIEW_CHARS - 2  # the two markers are within the bound
+    start = 1004 - room // 4
+    assert shown == "…" + text[start : start + room] + "…"
 
 
-def test_first_match_indexes_the_original_text() -> None:
-    text = "ẞ ß ﬁ İ " * 30 + "Bello"
-    assert text[first_match(text, "bello") or 0 :] == "Bello"
-    assert first_match(text, "zzz") is None
-    assert first_match(text, "the and") is None  # stopwords ranked nothing
+def test_term_spots_index_the_original_text() -> None:
+    text = "ẞ ß ﬁ İ " * 30 + "Bello parties"
+    assert [text[at:] for at in term_spots(text, frozenset({"bello"}))["bello"]] == [
+        "Bello parties"
+    ]
+    assert text[term_spots(text, frozenset({"party"}))["party"][0] :] == "parties"  # the stem
+    assert term_spots(text, frozenset({"zzz"})) == {}
+
+
+def test_a_hit_without_a_query_term_shows_its_beginning() -> None:
+    text = "vector neighbours only " * 40  # found by the embedding, no word of the query
+    shown = preview(text, "the and zzz")  # stopwords and a word it lacks
+    assert shown == text[: HIT_PREVIEW_CHARS - 2] + "…"  # room kept for a marker each side
 
 
 @pytest.mark.parametrize(
@@ -105,7 +117,7 @@ def test_first_match_indexes_the_original_text() -> None:
     ],
 )
 def test_the_window_never_cuts_a_grapheme_cluster(text: str) -> None:
-    shown = window(preview(text, "target"))
+    shown = preview(text, "target")
     assert "target" in shown
     assert len(shown) <= HIT_PREVIEW_CHARS
-    assert set(clusters(shown)) <= set(clusters(text))
+    assert set(clusters(window(shown))) <= set(clusters(text))

@@ -340,7 +340,7 @@ async def test_update_long_term_memory_replaces_a_section_or_the_file(
     )
     assert memory(store) == (expected, 2)
 
-    assert await tools.update_long_term_memory("# Memory\n- only this") == (
+    assert await tools.update_long_term_memory("# Memory\n- only this", whole_file=True) == (
         "Replaced the whole of MEMORY.md (version 3)."
     )
     assert memory(store) == ("# Memory\n- only this\n", 3)
@@ -348,7 +348,7 @@ async def test_update_long_term_memory_replaces_a_section_or_the_file(
         await tools.update_long_term_memory(" \n")
         == "error: content (the whole new MEMORY.md) must not be empty"
     )
-    assert await tools.update_long_term_memory("# Memory\n- only this\n") == (
+    assert await tools.update_long_term_memory("# Memory\n- only this\n", whole_file=True) == (
         "No change: MEMORY.md already says that."
     )
     assert memory(store)[1] == 3
@@ -358,16 +358,19 @@ async def test_update_user_sets_a_key_or_replaces_a_section(
     tools: MemoryTools, store: MemoryStore, templates: TemplateSet
 ) -> None:
     result = await tools.update_user("Europe/Berlin", section="Profile", key="time zone")
-    assert result == "Set time zone under ## Profile in USER.md (version 2)."
+    assert result == "Set Time zone under ## Profile in USER.md (version 2)."
     template = templates.load(FileKind.USER)
     expected = template.replace("- Time zone:\n", "- Time zone: Europe/Berlin\n")
     assert user_md(store) == (expected, 2)
 
     result = await tools.call("update_user", {"section": "Pets", "key": "Cat", "content": "Miso"})
-    assert result == "Set Cat under ## Pets in USER.md (version 3)."
+    assert result == (
+        "Set Cat under ## Pets in USER.md (version 3). New section: USER.md had no ## Pets "
+        "(its sections: Profile, Work, Preferences)."
+    )
     assert user_md(store)[0] == expected.rstrip("\n") + "\n\n## Pets\n- Cat: Miso\n"
 
-    result = await tools.update_user("- Role: engineer", section="Work")
+    result = await tools.update_user("- Role: engineer", section="Work", replace_section=True)
     assert result == "Replaced ## Work in USER.md (version 4)."
     assert "## Work\n- Role: engineer\n\n## Preferences" in user_md(store)[0]
 
@@ -375,10 +378,15 @@ async def test_update_user_sets_a_key_or_replaces_a_section(
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
-        ({"content": "x", "section": "Profile", "key": "a:b"}, "error: key must not contain ':'"),
+        (
+            {"content": "x", "section": "Profile", "key": "a:b"},
+            "error: key must not contain ':'; give the name alone (key='a') and the value in "
+            "content",
+        ),
         (
             {"content": "two\nlines", "section": "Profile", "key": "Name"},
-            "error: content must be one line when a key is given",
+            "error: content must be one line when a key is given; join the lines (e.g. with "
+            "', '), or leave out key to replace the section's whole body",
         ),
         (
             {"content": "x" * 501, "section": "Profile", "key": "Name"},
@@ -415,8 +423,8 @@ async def test_a_file_over_the_size_limit_is_refused(
     result = await tools.update_long_term_memory("x" * 1000, section="Lessons")
     assert result.startswith("error: MEMORY.md would be ")
     assert result.endswith(
-        "bytes, over the 1024-byte limit; remove outdated entries with update_long_term_memory "
-        "first"
+        "bytes, over the 1024-byte limit; remove outdated entries first: update_long_term_memory "
+        "rewrites one section without them"
     )
     assert size < 1024  # the template itself fits
     assert result.failed

@@ -58,7 +58,7 @@ async def test_every_tool_keeps_a_crlf_file_all_crlf(
     await tools.record_memory("first\nsecond", section="Decisions")
     await tools.update_long_term_memory("- shipped v1\n- hired Bo", section="Ongoing")
     await tools.update_user("Ann", section="Profile", key="name")
-    await tools.update_user("- Role: engineer", section="Work")
+    await tools.update_user("- Role: engineer", section="Work", replace_section=True)
 
     expected_memory = crlf_memory.replace(
         "## Decisions\r\n", "## Decisions\r\n- 2026-03-01: first\r\n  second\r\n"
@@ -70,7 +70,7 @@ async def test_every_tool_keeps_a_crlf_file_all_crlf(
     assert user_md(store)[0] == expected_user and all_crlf(expected_user)
     assert await user_box.read_text("MEMORY.md") == expected_memory
 
-    await tools.update_long_term_memory("# Memory\n- only this")
+    await tools.update_long_term_memory("# Memory\n- only this", whole_file=True)
     assert memory(store)[0] == "# Memory\r\n- only this\r\n"
 
 
@@ -78,7 +78,8 @@ async def test_a_name_in_another_spelling_finds_its_section(
     tools: MemoryTools, store: MemoryStore, templates: TemplateSet
 ) -> None:
     result = await tools.update_user("UTC+3", section="ＰＲＯＦＩＬＥ", key="TIME ZONE")
-    assert result == "Set TIME ZONE under ## ＰＲＯＦＩＬＥ in USER.md (version 2)."
+    # The answer names the section and key as the file spells them.
+    assert result == "Set Time zone under ## Profile in USER.md (version 2)."
     expected = templates.load(FileKind.USER).replace("- Time zone:\n", "- Time zone: UTC+3\n")
     assert user_md(store)[0] == expected
 
@@ -110,7 +111,7 @@ async def test_a_name_with_any_line_break_is_refused(
         "name, such as 'Time zone', and put anything more in content"
     )
     result = await tools.update_user(f"x{brk}y", section="Profile", key="Name")
-    assert result == "error: content must be one line when a key is given"
+    assert result.startswith("error: content must be one line when a key is given; join ")
     assert (memory(store)[1], user_md(store)[1]) == (1, 1)
 
 

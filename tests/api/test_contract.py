@@ -254,7 +254,7 @@ def test_content_over_the_file_limit_is_413(client: TestClient, auth: AuthHeader
         413,
         {
             "detail": f"content is {len(content)} bytes, over the limit of {256 * 1024} bytes "
-            "(raise MEMSTRATA_MAX_CONTENT_BYTES to allow more)"
+            "(shorten the file; an operator can raise MEMSTRATA_MAX_CONTENT_BYTES)"
         },
     )
 

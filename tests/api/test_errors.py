@@ -46,7 +46,7 @@ AuthHeader = Callable[..., dict[str, str]]
             413,
             {
                 "detail": "content is 300 bytes, over the limit of 200 bytes "
-                "(raise MEMSTRATA_MAX_CONTENT_BYTES to allow more)"
+                "(shorten the file; an operator can raise MEMSTRATA_MAX_CONTENT_BYTES)"
             },
         ),
         (InvalidContentError("bad"), 422, {"detail": "bad", "errors": []}),

@@ -58,7 +58,7 @@ TOOL_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("memory_read", {"name": "memory"}),
     ("memory_write", {"name": "soul", "content": "# SOUL.md\n", "expected_version": 0}),
     ("record_memory", {"content": "Keeps bees"}),
-    ("update_long_term_memory", {"content": "Keeps bees"}),
+    ("update_long_term_memory", {"content": "Keeps bees", "whole_file": True}),
     ("update_user", {"section": "Profile", "content": "Keeps bees"}),
     ("conversation_index_turn", TURN),
     ("skills_list", {}),

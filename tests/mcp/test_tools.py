@@ -87,7 +87,7 @@ async def test_tools_are_listed_with_truthful_annotations(connect: ClientFactory
         "memory_search": (True, None, True, False),
         "memory_read": (True, None, True, False),
         "memory_write": (False, True, True, False),
-        "record_memory": (False, False, False, False),
+        "record_memory": (False, True, True, False),
         "update_long_term_memory": (False, True, True, False),
         "update_user": (False, True, True, False),
         "conversation_index_turn": (False, True, True, False),

@@ -4,24 +4,16 @@ tells the model (``docs/AGENT_TOOLS.md``), and whether the call failed (:class:`
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import regex
-
-from memstrata.retrieval.tokenize import tokenize
+from memstrata.agent.preview import preview
 from memstrata.sandbox.results import Outcome, SyncResult
-from memstrata.text import grapheme_cut
 
 if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
     from memstrata.retrieval.ranking import SearchHit
 
-HIT_PREVIEW_CHARS = 400
-
-_CLUSTER = regex.compile(r"\X")
-_NOT_ASCII_WORD = re.compile(r"[^0-9a-z]")
+NO_MATCHES = "No matching memories."
 
 
 class ToolAnswer(str):
@@ -101,8 +93,8 @@ def could_not_be_saved(name: str) -> ToolAnswer:
 
 def _not_stored_yet(name: str, why: str) -> ToolAnswer:
     # An error (MCP: isError), yet not one to repeat: the change is in the sandbox copy,
-    # whose read-back at the next call on the file stores it; repeating record_memory
-    # would store it twice.
+    # whose read-back at the next call on the file stores it (a repeated record_memory
+    # finds its entry there and stores nothing new).
     return error(
         f"{name} is not stored yet: {why}. The change is kept in the workspace copy "
         f"and is stored by the next memory tool call on {name}; do not repeat it."
@@ -110,72 +102,15 @@ def _not_stored_yet(name: str, why: str) -> ToolAnswer:
 
 
 def format_hit(position: int, hit: SearchHit, query: str) -> str:
+    """One hit's line: ``1. [MEMORY.md · 2026-03-01 · score 0.033] <preview>``, the
+    preview being the hit's lines that matched the query (:func:`preview`)."""
     when = f" · {hit.created_at.date().isoformat()}"
-    text = _preview(" ".join(hit.text.split()), query)
+    text = preview(hit.text, query)
     return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
 
 
-def _preview(text: str, query: str, limit: int = HIT_PREVIEW_CHARS) -> str:
-    """At most ``limit`` characters of ``text``, around the first query term it contains,
-    cut between grapheme clusters.
-
-    A memory-file chunk can run to 512 tokens; its first lines are usually headings, so a
-    plain prefix would often hide exactly the line that matched.
-    """
-    if len(text) <= limit:
-        return text
-    anchor = first_match(text, query)
-    start = 0 if anchor is None else max(0, anchor - limit // 4)
-    start = grapheme_cut(text, min(start, len(text) - limit))
-    end = grapheme_cut(text, start + limit, floor=start)
-    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
-
-
-def first_match(text: str, query: str) -> int | None:
-    """Where in ``text`` the first of the query's BM25 terms begins, or None.
-
-    Terms of two or more characters go first: a lone CJK character of the query (乌 of
-    乌龙茶) turns up anywhere, its bigram (乌龙) where the hit is. Unstemmed terms count
-    too, since a stem ("party" of "parties") is not always in the text.
-    """
-    terms = set(tokenize(query)) | set(tokenize(query, stem=False))
-    if not terms:
-        return None
-    folded, origin = _as_indexed(text)
-    for wanted in ([t for t in terms if len(t) > 1], list(terms)):
-        found = [at for term in wanted if (at := folded.find(term)) >= 0]
-        if found:
-            return origin[min(found)]
-    return None
-
-
-def _as_indexed(text: str) -> tuple[str, Sequence[int]]:
-    """``text`` as the search tokenizer reads it, and for each of its characters the index
-    in ``text`` of the grapheme cluster it came from.
-
-    Folded one cluster at a time: NFKC and case folding change lengths (ß, İ, ﬁ, NFD
-    accents), so positions in a folded copy of the whole text would not index ``text``.
-    A cluster is the unit normalisation acts within, so each folds as it would in place.
-    """
-    if text.isascii():  # most memory: one character each way, at a fraction of the cost
-        return _NOT_ASCII_WORD.sub(" ", text.lower()), range(len(text))
-    pieces: list[str] = []
-    origin: list[int] = []
-    folds: dict[str, str] = {}  # a chunk repeats few distinct clusters
-    for cluster in _CLUSTER.finditer(text):
-        piece = folds.get(cluster.group())
-        if piece is None:
-            piece = folds[cluster.group()] = _fold_cluster(cluster.group())
-        pieces.append(piece)
-        origin.extend([cluster.start()] * len(piece))
-    return "".join(pieces), origin
-
-
-def _fold_cluster(cluster: str) -> str:
-    terms = tokenize(cluster, frozenset(), stem=False, cjk_bigrams=False)
-    if terms:
-        return " ".join(terms)
-    # No term: whitespace, punctuation or an emoji separates words; what the tokenizer
-    # drops inside a word (a joiner, a soft hyphen, a vowel point) does not.
-    separates = any(unicodedata.category(c)[0] in "PSZ" or c.isspace() for c in cluster)
-    return " " if separates else ""
+def search_text(hits: Sequence[SearchHit], query: str, warnings: Sequence[str] = ()) -> str:
+    """A search's answer for the model to read: a line per hit (:func:`format_hit`), or
+    ``No matching memories.``; then a ``note:`` line per warning (a degraded search)."""
+    lines = [format_hit(i, hit, query) for i, hit in enumerate(hits, start=1)]
+    return "\n".join([*(lines or [NO_MATCHES]), *(f"note: {w}" for w in warnings)])

@@ -1,5 +1,6 @@
 """The memory tools' argument checks and limits: section and key names, entry and value
-texts, and ``memory_search``'s query, ``top_k`` and ``sources`` (also the MCP tool's).
+texts, section bodies, and ``memory_search``'s query, ``top_k`` and ``sources`` (also the
+MCP tool's). The schemas (:mod:`memstrata.agent.schemas`) state the same limits.
 
 Each check returns the cleaned value or raises :class:`~memstrata.errors.ToolInputError`
 with a message the tool answers with (``docs/AGENT_TOOLS.md``).
@@ -7,6 +8,7 @@ with a message the tool answers with (``docs/AGENT_TOOLS.md``).
 
 from __future__ import annotations
 
+from memstrata.agent import sections
 from memstrata.errors import ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.text import lone_surrogate_at
@@ -29,6 +31,41 @@ def check_name(value: object, what: str, example: str = "Decisions") -> str:
     if len(name) > MAX_NAME_CHARS:
         raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
     return name
+
+
+def check_key(value: object) -> str:
+    """``update_user``'s key: a name (:func:`check_name`) without ``:``."""
+    key = check_name(value, "key", "Time zone")
+    if ":" in key:
+        name = key.split(":", 1)[0].strip() or "Name"
+        raise ToolInputError(
+            f"key must not contain ':'; give the name alone (key={name!r}) and the value in content"
+        )
+    return key
+
+
+def check_value(value: object) -> str:
+    """``update_user``'s content when a key is given: one line of a value."""
+    text = check_text(value, "content", MAX_VALUE_CHARS, empty_ok=True).strip()
+    if line_break_in(text) is not None:
+        raise ToolInputError(
+            "content must be one line when a key is given; join the lines (e.g. with ', '), "
+            "or leave out key to replace the section's whole body"
+        )
+    return text
+
+
+def check_body(value: object, section: str, file: str) -> str:
+    """A section body: its own heading, if repeated first, dropped; another ``#`` or ``##``
+    heading refused (it would start a new section, out of reach of this section's edits)."""
+    body = sections.without_own_heading(check_text(value, "content", empty_ok=True), section)
+    heading = sections.section_heading_in(body)
+    if heading is not None:
+        raise ToolInputError(
+            f"content is the body of ## {section} and must not hold the heading {heading!r}: "
+            f"leave it out, use '###' for a subheading, and make one call per section of {file}"
+        )
+    return body
 
 
 def line_break_in(text: str) -> str | None:

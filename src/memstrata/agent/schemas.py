@@ -10,9 +10,15 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from typing import Any
 
-from memstrata.agent.arguments import DEFAULT_TOOL_TOP_K
+from memstrata.agent.arguments import (
+    DEFAULT_TOOL_TOP_K,
+    MAX_ENTRY_CHARS,
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+)
+from memstrata.agent.edits import DEFAULT_SECTION
 from memstrata.errors import ToolInputError
-from memstrata.retrieval.limits import MAX_TOOL_TOP_K, SOURCES
+from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.dirty import decode_tool_arguments
 
 __all__ = ["ToolInputError", "check_arguments", "tool_schemas"]
@@ -21,6 +27,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
     "array": (list, tuple),
+    "boolean": (bool,),
 }
 
 
@@ -43,41 +50,87 @@ def _function(
 
 
 def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
+    # Limits from arguments.py, so a model learns them from the schema, not from a refusal.
+    name = {"type": "string", "maxLength": MAX_NAME_CHARS}
     section = {
-        "type": "string",
-        "description": "Heading text of a '## ' section, e.g. 'Decisions'.",
+        **name,
+        "description": "Heading text of a '## ' section, e.g. 'Decisions' (the template's are "
+        "Decisions, Ongoing, Lessons).",
     }
     schemas = [
         _function(
             "record_memory",
             "Append a dated entry to MEMORY.md (your long-term memory) under a '## ' section, "
             "creating the section if needed. Use for decisions, commitments, lessons and "
-            "anything the user asks you to remember.",
+            "anything the user asks you to remember. To correct an entry, pass its text as "
+            "'replaces': the old entry is removed. An entry the section already has is not "
+            "stored twice.",
             {
-                "content": {"type": "string", "description": "The entry, one or a few lines."},
-                "section": {**section, "description": "Section to append to (default 'Notes')."},
+                "content": {
+                    "type": "string",
+                    "maxLength": MAX_ENTRY_CHARS,
+                    "description": "The entry, one or a few lines (no date: it is added).",
+                },
+                "section": {
+                    **section,
+                    "description": f"Section to append to (default '{DEFAULT_SECTION}'; with "
+                    "'replaces', the replaced entry's section), e.g. 'Decisions', 'Ongoing', "
+                    "'Lessons'.",
+                },
+                "replaces": {
+                    "type": "string",
+                    "maxLength": MAX_ENTRY_CHARS,
+                    "description": "Optional: the text of the existing entry this one corrects "
+                    "or supersedes (exactly, or a part only it contains; the date may be left "
+                    "out). That entry is removed.",
+                },
             },
             ["content"],
         ),
         _function(
             "update_long_term_memory",
             "Rewrite MEMORY.md: with 'section', replace that '## ' section's body (created if "
-            "missing; empty content clears it); without it, replace the whole file. Use it to "
-            "correct or remove outdated entries.",
+            "missing; empty content clears it). Replacing the whole file needs "
+            "whole_file=true instead of section. To correct one entry, prefer record_memory "
+            "with 'replaces'.",
             {
-                "content": {"type": "string", "description": "The new section body or file."},
+                "content": {
+                    "type": "string",
+                    "description": "The section's new body, without its '## ' heading (or, "
+                    "with whole_file, the new file).",
+                },
                 "section": section,
+                "whole_file": {
+                    "type": "boolean",
+                    "description": "true (and no section) to replace the whole of MEMORY.md; "
+                    "everything not in content is lost.",
+                },
             },
             ["content"],
         ),
         _function(
             "update_user",
             "Update USER.md (facts about the user): with 'key', set the '- key: value' line in "
-            "the section (added if missing); without it, replace the section's body.",
+            "the section (added if missing); without it, replace the section's body, which "
+            "is refused if that would remove a fact unless replace_section=true.",
             {
                 "section": {**section, "description": "e.g. 'Profile', 'Work', 'Preferences'."},
-                "key": {"type": "string", "description": "e.g. 'Time zone'. Optional."},
-                "content": {"type": "string", "description": "The value, or the new section body."},
+                "key": {
+                    **name,
+                    "pattern": "^[^:]*$",
+                    "description": "The fact's name alone, without ':', e.g. 'Time zone'. "
+                    "Optional.",
+                },
+                "content": {
+                    "type": "string",
+                    "description": f"With key: the value, one line of at most {MAX_VALUE_CHARS} "
+                    "characters. Without key: the section's new body, without its heading.",
+                },
+                "replace_section": {
+                    "type": "boolean",
+                    "description": "Without key: true to replace the body even though that "
+                    "removes '- key: value' facts.",
+                },
             },
             ["section", "content"],
         ),
@@ -89,7 +142,11 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                 "Search the user's memory files and past conversations. Use it before answering "
                 "questions about the past.",
                 {
-                    "query": {"type": "string", "description": "What to look for."},
+                    "query": {
+                        "type": "string",
+                        "maxLength": MAX_TOOL_QUERY_CHARS,
+                        "description": "What to look for.",
+                    },
                     "top_k": {
                         "type": "integer",
                         "minimum": 1,
@@ -137,6 +194,9 @@ def check_arguments(name: str, arguments: object) -> dict[str, object]:
     kwargs = without_null_optionals(kwargs, optional)
     for key, value in kwargs.items():
         expected = parameters["properties"][key]["type"]
-        if isinstance(value, bool) or not isinstance(value, _JSON_TYPES[expected]):
+        # JSON true is no integer here, nor 1 a boolean (bool is an int subclass).
+        if isinstance(value, bool) != (expected == "boolean") or not isinstance(
+            value, _JSON_TYPES[expected]
+        ):
             raise ToolInputError(f"{key} must be a JSON {expected}")
     return kwargs

@@ -30,6 +30,10 @@ _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 # A "- key: value" bullet up to its first ":", the key (perhaps "**key**") in group 1.
 # Possessive, so that a long line without a colon fails in linear time.
 _KEY_BULLET = re.compile(r"\s*+[-*+]\s++(?:\*\*)?+([^:]*+):")
+DATE_PATTERN = r"\d{4}-\d{2}-\d{2}"  # an entry's date, as dated_bullet writes it
+_DATE = re.compile(DATE_PATTERN)  # a dated entry's "- 2026-03-01: …" has no key
+# One "Key: value" line, bullet and bold optional; a key is short (MAX_NAME_CHARS).
+_KEY_LINE = re.compile(r"\s*(?:[-*+]\s+)?(?:\*\*)?([^:*\n]{1,80}?)(?:\*\*)?[ \t]*:(.*)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,21 @@ def _lf(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
+def heading(line: str) -> tuple[int, str] | None:
+    """(level, name) of a heading line, or None."""
+    match = _HEADING.match(line)
+    return None if match is None else (len(match.group(1)), match.group(2))
+
+
+def is_date(text: str) -> bool:
+    return _DATE.fullmatch(text) is not None
+
+
+def is_fence(line: str) -> bool:
+    """Whether ``line`` opens or closes a fenced code block."""
+    return _FENCE.match(line) is not None
+
+
 def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     """(index, level, name) of every heading outside fenced code blocks."""
     found: list[tuple[int, int, str]] = []
@@ -87,15 +106,88 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     return found
 
 
-def find_section(lines: list[str], name: str) -> Span | None:
-    """The first level-2 section called ``name``, or None."""
+def find_sections(lines: list[str], name: str) -> list[Span]:
+    """Every level-2 section called ``name``, in file order. The tools edit only the first;
+    a second one (an agent repeated a heading in a body) is worth telling the agent about."""
     wanted = normalise_name(name)
     headings = _headings(lines)
+    found: list[Span] = []
     for position, (index, level, title) in enumerate(headings):
         if level == 2 and normalise_name(title) == wanted:
             end = next((i for i, lvl, _ in headings[position + 1 :] if lvl <= 2), len(lines))
-            return Span(index, index + 1, end)
-    return None
+            found.append(Span(index, index + 1, end))
+    return found
+
+
+def find_section(lines: list[str], name: str) -> Span | None:
+    """The first level-2 section called ``name``, or None."""
+    found = find_sections(lines, name)
+    return found[0] if found else None
+
+
+def section_titles(lines: list[str]) -> list[str]:
+    """The names of the level-2 sections, as spelled in the file, in file order."""
+    return [title for _, level, title in _headings(lines) if level == 2]
+
+
+def title_of(lines: list[str], span: Span) -> str:
+    """The name of the section at ``span`` as the file spells it."""
+    match = _HEADING.match(lines[span.heading].removeprefix("\ufeff"))
+    return match.group(2) if match is not None else lines[span.heading]
+
+
+def close_names(name: str, titles: list[str]) -> list[str]:
+    """The titles an agent probably meant by ``name``: folded, at most two edits apart
+    (``Decision`` for ``Decisions``), or one a whole word of the other (``User Profile``
+    for ``Profile``)."""
+    wanted = normalise_name(name)
+    close: list[str] = []
+    for title in titles:
+        folded = normalise_name(title)
+        if folded == wanted or title in close:
+            continue
+        shorter, longer = sorted((folded, wanted), key=len)
+        if _edits_within(folded, wanted, 2) or (len(shorter) >= 4 and shorter in longer.split()):
+            close.append(title)
+    return close
+
+
+def _edits_within(a: str, b: str, limit: int) -> bool:
+    """Whether the Levenshtein distance of ``a`` and ``b`` is at most ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, start=1):
+        current = [i]
+        for j, other in enumerate(b, start=1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            )
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
+
+
+def without_own_heading(body: str, name: str) -> str:
+    """``body`` without a first line that is section ``name``'s own heading (``## Decisions``
+    for ``Decisions``, level 1 or 2): an agent that echoes it would add a second section
+    of that name, which later edits never reach (they edit the first)."""
+    lines = body.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return body
+    headings = _headings(lines[first : first + 1])
+    if headings and headings[0][1] <= 2 and normalise_name(headings[0][2]) == normalise_name(name):
+        return "\n".join(lines[first + 1 :])
+    return body
+
+
+def section_heading_in(body: str) -> str | None:
+    """The first level-1 or level-2 heading line of ``body`` outside fenced code, or None:
+    in a section body it would start a section of its own."""
+    lines = body.split("\n")
+    return next((lines[i].strip() for i, level, _ in _headings(lines) if level <= 2), None)
 
 
 def _with_new_section(text: str, name: str, body: list[str]) -> str:
@@ -155,15 +247,53 @@ def set_key(text: str, name: str, key: str, value: str) -> str:
 
 def _set_key(text: str, name: str, key: str, value: str) -> str:
     lines = text.split("\n")
-    wanted = fold(key)
     span = find_section(lines, name)
-    if span is not None:
-        for index in range(span.body_start, span.end):
-            match = _KEY_BULLET.match(lines[index])
-            if match is not None and fold(match.group(1).strip().removesuffix("**")) == wanted:
-                lines[index] = f"{match.group(0)} {value}".rstrip()
-                return "\n".join(lines)
-    return _append(text, name, f"- {key.strip()}: {value}".rstrip())
+    index = None if span is None else find_key(lines, span, key)
+    if index is None:
+        return _append(text, name, f"- {key.strip()}: {value}".rstrip())
+    match = _KEY_BULLET.match(lines[index])
+    assert match is not None  # find_key matched this line
+    lines[index] = f"{match.group(0)} {value}".rstrip()
+    return "\n".join(lines)
+
+
+def key_bullets(lines: list[str], span: Span) -> list[tuple[int, str, str]]:
+    """(index, key as spelled, value) of every ``- key: value`` bullet of the section."""
+    found: list[tuple[int, str, str]] = []
+    for index in range(span.body_start, span.end):
+        match = _KEY_BULLET.match(lines[index])
+        if match is not None:
+            key = match.group(1).strip().removesuffix("**").strip()
+            found.append((index, key, lines[index][match.end() :].strip()))
+    return found
+
+
+def find_key(lines: list[str], span: Span, key: str) -> int | None:
+    """The line of the section's first bullet with ``key`` (compared by :func:`fold`)."""
+    wanted = fold(key)
+    return next((i for i, found, _ in key_bullets(lines, span) if fold(found) == wanted), None)
+
+
+def body_keys(body: str) -> list[str]:
+    """The keys of the ``- key: value`` bullets in a section body an agent sent."""
+    return [
+        m.group(1).strip().removesuffix("**").strip()
+        for m in map(_KEY_BULLET.match, body.splitlines())
+        if m
+    ]
+
+
+def keyed_line(text: str) -> tuple[str, str] | None:
+    """(key, value) when ``text`` is one ``Key: value`` line (bulleted, bold or plain),
+    as an agent writes a fact it meant to set with ``key``; else None."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        return None
+    match = _KEY_LINE.fullmatch(lines[0])
+    if match is None or _DATE.fullmatch(key := match.group(1).strip()) or not key:
+        return None
+    value = match.group(2).strip()
+    return None if value.startswith("//") else (key, value)  # "https://…" is no key
 
 
 def dated_bullet(content: str, day: date) -> str:

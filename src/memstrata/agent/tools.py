@@ -5,9 +5,12 @@ can register :meth:`MemoryTools.schemas` and route calls to :meth:`MemoryTools.c
 to the methods directly). Semantics, argument limits and results are defined in
 ``docs/AGENT_TOOLS.md``; in short:
 
-* ``record_memory`` appends ``- YYYY-MM-DD: content`` to a ``## section`` of MEMORY.md;
-* ``update_long_term_memory`` replaces one ``## section`` of MEMORY.md, or the whole file;
-* ``update_user`` sets ``- key: value`` in a ``## section`` of USER.md, or replaces it;
+* ``record_memory`` appends ``- YYYY-MM-DD: content`` to a ``## section`` of MEMORY.md
+  (with ``replaces``, the entry it supersedes is removed);
+* ``update_long_term_memory`` replaces one ``## section`` of MEMORY.md, or the whole file
+  when asked to explicitly (``whole_file``);
+* ``update_user`` sets ``- key: value`` in a ``## section`` of USER.md, or replaces the
+  section's body (removing facts only with ``replace_section``);
 * ``memory_search`` (only with a searcher) searches the user's memory and conversations.
 
 Writes go through the sandbox and are synced to the DB at once (spec 4, scenario 2). If
@@ -16,7 +19,8 @@ with the workspace. Nothing raises to the model: bad arguments and failures come
 short ``error: ...`` strings that say what to do. Every answer is a
 :class:`~memstrata.agent.answers.ToolAnswer`: a ``str``, whose ``failed`` says whether the
 call stored nothing (MCP's ``isError``). The argument checks are in
-:mod:`memstrata.agent.arguments`, the answer texts in :mod:`memstrata.agent.answers`.
+:mod:`memstrata.agent.arguments`, what each call changes and refuses in
+:mod:`memstrata.agent.edits`, the answer texts in :mod:`memstrata.agent.answers`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
-from memstrata.agent import sections
 from memstrata.agent.answers import (
     ToolAnswer,
     could_not_be_saved,
@@ -43,11 +46,21 @@ from memstrata.agent.answers import (
 from memstrata.agent.arguments import (
     DEFAULT_TOOL_TOP_K,
     MAX_ENTRY_CHARS,
-    MAX_VALUE_CHARS,
+    check_body,
+    check_key,
     check_name,
     check_text,
-    line_break_in,
+    check_value,
     search_arguments,
+)
+from memstrata.agent.edits import (
+    AppendEntry,
+    Edit,
+    NothingToWrite,
+    ReplaceFile,
+    ReplaceSection,
+    SetKey,
+    too_large,
 )
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.errors import RuntimeClosedError, SandboxError, ToolInputError
@@ -68,6 +81,15 @@ R = TypeVar("R")
 
 # A controlled write that left the DB equal to the sandbox: no round-end read-back needed.
 SYNCED_OUTCOMES = frozenset({Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.MERGED})
+
+_SECTION_OR_FILE = (
+    "pass section to replace one section's body, or whole_file=true without section to "
+    "replace the whole file, not both"
+)
+_KEY_OR_SECTION = (
+    "pass key to set one '- key: value' line, or replace_section=true without key to "
+    "replace the section's whole body, not both"
+)
 
 
 @dataclass(frozen=True)
@@ -156,51 +178,56 @@ class MemoryTools:
 
     # -- the tools -------------------------------------------------------------------------
 
-    async def record_memory(self, content: str, section: str = "Notes") -> ToolAnswer:
+    async def record_memory(
+        self, content: str, section: str | None = None, replaces: str | None = None
+    ) -> ToolAnswer:
         try:
-            entry = sections.dated_bullet(
-                check_text(content, "content", MAX_ENTRY_CHARS), self._today()
-            )
-            name = check_name(section, "section")
+            text = check_text(content, "content", MAX_ENTRY_CHARS)
+            name = None if section is None else check_name(section, "section")
+            old = None if replaces is None else check_text(replaces, "replaces", MAX_ENTRY_CHARS)
         except ToolInputError as exc:
             return error(str(exc))
-        edit = partial(sections.append_to_section, name=name, entry=entry)
-        return await self._edit(FileKind.MEMORY, edit, f"Recorded in MEMORY.md under ## {name}")
+        return await self._edit(AppendEntry(text, name, self._today(), old))
 
-    async def update_long_term_memory(self, content: str, section: str | None = None) -> ToolAnswer:
+    async def update_long_term_memory(
+        self, content: str, section: str | None = None, whole_file: bool = False
+    ) -> ToolAnswer:
         try:
+            edit: Edit
             if section is None:
                 text = check_text(content, "content (the whole new MEMORY.md)")
-                edit: Callable[[str], str] = partial(sections.replace_file, content=text)
-                done = "Replaced the whole of MEMORY.md"
+                edit = ReplaceFile(text, whole_file=whole_file is True)
+            elif whole_file is True:
+                raise ToolInputError(_SECTION_OR_FILE)
             else:
                 name = check_name(section, "section")
-                text = check_text(content, "content", empty_ok=True)
-                edit = partial(sections.replace_section, name=name, body=text)
-                done = f"Replaced ## {name} in MEMORY.md"
+                body = check_body(content, name, FileKind.MEMORY.filename)
+                edit = ReplaceSection(FileKind.MEMORY, name, body)
         except ToolInputError as exc:
             return error(str(exc))
-        return await self._edit(FileKind.MEMORY, edit, done)
+        return await self._edit(edit)
 
-    async def update_user(self, content: str, section: str, key: str | None = None) -> ToolAnswer:
+    async def update_user(
+        self,
+        content: str,
+        section: str,
+        key: str | None = None,
+        replace_section: bool = False,
+    ) -> ToolAnswer:
         try:
+            edit: Edit
             name = check_name(section, "section")
             if key is None:
-                body = check_text(content, "content", empty_ok=True)
-                edit = partial(sections.replace_section, name=name, body=body)
-                done = f"Replaced ## {name} in USER.md"
+                body = check_body(content, name, FileKind.USER.filename)
+                guard = replace_section is not True
+                edit = ReplaceSection(FileKind.USER, name, body, guard_keys=guard)
+            elif replace_section is True:
+                raise ToolInputError(_KEY_OR_SECTION)
             else:
-                label = check_name(key, "key", "Time zone")
-                if ":" in label:
-                    raise ToolInputError("key must not contain ':'")
-                value = check_text(content, "content", MAX_VALUE_CHARS, empty_ok=True)
-                if line_break_in(value.strip()) is not None:
-                    raise ToolInputError("content must be one line when a key is given")
-                edit = partial(sections.set_key, name=name, key=label, value=value.strip())
-                done = f"Set {label} under ## {name} in USER.md"
+                edit = SetKey(name, check_key(key), check_value(content))
         except ToolInputError as exc:
             return error(str(exc))
-        return await self._edit(FileKind.USER, edit, done)
+        return await self._edit(edit)
 
     async def memory_search(
         self, query: str, top_k: int = DEFAULT_TOOL_TOP_K, sources: Sequence[str] | None = None
@@ -240,7 +267,7 @@ class MemoryTools:
         stored = await self.ctx.sync.db.get(self.ctx.user_id, kind)
         return "" if stored is None else stored.content
 
-    async def _edit(self, kind: FileKind, edit: Callable[[str], str], done: str) -> ToolAnswer:
+    async def _edit(self, edit: Edit) -> ToolAnswer:
         # The user's sync lock spans the read, the edit, the sandbox write and the read-back,
         # so a concurrent call (MCP clients call tools in parallel) or a frontend edit's
         # mirror cannot slip between them and have one of the two edits overwritten.
@@ -253,23 +280,21 @@ class MemoryTools:
                     await held.enter_async_context(self.ctx.sync.sandbox_lock(self.ctx.sandbox))
                 except SandboxError as exc:  # held elsewhere past the sandbox deadline
                     log_failure(logger, "tools.sandbox_busy", exc, user_id=self.ctx.user_id)
-                    return await self._edit_in_db(kind, edit, done)
-                return await self._edit_locked(kind, edit, done)
-            except _NothingToWrite as answer:
+                    return edit.answer(await self._edit_in_db(edit))
+                return edit.answer(await self._edit_locked(edit))
+            except NothingToWrite as answer:
                 return answer.reply
             except RuntimeClosedError as exc:  # never saved, now or later: not "try again"
-                return error(f"{kind.filename} was not saved: {exc}")
+                return error(f"{edit.kind.filename} was not saved: {exc}")
             except Exception as exc:
                 # Sync turns expected failures into results; this is the net for the
                 # unexpected, so that nothing ever raises into the agent loop.
-                name = kind.filename
+                name = edit.kind.filename
                 log_failure(logger, "tools.write_failed", exc, user_id=self.ctx.user_id, file=name)
                 return error(f"{name} could not be saved ({type(exc).__name__}); try again later")
 
-    async def _edit_locked(
-        self, kind: FileKind, edit: Callable[[str], str], done: str
-    ) -> ToolAnswer:
-        name = kind.filename
+    async def _edit_locked(self, edit: Edit) -> ToolAnswer:
+        name = edit.kind.filename
         ctx = self.ctx
         # The read-back rule first: a sandbox copy that only lags behind the DB (another
         # session's or replica's write landed) is refreshed, and an edit of its own is
@@ -283,24 +308,23 @@ class MemoryTools:
             log_failure(logger, "tools.refresh_failed", exc, user_id=ctx.user_id, file=name)
             refreshed = None
         if refreshed is not None and not refreshed.needs_retry:
-            return await self._edit_in_sandbox(kind, edit, done, refreshed.base)
+            return await self._edit_in_sandbox(edit, refreshed.base)
         if refreshed is not None and refreshed.outcome is Outcome.DB_UNAVAILABLE:
             if ctx.tracker.is_behind(name):
                 # The copy lacks a write the DB holds; an entry added to it now would clash
                 # with that write when stored later, and lose.
                 return could_not_be_saved(name)
-            return await self._edit_in_sandbox(kind, edit, done, None)
+            return await self._edit_in_sandbox(edit, None)
         # The sandbox could not be brought in line with the DB: its copy may lag behind the
         # DB, or hold an edit not stored yet. Writing it could clash with either; the edit
         # goes to the DB alone.
-        return await self._edit_in_db(kind, edit, done)
+        return await self._edit_in_db(edit)
 
-    async def _edit_in_sandbox(
-        self, kind: FileKind, edit: Callable[[str], str], done: str, base: SyncBase | None
-    ) -> ToolAnswer:
+    async def _edit_in_sandbox(self, edit: Edit, base: SyncBase | None) -> ToolAnswer:
         """Edit the sandbox copy, write it there and sync it. ``base``: the refresh left
         sandbox and DB both at it (else the copy is read)."""
-        name, ctx = kind.filename, self.ctx
+        kind, ctx = edit.kind, self.ctx
+        name = kind.filename
         if base is not None:
             ctx.tracker.advance_base(name, base)
             current = base.content
@@ -309,21 +333,20 @@ class MemoryTools:
                 current = await self._current(kind)
             except Exception as exc:
                 return unreadable(name, exc)
-        new = self._apply(kind, edit, current)
+        new = self._apply(edit, current)
         try:
             await ctx.sandbox.write_text(name, new)
         except Exception as exc:
             log_failure(logger, "tools.sandbox_write_failed", exc, user_id=ctx.user_id, file=name)
-            return await self._store_in_db(kind, edit, SandboxEdit(current, new), done)
+            return await self._store_in_db(edit, SandboxEdit(current, new))
         result = await ctx.sync_written(name)
-        return sync_message(done, result, rounds=ctx.rounds)
+        return sync_message(edit.done, result, rounds=ctx.rounds)
 
-    async def _edit_in_db(
-        self, kind: FileKind, edit: Callable[[str], str], done: str
-    ) -> ToolAnswer:
+    async def _edit_in_db(self, edit: Edit) -> ToolAnswer:
         """Edit without writing the sandbox: its copy, if it can be read and has content
         (with any edit of its own the DB lacks), else the DB copy."""
-        name, ctx = kind.filename, self.ctx
+        kind, ctx = edit.kind, self.ctx
+        name = kind.filename
         try:
             text = await ctx.sandbox.read_text(name)
         except Exception as exc:
@@ -337,40 +360,32 @@ class MemoryTools:
             current = before if before is not None else await self._stored(kind)
         except Exception as exc:
             return unreadable(name, exc)
-        new = self._apply(kind, edit, current)
+        new = self._apply(edit, current)
         edited = None if before is None else SandboxEdit(before, new)
-        return await self._store_in_db(kind, edit, edited, done)
+        return await self._store_in_db(edit, edited)
 
-    def _apply(self, kind: FileKind, edit: Callable[[str], str], current: str) -> str:
+    def _apply(self, edit: Edit, current: str) -> str:
         """The edited text, and the file marked dirty: from here on it is written somewhere.
-        Raises :class:`_NothingToWrite` when it is unchanged or too large."""
-        name = kind.filename
+        Raises :class:`NothingToWrite` when the edit refuses, or the text is unchanged or
+        too large."""
+        name = edit.kind.filename
         new = edit(current)
         limit = self.ctx.sync.store.max_content_bytes
         size = len(new.encode("utf-8"))
         if size > limit:
-            raise _NothingToWrite(
-                error(
-                    f"{name} would be {size} bytes, over the {limit}-byte limit; "
-                    "remove outdated entries with update_long_term_memory first"
-                )
-            )
+            raise NothingToWrite(too_large(edit.kind, size, limit))
         if new == current:
-            raise _NothingToWrite(ToolAnswer(f"No change: {name} already says that."))
+            raise NothingToWrite(ToolAnswer(f"No change: {name} already says that."))
         self.ctx.tracker.mark_dirty(name)
         return new
 
-    async def _store_in_db(
-        self,
-        kind: FileKind,
-        edit: Callable[[str], str],
-        edited: SandboxEdit | None,
-        done: str,
-    ) -> ToolAnswer:
+    async def _store_in_db(self, edit: Edit, edited: SandboxEdit | None) -> ToolAnswer:
+        """Store the edit in the DB alone (it runs again there, on the copy the rule picks:
+        its answer is that run's)."""
         ctx = self.ctx
         result = await ctx.sync.write_without_sandbox(
             ctx.user_id,
-            kind,
+            edit.kind,
             edit,
             edited=edited,
             session_id=ctx.session_id,
@@ -379,13 +394,5 @@ class MemoryTools:
         )
         if result.outcome in SYNCED_OUTCOMES:
             # Left dirty on purpose: the round end pushes the DB copy to the sandbox.
-            ctx.tracker.fall_behind(kind.filename, result.base)
-        return sync_message(done, result, workspace_stale=True, rounds=self.ctx.rounds)
-
-
-class _NothingToWrite(Exception):
-    """An edit that writes nothing: ``reply`` is the tool's answer."""
-
-    def __init__(self, reply: ToolAnswer) -> None:
-        super().__init__(reply)
-        self.reply = reply
+            ctx.tracker.fall_behind(edit.kind.filename, result.base)
+        return sync_message(edit.done, result, workspace_stale=True, rounds=self.ctx.rounds)

@@ -284,7 +284,7 @@ async def run_tool(
         output = await tool.handler(Caller(runtime(), user_id), arguments)
     except get_cancelled_exc_class():
         # The client hung up (its timeout) or the server stops: a write may have landed
-        # all the same, and a client that retries a record_memory stores it twice.
+        # all the same (a retried record_memory then finds its entry and stores nothing).
         log_event(
             logger,
             "mcp.tool",

@@ -4,7 +4,8 @@
 tool                       calls (the same as)
 =========================  =============================================================
 memory_search              ``SearchService.search`` with the agent tool's schema and limits
-                           (``memstrata.agent``); result = REST ``POST /api/memory/search``
+                           (``memstrata.agent``); result = REST ``POST /api/memory/search``,
+                           text = the agent tool's hit lines (``search_text``)
 memory_read                REST ``GET /api/config/agent-files/{name}`` (+ AGENTS template)
 memory_write               REST ``PUT /api/config/agent-files/{name}`` (:func:`write_file`)
 record_memory,             ``memstrata.agent.tools.MemoryTools``: schemas, checks, text
@@ -31,6 +32,7 @@ import anyio.to_thread
 from mcp_types import Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
+from memstrata.agent.answers import search_text
 from memstrata.agent.arguments import search_arguments
 from memstrata.agent.schemas import check_arguments, tool_schemas, without_null_optionals
 from memstrata.agent.tools import MemoryTools, ToolContext
@@ -93,12 +95,24 @@ def _agent_function(name: str) -> dict[str, Any]:
     )
 
 
+# How to fix an argument whose REST-style message ("expected_version: Field required")
+# says only what is wrong.
+_FIXES = {
+    "expected_version": "call memory_read first and pass the version it returns as "
+    "expected_version (0 for a file that does not exist yet)",
+    "timestamp": "timestamp is ISO 8601, e.g. 2026-12-05T10:00:00Z; leave it out for now",
+}
+
+
 def _parse(model: type[M], arguments: dict[str, Any]) -> M:
     optional = {name for name, f in model.model_fields.items() if not f.is_required()}
     try:
         return model.model_validate(without_null_optionals(arguments, optional))
     except ValidationError as exc:
-        raise ToolError(str(validation_error(exc.errors()).body["detail"])) from exc
+        wrong = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        fixes = [fix for name, fix in _FIXES.items() if name in wrong]
+        detail = str(validation_error(exc.errors()).body["detail"])
+        raise ToolError("; ".join([detail, *fixes])) from exc
 
 
 def _json(data: object) -> str:
@@ -118,8 +132,10 @@ async def memory_search(caller: Caller, arguments: dict[str, Any]) -> ToolOutput
         result = await anyio.to_thread.run_sync(search)
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
-    data = result.to_dict()
-    return ToolOutput(_json(data), data)
+    # The model reads the agent tool's compact lines (indented JSON cost up to twice the
+    # hits' own text in tokens); a client that wants the fields reads structuredContent.
+    text = search_text(result.hits, query, result.warnings)
+    return ToolOutput(text, result.to_dict())
 
 
 # -- memory files ------------------------------------------------------------------------------
@@ -335,9 +351,10 @@ def _catalogue() -> list[McpTool]:
             _output(_FileWritten),
         ),
     ]
-    # record_memory appends a new dated entry each time; the other two set a section.
+    # All three may remove text (record_memory the entry its 'replaces' names), and none
+    # changes more when repeated (record_memory stores no entry twice).
     agent_hints = {
-        "record_memory": _hints(read_only=False, destructive=False, idempotent=False),
+        "record_memory": _hints(read_only=False, destructive=True, idempotent=True),
         "update_long_term_memory": _hints(read_only=False, destructive=True, idempotent=True),
         "update_user": _hints(read_only=False, destructive=True, idempotent=True),
     }

@@ -1,0 +1,268 @@
+"""What each memory tool call changes in its file, and what its answer says about it.
+
+An :class:`Edit` is a callable over the file's current text (read under the user's lock):
+it returns the new text and leaves the answer's wording in ``done`` and ``notes``, or it
+refuses the call by raising :class:`NothingToWrite` with the answer. It may run twice (on
+the sandbox copy, then on the DB copy when the sandbox could not be written); the answer
+is the last run's. Only what needs the file is decided here; the arguments are checked
+before (:mod:`memstrata.agent.arguments`). The rules, as ``docs/AGENT_TOOLS.md`` states
+them:
+
+* ``record_memory`` stores no entry its section already has (dates aside), and with
+  ``replaces`` removes the one entry it supersedes;
+* ``update_long_term_memory`` without ``section`` replaces the whole file only with
+  ``whole_file``; the refusal says what the file holds;
+* ``update_user`` without ``key`` replaces a section's body only if that keeps every key
+  that has a value and is not a lone ``Key: value`` line, unless ``replace_section``;
+* a section the call names and the file lacks is created, and when the file has other
+  sections the answer lists them and any close name; a name the file holds twice is
+  pointed out (the tools reach only the first).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from memstrata.agent import entries, sections
+from memstrata.agent.answers import ToolAnswer, error
+from memstrata.agent.arguments import MAX_NAME_CHARS
+from memstrata.memory.kinds import FileKind
+from memstrata.text import grapheme_cut
+
+DEFAULT_SECTION = "Notes"  # record_memory's section when the model names none
+MAX_LISTED = 12  # section names an answer lists
+PREVIEW_CHARS = 80  # of an entry quoted in an answer
+
+# How the model shrinks or rewrites each file with the tools it has (MEMORY.md's tools
+# do not touch USER.md, and the whole-file path differs per file).
+_SHORTEN = {
+    FileKind.MEMORY: "remove outdated entries first: update_long_term_memory rewrites one "
+    "section without them",
+    FileKind.USER: "remove outdated facts first: update_user without key (and with "
+    "replace_section=true) rewrites one section without them",
+}
+_WHOLE_FILE = {
+    FileKind.MEMORY: "update_long_term_memory with whole_file=true",
+    FileKind.USER: "memory_write (name='user') where you have it, or ask the user",
+}
+
+
+class NothingToWrite(Exception):
+    """An edit that writes nothing: ``reply`` is the tool's answer."""
+
+    def __init__(self, reply: ToolAnswer) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def too_large(kind: FileKind, size: int, limit: int) -> ToolAnswer:
+    return error(
+        f"{kind.filename} would be {size} bytes, over the {limit}-byte limit; {_SHORTEN[kind]}"
+    )
+
+
+def quoted(entry: entries.Entry) -> str:
+    """An entry as an answer quotes it: its first line, cut to PREVIEW_CHARS."""
+    line = entry.first_line
+    cut = grapheme_cut(line, PREVIEW_CHARS)
+    return repr(line if cut >= len(line) else line[:cut] + "…")
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:MAX_LISTED]) + (", …" if len(names) > MAX_LISTED else "")
+
+
+class Edit:
+    """One call's change of a file of ``kind`` (module doc)."""
+
+    def __init__(self, kind: FileKind) -> None:
+        self.kind = kind
+        self.done = ""
+        self.notes: list[str] = []
+
+    def __call__(self, text: str) -> str:
+        self.notes = []
+        return self.apply(text)
+
+    def apply(self, text: str) -> str:
+        raise NotImplementedError
+
+    def answer(self, reply: ToolAnswer) -> ToolAnswer:
+        """``reply`` (the sync's answer) with the notes, unless the call failed."""
+        if reply.failed or not self.notes:
+            return reply
+        return ToolAnswer(" ".join([reply, *self.notes]), failed=reply.failed)
+
+    def refuse(self, message: str) -> NothingToWrite:
+        return NothingToWrite(error(message))
+
+    def section(self, lines: list[str], name: str, *, named: bool = True) -> str:
+        """The title of section ``name`` as the file spells it (``name`` if it is new),
+        with the notes a new or repeated section calls for."""
+        file = self.kind.filename
+        spans = sections.find_sections(lines, name)
+        if len(spans) > 1:
+            title = sections.title_of(lines, spans[0])
+            self.notes.append(
+                f"Note: {file} has {len(spans)} sections named ## {title}, and these tools "
+                f"edit only the first; merge them ({_WHOLE_FILE[self.kind]})."
+            )
+        if spans:
+            return sections.title_of(lines, spans[0])
+        titles = sections.section_titles(lines)
+        if named and titles:
+            shown = _listed(titles)
+            close = sections.close_names(name, titles)
+            guess = f"; did you mean {close[0]!r}?" if close else "."
+            self.notes.append(
+                f"New section: {file} had no ## {name.strip()} (its sections: {shown}){guess}"
+            )
+        return name.strip()
+
+
+class AppendEntry(Edit):
+    """``record_memory``: a dated entry appended to a section of MEMORY.md."""
+
+    def __init__(self, content: str, section: str | None, day: date, replaces: str | None):
+        super().__init__(FileKind.MEMORY)
+        self.bullet = sections.dated_bullet(content, day)
+        self.name = section
+        self.replaces = replaces
+
+    def apply(self, text: str) -> str:
+        lines = text.split("\n")
+        found = entries.entries(lines)
+        old = [] if self.replaces is None else self._superseded(found, self.replaces)
+        name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
+        title = self.section(lines, name, named=self.name is not None)
+        others = [e for e in found if e not in old]
+        same = entries.same_entry(others, sections.find_section(lines, name), self.bullet)
+        kept = entries.without(lines, old)
+        when = "" if same is None or same.date is None else f" ({same.date})"
+        if same is not None and not old:
+            reply = f"No change: MEMORY.md already has this entry under ## {title}{when}."
+            raise NothingToWrite(ToolAnswer(reply))
+        removed = f" and removed the entry {quoted(old[0])}" if old else ""
+        if len(old) > 1:
+            removed += f" ({len(old)} identical copies)"
+        if same is not None:  # the new entry is there already: only the old one goes
+            self.done = f"Removed the entry {quoted(old[0])} from MEMORY.md; ## {title} "
+            self.done += f"already has the new one{when}"
+            return "\n".join(kept)
+        self.done = f"Recorded in MEMORY.md under ## {title}{removed}"
+        return sections.append_to_section("\n".join(kept), name, self.bullet)
+
+    def _superseded(self, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
+        matched = entries.matching(found, wanted)
+        texts = {e.key for e in matched}
+        if len(texts) == 1:
+            return matched  # one entry, or identical copies of it
+        if matched:
+            listed = "; ".join(quoted(e) for e in matched[:MAX_LISTED])
+            raise self.refuse(
+                f"replaces matches {len(matched)} entries of MEMORY.md: {listed}. Quote more "
+                "of the one to replace; nothing was written"
+            )
+        close = entries.near(found, wanted)
+        hint = f" The closest: {'; '.join(quoted(e) for e in close)}." if close else ""
+        raise self.refuse(
+            f"replaces matches no entry of MEMORY.md; give the text of the entry to replace "
+            f"(its date may be left out); nothing was written.{hint}"
+        )
+
+
+class ReplaceSection(Edit):
+    """``update_long_term_memory`` with ``section``, ``update_user`` without ``key``: a
+    section's body replaced. ``guard_keys``: refuse to lose USER.md facts (module doc)."""
+
+    def __init__(self, kind: FileKind, name: str, body: str, *, guard_keys: bool = False):
+        super().__init__(kind)
+        self.name = name
+        self.body = body
+        self.guard_keys = guard_keys
+
+    def apply(self, text: str) -> str:
+        lines = text.split("\n")
+        title = self.section(lines, self.name)
+        span = sections.find_section(lines, self.name)
+        if self.guard_keys and span is not None:
+            self._check_keys(lines, span, title)
+        self.done = f"Replaced ## {title} in {self.kind.filename}"
+        return sections.replace_section(text, self.name, self.body)
+
+    def _check_keys(self, lines: list[str], span: sections.Span, title: str) -> None:
+        keys = [(k, v) for _, k, v in sections.key_bullets(lines, span) if _is_key(k)]
+        if not keys:
+            return
+        line = sections.keyed_line(self.body)
+        if line is not None:
+            names = _listed([k for k, _ in keys])
+            raise self.refuse(
+                f"content is one 'Key: value' line, and without key it would replace the "
+                f"whole body of ## {title} ({names}). Did you mean key={line[0]!r}, "
+                f"content={line[1]!r}? To replace the body with this line anyway, pass "
+                "replace_section=true"
+            )
+        kept = {sections.fold(k) for k in sections.body_keys(self.body)}
+        lost = [k for k, v in keys if v and sections.fold(k) not in kept]
+        if lost:
+            raise self.refuse(
+                f"without key, content replaces the whole body of ## {title}, and this one "
+                f"would remove {', '.join(lost)}. Keep those lines in content, set one fact "
+                "with key, or pass replace_section=true to remove them; nothing was written"
+            )
+
+
+def _is_key(key: str) -> bool:
+    # A dated entry or a sentence with a colon is no "- key: value" fact.
+    return 0 < len(key) <= MAX_NAME_CHARS and not sections.is_date(key)
+
+
+class SetKey(Edit):
+    """``update_user`` with ``key``: one ``- key: value`` bullet set."""
+
+    def __init__(self, name: str, key: str, value: str):
+        super().__init__(FileKind.USER)
+        self.name = name
+        self.key = key
+        self.value = value
+
+    def apply(self, text: str) -> str:
+        lines = text.split("\n")
+        title = self.section(lines, self.name)
+        span = sections.find_section(lines, self.name)
+        index = None if span is None else sections.find_key(lines, span, self.key)
+        spelled = self.key.strip()
+        if span is not None and index is not None:
+            spelled = next(k for i, k, _ in sections.key_bullets(lines, span) if i == index)
+        self.done = f"Set {spelled} under ## {title} in USER.md"
+        return sections.set_key(text, self.name, self.key, self.value)
+
+
+class ReplaceFile(Edit):
+    """``update_long_term_memory`` without ``section``: the whole file, if ``whole_file``."""
+
+    def __init__(self, content: str, *, whole_file: bool):
+        super().__init__(FileKind.MEMORY)
+        self.content = content
+        self.whole_file = whole_file
+
+    def apply(self, text: str) -> str:
+        if not self.whole_file:
+            lines = text.split("\n")
+            count = len(entries.entries(lines))
+            titles = sections.section_titles(lines)
+            shown = f" ({_listed(titles)})" if titles else ""
+            raise self.refuse(
+                f"without section, this would replace the whole of MEMORY.md, which has "
+                f"{_count(count, 'entry', 'entries')} in {_count(len(titles), 'section')}"
+                f"{shown}; nothing was written. Pass "
+                "section='…' to replace one section's body, or whole_file=true to replace the "
+                "whole file"
+            )
+        self.done = "Replaced the whole of MEMORY.md"
+        return sections.replace_file(text, self.content)
