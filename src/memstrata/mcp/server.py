@@ -83,7 +83,8 @@ UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 PROMPT_NAME = "memory_context"
 INSTRUCTIONS = (
     "memstrata is this user's long-term memory. Call memory_search before answering questions "
-    "about the past; record_memory / update_user to remember; memory_read then memory_write "
+    "about the past; record_memory / update_user to remember (record_memory with replaces= "
+    "the old entry's text to correct one); memory_read then memory_write "
     "(with the version read) to edit a whole file. The memory_context prompt is the memory "
     "part of a system prompt."
 )
