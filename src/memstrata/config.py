@@ -41,8 +41,15 @@ MIN_CANDIDATES = 50
 # The same while time decay is on: a deeper pool lets decay promote recent rows that
 # matched poorly, so a shallower one ranks better there (docs/BENCHMARKS.md).
 MIN_CANDIDATES_DECAY = 30
-# Query embeddings held by the search's LRU (384-d: ~1.6 KiB each).
+# Query embeddings held by the search's LRU (384-d: ~3.5 KiB each, text and key included;
+# bounded in bytes too, by a share of the search cache's budget: retrieval.cache).
 QUERY_CACHE_ENTRIES = 1024
+# Users whose search index one process holds at most. A backstop: the byte budget binds
+# first for any user with a vector row (the smallest such index is charged ~104 KiB at
+# 384-d, so 512 MiB holds ~4,900), and 8,192 binds before it only while the average held
+# user is charged under 64 KiB — users with no vector row, reloaded in milliseconds, at
+# ~2 KiB of RSS when empty (docs/SCALING.md).
+SEARCH_CACHE_USERS = 8192
 # A user's search index is snapshotted once this many of its conversation rows are not in
 # a stored snapshot (retrieval.snapshot; below it a cold load is already fast).
 INDEX_SNAPSHOT_MIN_ROWS = 1000
@@ -228,9 +235,11 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
         description="score × (floor + (1 − floor) × 0.5^(age/half_life)); 0 is the spec.",
     )
     search_cache_users: int = Field(
-        default=256,
+        default=SEARCH_CACHE_USERS,
         ge=1,
-        description="Users whose search index is kept in memory (LRU); see docs/ARCHITECTURE.md.",
+        description="Users whose search index is kept in memory (LRU), a backstop to "
+        "MEMSTRATA_SEARCH_CACHE_BYTES, which binds first for users with vectors; see "
+        "docs/SCALING.md.",
     )
     index_snapshot_min_rows: int = Field(
         default=INDEX_SNAPSHOT_MIN_ROWS,
@@ -250,9 +259,10 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     search_cache_bytes: int = Field(
         default=512 * 1024 * 1024,
         ge=1024 * 1024,
-        description="Byte budget of the per-process search indexes (all users together); "
-        "least recently searched users are evicted above it. See docs/DEPLOY.md for the "
-        "measured bytes per 1,000 chunks.",
+        description="Byte budget of the per-process search caches: the per-user indexes, "
+        "charged at the resident memory (RSS) measured for them, least recently searched "
+        "users evicted above it; 1/64 of it bounds the query-embedding cache. See "
+        "docs/SCALING.md for the measured bytes per 1,000 rows.",
     )
     vector_backend: Literal["memory", "pgvector"] = Field(
         default="memory",

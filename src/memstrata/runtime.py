@@ -165,6 +165,8 @@ class Memstrata:
             vector_backend=settings.vector_backend,
             warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
         )
+        # The query-embedding cache's bound is its share of the same byte budget.
+        cache.share_budget(search.embedder)
         # Here and only here: every caller of mem.sandboxes (sync, agent and MCP tools,
         # prompt building) then gets the deadline, whatever provider the host gave.
         sandbox_provider = with_deadline(

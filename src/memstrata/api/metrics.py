@@ -14,7 +14,12 @@
 - ``memstrata_search_cache_bytes`` / ``_budget_bytes`` / ``_users`` (gauges) and
   ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total`` /
   ``_snapshot_loads_total`` / ``_snapshot_writes_total`` / ``_snapshot_errors_total``:
-  this process's per-user search indexes, read from the runtime at scrape time.
+  this process's per-user search indexes, read from the runtime at scrape time; with
+  ``memstrata_search_cache_trims_total`` (the C allocator asked to return the pages
+  loads and evictions freed).
+- ``memstrata_query_embedding_cache_bytes`` / ``_budget_bytes`` / ``_entries`` (gauges):
+  the query-embedding cache, whose bound is its share of the search cache's budget; its
+  ``_hits_total`` / ``_misses_total`` come with the search stages.
 - ``memstrata_gc_frozen_objects``: objects ``memstrata serve`` took out of the cyclic
   garbage collector's walks at start-up (``cli.serve.freeze_startup_heap``; 0 elsewhere).
 - ``memstrata_embeddings_pending`` (rows waiting for a vector, all users),
@@ -243,13 +248,13 @@ class _SearchCacheCollector(Collector):
             return
         yield GaugeMetricFamily(
             "memstrata_search_cache_bytes",
-            "Estimated heap bytes of this process's per-user search indexes.",
+            "Resident bytes charged for this process's per-user search indexes.",
             value=stats.bytes,
         )
         if stats.max_bytes is not None:
             yield GaugeMetricFamily(
                 "memstrata_search_cache_budget_bytes",
-                "MEMSTRATA_SEARCH_CACHE_BYTES: the byte budget of the search indexes.",
+                "MEMSTRATA_SEARCH_CACHE_BYTES: the byte budget of the search caches.",
                 value=stats.max_bytes,
             )
         yield GaugeMetricFamily(
@@ -284,4 +289,29 @@ class _SearchCacheCollector(Collector):
             "memstrata_search_cache_snapshot_errors",
             "Unreadable index snapshots (the rows were loaded instead) and failed writes.",
             value=stats.snapshot_errors,
+        )
+        yield CounterMetricFamily(
+            "memstrata_search_cache_trims",
+            "Times loads and evictions freed enough that the C allocator was asked to "
+            "return pages.",
+            value=stats.trims,
+        )
+        queries = stats.queries
+        if queries is None:
+            return
+        yield GaugeMetricFamily(
+            "memstrata_query_embedding_cache_bytes",
+            "Bytes held by the query-embedding cache (vectors, texts, entries).",
+            value=queries.bytes,
+        )
+        if queries.max_bytes is not None:
+            yield GaugeMetricFamily(
+                "memstrata_query_embedding_cache_budget_bytes",
+                "The query-embedding cache's bound: its share of MEMSTRATA_SEARCH_CACHE_BYTES.",
+                value=queries.max_bytes,
+            )
+        yield GaugeMetricFamily(
+            "memstrata_query_embedding_cache_entries",
+            "Query embeddings held (keyed by user, model and text).",
+            value=queries.entries,
         )

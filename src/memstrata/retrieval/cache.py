@@ -8,28 +8,107 @@ rows may have been deleted too (the removal counts, migration 0005), diff the us
 row ids against the ids held. That works across processes with no extra channel, costs one
 primary-key lookup per search, and an append-only conversation stream refreshes by reading
 just its new rows.
+
+What the byte budget counts is resident memory: ``charged_bytes`` turns an index's
+estimate (``UserIndex.approx_bytes``, calibrated against the Python heap) into the RSS a
+process was measured to hold for it; and once loads and evictions have moved a lot, the
+C allocator is asked to return its free pages (``trim_allocator``), which it otherwise
+keeps — one heap per thread that loaded (docs/BENCHMARKS.md, "Search cache memory (RSS vs
+estimate)").
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import platform
+import sys
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from memstrata.config import SEARCH_CACHE_USERS
 from memstrata.logs import log_failure
 from memstrata.retrieval import snapshot
+from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.gcpause import cyclic_gc_paused
+from memstrata.retrieval.query_cache import CachedQueryEmbedder, QueryCacheStats
 from memstrata.retrieval.records import IndexState
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.retrieval.user_index import UserIndex
 
 logger = logging.getLogger(__name__)
+
+# What a held index costs in resident memory (RSS) beyond its heap estimate: per row and
+# per (term, row) posting — the interpreter's pools keep the garbage of the index's own
+# load among its objects, which no trim returns — and per index however empty (1.7 KiB
+# measured). Fitted to the RSS of fresh processes holding one index of 1k, 3k and 10k
+# English and Chinese rows after a trim (1.41–1.51 × the estimate), rounded up so the
+# charge stays 7–22 % above each (docs/BENCHMARKS.md, "Search cache memory (RSS vs
+# estimate)"). Vectors need nothing more: one numpy matrix, resident as counted.
+RSS_PER_ROW = 2048
+RSS_PER_POSTING = 56
+INDEX_BASE_BYTES = 2048
+# Loads and evictions that moved this many charged bytes since the allocator was last
+# trimmed trim it again: a 10k-row load leaves ~60 MiB of freed memory in its thread's
+# heap, which a trim returns in 6–16 ms (31 ms the slowest seen); below this a trim frees
+# too little to matter.
+TRIM_AFTER_BYTES = 32 * 1024 * 1024
+# Share of the byte budget the query-embedding cache may hold, kept from the indexes' part:
+# 8 MiB of the default 512 MiB, ~2,300 entries of a 384-d model (its 1,024-entry cap binds
+# first) or ~390 of a 2560-d one.
+QUERY_CACHE_SHARE = 1 / 64
+
+
+def charged_bytes(estimate: int, rows: int, postings: int) -> int:
+    """What the byte budget counts for an index of ``rows`` rows and ``postings`` (term,
+    row) pairs whose ``approx_bytes`` is ``estimate``: the RSS it was measured to hold."""
+    return INDEX_BASE_BYTES + estimate + RSS_PER_ROW * rows + RSS_PER_POSTING * postings
+
+
+def _charge(index: UserIndex) -> int:
+    return charged_bytes(index.approx_bytes(), len(index.rows), index.bm25.posting_count())
+
+
+def query_share(max_bytes: int | None) -> int | None:
+    """The query-embedding cache's byte bound within ``max_bytes`` (None: no budget)."""
+    return None if max_bytes is None else int(max_bytes * QUERY_CACHE_SHARE)
+
+
+def trim_due(moved_since_trim: int, trim_after: int | None) -> bool:
+    """Whether loads and evictions moved enough bytes since the last trim to trim now
+    (``trim_after`` None: never)."""
+    return trim_after is not None and moved_since_trim > 0 and moved_since_trim >= trim_after
+
+
+@cache
+def _malloc_trim() -> Callable[[int], object] | None:
+    """glibc's ``malloc_trim``, or None where there is none (musl, macOS, Windows)."""
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(None).malloc_trim  # the C library this process already runs
+    except (OSError, AttributeError):
+        return None
+
+
+def trim_allocator() -> bool:
+    """Return the C allocator's free pages to the system; whether it could be asked.
+
+    Freed index memory stays in glibc's heaps (one per thread that allocated, so the
+    request threads' loads each keep their own) and counts in RSS until reused."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 @dataclass(frozen=True)
@@ -45,34 +124,58 @@ class CacheStats:
     snapshot_loads: int = 0  # cold loads that started from an index snapshot
     snapshot_writes: int = 0
     snapshot_errors: int = 0  # unreadable snapshots and failed writes
+    trims: int = 0  # times the C allocator was asked to return freed pages
+    trim_seconds: float = 0.0
+    queries: QueryCacheStats | None = None  # the query-embedding cache sharing the budget
 
 
 class IndexCache:
     """LRU of ``UserIndex`` objects, refreshed against the database generation.
 
     Bounded by ``max_users`` and, when given, by ``max_bytes`` (the sum of the indexes'
-    ``approx_bytes``): least recently used users are evicted until both hold. The index
+    ``charged_bytes``): least recently used users are evicted until both hold. The index
     just searched is never evicted by its own search, so one user larger than the whole
-    budget is still served (and goes at the next search of anyone else).
+    budget is still served (and goes at the next search of anyone else). Once loads and
+    evictions have moved ``trim_after_bytes`` since the last trim, the search that saw it
+    trims the allocator (None: never).
     """
 
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        max_users: int = 256,
+        max_users: int = SEARCH_CACHE_USERS,
         max_bytes: int | None = None,
         snapshots: snapshot.SnapshotWriter | None = None,
+        trim_after_bytes: int | None = TRIM_AFTER_BYTES,
     ) -> None:
         self.sessions = sessions
         self.max_users = max_users
         self.max_bytes = max_bytes
         self.snapshots = snapshots  # None: neither read nor write index snapshots
+        self.trim_after_bytes = trim_after_bytes
         self._entries: OrderedDict[tuple[str, str | None], UserIndex] = OrderedDict()
         self._sizes: dict[tuple[str, str | None], int] = {}
         self._bytes = 0
         self._hits = self._misses = self._evictions = 0
         self._snapshot_loads = self._snapshot_errors = 0
+        self._moved = 0  # charged bytes loaded or evicted since the allocator was trimmed
+        self._trims = 0
+        self._trim_seconds = 0.0
+        self._queries: CachedQueryEmbedder | None = None
+        self._reserved = 0  # of max_bytes: the query-embedding cache's share
         self._lock = threading.Lock()
+
+    def share_budget(self, queries: EmbeddingProvider | None) -> None:
+        """Bound the query-embedding cache ``queries`` (when it is one) by its share of the
+        byte budget, keep that share from the indexes, and report its size in ``stats``:
+        one setting bounds the memory of both search caches."""
+        if not isinstance(queries, CachedQueryEmbedder):
+            return
+        bound = query_share(self.max_bytes)
+        queries.bound(bound)
+        with self._lock:
+            self._queries = queries
+            self._reserved = bound or 0
 
     def get(self, user_id: str, model: str | None) -> UserIndex:
         """The user's index, brought up to date; the caller holds ``index.lock`` while using it."""
@@ -89,13 +192,16 @@ class IndexCache:
             self._evict(keep=key)
         with index.lock:
             changed = self._refresh(index)
-            size = index.approx_bytes() if changed else None
+            size = _charge(index) if changed else None
         if size is not None:
             with self._lock:
                 if self._entries.get(key) is index:  # not evicted meanwhile
-                    self._bytes += size - self._sizes.get(key, 0)
+                    grown = size - self._sizes.get(key, 0)
+                    self._bytes += grown
+                    self._moved += abs(grown)  # a load's garbage is about its size
                     self._sizes[key] = size
                     self._evict(keep=key)
+        self._maybe_trim()
         return index
 
     def stats(self) -> CacheStats:
@@ -110,11 +216,14 @@ class IndexCache:
                 self._snapshot_loads,
                 self.snapshots.written if self.snapshots is not None else 0,
                 self._snapshot_errors + (self.snapshots.failed if self.snapshots else 0),
+                self._trims,
+                self._trim_seconds,
+                self._queries.stats() if self._queries is not None else None,
             )
 
     def _evict(self, keep: tuple[str, str | None]) -> None:
         """Drop least recently used entries (never ``keep``) until both bounds hold."""
-        budget = self.max_bytes
+        budget = None if self.max_bytes is None else self.max_bytes - self._reserved
         while len(self._entries) > 1 and (
             len(self._entries) > max(self.max_users, 1)
             or (budget is not None and self._bytes > budget)
@@ -123,8 +232,24 @@ class IndexCache:
             if oldest == keep:
                 break
             self._entries.pop(oldest).evicted = True
-            self._bytes -= self._sizes.pop(oldest, 0)
+            freed = self._sizes.pop(oldest, 0)
+            self._bytes -= freed
+            self._moved += freed
             self._evictions += 1
+
+    def _maybe_trim(self) -> None:
+        """Trim the allocator when loads and evictions moved enough since the last trim:
+        outside the cache's lock (a trim takes milliseconds), by the one search that saw
+        it due."""
+        with self._lock:
+            if not trim_due(self._moved, self.trim_after_bytes):
+                return
+            self._moved = 0
+        began = time.perf_counter()
+        if trim_allocator():
+            with self._lock:
+                self._trims += 1
+                self._trim_seconds += time.perf_counter() - began
 
     def _refresh(self, index: UserIndex) -> bool:
         """Bring ``index`` to the database's current state for its user.
