@@ -8,16 +8,19 @@ row count says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from psycopg import IsolationLevel
-from sqlalchemy import text
+from psycopg.pq import TransactionStatus
+from sqlalchemy import Engine, event, text
 
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
+from memstrata.retrieval import state_reader
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.records import IndexState, NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -150,30 +153,54 @@ def test_a_writer_that_does_not_count_deletions_is_still_seen(
 def test_the_check_before_a_search_runs_outside_a_transaction(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every search first reads the user's generation. In autocommit that is one statement;
-    inside a transaction it took a BEGIN and a ROLLBACK round trip too. The REPEATABLE READ
-    transaction is opened only when there is something to load, and reads the state again
-    in its own snapshot."""
+    """Every search first reads the user's generation: one statement in autocommit on the
+    state reader's own pool (``retrieval.state_reader``), outside any transaction — no
+    BEGIN and ROLLBACK round trips and no pre-ping around it — and nothing on the main
+    pool. The REPEATABLE READ transaction is opened there only when there is something to
+    load, and reads the state again in its own snapshot."""
     _add(db, "fay", ["a red kite"])
     cache = IndexCache(db.sessions)
     assert len(cache.get("fay", None).rows) == 1
-    seen: list[tuple[bool, IsolationLevel | None]] = []
-    real = EmbeddingRepository.state
+    checks: list[tuple[bool, TransactionStatus]] = []
+    loads: list[tuple[bool, IsolationLevel | None]] = []
+    real_check, real_state = state_reader.read_state, EmbeddingRepository.state
 
-    def spy(self: EmbeddingRepository) -> IndexState:
+    def check(cursor: Any, user_id: str) -> IndexState:
+        checks.append((cursor.connection.autocommit, cursor.connection.info.transaction_status))
+        return real_check(cursor, user_id)
+
+    def state(self: EmbeddingRepository) -> IndexState:
         driver = self.session.connection().connection.driver_connection
         assert driver is not None
-        seen.append((driver.autocommit, driver.isolation_level))
-        return real(self)
+        loads.append((driver.autocommit, driver.isolation_level))
+        return real_state(self)
 
-    monkeypatch.setattr(EmbeddingRepository, "state", spy)
-    assert len(cache.get("fay", None).rows) == 1
-    assert [autocommit for autocommit, _ in seen] == [True]
-    seen.clear()
+    monkeypatch.setattr(state_reader, "read_state", check)
+    monkeypatch.setattr(EmbeddingRepository, "state", state)
+    with statements_on(db.engine) as main:
+        assert len(cache.get("fay", None).rows) == 1
+    assert checks == [(True, TransactionStatus.IDLE)]
+    assert main == [] and loads == []
     _add(db, "fay", ["a blue boat"], first=1)
+    checks.clear()
     assert len(cache.get("fay", None).rows) == 2
-    assert seen[0][0] is True
-    assert seen[1:] == [(False, IsolationLevel.REPEATABLE_READ)]
+    assert checks == [(True, TransactionStatus.IDLE)]
+    assert loads == [(False, IsolationLevel.REPEATABLE_READ)]
+
+
+@contextmanager
+def statements_on(engine: Engine) -> Iterator[list[str]]:
+    """The SQL statements run through ``engine`` meanwhile."""
+    seen: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
 
 
 def test_load_reads_every_column_as_the_orm_path_does(db: Database) -> None:

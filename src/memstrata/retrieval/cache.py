@@ -42,6 +42,7 @@ from memstrata.retrieval.query_cache import CachedQueryEmbedder, QueryCacheStats
 from memstrata.retrieval.records import IndexState
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
+from memstrata.retrieval.state_reader import state_reader
 from memstrata.retrieval.user_index import UserIndex
 
 logger = logging.getLogger(__name__)
@@ -300,12 +301,12 @@ class IndexCache:
 
     def _is_current(self, index: UserIndex) -> bool:
         """Whether the database's generation is still the index's: the check before every
-        search. One statement in autocommit, so no BEGIN and ROLLBACK round trips around it
-        (a search made four; the REPEATABLE READ transaction is opened only to load)."""
-        with self.sessions() as session:
-            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-            state = EmbeddingRepository(session, index.user_id).state()
-        return state.generation == index.generation
+        search, one autocommit statement on a pool of its own (``state_reader``); the
+        REPEATABLE READ transaction is opened only to load. A closed runtime refuses it."""
+        if getattr(self.sessions, "closed", False):  # a runtime's ClosableSessions
+            self.sessions()  # raises its RuntimeClosedError, as every session did here
+        reader = state_reader(self.sessions.kw["bind"])
+        return reader.read(index.user_id).generation == index.generation
 
     def _loading(self) -> AbstractContextManager[None]:
         return self.snapshots.loading() if self.snapshots is not None else nullcontext()
