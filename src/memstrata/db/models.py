@@ -14,6 +14,10 @@ Additions beyond the spec, and why:
 - ``memory_embeddings.inserted_at`` / ``embedding_error`` / ``embedding_attempts`` /
   ``embedding_claimed_until``: the background re-embedding queue (migration 0002,
   retrieval.healing).
+- ``memory_embeddings.embedding_claimed_by`` and its partial index: the token of the worker
+  holding a claim, whose advisory lock tells whether it still lives, so a dead worker's
+  claims are taken back at once rather than after their lease (migration 0010,
+  retrieval.claimer).
 - table ``memory_index_state``: a per-user generation counter bumped with every change
   to a user's rows, so in-memory search indexes in any process can tell they are stale,
   and the counts of deleted rows and of the writes that counted them, so they can tell an
@@ -110,6 +114,11 @@ class MemoryEmbedding(Base):
             "id",
             postgresql_where=text("embedding_error IS NOT NULL"),
         ),
+        Index(
+            "ix_memory_embeddings_claimed",
+            "embedding_claimed_by",
+            postgresql_where=text("embedding_claimed_by IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -134,6 +143,7 @@ class MemoryEmbedding(Base):
     embedding_claimed_until: Mapped[datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
     )
+    embedding_claimed_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
     bm25_terms: Mapped[str | None] = mapped_column(Text, nullable=True)  # retrieval/terms.py
 
 

@@ -6,8 +6,12 @@ length (``wrong_lengths``) are re-embedded as soon as the API answers again, for
 user, without a restart or a manual command. The work queue is the
 ``memory_embeddings`` table itself (:mod:`memstrata.retrieval.queue`): rows are leased
 with ``FOR UPDATE SKIP LOCKED``, so several processes can run a worker and none embeds a
-row twice. A text the API rejects (HTTP 4xx) — or that keeps failing while other texts
-succeed, ``max_attempts`` times — is marked with the error and never retried.
+row twice. A running worker records its token with each claim, the key of an advisory lock
+it holds (:mod:`memstrata.retrieval.claimer`): the claims of a worker that died are taken
+back by the next round of any worker, and a stopping worker gives its rows back, instead
+of both waiting out the lease. A text the API rejects (HTTP 4xx) — or that keeps failing
+while other texts succeed, ``max_attempts`` times — is marked with the error and never
+retried.
 
 Embedding happens outside any transaction; the vectors are written back per user under
 the user's lock as new rows (rows are immutable, see the repository), skipping rows a
@@ -30,15 +34,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import psycopg
+from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import describe, log_event, log_failure
-from memstrata.retrieval import queue
+from memstrata.retrieval import claimer, queue
 from memstrata.retrieval.embeddings import (
     EmbeddingKind,
     EmbeddingLengthError,
@@ -52,6 +58,7 @@ from memstrata.retrieval.vector import pad_vector
 logger = logging.getLogger(__name__)
 
 # A claimed row is someone's for this long; a worker that dies mid-batch loses its lease.
+# The fallback: a dead worker's claims end at once when its lock is gone (claimer).
 LEASE_S = 120.0
 # A claim whose every text the API refused: the worker pauses this long, doubling up to
 # REFUSED_PAUSE_MAX_S while it goes on (see _refused_whole).
@@ -171,6 +178,14 @@ class VectorHealer:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        # Held while the worker runs (start .. stop); a healer driven by run_once alone
+        # claims on the lease. No engine to connect with: the lease alone too.
+        bind = sessions.kw.get("bind")
+        self.claimer = (
+            claimer.ClaimerLock(partial(claimer.outside_pool, bind))
+            if isinstance(bind, Engine)
+            else None
+        )
 
     # -- one round ---------------------------------------------------------------------
     def run_once(self) -> HealReport:
@@ -185,8 +200,12 @@ class VectorHealer:
             return report  # the API refused every text of the last claim (_refused_whole)
         self._note_reachable()
         self.lengths.follow()
+        if self._stop.is_set():
+            return report  # stopping: claim nothing that stop() would not give back
+        token = None if self.claimer is None else self.claimer.token()
         wrong: list[queue.Claimed] = []
         with transaction(self._sessions) as session:
+            self._reclaim(session)
             todo = queue.claim(
                 session,
                 self.embedder.name,
@@ -194,10 +213,13 @@ class VectorHealer:
                 LEASE_S,
                 users=self._turns,
                 missing_only=target != self.embedder.name,
+                claimer=token,
             )
             if len(todo) < self.batch and target == self.embedder.name:
-                wrong = self._claim_wrong_length(session, self.batch - len(todo))
+                wrong = self._claim_wrong_length(session, self.batch - len(todo), token)
                 todo += wrong
+        if token is not None and todo and todo[0].claimed_by is None and self.claimer is not None:
+            self.claimer.lost()  # the claim found the lock gone: rows on the lease alone
         report.claimed = len(todo)
         if not todo:
             self._idle_probe()
@@ -211,8 +233,9 @@ class VectorHealer:
         self.lengths.relengthed(sum(1 for c in wrong if c.id in vectors))
         failures.extend(unwritable)
         with transaction(self._sessions) as session:
-            queue.release(session, release, self.embedder.breaker.retry_after_s())
-            queue.record_failures(session, failures, retry_after_s=self.interval_s * 5)
+            held = todo[0].claimed_by
+            queue.release(session, release, self.embedder.breaker.retry_after_s(), held)
+            queue.record_failures(session, failures, self.interval_s * 5, held)
         report.released = len(release)
         report.failed = sum(1 for _, e in failures if e is None)
         report.given_up = sum(1 for _, e in failures if e is not None)
@@ -231,14 +254,40 @@ class VectorHealer:
             log_event(logger, "embedding.healed", model=self.embedder.name, rows=report.embedded)
         return report
 
-    def _claim_wrong_length(self, session: Session, n: int) -> list[queue.Claimed]:
+    def _reclaim(self, session: Session) -> None:
+        """Take back the claims of workers that are gone (``claimer.reclaim``)."""
+        users = claimer.reclaim(session)
+        if not users:
+            return
+        self._turns.expire()  # their users were left out of the kept lists while leased
+        self._relength.expire()
+        log_event(
+            logger,
+            "embedding.heal.reclaimed",
+            logging.WARNING,
+            model=self.embedder.name,
+            rows=len(users),
+            users=sorted(set(users)),
+            cause="the worker that claimed them is gone (its process died or stopped, or "
+            "its database connection ended) before its lease ran out",
+        )
+
+    def _claim_wrong_length(
+        self, session: Session, n: int, token: int | None
+    ) -> list[queue.Claimed]:
         """Up to ``n`` rows with a vector of this model of a wrong length, until a claim
         finds none for the current rule."""
         wrong = self.lengths.rule()
         if wrong == self._lengths_checked:
             return []
         found = queue.claim(
-            session, self.embedder.name, n, LEASE_S, users=self._relength, wrong_length=wrong
+            session,
+            self.embedder.name,
+            n,
+            LEASE_S,
+            users=self._relength,
+            wrong_length=wrong,
+            claimer=token,
         )
         if not found:
             self._lengths_checked = wrong
@@ -276,7 +325,12 @@ class VectorHealer:
         self._paused_until = time.monotonic() + self._pause_s
         self._next_probe = time.monotonic() + RESUME_PROBE_S
         with transaction(self._sessions) as session:
-            queue.release(session, [c.id for c in todo], min(self._pause_s, RESUME_PROBE_S))
+            queue.release(
+                session,
+                [c.id for c in todo],
+                min(self._pause_s, RESUME_PROBE_S),
+                todo[0].claimed_by,
+            )
         log_event(
             logger,
             "embedding.heal.all_refused",
@@ -444,6 +498,8 @@ class VectorHealer:
             return
         self._stop.clear()
         self._probed.clear()
+        if self.claimer is not None:
+            self.claimer.open()
         self._thread = threading.Thread(target=self._loop, name="memstrata-healer", daemon=True)
         self._thread.start()
         log_event(logger, "embedding.heal.started", model=self.embedder.name)
@@ -469,11 +525,17 @@ class VectorHealer:
         self._wake.set()
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread (waiting ``timeout_s`` at most for its batch) and give back the
+        rows it holds, so another worker takes them at once, not after the lease."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        if self.claimer is not None:
+            given = self.claimer.close()
+            if given:
+                log_event(logger, "embedding.heal.given_back", model=self.embedder.name, rows=given)
 
     @property
     def running(self) -> bool:

@@ -10,9 +10,13 @@ place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
    model after a model change), users in turn (``PendingUsers``: which users have rows
    waiting), with ``FOR UPDATE SKIP LOCKED`` and a lease, so several replicas share the
    work and none embeds a row twice. The same statements, with ``WrongLength``, take the
-   rows whose vector is of the current model but not of its length.
+   rows whose vector is of the current model but not of its length. A claim records the
+   worker's token beside the lease; ``claimer.reclaim`` takes back, before a claim, the
+   rows of claimers whose lock PostgreSQL no longer holds (a worker that died or
+   stopped), so they wait for no lease.
 2. ``release`` / ``record_failures``: give claimed rows back (API down) or record a
-   failed attempt / a permanent error, by row id.
+   failed attempt / a permanent error, by row id (rows the claim still holds);
+   ``claimer.give_back``: a stopping worker's rows, by its token.
 3. ``backlog``: count pending rows and the age of the oldest, for ``/metrics`` and
    ``/readyz``; ``stored_lengths``: how many of the model's vectors have each length
    (the worker's once-per-length look at the table, which finds a length that changed
@@ -33,6 +37,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
 from memstrata.db.distribution import cross_user_tag
+from memstrata.retrieval.claimer import LOCK_CLASS, claimed_by_sql
 
 # Rows that need a vector for ``:model`` and have not been given up on. "Another model"
 # is spelled ``< :model OR > :model`` rather than ``IS DISTINCT FROM :model`` so each arm
@@ -54,7 +59,8 @@ _WRONG_LENGTH = (
     "embedding_error IS NULL AND embedding_model = :model AND (embedding_dim < :below"
     " OR embedding_dim > :above OR embedding_dim = ANY(:stale))"
 )
-# ... and that no worker holds (a lease ends when a worker dies mid-batch).
+# ... and that no worker holds (a lease ends when a worker dies mid-batch; ``reclaim``
+# ends it at once when the worker's lock is gone).
 _UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
 
 
@@ -81,6 +87,7 @@ class Claimed:
     user_id: str
     chunk_text: str
     attempts: int
+    claimed_by: int | None = None  # the token the claim recorded (None: the lease alone)
 
 
 # ``backlog`` counts pending rows up to this many. A backlog larger than that (a model
@@ -190,10 +197,13 @@ def claim(
     *,
     missing_only: bool = False,
     wrong_length: WrongLength | None = None,
+    claimer: int | None = None,
 ) -> list[Claimed]:
     """Cross-user: lease up to ``n`` pending rows for ``lease_s`` seconds (with
     ``missing_only``, only rows with no vector at all: another model is the chosen one;
-    with ``wrong_length``, only rows with a vector of ``model`` of such a length).
+    with ``wrong_length``, only rows with a vector of ``model`` of such a length), recording
+    ``claimer`` (a token of ``retrieval.claimer``) if its lock is held now — a claimer
+    whose lock is gone gets ``claimed_by`` None back and the rows rely on the lease.
     The next users of ``users`` (a fresh list of everyone with pending rows when None)
     get an equal share each, each user's oldest rows first, and what the shares leave
     goes to the users who had more — so one user's large backlog (an import with
@@ -212,17 +222,22 @@ def claim(
         ids += _take(session, model, waiting, extra, turns, picked, n - len(ids), taken=ids)
     if not ids:
         return []
+    claimed_by = claimed_by_sql(claimer)
     rows = session.execute(
         text(
             cross_user_tag("embedding_queue.claim")
             + " UPDATE memory_embeddings SET embedding_claimed_until = "
-            "now() + make_interval(secs => :lease) WHERE id = ANY(:ids) "
-            "RETURNING id, user_id, chunk_text, embedding_attempts"
+            f"now() + make_interval(secs => :lease), embedding_claimed_by = {claimed_by} "
+            "WHERE id = ANY(:ids) "
+            "RETURNING id, user_id, chunk_text, embedding_attempts, embedding_claimed_by"
         ).bindparams(bindparam("ids", type_=None)),
-        {"ids": ids, "lease": lease_s},
+        {"ids": ids, "lease": lease_s, "claimer": claimer, "cls": LOCK_CLASS},
     ).all()
     return sorted(
-        (Claimed(r.id, r.user_id, r.chunk_text, r.embedding_attempts) for r in rows),
+        (
+            Claimed(r.id, r.user_id, r.chunk_text, r.embedding_attempts, r.embedding_claimed_by)
+            for r in rows
+        ),
         key=lambda c: c.id,
     )
 
@@ -338,34 +353,48 @@ def pending_for(session: Session, user_id: str, model: str) -> int:
     )
 
 
-def release(session: Session, ids: Sequence[int], after_s: float) -> None:
-    """Cross-user by id: claimed rows become claimable again after ``after_s`` seconds."""
+# The rows a release or a failure touches: still held by the claim that took them (its
+# ``claimed_by``), not taken over by another worker since (a lease that ran out, a worker
+# that stopped and gave them back while its batch was still being embedded).
+_STILL_HELD = "embedding_claimed_by IS NOT DISTINCT FROM CAST(:claimer AS integer)"
+
+
+def release(
+    session: Session, ids: Sequence[int], after_s: float, claimer: int | None = None
+) -> None:
+    """Cross-user by id: rows claimed with ``claimer`` become claimable again after
+    ``after_s`` seconds (a pause no worker holds: ``claimer.reclaim`` leaves it alone)."""
     if ids:
         session.execute(
             text(
                 cross_user_tag("embedding_queue.release")
                 + " UPDATE memory_embeddings SET embedding_claimed_until = "
-                "now() + make_interval(secs => :after) WHERE id = ANY(:ids)"
+                "now() + make_interval(secs => :after), embedding_claimed_by = NULL "
+                f"WHERE id = ANY(:ids) AND {_STILL_HELD}"
             ).bindparams(bindparam("ids", type_=None)),
-            {"ids": list(ids), "after": after_s},
+            {"ids": list(ids), "after": after_s, "claimer": claimer},
         )
 
 
 def record_failures(
-    session: Session, failures: Sequence[tuple[int, str | None]], retry_after_s: float
+    session: Session,
+    failures: Sequence[tuple[int, str | None]],
+    retry_after_s: float,
+    claimer: int | None = None,
 ) -> None:
-    """Cross-user by id: one more failed attempt each; a non-None error marks the row as
-    never to be retried (``embedding_error``)."""
+    """Cross-user by id, rows claimed with ``claimer``: one more failed attempt each; a
+    non-None error marks the row as never to be retried (``embedding_error``)."""
     for row_id, error in failures:
         session.execute(
             text(
                 cross_user_tag("embedding_queue.record_failures")
                 + " UPDATE memory_embeddings SET embedding_attempts = embedding_attempts + 1, "
-                "embedding_error = :error, "
+                "embedding_error = :error, embedding_claimed_by = NULL, "
                 "embedding_claimed_until = now() + make_interval(secs => :after) "
-                "WHERE id = :id"
+                f"WHERE id = :id AND {_STILL_HELD}"
             ),
             {
+                "claimer": claimer,
                 "id": row_id,
                 "error": None if error is None else error[:2000],
                 "after": retry_after_s,
