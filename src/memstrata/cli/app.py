@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 def release_line() -> str:
-    """``memstrata 0.1.0 (schema 0009)``: this release and the schema revision it needs."""
+    """``memstrata 0.1.0 (schema 0010)``: this release and the schema revision it needs."""
     return f"memstrata {package_version()} (schema {schema_head()})"
 
 
