@@ -331,8 +331,11 @@ class Memstrata:
     def stop_background(self) -> None:
         if self.healer is not None:
             # Briefly: a server stopping spends its shutdown budget on the requests it cut
-            # off. A worker still in an embedding call is left to it (a daemon); its rows
-            # are leased, so another replica embeds them once the lease ends.
+            # off. A worker still in an embedding call is left to it (a daemon); stop()
+            # gives its claimed rows back anyway, so another worker takes them at once (a
+            # process that dies instead has its claims taken back by the next round of any
+            # worker, retrieval.claimer; the lease is the fallback for a worker that could
+            # not hold its lock).
             self.healer.stop(timeout_s=HEALER_STOP_S)
         if "monitor" in self.db.__dict__:
             self.db.monitor.stop()

@@ -15,10 +15,11 @@ from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.logs import event_fields
-from memstrata.retrieval import healing, queue
+from memstrata.retrieval import api_probe, queue
+from memstrata.retrieval.claim_outcome import sort_results
 from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
-from memstrata.retrieval.healing import VectorHealer, sort_results
+from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.length_watch import wrong_lengths
 from memstrata.retrieval.records import NewChunk
@@ -144,7 +145,7 @@ def test_healing_resumes_soon_after_a_refusing_api_is_fixed(
 ) -> None:
     """The pause after a refused claim (60 s, doubling to 15 min) ran to its end although
     the configuration had been fixed: vectors came back a minute or more late."""
-    monkeypatch.setattr(healing, "RESUME_PROBE_S", 0.2)
+    monkeypatch.setattr(api_probe, "RESUME_PROBE_S", 0.2)
     rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
     Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
     fault.mode = "400"

@@ -21,7 +21,7 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.logs import event_fields
-from memstrata.retrieval import healing, queue
+from memstrata.retrieval import api_probe, healing, queue
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
@@ -252,7 +252,7 @@ def test_two_live_workers_never_embed_a_row_twice(
                 for worker in workers:
                     worker.stop()
         sent = [
-            [t for r in server.requests for t in r.body["input"] if t != healing.PROBE_TEXT]
+            [t for r in server.requests for t in r.body["input"] if t != api_probe.PROBE_TEXT]
             for server in (fault, other)
         ]
     assert sent[0] and sent[1]  # both took part

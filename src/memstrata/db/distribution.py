@@ -39,10 +39,13 @@ CROSS_USER_TAG = "memstrata:cross-user:"
 CROSS_USER_QUERIES: dict[str, str] = {
     "embedding_queue.claim": "lease the claimed rows of any users by id (each user's rows "
     "are picked with FOR UPDATE SKIP LOCKED per user), so every replica shares the "
-    "re-embedding work (retrieval.queue)",
+    "re-embedding work (retrieval.queue); and take back, before a claim, the claims of any "
+    "users' rows whose worker is gone (its advisory lock ended: retrieval.claimer.reclaim)",
     "embedding_queue.users": "which users have rows waiting for a vector, so a claim gives "
     "each a share and one user's large backlog does not hold up another's (retrieval.queue)",
-    "embedding_queue.release": "give claimed rows back by id after an API failure",
+    "embedding_queue.release": "give claimed rows back by id after an API failure "
+    "(retrieval.claim_outcome), and a stopping worker's rows of any users by its token "
+    "(retrieval.claimer.give_back)",
     "embedding_queue.record_failures": "count a failed attempt / mark a row unembeddable, by id",
     "embedding_queue.backlog": "pending rows, oldest age and failures of all users, for "
     "/metrics and /readyz",

@@ -18,20 +18,18 @@ the user's lock as new rows (rows are immutable, see the repository), skipping r
 writer replaced meanwhile.
 
 The worker also watches the API for the operator: it embeds a probe text when it starts
-(``embedding.unreachable_at_start`` / ``embedding.configuration_refused`` when that fails:
-a wrong URL or ``dimensions`` otherwise showed only once traffic came), and again when it
-has nothing to claim while a circuit waits for its probe, so a circuit closes, and
-``/readyz`` says so, when the API is back, without traffic. And it compares the API's
-length with the length most stored vectors of the model have
-(:mod:`memstrata.retrieval.length_watch`): a change across a restart used to turn semantic
-search off with no signal.
+and when it is idle (:mod:`memstrata.retrieval.api_probe`, which also pauses the worker
+after a claim whose every text the API refused), and it compares the API's length with the
+length most stored vectors of the model have (:mod:`memstrata.retrieval.length_watch`): a
+change across a restart used to turn semantic search off with no signal. What a claim's
+answers mean for its rows, and the statements that give rows back or count failures, are
+in :mod:`memstrata.retrieval.claim_outcome`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -42,91 +40,22 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.errors import EmbeddingError, EmbeddingRejectedError, VectorDimensionError
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.retrieval import claimer, queue
-from memstrata.retrieval.embeddings import (
-    EmbeddingKind,
-    EmbeddingLengthError,
-    EmbeddingOutageError,
-    OpenAICompatibleEmbedder,
-)
+from memstrata.retrieval.api_probe import ApiProbe, RefusalPause
+from memstrata.retrieval.claim_outcome import record_failures, release, sort_results
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.length_watch import LengthWatch
 from memstrata.retrieval.repository import EmbeddingRepository
-from memstrata.retrieval.vector import pad_vector
 
 logger = logging.getLogger(__name__)
 
 # A claimed row is someone's for this long; a worker that dies mid-batch loses its lease.
 # The fallback: a dead worker's claims end at once when its lock is gone (claimer).
 LEASE_S = 120.0
-# A claim whose every text the API refused: the worker pauses this long, doubling up to
-# REFUSED_PAUSE_MAX_S while it goes on (see _refused_whole).
-REFUSED_PAUSE_S = 60.0
-REFUSED_PAUSE_MAX_S = 900.0
-# During such a pause the probe text is tried this often, and the claim's rows are given
-# back for this long: once the configuration is fixed, healing resumes within it, not at
-# the end of a pause that may have grown to 15 minutes.
-RESUME_PROBE_S = 10.0
-# Embedded when every text of a claim was refused, to tell a refused request from refused
-# texts: any API that works embeds it.
-PROBE_TEXT = "memory"
 # ``start`` waits this long at most for the start-up probe's answer, so a server's first
 # ``/readyz`` already knows whether the API answers (a hung API delays the start this much).
 START_PROBE_WAIT_S = 2.0
-
-
-def start_failure(error: EmbeddingError) -> tuple[str, str]:
-    """The event to log when the start-up probe fails with ``error``, and what to check."""
-    if isinstance(error, EmbeddingLengthError):
-        return (
-            "embedding.configuration_refused",
-            "the model's `dimensions` in MEMSTRATA_EMBEDDING_MODELS (or the model the API "
-            "serves under this name)",
-        )
-    if isinstance(error, EmbeddingRejectedError):
-        return (
-            "embedding.configuration_refused",
-            "the model's `name` and input types in MEMSTRATA_EMBEDDING_MODELS (or "
-            "MEMSTRATA_EMBEDDING_MODEL): the API refused the probe text",
-        )
-    return (
-        "embedding.unreachable_at_start",
-        "the model's `base_url` and `api_key` in MEMSTRATA_EMBEDDING_MODELS (or "
-        "MEMSTRATA_EMBEDDING_BASE_URL / _API_KEY), and that the embedding server runs",
-    )
-
-
-def sort_results(
-    todo: Sequence[queue.Claimed], results: Sequence[object], max_attempts: int
-) -> tuple[dict[int, list[float]], list[tuple[int, str | None]], list[int]]:
-    """What one claim's embedding answers mean for its rows: the usable ``vectors`` by row
-    id; the ``failures`` (row id, the error when the row is given up on, else ``None``: one
-    more attempt counted); the rows to ``release`` uncounted, because the API was down
-    (an outage, or no text of the claim succeeded) and it was not the text's fault."""
-    vectors: dict[int, list[float]] = {}
-    failures: list[tuple[int, str | None]] = []
-    release: list[int] = []
-    any_success = any(isinstance(r, list) for r in results)
-    for claimed, result in zip(todo, results, strict=True):
-        if isinstance(result, list):
-            try:
-                pad_vector(result)
-            except VectorDimensionError as exc:
-                failures.append((claimed.id, f"unusable vector: {exc}"))
-            else:
-                vectors[claimed.id] = result
-        elif isinstance(result, EmbeddingRejectedError):
-            failures.append((claimed.id, str(result)))
-        elif isinstance(result, EmbeddingOutageError) or not any_success:
-            release.append(claimed.id)
-        elif claimed.attempts + 1 >= max_attempts:
-            failures.append(
-                (claimed.id, f"gave up after {claimed.attempts + 1} attempts: {result}")
-            )
-        else:
-            failures.append((claimed.id, None))
-    return vectors, failures, release
 
 
 @dataclass
@@ -165,16 +94,12 @@ class VectorHealer:
         # (``wrong_lengths``: the client's length changed), until none is left.
         self._relength = queue.PendingUsers()
         self._lengths_checked: queue.WrongLength | None = None
-        self.lengths = LengthWatch(sessions, embedder, self._probe)
-        self._probed = threading.Event()  # the start-up probe has its answer
-        self._start_failed_at: float | None = None  # time.monotonic()
-        self._next_idle_probe = 0.0
+        self.probe = ApiProbe(embedder)
+        self.pause = RefusalPause(self.probe)  # see _refused_whole
+        self.lengths = LengthWatch(sessions, embedder, self.probe.failure)
         self.model_live_s = model_live_s
         self._target: str | None = None  # the model the vectors move to, last we looked
         self._told_not_running = False
-        self._paused_until = 0.0  # time.monotonic(); see _refused_whole
-        self._pause_s = 0.0
-        self._next_probe = 0.0  # time.monotonic() of the next probe during a pause
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -196,9 +121,9 @@ class VectorHealer:
         self._note_target(target)
         if not self.embedder.breaker.allow_peek():
             return report  # the API is failing: don't take rows another worker could do
-        if self._still_paused():
+        if self.pause.holds():
             return report  # the API refused every text of the last claim (_refused_whole)
-        self._note_reachable()
+        self.probe.note_reachable()
         self.lengths.follow()
         if self._stop.is_set():
             return report  # stopping: claim nothing that stop() would not give back
@@ -222,21 +147,21 @@ class VectorHealer:
             self.claimer.lost()  # the claim found the lock gone: rows on the lease alone
         report.claimed = len(todo)
         if not todo:
-            self._idle_probe()
+            self.probe.when_idle()
             return report
         results = self.embedder.embed_each([c.chunk_text for c in todo], "passage")
         if self._refused_whole(todo, results):
             report.released = len(todo)
             return report
-        vectors, failures, release = sort_results(todo, results, self.max_attempts)
+        vectors, failures, given_back = sort_results(todo, results, self.max_attempts)
         report.embedded, unwritable = self._write_back(todo, vectors)
         self.lengths.relengthed(sum(1 for c in wrong if c.id in vectors))
         failures.extend(unwritable)
         with transaction(self._sessions) as session:
             held = todo[0].claimed_by
-            queue.release(session, release, self.embedder.breaker.retry_after_s(), held)
-            queue.record_failures(session, failures, self.interval_s * 5, held)
-        report.released = len(release)
+            release(session, given_back, self.embedder.breaker.retry_after_s(), held)
+            record_failures(session, failures, self.interval_s * 5, held)
+        report.released = len(given_back)
         report.failed = sum(1 for _, e in failures if e is None)
         report.given_up = sum(1 for _, e in failures if e is not None)
         if report.failed or report.given_up:
@@ -305,32 +230,13 @@ class VectorHealer:
         return found
 
     def _refused_whole(self, todo: list[queue.Claimed], results: Sequence[object]) -> bool:
-        """Every text of the claim refused (a 4xx about the input). Either the API refuses
-        the request, not the texts — a model name it answers with 400, an input format it
-        does not take — or these texts are refused on their own (a claim may hold one
-        user's rows only). ``PROBE_TEXT`` tells which. Refused too: marking each row as
-        never to be retried would leave them without vectors after the configuration is
-        fixed, so the rows are given back and the worker pauses (60 s, doubling to 15 min
-        while it goes on; it ends early once the probe is embedded, tried every
-        ``RESUME_PROBE_S``). Taken: the texts are marked as refused like any other, and
-        other users' rows are embedded on the next round, not after a pause."""
-        if not results or not all(isinstance(r, EmbeddingRejectedError) for r in results):
-            self._pause_s = 0.0
-            return False
-        refusal = self._probe()
+        """Every text of the claim refused, and the probe text too (``RefusalPause``): the
+        rows are given back unmarked and the worker pauses."""
+        refusal = self.pause.begin(results)
         if refusal is None:
-            self._pause_s = 0.0
             return False
-        self._pause_s = min(max(REFUSED_PAUSE_S, self._pause_s * 2), REFUSED_PAUSE_MAX_S)
-        self._paused_until = time.monotonic() + self._pause_s
-        self._next_probe = time.monotonic() + RESUME_PROBE_S
         with transaction(self._sessions) as session:
-            queue.release(
-                session,
-                [c.id for c in todo],
-                min(self._pause_s, RESUME_PROBE_S),
-                todo[0].claimed_by,
-            )
+            release(session, [c.id for c in todo], self.pause.give_back_s, todo[0].claimed_by)
         log_event(
             logger,
             "embedding.heal.all_refused",
@@ -339,94 +245,9 @@ class VectorHealer:
             batch_size=len(todo),
             error=str(results[0]),
             probe_error=refusal,
-            paused_s=self._pause_s,
+            paused_s=self.pause.pause_s,
         )
         return True
-
-    def _still_paused(self) -> bool:
-        """Within a pause after a refused claim, unless the probe text is embedded now
-        (tried every ``RESUME_PROBE_S``): the configuration was fixed."""
-        now = time.monotonic()
-        if now >= self._paused_until:
-            return False
-        if now < self._next_probe:
-            return True
-        self._next_probe = now + RESUME_PROBE_S
-        if self._probe() is not None:
-            return True
-        self._paused_until = 0.0
-        log_event(logger, "embedding.heal.resumed", model=self.embedder.name)
-        return False
-
-    def _probe(self, kind: EmbeddingKind = "passage") -> str | None:
-        """None when the API embeds ``PROBE_TEXT``; else why not. Any failure counts:
-        the claim's rows are then given back, never marked."""
-        error = self._probe_error(kind)
-        return None if error is None else str(error)
-
-    def _probe_error(self, kind: EmbeddingKind = "passage") -> EmbeddingError | None:
-        try:
-            self.embedder.embed([PROBE_TEXT], kind)
-        except EmbeddingError as exc:
-            return exc
-        return None
-
-    def _start_probe(self) -> None:
-        """Once, when the worker starts: does the API answer? A wrong URL, key, model name
-        or ``dimensions`` otherwise showed only once a write or a search failed, and
-        ``/readyz`` said "ok" until then (it says "degraded" until the API answered)."""
-        try:
-            if self.embedder.answered:
-                return
-            error = self._probe_error()
-            if error is None:
-                return
-            self._start_failed_at = time.monotonic()
-            event, check = start_failure(error)
-            log_event(
-                logger,
-                event,
-                logging.WARNING,
-                model=self.embedder.name,
-                url=self.embedder.shown_url,
-                error=str(error),
-                check=check,
-                effect="until the API answers, texts are stored without vectors (embedded "
-                "later) and searches use BM25 only; /readyz reports vectors: degraded",
-            )
-        except Exception:  # a bug must not kill the worker before it starts
-            logger.exception("embedding.heal.crashed")
-        finally:
-            self._probed.set()
-
-    def _note_reachable(self) -> None:
-        """After a failed start-up probe: log once when the API first answers."""
-        if self._start_failed_at is not None and self.embedder.answered:
-            log_event(
-                logger,
-                "embedding.reachable",
-                model=self.embedder.name,
-                url=self.embedder.shown_url,
-                after_s=round(time.monotonic() - self._start_failed_at, 1),
-            )
-            self._start_failed_at = None
-
-    def _idle_probe(self) -> None:
-        """Nothing to claim: ask the API when nothing else would. A circuit whose cool-down
-        has passed waits for a request to probe it, so without traffic it stayed open, and
-        ``/readyz`` degraded, after the API was back; and an API that has not answered in
-        this process yet is tried every ``RESUME_PROBE_S`` (an API that came up after
-        memstrata)."""
-        embedder = self.embedder
-        if embedder.breaker.state != "closed":
-            if embedder.breaker.allow_peek():
-                self._probe()
-        elif not embedder.answered and time.monotonic() >= self._next_idle_probe:
-            self._next_idle_probe = time.monotonic() + RESUME_PROBE_S
-            self._probe()
-        query = embedder.query_breaker
-        if query is not embedder.breaker and query.state != "closed" and query.allow_peek():
-            self._probe("query")
 
     def follow_lengths(self) -> None:
         """The API's length against the stored one now (:meth:`LengthWatch.follow`)."""
@@ -497,14 +318,14 @@ class VectorHealer:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()
-        self._probed.clear()
+        self.probe.settled.clear()
         if self.claimer is not None:
             self.claimer.open()
         self._thread = threading.Thread(target=self._loop, name="memstrata-healer", daemon=True)
         self._thread.start()
         log_event(logger, "embedding.heal.started", model=self.embedder.name)
         # The first /readyz then knows whether the API answers (bounded: a hung API).
-        self._probed.wait(START_PROBE_WAIT_S)
+        self.probe.settled.wait(START_PROBE_WAIT_S)
 
     def wake(self) -> None:
         """New rows wait for a vector (an import with deferred embedding): look now rather
@@ -542,7 +363,7 @@ class VectorHealer:
         return self._thread is not None and self._thread.is_alive()
 
     def _loop(self) -> None:
-        self._start_probe()
+        self.probe.at_start()
         while not self._stop.is_set():
             try:
                 report = self.run_once()

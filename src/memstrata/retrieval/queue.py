@@ -14,9 +14,9 @@ place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
    worker's token beside the lease; ``claimer.reclaim`` takes back, before a claim, the
    rows of claimers whose lock PostgreSQL no longer holds (a worker that died or
    stopped), so they wait for no lease.
-2. ``release`` / ``record_failures``: give claimed rows back (API down) or record a
-   failed attempt / a permanent error, by row id (rows the claim still holds);
-   ``claimer.give_back``: a stopping worker's rows, by its token.
+2. ``claim_outcome.release`` / ``.record_failures``: give claimed rows back (API down)
+   or record a failed attempt / a permanent error, by row id (rows the claim still
+   holds); ``claimer.give_back``: a stopping worker's rows, by its token.
 3. ``backlog``: count pending rows and the age of the oldest, for ``/metrics`` and
    ``/readyz``; ``stored_lengths``: how many of the model's vectors have each length
    (the worker's once-per-length look at the table, which finds a length that changed
@@ -351,55 +351,6 @@ def pending_for(session: Session, user_id: str, model: str) -> int:
             {"u": user_id, "model": model},
         ).scalar_one()
     )
-
-
-# The rows a release or a failure touches: still held by the claim that took them (its
-# ``claimed_by``), not taken over by another worker since (a lease that ran out, a worker
-# that stopped and gave them back while its batch was still being embedded).
-_STILL_HELD = "embedding_claimed_by IS NOT DISTINCT FROM CAST(:claimer AS integer)"
-
-
-def release(
-    session: Session, ids: Sequence[int], after_s: float, claimer: int | None = None
-) -> None:
-    """Cross-user by id: rows claimed with ``claimer`` become claimable again after
-    ``after_s`` seconds (a pause no worker holds: ``claimer.reclaim`` leaves it alone)."""
-    if ids:
-        session.execute(
-            text(
-                cross_user_tag("embedding_queue.release")
-                + " UPDATE memory_embeddings SET embedding_claimed_until = "
-                "now() + make_interval(secs => :after), embedding_claimed_by = NULL "
-                f"WHERE id = ANY(:ids) AND {_STILL_HELD}"
-            ).bindparams(bindparam("ids", type_=None)),
-            {"ids": list(ids), "after": after_s, "claimer": claimer},
-        )
-
-
-def record_failures(
-    session: Session,
-    failures: Sequence[tuple[int, str | None]],
-    retry_after_s: float,
-    claimer: int | None = None,
-) -> None:
-    """Cross-user by id, rows claimed with ``claimer``: one more failed attempt each; a
-    non-None error marks the row as never to be retried (``embedding_error``)."""
-    for row_id, error in failures:
-        session.execute(
-            text(
-                cross_user_tag("embedding_queue.record_failures")
-                + " UPDATE memory_embeddings SET embedding_attempts = embedding_attempts + 1, "
-                "embedding_error = :error, embedding_claimed_by = NULL, "
-                "embedding_claimed_until = now() + make_interval(secs => :after) "
-                f"WHERE id = :id AND {_STILL_HELD}"
-            ),
-            {
-                "claimer": claimer,
-                "id": row_id,
-                "error": None if error is None else error[:2000],
-                "after": retry_after_s,
-            },
-        )
 
 
 def stored_lengths(session: Session, model: str) -> dict[int, int]:
