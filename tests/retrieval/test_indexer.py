@@ -84,7 +84,9 @@ def test_soul_is_not_indexed(db: Database, embedder: OpenAICompatibleEmbedder) -
 def test_shrinking_file_deletes_vanished_chunks(
     db: Database, embedder: OpenAICompatibleEmbedder
 ) -> None:
-    indexer = Indexer(db.sessions, embedder, chunk_tokens=16)
+    # Each paragraph is 18 estimated tokens (a space before a digit costs one): one chunk
+    # each, as two together would be over 20.
+    indexer = Indexer(db.sessions, embedder, chunk_tokens=20)
     indexer.index_memory_file("u", FileKind.MEMORY, "\n\n".join(f"note {i} " * 6 for i in range(4)))
     assert len(rows(db, "u")) == 4
     indexer.index_memory_file("u", FileKind.MEMORY, "note 0 " * 6)
