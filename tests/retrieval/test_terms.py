@@ -3,7 +3,7 @@ made under today's rules, and ignored (the text tokenised again) otherwise."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from sqlalchemy import text
@@ -18,7 +18,7 @@ from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.staging import content_hash
-from memstrata.retrieval.terms import decode_terms, encode_terms, signature
+from memstrata.retrieval.terms import decode_terms, encode_terms, round_day, signature
 
 from .stored import insert_rows
 
@@ -62,8 +62,12 @@ def test_every_written_row_carries_its_terms(db: Database) -> None:
     Indexer(db.sessions, None).index_rounds("u", [Round("s", 0, "My cats like tuna", "", T0)])
     _insert(db, "u2", "Lisbon trip", None)  # no terms given: the insert makes them
     with db.engine.connect() as conn:
-        rows = conn.execute(text("SELECT chunk_text, bm25_terms FROM memory_embeddings")).all()
-    assert rows and all(terms == encode_terms(body) for body, terms in rows)
+        rows = conn.execute(
+            text("SELECT chunk_text, bm25_terms, file_path, created_at FROM memory_embeddings")
+        ).all()
+    assert len(rows) == 2  # two conversation rows: both name their day (T0 is a Thursday)
+    assert all(terms.endswith(" 1 january 2026 thursday") for _, terms, _, _ in rows)
+    assert all(terms == encode_terms(body, round_day(path, at)) for body, terms, path, at in rows)
 
 
 def test_a_rewrite_encodes_only_the_rows_it_inserts(
@@ -75,9 +79,9 @@ def test_a_rewrite_encodes_only_the_rows_it_inserts(
     encoded: list[str] = []
     real = indexer_module.encode_terms
 
-    def counting(body: str) -> str:
+    def counting(body: str, day: date | None = None) -> str:
         encoded.append(body)
-        return real(body)
+        return real(body, day)
 
     monkeypatch.setattr(indexer_module, "encode_terms", counting)
     idx.index_memory_file("w", FileKind.MEMORY, first + "\n\nomega changed tail")

@@ -32,7 +32,7 @@ from memstrata.retrieval.indexer import Indexer, Round
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.staging import content_hash
-from memstrata.retrieval.terms import encode_terms
+from memstrata.retrieval.terms import encode_terms, round_day
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.runtime import Memstrata
 
@@ -116,19 +116,20 @@ def _copy_rows(
 
             for i, (user, body) in enumerate(zip(user_ids, texts, strict=True)):
                 padded[:dim] = vectors[i]
+                path, at = f"sessions/bench/{i}", start + timedelta(minutes=i)
                 copy.write_row(
                     (
                         user,
-                        f"sessions/bench/{i}",
+                        path,
                         0,
                         body,
                         padded,
-                        start + timedelta(minutes=i),
+                        at,
                         content_hash(body),
                         model,
                         dim,
                         Jsonb([f"bench:{i}"]),
-                        encode_terms(body),  # as the indexer stores them
+                        encode_terms(body, round_day(path, at)),  # as the indexer stores them
                     )
                 )
         conn.commit()

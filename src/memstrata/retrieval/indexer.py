@@ -58,7 +58,7 @@ from memstrata.retrieval.staging import (
     content_hash,
     is_fresh,
 )
-from memstrata.retrieval.terms import encode_terms
+from memstrata.retrieval.terms import encode_terms, round_day
 
 __all__ = ["SESSION_PREFIX", "Indexer", "Round", "format_round", "session_path"]
 
@@ -324,7 +324,8 @@ class Indexer:
                 # Terms only for rows to insert, and here, not inside the transaction. A kept
                 # row is only inserted if a concurrent writer replaced it meanwhile; the
                 # repository makes its terms then.
-                pending.append((n, replace(row, bm25_terms=encode_terms(body))))
+                terms = encode_terms(body, round_day(row.file_path, row.created_at))
+                pending.append((n, replace(row, bm25_terms=terms)))
 
         # The user's turn of the embedding API: one user's import must not stall another
         # user's write behind its queued requests (breaker.Lanes).

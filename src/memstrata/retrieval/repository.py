@@ -30,7 +30,7 @@ from memstrata.retrieval.records import (
     with_vector,
 )
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
-from memstrata.retrieval.terms import encode_terms
+from memstrata.retrieval.terms import encode_terms, round_day
 from memstrata.retrieval.vector import pad_vector
 from memstrata.retrieval.wire import json_column, native_vector, parse_vector_binary
 
@@ -311,7 +311,8 @@ class EmbeddingRepository:
                 "content_hash": c.content_hash,
                 "source_ids": list(c.source_ids) if c.source_ids is not None else None,
                 "context": c.context,
-                "bm25_terms": c.bm25_terms or encode_terms(c.chunk_text),
+                "bm25_terms": c.bm25_terms
+                or encode_terms(c.chunk_text, round_day(c.file_path, c.created_at)),
                 "embedding": None,
                 "embedding_model": None,
                 "embedding_dim": None,

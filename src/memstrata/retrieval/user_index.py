@@ -14,7 +14,7 @@ from memstrata.retrieval import snapshot
 from memstrata.retrieval.bm25_index import BM25Index
 from memstrata.retrieval.records import IndexState, StoredChunk
 from memstrata.retrieval.rows import Row, source_of
-from memstrata.retrieval.terms import decode_terms
+from memstrata.retrieval.terms import decode_terms, round_day
 from memstrata.retrieval.vector_index import VectorIndex
 
 # Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
@@ -124,7 +124,8 @@ class UserIndex:
             self._text_bytes += sys.getsizeof(row.text)
             if source == "conversation":
                 self.unsnapshotted += 1
-            docs.append((c.id, decode_terms(c.bm25_terms, c.chunk_text)))
+            day = round_day(c.file_path, c.created_at)
+            docs.append((c.id, decode_terms(c.bm25_terms, c.chunk_text, day)))
             if c.vector is not None and self.model is not None and c.embedding_model == self.model:
                 vector_keys.append(c.id)
                 vectors.append(c.vector)
