@@ -385,3 +385,14 @@ def test_drain_says_which_edits_it_left_running(
             assert (abandoned["running"], abandoned["waited_s"]) == (1, 0.1)
         finally:
             mem.pool.close()
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+def test_the_fusion_setting_reaches_the_search(
+    db: Database, settings: Settings, fusion: str
+) -> None:
+    mem = Memstrata.open(settings.model_copy(update={"search_fusion": fusion}), database=db)
+    try:
+        assert mem.search.fusion == fusion
+    finally:
+        mem.close()

@@ -163,6 +163,7 @@ class Memstrata:
             query_cache_entries=settings.query_cache_entries,
             decay=DecayPolicy(settings.decay, settings.decay_half_life_days, settings.decay_floor),
             vector_backend=settings.vector_backend,
+            fusion=settings.search_fusion,
             warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
         )
         # The query-embedding cache's bound is its share of the same byte budget.

@@ -113,10 +113,12 @@ def test_bench_locomo_end_to_end(
     assert result["questions"] == 2
     assert set(result["recall"]) == {
         "bm25", "vector", "hybrid", "hybrid_spec_decay", "hybrid_floor0.9",
+        "hybrid_convex", "hybrid_convex_spec_decay",
         "peer_bm25s", "peer_dense", "peer_rrf", "peer_rrf_spec_decay",
     }  # fmt: skip
     assert result["recall"]["bm25"]["2"] == 1.0
     assert result["recall"]["hybrid"]["2"] == 1.0
+    assert result["recall"]["hybrid_convex"]["2"] == 1.0
     assert result["recall"]["peer_bm25s"]["2"] == 1.0
     assert (result["rows"], result["rows_with_vectors"]) == (4, 4)
     # --hits sets how many hits each question fetches (here 1 instead of 10).

@@ -34,6 +34,7 @@ from sqlalchemy import text
 from memstrata.bench.peers import PeerIndex, fuse_keys
 from memstrata.db.engine import transaction
 from memstrata.retrieval.bm25_index import BM25Index
+from memstrata.retrieval.fusion import Fusion
 from memstrata.retrieval.ranking import DecayPolicy, SearchHit, SearchResponse, rank
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS, Round
@@ -51,6 +52,7 @@ class Variant:
     use_vector: bool
     decay: DecayPolicy
     min_candidates: int | None = None  # None: the service's setting
+    fusion: Fusion = "rrf"  # the spec's, whatever the service's MEMSTRATA_SEARCH_FUSION
 
 
 VARIANTS: dict[str, Variant] = {
@@ -59,6 +61,9 @@ VARIANTS: dict[str, Variant] = {
     "hybrid": Variant(True, True, NO_DECAY),
     "hybrid_spec_decay": Variant(True, True, SPEC_DECAY),
     "hybrid_floor0.9": Variant(True, True, RECOMMENDED_FLOOR),
+    # The opt-in convex score fusion beside the spec's RRF rows (docs/BENCHMARKS.md).
+    "hybrid_convex": Variant(True, True, NO_DECAY, fusion="convex"),
+    "hybrid_convex_spec_decay": Variant(True, True, SPEC_DECAY, fusion="convex"),
 }
 
 
@@ -301,8 +306,16 @@ def _variant_search(
         user_id, q.text, vector if v.use_vector else None, depth, as_of=q.as_of
     )
     if not v.use_bm25:
-        found = replace(found, bm25=[])
-    hits = rank(found, top_k=top_k, as_of=q.as_of, decay=v.decay, rrf_k=mem.search.rrf_k)
+        found = replace(found, bm25=[], bm25_scores={})
+    hits = rank(
+        found,
+        top_k=top_k,
+        as_of=q.as_of,
+        decay=v.decay,
+        rrf_k=mem.search.rrf_k,
+        pool=mem.search.decay_pool(top_k),
+        fusion=v.fusion,
+    )
     return SearchResponse(q.text, found.mode, hits)
 
 

@@ -5,8 +5,15 @@ have to be calibrated against each other, and a retriever that is down (no embed
 simply contributes an empty ranking. Decay then prefers recent conversation over old
 conversation with the same relevance; the resident files (MEMORY / USER / SOUL / AGENTS.md)
 are exempt because they are the user's curated, always-current memory, however long ago
-they were last edited. Every fused item carries the numbers that produced its score so a
-surprising result can be explained to the user.
+they were last edited. Decay re-orders only the relevance pool (the most relevant keys by
+the undecayed score, ``relevance_pool``): with decay over every candidate, a recent row at
+the bottom of one list (RRF ≈ 1/90) outranked a 150-day-old first hit (2/61 × 0.03).
+Every fused item carries the numbers that produced its score so a surprising result can
+be explained to the user.
+
+Convex score fusion (``convex_scores``) is an opt-in departure from the spec's RRF
+(``MEMSTRATA_SEARCH_FUSION=convex``, docs/BENCHMARKS.md "Score fusion (opt-in)"): it keeps
+how far ahead of the rest a list's first hit is, which RRF's ranks forget.
 """
 
 from __future__ import annotations
@@ -14,17 +21,22 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 __all__ = [
+    "CONVEX_BM25_WEIGHT",
     "DAY_SECONDS",
     "HALF_LIFE_DAYS",
     "RESIDENT_FILES",
     "RRF_K",
     "Explained",
+    "Fusion",
+    "convex_scores",
     "decay_factor",
     "fuse",
     "is_resident",
+    "min_max",
+    "relevance_pool",
     "rrf_scores",
 ]
 
@@ -33,6 +45,11 @@ HALF_LIFE_DAYS = 30.0  # spec
 # Ages are in days; timestamps are in seconds.
 DAY_SECONDS = 86_400.0
 RESIDENT_FILES = frozenset({"memory.md", "user.md", "soul.md", "agents.md"})
+# How both lists are combined: the spec's RRF, or convex score fusion (opt-in).
+Fusion = Literal["rrf", "convex"]
+# BM25's share in convex fusion, fixed at an even split before it was measured (0.3 and
+# 0.7 each cost one of the two datasets: docs/BENCHMARKS.md).
+CONVEX_BM25_WEIGHT = 0.5
 
 K = TypeVar("K", bound=Hashable)
 
@@ -85,10 +102,18 @@ class Explained(Generic[K]):
     vector_rank: int | None
     age_days: float | None
     resident: bool
+    # The convex fusion score (before decay) when convex fusion ranked; None under RRF.
+    convex_score: float | None = None
+
+    @property
+    def relevance(self) -> float:
+        """The score before decay: the convex score when convex fusion ranked, else RRF."""
+        return self.rrf_score if self.convex_score is None else self.convex_score
 
     def explain(self) -> dict[str, float | int | bool | None]:
-        """The per-stage numbers a search hit carries as ``explain``."""
-        return {
+        """The per-stage numbers a search hit carries as ``explain`` (``convex_score``
+        only when convex fusion ranked: the RRF-ranked shape is unchanged)."""
+        out: dict[str, float | int | bool | None] = {
             "bm25_rank": self.bm25_rank,
             "vector_rank": self.vector_rank,
             "rrf_score": self.rrf_score,
@@ -96,6 +121,9 @@ class Explained(Generic[K]):
             "age_days": self.age_days,
             "resident": self.resident,
         }
+        if self.convex_score is not None:
+            out["convex_score"] = self.convex_score
+        return out
 
 
 def fuse(
@@ -109,11 +137,16 @@ def fuse(
     half_life_days: float = HALF_LIFE_DAYS,
     floor: float = 0.0,
     decay: bool = True,
+    pool: int | None = None,
+    scores: tuple[Mapping[K, float], Mapping[K, float]] | None = None,
 ) -> list[Explained[K]]:
     """Fuse two rankings into at most ``top_k`` explained results, best first.
 
     A key decays unless ``decay`` is off, it is marked resident, or its age is unknown
     (missing or None in ``ages_days``): an undated chunk is not evidence of staleness.
+    With ``pool``, decay orders the ``pool`` most relevant keys only and the rest follow
+    them (``relevance_pool``); None lets decay order every key. With ``scores`` (each
+    list's raw scores: BM25, cosine) keys are scored by ``convex_scores`` instead of RRF.
     Equal scores are ordered by the better of the two ranks, then by first appearance
     (BM25 ranking first, then vector ranking), so results are reproducible.
     """
@@ -122,6 +155,7 @@ def fuse(
     ages = ages_days or {}
     residents = resident or {}
     items: list[tuple[tuple[float, int, int], Explained[K]]] = []
+    convex = convex_scores(*scores) if scores is not None else {}
     for order, (key, rrf) in enumerate(rrf_scores([bm25_ranked, vector_ranked], k).items()):
         age = ages.get(key)
         is_res = residents.get(key, False)
@@ -131,20 +165,68 @@ def fuse(
         bm25_rank = bm25_ranks.get(key)
         vector_rank = vector_ranks.get(key)
         best_rank = min(r for r in (bm25_rank, vector_rank) if r is not None)
+        convex_score = convex.get(key, 0.0) if scores is not None else None
         item = Explained(
             key=key,
-            score=rrf * factor,
+            score=(rrf if convex_score is None else convex_score) * factor,
             rrf_score=rrf,
             decay_factor=factor,
             bm25_rank=bm25_rank,
             vector_rank=vector_rank,
             age_days=age,
             resident=is_res,
+            convex_score=convex_score,
         )
         items.append(((-item.score, best_rank, order), item))
-    items.sort(key=lambda pair: pair[0])
+    if decay and pool is not None:
+        items = relevance_pool(items, pool)
+    else:
+        items.sort(key=lambda pair: pair[0])
     ranked = [item for _, item in items]
     return ranked if top_k is None else ranked[: max(top_k, 0)]
+
+
+def relevance_pool(
+    items: Sequence[tuple[tuple[float, int, int], Explained[K]]], pool: int
+) -> list[tuple[tuple[float, int, int], Explained[K]]]:
+    """``items`` (sort key, fused item) with the ``pool`` most relevant first — by the
+    undecayed score, ties as ``fuse`` breaks them — ordered by their decayed score, then
+    the others, ordered the same way. Decay decides between relevant rows; it cannot lift
+    a recent row that matched poorly over an old answer."""
+
+    def relevance(pair: tuple[tuple[float, int, int], Explained[K]]) -> tuple[float, int, int]:
+        _, best_rank, order = pair[0]
+        return (-pair[1].relevance, best_rank, order)
+
+    by_relevance = sorted(items, key=relevance)
+    cut = max(pool, 0)
+    inside, outside = by_relevance[:cut], by_relevance[cut:]
+    return sorted(inside, key=lambda p: p[0]) + sorted(outside, key=lambda p: p[0])
+
+
+def min_max(scores: Mapping[K, float]) -> dict[K, float]:
+    """Scores mapped onto [0, 1] within one candidate list (all 1.0 when they are equal)."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    return {key: (s - lo) / (hi - lo) if hi > lo else 1.0 for key, s in scores.items()}
+
+
+def convex_scores(
+    bm25: Mapping[K, float], vector: Mapping[K, float], bm25_weight: float = CONVEX_BM25_WEIGHT
+) -> dict[K, float]:
+    """``w · bm25' + (1 − w) · cosine'`` over both candidate lists, each side min-max
+    normalised within its list (a key absent from a list gets that side's 0). Unlike RRF
+    it keeps how far ahead a list's first hit is: a row only one side finds, far better
+    than anything else there, is not outranked by rows both sides find mediocre — nor
+    rewarded for mere agreement. Keys in order of first appearance, BM25 list first."""
+    if not 0.0 <= bm25_weight <= 1.0:
+        raise ValueError(f"bm25_weight must be between 0 and 1, got {bm25_weight}")
+    nb, nv = min_max(bm25), min_max(vector)
+    return {
+        key: bm25_weight * nb.get(key, 0.0) + (1.0 - bm25_weight) * nv.get(key, 0.0)
+        for key in dict.fromkeys([*bm25, *vector])
+    }
 
 
 def _first_ranks(ranking: Sequence[K]) -> dict[K, int]:

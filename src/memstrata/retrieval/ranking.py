@@ -1,7 +1,8 @@
 """What a search ranks and answers with: both retrievers' candidates (``Candidates``), the
 time-decay policy (``DecayPolicy``), the ranking rule (``rank``: RRF over both rankings,
-then decay, through ``fusion.fuse``) and the hits and response (``SearchHit``,
-``SearchResponse``).
+then decay within the relevance pool (``decay_pool``), through ``fusion.fuse``; convex
+score fusion instead of RRF when asked, ``fusion_scores``) and the hits and response
+(``SearchHit``, ``SearchResponse``).
 
 Apart from ``search`` because none of it reads an index, the database or an embedder: the
 recall harness (``bench.harness``) and the benchmarks rank candidates they gathered
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memstrata.retrieval.fusion import DAY_SECONDS, HALF_LIFE_DAYS, RRF_K, fuse
+from memstrata.config import CANDIDATE_MULTIPLIER, MIN_CANDIDATES_DECAY
+from memstrata.retrieval.fusion import DAY_SECONDS, HALF_LIFE_DAYS, RRF_K, Fusion, fuse
 from memstrata.retrieval.rows import Row
 
 
@@ -75,6 +77,39 @@ class Candidates:
     rows: dict[int, Row]
     mode: str  # "hybrid" when a query vector met stored vectors, else "bm25"
     warnings: list[str] = field(default_factory=list)  # why a side could not take part
+    # Each side's raw scores by key (BM25, cosine) for convex fusion; a side that gave
+    # ranks only leaves its dict short and the ranking falls back to RRF.
+    bm25_scores: dict[int, float] = field(default_factory=dict)
+    vector_scores: dict[int, float] = field(default_factory=dict)
+
+
+def decay_pool(
+    top_k: int, multiplier: int = CANDIDATE_MULTIPLIER, minimum: int = MIN_CANDIDATES_DECAY
+) -> int:
+    """How many of the most relevant rows (by the fused score before decay) time decay
+    re-orders: as many as one side's candidates under decay, max(3 × top_k, 30). It does
+    not grow below 10 hits, so the first hits are the same at top_k 5 and 10
+    (docs/BENCHMARKS.md, "Decay within the relevant pool")."""
+    return max(multiplier * top_k, minimum)
+
+
+def fusion_scores(
+    found: Candidates, fusion: Fusion
+) -> tuple[dict[int, float], dict[int, float]] | None:
+    """Both sides' raw scores when ``fusion`` is convex and every candidate has one; None
+    (rank by RRF) otherwise — the spec's default, and the fallback for ranks only."""
+    if fusion != "convex":
+        return None
+    complete = all(k in found.bm25_scores for k in found.bm25) and all(
+        k in found.vector_scores for k in found.vector
+    )
+    if not complete:
+        return None
+    wanted_bm25, wanted_vector = set(found.bm25), set(found.vector)
+    return (
+        {k: v for k, v in found.bm25_scores.items() if k in wanted_bm25},
+        {k: v for k, v in found.vector_scores.items() if k in wanted_vector},
+    )
 
 
 def rank(
@@ -84,9 +119,13 @@ def rank(
     as_of: datetime | None,
     decay: DecayPolicy,
     rrf_k: int = RRF_K,
+    pool: int | None = None,
+    fusion: Fusion = "rrf",
 ) -> list[SearchHit]:
-    """RRF over both rankings, then time decay from ``as_of`` (default now): the best
-    ``top_k`` hits, explained. No age is negative, so no row outranks by being future."""
+    """RRF (or convex score fusion, ``fusion_scores``) over both rankings, then time decay
+    from ``as_of`` (default now) within the ``pool`` most relevant rows (default
+    ``decay_pool(top_k)``): the best ``top_k`` hits, explained. No age is negative, so no
+    row outranks by being future."""
     now_ts = (as_of or datetime.now(UTC)).timestamp()
     rows = found.rows
     fused = fuse(
@@ -99,6 +138,8 @@ def rank(
         half_life_days=decay.half_life_days,
         floor=decay.floor,
         decay=decay.enabled,
+        pool=decay_pool(top_k) if pool is None else pool,
+        scores=fusion_scores(found, fusion),
     )
     return [_hit(rows[f.key], f.score, f.explain()) for f in fused]
 

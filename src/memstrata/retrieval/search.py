@@ -2,9 +2,12 @@
 
 Each side contributes ``max(3 × top_k, min_candidates)`` candidates: the spec's 3 × top_k
 whenever it is larger, and a fixed minimum depth below that, so the first results of a
-search do not change with ``top_k``. The minimum is 50 with decay off and 30 with decay on,
-where a deeper pool lets decay lift recent rows that matched poorly (both chosen by
-measurement, docs/BENCHMARKS.md).
+search do not change with ``top_k``. The minimum is 50 with decay off and 30 with decay on
+(both chosen by measurement, docs/BENCHMARKS.md). Decay then re-orders only the
+relevance pool — the max(3 × top_k, 30) most relevant fused rows before decay — so a
+recent row that matched poorly cannot climb over an old answer. ``fusion="convex"``
+(``MEMSTRATA_SEARCH_FUSION``, opt-in, a measured departure from the spec) fuses both
+sides' min-max normalised scores instead of RRF.
 
 ``as_of`` (default now) is the moment the search is made from: ages, and so decay, are
 measured from it, and dated rows (conversations, notes) after it are left out. The
@@ -24,6 +27,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import get_args
 
 import numpy as np
 
@@ -37,20 +41,28 @@ from memstrata.errors import EmbeddingError, EmbeddingRejectedError, InvalidCont
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import IndexCache
+from memstrata.retrieval.candidate_rows import as_of_filter as as_of_filter
+from memstrata.retrieval.candidate_rows import bm25_top as bm25_top
+from memstrata.retrieval.candidate_rows import bm25_top_scored, source_filter
 from memstrata.retrieval.embeddings import (
     CircuitOpenError,
     EmbeddingLengthError,
     EmbeddingOutageError,
     EmbeddingProvider,
 )
-from memstrata.retrieval.fusion import RRF_K
+from memstrata.retrieval.fusion import RRF_K, Fusion
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
-from memstrata.retrieval.ranking import Candidates, DecayPolicy, SearchResponse, rank
+from memstrata.retrieval.ranking import (
+    Candidates,
+    DecayPolicy,
+    SearchResponse,
+    decay_pool,
+    rank,
+)
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.search_stats import SearchStats, stage_histogram
 from memstrata.retrieval.tokenize import tokenize
-from memstrata.retrieval.user_index import UserIndex
 from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.text import lone_surrogate_at
 
@@ -71,9 +83,13 @@ class SearchService:
         vector_backend: str = "memory",
         query_cache_entries: int = QUERY_CACHE_ENTRIES,
         warmer: IndexWarmer | None = None,
+        fusion: Fusion = "rrf",
     ) -> None:
         if vector_backend not in ("memory", "pgvector"):
             raise ValueError("vector_backend must be 'memory' or 'pgvector'")
+        if fusion not in get_args(Fusion):
+            raise ValueError(f"fusion must be one of {get_args(Fusion)}, got {fusion!r}")
+        self.fusion: Fusion = fusion
         self.vector_backend = vector_backend
         self.cache = cache
         # Query embeddings go through a bounded LRU (0 turns it off).
@@ -127,6 +143,11 @@ class SearchService:
             decaying = (decay or self.decay).enabled
             minimum = self.min_candidates_decay if decaying else self.min_candidates
         return max(top_k * self.candidate_multiplier, minimum)
+
+    def decay_pool(self, top_k: int) -> int:
+        """The most relevant rows decay re-orders (``ranking.decay_pool``), as deep as one
+        side's candidates under decay with this service's settings."""
+        return decay_pool(top_k, self.candidate_multiplier, self.min_candidates_decay)
 
     def search(
         self,
@@ -198,7 +219,15 @@ class SearchService:
         found = self.candidates(
             user_id, query, query_vector, self.candidate_depth(top_k), sources, as_of=as_of
         )
-        hits = rank(found, top_k=top_k, as_of=as_of, decay=self.decay, rrf_k=self.rrf_k)
+        hits = rank(
+            found,
+            top_k=top_k,
+            as_of=as_of,
+            decay=self.decay,
+            rrf_k=self.rrf_k,
+            pool=self.decay_pool(top_k),
+            fusion=self.fusion,
+        )
         elapsed = (time.perf_counter() - started) * 1000
         return SearchResponse(query, found.mode, hits, {"search": elapsed}, found.warnings)
 
@@ -217,12 +246,13 @@ class SearchService:
         model = self.model
         index = self.cache.get(user_id, model)
         with index.lock:
-            allowed = None if sources is None else _source_filter(index, set(sources))
+            allowed = None if sources is None else source_filter(index, set(sources))
             if as_of is not None:
                 allowed = as_of_filter(index, as_of.timestamp(), allowed)
             terms = tokenize(query)
-            bm25_ranked = bm25_top(index, terms, n, allowed)
-            vector_ranked: list[int] = []
+            bm25_hits = bm25_top_scored(index, terms, n, allowed)
+            bm25_ranked = [key for key, _ in bm25_hits]
+            vector_hits: list[tuple[int, float]] = []
             # A warm index whose vectors were all removed still has a VectorIndex: only
             # live vectors make the search hybrid.
             vectors = index.vectors if index.vectors is not None and len(index.vectors) else None
@@ -238,12 +268,13 @@ class SearchService:
             users_rows = len(index.rows)
             if query_vector is not None and vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
-                    vector_ranked = self._pgvector_top(user_id, query_vector, model, n, allowed)
+                    vector_hits = self._pgvector_top(user_id, query_vector, model, n, allowed)
                 else:
-                    vector_ranked = [key for key, _ in vectors.top_n(query_vector, n, allowed)]
-            keys = set(bm25_ranked) | set(vector_ranked)
+                    vector_hits = vectors.top_n(query_vector, n, allowed)
+            keys = set(bm25_ranked) | {key for key, _ in vector_hits}
             rows = {k: index.rows[k] for k in keys if k in index.rows}
-        vector_ranked = [k for k in vector_ranked if k in rows]
+        vector_hits = [(k, s) for k, s in vector_hits if k in rows]
+        vector_ranked = [k for k, _ in vector_hits]
         hybrid = query_vector is not None and vectors is not None
         warnings = side_warnings(
             embedder=self.embedder is not None or query_vector is not None,
@@ -254,7 +285,9 @@ class SearchService:
             other_length=other_length,
         )
         mode = "hybrid" if hybrid else "bm25"
-        return Candidates(bm25_ranked, vector_ranked, rows, mode, warnings)
+        return Candidates(
+            bm25_ranked, vector_ranked, rows, mode, warnings, dict(bm25_hits), dict(vector_hits)
+        )
 
     def _pgvector_top(
         self,
@@ -263,12 +296,12 @@ class SearchService:
         model: str,
         n: int,
         allowed: set[int] | None,
-    ) -> list[int]:
+    ) -> list[tuple[int, float]]:
+        """(key, cosine) pairs from pgvector, best first."""
         with self.cache.sessions() as session:
-            found = EmbeddingRepository(session, user_id).nearest(
+            return EmbeddingRepository(session, user_id).nearest(
                 query_vector.tolist(), model, n, None if allowed is None else sorted(allowed)
             )
-        return [key for key, _ in found]
 
 
 def query_failure(exc: Exception) -> str:
@@ -331,28 +364,6 @@ def side_warnings(
         hybrid = query_embedded and vectors
         warnings.append(NO_SEARCHABLE_WORDS + ("; results are by meaning only" if hybrid else ""))
     return warnings
-
-
-def bm25_top(index: UserIndex, tokens: list[str], n: int, allowed: set[int] | None) -> list[int]:
-    """The best ``n`` BM25 keys for ``tokens`` among ``allowed`` (None: every row)."""
-    if allowed is None:
-        return [key for key, _ in index.bm25.top_n(tokens, n)]
-    ranked = index.bm25.top_n(tokens, len(index.bm25))
-    return [key for key, _ in ranked if key in allowed][:n]
-
-
-def _source_filter(index: UserIndex, wanted: set[str]) -> set[int]:
-    return {k for k, r in index.rows.items() if r.source in wanted}
-
-
-def as_of_filter(index: UserIndex, as_of_ts: float, allowed: set[int] | None) -> set[int] | None:
-    """Rows that existed at ``as_of_ts``: resident files always, dated rows up to it
-    (None, meaning no filter, when nothing is excluded)."""
-    rows = index.rows
-    later = {k for k, r in rows.items() if r.created_at > as_of_ts and r.source != "memory"}
-    if not later:
-        return allowed
-    return (set(rows) if allowed is None else allowed) - later
 
 
 def _check_as_of(as_of: object) -> datetime | None:
