@@ -35,7 +35,8 @@ def test_locomo_recall() -> None:
         timeout=3600,
     )
     result = last_json(out.stdout)
-    assert set(result["recall"]) == {"bm25", "vector", "hybrid", "hybrid_spec_decay"}  # type: ignore[arg-type]
+    # At least the variants the issue names; the bench prints more (floors, convex, peers).
+    assert {"bm25", "vector", "hybrid", "hybrid_spec_decay"} <= set(result["recall"])  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
