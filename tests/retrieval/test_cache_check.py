@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import event, text
@@ -117,3 +118,35 @@ def test_a_closed_runtime_refuses_the_check(settings: Settings, db: Database) ->
     mem.close()
     with pytest.raises(RuntimeClosedError):
         mem.search.search("kim", "kite")
+
+
+def test_a_connection_in_use_when_the_pool_is_disposed_is_closed_not_pooled(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monitor disposes the pools when PostgreSQL is lost, so a smart shutdown is not
+    held up by idle connections; a search in flight then must not hand its connection back
+    to the pool, where it would hold the shutdown up again."""
+    _add(db, "ivy", ["a drum"])
+    reader = state_reader.StateReader(db.engine)
+    try:
+        reader.read("ivy")
+        assert reader.engine.pool.checkedin() == 1  # type: ignore[attr-defined]
+        real = state_reader.read_state
+        used: list[Any] = []
+
+        def disposed_meanwhile(cursor: Any, user_id: str) -> IndexState:
+            reader.dispose()  # as the monitor does, while this read holds its connection
+            used.append(cursor.connection)
+            return real(cursor, user_id)
+
+        monkeypatch.setattr(state_reader, "read_state", disposed_meanwhile)
+        assert reader.read("ivy") == IndexState(1, 0, 1)
+        # Closed at once: handed back to the disposed pool it would stay open until that
+        # pool is garbage-collected.
+        assert used[0].closed
+        assert reader.engine.pool.checkedin() == 0  # type: ignore[attr-defined]
+        monkeypatch.setattr(state_reader, "read_state", real)
+        assert reader.read("ivy") == IndexState(1, 0, 1)  # and it reconnects
+        assert reader.engine.pool.checkedin() == 1  # type: ignore[attr-defined]
+    finally:
+        reader.dispose()

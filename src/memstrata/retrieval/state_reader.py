@@ -60,11 +60,18 @@ class StateReader:
             connect_args=connect_args(url.render_as_string(hide_password=False)),
             hide_parameters=True,  # user ids stay out of error messages, as on the main pool
         )
+        # Disposals so far: a connection checked out before one and handed back after it
+        # is closed, not pooled. The database monitor disposes the pools when PostgreSQL is
+        # lost, so that a smart shutdown is not held up by idle connections; disposal only
+        # closes those idle at that moment, and a search in flight would otherwise put its
+        # connection back and hold the shutdown up (the main pool has the same rule).
+        self._disposals = 0
 
     def read(self, user_id: str) -> IndexState:
         dialect = self.engine.dialect
         error = dialect.loaded_dbapi.Error
         for attempt in (1, 2):
+            disposals = self._disposals
             try:
                 conn = self.engine.raw_connection()
             except error as exc:  # no connection at all: a retry would not find one either
@@ -82,11 +89,15 @@ class StateReader:
                 if not gone or attempt == 2:
                     raise _wrapped(exc, user_id, error, gone=gone) from exc
             finally:
+                if self._disposals != disposals and conn.dbapi_connection is not None:
+                    conn.invalidate()
                 conn.close()
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def dispose(self, _engine: Engine | None = None) -> None:
-        """Close the pooled connections (the reader stays usable: it reconnects)."""
+        """Close the pooled connections and those in use once handed back (the reader
+        stays usable: it reconnects)."""
+        self._disposals += 1
         self.engine.dispose()
 
 
