@@ -14,23 +14,7 @@ from memstrata.db.engine import transaction
 from memstrata.memory.store import MemoryStore
 from memstrata.retrieval.indexer import Indexer
 from memstrata.skills.repository import UserSkillConfigRepository
-from tests.cli.cli_env import clean_env, run_cli
-
-
-@pytest.fixture
-def boxes(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> Path:
-    root = tmp_path / "boxes"
-    clean_env(
-        monkeypatch,
-        tmp_path,
-        {
-            "MEMSTRATA_DATABASE_URL": pg_url,
-            "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-            "MEMSTRATA_SANDBOX_ROOT": str(root),
-            "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
-        },
-    )
-    return root
+from tests.cli.cli_env import run_cli
 
 
 def rows_of(db: Database, user_id: str) -> int:

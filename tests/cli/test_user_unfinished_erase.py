@@ -17,23 +17,7 @@ import pytest
 from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.erasing import aside_name, unfinished_erasures, user_of
-from tests.cli.cli_env import clean_env, run_cli
-
-
-@pytest.fixture
-def boxes(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> Path:
-    root = tmp_path / "boxes"
-    clean_env(
-        monkeypatch,
-        tmp_path,
-        {
-            "MEMSTRATA_DATABASE_URL": pg_url,
-            "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-            "MEMSTRATA_SANDBOX_ROOT": str(root),
-            "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
-        },
-    )
-    return root
+from tests.cli.cli_env import run_cli
 
 
 def cut_short(root: Path, user_id: str) -> Path:
