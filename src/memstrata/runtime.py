@@ -42,6 +42,7 @@ from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
+from memstrata.retrieval.state_reader import state_reader, while_open
 from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.retrieval.warmer import IndexWarmer
@@ -152,6 +153,8 @@ class Memstrata:
             settings.search_cache_users,
             settings.search_cache_bytes,
             SnapshotWriter(sessions, settings.index_snapshot_min_rows),
+            # The check before every search, on the reader of the database's own engine.
+            states=while_open(state_reader(db.engine).read, sessions),
         )
         search = SearchService(
             cache,

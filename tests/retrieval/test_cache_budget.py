@@ -137,7 +137,9 @@ def test_writes_update_the_accounting(seeded: Database) -> None:
     assert after > before * 1.5
 
 
-def test_the_estimate_is_an_upper_bound_of_measured_memory(seeded: Database) -> None:
+def test_the_estimate_is_above_the_heap_the_index_holds(seeded: Database) -> None:
+    """The Python heap is a floor of the estimate, whose figures add what a process was
+    measured to keep resident beyond it (checked against RSS in test_cache_memory)."""
     _write(seeded, "big", 300, 9)
     cache = IndexCache(seeded.sessions)
     with seeded.sessions() as session:
@@ -152,7 +154,7 @@ def test_the_estimate_is_an_upper_bound_of_measured_memory(seeded: Database) -> 
     measured = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     estimate = index.approx_bytes()
-    assert measured <= estimate <= measured * 1.6, (measured, estimate)
+    assert measured <= estimate, (measured, estimate)
     assert cache.max_bytes is None
 
 
@@ -163,11 +165,12 @@ def _recounted(index: UserIndex) -> int:
 
     vectors = index.vectors.nbytes() if index.vectors is not None else 0
     return (
-        sum(sys.getsizeof(r.text) for r in index.rows.values())
+        user_index.INDEX_BYTES
+        + sum(sys.getsizeof(r.text) for r in index.rows.values())
         + vectors
-        + user_index._ROW_BYTES * len(index.rows)
-        + user_index._PAIR_BYTES * index.bm25.posting_count()
-        + user_index._TERM_BYTES * index.bm25.term_count()
+        + user_index.ROW_BYTES * len(index.rows)
+        + user_index.POSTING_BYTES * index.bm25.posting_count()
+        + user_index.TERM_BYTES * index.bm25.term_count()
     )
 
 

@@ -37,6 +37,20 @@ def test_the_check_reads_one_users_state(db: Database) -> None:
     assert reader.read("nobody") == IndexState(0, 0, 0)
 
 
+def test_the_cache_checks_through_the_reader_it_is_given(db: Database) -> None:
+    """The composition root hands the cache its check (``states``, as ``Memstrata.open``
+    does with its engine's reader); the cache then reads on that reader's pool."""
+    _add(db, "lou", ["a paper kite"])
+    reader = state_reader.StateReader(db.engine)
+    try:
+        cache = IndexCache(db.sessions, states=reader.read)
+        for _ in range(2):  # a load, then a check: on the reader given
+            assert len(cache.get("lou", None).rows) == 1
+        assert reader.engine.pool.checkedin() == 1  # type: ignore[attr-defined]
+    finally:
+        reader.dispose()
+
+
 @pytest.fixture
 def own_server(tmp_path: Path) -> Iterator[tuple[EmbeddedPostgres, Database]]:
     """A PostgreSQL of this test's own, to restart without disturbing the session's."""

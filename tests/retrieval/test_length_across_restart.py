@@ -26,7 +26,8 @@ from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.length_watch import majority_length
 from memstrata.retrieval.records import NewChunk
-from memstrata.retrieval.search import OTHER_LENGTH, SearchService
+from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.search_warnings import OTHER_LENGTH
 
 from .fault_server import FaultServer
 from .stored import insert_rows

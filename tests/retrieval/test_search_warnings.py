@@ -17,11 +17,11 @@ from memstrata.retrieval.embeddings import (
     OpenAICompatibleEmbedder,
 )
 from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.search import (
+from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.search_warnings import (
     NO_EMBEDDING_API,
     NO_SEARCHABLE_WORDS,
     NO_VECTORS_YET,
-    SearchService,
     query_failure,
 )
 

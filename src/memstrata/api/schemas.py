@@ -168,6 +168,13 @@ class Explain(BaseModel):
     decay_factor: float = Field(description="Time-decay multiplier (1 for resident files).")
     age_days: float | None
     resident: bool = Field(description="USER/MEMORY/SOUL/AGENTS.md: never decays.")
+    # Only convex fusion ranks by it, so only then does the search give one.
+    convex_score: float | None = Field(
+        default=None,
+        description="When MEMSTRATA_SEARCH_FUSION=convex ranked: the convex fusion score "
+        "before decay (a weighted sum of the BM25 and cosine scores, each min-max normalised "
+        "over its candidates); null under RRF.",
+    )
 
 
 class SearchHitBody(BaseModel):

@@ -9,12 +9,11 @@ row ids against the ids held. That works across processes with no extra channel,
 primary-key lookup per search, and an append-only conversation stream refreshes by reading
 just its new rows.
 
-What the byte budget counts is resident memory: ``charged_bytes`` turns an index's
-estimate (``UserIndex.approx_bytes``, calibrated against the Python heap) into the RSS a
-process was measured to hold for it; and once loads and evictions have moved a lot, the
-C allocator is asked to return its free pages (``trim_allocator``), which it otherwise
-keeps — one heap per thread that loaded (docs/BENCHMARKS.md, "Search cache memory (RSS vs
-estimate)").
+What the byte budget counts is resident memory: each index's own estimate
+(``UserIndex.approx_bytes``, calibrated against the RSS a process was measured to hold for
+it); and once loads and evictions have moved a lot, the C allocator is asked to return its
+free pages (``trim_allocator``), which it otherwise keeps — one heap per thread that loaded
+(docs/BENCHMARKS.md, "Search cache memory (RSS vs estimate)").
 """
 
 from __future__ import annotations
@@ -42,21 +41,11 @@ from memstrata.retrieval.query_cache import CachedQueryEmbedder, QueryCacheStats
 from memstrata.retrieval.records import IndexState
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
-from memstrata.retrieval.state_reader import state_reader
+from memstrata.retrieval.state_reader import StateSource, reader_of
 from memstrata.retrieval.user_index import UserIndex
 
 logger = logging.getLogger(__name__)
 
-# What a held index costs in resident memory (RSS) beyond its heap estimate: per row and
-# per (term, row) posting — the interpreter's pools keep the garbage of the index's own
-# load among its objects, which no trim returns — and per index however empty (1.7 KiB
-# measured). Fitted to the RSS of fresh processes holding one index of 1k, 3k and 10k
-# English and Chinese rows after a trim (1.41–1.51 × the estimate), rounded up so the
-# charge stays 7–22 % above each (docs/BENCHMARKS.md, "Search cache memory (RSS vs
-# estimate)"). Vectors need nothing more: one numpy matrix, resident as counted.
-RSS_PER_ROW = 2048
-RSS_PER_POSTING = 56
-INDEX_BASE_BYTES = 2048
 # Loads and evictions that moved this many charged bytes since the allocator was last
 # trimmed trim it again: a 10k-row load leaves ~60 MiB of freed memory in its thread's
 # heap, which a trim returns in 6–16 ms (31 ms the slowest seen); below this a trim frees
@@ -66,16 +55,6 @@ TRIM_AFTER_BYTES = 32 * 1024 * 1024
 # 8 MiB of the default 512 MiB, ~2,300 entries of a 384-d model (its 1,024-entry cap binds
 # first) or ~390 of a 2560-d one.
 QUERY_CACHE_SHARE = 1 / 64
-
-
-def charged_bytes(estimate: int, rows: int, postings: int) -> int:
-    """What the byte budget counts for an index of ``rows`` rows and ``postings`` (term,
-    row) pairs whose ``approx_bytes`` is ``estimate``: the RSS it was measured to hold."""
-    return INDEX_BASE_BYTES + estimate + RSS_PER_ROW * rows + RSS_PER_POSTING * postings
-
-
-def _charge(index: UserIndex) -> int:
-    return charged_bytes(index.approx_bytes(), len(index.rows), index.bm25.posting_count())
 
 
 def query_share(max_bytes: int | None) -> int | None:
@@ -134,11 +113,15 @@ class IndexCache:
     """LRU of ``UserIndex`` objects, refreshed against the database generation.
 
     Bounded by ``max_users`` and, when given, by ``max_bytes`` (the sum of the indexes'
-    ``charged_bytes``): least recently used users are evicted until both hold. The index
+    ``approx_bytes``): least recently used users are evicted until both hold. The index
     just searched is never evicted by its own search, so one user larger than the whole
     budget is still served (and goes at the next search of anyone else). Once loads and
     evictions have moved ``trim_after_bytes`` since the last trim, the search that saw it
     trims the allocator (None: never).
+
+    ``states`` is the check before every search (``retrieval.state_reader``): the runtime
+    passes its engine's reader, refused once the runtime is closed; without one the cache
+    takes the shared reader of the engine ``sessions`` binds to (``reader_of``).
     """
 
     def __init__(
@@ -148,8 +131,11 @@ class IndexCache:
         max_bytes: int | None = None,
         snapshots: snapshot.SnapshotWriter | None = None,
         trim_after_bytes: int | None = TRIM_AFTER_BYTES,
+        *,
+        states: StateSource | None = None,
     ) -> None:
         self.sessions = sessions
+        self.states: StateSource = states if states is not None else reader_of(sessions)
         self.max_users = max_users
         self.max_bytes = max_bytes
         self.snapshots = snapshots  # None: neither read nor write index snapshots
@@ -193,7 +179,7 @@ class IndexCache:
             self._evict(keep=key)
         with index.lock:
             changed = self._refresh(index)
-            size = _charge(index) if changed else None
+            size = index.approx_bytes() if changed else None
         if size is not None:
             with self._lock:
                 if self._entries.get(key) is index:  # not evicted meanwhile
@@ -301,12 +287,9 @@ class IndexCache:
 
     def _is_current(self, index: UserIndex) -> bool:
         """Whether the database's generation is still the index's: the check before every
-        search, one autocommit statement on a pool of its own (``state_reader``); the
-        REPEATABLE READ transaction is opened only to load. A closed runtime refuses it."""
-        if getattr(self.sessions, "closed", False):  # a runtime's ClosableSessions
-            self.sessions()  # raises its RuntimeClosedError, as every session did here
-        reader = state_reader(self.sessions.kw["bind"])
-        return reader.read(index.user_id).generation == index.generation
+        search (``states``), one autocommit statement on a pool of its own; the REPEATABLE
+        READ transaction is opened only to load."""
+        return self.states(index.user_id).generation == index.generation
 
     def _loading(self) -> AbstractContextManager[None]:
         return self.snapshots.loading() if self.snapshots is not None else nullcontext()

@@ -18,7 +18,9 @@ Resident files (MEMORY / USER / SOUL / AGENTS.md) never decay; conversations and
 decay by ``floor + (1 − floor) · 0.5^(age / half_life)`` (floor 0 is the spec's plain
 exponential). Without an embedding API — or when the query's embedding fails — the vector
 side is empty and the result is pure BM25 ranking, fused the same way. The ranking rule
-and the result types are in ``retrieval.ranking``.
+and the result types are in ``retrieval.ranking``, the checks of a search's arguments in
+``retrieval.search_input``, and what the caller is told about a side that could not take
+part in ``retrieval.search_warnings``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import get_args
 
 import numpy as np
@@ -37,21 +39,16 @@ from memstrata.config import (
     MIN_CANDIDATES_DECAY,
     QUERY_CACHE_ENTRIES,
 )
-from memstrata.errors import EmbeddingError, EmbeddingRejectedError, InvalidContentError
+from memstrata.errors import EmbeddingError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.candidate_rows import as_of_filter as as_of_filter
 from memstrata.retrieval.candidate_rows import bm25_top as bm25_top
 from memstrata.retrieval.candidate_rows import bm25_top_scored, source_filter
-from memstrata.retrieval.embeddings import (
-    CircuitOpenError,
-    EmbeddingLengthError,
-    EmbeddingOutageError,
-    EmbeddingProvider,
-)
+from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import RRF_K, Fusion
-from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+from memstrata.retrieval.limits import DEFAULT_TOP_K
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.ranking import (
     Candidates,
@@ -61,10 +58,15 @@ from memstrata.retrieval.ranking import (
     rank,
 )
 from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.search_input import check_as_of, check_query, check_sources, check_top_k
 from memstrata.retrieval.search_stats import SearchStats, stage_histogram
+
+# OTHER_LENGTH and query_failure: re-exported for callers that import them from here.
+from memstrata.retrieval.search_warnings import OTHER_LENGTH as OTHER_LENGTH
+from memstrata.retrieval.search_warnings import query_failure as query_failure
+from memstrata.retrieval.search_warnings import side_warnings
 from memstrata.retrieval.tokenize import tokenize
 from memstrata.retrieval.warmer import IndexWarmer
-from memstrata.text import lone_surrogate_at
 
 logger = logging.getLogger(__name__)
 
@@ -161,10 +163,10 @@ class SearchService:
         """Search one user's memory as of ``as_of`` (default now). Only that user's rows
         are ever read."""
         validate_user_id(user_id)
-        query = _check_query(query)
-        top_k = _check_top_k(top_k)
-        wanted = _check_sources(sources)
-        as_of = _check_as_of(as_of)
+        query = check_query(query)
+        top_k = check_top_k(top_k)
+        wanted = check_sources(sources)
+        as_of = check_as_of(as_of)
         warnings: list[str] = []
         vector: np.ndarray | None = None
         embed_ms = 0.0
@@ -302,105 +304,3 @@ class SearchService:
             return EmbeddingRepository(session, user_id).nearest(
                 query_vector.tolist(), model, n, None if allowed is None else sorted(allowed)
             )
-
-
-def query_failure(exc: Exception) -> str:
-    """Why the query embedding failed, in words for the person or agent who searched (the
-    exception's name meant nothing to them; its text, naming the API's address, goes to
-    the log only)."""
-    if isinstance(exc, CircuitOpenError):
-        if isinstance(exc.last_failure, EmbeddingLengthError):
-            return f"{OTHER_LENGTH_ANSWER} and is not asked again for a moment"
-        return "the embedding service failed repeatedly and is not asked again for a moment"
-    if isinstance(exc, EmbeddingLengthError):
-        return OTHER_LENGTH_ANSWER
-    if isinstance(exc, EmbeddingOutageError):
-        return "the embedding service is unreachable or did not answer in time"
-    if isinstance(exc, EmbeddingRejectedError):
-        return "the embedding service refused the query"
-    return "the embedding service gave an unusable answer"
-
-
-OTHER_LENGTH_ANSWER = (
-    "the embedding service answered with vectors of another length than the embedding "
-    "model's (a configuration or model change)"
-)
-NO_EMBEDDING_API = "no embedding API is configured: searched with BM25 only"
-NO_VECTORS_YET = (
-    "none of this user's rows has a vector of the embedding model yet (they are embedded "
-    "in the background): searched with BM25 only"
-)
-OTHER_LENGTH = (
-    "the embedding model's vectors changed length and none of this user's stored vectors "
-    "has the new length yet (they are embedded again in the background): searched with "
-    "BM25 only"
-)
-NO_SEARCHABLE_WORDS = (
-    "the query has no searchable words (only common words, punctuation or symbols), so "
-    "keyword search matched nothing"
-)
-
-
-def side_warnings(
-    *,
-    embedder: bool,
-    query_embedded: bool,
-    vectors: bool,
-    rows: int,
-    terms: bool,
-    other_length: bool = False,
-) -> list[str]:
-    """What the caller should know about a side of the search that could not take part.
-    A failed query embedding is reported where it happens (``SearchService.search``).
-    ``other_length``: the user's vectors have another length than the query's."""
-    warnings = []
-    if not embedder:
-        warnings.append(NO_EMBEDDING_API)
-    elif query_embedded and other_length:
-        warnings.append(OTHER_LENGTH)
-    elif query_embedded and not vectors and rows:
-        warnings.append(NO_VECTORS_YET)
-    if not terms:
-        hybrid = query_embedded and vectors
-        warnings.append(NO_SEARCHABLE_WORDS + ("; results are by meaning only" if hybrid else ""))
-    return warnings
-
-
-def _check_as_of(as_of: object) -> datetime | None:
-    if as_of is None:
-        return None
-    if not isinstance(as_of, datetime):
-        raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)")
-    return as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=UTC)
-
-
-def _check_query(query: object) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidContentError("query must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InvalidContentError(f"query is longer than {MAX_QUERY_CHARS} characters")
-    if (at := lone_surrogate_at(query)) is not None:  # the embedding request cannot carry it
-        raise InvalidContentError(
-            f"query is not valid Unicode: it contains a lone surrogate "
-            f"({query[at]!r} at character {at})"
-        )
-    return query
-
-
-def _check_top_k(top_k: object) -> int:
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidContentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
-    return top_k
-
-
-def _check_sources(sources: Sequence[str] | None) -> list[str] | None:
-    if sources is None:
-        return None
-    if isinstance(sources, str):
-        sources = [sources]
-    unknown = [s for s in sources if s not in SOURCES]
-    if unknown or not sources:
-        raise InvalidContentError(
-            f"sources must be a non-empty list drawn from {', '.join(SOURCES)}; got {list(sources)}"
-        )
-    return list(sources)

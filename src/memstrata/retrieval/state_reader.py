@@ -11,21 +11,32 @@ SQLAlchemy's (``OperationalError`` …), which the API answers with 503 as befor
 One reader per engine, shared by every ``IndexCache`` on it, on the engine's URL and
 connection arguments (so ``sslmode`` and the other options of ``MEMSTRATA_DATABASE_URL``
 apply), and disposed whenever that engine is: ``Database.close`` (a runtime's close), and
-the database monitor's disposal when PostgreSQL is lost.
+the database monitor's disposal when PostgreSQL is lost. The runtime, which builds the
+cache over its database, hands the cache its engine's reader (``state_reader``), refused
+once the runtime is closed (``while_open``).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import POOL_TIMEOUT_S, connect_args
+from memstrata.errors import RuntimeClosedError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.records import IndexState
+
+if TYPE_CHECKING:
+    from memstrata.db.database import ClosableSessions
+
+# The check itself, as the cache calls it: a user's state by user id.
+StateSource = Callable[[str], IndexState]
 
 _STATE_SQL = (
     "SELECT generation, removals, counted_writes FROM memory_index_state WHERE user_id = %s"
@@ -120,3 +131,25 @@ def state_reader(engine: Engine) -> StateReader:
             reader = _readers[engine] = StateReader(engine)
             event.listen(engine, "engine_disposed", reader.dispose)
         return reader
+
+
+def reader_of(sessions: sessionmaker[Session]) -> StateSource:
+    """The shared reader of the engine ``sessions`` binds its sessions to, as a session
+    names it (``Session.get_bind``; making one connects nothing): for callers that hold a
+    session factory only — tests, benchmarks, maintenance tools."""
+    with sessions() as session:
+        bind = session.get_bind()
+    return state_reader(bind if isinstance(bind, Engine) else bind.engine).read
+
+
+def while_open(read: StateSource, sessions: ClosableSessions) -> StateSource:
+    """``read`` until ``sessions`` is closed, then ``RuntimeClosedError`` as every one of its
+    sessions raises: a closed runtime refuses the check too, although the check takes none
+    of its sessions."""
+
+    def checked(user_id: str) -> IndexState:
+        if sessions.closed:
+            raise RuntimeClosedError(sessions.message)
+        return read(user_id)
+
+    return checked

@@ -17,12 +17,22 @@ from memstrata.retrieval.rows import Row, source_of
 from memstrata.retrieval.terms import decode_terms, round_day
 from memstrata.retrieval.vector_index import VectorIndex
 
-# Measured per-item heap costs (see UserIndex.approx_bytes): a Row with its dict entry and
-# BM25 slot; one (term, row) pair — the row's term tuple entry, the term string it keeps,
-# the posting's slot and tf; one distinct term's postings object and dict entry.
-_ROW_BYTES = 200
-_PAIR_BYTES = 90
-_TERM_BYTES = 250
+# What a held index costs in resident memory (RSS), per item (``UserIndex.approx_bytes``):
+# - a row: 200 bytes of heap (the Row, its dict entry and BM25 slot) + 2,048 of the load's
+#   own garbage, which the interpreter's pools keep among the index's objects and no trim
+#   returns;
+# - a (term, row) posting: 90 bytes of heap (the row's term tuple entry, the term string it
+#   keeps, the posting's slot and tf) + 56 of that garbage;
+# - a distinct term: 250 bytes of heap (its postings object and dict entry);
+# - an index however empty: 2 KiB (1.7 KiB measured).
+# The heap parts were measured with tracemalloc on LoCoMo rows, ~10 % above; the rest was
+# fitted to the RSS of fresh processes holding one index of 1k, 3k and 10k English and
+# Chinese rows after a trim (1.41–1.51 × the heap alone) and rounded up, so the estimate
+# stays 7–22 % above each (docs/BENCHMARKS.md, "Search cache memory (RSS vs estimate)").
+ROW_BYTES = 2248
+POSTING_BYTES = 146
+TERM_BYTES = 250
+INDEX_BYTES = 2048
 
 
 class UserIndex:
@@ -142,18 +152,20 @@ class UserIndex:
         return changed
 
     def approx_bytes(self) -> int:
-        """Heap bytes this index holds, from counts; calibrated against tracemalloc.
+        """Resident bytes (RSS) this index holds, from counts: what the search cache's
+        byte budget charges for it (``retrieval.cache``).
 
-        Exact for the texts (``sys.getsizeof``) and the vector matrix; the rest is
-        per-row, per-(term, row) and per-term constants measured with tracemalloc on
-        LoCoMo rows (``benchmarks/load/cache_memory.py``), chosen so the estimate runs ~10 %
-        above the measurement rather than below: the byte budget is an upper bound.
+        Exact for the texts (``sys.getsizeof``) and the vector matrix — one numpy array,
+        resident as counted; the rest is the per-row, per-posting, per-term and per-index
+        constants above, chosen to run above the measurement rather than below: the byte
+        budget is an upper bound.
         """
         vectors = self.vectors.nbytes() if self.vectors is not None else 0
         return (
-            self._text_bytes
+            INDEX_BYTES
+            + self._text_bytes
             + vectors
-            + _ROW_BYTES * len(self.rows)
-            + _PAIR_BYTES * self.bm25.posting_count()
-            + _TERM_BYTES * self.bm25.term_count()
+            + ROW_BYTES * len(self.rows)
+            + POSTING_BYTES * self.bm25.posting_count()
+            + TERM_BYTES * self.bm25.term_count()
         )

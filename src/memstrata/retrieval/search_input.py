@@ -1,0 +1,51 @@
+"""What a search accepts: the checks of its arguments, each with the message a caller gets
+(an ``InvalidContentError``; 422 over HTTP). The bounds are in ``retrieval.limits``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from memstrata.errors import InvalidContentError
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+from memstrata.text import lone_surrogate_at
+
+
+def check_as_of(as_of: object) -> datetime | None:
+    if as_of is None:
+        return None
+    if not isinstance(as_of, datetime):
+        raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)")
+    return as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=UTC)
+
+
+def check_query(query: object) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidContentError("query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidContentError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    if (at := lone_surrogate_at(query)) is not None:  # the embedding request cannot carry it
+        raise InvalidContentError(
+            f"query is not valid Unicode: it contains a lone surrogate "
+            f"({query[at]!r} at character {at})"
+        )
+    return query
+
+
+def check_top_k(top_k: object) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidContentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+    return top_k
+
+
+def check_sources(sources: Sequence[str] | None) -> list[str] | None:
+    if sources is None:
+        return None
+    if isinstance(sources, str):
+        sources = [sources]
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown or not sources:
+        raise InvalidContentError(
+            f"sources must be a non-empty list drawn from {', '.join(SOURCES)}; got {list(sources)}"
+        )
+    return list(sources)

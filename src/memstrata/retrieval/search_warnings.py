@@ -1,0 +1,75 @@
+"""What a search tells its caller about a side that could not take part: the words for a
+failed query embedding (``query_failure``) and the warnings of a side left out
+(``side_warnings``). The cause of a failure goes to the log; these words go to the person
+or agent who searched, so they never name the embedding API's address."""
+
+from __future__ import annotations
+
+from memstrata.errors import EmbeddingRejectedError
+from memstrata.retrieval.embeddings import (
+    CircuitOpenError,
+    EmbeddingLengthError,
+    EmbeddingOutageError,
+)
+
+
+def query_failure(exc: Exception) -> str:
+    """Why the query embedding failed, in words for the person or agent who searched (the
+    exception's name meant nothing to them; its text, naming the API's address, goes to
+    the log only)."""
+    if isinstance(exc, CircuitOpenError):
+        if isinstance(exc.last_failure, EmbeddingLengthError):
+            return f"{OTHER_LENGTH_ANSWER} and is not asked again for a moment"
+        return "the embedding service failed repeatedly and is not asked again for a moment"
+    if isinstance(exc, EmbeddingLengthError):
+        return OTHER_LENGTH_ANSWER
+    if isinstance(exc, EmbeddingOutageError):
+        return "the embedding service is unreachable or did not answer in time"
+    if isinstance(exc, EmbeddingRejectedError):
+        return "the embedding service refused the query"
+    return "the embedding service gave an unusable answer"
+
+
+OTHER_LENGTH_ANSWER = (
+    "the embedding service answered with vectors of another length than the embedding "
+    "model's (a configuration or model change)"
+)
+NO_EMBEDDING_API = "no embedding API is configured: searched with BM25 only"
+NO_VECTORS_YET = (
+    "none of this user's rows has a vector of the embedding model yet (they are embedded "
+    "in the background): searched with BM25 only"
+)
+OTHER_LENGTH = (
+    "the embedding model's vectors changed length and none of this user's stored vectors "
+    "has the new length yet (they are embedded again in the background): searched with "
+    "BM25 only"
+)
+NO_SEARCHABLE_WORDS = (
+    "the query has no searchable words (only common words, punctuation or symbols), so "
+    "keyword search matched nothing"
+)
+
+
+def side_warnings(
+    *,
+    embedder: bool,
+    query_embedded: bool,
+    vectors: bool,
+    rows: int,
+    terms: bool,
+    other_length: bool = False,
+) -> list[str]:
+    """What the caller should know about a side of the search that could not take part.
+    A failed query embedding is reported where it happens (``SearchService.search``).
+    ``other_length``: the user's vectors have another length than the query's."""
+    warnings = []
+    if not embedder:
+        warnings.append(NO_EMBEDDING_API)
+    elif query_embedded and other_length:
+        warnings.append(OTHER_LENGTH)
+    elif query_embedded and not vectors and rows:
+        warnings.append(NO_VECTORS_YET)
+    if not terms:
+        hybrid = query_embedded and vectors
+        warnings.append(NO_SEARCHABLE_WORDS + ("; results are by meaning only" if hybrid else ""))
+    return warnings
