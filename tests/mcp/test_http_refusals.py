@@ -17,7 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from starlette.types import Message, Scope
 
+from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.serve_process import running_serve
 from tests.log_lines import events_in
 from tests.mcp.messages import INIT, MCP_HEADERS
@@ -383,6 +386,30 @@ def test_calls_of_the_wrong_shape_say_what_to_send(served: Served) -> None:
     assert len(served.events("mcp.tool", user)) >= 2
 
 
+def test_a_timestamp_that_is_no_string_is_refused_in_the_same_words_as_on_rest(
+    served: Served,
+) -> None:
+    """One rule for REST and MCP: a number was read as seconds since 1970 by both."""
+    user = "refuse-timestamp"
+    turn = {"turn_index": 0, "user_message": "zebra", "timestamp": 1767261600}
+    rule = "timestamp: Input should be an ISO 8601 date-time string, not a number"
+    rest = httpx.post(
+        f"{served.url}/api/memory/conversations/s1/turns", headers=bearer(user), json=turn
+    )
+    assert rest.status_code == 422, rest.text
+    assert rest.json()["detail"] == f"invalid request: body.{rule}"
+    search = {"query": "zebra", "as_of": 1767261600}  # the same rule for REST's other time
+    dated = httpx.post(f"{served.url}/api/memory/search", headers=bearer(user), json=search)
+    assert dated.status_code == 422, dated.text
+    assert dated.json()["detail"] == f"invalid request: body.as_of: {rule.partition(': ')[2]}"
+    session = open_session(served, user)
+    params = {"name": "conversation_index_turn", "arguments": {"session_id": "s1", **turn}}
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+    result = answer(httpx.post(served.mcp, headers=session, json=call))["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith(f"error: invalid request: {rule}; ")
+
+
 SDK_REFUSALS = [
     # what the SDK itself answers, after the gate: (method, headers, status, message)
     (
@@ -441,3 +468,79 @@ def test_what_the_sdk_refuses_itself_comes_in_the_one_error_shape(
     expected = refusal(codes.get(status, "error"), message)
     assert response.json() == expected
     assert int(response.headers["content-length"]) == len(response.content)
+    assert "mcp-session-id" not in response.headers
+
+
+@pytest.mark.anyio
+async def test_a_session_being_ended_is_refused_like_an_ended_one() -> None:
+    """Between its idle timeout and the SDK forgetting it, a session's own transport
+    answers for it: "Not Found: Session has been terminated", with its id and no word on
+    how to go on. Here that transport itself, ended, answers a request through the gate's
+    wrapper."""
+    session_id = "a" * 32
+    transport = StreamableHTTPServerTransport(mcp_session_id=session_id)
+    await transport.terminate()
+    headers = {**MCP_HEADERS, **JSON, "host": "127.0.0.1:1", "mcp-session-id": session_id}
+    scope: Scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": json.dumps(INIT).encode(), "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await transport.handle_request(scope, receive, in_error_shape(send))
+    start, body = sent
+    assert start["status"] == 404
+    assert b"mcp-session-id" not in dict(start["headers"])
+    message = (
+        "Not Found: Session has been terminated: the MCP session has ended (idle timeout, a "
+        "restart, or it lives on another replica): send initialize again and use the new "
+        "Mcp-Session-Id"
+    )
+    assert json.loads(body["body"]) == refusal("not_found", message)
+
+
+def test_no_refusal_names_a_session(served: Served) -> None:
+    """The SDK sent the id of the session it had just made for (and dropped with) a refused
+    request without one, and its own session's id with every refusal inside a session: a
+    client could take up an id that answers nothing. A refusal names no session now."""
+    user = "refuse-no-session-id"
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    loose = {**MCP_HEADERS, **bearer(user), **JSON}
+    session = open_session(served, user)
+    ended = open_session(served, user)
+    assert httpx.delete(served.mcp, headers=ended).status_code == 200
+    no_stream = {"Accept": "application/json"}
+    no_token = {k: v for k, v in session.items() if k != "Authorization"}
+    cases: list[tuple[str, str, dict[str, str], dict[str, Any], int]] = [
+        # no session yet: the SDK made one for the request, refused it and dropped it
+        ("a request before initialize", "POST", loose, call, 400),
+        ("a notification before initialize", "POST", loose, note, 400),
+        ("a GET without a session", "GET", loose, call, 400),
+        ("a GET not accepting a stream", "GET", {**loose, **no_stream}, call, 406),
+        ("another method", "PUT", loose, call, 405),
+        # a session that does not exist, or not for this token
+        ("an unknown session", "POST", {**session, "mcp-session-id": "f" * 32}, call, 404),
+        ("an ended session", "POST", ended, call, 404),
+        ("another user's session", "POST", {**session, **bearer("someone-else")}, call, 404),
+        ("no token", "POST", no_token, call, 401),
+        ("an expired token", "POST", {**session, **bearer(user, ttl=-60)}, call, 401),
+        # a live session: the client sent its id, a refusal need not repeat it
+        ("another method in a session", "PUT", session, call, 405),
+        ("a GET not accepting a stream in a session", "GET", {**session, **no_stream}, call, 406),
+    ]
+    for what, method, headers, body, status in cases:
+        response = httpx.request(method, served.mcp, headers=headers, json=body)
+        assert response.status_code == status, (what, response.text)
+        assert "mcp-session-id" not in response.headers, what
+    # the open session still answers
+    assert "tools" in answer(httpx.post(served.mcp, headers=session, json=call))["result"]

@@ -41,6 +41,28 @@ async def test_resources_are_the_four_files(connect: ClientFactory, mem: Memstra
     assert contents["AGENTS.md"] == (mem.templates.agents_md(), None)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_resources_meta_is_the_same_in_both_protocol_eras(
+    connect: ClientFactory, mode: str
+) -> None:
+    """The SDK sends a 2026-07-28 result without the null values of its ``_meta`` and a
+    handshake-era one with them: AGENTS.md's ``version: null`` was there in one era and
+    missing in the other. ``_meta`` now holds no null, so it reads the same in both."""
+    async with connect(f"meta-{mode}", mode=mode) as client:
+        metas = {}
+        for name in ("soul", "user", "memory", "agents"):
+            read = await client.read_resource(f"memstrata://files/{name}")
+            (item,) = read.contents
+            metas[name] = item.meta
+    written = {"version": 1, "read_only": False}
+    assert metas == {
+        "soul": written,
+        "user": written,
+        "memory": written,
+        "agents": {"read_only": True},
+    }
+
+
 async def test_unknown_resource_is_a_protocol_error(connect: ClientFactory) -> None:
     async with connect() as client:
         for uri in ("memstrata://files/diary", "memstrata://files/", "file:///etc/passwd"):

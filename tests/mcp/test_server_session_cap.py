@@ -6,15 +6,18 @@ new session 503 once reached, including users who held none."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 import httpx
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from memstrata.api.auth import mint_token
 from memstrata.config import Settings
-from memstrata.mcp.sessions import SessionLedger
+from memstrata.mcp.owners import end_as_owner
+from memstrata.mcp.sessions import Evicted, SessionLedger
 from memstrata.runtime import Memstrata
 from tests.mcp.messages import MCP_HEADERS
 from tests.mcp.test_session_cap import Bearer, initialize, running
@@ -28,10 +31,7 @@ def opened(ledger: SessionLedger, user: str, session: str) -> None:
 
 def test_the_least_recently_used_idle_session_makes_room() -> None:
     now = [0.0]
-    ended: list[str] = []
-    ledger = SessionLedger(
-        per_user=5, idle_timeout_s=600, clock=lambda: now[0], per_server=2, end_session=ended.append
-    )
+    ledger = SessionLedger(per_user=5, idle_timeout_s=600, clock=lambda: now[0], per_server=2)
     opened(ledger, "alice", "a1")
     ledger.finish("a1", ended=False)  # idle since t=0
     opened(ledger, "bob", "b1")
@@ -39,8 +39,8 @@ def test_the_least_recently_used_idle_session_makes_room() -> None:
     ledger.finish("b1", ended=False)  # idle since t=5
     assert ledger.total == 2
     assert ledger.reserve("carol")  # carol holds none: her per-user cap is not the issue
-    assert ledger.make_room() == "alice"  # the oldest idle session goes, whoever holds it
-    assert ended == ["a1"]
+    # the oldest idle session goes, whoever holds it
+    assert ledger.make_room() == Evicted("a1", "alice")
     ledger.opened("carol", "c1", reserved=True)
     assert ledger.total == 2 and ledger.held("alice") == 0
     assert not ledger.begin("alice", "a1")  # forgotten: the SDK answers it 404
@@ -54,6 +54,29 @@ def test_with_every_session_busy_a_new_one_is_refused_and_nothing_is_held() -> N
         ledger.make_room()
     ledger.release("bob")
     assert ledger.total == 1 and ledger.held("bob") == 0
+
+
+@pytest.mark.anyio
+async def test_a_session_the_sdk_would_not_end_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The new session is served all the same; the old one ends at its idle timeout."""
+
+    async def broken(scope: Scope, receive: Receive, send: Send) -> None:
+        raise RuntimeError("the SDK broke")
+
+    async def refusing(scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["method"] == "DELETE" and scope["user"].access_token.subject == "alice"
+        assert dict(scope["headers"]) == {b"mcp-session-id": b"a1", b"host": b"127.0.0.1:1"}
+        await send({"type": "http.response.start", "status": 421, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    trigger: Scope = {"type": "http", "method": "POST", "headers": [(b"host", b"127.0.0.1:1")]}
+    caplog.set_level(logging.WARNING, logger="memstrata.mcp.owners")
+    for app in (broken, refusing):
+        await end_as_owner(app, "a1", "alice", trigger)
+    failed = [r for r in caplog.records if r.getMessage() == "mcp.session.end_failed"]
+    assert len(failed) == 2
 
 
 def test_without_a_server_cap_nothing_is_ended() -> None:
@@ -86,8 +109,10 @@ def test_over_http_a_new_users_session_ends_the_oldest_idle_one(
             ids[user] = opened.headers["mcp-session-id"]
         carol = initialize(url, bearer("srv-carol"))  # holds none: not refused
         assert carol.status_code == 200, carol.text
-        time.sleep(0.5)  # the SDK winds the ended session down
-        assert _tools_list(url, bearer("srv-alice"), ids["srv-alice"]).status_code == 404
+        # Ended before carol's answer (as by its client's DELETE): the SDK has forgotten it.
+        gone = _tools_list(url, bearer("srv-alice"), ids["srv-alice"])
+        assert gone.status_code == 404, gone.text
+        assert gone.json()["detail"].startswith("Session not found: ")
         assert _tools_list(url, bearer("srv-bob"), ids["srv-bob"]).status_code == 200
         again = initialize(url, bearer("srv-alice"))  # what an MCP client does on 404
         assert again.status_code == 200

@@ -70,6 +70,31 @@ async def test_refusals_say_how_to_fix_the_call(connect: ClientFactory) -> None:
     assert when.endswith("; timestamp is ISO 8601, e.g. 2026-12-05T10:00:00Z; leave it out for now")
 
 
+TIMESTAMP_FIX = "timestamp is ISO 8601, e.g. 2026-12-05T10:00:00Z; leave it out for now"
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "kind"),
+    [(1767261600, "a number"), (1767261600.5, "a number"), (True, "a boolean"), ([], "an array")],
+)
+async def test_a_timestamp_that_is_no_string_is_refused(
+    connect: ClientFactory, mem: Memstrata, timestamp: object, kind: str
+) -> None:
+    """The schema says an ISO 8601 string; a number was read as seconds since 1970 (pydantic's
+    lax mode) and the turn stored under that date. The message is REST's own (one rule)."""
+    turn = {"session_id": "s1", "turn_index": 0, "user_message": "zebra", "timestamp": timestamp}
+    async with connect() as client:
+        message = await refused(client, "conversation_index_turn", turn)
+        schema = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+    assert message == (
+        "error: invalid request: timestamp: Input should be an ISO 8601 date-time string, "
+        f"not {kind}; {TIMESTAMP_FIX}"
+    )
+    assert mem.search.search("alice", "zebra", top_k=5).hits == []
+    stated = schema["conversation_index_turn"]["properties"]["timestamp"]["anyOf"]
+    assert {"type": "string", "format": "date-time"} in stated
+
+
 async def test_a_left_out_section_never_wipes_memory_md(
     connect: ClientFactory, mem: Memstrata
 ) -> None:

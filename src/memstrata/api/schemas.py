@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -136,6 +137,34 @@ class SkillUpdated(BaseModel):
     message: Literal["ok"] = "ok"
 
 
+# JSON's names for what a client sent instead of a string (bool before int: True is an int).
+_JSON_KINDS = (
+    (bool, "a boolean"),
+    ((int, float), "a number"),
+    (list, "an array"),
+    (dict, "an object"),
+)
+
+
+def iso_8601_only(value: object) -> object:
+    """A date-time argument as sent: ISO 8601 text (or a ``datetime`` from Python), else a
+    validation error. Pydantic's lax mode would read a number as seconds since 1970, which
+    the schema (a ``date-time`` string) does not offer; a client sending one by mistake got
+    its turn stored under that date. One rule for REST and the MCP tool (its turn body is
+    :class:`TurnRequest`)."""
+    if value is None or isinstance(value, (str, datetime)):
+        return value
+    kind = next((name for types, name in _JSON_KINDS if isinstance(value, types)), "a value")
+    raise PydanticCustomError(
+        "datetime_type",
+        "Input should be an ISO 8601 date-time string, not {kind}",
+        {"kind": kind},
+    )
+
+
+IsoDateTime = Annotated[datetime, BeforeValidator(iso_8601_only)]
+
+
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -151,7 +180,7 @@ class SearchRequest(BaseModel):
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
     )
-    as_of: datetime | None = Field(
+    as_of: IsoDateTime | None = Field(
         default=None,
         description="Search as of this time (ISO 8601; default now): decay is measured from "
         "it and conversation/notes rows dated after it are left out. The resident files "
@@ -228,7 +257,7 @@ class TurnRequest(BaseModel):
     )
     user_message: StrictStr = Field(default="", description="What the user said.")
     assistant_reply: StrictStr = Field(default="", description="What the assistant answered.")
-    timestamp: datetime | None = Field(
+    timestamp: IsoDateTime | None = Field(
         default=None,
         description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
         "minutes in the future; default now (a re-post of the same text keeps the stored "
@@ -301,7 +330,7 @@ class BatchTurn(BaseModel):
     )
     user_message: StrictStr = Field(default="", description="What the user said.")
     assistant_reply: StrictStr = Field(default="", description="What the assistant answered.")
-    timestamp: datetime | None = Field(
+    timestamp: IsoDateTime | None = Field(
         default=None,
         description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
         "minutes in the future; default now (a re-post of the same text keeps the stored "

@@ -1,9 +1,12 @@
-"""What a tool handler gets and gives back."""
+"""What a tool handler gets and gives back, and what the catalogue says of each tool."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from mcp_types import Tool, ToolAnnotations
 
 from memstrata.runtime import Memstrata
 
@@ -33,3 +36,36 @@ class ToolError(Exception):
         super().__init__(message)
         self.message = message
         self.data = data
+
+
+Handler = Callable[[Caller, dict[str, Any]], Awaitable[ToolOutput]]
+
+
+@dataclass(frozen=True)
+class McpTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: ToolAnnotations
+    handler: Handler
+    # The shape of the structured result, for clients that validate it (the SDK's does);
+    # None for the agent write tools, which answer in text only.
+    output_schema: dict[str, Any] | None = None
+
+    def describe(self) -> Tool:
+        return Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_schema,
+            output_schema=self.output_schema,
+            annotations=self.annotations,
+        )
+
+
+def hints(*, read_only: bool, destructive: bool = False, idempotent: bool) -> ToolAnnotations:
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=None if read_only else destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,  # only this user's memory, never the outside world
+    )

@@ -48,6 +48,15 @@ class FileView:
         }
 
 
+def resource_meta(view: FileView) -> dict[str, Any]:
+    """A file resource's ``_meta``: its version (AGENTS.md has none) and whether it is
+    read-only. Never a null value: the SDK sends a 2026-07-28 result without the nulls in its
+    ``_meta`` and a handshake-era one with them, so a ``version: null`` would be there in one
+    protocol era and missing in the other."""
+    version = {} if view.version is None else {"version": view.version}
+    return {**version, "read_only": view.read_only}
+
+
 async def read_file(caller: Caller, kind: FileKind) -> FileView:
     mem, user_id = caller.mem, caller.user_id
     if kind is FileKind.AGENTS:

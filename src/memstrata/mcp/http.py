@@ -29,13 +29,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
 from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -51,6 +49,7 @@ from memstrata.api.errors import ApiError, map_exception
 from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
 from memstrata.config import Settings
 from memstrata.mcp.headers import HeaderChecks
+from memstrata.mcp.owners import principal
 from memstrata.mcp.parse_errors import bad_body
 from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.mcp.server import build_server
@@ -100,9 +99,7 @@ class BearerGate:
             return
         receive = replaying(body, receive)
         token = (authorization or "").strip().partition(" ")[2].strip()
-        scope["user"] = AuthenticatedUser(
-            AccessToken(token=token, client_id=user_id, scopes=[], subject=user_id)
-        )
+        scope["user"] = principal(user_id, token)
         scope.setdefault("state", {})["user_id"] = user_id  # for the request log
         send = in_error_shape(send)  # what the SDK still refuses itself
         if self.sessions is None:
@@ -150,16 +147,6 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def _end_session(manager: StreamableHTTPSessionManager, session_id: str) -> None:
-    """End an idle session as its idle timeout would: cancel the scope the SDK serves it
-    in (the SDK then discards it; its next request gets 404). The SDK has no public call
-    for this, hence its table of sessions."""
-    transport = manager._server_instances.get(session_id)
-    scope = None if transport is None else transport.idle_scope
-    if scope is not None:
-        scope.cancel()
-
-
 def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager:
     """Serve MCP at ``<api_prefix>/mcp`` in ``app``; mount it before any catch-all route."""
     settings = context.settings
@@ -183,7 +170,6 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
             settings.mcp_max_sessions_per_user,
             idle_timeout_s,
             per_server=settings.mcp_max_sessions,
-            end_session=partial(_end_session, manager),
         )
     )
     if sessions is not None:

@@ -8,6 +8,12 @@ accept an event stream — it answers with a bare JSON-RPC error (``{"jsonrpc", 
 body also carries the REST API's ``code``, ``detail`` and ``message``, the detail saying
 how to go on where the SDK's words do not. Every other answer passes through untouched,
 event streams included: only an error status is held until its body is complete.
+
+No refusal names a session (``Mcp-Session-Id``): the SDK's transport adds its own id to
+every error it answers, so a request without an id that it refused (a GET, a
+``tools/list`` before ``initialize``) carried the id of a session the SDK made for that
+request and dropped at once, and a client taking it up got 404 for it. Inside a session
+the id is the client's own, which it need not be told again.
 """
 
 from __future__ import annotations
@@ -16,18 +22,24 @@ import json
 from http import HTTPStatus
 from typing import Any
 
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Send
 
 from memstrata.api.errors import error_body
 from memstrata.mcp.sessions import jsonrpc_error_fields
 
+_ENDED = (
+    "the MCP session has ended (idle timeout, a restart, or it lives on another "
+    "replica): send initialize again and use the new Mcp-Session-Id"
+)
+
 # How to go on, by the SDK's message (its words are stable across its two protocol eras).
 _HINTS = {
-    "Session not found": (
-        "the MCP session has ended (idle timeout, a restart, or it lives on another "
-        "replica): send initialize again and use the new Mcp-Session-Id"
-    ),
+    "Session not found": _ENDED,
+    # The session's own answer in the moment between its idle timeout and the SDK
+    # forgetting it.
+    "Not Found: Session has been terminated": _ENDED,
     "Bad Request: Missing session ID": (
         "send the Mcp-Session-Id header that initialize answered with, or initialize first"
     ),
@@ -51,7 +63,7 @@ _EMPTY_HINTS = {
 
 def in_error_shape(send: Send) -> Send:
     """``send`` for the SDK's answer: an error answer's JSON-RPC body gains ``code``,
-    ``detail`` and ``message``."""
+    ``detail`` and ``message``, and its headers lose ``Mcp-Session-Id``."""
     held: Message | None = None
     chunks: list[bytes] = []
 
@@ -72,6 +84,7 @@ def in_error_shape(send: Send) -> Send:
         start = dict(held)
         headers = MutableHeaders(raw=list(held.get("headers", [])))
         headers["content-length"] = str(len(body))
+        del headers[MCP_SESSION_ID_HEADER]  # a refusal names no session (module doc)
         if empty:
             headers["content-type"] = "application/json"
         start["headers"] = headers.raw

@@ -68,6 +68,7 @@ from memstrata.mcp.files import (
     URI_TEMPLATE,
     kind_from_uri,
     read_file,
+    resource_meta,
     uri,
 )
 from memstrata.mcp.prompt_args import PromptArgumentCheck, unknown_prompt
@@ -153,7 +154,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
             uri=uri(kind),
             mime_type=MIME_TYPE,
             text=view.content,
-            _meta={"version": view.version, "read_only": view.read_only},
+            _meta=resource_meta(view),
         )
         return ReadResourceResult(contents=[contents])
 

@@ -8,8 +8,9 @@ new session for every call and never closes one could take every slot of a repli
 user's session-opening request with 429 while that user holds ``per_user`` of them,
 before the SDK creates anything; its ``Retry-After`` is when the user's least recently
 used session idles out. The process's cap (``per_server``) makes room instead: a new
-session past it ends the least recently used idle session of any user (:meth:`make_room`),
-or gets 503 while none is idle; the SDK's own cap is off.
+session past it ends the least recently used idle session of any user (:meth:`make_room`
+picks it, :func:`memstrata.mcp.owners.end_as_owner` ends it as its client's ``DELETE``
+would), or gets 503 while none is idle; the SDK's own cap is off.
 
 The SDK has no public end-of-session hook, so the ledger follows sessions over HTTP, where
 all their requests pass: a session counts from the response that hands out its
@@ -45,6 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api.errors import ApiError, error_response
 from memstrata.logs import log_event
+from memstrata.mcp.owners import end_as_owner
 
 TOO_MANY_SESSIONS = "too_many_sessions"
 SERVER_FULL = "too_many_sessions_on_server"
@@ -56,6 +58,14 @@ logger = logging.getLogger(__name__)
 class _Session:
     user_id: str
     in_flight: int
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """A session :meth:`SessionLedger.make_room` took out of the count, for the SDK to end."""
+
+    session_id: str
+    user_id: str
 
 
 class SessionLedger:
@@ -72,16 +82,14 @@ class SessionLedger:
         clock: Callable[[], float] = time.monotonic,
         *,
         per_server: int | None = None,
-        end_session: Callable[[str], None] | None = None,
     ) -> None:
         self.per_user = per_user
         self.idle_timeout_s = idle_timeout_s
         # At most this many in the process: a new one ends the least recently used idle
-        # session of anyone (``end_session`` asks the SDK to end it), or is refused while
-        # none is idle. Each session holds ~90 KB the cache budget does not see, and the
-        # SDK's own cap (10 000) answered every user 503 once reached.
+        # session of anyone (:meth:`make_room`), or is refused while none is idle. Each
+        # session holds ~90 KB the cache budget does not see, and the SDK's own cap
+        # (10 000) answered every user 503 once reached.
         self.per_server = per_server
-        self._end_session = end_session
         self._clock = clock
         # user -> open sessions plus session-opening requests in flight
         self._held: dict[str, int] = {}
@@ -112,21 +120,19 @@ class SessionLedger:
         self._hold(user_id)
         return True
 
-    def make_room(self) -> str | None:
-        """With the server's cap reached (counting the slot just reserved), end the least
-        recently used idle session of any user and return its user; None when there was
-        room. Raises ``LookupError`` when every session has a request in flight: the
-        caller gives its slot back and refuses."""
+    def make_room(self) -> Evicted | None:
+        """With the server's cap reached (counting the slot just reserved), forget the
+        least recently used idle session of any user and return it, for the caller to have
+        the SDK end it; None when there was room. Raises ``LookupError`` when every session
+        has a request in flight: the caller gives its slot back and refuses."""
         if self.per_server is None or self.total <= self.per_server:
             return None
         if not self._idle:
             raise LookupError("no idle MCP session to end")
         session_id = next(iter(self._idle))
-        user_id = self._sessions[session_id].user_id
+        evicted = Evicted(session_id, self._sessions[session_id].user_id)
         self._forget(session_id)
-        if self._end_session is not None:
-            self._end_session(session_id)
-        return user_id
+        return evicted
 
     def _hold(self, user_id: str) -> None:
         self._held[user_id] = self._held.get(user_id, 0) + 1
@@ -220,6 +226,7 @@ async def serve_counted(
         return
     reserved = _opens_session(headers)
     refusal = None
+    evicted = None
     if reserved and not ledger.reserve(user_id):
         refusal = _too_many(ledger, user_id, scope)
     elif reserved:
@@ -228,9 +235,6 @@ async def serve_counted(
         except LookupError:
             ledger.release(user_id)
             refusal = _server_full(ledger)
-        else:
-            if evicted is not None:
-                log_event(logger, "mcp.session.evicted", user_id=evicted, for_user=user_id)
     if refusal is not None:
         response = error_response(refusal)
         assert response is not None  # an ApiError always maps
@@ -253,6 +257,11 @@ async def serve_counted(
 
     completed = False
     try:
+        if evicted is not None:
+            log_event(logger, "mcp.session.evicted", user_id=evicted.user_id, for_user=user_id)
+            # Ended before the new session opens, so the process never holds more than
+            # its cap; the client's next request for it gets 404 and it initializes again.
+            await end_as_owner(app, evicted.session_id, evicted.user_id, scope)
         await app(scope, receive, watch)
         completed = True
     finally:
