@@ -402,6 +402,13 @@ def test_a_timestamp_that_is_no_string_is_refused_in_the_same_words_as_on_rest(
     dated = httpx.post(f"{served.url}/api/memory/search", headers=bearer(user), json=search)
     assert dated.status_code == 422, dated.text
     assert dated.json()["detail"] == f"invalid request: body.as_of: {rule.partition(': ')[2]}"
+    quoted = httpx.post(  # pydantic reads a string of digits as seconds since 1970 too
+        f"{served.url}/api/memory/conversations/s1/turns",
+        headers=bearer(user),
+        json={**turn, "timestamp": "1767261600"},
+    )
+    assert quoted.status_code == 422, quoted.text
+    assert quoted.json()["detail"] == f"invalid request: body.{rule} in a string"
     session = open_session(served, user)
     params = {"name": "conversation_index_turn", "arguments": {"session_id": "s1", **turn}}
     call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}

@@ -75,7 +75,14 @@ TIMESTAMP_FIX = "timestamp is ISO 8601, e.g. 2026-12-05T10:00:00Z; leave it out 
 
 @pytest.mark.parametrize(
     ("timestamp", "kind"),
-    [(1767261600, "a number"), (1767261600.5, "a number"), (True, "a boolean"), ([], "an array")],
+    [
+        (1767261600, "a number"),
+        (1767261600.5, "a number"),
+        ("1767261600", "a number in a string"),
+        ("-5", "a number in a string"),
+        (True, "a boolean"),
+        ([], "an array"),
+    ],
 )
 async def test_a_timestamp_that_is_no_string_is_refused(
     connect: ClientFactory, mem: Memstrata, timestamp: object, kind: str

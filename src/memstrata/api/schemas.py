@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -146,12 +147,21 @@ _JSON_KINDS = (
 )
 
 
+_NUMBER_TEXT = re.compile(r"[+-]?\d+(?:\.\d*)?")
+
+
 def iso_8601_only(value: object) -> object:
     """A date-time argument as sent: ISO 8601 text (or a ``datetime`` from Python), else a
     validation error. Pydantic's lax mode would read a number as seconds since 1970, which
     the schema (a ``date-time`` string) does not offer; a client sending one by mistake got
     its turn stored under that date. One rule for REST and the MCP tool (its turn body is
     :class:`TurnRequest`)."""
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        # Pydantic reads a string of digits as seconds since 1970 too.
+        raise PydanticCustomError(
+            "datetime_type",
+            "Input should be an ISO 8601 date-time string, not a number in a string",
+        )
     if value is None or isinstance(value, (str, datetime)):
         return value
     kind = next((name for types, name in _JSON_KINDS if isinstance(value, types)), "a value")
