@@ -63,48 +63,48 @@ def file(version: int, content: str) -> MemoryFile:
             file(2, C2),
             C1,
             SyncBase(1, C1),
-            SyncBase(2, C2, previous=C1),
-            SyncBase(2, C2, previous=C1),
+            SyncBase(2, C2, (C1,)),
+            SyncBase(2, C2, (C1,)),
         ),
         (
-            "second push: the oldest copy, and the file's until it lands",
+            "second push: every copy since the write-back, also once it lands",
             file(3, C3),
             C2,
-            SyncBase(2, C2, previous=C1),
-            SyncBase(3, C3, previous=C1, replacing=C2),
-            SyncBase(3, C3, previous=C1),
+            SyncBase(2, C2, (C1,)),
+            SyncBase(3, C3, (C1, C2)),
+            SyncBase(3, C3, (C1, C2)),
         ),
         (
             "second push over a first that failed: the file holds the oldest copy",
             file(3, C3),
             C1,
-            SyncBase(2, C2, previous=C1),
-            SyncBase(3, C3, previous=C1),
-            SyncBase(3, C3, previous=C1),
+            SyncBase(2, C2, (C1,)),
+            SyncBase(3, C3, (C1, C2)),
+            SyncBase(3, C3, (C1, C2)),
         ),
         (
             "third push over a second that failed: the file holds the second's copy",
             file(4, C4),
             C2,
-            SyncBase(3, C3, previous=C1, replacing=C2),
-            SyncBase(4, C4, previous=C1, replacing=C2),
-            SyncBase(4, C4, previous=C1),
+            SyncBase(3, C3, (C1, C2)),
+            SyncBase(4, C4, (C1, C2, C3)),
+            SyncBase(4, C4, (C1, C2, C3)),
         ),
         (
-            "a push back to the oldest copy: the file's copy is the only other one",
+            "a push back to the oldest copy: the copies since, but the pushed one",
             file(3, C1),
             C2,
-            SyncBase(2, C2, previous=C1),
-            SyncBase(3, C1, previous=C2),
-            SyncBase(3, C1),
+            SyncBase(2, C2, (C1,)),
+            SyncBase(3, C1, (C2,)),
+            SyncBase(3, C1, (C2,)),
         ),
         (
             "over an agent edit (settled by the caller): that copy alone",
             file(3, C3),
             AGENT + C2,
-            SyncBase(2, C2, previous=C1),
-            SyncBase(3, C3, previous=AGENT + C2),
-            SyncBase(3, C3, previous=AGENT + C2),
+            SyncBase(2, C2, (C1,)),
+            SyncBase(3, C3, (AGENT + C2,)),
+            SyncBase(3, C3, (AGENT + C2,)),
         ),
         ("over a blank file: none", file(2, C2), " \n", None, SyncBase(2, C2), SyncBase(2, C2)),
         ("over no file: none", file(2, C2), None, None, SyncBase(2, C2), SyncBase(2, C2)),
@@ -131,7 +131,7 @@ def test_the_record_ahead_names_every_copy_the_file_may_hold(
     """Whatever the base, a sandbox left holding the copy the push replaced (the write did
     not land) or the pushed copy (it did) is never read as an edit: the DB copy is pushed
     or already there."""
-    base = SyncBase(2, content, previous, also)
+    base = SyncBase(2, content, tuple(c for c in (previous, also) if c is not None))
     ahead, landed = records(file(3, pushed), replacing, base)
     db = SyncBase(3, pushed)
     assert isinstance(decide(replacing, db, ahead), Push | Nothing)
@@ -141,7 +141,7 @@ def test_the_record_ahead_names_every_copy_the_file_may_hold(
 
 # -- the rule over a record that names the file's copy (pure) ------------------------------
 
-AHEAD = SyncBase(3, C3, previous=C1, replacing=C2)
+AHEAD = SyncBase(3, C3, (C1, C2))
 
 
 @pytest.mark.parametrize(
@@ -182,7 +182,7 @@ def test_an_edit_is_merged_from_the_newest_copy_whose_changes_it_holds(
 ) -> None:
     assert edited_from(sandbox, AHEAD) == origin
     # With ``previous`` alone the rule is as before: the pushed copy or ``previous``.
-    assert edited_from(sandbox, SyncBase(3, C3, previous=C1)) == (C1 if origin == C1 else C3)
+    assert edited_from(sandbox, SyncBase(3, C3, (C1,))) == (C1 if origin == C1 else C3)
 
 
 # -- the record on disk ---------------------------------------------------------------------
@@ -196,7 +196,7 @@ async def test_the_record_keeps_the_copy_the_file_holds(user_box: LocalDirectory
     assert await read_base(user_box, MEMORY_MD) == AHEAD
     raw["replacing"] = 7  # not text: read as absent, like a malformed ``previous``
     await user_box.write_text(RECORD, json.dumps(raw))
-    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, previous=C1)
+    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, (C1,))
 
 
 # -- the real sync: the reviewer's reproduction, without the kill ---------------------------
@@ -254,8 +254,8 @@ async def test_a_session_start_after_a_failed_second_push_pushes_the_db_copy(
     assert (memory.outcome, memory.version) == (Outcome.PUSHED, 3)
     assert stored(store) == (C3, 3)  # the deletion stands: Y is not written back
     assert await user_box.read_text(MEMORY_MD) == C3
-    # Landed now: the record names the oldest copy again, as after any push.
-    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, previous=C1)
+    # Landed now: the record names the copies since the write-back, as after any push.
+    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, (C1, C2))
 
 
 @pytest.mark.anyio
@@ -285,4 +285,4 @@ async def test_a_second_push_that_lands_leaves_the_usual_record(
     await sync.frontend_edit(USER, "memory", C3, 2)
 
     assert await user_box.read_text(MEMORY_MD) == C3
-    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, previous=C1)
+    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, (C1, C2))

@@ -107,7 +107,7 @@ def test_a_frontend_push_merges_a_pending_edit_with_the_human_one() -> None:
 
 # A base recorded ahead of a push whose file write may have failed: the sandbox may still
 # hold ``previous`` (the template here), or the pushed copy, or an agent's edit of either.
-PUSHED = SyncBase(2, "a\nb\nc\nallergy\n", previous="a\nb\nc\n")
+PUSHED = SyncBase(2, "a\nb\nc\nallergy\n", ("a\nb\nc\n",))
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,7 @@ def test_a_base_that_names_the_copy_its_push_replaced(
 
 # The same, for a push that removed a line (a human deleted ``b``): a sandbox that still
 # holds ``b`` was edited from the replaced copy, so a write-back would bring ``b`` back.
-REMOVING = SyncBase(2, "a\nc\n", previous="a\nb\nc\n")
+REMOVING = SyncBase(2, "a\nc\n", ("a\nb\nc\n",))
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ stored = st.builds(SyncBase, st.integers(1, 5), texts)
 maybe_stored = st.one_of(st.none(), stored)
 # Bases may also name the copy their push replaced (a record written ahead of the file).
 bases = st.one_of(
-    st.none(), st.builds(SyncBase, st.integers(1, 5), texts, st.one_of(st.none(), texts))
+    st.none(), st.builds(SyncBase, st.integers(1, 5), texts, st.lists(texts, max_size=1).map(tuple))
 )
 
 
@@ -236,7 +236,7 @@ def test_no_input_loses_a_sides_text(
         assert (
             blank
             or sandbox == db.content
-            or (base is not None and sandbox in (base.content, base.previous))
+            or (base is not None and sandbox in (base.content, *base.older))
             or (authoritative and base is None)
         )
     elif isinstance(action, WriteBack):

@@ -362,7 +362,7 @@ async def test_frontend_edit_force_pushes_and_records_the_base(
     assert await user_box.read_text("SOUL.md") == "Be kind.\n"
     # The copy the push replaced stays in the record until the next write-back: the agent
     # may still be working from it.
-    expected = SyncBase(file.version, "Be kind.\n", previous=replaced)
+    expected = SyncBase(file.version, "Be kind.\n", (replaced,))
     assert await read_base(user_box, "SOUL.md") == expected
     assert invalidated == [USER]
     steps = [(e["scenario"], e["direction"], e["result"]) for e in sync_events(logs)][-2:]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import codecs
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from memstrata.errors import ProtectedFileError, SandboxPathError
@@ -121,6 +121,26 @@ class ErasableSandboxProvider(Protocol):
         after the user's rows are deleted, from a command or a worker thread, never on the
         event loop (it may block). Raise ``SandboxError`` when it cannot; it is called
         again when the erasure is run again."""
+        ...
+
+
+@runtime_checkable
+class SessionHoldingProvider(Protocol):
+    """The optional hook of a :class:`SandboxProvider` that tells, across processes,
+    whether a session is open: a session closed in one process is then read back at the
+    user's next session start in any process (``memstrata.sandbox.sessions``). Without
+    it, only a start in the process that closed the session reads it back."""
+
+    async def hold_session(self, user_id: str, session_id: str) -> Callable[[], None] | None:
+        """Count the session as open until the returned callable is called (at most once
+        has effect; synchronous, from any thread) or this process ends, however it ends;
+        ``None`` when a claim (below) keeps it from being held within a short wait."""
+        ...
+
+    async def claim_session(self, user_id: str, session_id: str) -> Callable[[], None] | None:
+        """Hold the session against every ``hold_session``, without waiting, until the
+        returned callable is called; ``None`` while some process holds it open. Raise
+        ``FileNotFoundError`` when the session has no sandbox (nothing to read back)."""
         ...
 
 

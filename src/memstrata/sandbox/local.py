@@ -46,6 +46,7 @@ import anyio.to_thread
 
 from memstrata.errors import SandboxEncodingError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import validate_user_id
+from memstrata.sandbox import holds
 from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts
 from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.erasing import UnfinishedErasure, aside_name, unfinished_erasures
@@ -220,8 +221,12 @@ class LocalDirectorySandbox:
                 f"cannot write {path!r} in {self._root}: {exc.strerror or exc}"
             ) from exc
 
-    def _open_lock(self) -> int:
-        _, target = self._resolve(LOCK_FILE)
+    def _open_lock(self, path: str = LOCK_FILE, *, create: bool = True) -> int:
+        """A lock file's descriptor (this sandbox's lock, or a session's hold, :mod:`.holds`);
+        without ``create`` a missing one raises ``FileNotFoundError``."""
+        _, target = self._resolve(path)
+        if not create:
+            return os.open(target, os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
         try:
             make_directories(os.path.dirname(target), directory_mode(self._file_mode))
             self._real_root()
@@ -229,7 +234,7 @@ class LocalDirectorySandbox:
             return os.open(target, flags, self._file_mode)
         except OSError as exc:
             raise SandboxError(
-                f"cannot open the sandbox lock {LOCK_FILE!r} in {self._root}: {exc.strerror or exc}"
+                f"cannot open the sandbox lock {path!r} in {self._root}: {exc.strerror or exc}"
             ) from exc
 
     def _exists(self, path: str) -> bool:
@@ -252,8 +257,14 @@ class LocalDirectorySandbox:
         def fail(exc: OSError) -> None:
             raise SandboxError(f"cannot list {self._root}: {exc.strerror or exc}") from exc
 
-        # os.walk does not descend into symlinked directories, so nothing outside is walked.
-        for directory, _dirs, files in os.walk(real_root, onerror=fail):
+        # From the directory the prefix names, the only one that can hold a match (the session
+        # sandboxes are not walked for ".memstrata/read-back/"); os.walk follows no links.
+        steps = prefix.split("/")[:-1]
+        plain = lexical_parts("/".join(steps)) == steps
+        top = os.path.join(real_root, *steps) if plain else real_root
+        if os.path.realpath(top) != top or not os.path.isdir(top):
+            return []
+        for directory, _dirs, files in os.walk(top, onerror=fail):
             for name in files:
                 if TEMP_NAME.match(name):
                     continue
@@ -321,6 +332,15 @@ class LocalSandboxProvider:
             within=self._root,
             locks=self._locks,
         )
+
+    async def hold_session(self, user_id: str, session_id: str) -> holds.Release | None:
+        """``SessionHoldingProvider``: ``flock`` in the session's sandbox (:mod:`.holds`)."""
+        box = self.for_user(user_id, session_id)
+        return await holds.hold(lambda: box._open_lock(holds.HOLD_FILE))
+
+    async def claim_session(self, user_id: str, session_id: str) -> holds.Release | None:
+        box = self.for_user(user_id, session_id)
+        return await holds.claim(lambda: box._open_lock(holds.HOLD_FILE, create=False))
 
     def erase_user(self, user_id: str) -> bool:
         """Remove the user's sandbox directory with every session sandbox in it (a user's

@@ -4,26 +4,29 @@ the sandbox's copy kept aside first when the DB copy wins over it or the DB refu
 Used by :class:`~memstrata.sandbox.reconcile.Reconciler`; failures here are results or
 warnings under ``memstrata.sandbox.sync``, as the reconciler's are.
 
-A push records its base *before* writing the file, with the copy it replaces as the
-record's ``previous``, and writes no file whose record it could not write: a file memstrata
-wrote is never left without a record saying so (else, with no base, the rule would take
-that stale copy for an agent edit and write it over a newer DB version). If the file write
-then fails, the sandbox still holds a copy the record names, which the rule reads as
-lagging. Once it lands, ``previous`` stays: the agent may still be working from the copy it
-read before the push, and a whole-file write of that copy is then merged from it
-(``rule.edited_from``) instead of reverting what the push brought. It goes when the
-sandbox's next write-back records a new base, or when a controlled write's sync finds the
-copy equal to the DB (``Scenario.settles``: a memory tool reads the copy right then).
+A push records its base *before* writing the file, with the copy it replaces among the
+record's ``older`` copies, and writes no file whose record it could not write: a file
+memstrata wrote is never left without a record saying so (else, with no base, the rule
+would take that stale copy for an agent edit and write it over a newer DB version). If
+the file write then fails, the sandbox still holds a copy the record names, which the rule
+reads as lagging. Once it lands, the replaced copy stays: the agent may still be working
+from the copy it read before the push, and a whole-file write of that copy is then merged
+from it (``rule.edited_from``) instead of reverting what the push brought.
 
-A push over a copy that no write-back settled since an earlier push keeps that push's
-``previous``, the oldest copy the agent may be working from, and until its file write
-lands also names the copy the file holds now (``replacing``). Were the file write to fail
-(a full disk, an immutable file, a host's sandbox failing or timing out) or the process
-to die before it, a record naming only the oldest copy would make the earlier push's copy
-left in the file read as an agent edit, written back over the newer DB version: a user's
-acknowledged deletion undone. Once the file is written the record is written again
-without ``replacing`` (:func:`records`); if that fails, the extra copy it names is
-harmless.
+The ``older`` copies are every copy memstrata wrote to the file since the sandbox's last
+write-back (:func:`records`): a push over a copy an earlier push wrote keeps that push's
+copies and adds its own, so an agent that read any of them — the first push's, or the
+middle one of three — and writes it back whole undoes none of the later pushes. They go
+when the sandbox's next write-back records a new base, or when a controlled write's sync
+finds the copy equal to the DB (``Scenario.settles``: a memory tool reads the copy right
+then); a push over a copy the caller settled (an agent edit stored, merged, kept aside or
+refused) starts again from that copy. At most :data:`MAX_OLDER_COPIES` are kept, the
+newest: a whole-file write composed from a copy older than all of them is merged from the
+oldest one kept, so the changes pushed between the two look like the agent's undoing and
+may be undone (or the write conflicts and is kept aside). Until the push's file write
+lands the record also names the copy the file holds if the bound dropped it; the record
+written once it lands does not (:func:`records`; if that second write fails, the extra
+copy it names is harmless).
 
 Right before writing the file, a push reads it again: a file changed since it was read (a
 shell ``echo >>``, an unguarded tool, the DB write and embedding in between) is not written
@@ -37,7 +40,6 @@ before the DB copy is pushed over it; one that cannot be kept aside is not pushe
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from memstrata.errors import InvalidContentError, SandboxEncodingError
 from memstrata.logs import describe, log_failure
@@ -53,6 +55,13 @@ logger = logging.getLogger("memstrata.sandbox.sync")
 DB_TO_SANDBOX = "db->sandbox"
 
 
+# The copies a base record keeps besides its own (module doc). Each is a whole memory file
+# (a few KB, at most the store's MAX_CONTENT_BYTES), written with every push: eight cover
+# a burst of page saves while the agent writes nothing back, and keep a record of 4 KB
+# files near 36 KB (64 KB files: 585 KB, written and read in about 2 ms).
+MAX_OLDER_COPIES = 8
+
+
 def agreed(file: MemoryFile) -> SyncBase:
     return SyncBase(file.version, file.content)
 
@@ -63,19 +72,27 @@ def records(
     """The base records of a push of ``file`` over ``replacing`` under ``base``: the one
     written before the file, naming every copy the file may hold if its write does not
     land, and the one it leaves once it has (module doc)."""
-    synced = agreed(file)
     held = replacing if has_content(replacing) else None
-    previous = held
-    if base is not None and base.previous is not None and held in (base.content, *base.older):
-        previous = base.previous  # no write-back since that push: the oldest copy
-    if previous == file.content:
-        previous = None
-    landed = replace(synced, previous=previous)
-    if held is None or held in (file.content, previous):
+    if base is not None and (held is None or held in (*base.older, base.content)):
+        # No write-back since the base: every copy memstrata wrote to the file since.
+        written: tuple[str, ...] = (*base.older, base.content)
+    else:
+        written = () if held is None else (held,)  # the caller settled the file's copy
+    older = _newest_distinct(written, file.content)
+    landed = SyncBase(file.version, file.content, older)
+    if held is None or held == file.content or held in older:
         return landed, landed
-    if previous is None:
-        return replace(synced, previous=held), landed
-    return replace(landed, replacing=held), landed
+    return SyncBase(file.version, file.content, (held, *older)), landed
+
+
+def _newest_distinct(copies: tuple[str, ...], current: str) -> tuple[str, ...]:
+    """The newest :data:`MAX_OLDER_COPIES` distinct ``copies`` but ``current``, each at its
+    latest place, oldest first."""
+    kept: list[str] = []
+    for copy in reversed(copies):
+        if copy != current and copy not in kept:
+            kept.append(copy)
+    return tuple(reversed(kept[:MAX_OLDER_COPIES]))
 
 
 class Moved(Exception):
@@ -97,8 +114,8 @@ async def push(
     """``file`` written to the sandbox over ``replacing`` (the copy it holds, which the
     caller has settled: in the DB, kept aside, or to be replaced), its base recorded
     first (module doc). No record, no file: the sandbox keeps its copy and its record.
-    ``base``: the base in force, whose ``previous`` is kept when the copy is one its
-    pushes left. ``check``: ``replacing`` is what the file held when read; a file
+    ``base``: the base in force, whose copies are kept when the file's copy is one of
+    them. ``check``: ``replacing`` is what the file held when read; a file
     that no longer holds it raises :class:`Moved` instead of being written over."""
     name, synced = kind.filename, agreed(file)
     ahead, landed = records(file, replacing, base)

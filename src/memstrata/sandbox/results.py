@@ -51,7 +51,7 @@ class Scenario:
     restored: Outcome  # a blank sandbox copy replaced: "restored" after edits, else "pushed"
     db_authoritative: bool = False  # a frontend edit: the DB copy is forced onto the sandbox
     # A controlled write's sync (a memory tool reads the copy right then): a copy equal to
-    # the DB is the agent's own, and the copy a push replaced (``previous``) is forgotten.
+    # the DB is the agent's own, and the copies pushes replaced (``older``) are forgotten.
     settles: bool = False
 
 
@@ -142,7 +142,7 @@ def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase 
     written or while writing it failed (a record at the same version may be an older
     statement about it: a carried copy, ``store_edit``).
 
-    A seen base that is the record's own base keeps the record's ``previous``.
+    A seen base that is the record's own base keeps the record's ``older`` copies.
 
     Only a seen base may override the record: the round-start snapshot is the DB copy, not
     what the sandbox holds, and preferring a newer one would write a lagging sandbox copy
@@ -154,7 +154,7 @@ def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase 
             fallback.content,
         ):
             # The same base, and the record may know the copy its push replaced.
-            return replace(fallback, previous=record.previous)
+            return replace(fallback, older=record.older)
         return fallback
     return record or fallback
 

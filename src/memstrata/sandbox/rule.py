@@ -8,21 +8,19 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
 
 1. sandbox missing or blank → :class:`Push` the DB copy (``restore``); no DB row → nothing;
 2. sandbox equals the DB → :class:`Nothing` (a forced push still :class:`Push`-es);
-3. sandbox equals its base, or a copy its base record says memstrata replaced with it
-   (``previous``, ``replacing``: :attr:`SyncBase.older`) → the sandbox lags behind the DB
-   → :class:`Push`;
+3. sandbox equals its base, or a copy its base record says memstrata wrote to the file
+   before it (:attr:`SyncBase.older`) → the sandbox lags behind the DB → :class:`Push`;
 4. no DB row → :class:`WriteBack` at version 0 (insert);
 5. no base → :class:`WriteBack` at the current version (the spec's plain sandbox-first
    rule) — or, when the DB copy is authoritative (a frontend edit being pushed), :class:`Push`;
 6. the DB has not moved since the base → :class:`WriteBack` at the base version;
 7. the DB moved since the base → line-based three-way merge: clean → :class:`Merge`
    (stored at the current version, then pushed); conflicting → :class:`Preserve` (the DB
-   copy, a human's edit, wins; the sandbox copy is kept aside). A base with ``previous``
-   (the copy a push replaced, kept until the sandbox's next write-back: the push may have
-   failed, or the agent may have read the copy before it landed) leaves unknown which of
-   the copies the sandbox edited: unless the sandbox text has the push's changes, it is
-   merged from an older copy (:func:`edited_from`), so the base's text is never written
-   over.
+   copy, a human's edit, wins; the sandbox copy is kept aside). A base with ``older``
+   copies (pushed since the sandbox's last write-back: a push may have failed, or the
+   agent may have read a copy before a later push landed) leaves unknown which copy the
+   sandbox edited: it is merged from the newest copy whose changes the sandbox text has
+   (:func:`edited_from`), so no pushed copy's changes are written over.
 
 No action discards a side's text: rows 1-3 lose nothing the DB lacks (an ``older`` copy
 was settled when its push was decided: stored, kept aside or deliberately replaced), 4-6
@@ -43,29 +41,25 @@ from memstrata.sandbox.merge import merge3
 class SyncBase:
     """The DB copy a sandbox file was last known to match: its version and content.
 
-    ``previous``: the copy a push replaced (:func:`memstrata.sandbox.push.push`), kept
-    until the sandbox's next write-back. The sandbox may still hold it (the file write
-    failed), or the agent may still be working from it (it read the file before the push):
-    found as it is, it is a stale copy memstrata knew about, never an edit. After several
-    pushes with no write-back between them it is the oldest such copy.
-
-    ``replacing``: the copy the file held when the push that wrote this record read it,
-    where ``previous`` names an older one (the second push since a write-back). Named
-    while the push's file write may not have landed — it failed, or the process died
-    before it — since the file then still holds that copy; the push drops it once the
-    file is written.
+    ``older``: the other copies memstrata wrote to the file since the sandbox's last
+    write-back, oldest first (:func:`memstrata.sandbox.push.records`; at most
+    ``push.MAX_OLDER_COPIES``, and while a push lands also the copy the file holds). The
+    sandbox may still hold one of them (a push's file write failed), or the agent may be
+    working from one (it read the file before a later push): found as it is, such a copy
+    is a stale copy memstrata knew about, never an edit, and an edit of it is merged from
+    it (:func:`edited_from`). Empty after a write-back, and in records of releases that
+    predate the copies (:mod:`memstrata.sandbox.state` reads their ``previous`` and
+    ``replacing``).
     """
 
     version: int
     content: str
-    previous: str | None = None
-    replacing: str | None = None
+    older: tuple[str, ...] = ()
 
     @property
-    def older(self) -> tuple[str, ...]:
-        """The copies before ``content`` that the sandbox may hold or have been read
-        from, oldest first."""
-        return tuple(copy for copy in (self.previous, self.replacing) if copy is not None)
+    def previous(self) -> str | None:
+        """The oldest of the ``older`` copies, if any."""
+        return self.older[0] if self.older else None
 
 
 class Stored(Protocol):
@@ -132,12 +126,11 @@ def has_content(text: str | None) -> bool:
 def edited_from(sandbox_text: str, base: SyncBase) -> str:
     """The copy a sandbox edit started from: the newest of the base's copies (``older``,
     then ``content``) whose changes over every copy before it the sandbox text has — it
-    holds every line the later copy added and none it removed —, else the oldest. With
-    ``previous`` alone: the base content, unless the sandbox text lacks a line the push
-    added or keeps one it removed — then ``previous``. So a merge never takes a push's
-    changes for the agent undoing them (a whole-file write composed from a read made
-    before the push). Lines are compared without their CR and in NFC: a copy re-saved with
-    CR LF or in NFD still has the push's lines."""
+    holds every line the later copy added and none it removed —, else the oldest. So a
+    merge never takes a push's changes for the agent undoing them (a whole-file write
+    composed from a read made before the push): an edit of any copy the record names is
+    merged from that copy. Lines are compared without their CR and in NFC: a copy re-saved
+    with CR LF or in NFD still has the push's lines."""
     copies = (*base.older, base.content)
     lines = _line_set(sandbox_text)
     sets = [_line_set(copy) for copy in copies]

@@ -1,18 +1,24 @@
-"""memstrata's bookkeeping inside a sandbox: sync bases and preserved conflict copies.
+"""memstrata's bookkeeping inside a sandbox: sync bases and preserved conflict copies (and
+the session holds and read-back marks of :mod:`memstrata.sandbox.sessions`).
 
-Both live under ``.memstrata/`` at the sandbox root, beside the files they describe, so
+They live under ``.memstrata/`` at the sandbox root, beside the files they describe, so
 they survive process restarts and are seen by every process that opens the sandbox.
 
 * ``.memstrata/base/<FILE>.json`` — ``{"version": N, "content": "..."}``: the DB copy
   the sandbox file last matched. Sync compares the sandbox file with it to tell an agent
   edit (sandbox differs from its base) from a sandbox that merely lags behind the DB
   (sandbox equals its base, DB moved on), and uses it as the merge base on a conflict.
-  A push writes it *before* the file, with ``"previous": "..."`` (the copy it replaces),
-  kept until the sandbox's next write-back (the agent may be working from that copy);
-  records without ``previous`` (earlier releases, or a settled push) read as before. A
-  push over a copy that an earlier push wrote keeps that push's ``previous`` and names
-  the copy the file holds as ``"replacing"`` until the file is written (``SyncBase``).
+  A push writes it *before* the file, with the other copies memstrata wrote to the file
+  since the sandbox's last write-back (``SyncBase.older``, oldest first; the agent may be
+  working from any of them): the oldest as ``"previous"``, the newest as ``"replacing"``
+  and those between as ``"between"`` (a list). Records of the release before wrote only
+  ``previous`` (the oldest copy) and, while a push's file write landed, ``replacing``
+  (the newest): they read as those copies, as they meant. Records without any (earlier
+  releases, or after a write-back) read as before.
 * ``.memstrata/lock`` — the local sandbox's ``flock`` file (:mod:`memstrata.sandbox.exclusive`).
+* ``.memstrata/open`` — a local session sandbox's hold, ``flock``-ed while a process has the
+  session open, and ``.memstrata/read-back/<session dir>.json`` in the user's sandbox — a
+  session whose edits may wait for a read-back (:mod:`memstrata.sandbox.sessions`).
 * ``.memstrata/conflicts/<FILE>.<UTC timestamp>.md`` — an agent's copy that lost a
   conflict (or that the DB refused, with ``.rejected`` before ``.md``), kept for the user;
   a file that was not text is kept as its exact bytes (``sandbox.base.Undecodable``).
@@ -51,22 +57,27 @@ async def read_base(sandbox: Sandbox, filename: str) -> SyncBase | None:
     if not isinstance(data, dict):
         return None
     version, content = data.get("version"), data.get("content")
-    previous, replacing = (_text_or_none(data.get(key)) for key in ("previous", "replacing"))
     if isinstance(version, int) and not isinstance(version, bool) and isinstance(content, str):
-        return SyncBase(version, content, previous, replacing)
+        return SyncBase(version, content, _older_copies(data))
     return None
 
 
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+def _older_copies(data: dict[str, object]) -> tuple[str, ...]:
+    """A record's ``older`` copies (module doc); what is not text is read as absent."""
+    between = data.get("between")
+    middle = between if isinstance(between, list) else []
+    found = [data.get("previous"), *middle, data.get("replacing")]
+    return tuple(copy for copy in found if isinstance(copy, str))
 
 
 async def write_base(sandbox: Sandbox, filename: str, base: SyncBase) -> None:
     data: dict[str, object] = {"version": base.version, "content": base.content}
-    if base.previous is not None:
-        data["previous"] = base.previous
-    if base.replacing is not None:
-        data["replacing"] = base.replacing
+    if base.older:
+        data["previous"] = base.older[0]
+    if len(base.older) > 2:
+        data["between"] = list(base.older[1:-1])
+    if len(base.older) > 1:
+        data["replacing"] = base.older[-1]
     await sandbox.write_text(base_path(filename), json.dumps(data, ensure_ascii=False))
 
 

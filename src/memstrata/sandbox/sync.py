@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 
 from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import describe, log_event
@@ -61,7 +62,7 @@ from memstrata.sandbox.results import (
     open_sandbox,
 )
 from memstrata.sandbox.rule import SyncBase
-from memstrata.sandbox.sessions import SessionRegistry
+from memstrata.sandbox.sessions import ReadBackMarks, SessionRegistry
 from memstrata.sandbox.tasks import UserLocks, WritesInFlight
 
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
@@ -95,6 +96,7 @@ class SyncService:
         self._locks = UserLocks()
         self._claims = WriteClaims(self.db)
         self._sessions = SessionRegistry()
+        self._marks = ReadBackMarks(sandboxes)
         self._writes = WritesInFlight(self._locks)
 
     # -- scenario 1: new user --------------------------------------------------------------
@@ -304,10 +306,19 @@ class SyncService:
         """Sandbox-first sync of SOUL/USER/MEMORY, then AGENTS.md from the template.
 
         Missing DB rows are provisioned from the templates first, so a brand-new user's
-        first session works too. Sessions of the user closed since the last start are read
-        back first (:meth:`end_session`). With the DB unreachable the sandbox is left as it
-        is.
+        first session works too. Sessions of the user closed since — in this process, or
+        in any when the provider can tell which are open (:mod:`memstrata.sandbox.sessions`)
+        — are read back first (:meth:`end_session`). With the DB unreachable the sandbox
+        is left as it is.
         """
+        box = open_sandbox(self.sandboxes, user_id, None)  # the user's: marks live there
+        async with self._marks.opening(box, user_id, session_id) as hold:
+            results = await self._start(user_id, session_id, box)
+            if session_id is not None:
+                self._sessions.began(user_id, session_id, hold)
+        return results
+
+    async def _start(self, user_id: str, session_id: str | None, box: Sandbox) -> list[SyncResult]:
         t = self._target(user_id, session_id, SESSION)
         results: list[SyncResult] = []
         async with self.user_lock(user_id):
@@ -319,24 +330,24 @@ class SyncService:
                         t.result(kind.filename, "none", Outcome.DB_UNAVAILABLE, None, describe(exc))
                     )
             else:
-                await self._read_back_closed(user_id, session_id)
+                settle = partial(self._settle_closed, user_id)
+                await self._marks.read_back(self._sessions, box, user_id, session_id, settle)
                 for kind in USER_FILE_KINDS:
                     results.append(await self._files.reconcile(t, kind, None))
             results.append(await self._files.push_agents(t))
-        if session_id is not None:
-            self._sessions.began(user_id, session_id)
         return results
 
     def end_session(self, user_id: str, session_id: str) -> None:
         """Stop pushing frontend edits to this session's sandbox (once every
         ``start_session`` of it has ended), and note it for a read-back.
 
-        The user's next :meth:`start_session` in this service reads the closed session's
-        files back first (:meth:`read_back_session`): an edit made in its last round that
-        no read-back saw (a shell ``echo >> MEMORY.md``) would otherwise stay in a directory
-        no later session opens. A host that can await calls :meth:`read_back_session` itself
-        when the session closes. Synchronous: ``AgentSession.close`` and its finalizer call it.
-        """
+        The user's next :meth:`start_session` — in this service, or in any process once the
+        session's hold is released (:mod:`memstrata.sandbox.sessions`) — reads the closed
+        session's files back first (:meth:`read_back_session`): an edit made in its last
+        round that no read-back saw (a shell ``echo >> MEMORY.md``) would otherwise stay in
+        a directory no later session opens. A host that can await may also call
+        :meth:`read_back_session` when the session closes. Synchronous:
+        ``AgentSession.close`` and its finalizer call it."""
         self._sessions.ended(user_id, session_id)
 
     async def read_back_session(self, user_id: str, session_id: str) -> list[SyncResult]:
@@ -346,14 +357,11 @@ class SyncService:
         async with self.user_lock(user_id):
             return [await self._files.reconcile(t, kind, None) for kind in USER_FILE_KINDS]
 
-    async def _read_back_closed(self, user_id: str, starting: str | None) -> None:
-        """Read back the sessions of ``user_id`` closed since the last session start (under
-        the user lock), but ``starting``, whose own start reads it back; one whose read-back
-        failed is tried again at the next."""
-        for session_id in self._sessions.take_closed(user_id, starting):
-            results = await self.read_back_session(user_id, session_id)
-            if any(r.needs_retry for r in results):
-                self._sessions.note_closed(user_id, session_id)
+    async def _settle_closed(self, user_id: str, session_id: str) -> bool:
+        """A closed session read back at a start (under the user lock): whether it settled;
+        one that did not is tried again at the next (``ReadBackMarks.read_back``)."""
+        results = await self.read_back_session(user_id, session_id)
+        return not any(r.needs_retry for r in results)
 
     def open_sessions(self, user_id: str) -> list[str]:
         """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the

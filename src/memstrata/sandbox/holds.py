@@ -1,0 +1,105 @@
+"""Whether a session's sandbox is open in any process: ``flock`` on a file in it.
+
+The local provider's side of the optional ``SessionHoldingProvider`` hook
+(:mod:`memstrata.sandbox.base`). Each start of a session takes a *shared* lock on
+``.memstrata/open`` in the session's sandbox and keeps its descriptor until that start's
+session ends (:func:`hold`; the returned release closes it); the kernel releases it when
+the process dies, however it dies. A process that wants to read a closed session back
+first *claims* it: an exclusive lock taken without waiting (:func:`claim`), which fails
+while any process — this one included, through another descriptor — holds the session
+open, and which a start of the session waits for (briefly) before holding it.
+
+Locks are taken with ``LOCK_NB`` and polled, so the event loop never blocks; the
+descriptor is opened in a worker thread and closed if the caller stops waiting. It is
+opened with ``O_CLOEXEC``: a child process must not keep a session open after its parent
+closed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import weakref
+from collections.abc import Callable
+
+if sys.platform != "win32":
+    import fcntl
+
+HOLD_FILE = ".memstrata/open"
+# How long a session start waits for another process's claim of the session (a read-back
+# of its three files) before going on without holding it.
+HOLD_WAIT_S = 10.0
+# Polling a lock that a claim holds: from 1 ms, doubling to 20 ms (a claim lasts one
+# read-back of three files).
+_FIRST_POLL_S = 0.001
+_MAX_POLL_S = 0.02
+
+Release = Callable[[], None]
+
+
+async def hold(open_file: Callable[[], int], wait_s: float = HOLD_WAIT_S) -> Release | None:
+    """A shared lock on the file ``open_file`` opens (in a worker thread), waiting at most
+    ``wait_s`` while a claim holds it; None if it is still claimed then."""
+    return await _lock(open_file, shared=True, wait_s=wait_s)
+
+
+async def claim(open_file: Callable[[], int]) -> Release | None:
+    """An exclusive lock on the file ``open_file`` opens, without waiting; None while any
+    descriptor holds it. ``open_file``'s errors propagate (a missing file: never held)."""
+    return await _lock(open_file, shared=False, wait_s=0.0)
+
+
+async def _lock(open_file: Callable[[], int], *, shared: bool, wait_s: float) -> Release | None:
+    if sys.platform == "win32":
+        raise OSError("sessions cannot be held without flock")
+    fd = await _opened(open_file)
+    mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    deadline = time.monotonic() + wait_s
+    delay = _FIRST_POLL_S
+    locked = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                locked = True
+                return _Held(fd)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_POLL_S)
+    finally:
+        if not locked:
+            os.close(fd)
+
+
+class _Held:
+    """The release of a lock: closes ``fd`` (which drops the lock) the first time it is
+    called, from any thread — a second close could close a descriptor reused meanwhile —
+    or when it is collected uncalled (a service dropped with sessions still open)."""
+
+    __slots__ = ("__weakref__", "_close")
+
+    def __init__(self, fd: int) -> None:
+        self._close = weakref.finalize(self, os.close, fd)
+
+    def __call__(self) -> None:
+        self._close()
+
+
+async def _opened(open_file: Callable[[], int]) -> int:
+    """``open_file()`` in a worker thread; a descriptor opened after the caller stopped
+    waiting is closed, never leaked."""
+    future = asyncio.get_running_loop().run_in_executor(None, open_file)
+    try:
+        return await asyncio.shield(future)
+    except BaseException:
+        future.add_done_callback(_close_result)
+        raise
+
+
+def _close_result(future: asyncio.Future[int]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        os.close(future.result())
