@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memstrata.agent import entries, sections
+from memstrata.agent.markdown_doc import parse
 
 TEXT = """\ufeff# MEMORY.md
 - 2026-01-01: before any section
@@ -24,7 +25,7 @@ TEXT = """\ufeff# MEMORY.md
 
 
 def test_entries_are_bullets_with_their_indented_lines_outside_code() -> None:
-    found = entries.entries(TEXT.split("\n"))
+    found = entries.entries(parse(TEXT))
     assert [(e.start, e.end, e.date, e.text, e.section) for e in found] == [
         (1, 2, "2026-01-01", "before any section", None),
         (4, 6, "2026-02-01", "Chose PostgreSQL 15. Because of pgvector.", "Decisions"),
@@ -50,8 +51,7 @@ def test_comparable_text_ignores_case_width_spacing_bullet_and_date(
 
 
 def test_matching_prefers_an_equal_entry_to_entries_containing_the_text() -> None:
-    lines = ["- 2026-01-01: tea", "- 2026-01-02: green tea", "- 2026-01-03: tea"]
-    found = entries.entries(lines)
+    found = entries.entries(parse("- 2026-01-01: tea\n- 2026-01-02: green tea\n- 2026-01-03: tea"))
     assert [e.start for e in entries.matching(found, "- 2026-05-05: TEA")] == [0, 2]
     assert [e.start for e in entries.matching(found, "green")] == [1]
     assert [e.start for e in entries.matching(found, "te")] == [0, 1, 2]
@@ -60,16 +60,16 @@ def test_matching_prefers_an_equal_entry_to_entries_containing_the_text() -> Non
 
 
 def test_an_entry_is_the_same_dates_aside_only_within_its_section() -> None:
-    lines = TEXT.split("\n")
-    found = entries.entries(lines)
-    decisions = sections.find_section(lines, "decisions")
-    ongoing = sections.find_section(lines, "ongoing")
+    doc = parse(TEXT)
+    found = entries.entries(doc)
+    decisions = sections.find_section(doc, "decisions")
+    ongoing = sections.find_section(doc, "ongoing")
     bullet = "- 2026-09-09: chose postgresql 15.\n  because of PGVECTOR."
     same = entries.same_entry(found, decisions, bullet)
     assert same is not None and same.start == 4
     assert entries.same_entry(found, ongoing, bullet) is None
     assert entries.same_entry(found, None, bullet) is None
-    assert entries.without(lines, [found[1]])[3:5] == ["## Decisions", "* undated, star bullet"]
+    assert entries.without(doc.lines, [found[1]])[3:5] == ["## Decisions", "* undated, star bullet"]
 
 
 @pytest.mark.parametrize(

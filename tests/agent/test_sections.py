@@ -9,6 +9,7 @@ from datetime import date
 
 import pytest
 
+from memstrata.agent.markdown_doc import parse
 from memstrata.agent.sections import (
     append_to_section,
     dated_bullet,
@@ -116,13 +117,13 @@ def test_an_lf_file_stays_lf_when_the_agent_sends_crlf(edit: Callable[[str], str
     ],
 )
 def test_a_section_is_found_however_its_name_is_spelled(text: str, name: str) -> None:
-    assert find_section(text.split("\n"), name) is not None
+    assert find_section(parse(text), name) is not None
     assert append_to_section(text, name, "- b") == text.replace("- a\n", "- a\n- b\n")
 
 
 def test_only_a_bom_at_the_very_start_is_skipped() -> None:
     text = "# T\n\ufeff## Notes\n"  # a U+FEFF inside the file is text, not a mark
-    assert find_section(text.split("\n"), "Notes") is None
+    assert find_section(parse(text), "Notes") is None
 
 
 @pytest.mark.parametrize(

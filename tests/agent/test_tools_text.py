@@ -55,10 +55,15 @@ async def test_every_tool_keeps_a_crlf_file_all_crlf(
     tracker = await sync.begin_round(USER)
     tools = MemoryTools(ToolContext.bind(USER, sync, user_box, tracker=tracker), today=lambda: DAY)
 
-    await tools.record_memory("first\nsecond", section="Decisions")
-    await tools.update_long_term_memory("- shipped v1\n- hired Bo", section="Ongoing")
-    await tools.update_user("Ann", section="Profile", key="name")
-    await tools.update_user("- Role: engineer", section="Work", replace_section=True)
+    answers = [
+        await tools.record_memory("first\nsecond", section="Decisions"),
+        await tools.update_long_term_memory("- shipped v1\n- hired Bo", section="Ongoing"),
+        await tools.update_user("Ann", section="Profile", key="name"),
+        await tools.update_user("- Role: engineer", section="Work", replace_section=True),
+    ]
+    # The answers name the sections without the CR of their CR LF heading lines.
+    assert answers[0].startswith("Recorded in MEMORY.md under ## Decisions (version")
+    assert not [answer for answer in answers if "\r" in answer]
 
     expected_memory = crlf_memory.replace(
         "## Decisions\r\n", "## Decisions\r\n- 2026-03-01: first\r\n  second\r\n"

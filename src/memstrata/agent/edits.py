@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from datetime import date
 
-from memstrata.agent import entries, sections
+from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import MAX_NAME_CHARS
+from memstrata.agent.markdown_doc import Doc, Section
 from memstrata.memory.kinds import FileKind
 from memstrata.text import grapheme_cut
 
@@ -100,20 +101,20 @@ class Edit:
     def refuse(self, message: str) -> NothingToWrite:
         return NothingToWrite(error(message))
 
-    def section(self, lines: list[str], name: str, *, named: bool = True) -> str:
+    def section(self, doc: Doc, name: str, *, named: bool = True) -> str:
         """The title of section ``name`` as the file spells it (``name`` if it is new),
         with the notes a new or repeated section calls for."""
         file = self.kind.filename
-        spans = sections.find_sections(lines, name)
+        spans = sections.find_sections(doc, name)
         if len(spans) > 1:
-            title = sections.title_of(lines, spans[0])
+            title = spans[0].title
             self.notes.append(
                 f"Note: {file} has {len(spans)} sections named ## {title}, and these tools "
                 f"edit only the first; merge them ({_WHOLE_FILE[self.kind]})."
             )
         if spans:
-            return sections.title_of(lines, spans[0])
-        titles = sections.section_titles(lines)
+            return spans[0].title
+        titles = sections.section_titles(doc)
         if named and titles:
             shown = _listed(titles)
             close = sections.close_names(name, titles)
@@ -134,14 +135,14 @@ class AppendEntry(Edit):
         self.replaces = replaces
 
     def apply(self, text: str) -> str:
-        lines = text.split("\n")
-        found = entries.entries(lines)
+        doc = markdown_doc.parse(text)
+        found = entries.entries(doc)
         old = [] if self.replaces is None else self._superseded(found, self.replaces)
         name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
-        title = self.section(lines, name, named=self.name is not None)
+        title = self.section(doc, name, named=self.name is not None)
         others = [e for e in found if e not in old]
-        same = entries.same_entry(others, sections.find_section(lines, name), self.bullet)
-        kept = entries.without(lines, old)
+        same = entries.same_entry(others, sections.find_section(doc, name), self.bullet)
+        kept = entries.without(doc.lines, old)
         when = "" if same is None or same.date is None else f" ({same.date})"
         if same is not None and not old:
             reply = f"No change: MEMORY.md already has this entry under ## {title}{when}."
@@ -186,16 +187,16 @@ class ReplaceSection(Edit):
         self.guard_keys = guard_keys
 
     def apply(self, text: str) -> str:
-        lines = text.split("\n")
-        title = self.section(lines, self.name)
-        span = sections.find_section(lines, self.name)
+        doc = markdown_doc.parse(text)
+        title = self.section(doc, self.name)
+        span = sections.find_section(doc, self.name)
         if self.guard_keys and span is not None:
-            self._check_keys(lines, span, title)
+            self._check_keys(doc, span, title)
         self.done = f"Replaced ## {title} in {self.kind.filename}"
         return sections.replace_section(text, self.name, self.body)
 
-    def _check_keys(self, lines: list[str], span: sections.Span, title: str) -> None:
-        keys = [(k, v) for _, k, v in sections.key_bullets(lines, span) if _is_key(k)]
+    def _check_keys(self, doc: Doc, span: Section, title: str) -> None:
+        keys = [(k, v) for _, k, v in sections.key_bullets(doc, span) if _is_key(k)]
         if not keys:
             return
         line = sections.keyed_line(self.body)
@@ -232,13 +233,13 @@ class SetKey(Edit):
         self.value = value
 
     def apply(self, text: str) -> str:
-        lines = text.split("\n")
-        title = self.section(lines, self.name)
-        span = sections.find_section(lines, self.name)
-        index = None if span is None else sections.find_key(lines, span, self.key)
+        doc = markdown_doc.parse(text)
+        title = self.section(doc, self.name)
+        span = sections.find_section(doc, self.name)
+        index = None if span is None else sections.find_key(doc, span, self.key)
         spelled = self.key.strip()
         if span is not None and index is not None:
-            spelled = next(k for i, k, _ in sections.key_bullets(lines, span) if i == index)
+            spelled = next(k for i, k, _ in sections.key_bullets(doc, span) if i == index)
         self.done = f"Set {spelled} under ## {title} in USER.md"
         return sections.set_key(text, self.name, self.key, self.value)
 
@@ -253,9 +254,9 @@ class ReplaceFile(Edit):
 
     def apply(self, text: str) -> str:
         if not self.whole_file:
-            lines = text.split("\n")
-            count = len(entries.entries(lines))
-            titles = sections.section_titles(lines)
+            doc = markdown_doc.parse(text)
+            count = len(entries.entries(doc))
+            titles = sections.section_titles(doc)
             shown = f" ({_listed(titles)})" if titles else ""
             raise self.refuse(
                 f"without section, this would replace the whole of MEMORY.md, which has "

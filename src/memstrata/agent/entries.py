@@ -1,12 +1,13 @@
-"""MEMORY.md's entries, as plain functions over its lines: which bullet ``record_memory``'s
+"""MEMORY.md's entries, as plain functions over the parsed file: which bullet ``record_memory``'s
 ``replaces`` names, and whether a section already holds an entry.
 
-An *entry* is a bullet at the start of a line (``- 2026-03-01: text``) outside fenced code
-blocks, with the indented lines under it (:func:`~memstrata.agent.sections.dated_bullet`
-writes later lines so). Entries compare by :func:`comparable`: folded as section names are
-(NFKC, case-folded), whitespace collapsed, without the bullet and without a leading
-``YYYY-MM-DD:`` date, so a retry on another day is the same entry and an agent may quote
-an entry with or without its date.
+An *entry* is a top-level list item (``- 2026-03-01: text``) outside fenced code blocks,
+with the lines of its paragraph and the lines indented under it
+(:func:`~memstrata.agent.sections.dated_bullet` writes later lines so), as
+:mod:`memstrata.agent.markdown_doc` reads them for the prompt's cut too. Entries compare
+by :func:`comparable`: folded as section names are (NFKC, case-folded), whitespace
+collapsed, without the item marker and without a leading ``YYYY-MM-DD:`` date, so a retry
+on another day is the same entry and an agent may quote an entry with or without its date.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from memstrata.agent import sections
-from memstrata.agent.sections import Span, fold
+from memstrata.agent import markdown_doc, sections
+from memstrata.agent.markdown_doc import Block, Doc, Kind, Section
+from memstrata.agent.sections import fold
 
-_BULLET = re.compile(r"[-*+][ \t]+")
 _DATED = re.compile(rf"({sections.DATE_PATTERN}):[ \t]*")
 _WORD = re.compile(r"\w+")
 MAX_NEAR = 3  # near matches an answer lists
@@ -39,55 +40,37 @@ class Entry:
         """Its text as entries compare (:func:`comparable`)."""
         return comparable(self.text)
 
-    def within(self, span: Span) -> bool:
+    def within(self, span: Section) -> bool:
         return span.body_start <= self.start < span.end
 
 
 def comparable(text: str) -> str:
-    """``text`` as entries compare: folded, whitespace collapsed, no bullet, no date."""
+    """``text`` as entries compare: folded, whitespace collapsed, no item marker, no date."""
     words = " ".join(fold(text).split())
-    words = _BULLET.sub("", words, count=1) if _BULLET.match(words) else words
+    words = item if (item := markdown_doc.item_text(words)) is not None else words
     return _DATED.sub("", words, count=1) if _DATED.match(words) else words
 
 
-def entries(lines: Sequence[str]) -> list[Entry]:
-    """Every entry of a file split into lines, in file order."""
+def entries(doc: Doc) -> list[Entry]:
+    """Every entry of a file, in file order."""
     found: list[Entry] = []
-    start: int | None = None
-    section: str | None = None
-    fenced = False
-
-    def close(end: int) -> None:
-        nonlocal start
-        if start is not None:
-            found.append(_entry(lines, start, end, section))
-        start = None
-
-    for index, raw in enumerate(lines):
-        line = raw.rstrip("\r")
-        indented = line[:1] in (" ", "\t") and line.strip() != ""
-        if sections.is_fence(line):
-            fenced = not fenced
-        if indented and start is not None:
-            continue  # a later line of the entry, a fence in it included
-        close(index)
-        if fenced:
-            continue
-        title = sections.heading(line.removeprefix("\ufeff") if index == 0 else line)
-        if title is not None and title[0] <= 2:
-            section = title[1] if title[0] == 2 else None
-        elif _BULLET.match(line):
-            start = index
-    close(len(lines))
+    section: str | None = None  # the level-2 heading above, None after a level-1 one
+    for block in doc.blocks:
+        if block.kind is Kind.HEADING and block.level <= 2:
+            section = block.title if block.level == 2 else None
+        elif block.kind is Kind.ITEM:
+            found.append(_entry(doc, block, section))
     return found
 
 
-def _entry(lines: Sequence[str], start: int, end: int, section: str | None) -> Entry:
-    first = _BULLET.sub("", lines[start].rstrip("\r"), count=1)
+def _entry(doc: Doc, block: Block, section: str | None) -> Entry:
+    first = markdown_doc.item_text(doc.bare(block.start)) or ""
     dated = _DATED.match(first)
-    rest = [line.strip() for line in lines[start + 1 : end]]
+    rest = [line.strip() for line in doc.lines[block.start + 1 : block.end] if line.strip()]
     text = " ".join([first[dated.end() :] if dated else first, *rest])
-    return Entry(start, end, dated.group(1) if dated else None, text, first.strip(), section)
+    return Entry(
+        block.start, block.end, dated.group(1) if dated else None, text, first.strip(), section
+    )
 
 
 def matching(found: Iterable[Entry], wanted: str) -> list[Entry]:
@@ -108,11 +91,11 @@ def near(found: Iterable[Entry], wanted: str, limit: int = MAX_NEAR) -> list[Ent
     return [entry for _, entry in ranked[:limit]]
 
 
-def same_entry(found: Iterable[Entry], span: Span | None, bullet: str) -> Entry | None:
+def same_entry(found: Iterable[Entry], span: Section | None, bullet: str) -> Entry | None:
     """The entry of section ``span`` that says what ``bullet`` says (dates aside)."""
     if span is None:
         return None
-    new = entries(bullet.split("\n"))
+    new = entries(markdown_doc.parse(bullet))
     target = comparable(new[0].text) if new else comparable(bullet)
     return next((e for e in found if e.within(span) and e.key == target), None)
 

@@ -8,12 +8,8 @@
 * :func:`memory_entries` and :func:`without_oldest` are MEMORY.md's cut: headings stay,
   entries go oldest first (see :func:`drop_order`).
 
-Markdown is read as CommonMark reads it, as far as these rules need: a heading is a line
-of one to six ``#`` after at most three spaces, followed by a space, a tab or the line's
-end; a fence is three or more backticks or tildes after at most three spaces, closed by a
-line of the same character at least as long (``agent.sections`` toggles on any fence line,
-which is the same for every fence a tool writes; here the opening fence is needed to close
-it). Inside a fence nothing is a heading or starts an entry.
+Headings, entries and fences are :mod:`memstrata.agent.markdown_doc`'s reading, the one
+the tools edit by, so the cut keeps as a heading exactly what the tools take for one.
 """
 
 from __future__ import annotations
@@ -22,15 +18,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memstrata.agent import markdown_doc
+from memstrata.agent.markdown_doc import Kind
+
 # "<" of a tag that opens or closes a file section, in any case and spacing a model might
 # still read as one: "<file", "</file", "< /FILE". "&lt;" reads as "<" to a model and to a
 # person, and cannot end the section; other "<" (HTML, generics, "<filename>") stay.
 _FILE_TAG_START = re.compile(r"<(?=[ \t]*/?[ \t]*file\b)", re.IGNORECASE)
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-# An item of a top-level list (at most one space in): "- ", "* ", "+ ", "1. ", "1) ".
-# Lines indented further belong to the entry above (``dated_bullet`` indents by two).
-_ITEM = re.compile(r"^ ?(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]|$)")
 
 
 def escape_framing(text: str) -> str:
@@ -40,29 +34,13 @@ def escape_framing(text: str) -> str:
 
 def open_fence(text: str) -> str | None:
     """The fence (``` or ~~~, at its length) still open at the end of ``text``, or None."""
-    fence: str | None = None
-    for line in text.split("\n"):
-        fence = _after_line(fence, line.rstrip("\r"))
-    return fence
+    return markdown_doc.open_fence(text)
 
 
 def close_fence(text: str) -> str:
     """``text``, with a closing fence line added if it ends inside a fenced code block."""
     fence = open_fence(text)
     return text if fence is None else f"{text}\n{fence}"
-
-
-def _after_line(fence: str | None, line: str) -> str | None:
-    """The open fence after ``line``, given the one open before it."""
-    match = _FENCE.match(line)
-    if match is None:
-        return fence
-    marker = match.group(1)
-    if fence is None:
-        # A backtick fence's info string may not hold a backtick: "```a`b" is no fence.
-        return None if marker[0] == "`" and "`" in line[match.end() :] else marker
-    closes = marker[0] == fence[0] and len(marker) >= len(fence)
-    return None if closes and not line[match.end() :].strip() else fence
 
 
 @dataclass(frozen=True)
@@ -76,54 +54,34 @@ class Piece:
 
 def memory_entries(text: str) -> list[Piece]:
     """``text`` as headings and entries, in order; joined with line breaks they are
-    ``text`` again. An entry is an item of a top-level list with the lines under it (up to
-    the next item, heading or blank line, and indented lines after a blank line), or a
-    paragraph; a fenced block belongs to the entry it starts in, whole; blank lines belong
-    to what follows them."""
-    pieces: list[list[str]] = []
-    kinds: list[bool] = []
-    blanks: list[str] = []
-    fence: str | None = None
-    open_entry = False  # the last piece is an entry that the next line may continue
-    for line in text.split("\n"):
-        bare = line.rstrip("\r")
-        if fence is not None:
-            pieces[-1].append(line)
-            fence = _after_line(fence, bare)
-            continue
-        if not bare.strip():
-            blanks.append(line)
-            open_entry = False
-            continue
-        heading = _HEADING.match(bare) is not None
-        # After a blank line only an indented line continues an entry (a list item's
-        # second paragraph); any other starts a new one.
-        continues = open_entry or (bool(kinds) and kinds[-1] and bare[:1] in (" ", "\t"))
-        if heading or not continues or _ITEM.match(bare) is not None:
-            pieces.append([*blanks, line])
-            kinds.append(not heading)
+    ``text`` again. An entry is an item of a top-level list with its lines, or other text
+    (a paragraph); a fenced block right under an entry (no blank line between) goes with
+    it, whole; blank lines belong to what follows them."""
+    doc = markdown_doc.parse(text)
+    ends: list[int] = []  # one past each piece's last line
+    kinds: list[bool] = []  # whether each piece is an entry
+    for block in doc.blocks:
+        entry = block.kind is not Kind.HEADING
+        if block.kind is Kind.TEXT and kinds and kinds[-1] and block.start == ends[-1]:
+            ends[-1] = block.end
         else:
-            pieces[-1].extend([*blanks, line])
-        blanks = []
-        open_entry = not heading
-        fence = _after_line(None, bare)
-    if blanks:  # trailing blank lines: part of the last piece, so the text stays whole
-        if pieces:
-            pieces[-1].extend(blanks)
-        else:
-            pieces.append(blanks)
-            kinds.append(False)
-    ranks = [0] * len(pieces)
+            ends.append(block.end)
+            kinds.append(entry)
+    if not ends:  # blank lines only: one piece, so the text stays whole
+        kinds.append(False)
+    ends[len(kinds) - 1 :] = [len(doc.lines)]  # trailing blank lines: the last piece's
+    ranks = [0] * len(kinds)
     newer = 0
-    for index in range(len(pieces) - 1, -1, -1):
+    for index in range(len(kinds) - 1, -1, -1):
         if kinds[index]:
             ranks[index] = newer
             newer += 1
         else:
             newer = 0
+    starts = [0, *ends[:-1]]
     return [
-        Piece(tuple(lines), entry, rank)
-        for lines, entry, rank in zip(pieces, kinds, ranks, strict=True)
+        Piece(doc.lines[start:end], entry, rank)
+        for start, end, entry, rank in zip(starts, ends, kinds, ranks, strict=True)
     ]
 
 

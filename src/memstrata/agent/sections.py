@@ -2,12 +2,14 @@
 
 A *section* is a level-2 heading line (``## Decisions``) and every line after it up to
 the next level-1 or level-2 heading; deeper headings (``###``) belong to the section.
-Headings inside fenced code blocks do not count, and a byte-order mark before the first
-line does not hide its heading. Names (and ``update_user``'s keys) compare by
+Which lines are headings — not those inside fenced code blocks, a byte-order mark before
+the first line not hiding one — is :mod:`memstrata.agent.markdown_doc`'s reading, shared
+with the entries and the prompt's cut. Names (and ``update_user``'s keys) compare by
 :func:`fold` — NFKC, case-folded — ignoring surrounding whitespace and closing ``#``
 characters, so an NFD, full-width or upper-case spelling finds the section an agent names
 in NFC, half-width or lower case. A missing section is appended at the end of the file,
-after one blank line.
+after one blank line. A ``- key: value`` bullet inside fenced code is an example, not a
+fact: key lookups skip it.
 
 Lines the edit adds take the file's line break (:func:`line_break`): a file whose every
 line break is CR LF stays so, since the web editor writes a file back with CR LF only
@@ -21,12 +23,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+from memstrata.agent import markdown_doc
+from memstrata.agent.markdown_doc import Doc, Kind, Section
+
 # A "- key: value" bullet up to its first ":", the key (perhaps "**key**") in group 1.
 # Possessive, so that a long line without a colon fails in linear time.
 _KEY_BULLET = re.compile(r"\s*+[-*+]\s++(?:\*\*)?+([^:]*+):")
@@ -34,13 +36,6 @@ DATE_PATTERN = r"\d{4}-\d{2}-\d{2}"  # an entry's date, as dated_bullet writes i
 _DATE = re.compile(DATE_PATTERN)  # a dated entry's "- 2026-03-01: …" has no key
 # One "Key: value" line, bullet and bold optional; a key is short (MAX_NAME_CHARS).
 _KEY_LINE = re.compile(r"\s*(?:[-*+]\s+)?(?:\*\*)?([^:*\n]{1,80}?)(?:\*\*)?[ \t]*:(.*)")
-
-
-@dataclass(frozen=True)
-class Span:
-    heading: int  # index of the "## name" line
-    body_start: int  # first body line
-    end: int  # one past the last body line (next heading, or len(lines))
 
 
 def fold(text: str) -> str:
@@ -75,65 +70,26 @@ def _lf(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
-def heading(line: str) -> tuple[int, str] | None:
-    """(level, name) of a heading line, or None."""
-    match = _HEADING.match(line)
-    return None if match is None else (len(match.group(1)), match.group(2))
-
-
 def is_date(text: str) -> bool:
     return _DATE.fullmatch(text) is not None
 
 
-def is_fence(line: str) -> bool:
-    """Whether ``line`` opens or closes a fenced code block."""
-    return _FENCE.match(line) is not None
-
-
-def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
-    """(index, level, name) of every heading outside fenced code blocks."""
-    found: list[tuple[int, int, str]] = []
-    fenced = False
-    for index, line in enumerate(lines):
-        if index == 0:
-            line = line.removeprefix("\ufeff")
-        if _FENCE.match(line):
-            fenced = not fenced
-            continue
-        match = None if fenced else _HEADING.match(line)
-        if match is not None:
-            found.append((index, len(match.group(1)), match.group(2)))
-    return found
-
-
-def find_sections(lines: list[str], name: str) -> list[Span]:
+def find_sections(doc: Doc, name: str) -> list[Section]:
     """Every level-2 section called ``name``, in file order. The tools edit only the first;
     a second one (an agent repeated a heading in a body) is worth telling the agent about."""
     wanted = normalise_name(name)
-    headings = _headings(lines)
-    found: list[Span] = []
-    for position, (index, level, title) in enumerate(headings):
-        if level == 2 and normalise_name(title) == wanted:
-            end = next((i for i, lvl, _ in headings[position + 1 :] if lvl <= 2), len(lines))
-            found.append(Span(index, index + 1, end))
-    return found
+    return [section for section in doc.sections() if normalise_name(section.title) == wanted]
 
 
-def find_section(lines: list[str], name: str) -> Span | None:
+def find_section(doc: Doc, name: str) -> Section | None:
     """The first level-2 section called ``name``, or None."""
-    found = find_sections(lines, name)
+    found = find_sections(doc, name)
     return found[0] if found else None
 
 
-def section_titles(lines: list[str]) -> list[str]:
+def section_titles(doc: Doc) -> list[str]:
     """The names of the level-2 sections, as spelled in the file, in file order."""
-    return [title for _, level, title in _headings(lines) if level == 2]
-
-
-def title_of(lines: list[str], span: Span) -> str:
-    """The name of the section at ``span`` as the file spells it."""
-    match = _HEADING.match(lines[span.heading].removeprefix("\ufeff"))
-    return match.group(2) if match is not None else lines[span.heading]
+    return [section.title for section in doc.sections()]
 
 
 def close_names(name: str, titles: list[str]) -> list[str]:
@@ -173,21 +129,20 @@ def without_own_heading(body: str, name: str) -> str:
     """``body`` without a first line that is section ``name``'s own heading (``## Decisions``
     for ``Decisions``, level 1 or 2): an agent that echoes it would add a second section
     of that name, which later edits never reach (they edit the first)."""
-    lines = body.split("\n")
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None:
+    doc = markdown_doc.parse(body)
+    first = doc.blocks[0] if doc.blocks else None  # on the first line that is not blank
+    if first is None or first.kind is not Kind.HEADING or first.level > 2:
         return body
-    headings = _headings(lines[first : first + 1])
-    if headings and headings[0][1] <= 2 and normalise_name(headings[0][2]) == normalise_name(name):
-        return "\n".join(lines[first + 1 :])
-    return body
+    if normalise_name(first.title) != normalise_name(name):
+        return body
+    return "\n".join(doc.lines[first.start + 1 :])
 
 
 def section_heading_in(body: str) -> str | None:
     """The first level-1 or level-2 heading line of ``body`` outside fenced code, or None:
     in a section body it would start a section of its own."""
-    lines = body.split("\n")
-    return next((lines[i].strip() for i, level, _ in _headings(lines) if level <= 2), None)
+    doc = markdown_doc.parse(body)
+    return next((doc.lines[h.start].strip() for h in doc.headings() if h.level <= 2), None)
 
 
 def _with_new_section(text: str, name: str, body: list[str]) -> str:
@@ -202,9 +157,10 @@ def append_to_section(text: str, name: str, entry: str) -> str:
 
 
 def _append(text: str, name: str, entry: str) -> str:
-    lines = text.split("\n")
+    doc = markdown_doc.parse(text)
+    lines = list(doc.lines)
     entry_lines = entry.split("\n")
-    span = find_section(lines, name)
+    span = find_section(doc, name)
     if span is None:
         return _with_new_section(text, name, entry_lines)
     position = span.end
@@ -219,9 +175,10 @@ def replace_section(text: str, name: str, body: str) -> str:
 
 
 def _replace(text: str, name: str, body: str) -> str:
-    lines = text.split("\n")
+    doc = markdown_doc.parse(text)
+    lines = doc.lines
     body_lines = body.strip("\n").split("\n") if body.strip() else []
-    span = find_section(lines, name)
+    span = find_section(doc, name)
     if span is None:
         return _with_new_section(text, name, body_lines)
     # A blank line keeps the next heading apart; at the end of the file it is the final
@@ -246,9 +203,10 @@ def set_key(text: str, name: str, key: str, value: str) -> str:
 
 
 def _set_key(text: str, name: str, key: str, value: str) -> str:
-    lines = text.split("\n")
-    span = find_section(lines, name)
-    index = None if span is None else find_key(lines, span, key)
+    doc = markdown_doc.parse(text)
+    lines = list(doc.lines)
+    span = find_section(doc, name)
+    index = None if span is None else find_key(doc, span, key)
     if index is None:
         return _append(text, name, f"- {key.strip()}: {value}".rstrip())
     match = _KEY_BULLET.match(lines[index])
@@ -257,10 +215,16 @@ def _set_key(text: str, name: str, key: str, value: str) -> str:
     return "\n".join(lines)
 
 
-def key_bullets(lines: list[str], span: Span) -> list[tuple[int, str, str]]:
-    """(index, key as spelled, value) of every ``- key: value`` bullet of the section."""
+def key_bullets(doc: Doc, span: Section) -> list[tuple[int, str, str]]:
+    """(index, key as spelled, value) of every ``- key: value`` bullet of the section,
+    outside fenced code."""
+    inside = [i for i in range(span.body_start, span.end) if i not in doc.code]
+    return _key_bullets(doc.lines, inside)
+
+
+def _key_bullets(lines: Sequence[str], indexes: Iterable[int]) -> list[tuple[int, str, str]]:
     found: list[tuple[int, str, str]] = []
-    for index in range(span.body_start, span.end):
+    for index in indexes:
         match = _KEY_BULLET.match(lines[index])
         if match is not None:
             key = match.group(1).strip().removesuffix("**").strip()
@@ -268,19 +232,19 @@ def key_bullets(lines: list[str], span: Span) -> list[tuple[int, str, str]]:
     return found
 
 
-def find_key(lines: list[str], span: Span, key: str) -> int | None:
+def find_key(doc: Doc, span: Section, key: str) -> int | None:
     """The line of the section's first bullet with ``key`` (compared by :func:`fold`)."""
     wanted = fold(key)
-    return next((i for i, found, _ in key_bullets(lines, span) if fold(found) == wanted), None)
+    return next((i for i, found, _ in key_bullets(doc, span) if fold(found) == wanted), None)
 
 
 def body_keys(body: str) -> list[str]:
-    """The keys of the ``- key: value`` bullets in a section body an agent sent."""
-    return [
-        m.group(1).strip().removesuffix("**").strip()
-        for m in map(_KEY_BULLET.match, body.splitlines())
-        if m
-    ]
+    """The keys of the ``- key: value`` bullets in a section body an agent sent, read as
+    :func:`key_bullets` reads them once the body is in the file: lines split at LF only
+    (a U+2028 leaves the key after it inside the line before), fenced code skipped."""
+    doc = markdown_doc.parse(body)
+    outside = [i for i in range(len(doc.lines)) if i not in doc.code]
+    return [key for _, key, _ in _key_bullets(doc.lines, outside)]
 
 
 def keyed_line(text: str) -> tuple[str, str] | None:

@@ -1,0 +1,220 @@
+"""The one reading of a memory file's structure (``agent.markdown_doc``): its rules line by
+line, and over generated documents its invariants — blocks cover every line that is not
+blank, the parts join back to the text byte for byte, line breaks and a byte-order mark
+change nothing, nothing in fenced code is a heading or an entry."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memstrata.agent.markdown_doc import (
+    Doc,
+    Kind,
+    fence_after,
+    heading,
+    item_text,
+    open_fence,
+    parse,
+)
+
+# Lines that exercise every rule: headings of levels 1-3 (indented, empty, closing #s, a
+# level-7 non-heading), items with continuation lines at each indentation, fences of both
+# kinds and lengths with headings and bullets inside, blank lines, U+2028 and a lone CR.
+_LINE = st.sampled_from(
+    [
+        "# MEMORY",
+        "## Notes",
+        "## Notes ##",
+        "   ## Decisions",
+        "##",
+        "### Sub",
+        "####### x",
+        "- 2026-03-01: tea",
+        "* b",
+        " - c",
+        "1. d",
+        "- Name: Ann",
+        "  more",
+        "\tmore",
+        " more",
+        "  - nested",
+        "  ## nested",
+        "lazy text",
+        "```",
+        "~~~",
+        "````",
+        "```py",
+        "  ```",
+        "\t```",
+        "",
+        "",
+        "  ",
+        "x\u2028## not a line of its own",
+        "a\rb",
+    ]
+)
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> str:
+    text = "\n".join(draw(st.lists(_LINE, max_size=30)))
+    if draw(st.booleans()):
+        text += "\n"
+    return text
+
+
+def blank(line: str) -> bool:
+    return not line.strip()
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("## Notes", (2, "Notes")),
+        ("   ### Notes ###", (3, "Notes")),  # up to three spaces in; a closing run goes
+        ("##", (2, "")),
+        ("## ", (2, "")),
+        ("    ## code", None),  # four spaces: indented code
+        ("##Notes", None),
+        ("####### seven", None),
+        ("#hashtag", None),
+    ],
+)
+def test_heading(line: str, expected: tuple[int, str] | None) -> None:
+    assert heading(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("- a", "a"),
+        ("*\tb", "b"),
+        (" + c", "c"),
+        ("12. d", "d"),
+        ("3) e", "e"),
+        ("-", ""),
+        ("  - nested", None),
+        ("-x", None),
+        ("2026-03-01: not an item", None),
+    ],
+)
+def test_item_text(line: str, expected: str | None) -> None:
+    assert item_text(line) == expected
+
+
+def test_fence_after() -> None:
+    assert fence_after(None, "```py") == "```"
+    assert fence_after(None, "```a`b") is None  # a backtick in a backtick fence's info
+    assert fence_after(None, "\t```") is None  # a tab is four columns: indented code
+    assert fence_after("````", "```") == "````"  # shorter: no close
+    assert fence_after("```", "~~~") == "```"  # the other character: no close
+    assert fence_after("```", "``` x") == "```"  # a closing fence has no info string
+    assert fence_after("```", "   ````") is None
+
+
+def kinds(text: str) -> list[tuple[str, int, int]]:
+    return [(b.kind.value, b.start, b.end) for b in parse(text).blocks]
+
+
+def test_blocks_of_a_memory_file() -> None:
+    text = "\n".join(
+        [
+            "\ufeff# MEMORY",  # 0
+            "",
+            "Intro text",  # 2
+            "  indented: the same paragraph",
+            "## Notes",  # 4
+            "- 2026-03-01: tea",  # 5
+            "  more",
+            "lazy: the same paragraph",
+            "",
+            "  after a blank, indented: still the entry",
+            "```",  # 10: a fence at the margin ends the entry
+            "## fenced",
+            "```",
+            " - a sibling item",  # 13
+            "  ## a heading inside the item",
+            " ## Decisions",  # 15
+        ]
+    )
+    assert kinds(text) == [
+        ("heading", 0, 1),
+        ("text", 2, 4),
+        ("heading", 4, 5),
+        ("item", 5, 10),
+        ("text", 10, 13),
+        ("item", 13, 15),
+        ("heading", 15, 16),
+    ]
+    doc = parse(text)
+    assert doc.code == {10, 11, 12}
+    assert [(s.heading, s.end, s.title) for s in doc.sections()] == [
+        (4, 15, "Notes"),
+        (15, 16, "Decisions"),
+    ]
+
+
+def parts(doc: Doc) -> list[tuple[int, int]]:
+    """The document as consecutive spans: each block, and the blank lines between."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for block in doc.blocks:
+        if block.start > at:
+            spans.append((at, block.start))
+        spans.append((block.start, block.end))
+        at = block.end
+    if at < len(doc.lines):
+        spans.append((at, len(doc.lines)))
+    return spans
+
+
+@settings(max_examples=500, deadline=None)
+@given(documents())
+def test_blocks_cover_the_text_and_join_back_to_it(text: str) -> None:
+    doc = parse(text)
+    assert len(doc.lines) == text.count("\n") + 1  # U+2028 and a lone CR split nothing
+    spans = parts(doc)
+    assert "\n".join("\n".join(doc.lines[a:b]) for a, b in spans) == text
+    assert [a for a, _ in spans[1:]] == [b for _, b in spans[:-1]]  # consecutive, no overlap
+    blocks = {(b.start, b.end) for b in doc.blocks}
+    for start, end in spans:
+        if (start, end) in blocks:
+            assert not blank(doc.bare(start))
+            assert (end == len(doc.lines) and doc.open_fence) or not blank(doc.bare(end - 1))
+        else:
+            assert all(blank(doc.bare(i)) for i in range(start, end))
+
+
+@settings(max_examples=500, deadline=None)
+@given(documents())
+def test_nothing_in_fenced_code_is_a_heading_or_an_entry(text: str) -> None:
+    doc = parse(text)
+    for block in doc.blocks:
+        if block.start in doc.code:  # only a block that a fence opens
+            assert block.kind is Kind.TEXT
+            assert fence_after(None, doc.bare(block.start)) is not None
+    for section in doc.sections():
+        assert section.heading not in doc.code
+        assert heading(doc.bare(section.heading)) == (2, section.title)
+
+
+@settings(max_examples=500, deadline=None)
+@given(documents())
+def test_sections_run_to_the_next_heading_of_level_one_or_two(text: str) -> None:
+    doc = parse(text)
+    tops = [h.start for h in doc.headings() if h.level <= 2]
+    for section in doc.sections():
+        later = [i for i in tops if i > section.heading]
+        assert section.end == (later[0] if later else len(doc.lines))
+
+
+@settings(max_examples=500, deadline=None)
+@given(documents(), st.booleans())
+def test_crlf_and_a_byte_order_mark_read_the_same(text: str, bom: bool) -> None:
+    doc = parse(text)
+    other = parse(("\ufeff" if bom else "") + text.replace("\n", "\r\n"))
+    assert other.blocks == doc.blocks
+    assert other.code == doc.code
+    assert other.open_fence == doc.open_fence == open_fence(text)
