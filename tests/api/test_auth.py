@@ -182,9 +182,12 @@ def test_every_api_route_requires_a_token(app: FastAPI, client: TestClient) -> N
     ]
     assert sum(len(ops) for path, ops in paths.items() if path not in OPEN_PATHS) == len(protected)
     assert sorted(protected) == [
+        ("DELETE", "/api/memory/conflicts/{name}"),
         ("GET", "/api/config/agent-files/{name}"),
         ("GET", "/api/config/limits"),
         ("GET", "/api/config/skills"),
+        ("GET", "/api/memory/conflicts"),
+        ("GET", "/api/memory/conflicts/{name}"),
         ("POST", "/api/memory/conversations/turns:batch"),
         ("POST", "/api/memory/conversations/{session_id}/turns"),
         ("POST", "/api/memory/search"),

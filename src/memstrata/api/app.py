@@ -28,7 +28,7 @@ from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, install_error_handlers
 from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import DocsHeadersMiddleware, RequestLogMiddleware
-from memstrata.api.routers import config, health, limits, memory
+from memstrata.api.routers import config, conflicts, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.api.schemas import without_default_422
 from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
@@ -65,6 +65,7 @@ def create_router(
     router.include_router(config.build_router(routes))
     router.include_router(limits.build_router(routes))
     router.include_router(memory.build_router(routes))
+    router.include_router(conflicts.build_router(routes))
     if include_operations:
         router.include_router(health.build_router(routes))
     return router

@@ -35,6 +35,7 @@ ASSETS: dict[str, str] = {
     "file-view.js": "text/javascript; charset=utf-8",
     "file-save.js": "text/javascript; charset=utf-8",
     "file-conflict.js": "text/javascript; charset=utf-8",
+    "file-aside.js": "text/javascript; charset=utf-8",
     "skills.js": "text/javascript; charset=utf-8",
     "search.js": "text/javascript; charset=utf-8",
     "icon.svg": "image/svg+xml",

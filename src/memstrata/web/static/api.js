@@ -3,7 +3,7 @@
 // The token is kept in sessionStorage (this tab only, gone when it closes) and is only
 // ever sent in the Authorization header.
 
-import { asSentence } from "./dom.js";
+import { asSentence, bdi, sentence } from "./dom.js";
 
 const TOKEN_KEY = "memstrata.token";
 
@@ -21,14 +21,20 @@ export class ApiError extends Error {
   }
 }
 
-/** Why a call failed, as whole sentences for the page to show after its own. */
+/** Why a call failed, as whole sentences for the page to show after its own: a list of
+ * parts for `banner` (spread it into the page's own list). The server's text is in a `bdi`
+ * (dom.js): a name or id it echoes, with right-to-left letters or bidi controls, cannot
+ * reorder the page's words around it. */
 export function reason(error) {
-  if (error.status === 0) return UNREACHABLE;
-  if (error.told) return asSentence(error.message);
+  if (error.status === 0) return [UNREACHABLE];
+  if (error.told) return [bdi(asSentence(error.message))];
   return error.status >= 500
-    ? `The server had an error (${error.message}).`
-    : `The server refused the request (${error.message}).`;
+    ? ["The server had an error (", bdi(error.message), ")."]
+    : ["The server refused the request (", bdi(error.message), ")."];
 }
+
+/** The server's own words about a failure, isolated (as in `reason`), as one sentence. */
+export const serverSentence = (error) => bdi(sentence(error.message));
 
 export const token = {
   get: () => sessionStorage.getItem(TOKEN_KEY),

@@ -1,7 +1,7 @@
 // The page's entry point: sign-in, the three views, leaving with unsaved changes.
 
-import { api, claims, onUnauthorized, token } from "./api.js";
-import { $, banner, bdi, isolated, sentence } from "./dom.js";
+import { api, claims, onUnauthorized, serverSentence, token } from "./api.js";
+import { $, banner, bdi, isolated } from "./dom.js";
 import * as files from "./files.js";
 import * as search from "./search.js";
 import * as skills from "./skills.js";
@@ -56,17 +56,17 @@ async function signIn(candidate) {
   } catch (error) {
     if (error.status === 401) {
       token.clear();
-      signedOut(`That token was refused: ${sentence(error.message)} Get a new one and try again.`,
-        "error", $("token").value);
+      signedOut(["That token was refused: ", serverSentence(error),
+        " Get a new one and try again."], "error", $("token").value);
     } else {
       // Not the token's fault (the server is down, restarting, overloaded): keep it, in this
       // tab's storage and in the field, so that Sign in or a reload tries it again.
-      const status = error.told ? `HTTP ${error.status}: ${error.message}` : error.message;
+      const status = [error.told ? `HTTP ${error.status}: ` : "", bdi(error.message)];
       signedOut(error.status === 0
         ? "Could not reach the server. Check your connection, then press Sign in to try again: " +
           "your token is kept."
-        : `Could not sign in. The server could not answer (${status}). Your token is kept: ` +
-          "press Sign in to try again.", "error", candidate);
+        : ["Could not sign in. The server could not answer (", ...status, "). Your token is kept: " +
+          "press Sign in to try again."], "error", candidate);
     }
     return;
   } finally {
@@ -118,7 +118,8 @@ function expireAt(when) {
 
 onUnauthorized((error) => {
   token.clear();
-  signedOut(`You were signed out: ${sentence(error.message)} Sign in again with a new token. ${KEPT}`);
+  signedOut(["You were signed out: ", serverSentence(error),
+    ` Sign in again with a new token. ${KEPT}`]);
 });
 
 $("signin-form").addEventListener("submit", (event) => {

@@ -47,9 +47,9 @@ export function isolated(text) {
 }
 
 /** Show a banner paragraph with a kind (error, warn, ok, info); empty text hides it. `text`
- * is a string, or a list of strings and nodes (an id in a `bdi`). */
+ * is a string, or a list of strings and nodes (an id, or the server's words, in a `bdi`). */
 export function banner(node, text, kind = "info") {
-  node.replaceChildren(...[text || ""].flat());
+  node.replaceChildren(...[text || ""].flat(Infinity));
   node.hidden = !node.textContent;
   node.className = `banner ${kind}`;
   node.setAttribute("role", kind === "error" ? "alert" : "status");

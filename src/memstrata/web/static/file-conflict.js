@@ -16,9 +16,9 @@ export async function conflict(f, stored = null) {
   try {
     if (!stored) ({ data: stored } = await api("GET", path(f)));
   } catch (failure) {
-    say(
-      `${f.filename} was not saved: it was changed elsewhere, and loading the newer version failed. ` +
-      `${reason(failure)} Your text is still in the editor; save again to compare.`, "error");
+    say([
+      `${f.filename} was not saved: it was changed elsewhere, and loading the newer version failed. `,
+      ...reason(failure), " Your text is still in the editor; save again to compare."], "error");
     return;
   }
   const mine = f.conflict ? f.conflict.mine : f.draft;
@@ -66,8 +66,8 @@ export async function reapply() {
       say(""); // signed out already (api.js): the conflict view waits for the next sign-in
       return;
     }
-    say(`Your edits were not re-applied. ${mergeError(failure)} Your text is still beside ` +
-      `version ${c.version}: re-apply again, overwrite, or copy your text.`, "error");
+    say(["Your edits were not re-applied. ", ...mergeError(failure), " Your text is still beside " +
+      `version ${c.version}: re-apply again, overwrite, or copy your text.`], "error");
     $("conflict-reapply").focus(); // it was disabled while waiting: focus fell to the page
     return;
   }
@@ -97,7 +97,7 @@ export async function reapply() {
 
 // The server's 413 names its settings; the user gets a sentence about their text.
 const mergeError = (error) =>
-  error.status === 413 ? "The texts are too large to merge on the server." : reason(error);
+  error.status === 413 ? ["The texts are too large to merge on the server."] : reason(error);
 
 export async function copyMine() {
   const c = current().conflict;

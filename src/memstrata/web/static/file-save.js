@@ -2,8 +2,9 @@
 // that may have been stored anyway is read back before the user is told anything, so that
 // saving again does not meet the user's own write as someone else's.
 
-import { api, reason } from "./api.js";
-import { $, number, sentence } from "./dom.js";
+import { api, reason, serverSentence } from "./api.js";
+import { $, bdi, number } from "./dom.js";
+import { refresh as refreshAside } from "./file-aside.js";
 import { conflict } from "./file-conflict.js";
 import { current, dirty, path, size, state, storedText } from "./file-state.js";
 import { render, say } from "./file-view.js";
@@ -27,6 +28,8 @@ export async function write(f, version) {
     }).finally(() => clearTimeout(slow));
     adopt(f, text, data.version);
     say(`Saved ${f.filename} as version ${data.version}.`, "ok");
+    // an agent's edit waiting in its workspace that conflicted with this one was kept aside
+    refreshAside(f);
   } catch (error) {
     // The editor stays open while a save is in flight, so the text to keep is the draft as
     // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
@@ -75,43 +78,43 @@ async function readBack(f, version, text, error) {
     say(`Saved ${f.filename} as version ${now.version} (the server's answer was lost; the file ` +
       `was read back to check).${later}`, "ok");
   } else if (now.version === version) {
-    const why = error.status === 0 ? "The connection was lost while saving." : reason(error);
-    say(`${why} Nothing was written: ${f.filename} is still version ${version} (the file was ` +
-      "read back to check). Your text is still in the editor; save again.", "error");
+    const why = error.status === 0 ? ["The connection was lost while saving."] : reason(error);
+    say([...why, ` Nothing was written: ${f.filename} is still version ${version} (the file was ` +
+      "read back to check). Your text is still in the editor; save again."], "error");
   } else {
     // changed by another writer (after this write, or instead of it): what a 409 shows
     await conflict(f, now);
   }
 }
 
+/** The sentences for a failed save: a list of parts for `say`, the server's words isolated. */
 function saveError(f, error) {
   const kept = "Nothing was written; your text is still in the editor.";
-  const why = sentence(error.message);
   switch (error.status) {
     case 413: {
       // The server's own text names its settings; the user gets the page's numbers.
       const used = size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
       const limit = state.limits.max_content_bytes;
       const over = used > limit ? `: ${number(used)} of ${number(limit)} bytes` : "";
-      return `${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`;
+      return [`${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`];
     }
     case 422:
-      return `The server refused this text: ${why} ${kept}`;
+      return ["The server refused this text: ", serverSentence(error), ` ${kept}`];
     case 400:
-      return `The request was refused: ${why} ${kept}`;
+      return ["The request was refused: ", serverSentence(error), ` ${kept}`];
     case 401:
-      return `Your sign-in ended (${error.message}). ${kept} Sign in again to save it.`;
+      return ["Your sign-in ended (", bdi(error.message), `). ${kept} Sign in again to save it.`];
     case 0:
       // the request may have been sent before the connection failed
-      return "Could not reach the server. Your text is still in the editor; it may or may not " +
-        "have been saved. Check your connection, then save again to make sure.";
+      return ["Could not reach the server. Your text is still in the editor; it may or may not " +
+        "have been saved. Check your connection, then save again to make sure."];
     default:
   }
   if (error.status >= 500) {
     // Any 5xx can come after the file was stored (here: the read-back could not tell). Saving again is safe: it still sends the version that was read, so
     // nothing is overwritten blindly.
-    return `${reason(error)} Your text is still in the editor; it may or may not have been saved. ` +
-      "Save again to make sure.";
+    return [...reason(error), " Your text is still in the editor; it may or may not have been " +
+      "saved. Save again to make sure."];
   }
-  return `Saving failed. ${reason(error)} ${kept}`;
+  return ["Saving failed. ", ...reason(error), ` ${kept}`];
 }

@@ -3,10 +3,12 @@
 // (conflict, error, expired token) replaces a draft without keeping it visible.
 // Only this module is app.js's; the rest is split so each part reads on its own, with the
 // shared state in file-state.js so that no two modules import each other: drawing in
-// file-view.js, saving in file-save.js, the conflict choices in file-conflict.js.
+// file-view.js, saving in file-save.js, the conflict choices in file-conflict.js, the
+// agent's kept-aside edits in file-aside.js.
 
 import { api, reason } from "./api.js";
 import { $, el } from "./dom.js";
+import * as aside from "./file-aside.js";
 import { copyMine, reapply } from "./file-conflict.js";
 import { write } from "./file-save.js";
 import { canSave, current, dirty, editorText, eolOf, path, setAside, state } from "./file-state.js";
@@ -16,6 +18,7 @@ import { render, say } from "./file-view.js";
 export function init(limits, { keepDrafts }) {
   state.limits = limits;
   if (!keepDrafts) state.files.clear();
+  aside.reset(); // read again for whoever signed in
   const tabs = $("file-tabs");
   tabs.replaceChildren();
   for (const { name, filename } of limits.files) {
@@ -47,6 +50,7 @@ export function reset() {
   state.current = null;
   state.focus = false;
   $("file-tabs").replaceChildren();
+  aside.reset();
   for (const id of ["editor", "kept-text"]) $(id).value = "";
   $("conflict-diff").replaceChildren();
   say("");
@@ -57,6 +61,7 @@ export function reset() {
 export function opened() {
   const f = current();
   if (f && !f.loading) load(f);
+  if (f) aside.refresh(f); // an agent's edit kept aside meanwhile shows too
 }
 
 /** Focus the editor, now or as soon as the current file has loaded. */
@@ -85,13 +90,17 @@ function select(name) {
   const f = current();
   say(f.error ? loadError(f) : "", "error");
   render();
+  aside.draw(); // this file's notices as last read, until they are read again
+  aside.refresh(f);
   // read again on every selection: a write made meanwhile is shown (unless the user has a
   // draft of the file, which stays), and a tab that failed to load retries
   if (!f.loading) load(f);
 }
 
-const loadError = (f) =>
-  `Could not load ${f.filename}. ${reason(f.error)}${f.error.status === 0 ? "" : " Press Retry to try again."}`;
+const loadError = (f) => [
+  `Could not load ${f.filename}. `, ...reason(f.error),
+  f.error.status === 0 ? "" : " Press Retry to try again.",
+];
 
 async function load(f) {
   f.loading = true;
@@ -132,7 +141,7 @@ async function load(f) {
       if (f === current()) say(loadError(f), "error");
     } else if (f === current()) {
       // the text on screen is still the user's to edit and save
-      say(`Could not check ${f.filename} for a newer version. ${reason(error)}`, "warn");
+      say([`Could not check ${f.filename} for a newer version. `, ...reason(error)], "warn");
     }
   } finally {
     f.loading = false;
@@ -169,6 +178,7 @@ export function wire() {
     write(f, f.conflict.version);
   });
   $("conflict-copy").addEventListener("click", copyMine);
+  aside.wire();
   $("kept-dismiss").addEventListener("click", () => {
     current().kept = null;
     current().keptPending = false;

@@ -74,7 +74,7 @@ async function run() {
     const { data } = await api("POST", "api/memory/search", { body });
     if (ticket === latest) show(data);
   } catch (error) {
-    if (ticket === latest) clear(`Search failed. ${reason(error)}`, "error");
+    if (ticket === latest) clear(["Search failed. ", ...reason(error)], "error");
   } finally {
     if (ticket === latest) $("hits").setAttribute("aria-busy", "false");
   }

@@ -21,7 +21,7 @@ export async function load() {
     status = "failed";
     list.replaceChildren();
     const retry = error.status === 0 ? "" : " Press Retry to try again.";
-    banner($("skills-message"), `Could not load the skills. ${reason(error)}${retry}`, "error");
+    banner($("skills-message"), ["Could not load the skills. ", ...reason(error), retry], "error");
     $("skills-retry").hidden = false;
   } finally {
     list.setAttribute("aria-busy", "false");
@@ -85,8 +85,8 @@ async function flip(name, toggle, error, li) {
     toggle.setAttribute("aria-checked", String(data.enabled));
   } catch (failure) {
     toggle.setAttribute("aria-checked", String(!wanted));
-    error.replaceChildren("Could not turn ", bdi(name),
-      ` ${wanted ? "on" : "off"}. ${reason(failure)} It is ${wanted ? "off" : "on"} again.`);
+    error.replaceChildren("Could not turn ", bdi(name), ` ${wanted ? "on" : "off"}. `,
+      ...reason(failure), ` It is ${wanted ? "off" : "on"} again.`);
     error.hidden = false;
     void li.offsetWidth; // restart the highlight animation on a repeated failure
     li.classList.add("rolled-back");

@@ -1,0 +1,159 @@
+"""The agents' kept-aside copies over HTTP: list, read, dismiss (``/api/memory/conflicts``).
+
+Each route is a thin transport over one coroutine of :mod:`memstrata.memory.conflicts`,
+which holds every rule (names, paging, what a failing sandbox answers); this module maps
+its errors to the API's one error shape. The user is the token's: the service opens that
+user's sandbox only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query
+from fastapi.routing import APIRoute
+
+from memstrata.api.conflict_schemas import (
+    ConflictContent,
+    ConflictDismissed,
+    ConflictList,
+)
+from memstrata.api.errors import ApiError, error_body
+from memstrata.api.routing import (
+    Context,
+    CurrentUser,
+    checked_before_body,
+    register_anything_convertor,
+)
+from memstrata.api.schemas import ErrorBody, error_responses
+from memstrata.db.models import MAX_INT
+from memstrata.memory.conflicts import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    CopiesUnavailableError,
+    InvalidCopyNameError,
+    UnknownCopyError,
+    dismiss_copy,
+    list_copies,
+    parse_name,
+    read_copy,
+)
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
+
+_NAME = "MEMORY.md.20260301T120000.123456Z.md"
+_BAD_NAME = (
+    "'../USER.md' is not the name of a kept-aside copy: names are as GET "
+    f"/api/memory/conflicts lists them, such as {_NAME!r}"
+)
+_UNKNOWN = (
+    f"no kept-aside copy named {_NAME!r}: it was dismissed already, or never kept; "
+    "GET /api/memory/conflicts lists the copies there are"
+)
+_DOWN = "the copy could not be read from the sandbox (SandboxError); try again later"
+
+
+def _example(status: int, code: str, detail: str, description: str) -> dict[str, Any]:
+    return {
+        "model": ErrorBody,
+        "description": description,
+        "content": {"application/json": {"example": error_body(status, detail, code=code)}},
+    }
+
+
+_ONE_COPY = {
+    **error_responses(),
+    400: _example(400, "invalid_conflict_name", _BAD_NAME, "Not a copy's name."),
+    404: _example(404, "conflict_not_found", _UNKNOWN, "No copy of that name (the user's)."),
+    503: _example(
+        503, "sandbox_unavailable", _DOWN, "The sandbox failed or did not answer in time."
+    ),
+}
+
+
+@checked_before_body
+async def path_copy_name(
+    name: Annotated[str, Path(description="A copy's `name`, as the list gives it.")],
+) -> str:
+    """The name, or 400 saying what a name is (after the token: the route class checks it
+    first); async so that FastAPI runs it on the event loop."""
+    with _mapped(0):
+        parse_name(name)
+    return name
+
+
+@contextmanager
+def _mapped(retry_after_s: float) -> Iterator[None]:
+    """The service's errors in the API's shape: 400, 404, or 503 with ``Retry-After``."""
+    try:
+        yield
+    except InvalidCopyNameError as exc:
+        raise ApiError(400, str(exc), code="invalid_conflict_name") from exc
+    except UnknownCopyError as exc:
+        raise ApiError(404, str(exc), code="conflict_not_found") from exc
+    except CopiesUnavailableError as exc:
+        headers = {"Retry-After": str(max(1, math.ceil(retry_after_s)))}
+        raise ApiError(503, str(exc), code="sandbox_unavailable", headers=headers) from exc
+
+
+def _file_kind(
+    file: Annotated[
+        str | None,
+        Query(
+            description="Only the copies of this file: user, soul or memory.",
+            json_schema_extra={"enum": [k.api_name for k in USER_FILE_KINDS]},
+        ),
+    ] = None,
+) -> FileKind | None:
+    # Validated by api_kind, as the file routes' names are: a bad one is spec §3's 400.
+    return None if file is None else api_kind(file)
+
+
+def build_router(route_class: type[APIRoute]) -> APIRouter:
+    register_anything_convertor()
+    router = APIRouter(prefix="/api/memory/conflicts", tags=["memory"], route_class=route_class)
+
+    # "/" too: the routes below would take it as an empty name.
+    @router.get("", responses=error_responses(400, 422))
+    @router.get("/", include_in_schema=False)
+    async def list_conflicts(
+        user_id: CurrentUser,
+        context: Context,
+        kind: Annotated[FileKind | None, Depends(_file_kind)],
+        offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Copies to skip.")] = 0,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_PAGE, description=f"Copies per page, 1 to {MAX_PAGE}.")
+        ] = DEFAULT_PAGE,
+    ) -> ConflictList:
+        """The agents' edits that sync kept aside in this user's sandbox, newest first: each
+        conflicted with a human's edit (the stored version won) or was refused by the
+        database. A sandbox that fails or hangs is `sandbox: "sandbox_failed"` with
+        `warnings`, never an error."""
+        page = await list_copies(
+            context.mem.sandboxes, user_id, kind=kind, offset=offset, limit=limit
+        )
+        return ConflictList.of(page)
+
+    # Any characters reach the route (after the token), so a bad name is a 400, not a 404.
+    @router.get("/{name:anything}", responses=_ONE_COPY)
+    async def get_conflict(
+        user_id: CurrentUser, name: Annotated[str, Depends(path_copy_name)], context: Context
+    ) -> ConflictContent:
+        """One kept-aside copy, whole (read-only)."""
+        with _mapped(context.settings.sandbox_timeout_s):
+            text = await read_copy(context.mem.sandboxes, user_id, name)
+        return ConflictContent.of(text)
+
+    @router.delete("/{name:anything}", responses=_ONE_COPY)
+    async def dismiss_conflict(
+        user_id: CurrentUser, name: Annotated[str, Depends(path_copy_name)], context: Context
+    ) -> ConflictDismissed:
+        """Dismiss a kept-aside copy: its file is deleted from the sandbox. A second
+        dismissal of the same copy is a 404."""
+        with _mapped(context.settings.sandbox_timeout_s):
+            copy = await dismiss_copy(context.mem.sandboxes, user_id, name)
+        return ConflictDismissed(name=copy.name)
+
+    return router
