@@ -3,7 +3,8 @@
 
 Starts its own ``memstrata serve`` (embedded PostgreSQL, local embedding server) in a
 temporary directory, fills one user's memory through the REST API, and captures the files
-view, the conflict view and the search view with the system Chromium.
+view, the conflict view, an agent's edit kept aside and the search view with the system
+Chromium.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect, sync_playwright
 
+from memstrata.sandbox.dir_names import safe_dir_name
 from tests.web.browser import INSTALL_HINT, find_chromium
 from tests.web.server import Serve
 
@@ -36,6 +38,15 @@ PROFILE = """# USER.md — about your user
 - Moving the team's CI to ephemeral runners
 - Learning Italian (A2), practising on Tuesdays
 """
+MEMORY = """# MEMORY.md
+
+## Decisions
+- 2026-11-20: Team standup moves to 9:30 on Mondays
+- 2026-11-28: Biscuit's vet is Dr. Rossi, Clinique des Brotteaux
+"""
+# The agent changed the same line in its sandbox while Alice edited it in the page.
+AGENT_MEMORY = MEMORY.replace("9:30 on Mondays", "9:15 on Mondays and Thursdays")
+HUMAN_MEMORY = MEMORY.replace("9:30 on Mondays", "10:00 on Mondays")
 TURNS = [
     (
         40,
@@ -86,6 +97,25 @@ def _fill(server: Serve) -> None:
             ).raise_for_status()
 
 
+def _kept_aside(server: Serve) -> None:
+    """Alice's save wins over the agent's edit of the same line; the agent's is kept aside."""
+    sandbox = server.workdir / "data" / "sandboxes" / safe_dir_name(USER)
+    with server.rest(USER) as rest:
+        first = rest.get("/api/config/agent-files/memory").json()
+        stored = rest.put(
+            "/api/config/agent-files/memory",
+            json={"content": MEMORY},
+            headers={"If-Match": f'"{first["version"]}"'},
+        )
+        stored.raise_for_status()
+        (sandbox / "MEMORY.md").write_text(AGENT_MEMORY, encoding="utf-8")
+        rest.put(
+            "/api/config/agent-files/memory",
+            json={"content": HUMAN_MEMORY},
+            headers={"If-Match": f'"{stored.json()["version"]}"'},
+        ).raise_for_status()
+
+
 def _signed_in(server: Serve, browser_page: Page) -> Page:
     browser_page.goto(f"{server.url}/")
     browser_page.fill("#token", server.token(USER))
@@ -123,6 +153,14 @@ def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
         page.click("#file-save")
         expect(page.locator("#file-version")).to_have_text("version 4")
 
+        _kept_aside(server)
+        page.click("#tab-memory")
+        notice = page.locator("#aside-list button").first
+        expect(notice).to_be_visible(timeout=30_000)
+        notice.click()  # View: the agent's text, read-only
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=out_dir / "kept-aside.png")
+
         page.click("#nav a[data-view=search]")
         page.fill("#query", "what food for Biscuit?")
         page.press("#query", "Enter")
@@ -131,7 +169,7 @@ def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
         page.set_viewport_size({"width": 390, "height": 760})
         page.screenshot(path=out_dir / "search-phone.png")
         browser.close()
-    for name in ("files", "conflict", "search", "search-phone"):
+    for name in ("files", "conflict", "kept-aside", "search", "search-phone"):
         print(out_dir / f"{name}.png")
 
 
