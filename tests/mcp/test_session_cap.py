@@ -25,7 +25,8 @@ from starlette.types import Receive, Scope, Send
 from memstrata.api import create_app
 from memstrata.api.auth import mint_token
 from memstrata.config import Settings
-from memstrata.mcp.sessions import SessionLedger, serve_counted
+from memstrata.mcp.counted import serve_counted
+from memstrata.mcp.sessions import SessionLedger
 from memstrata.runtime import Memstrata
 from tests.mcp.messages import INIT, MCP_HEADERS
 from tests.reliability.harness import serve

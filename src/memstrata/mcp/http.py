@@ -7,7 +7,8 @@ lifespan (one process, one lifespan; the runtime is opened first and closed last
 ``WWW-Authenticate``). The token's user becomes the SDK's authenticated principal, so a
 session created with one user's token answers 404 to any other user's token, and every
 tool, resource and prompt reads the user from the request, never from an argument. Each
-user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`).
+user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`),
+counted as their requests pass (:mod:`memstrata.mcp.counted`).
 The SDK's own refusals of bad input come in plain text, pydantic's words, or not at all
 (a request whose id it cannot read gets 202 and no answer), so the gate refuses that input
 itself, after authentication, in the REST API's error shape with a JSON-RPC error, saying
@@ -48,12 +49,13 @@ from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
 from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
 from memstrata.config import Settings
+from memstrata.mcp.counted import serve_counted
 from memstrata.mcp.headers import HeaderChecks
 from memstrata.mcp.owners import principal
 from memstrata.mcp.parse_errors import bad_body
 from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.mcp.server import build_server
-from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields, serve_counted
+from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields
 
 MCP_PATH = "/mcp"
 

@@ -4,22 +4,27 @@ The SDK's session manager caps sessions per process (10 000, then 503 for everyo
 ends one on DELETE, when it has had no request in flight for its idle timeout, or when it
 crashes; it counts nobody's sessions in particular. So one agent loop that initializes a
 new session for every call and never closes one could take every slot of a replica.
-:class:`SessionLedger` counts each user's sessions, and :func:`serve_counted` refuses a
-user's session-opening request with 429 while that user holds ``per_user`` of them,
-before the SDK creates anything; its ``Retry-After`` is when the user's least recently
-used session idles out. The process's cap (``per_server``) makes room instead: a new
-session past it ends the least recently used idle session of any user (:meth:`make_room`
-picks it, :func:`memstrata.mcp.owners.end_as_owner` ends it as its client's ``DELETE``
-would), or gets 503 while none is idle; the SDK's own cap is off.
+:class:`SessionLedger` counts each user's sessions, and
+:func:`memstrata.mcp.counted.serve_counted` refuses a user's session-opening request with
+429 while that user holds ``per_user`` of them, before the SDK creates anything; its
+``Retry-After`` is when the user's least recently used session idles out. The process's
+cap (``per_server``) makes room instead: a new session past it ends the least recently
+used idle session of any user (:meth:`make_room` picks it,
+:func:`memstrata.mcp.owners.end_as_owner` ends it as its client's ``DELETE`` would), or
+gets 503 while none is idle; the SDK's own cap is off.
 
 The SDK has no public end-of-session hook, so the ledger follows sessions over HTTP, where
 all their requests pass: a session counts from the response that hands out its
 ``Mcp-Session-Id`` until a DELETE of it succeeds, a request for it answers 404 (the SDK has
-forgotten it: ended, expired or crashed), or it has had no request in flight for the idle
-timeout the SDK was given too. Each of these comes at or after the SDK's own end, so the
-ledger may count a session a moment longer than the SDK holds it, never shorter; and a
-session nobody asks about again is forgotten after the idle timeout, so a cap reached by
-crashed clients lifts by itself.
+forgotten it: ended, expired or crashed), its ``initialize`` is answered with a JSON-RPC
+error (the gate then ends it in the SDK), or it has had no request in flight for the idle
+timeout the SDK was given too. A request counts as in flight until the last chunk of its
+answer, when the client holds all of it; the SDK counts it until its call returns, a
+moment later. That moment is the most by which the ledger lets a session go before the
+SDK does (its idle timeout counted from the last chunk, a failed ``initialize`` forgotten
+at it); otherwise it may count a session a moment longer than the SDK holds it, never
+shorter. A session nobody asks about again is
+forgotten after the idle timeout, so a cap reached by crashed clients lifts by itself.
 
 In stateless mode (``MEMSTRATA_MCP_STATELESS``) the SDK keeps nothing between requests:
 ``initialize`` hands out no ``Mcp-Session-Id`` and every request stands alone. There is
@@ -30,7 +35,6 @@ while it runs, and a burst of them would get 429s no session ever caused).
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections import OrderedDict
@@ -42,16 +46,12 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_REQUEST, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from memstrata.api.errors import ApiError, error_response
-from memstrata.logs import log_event
-from memstrata.mcp.owners import end_as_owner
+from memstrata.api.errors import ApiError
 
 TOO_MANY_SESSIONS = "too_many_sessions"
 SERVER_FULL = "too_many_sessions_on_server"
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -176,6 +176,12 @@ class SessionLedger:
         elif session.in_flight == 0:
             self._idle[session_id] = self._clock()
 
+    def end(self, session_id: str) -> None:
+        """The SDK has let ``session_id`` go after its requests were counted out (its
+        opening request raised after its answer); nothing happens if already forgotten."""
+        if session_id in self._sessions:
+            self._forget(session_id)
+
     def _expire(self) -> None:
         cutoff = self._clock() - self.idle_timeout_s
         while self._idle:
@@ -199,7 +205,7 @@ class SessionLedger:
             self._held.pop(user_id, None)
 
 
-def _opens_session(headers: Headers) -> bool:
+def opens_session(headers: Headers) -> bool:
     """Whether the SDK may open a session for this request: no ``Mcp-Session-Id`` and a
     handshake-era (or no) ``MCP-Protocol-Version``; the SDK serves later versions one
     request at a time, holding nothing afterwards."""
@@ -209,102 +215,8 @@ def _opens_session(headers: Headers) -> bool:
     )
 
 
-async def serve_counted(
-    ledger: SessionLedger, app: ASGIApp, user_id: str, scope: Scope, receive: Receive, send: Send
-) -> None:
-    """Pass one authenticated ``/mcp`` request to the SDK (``app``), keeping ``ledger``
-    in step with the session it opens, uses or ends; 429 when it would open one too many.
-
-    The ledger changes when the response starts, before the client can act on it: a
-    client that got its session id may use it at once, and one whose DELETE was answered
-    may open a new session at once.
-    """
-    headers = Headers(scope=scope)
-    session_id = headers.get(MCP_SESSION_ID_HEADER)
-    if session_id is not None:
-        await _serve_in_session(ledger, app, user_id, session_id, scope, receive, send)
-        return
-    reserved = _opens_session(headers)
-    refusal = None
-    evicted = None
-    if reserved and not ledger.reserve(user_id):
-        refusal = _too_many(ledger, user_id, scope)
-    elif reserved:
-        try:
-            evicted = ledger.make_room()
-        except LookupError:
-            ledger.release(user_id)
-            refusal = _server_full(ledger)
-    if refusal is not None:
-        response = error_response(refusal)
-        assert response is not None  # an ApiError always maps
-        await response(scope, receive, send)
-        return
-    opened: str | None = None
-    unsettled = reserved  # a slot taken and not yet given a session or back
-
-    async def watch(message: Message) -> None:
-        nonlocal opened, unsettled
-        if message["type"] == "http.response.start":
-            if message["status"] < 400:
-                opened = Headers(raw=message.get("headers", [])).get(MCP_SESSION_ID_HEADER)
-            if opened is not None:
-                ledger.opened(user_id, opened, reserved=reserved)
-            elif unsettled:
-                ledger.release(user_id)
-            unsettled = False
-        await send(message)
-
-    completed = False
-    try:
-        if evicted is not None:
-            log_event(logger, "mcp.session.evicted", user_id=evicted.user_id, for_user=user_id)
-            # Ended before the new session opens, so the process never holds more than
-            # its cap; the client's next request for it gets 404 and it initializes again.
-            await end_as_owner(app, evicted.session_id, evicted.user_id, scope)
-        await app(scope, receive, watch)
-        completed = True
-    finally:
-        # The SDK keeps a session only if its opening request answered below 400 without
-        # raising (cancelled, client gone); otherwise it discards it at once.
-        if opened is not None:
-            ledger.finish(opened, ended=not completed)
-        elif unsettled:
-            ledger.release(user_id)
-
-
-async def _serve_in_session(
-    ledger: SessionLedger,
-    app: ASGIApp,
-    user_id: str,
-    session_id: str,
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-) -> None:
-    if not ledger.begin(user_id, session_id):
-        await app(scope, receive, send)
-        return
-    counted = True  # this request is still in the ledger's in-flight count
-
-    async def watch(message: Message) -> None:
-        nonlocal counted
-        if message["type"] == "http.response.start":
-            status = message["status"]
-            # 404: the SDK has forgotten the session (ended, expired, crashed).
-            if status == 404 or (scope.get("method") == "DELETE" and status < 300):
-                ledger.finish(session_id, ended=True)
-                counted = False
-        await send(message)
-
-    try:
-        await app(scope, receive, watch)
-    finally:
-        if counted:
-            ledger.finish(session_id, ended=False)
-
-
-def _too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
+def too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
+    """The 429 for a session-opening request of a user who holds ``per_user`` sessions."""
     path = scope.get("path", "/mcp")
     expiry_s = ledger.next_expiry_s(user_id)
     # Whole seconds, rounded up: a client that waits as told finds the slot free (unless
@@ -330,7 +242,8 @@ def _too_many(ledger: SessionLedger, user_id: str, scope: Scope) -> ApiError:
     return _refusal(429, TOO_MANY_SESSIONS, detail, wait_s)
 
 
-def _server_full(ledger: SessionLedger) -> ApiError:
+def server_full(ledger: SessionLedger) -> ApiError:
+    """The 503 for a session-opening request on a full server with no idle session."""
     detail = (
         f"this server holds {ledger.per_server} MCP sessions, the most it allows "
         "(MEMSTRATA_MCP_MAX_SESSIONS), and each has a request in flight, so none can be "
