@@ -100,3 +100,32 @@ def test_terms_stored_before_case_folding_are_made_again(db: Database) -> None:
     version_2 = f"2{'b' if rules.CJK_BIGRAMS else 'u'}"
     _insert(db, "u", "Fußball am Sonntag", f"{version_2}\tfußball sonntag")
     assert _found(db, "u", "FUSSBALL")
+
+
+# Three Thai rounds, each in a session of its own (no round carries another's tail), and
+# for each a word said inside it with no space around it.
+THAI_WORDS = {
+    "ข้าว": "ฉันชอบกินข้าวผัดกับต้มยำกุ้งที่ร้านใกล้บ้าน",
+    "หมอฟัน": "วันอังคารฉันมีนัดกับหมอฟันตอนสี่โมงเย็น",
+    "สุนัข": "สุนัขของเราชื่อบิสกิต ชอบวิ่งในสวนทุกเช้าก่อนไปทำงาน",
+}
+
+
+def test_a_thai_word_is_found_inside_an_unspaced_sentence(db: Database) -> None:
+    """A Thai run between spaces was cut at its marks, which were dropped, so ข้าว (ข, าว)
+    matched no term of a sentence saying ข้าวผัด (…, นข, าวผ, …)."""
+    rounds = [Round(f"s{i}", 0, said, "", T0) for i, said in enumerate(THAI_WORDS.values())]
+    Indexer(db.sessions, None).index_rounds("th", rounds)
+    search = SearchService(IndexCache(db.sessions), None, decay=DecayPolicy(False))
+    for word, said in THAI_WORDS.items():
+        hits = search.search("th", word, as_of=T0).hits
+        assert hits and said in hits[0].text, word
+        assert hits[0].explain["bm25_rank"] == 1
+
+
+def test_thai_terms_stored_before_clusters_are_made_again(db: Database) -> None:
+    """A row stored under version 4 holds Thai cut at its marks: used as stored, it would
+    never match the clusters of a query (``TERMS_VERSION`` 5)."""
+    version_4 = f"4{'b' if rules.CJK_BIGRAMS else 'u'}"
+    _insert(db, "u", "ฉันชอบกินข้าวผัด", f"{version_4}\tฉ นชอบก นข าวผ ด")
+    assert _found(db, "u", "ข้าว")

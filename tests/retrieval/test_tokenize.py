@@ -119,9 +119,11 @@ class TestTokenize:
         assert tokenize("Versicherungs\u00adgesellschaft") == ["versicherungsgesellschaft"]
         assert tokenize("\u00ad \u0640") == []
 
-    def test_scripts_without_spaces_still_split_at_their_marks(self) -> None:
-        """Joining Thai's marks would make a whole phrase one term."""
-        assert tokenize("ง่าย") == ["ง", "าย"]
+    def test_scripts_without_spaces_by_cluster_with_pairs(self) -> None:
+        """Joining Thai's marks into words would make a whole phrase one term, and cutting
+        at them dropped the marks: a cluster is a term, as a CJK character is (more in
+        test_tokenize_unspaced.py)."""
+        assert tokenize("ง่าย") == ["ง่", "า", "ย", "ง่า", "าย"]
 
     def test_punctuation_symbols_and_emoji_dropped(self) -> None:
         assert tokenize("「你好」！？…—— 👍 ❤️ @#$%") == ["你", "好", "你好"]

@@ -4,9 +4,10 @@ Generated from Python 3.11.7's Unicode database (unicodedata 14.0.0): every code
 point below U+20000 of general category M (Mn, Mc, Me) — Devanagari and the other Indic
 vowel signs and viramas, Arabic harakat, Hebrew points, Latin combining accents NFKC could
 not compose — except in the scripts written without spaces between words (Thai, Lao,
-Tibetan, Myanmar, Khmer), whose marks keep splitting a run of text as before: joining them
-would turn a whole phrase into one term. A fixed table rather than a scan at import, so
-the index terms do not change when Python's Unicode database does.
+Tibetan, Myanmar, Khmer): joining their marks to a word would turn a whole phrase into one
+term; ``tokenize`` cuts their runs into grapheme clusters (and pairs of them) instead. A
+fixed table rather than a scan at import, so the index terms do not change when Python's
+Unicode database does.
 """
 
 # Regular-expression character class bodies (no brackets), split at U+FFFF: a class

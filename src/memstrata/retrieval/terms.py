@@ -25,7 +25,8 @@ from memstrata.retrieval.records import is_conversation_path
 # 3: case folding instead of lowercasing (ß is ss), the Arabic tatweel and the soft
 #    hyphen dropped inside words.
 # 4: a conversation round's date as words (date_words).
-TERMS_VERSION = 4
+# 5: Thai, Lao, Tibetan, Myanmar and Khmer by grapheme cluster, with cluster bigrams.
+TERMS_VERSION = 5
 
 # English names, whatever the locale: the words questions were measured with (LoCoMo).
 _MONTHS = (

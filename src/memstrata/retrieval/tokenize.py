@@ -5,16 +5,22 @@ Two different jobs live here, and they deliberately use different rules:
 ``tokenize`` produces *index terms*. The spec asks for Chinese character by character and
 English word by word with no external dependency, because a per-user memory index must not
 need a segmentation dictionary or a network call. CJK ideographs, kana and hangul become one
-term per character; every other maximal run of Unicode letters/digits (with the combining
-marks inside it, so Hindi or Bengali words stay whole) becomes one case-folded term (so
-``don't`` is ``don`` + ``t``, and ``3.14`` is ``3`` + ``14``). Text is NFKC-normalised
-first so full-width ``ＧＰＴ４`` and ``GPT4`` index identically, and case-folded rather than
-lowercased (``Fußball`` and ``FUSSBALL`` are one term). English terms then go
-through ``light_stem`` (plural and -ed/-ing stripping only; other scripts are untouched)
-and an English stopword list is removed, because on conversational data words like "the",
-"I" or "did" appear in nearly every turn, carry almost no BM25 weight, and their long
-postings are what make queries slow. Both were measured on LoCoMo (docs/BENCHMARKS.md):
-BM25 recall@10 rose from 0.5245 (Lucene's stop set, no stemming) to 0.597.
+term per character. Thai, Lao, Tibetan, Myanmar and Khmer have no spaces between words
+either, so a run of their letters and marks becomes one term per grapheme cluster
+(``regex``'s ``\\X``: a consonant with its vowel signs and tone marks, never split, so
+``ข้าว`` is ``ข้`` + ``า`` + ``ว``), like a CJK character; a word of them then matches
+inside a longer unspaced sentence, which with a term per run, or per piece between marks,
+it did only by chance. Every other maximal run of Unicode letters/digits (with the combining marks
+inside it, so Hindi or Bengali words stay whole) becomes one case-folded term (so
+``don't`` is ``don`` + ``t``, ``3.14`` is ``3`` + ``14``, and Thai ``๒๕๖๗`` is one
+term). Text is NFKC-normalised first so full-width ``ＧＰＴ４`` and ``GPT4`` index
+identically, and case-folded rather than lowercased (``Fußball`` and ``FUSSBALL`` are one
+term). English terms then go through ``light_stem`` (plural and -ed/-ing stripping only;
+other scripts are untouched) and an English stopword list is removed, because on
+conversational data words like "the", "I" or "did" appear in nearly every turn, carry
+almost no BM25 weight, and their long postings are what make queries slow. Both were
+measured on LoCoMo (docs/BENCHMARKS.md): BM25 recall@10 rose from 0.5245 (Lucene's stop
+set, no stemming) to 0.597.
 
 ``count_tokens`` *estimates LLM tokens* for the 512-token chunk size and the system-prompt
 budget. No tokenizer model ships with memstrata, so the rule approximates byte-level BPE
@@ -69,7 +75,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Container
+from collections.abc import Container, Iterator, Sequence
+
+import regex
 
 from memstrata.retrieval.marks import MARKS, MARKS_ASTRAL, MARKS_BMP
 
@@ -102,8 +110,20 @@ _TERM_WITH_MARKS = re.compile(f"[{_CJK}]|[^\\W_{_CJK}](?:[^\\W_{_CJK}]|[{MARKS}]
 # The same terms for text without marks or joiners (nearly all English and Chinese), at
 # about half the cost: the alternation above is slow, and looking for a mark is not.
 _TERM = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
-# Also the other characters ``_DROPPED`` removes from inside a word.
-_BMP_MARK_OR_JOINER = re.compile(f"[{MARKS_BMP}\u00ad\u0640\u200c\u200d]")
+# Scripts written without spaces between words, besides CJK: Thai, Lao, Tibetan, Myanmar
+# (with its Extended-A and -B blocks) and Khmer. ``marks.MARKS`` leaves their marks out.
+_UNSPACED = "\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\ua9e0-\ua9ff\uaa60-\uaa7f"
+# A maximal run of their letters and marks, from a letter (a mark with no letter before it
+# is no term, as in every script), cut into grapheme clusters for the index. Not their
+# digits, punctuation or symbols: a number is one term, as in every script, and ๏ or ។
+# ends a run like a full stop. The clusters, and which code points are letters, are
+# ``regex``'s (its Unicode version); agent/preview.py and text.py cut at the same clusters.
+_UNSPACED_RUN = regex.compile(f"(?V1)[[{_UNSPACED}]&&\\p{{L}}][[{_UNSPACED}]&&[\\p{{L}}\\p{{M}}]]*")
+_CLUSTER = regex.compile(r"\X")
+# What sends a text to the slower full rules: a combining mark or a character ``_DROPPED``
+# removes from inside a word, or a character of an unspaced script. One class, so text
+# without any of them (nearly all English and Chinese) is scanned once.
+_FULL_RULES_BMP = re.compile(f"[{MARKS_BMP}\u00ad\u0640\u200c\u200d{_UNSPACED}]")
 _ASTRAL_MARK = re.compile(f"[{MARKS_ASTRAL}]")
 # Dropped before splitting, so a word is one term with or without them: joiners inside a
 # word (Indic conjuncts), variation selectors (emoji or text style), the Arabic tatweel
@@ -121,8 +141,9 @@ CJK_CHAR = re.compile(f"[{_CJK}]")
 # Two or more CJK characters in a row: their adjacent pairs become extra terms.
 _CJK_RUN = re.compile(f"[{_CJK}]{{2,}}")
 
-# Whether CJK text also yields character bigrams (see ``tokenize``); decided by measurement
-# on MADial-Bench (docs/BENCHMARKS.md).
+# Whether unspaced text also yields bigrams — adjacent CJK characters, adjacent clusters of
+# the other unspaced scripts (see ``tokenize``); decided by measurement on MADial-Bench
+# (docs/BENCHMARKS.md).
 CJK_BIGRAMS = True
 
 # What an estimated token is, by script (module doc; measured by
@@ -261,7 +282,9 @@ def tokenize(
 
     With ``cjk_bigrams`` every pair of adjacent CJK characters is an extra term, next to
     the per-character terms the spec asks for: single characters of Chinese are very
-    ambiguous (``乌`` of ``乌龙茶``), and a matching pair is much stronger evidence.
+    ambiguous (``乌`` of ``乌龙茶``), and a matching pair is much stronger evidence. So is
+    every pair of adjacent grapheme clusters in a run of Thai, Lao, Tibetan, Myanmar or
+    Khmer (``ข้า``, ``าว``), by the same rule (``_pairs``).
 
     Use the same settings for documents and queries, or stopped query words will never
     match (and unstopped document words will skew lengths).
@@ -272,12 +295,13 @@ def tokenize(
     normal = unicodedata.normalize("NFKC", text).casefold()
     if not normal.isascii():
         normal = unicodedata.normalize("NFKC", normal)
-    if not _has_marks(normal):
+    runs: list[list[str]] = []  # the clusters of each unspaced run, for their pairs
+    if not _needs_full_rules(normal):
         terms = _TERM.findall(normal)
     else:
         # casefold() makes Turkish İ "i" + a combining dot: İşte must match işte.
         normal = normal.replace("i\u0307", "i").translate(_DROPPED)
-        terms = _TERM_WITH_MARKS.findall(normal)
+        terms, runs = _words_and_clusters(normal)
     if stopwords is ENGLISH_STOPWORDS and stem:
         terms = _default_terms(terms)
     else:
@@ -287,14 +311,43 @@ def tokenize(
             terms = [light_stem(term) for term in terms]
     if cjk_bigrams:
         for run in _CJK_RUN.findall(normal):
-            terms.extend(run[i : i + 2] for i in range(len(run) - 1))
+            terms.extend(_pairs(run))
+        for clusters in runs:
+            terms.extend(_pairs(clusters))
     return terms
 
 
-def _has_marks(text: str) -> bool:
+def _pairs(units: Sequence[str]) -> Iterator[str]:
+    """The bigrams of a run of unspaced text: each unit (a CJK character, a cluster of
+    Thai and the like) joined to the next. (``map``: as fast as slicing a string of
+    Chinese, a third faster than ``zip``.)"""
+    return map(str.__add__, units, units[1:])
+
+
+def _words_and_clusters(normal: str) -> tuple[list[str], list[list[str]]]:
+    """The unigram terms of ``normal`` in text order, and the clusters of each unspaced run.
+
+    Between the runs, words and CJK characters are found as everywhere; a word that touches
+    a run ends there (``abcไทย`` is ``abc`` and the clusters of ``ไทย``)."""
+    terms: list[str] = []
+    runs: list[list[str]] = []
+    at = 0
+    for run in _UNSPACED_RUN.finditer(normal):
+        terms += _TERM_WITH_MARKS.findall(normal, at, run.start())
+        clusters: list[str] = _CLUSTER.findall(run.group())
+        terms += clusters
+        runs.append(clusters)
+        at = run.end()
+    terms += _TERM_WITH_MARKS.findall(normal, at)
+    return terms, runs
+
+
+def _needs_full_rules(text: str) -> bool:
+    """Whether ``text`` has a combining mark, a character dropped inside words, or a
+    character of an unspaced script (other than CJK)."""
     if text.isascii():  # O(1) in CPython: a flag of the string
         return False
-    if _BMP_MARK_OR_JOINER.search(text) is not None:
+    if _FULL_RULES_BMP.search(text) is not None:
         return True
     return max(text) > "\uffff" and _ASTRAL_MARK.search(text) is not None
 
