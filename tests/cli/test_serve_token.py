@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -194,7 +195,11 @@ def test_serve_starts_answers_and_stops(
     assert out.splitlines()[0] == (f"memstrata listening on {url}  (API docs: {url}/docs)")
     # The bare name only when another shell finds it (make installs into .venv/bin).
     how = "memstrata" if shutil.which("memstrata") else f"{Path(sys.executable).parent}/memstrata"
-    assert f"  get a token {how} token --user alice" in out.splitlines()
+    # A data directory other than the default is named: another shell lacks the variable.
+    data_dir = shlex.quote(server_env["MEMSTRATA_DATA_DIR"])
+    assert f"  get a token MEMSTRATA_DATA_DIR={data_dir} {how} token --user alice" in (
+        out.splitlines()
+    )
     assert "  embeddings  none: BM25-only search" in out.splitlines()
     assert err.count("No embedding API configured") == 1, err  # said once, not per lookup
 

@@ -90,9 +90,10 @@ def test_serve_prints_the_page_and_how_to_get_a_token(server: Serve) -> None:
     # `memstrata`, or its path in the virtual environment when that is not on PATH
     token_lines = [line for line in lines if line.startswith("  get a token ")]
     assert len(token_lines) == 1
-    command = token_lines[0].removeprefix("  get a token ")
+    # then, for a server given its secret, "(with this server's MEMSTRATA_JWT_SECRET)"
+    command = token_lines[0].removeprefix("  get a token ").split("  (")[0]
     assert command.endswith(" token --user alice")
-    assert command.split(" ")[0].split("/")[-1] == "memstrata", command
+    assert command.split(" ")[-4].split("/")[-1] == "memstrata", command
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -221,6 +222,23 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def token_hint(settings: Settings, command: str) -> str:
+    """The banner's "get a token": what a second shell, which lacks this process's
+    environment, runs to get a token this server accepts. The development secret lives in
+    the data directory, so a server on another one than the default names it (without
+    it, the token was signed with the default directory's secret: 401)."""
+    if settings.jwt_secret:
+        return f"{command} token --user alice  (with this server's MEMSTRATA_JWT_SECRET)"
+    if settings.jwt_public_key:
+        return "issued by your identity provider (public-key verification)"
+    default = Settings.model_fields["data_dir"].get_default(call_default_factory=True)
+    if settings.data_dir != default:
+        return (
+            f"MEMSTRATA_DATA_DIR={shlex.quote(str(settings.data_dir))} {command} token --user alice"
+        )
+    return f"{command} token --user alice"
+
+
 def _banner(
     settings: Settings,
     mem: Memstrata,
@@ -241,10 +259,7 @@ def _banner(
         embeddings = f"{mem.embedder.name} (configured)"
     else:
         embeddings = "none: BM25-only search"
-    if settings.jwt_secret or not settings.jwt_public_key:
-        how = f"{command_name()} token --user alice"
-    else:
-        how = "issued by your identity provider (public-key verification)"
+    how = token_hint(settings, command_name())
     docs = f"  (API docs: {url}/docs)" if settings.api_docs else ""
     lines = [
         f"memstrata listening on {url}{docs}",

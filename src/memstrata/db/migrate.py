@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memstrata.db.engine import PGVECTOR_HINT, check_pgvector, describe
@@ -32,6 +32,8 @@ _MIGRATION_LOCK_KEY = 7_311_042_518
 # What memstrata does to each of its tables (every one is written; rows are deleted from
 # several), and its SERIAL columns' sequences need USAGE for an INSERT.
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+# SQLSTATE of "permission denied" (psycopg's InsufficientPrivilege).
+INSUFFICIENT_PRIVILEGE = "42501"
 _MISSING_PRIVILEGES = text(
     """
     SELECT t.name, p.privilege
@@ -76,6 +78,22 @@ def current_revision(engine: Engine) -> str | None:
         raise DatabaseSetupError(
             f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}"
         ) from exc
+    except DBAPIError as exc:
+        if not _insufficient_privilege(exc):
+            raise
+        # A role with no grant yet (docs/DEPLOY.md's GRANT step skipped) fails here, before
+        # the privilege check: give it that check's one line, not a traceback.
+        check_privileges(engine)
+        with engine.connect() as conn:
+            role = conn.execute(text("SELECT current_user")).scalar_one()
+        raise DatabaseSetupError(
+            f"role {role} cannot read the schema revision on {describe(engine)} (no SELECT on "
+            f"alembic_version): run `GRANT SELECT ON alembic_version TO {role}` as its owner"
+        ) from exc
+
+
+def _insufficient_privilege(exc: DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE
 
 
 def newer_than_this_release(engine: Engine, revision: str | None) -> bool:
@@ -109,10 +127,7 @@ def upgrade(engine: Engine) -> str | None:
                 with conn.begin_nested():
                     conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
             except DBAPIError as exc:
-                raise PgvectorMissingError(
-                    f"cannot create the pgvector extension on {describe(engine)} "
-                    f"({str(exc.orig).strip()}); {PGVECTOR_HINT}"
-                ) from exc
+                raise PgvectorMissingError(_extension_problem(engine, conn, exc)) from exc
             cfg = alembic_config(engine)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
@@ -121,6 +136,24 @@ def upgrade(engine: Engine) -> str | None:
     revision = current_revision(engine)
     log_event(logger, "db.upgraded", revision=revision, database=describe(engine))
     return revision
+
+
+def _extension_problem(engine: Engine, conn: Connection, exc: DBAPIError) -> str:
+    """Why CREATE EXTENSION failed, with the fix. Refused for privilege, pgvector is
+    installed (PostgreSQL reads its control file before it checks the role) but it is no
+    trusted extension: only a superuser may create it, and the migration role need not be
+    one."""
+    cause = str(exc.orig).strip().replace("\n", " ")
+    if not _insufficient_privilege(exc):
+        return (
+            f"cannot create the pgvector extension on {describe(engine)} ({cause}); {PGVECTOR_HINT}"
+        )
+    role, database = conn.execute(text("SELECT current_user, current_database()")).one()
+    return (
+        f"role {role} may not create the pgvector extension on {describe(engine)} ({cause}): "
+        f"have a superuser run `CREATE EXTENSION vector;` in database {database} once, "
+        "then run `memstrata db upgrade` again"
+    )
 
 
 def ensure_ready(engine: Engine) -> None:
