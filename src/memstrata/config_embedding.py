@@ -5,7 +5,7 @@ reads in one sitting. ``memstrata.config.Settings`` inherits them; import from t
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 
@@ -36,6 +36,10 @@ def http_url(value: str | None) -> str | None:
 
 class EmbeddingModelSpec(BaseModel):
     """One registered embedding model (an OpenAI-compatible ``/v1/embeddings`` endpoint)."""
+
+    # A misspelt key (``query_input_typ``) would otherwise be dropped without a word, and an
+    # e5 model would then embed stored passages as queries.
+    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Model name sent in the request's `model` field.")
     base_url: str = Field(description="API root, e.g. http://127.0.0.1:8808/v1")

@@ -53,7 +53,12 @@ def run(*args: str) -> tuple[int, str]:
         (
             "MEMSTRATA_EMBEDDING_MODELS",
             '[{"name": "m", "base_url": "localhost:8808/v1"}]',
-            "MEMSTRATA_EMBEDDING_MODELS_0_BASE_URL: must be an http:// or https:// URL",
+            "MEMSTRATA_EMBEDDING_MODELS[0].base_url: must be an http:// or https:// URL",
+        ),
+        (  # a misspelt key is refused, not dropped
+            "MEMSTRATA_EMBEDDING_MODELS",
+            '[{"name": "m", "base_url": "http://x/v1", "query_input_typ": "query"}]',
+            "MEMSTRATA_EMBEDDING_MODELS[0].query_input_typ: not a key this setting takes; check",
         ),
     ],
 )

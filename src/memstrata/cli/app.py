@@ -90,9 +90,19 @@ def _problem(error: ErrorDetails) -> str:
     """One setting's problem; a check across settings names its variables itself."""
     cause = error.get("ctx", {}).get("error")
     message = str(cause) if isinstance(cause, ValueError) else error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "not a key this setting takes; check its spelling (docs/CONFIGURATION.md)"
     if not error["loc"]:
         return message
-    return f"MEMSTRATA_{'_'.join(str(p) for p in error['loc']).upper()}: {message}"
+    return f"{setting_path(error['loc'])}: {message}"
+
+
+def setting_path(loc: tuple[int | str, ...]) -> str:
+    """The variable and, inside a JSON setting, where in its value: ``("embedding_models", 0,
+    "base_url")`` is ``MEMSTRATA_EMBEDDING_MODELS[0].base_url`` (a variable that exists)."""
+    head, *inside = loc
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
+    return f"MEMSTRATA_{str(head).upper()}{path}"
 
 
 def settings_error(exc: SettingsError) -> str:
