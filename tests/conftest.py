@@ -16,7 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,8 +27,9 @@ from memstrata.db.database import Database
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
-from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.runtime import Memstrata
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -105,6 +106,22 @@ def settings(pg_url: str, tmp_path: Path) -> Settings:
         sandbox_root=tmp_path / "sandboxes",
         jwt_secret="test-secret-that-is-long-enough-0123456789",
     )
+
+
+@pytest.fixture
+def open_runtime(db: Database, settings: Settings) -> Iterator[Callable[..., Memstrata]]:
+    """Runtimes on the test database, each like another process (its own caches, pool):
+    ``open_runtime()`` searches BM25 only, ``open_runtime(embedder)`` with that embedder."""
+    opened: list[Memstrata] = []
+
+    def make(embedder: EmbeddingProvider | None = None) -> Memstrata:
+        mem = Memstrata.open(settings, database=db, embedder=embedder)
+        opened.append(mem)
+        return mem
+
+    yield make
+    for mem in opened:
+        mem.pool.close()  # the shared ``db`` fixture outlives these runtimes
 
 
 @pytest.fixture

@@ -53,6 +53,7 @@ from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import Round
 from memstrata.runtime import Memstrata
 from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
@@ -80,10 +81,6 @@ _COPY_HISTORY = text(
     ORDER BY r, p.id
     LIMIT :k
     """
-)
-_INIT_GENERATION = text(
-    "INSERT INTO memory_index_state (user_id, generation) VALUES (:user, 1) "
-    "ON CONFLICT (user_id) DO UPDATE SET generation = memory_index_state.generation + 1"
 )
 
 
@@ -214,7 +211,9 @@ def seed(mem: Memstrata, args: argparse.Namespace, work: Path) -> dict[str, Any]
                 reps = math.ceil(k / pool_rows)
                 params = {"user": user, "reps": reps, "k": k, "pool": POOL_USER}
                 session.execute(_COPY_HISTORY, params)
-                session.execute(_INIT_GENERATION, {"user": user})
+                # A write of the user's rows, as the repository records every write
+                # (nothing deleted): a replica's cached index then follows from the ids.
+                EmbeddingRepository(session, user).bump_generation()
         for i in range(start, min(start + 50, args.users)):
             mem.store.provision_default_files(f"{USER_PREFIX}{i:05d}")
     copy_seconds = time.perf_counter() - started

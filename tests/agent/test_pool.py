@@ -16,8 +16,7 @@ from memstrata.agent.pool import AgentPool, listener_conninfo
 from memstrata.logs import event_fields
 from tests.agent.recorder import Recorder
 from tests.sandbox.support import free_port
-
-from .tcp_proxy import FreezableProxy
+from tests.tcp_proxy import TcpProxy
 
 CHILD = Path(__file__).with_name("pool_child.py")
 
@@ -207,7 +206,7 @@ def test_a_silently_dropped_listener_notices_and_reconnects(pg_url: str, engine:
     sent meanwhile are lost, and only the missing heartbeat tells the pool so."""
     url = make_url(pg_url)
     [upstream] = [p for p in Path(str(url.query["host"])).glob(".s.PGSQL.*") if p.suffix != ".lock"]
-    with FreezableProxy(str(upstream)) as proxy:
+    with TcpProxy(str(upstream)) as proxy:
         # NullPool: each heartbeat opens its own connection, so only the LISTEN one freezes
         proxied = create_engine(
             url.difference_update_query(["host"]).set(host="127.0.0.1", port=proxy.port),

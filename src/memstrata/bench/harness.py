@@ -29,7 +29,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import text
 
 from memstrata.bench.peers import PeerIndex, fuse_keys
 from memstrata.db.engine import transaction
@@ -229,13 +228,14 @@ def ingest(mem: Memstrata, case: Case, result: BenchResult) -> None:
         failed += sum(r.embedding_failed for r in reports)
     result.index_seconds += time.perf_counter() - started
     result.turns += len(case.rounds)
-    with mem.db.engine.connect() as conn:
-        total, with_vectors = conn.execute(
-            text("SELECT count(*), count(embedding) FROM memory_embeddings WHERE user_id = :u"),
-            {"u": case.user_id},
-        ).one()
-    result.rows += int(total)
-    result.rows_with_vectors += int(with_vectors)
+    with mem.db.sessions() as session:
+        repo = EmbeddingRepository(session, case.user_id)
+        total = repo.count()
+        # Without a model, no row has a vector of it.
+        missing = total if mem.embedder is None else repo.count_missing(mem.embedder.name)
+    with_vectors = total - missing
+    result.rows += total
+    result.rows_with_vectors += with_vectors
     if failed or with_vectors < total:
         raise BenchError(
             f"{case.user_id}: {total - with_vectors} of {total} rows have no vector "
@@ -328,15 +328,10 @@ def _unigram_bm25(mem: Memstrata, user_id: str) -> BM25Index[tuple[str, int]]:
 
 
 def _stored_texts(mem: Memstrata, user_id: str) -> dict[tuple[str, int], str]:
-    with mem.db.engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT file_path, chunk_index, chunk_text FROM memory_embeddings "
-                "WHERE user_id = :u ORDER BY id"
-            ),
-            {"u": user_id},
-        ).all()
-    return {(r[0], r[1]): r[2] for r in rows}
+    """Every stored row's key (as ``_covered_rows`` keys it) -> its text, in id order."""
+    with mem.db.sessions() as session:
+        chunks = EmbeddingRepository(session, user_id).load()
+    return {(c.file_path or "", c.chunk_index or 0): c.chunk_text for c in chunks}
 
 
 def _covered_rows(mem: Memstrata, user_id: str) -> dict[tuple[str, int], tuple[str, ...]]:

@@ -1,0 +1,362 @@
+"""The memory files in the page when they are written elsewhere (another tab, REST, the
+agent): the conflict view, no text lost, a file shown afresh when opened again, CRLF line
+endings kept."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from playwright.sync_api import Page, Route, expect
+
+from memstrata.config import Settings
+from memstrata.runtime import Memstrata
+from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, append, tab, write_elsewhere
+from tests.web.server import Serve
+
+
+def test_two_tabs_edit_the_same_file_the_second_sees_the_conflict(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "user")
+    base = first.locator("#editor").input_value()
+    first.fill("#editor", "FIRST TAB LINE\n" + base)
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 2")
+
+    append(second, "\nSECOND TAB LINE")
+    second.click("#file-save")
+    conflict = second.locator("#conflict")
+    expect(conflict).to_be_visible()
+    expect(second.locator("#conflict-title")).to_have_text("USER.md changed while you were editing")
+    expect(second.locator("#conflict-text")).to_contain_text(
+        "You started from version 1; version 2 is stored now."
+    )
+    expect(second.locator("#file-state")).to_have_text("Conflict")
+    # the newer content on the left, the user's text on the right, the differing lines marked
+    stored = second.locator("[data-side=stored]")
+    mine = second.locator("[data-side=mine]")
+    expect(stored.filter(has_text="FIRST TAB LINE")).to_have_class("cell removed")
+    expect(mine.filter(has_text="SECOND TAB LINE")).to_have_class("cell added")
+    assert "SECOND TAB LINE" not in stored.all_inner_texts()
+
+    # reload-and-reapply: the edits touch different lines, so both survive
+    second.click("#conflict-reapply")
+    expect(conflict).to_be_hidden()
+    expect(second.locator("#file-message")).to_contain_text(
+        "Your edits were re-applied on top of version 2"
+    )
+    expect(second.locator("#kept")).to_be_visible()
+    assert second.locator("#kept-text").input_value() == base + "\nSECOND TAB LINE"
+    merged = second.locator("#editor").input_value()
+    assert merged == "FIRST TAB LINE\n" + base + "\nSECOND TAB LINE"
+    second.click("#file-save")
+    expect(second.locator("#file-version")).to_have_text("version 3")
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["content"] == merged
+
+
+def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "soul")
+    first.fill("#editor", "first tab's persona")
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 2")
+    second.fill("#editor", "second tab's persona")
+    second.click("#file-save")
+    expect(second.locator("#conflict")).to_be_visible()
+    second.click("#conflict-reapply")
+    expect(second.locator("#file-message")).to_contain_text("change the same lines")
+    assert second.locator("#editor").input_value() == "first tab's persona"
+    assert second.locator("#kept-text").input_value() == "second tab's persona"
+    # nothing to save in the editor, but the set-aside text is not saved: not "Saved"
+    expect(second.locator("#file-state")).to_have_text("Earlier text not saved")
+    expect(second.locator("#tab-soul")).to_have_class("unsaved")
+    second.click("#kept-dismiss")
+    expect(second.locator("#kept")).to_be_hidden()
+    expect(second.locator("#file-state")).to_have_text("Saved")
+
+
+def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "memory")
+    with server.rest(user) as rest:
+        current = rest.get("/api/config/agent-files/memory").json()
+        written = rest.put(
+            "/api/config/agent-files/memory",
+            json={"content": current["content"] + "\n- written by the platform"},
+            headers={"If-Match": f'"{current["version"]}"'},
+        )
+        assert written.status_code == 200
+    append(page, "\n- typed in the page")
+    mine = page.locator("#editor").input_value()
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(
+        page.locator("[data-side=stored]").filter(has_text="written by the platform")
+    ).to_have_count(1)
+    # overwrite knowingly: the user's text replaces version 2, and only version 2
+    expect(page.locator("#conflict-overwrite")).to_have_text("Overwrite version 2 with my text")
+    page.click("#conflict-overwrite")
+    expect(page.locator("#conflict")).to_be_hidden()
+    expect(page.locator("#file-message")).to_have_text("Saved MEMORY.md as version 3.")
+    assert page.locator("#editor").input_value() == mine
+    with server.rest(user) as rest:
+        stored = rest.get("/api/config/agent-files/memory").json()
+    assert (stored["version"], stored["content"]) == (3, mine)
+
+
+def test_an_agent_write_while_the_page_is_open_leads_to_the_conflict_view(
+    signed_in: SignedIn, server: Serve, console: Console, user: str, pg_url: str, tmp_path: Path
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "memory")
+    # the agent runs elsewhere (its own runtime and sandbox) on the same database
+    settings = Settings(
+        environment="test",
+        database_url=pg_url,
+        data_dir=tmp_path / "agent",
+        sandbox_root=tmp_path / "agent-sandboxes",
+        jwt_secret="x" * 40,
+    )
+    mem = Memstrata.open(settings)
+    try:
+
+        async def agent_turn() -> str:
+            session = await mem.open_agent_session(user, token_limit=32_000)
+            result = await session.tools.call("record_memory", {"content": "Prefers tea"})
+            await session.end_round()
+            return str(result)
+
+        # Playwright's sync API owns this thread's event loop: the agent gets its own thread.
+        with ThreadPoolExecutor(1) as pool:
+            assert "Recorded in MEMORY.md" in pool.submit(asyncio.run, agent_turn()).result()
+    finally:
+        mem.close()
+    append(page, "\n- typed in the page")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("[data-side=stored]").filter(has_text="Prefers tea")).to_have_count(1)
+    expect(page.locator("[data-side=mine]").filter(has_text="typed in the page")).to_have_count(1)
+
+
+def _tab_written_elsewhere(
+    signed_in: SignedIn,
+    server: Serve,
+    console: Console,
+    user: str,
+    name: str,
+    first_line: str,
+    **page_options: object,
+) -> Page:
+    """A signed-in page on file ``name``'s tab, the file then changed by another writer
+    (``write_elsewhere``): the page's next save gets a 409."""
+    console.allow(409)
+    page = signed_in(**page_options)
+    tab(page, name)
+    write_elsewhere(server, user, name, first_line)
+    return page
+
+
+# Holds every PUT until the test calls window.__release(): a save that is slow to answer.
+_HOLD_PUTS = """() => {
+  const fetch = window.fetch;
+  window.__release = null;
+  window.fetch = async (url, init) => {
+    if (init && init.method === "PUT") await new Promise((go) => { window.__release = go; });
+    return fetch(url, init);
+  };
+}"""
+
+
+def test_text_typed_while_a_save_is_in_flight_reaches_the_conflict_view(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
+    page.evaluate(_HOLD_PUTS)
+    append(page, "\nTYPED BEFORE SAVE")
+    page.click("#file-save")
+    expect(page.locator("#file-state")).to_have_text("Saving…")
+    page.wait_for_function("window.__release !== null")
+    append(page, ", TYPED WHILE SAVING")  # the editor stays open while the save is out
+    page.evaluate("window.__release()")
+    expect(page.locator("#conflict")).to_be_visible()
+    mine = page.locator("[data-side=mine]")
+    expect(mine.filter(has_text="TYPED BEFORE SAVE, TYPED WHILE SAVING")).to_have_count(1)
+    page.click("#conflict-reapply")
+    expect(page.locator("#conflict")).to_be_hidden()
+    merged = page.locator("#editor").input_value()
+    assert merged.startswith("WRITTEN ELSEWHERE\n")
+    assert merged.endswith("\nTYPED BEFORE SAVE, TYPED WHILE SAVING")
+    assert page.locator("#kept-text").input_value().endswith(", TYPED WHILE SAVING")
+
+
+def test_the_conflict_view_fits_a_phone_screen(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    page = _tab_written_elsewhere(
+        signed_in, server, console, user, "memory", "- written by the agent", width=380
+    )
+    append(page, "\n- typed on the phone")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#conflict-reapply")).to_have_text("Reload version 2 and re-apply my edits")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the conflict view is {overflow}px wider than a 380px screen"
+    for button in ("reapply", "overwrite", "copy"):
+        box = page.locator(f"#conflict-{button}").bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 380, button
+
+
+def test_a_resolved_conflict_once_saved_leaves_nothing_unsaved(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
+    append(page, "\n- typed in the page")
+    page.click("#file-save")
+    page.click("#conflict-reapply")
+    expect(page.locator("#kept-title")).to_have_text("Your earlier text (not saved)")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 3.")
+    # the set-aside text stays (until dismissed) for reference, no longer counted as unsaved
+    expect(page.locator("#kept")).to_be_visible()
+    dialogs: list[str] = []
+
+    def dismiss(dialog: object) -> None:
+        dialogs.append(dialog.type)  # type: ignore[attr-defined]
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    page.on("dialog", dismiss)
+    page.click("#signout")
+    expect(page.locator("#signin-view")).to_be_visible()
+    assert dialogs == []
+    expect(page.locator("#kept-title")).to_have_text("Your earlier text (for reference)")
+
+
+def test_a_conflict_on_a_tab_left_meanwhile_is_announced(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    page = _tab_written_elsewhere(signed_in, server, console, user, "user", "WRITTEN ELSEWHERE")
+    held: list[Route] = []
+    page.route(
+        "**/api/config/agent-files/user",
+        lambda route: held.append(route) if route.request.method == "PUT" else route.continue_(),
+    )
+    append(page, "\nTYPED HERE")
+    page.click("#file-save")
+    page.click("#tab-soul")  # the user moves on while the save is out
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    assert len(held) == 1
+    held[0].continue_()
+    message = page.locator("#file-message")
+    expect(message).to_have_text(
+        "USER.md was not saved: it was changed elsewhere meanwhile. Open the USER.md tab to "
+        "compare both versions and choose which to keep."
+    )
+    expect(message).to_have_class("banner warn")
+    expect(page.locator("#tab-user")).to_have_class("unsaved")
+    page.click("#tab-user")
+    expect(page.locator("#conflict")).to_be_visible()
+
+
+def _put(server: Serve, user: str, name: str, content: str) -> int:
+    """Another writer replaces the stored file; returns the new version."""
+    with server.rest(user) as rest:
+        version = rest.get(f"/api/config/agent-files/{name}").json()["version"]
+        written = rest.put(
+            f"/api/config/agent-files/{name}",
+            json={"content": content},
+            headers={"If-Match": f'"{version}"'},
+        )
+        written.raise_for_status()
+        return int(written.json()["version"])
+
+
+def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_again(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 1")
+    message = page.locator("#file-message")
+    # the agent rewrites USER.md while the page shows it: opening its tab again reads it
+    _put(server, user, "user", "# USER (the agent rewrote it)\n")
+    tab(page, "memory")
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    expect(page.locator("#editor")).to_have_value("# USER (the agent rewrote it)\n")
+    expect(message).to_have_text(
+        "USER.md was changed elsewhere (the agent or another tab): version 2 is shown."
+    )
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    # so does opening the files view again
+    _put(server, user, "user", "# USER (rewritten again)\n")
+    page.click("#nav a[data-view=skills]")
+    page.click("#nav a[data-view=files]")
+    expect(page.locator("#file-version")).to_have_text("version 3")
+    expect(page.locator("#editor")).to_have_value("# USER (rewritten again)\n")
+    # a draft is never replaced: it keeps its version, the page says a newer one is stored,
+    # and saving leads to the conflict view as before
+    append(page, "MY DRAFT")
+    _put(server, user, "user", "# USER (a third time)\n")
+    tab(page, "memory")
+    tab(page, "user")
+    expect(message).to_have_text(
+        "USER.md was changed elsewhere: version 4 is stored now. Your unsaved text is kept; "
+        "saving shows both versions to choose from."
+    )
+    expect(message).to_have_class("banner warn")
+    expect(page.locator("#editor")).to_have_value("# USER (rewritten again)\nMY DRAFT")
+    expect(page.locator("#file-version")).to_have_text("version 3")
+    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#conflict-left-title")).to_have_text("Stored now · version 4")
+
+
+def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    crlf = "# USER\r\n- line one\r\n- line two\r\n"
+    assert _put(server, user, "user", crlf) == 2
+    page.reload()  # signed in from the tab's storage: the files are read again
+    tab(page, "user")
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    # unedited (the textarea shows LF), and the size is the stored size, CRs included
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    expect(page.locator("#file-size")).to_have_attribute(
+        "title", f"{len(crlf.encode())} of {MAX_CONTENT_BYTES:,} bytes (UTF-8)"
+    )
+    append(page, "x")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 3.")
+    with server.rest(user) as rest:
+        assert rest.get("/api/config/agent-files/user").json()["content"] == crlf + "x"
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    # the conflict path: merged onto a CRLF version written elsewhere, still CRLF
+    _put(server, user, "user", "ELSEWHERE\r\n" + crlf + "x")
+    append(page, "y")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    page.click("#conflict-reapply")
+    expect(page.locator("#file-message")).to_contain_text("Your edits were re-applied")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 5.")
+    with server.rest(user) as rest:
+        stored = rest.get("/api/config/agent-files/user").json()["content"]
+    assert stored == "ELSEWHERE\r\n" + crlf + "xy"
