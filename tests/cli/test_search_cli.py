@@ -246,6 +246,9 @@ def test_reindex_drops_template_rows_an_older_release_indexed(
         assert any("Communication style" in t for (t,) in conn.execute(text(query)))
 
     monkeypatch.setenv("MEMSTRATA_EMBEDDING_AUTOSTART", "true")
+    # A just-started model on a busy CI host can take longer than the default 5 s + 1 s a
+    # text; the row would then be stored without its vector (by design) and fail below.
+    monkeypatch.setenv("MEMSTRATA_EMBEDDING_TIMEOUT_S", "60")
     code, out = invoke("reindex", "--user", "u")
 
     assert code == 0, out
