@@ -7,13 +7,15 @@ from typing import Annotated
 
 import typer
 
-from memstrata.cli.app import app, guarded, load_settings, open_database
+from memstrata.cli.app import app, fail, guarded, load_settings, open_database
 from memstrata.db.migrate import (
     current_revision,
     head_revision,
     newer_than_this_release,
+    records_head,
     upgrade,
 )
+from memstrata.db.schema_check import incomplete_message, schema_gaps
 
 db_app = typer.Typer(help="Database schema (Alembic) commands.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -37,29 +39,39 @@ def db_upgrade() -> None:
 def db_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Show the current and latest schema revision."""
+    """Show the current and latest schema revision, and whether the schema holds every
+    table, column and index that revision brings (exit status 1 when it does not: a
+    failed restore)."""
     settings = load_settings()
     with open_database(settings, migrate=False) as db:
         current = guarded(lambda: current_revision(db.engine))
         head = head_revision(db.engine)
         newer = newer_than_this_release(db.engine, current)
+        # Only a schema at (or past) head can be checked against this release's models.
+        missing = schema_gaps(db.engine) if records_head(db.engine, current, head) else None
         status = {
             "database": db.engine.url.render_as_string(hide_password=True),
             "embedded": db.embedded is not None,
             "current": current,
             "head": head,
-            "up_to_date": current == head,
+            "up_to_date": current == head and not missing,
             "newer_than_this_release": newer,
+            "complete": None if missing is None else not missing,
+            "missing": [str(o) for o in missing or []],
         }
         if as_json:
             typer.echo(json.dumps(status))
         else:
             for key, value in status.items():
-                typer.echo(f"{key:11s} {value}")
-            if newer:
+                shown = ", ".join(value) if isinstance(value, list) else value
+                typer.echo(f"{key:11s} {shown}")
+            # An incomplete schema's error below is the advice: neither of these helps it.
+            if newer and not missing:
                 typer.echo(
                     "a newer memstrata migrated this schema: this release runs on it, and "
                     "only that release's `memstrata db upgrade` migrates it further"
                 )
-            elif current != head:
+            elif current != head and not newer:
                 typer.echo("run `memstrata db upgrade` to migrate")
+        if missing:
+            fail(incomplete_message(db.engine, current, missing))

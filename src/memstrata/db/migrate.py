@@ -3,7 +3,9 @@
 Start-up also refuses, in one line, a database this process could read but not write: a
 hot standby or a read-only role (``default_transaction_read_only``), and a role without
 SELECT, INSERT, UPDATE and DELETE on memstrata's tables (or USAGE on their sequences).
-Such a process used to start, report ready and answer every write with a 500.
+Such a process used to start, report ready and answer every write with a 500. And it
+refuses a schema that records this release's revision (or a newer one) but lacks objects
+it brings: a failed restore (``schema_check``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memstrata.db.engine import PGVECTOR_HINT, check_pgvector, describe
 from memstrata.db.models import Base
+from memstrata.db.schema_check import check_complete
 from memstrata.errors import DatabaseSetupError, PgvectorMissingError
 from memstrata.logs import log_event
 
@@ -160,11 +163,26 @@ def ensure_ready(engine: Engine) -> None:
     """Start-up check: a writable primary, pgvector present, schema at head (upgrading if
     behind), and the role's rights on the tables."""
     check_primary(engine)
-    check_pgvector_or_create(engine)
     current, head = current_revision(engine), head_revision(engine)
+    check_recorded_schema(engine, current, head)
+    check_pgvector_or_create(engine)
     if current != head and not _runs_on_newer(engine, current, head):
         upgrade(engine)
     check_privileges(engine)
+
+
+def records_head(engine: Engine, current: str | None, head: str | None) -> bool:
+    """The schema records this release's revision or a newer one: it must hold every
+    object of this release's models (the migrations are additive)."""
+    return current is not None and (current == head or newer_than_this_release(engine, current))
+
+
+def check_recorded_schema(engine: Engine, current: str | None, head: str | None) -> None:
+    """``DatabaseSetupError`` for a schema that records ``head`` (or newer) but lacks some of
+    its objects (a failed restore). Checked before pgvector, whose own message would send
+    the operator to `memstrata db upgrade`, which cannot add them."""
+    if records_head(engine, current, head):
+        check_complete(engine, current)
 
 
 def _runs_on_newer(engine: Engine, current: str | None, head: str | None) -> bool:
@@ -193,8 +211,9 @@ def check_ready(engine: Engine) -> None:
     migrations are additive; docs/DEPLOY.md). Nor does it start where it cannot write.
     """
     check_primary(engine)
-    check_pgvector(engine)
     current, head = current_revision(engine), head_revision(engine)
+    check_recorded_schema(engine, current, head)
+    check_pgvector(engine)
     if current != head and not _runs_on_newer(engine, current, head):
         raise DatabaseSetupError(
             f"the schema on {describe(engine)} is at revision {current or 'none'}, this "
