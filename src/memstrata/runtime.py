@@ -146,6 +146,7 @@ class Memstrata:
             chunk_tokens=settings.chunk_tokens,
             context_tokens=settings.conversation_context_tokens,
             scaffold=scaffold.keys,
+            memory_chunking=settings.memory_chunking,
         )
         store = MemoryStore(sessions, templates, settings.max_content_bytes, indexer=indexer)
         cache = IndexCache(

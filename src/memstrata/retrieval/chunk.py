@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.text import grapheme_cut
@@ -29,7 +30,11 @@ CHUNK_TOKENS = 512
 # (retrieval.rounds; the LoCoMo dev set chose it, docs/BENCHMARKS.md).
 CONTEXT_TOKENS = 128
 
-__all__ = ["chunk_text", "paragraphs"]
+# How USER.md and MEMORY.md are cut: "paragraphs" is the spec's rule (this module);
+# "entries", an opt-in departure, one chunk per Markdown entry (retrieval.entry_chunks).
+MemoryChunking = Literal["paragraphs", "entries"]
+
+__all__ = ["MemoryChunking", "chunk_text", "paragraphs"]
 
 # A line containing only whitespace also ends a paragraph.
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")

@@ -32,8 +32,9 @@ from memstrata.errors import InvalidContentError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.breaker import bulk_owner
-from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, chunk_text
+from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking, chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
+from memstrata.retrieval.entry_chunks import entry_chunks
 from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
 from memstrata.retrieval.records import SESSION_PREFIX, NewChunk, StoredChunk
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -79,6 +80,7 @@ class Indexer:
         chunk_tokens: int = CHUNK_TOKENS,
         context_tokens: int = CONTEXT_TOKENS,
         scaffold: Callable[[FileKind], Collection[str]] | None = None,
+        memory_chunking: MemoryChunking = "paragraphs",
     ) -> None:
         self._sessions = sessions
         self.embedder = embedder
@@ -87,13 +89,18 @@ class Indexer:
         self.scaffold = scaffold
         self.chunk_tokens = chunk_tokens
         self.context_tokens = context_tokens
+        # How USER.md and MEMORY.md are cut (MEMSTRATA_MEMORY_CHUNKING); anything else,
+        # conversation rounds included, always by paragraphs.
+        self.memory_chunking = memory_chunking
 
     # -- public API ----------------------------------------------------------------------
     def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> IndexReport:
         """Re-index USER.md / MEMORY.md after a content change (other kinds: no-op)."""
         if not kind.indexed:
             return IndexReport(file_path=kind.filename)
-        return self.index_document(user_id, kind.filename, self._own_text(kind, content))
+        validate_user_id(user_id)
+        texts = self._memory_chunks(kind, content)
+        return self._replace(user_id, [Doc(kind.filename, texts, None, None)])[0]
 
     def index_document(
         self, user_id: str, file_path: str, content: str, created_at: datetime | None = None
@@ -252,20 +259,24 @@ class Indexer:
         text and its rows commit together and nobody waits on an embedding call.
         """
         validate_user_id(user_id)
-        texts = chunk_text(self._own_text(kind, content), self.chunk_tokens)
+        texts = self._memory_chunks(kind, content)
         return self._stage(user_id, [Doc(kind.filename, texts, None, None)])
 
     # -- internals -------------------------------------------------------------------------
-    def _own_text(self, kind: FileKind, content: str) -> str:
-        """The file's text without the paragraphs it still shares with its template (both
-        ways of indexing a memory file go through here)."""
-        if self.scaffold is None:
-            return content
-        try:
-            return drop_scaffold(content, self.scaffold(kind))
-        except OSError as exc:  # no template to compare with: index everything
-            log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
-            return content
+    def _memory_chunks(self, kind: FileKind, content: str) -> list[str]:
+        """The chunks of a memory file without what it still shares with its template
+        (both ways of indexing a memory file go through here): its paragraphs, and when
+        cut by entries its entries too."""
+        scaffold: Collection[str] | None = None
+        if self.scaffold is not None:
+            try:
+                scaffold = self.scaffold(kind)
+            except OSError as exc:  # no template to compare with: index everything
+                log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
+        if self.memory_chunking == "entries":  # the cut needs the lines as they are
+            return entry_chunks(content, self.chunk_tokens, scaffold=scaffold or ())
+        own = content if scaffold is None else drop_scaffold(content, scaffold)
+        return chunk_text(own, self.chunk_tokens)
 
     def _replace(self, user_id: str, docs: Sequence[Doc], embed: bool = True) -> list[IndexReport]:
         staged = self._stage(user_id, docs, embed)

@@ -21,10 +21,11 @@ from collections.abc import Collection
 from memstrata.memory.templates import strip_frontmatter
 from memstrata.retrieval.chunk import paragraphs
 
-__all__ = ["drop_scaffold", "drop_template_paragraphs", "scaffold_keys"]
+__all__ = ["comparable", "drop_scaffold", "drop_template_paragraphs", "scaffold_keys"]
 
 
-def _key(paragraph: str) -> str:
+def comparable(paragraph: str) -> str:
+    """``paragraph`` as it is compared with the template's (module doc)."""
     # A leading byte-order mark is an encoding artefact (a sandbox editor saved the file
     # with one), not text: the template's first paragraph behind it is still scaffolding.
     body = paragraph.removeprefix("\ufeff").lstrip().replace("\r\n", "\n")
@@ -35,13 +36,13 @@ def scaffold_keys(template: str) -> frozenset[str]:
     """The paragraphs of ``template`` as they are compared (lines without trailing
     whitespace): with its frontmatter and without it, as files are provisioned."""
     both = (*paragraphs(template), *paragraphs(strip_frontmatter(template)))
-    return frozenset(_key(p) for p in both)
+    return frozenset(comparable(p) for p in both)
 
 
 def drop_scaffold(content: str, scaffold: Collection[str]) -> str:
     """``content`` without the paragraphs in ``scaffold`` (keys from :func:`scaffold_keys`).
     Its own frontmatter stays: it is something the user or the agent wrote."""
-    kept = [p for p in paragraphs(content) if (key := _key(p)) and key not in scaffold]
+    kept = [p for p in paragraphs(content) if (key := comparable(p)) and key not in scaffold]
     return "\n\n".join(kept)
 
 
