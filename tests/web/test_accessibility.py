@@ -152,8 +152,10 @@ def test_right_to_left_and_cjk_text_is_marked_for_the_browser(
     desc = {name: page.locator(f"#skill-{name}-desc") for name in ("he", "zh", "ja", "en")}
     for name in desc:
         expect(desc[name]).to_have_attribute("dir", "auto")
-    assert desc["he"].evaluate(_DIRECTION) == "rtl"
-    assert desc["en"].evaluate(_DIRECTION) == "ltr"
+    # expect() retries: a list rendered again meanwhile (a second load) detaches the
+    # element a one-shot evaluate would read ('' from a detached node)
+    expect(desc["he"]).to_have_css("direction", "rtl")
+    expect(desc["en"]).to_have_css("direction", "ltr")
     # mostly Chinese / Japanese text gets its language (the page is lang="en"); one Han
     # character in an English sentence does not
     expect(desc["zh"]).to_have_attribute("lang", "zh")
@@ -167,6 +169,7 @@ def test_right_to_left_and_cjk_text_is_marked_for_the_browser(
     expect(hits).to_have_count(3)
     for i in range(3):
         expect(hits.nth(i)).to_have_attribute("dir", "auto")
-    assert [hits.nth(i).evaluate(_DIRECTION) for i in range(3)] == ["rtl", "ltr", "ltr"]
+    for i, direction in enumerate(("rtl", "ltr", "ltr")):
+        expect(hits.nth(i)).to_have_css("direction", direction)
     expect(hits.nth(2)).to_have_attribute("lang", "zh")
     assert hits.nth(0).get_attribute("lang") is None
