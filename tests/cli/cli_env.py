@@ -4,6 +4,7 @@ mcp`` as a real process."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,5 +52,14 @@ def start_mcp(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
+            preexec_fn=_as_a_foreground_program,
         )
     return process, log
+
+
+def _as_a_foreground_program() -> None:
+    """Ctrl-C reaches the server as it would from a client in a terminal. A test run
+    started in the background (``make test &``) passes SIGINT on as ignored, and `mcp`
+    leaves an ignored SIGINT ignored, as a background job must: the SIGINT test then
+    waited for an exit that could not come."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
