@@ -78,7 +78,7 @@ class FileLocks:
             finally:
                 self._leave(key)
             return
-        fd = await _opened(open_file)
+        fd = await opened(open_file)
         try:
             delay = _FIRST_POLL_S
             while True:
@@ -113,7 +113,7 @@ class FileLocks:
             self._held[key] = (task, depth - 1)
 
 
-async def _opened(open_file: Callable[[], int]) -> int:
+async def opened(open_file: Callable[[], int]) -> int:
     """``open_file()`` in a worker thread; a descriptor opened after the caller stopped
     waiting (cancelled, timed out) is closed, never leaked."""
     future = asyncio.get_running_loop().run_in_executor(None, open_file)

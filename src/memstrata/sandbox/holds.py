@@ -24,6 +24,8 @@ import time
 import weakref
 from collections.abc import Callable
 
+from memstrata.sandbox.exclusive import opened
+
 if sys.platform != "win32":
     import fcntl
 
@@ -54,7 +56,7 @@ async def claim(open_file: Callable[[], int]) -> Release | None:
 async def _lock(open_file: Callable[[], int], *, shared: bool, wait_s: float) -> Release | None:
     if sys.platform == "win32":
         raise OSError("sessions cannot be held without flock")
-    fd = await _opened(open_file)
+    fd = await opened(open_file)
     mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
     deadline = time.monotonic() + wait_s
     delay = _FIRST_POLL_S
@@ -87,19 +89,3 @@ class _Held:
 
     def __call__(self) -> None:
         self._close()
-
-
-async def _opened(open_file: Callable[[], int]) -> int:
-    """``open_file()`` in a worker thread; a descriptor opened after the caller stopped
-    waiting is closed, never leaked."""
-    future = asyncio.get_running_loop().run_in_executor(None, open_file)
-    try:
-        return await asyncio.shield(future)
-    except BaseException:
-        future.add_done_callback(_close_result)
-        raise
-
-
-def _close_result(future: asyncio.Future[int]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        os.close(future.result())
