@@ -3,10 +3,10 @@
 A background thread opens a fresh connection (never a pooled one: a smart shutdown keeps
 serving existing connections while refusing new ones) every ``interval_s``:
 
-- on failure it logs ``db.lost`` once, disposes the pool — so a smart shutdown is not held
-  up by our idle connections, and the next request reconnects — and, when the embedded
-  server's postmaster is gone, restarts it (at most ``max_restarts`` times in a row, with
-  a growing pause; every attempt is logged);
+- on failure it logs ``db.lost`` once and disposes the pools (on every failed check) — so
+  a smart shutdown is not held up by our idle connections, and the next request
+  reconnects — and, when the embedded server's postmaster is gone, restarts it (at most
+  ``max_restarts`` times in a row, with a growing pause; every attempt is logged);
 - on success after a failure it logs ``db.recovered``;
 - a server whose connection slots are all taken (``too many clients``) is not lost: it
   logs ``db.saturated`` once and keeps the pool, whose connections still work.
@@ -119,9 +119,12 @@ class DatabaseMonitor:
             return None
         if self.error is None:
             log_event(logger, "db.lost", logging.WARNING, error=error)
-            # Idle pooled connections would hold up a smart shutdown and are dead after
-            # a fast one; the next checkout reconnects.
-            self.engine.dispose()
+        # Idle pooled connections would hold up a smart shutdown and are dead after a
+        # fast one; the next checkout reconnects. On every failed check, not the first
+        # only: a pool without the checkin rule (the state reader's) pools connections
+        # again while lost — after a restart, before a check has seen it answer — and a
+        # smart shutdown begun then waited for them for good.
+        self.engine.dispose()
         self.error = error
         if self.embedded is not None and not self.embedded.alive():
             self._restart()
