@@ -74,6 +74,12 @@ def blank(line: str) -> bool:
     [
         ("## Notes", (2, "Notes")),
         ("   ### Notes ###", (3, "Notes")),  # up to three spaces in; a closing run goes
+        ("## C#", (2, "C#")),  # a closing run follows a blank; this "#" is the title's
+        ("## Notes#", (2, "Notes#")),
+        ("## F# and C# ##", (2, "F# and C#")),
+        ("### ###", (3, "")),
+        ("## #", (2, "")),
+        ("##\t#\t", (2, "")),
         ("##", (2, "")),
         ("## ", (2, "")),
         ("    ## code", None),  # four spaces: indented code

@@ -179,3 +179,14 @@ def test_the_tools_and_the_cut_see_the_same_sections_and_entries(lines: list[str
     }
     assert found == set(level_2)
     assert {e.start for e in entries.entries(doc)} <= set(starts)
+
+
+def test_a_hash_that_ends_a_title_is_part_of_it() -> None:
+    """CommonMark closes a heading with a run of "#" only after a blank: "## C#" is C#, and
+    it used to be read as "C", so replacing section "C" replaced the C# notes."""
+    text = "## C#\n- pointers? no\n\n## C\n- pointers\n"
+    assert [s.title for s in parse(text).sections()] == ["C#", "C"]
+    replace = ReplaceSection(FileKind.MEMORY, "C", "- malloc")
+    assert replace(text) == "## C#\n- pointers? no\n\n## C\n- malloc\n"
+    replace = ReplaceSection(FileKind.MEMORY, "## C# ##", "- LINQ")
+    assert replace(text) == "## C#\n- LINQ\n\n## C\n- pointers\n"

@@ -44,9 +44,10 @@ _BOM = "\ufeff"
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
 _ITEM = re.compile(r" ?(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
-# The title within the rest of a heading line: blanks, then the shortest text before the
-# "#" characters that end it, if any ("## Notes ##"; "## C#" too, whose title is "C").
-_TITLE = re.compile(r"[ \t]*(.*?)[ \t]*#*[ \t]*")
+# The title within the rest of a heading line: blanks, then the shortest text before a
+# closing run of "#" — CommonMark's, which only a blank may precede ("## Notes ##" is
+# "Notes", "### ###" is empty, but "## C#" is "C#").
+_TITLE = re.compile(r"[ \t]*(.*?)[ \t]*(?:(?<=[ \t])#+[ \t]*)?")
 # Two columns in: under a "- " item, not beside it (``dated_bullet`` indents by two).
 _NESTED = ("  ", "\t", " \t")
 
@@ -120,9 +121,14 @@ def heading(line: str) -> tuple[int, str] | None:
     match = _HEADING.match(line)
     if match is None:
         return None
-    title = _TITLE.fullmatch(line, match.end())
-    assert title is not None  # every rest matches: the title part may be empty
-    return len(match.group(1)), title.group(1)
+    return len(match.group(1)), title(line[match.end() :])
+
+
+def title(rest: str) -> str:
+    """The title in what follows a heading's opening run of "#" (without a closing run)."""
+    found = _TITLE.fullmatch(rest)
+    assert found is not None  # every rest matches: the title part may be empty
+    return found.group(1)
 
 
 def item_text(line: str) -> str | None:

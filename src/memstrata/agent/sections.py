@@ -48,7 +48,9 @@ def fold(text: str) -> str:
 
 
 def normalise_name(name: str) -> str:
-    return fold(name).lstrip("#").strip().rstrip("#").strip()
+    """A section's name as names compare: folded, without the "#" runs a heading line
+    opens and may close with ("## C# ##" and "C#" match; "C#" and "C" do not)."""
+    return markdown_doc.title(fold(name).lstrip("#"))
 
 
 def line_break(text: str) -> str:
