@@ -3,9 +3,12 @@ sandbox or the database down, a human editing the file during the tool's write."
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from memstrata.agent.tools import MemoryTools, ToolContext
+from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
@@ -63,12 +66,20 @@ async def test_sandbox_and_db_both_down(
 
 
 async def test_db_down_keeps_the_edit_in_the_workspace(
-    templates: TemplateSet, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    templates: TemplateSet,
+    provider: LocalSandboxProvider,
+    user_box: LocalDirectorySandbox,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     await user_box.write_text("MEMORY.md", "# Memory\n")
     sync = SyncService(unreachable_store(templates), provider)
     tools = MemoryTools(ToolContext.bind(USER, sync, user_box), today=lambda: DAY)
+    caplog.set_level(logging.INFO, logger="memstrata")
     result = await tools.record_memory("offline note")
+    # The DB is asked once per call (the refresh before the edit), not again after the
+    # sandbox write: each attempt can wait out the connect timeout, and each was logged.
+    found = [event_fields(r) for r in caplog.records if event_fields(r)]
+    assert [(f["event"], f["result"]) for f in found] == [("sync.file", "db_unavailable")]
     assert result == (
         "Recorded in MEMORY.md under ## Notes in the workspace; storage is unreachable, "
         "it will be saved later."

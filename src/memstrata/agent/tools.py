@@ -314,15 +314,20 @@ class MemoryTools:
                 # The copy lacks a write the DB holds; an entry added to it now would clash
                 # with that write when stored later, and lose.
                 return could_not_be_saved(name)
-            return await self._edit_in_sandbox(edit, None)
+            # Not asked again after the sandbox write: a moment later the answer is the
+            # same, and each attempt can wait out the connect timeout (and logs the loss).
+            return await self._edit_in_sandbox(edit, None, unreachable=refreshed)
         # The sandbox could not be brought in line with the DB: its copy may lag behind the
         # DB, or hold an edit not stored yet. Writing it could clash with either; the edit
         # goes to the DB alone.
         return await self._edit_in_db(edit)
 
-    async def _edit_in_sandbox(self, edit: Edit, base: SyncBase | None) -> ToolAnswer:
+    async def _edit_in_sandbox(
+        self, edit: Edit, base: SyncBase | None, *, unreachable: SyncResult | None = None
+    ) -> ToolAnswer:
         """Edit the sandbox copy, write it there and sync it. ``base``: the refresh left
-        sandbox and DB both at it (else the copy is read)."""
+        sandbox and DB both at it (else the copy is read); ``unreachable``: the refresh
+        found the DB down, so the copy waits in the sandbox for the round end unsynced."""
         kind, ctx = edit.kind, self.ctx
         name = kind.filename
         if base is not None:
@@ -339,7 +344,7 @@ class MemoryTools:
         except Exception as exc:
             log_failure(logger, "tools.sandbox_write_failed", exc, user_id=ctx.user_id, file=name)
             return await self._store_in_db(edit, SandboxEdit(current, new))
-        result = await ctx.sync_written(name)
+        result = unreachable or await ctx.sync_written(name)
         return sync_message(edit.done, result, rounds=ctx.rounds)
 
     async def _edit_in_db(self, edit: Edit) -> ToolAnswer:
