@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -27,6 +27,7 @@ from sqlalchemy.exc import ArgumentError
 from memstrata.config_embedding import STORED_VECTOR_DIM as STORED_VECTOR_DIM
 from memstrata.config_embedding import EmbeddingModelSpec as EmbeddingModelSpec
 from memstrata.config_embedding import EmbeddingSettings
+from memstrata.config_lists import LIST_EXAMPLES, must_be_list
 from memstrata.errors import UnknownSettingError
 from memstrata.memory.kinds import MAX_CONTENT_BYTES
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking
@@ -74,10 +75,11 @@ class StorageSettings(BaseModel):
 
     environment: Literal["development", "production", "test"] = Field(
         default="development",
-        description="development generates a local JWT secret; production refuses to start "
-        "without MEMSTRATA_DATABASE_URL, and `memstrata serve` / `memstrata token` refuse "
-        "without an explicit secret (32 characters or more) or public key (`memstrata db`, "
-        "`memstrata mcp` over stdio and the library authenticate nobody and need neither).",
+        description="development generates a local JWT secret; production refuses to open "
+        "a database without MEMSTRATA_DATABASE_URL (every command but `memstrata token`, "
+        "which opens none), and `memstrata serve` / `memstrata token` refuse without an "
+        "explicit secret (32 characters or more) or public key (`memstrata db`, `memstrata "
+        "mcp` over stdio and the library authenticate nobody and need neither).",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
@@ -438,6 +440,9 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     log_level: str = Field(default="INFO", description="Logging level.")
     log_json: bool = Field(default=True, description="One JSON object per log line.")
 
+    # Before pydantic's own check, whose "Input should be a valid list" showed no example.
+    _lists = field_validator(*LIST_EXAMPLES, mode="before")(must_be_list)
+
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str | None) -> str | None:
@@ -484,19 +489,6 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
             raise ValueError("must not contain an empty entry")
         return value
 
-    @model_validator(mode="after")
-    def _refuse_unset_database(self) -> Settings:
-        # The JWT settings are checked where tokens are verified or signed
-        # (memstrata.api.auth.require_token_keys), so a migration job or the library, which
-        # authenticate nobody, do not need the signing secret.
-        if self.environment == "production" and self.database_url is None:
-            raise ValueError(
-                "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_DATABASE_URL: the "
-                "PostgreSQL URL every replica shares, or `embedded` for the embedded "
-                "server in MEMSTRATA_DATA_DIR (one machine only)"
-            )
-        return self
-
     @property
     def external_database_url(self) -> str | None:
         """The PostgreSQL URL to connect to; None: the embedded server."""
@@ -505,6 +497,23 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     @property
     def resolved_sandbox_root(self) -> Path:
         return self.sandbox_root or self.data_dir / "sandboxes"
+
+
+def unset_database_problem(settings: Settings) -> str | None:
+    """Why ``settings`` may not open a database, or None: production with no URL (an empty
+    or misspelled variable must not give each replica a database of its own).
+
+    Checked where a database is opened (``Database.open``, and every CLI command but
+    ``memstrata token`` before it starts anything), not when settings are read: signing a
+    token opens none. The JWT settings are likewise checked where tokens are verified or
+    signed (``memstrata.api.auth.require_token_keys``)."""
+    if settings.environment != "production" or settings.database_url is not None:
+        return None
+    return (
+        "MEMSTRATA_ENVIRONMENT=production needs MEMSTRATA_DATABASE_URL: the PostgreSQL URL "
+        "every replica shares, or `embedded` for the embedded server in MEMSTRATA_DATA_DIR "
+        "(one machine only)"
+    )
 
 
 def check_setting_names(given: Iterable[str], known: Iterable[str]) -> None:

@@ -14,7 +14,8 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsError
 
 from memstrata import package_version
-from memstrata.config import EmbeddingModelSpec, Settings
+from memstrata.config import EmbeddingModelSpec, Settings, unset_database_problem
+from memstrata.config_lists import list_example
 from memstrata.db.database import Database
 from memstrata.db.migrate import schema_head
 from memstrata.errors import MemstrataError
@@ -70,11 +71,13 @@ def print_error(message: str) -> None:
     typer.secho(f"error: {' '.join(message.split())}", fg=typer.colors.RED, err=True)
 
 
-def load_settings(*, log_level: str | None = "WARNING") -> Settings:
+def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = True) -> Settings:
     """Settings from the environment; a bad value is a one-line message naming the variable.
 
     Commands log at WARNING unless they are long-running services (``log_level=None`` keeps
-    the configured level).
+    the configured level). A command that opens no database (``opens_database=False``:
+    ``memstrata token``) does not need a database URL in production; the others are
+    refused here, before they start anything (an embedding server, say).
     """
     try:
         settings = Settings()
@@ -82,6 +85,9 @@ def load_settings(*, log_level: str | None = "WARNING") -> Settings:
         fail(f"invalid configuration — {'; '.join(map(_problem, exc.errors()))}")
     except SettingsError as exc:  # a list or object setting that is not valid JSON
         fail(f"invalid configuration — {settings_error(exc)}")
+    problem = unset_database_problem(settings) if opens_database else None
+    if problem is not None:
+        fail(f"invalid configuration — {problem}")
     configure_service_logging(settings, log_level)
     return settings
 
@@ -110,7 +116,8 @@ def settings_error(exc: SettingsError) -> str:
     field = re.search(r'field "(\w+)"', str(exc))
     name = f"MEMSTRATA_{field.group(1).upper()}" if field else "a MEMSTRATA_* setting"
     cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
-    return f"{name}: not valid JSON{cause}; list and object settings take JSON, e.g. '[\"a\"]'"
+    example = list_example(field.group(1) if field else "")
+    return f"{name}: not valid JSON{cause}; list and object settings take JSON, e.g. '{example}'"
 
 
 @contextmanager

@@ -9,7 +9,11 @@ are settings an operator typed, wrong from the start and fixed only by changing 
 - ``MEMSTRATA_SKILL_DIRS``: each directory must exist and be readable (a typo or a missing
   mount; the skills in it would silently be missing for every agent);
 - the sandbox root (``MEMSTRATA_SANDBOX_ROOT``, default ``<data_dir>/sandboxes``) must be a
-  directory this user can write, or one it can create (the first write makes it).
+  directory this user can write, or one it can create (the first write makes it), on a
+  file system that stores files: not one of the kernel's pseudo file systems (``/proc``,
+  ``/sys``, ``/dev``...), where root passes every permission check and the first write
+  then fails (``mkdir /proc/x``: ENOENT; ``/sys/fs/x``: EPERM) or makes something else (a
+  cgroup in cgroup2).
 
 A sandbox that fails later (a disk filled, permissions changed under a running server)
 degrades as before: the database write stands, with a warning (spec §5). Only the start
@@ -20,6 +24,7 @@ gives them.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from memstrata.config import Settings
@@ -52,9 +57,10 @@ def skill_dir_problem(directory: Path) -> str | None:
 
 def sandbox_root_problem(settings: Settings) -> str | None:
     root = settings.resolved_sandbox_root
-    reason = _unwritable(root)
-    if reason is None:
+    unwritable = _unwritable(root)
+    if unwritable is None:
         return None
+    reason, instead = unwritable
     setting = (
         "MEMSTRATA_SANDBOX_ROOT"
         if settings.sandbox_root is not None
@@ -62,23 +68,84 @@ def sandbox_root_problem(settings: Settings) -> str | None:
     )
     return (
         f"{setting}: cannot write the sandbox root {root}: {reason}; set "
-        "MEMSTRATA_SANDBOX_ROOT to a directory this user can write"
+        f"MEMSTRATA_SANDBOX_ROOT to {instead}"
     )
 
 
-def _unwritable(root: Path) -> str | None:
-    """Why files cannot be made in ``root`` (or ``root`` cannot be made), or None."""
+# The kernel's pseudo file systems (Linux type names, /proc/self/mountinfo): views of
+# kernel state that store no files of ours. tmpfs and ramfs are not among them: they do
+# store files, in memory.
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "autofs", "binfmt_misc", "bpf", "cgroup", "cgroup2", "configfs", "debugfs", "devpts",
+        "devtmpfs", "efivarfs", "fusectl", "hugetlbfs", "mqueue", "nsfs", "proc", "pstore",
+        "rpc_pipefs", "securityfs", "selinuxfs", "sysfs", "tracefs",
+    }
+)  # fmt: skip
+MOUNTINFO = Path("/proc/self/mountinfo")
+# What to set MEMSTRATA_SANDBOX_ROOT to instead.
+WRITABLE = "a directory this user can write"
+STORING = (
+    "a directory on a file system that stores files: a disk or a volume (tmpfs for files "
+    "that may vanish at a reboot)"
+)
+
+
+def _unwritable(root: Path) -> tuple[str, str] | None:
+    """Why files cannot be made in ``root`` (or ``root`` cannot be made) and what to set
+    instead, or None."""
     target = root.absolute()
     while not target.exists():  # the first write makes the missing directories
         if target.parent == target:
-            return "no directory above it exists"
+            return "no directory above it exists", WRITABLE
         target = target.parent
     if not target.is_dir():
-        return f"{target} is not a directory"
+        return f"{target} is not a directory", WRITABLE
+    # Before access(2), which answers yes to root in /proc and /sys. The file system type,
+    # not a probe write: a probe could leave a file (or, in cgroup2, a cgroup) behind.
+    mount = _mount_of(target)
+    if mount is not None and mount[1] in PSEUDO_FILESYSTEMS:
+        why = f"{target} is on the kernel's {mount[1]} pseudo file system (mounted on {mount[0]})"
+        return why, STORING
     # access(2), not a test file: nothing is left behind, and it answers for root too on a
     # read-only file system (EROFS).
     if os.access(target, os.W_OK | os.X_OK):
         return None
     if os.statvfs(target).f_flag & os.ST_RDONLY:
-        return f"{target} is on a read-only file system"
-    return f"this user may not create files in {target}"
+        return f"{target} is on a read-only file system", WRITABLE
+    return f"this user may not create files in {target}", WRITABLE
+
+
+def _mount_of(path: Path) -> tuple[str, str] | None:
+    """The mount point and file system type of the mount holding ``path`` (an existing
+    directory; symbolic links resolved), or None where /proc/self/mountinfo cannot be read
+    (not Linux)."""
+    try:
+        mountinfo = MOUNTINFO.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return None
+    return mount_in(os.path.realpath(path), mountinfo)
+
+
+def mount_in(path: str, mountinfo: str) -> tuple[str, str] | None:
+    """The mount point and type of the mount holding the absolute, resolved ``path``
+    according to ``mountinfo`` (proc(5)'s /proc/<pid>/mountinfo): the longest mount point
+    above it, the last-listed one when a point is mounted over again (the visible one)."""
+    found: tuple[str, str] | None = None
+    for line in mountinfo.splitlines():
+        # ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER-OPTIONS
+        fields = line.split()
+        if "-" not in fields[6:-1]:
+            continue
+        point = _unescape(fields[4])
+        fstype = fields[fields.index("-", 6) + 1]
+        above = point == "/" or path == point or path.startswith(point.rstrip("/") + "/")
+        if above and (found is None or len(point) >= len(found[0])):
+            found = (point, fstype)
+    return found
+
+
+def _unescape(field: str) -> str:
+    """mountinfo's octal escapes (``\\040`` a space, ``\\011`` a tab, ``\\012`` a newline,
+    ``\\134`` a backslash) decoded."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)

@@ -167,7 +167,7 @@ def token(
     With only a public key, tokens come from the identity provider that holds the private
     key.
     """
-    settings = load_settings()
+    settings = load_settings(opens_database=False)  # it signs with the JWT settings alone
     try:
         validate_user_id(user)
     except InvalidUserIdError as exc:

