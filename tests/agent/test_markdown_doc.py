@@ -17,6 +17,7 @@ from memstrata.agent.markdown_doc import (
     item_text,
     open_fence,
     parse,
+    unclosed_fence,
 )
 
 # Lines that exercise every rule: headings of levels 1-3 (indented, empty, closing #s, a
@@ -53,6 +54,8 @@ _LINE = st.sampled_from(
         "  ",
         "x\u2028## not a line of its own",
         "a\rb",
+        "---",  # setext underlines: text to these rules (tests/agent/test_setext.py)
+        "===",
     ]
 )
 
@@ -224,3 +227,19 @@ def test_crlf_and_a_byte_order_mark_read_the_same(text: str, bom: bool) -> None:
     assert other.blocks == doc.blocks
     assert other.code == doc.code
     assert other.open_fence == doc.open_fence == open_fence(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(documents())
+def test_an_unclosed_fence_holds_every_line_from_its_opening_to_the_end(text: str) -> None:
+    doc = parse(text)
+    found = unclosed_fence(doc.lines)
+    assert (found is None) == (doc.open_fence is None)
+    if found is not None:
+        opening, fence = found
+        assert fence == doc.open_fence
+        assert set(range(opening, len(doc.lines))) <= doc.code
+        assert fence_after(None, doc.bare(opening)) == fence
+        last = doc.blocks[-1]
+        assert last.kind is not Kind.HEADING  # a paragraph, or the entry the fence opens in
+        assert last.start <= opening and last.end == len(doc.lines)

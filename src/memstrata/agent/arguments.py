@@ -8,12 +8,15 @@ with a message the tool answers with (``docs/AGENT_TOOLS.md``).
 
 from __future__ import annotations
 
-from memstrata.agent import sections
+from collections.abc import Sequence
+
+from memstrata.agent import markdown_doc, sections
 from memstrata.errors import ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.text import lone_surrogate_at
 
 MAX_ENTRY_CHARS = 2000
+WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, without section
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
 DEFAULT_TOOL_TOP_K = 5  # memory_search's top_k when the model gives none
@@ -57,15 +60,78 @@ def check_value(value: object) -> str:
 
 def check_body(value: object, section: str, file: str) -> str:
     """A section body: its own heading, if repeated first, dropped; another ``#`` or ``##``
-    heading refused (it would start a new section, out of reach of this section's edits)."""
-    body = sections.without_own_heading(check_text(value, "content", empty_ok=True), section)
+    heading refused (it would start a new section, out of reach of this section's edits),
+    and so is a fence left open (:func:`check_fences`)."""
+    text = check_text(value, "content", empty_ok=True)
+    body = sections.without_own_heading(text, section)
     heading = sections.section_heading_in(body)
     if heading is not None:
         raise ToolInputError(
             f"content is the body of ## {section} and must not hold the heading {heading!r}: "
             f"leave it out, use '###' for a subheading, and make one call per section of {file}"
         )
+    # Numbered in the content as sent: the dropped heading line opens and closes no fence.
+    check_fences(_numbered(text), file)
     return body
+
+
+def check_entry(value: object) -> str:
+    """``record_memory``'s content, checked as its entry writes it
+    (:func:`~memstrata.agent.sections.entry_lines`): no fence left open (:func:`check_fences`).
+    A fence on the first line opens none there — it follows the bullet's date —, so the
+    line meant to close it opens one; the answer says so."""
+    text = check_text(value, "content", MAX_ENTRY_CHARS)
+    (_, first), *rest = sections.entry_lines(text)
+    found = _unclosed(rest)
+    opened = markdown_doc.fence_after(None, first)
+    if found is not None and opened is not None:
+        number, fence = found
+        raise ToolInputError(
+            f"content starts with a {opened} fence, but an entry's first line is written after "
+            f"its date ('- YYYY-MM-DD: {first}'), where it opens no code block, so the {fence} "
+            f"on line {number} would open one that never closes, and everything after it in "
+            "MEMORY.md, later sections too, would read as code. Start content with a line "
+            "saying what the code is, then the fenced block"
+        )
+    check_fences(rest, "MEMORY.md")
+    return text
+
+
+def check_whole_file(value: object, whole_file: bool) -> str:
+    """``update_long_term_memory``'s content without a section; one that will be written
+    (``whole_file``) leaves no fence open (:func:`check_fences`)."""
+    text = check_text(value, WHOLE_FILE)
+    if whole_file:
+        check_fences(_numbered(text), "MEMORY.md")
+    return text
+
+
+def check_fences(lines: Sequence[tuple[int, str]], file: str) -> None:
+    """Refuse content whose ``lines`` — (line number in the content, line as the file will
+    hold it) — open a fence they never close. In the file it would run to the end, making
+    every later line code: the sections after it vanish from the tools' reading (the next
+    call naming one adds it again, inside the code) and from the prompt's cut. Refused, not
+    closed for the agent: only the agent knows where its code ends, and a tool never
+    changes what the agent wrote (a wrong guess would store text it never sent)."""
+    found = _unclosed(lines)
+    if found is not None:
+        number, fence = found
+        raise ToolInputError(
+            f"content opens a {fence} fence on line {number} that it never closes, so "
+            f"everything after it in {file}, later sections too, would read as code; close "
+            f"it with a line of {fence} after the code, or remove it"
+        )
+
+
+def _numbered(text: str) -> list[tuple[int, str]]:
+    """``text``'s lines as the file will hold them (split at LF), numbered from 1."""
+    return list(enumerate(text.split("\n"), 1))
+
+
+def _unclosed(lines: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
+    """(line number, fence) of the fence ``lines`` leave open (:func:`check_fences`)."""
+    found = markdown_doc.unclosed_fence([line for _, line in lines])
+    return None if found is None else (lines[found[0]][0], found[1])
 
 
 def line_break_in(text: str) -> str | None:

@@ -16,7 +16,9 @@ them:
   that has a value and is not a lone ``Key: value`` line, unless ``replace_section``;
 * a section the call names and the file lacks is created, and when the file has other
   sections the answer lists them and any close name; a name the file holds twice is
-  pointed out (the tools reach only the first).
+  pointed out (the tools reach only the first);
+* a fence a person left open is never removed with everything after it (a section body
+  or an entry it opens in is not replaced), and closing it before added lines is noted.
 """
 
 from __future__ import annotations
@@ -101,6 +103,37 @@ class Edit:
     def refuse(self, message: str) -> NothingToWrite:
         return NothingToWrite(error(message))
 
+    def keep_open_fence(self, doc: Doc, lines: tuple[int, int], what: str, doing: str) -> None:
+        """Refuse to remove ``lines`` (start, end) when a fence opened among them never
+        closes (a person's edit; the tools write none): it runs to the end of the file, so
+        everything after it — other sections to a person's eye — would go too."""
+        if doc.open_fence is None or lines[1] < len(doc.lines):
+            return
+        found = markdown_doc.unclosed_fence(doc.lines)
+        if found is None or not lines[0] <= found[0]:
+            return
+        file = self.kind.filename
+        raise self.refuse(
+            f"{what} runs to the end of {file}: its line {found[0] + 1} opens a {found[1]} "
+            f"fence that never closes, so every line after it is code inside it, and {doing} "
+            f"would remove them all; nothing was written. Close the fence first "
+            f"({_WHOLE_FILE[self.kind]})"
+        )
+
+    def closing(self, before: Doc, after: str) -> str:
+        """``after``, with a note if it closes a fence ``before`` left open
+        (``sections``: lines added after such a fence close it first)."""
+        if before.open_fence is None:  # the common case costs nothing more
+            return after
+        found = markdown_doc.unclosed_fence(before.lines)
+        if found is not None and markdown_doc.open_fence(after) is None:
+            self.notes.append(
+                f"Note: line {found[0] + 1} of {self.kind.filename} opens a {found[1]} fence "
+                f"that never closed, so the lines after it read as code; a line of {found[1]} "
+                "now closes it before the new lines."
+            )
+        return after
+
     def section(self, doc: Doc, name: str, *, named: bool = True) -> str:
         """The title of section ``name`` as the file spells it (``name`` if it is new),
         with the notes a new or repeated section calls for."""
@@ -138,6 +171,10 @@ class AppendEntry(Edit):
         doc = markdown_doc.parse(text)
         found = entries.entries(doc)
         old = [] if self.replaces is None else self._superseded(found, self.replaces)
+        for entry in old:
+            self.keep_open_fence(
+                doc, (entry.start, entry.end), f"the entry {quoted(entry)}", "removing it"
+            )
         name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
         title = self.section(doc, name, named=self.name is not None)
         others = [e for e in found if e not in old]
@@ -155,7 +192,7 @@ class AppendEntry(Edit):
             self.done += f"already has the new one{when}"
             return "\n".join(kept)
         self.done = f"Recorded in MEMORY.md under ## {title}{removed}"
-        return sections.append_to_section("\n".join(kept), name, self.bullet)
+        return self.closing(doc, sections.append_to_section("\n".join(kept), name, self.bullet))
 
     def _superseded(self, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
         matched = entries.matching(found, wanted)
@@ -190,10 +227,14 @@ class ReplaceSection(Edit):
         doc = markdown_doc.parse(text)
         title = self.section(doc, self.name)
         span = sections.find_section(doc, self.name)
+        if span is not None:
+            self.keep_open_fence(
+                doc, (span.body_start, span.end), f"## {title}", "replacing its body"
+            )
         if self.guard_keys and span is not None:
             self._check_keys(doc, span, title)
         self.done = f"Replaced ## {title} in {self.kind.filename}"
-        return sections.replace_section(text, self.name, self.body)
+        return self.closing(doc, sections.replace_section(text, self.name, self.body))
 
     def _check_keys(self, doc: Doc, span: Section, title: str) -> None:
         keys = [(k, v) for _, k, v in sections.key_bullets(doc, span) if _is_key(k)]
@@ -241,7 +282,7 @@ class SetKey(Edit):
         if span is not None and index is not None:
             spelled = next(k for i, k, _ in sections.key_bullets(doc, span) if i == index)
         self.done = f"Set {spelled} under ## {title} in USER.md"
-        return sections.set_key(text, self.name, self.key, self.value)
+        return self.closing(doc, sections.set_key(text, self.name, self.key, self.value))
 
 
 class ReplaceFile(Edit):

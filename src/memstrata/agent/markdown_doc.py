@@ -153,10 +153,22 @@ def fence_after(fence: str | None, line: str) -> str | None:
 def open_fence(text: str) -> str | None:
     """The fence still open at the end of ``text`` (``Doc.open_fence`` without the rest
     of a parse: the prompt's cut asks it of every cut it tries)."""
+    found = unclosed_fence(text.split("\n"))
+    return None if found is None else found[1]
+
+
+def unclosed_fence(lines: Sequence[str]) -> tuple[int, str] | None:
+    """(index of its opening line, fence) of the fence still open after ``lines``, or None.
+    Such a fence runs to the end of the file, so every later line, headings included, is
+    code: the tools refuse text that opens one (``agent.arguments``)."""
     fence: str | None = None
-    for index, line in enumerate(text.split("\n")):
-        fence = fence_after(fence, bare(line, index))
-    return fence
+    opened = 0
+    for index, line in enumerate(lines):
+        after = fence_after(fence, bare(line, index))
+        if fence is None and after is not None:
+            opened = index
+        fence = after
+    return None if fence is None else (opened, fence)
 
 
 def parse(text: str) -> Doc:

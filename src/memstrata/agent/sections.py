@@ -9,7 +9,8 @@ with the entries and the prompt's cut. Names (and ``update_user``'s keys) compar
 characters, so an NFD, full-width or upper-case spelling finds the section an agent names
 in NFC, half-width or lower case. A missing section is appended at the end of the file,
 after one blank line. A ``- key: value`` bullet inside fenced code is an example, not a
-fact: key lookups skip it.
+fact: key lookups skip it. Lines added after a fence left open (which runs to the end of
+the file) come after a line that closes it, so they are not code.
 
 Lines the edit adds take the file's line break (:func:`line_break`): a file whose every
 line break is CR LF stays so, since the web editor writes a file back with CR LF only
@@ -148,9 +149,19 @@ def section_heading_in(body: str) -> str | None:
 
 
 def _with_new_section(text: str, name: str, body: list[str]) -> str:
-    head = text.rstrip("\n")
+    head = "\n".join(_closing_open_fence(text.rstrip("\n").split("\n")))
     section = "\n".join([f"## {name.strip()}", *body]) + "\n"
     return f"{head}\n\n{section}" if head else section
+
+
+def _closing_open_fence(lines: list[str]) -> list[str]:
+    """``lines`` with a closing fence line after them if a fence is still open there. A
+    fence a person left open runs to the end of the file, so lines added after it would be
+    code: a new section the tools never find again (the next call would add it once more),
+    an entry no duplicate check sees. Closing it at the end changes how nothing before it
+    reads — CommonMark ends an open fence there too."""
+    fence = markdown_doc.open_fence("\n".join(lines))
+    return lines if fence is None else [*lines, fence]
 
 
 def append_to_section(text: str, name: str, entry: str) -> str:
@@ -168,7 +179,10 @@ def _append(text: str, name: str, entry: str) -> str:
     position = span.end
     while position > span.body_start and lines[position - 1].strip() == "":
         position -= 1
-    return "\n".join(lines[:position] + entry_lines + lines[position:])
+    head = lines[:position]
+    if doc.open_fence is not None:  # open at ``position`` if it opened in this section
+        head = _closing_open_fence(head)
+    return "\n".join(head + entry_lines + lines[position:])
 
 
 def replace_section(text: str, name: str, body: str) -> str:
@@ -269,6 +283,13 @@ def dated_bullet(content: str, day: date) -> str:
     is a line break to CommonMark and editors, so the text after it would start a line of
     its own, outside the entry's indentation.
     """
-    lines = [line.rstrip() for line in content.strip().splitlines()]
-    rest = [f"  {line.strip()}" for line in lines[1:] if line.strip()]
-    return "\n".join([f"- {day.isoformat()}: {lines[0]}", *rest])
+    (_, first), *rest = entry_lines(content)
+    return "\n".join([f"- {day.isoformat()}: {first}", *(line for _, line in rest)])
+
+
+def entry_lines(content: str) -> list[tuple[int, str]]:
+    """(line number in ``content``, from 1; the line as :func:`dated_bullet` writes it
+    after the bullet's date) of each line of ``content`` that is not blank: stripped, and
+    indented two spaces after the first."""
+    lines = [(n, line.strip()) for n, line in enumerate(content.splitlines(), 1) if line.strip()]
+    return [(n, line if i == 0 else f"  {line}") for i, (n, line) in enumerate(lines)]

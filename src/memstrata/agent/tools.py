@@ -47,10 +47,12 @@ from memstrata.agent.arguments import (
     DEFAULT_TOOL_TOP_K,
     MAX_ENTRY_CHARS,
     check_body,
+    check_entry,
     check_key,
     check_name,
     check_text,
     check_value,
+    check_whole_file,
     search_arguments,
 )
 from memstrata.agent.edits import (
@@ -182,7 +184,7 @@ class MemoryTools:
         self, content: str, section: str | None = None, replaces: str | None = None
     ) -> ToolAnswer:
         try:
-            text = check_text(content, "content", MAX_ENTRY_CHARS)
+            text = check_entry(content)
             name = None if section is None else check_name(section, "section")
             old = None if replaces is None else check_text(replaces, "replaces", MAX_ENTRY_CHARS)
         except ToolInputError as exc:
@@ -195,7 +197,7 @@ class MemoryTools:
         try:
             edit: Edit
             if section is None:
-                text = check_text(content, "content (the whole new MEMORY.md)")
+                text = check_whole_file(content, whole_file is True)
                 edit = ReplaceFile(text, whole_file=whole_file is True)
             elif whole_file is True:
                 raise ToolInputError(_SECTION_OR_FILE)
