@@ -13,7 +13,10 @@ from tests.mcp.conftest import ClientFactory
 pytestmark = pytest.mark.anyio
 
 
-async def test_resources_are_the_four_files(connect: ClientFactory, mem: Memstrata) -> None:
+async def test_resources_are_the_four_files_and_the_kept_aside_edits(
+    connect: ClientFactory, mem: Memstrata
+) -> None:
+    """The kept-aside edits' resources are tests/mcp/test_conflicts_mcp.py's."""
     async with connect("alice") as client:
         listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
@@ -22,14 +25,19 @@ async def test_resources_are_the_four_files(connect: ClientFactory, mem: Memstra
             ("memstrata://files/user", "USER.md"),
             ("memstrata://files/memory", "MEMORY.md"),
             ("memstrata://files/agents", "AGENTS.md"),
+            ("memstrata://conflicts", "kept-aside edits"),
         ]
-        assert [t.uri_template for t in templates] == ["memstrata://files/{name}"]
+        assert [t.uri_template for t in templates] == [
+            "memstrata://files/{name}",
+            "memstrata://conflicts{?file,offset,limit}",
+            "memstrata://conflicts/{name}",
+        ]
         await client.call_tool(
             "memory_write",
             {"name": "soul", "content": "# SOUL.md\nDry humour.\n", "expected_version": 0},
         )
         contents = {}
-        for resource in listed:
+        for resource in listed[:4]:
             read = await client.read_resource(resource.uri)
             (item,) = read.contents
             assert isinstance(item, TextResourceContents)

@@ -60,7 +60,7 @@ def _exit_on_signal(signum: int, _frame: FrameType | None) -> NoReturn:
 def _register() -> None:
     # Imported for their side effect of adding commands; kept out of module import time so
     # that importing memstrata.cli stays cheap.
-    from memstrata.cli import db, user  # noqa: F401
+    from memstrata.cli import conflicts, db, user  # noqa: F401
 
     for optional in ("serve", "search", "bench", "mcp"):
         try:

@@ -62,6 +62,13 @@ from memstrata.errors import InvalidContentError
 from memstrata.logs import describe, log_event
 from memstrata.mcp.base import Caller, ToolError, ToolOutput
 from memstrata.mcp.call_args import CallShapeCheck
+from memstrata.mcp.conflicts import (
+    LISTING_RESOURCE,
+    LISTING_URI,
+    TEMPLATES,
+    is_conflicts_uri,
+    read_conflicts,
+)
 from memstrata.mcp.files import (
     MIME_TYPE,
     READABLE_NAMES,
@@ -87,7 +94,8 @@ INSTRUCTIONS = (
     "about the past; record_memory / update_user to remember (record_memory with replaces= "
     "the old entry's text to correct one); memory_read then memory_write "
     "(with the version read) to edit a whole file. The memory_context prompt is the memory "
-    "part of a system prompt."
+    f"part of a system prompt. The resource {LISTING_URI} lists your edits that were not "
+    "stored (they conflicted with the user's, or were refused)."
 )
 MEMORY_CONTEXT = Prompt(
     name=PROMPT_NAME,
@@ -126,7 +134,8 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
-        return ListResourcesResult(resources=[_resource(name) for name in READABLE_NAMES])
+        files = [_resource(name) for name in READABLE_NAMES]
+        return ListResourcesResult(resources=[*files, LISTING_RESOURCE])
 
     async def list_templates(
         _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
@@ -137,17 +146,19 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
             description=f"One memory file; name is one of {', '.join(READABLE_NAMES)}.",
             mime_type=MIME_TYPE,
         )
-        return ListResourceTemplatesResult(resource_templates=[template])
+        return ListResourceTemplatesResult(resource_templates=[template, *TEMPLATES])
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
+        if is_conflicts_uri(str(params.uri)):
+            return await read_conflicts(_caller(runtime, user, ctx), str(params.uri))
         kind = kind_from_uri(str(params.uri))
         if kind is None:
             raise MCPError(
                 INVALID_PARAMS,
-                f"unknown resource {str(params.uri)[:200]!r}; "
-                f"use {URI_TEMPLATE} with name one of {', '.join(READABLE_NAMES)}",
+                f"unknown resource {str(params.uri)[:200]!r}; use {URI_TEMPLATE} with name "
+                f"one of {', '.join(READABLE_NAMES)}, or {LISTING_URI}",
             )
         view = await read_file(_caller(runtime, user, ctx), kind)
         contents = TextResourceContents(

@@ -4,8 +4,9 @@ When the read-back rule finds an agent's edit of a memory file in conflict with 
 the DB copy wins and the agent's copy is kept aside in the sandbox (and so is a copy the
 database refused), as ``.memstrata/conflicts/<FILE>.<UTC stamp>.md``
 (:mod:`memstrata.sandbox.state`). Without this module nothing shows them: to the user the
-agent's edit is simply gone. The REST API (``/api/memory/conflicts``) and the settings
-page are thin transports over the three coroutines below.
+agent's edit is simply gone. The REST API (``/api/memory/conflicts``), the settings
+page, ``memstrata conflicts`` and the MCP resources ``memstrata://conflicts…`` (read-only)
+are thin transports over the three coroutines below.
 
 **Names.** A copy is named by its file name as sync wrote it:
 ``MEMORY.md.20260301T120000.123456Z.md`` (``….rejected.md``: the database refused the
@@ -72,6 +73,9 @@ _NAME = re.compile(
     r"\.(?P<us>[0-9]{6})Z)(?P<rejected>\.rejected)?\.md\Z"
 )
 _NAME_EXAMPLE = "MEMORY.md.20260301T120000.123456Z.md"
+# What lists the copies, as a refusal names it; each transport passes its own (the CLI's
+# command, the MCP resource), so that the hint is one its reader can follow.
+REST_LISTING = "GET /api/memory/conflicts"
 _SHOWN_CHARS = 80  # of a refused name, in its error message
 _LATER = "try again later"
 
@@ -149,15 +153,16 @@ class CopyPage:
         return end if self.total is not None and end < self.total else None
 
 
-def parse_name(name: str) -> CopyName:
-    """The copy ``name`` stands for, or ``InvalidCopyNameError`` saying what a name is."""
+def parse_name(name: str, *, listing: str = REST_LISTING) -> CopyName:
+    """The copy ``name`` stands for, or ``InvalidCopyNameError`` saying what a name is
+    (``listing``: what lists the names, :data:`REST_LISTING` by default)."""
     match = _NAME.match(name) if isinstance(name, str) else None
     saved_at = _stamp_time(match) if match else None
     if match is None or saved_at is None:
         shown = repr(name[:_SHOWN_CHARS]) if isinstance(name, str) else type(name).__name__
         raise InvalidCopyNameError(
-            f"{shown} is not the name of a kept-aside copy: names are as GET "
-            f"/api/memory/conflicts lists them, such as {_NAME_EXAMPLE!r}"
+            f"{shown} is not the name of a kept-aside copy: names are as {listing} "
+            f"lists them, such as {_NAME_EXAMPLE!r}"
         )
     kind = next(k for k in USER_FILE_KINDS if k.filename == match["file"])
     return CopyName(kind, saved_at, match["rejected"] is not None, match["session"], name)
@@ -259,9 +264,11 @@ async def _summary(
     return CopySummary(copy, size_of(text), preview_of(text)), None
 
 
-async def read_copy(sandboxes: SandboxProvider, user_id: str, name: str) -> CopyText:
+async def read_copy(
+    sandboxes: SandboxProvider, user_id: str, name: str, *, listing: str = REST_LISTING
+) -> CopyText:
     """The copy ``name`` of ``user_id``, whole; ``UnknownCopyError`` when there is none."""
-    copy = parse_name(name)
+    copy = parse_name(name, listing=listing)
     sandbox = open_sandbox(sandboxes, user_id, None)
     try:
         text = await _read(sandbox, copy)
@@ -271,14 +278,16 @@ async def read_copy(sandboxes: SandboxProvider, user_id: str, name: str) -> Copy
             f"the copy could not be read from the sandbox ({_kind(exc)}); {_LATER}"
         ) from exc
     if text is None:
-        raise _unknown(name)
+        raise _unknown(name, listing)
     return CopyText(copy, str(text), size_of(text), isinstance(text, Undecodable))
 
 
-async def dismiss_copy(sandboxes: SandboxProvider, user_id: str, name: str) -> CopyName:
+async def dismiss_copy(
+    sandboxes: SandboxProvider, user_id: str, name: str, *, listing: str = REST_LISTING
+) -> CopyName:
     """Delete the copy ``name`` of ``user_id`` (the user has seen it and lets it go);
     ``UnknownCopyError`` when there is none, so a second dismissal says so."""
-    copy = parse_name(name)
+    copy = parse_name(name, listing=listing)
     sandbox = open_sandbox(sandboxes, user_id, None)
     try:
         there = await sandbox.exists(copy.path)
@@ -290,7 +299,7 @@ async def dismiss_copy(sandboxes: SandboxProvider, user_id: str, name: str) -> C
             f"the copy could not be dismissed: the sandbox failed ({_kind(exc)}); {_LATER}"
         ) from exc
     if not there:
-        raise _unknown(name)
+        raise _unknown(name, listing)
     log_event(logger, "conflicts.dismissed", user_id=user_id, name=name)
     return copy
 
@@ -302,10 +311,10 @@ async def _read(sandbox: Sandbox, copy: CopyName) -> str | None:
         return exc.text  # a copy the DB refused for not being text: its bytes, as text
 
 
-def _unknown(name: str) -> UnknownCopyError:
+def _unknown(name: str, listing: str) -> UnknownCopyError:
     return UnknownCopyError(
         f"no kept-aside copy named {name[:_SHOWN_CHARS]!r}: it was dismissed already, or "
-        "never kept; GET /api/memory/conflicts lists the copies there are"
+        f"never kept; {listing} lists the copies there are"
     )
 
 

@@ -79,14 +79,15 @@ async def path_copy_name(
 ) -> str:
     """The name, or 400 saying what a name is (after the token: the route class checks it
     first); async so that FastAPI runs it on the event loop."""
-    with _mapped(0):
+    with as_api_errors(0):
         parse_name(name)
     return name
 
 
 @contextmanager
-def _mapped(retry_after_s: float) -> Iterator[None]:
-    """The service's errors in the API's shape: 400, 404, or 503 with ``Retry-After``."""
+def as_api_errors(retry_after_s: float) -> Iterator[None]:
+    """The service's errors in the API's shape: 400, 404, or 503 with ``Retry-After``.
+    MCP answers its resources' failures with these too (:mod:`memstrata.mcp.conflicts`)."""
     try:
         yield
     except InvalidCopyNameError as exc:
@@ -142,7 +143,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         user_id: CurrentUser, name: Annotated[str, Depends(path_copy_name)], context: Context
     ) -> ConflictContent:
         """One kept-aside copy, whole (read-only)."""
-        with _mapped(context.settings.sandbox_timeout_s):
+        with as_api_errors(context.settings.sandbox_timeout_s):
             text = await read_copy(context.mem.sandboxes, user_id, name)
         return ConflictContent.of(text)
 
@@ -152,7 +153,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     ) -> ConflictDismissed:
         """Dismiss a kept-aside copy: its file is deleted from the sandbox. A second
         dismissal of the same copy is a 404."""
-        with _mapped(context.settings.sandbox_timeout_s):
+        with as_api_errors(context.settings.sandbox_timeout_s):
             copy = await dismiss_copy(context.mem.sandboxes, user_id, name)
         return ConflictDismissed(name=copy.name)
 

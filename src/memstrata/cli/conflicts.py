@@ -1,0 +1,162 @@
+"""``memstrata conflicts``: the agents' edits that sync kept aside in a user's sandbox.
+
+A thin transport over :mod:`memstrata.memory.conflicts`, as ``/api/memory/conflicts`` is:
+the names, the paging, the refusals and their messages are the service's; this module
+prints them. A refusal (a bad user id, name, file or page, a copy that is not there, a
+sandbox that fails) is one ``error:`` line and exit status 1. The sandboxes are the ones
+under this host's ``MEMSTRATA_SANDBOX_ROOT``, as for ``memstrata user erase``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from typing import Annotated
+
+import typer
+
+from memstrata.api.conflict_schemas import ConflictContent, ConflictDismissed, ConflictList
+from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
+from memstrata.memory.conflicts import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    CopyPage,
+    CopySummary,
+    CopyText,
+    check_page,
+    dismiss_copy,
+    list_copies,
+    parse_name,
+    read_copy,
+)
+from memstrata.memory.kinds import FileKind, api_kind, validate_user_id
+
+conflicts_app = typer.Typer(
+    help="The agents' edits that sync kept aside in a user's sandbox: list, show, dismiss "
+    '(docs/API.md, "Kept-aside agent edits").',
+    no_args_is_help=True,
+)
+app.add_typer(conflicts_app, name="conflicts")
+
+User = Annotated[str, typer.Option("--user", "-u", help="The user whose sandbox to look in.")]
+Name = Annotated[str, typer.Argument(help="The copy's name, as `conflicts list` prints it.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the REST API's JSON body.")]
+
+
+def listing(user: str) -> str:
+    """What a refusal names as the list of copies: this command, for this user."""
+    return f"`memstrata conflicts list --user {shlex.quote(user)}`"
+
+
+@conflicts_app.command("list")
+def conflicts_list(
+    user: User,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Only the copies of user, soul or memory.")
+    ] = None,
+    offset: Annotated[int, typer.Option(help="Copies to skip (newest first).")] = 0,
+    limit: Annotated[int, typer.Option(help=f"Copies per page, 1 to {MAX_PAGE}.")] = DEFAULT_PAGE,
+    as_json: AsJson = False,
+) -> None:
+    """One page of the user's kept-aside copies, newest first: each an agent's edit that
+    conflicted with a human's (the stored version won) or that the database refused. Exit
+    status 1 when the sandbox failed (the copies it could read are printed)."""
+    guarded(lambda: validate_user_id(user))
+    kind = None if file is None else guarded(lambda: api_kind(file))
+    _checked_page(offset, limit)
+    with runtime_for(load_settings(), None) as mem:  # nothing here embeds
+        page = asyncio.run(list_copies(mem.sandboxes, user, kind=kind, offset=offset, limit=limit))
+    if as_json:
+        typer.echo(json.dumps(ConflictList.of(page).model_dump(mode="json"), ensure_ascii=False))
+    else:
+        _print_page(page, user, kind)
+    if page.sandbox != "ok":
+        fail(" ".join(page.warnings))
+
+
+def _checked_page(offset: int, limit: int) -> None:
+    try:
+        check_page(offset, limit)  # the service's bounds and words, before any start-up
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _print_page(page: CopyPage, user: str, kind: FileKind | None) -> None:
+    of = f" of {kind.filename}" if kind else ""
+    if not page.copies:
+        if page.total == 0:
+            typer.echo(f"no kept-aside copies{of} for {user!r}")
+        elif page.total is not None:
+            typer.echo(f"no copies past offset {page.offset}: {user!r} has {page.total}{of}")
+        return
+    width = max(len(s.copy.name) for s in page.copies)
+    typer.echo(f"{'name':{width}s}  file    reason    saved at (UTC)       bytes")
+    for summary in page.copies:
+        typer.echo(_row(summary, width))
+        for line in (summary.preview or "").splitlines():
+            typer.echo(f"    | {line}")
+    last = page.offset + len(page.copies)
+    shown = f"copies {page.offset + 1}-{last} of {page.total}{of}, newest first"
+    more = "" if page.next_offset is None else f"; next page: --offset {page.next_offset}"
+    typer.echo(f"{shown}{more}")
+
+
+def _row(summary: CopySummary, width: int) -> str:
+    copy = summary.copy
+    size = "?" if summary.size_bytes is None else str(summary.size_bytes)
+    saved = f"{copy.saved_at:%Y-%m-%d %H:%M:%S}"
+    return f"{copy.name:{width}s}  {copy.kind.api_name:6s}  {copy.reason:8s}  {saved}  {size:>5s}"
+
+
+@conflicts_app.command("show")
+def conflicts_show(user: User, name: Name, as_json: AsJson = False) -> None:
+    """One copy, whole: its text on stdout exactly as kept (what it is, on stderr)."""
+    _check(user, name)
+    with runtime_for(load_settings(), None) as mem:
+        text = guarded(
+            lambda: asyncio.run(read_copy(mem.sandboxes, user, name, listing=listing(user)))
+        )
+    if as_json:
+        typer.echo(json.dumps(ConflictContent.of(text).model_dump(mode="json"), ensure_ascii=False))
+        return
+    typer.echo(_about(text), err=True)
+    typer.echo(text.content, nl=False)
+
+
+def _about(text: CopyText) -> str:
+    copy = text.copy
+    why = (
+        "the database refused the agent's text"
+        if copy.rejected
+        else "it conflicted with a human's edit; the stored version won"
+    )
+    where = "" if copy.session_dir is None else f" in session sandbox {copy.session_dir!r}"
+    undecodable = (
+        "; not UTF-8 text: bytes that do not decode show as U+FFFD" if text.undecodable else ""
+    )
+    return (
+        f"{copy.kind.filename} kept aside{where} at {copy.saved_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"({why}), {text.size_bytes} bytes{undecodable}"
+    )
+
+
+@conflicts_app.command("dismiss")
+def conflicts_dismiss(user: User, name: Name, as_json: AsJson = False) -> None:
+    """Delete one copy from the sandbox: the user has seen it and lets it go. Dismissing it
+    again says there is no such copy (exit status 1)."""
+    _check(user, name)
+    with runtime_for(load_settings(), None) as mem:
+        copy = guarded(
+            lambda: asyncio.run(dismiss_copy(mem.sandboxes, user, name, listing=listing(user)))
+        )
+    if as_json:
+        typer.echo(ConflictDismissed(name=copy.name).model_dump_json())
+        return
+    typer.echo(f"dismissed {copy.name}")
+
+
+def _check(user: str, name: str) -> None:
+    """The user id and the name, refused before the database and sandbox are opened."""
+    guarded(lambda: validate_user_id(user))
+    guarded(lambda: parse_name(name, listing=listing(user)))
