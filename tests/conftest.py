@@ -111,7 +111,8 @@ def settings(pg_url: str, tmp_path: Path) -> Settings:
 @pytest.fixture
 def open_runtime(db: Database, settings: Settings) -> Iterator[Callable[..., Memstrata]]:
     """Runtimes on the test database, each like another process (its own caches, pool):
-    ``open_runtime()`` searches BM25 only, ``open_runtime(embedder)`` with that embedder."""
+    ``open_runtime()`` searches BM25 only, ``open_runtime(embedder)`` with that embedder.
+    Each is closed after the test (a second close, after a test's own, does nothing)."""
     opened: list[Memstrata] = []
 
     def make(embedder: EmbeddingProvider | None = None) -> Memstrata:
@@ -121,7 +122,11 @@ def open_runtime(db: Database, settings: Settings) -> Iterator[Callable[..., Mem
 
     yield make
     for mem in opened:
-        mem.pool.close()  # the shared ``db`` fixture outlives these runtimes
+        # close(), not only the agent pool: it also stops the snapshot and warm jobs, which
+        # could still be writing when the next test truncates the tables, and closes the
+        # embedder it was given. On the shared ``db`` it only disposes the engine's
+        # connections (the next checkout reconnects), as the API tests' runtime always has.
+        mem.close()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import json
 import re
 import shlex
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ from memstrata.agent.schemas import tool_schemas
 from memstrata.api import create_app
 from memstrata.cli import build_app
 from memstrata.config import Settings
-from memstrata.db.database import Database
 from memstrata.mcp.tools import TOOLS
 from memstrata.runtime import Memstrata
 
@@ -321,10 +320,8 @@ def test_every_command_the_docs_show_parses() -> None:
 
 
 @pytest.fixture
-def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
-    runtime = Memstrata.open(settings, database=db)
-    yield runtime
-    runtime.close()
+def mem(open_runtime: Callable[..., Memstrata]) -> Memstrata:
+    return open_runtime()
 
 
 def test_the_agent_tools_snippets_run(mem: Memstrata, settings: Settings) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,10 +34,8 @@ ROWS = "SELECT count(*) FROM memory_embeddings"
 
 
 @pytest.fixture
-def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
-    runtime = Memstrata.open(settings, database=db, embedder=None)
-    yield runtime
-    runtime.close()  # closes this runtime; the session-wide database stays usable
+def mem(open_runtime: Callable[..., Memstrata]) -> Memstrata:
+    return open_runtime()
 
 
 def _count(db: Database, sql: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -69,8 +70,8 @@ def test_a_failed_open_closes_the_database_it_opened(
         close(given)
 
 
-def test_agent_session_remembers_and_searches(db: Database, settings: Settings) -> None:
-    mem = Memstrata.open(settings, database=db, embedder=None)
+def test_agent_session_remembers_and_searches(open_runtime: Callable[..., Memstrata]) -> None:
+    mem = open_runtime()
 
     async def scenario() -> tuple[str, str, str]:
         session = await mem.open_agent_session("alice", token_limit=8000)
@@ -86,14 +87,13 @@ def test_agent_session_remembers_and_searches(db: Database, settings: Settings) 
     assert "Pixel" in found, (recorded, found)
     stored = mem.store.get_memory_file("alice", "memory")
     assert stored is not None and "Alice's cat is called Pixel" in stored.content
-    mem.pool.close()  # the shared ``db`` fixture outlives this runtime
 
 
 def test_agent_session_budget_uses_the_hosts_token_counter(
-    db: Database, settings: Settings
+    open_runtime: Callable[..., Memstrata],
 ) -> None:
     """A host passes its model's tokenizer: the prompt is measured and cut by it."""
-    mem = Memstrata.open(settings, database=db, embedder=None)
+    mem = open_runtime()
     counted: list[str] = []
 
     def per_char(text: str) -> int:  # a tokenizer far dearer than the estimate
@@ -106,7 +106,6 @@ def test_agent_session_budget_uses_the_hosts_token_counter(
         return plain.prompt.tokens, dear.prompt.tokens, dear.prompt.budget
 
     plain_tokens, dear_tokens, budget = asyncio.run(scenario())
-    mem.pool.close()
     assert counted, "the host's counter was never called"
     assert dear_tokens <= budget == 1200
     assert dear_tokens != plain_tokens
@@ -269,62 +268,53 @@ def test_stopping_does_not_wait_for_a_worker_stuck_in_an_embedding_call(
 
 @pytest.mark.parametrize("version", ["1", True, -1, 2**31, 1.0])
 def test_a_library_write_with_a_bad_expected_version_is_refused(
-    db: Database, settings: Settings, version: object
+    open_runtime: Callable[..., Memstrata], version: object
 ) -> None:
     """``"1"`` raised a bare TypeError from a comparison, -1 a version conflict; both
     write paths now say what an expected version is, and the file is untouched."""
-    mem = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        mem.store.provision_default_files("vic")
-        before = mem.store.get_memory_file("vic", "user")
-        assert before is not None
-        with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
-            mem.store.upsert_memory_file("vic", "user", "x", version)  # type: ignore[arg-type]
-        with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
-            asyncio.run(
-                mem.sync.frontend_edit("vic", "user", "x", version)  # type: ignore[arg-type]
-            )
-        after = mem.store.get_memory_file("vic", "user")
-        assert after is not None and (after.version, after.content) == (
-            before.version,
-            before.content,
+    mem = open_runtime()
+    mem.store.provision_default_files("vic")
+    before = mem.store.get_memory_file("vic", "user")
+    assert before is not None
+    with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
+        mem.store.upsert_memory_file("vic", "user", "x", version)  # type: ignore[arg-type]
+    with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
+        asyncio.run(
+            mem.sync.frontend_edit("vic", "user", "x", version)  # type: ignore[arg-type]
         )
-    finally:
-        mem.pool.close()
+    after = mem.store.get_memory_file("vic", "user")
+    assert after is not None and (after.version, after.content) == (
+        before.version,
+        before.content,
+    )
 
 
 def test_a_library_session_with_a_bad_token_limit_is_refused(
-    db: Database, settings: Settings
+    open_runtime: Callable[..., Memstrata],
 ) -> None:
-    mem = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        for limit in ("100", -1, True, None):
-            with pytest.raises(InvalidContentError, match="token_limit must be a whole number"):
-                asyncio.run(mem.open_agent_session("wes", token_limit=limit))  # type: ignore[arg-type]
-    finally:
-        mem.pool.close()
+    mem = open_runtime()
+    for limit in ("100", -1, True, None):
+        with pytest.raises(InvalidContentError, match="token_limit must be a whole number"):
+            asyncio.run(mem.open_agent_session("wes", token_limit=limit))  # type: ignore[arg-type]
 
 
 def test_a_library_import_of_something_else_than_rounds_is_refused_whole(
-    db: Database, settings: Settings
+    db: Database, open_runtime: Callable[..., Memstrata]
 ) -> None:
     """A dict instead of a Round raised AttributeError; now it is a per-round error of
     the batch, and nothing is stored."""
-    mem = Memstrata.open(settings, database=db, embedder=None)
+    mem = open_runtime()
     good = Round("s", 0, "hello", "", None)
-    try:
-        with pytest.raises(RoundsInvalidError) as caught:
-            mem.import_rounds("xan", [good, {"session_id": "s"}])  # type: ignore[list-item]
-        [error] = caught.value.errors
-        assert error["index"] == 1 and error["session_id"] is None
-        assert "must be a memstrata.retrieval.rounds.Round, got dict" in error["error"]
-        with db.engine.connect() as conn:
-            stored = conn.execute(
-                text("SELECT count(*) FROM memory_embeddings WHERE user_id = 'xan'")
-            ).scalar_one()
-        assert stored == 0
-    finally:
-        mem.pool.close()
+    with pytest.raises(RoundsInvalidError) as caught:
+        mem.import_rounds("xan", [good, {"session_id": "s"}])  # type: ignore[list-item]
+    [error] = caught.value.errors
+    assert error["index"] == 1 and error["session_id"] is None
+    assert "must be a memstrata.retrieval.rounds.Round, got dict" in error["error"]
+    with db.engine.connect() as conn:
+        stored = conn.execute(
+            text("SELECT count(*) FROM memory_embeddings WHERE user_id = 'xan'")
+        ).scalar_one()
+    assert stored == 0
 
 
 def test_drain_lets_a_cancelled_edit_finish_and_sends_no_more_passages(

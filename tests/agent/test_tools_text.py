@@ -5,7 +5,6 @@ in a name, and search previews of NFD or full-width text."""
 from __future__ import annotations
 
 import unicodedata
-from datetime import date
 
 import pytest
 
@@ -19,11 +18,10 @@ from memstrata.retrieval.search import SearchService
 from memstrata.sandbox.local import LocalDirectorySandbox
 from memstrata.sandbox.sync import SyncService
 from tests.agent.stored import memory, user_md
+from tests.agent.tool_support import DAY
 from tests.sandbox.support import USER
 
 pytestmark = pytest.mark.anyio
-
-DAY = date(2026, 3, 1)
 
 
 def nfd(text: str) -> str:
@@ -32,13 +30,6 @@ def nfd(text: str) -> str:
 
 def all_crlf(text: str) -> bool:
     return "\r\n" in text and text.count("\n") == text.count("\r\n")
-
-
-@pytest.fixture
-async def tools(sync: SyncService, user_box: LocalDirectorySandbox) -> MemoryTools:
-    await sync.start_session(USER)
-    tracker = await sync.begin_round(USER)
-    return MemoryTools(ToolContext.bind(USER, sync, user_box, tracker=tracker), today=lambda: DAY)
 
 
 async def test_every_tool_keeps_a_crlf_file_all_crlf(

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
 from memstrata.config import Settings
-from memstrata.db.database import Database
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader, bearer
 
 TokenFactory = Callable[..., str]
 
@@ -31,10 +31,8 @@ def plain(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
-    runtime = Memstrata.open(settings, database=db)
-    yield runtime
-    runtime.close()  # disposes the pool only; the session database stays up
+def mem(open_runtime: Callable[..., Memstrata]) -> Memstrata:
+    return open_runtime()  # BM25 only: these settings name no embedding API
 
 
 @pytest.fixture
@@ -72,10 +70,10 @@ def make_token(settings: Settings) -> TokenFactory:
 
 
 @pytest.fixture
-def auth(make_token: TokenFactory) -> Callable[..., dict[str, str]]:
+def auth(make_token: TokenFactory) -> AuthHeader:
     """``auth("alice")`` → the Authorization header for a valid token of that user."""
 
     def header(user: str = "alice") -> dict[str, str]:
-        return {"Authorization": f"Bearer {make_token(user)}"}
+        return bearer(make_token(user))
 
     return header

@@ -27,6 +27,7 @@ from memstrata.api.auth import (
     mint_token,
 )
 from memstrata.config import Settings
+from tests.api.auth import bearer
 from tests.api.conftest import TokenFactory
 
 URL = "/api/config/skills"
@@ -88,7 +89,7 @@ def test_malformed_headers(client: TestClient, header: str, detail: str) -> None
 
 
 def _get(client: TestClient, token: str) -> Any:
-    return client.get(URL, headers={"Authorization": f"Bearer {token}"})
+    return client.get(URL, headers=bearer(token))
 
 
 def test_expired(client: TestClient, make_token: TokenFactory) -> None:

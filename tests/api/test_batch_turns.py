@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,8 +20,8 @@ from memstrata.db.database import Database
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
 
-AuthHeader = Callable[..., dict[str, str]]
 BATCH = "/api/memory/conversations/turns:batch"
 SEARCH = "/api/memory/search"
 WHEN = "2026-06-01T12:00:00Z"

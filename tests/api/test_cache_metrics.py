@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
@@ -12,8 +11,7 @@ from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
-
-AuthHeader = Callable[..., dict[str, str]]
+from tests.api.auth import AuthHeader
 
 
 def _values(body: str) -> dict[str, float]:

@@ -9,7 +9,6 @@ them, for the paging and name checks that need many.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -23,8 +22,8 @@ from memstrata.config import Settings
 from memstrata.memory.conflicts import MAX_PAGE
 from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.state import CONFLICT_DIR, utc_stamp
+from tests.api.auth import AuthHeader
 
-AuthHeader = Callable[..., dict[str, str]]
 LIST = "/api/memory/conflicts"
 MEMORY = "/api/config/agent-files/memory"
 BASE = "# MEMORY\n- likes tea\n- lives in Lyon\n- walks the dog at 7\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -30,12 +30,12 @@ from memstrata.runtime import Memstrata
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.state import CONFLICT_DIR
+from tests.api.auth import AuthHeader
 from tests.sandbox.slow import Link, RemoteProvider
 from tests.sandbox.support import FaultyProvider
 
 pytestmark = pytest.mark.anyio
 
-AuthHeader = Callable[..., dict[str, str]]
 TIMEOUT_S = 0.5
 SLACK_S = 1.5
 LIST = "/memory/api/memory/conflicts"

@@ -3,7 +3,6 @@ database and a real directory sandbox."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ from memstrata.memory.kinds import FileKind
 from memstrata.memory.templates import TemplateSet
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.dir_names import safe_dir_name
+from tests.api.auth import AuthHeader
 from tests.api.conftest import plain
 
-AuthHeader = Callable[..., dict[str, str]]
 FILES = "/api/config/agent-files/{}"
 INVALID_BODY = {
     "code": "invalid_file_name",

@@ -10,7 +10,7 @@ what a process that started before the change sees.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,9 +24,9 @@ from memstrata.db.database import Database
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
 from tests.db.read_only import hot_standby, login_role
 
-AuthHeader = Callable[..., dict[str, str]]
 FILE = "/api/config/agent-files/user"
 TURN = "/api/memory/conversations/s1/turns"
 ROLE = "memstrata_loses_grants"

@@ -14,8 +14,8 @@ from memstrata.api import create_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
 
-AuthHeader = Callable[..., dict[str, str]]
 FILES = "/api/config/agent-files/{}"
 
 

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
 from fastapi import FastAPI
 
+from tests.api.auth import AuthHeader
+
 pytestmark = pytest.mark.anyio
 
 
 async def test_a_body_cut_off_by_a_disconnect_is_a_400_not_a_500(
-    app: FastAPI, auth: Callable[..., dict[str, str]]
+    app: FastAPI, auth: AuthHeader
 ) -> None:
     headers = {**auth("alice"), "content-type": "application/json", "content-length": "100"}
     scope = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
@@ -21,9 +21,8 @@ from memstrata.errors import (
     UnknownSkillError,
     VersionConflictError,
 )
+from tests.api.auth import AuthHeader
 from tests.api.conftest import plain
-
-AuthHeader = Callable[..., dict[str, str]]
 
 
 @pytest.mark.parametrize(

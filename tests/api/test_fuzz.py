@@ -9,16 +9,15 @@ fast. (schemathesis' own pytest plugin is not used: it does not support pytest 9
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
+from tests.api.auth import AuthHeader
+
 FUZZ_EXAMPLES = 30
-AuthHeader = Callable[..., dict[str, str]]
 
 
 @pytest.mark.timeout(180)

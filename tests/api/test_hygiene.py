@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import jwt
 import pytest
@@ -23,9 +23,9 @@ from memstrata.api.errors import map_exception
 from memstrata.config import Settings
 from memstrata.logs import configure_logging, event_fields
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader, bearer
 from tests.api.conftest import TokenFactory
 
-AuthHeader = Callable[..., dict[str, str]]
 FILES = "/api/config/agent-files/{}"
 TURN = "/api/memory/conversations/{}/turns"
 INT_OVER = 2**31
@@ -199,7 +199,7 @@ def test_clock_leeway_defaults_to_30_seconds(
     client: TestClient, make_token: TokenFactory, settings: Settings, mem: Memstrata
 ) -> None:
     skewed = make_token(exp=int(time.time()) - 5)
-    headers = {"Authorization": f"Bearer {skewed}"}
+    headers = bearer(skewed)
     assert client.get(FILES.format("user"), headers=headers).status_code == 200
     strict = create_app(settings.model_copy(update={"jwt_leeway_s": 0}), memstrata=mem)
     with TestClient(strict) as strict_client:
@@ -220,7 +220,7 @@ def test_minted_tokens_carry_a_kid_and_foreign_keys_are_told_from_forgeries(
     for bad in (foreign, forged):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="memstrata.api.auth"):
-            response = client.get(FILES.format("user"), headers={"Authorization": f"Bearer {bad}"})
+            response = client.get(FILES.format("user"), headers=bearer(bad))
         assert response.status_code == 401
         events.append([event_fields(r).get("event") for r in caplog.records])
     assert "auth.token.foreign_key" in events[0]
@@ -317,7 +317,3 @@ def test_max_lifetime_bounds_how_long_a_token_still_works(
         huge = bounded_client.get(FILES.format("user"), headers=bearer(make_token(exp=10**400)))
         assert huge.status_code == 401 and huge.json()["detail"] == refused.json()["detail"]
         assert bounded_client.get(FILES.format("user"), headers=bearer(hour)).status_code == 200
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}

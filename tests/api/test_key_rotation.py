@@ -24,6 +24,7 @@ from memstrata.api.auth import AuthConfigurationError, Authenticator, key_id, mi
 from memstrata.config import Settings
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata
+from tests.api.auth import bearer
 
 URL = "/api/config/skills"
 OLD = "old-secret-" + "o" * 40
@@ -32,7 +33,7 @@ NEW = "new-secret-" + "n" * 40
 
 def _status(mem: Memstrata, settings: Settings, token: str) -> int:
     with TestClient(create_app(settings, memstrata=mem)) as client:
-        return client.get(URL, headers={"Authorization": f"Bearer {token}"}).status_code
+        return client.get(URL, headers=bearer(token)).status_code
 
 
 def _claims() -> dict[str, Any]:
@@ -106,7 +107,7 @@ def test_a_claim_failure_under_the_rotation_key_is_reported_as_such(
     accepting = settings.model_copy(update={"jwt_secret": OLD, "jwt_rotation_secrets": [NEW]})
     expired = jwt.encode({"sub": "alice", "exp": int(time.time()) - 3600}, NEW, "HS256")
     with TestClient(create_app(accepting, memstrata=mem)) as client:
-        answer = client.get(URL, headers={"Authorization": f"Bearer {expired}"})
+        answer = client.get(URL, headers=bearer(expired))
     assert (answer.status_code, answer.json()["detail"]) == (401, "token expired")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,6 +11,7 @@ from memstrata.api import create_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
 
 LIMIT = 2048
 
@@ -32,7 +33,7 @@ def test_limits_need_a_token(small_client: TestClient) -> None:
 
 
 def test_the_advertised_content_limit_is_the_enforced_one(
-    small_client: TestClient, auth: Callable[..., dict[str, str]]
+    small_client: TestClient, auth: AuthHeader
 ) -> None:
     limits = small_client.get("/api/config/limits", headers=auth("carol")).json()
     assert limits["user_id"] == "carol"
@@ -50,7 +51,7 @@ def test_the_advertised_content_limit_is_the_enforced_one(
 
 
 def test_the_advertised_search_bounds_are_the_enforced_ones(
-    small_client: TestClient, auth: Callable[..., dict[str, str]]
+    small_client: TestClient, auth: AuthHeader
 ) -> None:
     limits = small_client.get("/api/config/limits", headers=auth()).json()
     search = "/api/memory/search"

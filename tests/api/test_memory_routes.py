@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from fastapi.testclient import TestClient
 
-AuthHeader = Callable[..., dict[str, str]]
+from tests.api.auth import AuthHeader
+
 TURN = "/api/memory/conversations/{}/turns"
 SEARCH = "/api/memory/search"
 

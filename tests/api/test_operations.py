@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -51,12 +52,12 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
 
 
 def test_a_flood_of_probes_runs_one_computation_at_a_time(
-    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+    open_runtime: Callable[..., Memstrata], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """/readyz and /metrics need no token, so a flood of them must not multiply database
     work: requests that arrive while one computation runs share its answer (100 /metrics
     connections took another user's searches from 6 ms to 4 s before)."""
-    mem = Memstrata.open(settings, database=db)
+    mem = open_runtime()
     probes = 0
     real_probe = mem.db.probe
 
@@ -86,10 +87,7 @@ def test_a_flood_of_probes_runs_one_computation_at_a_time(
             asks += [client.get("/metrics") for _ in range(30)]
             return await asyncio.gather(*asks)
 
-    try:
-        answers = asyncio.run(flood())
-    finally:
-        mem.close()
+    answers = asyncio.run(flood())
     assert [a.status_code for a in answers] == [200] * 60
     assert all(a.json()["status"] == "ready" for a in answers[:30])
     assert all(b"memstrata_" in a.content for a in answers[30:])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg.errors
@@ -25,10 +25,10 @@ from memstrata.db.disk import DISK_FULL_BELOW_BYTES, DiskWatch, full_path, is_fu
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
 from tests.small_fs import SmallFs, fill, small_fs  # noqa: F401  (a fixture)
 
 FILES = "/api/config/agent-files/{}"
-AuthHeader = Callable[..., dict[str, str]]
 
 
 def readyz(client: TestClient) -> dict[str, object]:

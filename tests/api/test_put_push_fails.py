@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
+from tests.api.auth import AuthHeader
 from tests.sandbox.support import FaultyProvider
 
 pytestmark = pytest.mark.anyio
@@ -106,7 +107,7 @@ async def put(
 async def test_an_acknowledged_deletion_survives_a_failed_sandbox_write(
     host: tuple[Memstrata, httpx.AsyncClient],
     failure: Failure,
-    auth: Callable[..., dict[str, str]],
+    auth: AuthHeader,
 ) -> None:
     mem, client = host
     headers = auth("alice")

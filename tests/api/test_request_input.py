@@ -8,15 +8,13 @@ none at all, and If-Match sent on several lines or with unbalanced quotes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from fastapi.testclient import TestClient
 
 from memstrata.api.routers.config import parse_if_match
+from tests.api.auth import AuthHeader
 from tests.api.conftest import plain
 
-AuthHeader = Callable[..., dict[str, str]]
 FILE = "/api/config/agent-files/user"
 SKILL = "/api/config/skills/web_search"
 SEARCH = "/api/memory/search"

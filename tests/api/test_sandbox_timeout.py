@@ -8,7 +8,7 @@ wait itself; real PostgreSQL, real directories behind the hanging link.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -22,6 +22,7 @@ from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.local import LocalSandboxProvider
+from tests.api.auth import AuthHeader
 from tests.sandbox.slow import Link, RemoteProvider
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +60,7 @@ async def host(
 async def test_a_put_answers_while_the_hosts_sandbox_hangs(
     host: tuple[Memstrata, httpx.AsyncClient],
     link: Link,
-    auth: Callable[..., dict[str, str]],
+    auth: AuthHeader,
 ) -> None:
     mem, client = host
     first = await client.get(USER_FILE, headers=auth("ada"))  # provisions, sandbox healthy

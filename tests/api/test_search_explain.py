@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ from fastapi.testclient import TestClient
 from memstrata.db.database import Database
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
+from tests.api.auth import AuthHeader, bearer
 
 SECRET = "explain-test-secret-that-is-long-enough-012345"
 TURNS = [
@@ -43,8 +43,7 @@ def _serve_env(data: Path, pg_url: str, server: LocalEmbeddingServer) -> dict[st
 
 
 def _auth(user: str) -> dict[str, str]:
-    token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
-    return {"Authorization": f"Bearer {token}"}
+    return bearer(jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256"))
 
 
 def test_a_convex_ranked_hit_explains_its_convex_score(
@@ -80,9 +79,7 @@ def test_a_convex_ranked_hit_explains_its_convex_score(
     assert body["hits"][0]["file_path"] == "sessions/trip/0"
 
 
-def test_an_rrf_ranked_hit_has_no_convex_score(
-    client: TestClient, auth: Callable[..., dict[str, str]]
-) -> None:
+def test_an_rrf_ranked_hit_has_no_convex_score(client: TestClient, auth: AuthHeader) -> None:
     stored = client.post(
         "/api/memory/conversations/trip/turns",
         json={"turn_index": 0, "user_message": TURNS[0][0], "assistant_reply": TURNS[0][1]},

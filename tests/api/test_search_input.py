@@ -7,14 +7,12 @@ messages, a schema's and the service's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from fastapi.testclient import TestClient
 
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K
+from tests.api.auth import AuthHeader
 
-AuthHeader = Callable[..., dict[str, str]]
 SEARCH = "/api/memory/search"
 BLANK = "query must be a non-empty string"
 TOP_K = f"top_k must be an integer from 1 to {MAX_TOP_K}"

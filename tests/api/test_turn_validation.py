@@ -5,7 +5,6 @@ without a timestamp, and the batch's 422 listing every invalid turn."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,9 +17,9 @@ from sqlalchemy.exc import DataError
 
 from memstrata.api.errors import map_exception
 from memstrata.db.database import Database
+from tests.api.auth import AuthHeader, bearer
 from tests.api.conftest import TokenFactory
 
-AuthHeader = Callable[..., dict[str, str]]
 TURN = "/api/memory/conversations/{}/turns"
 BATCH = "/api/memory/conversations/turns:batch"
 SEARCH = "/api/memory/search"
@@ -211,7 +210,7 @@ def test_a_token_whose_sub_utf8_cannot_encode_is_401(
     client: TestClient, make_token: TokenFactory
 ) -> None:
     token = make_token("\ud800abc")
-    response = client.get("/api/config/limits", headers={"Authorization": f"Bearer {token}"})
+    response = client.get("/api/config/limits", headers=bearer(token))
     assert response.status_code == 401, response.text
     assert response.json()["code"] == "unauthorized"
     assert "not valid Unicode" in response.json()["detail"]

@@ -3,10 +3,11 @@ do not notice."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from sqlalchemy import text
 
-from memstrata.config import Settings
 from memstrata.db.database import ClosableSessions, Database
 from memstrata.errors import RuntimeClosedError
 from memstrata.runtime import Memstrata
@@ -26,16 +27,12 @@ def test_closable_sessions_keep_the_factorys_options_until_closed(db: Database) 
 
 
 def test_closing_one_runtime_leaves_the_database_and_the_others(
-    settings: Settings, db: Database
+    open_runtime: Callable[..., Memstrata],
 ) -> None:
-    first = Memstrata.open(settings, database=db, embedder=None)
-    second = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        first.close()
-        with pytest.raises(RuntimeClosedError):
-            first.store.get_memory_file("u", "user")
-        second.store.upsert_memory_file("u", "user", "- Name: Ada\n")
-        stored = second.store.get_memory_file("u", "user")
-        assert stored is not None and stored.version == 1
-    finally:
-        second.close()
+    first, second = open_runtime(), open_runtime()
+    first.close()
+    with pytest.raises(RuntimeClosedError):
+        first.store.get_memory_file("u", "user")
+    second.store.upsert_memory_file("u", "user", "- Name: Ada\n")
+    stored = second.store.get_memory_file("u", "user")
+    assert stored is not None and stored.version == 1

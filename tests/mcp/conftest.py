@@ -25,11 +25,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def mem(settings: Settings, db: Database) -> Iterator[Memstrata]:
+def mem(open_runtime: Callable[..., Memstrata]) -> Memstrata:
     """No embedding API configured (search degrades to BM25): fast, for most tests."""
-    runtime = Memstrata.open(settings, database=db, embedder=None)
-    yield runtime
-    runtime.close()
+    return open_runtime()
 
 
 @pytest.fixture

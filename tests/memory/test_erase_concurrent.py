@@ -11,14 +11,12 @@ from typing import Any
 
 from sqlalchemy import text
 
-from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.memory.erase import UserEraser
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.repository import MemoryFileRepository
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
-from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.rounds import Round
@@ -135,17 +133,13 @@ def test_writes_behind_the_erase_land_after_it_as_a_new_users(db: Database, mem:
 
 
 def test_this_processs_query_cache_forgets_the_users_search_texts(
-    db: Database, settings: Settings, embedding_server: LocalEmbeddingServer
+    open_runtime: Callable[..., Memstrata], embedder: OpenAICompatibleEmbedder
 ) -> None:
-    embedder = OpenAICompatibleEmbedder(embedding_server.model_spec)
-    mem = Memstrata.open(settings, database=db, embedder=embedder)
-    try:
-        for user in ("alice", "bob"):
-            mem.import_rounds(user, [Round("s", 0, "the blue door is in Lisbon")])
-            assert mem.search.search(user, "where is the blue door").mode == "hybrid"
-        cache = mem.search.embedder
-        assert isinstance(cache, CachedQueryEmbedder) and len(cache) == 2
-        mem.erase_user("alice")
-        assert len(cache) == 1  # bob's search text only
-    finally:
-        mem.close()
+    mem = open_runtime(embedder)
+    for user in ("alice", "bob"):
+        mem.import_rounds(user, [Round("s", 0, "the blue door is in Lisbon")])
+        assert mem.search.search(user, "where is the blue door").mode == "hybrid"
+    cache = mem.search.embedder
+    assert isinstance(cache, CachedQueryEmbedder) and len(cache) == 2
+    mem.erase_user("alice")
+    assert len(cache) == 1  # bob's search text only

@@ -1,5 +1,5 @@
 """What the self-healing tests share: the fake API's embedder in place of the real one, and
-the rows they write and read back."""
+the rows they write (embedded at once, or left for the worker) and read back."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sqlalchemy import text
 from memstrata.db.database import Database
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
+from memstrata.retrieval.rounds import Round
 
 
 # Named apart from the fixture it overrides, so that a test module imports it without its
@@ -35,3 +36,12 @@ def write_turns(db: Database, embedder: OpenAICompatibleEmbedder, users: list[st
     for user in users:
         for turn in range(3):
             indexer.index_turn(user, "s1", turn, f"{user} says hello {turn}", "hi")
+
+
+def deferred(
+    db: Database, embedder: OpenAICompatibleEmbedder, user: str, n: int, text: str = "turn {}"
+) -> None:
+    """``n`` rows of ``user`` waiting for a vector (an import with deferred embedding: the
+    API is not called), row ``i``'s text ``text.format(i)``."""
+    rounds = [Round("import", i, text.format(i), "", None) for i in range(n)]
+    Indexer(db.sessions, embedder).index_rounds(user, rounds, embed=False)

@@ -6,7 +6,7 @@ are tested in test_cache_refresh)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +122,14 @@ def test_the_checks_connections_close_with_the_runtime(settings: Settings, db: D
         time.sleep(0.05)
 
 
-def test_a_closed_runtime_refuses_the_check(settings: Settings, db: Database) -> None:
+def test_a_closed_runtime_refuses_the_check(
+    db: Database, open_runtime: Callable[..., Memstrata]
+) -> None:
     """A search of a user whose index is held still fails with ``RuntimeClosedError`` once
     the runtime is closed — not with a database error, nor an answer — although the check
     no longer takes one of the runtime's sessions."""
     _add(db, "kim", ["a red kite"])
-    mem = Memstrata.open(settings, database=db, embedder=None)
+    mem = open_runtime()
     assert [h.text for h in mem.search.search("kim", "kite").hits] == ["a red kite"]
     mem.close()
     with pytest.raises(RuntimeClosedError):

@@ -23,6 +23,7 @@ from memstrata.retrieval.rounds import Round
 
 from .fault_server import FaultServer
 from .healing_support import (  # noqa: F401  (pytest finds the fixture by its name)
+    deferred,
     fault_api_as_embedder,
     vectors,
     write_turns,
@@ -88,8 +89,7 @@ def test_an_api_that_refuses_every_text_marks_no_row(
     name that way): the request is at fault, not the texts. The rows are given back, not
     marked as never to be retried, and the worker pauses; once the API takes them, they
     heal."""
-    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(4)]
-    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    deferred(db, embedder, "alice", 4)
     fault.mode = "400"
     healer = VectorHealer(db.sessions, embedder)
     with caplog.at_level("WARNING"):
@@ -122,8 +122,7 @@ def test_healing_resumes_soon_after_a_refusing_api_is_fixed(
     """The pause after a refused claim (60 s, doubling to 15 min) ran to its end although
     the configuration had been fixed: vectors came back a minute or more late."""
     monkeypatch.setattr(api_probe, "RESUME_PROBE_S", 0.2)
-    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
-    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    deferred(db, embedder, "alice", 3)
     fault.mode = "400"
     healer = VectorHealer(db.sessions, embedder)
     assert healer.run_once().released == 3  # refused whole: paused for a minute
@@ -148,8 +147,7 @@ def test_one_users_refused_texts_do_not_pause_the_others(
     """A claim that holds only texts the API refuses on their own (one user's) is not a
     refused request: the API still embeds other text, so the rows are marked and the
     worker goes on with other users' rows at once instead of pausing for a minute."""
-    mallory = [Round("import", i, f"BAD turn {i}", "", None) for i in range(4)]
-    Indexer(db.sessions, embedder).index_rounds("mallory", mallory, embed=False)
+    deferred(db, embedder, "mallory", 4, "BAD turn {}")
     fault.mode = "reject-bad"
     healer = VectorHealer(db.sessions, embedder)
     with caplog.at_level("WARNING"):
@@ -157,8 +155,7 @@ def test_one_users_refused_texts_do_not_pause_the_others(
     assert (report.claimed, report.given_up, report.released) == (4, 4, 0)
     assert not [r for r in caplog.records if "all_refused" in r.getMessage()]
     assert all("rejected" in (e or "") for *_, e, _ in vectors(db))
-    alice = [Round("import", i, f"turn {i}", "", None) for i in range(2)]
-    Indexer(db.sessions, embedder).index_rounds("alice", alice, embed=False)
+    deferred(db, embedder, "alice", 2)
     assert healer.run_once().embedded == 2  # not paused
 
 
@@ -239,8 +236,7 @@ def test_a_user_is_reported_once_their_last_row_has_its_vector(
 ) -> None:
     caught_up: list[str] = []
     healer = VectorHealer(db.sessions, embedder, batch=2, on_caught_up=caught_up.append)
-    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
-    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    deferred(db, embedder, "alice", 3)
     assert healer.run_once().embedded == 2
     assert caught_up == []  # one row still waits
     assert healer.run_once().embedded == 1
@@ -254,8 +250,7 @@ def test_wake_starts_the_idle_worker_at_once(
     healer.start()
     try:
         time.sleep(0.3)  # found nothing: now in its 30 s pause
-        rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
-        Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+        deferred(db, embedder, "alice", 3)
         healer.wake()
         for _ in range(50):
             if healer.backlog().pending == 0:
@@ -270,8 +265,7 @@ def test_wake_starts_the_idle_worker_at_once(
 def test_rows_of_a_worker_that_died_are_claimed_again_after_its_lease(
     db: Database, fault: FaultServer, embedder: OpenAICompatibleEmbedder
 ) -> None:
-    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(3)]
-    Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+    deferred(db, embedder, "alice", 3)
     with transaction(db.sessions) as session:
         first = queue.claim(session, "fake-model", 8, 0.5)  # then the worker dies
     assert len(first) == 3
@@ -289,10 +283,9 @@ def test_an_outage_part_way_through_a_claim_costs_no_attempt(
     """The first batch of a claim is embedded, then the API goes away (a 503): the rest
     are given back as in any outage, not charged a failed attempt each (five outages
     would otherwise give rows up for good)."""
-    rounds = [Round("import", i, f"turn {i}", "", None) for i in range(6)]
     spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url)
     with OpenAICompatibleEmbedder(spec, max_retries=0, batch_size=3) as embedder:
-        Indexer(db.sessions, embedder).index_rounds("alice", rounds, embed=False)
+        deferred(db, embedder, "alice", 6)
         fault.mode, fault.status, fault.failures = "ok-then-status", 503, 1
         report = VectorHealer(db.sessions, embedder).run_once()
     assert (report.embedded, report.released, report.failed) == (3, 3, 0)

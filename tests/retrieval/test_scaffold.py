@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -126,12 +127,12 @@ def test_the_store_write_path_skips_the_templates_too(db: Database, templates: T
 
 
 def test_an_earlier_templates_paragraphs_stay_out_after_the_template_changes(
-    db: Database, settings: Settings, tmp_path: Path
+    db: Database, settings: Settings, tmp_path: Path, open_runtime: Callable[..., Memstrata]
 ) -> None:
     """A user provisioned before the platform edited its USER.md template keeps the old
     template's paragraphs; at their next write those are still scaffolding, not memory
     (compared with the current template alone, they were indexed as resident content)."""
-    before = Memstrata.open(settings, database=db, embedder=None)
+    before = open_runtime()
     before.store.provision_default_files("alice")
     old_user_md = before.store.get_memory_file("alice", "user")
     before.pool.close()

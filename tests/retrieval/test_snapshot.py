@@ -4,6 +4,7 @@ row, heals what changed since, and never keeps a deleted turn's text."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -12,7 +13,6 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from memstrata.bench.harness import clear_user
-from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
@@ -171,15 +171,14 @@ def test_deleting_a_conversation_row_drops_the_snapshot_and_a_file_rewrite_does_
 
 
 def test_a_benchmark_starting_a_user_afresh_drops_their_snapshot(
-    db: Database, settings: Settings, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+    db: Database,
+    indexer: Indexer,
+    embedder: OpenAICompatibleEmbedder,
+    open_runtime: Callable[..., Memstrata],
 ) -> None:
     seed(indexer)
     search = write_snapshot(db, embedder)
-    mem = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        clear_user(mem, USER)
-    finally:
-        mem.pool.close()  # the shared ``db`` fixture outlives this runtime
+    clear_user(open_runtime(), USER)
     assert stored(db) == []  # no turn's text outlives its row
     assert search.search(USER, QUERIES[0], as_of=NOW).hits == []
 

@@ -13,13 +13,11 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
 
-from memstrata.config import Settings
-from memstrata.db.database import Database
 from memstrata.errors import VersionConflictError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
@@ -38,13 +36,10 @@ WAITING_S = 0.2  # time for readers that announced a read to reach the wait
 
 
 @pytest.fixture
-def mem(db: Database, settings: Settings) -> Iterator[Memstrata]:
-    runtime = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        runtime.store.provision_default_files(USER)
-        yield runtime
-    finally:
-        runtime.pool.close()  # the shared ``db`` fixture outlives this runtime
+def mem(open_runtime: Callable[..., Memstrata]) -> Memstrata:
+    runtime = open_runtime()
+    runtime.store.provision_default_files(USER)
+    return runtime
 
 
 class YieldingId(str):

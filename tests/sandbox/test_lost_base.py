@@ -31,14 +31,16 @@ ALLERGY = "- Allergy: PENICILLIN"
 
 
 class Disk:
-    """Which sandbox writes fail with "No space left on device": ``full`` is a predicate
-    on the path (``None``: the disk has room)."""
+    """The sandboxes on a disk that fills up, and the sync service writing to them: which
+    writes fail with "No space left on device" is ``full``, a predicate on the path
+    (``None``: the disk has room)."""
 
-    def __init__(self, provider: LocalSandboxProvider) -> None:
+    def __init__(self, store: MemoryStore, provider: LocalSandboxProvider) -> None:
         self.full: str | None = None  # "all", "records" or "files"
         self.provider = FaultyProvider(
             provider, error=OSError(28, "No space left on device"), fail=self.fails
         )
+        self.sync = SyncService(store, self.provider)
 
     def fails(self, path: str, op: str) -> bool:
         if op != "write" or self.full is None:
@@ -48,6 +50,11 @@ class Disk:
         if self.full == "files":
             return not path.startswith(".memstrata/")
         return True
+
+
+@pytest.fixture
+def disk(store: MemoryStore, provider: LocalSandboxProvider) -> Disk:
+    return Disk(store, provider)
 
 
 def stored(store: MemoryStore) -> tuple[str, int]:
@@ -65,9 +72,9 @@ async def human_edit(sync: SyncService, store: MemoryStore) -> str:
     return edited
 
 
-async def mcp_update_user(sync: SyncService, disk: Disk) -> str:
+async def mcp_update_user(disk: Disk) -> str:
     """An MCP ``update_user`` call: a fresh tracker with no base of its own."""
-    tools = MemoryTools(ToolContext.bind(USER, sync, disk.provider.for_user(USER)))
+    tools = MemoryTools(ToolContext.bind(USER, disk.sync, disk.provider.for_user(USER)))
     return await tools.call(
         "update_user", {"section": "Profile", "key": "Diet", "content": "vegetarian"}
     )
@@ -81,17 +88,16 @@ def assert_kept(store: MemoryStore, *more: str) -> None:
 
 
 async def test_the_reviewers_scenario_a_provisioned_copy_without_its_record(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     disk.full = "records"  # room for USER.md, none for its base record
     await sync.provision_user(USER)
     disk.full = "all"
     await human_edit(sync, store)  # 200, version 2; its push fails
     disk.full = None
 
-    answer = await mcp_update_user(sync, disk)
+    answer = await mcp_update_user(disk)
 
     assert not answer.startswith("error"), answer
     assert_kept(store, "Diet: vegetarian")
@@ -99,10 +105,9 @@ async def test_the_reviewers_scenario_a_provisioned_copy_without_its_record(
 
 
 async def test_the_reviewers_scenario_read_back_without_a_tracker(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     disk.full = "records"
     await sync.provision_user(USER)
     disk.full = "all"
@@ -117,10 +122,9 @@ async def test_the_reviewers_scenario_read_back_without_a_tracker(
 
 
 async def test_a_push_whose_record_fails_writes_no_file(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     await sync.provision_user(USER)
     template, _ = stored(store)
     disk.full = "records"  # the file would fit, its record not
@@ -130,16 +134,15 @@ async def test_a_push_whose_record_fails_writes_no_file(
     assert await user_box.read_text(USER_MD) == template  # the old copy, with its old record
     assert json.loads(await user_box.read_text(RECORD) or "")["version"] == 1
     disk.full = None
-    assert (await mcp_update_user(sync, disk)).startswith("Set Diet")
+    assert (await mcp_update_user(disk)).startswith("Set Diet")
     assert_kept(store, "Diet: vegetarian")
     assert stored(store)[1] == 3  # the human's version 2, then the tool's write
 
 
 async def test_a_record_written_ahead_of_a_failed_file_write(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     await sync.provision_user(USER)
     template, _ = stored(store)
     disk.full = "files"  # the record fits, the file not
@@ -150,15 +153,14 @@ async def test_a_record_written_ahead_of_a_failed_file_write(
     record = json.loads(await user_box.read_text(RECORD) or "")
     assert (record["version"], record["previous"]) == (2, template)
     disk.full = None
-    assert (await mcp_update_user(sync, disk)).startswith("Set Diet")
+    assert (await mcp_update_user(disk)).startswith("Set Diet")
     assert_kept(store, "Diet: vegetarian")
 
 
 async def test_both_writes_failing_leave_a_lagging_copy(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     await sync.provision_user(USER)
     disk.full = "all"
     edited = await human_edit(sync, store)
@@ -193,10 +195,9 @@ async def test_the_state_a_failed_push_leaves_is_read_as_lagging(
 
 
 async def test_an_agent_edit_of_the_stale_copy_is_merged_not_written_over(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     await sync.provision_user(USER)
     template, _ = stored(store)
     disk.full = "files"
@@ -212,10 +213,9 @@ async def test_an_agent_edit_of_the_stale_copy_is_merged_not_written_over(
 
 
 async def test_an_agent_edit_is_still_written_back(
-    store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
+    store: MemoryStore, disk: Disk, user_box: LocalDirectorySandbox
 ) -> None:
-    disk = Disk(provider)
-    sync = SyncService(store, disk.provider)
+    sync = disk.sync
     await sync.provision_user(USER)
     template, _ = stored(store)
     assert "previous" not in json.loads(await user_box.read_text(RECORD) or "")

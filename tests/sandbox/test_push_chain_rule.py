@@ -16,8 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.memory.kinds import FileKind
-from memstrata.memory.store import MemoryFile
 from memstrata.sandbox.local import LocalDirectorySandbox
 from memstrata.sandbox.push import MAX_OLDER_COPIES, records
 from memstrata.sandbox.rule import (
@@ -30,14 +28,9 @@ from memstrata.sandbox.rule import (
     edited_from,
 )
 from memstrata.sandbox.state import base_path, read_base, write_base
-from tests.sandbox.support import USER
+from tests.sandbox.push_copies import MEMORY_MD, V1, V2, V3, file
 
-MEMORY_MD = FileKind.MEMORY.filename
 AGENT_LINE = "- agent: a line of its own"
-
-
-def file(version: int, content: str) -> MemoryFile:
-    return MemoryFile(USER, FileKind.MEMORY, content, version, None)
 
 
 def copy(n: int) -> str:
@@ -99,9 +92,6 @@ def test_a_write_back_starts_the_copies_again() -> None:
 
 # -- the rule ---------------------------------------------------------------------------------
 
-V1 = "# Memory\n\n## Facts\n"
-V2 = V1 + "- X: likes tea\n- Y: home address is 1 Secret Road\n"
-V3 = V1 + "- X: likes tea\n"
 THREE = SyncBase(3, V3, (V1, V2))
 
 

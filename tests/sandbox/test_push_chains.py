@@ -18,26 +18,17 @@ from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.local import LocalDirectorySandbox
 from memstrata.sandbox.results import Outcome
 from memstrata.sandbox.sync import SyncService
+from tests.sandbox.push_copies import MEMORY_MD, V1, V2, V3, stored
 from tests.sandbox.support import USER
 
 pytestmark = pytest.mark.anyio
 
-MEMORY_MD = FileKind.MEMORY.filename
-V1 = "# Memory\n\n## Facts\n"
-V2 = V1 + "- X: likes tea\n- Y: home address is 1 Secret Road\n"
-V3 = V1 + "- X: likes tea\n"  # the user deleted Y: acknowledged
 AGENT = "- Z: agent note\n"
 
 
 def with_agent_line(text: str) -> str:
     """The agent's line at the top of the facts, away from the line v3 deleted."""
     return text.replace("## Facts\n", "## Facts\n" + AGENT, 1)
-
-
-def stored(store: MemoryStore) -> tuple[str, int]:
-    found = store.get_memory_file(USER, FileKind.MEMORY)
-    assert found is not None
-    return found.content, found.version
 
 
 async def three_versions_pushed(store: MemoryStore, sync: SyncService) -> None:

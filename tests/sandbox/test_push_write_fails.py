@@ -35,21 +35,14 @@ from memstrata.sandbox.rule import (
 )
 from memstrata.sandbox.state import base_path, read_base, write_base
 from memstrata.sandbox.sync import SyncService
+from tests.sandbox.push_copies import MEMORY_MD, V1, V2, V3, file, stored
 from tests.sandbox.support import USER, FaultyProvider
 
-MEMORY_MD = FileKind.MEMORY.filename
 RECORD = base_path(MEMORY_MD)
 
-# The reviewer's copies: the template, the user adding two facts, the user deleting one.
-C1 = "# Memory\n\n## Facts\n"
-C2 = C1 + "- X: likes tea\n- Y: home address is 1 Secret Road\n"
-C3 = C1 + "- X: likes tea\n"
-C4 = C3 + "- W: walks at dawn\n"
+# The reviewer's copies (V1 to V3: push_copies.py), and a fourth adding a fact.
+V4 = V3 + "- W: walks at dawn\n"
 AGENT = "- Z: agent note (at the top)\n"
-
-
-def file(version: int, content: str) -> MemoryFile:
-    return MemoryFile(USER, FileKind.MEMORY, content, version, None)
 
 
 # -- the records a push writes (pure) -----------------------------------------------------
@@ -60,54 +53,54 @@ def file(version: int, content: str) -> MemoryFile:
     [
         (
             "first push since a write-back: the copy it replaces",
-            file(2, C2),
-            C1,
-            SyncBase(1, C1),
-            SyncBase(2, C2, (C1,)),
-            SyncBase(2, C2, (C1,)),
+            file(2, V2),
+            V1,
+            SyncBase(1, V1),
+            SyncBase(2, V2, (V1,)),
+            SyncBase(2, V2, (V1,)),
         ),
         (
             "second push: every copy since the write-back, also once it lands",
-            file(3, C3),
-            C2,
-            SyncBase(2, C2, (C1,)),
-            SyncBase(3, C3, (C1, C2)),
-            SyncBase(3, C3, (C1, C2)),
+            file(3, V3),
+            V2,
+            SyncBase(2, V2, (V1,)),
+            SyncBase(3, V3, (V1, V2)),
+            SyncBase(3, V3, (V1, V2)),
         ),
         (
             "second push over a first that failed: the file holds the oldest copy",
-            file(3, C3),
-            C1,
-            SyncBase(2, C2, (C1,)),
-            SyncBase(3, C3, (C1, C2)),
-            SyncBase(3, C3, (C1, C2)),
+            file(3, V3),
+            V1,
+            SyncBase(2, V2, (V1,)),
+            SyncBase(3, V3, (V1, V2)),
+            SyncBase(3, V3, (V1, V2)),
         ),
         (
             "third push over a second that failed: the file holds the second's copy",
-            file(4, C4),
-            C2,
-            SyncBase(3, C3, (C1, C2)),
-            SyncBase(4, C4, (C1, C2, C3)),
-            SyncBase(4, C4, (C1, C2, C3)),
+            file(4, V4),
+            V2,
+            SyncBase(3, V3, (V1, V2)),
+            SyncBase(4, V4, (V1, V2, V3)),
+            SyncBase(4, V4, (V1, V2, V3)),
         ),
         (
             "a push back to the oldest copy: the copies since, but the pushed one",
-            file(3, C1),
-            C2,
-            SyncBase(2, C2, (C1,)),
-            SyncBase(3, C1, (C2,)),
-            SyncBase(3, C1, (C2,)),
+            file(3, V1),
+            V2,
+            SyncBase(2, V2, (V1,)),
+            SyncBase(3, V1, (V2,)),
+            SyncBase(3, V1, (V2,)),
         ),
         (
             "over an agent edit (settled by the caller): that copy alone",
-            file(3, C3),
-            AGENT + C2,
-            SyncBase(2, C2, (C1,)),
-            SyncBase(3, C3, (AGENT + C2,)),
-            SyncBase(3, C3, (AGENT + C2,)),
+            file(3, V3),
+            AGENT + V2,
+            SyncBase(2, V2, (V1,)),
+            SyncBase(3, V3, (AGENT + V2,)),
+            SyncBase(3, V3, (AGENT + V2,)),
         ),
-        ("over a blank file: none", file(2, C2), " \n", None, SyncBase(2, C2), SyncBase(2, C2)),
-        ("over no file: none", file(2, C2), None, None, SyncBase(2, C2), SyncBase(2, C2)),
+        ("over a blank file: none", file(2, V2), " \n", None, SyncBase(2, V2), SyncBase(2, V2)),
+        ("over no file: none", file(2, V2), None, None, SyncBase(2, V2), SyncBase(2, V2)),
     ],
 )
 def test_the_records_of_a_push(
@@ -121,7 +114,7 @@ def test_the_records_of_a_push(
     assert records(pushed, replacing, base) == (ahead, landed), row
 
 
-copies = st.sampled_from([C1, C2, C3, C4, AGENT + C2, ""])
+copies = st.sampled_from([V1, V2, V3, V4, AGENT + V2, ""])
 
 
 @given(copies, copies, st.one_of(st.none(), copies), st.one_of(st.none(), copies), copies)
@@ -141,48 +134,48 @@ def test_the_record_ahead_names_every_copy_the_file_may_hold(
 
 # -- the rule over a record that names the file's copy (pure) ------------------------------
 
-AHEAD = SyncBase(3, C3, (C1, C2))
+AHEAD = SyncBase(3, V3, (V1, V2))
 
 
 @pytest.mark.parametrize(
     ("row", "sandbox", "expected"),
     [
-        ("the file write did not land: it lags", C2, Push()),
-        ("the oldest copy lags too", C1, Push()),
-        ("the pushed copy", C3, Nothing()),
+        ("the file write did not land: it lags", V2, Push()),
+        ("the oldest copy lags too", V1, Push()),
+        ("the pushed copy", V3, Nothing()),
         (
             "an edit of the oldest copy: merged from it, X and the deletion kept",
-            AGENT + C1,
-            Merge(AGENT + C3, 3),
+            AGENT + V1,
+            Merge(AGENT + V3, 3),
         ),
         (
             "an edit of the copy the file held: merged from it, the deletion kept",
-            AGENT + C2,
-            Merge(AGENT + C3, 3),
+            AGENT + V2,
+            Merge(AGENT + V3, 3),
         ),
         (
             "an edit of the pushed copy: written at its version",
-            AGENT + C3,
-            WriteBack(AGENT + C3, 3),
+            AGENT + V3,
+            WriteBack(AGENT + V3, 3),
         ),
     ],
 )
 def test_the_rule_under_a_record_written_ahead_of_the_file(
     row: str, sandbox: str, expected: Action
 ) -> None:
-    assert decide(sandbox, SyncBase(3, C3), AHEAD) == expected, row
+    assert decide(sandbox, SyncBase(3, V3), AHEAD) == expected, row
 
 
 @pytest.mark.parametrize(
     ("sandbox", "origin"),
-    [(AGENT + C1, C1), (AGENT + C2, C2), (AGENT + C3, C3), (C2.replace("\n", "\r\n"), C2)],
+    [(AGENT + V1, V1), (AGENT + V2, V2), (AGENT + V3, V3), (V2.replace("\n", "\r\n"), V2)],
 )
 def test_an_edit_is_merged_from_the_newest_copy_whose_changes_it_holds(
     sandbox: str, origin: str
 ) -> None:
     assert edited_from(sandbox, AHEAD) == origin
     # With ``previous`` alone the rule is as before: the pushed copy or ``previous``.
-    assert edited_from(sandbox, SyncBase(3, C3, (C1,))) == (C1 if origin == C1 else C3)
+    assert edited_from(sandbox, SyncBase(3, V3, (V1,))) == (V1 if origin == V1 else V3)
 
 
 # -- the record on disk ---------------------------------------------------------------------
@@ -192,11 +185,11 @@ def test_an_edit_is_merged_from_the_newest_copy_whose_changes_it_holds(
 async def test_the_record_keeps_the_copy_the_file_holds(user_box: LocalDirectorySandbox) -> None:
     await write_base(user_box, MEMORY_MD, AHEAD)
     raw = json.loads(await user_box.read_text(RECORD) or "")
-    assert raw == {"version": 3, "content": C3, "previous": C1, "replacing": C2}
+    assert raw == {"version": 3, "content": V3, "previous": V1, "replacing": V2}
     assert await read_base(user_box, MEMORY_MD) == AHEAD
     raw["replacing"] = 7  # not text: read as absent, like a malformed ``previous``
     await user_box.write_text(RECORD, json.dumps(raw))
-    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, (C1,))
+    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, V3, (V1,))
 
 
 # -- the real sync: the reviewer's reproduction, without the kill ---------------------------
@@ -216,27 +209,21 @@ class FailingMemory:
         return self.failing and op == "write" and path == MEMORY_MD
 
 
-def stored(store: MemoryStore) -> tuple[str, int]:
-    found = store.get_memory_file(USER, FileKind.MEMORY)
-    assert found is not None
-    return found.content, found.version
-
-
 async def two_pushes_the_second_failing(
     store: MemoryStore, provider: LocalSandboxProvider
 ) -> tuple[SyncService, FailingMemory]:
-    """Provisioning pushes the template (C1, version 1), the user adds X and Y (C2, v2,
-    pushed), then deletes Y (C3, v3, acknowledged) while the sandbox's MEMORY.md cannot be
+    """Provisioning pushes the template (V1, version 1), the user adds X and Y (V2, v2,
+    pushed), then deletes Y (V3, v3, acknowledged) while the sandbox's MEMORY.md cannot be
     written."""
     disk = FailingMemory(provider)
     sync = SyncService(store, disk.provider)
-    store.upsert_memory_file(USER, FileKind.MEMORY, C1, 0)
+    store.upsert_memory_file(USER, FileKind.MEMORY, V1, 0)
     await sync.start_session(USER)
-    await sync.frontend_edit(USER, "memory", C2, 1)
+    await sync.frontend_edit(USER, "memory", V2, 1)
     disk.failing = True
-    acknowledged = await sync.frontend_edit(USER, "memory", C3, 2)
+    acknowledged = await sync.frontend_edit(USER, "memory", V3, 2)
     disk.failing = False
-    assert (acknowledged.content, acknowledged.version) == (C3, 3)
+    assert (acknowledged.content, acknowledged.version) == (V3, 3)
     return sync, disk
 
 
@@ -245,17 +232,17 @@ async def test_a_session_start_after_a_failed_second_push_pushes_the_db_copy(
     store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
 ) -> None:
     sync, _ = await two_pushes_the_second_failing(store, provider)
-    assert await user_box.read_text(MEMORY_MD) == C2  # the first push's copy, left
+    assert await user_box.read_text(MEMORY_MD) == V2  # the first push's copy, left
     assert await read_base(user_box, MEMORY_MD) == AHEAD  # naming it
 
     results = await sync.start_session(USER)
 
     memory = next(r for r in results if r.filename == MEMORY_MD)
     assert (memory.outcome, memory.version) == (Outcome.PUSHED, 3)
-    assert stored(store) == (C3, 3)  # the deletion stands: Y is not written back
-    assert await user_box.read_text(MEMORY_MD) == C3
+    assert stored(store) == (V3, 3)  # the deletion stands: Y is not written back
+    assert await user_box.read_text(MEMORY_MD) == V3
     # Landed now: the record names the copies since the write-back, as after any push.
-    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, (C1, C2))
+    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, V3, (V1, V2))
 
 
 @pytest.mark.anyio
@@ -263,14 +250,14 @@ async def test_an_agent_edit_of_the_copy_left_keeps_the_deletion(
     store: MemoryStore, provider: LocalSandboxProvider, user_box: LocalDirectorySandbox
 ) -> None:
     sync, _ = await two_pushes_the_second_failing(store, provider)
-    # The agent edits the copy it finds (C2, with Y) and the session reads it back.
-    await user_box.write_text(MEMORY_MD, AGENT + C2)
+    # The agent edits the copy it finds (V2, with Y) and the session reads it back.
+    await user_box.write_text(MEMORY_MD, AGENT + V2)
 
     results = await sync.start_session(USER)
 
     memory = next(r for r in results if r.filename == MEMORY_MD)
     assert (memory.outcome, memory.version) == (Outcome.MERGED, 4)
-    assert stored(store) == (AGENT + C3, 4)
+    assert stored(store) == (AGENT + V3, 4)
     left = await user_box.read_text(MEMORY_MD)
     assert left is not None and "Secret Road" not in left
 
@@ -279,10 +266,10 @@ async def test_an_agent_edit_of_the_copy_left_keeps_the_deletion(
 async def test_a_second_push_that_lands_leaves_the_usual_record(
     store: MemoryStore, sync: SyncService, user_box: LocalDirectorySandbox
 ) -> None:
-    store.upsert_memory_file(USER, FileKind.MEMORY, C1, 0)
+    store.upsert_memory_file(USER, FileKind.MEMORY, V1, 0)
     await sync.start_session(USER)
-    await sync.frontend_edit(USER, "memory", C2, 1)
-    await sync.frontend_edit(USER, "memory", C3, 2)
+    await sync.frontend_edit(USER, "memory", V2, 1)
+    await sync.frontend_edit(USER, "memory", V3, 2)
 
-    assert await user_box.read_text(MEMORY_MD) == C3
-    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, C3, (C1, C2))
+    assert await user_box.read_text(MEMORY_MD) == V3
+    assert await read_base(user_box, MEMORY_MD) == SyncBase(3, V3, (V1, V2))

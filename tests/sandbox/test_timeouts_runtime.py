@@ -7,7 +7,7 @@ Real PostgreSQL, real directories behind the hanging link of ``tests.sandbox.slo
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -47,10 +47,10 @@ def mem(settings: Settings, db: Database, remote: RemoteProvider) -> Iterator[Me
 
 
 def test_open_wraps_every_provider_once(
-    settings: Settings, db: Database, remote: RemoteProvider
+    settings: Settings, db: Database, remote: RemoteProvider, open_runtime: Callable[..., Memstrata]
 ) -> None:
     hosts = Memstrata.open(settings, database=db, sandboxes=remote, embedder=None)
-    default = Memstrata.open(settings, database=db, embedder=None)
+    default = open_runtime()
     wrapped = with_deadline(remote, 1.0)
     again = Memstrata.open(settings, database=db, sandboxes=wrapped, embedder=None)
     try:
@@ -63,7 +63,7 @@ def test_open_wraps_every_provider_once(
         assert again.sandboxes is wrapped and wrapped.inner is remote  # not wrapped twice
         assert hosts.sync.sandboxes is hosts.sandboxes  # sync sees the same deadline
     finally:
-        for runtime in (hosts, default, again):
+        for runtime in (hosts, again):  # ``default`` is the fixture's to close
             runtime.pool.close()
 
 

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from memstrata.config import Settings
-from memstrata.db.database import Database
 from memstrata.memory.store import MemoryFile
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.tasks import LoopSafeLock, UserLocks, WritesInFlight
@@ -295,49 +293,47 @@ async def _hold_once(locks: UserLocks) -> None:
 # -- through the runtime -----------------------------------------------------------------------
 
 
-def test_frontend_edits_of_one_user_from_two_threads(db: Database, settings: Settings) -> None:
+def test_frontend_edits_of_one_user_from_two_threads(
+    open_runtime: Callable[..., Memstrata],
+) -> None:
     """The reviewer's case: one runtime, two threads each with its own loop, editing the
     same user's file. Every edit returns and is stored as a version of its own."""
-    mem = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        mem.store.provision_default_files(USER)
-        initial = mem.store.get_memory_file(USER, "user")
-        assert initial is not None
+    mem = open_runtime()
+    mem.store.provision_default_files(USER)
+    initial = mem.store.get_memory_file(USER, "user")
+    assert initial is not None
 
-        def editor(i: int) -> Loop:
-            async def main() -> None:
-                for j in range(10):
-                    await mem.sync.frontend_edit(USER, "user", f"# USER\n- thread {i} edit {j}")
+    def editor(i: int) -> Loop:
+        async def main() -> None:
+            for j in range(10):
+                await mem.sync.frontend_edit(USER, "user", f"# USER\n- thread {i} edit {j}")
 
-            return main
+        return main
 
-        run_loops(editor(0), editor(1), timeout_s=60.0)
-        final = mem.store.get_memory_file(USER, "user")
-        assert final is not None and final.version == initial.version + 20
-        assert mem.sync._locks._locks == {}
-    finally:
-        mem.pool.close()  # the shared ``db`` fixture outlives this runtime
+    run_loops(editor(0), editor(1), timeout_s=60.0)
+    final = mem.store.get_memory_file(USER, "user")
+    assert final is not None and final.version == initial.version + 20
+    assert mem.sync._locks._locks == {}
 
 
-def test_agent_tool_calls_of_one_user_from_two_threads(db: Database, settings: Settings) -> None:
-    mem = Memstrata.open(settings, database=db, embedder=None)
-    try:
-        mem.store.provision_default_files(USER)
+def test_agent_tool_calls_of_one_user_from_two_threads(
+    open_runtime: Callable[..., Memstrata],
+) -> None:
+    mem = open_runtime()
+    mem.store.provision_default_files(USER)
 
-        def agent(i: int) -> Loop:
-            async def main() -> None:
-                session = await mem.open_agent_session(USER, token_limit=8000)
-                for j in range(5):
-                    await session.tools.call("record_memory", {"content": f"fact {i}.{j}"})
-                await session.end_round()
+    def agent(i: int) -> Loop:
+        async def main() -> None:
+            session = await mem.open_agent_session(USER, token_limit=8000)
+            for j in range(5):
+                await session.tools.call("record_memory", {"content": f"fact {i}.{j}"})
+            await session.end_round()
 
-            return main
+        return main
 
-        run_loops(agent(0), agent(1), timeout_s=60.0)
-        memory = mem.store.get_memory_file(USER, "memory")
-        assert memory is not None
-        missing = [f"fact {i}.{j}" for i in range(2) for j in range(5)]
-        missing = [fact for fact in missing if fact not in memory.content]
-        assert missing == []
-    finally:
-        mem.pool.close()
+    run_loops(agent(0), agent(1), timeout_s=60.0)
+    memory = mem.store.get_memory_file(USER, "memory")
+    assert memory is not None
+    missing = [f"fact {i}.{j}" for i in range(2) for j in range(5)]
+    missing = [fact for fact in missing if fact not in memory.content]
+    assert missing == []

@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
@@ -181,12 +182,33 @@ def tab(page: Page, name: str) -> None:
     expect(page.locator("#file-version")).not_to_have_text("version –")
 
 
-def write_elsewhere(server: Serve, user: str, name: str, first_line: str) -> None:
-    """Another writer (the platform, the agent) puts a line on top of the stored file."""
+def edit_elsewhere(server: Serve, user: str, name: str, edit: Callable[[str], str]) -> int:
+    """Another writer (the platform, the agent) changes file ``name`` from the stored text
+    to ``edit(text)``, on the version it read (If-Match); returns the new version."""
     with server.rest(user) as rest:
         current = rest.get(f"/api/config/agent-files/{name}").json()
-        rest.put(
+        written = rest.put(
             f"/api/config/agent-files/{name}",
-            json={"content": first_line + "\n" + current["content"]},
+            json={"content": edit(current["content"])},
             headers={"If-Match": f'"{current["version"]}"'},
-        ).raise_for_status()
+        )
+        written.raise_for_status()
+        return int(written.json()["version"])
+
+
+def write_elsewhere(server: Serve, user: str, name: str, first_line: str) -> None:
+    """Another writer puts a line on top of the stored file."""
+    edit_elsewhere(server, user, name, lambda text: first_line + "\n" + text)
+
+
+def put_elsewhere(server: Serve, user: str, name: str, content: str) -> int:
+    """Another writer replaces the stored file; returns the new version."""
+    return edit_elsewhere(server, user, name, lambda _: content)
+
+
+def stored_file(server: Serve, user: str, name: str) -> dict[str, Any]:
+    """File ``name`` as the server holds it now (``version``, ``content``, ...)."""
+    with server.rest(user) as rest:
+        answer = rest.get(f"/api/config/agent-files/{name}")
+        answer.raise_for_status()
+        return dict(answer.json())

@@ -19,7 +19,7 @@ import jwt
 import pytest
 from playwright.sync_api import Dialog, Locator, Page, Route, expect
 
-from tests.web.conftest import Console, OpenPage, SignedIn, append, sign_in, tab
+from tests.web.conftest import Console, OpenPage, SignedIn, append, sign_in, stored_file, tab
 from tests.web.server import Serve
 
 # WEB_TEST_SHOTS=<dir>: save what these tests check to look at (nothing is saved without it)
@@ -326,11 +326,9 @@ def test_ctrl_s_leaves_an_input_methods_unfinished_text_alone(
     page.wait_for_timeout(500)
     assert puts == [], "Ctrl+S saved the input method's unfinished text"
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+    assert stored_file(server, user, "user")["version"] == 1
     if ime == "composing":
         cdp.send("Input.insertText", {"text": "ラーメン"})  # the composition is committed
     page.keyboard.press("Control+s")  # the shortcut saves the finished text
     expect(page.locator("#file-version")).to_have_text("version 2")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["content"].endswith("ラーメン")
+    assert stored_file(server, user, "user")["content"].endswith("ラーメン")

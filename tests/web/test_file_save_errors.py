@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from tests.web.conftest import Console, SignedIn, append, tab, write_elsewhere
+from tests.web.conftest import Console, SignedIn, append, stored_file, tab, write_elsewhere
 from tests.web.server import Serve
 
 
@@ -123,8 +123,7 @@ def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
     page.click("#file-save")
     expect(message).to_have_text("Saved USER.md as version 3.")
     expect(page.locator("#conflict")).to_be_hidden()
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/user").json()
+    stored = stored_file(server, user, "user")
     assert (stored["version"], stored["content"]) == (3, mine + "\n- and green tea")
 
 
@@ -187,8 +186,7 @@ def test_a_save_refused_by_a_gateway_is_read_back_and_said_not_written(
     page.unroute("**/api/config/agent-files/user")
     page.click("#file-save")
     expect(message).to_have_text("Saved USER.md as version 2.")
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/user").json()
+    stored = stored_file(server, user, "user")
     assert (stored["version"], stored["content"]) == (2, mine)
 
 
@@ -220,8 +218,7 @@ def test_a_save_cut_off_after_it_was_stored_keeps_what_was_typed_meanwhile(
     expect(page.locator("#file-version")).to_have_text("version 2")
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
     assert page.locator("#editor").input_value() == sent + "\nTYPED WHILE SAVING"
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/memory").json()
+    stored = stored_file(server, user, "memory")
     assert (stored["version"], stored["content"]) == (2, sent)
     page.unroute("**/api/config/agent-files/memory")
     page.click("#file-save")

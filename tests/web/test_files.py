@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from playwright.sync_api import Dialog, Page, Route, expect
 
-from tests.web.conftest import MAX_CONTENT_BYTES, Console, OpenPage, SignedIn, append, tab
+from tests.web.conftest import (
+    MAX_CONTENT_BYTES,
+    Console,
+    OpenPage,
+    SignedIn,
+    append,
+    stored_file,
+    tab,
+)
 from tests.web.server import Serve
 
 
@@ -34,10 +42,9 @@ def test_edit_save_reload_shows_the_text_and_the_new_version(
     tab(page, "user")
     expect(page.locator("#file-version")).to_have_text("version 3")
     assert page.locator("#editor").input_value().endswith("\n- Likes oolong tea\n- and green tea")
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/user")
-    assert stored.json()["version"] == 3
-    assert stored.json()["content"] == page.locator("#editor").input_value()
+    stored = stored_file(server, user, "user")
+    assert stored["version"] == 3
+    assert stored["content"] == page.locator("#editor").input_value()
 
 
 def test_the_size_and_the_limit_come_from_the_server(signed_in: SignedIn) -> None:
@@ -76,8 +83,7 @@ def test_oversize_content_is_refused_in_words_and_nothing_is_written(
         "Shorten it and save again. Nothing was written; your text is still in the editor."
     )
     assert page.locator("#editor").input_value() == too_big
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/memory").json()
+    stored = stored_file(server, user, "memory")
     assert stored == {**stored, "version": 1, "content": original}
 
 
@@ -94,8 +100,7 @@ def test_invalid_content_is_refused_in_words(
     page.click("#file-save")
     expect(page.locator("#file-message")).to_contain_text("The server refused this text:")
     expect(page.locator("#file-message")).to_contain_text("Nothing was written")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+    assert stored_file(server, user, "user")["version"] == 1
 
 
 def test_leaving_with_unsaved_changes_asks_first(signed_in: SignedIn) -> None:
@@ -171,8 +176,7 @@ def test_a_bad_request_is_shown_in_words(
     expect(message).to_contain_text("The request was refused: ")
     expect(message).to_contain_text("If-Match")
     expect(message).to_contain_text("Nothing was written; your text is still in the editor.")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+    assert stored_file(server, user, "user")["version"] == 1
 
 
 def _dialogs(page: Page, *answers: bool) -> list[str]:
@@ -222,8 +226,7 @@ def test_ctrl_s_without_changes_writes_nothing(
     page.wait_for_timeout(500)
     assert puts == []
     expect(page.locator("#file-state")).to_have_text("Saved")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["version"] == 1
+    assert stored_file(server, user, "user")["version"] == 1
 
 
 def test_a_file_that_failed_to_load_says_so_and_loads_when_opened_again(

@@ -12,7 +12,17 @@ from playwright.sync_api import Page, Route, expect
 
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
-from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, append, tab, write_elsewhere
+from tests.web.conftest import (
+    MAX_CONTENT_BYTES,
+    Console,
+    SignedIn,
+    append,
+    edit_elsewhere,
+    put_elsewhere,
+    stored_file,
+    tab,
+    write_elsewhere,
+)
 from tests.web.server import Serve
 
 
@@ -56,8 +66,7 @@ def test_two_tabs_edit_the_same_file_the_second_sees_the_conflict(
     assert merged == "FIRST TAB LINE\n" + base + "\nSECOND TAB LINE"
     second.click("#file-save")
     expect(second.locator("#file-version")).to_have_text("version 3")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["content"] == merged
+    assert stored_file(server, user, "user")["content"] == merged
 
 
 def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
@@ -91,14 +100,7 @@ def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
     console.allow(409)
     page = signed_in()
     tab(page, "memory")
-    with server.rest(user) as rest:
-        current = rest.get("/api/config/agent-files/memory").json()
-        written = rest.put(
-            "/api/config/agent-files/memory",
-            json={"content": current["content"] + "\n- written by the platform"},
-            headers={"If-Match": f'"{current["version"]}"'},
-        )
-        assert written.status_code == 200
+    edit_elsewhere(server, user, "memory", lambda text: text + "\n- written by the platform")
     append(page, "\n- typed in the page")
     mine = page.locator("#editor").input_value()
     page.click("#file-save")
@@ -112,8 +114,7 @@ def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
     expect(page.locator("#conflict")).to_be_hidden()
     expect(page.locator("#file-message")).to_have_text("Saved MEMORY.md as version 3.")
     assert page.locator("#editor").input_value() == mine
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/memory").json()
+    stored = stored_file(server, user, "memory")
     assert (stored["version"], stored["content"]) == (3, mine)
 
 
@@ -271,19 +272,6 @@ def test_a_conflict_on_a_tab_left_meanwhile_is_announced(
     expect(page.locator("#conflict")).to_be_visible()
 
 
-def _put(server: Serve, user: str, name: str, content: str) -> int:
-    """Another writer replaces the stored file; returns the new version."""
-    with server.rest(user) as rest:
-        version = rest.get(f"/api/config/agent-files/{name}").json()["version"]
-        written = rest.put(
-            f"/api/config/agent-files/{name}",
-            json={"content": content},
-            headers={"If-Match": f'"{version}"'},
-        )
-        written.raise_for_status()
-        return int(written.json()["version"])
-
-
 def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_again(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
@@ -293,7 +281,7 @@ def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_ag
     expect(page.locator("#file-version")).to_have_text("version 1")
     message = page.locator("#file-message")
     # the agent rewrites USER.md while the page shows it: opening its tab again reads it
-    _put(server, user, "user", "# USER (the agent rewrote it)\n")
+    put_elsewhere(server, user, "user", "# USER (the agent rewrote it)\n")
     tab(page, "memory")
     tab(page, "user")
     expect(page.locator("#file-version")).to_have_text("version 2")
@@ -303,7 +291,7 @@ def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_ag
     )
     expect(page.locator("#file-state")).to_have_text("Saved")
     # so does opening the files view again
-    _put(server, user, "user", "# USER (rewritten again)\n")
+    put_elsewhere(server, user, "user", "# USER (rewritten again)\n")
     page.click("#nav a[data-view=skills]")
     page.click("#nav a[data-view=files]")
     expect(page.locator("#file-version")).to_have_text("version 3")
@@ -311,7 +299,7 @@ def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_ag
     # a draft is never replaced: it keeps its version, the page says a newer one is stored,
     # and saving leads to the conflict view as before
     append(page, "MY DRAFT")
-    _put(server, user, "user", "# USER (a third time)\n")
+    put_elsewhere(server, user, "user", "# USER (a third time)\n")
     tab(page, "memory")
     tab(page, "user")
     expect(message).to_have_text(
@@ -333,7 +321,7 @@ def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(
     console.allow(409)
     page = signed_in()
     crlf = "# USER\r\n- line one\r\n- line two\r\n"
-    assert _put(server, user, "user", crlf) == 2
+    assert put_elsewhere(server, user, "user", crlf) == 2
     page.reload()  # signed in from the tab's storage: the files are read again
     tab(page, "user")
     expect(page.locator("#file-version")).to_have_text("version 2")
@@ -345,11 +333,10 @@ def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(
     append(page, "x")
     page.click("#file-save")
     expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 3.")
-    with server.rest(user) as rest:
-        assert rest.get("/api/config/agent-files/user").json()["content"] == crlf + "x"
+    assert stored_file(server, user, "user")["content"] == crlf + "x"
     expect(page.locator("#file-state")).to_have_text("Saved")
     # the conflict path: merged onto a CRLF version written elsewhere, still CRLF
-    _put(server, user, "user", "ELSEWHERE\r\n" + crlf + "x")
+    put_elsewhere(server, user, "user", "ELSEWHERE\r\n" + crlf + "x")
     append(page, "y")
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
@@ -357,6 +344,4 @@ def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(
     expect(page.locator("#file-message")).to_contain_text("Your edits were re-applied")
     page.click("#file-save")
     expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 5.")
-    with server.rest(user) as rest:
-        stored = rest.get("/api/config/agent-files/user").json()["content"]
-    assert stored == "ELSEWHERE\r\n" + crlf + "xy"
+    assert stored_file(server, user, "user")["content"] == "ELSEWHERE\r\n" + crlf + "xy"

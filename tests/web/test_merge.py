@@ -21,7 +21,7 @@ from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.merge import merge3
 from memstrata.web import web_router
-from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, sign_in, tab
+from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, put_elsewhere, sign_in, tab
 from tests.web.server import Serve
 
 # base, ours, theirs: the page's former merge (in JavaScript) merged this to "b\na" where
@@ -121,24 +121,14 @@ def test_a_host_app_mounts_it_with_its_own_runtime(tmp_path: Path) -> None:
 def _conflict_on(page: Page, server: Serve, user: str, base: str, mine: str, theirs: str) -> None:
     """The page on SOUL.md holding ``base``; another writer stores ``theirs``; the user
     saves ``mine``: the conflict view."""
-    _put(server, user, "soul", base)
+    put_elsewhere(server, user, "soul", base)
     page.reload()  # signed in from the tab's storage: the files are read again
     tab(page, "soul")
     expect(page.locator("#editor")).to_have_value(base)
-    _put(server, user, "soul", theirs)
+    put_elsewhere(server, user, "soul", theirs)
     page.fill("#editor", mine)
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
-
-
-def _put(server: Serve, user: str, name: str, content: str) -> None:
-    with server.rest(user) as rest:
-        version = rest.get(f"/api/config/agent-files/{name}").json()["version"]
-        rest.put(
-            f"/api/config/agent-files/{name}",
-            json={"content": content},
-            headers={"If-Match": f'"{version}"'},
-        ).raise_for_status()
 
 
 # Holds the page's merge request until the test calls window.__release().

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import jwt
 from playwright.sync_api import Dialog, Page, Route, expect
 
-from tests.web.conftest import Console, OpenPage, sign_in
+from tests.web.conftest import Console, OpenPage, sign_in, stored_file
 from tests.web.server import Serve
 
 
@@ -110,8 +110,7 @@ def test_a_token_refused_mid_session_returns_to_sign_in(
     expect(page.locator("#signin-error")).to_contain_text("signature")
     sign_in(page, server.token(user))
     assert page.locator("#editor").input_value().endswith("unsaved line")
-    with server.rest(user) as rest:
-        assert "unsaved line" not in rest.get("/api/config/agent-files/soul").json()["content"]
+    assert "unsaved line" not in stored_file(server, user, "soul")["content"]
 
 
 def _refused_mid_session(page: Page, user: str, draft: str) -> None:
