@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE as INVALID_FILE
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
@@ -172,8 +173,8 @@ def test_a_name_that_is_not_a_copys_is_refused_naming_it(
         (["list", "--user", "alice", "--limit", "0"], "limit must be from 1 to 50, got 0"),
         (["list", "--user", "alice", "--limit", "51"], "limit must be from 1 to 50, got 51"),
         (["list", "--user", "alice", "--offset", "-1"], "offset must be 0 or more, got -1"),
-        (["list", "--user", "alice", "--file", "diary"], "无效的文件名: 'diary'"),
-        (["list", "--user", "alice", "--file", "agents"], "AGENTS.md is the platform template"),
+        (["list", "--user", "alice", "--file", "diary"], f"{INVALID_FILE} (--file 'diary')"),
+        (["list", "--user", "alice", "--file", "agents"], f"{INVALID_FILE} (--file 'agents')"),
     ],
 )
 def test_bad_input_is_one_line_and_status_1(env: Settings, args: list[str], message: str) -> None:

@@ -17,7 +17,9 @@ from typing import Annotated
 import typer
 
 from memstrata.api.conflict_schemas import ConflictContent, ConflictDismissed, ConflictList
+from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
+from memstrata.errors import InvalidFileTypeError
 from memstrata.memory.conflicts import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -63,7 +65,7 @@ def conflicts_list(
     conflicted with a human's (the stored version won) or that the database refused. Exit
     status 1 when the sandbox failed (the copies it could read are printed)."""
     guarded(lambda: validate_user_id(user))
-    kind = None if file is None else guarded(lambda: api_kind(file))
+    kind = None if file is None else _file_kind(file)
     _checked_page(offset, limit)
     with runtime_for(load_settings(), None) as mem:  # nothing here embeds
         page = asyncio.run(list_copies(mem.sandboxes, user, kind=kind, offset=offset, limit=limit))
@@ -73,6 +75,17 @@ def conflicts_list(
         _print_page(page, user, kind)
     if page.sandbox != "ok":
         fail(" ".join(page.warnings))
+
+
+def _file_kind(file: str) -> FileKind:
+    """``--file`` as the listing takes it, refused as REST and MCP refuse ``file``: their
+    English message, with what was given. ``api_kind``'s own message leads with the spec's
+    400 detail, 无效的文件名, and for ``agents`` tells a writer to write another file,
+    though nothing is written here."""
+    try:
+        return api_kind(file)
+    except InvalidFileTypeError:
+        fail(f"{INVALID_FILE_NAME_MESSAGE} (--file {file[:100]!r})")
 
 
 def _checked_page(offset: int, limit: int) -> None:

@@ -13,7 +13,9 @@ are settings an operator typed, wrong from the start and fixed only by changing 
   file system that stores files: not one of the kernel's pseudo file systems (``/proc``,
   ``/sys``, ``/dev``...), where root passes every permission check and the first write
   then fails (``mkdir /proc/x``: ENOENT; ``/sys/fs/x``: EPERM) or makes something else (a
-  cgroup in cgroup2).
+  cgroup in cgroup2); and not a path starting with ``~``, which no shell expanded (a .env
+  file, a systemd unit), so that the sandboxes would go to a directory named ``~`` in the
+  working directory.
 
 A sandbox that fails later (a disk filled, permissions changed under a running server)
 degrades as before: the database write stands, with a warning (spec §5). Only the start
@@ -57,18 +59,37 @@ def skill_dir_problem(directory: Path) -> str | None:
 
 def sandbox_root_problem(settings: Settings) -> str | None:
     root = settings.resolved_sandbox_root
-    unwritable = _unwritable(root)
-    if unwritable is None:
-        return None
-    reason, instead = unwritable
     setting = (
         "MEMSTRATA_SANDBOX_ROOT"
         if settings.sandbox_root is not None
         else "MEMSTRATA_SANDBOX_ROOT (unset: <MEMSTRATA_DATA_DIR>/sandboxes)"
     )
+    tilde = unexpanded_tilde(root)
+    if tilde is not None:  # unset, the root is the data directory's: that is the typo
+        typed = (
+            "MEMSTRATA_SANDBOX_ROOT" if settings.sandbox_root is not None else "MEMSTRATA_DATA_DIR"
+        )
+        return f"{setting}: {tilde}; set {typed} to an absolute path"
+    unwritable = _unwritable(root)
+    if unwritable is None:
+        return None
+    reason, instead = unwritable
     return (
         f"{setting}: cannot write the sandbox root {root}: {reason}; set "
         f"MEMSTRATA_SANDBOX_ROOT to {instead}"
+    )
+
+
+def unexpanded_tilde(root: Path) -> str | None:
+    """What a root that starts with ``~`` would be, or None. Only a shell expands ``~``: a
+    value from a .env file, a systemd unit, a compose file or a quoted shell word reaches
+    the settings as typed, and ``~/sandboxes`` would be a directory named ``~`` in the
+    working directory, written without an error while the operator looks in their home."""
+    if root.is_absolute() or not root.parts or not root.parts[0].startswith("~"):
+        return None
+    return (
+        f"the sandbox root {root} starts with '~', which only a shell expands: as given it "
+        f"is {root.absolute()}, a directory named {root.parts[0]!r} in the working directory"
     )
 
 
