@@ -1,7 +1,8 @@
 """The one reading of a memory file's structure (``agent.markdown_doc``): its rules line by
 line, and over generated documents its invariants — blocks cover every line that is not
 blank, the parts join back to the text byte for byte, line breaks and a byte-order mark
-change nothing, nothing in fenced code is a heading or an entry."""
+change nothing, nothing in fenced code is a heading or an entry, a fence in an entry ends
+with it."""
 
 from __future__ import annotations
 
@@ -241,5 +242,20 @@ def test_an_unclosed_fence_holds_every_line_from_its_opening_to_the_end(text: st
         assert set(range(opening, len(doc.lines))) <= doc.code
         assert fence_after(None, doc.bare(opening)) == fence
         last = doc.blocks[-1]
-        assert last.kind is not Kind.HEADING  # a paragraph, or the entry the fence opens in
+        assert last.kind is Kind.TEXT  # in an entry, the end of the entry would end it
         assert last.start <= opening and last.end == len(doc.lines)
+
+
+@settings(max_examples=500, deadline=None)
+@given(documents())
+def test_a_fence_in_an_entry_ends_with_the_entry(text: str) -> None:
+    """An entry's code is indented under it: a line at the margin ends the entry and its
+    fence, and the end of the file leaves no fence of an entry open."""
+    doc = parse(text)
+    for block in doc.blocks:
+        if block.kind is Kind.ITEM:
+            inside = [i for i in range(block.start, block.end) if i in doc.code]
+            assert all(doc.bare(i).startswith(("  ", "\t", " \t")) for i in inside)
+    if doc.entry_fence is not None:
+        assert doc.open_fence is None and doc.blocks[-1].kind is Kind.ITEM
+        assert doc.entry_fence[0] in doc.code

@@ -96,7 +96,7 @@ over coffee.
   Since March.
 - 2026-03-02: Config:
   ```
-cache = off
+  cache = off
   ```
 - 2026-03-03: last
 """
@@ -106,7 +106,7 @@ def test_an_entry_holds_its_paragraph_and_what_is_indented_under_it() -> None:
     found = entries.entries(parse(MEMORY))
     assert [(e.start, e.end, e.text) for e in found] == [
         (1, 5, "Prefers tea over coffee. Since March."),
-        (5, 9, "Config: ``` cache = off ```"),  # the fence, its lines at the margin too
+        (5, 9, "Config: ``` cache = off ```"),  # the fence inside it
         (9, 10, "last"),
     ]
     edit = AppendEntry("Prefers green tea", None, DAY, replaces="prefers tea over coffee")

@@ -84,23 +84,6 @@ async def test_update_user_refuses_a_body_that_leaves_a_fence_open(
     assert section_titles(user_md(store)[0]) == ["Profile", "Work"]
 
 
-async def test_record_memory_refuses_an_entry_that_leaves_a_fence_open(
-    tools: MemoryTools, sync: SyncService, store: MemoryStore
-) -> None:
-    version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
-
-    # Four spaces in: indented code to the agent, but an entry's lines are written two
-    # spaces in, where it is a fence; blank lines are dropped and do not count as lines.
-    answer = await tools.record_memory("Deploy with:\n\n    ```\n    make deploy", "Decisions")
-
-    assert answer == (
-        "error: content opens a ``` fence on line 3 that it never closes, so everything after "
-        "it in MEMORY.md, later sections too, would read as code; close it with a line of ``` "
-        "after the code, or remove it"
-    )
-    assert memory(store) == (FULL_MEMORY, version)
-
-
 async def test_record_memory_refuses_an_entry_that_starts_with_a_fence(
     tools: MemoryTools, sync: SyncService, store: MemoryStore
 ) -> None:
@@ -113,9 +96,8 @@ async def test_record_memory_refuses_an_entry_that_starts_with_a_fence(
     assert answer == (
         "error: content starts with a ``` fence, but an entry's first line is written after "
         "its date ('- YYYY-MM-DD: ```py'), where it opens no code block, so the ``` on line 3 "
-        "would open one that never closes, and everything after it in MEMORY.md, later "
-        "sections too, would read as code. Start content with a line saying what the code "
-        "is, then the fenced block"
+        "would open one instead of closing it, and the code would read as text. Start "
+        "content with a line saying what the code is, then the fenced block"
     )
     assert memory(store) == (FULL_MEMORY, version)
     answer = await tools.record_memory("Say hi:\n```py\nprint('hi')\n```", section="Lessons")
@@ -141,15 +123,16 @@ async def test_a_whole_file_that_leaves_a_fence_open_is_refused(
 
 # -- a fence a person left open ----------------------------------------------------------------
 
-# The user pasted a snippet under Decisions and forgot the closing fence: to every reader,
-# the rest of the file is code inside ## Decisions.
+# The user pasted a snippet at the margin under Decisions and forgot the closing fence: to
+# every reader, the rest of the file is code inside ## Decisions. (Under an entry, indented,
+# the end of the entry would end it: tests/agent/test_entry_fences.py.)
 PERSON_MEMORY = """# MEMORY.md
 
 ## Decisions
 - 2026-02-01: Chose PostgreSQL 15 for billing.
 - 2026-02-02: Connect with:
-  ```
-  psql billing
+```
+psql billing
 
 ## Ongoing
 - 2026-02-03: Migrating billing (deadline: March).
@@ -219,7 +202,6 @@ async def test_text_after_a_persons_open_fence_is_never_removed_with_it(
     version = await given(sync, FileKind.MEMORY, PERSON_MEMORY)
 
     replaced = await tools.update_long_term_memory("- 2026-03-01: only this", "Decisions")
-    removed = await tools.record_memory("Connect with psql", replaces="Connect with:")
 
     assert replaced == (
         "error: ## Decisions runs to the end of MEMORY.md: its line 6 opens a ``` fence that "
@@ -227,18 +209,16 @@ async def test_text_after_a_persons_open_fence_is_never_removed_with_it(
         "remove them all; nothing was written. Close the fence first (update_long_term_memory "
         "with whole_file=true)"
     )
-    assert removed == (
-        "error: the entry '2026-02-02: Connect with:' runs to the end of MEMORY.md: its line 6 "
-        "opens a ``` fence that never closes, so every line after it is code inside it, and "
-        "removing it would remove them all; nothing was written. Close the fence first "
-        "(update_long_term_memory with whole_file=true)"
-    )
     assert memory(store) == (PERSON_MEMORY, version)
-    # An entry before the fence goes as asked; the fence and what follows it stay.
+    # The entries before the fence go as asked (no entry holds it: a fence at the margin
+    # ends the entry above it); the fence and what follows it stay.
+    answer = await tools.record_memory("Connect with psql", replaces="Connect with:")
+    assert not answer.failed
     answer = await tools.record_memory("Chose PostgreSQL 16", replaces="Chose PostgreSQL 15")
     assert not answer.failed
-    assert "Chose PostgreSQL 15" not in memory(store)[0]
-    assert "  psql billing\n\n## Ongoing\n- 2026-02-03: Migrating" in memory(store)[0]
+    stored = memory(store)[0]
+    assert "Chose PostgreSQL 15" not in stored and "Connect with:" not in stored
+    assert "## Decisions\n```\npsql billing\n\n## Ongoing\n- 2026-02-03: Migrating" in stored
 
 
 # -- the rules under the tools ------------------------------------------------------------------

@@ -77,23 +77,23 @@ def check_body(value: object, section: str, file: str) -> str:
 
 def check_entry(value: object) -> str:
     """``record_memory``'s content, checked as its entry writes it
-    (:func:`~memstrata.agent.sections.entry_lines`): no fence left open (:func:`check_fences`).
-    A fence on the first line opens none there — it follows the bullet's date —, so the
-    line meant to close it opens one; the answer says so."""
+    (:func:`~memstrata.agent.sections.entry_lines`). Its later lines are indented under the
+    item, so a fence among them ends with the entry at the latest and leaves none open in
+    the file. A fence on the first line, though, opens none — it follows the bullet's date
+    —, so the line meant to close it opens a code block and the code reads as text: refused,
+    and the answer says why."""
     text = check_text(value, "content", MAX_ENTRY_CHARS)
     (_, first), *rest = sections.entry_lines(text)
-    found = _unclosed(rest)
+    found = _unclosed(rest)  # read alone, as if the first line had opened the fence
     opened = markdown_doc.fence_after(None, first)
     if found is not None and opened is not None:
         number, fence = found
         raise ToolInputError(
             f"content starts with a {opened} fence, but an entry's first line is written after "
             f"its date ('- YYYY-MM-DD: {first}'), where it opens no code block, so the {fence} "
-            f"on line {number} would open one that never closes, and everything after it in "
-            "MEMORY.md, later sections too, would read as code. Start content with a line "
-            "saying what the code is, then the fenced block"
+            f"on line {number} would open one instead of closing it, and the code would read "
+            "as text. Start content with a line saying what the code is, then the fenced block"
         )
-    check_fences(rest, "MEMORY.md")
     return text
 
 

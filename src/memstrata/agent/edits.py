@@ -18,7 +18,8 @@ them:
   sections the answer lists them and any close name; a name the file holds twice is
   pointed out (the tools reach only the first);
 * a fence a person left open is never removed with everything after it (a section body
-  or an entry it opens in is not replaced), and closing it before added lines is noted.
+  it opens in is not replaced), and closing it before added lines is noted. A fence
+  inside an entry is never left open: the end of the entry ends it (``markdown_doc``).
 """
 
 from __future__ import annotations
@@ -170,11 +171,9 @@ class AppendEntry(Edit):
     def apply(self, text: str) -> str:
         doc = markdown_doc.parse(text)
         found = entries.entries(doc)
+        # No entry holds a fence left open (its end ends one), so removing it removes no
+        # line after it.
         old = [] if self.replaces is None else self._superseded(found, self.replaces)
-        for entry in old:
-            self.keep_open_fence(
-                doc, (entry.start, entry.end), f"the entry {quoted(entry)}", "removing it"
-            )
         name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
         title = self.section(doc, name, named=self.name is not None)
         others = [e for e in found if e not in old]

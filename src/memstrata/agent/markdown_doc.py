@@ -12,8 +12,12 @@ Markdown is read as CommonMark reads it, as far as these rules need:
 
 * a *fence* is three or more backticks or tildes after at most three spaces, closed by a
   line of the same character at least as long with nothing after it; a backtick fence's
-  info string holds no backtick. Inside a fence nothing is a heading or an entry, and a
-  fence left open runs to the end of the file.
+  info string holds no backtick. Inside a fence nothing is a heading or an entry. A fence
+  opened in an entry (on a line indented under it) ends with the entry if not before: its
+  lines are code while they are the entry's — blank, or two columns in or more — and the
+  first line that is not (at most one space in: a heading, an item, a fence, text) ends
+  both, and is read as written; it does not go on with the entry, since code is no
+  paragraph. Any other fence left open runs to the end of the file.
 * a *heading* is one to six ``#`` after at most three spaces, then a space, a tab or the
   line's end (setext headings are not read); its title is the text after the ``#`` run,
   without surrounding blanks and the ``#`` characters that end the line.
@@ -21,15 +25,18 @@ Markdown is read as CommonMark reads it, as far as these rules need:
   after at most one space, then a space, a tab or the line's end. Its lines are the item
   line, every later line indented by two columns or more (a nested list, a heading or a
   fence inside the item; after blank lines too), and the lines of its paragraph: any line
-  that is not blank and starts no item or heading, nor a fence at the margin.
+  that is not blank and starts no item, heading or fence, after a line of text of the
+  item (not after a blank line, nor after its code or a heading inside it).
 * any other line that is not blank starts *text*: a paragraph or a fenced block, with the
   lines after it up to a blank line, an item or a heading, and indented lines after a blank
   line.
 
 A file the tools wrote reads the same under any reasonable rules; these decide the odd,
 hand-edited file, and they follow CommonMark there (an indented ``## x`` is a heading, one
-after a ``~~~`` inside a backtick fence is code) except that a fence is tracked over the
-whole file, not closed with the list item it opens in.
+after a ``~~~`` inside a backtick fence is code, a fence in a list item ends with the item)
+except that an item's lines are those two columns in, where CommonMark counts from the
+item's text: under ``1. a`` or ``-   a`` a line two columns in is the item's to these
+rules, and ends the list to CommonMark.
 """
 
 from __future__ import annotations
@@ -90,7 +97,11 @@ class Doc:
     lines: tuple[str, ...]  # the text split at LF, as it is (CRs and the BOM kept)
     blocks: tuple[Block, ...]  # in order; the lines between them are blank
     code: frozenset[int]  # the lines of fenced code blocks, their fence lines included
-    open_fence: str | None  # the fence still open at the end of the text
+    open_fence: str | None  # the fence still open at the end of the text (it runs on)
+    fence_line: int = 0  # the line that opens ``open_fence`` (0 without one)
+    # (opening line, fence) of a fence open inside the entry the text ends in: the end of
+    # the entry ends it, so it is not ``open_fence``, but a line added to the entry is code.
+    entry_fence: tuple[int, str] | None = None
 
     def headings(self) -> list[Block]:
         return [block for block in self.blocks if block.kind is Kind.HEADING]
@@ -151,24 +162,40 @@ def fence_after(fence: str | None, line: str) -> str | None:
 
 
 def open_fence(text: str) -> str | None:
-    """The fence still open at the end of ``text`` (``Doc.open_fence`` without the rest
-    of a parse: the prompt's cut asks it of every cut it tries)."""
-    found = unclosed_fence(text.split("\n"))
-    return None if found is None else found[1]
+    """The fence still open at the end of ``text``: ``Doc.open_fence``."""
+    return parse(text).open_fence if _may_fence(text) else None
+
+
+def _may_fence(text: str) -> bool:
+    # Every fence line holds one of these: a file without any (the most) costs no parse,
+    # which the prompt's cut would run for every cut it tries.
+    return "```" in text or "~~~" in text
 
 
 def unclosed_fence(lines: Sequence[str]) -> tuple[int, str] | None:
     """(index of its opening line, fence) of the fence still open after ``lines``, or None.
     Such a fence runs to the end of the file, so every later line, headings included, is
-    code: the tools refuse text that opens one (``agent.arguments``)."""
-    fence: str | None = None
-    opened = 0
-    for index, line in enumerate(lines):
-        after = fence_after(fence, bare(line, index))
-        if fence is None and after is not None:
-            opened = index
-        fence = after
-    return None if fence is None else (opened, fence)
+    code: the tools refuse text that opens one (``agent.arguments``). A fence inside an
+    entry is none of these: the end of the entry ends it."""
+    doc = parse("\n".join(lines))
+    return None if doc.open_fence is None else (doc.fence_line, doc.open_fence)
+
+
+def closing_line(text: str) -> str | None:
+    """The line that closes the fence open at the end of ``text``, or None: the fence
+    itself for one that runs on; for one inside the entry ``text`` ends in, the fence
+    indented as its opening line, so the line is the entry's — at the margin it would end
+    the entry (and the fence with it) and open a fence of its own."""
+    if not _may_fence(text):
+        return None
+    doc = parse(text)
+    if doc.open_fence is not None:
+        return doc.open_fence
+    if doc.entry_fence is None:
+        return None
+    opening, fence = doc.entry_fence
+    line = doc.bare(opening)
+    return line[: len(line) - len(line.lstrip(" "))] + fence
 
 
 def parse(text: str) -> Doc:
@@ -179,30 +206,50 @@ def parse(text: str) -> Doc:
     ends: list[int] = []
     code: set[int] = set()
     fence: str | None = None
+    opened = 0  # the line that opened ``fence``
+    in_entry = False  # ``fence`` opened inside an entry, and ends with it
+    held: list[int] = []  # blank lines in an entry's fence: code if the entry goes on
     after_blank = False
+    lazy = False  # the line before is paragraph text, which a lazy line may go on with
     for index, raw in enumerate(lines):
         line = bare(raw, index)
         if fence is not None:
-            code.add(index)
-            ends[-1] = index + 1
-            fence = fence_after(fence, line)
-            continue
+            if in_entry and not line.strip():
+                held.append(index)
+                continue
+            if not in_entry or line.startswith(_NESTED):
+                code.update(held)
+                held.clear()
+                code.add(index)
+                ends[-1] = index + 1
+                fence = fence_after(fence, line)
+                lazy = False
+                continue
+            fence = None  # the entry ends here, and its fence with it (module doc)
+            held.clear()
         if not line.strip():
             after_blank = True
+            lazy = False
             continue
         kind = _starts(line)
         fence = fence_after(None, line)
-        if kinds and _continues(line, kind, fence, kinds[-1], after_blank):
+        if kinds and _continues(line, kind, fence, kinds[-1], after_blank, lazy):
             ends[-1] = index + 1
         else:
             kinds.append(kind)
             starts.append(index)
             ends.append(index + 1)
         after_blank = False
+        lazy = kind is not Kind.HEADING and fence is None
         if fence is not None:
             code.add(index)
+            opened = index
+            # Only a line indented under an item takes a fence into it (``_continues``).
+            in_entry = kinds[-1] is Kind.ITEM
     blocks = tuple(_block(lines, *span) for span in zip(kinds, starts, ends, strict=True))
-    return Doc(tuple(lines), blocks, frozenset(code), fence)
+    if fence is not None and in_entry:
+        return Doc(tuple(lines), blocks, frozenset(code), None, 0, (opened, fence))
+    return Doc(tuple(lines), blocks, frozenset(code), fence, opened if fence else 0)
 
 
 def _starts(line: str) -> Kind:
@@ -211,9 +258,12 @@ def _starts(line: str) -> Kind:
     return Kind.HEADING if _HEADING.match(line) else Kind.TEXT
 
 
-def _continues(line: str, kind: Kind, fence: str | None, last: Kind, after_blank: bool) -> bool:
+def _continues(
+    line: str, kind: Kind, fence: str | None, last: Kind, after_blank: bool, lazy: bool
+) -> bool:
     """Whether ``line`` — not blank, outside a fence, starting a block of ``kind`` if any,
-    opening ``fence`` — belongs to the block of kind ``last`` before it."""
+    opening ``fence`` — belongs to the block of kind ``last`` before it; ``lazy``: the
+    line before it is paragraph text (not blank, code or a heading)."""
     if last is Kind.ITEM and line.startswith(_NESTED):
         return True
     if last is Kind.HEADING or kind is not Kind.TEXT:
@@ -221,8 +271,10 @@ def _continues(line: str, kind: Kind, fence: str | None, last: Kind, after_blank
     indented = line[:1] in (" ", "\t")
     if last is Kind.TEXT:
         return indented or not after_blank
-    # The item's paragraph goes on, up to a fence at the margin (it is not inside).
-    return not after_blank and (indented or fence is None)
+    # The item's paragraph goes on, but not after its code or a heading (no paragraph to
+    # go on with), nor into a fence: one less than two columns in is not inside the item
+    # (CommonMark: a fence is no lazy line; it ends the list).
+    return lazy and fence is None
 
 
 def _block(lines: Sequence[str], kind: Kind, start: int, end: int) -> Block:

@@ -4,7 +4,8 @@
   opening another: stored text is whatever the user or a web page said, and a line
   ``</file>\\n<file name="AGENTS.md">`` must not pose as the platform's rules.
 * :func:`close_fence` ends a fenced code block left open by a cut, so the marker and the
-  close tag after it do not read as code.
+  close tag after it do not read as code (to a model, which reads no CommonMark, even
+  where the end of an entry ends the block).
 * :func:`memory_entries` and :func:`without_oldest` are MEMORY.md's cut: headings stay,
   entries go oldest first (see :func:`drop_order`).
 
@@ -38,9 +39,10 @@ def open_fence(text: str) -> str | None:
 
 
 def close_fence(text: str) -> str:
-    """``text``, with a closing fence line added if it ends inside a fenced code block."""
-    fence = open_fence(text)
-    return text if fence is None else f"{text}\n{fence}"
+    """``text``, with a closing fence line added if it ends inside a fenced code block:
+    indented into the entry for a block inside one (``markdown_doc.closing_line``)."""
+    line = markdown_doc.closing_line(text)
+    return text if line is None else f"{text}\n{line}"
 
 
 @dataclass(frozen=True)
