@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -76,15 +76,16 @@ class StorageSettings(BaseModel):
     environment: Literal["development", "production", "test"] = Field(
         default="development",
         description="development generates a local JWT secret; production refuses to open "
-        "a database without MEMSTRATA_DATABASE_URL (every command but `memstrata token`, "
-        "which opens none), and `memstrata serve` / `memstrata token` refuse without an "
-        "explicit secret (32 characters or more) or public key (`memstrata db`, `memstrata "
-        "mcp` over stdio and the library authenticate nobody and need neither).",
+        "a database without MEMSTRATA_DATABASE_URL (every command but `memstrata token` and "
+        "`memstrata conflicts`, which open none), and `memstrata serve` / `memstrata token` "
+        "refuse without an explicit secret (32 characters or more) or public key (`memstrata "
+        "db`, `memstrata mcp` over stdio and the library authenticate nobody and need "
+        "neither).",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Where the embedded PostgreSQL data, the dev JWT secret and the default "
-        "sandboxes live.",
+        "sandboxes live (empty counts as unset).",
     )
     database_url: str | None = Field(
         default=None,
@@ -105,7 +106,8 @@ class StorageSettings(BaseModel):
 
     sandbox_root: Path | None = Field(
         default=None,
-        description="Root of the per-user sandbox directories (default <data_dir>/sandboxes).",
+        description="Root of the per-user sandbox directories (unset or empty: "
+        "<data_dir>/sandboxes).",
     )
     sandbox_file_mode: str = Field(
         default="600",
@@ -130,11 +132,26 @@ class StorageSettings(BaseModel):
     template_dir: Path | None = Field(
         default=None,
         description="Directory with SOUL.md, USER.md, MEMORY.md, AGENTS.md templates "
-        "(default: the packaged docs/sandbox_template).",
+        "(unset or empty: the packaged docs/sandbox_template).",
     )
     max_content_bytes: int = Field(
         default=MAX_CONTENT_BYTES, ge=1, description="Largest memory file accepted, in UTF-8 bytes."
     )
+
+    @field_validator("data_dir", "sandbox_root", "template_dir", mode="before")
+    @classmethod
+    def _blank_path_is_unset(cls, value: object, info: ValidationInfo) -> object:
+        """An empty or blank directory (``MEMSTRATA_SANDBOX_ROOT=``, as a templated .env
+        leaves it) is the setting's default, as an empty MEMSTRATA_DATABASE_URL is: read as
+        a path, it was the working directory of whichever process started, silently."""
+        if not is_blank(value) or info.field_name is None:
+            return value
+        return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+
+
+def is_blank(value: object) -> bool:
+    """An environment value that says nothing: empty, or white space only."""
+    return isinstance(value, str) and not value.strip()
 
 
 def _postgresql_url(value: str) -> str:
@@ -505,9 +522,10 @@ def unset_database_problem(settings: Settings) -> str | None:
     or misspelled variable must not give each replica a database of its own).
 
     Checked where a database is opened (``Database.open``, and every CLI command but
-    ``memstrata token`` before it starts anything), not when settings are read: signing a
-    token opens none. The JWT settings are likewise checked where tokens are verified or
-    signed (``memstrata.api.auth.require_token_keys``)."""
+    ``memstrata token`` and ``memstrata conflicts`` before it starts anything), not when
+    settings are read: signing a token opens none, nor does reading a sandbox. The JWT
+    settings are likewise checked where tokens are verified or signed
+    (``memstrata.api.auth.require_token_keys``)."""
     if settings.environment != "production" or settings.database_url is not None:
         return None
     return (

@@ -172,19 +172,7 @@ class Memstrata:
         )
         # The query-embedding cache's bound is its share of the same byte budget.
         cache.share_budget(search.embedder)
-        # Here and only here: every caller of mem.sandboxes (sync, agent and MCP tools,
-        # prompt building) then gets the deadline, whatever provider the host gave.
-        sandbox_provider = with_deadline(
-            sandboxes
-            or LocalSandboxProvider(
-                settings.resolved_sandbox_root,
-                file_mode=int(settings.sandbox_file_mode, 8),
-                # Room above the content limit (a file over it is still read and kept
-                # aside) and for base records, which hold a copy besides the content.
-                max_read_bytes=max(MAX_READ_BYTES, 4 * settings.max_content_bytes),
-            ),
-            settings.sandbox_timeout_s,
-        )
+        sandbox_provider = build_sandboxes(settings, sandboxes)
         # The listener thread starts on the pool's first get(): only processes that cache
         # agents need to hear invalidations.
         pool: AgentPool[Any] = AgentPool(db.engine)
@@ -388,6 +376,27 @@ class Memstrata:
     def _check_open(self) -> None:
         if self.db_sessions.closed:
             raise RuntimeClosedError(CLOSED_MESSAGE)
+
+
+def build_sandboxes(
+    settings: Settings, sandboxes: SandboxProvider | None = None
+) -> TimedSandboxProvider:
+    """``mem.sandboxes``: the host's provider, or the local directories under
+    ``resolved_sandbox_root``, with the deadline on every call. Built here and only here:
+    every caller of mem.sandboxes (sync, agent and MCP tools, prompt building) then gets
+    the deadline, whatever provider the host gave, and ``memstrata conflicts``, which
+    needs the sandboxes alone, gets the same ones without opening a database."""
+    return with_deadline(
+        sandboxes
+        or LocalSandboxProvider(
+            settings.resolved_sandbox_root,
+            file_mode=int(settings.sandbox_file_mode, 8),
+            # Room above the content limit (a file over it is still read and kept
+            # aside) and for base records, which hold a copy besides the content.
+            max_read_bytes=max(MAX_READ_BYTES, 4 * settings.max_content_bytes),
+        ),
+        settings.sandbox_timeout_s,
+    )
 
 
 def _embedder(

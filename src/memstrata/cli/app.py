@@ -14,6 +14,7 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsError
 
 from memstrata import package_version
+from memstrata.cli.terminal import visible
 from memstrata.config import EmbeddingModelSpec, Settings, unset_database_problem
 from memstrata.config_lists import list_example
 from memstrata.db.database import Database
@@ -67,8 +68,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def print_error(message: str) -> None:
     # One line, always: causes quoted from libraries (libpq's "\n\tIs the server running
-    # …?") would break it, and scripts read the first line.
-    typer.secho(f"error: {' '.join(message.split())}", fg=typer.colors.RED, err=True)
+    # …?") would break it, and scripts read the first line. A message may quote what an
+    # agent wrote (a path in its sandbox, say): its control characters are made visible.
+    typer.secho(f"error: {visible(' '.join(message.split()))}", fg=typer.colors.RED, err=True)
 
 
 def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = True) -> Settings:
@@ -76,8 +78,9 @@ def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = T
 
     Commands log at WARNING unless they are long-running services (``log_level=None`` keeps
     the configured level). A command that opens no database (``opens_database=False``:
-    ``memstrata token``) does not need a database URL in production; the others are
-    refused here, before they start anything (an embedding server, say).
+    ``memstrata token``, ``memstrata conflicts``) does not need a database URL in
+    production; the others are refused here, before they start anything (an embedding
+    server, say).
     """
     try:
         settings = Settings()

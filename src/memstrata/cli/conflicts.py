@@ -4,21 +4,26 @@ A thin transport over :mod:`memstrata.memory.conflicts`, as ``/api/memory/confli
 the names, the paging, the refusals and their messages are the service's; this module
 prints them. A refusal (a bad user id, name, file or page, a copy that is not there, a
 sandbox that fails) is one ``error:`` line and exit status 1. The sandboxes are the ones
-under this host's ``MEMSTRATA_SANDBOX_ROOT``, as for ``memstrata user erase``.
+under this host's ``MEMSTRATA_SANDBOX_ROOT``, as for ``memstrata user erase``: the
+provider the runtime builds (``build_sandboxes``), and no database, as the copies live in
+the sandbox alone — so these commands work while the database is down, and need no
+``MEMSTRATA_DATABASE_URL`` in production. The agents wrote the copies: text of theirs
+shown on a terminal goes through :func:`~memstrata.cli.terminal.visible`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
+import sys
 from typing import Annotated
 
 import typer
 
 from memstrata.api.conflict_schemas import ConflictContent, ConflictDismissed, ConflictList
 from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE
-from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
+from memstrata.cli.app import app, fail, guarded, load_settings
+from memstrata.cli.terminal import json_text, visible
 from memstrata.errors import InvalidFileTypeError
 from memstrata.memory.conflicts import (
     DEFAULT_PAGE,
@@ -33,6 +38,8 @@ from memstrata.memory.conflicts import (
     read_copy,
 )
 from memstrata.memory.kinds import FileKind, api_kind, validate_user_id
+from memstrata.runtime import build_sandboxes
+from memstrata.sandbox.timed import TimedSandboxProvider
 
 conflicts_app = typer.Typer(
     help="The agents' edits that sync kept aside in a user's sandbox: list, show, dismiss "
@@ -67,10 +74,9 @@ def conflicts_list(
     guarded(lambda: validate_user_id(user))
     kind = None if file is None else _file_kind(file)
     _checked_page(offset, limit)
-    with runtime_for(load_settings(), None) as mem:  # nothing here embeds
-        page = asyncio.run(list_copies(mem.sandboxes, user, kind=kind, offset=offset, limit=limit))
+    page = asyncio.run(list_copies(_sandboxes(), user, kind=kind, offset=offset, limit=limit))
     if as_json:
-        typer.echo(json.dumps(ConflictList.of(page).model_dump(mode="json"), ensure_ascii=False))
+        typer.echo(json_text(ConflictList.of(page).model_dump(mode="json")))
     else:
         _print_page(page, user, kind)
     if page.sandbox != "ok":
@@ -108,7 +114,7 @@ def _print_page(page: CopyPage, user: str, kind: FileKind | None) -> None:
     for summary in page.copies:
         typer.echo(_row(summary, width))
         for line in (summary.preview or "").splitlines():
-            typer.echo(f"    | {line}")
+            typer.echo(f"    | {visible(line)}")
     last = page.offset + len(page.copies)
     shown = f"copies {page.offset + 1}-{last} of {page.total}{of}, newest first"
     more = "" if page.next_offset is None else f"; next page: --offset {page.next_offset}"
@@ -124,20 +130,31 @@ def _row(summary: CopySummary, width: int) -> str:
 
 @conflicts_app.command("show")
 def conflicts_show(user: User, name: Name, as_json: AsJson = False) -> None:
-    """One copy, whole: its text on stdout exactly as kept (what it is, on stderr)."""
+    """One copy, whole: its text on stdout exactly as kept (what it is, on stderr). On a
+    terminal, the characters it would act on (escape sequences, other control characters,
+    bidi controls) are shown as escapes such as `\\x1b`; redirect stdout for the exact text."""
     _check(user, name)
-    with runtime_for(load_settings(), None) as mem:
-        text = guarded(
-            lambda: asyncio.run(read_copy(mem.sandboxes, user, name, listing=listing(user)))
-        )
+    sandboxes = _sandboxes()
+    text = guarded(lambda: asyncio.run(read_copy(sandboxes, user, name, listing=listing(user))))
     if as_json:
-        typer.echo(json.dumps(ConflictContent.of(text).model_dump(mode="json"), ensure_ascii=False))
+        typer.echo(json_text(ConflictContent.of(text).model_dump(mode="json")))
         return
-    typer.echo(_about(text), err=True)
-    typer.echo(text.content, nl=False)
+    shown = shown_content(text.content, terminal=sys.stdout.isatty())
+    typer.echo(_about(text, escaped=shown != text.content), err=True)
+    # color=True: click would otherwise strip what looks like a colour code from text that
+    # is not going to a terminal, and the copy redirected to a file would not be exact.
+    typer.echo(shown, nl=False, color=True)
 
 
-def _about(text: CopyText) -> str:
+def shown_content(content: str, *, terminal: bool) -> str:
+    """A copy's text as ``show`` prints it: exact into a file or a pipe, where it is
+    data; on a terminal, with what the terminal would act on as visible escapes, as the
+    agent that wrote it could otherwise clear the screen, set the clipboard or make the
+    text read other than it is."""
+    return visible(content, lines=True) if terminal else content
+
+
+def _about(text: CopyText, *, escaped: bool = False) -> str:
     copy = text.copy
     why = (
         "the database refused the agent's text"
@@ -148,9 +165,15 @@ def _about(text: CopyText) -> str:
     undecodable = (
         "; not UTF-8 text: bytes that do not decode show as U+FFFD" if text.undecodable else ""
     )
+    control = (
+        "; control characters are shown as escapes such as \\x1b (redirect stdout for the "
+        "exact text)"
+        if escaped
+        else ""
+    )
     return (
         f"{copy.kind.filename} kept aside{where} at {copy.saved_at:%Y-%m-%d %H:%M:%S} UTC "
-        f"({why}), {text.size_bytes} bytes{undecodable}"
+        f"({why}), {text.size_bytes} bytes{undecodable}{control}"
     )
 
 
@@ -159,10 +182,8 @@ def conflicts_dismiss(user: User, name: Name, as_json: AsJson = False) -> None:
     """Delete one copy from the sandbox: the user has seen it and lets it go. Dismissing it
     again says there is no such copy (exit status 1)."""
     _check(user, name)
-    with runtime_for(load_settings(), None) as mem:
-        copy = guarded(
-            lambda: asyncio.run(dismiss_copy(mem.sandboxes, user, name, listing=listing(user)))
-        )
+    sandboxes = _sandboxes()
+    copy = guarded(lambda: asyncio.run(dismiss_copy(sandboxes, user, name, listing=listing(user))))
     if as_json:
         typer.echo(ConflictDismissed(name=copy.name).model_dump_json())
         return
@@ -170,6 +191,13 @@ def conflicts_dismiss(user: User, name: Name, as_json: AsJson = False) -> None:
 
 
 def _check(user: str, name: str) -> None:
-    """The user id and the name, refused before the database and sandbox are opened."""
+    """The user id and the name, refused before the settings are read."""
     guarded(lambda: validate_user_id(user))
     guarded(lambda: parse_name(name, listing=listing(user)))
+
+
+def _sandboxes() -> TimedSandboxProvider:
+    """The sandboxes ``Memstrata.open`` would use with these settings, without the rest of
+    the runtime: the copies are in the sandbox only, so no database is opened (nor is
+    ``MEMSTRATA_DATABASE_URL`` required in production), and no embedding server started."""
+    return build_sandboxes(load_settings(opens_database=False))

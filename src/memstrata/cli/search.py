@@ -1,13 +1,17 @@
-"""``memstrata search``, ``memstrata reindex`` and ``memstrata snapshots``."""
+"""``memstrata search``, ``memstrata reindex`` and ``memstrata snapshots``.
+
+What they print of stored text (a hit's text and path, a user id) goes through
+:func:`~memstrata.cli.terminal.visible`: agents and API callers wrote it.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
+from memstrata.cli.terminal import json_text, visible
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
 from memstrata.runtime import Memstrata
 
@@ -31,21 +35,21 @@ def search_command(
             lambda: mem.search.search(user, query, top_k=top_k, sources=source or None)
         )
     if as_json:
-        typer.echo(json.dumps(response.to_dict(), ensure_ascii=False))
+        typer.echo(json_text(response.to_dict()))
         return
     for warning in response.warnings:
-        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+        typer.secho(f"warning: {visible(warning)}", fg=typer.colors.YELLOW, err=True)
     if not response.hits:
-        typer.echo(f"no results for {query!r} (user {user}, mode {response.mode})")
+        typer.echo(f"no results for {query!r} (user {visible(user)}, mode {response.mode})")
         return
     for rank, hit in enumerate(response.hits, 1):
         e = hit.explain
         typer.echo(
-            f"{rank:2d}. [{hit.source}] {hit.file_path}#{hit.chunk_index} "
+            f"{rank:2d}. [{hit.source}] {visible(str(hit.file_path))}#{hit.chunk_index} "
             f"score={hit.score:.5f} bm25_rank={e['bm25_rank']} vector_rank={e['vector_rank']} "
             f"decay={e['decay_factor']:.3f} ({hit.created_at:%Y-%m-%d})"
         )
-        typer.echo("    " + hit.text.replace("\n", "\n    "))
+        typer.echo("    " + visible(hit.text, lines=True).replace("\n", "\n    "))
 
 
 @app.command("reindex")
@@ -64,7 +68,9 @@ def reindex_command(
                 f"no user {user!r} in this database, so nothing was re-indexed; check the id "
                 "(`memstrata user list` shows every user)"
             )
-    typer.echo(f"re-indexed {files} memory file(s) and embedded {done} chunk(s) for {user}")
+    typer.echo(
+        f"re-indexed {files} memory file(s) and embedded {done} chunk(s) for {visible(user)}"
+    )
     if left:
         # A job runner must see this: the vectors are still missing.
         fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
@@ -92,7 +98,9 @@ def snapshots_command() -> None:
                 mem.db.sessions,
                 mem.search.model,
                 settings.index_snapshot_min_rows,
-                progress=lambda user, rows: typer.echo(f"{user}: {rows} row(s) not in a snapshot"),
+                progress=lambda user, rows: typer.echo(
+                    f"{visible(user)}: {rows} row(s) not in a snapshot"
+                ),
             )
         except TimeoutError as exc:
             fail(f"{exc}; the snapshots written so far are kept: run it again to go on")

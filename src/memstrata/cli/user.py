@@ -1,8 +1,11 @@
-"""``memstrata user``: list the users memstrata holds data of, erase one (GDPR erasure)."""
+"""``memstrata user``: list the users memstrata holds data of, erase one (GDPR erasure).
+
+User ids are any text an API caller gave (a token's subject, say): the table and the
+warnings show them through :func:`~memstrata.cli.terminal.visible`.
+"""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from typing import Annotated
@@ -10,6 +13,7 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
+from memstrata.cli.terminal import json_text, visible
 from memstrata.errors import SandboxError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.runtime import Memstrata
@@ -48,7 +52,7 @@ def user_erase(
     with runtime_for(load_settings(), None) as mem:  # neither command embeds
         erasure = guarded(lambda: mem.erase_user(user))
     if as_json:
-        typer.echo(json.dumps(erasure.to_dict(), ensure_ascii=False))
+        typer.echo(json_text(erasure.to_dict()))
         return
     typer.echo(f"erased {user!r}" if erasure.found else f"nothing of {user!r} was stored")
     for table, count in erasure.deleted.items():
@@ -78,15 +82,16 @@ def user_list(
         users = guarded(mem.list_users)
         _warn_unfinished(mem)
     if as_json:
-        typer.echo(json.dumps([u.to_dict() for u in users], ensure_ascii=False))
+        typer.echo(json_text([u.to_dict() for u in users]))
         return
     if not users:
         typer.echo("no users")
         return
-    width = max(len("user"), *(len(u.user_id) for u in users))
+    shown = [visible(u.user_id) for u in users]
+    width = max(len("user"), *map(len, shown))
     typer.echo(f"{'user':{width}s}  files   rows  skills")
-    for u in users:
-        typer.echo(f"{u.user_id:{width}s}  {u.files:5d}  {u.rows:5d}  {u.skills:6d}")
+    for u, user_id in zip(users, shown, strict=True):
+        typer.echo(f"{user_id:{width}s}  {u.files:5d}  {u.rows:5d}  {u.skills:6d}")
 
 
 def _warn_unfinished(mem: Memstrata) -> None:
@@ -100,10 +105,10 @@ def _warn_unfinished(mem: Memstrata) -> None:
     try:
         left = sandboxes.unfinished_erasures()
     except SandboxError as exc:
-        typer.echo(f"warning: unfinished erasures not checked: {exc}", err=True)
+        typer.echo(f"warning: unfinished erasures not checked: {visible(str(exc))}", err=True)
         return
     for erasure in left:
-        typer.echo(f"warning: {_unfinished(erasure)}", err=True)
+        typer.echo(f"warning: {visible(_unfinished(erasure))}", err=True)
 
 
 def _unfinished(erasure: UnfinishedErasure) -> str:
