@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
-from memstrata.logs import TextFormatter, log_event
+from memstrata.logs import JsonFormatter, TextFormatter, log_event
 
 
-def _format(event: str, **fields: object) -> str:
+def _format(event: str, formatter: logging.Formatter | None = None, **fields: object) -> str:
     records: list[logging.LogRecord] = []
 
     class Keep(logging.Handler):
@@ -22,7 +23,7 @@ def _format(event: str, **fields: object) -> str:
         log_event(logger, event, logging.WARNING, **fields)
     finally:
         logger.removeHandler(handler)
-    return TextFormatter().format(records[0])
+    return (formatter or TextFormatter()).format(records[0])
 
 
 def test_a_forged_line_in_a_field_stays_on_its_line() -> None:
@@ -42,3 +43,20 @@ def test_ordinary_text_is_written_as_it_is_and_a_tab_escaped() -> None:
     line = _format("sync.file", user_id="阿丽", file="USER.md", detail="tab\tkept? no")
     assert line.startswith("warning memstrata.test_logs: sync.file user_id=阿丽 file=USER.md")
     assert line.endswith("detail=tab\\tkept? no")
+
+
+def test_bidi_controls_are_escaped_in_a_text_line() -> None:
+    """U+202E shows the rest of a line reversed on a terminal that does bidi."""
+    line = _format("http.request", path="/api/\u202egnp.exe")
+    assert "\u202e" not in line and "path=/api/\\u202egnp.exe" in line
+
+
+def test_a_json_line_escapes_what_a_terminal_acts_on_and_parses_back_the_same() -> None:
+    """JSON escapes C0 by itself but left C1 (0x9b is a CSI to xterm) and bidi controls
+    raw: a JSON log read on a terminal acted on them."""
+    fields = {"path": "/x\x9b2J\u202eevil\x1b[31m", "user_id": "阿丽"}
+    line = _format("http.request", JsonFormatter(), **fields)
+    assert not any(c in line for c in "\x9b\u202e\x1b\n")
+    assert "阿丽" in line  # other non-ASCII text as it is
+    parsed = json.loads(line)
+    assert {k: parsed[k] for k in fields} == fields

@@ -7,12 +7,12 @@ point (CLI, server), never at import.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
+
+from memstrata.terminal import json_text, visible
 
 _FIELDS_ATTR = "memstrata_fields"
 
@@ -62,17 +62,11 @@ class JsonFormatter(logging.Formatter):
             payload["event"] = record.getMessage()
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, ensure_ascii=False, default=str)
-
-
-# Line breaks and other control characters in a field (a URL path, a token's ``kid``, a
-# user id: all chosen by the client, some before authentication) would start a forged
-# line in a text log; they are written as escapes. JSON lines escape them by themselves.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+        return json_text(payload, default=str)
 
 
 def _one_line(value: object) -> str:
-    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(value))
+    return visible(str(value))
 
 
 class TextFormatter(logging.Formatter):

@@ -19,10 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memstrata.cli import build_app
-from memstrata.cli.terminal import json_text, visible
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.retrieval.indexer import Indexer
+from memstrata.terminal import json_text, visible
 from tests.api.test_conflicts import NAME, plant
 from tests.cli.cli_env import clean_env, run_cli
 
@@ -54,8 +54,8 @@ ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e
             "\\u202eevil\\u202c \\u2066x\\u2069 \\u200f\\u061c",
             None,
         ),
-        ("a\tb\nc", "a\\x09b\\x0ac", "a\tb\nc"),
-        ("over\rwrite\r\n", "over\\x0dwrite\\x0d\\x0a", "over\\x0dwrite\r\n"),
+        ("a\tb\nc", "a\\tb\\nc", "a\tb\nc"),
+        ("over\rwrite\r\n", "over\\rwrite\\r\\n", "over\\rwrite\r\n"),
         ("back\\x1b slash", "back\\x1b slash", None),  # left alone: harmless as it is
     ],
 )
@@ -95,7 +95,7 @@ def test_conflicts_list_shows_the_preview_escaped(sandbox: Settings) -> None:
     assert out.splitlines()[2:5] == [
         "    | clear \\x1b[2J\\x1b[H and clip \\x1b]52;c;cm0gLXJmIH4=\\x07",
         "    | link \\x1b]8;;https://evil.example\\x1b\\docs\\x1b]8;;\\x1b\\ "
-        "c1 \\x9b31m del \\x7f nul \\x00\\x09tab",
+        "c1 \\x9b31m del \\x7f nul \\x00\\ttab",
         "    | bidi \\u202eevil\\u202c ok",
     ]
 

@@ -14,7 +14,6 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsError
 
 from memstrata import package_version
-from memstrata.cli.terminal import visible
 from memstrata.config import EmbeddingModelSpec, Settings, unset_database_problem
 from memstrata.config_lists import list_example
 from memstrata.db.database import Database
@@ -22,6 +21,7 @@ from memstrata.db.migrate import schema_head
 from memstrata.errors import MemstrataError
 from memstrata.runtime import Memstrata
 from memstrata.service_logging import configure_service_logging
+from memstrata.terminal import visible
 
 app = typer.Typer(
     help="Layered, per-user memory for AI agents.",

@@ -8,7 +8,7 @@ under this host's ``MEMSTRATA_SANDBOX_ROOT``, as for ``memstrata user erase``: t
 provider the runtime builds (``build_sandboxes``), and no database, as the copies live in
 the sandbox alone — so these commands work while the database is down, and need no
 ``MEMSTRATA_DATABASE_URL`` in production. The agents wrote the copies: text of theirs
-shown on a terminal goes through :func:`~memstrata.cli.terminal.visible`.
+shown on a terminal goes through :func:`~memstrata.terminal.visible`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import typer
 from memstrata.api.conflict_schemas import ConflictContent, ConflictDismissed, ConflictList
 from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE
 from memstrata.cli.app import app, fail, guarded, load_settings
-from memstrata.cli.terminal import json_text, visible
 from memstrata.errors import InvalidFileTypeError
 from memstrata.memory.conflicts import (
     DEFAULT_PAGE,
@@ -40,6 +39,7 @@ from memstrata.memory.conflicts import (
 from memstrata.memory.kinds import FileKind, api_kind, validate_user_id
 from memstrata.runtime import build_sandboxes
 from memstrata.sandbox.timed import TimedSandboxProvider
+from memstrata.terminal import json_text, visible
 
 conflicts_app = typer.Typer(
     help="The agents' edits that sync kept aside in a user's sandbox: list, show, dismiss "

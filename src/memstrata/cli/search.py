@@ -1,7 +1,7 @@
 """``memstrata search``, ``memstrata reindex`` and ``memstrata snapshots``.
 
 What they print of stored text (a hit's text and path, a user id) goes through
-:func:`~memstrata.cli.terminal.visible`: agents and API callers wrote it.
+:func:`~memstrata.terminal.visible`: agents and API callers wrote it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
-from memstrata.cli.terminal import json_text, visible
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
 from memstrata.runtime import Memstrata
+from memstrata.terminal import json_text, visible
 
 
 @app.command("search")

@@ -1,7 +1,7 @@
 """``memstrata user``: list the users memstrata holds data of, erase one (GDPR erasure).
 
 User ids are any text an API caller gave (a token's subject, say): the table and the
-warnings show them through :func:`~memstrata.cli.terminal.visible`.
+warnings show them through :func:`~memstrata.terminal.visible`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
-from memstrata.cli.terminal import json_text, visible
 from memstrata.errors import SandboxError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.erasing import UnfinishedErasure
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.timed import TimedSandboxProvider
+from memstrata.terminal import json_text, visible
 
 user_app = typer.Typer(
     help="One user's data: list the users, erase one (docs/DEPLOY.md).", no_args_is_help=True
