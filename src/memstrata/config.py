@@ -464,7 +464,7 @@ class Settings(EmbeddingSettings, StorageSettings, BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str | None) -> str | None:
-        if not value or not value.strip():
+        if value is None or is_blank(value):
             return None
         if value.strip().lower() == EMBEDDED_DATABASE:
             return EMBEDDED_DATABASE

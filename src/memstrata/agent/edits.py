@@ -108,30 +108,25 @@ class Edit:
         """Refuse to remove ``lines`` (start, end) when a fence opened among them never
         closes (a person's edit; the tools write none): it runs to the end of the file, so
         everything after it — other sections to a person's eye — would go too."""
-        if doc.open_fence is None or lines[1] < len(doc.lines):
-            return
-        found = markdown_doc.unclosed_fence(doc.lines)
-        if found is None or not lines[0] <= found[0]:
+        if doc.open_fence is None or lines[1] < len(doc.lines) or doc.fence_line < lines[0]:
             return
         file = self.kind.filename
         raise self.refuse(
-            f"{what} runs to the end of {file}: its line {found[0] + 1} opens a {found[1]} "
-            f"fence that never closes, so every line after it is code inside it, and {doing} "
-            f"would remove them all; nothing was written. Close the fence first "
+            f"{what} runs to the end of {file}: its line {doc.fence_line + 1} opens a "
+            f"{doc.open_fence} fence that never closes, so every line after it is code inside "
+            f"it, and {doing} would remove them all; nothing was written. Close the fence first "
             f"({_WHOLE_FILE[self.kind]})"
         )
 
     def closing(self, before: Doc, after: str) -> str:
         """``after``, with a note if it closes a fence ``before`` left open
         (``sections``: lines added after such a fence close it first)."""
-        if before.open_fence is None:  # the common case costs nothing more
-            return after
-        found = markdown_doc.unclosed_fence(before.lines)
-        if found is not None and markdown_doc.open_fence(after) is None:
+        fence = before.open_fence
+        if fence is not None and markdown_doc.open_fence(after) is None:
             self.notes.append(
-                f"Note: line {found[0] + 1} of {self.kind.filename} opens a {found[1]} fence "
-                f"that never closed, so the lines after it read as code; a line of {found[1]} "
-                "now closes it before the new lines."
+                f"Note: line {before.fence_line + 1} of {self.kind.filename} opens a {fence} "
+                f"fence that never closed, so the lines after it read as code; a line of "
+                f"{fence} now closes it before the new lines."
             )
         return after
 

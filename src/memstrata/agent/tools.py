@@ -346,7 +346,7 @@ class MemoryTools:
         except Exception as exc:
             log_failure(logger, "tools.sandbox_write_failed", exc, user_id=ctx.user_id, file=name)
             return await self._store_in_db(edit, SandboxEdit(current, new))
-        result = unreachable or await ctx.sync_written(name)
+        result = unreachable if unreachable is not None else await ctx.sync_written(name)
         return sync_message(edit.done, result, rounds=ctx.rounds)
 
     async def _edit_in_db(self, edit: Edit) -> ToolAnswer:
