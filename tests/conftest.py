@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import fastapi.dependencies.models as fastapi_models
 import pytest
 from sqlalchemy import text
 
@@ -70,6 +71,19 @@ def _no_log_handler_left_behind() -> Iterator[None]:
     for handler in list(root.handlers):
         if getattr(handler, "_memstrata", False):
             root.removeHandler(handler)
+
+
+@pytest.fixture(autouse=True)
+def _no_app_kept_alive() -> Iterator[None]:
+    """FastAPI memoises how it calls each endpoint and dependency (three module-level
+    ``lru_cache``s of 4,096 entries, keyed by the callables): an app's closures stay there
+    after its test, and with it the whole app. Many tests build an app, so a full run kept
+    ~40 apps, 2.1M objects, and each full collection stopped the process for ~2 s — an
+    in-process server included, which failed a timing test. Empty them after each test."""
+    yield
+    for cached in vars(fastapi_models).values():
+        if callable(getattr(cached, "cache_clear", None)):
+            cached.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ Only loopback, only bounded loops: every loop ends by a deadline.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import socket
 import statistics
@@ -19,12 +20,31 @@ import uvicorn
 from fastapi import FastAPI
 
 from memstrata.api.auth import mint_token
+from memstrata.cli.serve import freeze_startup_heap
 from memstrata.config import Settings
 
 
 @contextmanager
 def serve(app: FastAPI) -> Iterator[str]:
-    """Run ``app`` with uvicorn on a free loopback port; yields the base URL."""
+    """Run ``app`` with uvicorn on a free loopback port; yields the base URL. What the
+    process holds is frozen first, as ``memstrata serve`` freezes its start-up heap: a full
+    collection walking what earlier tests left behind would stop this server too (it
+    shares the test's process) and be measured as its latency."""
+    global _serving
+    if _serving == 0:
+        freeze_startup_heap()
+    _serving += 1
+    try:
+        with _uvicorn(app) as url:
+            yield url
+    finally:
+        _serving -= 1
+        if _serving == 0:
+            gc.unfreeze()
+
+
+@contextmanager
+def _uvicorn(app: FastAPI) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.set_inheritable(True)
@@ -42,6 +62,9 @@ def serve(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+_serving = 0  # servers running (nested in one test): the heap thaws after the last
 
 
 def p95(values: list[float]) -> float:
