@@ -5,8 +5,16 @@ reads in one sitting. ``memstrata.config.Settings`` inherits them; import from t
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
+from memstrata.config_model_entries import entry_problems
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
@@ -179,3 +187,18 @@ class EmbeddingSettings(BaseModel):
     )
 
     _http_url = field_validator("embedding_base_url")(http_url)
+
+    @field_validator("embedding_models", mode="wrap")
+    @classmethod
+    def _clear_entry_errors(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
+        """Pydantic's check of each entry, its problems reworded (config_model_entries).
+        Raised as a ValidationError, they keep their locations inside the list."""
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            fields = EmbeddingModelSpec.model_fields
+            required = [name for name, field in fields.items() if field.is_required()]
+            problems = entry_problems(exc.errors(), list(fields), required)
+            if problems is None:
+                raise
+            raise ValidationError.from_exception_data("embedding_models", problems) from None

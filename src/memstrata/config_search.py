@@ -1,0 +1,155 @@
+"""The search part of ``Settings``: chunking, candidates, fusion, time decay, the search
+caches and the prompt budget, with the defaults other modules import. ``memstrata.config``
+re-exports them and ``Settings`` inherits ``SearchSettings``; import from there.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking
+from memstrata.retrieval.fusion import HALF_LIFE_DAYS, RRF_K, Fusion
+
+# Share of the model's context the memory part of the system prompt may take (spec: 15 %).
+PROMPT_BUDGET_RATIO = 0.15
+# Candidates per side: this × top_k (spec: 3) ...
+CANDIDATE_MULTIPLIER = 3
+# ... and never fewer than this, whatever top_k (docs/BENCHMARKS.md).
+MIN_CANDIDATES = 50
+# The same while time decay is on: a deeper pool lets decay promote recent rows that
+# matched poorly, so a shallower one ranks better there (docs/BENCHMARKS.md).
+MIN_CANDIDATES_DECAY = 30
+# Query embeddings held by the search's LRU (384-d: ~3.5 KiB each, text and key included;
+# bounded in bytes too, by a share of the search cache's budget: retrieval.cache).
+QUERY_CACHE_ENTRIES = 1024
+# Users whose search index one process holds at most. A backstop: the byte budget binds
+# first for any user with a vector row (the smallest such index is charged ~104 KiB at
+# 384-d, so 512 MiB holds ~4,900), and 8,192 binds before it only while the average held
+# user is charged under 64 KiB — users with no vector row, reloaded in milliseconds, at
+# ~2 KiB of RSS when empty (docs/SCALING.md).
+SEARCH_CACHE_USERS = 8192
+# A user's search index is snapshotted once this many of its conversation rows are not in
+# a stored snapshot (retrieval.snapshot; below it a cold load is already fast).
+INDEX_SNAPSHOT_MIN_ROWS = 1000
+
+
+class SearchSettings(BaseModel):
+    """How memory is cut, searched and cached, and its share of the prompt (the third
+    part of ``Settings``)."""
+
+    chunk_tokens: int = Field(
+        default=CHUNK_TOKENS, ge=16, description="Chunk size in tokens (spec: 512)."
+    )
+    memory_chunking: MemoryChunking = Field(
+        default="paragraphs",
+        description="How USER.md and MEMORY.md are cut into chunks: `paragraphs`, the "
+        "spec's (split on blank lines, small paragraphs merged up to chunk_tokens), or "
+        "`entries`, an opt-in departure from the spec: one chunk per entry (a top-level "
+        "list item or a paragraph, a heading kept with the entry after it). On a "
+        "long-lived user's MEMORY.md of 312 dated entries, recall@5 of its facts "
+        "(memory files only) is 0.92 with paragraphs and 1.00 with entries, and a write "
+        "of that file costs about the same CPU either way (p50 24 against 21 ms): an "
+        "entry inserted mid-file moves every later entry's row, written again with the "
+        "vector it has (docs/BENCHMARKS.md, 'A long-lived user's MEMORY.md'). A file "
+        "is cut anew at its next write, or at once by `memstrata reindex --user USER`.",
+    )
+    conversation_context_tokens: int = Field(
+        default=CONTEXT_TOKENS,
+        ge=0,
+        description="Tokens of the previous round prefixed to each indexed round as context "
+        "(0 = off); see retrieval/rounds.py.",
+    )
+    rrf_k: int = Field(default=RRF_K, ge=1, description="RRF constant (spec: 60).")
+    candidate_multiplier: int = Field(
+        default=CANDIDATE_MULTIPLIER,
+        ge=1,
+        description="Candidates per side = multiplier × top_k (spec: 3).",
+    )
+    min_candidates: int = Field(
+        default=MIN_CANDIDATES,
+        ge=1,
+        description="Candidates per side are max(multiplier × top_k, this) while time decay "
+        "is off (MEMSTRATA_DECAY=false), so the first results do not change with top_k "
+        "(chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    min_candidates_decay: int = Field(
+        default=MIN_CANDIDATES_DECAY,
+        ge=1,
+        description="min_candidates while time decay is on: a deeper pool lets decay lift "
+        "recent rows that matched poorly (chosen by measurement, docs/BENCHMARKS.md).",
+    )
+    query_cache_entries: int = Field(
+        default=QUERY_CACHE_ENTRIES,
+        ge=0,
+        description="Query embeddings kept in an LRU keyed by user + model + text (0 = off).",
+    )
+    decay: bool = Field(
+        default=True,
+        description="Time decay of conversation rows (the spec's; on by default). Off, "
+        "recency does not change scores (min_candidates applies instead of "
+        "min_candidates_decay): on LoCoMo's full dev set hybrid recall@10 is 0.700 off "
+        "against 0.310 with the spec's 30-day decay, whose questions ask about turns weeks "
+        "to months old; decay_floor 0.9 keeps 0.700 with recency still counting "
+        "(docs/BENCHMARKS.md).",
+    )
+    decay_half_life_days: float = Field(
+        default=HALF_LIFE_DAYS, gt=0, description="Time-decay half-life in days (spec: 30)."
+    )
+    decay_floor: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="score × (floor + (1 − floor) × 0.5^(age/half_life)); 0 is the spec.",
+    )
+    search_cache_users: int = Field(
+        default=SEARCH_CACHE_USERS,
+        ge=1,
+        description="Users whose search index is kept in memory (LRU), a backstop to "
+        "MEMSTRATA_SEARCH_CACHE_BYTES, which binds first for users with vectors; see "
+        "docs/SCALING.md.",
+    )
+    index_snapshot_min_rows: int = Field(
+        default=INDEX_SNAPSHOT_MIN_ROWS,
+        ge=0,
+        description="Store a user's conversation rows as one binary search-index snapshot "
+        "once this many are not in the stored one, so the next cold load reads one value "
+        "instead of every row (0 = off: neither read nor write snapshots, no warming). "
+        "docs/ARCHITECTURE.md.",
+    )
+    index_warm_after_import: bool = Field(
+        default=True,
+        description="After a batch import that leaves MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS or more "
+        "conversation rows outside the user's snapshot, load that user's index in the "
+        "background so the first search is a warm one (docs/ARCHITECTURE.md, 'Warming "
+        "after an import'; its cost to other users' searches in docs/BENCHMARKS.md).",
+    )
+    search_cache_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Byte budget of the per-process search caches: the per-user indexes, "
+        "charged at the resident memory (RSS) measured for them, least recently searched "
+        "users evicted above it; 1/64 of it bounds the query-embedding cache. See "
+        "docs/SCALING.md for the measured bytes per 1,000 rows.",
+    )
+    vector_backend: Literal["memory", "pgvector"] = Field(
+        default="memory",
+        description="Where vector candidates come from: the per-user in-memory index (exact "
+        "cosine over vectors loaded from pgvector) or a pgvector query per search.",
+    )
+    search_fusion: Fusion = Field(
+        default="rrf",
+        description="How the BM25 and vector candidates are combined: `rrf`, the spec's "
+        "reciprocal rank fusion (k = MEMSTRATA_RRF_K), or `convex`, an opt-in departure "
+        "from the spec: 0.5 × min-max(BM25) + 0.5 × min-max(cosine) over the same "
+        "candidates (RRF still when a side gives ranks only). Convex ranked better on "
+        "LoCoMo and MADial; its first results move with top_k above 10 (docs/BENCHMARKS.md, "
+        "'Score fusion (opt-in)').",
+    )
+    prompt_budget_ratio: float = Field(
+        default=PROMPT_BUDGET_RATIO,
+        gt=0,
+        le=1,
+        description="Share of token_limit for memory (spec: 15%).",
+    )

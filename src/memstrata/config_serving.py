@@ -1,0 +1,188 @@
+"""The serving part of ``Settings``: bearer tokens, the HTTP and MCP servers, and logging.
+``memstrata.config.Settings`` inherits it; import from there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ServingSettings(BaseModel):
+    """Who may call, and how memstrata is served and logs (the last part of ``Settings``)."""
+
+    jwt_secret: str | None = Field(default=None, description="HS256 secret for bearer tokens.")
+    jwt_public_key: str | None = Field(
+        default=None, description="PEM public key for RS256/ES256 tokens (instead of a secret)."
+    )
+    jwt_rotation_secrets: list[str] = Field(
+        default_factory=list,
+        description="More HS secrets accepted beside MEMSTRATA_JWT_SECRET while it is rotated "
+        "(JSON list): the next one before the token signer switches to it, then the previous "
+        "one until its last token has expired (docs/DEPLOY.md, 'Rotating the JWT key'). A "
+        "token whose `kid` names one is checked with it, others with each in turn; "
+        "`memstrata token` signs with MEMSTRATA_JWT_SECRET.",
+    )
+    jwt_rotation_public_keys: list[str] = Field(
+        default_factory=list,
+        description="More public keys (JSON list of PEM texts or paths) accepted beside "
+        "MEMSTRATA_JWT_PUBLIC_KEY while the identity provider rotates its key; each verifies "
+        "the algorithms of its kind (RS*/PS* an RSA key, ES* an EC key), tried in turn.",
+    )
+    jwt_algorithms: list[str] = Field(
+        default_factory=lambda: ["HS256"], description="Accepted JWT algorithms ('none' never)."
+    )
+    jwt_user_claim: str = Field(default="sub", description="Claim that carries the user id.")
+    jwt_audience: str | None = Field(default=None, description="Required `aud`, if set.")
+    jwt_issuer: str | None = Field(
+        default=None,
+        description="Required `iss`, if set: with an identity provider that signs tokens "
+        "for several services with one key, the issuer (and the audience) tell memstrata's "
+        "tokens from theirs.",
+    )
+    jwt_leeway_s: float = Field(
+        default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+    )
+    jwt_max_lifetime_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Refuse a token whose `exp` is further away than this many seconds "
+        "(plus the leeway), whatever its issuer chose: it bounds how long a leaked token "
+        "works. Unset: no bound, the issuer decides `exp`.",
+    )
+    otel_telemetry: bool = Field(
+        default=False,
+        description="FastAPI's built-in OpenTelemetry spans, metrics and logs for `memstrata "
+        "serve` (needs a configured OpenTelemetry provider). Off: looking for a provider on "
+        "every request cost 12 % of the event loop; /metrics is memstrata's own.",
+    )
+    api_docs: bool = Field(
+        default=True,
+        description="Serve <api_prefix>/docs and /redoc (assets from the installed package, no "
+        "CDN); <api_prefix>/openapi.json is served either way.",
+    )
+
+    skill_dirs: list[Path] = Field(
+        default_factory=list,
+        description="Extra skill directories (one folder per skill with a SKILL.md); the "
+        "builtin skills are always included.",
+    )
+    api_prefix: str = Field(default="", description="Prefix when mounted into a host app.")
+    web_ui: bool = Field(
+        default=True,
+        description="Serve the memory settings page at <api_prefix>/ (see docs/WEB.md); "
+        "false for hosts with their own frontend.",
+    )
+    host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
+    port: int = Field(
+        default=8700, ge=0, le=65535, description="`memstrata serve` port; 0 picks a free one."
+    )
+    shutdown_grace_s: int = Field(
+        default=15,
+        ge=0,
+        description="On SIGTERM, `memstrata serve` waits this long for requests in flight; "
+        "those still running then get a 503 (`shutting_down`, Retry-After), and their work "
+        "(a worker thread, a memory-file write under way) gets one passage embedding call's "
+        "timeout more (13 s with the default timeouts and batch size) before the runtime "
+        "closes; then the embedded PostgreSQL and the local embedding servers stop. Keep "
+        "Kubernetes' terminationGracePeriodSeconds at least the preStop hook + this + 13 + "
+        "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md).",
+    )
+    max_request_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
+    )
+    mcp_http_enabled: bool = Field(
+        default=True,
+        description="`memstrata serve` also answers MCP (streamable HTTP) at <api_prefix>/mcp, "
+        "behind the same bearer tokens as /api; see docs/MCP.md.",
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description="Host header values /mcp accepts (DNS-rebinding protection; 'name:*' "
+        "allows any port). Add the public host name when serving beyond loopback.",
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        description="Origin header values /mcp accepts from browsers (no Origin is always "
+        "accepted); others get 403.",
+    )
+    mcp_dns_rebinding_protection: bool = Field(
+        default=True,
+        description="Check Host and Origin on /mcp against the two lists above (off: any).",
+    )
+    mcp_max_sessions_per_user: int = Field(
+        default=32,
+        ge=1,
+        description="MCP sessions (/mcp) one user may hold open at once; the next initialize "
+        "gets 429 (`too_many_sessions`). A client holds one per connection and ends it with "
+        "DELETE, so 32 covers several clients at once (an IDE, a few terminals, parallel "
+        "agents) and what crashed ones leave until it idles out, while one user's runaway loop "
+        "holds at most 32 of the sessions the process allows (MEMSTRATA_MCP_MAX_SESSIONS).",
+    )
+    mcp_max_sessions: int = Field(
+        default=2000,
+        ge=1,
+        description="MCP sessions (/mcp) the process holds open at once, all users together "
+        "(each costs ~90 KB of memory no cache budget counts). A new session past it ends the "
+        "least recently used idle session of any user (its client gets 404 and initializes "
+        "again, as the MCP spec says) or, while every session has a request in flight, gets "
+        "503 (`too_many_sessions_on_server`) with Retry-After. The MCP SDK's own cap (10 000) "
+        "refused every user's new session once reached.",
+    )
+    mcp_session_idle_timeout_s: float = Field(
+        default=1800,
+        gt=0,
+        allow_inf_nan=False,
+        description="An MCP session with no request in flight (an open GET stream counts as "
+        "one) ends after this long and frees its slot; its id then answers 404 and the client "
+        "initializes again. 1800 is the MCP SDK's own default.",
+    )
+    mcp_stateless: bool = Field(
+        default=False,
+        description="Serve /mcp in the MCP SDK's stateless mode: `initialize` opens no "
+        "session (no Mcp-Session-Id) and every request stands alone, so any replica behind a "
+        "round-robin load balancer answers it. Off (the default), a session lives only in "
+        "the process that opened it: its requests must reach that process (affinity on the "
+        "Mcp-Session-Id header) or another replica answers 404 `Session not found`. Stateless "
+        "has no GET stream and no DELETE, and MEMSTRATA_MCP_MAX_SESSIONS_PER_USER and "
+        "MEMSTRATA_MCP_SESSION_IDLE_TIMEOUT_S do not apply (no sessions to count or expire). "
+        "Clients on the 2026-07-28 protocol open no session either way. See docs/MCP.md, "
+        "'Replicas behind a load balancer'.",
+    )
+    log_level: str = Field(default="INFO", description="Logging level.")
+    log_json: bool = Field(default=True, description="One JSON object per log line.")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        return level
+
+    @field_validator("api_prefix")
+    @classmethod
+    def _path_prefix(cls, value: str) -> str:
+        # Starlette mounts need "/x" (leading slash, none trailing); "" is the root.
+        stripped = value.strip().strip("/")
+        if any(c in stripped for c in "?#") or any(c.isspace() for c in stripped):
+            raise ValueError(f"must be a URL path such as /memory, got {value!r}")
+        return f"/{stripped}" if stripped else ""
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _no_none_alg(cls, value: list[str]) -> list[str]:
+        if any(a.lower() == "none" for a in value):
+            raise ValueError("jwt_algorithms must not contain 'none'")
+        return value
+
+    @field_validator("jwt_rotation_secrets", "jwt_rotation_public_keys")
+    @classmethod
+    def _no_blank_key(cls, value: list[str]) -> list[str]:
+        # An empty HMAC secret would let anyone sign tokens.
+        if any(not key.strip() for key in value):
+            raise ValueError("must not contain an empty entry")
+        return value
