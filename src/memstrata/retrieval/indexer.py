@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime
 
@@ -68,8 +69,11 @@ __all__ = ["SESSION_PREFIX", "Indexer", "Round", "format_round", "session_path"]
 logger = logging.getLogger(__name__)
 
 
-# Stagings of a batch of rounds whose neighbours changed meanwhile, before the last one
-# writes without checking (a burst of writers to one session should not starve anyone).
+# Stagings of a batch of rounds, each embedded outside the user's lock and refused when a
+# neighbour changed meanwhile. The last is never refused (a burst of writers to one session
+# must not starve anyone) nor written stale: if it lost the race too, its docs are built
+# again under the lock and written unembedded where no staging embedded their text
+# (``Indexer._apply_last``).
 MAX_NEIGHBOUR_ATTEMPTS = 3
 
 
@@ -145,31 +149,67 @@ class Indexer:
         if errors:
             raise RoundsInvalidError(errors, len(rounds))
         reuse: dict[str, list[float]] = {}
-        embedded: dict[str, int] = {}
+        earlier: list[IndexReport] = []
         for attempt in range(MAX_NEIGHBOUR_ATTEMPTS):
             docs, basis = self._round_docs(user_id, valid)
             staged = self._stage(user_id, docs, embed, reuse=reuse)
-            if attempt < MAX_NEIGHBOUR_ATTEMPTS - 1:
-                staged.basis = basis
-            for r in staged.reports:  # what earlier attempts embedded is reused, not lost
-                r.embedded += embedded.get(r.file_path, 0)
+            staged.basis = basis
+            staged.count_earlier(earlier)  # what earlier attempts embedded is reused, not lost
             try:
-                self._apply(staged)
+                if attempt < MAX_NEIGHBOUR_ATTEMPTS - 1:
+                    self._apply(staged)
+                else:
+                    staged = self._apply_last(user_id, valid, staged, reuse)
             except NeighbourChangedError as exc:
                 # Another writer rewrote a neighbour: its new text would be overwritten
                 # with the one read here, or this round's context would be stale.
                 log_event(logger, "index.neighbour_changed", user_id=user_id, paths=exc.paths)
                 reuse.update(staged.vectors())
-                embedded = {r.file_path: r.embedded for r in staged.reports}
+                earlier = staged.reports
                 continue
             break
         return staged.reports[: len(valid)]
 
+    def _apply_last(
+        self,
+        user_id: str,
+        valid: Sequence[OwnRound],
+        staged: StagedIndex,
+        reuse: dict[str, list[float]],
+    ) -> StagedIndex:
+        """Apply the last staging or, if a neighbour changed since it was read, docs built
+        again from the rows stored now, under the lock and in the same transaction: no
+        writer can come in between. No embedding call under the lock: a text no staging
+        embedded (nor any stored row holds) is stored without a vector, for the background
+        worker (``retrieval.healing``). Returns the staging written."""
+        if not staged.may_change:
+            staged.apply_unchanged()
+            return staged
+        with transaction(self._sessions) as session:
+            try:
+                staged.apply(session)  # takes the lock; refuses before writing anything
+                return staged
+            except NeighbourChangedError as exc:
+                log_event(
+                    logger, "index.neighbour_changed", user_id=user_id, paths=exc.paths, last=True
+                )
+            docs, _ = self._round_docs(user_id, valid, session)
+            known = {**reuse, **staged.vectors()}
+            rebuilt = self._stage(user_id, docs, False, reuse=known, session=session)
+            rebuilt.count_earlier(staged.reports)
+            rebuilt.apply(session)
+            return rebuilt
+
+    def _reading(self, session: Session | None) -> AbstractContextManager[Session]:
+        """``session`` (the last attempt's, under the lock) or a short one of its own."""
+        return nullcontext(session) if session is not None else self._sessions()
+
     def _round_docs(
-        self, user_id: str, valid: Sequence[OwnRound]
+        self, user_id: str, valid: Sequence[OwnRound], session: Session | None = None
     ) -> tuple[list[Doc], dict[str, frozenset[tuple[int, str]]]]:
         """The docs of ``valid`` (first, in order) and of the next rounds stored after them,
-        and the basis: the neighbours' stored rows they were built from."""
+        and the basis: the neighbours' stored rows they were built from (read in
+        ``session`` if given)."""
         own: dict[str, OwnRound] = {o.path: o for o in valid}
         # Neighbours in the database: the previous round of each (its text is the
         # context) and the next one (its context is this round, so it is re-indexed).
@@ -181,8 +221,8 @@ class Indexer:
         } - set(own)
         # Rounds sent without a timestamp: their stored version, if any (see below).
         undated = {o.path for o in own.values() if not o.dated}
-        with self._sessions() as session:
-            stored = EmbeddingRepository(session, user_id).chunks_for_paths(
+        with self._reading(session) as reading:
+            stored = EmbeddingRepository(reading, user_id).chunks_for_paths(
                 sorted(wanted | undated)
             )
         by_path: dict[str, list[StoredChunk]] = {}
@@ -299,6 +339,7 @@ class Indexer:
         embed: bool = True,
         *,
         reuse: dict[str, list[float]] | None = None,
+        session: Session | None = None,
     ) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
@@ -306,8 +347,8 @@ class Indexer:
         # moved to another position) gets that vector copied in the database when applied
         # (StagedIndex.apply). Reading them all as text was most of a write to a file of
         # many chunks (docs/BENCHMARKS.md, "A long-lived user's MEMORY.md").
-        with self._sessions() as session:
-            existing = EmbeddingRepository(session, user_id).chunks_for_paths(paths)
+        with self._reading(session) as reading:
+            existing = EmbeddingRepository(reading, user_id).chunks_for_paths(paths)
         model = self.embedder.name if self.embedder is not None else None
         stored = {c.content_hash for c in existing if has_vector(c, model)}
         by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}

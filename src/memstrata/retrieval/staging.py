@@ -133,6 +133,13 @@ class StagedIndex:
             repo.bump_generation()
         self._log()
 
+    def count_earlier(self, earlier: Sequence[IndexReport]) -> None:
+        """Count in the reports what earlier stagings of the same paths embedded: a
+        re-staging reuses their vectors (``vectors``) instead of embedding again."""
+        done = {r.file_path: r.embedded for r in earlier}
+        for r in self.reports:
+            r.embedded += done.get(r.file_path, 0)
+
     def vectors(self) -> dict[str, list[float]]:
         """The vectors staged here by content hash (reused by a re-staging)."""
         return {r.content_hash: list(r.embedding) for _, r in self.rows if r.embedding is not None}
