@@ -6,6 +6,7 @@ conflict, or written into the sandbox as sync names them."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, TextResourceContents
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.dir_names import safe_dir_name
@@ -125,6 +127,7 @@ async def test_the_listing_pages_like_the_service(
         last = await listing(client, "?limit=2&offset=4")
         users = await listing(client, "?file=user")
         beyond = await listing(client, "?offset=99")
+        last_offset = await listing(client, "?offset=2147483647&limit=50")  # REST's bound
         # The listing's uri (the name percent-encoded, "/" kept), the template's expansion
         # (everything encoded) and the name with its "/" as is all read the same copy.
         uri = first["conflicts"][0]["uri"]
@@ -137,6 +140,7 @@ async def test_the_listing_pages_like_the_service(
     assert ([c["name"] for c in last["conflicts"]], last["next_offset"]) == (newest[4:], None)
     assert [c["name"] for c in users["conflicts"]] == [in_session]
     assert (beyond["conflicts"], beyond["total"]) == ([], 6)
+    assert (last_offset["conflicts"], last_offset["offset"]) == ([], 2147483647)
     assert uri == f"{LISTING}/sessions/chat%252F7%2520%25C3%25A9/{rejected}"
     for item in copies:
         assert (item.uri, item.text) == (uri, "- caf\ufffd\n")
@@ -177,32 +181,54 @@ async def test_a_name_that_is_not_a_copys_is_refused_naming_it(
     assert error.data == {"status": 400, "code": "invalid_conflict_name"}
 
 
+# How to fix a bad query, after what is wrong with it.
+TAKES = (
+    "; memstrata://conflicts takes file (user, soul or memory), offset (from 0) and limit "
+    "(1 to 50), e.g. memstrata://conflicts?file=memory&offset=20&limit=20"
+)
+
+
 @pytest.mark.parametrize(
-    ("query", "message", "code"),
+    ("query", "problem"),
     [
-        ("?limit=0", "limit must be from 1 to 50, got 0", "bad_request"),
-        ("?limit=51", "limit must be from 1 to 50, got 51", "bad_request"),
-        ("?offset=-1", "offset must be 0 or more, got -1", "bad_request"),
-        ("?offset=x", "offset must be a whole number, e.g. ", "bad_request"),
-        ("?limit=1e3", "limit must be a whole number, e.g. ", "bad_request"),
-        ("?limit=1&limit=2", "limit is given more than once", "bad_request"),
-        (
-            "?user=bob",
-            "unknown parameter(s) user; memstrata://conflicts takes file, ",
-            "bad_request",
-        ),
-        ("?file=agents", "invalid file name: use one of user, soul, memory", "invalid_file_name"),
-        ("?file=diary", "invalid file name: use one of user, soul, memory", "invalid_file_name"),
+        ("?limit=0", "limit must be from 1 to 50, got 0"),
+        ("?limit=51", "limit must be from 1 to 50, got 51"),
+        ("?limit=99999999999", "limit must be from 1 to 50, got 99999999999"),
+        ("?limit=" + "9" * 30, "limit is out of range, got a number of 30 characters"),
+        ("?offset=-1", "offset must be 0 or more, got -1"),
+        ("?offset=2147483648", "offset must be from 0 to 2147483647, got 2147483648"),
+        ("?offset=" + "9" * 4000, "offset is out of range, got a number of 4000 characters"),
+        ("?offset=x", "offset must be a whole number, got 'x'"),
+        ("?offset=", "offset must be a whole number, got ''"),
+        ("?limit=1e3", "limit must be a whole number, got '1e3'"),
+        ("?limit=1&limit=2", "limit is given more than once"),
+        ("?user=bob", "unknown parameter(s) user"),
+        ("?file=agents", "invalid file name: use one of user, soul, memory (file='agents')"),
+        ("?file=diary", "invalid file name: use one of user, soul, memory (file='diary')"),
     ],
 )
-async def test_a_bad_page_is_refused_saying_what_to_send(
-    connect: ClientFactory, query: str, message: str, code: str
+async def test_a_bad_page_is_refused_as_bad_params_saying_what_to_send(
+    connect: ClientFactory, caplog: pytest.LogCaptureFixture, query: str, problem: str
 ) -> None:
+    """A malformed listing URI is answered as the server answers an unknown resource or a
+    bad prompt argument: -32602 with how to fix it, and no REST status (REST answers the
+    page's range with FastAPI's 422, a bad file with 400)."""
+    caplog.set_level(logging.INFO, logger="memstrata")
     async with connect("alice") as client:
         error = await refused(client, f"{LISTING}{query}")
+        assert (await listing(client, "?offset=0&limit=50"))["total"] == 0  # the session goes on
     assert error.code == INVALID_PARAMS
-    assert error.message.startswith(message), error.message
-    assert error.data == {"status": 400, "code": code}
+    assert error.message == problem + TAKES
+    assert error.data is None
+    logged = [event_fields(r) for r in caplog.records if r.levelno == logging.WARNING]
+    assert [e for e in logged if e.get("event", "").startswith("mcp.")] == [
+        {
+            "event": "mcp.resource",
+            "method": "resources/read",
+            "user_id": "alice",
+            "error": problem + TAKES,
+        }
+    ]
 
 
 async def test_an_absent_copy_and_another_users_copies_are_not_found(

@@ -71,7 +71,7 @@ def check_body(value: object, section: str, file: str) -> str:
             f"leave it out, use '###' for a subheading, and make one call per section of {file}"
         )
     # Numbered in the content as sent: the dropped heading line opens and closes no fence.
-    check_fences(_numbered(text), file)
+    check_fences(numbered_lines(text), file)
     return body
 
 
@@ -102,7 +102,7 @@ def check_whole_file(value: object, whole_file: bool) -> str:
     (``whole_file``) leaves no fence open (:func:`check_fences`)."""
     text = check_text(value, WHOLE_FILE)
     if whole_file:
-        check_fences(_numbered(text), "MEMORY.md")
+        check_fences(numbered_lines(text), "MEMORY.md")
     return text
 
 
@@ -123,7 +123,7 @@ def check_fences(lines: Sequence[tuple[int, str]], file: str) -> None:
         )
 
 
-def _numbered(text: str) -> list[tuple[int, str]]:
+def numbered_lines(text: str) -> list[tuple[int, str]]:
     """``text``'s lines as the file will hold them (split at LF), numbered from 1."""
     return list(enumerate(text.split("\n"), 1))
 

@@ -14,21 +14,46 @@ Resources, because the memory files are resources already and reading is all an 
 do here: dismissing a copy deletes the one record of an edit the user never saw stored, so
 it is the user's choice (REST ``DELETE``, the settings page, ``memstrata conflicts
 dismiss``), never the agent's. Nor does a rare event cost every agent a tool schema in its
-context. The service's refusals are REST's answers (:func:`as_api_errors`), which the
-server's ``FailureAnswers`` sends as JSON-RPC errors with the REST status and code.
+context.
+
+Two kinds of refusal, answered as the server answers their kind elsewhere:
+
+* the service's refusals of a copy (a name that is not a copy's, a copy that is not there,
+  a failed sandbox; :mod:`memstrata.memory.conflict_refusals`) are failures of the read,
+  answered as every failure is (the server's ``FailureAnswers``): a JSON-RPC error whose
+  ``data`` is the status and code REST answers the same refusal with, logged as
+  ``mcp.request``;
+* a bad query of the listing (a parameter it does not take or given twice, a ``file`` that
+  is not a user file, an ``offset`` or ``limit`` that is not a whole number or out of
+  range) is a malformed request, answered as the server answers an unknown resource or a
+  bad prompt argument: ``-32602`` with what to send instead, and no REST status, which
+  would be a guess (REST refuses the page's range with FastAPI's 422 and the file with
+  400). It is logged as ``mcp.resource``, as a resource read of the wrong shape is.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import parse_qs, quote, unquote
 
-from mcp_types import ReadResourceResult, Resource, ResourceTemplate, TextResourceContents
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    TextResourceContents,
+)
 
 from memstrata.api.conflict_schemas import ConflictContent, ConflictList
-from memstrata.api.routers.conflicts import as_api_errors
+from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE, ApiError
+from memstrata.db.models import MAX_INT
+from memstrata.errors import InvalidFileTypeError
+from memstrata.logs import log_event
 from memstrata.mcp.base import Caller
 from memstrata.mcp.tool_args import json_text
+from memstrata.memory.conflict_refusals import Refusal, refusals_as
 from memstrata.memory.conflicts import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -38,6 +63,8 @@ from memstrata.memory.conflicts import (
 )
 from memstrata.memory.kinds import FileKind, api_kind
 
+logger = logging.getLogger(__name__)
+
 LISTING_URI = "memstrata://conflicts"
 COPY_PREFIX = LISTING_URI + "/"
 LISTING_TEMPLATE = LISTING_URI + "{?file,offset,limit}"
@@ -45,8 +72,16 @@ COPY_TEMPLATE = COPY_PREFIX + "{name}"
 # What the service's refusals name as the list of copies.
 LISTING = f"the resource {LISTING_URI}"
 _PARAMETERS = ("file", "offset", "limit")
-_EXAMPLE = f"{LISTING_URI}?file=memory&offset={DEFAULT_PAGE}"
-_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_EXAMPLE = f"{LISTING_URI}?file=memory&offset={DEFAULT_PAGE}&limit={DEFAULT_PAGE}"
+# How to fix a bad query, after what is wrong with it.
+_TAKES = (
+    f"{LISTING_URI} takes file (user, soul or memory), offset (from 0) and limit "
+    f"(1 to {MAX_PAGE}), e.g. {_EXAMPLE}"
+)
+_INTEGER = re.compile(r"-?[0-9]+")
+# More characters than any number in range has (MAX_INT's, with a sign): such a number is
+# refused without int(), whose time grows with the square of the length.
+_MAX_CHARS = len(str(-MAX_INT))
 
 
 def is_conflicts_uri(uri: str) -> bool:
@@ -92,7 +127,18 @@ async def read_conflicts(caller: Caller, uri: str) -> ReadResourceResult:
 
 
 async def _read_listing(caller: Caller, uri: str) -> TextResourceContents:
-    kind, offset, limit = page_parameters(uri.partition("?")[2])
+    try:
+        kind, offset, limit = page_parameters(uri.partition("?")[2])
+    except MCPError as exc:
+        log_event(
+            logger,
+            "mcp.resource",
+            logging.WARNING,
+            method="resources/read",
+            user_id=caller.user_id,
+            error=exc.error.message,
+        )
+        raise
     page = await list_copies(
         caller.mem.sandboxes, caller.user_id, kind=kind, offset=offset, limit=limit
     )
@@ -103,7 +149,7 @@ async def _read_listing(caller: Caller, uri: str) -> TextResourceContents:
 
 async def _read_copy(caller: Caller, name: str) -> TextResourceContents:
     mem = caller.mem
-    with as_api_errors(mem.settings.sandbox_timeout_s):
+    with refusals_as(_failure):
         text = await read_copy(mem.sandboxes, caller.user_id, name, listing=LISTING)
     fields = ConflictContent.of(text).model_dump(mode="json", exclude={"content"})
     return TextResourceContents(
@@ -115,33 +161,54 @@ async def _read_copy(caller: Caller, name: str) -> TextResourceContents:
     )
 
 
+def _failure(refusal: Refusal, message: str) -> ApiError:
+    """A refusal of the service as the server's ``FailureAnswers`` answers a failure (module
+    doc): ``-32602``, or ``-32603`` for the failed sandbox, with its status and code."""
+    return ApiError(refusal.status, message, code=refusal.code)
+
+
 def page_parameters(query: str) -> tuple[FileKind | None, int, int]:
-    """``file``, ``offset`` and ``limit`` of the listing's query; a bad one is the
-    ``ValueError`` (a 400) the REST API's mapping answers, in the service's words where
-    the service has the rule (the file names, the page bounds)."""
+    """``file``, ``offset`` and ``limit`` of the listing's query; a bad one is ``-32602``
+    saying what is wrong (in the service's words where the service has the rule: the page
+    bounds) and what the listing takes."""
     given = parse_qs(query, keep_blank_values=True)
     unknown = sorted(set(given) - set(_PARAMETERS))
     if unknown:
-        raise ValueError(
-            f"unknown parameter(s) {', '.join(unknown)}; {LISTING_URI} takes "
-            f"{', '.join(_PARAMETERS)}, e.g. {_EXAMPLE}"
-        )
+        raise _bad_query(f"unknown parameter(s) {', '.join(unknown)}")
     twice = [name for name, values in given.items() if len(values) > 1]
     if twice:
-        raise ValueError(f"{twice[0]} is given more than once; give it once, e.g. {_EXAMPLE}")
+        raise _bad_query(f"{twice[0]} is given more than once")
     value = {name: values[0] for name, values in given.items()}
-    kind = api_kind(value["file"]) if "file" in value else None
+    kind = _file_kind(value["file"]) if "file" in value else None
     offset = _whole("offset", value.get("offset"), 0)
     limit = _whole("limit", value.get("limit"), DEFAULT_PAGE)
-    check_page(offset, limit)
+    if offset > MAX_INT:  # REST's bound, so that both take the same pages
+        raise _bad_query(f"offset must be from 0 to {MAX_INT}, got {offset}")
+    try:
+        check_page(offset, limit)
+    except ValueError as exc:
+        raise _bad_query(str(exc)) from exc
     return kind, offset, limit
 
 
+def _file_kind(raw: str) -> FileKind:
+    try:
+        return api_kind(raw)
+    except InvalidFileTypeError as exc:
+        raise _bad_query(f"{INVALID_FILE_NAME_MESSAGE} (file={raw[:40]!r})") from exc
+
+
 def _whole(name: str, raw: str | None, default: int) -> int:
-    """The number ``raw`` spells (its range is the service's check); 18 digits at most, so
-    that no string is too long for ``int``."""
+    """The number ``raw`` spells (its range is checked after); one longer than any number
+    in range is refused here (``_MAX_CHARS``)."""
     if raw is None:
         return default
     if _INTEGER.fullmatch(raw) is None:
-        raise ValueError(f"{name} must be a whole number, e.g. {_EXAMPLE}; got {raw[:40]!r}")
+        raise _bad_query(f"{name} must be a whole number, got {raw[:40]!r}")
+    if len(raw) > _MAX_CHARS:
+        raise _bad_query(f"{name} is out of range, got a number of {len(raw)} characters")
     return int(raw)
+
+
+def _bad_query(problem: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, f"{problem}; {_TAKES}")

@@ -1,5 +1,12 @@
 """``memory_read`` and ``memory_write``: the memory files as REST's
-``/api/config/agent-files/{name}`` reads and writes them (:mod:`memstrata.mcp.files`)."""
+``/api/config/agent-files/{name}`` reads and writes them (:mod:`memstrata.mcp.files`).
+
+``memory_write`` stores through a person's write path, but a model writes the text (the
+server's instructions tell it to), so it refuses text that would leave a code fence open,
+as the agent tools' whole-file write does (:func:`~memstrata.agent.arguments.check_fences`):
+everything after such a fence, later sections too, would read as code to the agent tools
+and the prompt's cut. A person's edit (REST, the settings page) is stored as written.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from memstrata.errors import InvalidFileTypeError
+from memstrata.agent.arguments import check_fences, numbered_lines
+from memstrata.errors import InvalidFileTypeError, ToolInputError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
@@ -70,7 +78,8 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     args = parse_arguments(_WriteArgs, arguments)
     try:
         kind = api_kind(args.name)
-    except InvalidFileTypeError as exc:
+        check_fences(numbered_lines(args.content), kind.filename)
+    except (InvalidFileTypeError, ToolInputError) as exc:
         raise ToolError(str(exc)) from exc
     file = await write_file(caller, kind, args.content, args.expected_version)
     data = {"name": kind.api_name, "file_type": kind.file_type, "version": file.version}
@@ -90,7 +99,8 @@ FILE_TOOLS = (
     McpTool(
         "memory_write",
         "Replace a whole memory file (soul, user or memory), guarded by the version you "
-        "read: a stale expected_version is refused with the current version.",
+        "read: a stale expected_version is refused with the current version, and so is "
+        "content that leaves a code fence open.",
         args_schema(_WriteArgs),
         hints(read_only=False, destructive=True, idempotent=True),
         memory_write,

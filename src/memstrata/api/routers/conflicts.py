@@ -1,16 +1,16 @@
 """The agents' kept-aside copies over HTTP: list, read, dismiss (``/api/memory/conflicts``).
 
 Each route is a thin transport over one coroutine of :mod:`memstrata.memory.conflicts`,
-which holds every rule (names, paging, what a failing sandbox answers); this module maps
-its errors to the API's one error shape. The user is the token's: the service opens that
+which holds every rule (names, paging, what a failing sandbox answers); this module answers
+its refusals (:mod:`memstrata.memory.conflict_refusals`: which there are, their status and
+code) in the API's one error shape. The user is the token's: the service opens that
 user's sandbox only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -30,12 +30,17 @@ from memstrata.api.routing import (
 )
 from memstrata.api.schemas import ErrorBody, error_responses
 from memstrata.db.models import MAX_INT
+from memstrata.memory.conflict_refusals import (
+    INVALID_NAME,
+    NOT_FOUND,
+    REFUSALS,
+    SANDBOX_UNAVAILABLE,
+    Refusal,
+    refusals_as,
+)
 from memstrata.memory.conflicts import (
     DEFAULT_PAGE,
     MAX_PAGE,
-    CopiesUnavailableError,
-    InvalidCopyNameError,
-    UnknownCopyError,
     dismiss_copy,
     list_copies,
     parse_name,
@@ -53,23 +58,22 @@ _UNKNOWN = (
     "GET /api/memory/conflicts lists the copies there are"
 )
 _DOWN = "the copy could not be read from the sandbox (SandboxError); try again later"
+# What each refusal's answer says, for /openapi.json: the service's words for REST.
+_EXAMPLES = {INVALID_NAME: _BAD_NAME, NOT_FOUND: _UNKNOWN, SANDBOX_UNAVAILABLE: _DOWN}
 
 
-def _example(status: int, code: str, detail: str, description: str) -> dict[str, Any]:
+def _example(refusal: Refusal) -> dict[str, Any]:
+    body = error_body(refusal.status, _EXAMPLES[refusal], code=refusal.code)
     return {
         "model": ErrorBody,
-        "description": description,
-        "content": {"application/json": {"example": error_body(status, detail, code=code)}},
+        "description": refusal.description,
+        "content": {"application/json": {"example": body}},
     }
 
 
-_ONE_COPY = {
+_ONE_COPY: dict[int | str, dict[str, object]] = {
     **error_responses(),
-    400: _example(400, "invalid_conflict_name", _BAD_NAME, "Not a copy's name."),
-    404: _example(404, "conflict_not_found", _UNKNOWN, "No copy of that name (the user's)."),
-    503: _example(
-        503, "sandbox_unavailable", _DOWN, "The sandbox failed or did not answer in time."
-    ),
+    **{refusal.status: _example(refusal) for refusal in REFUSALS},
 }
 
 
@@ -84,19 +88,16 @@ async def path_copy_name(
     return name
 
 
-@contextmanager
-def as_api_errors(retry_after_s: float) -> Iterator[None]:
-    """The service's errors in the API's shape: 400, 404, or 503 with ``Retry-After``.
-    MCP answers its resources' failures with these too (:mod:`memstrata.mcp.conflicts`)."""
-    try:
-        yield
-    except InvalidCopyNameError as exc:
-        raise ApiError(400, str(exc), code="invalid_conflict_name") from exc
-    except UnknownCopyError as exc:
-        raise ApiError(404, str(exc), code="conflict_not_found") from exc
-    except CopiesUnavailableError as exc:
-        headers = {"Retry-After": str(max(1, math.ceil(retry_after_s)))}
-        raise ApiError(503, str(exc), code="sandbox_unavailable", headers=headers) from exc
+def as_api_errors(retry_after_s: float) -> AbstractContextManager[None]:
+    """The service's refusals in the API's shape: 400, 404, or 503 with ``Retry-After``
+    (``retry_after_s``, at least 1 s: a sandbox call's deadline)."""
+    retry_after = {"Retry-After": str(max(1, math.ceil(retry_after_s)))}
+
+    def api_error(refusal: Refusal, message: str) -> ApiError:
+        headers = retry_after if refusal.retry_later else None
+        return ApiError(refusal.status, message, code=refusal.code, headers=headers)
+
+    return refusals_as(api_error)
 
 
 def _file_kind(
