@@ -15,15 +15,18 @@ from memstrata.agent.markdown_doc import (
     Kind,
     fence_after,
     heading,
+    indent,
     item_text,
+    item_width,
     open_fence,
     parse,
     unclosed_fence,
 )
 
 # Lines that exercise every rule: headings of levels 1-3 (indented, empty, closing #s, a
-# level-7 non-heading), items with continuation lines at each indentation, fences of both
-# kinds and lengths with headings and bullets inside, blank lines, U+2028 and a lone CR.
+# level-7 non-heading), items of every width with continuation lines at each indentation,
+# a thematic break, fences of both kinds and lengths with headings and bullets inside,
+# blank lines, U+2028 and a lone CR.
 _LINE = st.sampled_from(
     [
         "# MEMORY",
@@ -37,6 +40,9 @@ _LINE = st.sampled_from(
         "* b",
         " - c",
         "1. d",
+        "10) e",  # wider markers: their lines are those as far in as their text
+        "-   f",
+        "- - -",  # a thematic break, no item
         "- Name: Ann",
         "  more",
         "\tmore",
@@ -105,7 +111,10 @@ def test_heading(line: str, expected: tuple[int, str] | None) -> None:
         ("12. d", "d"),
         ("3) e", "e"),
         ("-", ""),
-        ("  - nested", None),
+        ("   - three spaces in", "three spaces in"),  # an item after a heading or text
+        ("    - code", None),  # four spaces: indented code
+        ("- - -", None),  # a thematic break
+        ("* * *", None),
         ("-x", None),
         ("2026-03-01: not an item", None),
     ],
@@ -145,7 +154,7 @@ def test_blocks_of_a_memory_file() -> None:
             "## fenced",
             "```",
             " - a sibling item",  # 13
-            "  ## a heading inside the item",
+            "   ## a heading inside the item (three columns in, where its text starts)",
             " ## Decisions",  # 15
         ]
     )
@@ -249,13 +258,15 @@ def test_an_unclosed_fence_holds_every_line_from_its_opening_to_the_end(text: st
 @settings(max_examples=500, deadline=None)
 @given(documents())
 def test_a_fence_in_an_entry_ends_with_the_entry(text: str) -> None:
-    """An entry's code is indented under it: a line at the margin ends the entry and its
-    fence, and the end of the file leaves no fence of an entry open."""
+    """An entry's code is indented under it, as far as its text starts: a line less
+    indented ends the entry and its fence (blank lines between are the entry's), and the
+    end of the file leaves no fence of an entry open."""
     doc = parse(text)
     for block in doc.blocks:
         if block.kind is Kind.ITEM:
+            width = item_width(doc.bare(block.start))
             inside = [i for i in range(block.start, block.end) if i in doc.code]
-            assert all(doc.bare(i).startswith(("  ", "\t", " \t")) for i in inside)
+            assert all(indent(doc.bare(i)) >= width for i in inside if doc.bare(i).strip())
     if doc.entry_fence is not None:
         assert doc.open_fence is None and doc.blocks[-1].kind is Kind.ITEM
         assert doc.entry_fence[0] in doc.code

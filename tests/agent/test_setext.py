@@ -26,7 +26,8 @@ from tests.agent.tool_support import FULL_MEMORY, given
 pytestmark = pytest.mark.anyio
 
 # Lines CommonMark takes for a setext underline under a paragraph: "=" or "-" runs, up to
-# three spaces in, trailing blanks allowed ("-" alone is an item to the tools: left out).
+# three spaces in, trailing blanks allowed ("-" alone, text under a paragraph and an item
+# elsewhere, is left out).
 UNDERLINES = ["===", "=", "---", "  ---", "----- \t", "   ======"]
 
 
@@ -74,13 +75,15 @@ _UNDERLINE = st.sampled_from(UNDERLINES)
 @for_all(documents(), st.lists(st.tuples(st.integers(0, 30), _UNDERLINE), max_size=5))
 def test_an_underline_reads_as_any_line_of_text(text: str, inserted: list[tuple[int, str]]) -> None:
     """Underlines anywhere in a document change nothing a line of text as far in would
-    not: the same blocks (so headings and sections), code and open fence."""
+    not: the same blocks (so headings and sections), code and open fence. A "-" one is a
+    thematic break where it is no underline (after an entry, it ends the entry), so it
+    reads as the break of "*" would: as text under a paragraph outside the entries."""
     lines = text.split("\n")
     plain = list(lines)
     for at, underline in inserted:
         lines.insert(min(at, len(lines)), underline)
-        # The same line with letters for its "=" or "-": text, as far in.
-        plain.insert(min(at, len(plain)), underline.replace("=", "x").replace("-", "x"))
+        # The same line with letters for its "=" (text, as far in), "*" for its "-".
+        plain.insert(min(at, len(plain)), underline.replace("=", "x").replace("-", "*"))
     doc, other = markdown_doc.parse("\n".join(lines)), markdown_doc.parse("\n".join(plain))
     assert doc.blocks == other.blocks
     assert doc.code == other.code and doc.open_fence == other.open_fence

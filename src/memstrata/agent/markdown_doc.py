@@ -14,29 +14,40 @@ Markdown is read as CommonMark reads it, as far as these rules need:
   line of the same character at least as long with nothing after it; a backtick fence's
   info string holds no backtick. Inside a fence nothing is a heading or an entry. A fence
   opened in an entry (on a line indented under it) ends with the entry if not before: its
-  lines are code while they are the entry's — blank, or two columns in or more — and the
-  first line that is not (at most one space in: a heading, an item, a fence, text) ends
+  lines are code while they are the entry's — blank, or indented by its width or more —
+  and the first line that is not (a heading, an item, a fence, text, less indented) ends
   both, and is read as written; it does not go on with the entry, since code is no
   paragraph. Any other fence left open runs to the end of the file.
 * a *heading* is one to six ``#`` after at most three spaces, then a space, a tab or the
   line's end (setext headings are not read); its title is the text after the ``#`` run,
   without surrounding blanks and the ``#`` characters that end the line.
-* an *item* — an entry — is a top-level list item: ``-``, ``*``, ``+``, ``1.`` or ``1)``
-  after at most one space, then a space, a tab or the line's end. Its lines are the item
-  line, every later line indented by two columns or more (a nested list, a heading or a
-  fence inside the item; after blank lines too), and the lines of its paragraph: any line
-  that is not blank and starts no item, heading or fence, after a line of text of the
-  item (not after a blank line, nor after its code or a heading inside it).
-* any other line that is not blank starts *text*: a paragraph or a fenced block, with the
-  lines after it up to a blank line, an item or a heading, and indented lines after a blank
-  line.
+* an *item* — an entry — is a top-level list item: ``-``, ``*``, ``+``, or one to nine
+  digits and ``.`` or ``)``, after at most three spaces, then a space, a tab or the line's
+  end; not a thematic break (``---``, ``* * *``, ``___``: three or more of one of ``-*_``,
+  blanks between, after at most three spaces), which CommonMark reads first. After a
+  paragraph outside any item, an empty item and an ordered one not numbered 1 start none:
+  CommonMark reads them as paragraph text (``-`` alone as a setext underline, text here).
+  An item's *width* is the column its text starts at: the marker's end plus the blanks
+  after it (one to four columns; five or more, and none, count as one, the rest of such a
+  line being code). Its lines are the item line, every later line indented by its width or
+  more (a nested list, a heading or a fence inside the item; after blank lines too, except
+  under an empty item line, which a blank line ends), and the lines of its paragraph: any
+  line that is not blank and starts no item, heading, fence or thematic break, after a
+  line of text of the item (not after a blank line, nor after its code or a heading
+  inside it).
+* any other line that is not blank starts *text*: a paragraph, a thematic break or a
+  fenced block, with the lines after it up to a blank line, an item or a heading, and
+  indented lines after a blank line. A thematic break is no paragraph: no entry goes on
+  with it.
 
 A file the tools wrote reads the same under any reasonable rules; these decide the odd,
 hand-edited file, and they follow CommonMark there (an indented ``## x`` is a heading, one
-after a ``~~~`` inside a backtick fence is code, a fence in a list item ends with the item)
-except that an item's lines are those two columns in, where CommonMark counts from the
-item's text: under ``1. a`` or ``-   a`` a line two columns in is the item's to these
-rules, and ends the list to CommonMark.
+after a ``~~~`` inside a backtick fence is code, a fence in a list item ends with the item,
+a line two columns in under ``1. a`` or ``-   a`` ends the item, ``- - -`` is no item).
+Inside an item, the lines indented by its width are read as CommonMark reads them, that
+width taken off: a fence or heading four columns in under ``10) a`` is one. Lists nested
+in an entry are lines of the entry, not read as lists: a fence in a nested item ends with
+the entry, where CommonMark ends it with the nested item.
 """
 
 from __future__ import annotations
@@ -50,13 +61,18 @@ from typing import NamedTuple
 _BOM = "\ufeff"
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
-_ITEM = re.compile(r" ?(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
+# An item line: its indent, marker (an ordered one's number in group 3), the blanks after it.
+_ITEM = re.compile(r"( {0,3})([-*+]|([0-9]{1,9})[.)])([ \t]+|$)")
+# A thematic break, which CommonMark reads before an item: "- - -" is none.
+_BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
+# A setext underline: under a paragraph's line it ends the paragraph (a heading to
+# CommonMark, text to the tools), so no lazy line goes on with it.
+_UNDERLINE = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
+_TAB = 4  # CommonMark's tab stop, for indentation in columns
 # The title within the rest of a heading line: blanks, then the shortest text before a
 # closing run of "#" — CommonMark's, which only a blank may precede ("## Notes ##" is
 # "Notes", "### ###" is empty, but "## C#" is "C#").
 _TITLE = re.compile(r"[ \t]*(.*?)[ \t]*(?:(?<=[ \t])#+[ \t]*)?")
-# Two columns in: under a "- " item, not beside it (``dated_bullet`` indents by two).
-_NESTED = ("  ", "\t", " \t")
 
 
 class Kind(Enum):
@@ -145,7 +161,54 @@ def title(rest: str) -> str:
 def item_text(line: str) -> str | None:
     """An item line after its marker (``- ``, ``1. ``…), or None if it starts no item."""
     match = _ITEM.match(line)
-    return None if match is None else line[match.end() :]
+    return None if match is None or _BREAK.fullmatch(line) else line[match.end() :]
+
+
+def item_width(line: str) -> int:
+    """The column an item line's text starts at (module doc): the lines indented so far or
+    more are the item's. ``line`` starts an item."""
+    return _item(line)[0]
+
+
+def _item(line: str) -> tuple[int, bool]:
+    """(width, whether its text starts a paragraph: there is some, and it is no code) of
+    an item line."""
+    match = _ITEM.match(line)
+    assert match is not None  # the caller read an item here
+    marker_end = len(match.group(1)) + len(match.group(2))
+    blanks = _advance(marker_end, match.group(4)) - marker_end
+    if not line[match.end() :].strip():
+        return marker_end + 1, False
+    return (marker_end + 1, False) if blanks > _TAB else (marker_end + blanks, True)
+
+
+def indent(line: str) -> int:
+    """The column of the first character of ``line`` that is not blank."""
+    return _advance(0, line[: len(line) - len(line.lstrip(" \t"))])
+
+
+def _advance(column: int, blanks: str) -> int:
+    # The column after ``blanks`` written from ``column`` on: a tab goes to the next stop.
+    for char in blanks:
+        column += _TAB - column % _TAB if char == "\t" else 1
+    return column
+
+
+def within(line: str, width: int) -> str | None:
+    """``line`` as the item of that ``width`` reads it, those columns taken off (a tab they
+    split leaves its other columns as spaces); None unless it is indented so far."""
+    if line.startswith(" " * width):  # the common case, at no cost of counting columns
+        return line[width:]
+    if "\t" not in line[:width]:
+        return None
+    column = 0
+    for position, char in enumerate(line):
+        if column >= width:
+            return " " * (column - width) + line[position:]
+        if char not in " \t":
+            return None
+        column = _advance(column, char)
+    return None
 
 
 def fence_after(fence: str | None, line: str) -> str | None:
@@ -211,18 +274,25 @@ def parse(text: str) -> Doc:
     held: list[int] = []  # blank lines in an entry's fence: code if the entry goes on
     after_blank = False
     lazy = False  # the line before is paragraph text, which a lazy line may go on with
+    width = 0  # the width of the item the last block is; 0: none, or one that takes no lines
+    hollow = False  # the last line is an item line without text: a blank line ends the item
+    pad = ""  # ``width`` spaces
     for index, raw in enumerate(lines):
         line = bare(raw, index)
         if fence is not None:
             if in_entry and not line.strip():
                 held.append(index)
                 continue
-            if not in_entry or line.startswith(_NESTED):
-                code.update(held)
-                held.clear()
+            inner: str | None = line
+            if in_entry:  # ``within``, its common case inline: most lines of a fenced file
+                inner = line[width:] if line.startswith(pad) else within(line, width)
+            if inner is not None:
+                if held:
+                    code.update(held)
+                    held.clear()
                 code.add(index)
                 ends[-1] = index + 1
-                fence = fence_after(fence, line)
+                fence = fence_after(fence, inner)
                 lazy = False
                 continue
             fence = None  # the entry ends here, and its fence with it (module doc)
@@ -230,21 +300,38 @@ def parse(text: str) -> Doc:
         if not line.strip():
             after_blank = True
             lazy = False
+            width = 0 if hollow else width
+            hollow = False
             continue
-        kind = _starts(line)
-        fence = fence_after(None, line)
-        if kinds and _continues(line, kind, fence, kinds[-1], after_blank, lazy):
+        inner = within(line, width) if width else None
+        # Whether the line comes right under a paragraph's line in the same block (an
+        # item's lazy line is none: it is read outside the item).
+        under = lazy and (inner is not None or kinds[-1] is Kind.TEXT)
+        if inner is not None:  # the item's own line, read within it
+            line = inner
+            kind = _starts(line, under)
+            fence = fence_after(None, line)
             ends[-1] = index + 1
+            hollow = False
         else:
-            kinds.append(kind)
-            starts.append(index)
-            ends.append(index + 1)
+            kind = _starts(line, under)
+            fence = fence_after(None, line)
+            hollow = False
+            if kinds and _continues(line, kind, fence, kinds[-1], after_blank, lazy):
+                ends[-1] = index + 1
+            else:
+                kinds.append(kind)
+                starts.append(index)
+                ends.append(index + 1)
+                width = item_width(line) if kind is Kind.ITEM else 0
+                pad = " " * width
+                hollow = kind is Kind.ITEM and not item_text(line)
+        lazy = fence is None and _paragraph(line, kind, under, after_blank or not lazy)
         after_blank = False
-        lazy = kind is not Kind.HEADING and fence is None
         if fence is not None:
             code.add(index)
             opened = index
-            # Only a line indented under an item takes a fence into it (``_continues``).
+            # Only a line indented under an item takes a fence into it.
             in_entry = kinds[-1] is Kind.ITEM
     blocks = tuple(_block(lines, *span) for span in zip(kinds, starts, ends, strict=True))
     if fence is not None and in_entry:
@@ -252,29 +339,49 @@ def parse(text: str) -> Doc:
     return Doc(tuple(lines), blocks, frozenset(code), fence, opened if fence else 0)
 
 
-def _starts(line: str) -> Kind:
-    if _ITEM.match(line):
-        return Kind.ITEM
+def _starts(line: str, under: bool) -> Kind:
+    """The kind of block ``line`` starts; ``under``: it comes right under a line of a
+    paragraph it may go on with, which an empty item or an ordered one not numbered 1
+    does not interrupt (CommonMark)."""
+    match = _ITEM.match(line)
+    if match is not None and not _BREAK.fullmatch(line):
+        number = match.group(3)
+        empty = not line[match.end() :].strip()
+        if not under or not (empty or (number is not None and int(number) != 1)):
+            return Kind.ITEM
     return Kind.HEADING if _HEADING.match(line) else Kind.TEXT
+
+
+def _paragraph(line: str, kind: Kind, under: bool, fresh: bool) -> bool:
+    """Whether ``line`` (outside a fence) is paragraph text, which a lazy line may go on
+    with: not a heading, a thematic break, a setext underline (``under``: right under a
+    paragraph's line, in its block), an item line without text or whose text is code,
+    nor a line of indented code (four columns in, ``fresh``: not right after a line of a
+    paragraph, which it would go on with instead)."""
+    if kind is Kind.HEADING or (under and _UNDERLINE.fullmatch(line)):
+        return False
+    if kind is Kind.ITEM:
+        return _item(line)[1]
+    if fresh and indent(line) >= _TAB:
+        return False
+    return _BREAK.fullmatch(line) is None
 
 
 def _continues(
     line: str, kind: Kind, fence: str | None, last: Kind, after_blank: bool, lazy: bool
 ) -> bool:
-    """Whether ``line`` — not blank, outside a fence, starting a block of ``kind`` if any,
-    opening ``fence`` — belongs to the block of kind ``last`` before it; ``lazy``: the
-    line before it is paragraph text (not blank, code or a heading)."""
-    if last is Kind.ITEM and line.startswith(_NESTED):
-        return True
+    """Whether ``line`` — not blank, outside a fence, not indented as the item before it
+    would take it, starting a block of ``kind`` if any, opening ``fence`` — belongs to the
+    block of kind ``last`` before it; ``lazy``: the line before it is paragraph text."""
     if last is Kind.HEADING or kind is not Kind.TEXT:
         return False
     indented = line[:1] in (" ", "\t")
     if last is Kind.TEXT:
         return indented or not after_blank
     # The item's paragraph goes on, but not after its code or a heading (no paragraph to
-    # go on with), nor into a fence: one less than two columns in is not inside the item
-    # (CommonMark: a fence is no lazy line; it ends the list).
-    return lazy and fence is None
+    # go on with), nor into a fence or a thematic break: CommonMark takes no such line
+    # lazily (a setext underline neither), it ends the list.
+    return lazy and fence is None and _BREAK.fullmatch(line) is None
 
 
 def _block(lines: Sequence[str], kind: Kind, start: int, end: int) -> Block:
