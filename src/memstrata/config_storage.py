@@ -10,8 +10,6 @@ from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from memstrata.memory.kinds import MAX_CONTENT_BYTES
 
@@ -152,6 +150,10 @@ def _postgresql_url(value: str) -> str:
         raise ValueError(
             f"must be a PostgreSQL URL ({DATABASE_URL_EXAMPLE}); got scheme {scheme[:20]!r}"
         )
+    # Here, not at the top: every Settings() would load SQLAlchemy, `memstrata token` too.
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         make_url(value).port  # noqa: B018  (the port is parsed on access)
     except (ArgumentError, ValueError) as exc:

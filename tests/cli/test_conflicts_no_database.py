@@ -11,7 +11,8 @@ import pytest
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
-from memstrata.runtime import Memstrata, build_sandboxes
+from memstrata.runtime import Memstrata
+from memstrata.sandbox.build import build_sandboxes
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.state import CONFLICT_DIR
 from tests.api.test_conflicts import AGENT, NAME, plant, sandbox_dir

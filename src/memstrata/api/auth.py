@@ -50,7 +50,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from memstrata.api.errors import ApiError
+from memstrata.api.api_error import ApiError
 from memstrata.config import Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.logs import log_event

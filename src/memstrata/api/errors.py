@@ -53,6 +53,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Scope
 
+from memstrata.api.api_error import ApiError as ApiError
 from memstrata.errors import (
     ContentTooLargeError,
     DatabaseSetupError,
@@ -87,26 +88,6 @@ STATUS_CODES = {
     500: "internal_error",
     503: "unavailable",
 }
-
-
-class ApiError(Exception):
-    """A transport-level error with its HTTP form (bad header, body too large, 401, 503)."""
-
-    def __init__(
-        self,
-        status_code: int,
-        detail: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        extra: Mapping[str, Any] | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status_code = status_code
-        self.detail = detail
-        self.headers = dict(headers or {})
-        self.extra = dict(extra or {})
-        self.code = code
 
 
 @dataclass(frozen=True)

@@ -6,22 +6,24 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError
-from pydantic_core import ErrorDetails
-from pydantic_settings import SettingsError
 
-from memstrata import package_version
-from memstrata.config import EmbeddingModelSpec, Settings, unset_database_problem
-from memstrata.config_lists import list_example
-from memstrata.db.database import Database
-from memstrata.db.migrate import schema_head
+from memstrata.cli.release import release_line
 from memstrata.errors import MemstrataError
-from memstrata.runtime import Memstrata
-from memstrata.service_logging import configure_service_logging
 from memstrata.terminal import visible
+
+# Every command pays for what this module imports, ``--version`` and ``--help`` included:
+# what only some commands need (the settings, the database, the runtime, pydantic) is
+# imported in the function that needs it (tests/cli/test_startup_imports.py).
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+    from pydantic_settings import SettingsError
+
+    from memstrata.config import EmbeddingModelSpec, Settings
+    from memstrata.db.database import Database
+    from memstrata.runtime import Memstrata
 
 app = typer.Typer(
     help="Layered, per-user memory for AI agents.",
@@ -33,11 +35,6 @@ app = typer.Typer(
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
-
-
-def release_line() -> str:
-    """``memstrata 0.1.0 (schema 0010)``: this release and the schema revision it needs."""
-    return f"memstrata {package_version()} (schema {schema_head()})"
 
 
 def _print_version(value: bool) -> None:
@@ -82,6 +79,12 @@ def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = T
     production; the others are refused here, before they start anything (an embedding
     server, say).
     """
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from memstrata.config import Settings, unset_database_problem
+    from memstrata.service_logging import configure_service_logging
+
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -116,6 +119,8 @@ def setting_path(loc: tuple[int | str, ...]) -> str:
 
 def settings_error(exc: SettingsError) -> str:
     """``MEMSTRATA_X: not valid JSON (...)`` from pydantic-settings' parse error."""
+    from memstrata.config_lists import list_example
+
     field = re.search(r'field "(\w+)"', str(exc))
     name = f"MEMSTRATA_{field.group(1).upper()}" if field else "a MEMSTRATA_* setting"
     cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
@@ -125,6 +130,8 @@ def settings_error(exc: SettingsError) -> str:
 
 @contextmanager
 def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Database]:
+    from memstrata.db.database import Database
+
     try:
         db = Database.open(settings, migrate=migrate)
     except MemstrataError as exc:
@@ -165,6 +172,8 @@ def runtime_for(settings: Settings, spec: EmbeddingModelSpec | None) -> Iterator
 def open_memstrata(settings: Settings, spec: EmbeddingModelSpec | None) -> Memstrata:
     """The runtime with the model ``guarded_spec`` resolved; ``None`` is BM25-only search,
     not a second look at the settings (which logged "no embedding API" a second time)."""
+    from memstrata.runtime import Memstrata
+
     if spec is None:
         return Memstrata.open(settings, embedder=None)
     return Memstrata.open(settings, embedding_spec=spec)

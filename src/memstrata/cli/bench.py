@@ -11,16 +11,18 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memstrata.bench.harness import Dataset, Variant
 from memstrata.cli.app import app, fail, load_settings, open_runtime
-from memstrata.config import Settings
 from memstrata.errors import EmbeddingError
-from memstrata.retrieval.ranking import DecayPolicy
-from memstrata.runtime import Memstrata
+
+# The harness and the runtime (numpy, SQLAlchemy, Alembic) are imported by the bench
+# commands when they run, not by every memstrata command that registers them.
+if TYPE_CHECKING:
+    from memstrata.bench.harness import Dataset, Variant
+    from memstrata.runtime import Memstrata
 
 bench_app = typer.Typer(help="Retrieval benchmarks.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -36,6 +38,8 @@ DatabaseUrl = Annotated[
 
 @contextmanager
 def bench_runtime(database_url: str | None, *, embeddings: bool = True) -> Iterator[Memstrata]:
+    from memstrata.config import Settings
+
     base = load_settings()
     with tempfile.TemporaryDirectory(prefix="memstrata-bench-") as tmp:
         settings = Settings(
@@ -176,7 +180,9 @@ def locomo_command(
 
     The last line printed is one JSON object with the recall figures.
     """
+    from memstrata.bench.harness import Variant
     from memstrata.bench.locomo import locomo_dataset
+    from memstrata.retrieval.ranking import DecayPolicy
 
     _need(path, "a LoCoMo-format JSON file (a list of conversations)")
     decay_grid: dict[str, Variant] = {}

@@ -5,8 +5,8 @@ the names, the paging, the refusals and their messages are the service's; this m
 prints them. A refusal (a bad user id, name, file or page, a copy that is not there, a
 sandbox that fails) is one ``error:`` line and exit status 1. The sandboxes are the ones
 under this host's ``MEMSTRATA_SANDBOX_ROOT``, as for ``memstrata user erase``: the
-provider the runtime builds (``build_sandboxes``), and no database, as the copies live in
-the sandbox alone — so these commands work while the database is down, and need no
+provider the runtime builds (``sandbox.build.build_sandboxes``), and no database, as the
+copies live in the sandbox alone — so these commands work while the database is down, and need no
 ``MEMSTRATA_DATABASE_URL`` in production. The agents wrote the copies: text of theirs
 shown on a terminal goes through :func:`~memstrata.terminal.visible`.
 """
@@ -16,12 +16,10 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memstrata.api.conflict_schemas import ConflictContent, ConflictDismissed, ConflictList
-from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE
 from memstrata.cli.app import app, fail, guarded, load_settings
 from memstrata.errors import InvalidFileTypeError
 from memstrata.memory.conflicts import (
@@ -37,9 +35,13 @@ from memstrata.memory.conflicts import (
     read_copy,
 )
 from memstrata.memory.kinds import FileKind, api_kind, validate_user_id
-from memstrata.runtime import build_sandboxes
-from memstrata.sandbox.timed import TimedSandboxProvider
+from memstrata.sandbox.build import build_sandboxes
 from memstrata.terminal import json_text, visible
+
+# The REST schemas (FastAPI) are imported where used, with --json only: at the top they
+# would be in every command's start-up.
+if TYPE_CHECKING:
+    from memstrata.sandbox.timed import TimedSandboxProvider
 
 conflicts_app = typer.Typer(
     help="The agents' edits that sync kept aside in a user's sandbox: list, show, dismiss "
@@ -76,6 +78,8 @@ def conflicts_list(
     _checked_page(offset, limit)
     page = asyncio.run(list_copies(_sandboxes(), user, kind=kind, offset=offset, limit=limit))
     if as_json:
+        from memstrata.api.conflict_schemas import ConflictList
+
         typer.echo(json_text(ConflictList.of(page).model_dump(mode="json")))
     else:
         _print_page(page, user, kind)
@@ -91,6 +95,8 @@ def _file_kind(file: str) -> FileKind:
     try:
         return api_kind(file)
     except InvalidFileTypeError:
+        from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE
+
         fail(f"{INVALID_FILE_NAME_MESSAGE} (--file {file[:100]!r})")
 
 
@@ -137,6 +143,8 @@ def conflicts_show(user: User, name: Name, as_json: AsJson = False) -> None:
     sandboxes = _sandboxes()
     text = guarded(lambda: asyncio.run(read_copy(sandboxes, user, name, listing=listing(user))))
     if as_json:
+        from memstrata.api.conflict_schemas import ConflictContent
+
         typer.echo(json_text(ConflictContent.of(text).model_dump(mode="json")))
         return
     shown = shown_content(text.content, terminal=sys.stdout.isatty())
@@ -185,6 +193,8 @@ def conflicts_dismiss(user: User, name: Name, as_json: AsJson = False) -> None:
     sandboxes = _sandboxes()
     copy = guarded(lambda: asyncio.run(dismiss_copy(sandboxes, user, name, listing=listing(user))))
     if as_json:
+        from memstrata.api.conflict_schemas import ConflictDismissed
+
         typer.echo(ConflictDismissed(name=copy.name).model_dump_json())
         return
     typer.echo(f"dismissed {copy.name}")

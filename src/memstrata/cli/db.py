@@ -8,14 +8,6 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_database
-from memstrata.db.migrate import (
-    current_revision,
-    head_revision,
-    newer_than_this_release,
-    records_head,
-    upgrade,
-)
-from memstrata.db.schema_check import incomplete_message, schema_gaps
 
 db_app = typer.Typer(help="Database schema (Alembic) commands.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -24,6 +16,9 @@ app.add_typer(db_app, name="db")
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create the pgvector extension and migrate the schema to the latest revision."""
+    # Alembic and SQLAlchemy: imported by the commands that use them, not by every command.
+    from memstrata.db.migrate import current_revision, upgrade
+
     settings = load_settings()
     with open_database(settings, migrate=False) as db:
         before = guarded(lambda: current_revision(db.engine))
@@ -42,6 +37,14 @@ def db_status(
     """Show the current and latest schema revision, and whether the schema holds every
     table, column and index that revision brings (exit status 1 when it does not: a
     failed restore)."""
+    from memstrata.db.migrate import (
+        current_revision,
+        head_revision,
+        newer_than_this_release,
+        records_head,
+    )
+    from memstrata.db.schema_check import incomplete_message, schema_gaps
+
     settings = load_settings()
     with open_database(settings, migrate=False) as db:
         current = guarded(lambda: current_revision(db.engine))

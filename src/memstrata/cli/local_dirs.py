@@ -28,8 +28,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memstrata.config import Settings
+if TYPE_CHECKING:  # imported by commands that may never read the settings
+    from memstrata.config import Settings
 
 
 def local_dir_problem(settings: Settings) -> str | None:

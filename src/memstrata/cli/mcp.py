@@ -13,7 +13,6 @@ from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Annotated, NoReturn
 
-import anyio
 import typer
 
 from memstrata.cli.app import app, fail, load_settings, open_runtime
@@ -40,6 +39,8 @@ def mcp_stdio(
     problem = local_dir_problem(settings)  # as serve: before anything starts
     if problem is not None:
         fail(problem)
+    import anyio
+
     from memstrata.mcp.stdio import serve_stdio
 
     try:

@@ -6,14 +6,16 @@ What they print of stored text (a hit's text and path, a user id) goes through
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
-from memstrata.runtime import Memstrata
 from memstrata.terminal import json_text, visible
+
+if TYPE_CHECKING:  # the runtime is imported when a command opens it (open_runtime)
+    from memstrata.runtime import Memstrata
 
 
 @app.command("search")

@@ -26,33 +26,22 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
 
-from memstrata.api.app import create_app
-from memstrata.api.auth import (
-    DEV_SECRET_FILE,
-    AuthConfigurationError,
-    mint_token,
-    require_token_keys,
-)
-from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
-from memstrata.cli.app import (
-    app,
-    fail,
-    guarded_spec,
-    load_settings,
-    open_memstrata,
-    release_line,
-)
+from memstrata.cli.app import app, fail, guarded_spec, load_settings, open_memstrata
 from memstrata.cli.local_dirs import local_dir_problem
-from memstrata.config import EmbeddingModelSpec, Settings
+from memstrata.cli.release import release_line
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.memory.kinds import validate_user_id
-from memstrata.retrieval.autostart import embedding_configured
-from memstrata.runtime import Memstrata
+
+# The API, uvicorn and the runtime are imported by the command that runs them: every
+# memstrata command registers these two, and `token` needs the JWT code alone.
+if TYPE_CHECKING:
+    from memstrata.api.shutdown import AfterGrace
+    from memstrata.config import EmbeddingModelSpec, Settings
+    from memstrata.runtime import Memstrata
 
 MAX_TTL_SECONDS = 365 * 24 * 3600
 LISTEN_BACKLOG = 2048  # uvicorn's default
@@ -71,6 +60,12 @@ def serve(
     ] = None,
 ) -> None:
     """Run the HTTP API (docs at <MEMSTRATA_API_PREFIX>/docs) until Ctrl-C."""
+    import uvicorn
+
+    from memstrata.api.app import create_app
+    from memstrata.api.auth import AuthConfigurationError, require_token_keys
+    from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
+
     settings = load_settings(log_level=None)
     try:  # before anything starts: the embedding server, the database, migrations
         require_token_keys(settings)
@@ -167,6 +162,8 @@ def token(
     With only a public key, tokens come from the identity provider that holds the private
     key.
     """
+    from memstrata.api.auth import DEV_SECRET_FILE, AuthConfigurationError, mint_token
+
     settings = load_settings(opens_database=False)  # it signs with the JWT settings alone
     try:
         validate_user_id(user)
@@ -227,6 +224,8 @@ def token_hint(settings: Settings, command: str) -> str:
     environment, runs to get a token this server accepts. The development secret lives in
     the data directory, so a server on another one than the default names it (without
     it, the token was signed with the default directory's secret: 401)."""
+    from memstrata.config import Settings
+
     if settings.jwt_secret:
         return f"{command} token --user alice  (with this server's MEMSTRATA_JWT_SECRET)"
     if settings.jwt_public_key:
@@ -246,6 +245,8 @@ def _banner(
     host: str,
     port: int,
 ) -> None:
+    from memstrata.retrieval.autostart import embedding_configured
+
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}{settings.api_prefix}"
     database = (

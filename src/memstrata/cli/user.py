@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
 from memstrata.errors import SandboxError
 from memstrata.memory.kinds import validate_user_id
-from memstrata.runtime import Memstrata
-from memstrata.sandbox.erasing import UnfinishedErasure
-from memstrata.sandbox.local import LocalSandboxProvider
-from memstrata.sandbox.timed import TimedSandboxProvider
 from memstrata.terminal import json_text, visible
+
+if TYPE_CHECKING:  # the runtime is imported when a command opens it (runtime_for)
+    from memstrata.runtime import Memstrata
+    from memstrata.sandbox.erasing import UnfinishedErasure
 
 user_app = typer.Typer(
     help="One user's data: list the users, erase one (docs/DEPLOY.md).", no_args_is_help=True
@@ -97,6 +97,9 @@ def user_list(
 def _warn_unfinished(mem: Memstrata) -> None:
     """One warning line per erasure cut short (``sandbox.erasing``): stdout stays the list,
     and the table or JSON array a script reads keeps its shape."""
+    from memstrata.sandbox.local import LocalSandboxProvider
+    from memstrata.sandbox.timed import TimedSandboxProvider
+
     sandboxes = mem.sandboxes
     if isinstance(sandboxes, TimedSandboxProvider):  # the host's provider is inside
         sandboxes = sandboxes.inner
