@@ -319,7 +319,7 @@ def _start_reaper(pgdata: Path) -> subprocess.Popen[bytes] | None:
     """A watcher that stops the server if this process dies without cleaning up."""
     try:
         return subprocess.Popen(
-            # -P: not the working directory's modules (see local_server.launch_command).
+            # -P: not the working directory's modules (see local_server_spawn.launch_command).
             [sys.executable, "-P", "-m", "memstrata.db.reaper", str(pgdata), str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

