@@ -104,6 +104,16 @@ def test_the_example_entry_is_valid_and_is_the_list_settings_example() -> None:
             id="a word for a number",
         ),
         pytest.param(
+            [{**GOOD, "dimensions": 1.5}],
+            [f"{VARIABLE}[0].dimensions: must be a whole number; got 1.5; {VALID}"],
+            id="a fraction for a whole number",
+        ),
+        pytest.param(
+            [{**GOOD, "keepalive": 2}],
+            [f"{VARIABLE}[0].keepalive: must be true or false; got 2; {VALID}"],
+            id="a number for a boolean",
+        ),
+        pytest.param(
             [{**GOOD, "dimensions": 4096}],
             [f"{VARIABLE}[0].dimensions: must be 2560 or less; got 4096; {VALID}"],
             id="too many dimensions",

@@ -28,6 +28,9 @@ EXPECTED = {
     "bool_type": "true or false",
     "bool_parsing": "true or false",
 }
+# The types pydantic gives a number of the right kind but not an accepted value (1.5 for
+# a whole number, 2 for true or false): "got a JSON number" would not say what is wrong.
+NUMBER_SHOWN = frozenset({"int_from_float", "bool_parsing"})
 
 
 def entry_problems(
@@ -68,7 +71,7 @@ def problem(error: ErrorDetails, keys: Sequence[str]) -> str:
     if kind == "extra_forbidden":
         return f"not a key this setting takes; check its spelling ({key_hint(error['loc'], keys)})"
     if kind in EXPECTED:
-        return f"must be {EXPECTED[kind]}; got {given(value)}"
+        return f"must be {EXPECTED[kind]}; got {given(value, shown=kind in NUMBER_SHOWN)}"
     if kind == "greater_than_equal":
         return f"must be {ctx['ge']} or more; got {value!r}"
     if kind == "less_than_equal":
@@ -89,8 +92,11 @@ def key_hint(loc: tuple[int | str, ...], keys: Sequence[str]) -> str:
     return f"did you mean {close[0]}?" if close else f"a model takes {', '.join(keys)}"
 
 
-def given(value: object) -> str:
-    """What was given, in JSON's words; a list is the one collection ``json_kind`` leaves."""
+def given(value: object, *, shown: bool = False) -> str:
+    """What was given, in JSON's words; a list is the one collection ``json_kind`` leaves.
+    ``shown``: a number is given as itself."""
+    if shown and isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
     return json_kind(value) or "a JSON list"
 
 

@@ -202,7 +202,12 @@ TAKES = (
         ("?offset=", "offset must be a whole number, got ''"),
         ("?limit=1e3", "limit must be a whole number, got '1e3'"),
         ("?limit=1&limit=2", "limit is given more than once"),
-        ("?user=bob", "unknown parameter(s) user"),
+        ("?user=bob", "unknown parameter(s) 'user'"),
+        ("?=5", "unknown parameter(s) ''"),
+        ("?us%0Aer=1", "unknown parameter(s) 'us\\ner'"),
+        # Cut as a value is: not the whole of a name of any length, nor of any number.
+        ("?" + "x" * 4000 + "=1", f"unknown parameter(s) {'x' * 40!r}"),
+        ("?a=1&b=1&c=1&d=1&e=1&f=1&g=1", "unknown parameter(s) 'a', 'b', 'c' and 4 more"),
         ("?file=agents", "invalid file name: use one of user, soul, memory (file='agents')"),
         ("?file=diary", "invalid file name: use one of user, soul, memory (file='diary')"),
     ],

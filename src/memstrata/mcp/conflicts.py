@@ -79,6 +79,9 @@ _TAKES = (
     f"(1 to {MAX_PAGE}), e.g. {_EXAMPLE}"
 )
 _INTEGER = re.compile(r"-?[0-9]+")
+# How much of a bad value or parameter name an error repeats, and how many unknown names.
+_SHOWN_CHARS = 40
+_NAMES_SHOWN = 3
 # More characters than any number in range has (MAX_INT's, with a sign): such a number is
 # refused without int(), whose time grows with the square of the length.
 _MAX_CHARS = len(str(-MAX_INT))
@@ -174,7 +177,7 @@ def page_parameters(query: str) -> tuple[FileKind | None, int, int]:
     given = parse_qs(query, keep_blank_values=True)
     unknown = sorted(set(given) - set(_PARAMETERS))
     if unknown:
-        raise _bad_query(f"unknown parameter(s) {', '.join(unknown)}")
+        raise _bad_query(f"unknown parameter(s) {_named(unknown)}")
     twice = [name for name, values in given.items() if len(values) > 1]
     if twice:
         raise _bad_query(f"{twice[0]} is given more than once")
@@ -191,11 +194,20 @@ def page_parameters(query: str) -> tuple[FileKind | None, int, int]:
     return kind, offset, limit
 
 
+def _named(names: list[str]) -> str:
+    """Parameter names as the values are shown, quoted and cut (a name is the client's text:
+    a newline or a megabyte of it is not echoed into the error and the log), the first
+    ``_NAMES_SHOWN`` of them."""
+    shown = ", ".join(repr(name[:_SHOWN_CHARS]) for name in names[:_NAMES_SHOWN])
+    more = len(names) - _NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 def _file_kind(raw: str) -> FileKind:
     try:
         return api_kind(raw)
     except InvalidFileTypeError as exc:
-        raise _bad_query(f"{INVALID_FILE_NAME_MESSAGE} (file={raw[:40]!r})") from exc
+        raise _bad_query(f"{INVALID_FILE_NAME_MESSAGE} (file={raw[:_SHOWN_CHARS]!r})") from exc
 
 
 def _whole(name: str, raw: str | None, default: int) -> int:
@@ -204,7 +216,7 @@ def _whole(name: str, raw: str | None, default: int) -> int:
     if raw is None:
         return default
     if _INTEGER.fullmatch(raw) is None:
-        raise _bad_query(f"{name} must be a whole number, got {raw[:40]!r}")
+        raise _bad_query(f"{name} must be a whole number, got {raw[:_SHOWN_CHARS]!r}")
     if len(raw) > _MAX_CHARS:
         raise _bad_query(f"{name} is out of range, got a number of {len(raw)} characters")
     return int(raw)
