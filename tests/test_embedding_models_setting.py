@@ -131,6 +131,27 @@ def test_the_example_entry_is_valid_and_is_the_list_settings_example() -> None:
             ],
             id="a URL with no scheme",
         ),
+        pytest.param(  # pydantic's lax mode took it as 1: every real vector refused
+            [{**GOOD, "dimensions": True}],
+            [f"{VARIABLE}[0].dimensions: must be a whole number; got a JSON boolean; {VALID}"],
+            id="a boolean for dimensions",
+        ),
+        pytest.param(  # sent as each request's model and stored with every vector
+            [{**GOOD, "name": " "}],
+            [
+                f"{VARIABLE}[0].name: must not be empty: the model's name, sent in each "
+                f"request; {VALID}"
+            ],
+            id="an empty name",
+        ),
+        pytest.param(  # MEMSTRATA_EMBEDDING_MODEL chose the first: the second never ran
+            [GOOD, {**GOOD, "base_url": "http://127.0.0.1:8809/v1"}],
+            [
+                f"{VARIABLE}[1].name: entry 0 has the name 'm' already: each model needs a "
+                "name of its own (the one MEMSTRATA_EMBEDDING_MODEL chooses it by)"
+            ],
+            id="a name twice",
+        ),
     ],
 )
 def test_a_wrong_entry_is_named_explained_and_shown_right(

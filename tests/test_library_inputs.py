@@ -22,7 +22,7 @@ from memstrata import errors
 from memstrata.api.errors import map_exception
 from memstrata.config import Settings, unknown_variables
 from memstrata.db.database import Database
-from memstrata.db.models import MAX_INT
+from memstrata.db.integers import MAX_INT
 from memstrata.errors import InvalidContentError, MemstrataError
 from memstrata.retrieval.rounds import Round, RoundsInvalidError
 from memstrata.runtime import CLOSED_MESSAGE, Memstrata

@@ -14,7 +14,7 @@ from pydantic import (
     field_validator,
 )
 
-from memstrata.config_model_entries import entry_problems
+from memstrata.config_model_entries import duplicate_names, entry_problems
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
@@ -76,6 +76,23 @@ class EmbeddingModelSpec(BaseModel):
     )
 
     _http_urls = field_validator("base_url", "query_base_url")(http_url)
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        # Sent as each request's `model` and stored with every vector: an empty one would
+        # be sent and stored as such.
+        if not value.strip():
+            raise ValueError("must not be empty: the model's name, sent in each request")
+        return value
+
+    @field_validator("dimensions", mode="before")
+    @classmethod
+    def _not_boolean(cls, value: object) -> object:
+        # JSON's true is 1 to pydantic's lax mode: every real vector would be refused.
+        if isinstance(value, bool):
+            raise ValueError("must be a whole number; got a JSON boolean")
+        return value
 
 
 class EmbeddingSettings(BaseModel):
@@ -194,7 +211,7 @@ class EmbeddingSettings(BaseModel):
         """Pydantic's check of each entry, its problems reworded (config_model_entries).
         Raised as a ValidationError, they keep their locations inside the list."""
         try:
-            return handler(value)
+            models: list[EmbeddingModelSpec] = handler(value)
         except ValidationError as exc:
             fields = EmbeddingModelSpec.model_fields
             required = [name for name, field in fields.items() if field.is_required()]
@@ -202,3 +219,7 @@ class EmbeddingSettings(BaseModel):
             if problems is None:
                 raise
             raise ValidationError.from_exception_data("embedding_models", problems) from None
+        twice = duplicate_names([model.name for model in models])
+        if twice:
+            raise ValidationError.from_exception_data("embedding_models", twice)
+        return models

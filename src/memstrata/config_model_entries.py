@@ -62,6 +62,25 @@ def entry_problems(
     ]
 
 
+def duplicate_names(names: Sequence[str]) -> list[InitErrorDetails]:
+    """A problem at each entry whose ``name`` an earlier entry has: a model is chosen by
+    name (``MEMSTRATA_EMBEDDING_MODEL``), so the later one could never be used."""
+    first: dict[str, int] = {}
+    problems = []
+    for index, name in enumerate(names):
+        if name in first:
+            problems.append(
+                _custom(
+                    (index, "name"),
+                    name,
+                    f"entry {first[name]} has the name {name!r} already: each model needs a "
+                    "name of its own (the one MEMSTRATA_EMBEDDING_MODEL chooses it by)",
+                )
+            )
+        first.setdefault(name, index)
+    return problems
+
+
 def problem(error: ErrorDetails, keys: Sequence[str]) -> str:
     """One problem of an entry, without the example."""
     kind, value = error["type"], error["input"]

@@ -173,6 +173,10 @@ def test_a_name_that_is_not_a_copys_is_refused_naming_it(
         (["list", "--user", "alice", "--limit", "0"], "limit must be from 1 to 50, got 0"),
         (["list", "--user", "alice", "--limit", "51"], "limit must be from 1 to 50, got 51"),
         (["list", "--user", "alice", "--offset", "-1"], "offset must be 0 or more, got -1"),
+        (  # REST's and MCP's bound: an offset fits an integer column
+            ["list", "--user", "alice", "--offset", "2147483648"],
+            "offset must be from 0 to 2147483647, got 2147483648",
+        ),
         (["list", "--user", "alice", "--file", "diary"], f"{INVALID_FILE} (--file 'diary')"),
         (["list", "--user", "alice", "--file", "agents"], f"{INVALID_FILE} (--file 'agents')"),
     ],

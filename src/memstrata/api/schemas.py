@@ -23,8 +23,8 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from memstrata import package_version
+from memstrata.db.integers import MAX_INT
 from memstrata.db.migrate import schema_head
-from memstrata.db.models import MAX_INT
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE

@@ -62,9 +62,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from memstrata.config import STORED_VECTOR_DIM
 
-# PostgreSQL ``integer`` columns (a file's version, a turn index) hold at most this.
-MAX_INT = 2**31 - 1
-
 
 class Base(DeclarativeBase):
     pass

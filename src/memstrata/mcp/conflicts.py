@@ -48,7 +48,7 @@ from mcp_types import (
 
 from memstrata.api.conflict_schemas import ConflictContent, ConflictList
 from memstrata.api.errors import INVALID_FILE_NAME_MESSAGE, ApiError
-from memstrata.db.models import MAX_INT
+from memstrata.db.integers import MAX_INT
 from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import log_event
 from memstrata.mcp.base import Caller
@@ -185,8 +185,6 @@ def page_parameters(query: str) -> tuple[FileKind | None, int, int]:
     kind = _file_kind(value["file"]) if "file" in value else None
     offset = _whole("offset", value.get("offset"), 0)
     limit = _whole("limit", value.get("limit"), DEFAULT_PAGE)
-    if offset > MAX_INT:  # REST's bound, so that both take the same pages
-        raise _bad_query(f"offset must be from 0 to {MAX_INT}, got {offset}")
     try:
         check_page(offset, limit)
     except ValueError as exc:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from memstrata.db.integers import MAX_INT
 from memstrata.errors import MemstrataError, SandboxEncodingError
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
@@ -209,8 +210,12 @@ def size_of(text: str) -> int:
 
 
 def check_page(offset: int, limit: int) -> None:
+    """The page's bounds, the same for every transport (REST's query, MCP's listing URI,
+    the command's options): an offset fits an integer column, as every number stored."""
     if offset < 0:
         raise ValueError(f"offset must be 0 or more, got {offset}")
+    if offset > MAX_INT:
+        raise ValueError(f"offset must be from 0 to {MAX_INT}, got {offset}")
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be from 1 to {MAX_PAGE}, got {limit}")
 

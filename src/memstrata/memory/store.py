@@ -26,7 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.db.models import MAX_INT
+from memstrata.db.integers import MAX_INT
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS, FileKind, parse_kind

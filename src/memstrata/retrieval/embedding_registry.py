@@ -12,7 +12,7 @@ from typing import Protocol
 
 import httpx
 
-from memstrata.config import EmbeddingModelSpec, Settings
+from memstrata.config import EmbeddingModelSpec, Settings, is_blank
 from memstrata.errors import EmbeddingError
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
@@ -61,7 +61,7 @@ def resolve_embedding_spec(
     if spec is not None:
         return spec
     if settings.embedding_base_url:
-        if not settings.embedding_model:
+        if not settings.embedding_model or is_blank(settings.embedding_model):
             raise EmbeddingError(
                 "MEMSTRATA_EMBEDDING_BASE_URL is set but MEMSTRATA_EMBEDDING_MODEL is not; "
                 "set the model name the API expects"

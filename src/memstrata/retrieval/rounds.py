@@ -25,7 +25,7 @@ from typing import Any
 
 import regex
 
-from memstrata.db.models import MAX_INT
+from memstrata.db.integers import MAX_INT
 from memstrata.errors import InvalidContentError
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk

@@ -29,7 +29,7 @@ from memstrata.api.routing import (
     register_anything_convertor,
 )
 from memstrata.api.schemas import ErrorBody, error_responses
-from memstrata.db.models import MAX_INT
+from memstrata.db.integers import MAX_INT
 from memstrata.memory.conflict_refusals import (
     INVALID_NAME,
     NOT_FOUND,
