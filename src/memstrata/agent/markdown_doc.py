@@ -226,12 +226,13 @@ def fence_after(fence: str | None, line: str) -> str | None:
 
 def open_fence(text: str) -> str | None:
     """The fence still open at the end of ``text``: ``Doc.open_fence``."""
-    return parse(text).open_fence if _may_fence(text) else None
+    return parse(text).open_fence if may_fence(text) else None
 
 
-def _may_fence(text: str) -> bool:
-    # Every fence line holds one of these: a file without any (the most) costs no parse,
-    # which the prompt's cut would run for every cut it tries.
+def may_fence(text: str) -> bool:
+    """Whether ``text`` may hold a fence: every fence line holds ```` ``` ```` or ``~~~``,
+    so a text without either (most files) has no code, and a caller that needs only
+    its fences (the prompt's closing line) can skip :func:`parse`."""
     return "```" in text or "~~~" in text
 
 
@@ -249,9 +250,12 @@ def closing_line(text: str) -> str | None:
     itself for one that runs on; for one inside the entry ``text`` ends in, the fence
     indented as its opening line, so the line is the entry's — at the margin it would end
     the entry (and the fence with it) and open a fence of its own."""
-    if not _may_fence(text):
-        return None
-    doc = parse(text)
+    return closing_line_of(parse(text)) if may_fence(text) else None
+
+
+def closing_line_of(doc: Doc) -> str | None:
+    """:func:`closing_line` of the text ``doc`` was parsed from, for a caller that already
+    holds the parse (the prompt's cut reads MEMORY.md once)."""
     if doc.open_fence is not None:
         return doc.open_fence
     if doc.entry_fence is None:

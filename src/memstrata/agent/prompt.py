@@ -66,10 +66,9 @@ from fractions import Fraction
 import regex
 
 from memstrata.agent.prompt_body import (
+    MemoryBody,
     close_fence,
-    drop_order,
     escape_framing,
-    memory_entries,
     without_oldest,
 )
 from memstrata.config import PROMPT_BUDGET_RATIO
@@ -157,12 +156,15 @@ def build_system_prompt(
         if truncated or dropped:
             dropped.append(name)
             continue
-        whole = _section(name, _body(content))
+        # MEMORY.md is read once, for its whole text and every cut tried (``MemoryBody``).
+        memory_body = MemoryBody(content) if kind is FileKind.MEMORY else None
+        body = _body(content) if memory_body is None else memory_body.shown(0)
+        whole = _section(name, body)
         if count(SECTION_SEPARATOR.join([*kept, whole])) <= budget:
             kept.append(whole)
             continue
-        cut = _Cut(kind, content, kept, budget, count)
-        section = cut.newest_entries() if kind is FileKind.MEMORY else cut.end()
+        cut = _Cut(kind, content, body, kept, budget, count)
+        section = cut.end() if memory_body is None else cut.newest_entries(memory_body)
         if section is None:
             dropped.append(name)
         else:
@@ -225,6 +227,7 @@ class _Cut:
         self,
         kind: FileKind,
         content: str,
+        body: str,
         kept: Sequence[str],
         budget: int,
         count: Callable[[str], int],
@@ -234,35 +237,40 @@ class _Cut:
         self.kept = kept
         self.budget = budget
         self.count = count
-        self.total = count(_body(content))
+        self.total = count(body)  # body: ``_body(content)``
 
     def section(self, shown: str, left_out: str) -> str:
-        body = _body(shown)
+        return self.framed(_body(shown), left_out)
+
+    def framed(self, body: str, left_out: str) -> str:
+        """The section of ``body`` (the shown text as ``_body`` makes it), with its marker."""
         marker = truncation_marker(self.kind, left_out, self.count(body), self.total)
         return _section(self.kind.filename, f"{body}\n{marker}")
 
     def fits(self, section: str) -> bool:
         return self.count(SECTION_SEPARATOR.join([*self.kept, section])) <= self.budget
 
-    def newest_entries(self) -> str | None:
+    def newest_entries(self, memory: MemoryBody) -> str | None:
         """The headings and as many of the newest entries as fit; when not even the
         newest fits beside the headings (or there are fewer than two entries), those cut
         from the end; None if nothing fits."""
-        pieces = memory_entries(self.content)
-        order = drop_order(pieces)
-        entries = len(order)
+        entries = len(memory.order)
         if entries < 2:
             return self.end()
+        tried: dict[int, str] = {}  # the search ends on a count it made: not made twice
 
         def section(shown_entries: int) -> str:
-            dropped = entries - shown_entries
-            return self.section(without_oldest(pieces, order, dropped), older_entries(dropped))
+            if shown_entries not in tried:
+                dropped = entries - shown_entries
+                body = memory.shown(dropped)
+                tried[shown_entries] = self.framed(body, older_entries(dropped))
+            return tried[shown_entries]
 
         shown = largest_fitting(entries - 1, lambda n: self.fits(section(n)))
         if shown:
             return section(shown)
         # Not even the newest entry fits: cut it from the end, after the headings.
-        newest = without_oldest(pieces, order, entries - 1)
+        newest = without_oldest(memory.raw, memory.order, entries - 1)
         return self.end(newest, f"{older_entries(entries - 1)} and the end")
 
     def end(self, text: str | None = None, left_out: str = "the end") -> str | None:

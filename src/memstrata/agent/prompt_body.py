@@ -7,7 +7,9 @@
   close tag after it do not read as code (to a model, which reads no CommonMark, even
   where the end of an entry ends the block).
 * :func:`memory_entries` and :func:`without_oldest` are MEMORY.md's cut: headings stay,
-  entries go oldest first (see :func:`drop_order`).
+  entries go oldest first (see :func:`drop_order`). :class:`MemoryBody` makes every cut
+  the prompt's binary search tries from one parse of the file: a parse per cut tried made
+  a large fenced file cost 14 % more to cut (docs/BENCHMARKS.md "Prompt cut").
 
 Headings, entries and fences are :mod:`memstrata.agent.markdown_doc`'s reading, the one
 the tools edit by, so the cut keeps as a heading exactly what the tools take for one.
@@ -18,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
 
 from memstrata.agent import markdown_doc
 from memstrata.agent.markdown_doc import Kind
@@ -60,6 +64,18 @@ def memory_entries(text: str) -> list[Piece]:
     (a paragraph); a fenced block right under an entry (no blank line between) goes with
     it, whole; blank lines belong to what follows them."""
     doc = markdown_doc.parse(text)
+    return _pieces(doc.lines, _spans(doc))
+
+
+class _Span(NamedTuple):
+    start: int
+    end: int
+    entry: bool
+    rank: int
+
+
+def _spans(doc: markdown_doc.Doc) -> list[_Span]:
+    """Where :func:`memory_entries`' pieces of the parsed text lie: its line ranges."""
     ends: list[int] = []  # one past each piece's last line
     kinds: list[bool] = []  # whether each piece is an entry
     for block in doc.blocks:
@@ -81,10 +97,60 @@ def memory_entries(text: str) -> list[Piece]:
         else:
             newer = 0
     starts = [0, *ends[:-1]]
-    return [
-        Piece(doc.lines[start:end], entry, rank)
-        for start, end, entry, rank in zip(starts, ends, kinds, ranks, strict=True)
-    ]
+    return [_Span(*span) for span in zip(starts, ends, kinds, ranks, strict=True)]
+
+
+def _pieces(lines: Sequence[str], spans: Sequence[_Span]) -> list[Piece]:
+    return [Piece(tuple(lines[span.start : span.end]), span.entry, span.rank) for span in spans]
+
+
+class MemoryBody:
+    """MEMORY.md inside its section, read at most once for its whole text and every cut
+    the budget tries.
+
+    ``escape_framing`` changes no line's structure (a ``<`` becomes ``&lt;`` within its
+    line), so the escaped text has the pieces of the file, line for line. Every cut of
+    :meth:`shown` keeps the file's last piece (a heading, or its last entry, which
+    :func:`drop_order` drops last) and, under each heading, that heading and its newest
+    entries: each piece kept follows the piece it follows in the file, or a heading, or
+    nothing, and so is read as in the file, to the end. A fence open at the end of the
+    file is therefore open at the end of every cut, and closed by the same line.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.escaped = escape_framing(text)
+        # Without a fence line (most files) nothing is closed, and a file that fits whole
+        # costs no parse: only a cut needs the pieces.
+        doc = markdown_doc.parse(self.escaped) if markdown_doc.may_fence(self.escaped) else None
+        self.closing = None if doc is None else markdown_doc.closing_line_of(doc)
+        # The pieces' line ranges are kept, not the parse, which is freed before the
+        # section is counted (kept, it made a file that fits whole 3 % slower to count).
+        self._parsed = None if doc is None else _spans(doc)
+
+    @cached_property
+    def _ranges(self) -> list[_Span]:
+        return _spans(markdown_doc.parse(self.escaped)) if self._parsed is None else self._parsed
+
+    @cached_property
+    def pieces(self) -> list[Piece]:
+        """The escaped file's pieces, for the section."""
+        return _pieces(self.escaped.split("\n"), self._ranges)
+
+    @cached_property
+    def raw(self) -> list[Piece]:
+        """The file's pieces as written, for a cut within one."""
+        return _pieces(self.text.split("\n"), self._ranges)
+
+    @cached_property
+    def order(self) -> list[int]:
+        return drop_order(self.pieces)
+
+    def shown(self, dropped: int) -> str:
+        """``close_fence(escape_framing(without_oldest(...)))`` over the file's pieces, at
+        no further parse: the text without its ``dropped`` oldest entries."""
+        text = without_oldest(self.pieces, self.order, dropped) if dropped else self.escaped
+        return text if self.closing is None else f"{text}\n{self.closing}"
 
 
 def drop_order(pieces: Sequence[Piece]) -> list[int]:
