@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from memstrata.config_model_entries import duplicate_names, entry_problems
+from memstrata.config_storage import is_blank
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 
 STORED_VECTOR_DIM = 2560  # fixed by the spec: memory_embeddings.embedding is vector(2560)
@@ -82,7 +83,7 @@ class EmbeddingModelSpec(BaseModel):
     def _named(cls, value: str) -> str:
         # Sent as each request's `model` and stored with every vector: an empty one would
         # be sent and stored as such.
-        if not value.strip():
+        if is_blank(value):
             raise ValueError("must not be empty: the model's name, sent in each request")
         return value
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
+from memstrata.config_storage import is_blank
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -183,6 +185,6 @@ class ServingSettings(BaseModel):
     @classmethod
     def _no_blank_key(cls, value: list[str]) -> list[str]:
         # An empty HMAC secret would let anyone sign tokens.
-        if any(not key.strip() for key in value):
+        if any(map(is_blank, value)):
             raise ValueError("must not contain an empty entry")
         return value
