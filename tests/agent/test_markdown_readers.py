@@ -150,10 +150,12 @@ def test_an_answer_names_a_crlf_section_as_the_file_spells_it() -> None:
     assert (replace.done, replace.notes) == ("Replaced ## C# in MEMORY.md", [])
 
 
+# With lists nested in entries, their fences and headings, and fences on items' lines.
 _LINE = st.sampled_from(
     ["# M", "## Notes", "   ## Indented", "##", "### Sub", "- 2026-03-01: a", " - b", "1. c",
      "  more", " one in", "  ## nested", "lazy", "```", "~~~", "````", "\t```", "", "",
-     "x\u2028## y"]
+     "x\u2028## y", "  - nested", "  1. nested", "    ```", "     ~~~", "    ## deeper",
+     "- ```py", "  - ```", "- - a"]
 )  # fmt: skip
 
 

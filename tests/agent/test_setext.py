@@ -77,13 +77,19 @@ def test_an_underline_reads_as_any_line_of_text(text: str, inserted: list[tuple[
     """Underlines anywhere in a document change nothing a line of text as far in would
     not: the same blocks (so headings and sections), code and open fence. A "-" one is a
     thematic break where it is no underline (after an entry, it ends the entry), so it
-    reads as the break of "*" would: as text under a paragraph outside the entries."""
+    reads as the break of "*" would: as text under a paragraph outside the entries.
+
+    Each is followed by a blank line in both documents: an underline ends its paragraph
+    (CommonMark's setext heading), so the line after it is no lazy line of the entry, where
+    it would be after a line of text (``- tea`` / ``   ===`` / ``more``: ``more`` is text
+    of its own, as CommonMark reads it)."""
     lines = text.split("\n")
     plain = list(lines)
     for at, underline in inserted:
-        lines.insert(min(at, len(lines)), underline)
+        lines[min(at, len(lines)) : min(at, len(lines))] = [underline, ""]
         # The same line with letters for its "=" (text, as far in), "*" for its "-".
-        plain.insert(min(at, len(plain)), underline.replace("=", "x").replace("-", "*"))
+        line = underline.replace("=", "x").replace("-", "*")
+        plain[min(at, len(plain)) : min(at, len(plain))] = [line, ""]
     doc, other = markdown_doc.parse("\n".join(lines)), markdown_doc.parse("\n".join(plain))
     assert doc.blocks == other.blocks
     assert doc.code == other.code and doc.open_fence == other.open_fence
