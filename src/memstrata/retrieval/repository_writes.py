@@ -8,31 +8,36 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from sqlalchemy import ColumnElement, delete, text
-from sqlalchemy.dialects.postgresql import insert
 
 from memstrata.db.models import MemoryEmbedding
 from memstrata.retrieval.records import NewChunk, is_conversation_path
 from memstrata.retrieval.repository_state import EmbeddingState
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.retrieval.terms import encode_terms, round_day
-from memstrata.retrieval.vector import pad_vector
+from memstrata.retrieval.vector_binary import native_floats, vector_array, vector_oid
 
-# Rows from one JSON array (``insert_copies``); a source's vector when it has one. Rows
-# without ``created_at`` take now(), as the column's default gives an ``insert``.
-_INSERT_COPIES = text(
+# Every new row, in one statement: the columns from one JSON array, in its order (``n``,
+# so ids follow it); a row's own vector from one binary ``vector[]`` parameter (element
+# ``k``, retrieval.vector_binary: no vector is ever written as text), or the vector of
+# the user's stored row ``source``. Rows without ``created_at`` take now(), the column's
+# default.
+_INSERT = text(
     "INSERT INTO memory_embeddings (user_id, file_path, chunk_index, chunk_text, "
     "content_hash, source_ids, context, bm25_terms, created_at, embedding, embedding_model, "
     "embedding_dim) "
     "SELECT :u, v.file_path, v.chunk_index, v.chunk_text, v.content_hash, v.source_ids, "
     "v.context, v.bm25_terms, coalesce(v.created_at, now()), "
-    "CASE WHEN s.id IS NULL THEN cast(v.embedding AS vector) ELSE s.embedding END, "
+    "CASE WHEN s.id IS NULL THEN w.vec ELSE s.embedding END, "
     "CASE WHEN s.id IS NULL THEN v.embedding_model ELSE s.embedding_model END, "
     "CASE WHEN s.id IS NULL THEN v.embedding_dim ELSE s.embedding_dim END "
-    "FROM jsonb_to_recordset(cast(:rows AS jsonb)) AS v(n int, source bigint, "
+    "FROM jsonb_to_recordset(cast(:rows AS jsonb)) AS v(n int, source bigint, k int, "
     "file_path text, chunk_index int, chunk_text text, content_hash text, source_ids jsonb, "
-    "context jsonb, bm25_terms text, created_at timestamptz, embedding text, "
-    "embedding_model text, embedding_dim int) "
+    "context jsonb, bm25_terms text, created_at timestamptz, embedding_model text, "
+    "embedding_dim int) "
+    "LEFT JOIN unnest(cast(:vecs AS vector[])) WITH ORDINALITY AS w(vec, k) ON w.k = v.k "
     "LEFT JOIN memory_embeddings s ON s.id = v.source AND s.user_id = :u "
     "ORDER BY v.n"
 )
@@ -96,30 +101,11 @@ class EmbeddingWrites(EmbeddingState):
             SnapshotRepository(self.session, self.user_id).drop_snapshots()
 
     def insert(self, chunks: Sequence[NewChunk]) -> None:
-        if not chunks:
-            return
-        values = []
-        for c in chunks:
-            row: dict[str, Any] = {
-                "user_id": self.user_id,
-                **_own_columns(c),
-                "embedding": None,
-                "embedding_model": None,
-                "embedding_dim": None,
-            }
-            if c.created_at is not None:
-                row["created_at"] = c.created_at
-            if c.embedding is not None:
-                row["embedding"] = pad_vector(c.embedding)
-                row["embedding_model"] = c.embedding_model
-                row["embedding_dim"] = len(c.embedding)
-            values.append(row)
-        # Rows without an explicit created_at take the server default (now()).
-        with_time = [v for v in values if "created_at" in v]
-        without_time = [v for v in values if "created_at" not in v]
-        for batch in (with_time, without_time):
-            if batch:
-                self.session.execute(insert(MemoryEmbedding), batch)
+        """Insert rows with their own vectors (or none) as :meth:`insert_copies` does: rows
+        with a ``created_at`` first, then the others, each in input order: the order their
+        ids follow."""
+        dated = [(None, c) for c in chunks if c.created_at is not None]
+        self.insert_copies(dated + [(None, c) for c in chunks if c.created_at is None])
 
     def park(self, ids: Sequence[int]) -> None:
         """Move rows about to be deleted to negative chunk indexes (``-1 - index``), so
@@ -136,26 +122,31 @@ class EmbeddingWrites(EmbeddingState):
             )
 
     def insert_copies(self, rows: Sequence[tuple[int | None, NewChunk]]) -> None:
-        """Insert rows as ``insert`` does, in one statement and in order, each with the
-        vector of the user's stored row ``source`` when one is given (its own otherwise):
-        that vector is copied in the database, never sent — a 2560-float vector as text,
-        written and read back, was most of a write that moved many rows."""
+        """Insert rows in one statement and in order, each with the vector of the user's
+        stored row ``source`` when one is given (its own otherwise): that vector is copied
+        in the database, never sent — a 2560-float vector as text, written and read back,
+        was most of a write that moved many rows. A row without either stores NULL, and
+        an absent ``source_ids`` or ``context`` is SQL NULL (read back as None, as the JSON
+        null that ORM inserts stored was)."""
+        if not rows:
+            return
         values = []
+        vectors: list[npt.NDArray[np.float64]] = []
         for n, (source, c) in enumerate(rows):
-            own = c.embedding if source is None else None
+            own = None if source is not None or c.embedding is None else native_floats(c.embedding)
+            if own is not None:
+                vectors.append(own)
             values.append(
                 {
                     "n": n,
                     "source": source,
+                    "k": None if own is None else len(vectors),
                     **_own_columns(c),
                     "created_at": None if c.created_at is None else c.created_at.isoformat(),
-                    # pgvector's text form, as its SQLAlchemy type writes it
-                    "embedding": None
-                    if own is None
-                    else f"[{','.join(map(str, pad_vector(own)))}]",
                     "embedding_model": None if own is None else c.embedding_model,
-                    "embedding_dim": None if own is None else len(own),
+                    "embedding_dim": None if own is None else own.size,
                 }
             )
-        if values:
-            self.session.execute(_INSERT_COPIES, {"u": self.user_id, "rows": json.dumps(values)})
+        # No vector to send (deferred embedding, copies only): no oid needed either.
+        vecs = vector_array(vectors, vector_oid(self.session.connection())) if vectors else None
+        self.session.execute(_INSERT, {"u": self.user_id, "rows": json.dumps(values), "vecs": vecs})
