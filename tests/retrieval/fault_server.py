@@ -36,6 +36,7 @@ Mode = Literal[
     "wrong-count",  # one vector fewer than inputs
     "mixed-dims",  # the last vector is one component shorter
     "nan",  # a NaN inside the first vector
+    "huge",  # a finite number beyond float4's range inside the first vector
     "non-list",  # the embedding is a base64-looking string
     "reject-bad",  # HTTP 400 for a batch holding a text with "BAD" in it, else ok
     "slow",  # ok, after sleeping `delay_s` per input text
@@ -121,6 +122,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"data": data})
         elif mode == "nan":
             data[0]["embedding"][1] = float("nan")
+            self._send(200, {"data": data})
+        elif mode == "huge":
+            data[0]["embedding"][1] = 1e39
             self._send(200, {"data": data})
         elif mode == "non-list":
             for item in data:

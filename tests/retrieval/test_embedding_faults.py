@@ -166,6 +166,7 @@ def test_connection_refused_is_an_embedding_error() -> None:
         ("wrong-count", r"returned 2 embedding\(s\) for 3 input\(s\)"),
         ("mixed-dims", r"different lengths \[31, 32\]"),
         ("nan", "NaN or infinity in the embedding of input 0"),
+        ("huge", r"a number beyond float4's range \(±3\.402823e\+38\), .* of input 0"),
         ("zeros", "a vector without a direction .* for input 0"),
         ("non-list", "returned a str embedding for input 0, not a list"),
     ],

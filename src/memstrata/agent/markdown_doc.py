@@ -63,6 +63,7 @@ item or fence after a ``>`` is none.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -74,9 +75,9 @@ from memstrata.agent.markdown_lines import (
     heading,
     indent,
     inside,
-    item,
     item_text,
     item_width,
+    open_items,
     paragraph,
     starts,
     title,
@@ -267,9 +268,11 @@ def parse(text: str) -> Doc:
         if depth:
             tabless = line.startswith(pad) and "\t" not in line
             rest = line[len(pad) :] if tabless else inside(line, items[-1])
-        while rest is None:
-            depth -= 1
-            rest = inside(line, items[depth - 1]) if depth else line
+        if rest is None:  # the items whose widths the line reaches (``items`` ascends)
+            depth = bisect_right(items, indent(line), 0, depth - 1)
+            within = inside(line, items[depth - 1]) if depth else line
+            assert within is not None  # the line reaches that item's width
+            rest = within
         under = lazy and depth == len(items)
         kind = starts(rest, under)
         if depth < len(items):
@@ -291,16 +294,13 @@ def parse(text: str) -> Doc:
         # The items the line opens, one in the other (``- 1. a``), then what their text
         # starts: a fence, a heading, a paragraph.
         if kind is Kind.ITEM:
-            base = items[-1] if depth else 0
-            while kind is Kind.ITEM:
-                width, rest = item(rest, base)
-                base += width
-                items.append(base)
-                hollow = not rest
-                kind = starts(rest, False)
+            widths, rest = open_items(rest, items[-1] if depth else 0)
+            items.extend(widths)
+            hollow = not rest
+            kind = starts(rest, False)
             under = False
             fresh = True
-            pad = " " * base
+            pad = " " * items[-1]
         fence = fence_after(None, rest)
         lazy = fence is None and not hollow and paragraph(rest, kind, under, fresh)
         if fence is not None:

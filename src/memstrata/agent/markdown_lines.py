@@ -76,6 +76,49 @@ def item(line: str, base: int) -> tuple[int, str]:
     return marker_end + blanks, text
 
 
+def open_items(rest: str, base: int) -> tuple[list[int], str]:
+    """The items ``rest`` opens one in the other (``- 1. a``; ``rest`` starts one, read
+    from column ``base``): the column each one's text starts at, counted from the file's
+    margin, and the text of the innermost as :func:`item` reads it.
+
+    As :func:`item` and :func:`starts` item by item, but in time linear in the line: a
+    line of nested markers (``- - - … a``) must not be copied, nor matched against
+    ``BREAK``, once per marker (200 KB of them took minutes)."""
+    widths: list[int] = []
+    end = len(rest.rstrip())  # the text after a marker is blank (``str.strip``) from here
+    tails: dict[str, int] = {}  # per break character: where its closing run starts
+    pos = 0
+    while True:
+        match = _ITEM.match(rest, pos)
+        assert match is not None  # the caller, or the loop's last step, read an item here
+        marker_end = match.end(2) - pos
+        if match.end() >= end:
+            widths.append(base + marker_end + 1)
+            return widths, ""
+        blanks = _advance(base + marker_end, match.group(4)) - base - marker_end
+        if blanks > TAB:
+            widths.append(base + marker_end + 1)
+            return widths, " " * (blanks - 1) + rest[match.end() :]
+        base += marker_end + blanks
+        widths.append(base)
+        pos = match.end()  # a character that is not blank: group 4 took the blanks
+        if _ITEM.match(rest, pos) is None or _break_at(rest, pos, tails):
+            return widths, rest[pos:]
+
+
+def _break_at(line: str, pos: int, tails: dict[str, int]) -> bool:
+    # Whether ``line[pos:]``, from a character that is not a space or tab, is a thematic
+    # break (``BREAK``): one of -*_, spaces and tabs only, three of it or more. ``tails``
+    # keeps, per character, where the line's last run of it, spaces and tabs starts, so
+    # each test is constant time but the count, done once that run is reached.
+    char = line[pos]
+    if char not in "-*_":
+        return False
+    if char not in tails:
+        tails[char] = len(line.rstrip(" \t" + char))
+    return pos >= tails[char] and line.count(char, pos) >= 3
+
+
 def indent(line: str, base: int = 0) -> int:
     """The column of the first character of ``line`` that is not blank, counted from
     ``base``, the column ``line`` starts at."""
@@ -93,7 +136,9 @@ def inside(line: str, width: int) -> str | None:
     """``line`` as the item whose text starts at column ``width`` reads it, those columns
     taken off and its other leading blanks written as spaces (a tab they split too); None
     unless it is indented so far."""
-    if line.startswith(" " * width):  # the common case, at no cost of counting columns
+    # The common case, at no cost of counting columns (and no run of spaces built longer
+    # than the line: a line at the margin under deep items would pay for their widths).
+    if len(line) >= width and line.startswith(" " * width):
         rest = line[width:]
         if "\t" not in rest[:TAB]:
             return rest

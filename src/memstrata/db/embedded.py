@@ -305,28 +305,68 @@ def _pid_alive(pid: int) -> bool:
 
 
 def wait_for_dead_postmaster(pgdata: Path, timeout_s: float = DEAD_POSTMASTER_WAIT_S) -> float:
-    """Wait while ``postmaster.pid`` names a killed postmaster not reaped yet (a zombie,
-    ``DEAD_POSTMASTER_WAIT_S`` above); the seconds waited."""
+    """Wait while ``postmaster.pid`` names this directory's postmaster killed and not
+    reaped yet (a zombie, ``DEAD_POSTMASTER_WAIT_S`` above); the seconds waited. A pid
+    that names no zombie, or the zombie of another program or of a postmaster started at
+    another time (the pid taken again since), is no reason to wait; nor is a zombie this
+    process is the parent of, which it reaps: nobody else would."""
     try:
-        pid = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+        fields = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid, started = int(fields[0]), int(fields[2])  # PostgreSQL's pid, then start time
     except (OSError, IndexError, ValueError):
         return 0.0
-    if not _is_zombie(pid):
+    parent = _zombie_parent(pid, started)
+    if parent is None or parent == os.getpid():
+        if parent is not None:
+            with suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
         return 0.0
-    log_event(logger, "db.embedded.dead_postmaster", logging.WARNING, pgdata=str(pgdata), pid=pid)
-    began = time.monotonic()
-    while _is_zombie(pid) and time.monotonic() - began < timeout_s:
+    log_event(
+        logger,
+        "db.embedded.dead_postmaster",
+        logging.WARNING,
+        pgdata=str(pgdata),
+        pid=pid,
+        parent=parent,
+        waiting_for="the killed postmaster (a zombie) to be reaped by its parent",
+        timeout_s=timeout_s,
+    )
+    began, reaped = time.monotonic(), False
+    while not reaped and time.monotonic() - began < timeout_s:
         time.sleep(0.05)
-    return time.monotonic() - began
+        reaped = _zombie_parent(pid, started) is None
+    waited = time.monotonic() - began
+    log_event(
+        logger,
+        "db.embedded.dead_postmaster_reaped" if reaped else "db.embedded.dead_postmaster_unreaped",
+        logging.INFO if reaped else logging.WARNING,
+        pid=pid,
+        parent=parent,
+        waited_s=round(waited, 3),
+    )
+    return waited
 
 
-def _is_zombie(pid: int) -> bool:
-    """Has ``pid`` exited without being reaped? (Linux's ``/proc``; elsewhere: never.)"""
+# How far the start of a zombie may lie from the start time its postmaster.pid records
+# (whole seconds, against the boot time plus clock ticks) for it to be that postmaster.
+_START_SLACK_S = 5.0
+
+
+def _zombie_parent(pid: int, started: int) -> int | None:
+    """The parent of ``pid`` if it is a postmaster that exited unreaped — a zombie named
+    ``postgres`` that started ``started`` (Unix seconds) — else None. Linux's ``/proc``;
+    elsewhere: None, no wait."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state == "Z"
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        name, after = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 1 :]
+        state, parent, ticks = after.split()[0], int(after.split()[1]), int(after.split()[19])
+        btime = Path("/proc/stat").read_text().split("\nbtime ", 1)[1].split()[0]
+    except (OSError, IndexError, ValueError):
+        return None
+    began = int(btime) + ticks / os.sysconf("SC_CLK_TCK")
+    if state != "Z" or name != "postgres" or abs(began - started) > _START_SLACK_S:
+        return None
+    return parent
 
 
 def prune_dead_handles(pgdata: Path) -> list[int]:

@@ -34,6 +34,11 @@ ErrorFactory = Callable[[str], EmbeddingError]
 # model that really is this small is given its ``dimensions``, which is not held to this.
 MIN_LEARNED_DIMENSIONS = 32
 
+# The largest magnitude a stored vector can hold: pgvector stores float4s. A larger finite
+# number is the API's fault, not the writer's; stored, PostgreSQL would refuse the whole
+# write as a value out of range in the request.
+FLOAT4_MAX = float(np.finfo(np.float32).max)
+
 
 def parse_vectors(payload: object, expected: int, error: ErrorFactory) -> list[list[float]]:
     """The ``expected`` vectors of an OpenAI-style ``{"data": [{"embedding": ...}]}`` body,
@@ -78,6 +83,11 @@ def _vector(raw: object, position: int, error: ErrorFactory) -> list[float]:
     values = [float(x) for x in raw]
     if not all(math.isfinite(x) for x in values):
         raise error(f"returned NaN or infinity in the embedding of input {position}")
+    if not all(-FLOAT4_MAX <= x <= FLOAT4_MAX for x in values):
+        raise error(
+            f"returned a number beyond float4's range (±{FLOAT4_MAX:.7g}), which a stored "
+            f"vector holds, in the embedding of input {position}"
+        )
     return values
 
 

@@ -1,0 +1,155 @@
+"""The memory-file reader on hand-written, hostile files: its time grows with the file,
+not with the file times its nesting, and the tools keep every line of a CRLF file with a
+byte-order mark, tabs, deep nesting and a fence on a nested item's line. Real DB and
+sandbox for the tools."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from memstrata.agent import markdown_doc
+from memstrata.agent.prompt import build_system_prompt
+from memstrata.agent.tools import MemoryTools
+from memstrata.memory.kinds import MAX_CONTENT_BYTES, FileKind
+from memstrata.memory.store import MemoryStore
+from memstrata.runtime import Memstrata
+from memstrata.sandbox.sync import SyncService
+from tests.agent.stored import memory
+from tests.agent.tool_support import given
+from tests.mcp.conftest import ClientFactory, connect, mem  # noqa: F401  (fixtures by name)
+from tests.mcp.test_tools import ok, stored
+
+# Files of about ``size`` characters that once cost a parse time growing with the square
+# of their size: a line of nested markers (each one matched against the thematic-break
+# rule over the rest of the line), then lines at the margin under all of those items
+# (each one tried against every item's width in turn), and ordered markers (the rest of
+# the line copied once per marker).
+SHAPES: dict[str, Callable[[int], str]] = {
+    "nested markers": lambda size: "- " * (size // 2) + "a\nb\n",
+    "margin lines under them": lambda size: "- " * (size // 4) + "a\n" + "b\n" * (size // 4),
+    "ordered markers": lambda size: "1. " * (size // 3) + "a\nb\n",
+    "a staircase 50 deep": lambda size: "".join(
+        "  " * (i % 50) + f"- item {i}\n" + ("back at the margin\n" if i % 50 == 49 else "")
+        for i in range(size // 60)
+    ),
+}
+
+
+def parse_cpu(text: str) -> float:
+    """The least CPU time of a few parses of ``text``: CPU, not wall time, and the least,
+    so other processes on the machine matter as little as they can."""
+    best = float("inf")
+    for _ in range(5):
+        began = time.process_time()
+        markdown_doc.parse(text)
+        best = min(best, time.process_time() - began)
+    return best
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_parse_takes_time_linear_in_the_file(shape: str) -> None:
+    make = SHAPES[shape]
+    small, large = parse_cpu(make(8_000)), parse_cpu(make(32_000))
+    # Four times the text, about four times the time; a floor for a clock's grain. Square
+    # growth was 15 times and more (1.3 s at 16 KB, 20 s at 64 KB for nested markers).
+    assert large < 8 * max(small, 0.005), (small, large)
+    # The largest file the store takes by default, read well within a second.
+    assert parse_cpu(make(MAX_CONTENT_BYTES)) < 1.0
+
+
+# CRLF, a byte-order mark, tabs mixed with spaces, nesting 50 deep, a fence on a nested
+# item's line left open (its item's end ends it) and a long line.
+HOSTILE = "\ufeff" + "\r\n".join(
+    [
+        "# MEMORY.md",
+        "",
+        "## Notes",
+        "- 2026-01-01: Deep:",
+        *("  " * depth + f"- level {depth}" for depth in range(1, 50)),
+        "- 2026-01-02: Deploy with:",
+        "  - - ```sh",
+        "\t  make deploy",
+        "        make tag",
+        "- 2026-01-03: " + "long " * 4000,
+        "\t- 2026-01-04: tab-indented",
+        "- 2026-01-05: Last one.",
+        "",
+    ]
+)
+
+
+def entry_spans(text: str) -> list[tuple[int, int]]:
+    return [(b.start, b.end) for b in markdown_doc.parse(text).blocks if b.kind.value == "item"]
+
+
+def test_the_hostile_file_reads_as_its_entries() -> None:
+    lines = HOSTILE.split("\n")
+    # The deep entry takes its 49 nested lines; the fence ends with its nested item; the
+    # tab-indented item is four columns in, so nested in the long entry, as CommonMark
+    # reads it.
+    assert entry_spans(HOSTILE) == [(3, 53), (53, 57), (57, 59), (59, 60)]
+    assert markdown_doc.parse(HOSTILE).open_fence is None
+    assert lines[59].startswith("- 2026-01-05")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("replaced", ["Deep:", "Deploy with:", "long long", "Last one."])
+async def test_replacing_an_entry_keeps_every_other_line_once(
+    replaced: str, tools: MemoryTools, sync: SyncService, store: MemoryStore
+) -> None:
+    await given(sync, FileKind.MEMORY, HOSTILE)
+    doc = markdown_doc.parse(HOSTILE)
+    lines = HOSTILE.split("\n")
+    (gone,) = [b for b in doc.blocks if b.kind.value == "item" and replaced in lines[b.start]]
+
+    answer = await tools.record_memory("Replaced it.", replaces=replaced)
+
+    assert not answer.failed, answer
+    stored = memory(store)[0]
+    kept = [
+        line.removesuffix("\r") for i, line in enumerate(lines) if not gone.start <= i < gone.end
+    ]
+    got = [line.removesuffix("\r") for line in stored.split("\n")]
+    new = [line for line in got if "Replaced it." in line]
+    assert len(new) == 1
+    got.remove(new[0])
+    # the byte-order mark kept too: the tools edit lines, not the file's encoding
+    assert [line for line in got if line.strip()] == [line for line in kept if line.strip()]
+
+
+# A whole file of nested markers (a model's or an importer's mistake, or on purpose) and
+# the hostile file after it: the write reads it for an open fence, the prompt for entries.
+NESTED_MARKERS = "# MEMORY.md\n\n## Notes\n" + "- " * 32_000 + "deep\n" + "at the margin\n" * 20
+
+
+@pytest.mark.anyio
+async def test_memory_write_and_read_of_deep_nesting_through_mcp(
+    connect: ClientFactory,  # noqa: F811
+    mem: Memstrata,  # noqa: F811
+) -> None:
+    content = NESTED_MARKERS + HOSTILE.removeprefix("\ufeff")
+    async with connect("alice") as client:
+        read = (await ok(client, "memory_read", {"name": "memory"})).structured_content
+        assert read is not None
+        began = time.monotonic()
+        await ok(
+            client,
+            "memory_write",
+            {"name": "memory", "content": content, "expected_version": read["version"]},
+        )
+        written_s = time.monotonic() - began  # 25 s and more when the parse was quadratic
+        again = (await ok(client, "memory_read", {"name": "memory"})).structured_content
+    assert written_s < 5.0
+    assert again is not None and again["content"] == content
+    assert stored(mem, "alice", FileKind.MEMORY) == (content, read["version"] + 1)
+
+    began = time.process_time()
+    prompt = build_system_prompt(
+        agents_md="A", soul="S", user="U", memory=content, token_limit=4_000, count=len
+    )
+    assert time.process_time() - began < 2.0
+    # The newest entries that fit, each whole, the prompt within its budget.
+    assert prompt.tokens <= prompt.budget and "- 2026-01-05: Last one." in prompt.text
