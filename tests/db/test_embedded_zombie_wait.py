@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.db.embedded import wait_for_dead_postmaster
+from memstrata.db.dead_postmaster import wait_for_dead_postmaster
 from memstrata.logs import event_fields
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -118,7 +118,7 @@ def test_the_wait_for_a_killed_postmaster_says_what_it_waits_for(
     while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
         time.sleep(0.01)  # it has exited (its parent sleeps on)
     pid_file(tmp_path / "pgdata", pid, time.time())
-    caplog.set_level(logging.INFO, logger="memstrata.db.embedded")
+    caplog.set_level(logging.INFO, logger="memstrata.db.dead_postmaster")
 
     seconds = waited(tmp_path / "pgdata")
     parent.wait()
