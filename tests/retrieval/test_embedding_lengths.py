@@ -124,11 +124,25 @@ def _error(what: str) -> EmbeddingError:
 
 
 @pytest.mark.parametrize(
-    "value", [0.0, 1e-30, 1e39], ids=["zeros", "squares-underflow-float32", "beyond-float32"]
+    ("value", "refusal"),
+    [
+        (0.0, r"without a direction .* for input 1"),
+        (1e-30, r"without a direction .* for input 1"),
+        # Refused before its direction is looked at: a stored vector holds float4s.
+        (1e39, r"beyond float4's range .* of input 1"),
+    ],
+    ids=["zeros", "squares-underflow-float32", "beyond-float32"],
 )
-def test_a_vector_the_index_cannot_normalise_is_refused(value: float) -> None:
-    with pytest.raises(EmbeddingError, match=r"without a direction .* for input 1"):
+def test_a_vector_the_index_cannot_normalise_is_refused(value: float, refusal: str) -> None:
+    with pytest.raises(EmbeddingError, match=refusal):
         parse_vectors(_answer([0.5] * 32, [value] * 32), 2, _error)
+
+
+def test_one_number_beyond_float4_is_refused_though_the_vector_has_a_direction() -> None:
+    """In float64 such a vector normalises, so the direction check let it through to the
+    insert, where PostgreSQL refused the whole write as a value out of range."""
+    with pytest.raises(EmbeddingError, match=r"beyond float4's range .* of input 0"):
+        parse_vectors(_answer([0.5] * 31 + [1e39]), 1, _error)
 
 
 def test_a_vector_with_one_nonzero_number_is_kept() -> None:
