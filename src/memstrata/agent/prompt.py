@@ -47,13 +47,15 @@ The tool names fit both hosts: ``memory_search`` is the search tool of the MCP s
 of the library's agent tools, and "the whole file" is ``memory_read`` over MCP and the
 workspace file for a sandbox agent.
 
-The prefix is found by binary search over character positions, each moved back to the
-last grapheme-cluster boundary (``memstrata.text.grapheme_cut``), calling ``count`` on the
-full assembled text each time, then moved back to the last line break when that keeps at
-least half of it. MEMORY.md's entries are whole lines. Only cuts that were counted and fit
-are ever used, so the result never exceeds the budget even for a counter that is not
-monotone; for a monotone counter (a part never counts more than the whole) the binary
-search keeps the most that fits.
+The prefix is found by binary search over character positions, each moved back to the last
+grapheme-cluster boundary (``memstrata.text.grapheme_cut``), calling ``count`` on the full
+assembled text each time (or, for memstrata's own counter, which adds over line breaks, on
+the cut's body and marker only, the rest counted once: ``prompt_count``; a MEMORY.md cut's
+body is summed from its lines' or pieces' counts), then moved back to the last line break when that
+keeps at least half of it. MEMORY.md's entries are whole lines. Only cuts that were
+counted and fit are ever used, so the result never exceeds the budget even for a counter
+that is not monotone; for a monotone counter (a part never counts more than the whole) the
+binary search keeps the most that fits.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from memstrata.agent.prompt_body import (
     escape_framing,
     without_oldest,
 )
+from memstrata.agent.prompt_count import LineCounts, MemoryCounts, adds_over_lines, likely_cut
 from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.errors import InvalidContentError
 from memstrata.memory.kinds import FileKind
@@ -137,6 +140,9 @@ def build_system_prompt(
 ) -> PromptResult:
     """Assemble AGENTS / SOUL / USER / MEMORY into at most the budget (see module doc)."""
     budget = prompt_budget(token_limit, ratio)
+    # With a counter that adds over line breaks (``prompt_count``) the text is counted by
+    # its parts, each once: ``kept_tokens`` is what the kept sections count, joined.
+    kept_tokens: int | None = 0 if adds_over_lines(count) else None
     kept: list[str] = []
     truncated: list[str] = []
     dropped: list[str] = []
@@ -160,20 +166,34 @@ def build_system_prompt(
         memory_body = MemoryBody(content) if kind is FileKind.MEMORY else None
         body = _body(content) if memory_body is None else memory_body.shown(0)
         whole = _section(name, body)
-        if count(SECTION_SEPARATOR.join([*kept, whole])) <= budget:
+        lines = None  # MEMORY.md's lines' counts, when counted line by line
+        if kept_tokens is None:
+            total = None
+            fits = count(SECTION_SEPARATOR.join([*kept, whole])) <= budget
+        else:
+            # A file far over the budget is counted line by line at once: the cut needs
+            # its pieces' counts, which the lines' give without counting it again.
+            if memory_body is not None and likely_cut(body, budget):
+                lines = LineCounts(body, count)
+            total = count(body) if lines is None else lines.whole
+            whole_tokens = count(_section(name, "")) + total
+            fits = kept_tokens + whole_tokens <= budget
+        if fits:
             kept.append(whole)
+            kept_tokens = None if kept_tokens is None else kept_tokens + whole_tokens
             continue
-        cut = _Cut(kind, content, body, kept, budget, count)
-        section = cut.end() if memory_body is None else cut.newest_entries(memory_body)
+        cut = _Cut(kind, content, body, kept, budget, count, kept_tokens, total)
+        section = cut.end() if memory_body is None else cut.newest_entries(memory_body, lines)
         if section is None:
             dropped.append(name)
         else:
             kept.append(section)
             truncated.append(name)
+            kept_tokens = None if kept_tokens is None else kept_tokens + count(section)
     text = SECTION_SEPARATOR.join(kept)
     return PromptResult(
         text=text,
-        tokens=count(text),
+        tokens=count(text) if kept_tokens is None else kept_tokens,
         budget=budget,
         truncated=tuple(truncated),
         dropped=tuple(dropped),
@@ -221,7 +241,14 @@ def _body(text: str) -> str:
 
 
 class _Cut:
-    """The ways to cut one file that does not fit whole after the ``kept`` sections."""
+    """The ways to cut one file that does not fit whole after the ``kept`` sections.
+
+    Given ``kept_tokens`` (what the kept sections count, with a counter that adds over
+    line breaks: ``prompt_count``) and ``total`` (``count(body)``), a cut tried is counted
+    by its parts: the tags, its body, its marker; MEMORY.md's bodies from its lines' or
+    pieces' counts. Else each is counted whole, after the kept sections, as the prompt
+    will be.
+    """
 
     def __init__(
         self,
@@ -231,32 +258,55 @@ class _Cut:
         kept: Sequence[str],
         budget: int,
         count: Callable[[str], int],
+        kept_tokens: int | None = None,
+        total: int | None = None,
     ) -> None:
         self.kind = kind
         self.content = content
         self.kept = kept
         self.budget = budget
         self.count = count
-        self.total = count(body)  # body: ``_body(content)``
+        self.kept_tokens = kept_tokens
+        self.total = count(body) if total is None else total  # body: ``_body(content)``
+        self.tags = 0 if kept_tokens is None else count(_section(kind.filename, ""))
 
     def section(self, shown: str, left_out: str) -> str:
         return self.framed(_body(shown), left_out)
 
-    def framed(self, body: str, left_out: str) -> str:
+    def framed(self, body: str, left_out: str, body_tokens: int | None = None) -> str:
         """The section of ``body`` (the shown text as ``_body`` makes it), with its marker."""
-        marker = truncation_marker(self.kind, left_out, self.count(body), self.total)
+        shown = self.count(body) if body_tokens is None else body_tokens
+        marker = truncation_marker(self.kind, left_out, shown, self.total)
         return _section(self.kind.filename, f"{body}\n{marker}")
 
     def fits(self, section: str) -> bool:
         return self.count(SECTION_SEPARATOR.join([*self.kept, section])) <= self.budget
 
-    def newest_entries(self, memory: MemoryBody) -> str | None:
+    def fits_body(self, body: str, left_out: str) -> bool:
+        """Whether the section of ``body`` (``framed``) fits after the kept sections."""
+        if self.kept_tokens is None:
+            return self.fits(self.framed(body, left_out))
+        return self.fits_counted(self.kept_tokens, self.count(body), left_out)
+
+    def fits_counted(self, kept_tokens: int, body_tokens: int, left_out: str) -> bool:
+        """``fits_body`` by the parts' counts (class doc), for a body that counts
+        ``body_tokens``."""
+        marker = truncation_marker(self.kind, left_out, body_tokens, self.total)
+        parts = kept_tokens + self.tags + body_tokens + self.count(marker)
+        return parts <= self.budget
+
+    def newest_entries(self, memory: MemoryBody, lines: LineCounts | None = None) -> str | None:
         """The headings and as many of the newest entries as fit; when not even the
         newest fits beside the headings (or there are fewer than two entries), those cut
         from the end; None if nothing fits."""
         entries = len(memory.order)
         if entries < 2:
             return self.end()
+        if self.kept_tokens is not None:
+            counts = (
+                MemoryCounts.by_piece(memory, self.count) if lines is None else lines.memory(memory)
+            )
+            return self.newest_counted(memory, counts, self.kept_tokens)
         tried: dict[int, str] = {}  # the search ends on a count it made: not made twice
 
         def section(shown_entries: int) -> str:
@@ -269,7 +319,28 @@ class _Cut:
         shown = largest_fitting(entries - 1, lambda n: self.fits(section(n)))
         if shown:
             return section(shown)
-        # Not even the newest entry fits: cut it from the end, after the headings.
+        return self.newest_cut(memory)
+
+    def newest_counted(
+        self, memory: MemoryBody, counts: MemoryCounts, kept_tokens: int
+    ) -> str | None:
+        """``newest_entries`` by the parts' counts: no cut is built until one is chosen."""
+        entries = len(memory.order)
+
+        def fits(shown_entries: int) -> bool:
+            dropped = entries - shown_entries
+            return self.fits_counted(kept_tokens, counts.shown(dropped), older_entries(dropped))
+
+        shown = largest_fitting(entries - 1, fits)
+        if shown:
+            dropped = entries - shown
+            body = memory.shown(dropped)
+            return self.framed(body, older_entries(dropped), counts.shown(dropped))
+        return self.newest_cut(memory)
+
+    def newest_cut(self, memory: MemoryBody) -> str | None:
+        """Not even the newest entry fits: cut it from the end, after the headings."""
+        entries = len(memory.order)
         newest = without_oldest(memory.raw, memory.order, entries - 1)
         return self.end(newest, f"{older_entries(entries - 1)} and the end")
 
@@ -287,7 +358,7 @@ class _Cut:
             return content[: grapheme_cut(content, length) if length >= first else 0].rstrip()
 
         def fits(length: int) -> bool:
-            return self.fits(self.section(shown(length), left_out))
+            return self.fits_body(_body(shown(length)), left_out)
 
         length = largest_fitting(len(content) - 1, fits)
         # A cut mid-line leaves half a sentence; the last line break is nicer when close.

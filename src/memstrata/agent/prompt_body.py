@@ -146,6 +146,11 @@ class MemoryBody:
     def order(self) -> list[int]:
         return drop_order(self.pieces)
 
+    def line_ranges(self) -> list[tuple[int, int]]:
+        """Where each piece lies in ``escaped.split("\\n")``: its first line, one past its
+        last."""
+        return [(span.start, span.end) for span in self._ranges]
+
     def shown(self, dropped: int) -> str:
         """``close_fence(escape_framing(without_oldest(...)))`` over the file's pieces, at
         no further parse: the text without its ``dropped`` oldest entries."""
