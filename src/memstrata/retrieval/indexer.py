@@ -22,22 +22,24 @@ is logged, search falls back to BM25 for them, and ``fill_missing`` embeds them 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.errors import InvalidContentError
-from memstrata.logs import log_event
+from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking, chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.entry_chunks import entry_chunks
-from memstrata.retrieval.passage_vectors import embed_passages, vectors_for
+from memstrata.retrieval.passage_vectors import embed_and_store, vectors_for
 from memstrata.retrieval.records import SESSION_PREFIX, NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.round_docs import Basis, paths_to_read, round_docs
@@ -70,8 +72,8 @@ logger = logging.getLogger(__name__)
 # Stagings of a batch of rounds, each embedded outside the user's lock and refused when a
 # neighbour changed meanwhile. The last is never refused (a burst of writers to one session
 # must not starve anyone) nor written stale: if it lost the race too, its docs are built
-# again under the lock and written unembedded where no staging embedded their text
-# (``Indexer._apply_last``).
+# again under the lock and written unembedded where no staging embedded their text, then
+# embedded once the transaction has committed, outside the lock (``Indexer._apply_last``).
 MAX_NEIGHBOUR_ATTEMPTS = 3
 
 
@@ -147,23 +149,24 @@ class Indexer:
         if errors:
             raise RoundsInvalidError(errors, len(rounds))
         reuse: dict[str, list[float]] = {}
-        earlier: list[IndexReport] = []
+        earlier: StagedIndex | None = None
         for attempt in range(MAX_NEIGHBOUR_ATTEMPTS):
             docs, basis = self._round_docs(user_id, valid)
             staged = self._stage(user_id, docs, embed, reuse=reuse)
             staged.basis = basis
-            staged.count_earlier(earlier)  # what earlier attempts embedded is reused, not lost
+            if earlier is not None:  # what it embedded is reused, and what failed counted
+                staged.count_earlier(earlier)
             try:
                 if attempt < MAX_NEIGHBOUR_ATTEMPTS - 1:
                     self._apply(staged)
                 else:
-                    staged = self._apply_last(user_id, valid, staged, reuse)
+                    staged = self._apply_last(user_id, valid, staged, reuse, embed)
             except NeighbourChangedError as exc:
                 # Another writer rewrote a neighbour: its new text would be overwritten
                 # with the one read here, or this round's context would be stale.
                 log_event(logger, "index.neighbour_changed", user_id=user_id, paths=exc.paths)
                 reuse.update(staged.vectors())
-                earlier = staged.reports
+                earlier = staged
                 continue
             break
         return staged.reports[: len(valid)]
@@ -174,12 +177,14 @@ class Indexer:
         valid: Sequence[OwnRound],
         staged: StagedIndex,
         reuse: dict[str, list[float]],
+        embed: bool,
     ) -> StagedIndex:
         """Apply the last staging or, if a neighbour changed since it was read, docs built
         again from the rows stored now, under the lock and in the same transaction: no
         writer can come in between. No embedding call under the lock: a text no staging
-        embedded (nor any stored row holds) is stored without a vector, for the background
-        worker (``retrieval.healing``). Returns the staging written."""
+        embedded (nor any stored row holds) is stored without a vector and, when
+        ``embed``, embedded once that transaction has committed (``_embed_deferred``).
+        Returns the staging written."""
         if not staged.may_change:
             staged.apply_unchanged()
             return staged
@@ -194,9 +199,40 @@ class Indexer:
             docs, _ = self._round_docs(user_id, valid, session)
             known = {**reuse, **staged.vectors()}
             rebuilt = self._stage(user_id, docs, False, reuse=known, session=session)
-            rebuilt.count_earlier(staged.reports)
+            rebuilt.count_earlier(staged)
             rebuilt.apply(session)
-            return rebuilt
+        if embed:
+            self._embed_deferred(rebuilt)
+        return rebuilt
+
+    def _embed_deferred(self, staged: StagedIndex) -> None:
+        """Embed the rows ``staged`` (committed) stored without a vector, outside the lock:
+        they were left to the background worker, which a library that never starts one
+        does not have. Each vector goes to its row only if the row is still there
+        (``embed_and_store``); what fails stays for the worker, counted in the reports."""
+        wanted = {(r.file_path, r.content_hash) for _, r in staged.rows if r.embedding is None}
+        if self.embedder is None or not wanted:
+            return
+        started = time.perf_counter()
+        user_id = staged.user_id
+        try:
+            with self._sessions() as session:
+                present = EmbeddingRepository(session, user_id).chunks_for_paths(staged.paths)
+            todo = [
+                c
+                for c in present
+                if (c.file_path, c.content_hash) in wanted and not has_vector(c, staged.model)
+            ]
+            embedded, stored, error = (
+                embed_and_store(self._sessions, self.embedder, user_id, todo)
+                if todo  # else a writer replaced them all since the commit
+                else (set(), 0, "")
+            )
+        except SQLAlchemyError as exc:  # the batch is stored: the worker embeds the rest
+            log_failure(logger, "index.deferred.embed_failed", exc, user_id=user_id)
+            return
+        staged.count_embedded_after(todo, embedded, error, time.perf_counter() - started)
+        log_event(logger, "index.deferred.embedded", user_id=user_id, rows=len(todo), stored=stored)
 
     def _reading(self, session: Session | None) -> AbstractContextManager[Session]:
         """``session`` (the last attempt's, under the lock) or a short one of its own."""
@@ -230,20 +266,12 @@ class Indexer:
                 )
             if not todo:
                 return done
-            with bulk_owner(user_id):  # the user's turn of the embedding API (breaker.Lanes)
-                vectors, error = embed_passages(
-                    self.embedder, [c.chunk_text for c in todo], user_id
-                )
-            if all(v is None for v in vectors):
+            embedded, stored, error = embed_and_store(self._sessions, self.embedder, user_id, todo)
+            if not embedded:
                 log_event(
                     logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
                 )
                 return done
-            with transaction(self._sessions) as session:
-                repo = EmbeddingRepository(session, user_id)
-                repo.lock()
-                got = {c.id: v for c, v in zip(todo, vectors, strict=True) if v is not None}
-                stored = repo.replace_vectors(got, self.embedder.name)
             done += stored
             log_event(logger, "index.fill", user_id=user_id, embedded=stored)
 
@@ -335,7 +363,7 @@ class Indexer:
         # The user's turn of the embedding API: one user's import must not stall another
         # user's write behind its queued requests (breaker.Lanes).
         with bulk_owner(user_id):
-            vectors = vectors_for(self.embedder, user_id, new, reuse or {}, reports, embed)
+            vectors, missed = vectors_for(self.embedder, user_id, new, reuse or {}, reports, embed)
         embedded = [
             (
                 n,
@@ -348,7 +376,15 @@ class Indexer:
             for n, row in pending
         ]
         may_change = bool(pending) or len(kept) != len(existing)
-        return StagedIndex(user_id, paths, model, kept + embedded, reports, may_change)
+        # Nothing failed (the usual case): not a pass over the rows.
+        failed = (
+            {(r.file_path, r.content_hash) for _, r in new if r.content_hash in missed}
+            if missed
+            else set()
+        )
+        return StagedIndex(
+            user_id, paths, model, kept + embedded, reports, may_change, failed=failed
+        )
 
 
 def _check_path(file_path: str) -> None:

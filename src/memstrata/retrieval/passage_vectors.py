@@ -1,5 +1,6 @@
 """Vectors for staged rows: reused by content hash when known, else embedded in one batched
-call whose failures are counted in the rows' reports (the rows are stored without a vector).
+call whose failures are counted in the rows' reports (the rows are stored without a vector);
+and vectors for stored rows without one (``embed_and_store``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from memstrata.db.engine import transaction
 from memstrata.errors import EmbeddingError, VectorDimensionError
 from memstrata.logs import log_event
+from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.embeddings import EmbeddingProvider
-from memstrata.retrieval.records import NewChunk
+from memstrata.retrieval.records import NewChunk, StoredChunk
+from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.vector import pad_vector
 
@@ -28,9 +34,10 @@ def vectors_for(
     reusable: dict[str, Any],
     reports: list[IndexReport],
     embed: bool = True,
-) -> dict[str, list[float]]:
+) -> tuple[dict[str, list[float]], set[str]]:
     """Vectors by content hash: reused when known, else embedded in one batched call
-    (or, when not ``embed``, left to the background worker and counted as deferred)."""
+    (or, when not ``embed``, left to the background worker and counted as deferred); and
+    the content hashes whose embedding failed."""
     vectors: dict[str, list[float]] = {
         row.content_hash: [float(x) for x in reusable[row.content_hash]]
         for _, row in pending
@@ -41,12 +48,12 @@ def vectors_for(
         if row.content_hash not in vectors:
             todo.setdefault(row.content_hash, row.chunk_text)
     if not todo or embedder is None:
-        return vectors
+        return vectors, set()
     per_report = Counter(n for n, row in pending if row.content_hash in todo)
     if not embed:
         for n, count in per_report.items():
             reports[n].deferred += count
-        return vectors
+        return vectors, set()
     started = time.perf_counter()
     got, error = embed_passages(embedder, list(todo.values()), user_id)
     seconds = time.perf_counter() - started
@@ -61,7 +68,31 @@ def vectors_for(
         if failed[n]:
             reports[n].warnings.append(error)
     vectors.update(embedded)
-    return vectors
+    missed = set(todo) - set(embedded) if len(embedded) < len(todo) else set()
+    return vectors, missed
+
+
+def embed_and_store(
+    sessions: sessionmaker[Session],
+    embedder: EmbeddingProvider,
+    user_id: str,
+    rows: Sequence[StoredChunk],
+) -> tuple[set[int], int, str]:
+    """Embed stored rows' texts on the user's turn of the embedding API (breaker.Lanes),
+    outside any transaction, then give each row its vector under the user's lock with
+    ``replace_vectors``: rows are immutable, so a row still there holds the text embedded,
+    and a row a writer replaced meanwhile is skipped. Returns the ids embedded, the rows
+    written and the error of the texts that failed ("" when none did)."""
+    with bulk_owner(user_id):
+        vectors, error = embed_passages(embedder, [c.chunk_text for c in rows], user_id)
+    got = {c.id: v for c, v in zip(rows, vectors, strict=True) if v is not None}
+    if not got:
+        return set(), 0, error
+    with transaction(sessions) as session:
+        repo = EmbeddingRepository(session, user_id)
+        repo.lock()
+        stored = repo.replace_vectors(got, embedder.name)
+    return set(got), stored, error
 
 
 def embed_passages(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -87,6 +87,10 @@ class StagedIndex:
     # round's neighbours: the previous one's text is context, the next one is re-indexed),
     # as (chunk index, content hash) sets. ``apply`` refuses if any of them changed.
     basis: dict[str, frozenset[tuple[int, str]]] = field(default_factory=dict)
+    # (path, content hash) of the texts whose embedding failed, here or in an earlier
+    # staging of the same call (``count_earlier``), and that nothing embedded since: each
+    # counted once in its path's ``embedding_failed``.
+    failed: set[tuple[str, str]] = field(default_factory=set)
 
     def apply(self, session: Session) -> None:
         """Write the staged rows; ``NeighbourChangedError`` (nothing written) when a path
@@ -133,12 +137,60 @@ class StagedIndex:
             repo.bump_generation()
         self._log()
 
-    def count_earlier(self, earlier: Sequence[IndexReport]) -> None:
-        """Count in the reports what earlier stagings of the same paths embedded: a
-        re-staging reuses their vectors (``vectors``) instead of embedding again."""
-        done = {r.file_path: r.embedded for r in earlier}
+    def count_earlier(self, earlier: StagedIndex) -> None:
+        """Count in the reports what an earlier staging of the same paths embedded (a
+        re-staging reuses its vectors, ``vectors``, instead of embedding again) and the
+        texts whose embedding failed there: a failure lost with its staging left a report
+        that said nothing failed. A text this staging embedded, or whose failure it
+        counted already, is not counted again."""
+        done = {r.file_path: r for r in earlier.reports}
         for r in self.reports:
-            r.embedded += done.get(r.file_path, 0)
+            before = done.get(r.file_path)
+            r.embedded += before.embedded if before is not None else 0
+        carried = earlier.failed - self.failed
+        if not carried:  # the usual case; under the lock for a rebuilt last staging
+            return
+        report_of = dict(zip(self.paths, self.reports, strict=True))
+        mine = {r.content_hash for _, r in self.rows if r.embedding is not None}
+        for path, digest in sorted(carried):
+            report = report_of.get(path)
+            if report is None or digest in mine:
+                continue
+            report.embedding_failed += 1
+            self.failed.add((path, digest))
+            said = done[path].warnings if path in done else []
+            report.warnings.extend(w for w in said if w not in report.warnings)
+
+    def count_embedded_after(
+        self, rows: Sequence[StoredChunk], embedded: Collection[int], error: str, seconds: float
+    ) -> None:
+        """Count the rows this staging stored without a vector (``deferred``) and that were
+        embedded after its commit (``Indexer._embed_deferred``), ``rows`` being those still
+        there: none is deferred any more. Each is embedded (a text whose earlier failure was
+        counted is no longer a failure) or failed (counted once per text), the row then left
+        to the background worker; a row replaced meanwhile is its new writer's."""
+        report_of = dict(zip(self.paths, self.reports, strict=True))
+        touched = {c.file_path or "" for c in rows} & set(report_of)
+        for r in self.reports:
+            r.deferred = 0
+        for c in rows:
+            report = report_of.get(c.file_path or "")
+            if report is None:
+                continue
+            key = (c.file_path or "", c.content_hash)
+            if c.id in embedded:
+                report.embedded += 1
+                if key in self.failed:
+                    self.failed.discard(key)
+                    report.embedding_failed -= 1
+                continue
+            if key not in self.failed:
+                self.failed.add(key)
+                report.embedding_failed += 1
+            if error and error not in report.warnings:
+                report.warnings.append(error)
+        for path in touched:
+            report_of[path].embed_seconds += seconds / len(touched)
 
     def vectors(self) -> dict[str, list[float]]:
         """The vectors staged here by content hash (reused by a re-staging)."""
