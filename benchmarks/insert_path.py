@@ -8,7 +8,8 @@ paths are interleaved in a shuffled order in every run, after a warm-up run:
 - ``repository``: one transaction writing ``--rows`` new rows with new vectors of 384 and
   1024 dimensions, as ``StagedIndex.apply`` does (lock, read the paths, insert, bump):
   the ORM insert and the JSON statement with vectors as text (``insert`` and
-  ``insert_copies`` before, kept in this file only) against ``insert`` now;
+  ``insert_copies`` before, kept in tests/retrieval/text_insert_paths.py) against
+  ``insert`` now;
 - end to end, with the old ``insert`` in place of the new one for the "before" column
   and no model running: ``Indexer.index_rounds(embed=False)`` of ``--rows`` rounds (an
   ``embed: background`` import: rows without vectors), then the healing worker's
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import statistics
@@ -38,77 +38,27 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import event, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from tests.retrieval import text_insert_paths as text_paths
 
 from benchmarks.scratch import scratch_runtime
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
-from memstrata.db.models import MemoryEmbedding
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
-from memstrata.retrieval.repository_writes import EmbeddingWrites, _own_columns
+from memstrata.retrieval.repository_writes import EmbeddingWrites
 from memstrata.retrieval.rounds import Round
-from memstrata.retrieval.vector import pad_vector
 from memstrata.retrieval.vector_binary import VectorArray
-
-_OLD_COPIES = text(
-    "INSERT INTO memory_embeddings (user_id, file_path, chunk_index, chunk_text, "
-    "content_hash, source_ids, context, bm25_terms, created_at, embedding, embedding_model, "
-    "embedding_dim) "
-    "SELECT :u, v.file_path, v.chunk_index, v.chunk_text, v.content_hash, v.source_ids, "
-    "v.context, v.bm25_terms, coalesce(v.created_at, now()), "
-    "CASE WHEN s.id IS NULL THEN cast(v.embedding AS vector) ELSE s.embedding END, "
-    "CASE WHEN s.id IS NULL THEN v.embedding_model ELSE s.embedding_model END, "
-    "CASE WHEN s.id IS NULL THEN v.embedding_dim ELSE s.embedding_dim END "
-    "FROM jsonb_to_recordset(cast(:rows AS jsonb)) AS v(n int, source bigint, "
-    "file_path text, chunk_index int, chunk_text text, content_hash text, source_ids jsonb, "
-    "context jsonb, bm25_terms text, created_at timestamptz, embedding text, "
-    "embedding_model text, embedding_dim int) "
-    "LEFT JOIN memory_embeddings s ON s.id = v.source AND s.user_id = :u "
-    "ORDER BY v.n"
-)
 
 
 def old_insert(repo: EmbeddingWrites, chunks: Sequence[NewChunk]) -> None:
     """``insert`` before: ORM batches, each vector as pgvector's text."""
-    values = []
-    for c in chunks:
-        row: dict[str, Any] = {"user_id": repo.user_id, **_own_columns(c), "embedding": None}
-        row.update(embedding_model=None, embedding_dim=None)
-        if c.created_at is not None:
-            row["created_at"] = c.created_at
-        if c.embedding is not None:
-            row["embedding"] = pad_vector(c.embedding)
-            row["embedding_model"] = c.embedding_model
-            row["embedding_dim"] = len(c.embedding)
-        values.append(row)
-    for batch in (
-        [v for v in values if "created_at" in v],
-        [v for v in values if "created_at" not in v],
-    ):
-        if batch:
-            repo.session.execute(pg_insert(MemoryEmbedding), batch)
+    text_paths.old_insert(repo.session, repo.user_id, chunks)
 
 
 def old_insert_copies(repo: EmbeddingWrites, rows: Sequence[tuple[int | None, NewChunk]]) -> None:
     """``insert_copies`` before: each vector as text inside the JSON array."""
-    values = []
-    for n, (source, c) in enumerate(rows):
-        own = c.embedding if source is None else None
-        values.append(
-            {
-                "n": n,
-                "source": source,
-                **_own_columns(c),
-                "created_at": None if c.created_at is None else c.created_at.isoformat(),
-                "embedding": None if own is None else f"[{','.join(map(str, pad_vector(own)))}]",
-                "embedding_model": None if own is None else c.embedding_model,
-                "embedding_dim": None if own is None else len(own),
-            }
-        )
-    if values:
-        repo.session.execute(_OLD_COPIES, {"u": repo.user_id, "rows": json.dumps(values)})
+    text_paths.old_insert_copies(repo.session, repo.user_id, rows)
 
 
 NEW_INSERT = EmbeddingWrites.insert

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata.agent import entries, markdown_doc
+from memstrata.agent import markdown_doc
 from memstrata.agent.prompt import build_system_prompt
 from memstrata.agent.tools import MemoryTools
 from memstrata.memory.kinds import FileKind
@@ -18,7 +18,7 @@ from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.sync import SyncService
 from tests.agent.stored import memory, user_md
 from tests.agent.test_entry_fences import commonmark_code
-from tests.agent.test_list_items import commonmark_items
+from tests.agent.test_list_items import code, commonmark_items, spans
 from tests.agent.tool_support import given
 
 pytestmark = pytest.mark.anyio
@@ -68,15 +68,6 @@ NESTED_WIDTH = """# MEMORY.md
        make image
 then push.
 """
-
-
-def spans(text: str) -> list[tuple[int, int]]:
-    return [(e.start, e.end) for e in entries.entries(markdown_doc.parse(text))]
-
-
-def code(text: str) -> set[int]:
-    doc = markdown_doc.parse(text)
-    return {i for i in doc.code if doc.bare(i).strip()}
 
 
 # -- the reader ---------------------------------------------------------------------------------

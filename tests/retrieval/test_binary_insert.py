@@ -3,7 +3,8 @@
 wrote, and the errors callers catch are the same SQLAlchemy exceptions.
 
 The text paths as they were (an ORM insert, and the JSON statement with vectors as text)
-live here only, to compare against. Real PostgreSQL + pgvector throughout.
+are kept to compare against, in tests/retrieval/text_insert_paths.py. Real PostgreSQL +
+pgvector throughout.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import ctypes
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +21,6 @@ import numpy as np
 import pytest
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import Connection, cast, event, literal, select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -30,71 +30,10 @@ from memstrata.db.models import MemoryEmbedding
 from memstrata.errors import VectorDimensionError
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
-from memstrata.retrieval.repository_writes import _own_columns
-from memstrata.retrieval.vector import pad_vector
 from memstrata.retrieval.vector_binary import VectorArray, float4s
-
-_OLD_COPIES = text(
-    "INSERT INTO memory_embeddings (user_id, file_path, chunk_index, chunk_text, "
-    "content_hash, source_ids, context, bm25_terms, created_at, embedding, embedding_model, "
-    "embedding_dim) "
-    "SELECT :u, v.file_path, v.chunk_index, v.chunk_text, v.content_hash, v.source_ids, "
-    "v.context, v.bm25_terms, coalesce(v.created_at, now()), "
-    "CASE WHEN s.id IS NULL THEN cast(v.embedding AS vector) ELSE s.embedding END, "
-    "CASE WHEN s.id IS NULL THEN v.embedding_model ELSE s.embedding_model END, "
-    "CASE WHEN s.id IS NULL THEN v.embedding_dim ELSE s.embedding_dim END "
-    "FROM jsonb_to_recordset(cast(:rows AS jsonb)) AS v(n int, source bigint, "
-    "file_path text, chunk_index int, chunk_text text, content_hash text, source_ids jsonb, "
-    "context jsonb, bm25_terms text, created_at timestamptz, embedding text, "
-    "embedding_model text, embedding_dim int) "
-    "LEFT JOIN memory_embeddings s ON s.id = v.source AND s.user_id = :u "
-    "ORDER BY v.n"
-)
-
+from tests.retrieval.text_insert_paths import old_insert, old_insert_copies
 
 Write = Callable[[Session], None]
-
-
-def old_insert(session: Session, user_id: str, chunks: Sequence[NewChunk]) -> None:
-    """``EmbeddingRepository.insert`` as it was: ORM batches, vectors as pgvector's text."""
-    values = []
-    for c in chunks:
-        own = c.embedding
-        row: dict[str, Any] = {"user_id": user_id, **_own_columns(c), "embedding_model": None}
-        row.update(embedding=None if own is None else pad_vector(own), embedding_dim=None)
-        if own is not None:
-            row.update(embedding_model=c.embedding_model, embedding_dim=len(own))
-        if c.created_at is not None:
-            row["created_at"] = c.created_at
-        values.append(row)
-    for batch in (
-        [v for v in values if "created_at" in v],
-        [v for v in values if "created_at" not in v],
-    ):
-        if batch:
-            session.execute(pg_insert(MemoryEmbedding), batch)
-
-
-def old_insert_copies(
-    session: Session, user_id: str, rows: Sequence[tuple[int | None, NewChunk]]
-) -> None:
-    """``EmbeddingRepository.insert_copies`` as it was: vectors as text inside JSON."""
-    values = []
-    for n, (source, c) in enumerate(rows):
-        own = c.embedding if source is None else None
-        values.append(
-            {
-                "n": n,
-                "source": source,
-                **_own_columns(c),
-                "created_at": None if c.created_at is None else c.created_at.isoformat(),
-                "embedding": None if own is None else f"[{','.join(map(str, pad_vector(own)))}]",
-                "embedding_model": None if own is None else c.embedding_model,
-                "embedding_dim": None if own is None else len(own),
-            }
-        )
-    if values:
-        session.execute(_OLD_COPIES, {"u": user_id, "rows": json.dumps(values)})
 
 
 # Whole rows as stored, in id order, ids as ranks (two users' rows get different ids), the
