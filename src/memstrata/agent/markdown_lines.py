@@ -57,31 +57,17 @@ def item_text(line: str) -> str | None:
 def item_width(line: str) -> int:
     """The column an item line's text starts at (module doc): the lines indented so far or
     more are the item's. ``line`` starts an item."""
-    return item(line, 0)[0]
-
-
-def item(line: str, base: int) -> tuple[int, str]:
-    """(width, content) of an item line read from column ``base``: the columns its text
-    starts at, counted from ``base``, and the rest of the line as the item reads it — ""
-    for none, and after five blanks or more the blanks but one, as spaces (indented code)."""
-    match = _ITEM.match(line)
-    assert match is not None  # the caller read an item here
-    marker_end = len(match.group(1)) + len(match.group(2))
-    text = line[match.end() :]
-    if not text.strip():
-        return marker_end + 1, ""
-    blanks = _advance(base + marker_end, match.group(4)) - base - marker_end
-    if blanks > TAB:
-        return marker_end + 1, " " * (blanks - 1) + text
-    return marker_end + blanks, text
+    return open_items(line, 0)[0][0]
 
 
 def open_items(rest: str, base: int) -> tuple[list[int], str]:
     """The items ``rest`` opens one in the other (``- 1. a``; ``rest`` starts one, read
     from column ``base``): the column each one's text starts at, counted from the file's
-    margin, and the text of the innermost as :func:`item` reads it.
+    margin, and the rest of the line as the innermost reads it — "" for none, and after
+    five blanks or more the blanks but one, as spaces (indented code), its text starting
+    one column after the marker.
 
-    As :func:`item` and :func:`starts` item by item, but in time linear in the line: a
+    As :func:`starts` reads the line after each marker, but in time linear in the line: a
     line of nested markers (``- - - … a``) must not be copied, nor matched against
     ``BREAK``, once per marker (200 KB of them took minutes)."""
     widths: list[int] = []
