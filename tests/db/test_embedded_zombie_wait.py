@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memstrata.db.dead_postmaster import wait_for_dead_postmaster
+from memstrata.db.embedded import _pid_alive, prune_dead_handles
 from memstrata.logs import event_fields
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -129,3 +130,17 @@ def test_the_wait_for_a_killed_postmaster_says_what_it_waits_for(
     assert waiting["pid"] == pid and waiting["parent"] == parent.pid
     assert waiting["waiting_for"] == "the killed postmaster (a zombie) to be reaped by its parent"
     assert events["db.embedded.dead_postmaster_reaped"]["waited_s"] < WAIT_S
+
+
+def test_a_zombie_is_no_live_holder_of_the_server(
+    tmp_path: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
+    child = zombie(tmp_path, "python3")
+    children.append(child)
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    (pgdata / ".handle_pids.json").write_text(f"[{child.pid}, {os.getpid()}]")
+
+    assert not _pid_alive(child.pid)
+    assert _pid_alive(os.getpid())
+    assert prune_dead_handles(pgdata) == [os.getpid()]

@@ -77,14 +77,34 @@ def _zombie_parent(pid: int, started: int) -> int | None:
     """The parent of ``pid`` if it is a postmaster that exited unreaped — a zombie named
     ``postgres`` that started ``started`` (Unix seconds) — else None. Linux's ``/proc``;
     elsewhere: None, no wait."""
+    stat = _proc_stat(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        name, after = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 1 :]
-        state, parent, ticks = after.split()[0], int(after.split()[1]), int(after.split()[19])
         btime = Path("/proc/stat").read_text().split("\nbtime ", 1)[1].split()[0]
-    except (OSError, IndexError, ValueError):
+    except (OSError, IndexError):
         return None
+    if stat is None:
+        return None
+    name, state, parent, ticks = stat
     began = int(btime) + ticks / os.sysconf("SC_CLK_TCK")
     if state != "Z" or name != "postgres" or abs(began - started) > _START_SLACK_S:
         return None
     return parent
+
+
+def is_zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits for its parent to collect it: no longer a live
+    process, though ``kill(pid, 0)`` still finds it. Linux's ``/proc``; elsewhere False."""
+    stat = _proc_stat(pid)
+    return stat is not None and stat[1] in ("Z", "X")
+
+
+def _proc_stat(pid: int) -> tuple[str, str, int, int] | None:
+    """Name, state, parent pid and start (clock ticks after boot) from ``/proc/PID/stat``;
+    None where there is no such file (no such process, or not Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        name, after = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 1 :]
+        fields = after.split()
+        return name, fields[0], int(fields[1]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 from sqlalchemy import URL, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from memstrata.db.dead_postmaster import wait_for_dead_postmaster
+from memstrata.db.dead_postmaster import is_zombie, wait_for_dead_postmaster
 from memstrata.db.disk import NO_SPACE_WORDS
 from memstrata.errors import DatabaseSetupError
 from memstrata.logs import log_event
@@ -290,13 +290,16 @@ def _failed_step(exc: BaseException) -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs. A zombie — killed, not yet collected by its parent — does not:
+    counted alive, it held the reaper and kept the server up for as long as its parent
+    left it uncollected (a supervisor that never waits: for ever)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not is_zombie(pid)
 
 
 def prune_dead_handles(pgdata: Path) -> list[int]:
