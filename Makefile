@@ -17,9 +17,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/memstrata serve
 
-# Lint first: a style or type error fails CI like a failing test.
+# Lint first: a style or type error fails CI like a failing test. The 25 slowest tests are
+# listed at the end, to keep the whole suite within CI's budget as it grows.
 test: lint browser
-	$(BIN)/python -m pytest -m "not slow" tests
+	$(BIN)/python -m pytest -m "not slow" --durations=25 tests
 
 # The browser tests (tests/web) drive Debian's Chromium; Playwright's own browser download
 # is never used. As root (these machines, CI) a missing one is installed; elsewhere the
