@@ -101,3 +101,99 @@ def test_long_life_prints_no_figures_for_rows_without_vectors() -> None:
     assert done.returncode != 0
     assert "have no vector; no figures" in done.stderr
     assert "recall" not in done.stdout
+
+
+DIVERSITY = [sys.executable, str(Path(__file__).with_name("diversity.py"))]
+
+
+def tiny_locomo(path: Path) -> None:
+    """Two sessions of one conversation in LoCoMo's format: three turns of one topic, near
+    duplicates, and the other topics once; questions naming one or two evidence turns."""
+    said = [
+        "I adopted a grey kitten named Miso last week.",
+        "Miso the grey kitten sleeps on my keyboard all day.",
+        "My grey kitten Miso knocked my coffee off the desk.",
+        "I started learning the cello in March.",
+        "We hiked to the lake above the village on Sunday.",
+        "My sister moved to Lisbon for a job at a bakery.",
+    ]
+    turns = [{"speaker": "Ana", "dia_id": f"D1:{i + 1}", "text": t} for i, t in enumerate(said)]
+    later = [{"speaker": "Ana", "dia_id": "D2:1", "text": "The cello teacher says I improve."}]
+    qa = [
+        {"question": "What is the kitten called?", "evidence": ["D1:1"], "category": 4},
+        {
+            "question": "Which instrument and which city?",
+            "evidence": ["D1:4", "D1:6"],
+            "category": 1,
+        },
+        {"question": "What does the cello teacher say?", "evidence": ["D2:1"], "category": 4},
+    ]
+    conversation = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": turns,
+        "session_2_date_time": "10:00 am on 2 June, 2023",
+        "session_2": later,
+    }
+    path.write_text(json.dumps([{"sample_id": "tiny", "conversation": conversation, "qa": qa}]))
+
+
+@pytest.mark.slow
+def test_diversity_rankings_are_pure() -> None:
+    """MMR at λ = 1 is the fused order and picks a second topic over a near duplicate at
+    λ = 0.5; near-duplicate removal skips the copy and puts it back when places are left."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import numpy as np
+
+    from benchmarks.diversity import dedup, mmr, normalised
+
+    unit = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
+    rel = normalised([3.0, 2.9, 1.0])
+    assert rel == [1.0, 0.95, 0.0]
+    assert mmr(rel, unit, 3, 1.0) == [0, 1, 2]
+    assert mmr(rel, unit, 2, 0.5) == [0, 2]
+    assert dedup(unit, 2, 0.95) == [0, 2]
+    assert dedup(unit, 3, 0.95) == [0, 2, 1]
+    assert dedup(unit[:2], 2, 0.95) == [0, 1]
+
+
+@pytest.mark.slow
+def test_diversity_script(tmp_path: Path) -> None:
+    """The script end to end on a tiny LoCoMo-format file (its own check against the
+    harness's rows included), its ``decide`` on the saved scores, and ``cost``."""
+    data, saved = tmp_path / "tiny.json", tmp_path / "tiny-scores.json"
+    tiny_locomo(data)
+    run = subprocess.run(
+        [*DIVERSITY, "locomo", str(data), "--out", str(saved)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    lines = run.stdout.splitlines()
+    rows = {line.split()[0] for line in lines if line.startswith("  ") and "@10," not in line}
+    variants = ["mmr_l0.9", "mmr_l0.8", "mmr_l0.7", "mmr_l0.5", "dedup_t0.95", "dedup_t0.9"]
+    assert rows == {"hybrid", "hybrid_spec_decay", *variants} | {
+        f"{v}_spec_decay" for v in variants
+    }
+    assert any(line.startswith("  @10, decay off, category 1 (1): hybrid") for line in lines)
+    table = json.loads(saved.read_text())["table"]["fraction"]
+    assert len(table["hybrid"]["5"]) == 3
+    decided = subprocess.run(
+        [*DIVERSITY, "decide", str(saved), str(saved)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    verdicts = decided.stdout.split("the rule")[1].splitlines()[1:]
+    assert [line.split()[0] for line in verdicts] == variants
+    cost = subprocess.run(
+        [*DIVERSITY, "cost", "--chunks", "200", "--searches", "20"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    assert cost.stdout.count("mmr_l0.5") == 2 and "decay off: 200 rows" in cost.stdout
