@@ -35,6 +35,16 @@ SHAPES: dict[str, Callable[[int], str]] = {
         "  " * (i % 50) + f"- item {i}\n" + ("back at the margin\n" if i % 50 == 49 else "")
         for i in range(size // 60)
     ),
+    # Block quotes and HTML blocks: a long quote, quotes nested as deep as a line goes
+    # (each level reads the line again, up to ``MAX_QUOTES``), lazy lines under them, a
+    # list in a quote, and the lines of HTML blocks, blank ones among them.
+    "quote lines": lambda size: "> quoted - line\n" * (size // 16),
+    "nested quote markers": lambda size: "> " * (size // 2) + "a\nb\n",
+    "lazy lines under them": lambda size: "> " * (size // 4) + "a\n" + "b\n" * (size // 4),
+    "items and quotes in turn": lambda size: "- > " * (size // 4) + "a\nb\n",
+    "a list in a quote": lambda size: "> - a\n>   b\n" * (size // 12),
+    "an HTML comment of list lines": lambda size: "<!--\n" + "- Name: x\n\n" * (size // 11),
+    "HTML lines in an entry": lambda size: "- a\n  <div>\n" + "  <p>x</p>\n" * (size // 11),
 }
 
 

@@ -33,9 +33,9 @@ Markdown is read as CommonMark reads it, as far as these rules need:
   line being code). Its lines are the item line, every later line indented by its width or
   more (a nested list, a heading or a fence inside the item; after blank lines too, except
   under an empty item line, which a blank line ends), and the lines of its paragraph: any
-  line that is not blank and starts no item, heading, fence or thematic break, after a
-  line of text of the item (not after a blank line, nor after its code or a heading
-  inside it).
+  line that is not blank and starts no item, heading, fence, thematic break, block quote
+  or HTML block (a lone tag starts none here), after a line of text of the item (not
+  after a blank line, nor after its code or a heading inside it).
 * a *nested item* is a list item inside an item: on a line indented under it, or after
   its marker on its line (``- - a``, ``- 1. a``). It is read by the rules of an item, its
   lines taken off the columns of the item it is in (its width counts from there), but it
@@ -44,6 +44,27 @@ Markdown is read as CommonMark reads it, as far as these rules need:
   blank line, text seven columns in under ``  1. a`` is a paragraph of that item, not
   indented code), and a line at the margin goes on with the entry only after a line of
   its paragraph.
+* a *block quote* is a line with ``>`` after at most three spaces, and the lines after
+  it that hold one as far in, or that go on with its last paragraph (lazy lines: not
+  blank, starting no block, as an item's paragraph goes on); a blank line ends it. What
+  the quote holds — the text after each ``>`` and the blank after it, a tab there read to
+  the file's tab stop — is read by these rules as a file of its own, so a list, a fence
+  or a quote in it decides whether its last line is paragraph text; but nothing in it is
+  a heading, an entry or a fence of the file's. Quotes nest 32 deep at most; a ``>``
+  deeper is text.
+* an *HTML block* starts, after at most three spaces, as one of CommonMark's seven kinds
+  (0.31, section 4.6) and runs to its end: ``<pre``, ``<script``, ``<style`` or
+  ``<textarea`` to the line holding its closing tag, ``<!--`` to ``-->``, ``<?`` to
+  ``?>``, ``<!`` and a letter to ``>``, ``<![CDATA[`` to ``]]>`` (blank lines inside
+  included, the end of the file if none), and a block-level tag (``<div``,
+  ``<details``, ``</p``…) or a lone open or closing tag on its line to a blank line. A
+  lone tag right under a paragraph's line starts none (it goes on with the paragraph).
+  Its lines are no heading, entry or fence; one that only its end ends, left open at the
+  end of the text outside entries, runs on (``Doc.open_html``), as a fence does.
+* block quotes and HTML blocks are read at the top level and inside items alike: on a
+  line indented under an item (or after its marker: ``- > a``), one is that item's and
+  ends with it if not before — a line less indented than the item's text ends the item,
+  unless it is a lazy line of a quote's paragraph. Their lines are ``Doc.raw``.
 * any other line that is not blank starts *text*: a paragraph, a thematic break or a
   fenced block, with the lines after it up to a blank line, an item or a heading, and
   indented lines after a blank line. A thematic break is no paragraph: no entry goes on
@@ -55,33 +76,28 @@ after a ``~~~`` inside a backtick fence is code, a fence in a list item ends wit
 a line two columns in under ``1. a`` or ``-   a`` ends the item, ``- - -`` is no item).
 Inside an item, the lines indented by its width are read as CommonMark reads them, that
 width taken off (tabs to the file's tab stops): a fence or heading four columns in under
-``10) a`` is one. Departures: setext headings are text (above), and block quotes and HTML
-blocks are not read — their lines are text, so a ``> quote`` or ``<div>`` line right under
-an entry's paragraph goes on with the entry, where CommonMark ends the item, and a list
-item or fence after a ``>`` is none.
+``10) a`` is one; a ``> quote`` or ``<div>`` line right under an entry's paragraph ends
+the entry, and a list item or fence in a quote or HTML block is none of the file's. The
+one departure: setext headings are text (above).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from memstrata.agent.markdown_blocks import html_closer
 from memstrata.agent.markdown_lines import (
-    BREAK,
     Kind,
     fence_after,
     heading,
     indent,
-    inside,
     item_text,
     item_width,
-    open_items,
-    paragraph,
-    starts,
     title,
 )
+from memstrata.agent.markdown_reader import Reader
 
 # The line rules are read through this module too (``markdown_doc.heading``…).
 __all__ = [
@@ -99,6 +115,7 @@ __all__ = [
     "item_width",
     "may_fence",
     "open_fence",
+    "open_html",
     "parse",
     "title",
     "unclosed_fence",
@@ -144,6 +161,13 @@ class Doc:
     # (opening line, fence) of a fence open inside the entry the text ends in: the end of
     # the entry ends it, so it is not ``open_fence``, but a line added to the entry is code.
     entry_fence: tuple[int, str] | None = None
+    # The lines of block quotes (their lazy lines too) and HTML blocks, at the top level
+    # and inside entries, that are not blank: the file's text, but no heading, entry,
+    # fence or ``- key: value`` bullet of its own.
+    raw: frozenset[int] = frozenset()
+    # The line that ends an HTML block left open at the end of the text, outside entries,
+    # of a kind only its end ends (``<!--`` without ``-->``): it runs on, as a fence does.
+    open_html: str | None = None
 
     def headings(self) -> list[Block]:
         return [block for block in self.blocks if block.kind is Kind.HEADING]
@@ -172,6 +196,12 @@ def bare(line: str, index: int) -> str:
 def open_fence(text: str) -> str | None:
     """The fence still open at the end of ``text``: ``Doc.open_fence``."""
     return parse(text).open_fence if may_fence(text) else None
+
+
+def open_html(text: str) -> str | None:
+    """The line that ends the HTML block still open at the end of ``text``:
+    ``Doc.open_html`` (every such block starts with a ``<``)."""
+    return parse(text).open_html if "<" in text else None
 
 
 def may_fence(text: str) -> bool:
@@ -217,116 +247,17 @@ def closing_line_of(doc: Doc) -> str | None:
 def parse(text: str) -> Doc:
     """The structure of ``text`` (module doc)."""
     lines = text.split("\n")
-    kinds: list[Kind] = []
-    starts_at: list[int] = []
-    ends: list[int] = []
-    code: set[int] = set()
-    fence: str | None = None
-    opened = 0  # the line that opened ``fence``
-    held: list[int] = []  # blank lines in an item's fence: code if the item goes on
-    after_blank = False
-    lazy = False  # the line before is paragraph text, which a lazy line may go on with
-    # The open list items, the entry first, then the items nested in it: the columns
-    # their text starts at (their widths), each further in than the one before.
-    items: list[int] = []
-    hollow = False  # the last line opened an item without text: a blank line ends it
-    pad = ""  # as many spaces as the innermost item's width
+    reader = Reader()
     for index, raw in enumerate(lines):
-        line = bare(raw, index)
-        if fence is not None:
-            if items and not line.strip():
-                held.append(index)
-                continue
-            # The fence is in the innermost item, if any, and ends with it (module doc).
-            # ``inside``, its common case inline: most lines of a fenced file are code.
-            inner: str | None = line
-            if items:
-                tabless = line.startswith(pad) and "\t" not in line
-                inner = line[len(pad) :] if tabless else inside(line, items[-1])
-            if inner is not None:
-                if held:
-                    code.update(held)
-                    held.clear()
-                code.add(index)
-                ends[-1] = index + 1
-                fence = fence_after(fence, inner)
-                continue
-            fence = None
-            held.clear()
-        if not line.strip():
-            after_blank = True
-            lazy = False
-            if hollow:
-                items.pop()
-                pad = " " * items[-1] if items else ""
-                hollow = False
-            continue
-        # The items that take the line (indented as far as their text starts), and the
-        # line within the innermost of them.
-        depth = len(items)
-        rest: str | None = line
-        if depth:
-            tabless = line.startswith(pad) and "\t" not in line
-            rest = line[len(pad) :] if tabless else inside(line, items[-1])
-        if rest is None:  # the items whose widths the line reaches (``items`` ascends)
-            depth = bisect_right(items, indent(line), 0, depth - 1)
-            within = inside(line, items[depth - 1]) if depth else line
-            assert within is not None  # the line reaches that item's width
-            rest = within
-        under = lazy and depth == len(items)
-        kind = starts(rest, under)
-        if depth < len(items):
-            if lazy and _lazy(rest, kind):  # every item stays open
-                ends[-1] = index + 1
-                after_blank = False
-                continue
-            del items[depth:]
-            pad = " " * items[-1] if items else ""
-        hollow = False
-        if depth or (kinds and _continues(rest, kind, kinds[-1], after_blank)):
-            ends[-1] = index + 1
-        else:
-            kinds.append(kind)
-            starts_at.append(index)
-            ends.append(index + 1)
-        fresh = after_blank or not lazy
-        after_blank = False
-        # The items the line opens, one in the other (``- 1. a``), then what their text
-        # starts: a fence, a heading, a paragraph.
-        if kind is Kind.ITEM:
-            widths, rest = open_items(rest, items[-1] if depth else 0)
-            items.extend(widths)
-            hollow = not rest
-            kind = starts(rest, False)
-            under = False
-            fresh = True
-            pad = " " * items[-1]
-        fence = fence_after(None, rest)
-        lazy = fence is None and not hollow and paragraph(rest, kind, under, fresh)
-        if fence is not None:
-            code.add(index)
-            opened = index
-    blocks = tuple(_block(lines, *span) for span in zip(kinds, starts_at, ends, strict=True))
-    if fence is not None and items:
-        return Doc(tuple(lines), blocks, frozenset(code), None, 0, (opened, fence))
-    return Doc(tuple(lines), blocks, frozenset(code), fence, opened if fence else 0)
-
-
-def _lazy(line: str, kind: Kind) -> bool:
-    """Whether ``line``, read within the last item that takes it, goes on with the
-    paragraph of an item further in (a lazy line): it starts no block there — no item,
-    heading, fence or thematic break (``===`` is text here: it underlines no paragraph of
-    the item it is read in)."""
-    return kind is Kind.TEXT and fence_after(None, line) is None and not BREAK.fullmatch(line)
-
-
-def _continues(line: str, kind: Kind, last: Kind, after_blank: bool) -> bool:
-    """Whether ``line`` — not blank, outside a fence and every item, starting a block of
-    ``kind`` if any — belongs to the block of kind ``last`` before it: the text block it
-    is a line of (an entry's lazy lines are read before)."""
-    if last is not Kind.TEXT or kind is not Kind.TEXT:
-        return False
-    return line[:1] in (" ", "\t") or not after_blank
+        reader.read(index, bare(raw, index))
+    spans = zip(reader.kinds, reader.starts, reader.ends, strict=True)
+    blocks = tuple(_block(lines, *span) for span in spans)
+    code, raw_lines, fence = frozenset(reader.code), frozenset(reader.raw), reader.fence
+    if fence is not None and reader.items:
+        return Doc(tuple(lines), blocks, code, None, 0, (reader.opened, fence), raw_lines)
+    closer = None if reader.items else html_closer(reader.html)
+    opened = reader.opened if fence else 0
+    return Doc(tuple(lines), blocks, code, fence, opened, raw=raw_lines, open_html=closer)
 
 
 def _block(lines: Sequence[str], kind: Kind, start: int, end: int) -> Block:

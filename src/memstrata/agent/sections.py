@@ -161,9 +161,11 @@ def _closing_open_fence(lines: list[str]) -> list[str]:
     fence a person left open runs to the end of the file, so lines added after it would be
     code: a new section the tools never find again (the next call would add it once more),
     an entry no duplicate check sees. Closing it at the end changes how nothing before it
-    reads — CommonMark ends an open fence there too."""
-    fence = markdown_doc.open_fence("\n".join(lines))
-    return lines if fence is None else [*lines, fence]
+    reads — CommonMark ends an open fence there too. So does an HTML block only its end
+    ends (``<!--`` without ``-->``): the line that ends it is added the same way."""
+    text = "\n".join(lines)
+    closing = markdown_doc.open_fence(text) or markdown_doc.open_html(text)
+    return lines if closing is None else [*lines, closing]
 
 
 def append_to_section(text: str, name: str, entry: str) -> str:
@@ -182,9 +184,19 @@ def _append(text: str, name: str, entry: str) -> str:
     while position > span.body_start and lines[position - 1].strip() == "":
         position -= 1
     head = lines[:position]
-    if doc.open_fence is not None:  # open at ``position`` if it opened in this section
+    if doc.open_fence or doc.open_html:  # open at ``position`` if opened in this section
         head = _closing_open_fence(head)
+    if position - 1 in doc.raw and _taken(head, entry_lines):
+        entry_lines = ["", *entry_lines]
     return "\n".join(head + entry_lines + lines[position:])
+
+
+def _taken(head: list[str], added: list[str]) -> bool:
+    """Whether the first of the ``added`` lines, right after ``head``, would be a line of
+    the HTML block ``head`` ends in (a ``<div>`` or a lone tag runs to a blank line, as
+    CommonMark reads it): an entry no later call would find, nor its duplicate check see.
+    A blank line between ends the block. Asked only after a line of such a block."""
+    return len(head) in markdown_doc.parse("\n".join(head + added[:1])).raw
 
 
 def replace_section(text: str, name: str, body: str) -> str:
@@ -235,9 +247,14 @@ def _set_key(text: str, name: str, key: str, value: str) -> str:
 
 def key_bullets(doc: Doc, span: Section) -> list[tuple[int, str, str]]:
     """(index, key as spelled, value) of every ``- key: value`` bullet of the section,
-    outside fenced code."""
-    inside = [i for i in range(span.body_start, span.end) if i not in doc.code]
+    outside fenced code, block quotes and HTML blocks (``Doc.raw``)."""
+    inside = [i for i in range(span.body_start, span.end) if _own(doc, i)]
     return _key_bullets(doc.lines, inside)
+
+
+def _own(doc: Doc, index: int) -> bool:
+    # A bullet in code, a quote or an HTML block is an example or a quotation, no fact.
+    return index not in doc.code and index not in doc.raw
 
 
 def _key_bullets(lines: Sequence[str], indexes: Iterable[int]) -> list[tuple[int, str, str]]:
@@ -259,9 +276,10 @@ def find_key(doc: Doc, span: Section, key: str) -> int | None:
 def body_keys(body: str) -> list[str]:
     """The keys of the ``- key: value`` bullets in a section body an agent sent, read as
     :func:`key_bullets` reads them once the body is in the file: lines split at LF only
-    (a U+2028 leaves the key after it inside the line before), fenced code skipped."""
+    (a U+2028 leaves the key after it inside the line before), fenced code, block quotes
+    and HTML blocks skipped."""
     doc = markdown_doc.parse(body)
-    outside = [i for i in range(len(doc.lines)) if i not in doc.code]
+    outside = [i for i in range(len(doc.lines)) if _own(doc, i)]
     return [key for _, key, _ in _key_bullets(doc.lines, outside)]
 
 
