@@ -52,6 +52,10 @@ REPRESENTATIVE = [
     # CJK, a setext underline, thematic breaks, an entry fence at the margin, CRLF.
     "## 人物\n- 小王：喜欢简短的回答\r\n- 2026-02-01：代码\n```\n打印\n```\n"
     "Setext\n===\n---\n* * *\n2. not an item\n\n- last\n  ```\n  开着",
+    # An HTML comment that runs on from the margin: closed by its "-->".
+    "## Notes\n- a\n- b\n\n<!-- drafts\n\n## not a heading\n- nor an entry",
+    # One opened in the last entry, closed by its own tag indented into the entry.
+    "## Notes\n- a\n  <pre>\n  x\n  </pre>\n- b\n- c\n  <script>\n\n  still open",
 ]
 
 
@@ -80,6 +84,15 @@ def test_a_fence_open_in_the_last_entry_is_closed_in_every_cut() -> None:
     assert MemoryBody(text).closing == "  ```"
     for dropped in range(3):
         assert MemoryBody(text).shown(dropped).endswith("\n  still open\n  ```")
+
+
+@pytest.mark.parametrize(
+    ("text", "closing"), [(REPRESENTATIVE[-2], "-->"), (REPRESENTATIVE[-1], "  </script>")]
+)
+def test_an_html_block_left_open_is_closed_in_every_cut(text: str, closing: str) -> None:
+    assert MemoryBody(text).closing == closing
+    for dropped in range(3):
+        assert MemoryBody(text).shown(dropped).endswith(f"\n{closing}")
 
 
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:

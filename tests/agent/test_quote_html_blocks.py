@@ -312,7 +312,11 @@ async def test_an_html_comment_left_open_is_closed_before_an_entry_is_added(
     answer = await tools.record_memory("Staging is on Fridays.", section="Notes")
     again = await tools.record_memory("Staging is on Fridays.", section="Notes")
 
-    assert answer == f"Recorded in MEMORY.md under ## Notes (version {version + 1})."
+    assert answer == (
+        f"Recorded in MEMORY.md under ## Notes (version {version + 1}). Note: line 5 of "
+        "MEMORY.md opens an HTML block ('<!-- drafts, to sort out') that never closed, so the "
+        "lines after it were part of it; a line of --> now closes it before the new lines."
+    )
     assert again.startswith("No change: MEMORY.md already has this entry under ## Notes")
     stored = memory(store)[0]
     assert stored == text + "-->\n- 2026-03-01: Staging is on Fridays.\n"

@@ -1,7 +1,7 @@
 """``memory_write`` is a model's whole-file write, so it refuses text that would leave a
-code fence open, with the agent tools' rule and words (``update_long_term_memory`` with
-``whole_file``), through the SDK's in-process client on the real runtime; each refusal is
-checked to have written nothing."""
+code fence or an HTML block that only its end ends (``<!--``) open, with the agent tools'
+rule and words (``update_long_term_memory`` with ``whole_file``), through the SDK's
+in-process client on the real runtime; each refusal is checked to have written nothing."""
 
 from __future__ import annotations
 
@@ -26,10 +26,25 @@ def open_fence(fence: str, line: int, file: str) -> str:
     )
 
 
+def open_html(number: int, opening: str, end: str, file: str) -> str:
+    # An HTML block only its end ends ("<!--" to "-->") runs to the end as a fence does.
+    return (
+        f"error: content opens an HTML block on line {number} ({opening!r}) that it never "
+        f"closes, so everything after it in {file}, later sections too, would read as part "
+        f"of it; add the closing {end} after it, or remove it"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
         ("memory", OPEN, open_fence("```", 4, "MEMORY.md")),
+        (
+            "memory",
+            "# MEMORY\n\n## Decisions\n<!-- old\n\n## Lessons\n- keep notes\n",
+            open_html(4, "<!-- old", "-->", "MEMORY.md"),
+        ),
+        ("soul", "Be brief.\n<style>\np {}\n", open_html(2, "<style>", "</style>", "SOUL.md")),
         ("user", "# USER\n\n## Profile\n~~~\n- Name: Alice\n", open_fence("~~~", 4, "USER.md")),
         ("soul", "```\n", open_fence("```", 1, "SOUL.md")),
         # A closing fence must be at least as long as the opening one.

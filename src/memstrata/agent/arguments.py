@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from memstrata.agent import markdown_doc, sections
 from memstrata.errors import ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
-from memstrata.text import lone_surrogate_at
+from memstrata.text import grapheme_cut, lone_surrogate_at
 
 MAX_ENTRY_CHARS = 2000
 WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, without section
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
 DEFAULT_TOOL_TOP_K = 5  # memory_search's top_k when the model gives none
+_QUOTED_CHARS = 40  # of the line opening an HTML block, as a refusal quotes it
 
 
 def check_name(value: object, what: str, example: str = "Decisions") -> str:
@@ -61,7 +62,7 @@ def check_value(value: object) -> str:
 def check_body(value: object, section: str, file: str) -> str:
     """A section body: its own heading, if repeated first, dropped; another ``#`` or ``##``
     heading refused (it would start a new section, out of reach of this section's edits),
-    and so is a fence left open (:func:`check_fences`)."""
+    and so is a fence or HTML block left open (:func:`check_fences`)."""
     text = check_text(value, "content", empty_ok=True)
     body = sections.without_own_heading(text, section)
     heading = sections.section_heading_in(body)
@@ -99,7 +100,7 @@ def check_entry(value: object) -> str:
 
 def check_whole_file(value: object, whole_file: bool) -> str:
     """``update_long_term_memory``'s content without a section; one that will be written
-    (``whole_file``) leaves no fence open (:func:`check_fences`)."""
+    (``whole_file``) leaves no fence or HTML block open (:func:`check_fences`)."""
     text = check_text(value, WHOLE_FILE)
     if whole_file:
         check_fences(numbered_lines(text), "MEMORY.md")
@@ -112,7 +113,11 @@ def check_fences(lines: Sequence[tuple[int, str]], file: str) -> None:
     every later line code: the sections after it vanish from the tools' reading (the next
     call naming one adds it again, inside the code) and from the prompt's cut. Refused, not
     closed for the agent: only the agent knows where its code ends, and a tool never
-    changes what the agent wrote (a wrong guess would store text it never sent)."""
+    changes what the agent wrote (a wrong guess would store text it never sent).
+
+    So is an HTML block that only its end ends (``<!--`` to ``-->``, ``<pre>`` to
+    ``</pre>``…: ``markdown_doc``) left open: it runs to the end of the file the same way,
+    every later line inside it (a comment's hidden to a reader of the rendered file)."""
     found = _unclosed(lines)
     if found is not None:
         number, fence = found
@@ -121,6 +126,22 @@ def check_fences(lines: Sequence[tuple[int, str]], file: str) -> None:
             f"everything after it in {file}, later sections too, would read as code; close "
             f"it with a line of {fence} after the code, or remove it"
         )
+    html = markdown_doc.unclosed_html([line for _, line in lines])
+    if html is not None:
+        index, end = html
+        number, line = lines[index]
+        raise ToolInputError(
+            f"content opens an HTML block on line {number} ({opening_line(line)}) that it never "
+            f"closes, so everything after it in {file}, later sections too, would read as "
+            f"part of it; add the closing {end} after it, or remove it"
+        )
+
+
+def opening_line(line: str) -> str:
+    """The line that opens an HTML block, as an answer quotes it: stripped, its start."""
+    text = line.strip()
+    cut = grapheme_cut(text, _QUOTED_CHARS)
+    return repr(text if cut >= len(text) else text[:cut] + "…")
 
 
 def numbered_lines(text: str) -> list[tuple[int, str]]:

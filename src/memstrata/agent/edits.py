@@ -20,6 +20,8 @@ them:
 * a fence a person left open is never removed with everything after it (a section body
   it opens in is not replaced), and closing it before added lines is noted. A fence
   inside an entry is never left open: the end of the entry ends it (``markdown_doc``).
+  So is an HTML block that only its end ends (``<!--`` without ``-->``), which runs on
+  as a fence does.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from datetime import date
 
 from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
-from memstrata.agent.arguments import MAX_NAME_CHARS
+from memstrata.agent.arguments import MAX_NAME_CHARS, opening_line
 from memstrata.agent.markdown_doc import Doc, Section
 from memstrata.memory.kinds import FileKind
 from memstrata.text import grapheme_cut
@@ -104,29 +106,46 @@ class Edit:
     def refuse(self, message: str) -> NothingToWrite:
         return NothingToWrite(error(message))
 
-    def keep_open_fence(self, doc: Doc, lines: tuple[int, int], what: str, doing: str) -> None:
-        """Refuse to remove ``lines`` (start, end) when a fence opened among them never
-        closes (a person's edit; the tools write none): it runs to the end of the file, so
-        everything after it — other sections to a person's eye — would go too."""
-        if doc.open_fence is None or lines[1] < len(doc.lines) or doc.fence_line < lines[0]:
+    def keep_open_block(self, doc: Doc, lines: tuple[int, int], what: str, doing: str) -> None:
+        """Refuse to remove ``lines`` (start, end) when a fence or an HTML block of kind 1
+        to 5 opened among them never closes (a person's edit; the tools write none): it
+        runs to the end of the file, so everything after it — other sections to a person's
+        eye — would go too."""
+        file, whole_file = self.kind.filename, _WHOLE_FILE[self.kind]
+        if lines[1] < len(doc.lines):
             return
-        file = self.kind.filename
-        raise self.refuse(
-            f"{what} runs to the end of {file}: its line {doc.fence_line + 1} opens a "
-            f"{doc.open_fence} fence that never closes, so every line after it is code inside "
-            f"it, and {doing} would remove them all; nothing was written. Close the fence first "
-            f"({_WHOLE_FILE[self.kind]})"
-        )
+        if doc.open_fence is not None and doc.fence_line >= lines[0]:
+            raise self.refuse(
+                f"{what} runs to the end of {file}: its line {doc.fence_line + 1} opens a "
+                f"{doc.open_fence} fence that never closes, so every line after it is code "
+                f"inside it, and {doing} would remove them all; nothing was written. Close the "
+                f"fence first ({whole_file})"
+            )
+        if doc.open_html is not None and doc.html_line >= lines[0]:
+            raise self.refuse(
+                f"{what} runs to the end of {file}: its line {doc.html_line + 1} opens an HTML "
+                f"block ({opening_line(doc.bare(doc.html_line))}) that never closes, so every "
+                f"line after it is part of it, and {doing} would remove them all; nothing was "
+                f"written. Close it first with a line of {doc.open_html} ({whole_file})"
+            )
 
     def closing(self, before: Doc, after: str) -> str:
-        """``after``, with a note if it closes a fence ``before`` left open
-        (``sections``: lines added after such a fence close it first)."""
-        fence = before.open_fence
+        """``after``, with a note if it closes a fence or an HTML block ``before`` left
+        open (``sections``: lines added after such a block close it first)."""
+        file = self.kind.filename
+        fence, end = before.open_fence, before.open_html
         if fence is not None and markdown_doc.open_fence(after) is None:
             self.notes.append(
-                f"Note: line {before.fence_line + 1} of {self.kind.filename} opens a {fence} "
-                f"fence that never closed, so the lines after it read as code; a line of "
-                f"{fence} now closes it before the new lines."
+                f"Note: line {before.fence_line + 1} of {file} opens a {fence} fence that "
+                f"never closed, so the lines after it read as code; a line of {fence} now "
+                "closes it before the new lines."
+            )
+        if end is not None and markdown_doc.open_html(after) is None:
+            opening = opening_line(before.bare(before.html_line))
+            self.notes.append(
+                f"Note: line {before.html_line + 1} of {file} opens an HTML block ({opening}) "
+                f"that never closed, so the lines after it were part of it; a line of {end} "
+                "now closes it before the new lines."
             )
         return after
 
@@ -222,7 +241,7 @@ class ReplaceSection(Edit):
         title = self.section(doc, self.name)
         span = sections.find_section(doc, self.name)
         if span is not None:
-            self.keep_open_fence(
+            self.keep_open_block(
                 doc, (span.body_start, span.end), f"## {title}", "replacing its body"
             )
         if self.guard_keys and span is not None:

@@ -38,12 +38,8 @@ _KIND_7 = re.compile(
     re.IGNORECASE,
 )
 # 2 to 5: a comment, a processing instruction, a declaration, CDATA, each to its end.
-_OTHER_KINDS = (
-    (2, re.compile(r" {0,3}<!--")),
-    (3, re.compile(r" {0,3}<\?")),
-    (4, re.compile(r" {0,3}<![A-Za-z]")),
-    (5, re.compile(r" {0,3}<!\[CDATA\[")),
-)
+_OPENERS = {2: "<!--", 3: r"<\?", 4: "<![A-Za-z]", 5: r"<!\[CDATA\["}
+_OTHER_KINDS = tuple((kind, re.compile(" {0,3}" + opener)) for kind, opener in _OPENERS.items())
 _END = {
     1: re.compile(rf"</{_RAW}>", re.IGNORECASE),
     2: re.compile("-->"),
@@ -51,8 +47,15 @@ _END = {
     4: re.compile(">"),
     5: re.compile(r"\]\]>"),
 }
-# A line that ends each of kinds 1 to 5 (any raw text element's closing tag ends kind 1).
-_CLOSERS = {1: "</pre>", 2: "-->", 3: "?>", 4: ">", 5: "]]>"}
+# A line that ends each of kinds 2 to 5; kind 1's is the closing tag of the element that
+# opened it (any raw text element's would end it, but "</pre>" after "<script>" reads wrong).
+_CLOSERS = {2: "-->", 3: "?>", 4: ">", 5: "]]>"}
+_RAW_TAG = re.compile(rf"<({_RAW})", re.IGNORECASE)
+# Where a block of kinds 1 to 5 may start, anywhere in a text: their openers, without
+# their place in the line.
+_STARTS = {1: _RAW_TAG, **{kind: re.compile(opener) for kind, opener in _OPENERS.items()}}
+# Any of them: one scan rules out most texts (a tenth of the time the kinds one by one take).
+_ANY_START = re.compile("|".join(start.pattern for start in _STARTS.values()), re.IGNORECASE)
 # The last kind that may interrupt a paragraph: a lone tag (7) may not, as in
 # "a <span>" wrapped before its tag.
 _INTERRUPTS = 6
@@ -80,9 +83,29 @@ def html_ends(kind: int, line: str) -> bool:
     return end is not None and end.search(line) is not None
 
 
-def html_closer(kind: int) -> str | None:
-    """A line that ends an HTML block of ``kind``; None for kinds 6 and 7 (a blank line)."""
-    return _CLOSERS.get(kind)
+def html_closer(kind: int, opening: str = "") -> str | None:
+    """A line that ends an HTML block of ``kind`` opened by the line ``opening``: for kind
+    1 the closing tag of its element, as spelled there (``</script>`` for ``<script>``);
+    None for kinds 6 and 7 (a blank line ends them) and for no block (0)."""
+    if kind != 1:
+        return _CLOSERS.get(kind)
+    tag = _RAW_TAG.search(opening)
+    return f"</{'pre' if tag is None else tag.group(1)}>"
+
+
+def may_run_on(text: str) -> bool:
+    """Whether ``text`` may end inside an HTML block of kind 1 to 5, which only its end
+    ends: only if a start of one (``<!--``, ``<pre``…, anywhere in a line) comes after the
+    last end of its kind (``-->``, ``</pre>``…). A block that starts before such an end is
+    closed by it at the latest: every line of the block is searched for its end. So a text
+    whose comments are all closed (most files) has none, and a caller can skip its parse."""
+    if _ANY_START.search(text) is None:
+        return False
+    for kind, start in _STARTS.items():
+        last_end = max((end.start() for end in _END[kind].finditer(text)), default=0)
+        if start.search(text, last_end) is not None:
+            return True
+    return False
 
 
 def quote_start(line: str) -> bool:

@@ -60,7 +60,8 @@ Markdown is read as CommonMark reads it, as far as these rules need:
   ``<details``, ``</p``…) or a lone open or closing tag on its line to a blank line. A
   lone tag right under a paragraph's line starts none (it goes on with the paragraph).
   Its lines are no heading, entry or fence; one that only its end ends, left open at the
-  end of the text outside entries, runs on (``Doc.open_html``), as a fence does.
+  end of the text outside entries, runs on (``Doc.open_html``), as a fence does, and one
+  left open inside the entry the text ends in ends with it (``Doc.entry_html``).
 * block quotes and HTML blocks are read at the top level and inside items alike: on a
   line indented under an item (or after its marker: ``- > a``), one is that item's and
   ends with it if not before — a line less indented than the item's text ends the item,
@@ -87,7 +88,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from memstrata.agent.markdown_blocks import html_closer
+from memstrata.agent.markdown_blocks import html_closer, may_run_on
 from memstrata.agent.markdown_lines import (
     Kind,
     fence_after,
@@ -113,12 +114,14 @@ __all__ = [
     "indent",
     "item_text",
     "item_width",
+    "may_close",
     "may_fence",
     "open_fence",
     "open_html",
     "parse",
     "title",
     "unclosed_fence",
+    "unclosed_html",
 ]
 
 _BOM = "\ufeff"
@@ -168,6 +171,10 @@ class Doc:
     # The line that ends an HTML block left open at the end of the text, outside entries,
     # of a kind only its end ends (``<!--`` without ``-->``): it runs on, as a fence does.
     open_html: str | None = None
+    html_line: int = 0  # the line that opens ``open_html`` (0 without one)
+    # (opening line, the line that ends it) of such a block open inside the entry the text
+    # ends in: as ``entry_fence``, the end of the entry ends it.
+    entry_html: tuple[int, str] | None = None
 
     def headings(self) -> list[Block]:
         return [block for block in self.blocks if block.kind is Kind.HEADING]
@@ -200,8 +207,8 @@ def open_fence(text: str) -> str | None:
 
 def open_html(text: str) -> str | None:
     """The line that ends the HTML block still open at the end of ``text``:
-    ``Doc.open_html`` (every such block starts with a ``<``)."""
-    return parse(text).open_html if "<" in text else None
+    ``Doc.open_html``."""
+    return parse(text).open_html if may_run_on(text) else None
 
 
 def may_fence(text: str) -> bool:
@@ -209,6 +216,13 @@ def may_fence(text: str) -> bool:
     so a text without either (most files) has no code, and a caller that needs only
     its fences (the prompt's closing line) can skip :func:`parse`."""
     return "```" in text or "~~~" in text
+
+
+def may_close(text: str) -> bool:
+    """Whether ``text`` may end inside a block only its end ends: a fence, or an HTML
+    block of kind 1 to 5 (``markdown_blocks.may_run_on``). Without either, it has no
+    :func:`closing_line`, which a caller can skip :func:`parse` for."""
+    return may_fence(text) or may_run_on(text)
 
 
 def unclosed_fence(lines: Sequence[str]) -> tuple[int, str] | None:
@@ -220,28 +234,45 @@ def unclosed_fence(lines: Sequence[str]) -> tuple[int, str] | None:
     return None if doc.open_fence is None else (doc.fence_line, doc.open_fence)
 
 
+def unclosed_html(lines: Sequence[str]) -> tuple[int, str] | None:
+    """(index of its opening line, the line that ends it) of the HTML block of kind 1 to 5
+    still open after ``lines`` (``<!--`` without ``-->``), or None: it runs to the end of
+    the file as a fence does (:func:`unclosed_fence`), hiding every later line in it."""
+    text = "\n".join(lines)
+    doc = parse(text) if may_run_on(text) else None
+    return None if doc is None or doc.open_html is None else (doc.html_line, doc.open_html)
+
+
 def closing_line(text: str) -> str | None:
-    """The line that closes the fence open at the end of ``text``, or None: the fence
-    itself for one that runs on; for one inside the entry ``text`` ends in, the fence as
-    far in as its opening fence stands (after the marker of an item that line opens), so
-    the line is that item's — less indented it would end the item (and the fence with it)
-    and open a fence of its own."""
-    return closing_line_of(parse(text)) if may_fence(text) else None
+    """The line that closes the fence or HTML block of kind 1 to 5 open at the end of
+    ``text``, or None: the fence itself (or the block's end, ``-->`` for ``<!--``) for one
+    that runs on; for one inside the entry ``text`` ends in, that line as far in as the
+    block's opening fence or ``<`` stands (after the marker of an item that line opens),
+    so the line is that item's — less indented it would end the item (and the block with
+    it), a fence line opening a fence of its own."""
+    return closing_line_of(parse(text)) if may_close(text) else None
 
 
 def closing_line_of(doc: Doc) -> str | None:
     """:func:`closing_line` of the text ``doc`` was parsed from, for a caller that already
     holds the parse (the prompt's cut reads MEMORY.md once)."""
-    if doc.open_fence is not None:
-        return doc.open_fence
-    if doc.entry_fence is None:
-        return None
-    opening, fence = doc.entry_fence
-    line = doc.bare(opening)
-    # The fence's column: the blanks and item markers before it (one column each, a tab
-    # to its stop) written as spaces.
-    before = "".join(c if c == "\t" else " " for c in line[: line.index(fence[0])])
-    return " " * indent(before + fence) + fence
+    if doc.open_fence is not None or doc.open_html is not None:
+        return doc.open_fence or doc.open_html
+    if doc.entry_fence is not None:
+        opening, fence = doc.entry_fence
+        return _in_entry(doc.bare(opening), fence[0], fence)
+    if doc.entry_html is not None:
+        opening, end = doc.entry_html
+        return _in_entry(doc.bare(opening), "<", end)
+    return None
+
+
+def _in_entry(line: str, first: str, closing: str) -> str:
+    """``closing`` as far in as the block that ``line`` opens, with its first character
+    ``first``, stands: the blanks and item markers before it (one column each, a tab to
+    its stop) written as spaces."""
+    before = "".join(c if c == "\t" else " " for c in line[: line.index(first)])
+    return " " * indent(before + closing) + closing
 
 
 def parse(text: str) -> Doc:
@@ -253,11 +284,29 @@ def parse(text: str) -> Doc:
     spans = zip(reader.kinds, reader.starts, reader.ends, strict=True)
     blocks = tuple(_block(lines, *span) for span in spans)
     code, raw_lines, fence = frozenset(reader.code), frozenset(reader.raw), reader.fence
-    if fence is not None and reader.items:
-        return Doc(tuple(lines), blocks, code, None, 0, (reader.opened, fence), raw_lines)
-    closer = None if reader.items else html_closer(reader.html)
+    html = reader.html_opened
+    closer = html_closer(reader.html, bare(lines[html], html)) if reader.html else None
+    if reader.items:  # what is open ends with the entry
+        return Doc(
+            tuple(lines),
+            blocks,
+            code,
+            None,
+            entry_fence=None if fence is None else (reader.opened, fence),
+            raw=raw_lines,
+            entry_html=None if closer is None else (html, closer),
+        )
     opened = reader.opened if fence else 0
-    return Doc(tuple(lines), blocks, code, fence, opened, raw=raw_lines, open_html=closer)
+    return Doc(
+        tuple(lines),
+        blocks,
+        code,
+        fence,
+        opened,
+        raw=raw_lines,
+        open_html=closer,
+        html_line=html if closer else 0,
+    )
 
 
 def _block(lines: Sequence[str], kind: Kind, start: int, end: int) -> Block:

@@ -41,6 +41,7 @@ class Reader:
         self.opened = 0  # the line that opened ``fence``
         self.held: list[int] = []  # blank lines in an item's fence or HTML block
         self.html = 0  # the kind of the HTML block open (``markdown_blocks``), 0: none
+        self.html_opened = 0  # the line that opened it
         self.quote: Reader | None = None  # the reader of the block quote open
         self.after_blank = False
         # The line before is paragraph text, which a lazy line may go on with (False while
@@ -138,6 +139,7 @@ class Reader:
             self.html = html_start(text, under)
             if not self.html:
                 return
+            self.html_opened = index
             if html_ends(self.html, text):
                 self.html = 0
         self.raw.add(index)

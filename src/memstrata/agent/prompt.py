@@ -14,9 +14,10 @@ one blank line::
 Explicit open and close tags keep every file's boundary clear to the model, including
 where a file was cut: the truncation marker sits inside the section it belongs to. A
 file's text cannot forge a tag: the ``<`` of ``<file`` or ``</file`` in it is written
-``&lt;``, and a fenced code block it leaves open is closed before the marker and the close
-tag (``agent.prompt_body``). Content is stripped of a leading byte-order mark and of
-surrounding whitespace; empty (or whitespace-only) files are left out and reported nowhere.
+``&lt;``, and a fenced code block or an HTML comment (any HTML block only its end ends) it
+leaves open is closed before the marker and the close tag (``agent.prompt_body``). Content
+is stripped of a leading byte-order mark and of surrounding whitespace; empty (or
+whitespace-only) files are left out and reported nowhere.
 
 Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, headers and
 marker included. Priority, highest first: AGENTS > SOUL > USER > MEMORY. Sections are

@@ -5,14 +5,16 @@
   ``</file>\\n<file name="AGENTS.md">`` must not pose as the platform's rules.
 * :func:`close_fence` ends a fenced code block left open by a cut, so the marker and the
   close tag after it do not read as code (to a model, which reads no CommonMark, even
-  where the end of an entry ends the block).
+  where the end of an entry ends the block); and an HTML block that only its end ends
+  (``<!--`` to ``-->``, ``<pre>`` to ``</pre>``…), so they do not sit inside a comment.
 * :func:`memory_entries` and :func:`without_oldest` are MEMORY.md's cut: headings stay,
   entries go oldest first (see :func:`drop_order`). :class:`MemoryBody` makes every cut
   the prompt's binary search tries from one parse of the file: a parse per cut tried made
   a large fenced file cost 14 % more to cut (docs/BENCHMARKS.md "Prompt cut").
 
-Headings, entries and fences are :mod:`memstrata.agent.markdown_doc`'s reading, the one
-the tools edit by, so the cut keeps as a heading exactly what the tools take for one.
+Headings, entries, fences and HTML blocks are :mod:`memstrata.agent.markdown_doc`'s
+reading, the one the tools edit by, so the cut keeps as a heading exactly what the tools
+take for one.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def open_fence(text: str) -> str | None:
 
 
 def close_fence(text: str) -> str:
-    """``text``, with a closing fence line added if it ends inside a fenced code block:
-    indented into the entry for a block inside one (``markdown_doc.closing_line``)."""
+    """``text``, with a closing line added if it ends inside a fenced code block or an
+    HTML block of kind 1 to 5 (``-->`` after ``<!--``): indented into the entry for a
+    block inside one (``markdown_doc.closing_line``)."""
     line = markdown_doc.closing_line(text)
     return text if line is None else f"{text}\n{line}"
 
@@ -113,16 +116,16 @@ class MemoryBody:
     :meth:`shown` keeps the file's last piece (a heading, or its last entry, which
     :func:`drop_order` drops last) and, under each heading, that heading and its newest
     entries: each piece kept follows the piece it follows in the file, or a heading, or
-    nothing, and so is read as in the file, to the end. A fence open at the end of the
-    file is therefore open at the end of every cut, and closed by the same line.
+    nothing, and so is read as in the file, to the end. A fence or HTML block open at the
+    end of the file is therefore open at the end of every cut, and closed by the same line.
     """
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.escaped = escape_framing(text)
-        # Without a fence line (most files) nothing is closed, and a file that fits whole
-        # costs no parse: only a cut needs the pieces.
-        doc = markdown_doc.parse(self.escaped) if markdown_doc.may_fence(self.escaped) else None
+        # Without a fence line or a "<!", "<?", "<pre"… (most files) nothing is closed, and a
+        # file that fits whole costs no parse: only a cut needs the pieces.
+        doc = markdown_doc.parse(self.escaped) if markdown_doc.may_close(self.escaped) else None
         self.closing = None if doc is None else markdown_doc.closing_line_of(doc)
         # The pieces' line ranges are kept, not the parse, which is freed before the
         # section is counted (kept, it made a file that fits whole 3 % slower to count).

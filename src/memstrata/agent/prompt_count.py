@@ -55,8 +55,8 @@ def likely_cut(body: str, budget: int) -> bool:
 
 class MemoryCounts:
     """``count(memory.shown(dropped))`` for every ``dropped``: ``shown`` joins the lines of
-    the pieces left with line breaks and adds the closing line, if any, after one more;
-    by the module doc its count is the sum of theirs."""
+    the pieces left with line breaks and adds the closing line of a fence or HTML block
+    left open, if any, after one more; by the module doc its count is the sum of theirs."""
 
     def __init__(self, memory: MemoryBody, whole: int, pieces: Sequence[int]) -> None:
         self.whole = whole  # count(memory.shown(0))

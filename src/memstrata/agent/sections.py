@@ -10,9 +10,11 @@ characters, so an NFD, full-width or upper-case spelling finds the section an ag
 in NFC, half-width or lower case. A missing section is appended at the end of the file,
 after one blank line. A ``- key: value`` bullet inside fenced code is an example, not a
 fact: key lookups skip it. Lines added after a fence left open (which runs to the end of
-the file) come after a line that closes it, so they are not code. A fence inside an entry
-needs none: the line added after it, an item or a heading at the margin, ends the entry
-and the fence with it (a closing line at the margin would open a fence instead).
+the file) come after a line that closes it, so they are not code; so do lines added after
+an HTML block only its end ends (``<!--`` without ``-->``), which runs on the same way. A
+fence inside an entry needs none: the line added after it, an item or a heading at the
+margin, ends the entry and the fence with it (a closing line at the margin would open a
+fence instead).
 
 Lines the edit adds take the file's line break (:func:`line_break`): a file whose every
 line break is CR LF stays so, since the web editor writes a file back with CR LF only

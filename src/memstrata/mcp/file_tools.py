@@ -3,9 +3,10 @@
 
 ``memory_write`` stores through a person's write path, but a model writes the text (the
 server's instructions tell it to), so it refuses text that would leave a code fence open,
-as the agent tools' whole-file write does (:func:`~memstrata.agent.arguments.check_fences`):
-everything after such a fence, later sections too, would read as code to the agent tools
-and the prompt's cut. A person's edit (REST, the settings page) is stored as written.
+or an HTML block only its end ends (``<!--`` without ``-->``), as the agent tools'
+whole-file write does (:func:`~memstrata.agent.arguments.check_fences`): everything after
+it, later sections too, would read as code or as part of the block to the agent tools and
+the prompt's cut. A person's edit (REST, the settings page) is stored as written.
 """
 
 from __future__ import annotations
