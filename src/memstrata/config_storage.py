@@ -61,6 +61,14 @@ class StorageSettings(BaseModel):
         "failed statements never log their parameters.",
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+    db_check_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="How often `memstrata serve` checks that the database answers (and, on "
+        "the embedded server, restarts it when it does not: five times in a row at most, "
+        "each pause one interval longer).",
+    )
     migrate_on_start: bool = Field(
         default=True,
         description="Bring the schema to head when a process opens the database. Set false "

