@@ -6,6 +6,7 @@ themselves go into docs/BENCHMARKS.md through ``benchmarks/run.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -197,3 +198,48 @@ def test_diversity_script(tmp_path: Path) -> None:
         timeout=600,
     )
     assert cost.stdout.count("mmr_l0.5") == 2 and "decay off: 200 rows" in cost.stdout
+
+
+SOAK = [sys.executable, str(Path(__file__).parent / "load" / "soak.py")]
+
+
+@pytest.mark.slow
+def test_soak_smoke(tmp_path: Path) -> None:
+    """The soak end to end for a few seconds on a tiny LoCoMo-format file: every request
+    kind of its mix is sent and answered, and every sampled figure gets both windows."""
+    # Looked up, not imported: importing Locust monkey-patches this process (gevent).
+    if importlib.util.find_spec("locust") is None:
+        pytest.skip("the soak needs Locust: pip install -e '.[load]'")
+    data = tmp_path / "tiny.json"
+    tiny_locomo(data)
+    work = tmp_path / "work"
+    tiny = ["--users", "8", "--pool-rounds", "20", "--median-rounds", "6"]
+    short = ["--warmup", "3", "--minutes", "0.3", "--span", "6", "--interval", "1"]
+    run = subprocess.run(
+        [*SOAK, "--locomo", str(data), *tiny, *short, "--work-dir", str(work)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    result = last_json(run.stdout)
+    latency = cast(dict[str, dict[str, Any]], result["latency"])
+    assert {
+        "POST search",
+        "POST ingest turn",
+        "POST ingest batch (5 turns)",
+        "GET read file",
+        "PUT write file (If-Match)",
+        "POST mcp initialize",
+        "POST mcp memory_search",
+        "DELETE mcp DELETE",
+        "GET web page",
+        "GET web asset",
+    } <= set(latency)
+    assert all(f["failed"] == 0 for f in latency.values())
+    saved = json.loads((work / "soak.json").read_text())
+    for name, figure in saved["figures"].items():
+        assert figure["first"] and figure["last"], name
+        assert figure["verdict"] in {"steady", "growing", "shrinking"}
+    assert saved["last_sample"]["pg_backends"] >= 1 and saved["last_sample"]["fds"] > 0
+    assert len(saved["per_minute"]["POST search"]) == 1

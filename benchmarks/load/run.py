@@ -50,6 +50,7 @@ from sqlalchemy import text
 
 from memstrata.bench.locomo import load_conversations
 from memstrata.config import Settings
+from memstrata.config_embedding import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.retrieval.local_server import LocalEmbeddingServer
@@ -84,18 +85,14 @@ _COPY_HISTORY = text(
 )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+def add_seeding_arguments(parser: argparse.ArgumentParser, users: int) -> None:
+    """The options of the seeded database and of the replicas' embedder (shared with
+    ``soak.py``)."""
     parser.add_argument("--locomo", required=True, type=Path, help="LoCoMo JSON (text pool)")
-    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--users", type=int, default=users)
     parser.add_argument("--median-rounds", type=int, default=40)
     parser.add_argument("--max-rounds", type=int, default=2000)
     parser.add_argument("--pool-rounds", type=int, default=300)
-    parser.add_argument("--clients", type=int, default=16, help="concurrent Locust users")
-    parser.add_argument("--duration", type=int, default=60, help="seconds per replica count")
-    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     parser.add_argument(
         "--embedding-timeout",
         type=float,
@@ -109,6 +106,16 @@ def main() -> None:
         default=None,
         help="keep the database here; a directory seeded by an earlier run is reused as is",
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    add_seeding_arguments(parser, users=1000)
+    parser.add_argument("--clients", type=int, default=16, help="concurrent Locust users")
+    parser.add_argument("--duration", type=int, default=60, help="seconds per replica count")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--write-doc", action="store_true", help="update docs/BENCHMARKS.md")
     args = parser.parse_args()
     if not 1 <= args.duration <= 600 or not 1 <= args.clients <= 200:
@@ -116,48 +123,21 @@ def main() -> None:
 
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="memstrata-load-"))
     secret = secrets.token_hex(32)
-    settings = Settings(
-        environment="test",
-        data_dir=work / "data",
-        sandbox_root=work / "sandboxes",
-        jwt_secret=secret,
-        log_level="WARNING",
-        embedding_timeout_s=300,  # seeding embeds the pool in large batches
-    )
+    settings = work_settings(work, secret)
     with LocalEmbeddingServer() as embedding:
         spec = embedding.model_spec
         mem = Memstrata.open(settings, database=Database.open(settings), embedding_spec=spec)
         try:
-            seeded = work / "seeding.json"
-            if seeded.exists():  # --work-dir of an earlier run: same users, same rows
-                seeding = json.loads(seeded.read_text())
-            else:
-                seeding = seed(mem, args, work)
-                seeding["cache_memory"] = cache_memory.measure(
-                    mem, cache_memory.largest_users(mem, USER_PREFIX, 20)
-                )
-                seeded.write_text(json.dumps(seeding))
+            seeding = seeded(mem, args, work)
             print(json.dumps({"seeding": seeding}), flush=True)
-            env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
-                "MEMSTRATA_DATA_DIR": str(settings.data_dir),
-                "MEMSTRATA_SANDBOX_ROOT": str(settings.resolved_sandbox_root),
-                "MEMSTRATA_ENVIRONMENT": "test",
-                "MEMSTRATA_JWT_SECRET": secret,
-                "MEMSTRATA_LOG_LEVEL": "WARNING",
-                "MEMSTRATA_MIGRATE_ON_START": "false",
-                "MEMSTRATA_EMBEDDING_MODELS": f"[{spec.model_dump_json()}]",
-                "MEMSTRATA_EMBEDDING_MODEL": spec.name,
-                "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
-                "MEMSTRATA_EMBEDDING_TIMEOUT_S": str(args.embedding_timeout),
-            }
-            probe = _EmbeddingProbe(spec.base_url, spec.name)
+            env = replica_env(settings, secret, spec, args.embedding_timeout)
+            probe = EmbeddingProbe(spec.base_url, spec.name)
             runs = [run_replicas(n, env, args, work, secret, probe) for n in args.replicas]
         finally:
             mem.close()
     result = {
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": _machine(),
+        "machine": machine(),
         "command": _command(args),
         "seeding": seeding,
         "runs": runs,
@@ -172,7 +152,67 @@ def main() -> None:
         doc_path.write_text(replace_section(doc, "load", render(result)), encoding="utf-8")
 
 
+def work_settings(work: Path, secret: str) -> Settings:
+    """The driver's own settings on the work directory (the replicas get the same paths)."""
+    return Settings(
+        environment="test",
+        data_dir=work / "data",
+        sandbox_root=work / "sandboxes",
+        jwt_secret=secret,
+        log_level="WARNING",
+        embedding_timeout_s=300,  # seeding embeds the pool in large batches
+    )
+
+
+def replica_env(
+    settings: Settings, secret: str, spec: EmbeddingModelSpec, embedding_timeout: float
+) -> dict[str, str]:
+    """The environment of every ``memstrata serve`` replica: the driver's database and
+    embedder, no migration, no embedder of its own."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
+        "MEMSTRATA_DATA_DIR": str(settings.data_dir),
+        "MEMSTRATA_SANDBOX_ROOT": str(settings.resolved_sandbox_root),
+        "MEMSTRATA_ENVIRONMENT": "test",
+        "MEMSTRATA_JWT_SECRET": secret,
+        "MEMSTRATA_LOG_LEVEL": "WARNING",
+        "MEMSTRATA_MIGRATE_ON_START": "false",
+        "MEMSTRATA_EMBEDDING_MODELS": f"[{spec.model_dump_json()}]",
+        "MEMSTRATA_EMBEDDING_MODEL": spec.name,
+        "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
+        "MEMSTRATA_EMBEDDING_TIMEOUT_S": str(embedding_timeout),
+    }
+
+
+def locust_env(
+    env: dict[str, str], urls: list[str], secret: str, args: argparse.Namespace, work: Path
+) -> dict[str, str]:
+    """What ``locustfile.py`` reads: the replicas, the seeded users, the traffic texts."""
+    return {
+        **env,
+        "LOAD_HOSTS": ",".join(urls),
+        "LOAD_SECRET": secret,
+        "LOAD_USERS": str(args.users),
+        "LOAD_USER_PREFIX": USER_PREFIX,
+        "LOAD_DATA": str(work / "traffic.json"),
+        "LOAD_CLIENTS": str(args.clients),
+    }
+
+
 # -- seeding ---------------------------------------------------------------------------
+
+
+def seeded(mem: Memstrata, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Seed the database (once per work directory) and return the seeding's figures."""
+    path = work / "seeding.json"
+    if path.exists():  # --work-dir of an earlier run: same users, same rows
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    seeding = seed(mem, args, work)
+    seeding["cache_memory"] = cache_memory.measure(
+        mem, cache_memory.largest_users(mem, USER_PREFIX, 20)
+    )
+    path.write_text(json.dumps(seeding))
+    return seeding
 
 
 def seed(mem: Memstrata, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -258,7 +298,7 @@ def run_replicas(
     args: argparse.Namespace,
     work: Path,
     secret: str,
-    probe: _EmbeddingProbe,
+    probe: EmbeddingProbe,
 ) -> dict[str, Any]:
     ports = [free_port() for _ in range(count)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
@@ -272,23 +312,12 @@ def run_replicas(
         rss = _RssSampler([p.pid for p in processes], probe)
         rss.start()
         prefix = work / f"locust-{count}"
-        locust_env = {
-            **env,
-            "LOAD_HOSTS": ",".join(urls),
-            "LOAD_SECRET": secret,
-            "LOAD_USERS": str(args.users),
-            "LOAD_USER_PREFIX": USER_PREFIX,
-            "LOAD_DATA": str(work / "traffic.json"),
-            "LOAD_CLIENTS": str(args.clients),
-        }
-        command = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-            "-u", str(args.clients), "-r", str(args.clients), "-t", f"{args.duration}s",
-            "--host", urls[0], "--csv", str(prefix), "--only-summary",
-            "--stop-timeout", "10", "--exit-code-on-error", "0", "--loglevel", "WARNING",
-        ]  # fmt: skip
         done = subprocess.run(
-            command, env=locust_env, capture_output=True, text=True, timeout=args.duration + 120
+            locust_command(LOCUSTFILE, urls[0], args.clients, args.duration, prefix),
+            env=locust_env(env, urls, secret, args, work),
+            capture_output=True,
+            text=True,
+            timeout=args.duration + 120,
         )
         rss.stop()
         if done.returncode != 0:
@@ -304,14 +333,27 @@ def run_replicas(
         "replicas": count,
         "clients": args.clients,
         "duration_s": args.duration,
-        "endpoints": _read_stats(Path(f"{prefix}_stats.csv")),
+        "endpoints": read_stats(Path(f"{prefix}_stats.csv")),
         "rss_mib": rss.summary(),
         "embedder_probe_ms": probe.summary(),
         "search_cache": caches,
     }
 
 
-def _read_stats(path: Path) -> dict[str, dict[str, float]]:
+def locust_command(
+    locustfile: Path, host: str, clients: int, seconds: int, prefix: Path, *classes: str
+) -> list[str]:
+    """Headless Locust: ``clients`` closed-loop users for ``seconds``, the summary CSVs
+    under ``prefix``; ``classes``: the user classes to run (all in the file if none)."""
+    return [
+        sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+        "-u", str(clients), "-r", str(clients), "-t", f"{seconds}s",
+        "--host", host, "--csv", str(prefix), "--only-summary",
+        "--stop-timeout", "10", "--exit-code-on-error", "0", "--loglevel", "WARNING", *classes,
+    ]  # fmt: skip
+
+
+def read_stats(path: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
@@ -331,7 +373,7 @@ def _read_stats(path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-class _EmbeddingProbe:
+class EmbeddingProbe:
     """The baseline in the same run: one short query embedded directly by the embedding
     server, timed, once per sampling tick (the service's search waits for the same)."""
 
@@ -340,13 +382,16 @@ class _EmbeddingProbe:
         self._body = {"model": model, "input": ["query: what did she do at the lake"]}
         self._ms: list[float] = []
 
-    def tick(self) -> None:
+    def tick(self) -> float | None:
+        """One probe; its milliseconds (None when it failed)."""
         started = time.perf_counter()
         try:
             httpx.post(self._url, json=self._body, timeout=60).raise_for_status()
         except httpx.HTTPError:
-            return
-        self._ms.append((time.perf_counter() - started) * 1000)
+            return None
+        ms = (time.perf_counter() - started) * 1000
+        self._ms.append(ms)
+        return ms
 
     def summary(self) -> dict[str, float]:
         ms, self._ms = self._ms, []
@@ -362,7 +407,7 @@ class _EmbeddingProbe:
 class _RssSampler:
     """Resident set size of each replica, sampled once a second (with the embedder probe)."""
 
-    def __init__(self, pids: list[int], probe: _EmbeddingProbe) -> None:
+    def __init__(self, pids: list[int], probe: EmbeddingProbe) -> None:
         self._probe = probe
         self._procs = [psutil.Process(pid) for pid in pids]
         self._samples: list[list[int]] = [[] for _ in pids]
@@ -406,7 +451,7 @@ def _cache_metrics(url: str) -> dict[str, float]:
     return out
 
 
-def _machine() -> str:
+def machine() -> str:
     cpu = next(
         (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
          if ln.startswith("model name")),
