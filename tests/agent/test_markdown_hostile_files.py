@@ -17,7 +17,7 @@ from memstrata.memory.kinds import MAX_CONTENT_BYTES, FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.sync import SyncService
-from tests.agent.stored import memory
+from tests.agent.stored import memory, user_md
 from tests.agent.tool_support import given
 from tests.mcp.conftest import ClientFactory, connect, mem  # noqa: F401  (fixtures by name)
 from tests.mcp.test_tools import ok, stored
@@ -45,6 +45,11 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "a list in a quote": lambda size: "> - a\n>   b\n" * (size // 12),
     "an HTML comment of list lines": lambda size: "<!--\n" + "- Name: x\n\n" * (size // 11),
     "HTML lines in an entry": lambda size: "- a\n  <div>\n" + "  <p>x</p>\n" * (size // 11),
+    # Lazy lines under quotes as deep as they go, in an entry (each line asked all 32
+    # levels whether the innermost is a paragraph), and a tag with a long run of
+    # attributes and no ">" (a lone tag's pattern must fail it without backtracking).
+    "lazy lines under 32 quotes": lambda size: "- > " * 40 + "a\n" + "b\n" * (size // 2),
+    "a tag never closed": lambda size: "<a" + " b=x" * (size // 4) + "\n",
 }
 
 
@@ -163,3 +168,26 @@ async def test_memory_write_and_read_of_deep_nesting_through_mcp(
     assert time.process_time() - began < 2.0
     # The newest entries that fit, each whole, the prompt within its budget.
     assert prompt.tokens <= prompt.budget and "- 2026-01-05: Last one." in prompt.text
+
+
+# A 256 KB USER.md of hostile lines, edited through the tools: an edit reads the file a
+# few times (the edit, the section's lines, where the bullet goes), so a read that costs
+# more than it must, or is made twice, adds up. Lazy lines under quotes 32 deep, in an
+# entry: each line was read through all 32 levels, and the file four times.
+EDITED = "# USER.md\n\n## Notes\n" + SHAPES["lazy lines under 32 quotes"](MAX_CONTENT_BYTES - 400)
+
+
+@pytest.mark.anyio
+async def test_a_key_set_in_a_large_hostile_file_takes_well_under_a_second(
+    tools: MemoryTools, sync: SyncService, store: MemoryStore
+) -> None:
+    version = await given(sync, FileKind.USER, EDITED)
+
+    began = time.process_time()
+    answer = await tools.update_user("Bob", section="Notes", key="Name")
+    spent = time.process_time() - began
+
+    assert answer == f"Set Name under ## Notes in USER.md (version {version + 1})."
+    assert user_md(store)[0] == EDITED + "- Name: Bob\n"
+    # 1.6 s of CPU time (the least noisy measure here) before, 0.3 s now.
+    assert spent < 1.0, spent

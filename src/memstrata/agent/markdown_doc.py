@@ -79,7 +79,7 @@ Inside an item, the lines indented by its width are read as CommonMark reads the
 width taken off (tabs to the file's tab stops): a fence or heading four columns in under
 ``10) a`` is one; a ``> quote`` or ``<div>`` line right under an entry's paragraph ends
 the entry, and a list item or fence in a quote or HTML block is none of the file's. The
-one departure: setext headings are text (above).
+departures: setext headings are text, and a ``>`` inside 32 quotes is text (above).
 """
 
 from __future__ import annotations
@@ -175,6 +175,9 @@ class Doc:
     # (opening line, the line that ends it) of such a block open inside the entry the text
     # ends in: as ``entry_fence``, the end of the entry ends it.
     entry_html: tuple[int, str] | None = None
+    # The last line of each HTML block outside entries that runs to a blank line (a
+    # ``<div>``, a lone tag): a line added right after it would be part of it.
+    to_blank: frozenset[int] = frozenset()
 
     def headings(self) -> list[Block]:
         return [block for block in self.blocks if block.kind is Kind.HEADING]
@@ -285,6 +288,9 @@ def parse(text: str) -> Doc:
     blocks = tuple(_block(lines, *span) for span in spans)
     code, raw_lines, fence = frozenset(reader.code), frozenset(reader.raw), reader.fence
     html = reader.html_opened
+    if reader.html >= 6 and not reader.items:  # open at the end of the text
+        reader.to_blank.append(reader.ends[-1] - 1)
+    to_blank = frozenset(reader.to_blank)
     closer = html_closer(reader.html, bare(lines[html], html)) if reader.html else None
     if reader.items:  # what is open ends with the entry
         return Doc(
@@ -295,6 +301,7 @@ def parse(text: str) -> Doc:
             entry_fence=None if fence is None else (reader.opened, fence),
             raw=raw_lines,
             entry_html=None if closer is None else (html, closer),
+            to_blank=to_blank,
         )
     opened = reader.opened if fence else 0
     return Doc(
@@ -306,6 +313,7 @@ def parse(text: str) -> Doc:
         raw=raw_lines,
         open_html=closer,
         html_line=html if closer else 0,
+        to_blank=to_blank,
     )
 
 

@@ -42,7 +42,14 @@ class Reader:
         self.held: list[int] = []  # blank lines in an item's fence or HTML block
         self.html = 0  # the kind of the HTML block open (``markdown_blocks``), 0: none
         self.html_opened = 0  # the line that opened it
+        # The last lines of the HTML blocks outside items that a blank line ends (kinds 6
+        # and 7, at a blank line or the end of the text): a line right after one is its.
+        self.to_blank: list[int] = []
         self.quote: Reader | None = None  # the reader of the block quote open
+        # Its ``open_paragraph``, kept until it reads a line: each lazy line under a quote
+        # nested 32 deep asks it, and asking all 32 levels each time made such a line cost
+        # a third more.
+        self.quote_open: bool | None = None
         self.after_blank = False
         # The line before is paragraph text, which a lazy line may go on with (False while
         # a quote is open: its reader knows).
@@ -55,10 +62,23 @@ class Reader:
 
     def open_paragraph(self) -> bool:
         """Whether the last line read is paragraph text, in a quote however deep."""
-        return self.lazy if self.quote is None else self.quote.open_paragraph()
+        if self.quote is None:
+            return self.lazy
+        if self.quote_open is None:
+            self.quote_open = self.quote.open_paragraph()
+        return self.quote_open
 
     def read(self, index: int, line: str) -> None:
         """Read line ``index``, ``line`` (without its line break)."""
+        if line[:1].isalpha() and self.fence is None and not self.html and self.open_paragraph():
+            # The common line, read at the cost of a look: at the margin, starting no
+            # block, right under paragraph text (a quote's too, however deep), it goes on
+            # with that paragraph and every item and quote open (a lazy line), as the
+            # rules below would read it.
+            self._extend(index)
+            if self.quote is not None:
+                self.raw.add(index)
+            return
         open_block = self.fence is not None or self.html or self.quote is not None
         if open_block and self._goes_on(index, line):
             return
@@ -134,6 +154,7 @@ class Reader:
         content = quote_content(text, column) if self.quotes < MAX_QUOTES else None
         if content is not None:
             self.quote = Reader(self.quotes + 1)
+            self.quote_open = None
             self.quote.read(index, content)
         else:
             self.html = html_start(text, under)
@@ -152,6 +173,8 @@ class Reader:
         block ends, and the line is read as any other."""
         blank = not line.strip()
         if blank and (self.quote is not None or self.html >= 6):
+            if self.html and not self.items:
+                self.to_blank.append(self.ends[-1] - 1)
             self.quote = None  # a quote's lines all hold a ">"; an HTML block 6 or 7 ends
             self.html = 0
             return False
@@ -170,6 +193,7 @@ class Reader:
             content = None if inner is None else quote_content(inner, column)
             if content is None:
                 return False
+            self.quote_open = None
             self.quote.read(index, content)
             self.raw.add(index)
         elif inner is None:

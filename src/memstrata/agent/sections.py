@@ -175,8 +175,10 @@ def append_to_section(text: str, name: str, entry: str) -> str:
     return _in_file_style(text, lambda lf: _append(lf, name, _lf(entry)))
 
 
-def _append(text: str, name: str, entry: str) -> str:
-    doc = markdown_doc.parse(text)
+def _append(text: str, name: str, entry: str, doc: Doc | None = None) -> str:
+    """``append_to_section`` of LF ``text``, parsed as ``doc`` if the caller has it; the
+    first line of ``entry`` is a ``- `` item at the margin."""
+    doc = markdown_doc.parse(text) if doc is None else doc
     lines = list(doc.lines)
     entry_lines = entry.split("\n")
     span = find_section(doc, name)
@@ -188,17 +190,14 @@ def _append(text: str, name: str, entry: str) -> str:
     head = lines[:position]
     if doc.open_fence or doc.open_html:  # open at ``position`` if opened in this section
         head = _closing_open_fence(head)
-    if position - 1 in doc.raw and _taken(head, entry_lines):
+    if position - 1 in doc.to_blank:
+        # The item added would be a line of the HTML block the section ends in (a
+        # ``<div>`` or a lone tag runs to a blank line, as CommonMark reads it): an entry
+        # no later call would find, nor its duplicate check see. A blank line ends the
+        # block. (Any other block the section may end in ends at an item at the margin:
+        # a quote, a block inside an entry, or one only its end ends, closed above.)
         entry_lines = ["", *entry_lines]
     return "\n".join(head + entry_lines + lines[position:])
-
-
-def _taken(head: list[str], added: list[str]) -> bool:
-    """Whether the first of the ``added`` lines, right after ``head``, would be a line of
-    the HTML block ``head`` ends in (a ``<div>`` or a lone tag runs to a blank line, as
-    CommonMark reads it): an entry no later call would find, nor its duplicate check see.
-    A blank line between ends the block. Asked only after a line of such a block."""
-    return len(head) in markdown_doc.parse("\n".join(head + added[:1])).raw
 
 
 def replace_section(text: str, name: str, body: str) -> str:
@@ -240,7 +239,7 @@ def _set_key(text: str, name: str, key: str, value: str) -> str:
     span = find_section(doc, name)
     index = None if span is None else find_key(doc, span, key)
     if index is None:
-        return _append(text, name, f"- {key.strip()}: {value}".rstrip())
+        return _append(text, name, f"- {key.strip()}: {value}".rstrip(), doc)
     match = _KEY_BULLET.match(lines[index])
     assert match is not None  # find_key matched this line
     lines[index] = f"{match.group(0)} {value}".rstrip()
