@@ -118,18 +118,17 @@ def check_fences(lines: Sequence[tuple[int, str]], file: str) -> None:
     So is an HTML block that only its end ends (``<!--`` to ``-->``, ``<pre>`` to
     ``</pre>``…: ``markdown_doc``) left open: it runs to the end of the file the same way,
     every later line inside it (a comment's hidden to a reader of the rendered file)."""
-    found = _unclosed(lines)
-    if found is not None:
-        number, fence = found
+    doc = markdown_doc.parse("\n".join(line for _, line in lines))  # one reading, both kinds
+    fence, end = doc.open_fence, doc.open_html
+    if fence is not None:
+        number = lines[doc.fence_line][0]
         raise ToolInputError(
             f"content opens a {fence} fence on line {number} that it never closes, so "
             f"everything after it in {file}, later sections too, would read as code; close "
             f"it with a line of {fence} after the code, or remove it"
         )
-    html = markdown_doc.unclosed_html([line for _, line in lines])
-    if html is not None:
-        index, end = html
-        number, line = lines[index]
+    if end is not None:
+        number, line = lines[doc.html_line]
         raise ToolInputError(
             f"content opens an HTML block on line {number} ({opening_line(line)}) that it never "
             f"closes, so everything after it in {file}, later sections too, would read as "
