@@ -36,6 +36,7 @@ from memstrata.config_search import SEARCH_CACHE_USERS as SEARCH_CACHE_USERS
 from memstrata.config_search import SearchSettings
 from memstrata.config_serving import LOG_LEVELS as LOG_LEVELS
 from memstrata.config_serving import ServingSettings
+from memstrata.config_storage import DB_CHECK_INTERVAL_S as DB_CHECK_INTERVAL_S
 from memstrata.config_storage import EMBEDDED_DATABASE as EMBEDDED_DATABASE
 from memstrata.config_storage import StorageSettings
 from memstrata.config_storage import is_blank as is_blank

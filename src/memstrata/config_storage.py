@@ -22,6 +22,8 @@ DATABASE_URL_EXAMPLE = "e.g. postgresql://user:password@host:5432/memstrata, or 
 # The URLs people paste from hosting dashboards; we always drive psycopg 3.
 DATABASE_URL_ALIASES = ("postgres://", "postgresql://", "postgresql+psycopg2://")
 PSYCOPG_SCHEME = "postgresql+psycopg://"
+# How often the database monitor of `memstrata serve` checks the database (seconds).
+DB_CHECK_INTERVAL_S = 1.0
 
 
 def _default_data_dir() -> Path:
@@ -62,7 +64,7 @@ class StorageSettings(BaseModel):
     )
     db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
     db_check_interval_s: float = Field(
-        default=1.0,
+        default=DB_CHECK_INTERVAL_S,
         gt=0,
         le=60,
         description="How often `memstrata serve` checks that the database answers (and, on "

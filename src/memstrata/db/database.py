@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from memstrata.config import Settings, unset_database_problem
+from memstrata.config import DB_CHECK_INTERVAL_S, Settings, unset_database_problem
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.migrate import check_ready, ensure_ready
@@ -47,7 +47,7 @@ class Database:
     engine: Engine
     sessions: sessionmaker[Session]
     embedded: EmbeddedPostgres | None = field(default=None)
-    check_interval_s: float = 1.0  # the monitor's (``Settings.db_check_interval_s``)
+    check_interval_s: float = DB_CHECK_INTERVAL_S  # ``Settings.db_check_interval_s``
 
     @classmethod
     def open(cls, settings: Settings, *, migrate: bool = True) -> Database:

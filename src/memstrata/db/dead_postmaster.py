@@ -78,17 +78,15 @@ def _zombie_parent(pid: int, started: int) -> int | None:
     ``postgres`` that started ``started`` (Unix seconds) — else None. Linux's ``/proc``;
     elsewhere: None, no wait."""
     stat = _proc_stat(pid)
-    try:
+    if stat is None or stat[:2] != ("postgres", "Z"):
+        return None
+    _, _, parent, ticks = stat
+    try:  # the boot time, only for a postgres zombie: when did it start?
         btime = Path("/proc/stat").read_text().split("\nbtime ", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
-    if stat is None:
-        return None
-    name, state, parent, ticks = stat
     began = int(btime) + ticks / os.sysconf("SC_CLK_TCK")
-    if state != "Z" or name != "postgres" or abs(began - started) > _START_SLACK_S:
-        return None
-    return parent
+    return parent if abs(began - started) <= _START_SLACK_S else None
 
 
 def is_zombie(pid: int) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
+from memstrata.config import DB_CHECK_INTERVAL_S
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.logs import log_event
 
@@ -79,7 +80,7 @@ class DatabaseMonitor:
         engine: Engine,
         embedded: EmbeddedPostgres | None = None,
         *,
-        interval_s: float = 1.0,
+        interval_s: float = DB_CHECK_INTERVAL_S,
         max_restarts: int = 5,
     ) -> None:
         self.engine = engine
