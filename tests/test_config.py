@@ -90,3 +90,16 @@ def test_embedding_urls_are_taken_without_surrounding_whitespace() -> None:
     assert settings.embedding_base_url == "http://127.0.0.1:9/v1"
     model = settings.embedding_models[0]
     assert (model.base_url, model.query_base_url) == ("http://h/v1", "http://q/v1")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "61", "fast"])
+def test_the_database_check_interval_is_checked(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # 0 would make the monitor spin on the database; over a minute a lost database would
+    # go unnoticed (and unrestarted) for that long.
+    monkeypatch.setenv("MEMSTRATA_DB_CHECK_INTERVAL_S", value)
+    with pytest.raises(ValidationError, match="db_check_interval_s"):
+        Settings()
+    monkeypatch.setenv("MEMSTRATA_DB_CHECK_INTERVAL_S", "0.25")
+    assert Settings().db_check_interval_s == 0.25
