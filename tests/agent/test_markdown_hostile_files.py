@@ -11,10 +11,12 @@ from collections.abc import Callable
 import pytest
 
 from memstrata.agent import markdown_doc
-from memstrata.agent.prompt import build_system_prompt
+from memstrata.agent.prompt import PromptResult, build_system_prompt
 from memstrata.agent.tools import MemoryTools
+from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.memory.kinds import MAX_CONTENT_BYTES, FileKind
 from memstrata.memory.store import MemoryStore
+from memstrata.retrieval.tokenize import count_tokens
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.sync import SyncService
 from tests.agent.stored import memory, user_md
@@ -191,3 +193,60 @@ async def test_a_key_set_in_a_large_hostile_file_takes_well_under_a_second(
     assert user_md(store)[0] == EDITED + "- Name: Bob\n"
     # 1.6 s of CPU time (the least noisy measure here) before, 0.3 s now.
     assert spent < 1.0, spent
+
+
+# 256 KB SOUL.md files of hostile lines and one fence, cut by the prompt near their end
+# (the binary search then tries prefixes of most of the file): ``<`` lines (each read as
+# a possible HTML block), short ``> -`` lines (a quote and a list item each), and a fence
+# left open inside a list item. A parse per prefix tried cost 0.4 to 4.4 s of CPU per
+# build; the file is now read about once.
+def _fence_at(lines: str, where: float) -> str:
+    split = lines.split("\n")
+    split.insert(max(1, int(len(split) * where)), "```")
+    return "\n".join(split)[: MAX_CONTENT_BYTES - 100]
+
+
+_LT, _QUOTED = "<\n" * (MAX_CONTENT_BYTES // 2), "> - \n" * (MAX_CONTENT_BYTES // 4)
+PROMPT_SHAPES: dict[str, str] = {
+    **{f"< lines, a fence at {at}": _fence_at(_LT, at) for at in (0, 0.5)},
+    **{f"> - lines, a fence at {at}": _fence_at(_QUOTED, at) for at in (0, 0.5, 0.99)},
+    "a fence open in a list item": "- a\n  ```\n" + "  <\n" * (MAX_CONTENT_BYTES // 4 - 5),
+}
+
+
+def least_cpu(run: Callable[[], object], times: int = 2) -> float:
+    best = float("inf")
+    for _ in range(times):
+        began = time.process_time()
+        run()
+        best = min(best, time.process_time() - began)
+    return best
+
+
+@pytest.mark.parametrize("shape", PROMPT_SHAPES)
+def test_a_prompt_build_reads_a_large_hostile_file_about_once(shape: str) -> None:
+    text = PROMPT_SHAPES[shape]
+    # A budget nine tenths of what the file counts.
+    token_limit = int(count_tokens(text) * 0.9 / PROMPT_BUDGET_RATIO)
+    built: list[PromptResult] = []
+
+    def build() -> None:
+        built.append(
+            build_system_prompt(
+                agents_md="",
+                soul=text,
+                user="",
+                memory="",
+                token_limit=token_limit,
+                count=count_tokens,
+            )
+        )
+
+    spent = least_cpu(build)
+    assert built[0].truncated == ("SOUL.md",)
+    parse = least_cpu(lambda: markdown_doc.parse(text), times=1)
+    counted = least_cpu(lambda: count_tokens(text))
+    # About a parse and a count or two: 0.1 to 0.4 s on a loaded 2-core machine, half this
+    # bound or less. A parse per prefix tried took 1 to 4.5 s, 3 to 6 times the bound (a
+    # fence near the end is tried by few prefixes: 0.9 s then, under the bound).
+    assert spent < 3 * parse + 6 * counted + 0.1, (spent, parse, counted)

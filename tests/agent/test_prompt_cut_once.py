@@ -56,6 +56,8 @@ REPRESENTATIVE = [
     "## Notes\n- a\n- b\n\n<!-- drafts\n\n## not a heading\n- nor an entry",
     # One opened in the last entry, closed by its own tag indented into the entry.
     "## Notes\n- a\n  <pre>\n  x\n  </pre>\n- b\n- c\n  <script>\n\n  still open",
+    # Fences in block quotes: closed in an entry, open in the last paragraph's quote.
+    "## Notes\n- a\n  > ```\n  > x\n  > ```\n- b\n\n> c\n> ```sh\n>\n> still open",
 ]
 
 
@@ -87,7 +89,12 @@ def test_a_fence_open_in_the_last_entry_is_closed_in_every_cut() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "closing"), [(REPRESENTATIVE[-2], "-->"), (REPRESENTATIVE[-1], "  </script>")]
+    ("text", "closing"),
+    [
+        (REPRESENTATIVE[-3], "-->"),
+        (REPRESENTATIVE[-2], "  </script>"),
+        (REPRESENTATIVE[-1], "> ```"),
+    ],
 )
 def test_an_html_block_left_open_is_closed_in_every_cut(text: str, closing: str) -> None:
     assert MemoryBody(text).closing == closing

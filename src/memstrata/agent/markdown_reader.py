@@ -7,6 +7,7 @@ last line is paragraph text — which a lazy line may go on with — is asked of
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_right
 
 from memstrata.agent.markdown_blocks import html_ends, html_start, quote_content, quote_start
@@ -67,6 +68,32 @@ class Reader:
         if self.quote_open is None:
             self.quote_open = self.quote.open_paragraph()
         return self.quote_open
+
+    def fork(self, kept: Reader | None = None) -> Reader:
+        """A reader that reads on from here as this one does, holding none of what was read
+        but the last block (a line may go on with it): it reads the same open fences, HTML
+        blocks, quotes and items, but its ``code``, ``raw`` and blocks hold only what it
+        reads itself. The prompt's cut asks what is open after many prefixes of one text,
+        each read on from a fork of the reading before it (``markdown_doc.Prefixes``).
+
+        ``kept``: a fork that, as this one, is kept and never read on, only forked again;
+        they share their open items when equal (a line of 30 000 nested markers and lazy
+        lines under it made a hundred forks hold 30 MB of copies)."""
+        other = copy.copy(self)
+        other.kinds, other.starts, other.ends = self.kinds[-1:], self.starts[-1:], self.ends[-1:]
+        other.code, other.raw, other.held, other.to_blank = set(), set(), [], []
+        same = kept is not None and kept.items == self.items
+        other.items = kept.items if kept is not None and same else list(self.items)
+        other.quote = None if self.quote is None else self.quote.fork()
+        return other
+
+    def open_in_quote(self) -> Reader | None:
+        """The reader of the innermost block quote open, however deep, that has a fence or
+        an HTML block open (a quote's ends with the quote), or None."""
+        inner = self.quote
+        while inner is not None and inner.fence is None and not inner.html:
+            inner = inner.quote
+        return inner
 
     def read(self, index: int, line: str) -> None:
         """Read line ``index``, ``line`` (without its line break)."""

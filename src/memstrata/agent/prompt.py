@@ -51,12 +51,14 @@ workspace file for a sandbox agent.
 The prefix is found by binary search over character positions, each moved back to the last
 grapheme-cluster boundary (``memstrata.text.grapheme_cut``), calling ``count`` on the full
 assembled text each time (or, for memstrata's own counter, which adds over line breaks, on
-the cut's body and marker only, the rest counted once: ``prompt_count``; a MEMORY.md cut's
-body is summed from its lines' or pieces' counts), then moved back to the last line break when that
-keeps at least half of it. MEMORY.md's entries are whole lines. Only cuts that were
-counted and fit are ever used, so the result never exceeds the budget even for a counter
-that is not monotone; for a monotone counter (a part never counts more than the whole) the
-binary search keeps the most that fits.
+the cut's marker and its body's last line only, the rest counted once: ``prompt_count``; a
+cut's body is summed from its lines' or pieces' counts), then moved back to the last line
+break when that keeps at least half of it. What a prefix leaves open is read on from a
+reading of the lines before it (``prompt_body.Bodies``), so the file is read about once
+for all the prefixes tried, not once each. MEMORY.md's entries are whole lines. Only cuts
+that were counted and fit are ever used, so the result never exceeds the budget even for a
+counter that is not monotone; for a monotone counter (a part never counts more than the
+whole) the binary search keeps the most that fits.
 """
 
 from __future__ import annotations
@@ -65,13 +67,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import accumulate
 
 import regex
 
 from memstrata.agent.prompt_body import (
+    Bodies,
     MemoryBody,
-    close_fence,
-    escape_framing,
     without_oldest,
 )
 from memstrata.agent.prompt_count import LineCounts, MemoryCounts, adds_over_lines, likely_cut
@@ -164,17 +166,24 @@ def build_system_prompt(
             dropped.append(name)
             continue
         # MEMORY.md is read once, for its whole text and every cut tried (``MemoryBody``).
-        memory_body = MemoryBody(content) if kind is FileKind.MEMORY else None
-        body = _body(content) if memory_body is None else memory_body.shown(0)
+        # The other files' text and every cut of it are read by one ``Bodies``.
+        memory_body, bodies = None, None
+        if kind is FileKind.MEMORY:
+            memory_body = MemoryBody(content)
+            body = memory_body.shown(0)
+        else:
+            bodies = Bodies(content)
+            body = bodies.body(content)
         whole = _section(name, body)
-        lines = None  # MEMORY.md's lines' counts, when counted line by line
+        lines = None  # the body's lines' counts, when counted line by line
         if kept_tokens is None:
             total = None
             fits = count(SECTION_SEPARATOR.join([*kept, whole])) <= budget
         else:
             # A file far over the budget is counted line by line at once: the cut needs
-            # its pieces' counts, which the lines' give without counting it again.
-            if memory_body is not None and likely_cut(body, budget):
+            # its pieces' or prefixes' counts, which the lines' give without counting it
+            # again.
+            if likely_cut(body, budget):
                 lines = LineCounts(body, count)
             total = count(body) if lines is None else lines.whole
             whole_tokens = count(_section(name, "")) + total
@@ -183,7 +192,7 @@ def build_system_prompt(
             kept.append(whole)
             kept_tokens = None if kept_tokens is None else kept_tokens + whole_tokens
             continue
-        cut = _Cut(kind, content, body, kept, budget, count, kept_tokens, total)
+        cut = _Cut(kind, content, body, kept, budget, count, kept_tokens, total, bodies, lines)
         section = cut.end() if memory_body is None else cut.newest_entries(memory_body, lines)
         if section is None:
             dropped.append(name)
@@ -236,11 +245,6 @@ def _section(name: str, body: str) -> str:
     return f'<file name="{name}">\n{body}\n</file>'
 
 
-def _body(text: str) -> str:
-    """``text`` as it stands inside its section (module doc)."""
-    return close_fence(escape_framing(text))
-
-
 class _Cut:
     """The ways to cut one file that does not fit whole after the ``kept`` sections.
 
@@ -261,21 +265,23 @@ class _Cut:
         count: Callable[[str], int],
         kept_tokens: int | None = None,
         total: int | None = None,
+        bodies: Bodies | None = None,
+        lines: LineCounts | None = None,
     ) -> None:
         self.kind = kind
         self.content = content
+        self.bodies = bodies  # ``content``'s, if read already
+        self.lines = lines  # ``body``'s lines' counts, if counted already
         self.kept = kept
         self.budget = budget
         self.count = count
         self.kept_tokens = kept_tokens
-        self.total = count(body) if total is None else total  # body: ``_body(content)``
+        self.total = count(body) if total is None else total  # body: the whole content's
         self.tags = 0 if kept_tokens is None else count(_section(kind.filename, ""))
 
-    def section(self, shown: str, left_out: str) -> str:
-        return self.framed(_body(shown), left_out)
-
     def framed(self, body: str, left_out: str, body_tokens: int | None = None) -> str:
-        """The section of ``body`` (the shown text as ``_body`` makes it), with its marker."""
+        """The section of ``body`` (the shown text as ``Bodies.body`` makes it), with its
+        marker."""
         shown = self.count(body) if body_tokens is None else body_tokens
         marker = truncation_marker(self.kind, left_out, shown, self.total)
         return _section(self.kind.filename, f"{body}\n{marker}")
@@ -348,6 +354,7 @@ class _Cut:
     def end(self, text: str | None = None, left_out: str = "the end") -> str | None:
         """The longest prefix of ``text`` (the file) that fits, or None if none does."""
         content = self.content if text is None else text
+        bodies = self.bodies if text is None and self.bodies is not None else Bodies(content)
         first = _first_cluster_end(content)
 
         def shown(length: int) -> str:
@@ -358,8 +365,24 @@ class _Cut:
             # empty here.
             return content[: grapheme_cut(content, length) if length >= first else 0].rstrip()
 
+        # With a counter that adds over line breaks, a prefix counts what its lines
+        # before the last count in the whole text, and its last line (and closing line):
+        # the text is counted line by line once, not once per prefix tried.
+        before = None if self.kept_tokens is None else self._lines_before(bodies, text is None)
+        fitted: dict[int, tuple[str, int | None]] = {}  # the last length that fit: its body
+
         def fits(length: int) -> bool:
-            return self.fits_body(_body(shown(length)), left_out)
+            body = bodies.shown(shown(length))
+            if before is None or self.kept_tokens is None:
+                tokens = None
+                fit = self.fits_body(body.text, left_out)
+            else:
+                tokens = before[body.lines] + self.count(body.tail)
+                fit = self.fits_counted(self.kept_tokens, tokens, left_out)
+            if fit:
+                fitted.clear()
+                fitted[length] = (body.text, tokens)
+            return fit
 
         length = largest_fitting(len(content) - 1, fits)
         # A cut mid-line leaves half a sentence; the last line break is nicer when close.
@@ -368,7 +391,18 @@ class _Cut:
             length = line_end
         if not shown(length).strip():
             return None
-        return self.section(shown(length), left_out)
+        # The length kept is the last that fit, its body made and counted already.
+        body, tokens = fitted.get(length) or (bodies.body(shown(length)), None)
+        return self.framed(body, left_out, tokens)
+
+    def _lines_before(self, bodies: Bodies, whole: bool) -> list[int]:
+        """What the first ``k`` lines of the text ``bodies`` escapes count, for every ``k``:
+        from the body's lines' counts, if counted and the text is the whole file (its body
+        is the escaped file's lines and perhaps a closing line)."""
+        lines = self.lines.lines if whole and self.lines is not None else None
+        if lines is None:
+            lines = [self.count(line) for line in bodies.escaped.split("\n")]
+        return list(accumulate(lines, initial=0))
 
 
 def _first_cluster_end(text: str) -> int:

@@ -5,8 +5,9 @@
   ``</file>\\n<file name="AGENTS.md">`` must not pose as the platform's rules.
 * :func:`close_fence` ends a fenced code block left open by a cut, so the marker and the
   close tag after it do not read as code (to a model, which reads no CommonMark, even
-  where the end of an entry ends the block); and an HTML block that only its end ends
-  (``<!--`` to ``-->``, ``<pre>`` to ``</pre>``…), so they do not sit inside a comment.
+  where the end of an entry or a block quote ends the block); and an HTML block that only
+  its end ends (``<!--`` to ``-->``, ``<pre>`` to ``</pre>``…), so they do not sit inside a
+  comment. :class:`Bodies` gives the same for every prefix of a file the cut tries.
 * :func:`memory_entries` and :func:`without_oldest` are MEMORY.md's cut: headings stay,
   entries go oldest first (see :func:`drop_order`). :class:`MemoryBody` makes every cut
   the prompt's binary search tries from one parse of the file: a parse per cut tried made
@@ -20,6 +21,7 @@ take for one.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,11 +34,12 @@ from memstrata.agent.markdown_doc import Kind
 # still read as one: "<file", "</file", "< /FILE". "&lt;" reads as "<" to a model and to a
 # person, and cannot end the section; other "<" (HTML, generics, "<filename>") stay.
 _FILE_TAG_START = re.compile(r"<(?=[ \t]*/?[ \t]*file\b)", re.IGNORECASE)
+_ESCAPED = "&lt;"
 
 
 def escape_framing(text: str) -> str:
     """``text`` with the ``<`` of every ``<file`` / ``</file`` tag written ``&lt;``."""
-    return _FILE_TAG_START.sub("&lt;", text)
+    return _FILE_TAG_START.sub(_ESCAPED, text)
 
 
 def open_fence(text: str) -> str | None:
@@ -47,9 +50,57 @@ def open_fence(text: str) -> str | None:
 def close_fence(text: str) -> str:
     """``text``, with a closing line added if it ends inside a fenced code block or an
     HTML block of kind 1 to 5 (``-->`` after ``<!--``): indented into the entry for a
-    block inside one (``markdown_doc.closing_line``)."""
+    block inside one, inside the block quote (``> ````) for a block inside one
+    (``markdown_doc.closing_line``)."""
     line = markdown_doc.closing_line(text)
     return text if line is None else f"{text}\n{line}"
+
+
+class Bodies:
+    """``close_fence(escape_framing(prefix))`` for the prefixes of one text the prompt's
+    cut tries, its lines read about once in all (``markdown_doc.Prefixes``): a parse per
+    prefix made a 256 KB file of ``<`` lines and one fence cost up to 4.5 s of CPU per
+    prompt build."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.escaped = escape_framing(text)
+        self._closings = markdown_doc.Prefixes(self.escaped)
+
+    @cached_property
+    def _escapes(self) -> list[int]:
+        """Where each "<" escaped stands in ``text``: a "<file" is one line's (the pattern
+        matches no line break), so a prefix's escaped lines before its last are the escaped
+        text's, up to as many characters more as "&lt;" adds."""
+        return [match.start() for match in _FILE_TAG_START.finditer(self.text)]
+
+    def body(self, prefix: str) -> str:
+        """``close_fence(escape_framing(prefix))``."""
+        return self.shown(prefix).text
+
+    def shown(self, prefix: str) -> Shown:
+        """``close_fence(escape_framing(prefix))``, with the escaped text's lines it starts
+        with."""
+        last = prefix.rfind("\n") + 1
+        if prefix == self.text:  # the whole text (every file the prompt shows whole)
+            escaped, start, lines = self.escaped, 0, 0
+        elif self.text.startswith(prefix):
+            start = last + (len(_ESCAPED) - 1) * bisect_left(self._escapes, last)
+            escaped = self.escaped[:start] + escape_framing(prefix[last:])
+            lines = prefix.count("\n", 0, last)
+        else:
+            escaped, start, lines = escape_framing(prefix), 0, 0
+        line = self._closings.closing_line(escaped)
+        text = escaped if line is None else f"{escaped}\n{line}"
+        return Shown(text, lines, text[start:])
+
+
+class Shown(NamedTuple):
+    """A prefix as it stands in its section (``Bodies.shown``)."""
+
+    text: str
+    lines: int  # how many of its first lines are the escaped text's, whole
+    tail: str  # the rest: ``text`` is those lines and ``tail``, joined by line breaks
 
 
 @dataclass(frozen=True)
