@@ -189,8 +189,9 @@ class EmbeddingSettings(BaseModel):
         default=10,
         ge=0,
         le=19,
-        description="Nice value of the local passage server: bulk embedding yields the CPU to "
-        "searches and requests; see docs/RELIABILITY.md.",
+        description="How far the local passage server's nice value is raised above `memstrata "
+        "serve`'s own (as `nice -n`; at most 19): bulk embedding yields the CPU to searches and "
+        "requests; see docs/RELIABILITY.md.",
     )
     embedding_query_server_threads: int = Field(
         default=1,

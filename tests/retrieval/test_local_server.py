@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from memstrata.logs import event_fields
 from memstrata.retrieval import local_server
 from memstrata.retrieval.autostart import embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.local_server_spawn import child_nice
 from memstrata.serve_process import free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -171,7 +173,40 @@ def test_autostart_gives_the_passage_server_its_threads_and_nice_value(
                 if port in (passage_port, query_port):
                     threads = args[args.index("--threads") + 1]
                     found[port] = (threads, os.getpriority(os.PRIO_PROCESS, int(proc.name)))
-        assert found == {passage_port: ("2", 5), query_port: ("1", 0)}
+        # Relative to this process's own nice value (a suite run under `nice`).
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert found == {passage_port: ("2", child_nice(own, 5)), query_port: ("1", own)}
+
+
+def test_the_passage_server_yields_relative_to_a_niced_service() -> None:
+    """A service started under `nice -n 3` raises its passage server to 3 + the setting:
+    an absolute value would give it the service's own priority (or a higher one, refused
+    to a user who is not root), and bulk embedding would no longer yield to searches."""
+    script = (
+        "import os, subprocess, sys\n"
+        "from memstrata.retrieval.local_server_spawn import lower_priority\n"
+        "os.nice(3)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "try:\n"
+        "    lower_priority(child.pid, 5)\n"
+        "    mine = os.getpriority(os.PRIO_PROCESS, 0)\n"
+        "    print(mine, os.getpriority(os.PRIO_PROCESS, child.pid))\n"
+        "finally:\n"
+        "    child.kill()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    own, child = (int(word) for word in done.stdout.split())
+    assert child == child_nice(own, 5) == min(own + 5, 19)
+    assert own >= 3
+
+
+@pytest.mark.parametrize(
+    ("own", "by", "nice"), [(0, 10, 10), (5, 10, 15), (15, 10, 19), (19, 0, 19), (3, 0, 3)]
+)
+def test_child_nice_is_relative_and_capped(own: int, by: int, nice: int) -> None:
+    assert child_nice(own, by) == nice
 
 
 def test_a_refused_priority_is_a_warning_and_the_server_still_runs(
@@ -190,7 +225,8 @@ def test_a_refused_priority_is_a_warning_and_the_server_still_runs(
         for r in caplog.records
         if r.getMessage() == "embedding.local_server.nice_failed"
     ]
-    assert warning["nice"] == 10 and "not permitted" in warning["error"]
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert warning["nice"] == child_nice(own, 10) and "not permitted" in warning["error"]
 
 
 def test_a_kept_alive_connection_answers_without_the_delayed_ack_stall() -> None:

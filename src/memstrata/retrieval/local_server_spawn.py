@@ -98,12 +98,26 @@ def popen_for(
     return popen_ending_with_process(command, env=env, stderr=stderr)
 
 
-def lower_priority(pid: int, nice: int) -> None:
-    """Raise the child's nice value. Done right after it is spawned, while it is still
-    starting its interpreter: the compute threads it creates later inherit the value."""
+NICEST = 19  # the highest nice value (lowest priority) Linux and the BSDs give
+
+
+def child_nice(own: int, by: int) -> int:
+    """The nice value of a child that is to yield the CPU ``by`` steps more than this
+    process, which runs at ``own``: as ``nice -n``, relative, so a service started under
+    ``nice`` still gets the CPU ahead of its bulk embedding (an absolute value would equal
+    or undercut its own)."""
+    return min(own + by, NICEST)
+
+
+def lower_priority(pid: int, by: int) -> None:
+    """Raise the child's nice value ``by`` steps above this process's own. Done right after
+    it is spawned, while it is still starting its interpreter: the compute threads it
+    creates later inherit the value."""
     if not hasattr(os, "setpriority"):  # not on Windows: run at normal priority
         return
+    nice = by
     try:
+        nice = child_nice(os.getpriority(os.PRIO_PROCESS, 0), by)
         os.setpriority(os.PRIO_PROCESS, pid, nice)
     except OSError as exc:  # it still works, only without yielding the CPU
         log_event(
