@@ -126,22 +126,17 @@ def score_case(
 
 
 def run_grid(args: argparse.Namespace) -> None:
-    from benchmarks.feedback import EmbeddingCache
+    from benchmarks.feedback import cached_runtime
     from benchmarks.stemmer import load
-    from memstrata.cli.bench import bench_runtime
 
     dataset = load(args.dataset, args.path, args.limit)
     points = [(k1, b) for k1 in args.k1 for b in args.b]
     if (K1, B) not in points:
         points.insert(0, (K1, B))  # the check against `memstrata bench`
-    cache = EmbeddingCache(args.embedding_cache)
     grid: Grid = {}
-    with bench_runtime(None) as mem:
-        assert mem.embedder is not None
-        cache.wrap(mem.embedder)
-        for n, case in enumerate(dataset.cases, 1):
-            score_case(mem, dataset, case, grid, points)
-            cache.save()
+    with cached_runtime(args.embedding_cache) as run:
+        for n, case in run.each(dataset.cases):
+            score_case(run.mem, dataset, case, grid, points)
             print(f"case {n}/{len(dataset.cases)} {case.user_id}", file=sys.stderr, flush=True)
     saved: Saved = {"dataset": args.dataset, "scores": list(dataset.scores), "grid": grid}
     if args.out is not None:

@@ -233,20 +233,15 @@ def print_spread(spread: dict[str, list[float]]) -> None:
 
 
 def run_set(args: argparse.Namespace) -> None:
-    from benchmarks.feedback import EmbeddingCache
+    from benchmarks.feedback import cached_runtime
     from benchmarks.stemmer import load
-    from memstrata.cli.bench import bench_runtime
 
     dataset = load(args.dataset, args.path, args.limit)
-    cache = EmbeddingCache(args.embedding_cache)
     table: Table = {}
     spread: dict[str, list[float]] = {}
-    with bench_runtime(None) as mem:
-        assert mem.embedder is not None
-        cache.wrap(mem.embedder)
-        for n, case in enumerate(dataset.cases, 1):
-            score_case(mem, dataset, case, table, spread)
-            cache.save()
+    with cached_runtime(args.embedding_cache) as run:
+        for n, case in run.each(dataset.cases):
+            score_case(run.mem, dataset, case, table, spread)
             print(f"case {n}/{len(dataset.cases)} {case.user_id}", file=sys.stderr, flush=True)
     kinds = [q.kind for case in dataset.cases for q in case.questions]
     saved: Saved = {

@@ -30,16 +30,19 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from memstrata.bench.harness import Dataset
+    from memstrata.bench.harness import Case, Dataset
     from memstrata.retrieval.ranking import Candidates
     from memstrata.retrieval.user_index import UserIndex
+    from memstrata.runtime import Memstrata
 
 VPRF = ((3, 0.5), (5, 0.5), (3, 1.0), (10, 0.3))
 RM3 = ((5, 10), (10, 20))
@@ -79,6 +82,36 @@ class EmbeddingCache:
         keys = list(self.vectors)
         np.save(self.folder / "vectors.npy", np.stack([self.vectors[k] for k in keys]))
         (self.folder / "keys.json").write_text(json.dumps(keys), encoding="utf-8")
+
+
+@dataclass
+class CachedRun:
+    """A runtime whose embedder is served from ``cache`` (``cached_runtime``)."""
+
+    mem: Memstrata
+    cache: EmbeddingCache
+
+    def each(self, cases: Sequence[Case]) -> Iterator[tuple[int, Case]]:
+        """``cases`` numbered from 1; the cache is saved after each one's loop body, so a
+        run stopped part-way keeps what the cases before it embedded."""
+        for n, case in enumerate(cases, 1):
+            yield n, case
+            self.cache.save()
+
+
+@contextmanager
+def cached_runtime(folder: Path | None) -> Iterator[CachedRun]:
+    """``memstrata bench``'s runtime (the batch path, real embeddings from the local
+    server, a temporary embedded PostgreSQL) with its embedder served from
+    ``EmbeddingCache(folder)`` — the preamble of the scripts here that walk a dataset's
+    cases (``folder`` None: nothing kept)."""
+    from memstrata.cli.bench import bench_runtime
+
+    cache = EmbeddingCache(folder)
+    with bench_runtime(None) as mem:
+        assert mem.embedder is not None
+        cache.wrap(mem.embedder)
+        yield CachedRun(mem, cache)
 
 
 def fused_keys(bm25: Sequence[int], vector: Sequence[int], top_k: int) -> list[int]:
@@ -176,21 +209,18 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.recall_sums import RecallSums
     from memstrata.bench import harness
-    from memstrata.cli.bench import bench_runtime
     from memstrata.retrieval.ranking import DecayPolicy
     from memstrata.retrieval.search import as_of_filter
 
     dataset = load(args.dataset, args.path)
-    cache = EmbeddingCache(args.embedding_cache)
     sums = RecallSums(dataset)
-    with bench_runtime(None) as mem:
+    with cached_runtime(args.embedding_cache) as run:
+        mem = run.mem
         assert mem.embedder is not None and mem.search.embedder is not None
-        cache.wrap(mem.embedder)
         # Candidates a side as for `memstrata bench`'s `hybrid` (decay off).
         n = mem.search.candidate_depth(dataset.depth, DecayPolicy(enabled=False))
-        for case in dataset.cases:
+        for _, case in run.each(dataset.cases):
             harness.ingest(mem, case, harness.BenchResult(dataset.name))
-            cache.save()
             index = mem.search.cache.get(case.user_id, mem.search.embedder.name)
             for q in case.questions:
                 vector = np.asarray(mem.embedder.embed([q.text], "query")[0], dtype=np.float32)
@@ -201,7 +231,6 @@ def main() -> None:
                     q, {v: [index.rows[k].source_ids for k in keys] for v, keys in ranked.items()}
                 )
             print(f"{case.user_id}: {sums.questions} questions so far", flush=True)
-        cache.save()
     sums.report()
 
 

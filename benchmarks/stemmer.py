@@ -102,21 +102,16 @@ def add(total: BenchResult, part: BenchResult) -> None:
 def run_one(stemmer: str, dataset: Dataset, cache_dir: Path | None) -> None:
     """The harness with ``stemmer``, case by case (the cache saved after each); prints the
     JSON ``memstrata bench`` prints."""
-    from benchmarks.feedback import EmbeddingCache
+    from benchmarks.feedback import cached_runtime
     from memstrata.bench import harness
-    from memstrata.cli.bench import bench_runtime
 
     use_stemmer(stemmer)
-    cache = EmbeddingCache(cache_dir)
     variants = {row: harness.VARIANTS[row] for row in ROWS}
     total = harness.BenchResult(dataset.name)
-    with bench_runtime(None) as mem:
-        assert mem.embedder is not None
-        cache.wrap(mem.embedder)
-        for case in dataset.cases:
+    with cached_runtime(cache_dir) as run:
+        for _, case in run.each(dataset.cases):
             one = replace(dataset, cases=[case])
-            add(total, harness.run(mem, one, peers=False, variants=variants))
-            cache.save()
+            add(total, harness.run(run.mem, one, peers=False, variants=variants))
             print(f"{stemmer} {case.user_id}: {total.questions} questions", file=sys.stderr)
     if total.rows_with_vectors != total.rows:
         raise SystemExit("rows without vectors; no figures")

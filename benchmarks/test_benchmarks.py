@@ -200,6 +200,104 @@ def test_diversity_script(tmp_path: Path) -> None:
     assert cost.stdout.count("mmr_l0.5") == 2 and "decay off: 200 rows" in cost.stdout
 
 
+SPARSE_HEAD = [sys.executable, str(Path(__file__).with_name("sparse_head.py"))]
+
+
+@pytest.mark.slow
+def test_sparse_head_pure_parts(tmp_path: Path) -> None:
+    """The sparse list keeps the allowed rows sharing a feature with the query, ties in
+    key order; three-way RRF is ``fuse`` with the third list empty, and a row the third
+    list alone finds first joins the fused order; the cache reads back what it wrote."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import numpy as np
+
+    from benchmarks.sparse_head import SparseCache, doc_matrix, fuse_three, sparse_ranking
+    from memstrata.retrieval.fusion import fuse
+    from memstrata.retrieval.ranking import DecayPolicy
+
+    def vec(ids: list[int], weights: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(ids, np.int32), np.array(weights, np.float32)
+
+    docs = [vec([0, 3], [1.0, 1.0]), vec([3], [2.0]), vec([1], [5.0]), vec([0], [1.0])]
+    matrix = doc_matrix(docs, 4)
+    query = vec([0, 3], [1.0, 0.5])
+    keys = [10, 11, 12, 13]
+    assert sparse_ranking(keys, matrix, query, None, 10) == [10, 11, 13]
+    assert sparse_ranking(keys, matrix, query, {11, 12, 13}, 10) == [11, 13]
+    assert sparse_ranking(keys, matrix, query, None, 1) == [10]
+
+    ages = {k: float(k) * 20 for k in range(8)}
+    resident = {7: True}
+    for decay in (DecayPolicy(enabled=False), DecayPolicy(True, 30.0, 0.0)):
+        for pool in (2, 30):
+            bm25, vector = [1, 2, 3, 7], [3, 4, 1, 5]
+            want = fuse(
+                bm25,
+                vector,
+                k=60,
+                ages_days=ages,
+                resident=resident,
+                half_life_days=30.0,
+                decay=decay.enabled,
+                pool=pool,
+            )
+            got = fuse_three(
+                (bm25, vector, []),
+                k=60,
+                top_k=10,
+                ages_days=ages,
+                resident=resident,
+                decay=decay,
+                pool=pool,
+            )
+            assert got == [f.key for f in want]
+    no_decay = DecayPolicy(enabled=False)
+    three = fuse_three(
+        ([1, 2], [2, 1], [6, 2]), k=60, top_k=3, ages_days={}, resident={}, decay=no_decay, pool=30
+    )
+    assert three == [2, 1, 6]  # 2: three lists; 1: two; 6: one, at rank 1
+
+    cache = SparseCache(tmp_path, "tiny")
+    cache.vectors = {"a": vec([5, 2], [0.5, 0.25]), "b": vec([], [])}
+    cache.computed = 2
+    cache.save()
+    again = SparseCache(tmp_path, "tiny")
+    assert set(again.vectors) == {"a", "b"}
+    assert again.vectors["a"][0].tolist() == [5, 2] and again.vectors["b"][0].size == 0
+    assert again.get(["a"])[0][1].tolist() == [0.5, 0.25] and again.made == 0
+
+
+@pytest.mark.slow
+def test_sparse_head_script(tmp_path: Path) -> None:
+    """The script end to end on a tiny LoCoMo-format file (its own checks against the
+    harness's rows and ``fuse`` included), twice: the second run computes no sparse
+    vector; ``decide`` on the saved scores gives every variant a verdict."""
+    data, saved, cache = tmp_path / "tiny.json", tmp_path / "scores.json", tmp_path / "sparse"
+    tiny_locomo(data)
+    command = [*SPARSE_HEAD, "locomo", str(data), "--sparse-cache", str(cache), "--out", str(saved)]
+    runs = [
+        subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+        for _ in range(2)
+    ]
+    assert "sparse vectors computed: 10" in runs[0].stderr  # 7 rows, 3 questions
+    assert "sparse vectors computed: 0" in runs[1].stderr
+    assert runs[0].stdout == runs[1].stdout
+    rows = {line.split()[0] for line in runs[0].stdout.splitlines() if line.startswith("  ")}
+    variants = {"sparse", "rrf3", "sparse_for_bm25"}
+    assert rows - {"@10,"} == {"bm25", "vector", "hybrid", "hybrid_spec_decay"} | variants | {
+        f"{v}_spec_decay" for v in variants
+    }
+    table = json.loads(saved.read_text())["table"]["fraction"]
+    assert len(table["rrf3"]["10"]) == 3
+    assert table["sparse"]["10"][0] == 1.0  # "What is the kitten called?" finds D1:1
+    decided = subprocess.run(
+        [*SPARSE_HEAD, "decide", str(saved)], capture_output=True, text=True, check=True, timeout=60
+    )
+    verdicts = decided.stdout.split("the rule on locomo:")[1].splitlines()[1:]
+    assert [line.split()[0] for line in verdicts] == ["sparse", "rrf3", "sparse_for_bm25"]
+    assert all("pursuing" in line for line in verdicts)
+
+
 SOAK = [sys.executable, str(Path(__file__).parent / "load" / "soak.py")]
 
 
