@@ -62,7 +62,7 @@ def check_value(value: object) -> str:
 def check_body(value: object, section: str, file: str) -> str:
     """A section body: its own heading, if repeated first, dropped; another ``#`` or ``##``
     heading refused (it would start a new section, out of reach of this section's edits),
-    and so is a fence or HTML block left open (:func:`check_fences`)."""
+    and so is a fence or HTML block left open (:func:`check_open_blocks`)."""
     text = check_text(value, "content", empty_ok=True)
     body = sections.without_own_heading(text, section)
     heading = sections.section_heading_in(body)
@@ -72,7 +72,7 @@ def check_body(value: object, section: str, file: str) -> str:
             f"leave it out, use '###' for a subheading, and make one call per section of {file}"
         )
     # Numbered in the content as sent: the dropped heading line opens and closes no fence.
-    check_fences(numbered_lines(text), file)
+    check_open_blocks(numbered_lines(text), file)
     return body
 
 
@@ -100,14 +100,14 @@ def check_entry(value: object) -> str:
 
 def check_whole_file(value: object, whole_file: bool) -> str:
     """``update_long_term_memory``'s content without a section; one that will be written
-    (``whole_file``) leaves no fence or HTML block open (:func:`check_fences`)."""
+    (``whole_file``) leaves no fence or HTML block open (:func:`check_open_blocks`)."""
     text = check_text(value, WHOLE_FILE)
     if whole_file:
-        check_fences(numbered_lines(text), "MEMORY.md")
+        check_open_blocks(numbered_lines(text), "MEMORY.md")
     return text
 
 
-def check_fences(lines: Sequence[tuple[int, str]], file: str) -> None:
+def check_open_blocks(lines: Sequence[tuple[int, str]], file: str) -> None:
     """Refuse content whose ``lines`` — (line number in the content, line as the file will
     hold it) — open a fence they never close. In the file it would run to the end, making
     every later line code: the sections after it vanish from the tools' reading (the next
@@ -149,7 +149,7 @@ def numbered_lines(text: str) -> list[tuple[int, str]]:
 
 
 def _unclosed(lines: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
-    """(line number, fence) of the fence ``lines`` leave open (:func:`check_fences`)."""
+    """(line number, fence) of the fence ``lines`` leave open (:func:`check_open_blocks`)."""
     found = markdown_doc.unclosed_fence([line for _, line in lines])
     return None if found is None else (lines[found[0]][0], found[1])
 

@@ -4,7 +4,7 @@
 ``memory_write`` stores through a person's write path, but a model writes the text (the
 server's instructions tell it to), so it refuses text that would leave a code fence open,
 or an HTML block only its end ends (``<!--`` without ``-->``), as the agent tools'
-whole-file write does (:func:`~memstrata.agent.arguments.check_fences`): everything after
+whole-file write does (:func:`~memstrata.agent.arguments.check_open_blocks`): everything after
 it, later sections too, would read as code or as part of the block to the agent tools and
 the prompt's cut. A person's edit (REST, the settings page) is stored as written.
 """
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from memstrata.agent.arguments import check_fences, numbered_lines
+from memstrata.agent.arguments import check_open_blocks, numbered_lines
 from memstrata.errors import InvalidFileTypeError, ToolInputError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write_file
@@ -79,7 +79,7 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     args = parse_arguments(_WriteArgs, arguments)
     try:
         kind = api_kind(args.name)
-        check_fences(numbered_lines(args.content), kind.filename)
+        check_open_blocks(numbered_lines(args.content), kind.filename)
     except (InvalidFileTypeError, ToolInputError) as exc:
         raise ToolError(str(exc)) from exc
     file = await write_file(caller, kind, args.content, args.expected_version)
