@@ -341,3 +341,67 @@ def test_soak_smoke(tmp_path: Path) -> None:
         assert figure["verdict"] in {"steady", "growing", "shrinking"}
     assert saved["last_sample"]["pg_backends"] >= 1 and saved["last_sample"]["fds"] > 0
     assert len(saved["per_minute"]["POST search"]) == 1
+
+
+@pytest.mark.slow
+def test_neighbour_context_pure_parts() -> None:
+    """A round's context texts: the product's own row text rebuilt, the neighbours of its
+    session only and in reading order, a gap ending the run, the 512-token limit kept with
+    the round whole; and the decision rule reads every cell and the target cells."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from datetime import UTC, datetime
+
+    from benchmarks.neighbour_context import context_text, head_within, row_texts, verdict
+    from memstrata.retrieval.rounds import Round
+    from memstrata.retrieval.tokenize import count_tokens
+
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    said = ["Did you go?", "Yes, last Friday!", "How was it?", "Loud."]
+    rounds = [Round("s1", n, t, "", when) for n, t in enumerate(said)]
+    rounds += [Round("s2", 0, "Other session.", "", when), Round("s1", 6, "After a gap.", "", when)]
+    texts = row_texts(rounds, ["ctx_prev1", "ctx_prev2", "ctx_prev1_next1"])
+    assert texts["sessions/s1/1"]["product"] == "User: Did you go?\nUser: Yes, last Friday!"
+    assert texts["sessions/s1/1"]["ctx_prev1"] == texts["sessions/s1/1"]["product"]
+    assert (
+        texts["sessions/s1/3"]["ctx_prev2"]
+        == "User: Yes, last Friday!\nUser: How was it?\nUser: Loud."
+    )
+    assert texts["sessions/s1/2"]["ctx_prev1_next1"] == texts["sessions/s1/3"]["ctx_prev2"]
+    assert texts["sessions/s1/3"]["ctx_prev1_next1"] == "User: How was it?\nUser: Loud."
+    assert texts["sessions/s2/0"]["ctx_prev2"] == "User: Other session."
+    assert texts["sessions/s1/6"]["ctx_prev1_next1"] == "User: After a gap."
+    long = " ".join(f"word{n}" for n in range(400))
+    text = context_text("User: yes!", [long], [long], 100)
+    assert count_tokens(text) <= 100 and "\nUser: yes!\n" in text
+    assert text.startswith("…word") and text.endswith("…")
+    assert head_within("one two three four", 3) == "one two…"
+    assert context_text("User: yes!", [], [], 512) == "User: yes!"
+
+    def saved(name: str, scores: list[str], cells: dict[str, list[float]]) -> Any:
+        return {
+            "dataset": name,
+            "scores": scores,
+            "table": {
+                how: {row: {"5": [v[0]], "10": [v[1]]} for row, v in cells.items()}
+                for how in scores
+            },
+            "embedding": {},
+        }
+
+    base = {"hybrid": [0.5, 0.5], "hybrid_spec_decay": [0.5, 0.5]}
+    up_at_10 = {"hybrid_ctx_prev1": [0.5, 0.6], "hybrid_ctx_prev1_spec_decay": [0.5, 0.5]}
+    locomo = saved("locomo", ["fraction"], {**base, **up_at_10})
+    assert verdict([locomo], "ctx_prev1").startswith("holds on locomo")
+    flat = saved(
+        "longmemeval",
+        ["all", "any"],
+        {**base, "hybrid_ctx_prev1": [0.5, 0.5], "hybrid_ctx_prev1_spec_decay": [0.5, 0.5]},
+    )
+    assert verdict([locomo, flat], "ctx_prev1").startswith("worth pursuing")
+    assert "above on no target" in verdict([flat], "ctx_prev1")
+    down = {**up_at_10, "hybrid_ctx_prev1_spec_decay": [0.4, 0.6]}
+    below = verdict([saved("locomo", ["fraction"], {**base, **down})], "ctx_prev1")
+    assert (
+        below
+        == "not worth pursuing: below in locomo fraction hybrid_ctx_prev1_spec_decay@5 -0.1000"
+    )
