@@ -286,12 +286,13 @@ def shortfalls(saved: Saved) -> dict[str, list[str]]:
     return out
 
 
-def moves(saved: Saved, row: str, how: str) -> str:
-    """Questions up / down against the product row of the same decay, by ``how``, per k."""
-    rows = saved["table"][how]
+def moves(table: Table, row: str, how: str, base: Callable[[str], str] = baseline) -> str:
+    """Questions up / down against the row ``base`` compares ``row`` with (here: the
+    product row of the same decay), by ``how``, per k."""
+    rows = table[how]
     parts = []
     for k in KS:
-        new, old = rows[row][str(k)], rows[baseline(row)][str(k)]
+        new, old = rows[row][str(k)], rows[base(row)][str(k)]
         up = sum(a > b for a, b in zip(new, old, strict=True))
         down = sum(a < b for a, b in zip(new, old, strict=True))
         parts.append(f"@{k} {up} up / {down} down")
@@ -307,7 +308,7 @@ def print_set(saved: Saved) -> None:
     for how in saved["scores"]:
         print(f"\n{saved['dataset']} ({questions} questions), recall ({how}) @5 / @10")
         for row, ks in means(saved, how).items():
-            tag = "" if row in PRODUCT.values() else f"  [{moves(saved, row, how)}]"
+            tag = "" if row in PRODUCT.values() else f"  [{moves(saved['table'], row, how)}]"
             mark = "holds" if not below[row] else f"{len(below[row])} below"
             print(f"  {row:26s} {ks['5']:.4f} / {ks['10']:.4f}  {mark}{tag}")
     rows = [r for r in saved["table"][first] if not r.endswith("_spec_decay")]

@@ -378,19 +378,9 @@ def baseline(row: str) -> str:
     return side + ("_spec_decay" if row.endswith("_spec_decay") else "")
 
 
-def moves(saved: Saved, row: str, how: str) -> str:
-    """Questions up / down against the product row of the same side and decay, per k."""
-    rows = saved["table"][how]
-    parts = []
-    for k in KS:
-        new, old = rows[row][str(k)], rows[baseline(row)][str(k)]
-        up = sum(a > b for a, b in zip(new, old, strict=True))
-        down = sum(a < b for a, b in zip(new, old, strict=True))
-        parts.append(f"@{k} {up} up / {down} down")
-    return ", ".join(parts)
-
-
 def print_set(saved: Saved) -> None:
+    from benchmarks.diversity import moves
+
     first = saved["scores"][0]
     questions = len(saved["table"][first]["hybrid"]["5"])
     for how in saved["scores"]:
@@ -402,7 +392,7 @@ def print_set(saved: Saved) -> None:
             tag = (
                 ""
                 if row == baseline(row) or row == "bm25"
-                else f"  {diff}  [{moves(saved, row, how)}]"
+                else f"  {diff}  [{moves(saved['table'], row, how, baseline)}]"
             )
             print(f"  {row:34s} {ks['5']:.4f} / {ks['10']:.4f}{tag}")
     for name, cost in saved["embedding"].items():
