@@ -405,3 +405,59 @@ def test_neighbour_context_pure_parts() -> None:
         below
         == "not worth pursuing: below in locomo fraction hybrid_ctx_prev1_spec_decay@5 -0.1000"
     )
+
+
+@pytest.mark.slow
+def test_stacked_pure_parts() -> None:
+    """The stack's rule reads every score, k and decay against the product's rows or an
+    idea's of the same decay, only a set's target cells count as above; the check against
+    the earlier scripts' runs counts the questions whose scores differ, per row pair."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.stacked import STACK, same_scores, verdict
+
+    def saved(name: str, scores: list[str], cells: dict[str, list[float]]) -> Any:
+        return {
+            "dataset": name,
+            "scores": scores,
+            "table": {
+                how: {row: {"5": [v[0]], "10": [v[1]]} for row, v in cells.items()}
+                for how in scores
+            },
+            "kinds": [""],
+            "context": {"rows": 1, "changed": 0},
+        }
+
+    flat = [0.5, 0.5]
+    product = {"hybrid": flat, "hybrid_spec_decay": flat}
+    ideas = {f"{v}{s}": flat for v in ("ctx_prev2", "rrf3") for s in ("", "_spec_decay")}
+    stack = {STACK: [0.6, 0.7], f"{STACK}_spec_decay": flat}
+    locomo = saved("locomo", ["fraction"], {**product, **ideas, **stack})
+    assert verdict([locomo], STACK) == "yes: above on locomo fraction@10 +0.2000"
+    assert verdict([locomo], STACK, "rrf3") == "yes: above on locomo fraction@10 +0.2000"
+    # LoCoMo's target is @10 with decay off: above with the spec's decay alone is no gain.
+    late = {STACK: flat, f"{STACK}_spec_decay": [0.5, 0.7]}
+    assert (
+        verdict([saved("locomo", ["fraction"], {**product, **ideas, **late})], STACK)
+        == "no: at or above everywhere, above on no target cell"
+    )
+    ahead = saved("locomo", ["fraction"], {**product, **ideas, **stack, "ctx_prev2": [0.7, 0.5]})
+    assert verdict([ahead], STACK, "ctx_prev2") == "no: 1 cells below: locomo fraction@5 -0.1000"
+    # LongMemEval's targets are recall_all @5: above at recall_any @10 alone is no gain.
+    any_up = {STACK: flat, f"{STACK}_spec_decay": flat}
+    lme = saved("longmemeval", ["all", "any"], {**product, **ideas, **any_up})
+    lme["table"]["any"][STACK]["10"] = [0.9]
+    assert verdict([lme], STACK) == "no: at or above everywhere, above on no target cell"
+    lme["table"]["all"][f"{STACK}_spec_decay"]["5"] = [0.6]
+    assert verdict([lme], STACK) == "yes: above on longmemeval all@5_spec_decay +0.1000"
+    decayed = {**stack, f"{STACK}_spec_decay": [0.5, 0.4]}
+    madial = saved("madial", ["fraction"], {**product, **ideas, **decayed})
+    assert verdict([locomo, madial], STACK) == (
+        "no: 1 cells below: madial fraction@10_spec_decay -0.1000"
+    )
+
+    was = {"hybrid": {"5": [0.5], "10": [0.5]}, "hybrid_ctx_prev2": {"5": [0.5], "10": [0.4]}}
+    pairs = {"hybrid": "hybrid", "ctx_prev2": "hybrid_ctx_prev2", "rrf3": "rrf3"}  # rrf3: not run
+    assert same_scores(locomo["table"], {"fraction": was}, pairs) == [
+        "hybrid = hybrid: 0 questions differ",
+        "ctx_prev2 = hybrid_ctx_prev2: 1 questions differ",
+    ]
