@@ -17,10 +17,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/memstrata serve
 
-# Lint first: a style or type error fails CI like a failing test. The 25 slowest tests are
-# listed at the end, to keep the whole suite within CI's budget as it grows.
+# Lint first: a style or type error fails CI like a failing test. The suite runs on
+# TEST_WORKERS pytest workers (each starts its own PostgreSQL and embedding server), then the
+# tests marked `serial` (the fault and load tests, which time memstrata against work they
+# start themselves) alone. The slowest tests are listed, to keep the whole suite within
+# CI's budget as it grows.
+TEST_WORKERS ?= 2
 test: lint browser
-	$(BIN)/python -m pytest -m "not slow" --durations=25 tests
+	$(BIN)/python -m pytest -m "not slow and not serial" -n $(TEST_WORKERS) --durations=25 tests
+	$(BIN)/python -m pytest -m "serial and not slow" --durations=10 tests
 
 # The browser tests (tests/web) drive Debian's Chromium; Playwright's own browser download
 # is never used. As root (these machines, CI) a missing one is installed; elsewhere the

@@ -50,6 +50,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 _OWN_BASETEMP = pytest.StashKey[str]()
 
+# The fault and load tests time memstrata against work they start themselves (another
+# user's import, a killed server). ``make test`` runs the rest of the suite on two workers
+# and these afterwards, alone, so that the other worker's tests are not a load they did not
+# ask for; a test elsewhere that times itself against concurrent work is marked ``serial``.
+_SERIAL_DIR = Path(__file__).parent / "reliability"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(_SERIAL_DIR):
+            item.add_marker(pytest.mark.serial)
+
+
 TABLES = (
     "user_memory",
     "memory_embeddings",

@@ -23,7 +23,7 @@ from memstrata.retrieval.local_server import LocalEmbeddingServer
 
 from .fault_server import FaultServer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.serial]
 
 
 @pytest.fixture
