@@ -7,9 +7,12 @@ nested ``> -`` markers) with one fence in them are the worst case. For every sha
 median and the largest CPU time (``process_time``) of ``--runs`` builds of a SOUL.md with
 ``count_tokens`` and a budget of ``--fraction`` of what the file counts, beside one
 ``markdown_doc.parse`` and one ``count_tokens`` of the file (the floor a build cannot go
-under: it reads and counts the file once).
+under: it reads and counts the file once). Files that are one line (prose, mixed scripts,
+one letter repeated, ``<file`` tags the prompt escapes) are the worst case for the count:
+every prefix tried ends in that line. ``--only`` times the shapes whose name holds it.
 
     .venv/bin/python benchmarks/prompt_hostile.py --fraction 0.9 --runs 5
+    .venv/bin/python benchmarks/prompt_hostile.py --runs 5 --only "one line"
 
 Run it with ``PYTHONPATH`` at another checkout's ``src`` to time that code on the same
 shapes (the "before" column of docs/BENCHMARKS.md, "Prompt cut").
@@ -39,7 +42,7 @@ def with_fence(text: str, where: str) -> str:
 
 
 def shapes() -> dict[str, str]:
-    """The files timed, each cut to ``SIZE`` characters (ASCII: as many bytes)."""
+    """The files timed, each cut to ``SIZE`` bytes of UTF-8."""
     out: dict[str, str] = {}
     bodies = {
         "< lines": "<\n" * (SIZE // 2),
@@ -52,7 +55,21 @@ def shapes() -> dict[str, str]:
     out["fence left open in a list item"] = "- a\n  ```\n" + "  <\n" * (SIZE // 4)
     out["one line of nested markers, a fence"] = "- " * (SIZE // 2 - 10) + "```x\n<"
     out["prose"] = "Some words of prose here.\n" * (SIZE // 26)
-    return {name: text[:SIZE] for name, text in out.items()}
+    one_line = {
+        "prose": "Some words of prose here, and more. ",
+        "mixed scripts": "记住：用户喜欢简短的回答 😀👍 नमस्ते दुनिया, café déjà vu, x = 1; ",
+        "one letter (é)": "é",
+        "one letter (क)": "क",
+        "<file tags": "<file name=x> </file> ",
+    }
+    for name, unit in one_line.items():
+        out[f"one line: {name}"] = unit * (SIZE // len(unit.encode()) + 1)
+    return {name: _cut(text) for name, text in out.items()}
+
+
+def _cut(text: str) -> str:
+    """``text`` cut to ``SIZE`` bytes, at a character's start."""
+    return text.encode()[:SIZE].decode(errors="ignore")
 
 
 def cpu(action: Callable[[], object]) -> float:
@@ -65,9 +82,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fraction", type=float, default=0.9, help="budget ÷ the file's count")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", default="", help="time only the shapes whose name holds it")
     args = parser.parse_args()
     print("shape | build median s | build max s | one parse s | one count s")
     for name, text in shapes().items():
+        if args.only not in name:
+            continue
         # The memory part of the prompt is 15 % of the limit (the spec's budget).
         limit = int(count_tokens(text) * args.fraction / 0.15)
 

@@ -250,3 +250,47 @@ def test_a_prompt_build_reads_a_large_hostile_file_about_once(shape: str) -> Non
     # bound or less. A parse per prefix tried took 1 to 4.5 s, 3 to 6 times the bound (a
     # fence near the end is tried by few prefixes: 0.9 s then, under the bound).
     assert spent < 3 * parse + 6 * counted + 0.1, (spent, parse, counted)
+
+
+# 256 KB SOUL.md files that are one line, cut by the prompt near their end: every prefix
+# the binary search tries ends in that line. Counted from the line's start, each cost a
+# count of up to the file: 0.2 to 0.35 s of CPU per build. The line is now counted once,
+# in stretches between checkpoints, and each prefix from the last one before its end
+# (``agent.line_prefix``); a run of one letter finds its checkpoints from its matches.
+def _one_line(unit: str) -> str:
+    repeated = unit * (MAX_CONTENT_BYTES // len(unit.encode()) + 1)
+    return repeated.encode()[: MAX_CONTENT_BYTES - 100].decode(errors="ignore").strip()
+
+
+ONE_LINE_SHAPES: dict[str, str] = {
+    "prose": _one_line("Some words of prose here, and more. "),
+    "mixed scripts": _one_line("记住：用户喜欢简短的回答 😀👍 नमस्ते दुनिया, café déjà vu, x = 1; "),
+    "one Devanagari letter": _one_line("क"),
+}
+
+
+@pytest.mark.parametrize("shape", ONE_LINE_SHAPES)
+def test_a_prompt_build_counts_a_one_line_file_about_once(shape: str) -> None:
+    text = ONE_LINE_SHAPES[shape]
+    token_limit = int(count_tokens(text) * 0.9 / PROMPT_BUDGET_RATIO)
+    built: list[PromptResult] = []
+
+    def build() -> None:
+        built.append(
+            build_system_prompt(
+                agents_md="",
+                soul=text,
+                user="",
+                memory="",
+                token_limit=token_limit,
+                count=count_tokens,
+            )
+        )
+
+    spent = least_cpu(build)
+    assert built[0].truncated == ("SOUL.md",)
+    counted = least_cpu(lambda: count_tokens(text))
+    # About two counts of the file (the line's checkpoints, the section kept) and what
+    # every prefix tried costs besides its count: 0.04 to 0.05 s, under half this bound.
+    # Each prefix counted from the line's start took 0.2 to 0.35 s, 2 to 3 times it.
+    assert spent < 4 * counted + 0.05, (spent, counted)

@@ -21,6 +21,7 @@ from memstrata.agent.prompt import (
     largest_fitting,
     prompt_budget,
 )
+from memstrata.agent.prompt_body import close_fence
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.server import prompt_token_limit
 from memstrata.retrieval.tokenize import count_tokens
@@ -290,7 +291,10 @@ def test_budget_is_never_exceeded(
         assert result.truncated == (shown[-1],)
         assert f"…[truncated: {shown[-1]}, " in result.text
     if not result.truncated and not result.dropped:
-        bodies = [c.strip() for c in (agents, soul, user, memory) if c.strip()]
+        # A whole file that ends inside an HTML block (``<?``, ``<!--``: the alphabet has
+        # them) gets that block's closing line before ``</file>``, as a cut one does; the
+        # closing line itself is checked against markdown-it in test_prompt_prefixes.
+        bodies = [close_fence(c.strip()) for c in (agents, soul, user, memory) if c.strip()]
         assert result.text == "\n\n".join(
             section(n, b) for n, b in zip(present, bodies, strict=True)
         )

@@ -191,3 +191,26 @@ def test_a_counter_that_does_not_add_is_counted_whole(token_limit: int) -> None:
     assert result.truncated
     # Summed by parts, its count would leave out the breaks between them and overrun.
     assert result.tokens == _line_breaks_cost(result.text) <= result.budget
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.9])
+def test_a_one_line_file_is_counted_about_once_per_build(fraction: float) -> None:
+    line = "Some words of prose here, and more. " * 7000  # 252 KB on one line
+    token_limit = int(count_tokens(line) * fraction / 0.15)
+    with _counted() as lengths:
+        result = build_system_prompt(
+            agents_md="", soul=line, user="", memory="", token_limit=token_limit, count=count_tokens
+        )
+    assert result.truncated == ("SOUL.md",)
+    # The line once, in stretches between checkpoints, for the fit and every prefix tried,
+    # each counted from the last checkpoint before its end (``line_prefix``); then the
+    # section kept, for the prompt's count. Each prefix tried counted from the line's start
+    # read the line's length 5 (a fifth kept) to 18 times (nine tenths) over.
+    assert sum(lengths) < (1.1 + fraction) * len(line), sum(lengths) / len(line)
+    assert result == _build_soul(_wrapped, token_limit, line)
+
+
+def _build_soul(count: Callable[[str], int], token_limit: int, soul: str) -> PromptResult:
+    return build_system_prompt(
+        agents_md="", soul=soul, user="", memory="", token_limit=token_limit, count=count
+    )

@@ -83,13 +83,21 @@ def test_an_underline_reads_as_any_line_of_text(text: str, inserted: list[tuple[
     (CommonMark's setext heading), so the line after it is no lazy line of the entry, where
     it would be after a line of text (``- tea`` / ``   ===`` / ``more``: ``more`` is text
     of its own, as CommonMark reads it)."""
-    lines = text.split("\n")
-    plain = list(lines)
+    # Placed before lines of the document itself, never between an inserted underline and
+    # its blank line: there a second underline would be the line after the first.
+    original = text.split("\n")
+    before: dict[int, list[str]] = {}
     for at, underline in inserted:
-        lines[min(at, len(lines)) : min(at, len(lines))] = [underline, ""]
-        # The same line with letters for its "=" (text, as far in), "*" for its "-".
-        line = underline.replace("=", "x").replace("-", "*")
-        plain[min(at, len(plain)) : min(at, len(plain))] = [line, ""]
+        before.setdefault(min(at, len(original)), []).append(underline)
+    lines: list[str] = []
+    plain: list[str] = []
+    for i in range(len(original) + 1):
+        for underline in before.get(i, []):
+            lines += [underline, ""]
+            # The same line with letters for its "=" (text, as far in), "*" for its "-".
+            plain += [underline.replace("=", "x").replace("-", "*"), ""]
+        lines += original[i : i + 1]
+        plain += original[i : i + 1]
     doc, other = markdown_doc.parse("\n".join(lines)), markdown_doc.parse("\n".join(plain))
     assert doc.blocks == other.blocks
     assert doc.code == other.code and doc.open_fence == other.open_fence

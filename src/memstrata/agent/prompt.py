@@ -67,7 +67,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import accumulate
 
 import regex
 
@@ -367,17 +366,18 @@ class _Cut:
 
         # With a counter that adds over line breaks, a prefix counts what its lines
         # before the last count in the whole text, and its last line (and closing line):
-        # the text is counted line by line once, not once per prefix tried.
-        before = None if self.kept_tokens is None else self._lines_before(bodies, text is None)
+        # the text is counted line by line once, not once per prefix tried, and a long
+        # last line from checkpoints on it (``LineCounts.shown``).
+        lines = None if self.kept_tokens is None else self._line_counts(bodies, text is None)
         fitted: dict[int, tuple[str, int | None]] = {}  # the last length that fit: its body
 
         def fits(length: int) -> bool:
             body = bodies.shown(shown(length))
-            if before is None or self.kept_tokens is None:
+            if lines is None or self.kept_tokens is None:
                 tokens = None
                 fit = self.fits_body(body.text, left_out)
             else:
-                tokens = before[body.lines] + self.count(body.tail)
+                tokens = lines.shown(body)
                 fit = self.fits_counted(self.kept_tokens, tokens, left_out)
             if fit:
                 fitted.clear()
@@ -395,14 +395,13 @@ class _Cut:
         body, tokens = fitted.get(length) or (bodies.body(shown(length)), None)
         return self.framed(body, left_out, tokens)
 
-    def _lines_before(self, bodies: Bodies, whole: bool) -> list[int]:
-        """What the first ``k`` lines of the text ``bodies`` escapes count, for every ``k``:
-        from the body's lines' counts, if counted and the text is the whole file (its body
-        is the escaped file's lines and perhaps a closing line)."""
-        lines = self.lines.lines if whole and self.lines is not None else None
-        if lines is None:
-            lines = [self.count(line) for line in bodies.escaped.split("\n")]
-        return list(accumulate(lines, initial=0))
+    def _line_counts(self, bodies: Bodies, whole: bool) -> LineCounts:
+        """The counts of the lines of the text ``bodies`` escapes: the body's, if counted
+        and the text is the whole file (its body is the escaped file's lines and perhaps a
+        closing line)."""
+        if whole and self.lines is not None:
+            return self.lines
+        return LineCounts(bodies.escaped, self.count)
 
 
 def _first_cluster_end(text: str) -> int:

@@ -81,7 +81,16 @@ import regex
 
 from memstrata.retrieval.marks import MARKS, MARKS_ASTRAL, MARKS_BMP
 
-__all__ = ["CJK_BIGRAMS", "CJK_CHAR", "ENGLISH_STOPWORDS", "count_tokens", "light_stem", "tokenize"]
+__all__ = [
+    "CJK_BIGRAMS",
+    "CJK_CHAR",
+    "COUNTED",
+    "COUNTED_RUNS",
+    "ENGLISH_STOPWORDS",
+    "count_tokens",
+    "light_stem",
+    "tokenize",
+]
 
 # Code points that are indexed one per character and cost one LLM token each: CJK
 # ideographs (URO, Ext A, Ext B–I, compatibility), iteration marks, kana (without the
@@ -196,6 +205,22 @@ _TWO_MORE = re.compile(
     f"|[^\\W\\x00-\u07ff\U00010000-\U0010ffff{_MEASURED}]"
 )
 _HALF_MORE = re.compile(f"[{_ONE_AND_HALF}]{{1,2}}")
+
+# ``count_tokens(text)`` is the sum of ``weight * len(pattern.findall(text))`` over these
+# (its ASCII shortcut skips the surcharges only where they match nothing). agent.line_prefix
+# counts the prefixes of a long line from checkpoints on it, relying on two properties of
+# these patterns (its module doc gives the reasoning; keep them, or make it stop relying on
+# them): every match longer than one character lies in a run of one of ``COUNTED_RUNS``,
+# and a step of a scan depends on no character past the one after where the scan resumes.
+COUNTED: tuple[tuple[re.Pattern[str], int], ...] = (
+    (_PIECE, 1),
+    (_ONE_MORE, 1),
+    (_TWO_MORE, 2),
+    (_HALF_MORE, 1),
+)
+# Character classes (the inside of ``[...]``): ASCII letters, ASCII digits, the half-token
+# letters, spaces and tabs, the one-and-a-half-token scripts.
+COUNTED_RUNS: tuple[str, ...] = ("A-Za-z", "0-9", _HALF, " \\t", _ONE_AND_HALF)
 
 # Lucene's classic English stop set, plus "s" and "t" (which splitting on apostrophes makes
 # of "it's" and "don't"), plus the pronouns, auxiliaries and question words that fill
@@ -359,7 +384,8 @@ def count_tokens(text: str) -> int:
     count_tokens(b)`` for all ``a`` and ``b``: no pattern matches a line break, and a
     lookahead fails on one as at the end of the text (``agent.prompt_count`` gives the
     reasoning and counts the prompt's cuts by it). Keep it so, or make that module stop
-    relying on it."""
+    relying on it; likewise the two properties of ``COUNTED`` that ``agent.line_prefix``
+    counts a long line's prefixes by."""
     pieces = len(_PIECE.findall(text))
     if text.isascii():  # O(1): no surcharge can apply
         return pieces
