@@ -24,8 +24,8 @@ run: $(STAMP)
 # CI's budget as it grows.
 TEST_WORKERS ?= 2
 test: lint browser
-	$(BIN)/python -m pytest -m "not slow and not serial" -n $(TEST_WORKERS) --durations=25 tests
-	$(BIN)/python -m pytest -m "serial and not slow" --durations=10 tests
+	$(BIN)/python -m pytest -m "not slow and not serial" -n $(TEST_WORKERS) --durations=25 tests benchmarks
+	$(BIN)/python -m pytest -m "serial and not slow" --durations=10 tests benchmarks
 
 # The browser tests (tests/web) drive Debian's Chromium; Playwright's own browser download
 # is never used. As root (these machines, CI) a missing one is installed; elsewhere the

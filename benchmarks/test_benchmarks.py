@@ -1,4 +1,7 @@
-"""Slow benchmarks (``make bench``), excluded from ``make test`` by the ``slow`` marker.
+"""The benchmarks' own tests. The long runs (``slow``: real data, minutes of embedding,
+Locust) run with ``make bench``; the rest — the scripts' pure parts, their runs on tiny
+synthetic data, a run that must stop without figures when its rows have no vectors — with
+``make test``, since a benchmark that silently breaks reports wrong numbers.
 
 They drive the same CLI a person runs and check the printed JSON's shape; the figures
 themselves go into docs/BENCHMARKS.md through ``benchmarks/run.py``.
@@ -83,7 +86,6 @@ def test_long_life_recall() -> None:
         assert point["memory_md_chunks"] >= 1 and point["record_memory_ms"]["calls"] >= 8
 
 
-@pytest.mark.slow
 def test_long_life_prints_no_figures_for_rows_without_vectors() -> None:
     """An embedding API that is not there: every row is stored without a vector, and the
     run stops at its first checkpoint instead of reporting BM25-only recall."""
@@ -140,7 +142,6 @@ def tiny_locomo(path: Path) -> None:
     path.write_text(json.dumps([{"sample_id": "tiny", "conversation": conversation, "qa": qa}]))
 
 
-@pytest.mark.slow
 def test_diversity_rankings_are_pure() -> None:
     """MMR at λ = 1 is the fused order and picks a second topic over a near duplicate at
     λ = 0.5; near-duplicate removal skips the copy and puts it back when places are left."""
@@ -159,7 +160,6 @@ def test_diversity_rankings_are_pure() -> None:
     assert dedup(unit[:2], 2, 0.95) == [0, 1]
 
 
-@pytest.mark.slow
 def test_diversity_script(tmp_path: Path) -> None:
     """The script end to end on a tiny LoCoMo-format file (its own check against the
     harness's rows included), its ``decide`` on the saved scores, and ``cost``."""
@@ -203,7 +203,6 @@ def test_diversity_script(tmp_path: Path) -> None:
 SPARSE_HEAD = [sys.executable, str(Path(__file__).with_name("sparse_head.py"))]
 
 
-@pytest.mark.slow
 def test_sparse_head_pure_parts(tmp_path: Path) -> None:
     """The sparse list keeps the allowed rows sharing a feature with the query, ties in
     key order; three-way RRF is ``fuse`` with the third list empty, and a row the third
@@ -267,7 +266,6 @@ def test_sparse_head_pure_parts(tmp_path: Path) -> None:
     assert again.get(["a"])[0][1].tolist() == [0.5, 0.25] and again.made == 0
 
 
-@pytest.mark.slow
 def test_sparse_head_script(tmp_path: Path) -> None:
     """The script end to end on a tiny LoCoMo-format file (its own checks against the
     harness's rows and ``fuse`` included), twice: the second run computes no sparse
@@ -343,7 +341,6 @@ def test_soak_smoke(tmp_path: Path) -> None:
     assert len(saved["per_minute"]["POST search"]) == 1
 
 
-@pytest.mark.slow
 def test_neighbour_context_pure_parts() -> None:
     """A round's context texts: the product's own row text rebuilt, the neighbours of its
     session only and in reading order, a gap ending the run, the 512-token limit kept with
@@ -407,7 +404,6 @@ def test_neighbour_context_pure_parts() -> None:
     )
 
 
-@pytest.mark.slow
 def test_stacked_pure_parts() -> None:
     """The stack's rule reads every score, k and decay against the product's rows or an
     idea's of the same decay, only a set's target cells count as above; the check against
