@@ -325,26 +325,15 @@ class Readiness(BaseModel):
 # -- batch ingestion (POST /api/memory/conversations/turns:batch) -------------------------
 
 
-class BatchTurn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BatchTurn(TurnRequest):
+    """A turn of the single-turn endpoint's body, with the conversation it belongs to (as
+    the MCP tool's arguments, ``mcp.turn_tools``)."""
 
     # The rule is checked by ``retrieval.session_ids.check_session_id`` (the one definition);
     # the schema only documents it.
     session_id: StrictStr = Field(
         description=SESSION_ID_RULE,
         json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID_LENGTH},
-    )
-    turn_index: Annotated[StrictInt, Field(ge=0, le=MAX_INT)] = Field(
-        description="The turn's position in its conversation (0, 1, …); posting the same "
-        "index again replaces that turn."
-    )
-    user_message: StrictStr = Field(default="", description="What the user said.")
-    assistant_reply: StrictStr = Field(default="", description="What the assistant answered.")
-    timestamp: IsoDateTime | None = Field(
-        default=None,
-        description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
-        "minutes in the future; default now (a re-post of the same text keeps the stored "
-        "time). Drives decay.",
     )
 
 
