@@ -195,16 +195,9 @@ class MemoryTools:
         self, content: str, section: str | None = None, whole_file: bool = False
     ) -> ToolAnswer:
         try:
-            edit: Edit
-            if section is None:
-                text = check_whole_file(content, whole_file is True)
-                edit = ReplaceFile(text, whole_file=whole_file is True)
-            elif whole_file is True:
-                raise ToolInputError(_SECTION_OR_FILE)
-            else:
-                name = check_name(section, "section")
-                body = check_body(content, name, FileKind.MEMORY.filename)
-                edit = ReplaceSection(FileKind.MEMORY, name, body)
+            # On a worker thread (as the edit itself, _apply): the checks read a whole
+            # file's worth of content as Markdown.
+            edit = await anyio.to_thread.run_sync(_long_term_edit, content, section, whole_file)
         except ToolInputError as exc:
             return error(str(exc))
         return await self._edit(edit)
@@ -217,16 +210,9 @@ class MemoryTools:
         replace_section: bool = False,
     ) -> ToolAnswer:
         try:
-            edit: Edit
-            name = check_name(section, "section")
-            if key is None:
-                body = check_body(content, name, FileKind.USER.filename)
-                guard = replace_section is not True
-                edit = ReplaceSection(FileKind.USER, name, body, guard_keys=guard)
-            elif replace_section is True:
-                raise ToolInputError(_KEY_OR_SECTION)
-            else:
-                edit = SetKey(name, check_key(key), check_value(content))
+            edit = await anyio.to_thread.run_sync(
+                _user_edit, content, section, key, replace_section
+            )
         except ToolInputError as exc:
             return error(str(exc))
         return await self._edit(edit)
@@ -340,7 +326,7 @@ class MemoryTools:
                 current = await self._current(kind)
             except Exception as exc:
                 return unreadable(name, exc)
-        new = self._apply(edit, current)
+        new = await self._apply(edit, current)
         try:
             await ctx.sandbox.write_text(name, new)
         except Exception as exc:
@@ -367,16 +353,19 @@ class MemoryTools:
             current = before if before is not None else await self._stored(kind)
         except Exception as exc:
             return unreadable(name, exc)
-        new = self._apply(edit, current)
+        new = await self._apply(edit, current)
         edited = None if before is None else SandboxEdit(before, new)
         return await self._store_in_db(edit, edited)
 
-    def _apply(self, edit: Edit, current: str) -> str:
+    async def _apply(self, edit: Edit, current: str) -> str:
         """The edited text, and the file marked dirty: from here on it is written somewhere.
         Raises :class:`NothingToWrite` when the edit refuses, or the text is unchanged or
         too large."""
         name = edit.kind.filename
-        new = edit(current)
+        # On a worker thread: an edit reads the whole file as Markdown (its sections,
+        # entries and fences), up to a second of CPU for a 256 KB file, which every other
+        # request on the event loop would wait for.
+        new = await anyio.to_thread.run_sync(edit, current)
         limit = self.ctx.sync.store.max_content_bytes
         size = len(new.encode("utf-8"))
         if size > limit:
@@ -403,3 +392,27 @@ class MemoryTools:
             # Left dirty on purpose: the round end pushes the DB copy to the sandbox.
             ctx.tracker.fall_behind(edit.kind.filename, result.base)
         return sync_message(edit.done, result, workspace_stale=True, rounds=self.ctx.rounds)
+
+
+def _long_term_edit(content: str, section: str | None, whole_file: bool) -> Edit:
+    """``update_long_term_memory``'s edit, its arguments checked."""
+    if section is None:
+        text = check_whole_file(content, whole_file is True)
+        return ReplaceFile(text, whole_file=whole_file is True)
+    if whole_file is True:
+        raise ToolInputError(_SECTION_OR_FILE)
+    name = check_name(section, "section")
+    return ReplaceSection(
+        FileKind.MEMORY, name, check_body(content, name, FileKind.MEMORY.filename)
+    )
+
+
+def _user_edit(content: str, section: str, key: str | None, replace_section: bool) -> Edit:
+    """``update_user``'s edit, its arguments checked."""
+    name = check_name(section, "section")
+    if key is None:
+        body = check_body(content, name, FileKind.USER.filename)
+        return ReplaceSection(FileKind.USER, name, body, guard_keys=replace_section is not True)
+    if replace_section is True:
+        raise ToolInputError(_KEY_OR_SECTION)
+    return SetKey(name, check_key(key), check_value(content))

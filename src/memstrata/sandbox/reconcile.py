@@ -39,7 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 
+import anyio.to_thread
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstrata.errors import (
@@ -68,10 +70,12 @@ from memstrata.sandbox.push import (
 )
 from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult, Target, choose_base
 from memstrata.sandbox.rule import (
+    Action,
     Merge,
     Nothing,
     Preserve,
     Push,
+    Stored,
     SyncBase,
     WriteBack,
     decide,
@@ -97,6 +101,16 @@ def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
         and (not base.older or not settles)
         and (base.version, base.content) == (file.version, file.content)
     )
+
+
+async def _decide(
+    text: str | None, db: Stored | None, base: SyncBase | None, *, db_authoritative: bool = False
+) -> Action:
+    """:func:`decide` on a worker thread: merging two edits of a 256 KB file can take the
+    merge's whole deadline (~0.5 s of CPU), which every other request on the event loop
+    would wait for."""
+    rule = partial(decide, text, db, base, db_authoritative=db_authoritative)
+    return await anyio.to_thread.run_sync(rule)
 
 
 def _lock_failed(t: Target, name: str, exc: Exception) -> SyncResult:
@@ -183,7 +197,7 @@ class Reconciler:
                 db = await self.db.get(t.user_id, kind)
             except DB_ERRORS as exc:
                 return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
-            action = decide(text, db, base, db_authoritative=t.scenario.db_authoritative)
+            action = await _decide(text, db, base, db_authoritative=t.scenario.db_authoritative)
             if isinstance(action, WriteBack | Merge):
                 assert text is not None  # the rule only ever writes sandbox text back
                 merged = merged or isinstance(action, Merge)
@@ -306,7 +320,7 @@ class Reconciler:
             # What the rule makes of the copy itself: in line with the DB or behind it, it
             # has nothing of its own to carry (and carrying a copy equal to the DB against
             # a stale base would merge the DB's last change twice and conflict for nothing).
-            copy = decide(edited.before, db, base)
+            copy = await _decide(edited.before, db, base)
             if isinstance(copy, Nothing) and db is not None:
                 return SyncBase(db.version, edited.before)
             if isinstance(copy, Push):
@@ -315,7 +329,7 @@ class Reconciler:
                 if base is not None and edited.before in base.older:
                     return SyncBase(base.version, edited.before)
                 return base
-            action = decide(edited.after, db, base)
+            action = await _decide(edited.after, db, base)
             if isinstance(action, Nothing) and db is not None:
                 # The DB holds the edited text already (a retried call): applying ``edit``
                 # again would add its entry twice.
