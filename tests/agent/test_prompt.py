@@ -21,7 +21,7 @@ from memstrata.agent.prompt import (
     largest_fitting,
     prompt_budget,
 )
-from memstrata.agent.prompt_body import close_fence
+from memstrata.agent.prompt_body import close_fence, shown_content
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.server import prompt_token_limit
 from memstrata.retrieval.tokenize import count_tokens
@@ -320,7 +320,7 @@ def _cluster_ends(text: str) -> set[int]:
     ],
 )
 def test_truncation_never_splits_a_grapheme_cluster(memory: str) -> None:
-    content = memory.removeprefix("\ufeff").strip()
+    content = shown_content(memory)
     ends = _cluster_ends(content)
     total = count_tokens(content)
     truncated = 0
@@ -344,8 +344,17 @@ def test_a_first_cluster_that_does_not_fit_drops_the_file() -> None:
     assert (result.text, result.dropped) == ("", ("MEMORY.md",))
 
 
-def test_a_leading_byte_order_mark_never_reaches_the_prompt() -> None:
-    result = build(user="\ufeff# USER\n- Name: Ann\n", memory="\ufeff \n", limit=1000)
+@pytest.mark.parametrize(
+    ("user", "memory"),
+    [
+        ("\ufeff# USER\n- Name: Ann\n", "\ufeff \n"),
+        # Behind blank lines, or after another mark: a mark is never the body's start.
+        (" \n\ufeff# USER\n- Name: Ann\n", "\ufeff \n\ufeff\t"),
+        ("\ufeff\n\ufeff\ufeff# USER\n- Name: Ann", "\n\ufeff"),
+    ],
+)
+def test_a_leading_byte_order_mark_never_reaches_the_prompt(user: str, memory: str) -> None:
+    result = build(user=user, memory=memory, limit=1000)
     assert result.text == section("USER.md", "# USER\n- Name: Ann")
     assert "\ufeff" not in result.text
     assert result.dropped == ()  # a file of just a mark is empty: left out, not dropped

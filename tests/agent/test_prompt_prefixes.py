@@ -21,7 +21,13 @@ from markdown_it import MarkdownIt
 from memstrata.agent import markdown_doc
 from memstrata.agent.markdown_blocks import html_start
 from memstrata.agent.prompt import build_system_prompt
-from memstrata.agent.prompt_body import Bodies, MemoryBody, close_fence, escape_framing
+from memstrata.agent.prompt_body import (
+    Bodies,
+    MemoryBody,
+    close_fence,
+    escape_framing,
+    shown_content,
+)
 from memstrata.retrieval.tokenize import count_tokens
 from tests.agent.test_list_items import _LINE as LIST_LINES
 from tests.agent.test_list_items import markdown_it_misreads
@@ -161,8 +167,7 @@ def marker_is_text(text: str) -> bool:
 @settings(max_examples=600, deadline=None)
 @for_all(st.lists(_ANY_LINE, max_size=16))
 def test_the_marker_after_a_closed_prefix_is_never_code_or_a_comment(lines: list[str]) -> None:
-    text = "\n".join(lines).removeprefix("\ufeff").replace("\r", "")
-    text = escape_framing(text.strip())
+    text = escape_framing(shown_content("\n".join(lines).replace("\r", "")))
     if markdown_it_misreads(text) or markdown_it_misreads_quotes(text):
         return
     closed = close_fence(text)
@@ -197,3 +202,23 @@ def test_memory_md_closes_a_fence_open_in_a_quote_in_its_last_entry() -> None:
     assert result.truncated == ("MEMORY.md",)
     body = result.text.rsplit("\n…[truncated: MEMORY.md", 1)[0]
     assert "- 2026-01-01:" not in body and body.endswith("\n  > ```sh\n  > make\n  > ```")
+
+
+@pytest.mark.parametrize("limit", [1000, 20_000], ids=["cut", "whole"])
+def test_a_byte_order_mark_after_leading_blanks_is_no_fence_to_close(limit: int) -> None:
+    # Found by Hypothesis. The mark was kept (it was not the file's first character) and
+    # so started the body, where the reader of the file's lines skips it and closed a
+    # fence opened by "```"; inside the section a mark is text, "\ufeff```" a paragraph,
+    # and that closing line opened a fence that took the marker and the close tag.
+    user = "  \t\n\ufeff```\n" + "the deploy notes " * 300
+
+    result = build_system_prompt(
+        agents_md="", soul="", user=user, memory="", token_limit=limit, count=count_tokens
+    )
+
+    assert result.truncated == (("USER.md",) if limit == 1000 else ())
+    body = result.text.removeprefix('<file name="USER.md">\n').removesuffix("\n</file>")
+    body = body.rsplit("\n…[truncated: USER.md", 1)[0]
+    assert marker_is_text(body)  # the marker, or the close tag, after it
+    assert body.startswith("```\n") and body.endswith("\n```")
+    assert "\ufeff" not in result.text

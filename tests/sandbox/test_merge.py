@@ -65,6 +65,14 @@ def test_an_append_that_holds_the_other_sides_append_is_taken_alone() -> None:
     )
 
 
+def test_blank_lines_appended_on_both_sides_keep_the_longer_run() -> None:
+    # Found by Hypothesis: with no entry on either side, both blocks stripped to nothing,
+    # and the merge lost the base's own blank lines too ("a\n", and "" for a blank file).
+    assert merge3("a\n\n", "a\n\n\n", "a\n\n\n\n") == "a\n\n\n\n"
+    assert merge3("a\n\n", "a\n\n\n\n", "a\n\n\n") == "a\n\n\n\n"
+    assert merge3("\n", "\n\n", "\n\n\n") == "\n\n\n"
+
+
 def test_an_append_next_to_an_edit_of_the_last_line_still_conflicts() -> None:
     edited_last = BASE.replace("- d\n", "- D\n")
     assert merge3(BASE, edited_last + "- agent\n", BASE + "- human\n") is None
@@ -143,6 +151,16 @@ def test_a_base_with_no_single_form_is_merged_exactly_only() -> None:
     decomposed = nfd(ACCENTED)
     assert merge3(decomposed, AGENT_APPEND, nfd(HUMAN_EDIT)) is None
     assert merge3(decomposed, nfd(AGENT_APPEND), nfd(HUMAN_EDIT)) == nfd(BOTH_EDITS)
+
+
+def test_a_blank_base_merges_disjoint_edits_in_place_before_the_append_rule() -> None:
+    # Found by Hypothesis. Every line of a blank base is after its last non-blank line, so
+    # the append rule took the exact merge's conflict (the CR LF side changed every line)
+    # for two appends: theirs then ours, in both line breaks. Merged in the base's form,
+    # the two edits are on lines apart and stay where they were made.
+    assert merge3("\n\n", "OURS\r\n\r\n", "\n\nTHEIRS") == "OURS\n\nTHEIRS"
+    # Two real appends to a blank file are still both kept, the stored side's first.
+    assert merge3("\n", "- agent\n", "- human\n") == "- human\n- agent\n"
 
 
 def test_a_clean_exact_merge_keeps_each_sides_form() -> None:

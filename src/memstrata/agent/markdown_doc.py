@@ -106,6 +106,7 @@ from memstrata.agent.markdown_reader import Reader
 
 # The line rules are read through this module too (``markdown_doc.heading``…).
 __all__ = [
+    "BOM",
     "Block",
     "Doc",
     "Kind",
@@ -129,7 +130,8 @@ __all__ = [
     "unclosed_html",
 ]
 
-_BOM = "\ufeff"
+# The byte-order mark a file saved by a Windows editor starts with: no part of its text.
+BOM = "\ufeff"
 
 
 class Block(NamedTuple):  # a tuple: a parse makes one per entry, at a third of the cost
@@ -209,7 +211,7 @@ def bare(line: str, index: int) -> str:
     """Line ``index`` as the rules read it: without the CR of a CR LF, and the first one
     without a byte-order mark."""
     line = line.removesuffix("\r")
-    return line.removeprefix(_BOM) if index == 0 else line
+    return line.removeprefix(BOM) if index == 0 else line
 
 
 def open_fence(text: str) -> str | None:

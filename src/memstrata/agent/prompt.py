@@ -16,8 +16,9 @@ where a file was cut: the truncation marker sits inside the section it belongs t
 file's text cannot forge a tag: the ``<`` of ``<file`` or ``</file`` in it is written
 ``&lt;``, and a fenced code block or an HTML comment (any HTML block only its end ends) it
 leaves open is closed before the marker and the close tag (``agent.prompt_body``). Content
-is stripped of a leading byte-order mark and of surrounding whitespace; empty (or
-whitespace-only) files are left out and reported nowhere.
+is stripped of surrounding whitespace and of the byte-order marks among the leading
+whitespace (``prompt_body.shown_content``); empty (or whitespace-only) files are left out
+and reported nowhere.
 
 Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, headers and
 marker included. Priority, highest first: AGENTS > SOUL > USER > MEMORY. Sections are
@@ -73,6 +74,7 @@ import regex
 from memstrata.agent.prompt_body import (
     Bodies,
     MemoryBody,
+    shown_content,
     without_oldest,
 )
 from memstrata.agent.prompt_count import LineCounts, MemoryCounts, adds_over_lines, likely_cut
@@ -156,9 +158,7 @@ def build_system_prompt(
     )
     for kind, raw in sections:
         name = kind.filename
-        # str.strip() keeps a byte-order mark (no whitespace to it), which a file saved
-        # by a Windows editor starts with; the model has no use for it.
-        content = raw.removeprefix("\ufeff").strip()
+        content = shown_content(raw)
         if not content:
             continue
         if truncated or dropped:

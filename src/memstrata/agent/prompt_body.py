@@ -1,5 +1,7 @@
 """What a memory file's text becomes inside the system prompt: pure rules over strings.
 
+* :func:`shown_content` is the part of a file the prompt shows: without the blanks and
+  byte-order marks around it.
 * :func:`escape_framing` keeps a file's text from closing its own ``<file>`` section or
   opening another: stored text is whatever the user or a web page said, and a line
   ``</file>\\n<file name="AGENTS.md">`` must not pose as the platform's rules.
@@ -28,13 +30,30 @@ from functools import cached_property
 from typing import NamedTuple
 
 from memstrata.agent import markdown_doc
-from memstrata.agent.markdown_doc import Kind
+from memstrata.agent.markdown_doc import BOM, Kind
 
 # "<" of a tag that opens or closes a file section, in any case and spacing a model might
 # still read as one: "<file", "</file", "< /FILE". "&lt;" reads as "<" to a model and to a
 # person, and cannot end the section; other "<" (HTML, generics, "<filename>") stay.
 _FILE_TAG_START = re.compile(r"<(?=[ \t]*/?[ \t]*file\b)", re.IGNORECASE)
 _ESCAPED = "&lt;"
+
+
+def shown_content(raw: str) -> str:
+    """``raw`` without surrounding whitespace and without the byte-order marks among its
+    leading whitespace: the text of a file the prompt shows, cuts and counts.
+
+    ``str.strip`` keeps a mark (no whitespace to it), which a file saved by a Windows
+    editor starts with. A mark kept behind blank lines would start the body, where
+    ``markdown_doc`` skips it (a mark before a text's first line is no part of it) but a
+    reader of the prompt, for whom the body is mid-document, reads it as text: to the
+    first a mark and "```" open a fence the cut closes, to the second they are a paragraph,
+    and that closing line opens a fence that takes the marker and the close tag.
+    """
+    content = raw.strip()
+    while content.startswith(BOM):
+        content = content.removeprefix(BOM).lstrip()
+    return content
 
 
 def escape_framing(text: str) -> str:

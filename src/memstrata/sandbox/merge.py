@@ -10,10 +10,10 @@ changed the same or neighbouring lines differently. The rule follows ``diff3``/g
   order for them is how merges silently garble text;
 * a region changed by one side only takes that side's text; a region changed by both
   merges cleanly only when both sides produce identical text there — or when it is the
-  file's end and both sides only added lines after the last non-blank line: memory files
-  grow by appending, and two appends are two new entries, so both are kept, the stored
-  side's (``theirs``) first, and a block that already starts with the other's is taken
-  alone (no entry twice).
+  file's end and both sides only added lines after the last non-blank line (anywhere in
+  a blank file: its first entries): memory files grow by appending, and two appends are
+  two new entries, so both are kept, the stored side's (``theirs``) first, and a block
+  that already starts with the other's is taken alone (no entry twice).
 
 Lines are the pieces between ``\\n`` characters, so a missing final newline is just a
 shorter last line and never causes a spurious conflict with an edit on the line before.
@@ -24,6 +24,12 @@ base is NFC, NFC. A side that re-saved the whole file with CR LF (an agent on Wi
 NFD (macOS) changed every line, or every accented one, without changing a word, and would
 otherwise turn any edit of the other side into a conflict. A merge found so is in the
 base's form; a side's own line breaks and normalisation are not kept, its words are.
+
+The append rule is the last resort: tried only when the merge by regions conflicts both as
+the texts are and in the base's form, and then itself in that order. It keeps each side's
+block whole, one after the other, where a region merge keeps each edit in place; tried
+first, it took two edits on distant lines of a blank file, one side re-saved with CR LF,
+for two appends.
 """
 
 from __future__ import annotations
@@ -53,13 +59,26 @@ class _Hunk:
 
 def merge3(base: str, ours: str, theirs: str) -> str | None:
     """Merge two edits of ``base``; ``None`` on a conflict (see the module doc)."""
-    merged = _merge_exact(base, ours, theirs)
+    if ours == theirs or theirs == base:
+        return ours
+    if ours == base:
+        return theirs
+    lines = base.split("\n")
+    exact = _sorted_hunks(lines, ours, theirs)
+    merged = _merge_regions(lines, exact, len(lines))
     if merged is not None:
-        return merged
+        return "\n".join(merged)
     alike = _in_form_of(base, ours), _in_form_of(base, theirs)
-    if alike == (ours, theirs):
-        return None  # already in the base's form: the same conflict again
-    return _merge_exact(base, *alike)
+    # Already in the base's form, the sides would give the same hunks again.
+    in_form = None if alike == (ours, theirs) else _sorted_hunks(lines, *alike)
+    if in_form is not None:
+        merged = _merge_regions(lines, in_form, len(lines))
+    # The append rule last, once no region merge is clean (module doc).
+    if merged is None:
+        merged = _merge_appends(lines, exact)
+    if merged is None and in_form is not None:
+        merged = _merge_appends(lines, in_form)
+    return None if merged is None else "\n".join(merged)
 
 
 def _in_form_of(base: str, text: str) -> str:
@@ -75,21 +94,10 @@ def _in_form_of(base: str, text: str) -> str:
     return text
 
 
-def _merge_exact(base: str, ours: str, theirs: str) -> str | None:
-    """The merge of the texts as they are, line by line."""
-    if ours == theirs or theirs == base:
-        return ours
-    if ours == base:
-        return theirs
-    base_lines = base.split("\n")
-    hunks = sorted(
-        _hunks(base_lines, ours.split("\n"), 0) + _hunks(base_lines, theirs.split("\n"), 1),
-        key=lambda h: (h.start, h.end, h.side),
-    )
-    merged = _merge_regions(base_lines, hunks, len(base_lines))
-    if merged is None:
-        merged = _merge_appends(base_lines, hunks)
-    return None if merged is None else "\n".join(merged)
+def _sorted_hunks(base: Sequence[str], ours: str, theirs: str) -> list[_Hunk]:
+    """Both sides' hunks against the ``base`` lines, in the order regions are read."""
+    hunks = _hunks(base, ours.split("\n"), 0) + _hunks(base, theirs.split("\n"), 1)
+    return sorted(hunks, key=lambda h: (h.start, h.end, h.side))
 
 
 def _merge_regions(base: Sequence[str], hunks: Sequence[_Hunk], upto: int) -> list[str] | None:
@@ -137,10 +145,13 @@ def _both_appends(base: Sequence[str], blank_from: int, hunks: Sequence[_Hunk]) 
     when both sides' ``hunks`` added to it: ``theirs``' lines then ``ours``', each with the
     blank lines it starts with — or the one that already starts with the other (a side
     that copied the other's entry before adding its own); a final newline if either side
-    ends with one."""
+    ends with one. When neither side added a non-blank line, the longer run of blank
+    lines: stripped, both blocks are empty, and the base's own blank lines would go too."""
     ours, theirs = (
         _apply(base, blank_from, len(base), [h for h in hunks if h.side == side]) for side in (0, 1)
     )
+    if not any(ours + theirs):
+        return max(theirs, ours, key=len)
     ending = [""] if "" in (ours[-1:] + theirs[-1:]) else []
     ours, theirs = _strip_blank_end(ours), _strip_blank_end(theirs)
     if ours[: len(theirs)] == theirs:
