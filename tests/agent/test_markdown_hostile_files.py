@@ -223,10 +223,9 @@ def least_cpu(run: Callable[[], object], times: int = 2) -> float:
     return best
 
 
-@pytest.mark.parametrize("shape", PROMPT_SHAPES)
-def test_a_prompt_build_reads_a_large_hostile_file_about_once(shape: str) -> None:
-    text = PROMPT_SHAPES[shape]
-    # A budget nine tenths of what the file counts.
+def soul_cut_cpu(text: str) -> float:
+    """The least CPU time of a prompt build that cuts ``text`` as SOUL.md, with a budget
+    nine tenths of what the file counts."""
     token_limit = int(count_tokens(text) * 0.9 / PROMPT_BUDGET_RATIO)
     built: list[PromptResult] = []
 
@@ -244,6 +243,13 @@ def test_a_prompt_build_reads_a_large_hostile_file_about_once(shape: str) -> Non
 
     spent = least_cpu(build)
     assert built[0].truncated == ("SOUL.md",)
+    return spent
+
+
+@pytest.mark.parametrize("shape", PROMPT_SHAPES)
+def test_a_prompt_build_reads_a_large_hostile_file_about_once(shape: str) -> None:
+    text = PROMPT_SHAPES[shape]
+    spent = soul_cut_cpu(text)
     parse = least_cpu(lambda: markdown_doc.parse(text), times=1)
     counted = least_cpu(lambda: count_tokens(text))
     # About a parse and a count or two: 0.1 to 0.4 s on a loaded 2-core machine, half this
@@ -272,23 +278,7 @@ ONE_LINE_SHAPES: dict[str, str] = {
 @pytest.mark.parametrize("shape", ONE_LINE_SHAPES)
 def test_a_prompt_build_counts_a_one_line_file_about_once(shape: str) -> None:
     text = ONE_LINE_SHAPES[shape]
-    token_limit = int(count_tokens(text) * 0.9 / PROMPT_BUDGET_RATIO)
-    built: list[PromptResult] = []
-
-    def build() -> None:
-        built.append(
-            build_system_prompt(
-                agents_md="",
-                soul=text,
-                user="",
-                memory="",
-                token_limit=token_limit,
-                count=count_tokens,
-            )
-        )
-
-    spent = least_cpu(build)
-    assert built[0].truncated == ("SOUL.md",)
+    spent = soul_cut_cpu(text)
     counted = least_cpu(lambda: count_tokens(text))
     # About two counts of the file (the line's checkpoints, the section kept) and what
     # every prefix tried costs besides its count: 0.04 to 0.05 s, under half this bound.
