@@ -99,6 +99,7 @@ def score_case(
     mem: Memstrata, dataset: Dataset, case: Case, grid: Grid, points: Sequence[tuple[float, float]]
 ) -> None:
     """Store ``case`` once, then rank its questions at every point, appending to ``grid``."""
+    from benchmarks.diversity import record
     from memstrata.bench import harness
 
     harness.ingest(mem, case, harness.BenchResult(dataset.name))
@@ -113,11 +114,7 @@ def score_case(
             # no peers, no Chinese unigram index: neither uses memstrata's BM25 constants.
             ranked = harness._rankings(mem, dataset, case, q, None, None, variants, {})
             for row, covered in ranked.items():
-                units = harness.distinct_units(covered, dataset.unit)
-                for how in dataset.scores:
-                    per_k = per_score.setdefault(how, {}).setdefault(row, {})
-                    for k in KS:
-                        per_k.setdefault(str(k), []).append(harness.score(units, q.gold, k, how))
+                record(per_score, row, covered, dataset, q.gold)
         # Every question of this point must have been ranked by the index just tuned.
         again = mem.search.cache.get(case.user_id, mem.search.model)
         if again is not index or again.bm25 is not bm25:

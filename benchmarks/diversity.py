@@ -200,13 +200,25 @@ def score_case(
                 raise SystemExit(f"{case.user_id}: {q.text!r} ranked apart from the harness")
             for variant, keys in ranked.items():
                 row = PRODUCT[suffix] if variant == "hybrid" else variant + suffix
-                units = harness.distinct_units(
-                    [found.rows[k].source_ids for k in keys], dataset.unit
-                )
-                for how in dataset.scores:
-                    per_k = table.setdefault(how, {}).setdefault(row, {})
-                    for k in KS:
-                        per_k.setdefault(str(k), []).append(harness.score(units, q.gold, k, how))
+                record(table, row, [found.rows[k].source_ids for k in keys], dataset, q.gold)
+
+
+def record(
+    table: Table,
+    row: str,
+    covered: Sequence[Sequence[str]],
+    dataset: Dataset,
+    gold: Sequence[str],
+) -> None:
+    """Append one question's score at each k of ``KS``, in each of ``dataset``'s scores,
+    to ``row`` of ``table``; ``covered`` holds each hit's source ids, best first."""
+    from memstrata.bench import harness
+
+    units = harness.distinct_units(covered, dataset.unit)
+    for how in dataset.scores:
+        per_k = table.setdefault(how, {}).setdefault(row, {})
+        for k in KS:
+            per_k.setdefault(str(k), []).append(harness.score(units, gold, k, how))
 
 
 def spread_of(

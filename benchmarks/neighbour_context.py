@@ -297,6 +297,7 @@ def score_case(
 ) -> None:
     """Store ``case``, build the indexes, rank each question every way and append its
     scores to ``table``; stop when the product-text index ranks apart from the harness."""
+    from benchmarks.diversity import record
     from memstrata.bench import harness
 
     harness.ingest(mem, case, harness.BenchResult(dataset.name))
@@ -320,11 +321,7 @@ def score_case(
                     elif hits != ranked[row]:
                         raise SystemExit(f"{case.user_id}: {q.text!r} {row} apart from the harness")
         for row, covered in ranked.items():
-            units = harness.distinct_units(covered, dataset.unit)
-            for how in dataset.scores:
-                per_k = table.setdefault(how, {}).setdefault(row, {})
-                for k in KS:
-                    per_k.setdefault(str(k), []).append(harness.score(units, q.gold, k, how))
+            record(table, row, covered, dataset, q.gold)
 
 
 def load(name: str, path: Path, limit: int | None) -> Dataset:

