@@ -63,6 +63,21 @@ def test_latency_10k() -> None:
 LONG_LIFE = [sys.executable, str(Path(__file__).with_name("long_life.py"))]
 
 
+def saved_run(
+    name: str, scores: list[str], cells: dict[str, list[float]], **extra: Any
+) -> dict[str, Any]:
+    """A script's saved run of one set: each row's scores @5 and @10 (one question), in
+    each of ``scores``, with the script's own ``extra`` keys."""
+    return {
+        "dataset": name,
+        "scores": scores,
+        "table": {
+            how: {row: {"5": [v[0]], "10": [v[1]]} for row, v in cells.items()} for how in scores
+        },
+        **extra,
+    }
+
+
 @pytest.mark.slow
 def test_long_life_recall() -> None:
     out = subprocess.run(
@@ -375,15 +390,7 @@ def test_neighbour_context_pure_parts() -> None:
     assert context_text("User: yes!", [], [], 512) == "User: yes!"
 
     def saved(name: str, scores: list[str], cells: dict[str, list[float]]) -> Any:
-        return {
-            "dataset": name,
-            "scores": scores,
-            "table": {
-                how: {row: {"5": [v[0]], "10": [v[1]]} for row, v in cells.items()}
-                for how in scores
-            },
-            "embedding": {},
-        }
+        return saved_run(name, scores, cells, embedding={})
 
     base = {"hybrid": [0.5, 0.5], "hybrid_spec_decay": [0.5, 0.5]}
     up_at_10 = {"hybrid_ctx_prev1": [0.5, 0.6], "hybrid_ctx_prev1_spec_decay": [0.5, 0.5]}
@@ -412,16 +419,7 @@ def test_stacked_pure_parts() -> None:
     from benchmarks.stacked import STACK, same_scores, verdict
 
     def saved(name: str, scores: list[str], cells: dict[str, list[float]]) -> Any:
-        return {
-            "dataset": name,
-            "scores": scores,
-            "table": {
-                how: {row: {"5": [v[0]], "10": [v[1]]} for row, v in cells.items()}
-                for how in scores
-            },
-            "kinds": [""],
-            "context": {"rows": 1, "changed": 0},
-        }
+        return saved_run(name, scores, cells, kinds=[""], context={"rows": 1, "changed": 0})
 
     flat = [0.5, 0.5]
     product = {"hybrid": flat, "hybrid_spec_decay": flat}
