@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstrata.bench.harness import KS
 from memstrata.retrieval.bm25 import K1, B
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 K1S = (0.6, 0.9, 1.2, 1.5, 2.0)
 BS = (0.3, 0.5, 0.75, 0.9, 1.0)
-KS = (5, 10)
 # `vector` too: it must not move with BM25's constants (and the harness's own rows).
 ROWS = ("bm25", "vector", "hybrid", "hybrid_spec_decay")
 # The rows the rule reads: decay off must hold at or above the default, decay on not fall.

@@ -56,6 +56,8 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 import numpy.typing as npt
 
+from memstrata.bench.harness import KS
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:
@@ -67,7 +69,6 @@ if TYPE_CHECKING:
 
 LAMBDAS = (0.9, 0.8, 0.7, 0.5)
 TAUS = (0.95, 0.9)
-KS = (5, 10)
 DECAYS = ("", "_spec_decay")  # row suffix: decay off, the spec's decay
 # The harness rows each suffix reproduces.
 PRODUCT = {"": "hybrid", "_spec_decay": "hybrid_spec_decay"}

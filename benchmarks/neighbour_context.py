@@ -76,6 +76,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstrata.bench.harness import KS
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX
 from memstrata.retrieval.rounds import (
@@ -101,7 +102,6 @@ CONTEXTS: dict[str, tuple[int, int]] = {
     "ctx_prev2": (2, 0),
     "ctx_prev1_next1": (1, 1),
 }
-KS = (5, 10)
 REFERENCE = ("bm25", "vector", "hybrid", "hybrid_spec_decay")
 CHECKED = ("vector", "hybrid", "hybrid_spec_decay")  # what the product-text index must equal
 # Score -> row -> str(k) -> per-question scores.

@@ -10,10 +10,10 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from memstrata.bench.harness import KS
+
 if TYPE_CHECKING:
     from memstrata.bench.harness import Dataset, Question
-
-KS = (5, 10)
 
 
 class RecallSums:

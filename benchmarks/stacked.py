@@ -71,8 +71,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import diversity
-from benchmarks.diversity import DECAYS, KS, PRODUCT, Table, means, moves, record
+from benchmarks.diversity import DECAYS, PRODUCT, Table, means, moves, record
 from benchmarks.sparse_head import TARGETS
+from memstrata.bench.harness import KS
 
 if TYPE_CHECKING:
     from benchmarks.feedback import CachedRun

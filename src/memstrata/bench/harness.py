@@ -43,6 +43,8 @@ from memstrata.runtime import Memstrata
 SPEC_DECAY = DecayPolicy(True, 30.0, 0.0)
 RECOMMENDED_FLOOR = DecayPolicy(True, 30.0, 0.9)  # docs/BENCHMARKS.md, decay grid
 NO_DECAY = DecayPolicy(enabled=False)
+# The issue's recall@5 and @10: the depths every benchmark reports, and its scripts' default.
+KS: tuple[int, ...] = (5, 10)
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ def distinct_units(covered: Sequence[Sequence[str]], unit: Callable[[str], str])
 def run(
     mem: Memstrata,
     dataset: Dataset,
-    ks: Sequence[int] = (5, 10),
+    ks: Sequence[int] = KS,
     *,
     peers: bool = True,
     variants: dict[str, Variant] | None = None,
