@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: install run test lint typecheck bench clean browser screenshots
+.PHONY: install run test properties lint typecheck bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,16 @@ TEST_WORKERS ?= 2
 test: lint browser
 	$(BIN)/python -m pytest -m "not slow and not serial" -n $(TEST_WORKERS) --durations=25 tests benchmarks
 	$(BIN)/python -m pytest -m "serial and not slow" --durations=10 tests benchmarks
+
+# The property tests (Hypothesis) on a fresh random seed. `make test` under CI=true replays
+# the same examples every run (Hypothesis derandomizes there), so new shapes are only drawn
+# here; HYPOTHESIS_SEED=N replays a run, and a failure's example is kept in .hypothesis/ for the next.
+ifndef HYPOTHESIS_SEED
+HYPOTHESIS_SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
+properties: $(STAMP)
+	@echo "Hypothesis seed $(HYPOTHESIS_SEED): HYPOTHESIS_SEED=$(HYPOTHESIS_SEED) make properties replays this run"
+	env -u CI $(BIN)/python -m pytest -q -m "property and not slow" -n $(TEST_WORKERS) --hypothesis-seed=$(HYPOTHESIS_SEED) tests
 
 # The browser tests (tests/web) drive Debian's Chromium; Playwright's own browser download
 # is never used. As root (these machines, CI) a missing one is installed; elsewhere the

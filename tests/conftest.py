@@ -61,6 +61,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(_SERIAL_DIR):
             item.add_marker(pytest.mark.serial)
+        # CI replays the same examples every run (Hypothesis derandomizes under CI=true);
+        # ``make properties`` selects these by marker to draw new ones from a fresh seed.
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
 
 
 TABLES = (
