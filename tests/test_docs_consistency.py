@@ -31,7 +31,7 @@ from memstrata.mcp.tools import TOOLS
 from memstrata.runtime import Memstrata
 
 ROOT = Path(__file__).parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
 SRC = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "src").rglob("*.py"))
 SETTINGS = {f"MEMSTRATA_{name.upper()}": field for name, field in Settings.model_fields.items()}
 # Named in the docs, read by no Settings field, on purpose.

@@ -89,10 +89,10 @@ class SearchSettings(BaseModel):
         default=True,
         description="Time decay of conversation rows (the spec's; on by default). Off, "
         "recency does not change scores (min_candidates applies instead of "
-        "min_candidates_decay): on LoCoMo's full dev set hybrid recall@10 is 0.700 off "
-        "against 0.310 with the spec's 30-day decay, whose questions ask about turns weeks "
-        "to months old; decay_floor 0.9 keeps 0.700 with recency still counting "
-        "(docs/BENCHMARKS.md).",
+        "min_candidates_decay): on LoCoMo's full dev set hybrid recall@10 is 0.708 off "
+        "against 0.320 with the spec's 30-day decay, whose questions ask about turns weeks "
+        "to months old; decay_floor 0.9 gives 0.710 with recency still counting "
+        "(docs/BENCHMARKS.md, 2026-12-05).",
     )
     decay_half_life_days: float = Field(
         default=HALF_LIFE_DAYS, gt=0, description="Time-decay half-life in days (spec: 30)."
