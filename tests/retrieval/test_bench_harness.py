@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -126,6 +127,13 @@ def test_madial_loader(tmp_path: Path) -> None:
     assert data.chinese
     with pytest.raises(ValueError, match="expected one file"):
         madial_dataset(tmp_path / "nothing-here")
+    # The benchmark's own folder holds other settings' dialogues beside the main one.
+    (tmp_path / "X-dialogue-setting2.json").write_text("not this one")
+    assert madial_dataset(tmp_path).cases[0].questions[0].gold == ("1",)
+    (tmp_path / "Y-dialogue.json").write_text("nor this one")
+    found = "found X-dialogue-setting2.json, X-dialogue.json, Y-dialogue.json"
+    with pytest.raises(ValueError, match=re.escape(found)):
+        madial_dataset(tmp_path)
 
 
 def test_dialogue_query_stops_before_the_test_turn() -> None:

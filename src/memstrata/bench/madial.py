@@ -2,11 +2,12 @@
 
 The folder holds the benchmark's two JSON-lines files: ``*memory*.json`` (one object per
 line, ``{"<id>": {"time", "event", "user-id", ...}}``) and ``*dialogue*.json`` (``dialogue``
-lines, ``test-turn``, ``relevant-id``, ``user-id``). Each user's events are indexed as
-rounds of their own (the event text, dated by the event's ``time``, id = the event id);
-the query is the dialogue up to its first test turn (the assistant's line that should use
-a memory); "now" is the day after the user's latest event. Score = share of the
-``relevant-id`` events among the first k events found.
+lines, ``test-turn``, ``relevant-id``, ``user-id``); beside the other settings' files of the
+benchmark's own folder (``…-dialogue-setting2.json``), the one named ``…-dialogue.json``.
+Each user's events are indexed as rounds of their own (the event text, dated by the event's
+``time``, id = the event id); the query is the dialogue up to its first test turn (the
+assistant's line that should use a memory); "now" is the day after the user's latest event.
+Score = share of the ``relevant-id`` events among the first k events found.
 """
 
 from __future__ import annotations
@@ -27,10 +28,16 @@ def _lines(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def _one(folder: Path, pattern: str) -> Path:
-    found = sorted(folder.glob(pattern))
+def _one(folder: Path, kind: str) -> Path:
+    exact = sorted(folder.glob(f"*{kind}.json"))
+    found = exact if len(exact) == 1 else sorted(folder.glob(f"*{kind}*.json"))
     if len(found) != 1:
-        raise ValueError(f"{folder}: expected one file matching {pattern}, found {len(found)}")
+        names = ", ".join(p.name for p in found) or "none"
+        raise ValueError(
+            f"{folder}: expected one file matching *{kind}*.json (or one *{kind}.json among "
+            f"them), found {names}; pass the folder holding the benchmark's dialogue and "
+            "memory files"
+        )
     return found[0]
 
 
@@ -46,9 +53,9 @@ def dialogue_query(lines: list[str], test_turn: int) -> str:
 
 def madial_dataset(folder: Path, limit: int | None = None) -> Dataset:
     events: dict[str, dict[str, Any]] = {}
-    for obj in _lines(_one(folder, "*memory*.json")):
+    for obj in _lines(_one(folder, "memory")):
         events.update(obj)
-    dialogues = balanced(_lines(_one(folder, "*dialogue*.json")), lambda d: "all", limit)
+    dialogues = balanced(_lines(_one(folder, "dialogue")), lambda d: "all", limit)
     cases = []
     for user in sorted({str(e["user-id"]) for e in events.values()}):
         mine = {eid: e for eid, e in events.items() if str(e["user-id"]) == user}
