@@ -8,10 +8,12 @@ is watched: a JavaScript error or an unexpected console error fails the test.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +214,12 @@ def stored_file(server: Serve, user: str, name: str) -> dict[str, Any]:
         answer = rest.get(f"/api/config/agent-files/{name}")
         answer.raise_for_status()
         return dict(answer.json())
+
+
+def shot(page: Page, name: str) -> None:
+    """``WEB_TEST_SHOTS=<dir>``: save a screenshot of what a test checks, to look at (nothing
+    is saved without it)."""
+    shots = os.environ.get("WEB_TEST_SHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / name), full_page=True)

@@ -11,6 +11,7 @@ from tests.web.conftest import (
     OpenPage,
     SignedIn,
     append,
+    shot,
     stored_file,
     tab,
 )
@@ -61,30 +62,116 @@ def test_the_size_and_the_limit_come_from_the_server(signed_in: SignedIn) -> Non
     )
 
 
-def test_oversize_content_is_refused_in_words_and_nothing_is_written(
+def test_oversize_content_is_one_message_in_bytes_and_save_is_off(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    page = signed_in()
+    tab(page, "memory")
+    original = page.locator("#editor").input_value()
+    puts: list[str] = []
+    page.on("request", lambda r: puts.append(r.url) if r.method == "PUT" else None)
+    too_big = "x" * (MAX_CONTENT_BYTES + 10)
+    page.fill("#editor", too_big)
+    # One message, in the size's own unit: bytes, exact (in KiB, 10 bytes over reads "64 KiB
+    # of 64 KiB"), and the size beside the meter says the same in the same unit.
+    expect(page.locator("#file-size")).to_have_text(
+        f"{len(too_big):,} of {MAX_CONTENT_BYTES:,} bytes"
+    )
+    expect(page.locator("#file-warning")).to_have_text(
+        "Too large to save: 10 bytes over the limit. Shorten the file; Save is off until it fits."
+    )
+    # the page knows the server would refuse it (413): Save is off, and so is Ctrl+S
+    expect(page.locator("#file-save")).to_be_disabled()
+    # the warning says all there is: the quiet line below does not offer Ctrl+S meanwhile
+    expect(page.locator("#file-message")).to_be_hidden()
+    visible = page.locator("#files-view .banner:visible")
+    expect(visible).to_have_count(1)
+    shot(page, "oversize.png")
+    # the longer size in bytes still fits the file bar on a phone
+    for width in (320, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        boxes = [page.locator(f"#file-{b}").bounding_box() for b in ("revert", "save")]
+        assert boxes[0] and boxes[1] and boxes[0]["y"] == boxes[1]["y"], f"{width}: Save wrapped"
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{width}: {overflow}px too wide"
+    shot(page, "oversize-phone.png")
+    page.set_viewport_size({"width": 1200, "height": 800})
+    page.locator("#editor").press("Control+s")
+    page.wait_for_timeout(300)
+    assert puts == []
+    # shortened to the limit: Save is back, and the text is the user's to save
+    page.locator("#editor").press("Control+End")
+    for _ in range(10):
+        page.locator("#editor").press("Backspace")
+    expect(page.locator("#file-warning")).to_be_hidden()
+    expect(page.locator("#file-size")).to_have_text("64 KiB of 64 KiB")
+    expect(page.locator("#file-save")).to_be_enabled()
+    expect(page.locator("#file-message")).to_contain_text("Ctrl+S saves.")
+    assert page.locator("#editor").input_value() == too_big[:-10]
+    stored = stored_file(server, user, "memory")
+    assert stored == {**stored, "version": 1, "content": original}
+
+
+def test_a_proxys_413_is_refused_in_words_and_nothing_is_written(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
+    # A proxy in front of the server may take smaller bodies than the server's own limit:
+    # then only the answer says the text is too large.
     console.allow(413)
     page = signed_in()
     tab(page, "memory")
     original = page.locator("#editor").input_value()
-    too_big = "x" * (MAX_CONTENT_BYTES + 10)
-    page.fill("#editor", too_big)
-    expect(page.locator("#file-warning")).to_have_text(
-        f"This text is {len(too_big):,} bytes, 10 over the server's limit of "
-        f"{MAX_CONTENT_BYTES:,} bytes: saving will be refused. Shorten the file first."
-    )
+
+    def refuse(route: Route) -> None:
+        if route.request.method != "PUT":
+            route.continue_()
+            return
+        route.fulfill(status=413, content_type="text/html", body="<h1>413 Too Large</h1>")
+
+    page.route("**/api/config/agent-files/memory", refuse)
+    append(page, "\n- a note the proxy will not pass")
     page.click("#file-save")
     message = page.locator("#file-message")
     expect(message).to_have_class("banner error")
-    # the page's numbers, not the server's hint to its operator (a setting to raise)
     expect(message).to_have_text(
-        f"MEMORY.md is too large to save: {len(too_big):,} of {MAX_CONTENT_BYTES:,} bytes. "
-        "Shorten it and save again. Nothing was written; your text is still in the editor."
+        "MEMORY.md is too large to save. Shorten it and save again. Nothing was written; your "
+        "text is still in the editor."
     )
-    assert page.locator("#editor").input_value() == too_big
+    assert page.locator("#editor").input_value().endswith("a note the proxy will not pass")
     stored = stored_file(server, user, "memory")
     assert stored == {**stored, "version": 1, "content": original}
+
+
+def test_saving_a_blank_file_asks_first(signed_in: SignedIn, server: Serve, user: str) -> None:
+    page = signed_in()
+    tab(page, "soul")
+    original = page.locator("#editor").input_value()
+    assert original.strip()
+    asked = _dialogs(page, False, True, True)
+    page.fill("#editor", "  \n\n")  # blank: only spaces and line breaks are left
+    page.click("#file-save")  # declined: nothing is written, the blank draft stays
+    expect(page.locator("#file-message")).to_have_text(
+        "Not saved: SOUL.md is still version 1. Revert brings its text back."
+    )
+    shot(page, "blank-declined.png")
+    assert asked == ["Save SOUL.md with no text? It replaces version 1, and there is no undo."]
+    expect(page.locator("#file-state")).to_have_text("Unsaved changes")
+    assert page.locator("#editor").input_value() == "  \n\n"
+    assert stored_file(server, user, "soul")["version"] == 1
+    page.locator("#editor").press("Control+s")  # Ctrl+S asks too; accepted this time
+    expect(page.locator("#file-message")).to_have_text("Saved SOUL.md as version 2.")
+    assert len(asked) == 2
+    assert stored_file(server, user, "soul")["content"] == "  \n\n"
+    # blank already: saving another blank text replaces nothing, and is not asked about
+    page.fill("#editor", "")
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved SOUL.md as version 3.")
+    # a file with text is saved without a question, as ever
+    page.fill("#editor", original)
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text("Saved SOUL.md as version 4.")
+    assert len(asked) == 2
+    assert stored_file(server, user, "soul")["content"] == original
 
 
 def test_invalid_content_is_refused_in_words(

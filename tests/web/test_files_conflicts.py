@@ -19,6 +19,7 @@ from tests.web.conftest import (
     append,
     edit_elsewhere,
     put_elsewhere,
+    shot,
     stored_file,
     tab,
     write_elsewhere,
@@ -83,7 +84,7 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     second.click("#file-save")
     expect(second.locator("#conflict")).to_be_visible()
     second.click("#conflict-reapply")
-    expect(second.locator("#file-message")).to_contain_text("change the same lines")
+    expect(second.locator("#file-message")).to_contain_text("change the same or neighbouring lines")
     assert second.locator("#editor").input_value() == "first tab's persona"
     assert second.locator("#kept-text").input_value() == "second tab's persona"
     # nothing to save in the editor, but the set-aside text is not saved: not "Saved"
@@ -92,6 +93,67 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     second.click("#kept-dismiss")
     expect(second.locator("#kept")).to_be_hidden()
     expect(second.locator("#file-state")).to_have_text("Saved")
+
+
+def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    # The server's merge conflicts on edits that touch (adjacent lines) as well as on edits
+    # that overlap: one tab fills in "Time zone", the other "Pronouns" on the line above.
+    console.allow(409)
+    put_elsewhere(server, user, "user", "# USER.md\n- Pronouns:\n- Time zone:\n")
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "user")
+    first.fill("#editor", "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n")
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 3")
+    mine = "# USER.md\n- Pronouns: she/her\n- Time zone:\n"
+    second.fill("#editor", mine)
+    second.click("#file-save")
+    expect(second.locator("#conflict")).to_be_visible()
+    second.click("#conflict-reapply")
+    expect(second.locator("#file-message")).to_have_text(
+        "Your edits and version 3 change the same or neighbouring lines, so they were not "
+        "re-applied automatically. Your text is on the side: copy what you need into the "
+        "editor, then save."
+    )
+    shot(second, "neighbouring.png")
+    assert second.locator("#editor").input_value() == (
+        "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n"
+    )
+    assert second.locator("#kept-text").input_value() == mine
+
+
+def test_the_ctrl_s_hint_gives_way_to_the_choice_during_a_conflict(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in()
+    tab(page, "memory")
+    message = page.locator("#file-message")
+    expect(message).to_contain_text("Ctrl+S saves.")
+    edit_elsewhere(server, user, "memory", lambda text: text + "\n- written by the platform")
+    append(page, "\n- typed in the page")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    # Save is off until the user chooses: the quiet line says so instead of offering Ctrl+S
+    during = (
+        "Save is off until you choose below: re-apply your edits, overwrite, or copy your text."
+    )
+    expect(page.locator("#file-save")).to_be_disabled()
+    expect(message).to_have_text(during)
+    expect(message).to_have_class("banner quiet")
+    shot(page, "conflict-hint.png")
+    tab(page, "user")  # another file, no conflict: the usual hint
+    expect(message).to_contain_text("Ctrl+S saves.")
+    tab(page, "memory")  # back to the conflict
+    expect(message).to_have_text(during)
+    page.click("#conflict-overwrite")
+    expect(message).to_have_text("Saved MEMORY.md as version 3.")
+    tab(page, "user")
+    tab(page, "memory")  # resolved: Ctrl+S saves again, and the hint says so
+    expect(message).to_contain_text("Ctrl+S saves.")
 
 
 def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(

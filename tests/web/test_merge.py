@@ -155,7 +155,9 @@ def test_the_reviewers_case_is_overlapping_edits_in_the_page(
     _conflict_on(page, server, user, base, mine, theirs)
     page.click("#conflict-reapply")
     message = page.locator("#file-message")
-    expect(message).to_contain_text("Your edits and version 3 change the same lines")
+    expect(message).to_contain_text(
+        "Your edits and version 3 change the same or neighbouring lines"
+    )
     expect(message).to_have_class("banner warn")
     expect(page.locator("#conflict")).to_be_hidden()
     assert page.locator("#editor").input_value() == theirs

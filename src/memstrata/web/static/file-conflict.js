@@ -82,9 +82,10 @@ export async function reapply() {
   if (merged === null) {
     f.draft = c.content;
     say(
-      `${which}Your edits and version ${c.version} change the same lines, so they were not ` +
-      "re-applied automatically. Your text is on the side: copy what you need into the editor, " +
-      "then save.", "warn");
+      // the server's rule: edits on neighbouring lines conflict too (sandbox/merge.py)
+      `${which}Your edits and version ${c.version} change the same or neighbouring lines, so ` +
+      "they were not re-applied automatically. Your text is on the side: copy what you need " +
+      "into the editor, then save.", "warn");
   } else {
     f.draft = merged;
     say(

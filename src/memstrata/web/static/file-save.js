@@ -6,7 +6,7 @@ import { api, reason, serverSentence } from "./api.js";
 import { $, bdi, number } from "./dom.js";
 import { refresh as refreshAside } from "./file-aside.js";
 import { conflict } from "./file-conflict.js";
-import { current, dirty, path, size, state, storedText } from "./file-state.js";
+import { current, dirty, path, state, storedText, used } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 // A save is indexed for search before it is answered; a large file can take many seconds.
@@ -93,9 +93,8 @@ function saveError(f, error) {
   switch (error.status) {
     case 413: {
       // The server's own text names its settings; the user gets the page's numbers.
-      const used = size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
       const limit = state.limits.max_content_bytes;
-      const over = used > limit ? `: ${number(used)} of ${number(limit)} bytes` : "";
+      const over = used(f) > limit ? `: ${number(used(f))} of ${number(limit)} bytes` : "";
       return [`${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`];
     }
     case 422:

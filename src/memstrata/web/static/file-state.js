@@ -19,9 +19,15 @@ export const eolOf = (stored) => (/\r\n/.test(stored) && !/(^|[^\r])\n/.test(sto
 export const storedText = (f, text) => (f.eol === "\r\n" ? text.replace(/\n/g, "\r\n") : text);
 
 export const size = (text) => encoder.encode(text).length;
+/** Bytes of the text the user would save (a conflict's: their text), as the server counts. */
+export const used = (f) => size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
+// over the server's limit: a save would be refused (413), so the page does not offer one
+export const tooLarge = (f) => f.loaded && used(f) > state.limits.max_content_bytes;
 export const dirty = (f) => f.loaded && f.draft !== f.base;
 // the Save button's rule, which Ctrl+S follows too: an unchanged file is not written again
-export const canSave = (f) => f.loaded && !state.saving && !f.conflict && dirty(f);
+export const canSave = (f) => f.loaded && !state.saving && !f.conflict && dirty(f) && !tooLarge(f);
+/** Nothing but spaces and line breaks: saving it empties the file. */
+export const blank = (text) => !/\S/.test(text);
 // text set aside by "re-apply" that the user has not yet saved or dismissed
 export const setAside = (f) => f.kept !== null && f.keptPending;
 export const path = (f) => `api/config/agent-files/${encodeURIComponent(f.name)}`;

@@ -4,13 +4,25 @@
 
 import { diffLines, sideBySide, splitLines } from "./diff.js";
 import { $, banner, bytes, el, number } from "./dom.js";
-import { canSave, current, dirty, setAside, size, state, storedText } from "./file-state.js";
+import { canSave, current, dirty, setAside, state, tooLarge, used } from "./file-state.js";
 
-// The message line always holds something, so a message never pushes the editor down.
+// The message line always holds something, so a message never pushes the editor down: a
+// hint when there is nothing to say, one that is true of the file on screen (`hint`).
 const HINT = "Ctrl+S saves. Saving checks the version you started from: nobody's edit is overwritten silently.";
+const CONFLICT_HINT = "Save is off until you choose below: re-apply your edits, overwrite, or copy your text.";
+let hinting = true; // the message line holds the hint (nothing else to say), redrawn by render
+
+/** The quiet line for file `f`: never "Ctrl+S saves" while Save is off for a reason the
+ * page shows — a conflict, or a text over the limit (the warning above says that already,
+ * so the line is left empty: one message, not two). */
+const hint = (f) => {
+  if (f && f.conflict) return CONFLICT_HINT;
+  return f && tooLarge(f) ? "" : HINT;
+};
 
 export function say(text, kind = "info") {
-  banner($("file-message"), text || HINT, text ? kind : "quiet");
+  hinting = !text;
+  banner($("file-message"), text || hint(current()), text ? kind : "quiet");
 }
 
 export function render() {
@@ -33,16 +45,23 @@ export function render() {
   if (editor.value !== f.draft) editor.value = f.draft;
 
   const limit = state.limits.max_content_bytes;
-  const used = size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
+  const n = used(f);
+  const over = tooLarge(f);
   $("file-version").textContent = f.version === null ? "version –" : `version ${f.version}`;
-  $("file-size").textContent = `${f.loaded ? bytes(used) : "–"} of ${bytes(limit)}`;
-  $("file-size").title = `${number(used)} of ${number(limit)} bytes (UTF-8)`;
-  $("file-meter").style.width = `${Math.min(100, (100 * used) / limit)}%`;
-  $("file-meter").parentElement.classList.toggle("over", used > limit);
-  banner($("file-warning"), used > limit
-    ? `This text is ${number(used)} bytes, ${number(used - limit)} over the server's limit of ` +
-      `${number(limit)} bytes: saving will be refused. Shorten the file first.`
+  // Over the limit, exact bytes: in KiB, 10 bytes over would read "64 KiB of 64 KiB". The
+  // warning then counts in the same unit, and says only what the size does not.
+  $("file-size").textContent = over
+    ? `${number(n)} of ${number(limit)} bytes`
+    : `${f.loaded ? bytes(n) : "–"} of ${bytes(limit)}`;
+  $("file-size").title = `${number(n)} of ${number(limit)} bytes (UTF-8)`;
+  $("file-meter").style.width = `${Math.min(100, (100 * n) / limit)}%`;
+  $("file-meter").parentElement.classList.toggle("over", over);
+  banner($("file-warning"), over
+    ? `Too large to save: ${number(n - limit)} ${n - limit === 1 ? "byte" : "bytes"} over the ` +
+      "limit. Shorten the file; Save is off until it fits."
     : "", "warn");
+  // only when it changes: the line is a live region, re-announced on every replacement
+  if (hinting && $("file-message").textContent !== hint(f)) banner($("file-message"), hint(f), "quiet");
 
   let status = "Saved";
   if (f.loading && !f.loaded) status = "Loading…";

@@ -11,7 +11,7 @@ import { $, el } from "./dom.js";
 import * as aside from "./file-aside.js";
 import { copyMine, reapply } from "./file-conflict.js";
 import { write } from "./file-save.js";
-import { canSave, current, dirty, editorText, eolOf, path, setAside, state } from "./file-state.js";
+import { blank, canSave, current, dirty, editorText, eolOf, path, setAside, state } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** After sign-in: build the tabs from the server's list of files and load them. */
@@ -153,7 +153,20 @@ async function load(f) {
 /** Save and Ctrl+S: write the current file if it has changes. */
 export function save() {
   const f = current();
-  if (f && canSave(f)) write(f, f.version);
+  if (f && canSave(f) && blankConfirmed(f, f.draft, f.base, f.version)) write(f, f.version);
+}
+
+/** Saving a blank `text` over version `version` (holding `stored`) empties the file, and
+ * there is no undo: ask once, at the save. Not when the stored text is blank too (nothing is
+ * lost), so an empty file is not a question on every save. Declined, nothing is written and
+ * the draft stays. */
+function blankConfirmed(f, text, stored, version) {
+  if (!blank(text) || blank(stored)) return true;
+  const asked = `Save ${f.filename} with no text? It replaces version ${version}, and there is no undo.`;
+  if (confirm(asked)) return true;
+  const back = f.conflict ? "" : " Revert brings its text back.";
+  say(`Not saved: ${f.filename} is still version ${version}.${back}`, "info");
+  return false;
 }
 
 export function wire() {
@@ -175,7 +188,8 @@ export function wire() {
   $("conflict-reapply").addEventListener("click", reapply);
   $("conflict-overwrite").addEventListener("click", () => {
     const f = current();
-    write(f, f.conflict.version);
+    const c = f.conflict;
+    if (blankConfirmed(f, c.mine, c.content, c.version)) write(f, c.version);
   });
   $("conflict-copy").addEventListener("click", copyMine);
   aside.wire();
