@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import ValidationError
@@ -103,3 +105,30 @@ def test_the_database_check_interval_is_checked(
         Settings()
     monkeypatch.setenv("MEMSTRATA_DB_CHECK_INTERVAL_S", "0.25")
     assert Settings().db_check_interval_s == 0.25
+
+
+def test_every_environment_is_described() -> None:
+    """`test` was accepted but undocumented: each value says what it changes."""
+    field = Settings.model_fields["environment"]
+    assert field.description is not None
+    for value in get_args(field.annotation):
+        assert re.search(rf"(^|[.;] ){value} ", field.description), value
+
+
+def test_the_test_environment_is_between_development_and_production(tmp_path: Path) -> None:
+    """What the description of `test` says: tokens as in production (an explicit key, of
+    any length), the database as in development (unset is the embedded server)."""
+    from memstrata.api.auth import AuthConfigurationError, require_token_keys
+
+    settings = Settings(environment="test", data_dir=tmp_path)
+    assert unset_database_problem(settings) is None
+    with pytest.raises(AuthConfigurationError, match="needs MEMSTRATA_JWT_SECRET"):
+        require_token_keys(settings)
+    require_token_keys(settings.model_copy(update={"jwt_secret": "short"}))
+    assert not (tmp_path / "jwt_secret").exists()
+
+
+def test_the_doc_says_which_env_file_is_read() -> None:
+    head = " ".join(render().split("| variable |")[0].split())
+    assert "`.env` of the working directory" in head
+    assert "config.unknown_variable" in head

@@ -216,3 +216,55 @@ def test_a_naive_future_timestamp_is_told_that_naive_times_are_utc(mem: Memstrat
     assert report.inserted == 1
     section = README.read_text(encoding="utf-8").split("## Library use", 1)[1].split("\n## ")[0]
     assert "read as UTC" in section
+
+
+# -- 8. a future as_of -----------------------------------------------------------------------
+
+
+def test_a_future_as_of_is_refused_as_a_future_timestamp_is(mem: Memstrata) -> None:
+    """It searched every dated row as centuries old: each hit's score 0, no warning."""
+    mem.indexer.index_turn(USER, "s1", 0, "kite flying")
+    with pytest.raises(InvalidContentError, match=r"as_of .* is in the future") as future:
+        mem.search.search(USER, "kite", as_of=datetime(2999, 1, 1, tzinfo=UTC))
+    assert "allowed skew 300 s" in str(future.value)
+    assert "leave as_of out" in str(future.value)
+    with pytest.raises(InvalidContentError, match="without a time zone is read as UTC"):
+        mem.search.search(
+            USER, "kite", as_of=datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1)
+        )
+    near = datetime.now(UTC) + timedelta(seconds=30)
+    assert mem.search.search(USER, "kite", as_of=near).hits[0].score > 0
+
+
+# -- 9. user ids that look like another user's ----------------------------------------------
+
+
+@pytest.mark.parametrize("user", ["bob\n", " bob", "bob\t", "b\x1bob", "b\x9bob", "b\u2029ob"])
+def test_a_user_id_with_whitespace_or_controls_is_refused_everywhere(
+    mem: Memstrata, db: Database, user: str
+) -> None:
+    """``memstrata mcp --user $'bob\\n'`` wrote memory for a user other than ``bob``."""
+    with pytest.raises(errors.InvalidUserIdError, match=r"whitespace|control characters"):
+        mem.indexer.index_turn(user, "s1", 0, "hello")
+    with pytest.raises(errors.InvalidUserIdError):
+        mem.store.upsert_memory_file(user, "memory", "x")
+    with pytest.raises(errors.InvalidUserIdError):
+        mem.search.search(user, "hello")
+    with pytest.raises(errors.InvalidUserIdError):
+        asyncio.run(mem.sync.frontend_edit(user, "memory", "x"))
+    assert _count(db, ROWS) == 0
+    assert _count(db, "SELECT count(*) FROM user_memory") == 0
+
+
+# -- 10. memory-file names -------------------------------------------------------------------
+
+
+def test_a_name_http_refuses_is_refused_by_the_library(mem: Memstrata) -> None:
+    """``"User"`` and ``"user_md"`` read USER.md while HTTP answered 400 for them: every
+    name but the API's and the file's is the error HTTP's 400 ``无效的文件名`` maps."""
+    for name in ("bogus", "User", "user_md"):
+        with pytest.raises(errors.InvalidFileTypeError, match="无效的文件名") as refused:
+            mem.store.get_memory_file(USER, name)
+        mapped = map_exception(refused.value)
+        assert mapped is not None and mapped.status_code == 400
+    assert mem.store.get_memory_file(USER, "user") is None  # nothing stored yet: None

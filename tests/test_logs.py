@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
+from pathlib import Path
 
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+from memstrata.config import Settings
+from memstrata.db.database import Database
 from memstrata.logs import JsonFormatter, TextFormatter, log_event
 
 
@@ -60,3 +67,37 @@ def test_a_json_line_escapes_what_a_terminal_acts_on_and_parses_back_the_same() 
     assert "阿丽" in line  # other non-ASCII text as it is
     parsed = json.loads(line)
     assert {k: parsed[k] for k in fields} == fields
+
+
+def test_a_first_start_logs_the_migration_once(
+    pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new database (no pgvector, no schema) logged db.upgraded twice and Alembic's
+    "Context impl PostgresqlImpl." / "Will assume transactional DDL." 7 times; a start on
+    a migrated one logs neither."""
+    name = "first_start_logs"
+    admin = create_engine(make_url(pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+        settings = Settings(environment="test", database_url=url, data_dir=tmp_path)
+        for start, once in ((1, 1), (2, 0)):
+            caplog.clear()
+            # Per logger: an earlier test's configure_logging may have set memstrata's and
+            # alembic's to WARNING (a short CLI command's level).
+            with (
+                caplog.at_level(logging.INFO),
+                caplog.at_level(logging.INFO, "memstrata"),
+                caplog.at_level(logging.INFO, "alembic"),
+            ):
+                Database.open(settings).close()
+            said = Counter(r.getMessage() for r in caplog.records)
+            assert said["Context impl PostgresqlImpl."] == once, (start, said)
+            assert said["Will assume transactional DDL."] == once, (start, said)
+            assert said["db.upgraded"] == once, (start, said)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

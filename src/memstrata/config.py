@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from pydantic import field_validator
 from pydantic_settings import (
@@ -47,6 +48,9 @@ from memstrata.retrieval.chunk import CONTEXT_TOKENS as CONTEXT_TOKENS
 
 # MEMSTRATA_* variables that are no setting but are read on purpose (``make bench``).
 TOOLING_VARIABLES = frozenset({"MEMSTRATA_LOCOMO"})
+# The file Settings() reads beside the environment: relative, so the one in the working
+# directory of the process (the environment wins over it).
+ENV_FILE = ".env"
 
 
 class Settings(ServingSettings, SearchSettings, EmbeddingSettings, StorageSettings, BaseSettings):
@@ -62,7 +66,7 @@ class Settings(ServingSettings, SearchSettings, EmbeddingSettings, StorageSettin
     # programs' variables (unknown MEMSTRATA_* ones are a warning: unknown_variables);
     # keyword arguments that name no setting are refused (settings_customise_sources).
     model_config = SettingsConfigDict(
-        env_prefix="MEMSTRATA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="MEMSTRATA_", env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore"
     )
 
     @classmethod
@@ -104,6 +108,17 @@ def check_setting_names(given: Iterable[str], known: Iterable[str]) -> None:
         f"{', '.join(problems)}: no setting has {'that name' if one else 'these names'} "
         "(every setting is listed in docs/CONFIGURATION.md and Settings.model_fields)"
     )
+
+
+def env_file_variables(path: Path = Path(ENV_FILE)) -> dict[str, str]:
+    """The variables of the ``.env`` file ``Settings()`` reads (``path``, relative to the
+    working directory), none if there is no such file: pydantic ignores the unknown
+    ``MEMSTRATA_*`` ones there as in the environment, so they are checked the same way."""
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values  # pydantic-settings' own reader of the file
+
+    return {name: value or "" for name, value in dotenv_values(path, encoding="utf-8").items()}
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:

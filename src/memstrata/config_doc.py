@@ -9,7 +9,12 @@ def render() -> str:
     lines = [
         "# Configuration",
         "",
-        "Every setting is an environment variable `MEMSTRATA_<NAME>` (or a line in `.env`).",
+        "Every setting is an environment variable `MEMSTRATA_<NAME>`, or a line",
+        "`MEMSTRATA_<NAME>=value` in the file `.env` of the working directory of the process",
+        "(the directory `memstrata` or the host app is started in, not the data directory);",
+        "the environment wins over the file. A `MEMSTRATA_*` name in either that is no setting",
+        "is logged as a `config.unknown_variable` warning naming the closest setting (by the",
+        "CLI and `create_app()`; the library configures no logging).",
         "Lists and objects are JSON, e.g. `MEMSTRATA_SKILL_DIRS='[\"/srv/skills\"]'`.",
         "Generated from `memstrata.config.Settings` by `python -m memstrata.config_doc`;",
         "a test fails when this file is out of date.",

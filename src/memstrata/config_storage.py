@@ -46,7 +46,10 @@ class StorageSettings(BaseModel):
         "`memstrata conflicts`, which open none), and `memstrata serve` / `memstrata token` "
         "refuse without an explicit secret (32 characters or more) or public key (`memstrata "
         "db`, `memstrata mcp` over stdio and the library authenticate nobody and need "
-        "neither).",
+        "neither). test (what memstrata's own test suite runs under) is in between: "
+        "production's rule for tokens without its 32-character minimum (MEMSTRATA_JWT_SECRET "
+        "or MEMSTRATA_JWT_PUBLIC_KEY is required, no secret is generated) and development's "
+        "for the database (unset MEMSTRATA_DATABASE_URL: the embedded server).",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir,

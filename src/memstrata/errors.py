@@ -45,10 +45,15 @@ class VersionConflictError(MemstrataError, RuntimeError):
         in_progress: bool = False,
     ) -> None:
         found = "no row yet" if actual is None else f"version {actual}"
-        if in_progress:
-            found += f" and another write based on version {expected} already under way"
+        # In progress, the stored version is still the expected one: what happened is
+        # that another write from it claimed it first (first come wins).
+        happened = (
+            f"another write based on version {expected} already under way lands first"
+            if in_progress
+            else f"expected version {expected}, found {found}"
+        )
         super().__init__(
-            f"version conflict on {file_type}: expected version {expected}, found {found}; "
+            f"version conflict on {file_type}: {happened}; "
             "reload the file and apply your change again"
         )
         self.user_id = user_id

@@ -28,10 +28,10 @@ from memstrata.errors import (
 )
 from memstrata.logs import log_event
 from memstrata.memory.erase import Erasure, UserEraser
-from memstrata.memory.kinds import USER_FILE_KINDS
+from memstrata.memory.kinds import USER_FILE_KINDS, validate_user_id
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
-from memstrata.memory.users import UserSummary, list_users
+from memstrata.memory.users import UserSummary, holds_anything, list_users
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.embedding_registry import ModelRegistry, build_embedder, embedder_for
 from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
@@ -296,6 +296,13 @@ class Memstrata:
             sandboxes = sandboxes.inner
         eraser = UserEraser(self.db_sessions, sandboxes, pool=self.pool, search=self.search)
         return eraser.erase(user_id)
+
+    def holds_user(self, user_id: str) -> bool:
+        """Whether ``list_users`` lists ``user_id`` (index lookups, not a pass over every
+        user): a mistyped id holds nothing."""
+        self._check_open()
+        with self.db_sessions() as session:
+            return holds_anything(session, validate_user_id(user_id))
 
     def list_users(self) -> list[UserSummary]:
         """Every user with a memory file, a search row or a skill switch, by id, with how

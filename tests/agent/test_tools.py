@@ -264,7 +264,8 @@ async def test_memory_search_finds_recorded_memories(
     assert await tools.memory_search("zzzz qqqq") == "No matching memories."
     assert await tools.memory_search("x", top_k=0) == "error: top_k must be an integer from 1 to 20"
     assert await tools.memory_search("x", sources=["files"]) == (
-        "error: sources must be a non-empty list of ('memory', 'conversation', 'notes')"
+        "error: sources must be a non-empty list drawn from memory, conversation, notes; "
+        "got ['files']"
     )
     assert await tools.memory_search("") == "error: query must not be empty"
 

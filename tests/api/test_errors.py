@@ -110,8 +110,8 @@ def test_unknown_path_and_method(client: TestClient, auth: AuthHeader) -> None:
         405,
         {
             "code": "method_not_allowed",
-            "detail": "Method Not Allowed",
-            "message": "Method Not Allowed",
+            "detail": "Method Not Allowed: this path takes GET",
+            "message": "Method Not Allowed: this path takes GET",
         },
     )
 

@@ -112,8 +112,8 @@ def test_search_validation(
         ),
         (
             {"turn_index": 0, "user_message": "hi", "timestamp": "yesterday"},
-            "invalid request: body.timestamp: Input should be a valid datetime or date, "
-            "input is too short",
+            "invalid request: body.timestamp: Input should be an ISO 8601 date-time string, "
+            "e.g. 2026-01-01T12:00:00Z (input is too short)",
         ),
     ],
 )

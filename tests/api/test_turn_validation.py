@@ -250,10 +250,10 @@ def test_schema_errors_come_back_per_turn_in_the_batch_shape(
         (7, "s1", 0),
     ]
     assert errors[0]["error"] == "turn_index: Input should be greater than or equal to 0"
-    assert errors[1]["error"].startswith("timestamp: Input should be a valid datetime")
+    assert errors[1]["error"].startswith("timestamp: Input should be an ISO 8601 date-time")
     assert errors[2]["error"] == "extra: Extra inputs are not permitted"
     assert errors[3]["error"] == "a round needs a user message or an assistant reply"
-    assert errors[4]["error"].startswith("turn: Input should be a valid dictionary")
+    assert errors[4]["error"] == "turn: each turn must be a JSON object, not a number"
     assert errors[5]["error"] == "session_id: Field required"
     assert "appears twice" in errors[6]["error"]
     assert rows(db) == []

@@ -44,15 +44,23 @@ def test_token_uses_the_generated_dev_secret(env: dict[str, str]) -> None:
     assert code == 0
     # Which secret, on stderr (stdout is the token alone): a server with another data dir
     # refuses the token, and only its log said why.
-    path = Path(env["MEMSTRATA_DATA_DIR"]) / "jwt_secret"
-    assert err.strip() == f"signed with the development secret in {path}"
+    # The first token created the secret: most often in another directory than the
+    # server's, so it says so.
+    data = env["MEMSTRATA_DATA_DIR"]
+    path = Path(data) / "jwt_secret"
+    assert err.strip() == (
+        f"created a new development secret in {path} and signed with it: only a server "
+        f"started with MEMSTRATA_DATA_DIR={shlex.quote(data)} accepts this token (set the "
+        "same MEMSTRATA_DATA_DIR as the server's)"
+    )
     secret = path.read_text().strip()
     claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
     assert claims["sub"] == "alice"
     assert claims["exp"] - claims["iat"] == 120
     # the same secret next time
-    code, again, _ = run_cli("token", "--user", "bob")
+    code, again, err = run_cli("token", "--user", "bob")
     assert jwt.decode(again.strip(), secret, algorithms=["HS256"])["sub"] == "bob"
+    assert err.strip() == f"signed with the development secret in {path}"
 
 
 def test_token_uses_the_configured_secret(

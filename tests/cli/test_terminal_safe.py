@@ -16,6 +16,7 @@ import termios
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from typer.testing import CliRunner
 
 from memstrata.cli import build_app
@@ -163,19 +164,43 @@ def test_an_error_line_shows_what_it_quotes_escaped(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     clean_env(monkeypatch, tmp_path, {"MEMSTRATA_DATA_DIR": str(tmp_path / "data")})
+    code, out, err = run_cli("conflicts", "show", "--user", "alice", f"a{CLIPBOARD}")
+    assert (code, out) == (1, "")
+    assert not ACTIVE.search(err)
+    assert "'a\\x1b]52;c;cm0gLXJmIH4=\\x07' is not the name" in err
+
+
+def test_a_user_id_with_control_characters_is_refused_without_echoing_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    clean_env(monkeypatch, tmp_path, {"MEMSTRATA_DATA_DIR": str(tmp_path / "data")})
     code, out, err = run_cli("conflicts", "show", "--user", f"a{CLIPBOARD}", "bad-name")
     assert (code, out) == (1, "")
     assert not ACTIVE.search(err)
-    assert "--user 'a\\x1b]52;c;cm0gLXJmIH4=\\x07'" in err
+    assert "character 1 is U+001B" in err
 
 
 @pytest.fixture
 def indexed(db: Database, boxes: Path) -> str:
-    """A user whose id and conversation text hold escape sequences (a session id may hold
-    none: the indexer refuses it)."""
-    user = f"eve{CLEAR}"
+    """A user whose conversation text holds escape sequences (a user id or a session id may
+    hold none: every entry point refuses them)."""
     said = f"blue door {LINK}\n{CLIPBOARD}\x9b2J \u202eevil"
-    Indexer(db.sessions, None).index_turn(user, "s", 0, said, "")
+    Indexer(db.sessions, None).index_turn("eve", "s", 0, said, "")
+    return "eve"
+
+
+@pytest.fixture
+def legacy_id(db: Database, boxes: Path) -> str:
+    """A user id with escape sequences, as a database written before ids were checked for
+    control characters may still hold one."""
+    user = f"eve{CLEAR}"
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO user_memory (user_id, file_type, content) VALUES (:u, 'user_md', 'x')"
+            ),
+            {"u": user},
+        )
     return user
 
 
@@ -194,13 +219,13 @@ def test_search_shows_hits_escaped(indexed: str) -> None:
     assert json.loads(out)["hits"][0]["text"].startswith(f"User: blue door {LINK}\n{CLIPBOARD}")
 
 
-def test_user_list_shows_ids_escaped(indexed: str) -> None:
+def test_user_list_shows_ids_escaped(legacy_id: str) -> None:
     code, out, err = run_cli("user", "list")
     assert (code, err) == (0, "")
     assert not ACTIVE.search(out)
     header, row = out.splitlines()
     shown = "eve\\x1b[2J\\x1b[H"
-    assert row.split() == [shown, "0", "1", "0"]
+    assert row.split() == [shown, "1", "0", "0"]
     assert header.startswith(f"{'user':{len(shown)}s}  files")  # the column fits it
     code, out, _ = run_cli("user", "list", "--json")
-    assert [u["user_id"] for u in json.loads(out)] == [indexed]
+    assert [u["user_id"] for u in json.loads(out)] == [legacy_id]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata.memory.kinds import FileKind
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
 from tests.mcp.test_tools import ok, refused, stored, text
@@ -57,11 +57,13 @@ async def test_an_open_fence_is_refused_and_nothing_is_written(
     async with connect("alice") as client:
         read = (await ok(client, "memory_read", {"name": name})).structured_content
         assert read is not None
-        before = {kind: stored(mem, "alice", kind) for kind in FileKind}
+        before = {kind: stored(mem, "alice", kind) for kind in USER_FILE_KINDS}
         arguments = {"name": name, "content": content, "expected_version": read["version"]}
-        said = await refused(client, "memory_write", arguments)
-    assert said == message
-    assert {kind: stored(mem, "alice", kind) for kind in FileKind} == before
+        result = await client.call_tool("memory_write", arguments)
+    assert result.is_error and text(result) == message
+    # A code as the other content refusals have (docs/MCP.md, "Errors").
+    assert result.structured_content == {"error": "unclosed_block"}
+    assert {kind: stored(mem, "alice", kind) for kind in USER_FILE_KINDS} == before
 
 
 async def test_the_refusal_is_the_agent_tools_own(connect: ClientFactory, mem: Memstrata) -> None:

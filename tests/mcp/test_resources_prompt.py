@@ -106,6 +106,27 @@ async def test_memory_context_is_the_agent_prompt(connect: ClientFactory, mem: M
     assert (small.meta or {})["tokens"] <= 300
 
 
+async def test_a_budget_that_holds_no_file_says_where_memory_is(
+    connect: ClientFactory, mem: Memstrata
+) -> None:
+    """token_limit 200: a 30-token budget holds none of the files. The message was empty,
+    leaving the agent nothing; it says that memory was left out and which tools reach it."""
+    async with connect("alice") as client:
+        prompt = await client.get_prompt("memory_context", {"token_limit": "200"})
+    library = await build_memory_prompt(mem.store, "alice", token_limit=200, ratio=0.15)
+    assert library.text == "" and len(library.dropped) == 4  # the library's builder unchanged
+    assert prompt.meta is not None
+    assert (prompt.meta["tokens"], prompt.meta["budget"]) == (0, 30)
+    assert prompt.meta["dropped"] == ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"]
+    (message,) = prompt.messages
+    assert message.content.type == "text"
+    assert message.content.text == (
+        "[memstrata: memory was left out: AGENTS.md, SOUL.md, USER.md, MEMORY.md do not fit "
+        "in this prompt's budget of 30 tokens (token_limit 200). Read a file with memory_read "
+        "or search them with memory_search.]"
+    )
+
+
 async def test_memory_context_bad_arguments(connect: ClientFactory) -> None:
     cases = [
         ("memory_context", {}, "memory_context needs token_limit"),

@@ -70,3 +70,31 @@ async def test_no_hit_says_so(connect: ClientFactory) -> None:
     assert text_of(result) == f"No matching memories.\nnote: {BM25_ONLY}"
     assert result.structured_content is not None
     assert result.structured_content["hits"] == []
+
+
+async def test_a_hits_leading_context_is_marked_as_the_previous_turns(
+    connect: ClientFactory,
+) -> None:
+    """A round's first chunk starts with the previous round's tail (for retrieval); its
+    line shows that part as ``(before: …)``, so a model does not read the previous turn's
+    words as this turn's. The structured hit keeps its text and says how much is context."""
+    earlier = {"user_message": "Where do the spare keys go?", "assistant_reply": "Under the pot."}
+    later = {"user_message": "And the lock code?", "assistant_reply": "It is 4711."}
+    async with connect("alice") as client:
+        for turn, said in enumerate((earlier, later)):
+            await client.call_tool(
+                "conversation_index_turn", {"session_id": "s", "turn_index": turn, **said}
+            )
+        result = await client.call_tool(
+            "memory_search", {"query": "lock code 4711", "sources": ["conversation"]}
+        )
+    data = result.structured_content
+    assert data is not None
+    hit = next(h for h in data["hits"] if h["file_path"] == "sessions/s/1")
+    chars = hit["explain"]["context_chars"]
+    assert hit["text"][chars:] == "User: And the lock code?\nAssistant: It is 4711."
+    line = next(li for li in text_of(result).split("\n") if "[sessions/s/1 " in li)
+    assert line.endswith(
+        "] (before: User: Where do the spare keys go? Assistant: Under the pot.) "
+        "User: And the lock code? Assistant: It is 4711."
+    ), line

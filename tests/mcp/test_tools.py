@@ -16,10 +16,10 @@ from mcp_types import INVALID_PARAMS, CallToolResult
 
 from memstrata.agent.schemas import tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
-from memstrata.memory.kinds import FileKind
+from memstrata.mcp.turn_tools import MCP_SESSION_ID_RULE
+from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.retrieval.session_ids import (
     MAX_SESSION_ID_LENGTH,
-    SESSION_ID_RULE,
     InvalidSessionIdError,
     check_session_id,
 )
@@ -165,7 +165,9 @@ async def test_memory_search_matches_the_rest_search(
         "decay_factor",
         "age_days",
         "resident",
+        "context_chars",
     }
+    assert top["explain"]["context_chars"] == 0  # the session's first round: no context
     rest = mem.search.search("alice", "Lisbon flight", top_k=3).to_dict()
     assert [(h["file_path"], h["text"]) for h in data["hits"]] == [
         (h["file_path"], h["text"])
@@ -198,6 +200,8 @@ async def test_memory_search_without_embeddings_says_it_degraded(
     assert "Plays the cello" in data["hits"][0]["text"]
 
 
+# The search's own words (REST's), not a Python tuple.
+BAD_SOURCES = "sources must be a non-empty list drawn from memory, conversation, notes; got"
 MEMORY_SEARCH_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({}, "missing required argument(s): query"),
     ({"query": 5}, "query must be a JSON string"),
@@ -205,8 +209,14 @@ MEMORY_SEARCH_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"query": "x" * 1001}, "query is 1001 characters; the limit is 1000"),
     ({"query": "tea", "top_k": 21}, "top_k must be an integer from 1 to 20"),
     ({"query": "tea", "top_k": "3"}, "top_k must be a JSON integer"),
-    ({"query": "tea", "sources": ["web"]}, "sources must be a non-empty list of"),
-    ({"query": "tea", "sources": []}, "sources must be a non-empty list of"),
+    (
+        {"query": "tea", "sources": ["web"]},
+        "sources must be a non-empty list drawn from memory, conversation, notes; got",
+    ),
+    (
+        {"query": "tea", "sources": []},
+        "sources must be a non-empty list drawn from memory, conversation, notes; got",
+    ),
     ({"query": "tea", "limit": 3}, "unknown argument(s) limit"),
 ]
 
@@ -303,10 +313,10 @@ async def test_write_bad_input_writes_nothing(connect: ClientFactory, mem: Memst
     for arguments, message in WRITE_BAD_INPUT_WRITES_NOTHING_CASES:
         async with connect("alice") as client:
             await ok(client, "memory_read", {"name": "user"})
-            before = {kind: stored(mem, "alice", kind) for kind in FileKind}
+            before = {kind: stored(mem, "alice", kind) for kind in USER_FILE_KINDS}
             assert message in await refused(client, "memory_write", arguments)
             await ok(client, "skills_list", {})  # the session is still fine
-        assert {kind: stored(mem, "alice", kind) for kind in FileKind} == before
+        assert {kind: stored(mem, "alice", kind) for kind in USER_FILE_KINDS} == before
 
 
 READ_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
@@ -362,9 +372,9 @@ async def test_agent_tools_bad_input_writes_nothing(connect: ClientFactory, mem:
     for name, arguments, message in AGENT_TOOLS_BAD_INPUT_WRITES_NOTHING_CASES:
         async with connect("alice") as client:
             await ok(client, "memory_read", {"name": "memory"})
-            before = {kind: stored(mem, "alice", kind) for kind in FileKind}
+            before = {kind: stored(mem, "alice", kind) for kind in USER_FILE_KINDS}
             assert message in await refused(client, name, arguments)
-        assert {kind: stored(mem, "alice", kind) for kind in FileKind} == before
+        assert {kind: stored(mem, "alice", kind) for kind in USER_FILE_KINDS} == before
 
 
 # -- conversations ---------------------------------------------------------------------------
@@ -421,12 +431,12 @@ async def test_index_turn_null_optional_arguments_count_as_absent(
 
 INDEX_TURN_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"turn_index": 0, "user_message": "hi"}, "session_id: Field required"),
-    ({"session_id": "", "turn_index": 0, "user_message": "hi"}, SESSION_ID_RULE),
+    ({"session_id": "", "turn_index": 0, "user_message": "hi"}, MCP_SESSION_ID_RULE),
     ({"session_id": "s", "turn_index": -1, "user_message": "hi"}, "greater than or equal"),
     ({"session_id": "s", "turn_index": "0", "user_message": "hi"}, "valid integer"),
     ({"session_id": "s", "turn_index": 0}, "a round needs a user message or an assistant"),
     ({"session_id": "s", "turn_index": 0, "user_message": "a\x00"}, "NUL"),
-    ({"session_id": "s", "turn_index": 0, "user_message": "a", "timestamp": "soon"}, "datetime"),
+    ({"session_id": "s", "turn_index": 0, "user_message": "a", "timestamp": "soon"}, "date-time"),
 ]
 
 
@@ -437,17 +447,38 @@ async def test_index_turn_bad_input(connect: ClientFactory, mem: Memstrata) -> N
         assert mem.search.search("alice", "hi a", top_k=5).hits == []
 
 
-@pytest.mark.parametrize("session_id", ["s" * (MAX_SESSION_ID_LENGTH + 1), "", " ", "a/b"])
+@pytest.mark.parametrize(
+    "session_id", ["s" * (MAX_SESSION_ID_LENGTH + 1), "", " ", "a/b", "caf\ufffd"]
+)
 async def test_index_turn_refuses_a_session_id_as_the_library_does(
     connect: ClientFactory, mem: Memstrata, session_id: str
 ) -> None:
-    """One rule, one message: the library's (REST's), not a schema's of its own."""
+    """One rule, one message: the library's (REST's), not a schema's of its own — but
+    without its advice on URLs, which MCP's JSON string never is in."""
     turn = {"session_id": session_id, "turn_index": 0, "user_message": "hi"}
     with pytest.raises(InvalidSessionIdError) as library:
         check_session_id(session_id)
+    assert str(library.value).startswith(f"invalid session_id {session_id[:60]!r}")
     async with connect() as client:
-        assert await refused(client, "conversation_index_turn", turn) == f"error: {library.value}"
+        said = await refused(client, "conversation_index_turn", turn)
+        listed = (await client.list_tools()).tools
+    (tool,) = [t for t in listed if t.name == "conversation_index_turn"]
+    assert said.startswith(f"error: invalid session_id {session_id[:60]!r}")
+    assert said.endswith(f": {MCP_SESSION_ID_RULE}")
+    for text_ in (said, tool.input_schema["properties"]["session_id"]["description"]):
+        assert "percent" not in text_ and "URL" not in text_, text_
     assert mem.search.search("alice", "hi", top_k=5).hits == []
+
+
+async def test_a_replacement_character_gets_mcps_advice(connect: ClientFactory) -> None:
+    turn = {"session_id": "caf\ufffd", "turn_index": 0, "user_message": "hi"}
+    async with connect() as client:
+        said = await refused(client, "conversation_index_turn", turn)
+    assert said.startswith(
+        "error: invalid session_id 'caf\ufffd' (character 3 is U+FFFD REPLACEMENT CHARACTER: "
+        "it stands where text was not valid UTF-8; send the id's own characters, or remove "
+        "it): 1–200 characters"
+    ), said
 
 
 # -- skills ------------------------------------------------------------------------------------

@@ -35,19 +35,37 @@ def test_kinds_map_to_file_types(store: MemoryStore) -> None:
         assert store.upsert_memory_file("bob", name, name).file_type == file_type
 
 
-@pytest.mark.parametrize("bad", ["agents", "agents_md", "AGENTS.md", "tools", "", "user "])
-def test_invalid_or_legacy_kind_is_value_error(store: MemoryStore, bad: str) -> None:
-    if bad == "user ":  # surrounding whitespace is tolerated, not a different kind
-        assert store.upsert_memory_file("u", bad, "x").kind is FileKind.USER
-        return
-    with pytest.raises(ValueError, match="无效的文件名"):
+# The names HTTP refuses (docs/API.md, "Memory files"); AGENTS.md's, below.
+REFUSED = ["tools", "", "user ", "User", "user_md", "bogus"]
+
+
+@pytest.mark.parametrize("bad", REFUSED)
+def test_invalid_kind_is_the_same_error_for_reads_and_writes(store: MemoryStore, bad: str) -> None:
+    with pytest.raises(InvalidFileTypeError, match="无效的文件名"):
         store.upsert_memory_file("u", bad, "x")
+    with pytest.raises(InvalidFileTypeError, match="无效的文件名"):
+        store.get_memory_file("u", bad)
     assert store.get_memory_file("u", "user") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("user", FileKind.USER), ("USER.md", FileKind.USER), (FileKind.SOUL, FileKind.SOUL)],
+)
+def test_the_api_name_the_file_name_and_the_kind_are_taken(
+    store: MemoryStore, name: str | FileKind, kind: FileKind
+) -> None:
+    assert store.upsert_memory_file("u", name, "x").kind is kind
+    got = store.get_memory_file("u", name)
+    assert got is not None and got.kind is kind
 
 
 def test_legacy_agents_rows_are_readable_but_never_written(
     store: MemoryStore, db: Database
 ) -> None:
+    """AGENTS.md is the platform's template; an ``agents_md`` row an older database still
+    holds stays readable (the spec keeps such rows for compatibility) and is never written."""
+    assert store.get_memory_file("old", "agents") is None  # no legacy row: nothing to read
     with db.engine.begin() as conn:
         conn.execute(
             text(
@@ -55,10 +73,12 @@ def test_legacy_agents_rows_are_readable_but_never_written(
                 "VALUES ('old', 'agents_md', 'legacy')"
             )
         )
-    legacy = store.get_memory_file("old", "agents")
-    assert legacy is not None and legacy.content == "legacy" and legacy.kind is FileKind.AGENTS
-    with pytest.raises(InvalidFileTypeError):
-        store.upsert_memory_file("old", "agents", "new")
+    for name in ("agents", "AGENTS.md", FileKind.AGENTS):
+        legacy = store.get_memory_file("old", name)
+        assert legacy is not None and legacy.content == "legacy"
+        assert legacy.kind is FileKind.AGENTS
+        with pytest.raises(InvalidFileTypeError, match="platform template"):
+            store.upsert_memory_file("old", name, "new")
     again = store.get_memory_file("old", "agents")
     assert again is not None and again.content == "legacy"
 
@@ -158,7 +178,7 @@ def test_empty_content_is_allowed(store: MemoryStore) -> None:
     assert store.upsert_memory_file("e", "memory", "").content == ""
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "x" * 101, "a\x00b"])
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 101, "a\x00b", "bob\n", " bob", "b\x7fob"])
 def test_bad_user_ids(store: MemoryStore, bad: str) -> None:
     with pytest.raises(InvalidUserIdError):
         store.upsert_memory_file(bad, "user", "x")

@@ -63,6 +63,7 @@ def test_hybrid_finds_semantic_and_lexical_matches(
         "decay_factor",
         "age_days",
         "resident",
+        "context_chars",
     }
     assert top.explain["age_days"] == pytest.approx(10.0)
     assert top.explain["decay_factor"] == pytest.approx(decay_factor(10.0))

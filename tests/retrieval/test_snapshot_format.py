@@ -55,10 +55,11 @@ def test_a_bulk_loaded_index_exports_its_frozen_postings_as_they_are() -> None:
 def test_encode_decode_round_trip() -> None:
     rows = [
         Row(3, "sessions/a/0", 0, "hello 世界", 1.5, "conversation", ("a/0",), "m"),
-        Row(9, "sessions/a/1", None, "", 2.5, "conversation", (), None),
+        # The previous round's tail, kept so that a hit from a snapshot says it too.
+        Row(9, "sessions/a/1", None, "hello\nbye", 2.5, "conversation", (), None, 6),
     ]
     vectors = np.array([[0.6, 0.8]], dtype=np.float32)
-    payload = snapshot.encode(rows, [["hello", "世", "界"], []], [3], vectors)
+    payload = snapshot.encode(rows, [["hello", "世", "界"], ["hello", "bye"]], [3], vectors)
     got = snapshot.decode(payload, max_id=9)
     assert got.rows == rows and got.max_id == 9
     assert got.vector_ids == [3] and np.array_equal(got.vectors, vectors)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memstrata.agent import markdown_doc, sections
-from memstrata.errors import ToolInputError
-from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
+from memstrata.errors import InvalidContentError, ToolInputError
+from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K
+from memstrata.retrieval.search_input import check_sources
 from memstrata.text import grapheme_cut, lone_surrogate_at
 
 MAX_ENTRY_CHARS = 2000
@@ -188,10 +189,20 @@ def search_arguments(
     text = check_text(query, "query", MAX_TOOL_QUERY_CHARS)
     if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
         raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
+    return text, top_k, _sources(sources)
+
+
+def _sources(sources: object) -> list[str] | None:
+    """``sources`` checked by the search's own rule and words
+    (:func:`~memstrata.retrieval.search_input.check_sources`); a value that is no list is
+    refused as one holding that value (the tool's schema refuses it first)."""
+    if sources is None:
+        return None
     try:
-        wanted = None if sources is None else list(sources)  # type: ignore[call-overload]
-    except TypeError as exc:
-        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}") from exc
-    if wanted is not None and (not wanted or any(s not in SOURCES for s in wanted)):
-        raise ToolInputError(f"sources must be a non-empty list of {SOURCES}")
-    return text, top_k, wanted
+        wanted = [sources] if isinstance(sources, str) else list(sources)  # type: ignore[call-overload]
+    except TypeError:
+        wanted = [sources]
+    try:
+        return check_sources(wanted)
+    except InvalidContentError as exc:
+        raise ToolInputError(str(exc)) from exc

@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,9 @@ class Authenticator:
     leeway_s: float = 30.0
     max_lifetime_s: float | None = None
     issuer: str | None = None
+    # The data directory whose development secret signs and verifies tokens, when that
+    # secret is the one in use: its refusals say how to mint a token this server takes.
+    dev_data_dir: Path | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Authenticator:
@@ -106,6 +110,7 @@ class Authenticator:
             settings.jwt_leeway_s,
             settings.jwt_max_lifetime_s,
             settings.jwt_issuer or None,
+            settings.data_dir if uses_dev_secret(settings) else None,
         )
 
     @property
@@ -156,8 +161,29 @@ class Authenticator:
             if claims is not None:
                 self._check_claims(claims)
                 return claims
-        self._log_bad_signature(header, alg)
-        raise AuthenticationError("token signature is invalid")
+        foreign = self._log_bad_signature(header, alg)
+        raise AuthenticationError(self._bad_signature_detail(foreign))
+
+    def _bad_signature_detail(self, foreign: bool) -> str:
+        """With the development secret, a token of another key was, all but always, minted
+        by ``memstrata token`` against another data directory (whose secret it created
+        there): say which one this server uses. Nothing more outside development."""
+        if not foreign or self.dev_data_dir is None:
+            return "token signature is invalid"
+        return (
+            "token signature is invalid: it was signed with a key this server does not have; "
+            f"mint it with this server's MEMSTRATA_DATA_DIR ({self.dev_data_dir}), e.g. "
+            f"`MEMSTRATA_DATA_DIR={shlex.quote(str(self.dev_data_dir))} memstrata token "
+            "--user <id>`, or give both the same MEMSTRATA_JWT_SECRET"
+        )
+
+    def _expired(self) -> AuthenticationError:
+        if self.dev_data_dir is None:
+            return AuthenticationError("token expired")
+        return AuthenticationError(
+            "token expired: mint a new one (`memstrata token --user <id>`, with this "
+            "server's MEMSTRATA_DATA_DIR)"
+        )
 
     def _candidates(self, alg: str, kid: str | None) -> Sequence[Any]:
         """The keys to try: the secret whose key id the token names (``memstrata token``
@@ -181,7 +207,7 @@ class Authenticator:
                 leeway=self.leeway_s,
             )
         except jwt.ExpiredSignatureError as exc:
-            raise AuthenticationError("token expired") from exc
+            raise self._expired() from exc
         except jwt.MissingRequiredClaimError as exc:
             raise AuthenticationError(f"token has no {exc.claim!r} claim") from exc
         except jwt.InvalidAudienceError as exc:
@@ -228,10 +254,10 @@ class Authenticator:
                 "(MEMSTRATA_JWT_MAX_LIFETIME_S); ask the issuer for a shorter 'exp'"
             )
 
-    def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> None:
+    def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> bool:
         """Tell a token signed with another key (its ``kid`` is none of ours: a secret not
         or no longer accepted, another deployment) from a forged or corrupted one (one of
-        our ``kid``s, or none)."""
+        our ``kid``s, or none); True for the first."""
         kid = header.get("kid")
         ours = [i for i in map(key_id, self.keys[alg]) if i is not None]
         if isinstance(kid, str) and ours and kid not in ours:
@@ -242,13 +268,14 @@ class Authenticator:
                 kid=kid[:64],
                 expected=",".join(ours),
             )
-        else:
-            log_event(
-                logger,
-                "auth.token.forged",
-                logging.WARNING,
-                kid=kid[:64] if isinstance(kid, str) else None,
-            )
+            return True
+        log_event(
+            logger,
+            "auth.token.forged",
+            logging.WARNING,
+            kid=kid[:64] if isinstance(kid, str) else None,
+        )
+        return False
 
 
 def key_id(key: Any) -> str | None:
@@ -352,6 +379,16 @@ def _create_dev_secret(path: Path) -> str:
         temp.unlink(missing_ok=True)
     log_event(logger, "auth.dev_secret.created", path=str(path))
     return secret
+
+
+def uses_dev_secret(settings: Settings) -> bool:
+    """Whether ``settings`` sign and verify tokens with the development secret in
+    ``<data_dir>/jwt_secret``: development, with neither a secret nor a public key."""
+    return (
+        settings.environment == "development"
+        and not settings.jwt_secret
+        and not settings.jwt_public_key
+    )
 
 
 def _dev_secret_or_none(settings: Settings) -> str | None:

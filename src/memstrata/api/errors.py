@@ -12,7 +12,8 @@ errors the two are the same English text). 409 and 422 add fields:
   ``value_out_of_range``: a value the database cannot store (``DataError``)
 - 401 ``unauthorized``: missing or bad bearer token, with ``WWW-Authenticate: Bearer``
   (checked before the body is parsed)
-- 404 ``not_found``: ``UnknownSkillError``, unknown path; 405 ``method_not_allowed``
+- 404 ``not_found``: ``UnknownSkillError``, unknown path; 405 ``method_not_allowed``,
+  naming every method the path takes (``Allow`` too)
 - 409 ``version_conflict`` (``VersionConflictError``, a RuntimeError, spec §4): adds
   ``expected_version`` and ``current_version``
 - 413 ``payload_too_large``: request body over ``max_request_bytes``, or content over
@@ -51,6 +52,7 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from memstrata.api.api_error import ApiError as ApiError
@@ -150,7 +152,7 @@ def map_exception(exc: BaseException) -> HttpError | None:
         return _detail(400, "the client closed the connection before sending the whole body")
     if isinstance(exc, StarletteHTTPException):
         return _undecodable_body(exc) or _detail(
-            exc.status_code, str(exc.detail), headers=exc.headers
+            exc.status_code, _http_detail(exc), headers=exc.headers
         )
     if isinstance(exc, InvalidFileTypeError):
         return _detail(
@@ -201,6 +203,44 @@ _WRITE_REFUSED = {
     "for the role or database): point MEMSTRATA_DATABASE_URL at the primary, or turn "
     "default_transaction_read_only off",
 }
+
+
+def _http_detail(exc: StarletteHTTPException) -> str:
+    """Starlette's detail, except a plain 405's, which names the methods the path takes
+    (its ``Allow`` header) so the caller knows what to send instead."""
+    detail = str(exc.detail)
+    allow = (exc.headers or {}).get("Allow", "")
+    methods = [m.strip() for m in allow.split(",") if m.strip()]
+    if exc.status_code != 405 or detail != "Method Not Allowed" or not methods:
+        return detail
+    listed = " or ".join([", ".join(methods[:-1]), methods[-1]] if len(methods) > 1 else methods)
+    return f"{detail}: this path takes {listed}"
+
+
+# The methods a 405 may name: HTTP's, without CONNECT and TRACE (no route takes them).
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowing_every_method(exc: StarletteHTTPException, scope: Scope) -> StarletteHTTPException:
+    """``exc`` with an ``Allow`` header of every method some route takes at this path:
+    Starlette's names only the first route that matched the path (GET of a path whose
+    PUT is another route), so a caller told "this path takes GET" would never try PUT.
+    Each method is tried against the app's routes as the router would match it."""
+    routes = getattr(getattr(scope.get("app"), "router", None), "routes", ())
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            isinstance(route, BaseRoute)
+            and route.matches({**scope, "method": method})[0] == Match.FULL
+            for route in routes
+        )
+    ]
+    if not allowed or scope.get("method") in allowed:  # not the router's own 405
+        return exc
+    return StarletteHTTPException(
+        exc.status_code, exc.detail, {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+    )
 
 
 def _refused_write(exc: BaseException) -> str | None:
@@ -294,6 +334,12 @@ def error_response(exc: BaseException, scope: Scope | None = None) -> JSONRespon
     """The answer for an exception memstrata knows, else None. A 5xx is logged with its
     cause and, given the request's ``scope``, whose request it was: the ``http.request``
     line has the user but not the cause."""
+    if (
+        isinstance(exc, StarletteHTTPException)
+        and (exc.status_code, exc.detail) == (405, "Method Not Allowed")
+        and scope is not None
+    ):
+        exc = _allowing_every_method(exc, scope)
     mapped = map_exception(exc)
     if mapped is None:
         return None

@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -17,6 +16,8 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
@@ -138,41 +139,61 @@ class SkillUpdated(BaseModel):
     message: Literal["ok"] = "ok"
 
 
-# JSON's names for what a client sent instead of a string (bool before int: True is an int).
+# JSON's names for what a client sent instead of a string or an object (bool before int:
+# True is an int).
 _JSON_KINDS = (
     (bool, "a boolean"),
+    (str, "a string"),
     ((int, float), "a number"),
     (list, "an array"),
     (dict, "an object"),
+    (type(None), "null"),
 )
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words: "a number", "an array" …"""
+    return next((name for types, name in _JSON_KINDS if isinstance(value, types)), "a value")
 
 
 _NUMBER_TEXT = re.compile(r"[+-]?\d+(?:\.\d*)?")
 
 
-def iso_8601_only(value: object) -> object:
+ISO_8601_HINT = "Input should be an ISO 8601 date-time string, e.g. 2026-01-01T12:00:00Z"
+
+
+def iso_8601_only(value: object, parse: ValidatorFunctionWrapHandler) -> object:
     """A date-time argument as sent: ISO 8601 text (or a ``datetime`` from Python), else a
     validation error. Pydantic's lax mode would read a number as seconds since 1970, which
     the schema (a ``date-time`` string) does not offer; a client sending one by mistake got
-    its turn stored under that date. One rule for REST and the MCP tool (its turn body is
-    :class:`TurnRequest`)."""
+    its turn stored under that date. Text that does not parse (``"tomorrow"``) is told the
+    format with an example, where pydantic said only "input is too short". One rule for
+    REST and the MCP tool (its turn body is :class:`TurnRequest`)."""
     if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
         # Pydantic reads a string of digits as seconds since 1970 too.
         raise PydanticCustomError(
             "datetime_type",
             "Input should be an ISO 8601 date-time string, not a number in a string",
         )
-    if value is None or isinstance(value, (str, datetime)):
-        return value
-    kind = next((name for types, name in _JSON_KINDS if isinstance(value, types)), "a value")
-    raise PydanticCustomError(
-        "datetime_type",
-        "Input should be an ISO 8601 date-time string, not {kind}",
-        {"kind": kind},
-    )
+    if value is not None and not isinstance(value, (str, datetime)):
+        kind = _json_kind(value)
+        raise PydanticCustomError(
+            "datetime_type",
+            "Input should be an ISO 8601 date-time string, not {kind}",
+            {"kind": kind},
+        )
+    try:
+        return parse(value)
+    except ValidationError as exc:
+        reasons = "; ".join(str((e.get("ctx") or {}).get("error", "")) for e in exc.errors())
+        raise PydanticCustomError(
+            "datetime_parsing",
+            ISO_8601_HINT + (" ({reason})" if reasons.strip("; ") else ""),
+            {"reason": reasons},
+        ) from exc
 
 
-IsoDateTime = Annotated[datetime, BeforeValidator(iso_8601_only)]
+IsoDateTime = Annotated[datetime, WrapValidator(iso_8601_only)]
 
 
 class SearchRequest(BaseModel):
@@ -213,6 +234,13 @@ class Explain(BaseModel):
         description="When MEMSTRATA_SEARCH_FUSION=convex ranked: the convex fusion score "
         "before decay (a weighted sum of the BM25 and cosine scores, each min-max normalised "
         "over its candidates); null under RRF.",
+    )
+    context_chars: int = Field(
+        default=0,
+        ge=0,
+        description="How many leading characters of `text` are the end of the previous "
+        "round, indexed with this one so a short reply is found by what it answered; the "
+        "hit's own turn starts after them (0: no such context).",
     )
 
 
@@ -348,6 +376,10 @@ class InvalidBatchTurn:
 
 
 def _batch_turn(value: Any) -> BatchTurn | InvalidBatchTurn:
+    if not isinstance(value, dict | BatchTurn):
+        # Pydantic's "valid dictionary or instance of BatchTurn" names a class of ours.
+        error = f"turn: each turn must be a JSON object, not {_json_kind(value)}"
+        return InvalidBatchTurn(None, None, error)
     try:
         return BatchTurn.model_validate(value)
     except ValidationError as exc:

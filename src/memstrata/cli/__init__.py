@@ -19,11 +19,13 @@ from typing import NoReturn
 import typer
 
 from memstrata.cli.app import app, print_error
+from memstrata.cli.help_format import bare_flags
 
 
 def build_app() -> typer.Typer:
     """The app with every command registered (tests drive this through Typer's runner)."""
     _register()
+    bare_flags(app)
     return app
 
 

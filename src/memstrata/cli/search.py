@@ -6,16 +6,13 @@ What they print of stored text (a hit's text and path, a user id) goes through
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
 from memstrata.terminal import json_text, visible
-
-if TYPE_CHECKING:  # the runtime is imported when a command opens it (open_runtime)
-    from memstrata.runtime import Memstrata
 
 
 @app.command("search")
@@ -27,15 +24,24 @@ def search_command(
     ] = DEFAULT_TOP_K,
     source: Annotated[
         list[str] | None,
-        typer.Option("--source", "-s", help=f"Restrict to a source: {', '.join(SOURCES)}."),
+        typer.Option(
+            "--source",
+            "-s",
+            metavar="<source>",
+            help=f"Restrict to a source: {', '.join(SOURCES)} (repeat it for several).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Hybrid search over one user's memory files and indexed conversations."""
+    # Before the runtime: starting PostgreSQL and the embedding server took 5-7 s only to
+    # say that -k 0 is out of range.
+    guarded(lambda: check_search_arguments(user, query, top_k, source))
     with open_runtime(load_settings()) as mem:
         response = guarded(
             lambda: mem.search.search(user, query, top_k=top_k, sources=source or None)
         )
+        empty = not (as_json or response.hits or guarded(lambda: mem.holds_user(user)))
     if as_json:
         typer.echo(json_text(response.to_dict()))
         return
@@ -43,6 +49,12 @@ def search_command(
         typer.secho(f"warning: {visible(warning)}", fg=typer.colors.YELLOW, err=True)
     if not response.hits:
         typer.echo(f"no results for {query!r} (user {visible(user)}, mode {response.mode})")
+        if empty:
+            # A mistyped id looked like a search that found nothing.
+            typer.echo(
+                f"user {visible(user)} has no memory files and no indexed conversations in "
+                "this database (`memstrata user list` shows every user)"
+            )
         return
     for rank, hit in enumerate(response.hits, 1):
         e = hit.explain
@@ -62,10 +74,24 @@ def reindex_command(
     embedding outage, a model change, or an upgrade that changed what is indexed)."""
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         files = guarded(lambda: mem.reindex_memory_files(user))
+        missing = guarded(lambda: mem.indexer.count_missing(user))
+        held = guarded(lambda: mem.indexer.count_held(user)) if missing else 0
+        if missing:
+            # On stderr, before the wait: a large backlog takes minutes, silently.
+            typer.echo(
+                f"embedding {missing} chunk(s) of {visible(user)} without a vector…", err=True
+            )
+        if held:
+            typer.echo(
+                f"{held} of them are being embedded by a running server's worker (`memstrata "
+                "serve` embeds rows stored without a vector by itself): they get their "
+                "vectors without this command, which embeds them again meanwhile",
+                err=True,
+            )
         done = guarded(lambda: mem.indexer.fill_missing(user))
         left = guarded(lambda: mem.indexer.count_missing(user))
         # Nothing done at all: a mistyped id "re-indexed 0 memory files" and looked done.
-        if not (files or done or left) and not guarded(lambda: _known(mem, user)):
+        if not (files or done or left) and not guarded(lambda: mem.holds_user(user)):
             fail(
                 f"no user {user!r} in this database, so nothing was re-indexed; check the id "
                 "(`memstrata user list` shows every user)"
@@ -73,13 +99,26 @@ def reindex_command(
     typer.echo(
         f"re-indexed {files} memory file(s) and embedded {done} chunk(s) for {visible(user)}"
     )
+    if missing > done + left:
+        typer.echo(
+            f"{missing - done - left} chunk(s) were embedded or replaced by another process "
+            "meanwhile (a running server's worker)"
+        )
     if left:
         # A job runner must see this: the vectors are still missing.
         fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
 
 
-def _known(mem: Memstrata, user: str) -> bool:
-    return any(u.user_id == user for u in mem.list_users())
+def check_search_arguments(user: str, query: str, top_k: int, sources: list[str] | None) -> None:
+    """The library's own checks of a search's arguments, with its messages
+    (``InvalidContentError``, ``InvalidUserIdError``), without opening anything."""
+    from memstrata.memory.kinds import validate_user_id
+    from memstrata.retrieval.search_input import check_query, check_sources, check_top_k
+
+    validate_user_id(user)
+    check_query(query)
+    check_top_k(top_k)
+    check_sources(sources or None)
 
 
 @app.command("snapshots")

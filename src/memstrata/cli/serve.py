@@ -175,18 +175,26 @@ def token(
             f"--ttl {ttl} is longer than MEMSTRATA_JWT_MAX_LIFETIME_S ({limit:.0f} s): the "
             "server would refuse the token; pass a shorter --ttl"
         )
+    secret_file = settings.data_dir / DEV_SECRET_FILE
+    existed = secret_file.exists()
     try:
         typer.echo(mint_token(settings, user, ttl))
     except AuthConfigurationError as exc:
         fail(str(exc))
     # On stderr, so $(memstrata token …) still captures the token alone: a server started
     # with another data directory refuses it, and only its log said why.
-    source = (
-        "MEMSTRATA_JWT_SECRET"
-        if settings.jwt_secret
-        else f"the development secret in {settings.data_dir / DEV_SECRET_FILE}"
-    )
-    typer.echo(f"signed with {source}", err=True)
+    if settings.jwt_secret:
+        typer.echo("signed with MEMSTRATA_JWT_SECRET", err=True)
+    elif not existed and secret_file.exists():
+        # Most often the wrong directory: the server's secret is in the one it runs on.
+        typer.echo(
+            f"created a new development secret in {secret_file} and signed with it: only a "
+            f"server started with MEMSTRATA_DATA_DIR={shlex.quote(str(settings.data_dir))} "
+            "accepts this token (set the same MEMSTRATA_DATA_DIR as the server's)",
+            err=True,
+        )
+    else:
+        typer.echo(f"signed with the development secret in {secret_file}", err=True)
 
 
 def command_name() -> str:

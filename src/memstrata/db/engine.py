@@ -91,7 +91,10 @@ def check_pgvector(engine: Engine) -> str:
         raise PgvectorMissingError(
             f"the pgvector extension is not available on {describe(engine)}; {PGVECTOR_HINT}"
         )
+    # Only a superuser may create it (no trusted extension): `memstrata db upgrade` run by
+    # another role would stop at a second refusal saying just that.
     raise PgvectorMissingError(
         f"the pgvector extension is available but not created on {describe(engine)}; "
-        "run `memstrata db upgrade` (it runs CREATE EXTENSION vector)"
+        f"have a superuser run `CREATE EXTENSION vector;` in database {engine.url.database} "
+        "(or run `memstrata db upgrade` as one)"
     )

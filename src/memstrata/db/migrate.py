@@ -16,7 +16,6 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -76,7 +75,7 @@ def schema_head() -> str | None:
 def current_revision(engine: Engine) -> str | None:
     try:
         with engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            return recorded_revision(conn)
     except OperationalError as exc:
         raise DatabaseSetupError(
             f"cannot connect to PostgreSQL at {describe(engine)}: {exc.orig}"
@@ -93,6 +92,22 @@ def current_revision(engine: Engine) -> str | None:
             f"role {role} cannot read the schema revision on {describe(engine)} (no SELECT on "
             f"alembic_version): run `GRANT SELECT ON alembic_version TO {role}` as its owner"
         ) from exc
+
+
+def recorded_revision(conn: Connection) -> str | None:
+    """The revision ``alembic_version`` records (None: no table, or no row), read with SQL:
+    each Alembic ``MigrationContext`` logs "Context impl PostgresqlImpl." and "Will assume
+    transactional DDL." at INFO, and a first start read the revision often enough to log
+    them 7 times. A migration itself still logs them, once."""
+    if conn.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return None
+    revisions = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    if len(revisions) > 1:  # memstrata's migrations never branch
+        raise DatabaseSetupError(
+            f"alembic_version records several revisions ({', '.join(sorted(revisions))}); "
+            "memstrata's schema has one line of migrations: keep the newest row"
+        )
+    return str(revisions[0]) if revisions else None
 
 
 def _insufficient_privilege(exc: DBAPIError) -> bool:
@@ -165,8 +180,10 @@ def ensure_ready(engine: Engine) -> None:
     check_primary(engine)
     current, head = current_revision(engine), head_revision(engine)
     check_recorded_schema(engine, current, head)
-    check_pgvector_or_create(engine)
-    if current != head and not _runs_on_newer(engine, current, head):
+    # A new database lacks pgvector, and the upgrade that creates it brings the schema to
+    # head too: a second one logged db.upgraded again and re-ran Alembic for nothing.
+    upgraded = check_pgvector_or_create(engine)
+    if not upgraded and current != head and not _runs_on_newer(engine, current, head):
         upgrade(engine)
     check_privileges(engine)
 
@@ -278,11 +295,15 @@ def check_privileges(engine: Engine) -> None:
     )
 
 
-def check_pgvector_or_create(engine: Engine) -> None:
+def check_pgvector_or_create(engine: Engine) -> bool:
+    """Whether it upgraded: pgvector was missing, and the upgrade that created it (when
+    the server has it, else it raises loudly) brought the schema to head."""
     try:
         check_pgvector(engine)
     except PgvectorMissingError:
-        upgrade(engine)  # creates it when the server has it, else raises loudly
+        upgrade(engine)
+        return True
+    return False
 
 
 def _some(names: list[str]) -> str:

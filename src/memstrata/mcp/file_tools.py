@@ -23,6 +23,9 @@ from memstrata.mcp.files import READABLE_NAMES, WRITABLE_NAMES, read_file, write
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
 from memstrata.memory.kinds import api_kind
 
+# structuredContent's ``error`` for content that leaves a code fence or an HTML block open.
+UNCLOSED_BLOCK = "unclosed_block"
+
 
 class _ReadArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -80,12 +83,16 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     args = parse_arguments(_WriteArgs, arguments)
     try:
         kind = api_kind(args.name)
-        # On a worker thread: the check reads the whole text as Markdown, up to 0.5 s of
-        # CPU for 256 KB that would hold up every other request on the event loop.
-        text, name = args.content, kind.filename
-        await anyio.to_thread.run_sync(lambda: check_open_blocks(numbered_lines(text), name))
-    except (InvalidFileTypeError, ToolInputError) as exc:
+    except InvalidFileTypeError as exc:
         raise ToolError(str(exc)) from exc
+    # On a worker thread: the check reads the whole text as Markdown, up to 0.5 s of
+    # CPU for 256 KB that would hold up every other request on the event loop.
+    text, name = args.content, kind.filename
+    try:
+        await anyio.to_thread.run_sync(lambda: check_open_blocks(numbered_lines(text), name))
+    except ToolInputError as exc:
+        # A code as the other content refusals have, so a client can tell it from them.
+        raise ToolError(str(exc), {"error": UNCLOSED_BLOCK}) from exc
     file = await write_file(caller, kind, args.content, args.expected_version)
     data = {"name": kind.api_name, "file_type": kind.file_type, "version": file.version}
     return ToolOutput(f"Saved {kind.filename} as version {file.version}.", data)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from anyio import get_cancelled_exc_class
@@ -82,8 +82,13 @@ from memstrata.mcp.prompt_args import PromptArgumentCheck, unknown_prompt
 from memstrata.mcp.tools import TOOLS, McpTool
 from memstrata.memory.kinds import FileKind, api_kind
 from memstrata.runtime import Memstrata
+from memstrata.text import grapheme_cut
 
 logger = logging.getLogger(__name__)
+
+# A failed tool call's message in its log line is cut here: enough for what was wrong and
+# the start of how to fix it, not a model's whole refused argument echoed back.
+LOGGED_MESSAGE_CHARS = 200
 
 RuntimeSource = Callable[[], Memstrata]
 UserSource = Callable[[ServerRequestContext[Any, Any]], str]
@@ -189,11 +194,12 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
         notes = [f"{result.tokens} of {result.budget} tokens"]
         notes += [f"truncated: {', '.join(result.truncated)}"] if result.truncated else []
         notes += [f"dropped: {', '.join(result.dropped)}"] if result.dropped else []
+        text = result.text
+        if not text and result.dropped:
+            text = left_out_note(result.dropped, result.budget, limit)
         return GetPromptResult(
             description=f"memstrata memory ({'; '.join(notes)})",
-            messages=[
-                PromptMessage(role="user", content=TextContent(type="text", text=result.text))
-            ],
+            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
             _meta={
                 "tokens": result.tokens,
                 "budget": result.budget,
@@ -293,6 +299,7 @@ async def run_tool(
     a refusal with its own text, anything else with the REST API's message (module doc)."""
     started = time.perf_counter()
     cause: dict[str, Any] = {}
+    refused = False
     try:
         output = await tool.handler(Caller(runtime(), user_id), arguments)
     except get_cancelled_exc_class():
@@ -310,19 +317,21 @@ async def run_tool(
         raise
     except ToolError as exc:
         output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
+        refused = True
     except Exception as exc:
         answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
         code = str(answer.body["code"])
         output = ToolOutput(f"error: {answer.body['message']}", {"error": code}, is_error=True)
-        cause = {"code": code, "cause": describe(exc)}
+        cause = {"cause": describe(exc)}
     log_event(
         logger,
         "mcp.tool",
-        logging.WARNING if output.is_error else logging.INFO,
+        tool_log_level(output, refused=refused),
         tool=tool.name,
         user_id=user_id,
         error=output.is_error,
         ms=round((time.perf_counter() - started) * 1000, 2),
+        **(failure_fields(output) if output.is_error else {}),
         **cause,
     )
     return CallToolResult(
@@ -330,6 +339,25 @@ async def run_tool(
         structured_content=output.data,
         is_error=output.is_error,
     )
+
+
+def tool_log_level(output: ToolOutput, *, refused: bool) -> int:
+    """``mcp.tool``'s level: INFO for a success and for a refusal (a ``ToolError``: the
+    caller's arguments, a stale version, an unknown skill — the caller's to fix, and no
+    operator's concern), WARNING for any other failure (the database, a bug, and the agent
+    write tools' failures, whose answer does not say whose failure it was)."""
+    return logging.INFO if refused or not output.is_error else logging.WARNING
+
+
+def failure_fields(output: ToolOutput) -> dict[str, Any]:
+    """A failed call's ``code`` (the ``error`` of its structured result, when it has one)
+    and ``message`` (its text without ``error:``, cut to ``LOGGED_MESSAGE_CHARS``), so the
+    log says why without the client's copy of the answer."""
+    code = (output.data or {}).get("error")
+    text = output.text.removeprefix("error: ")
+    cut = grapheme_cut(text, LOGGED_MESSAGE_CHARS)
+    message = text if cut >= len(text) else text[:cut] + "…"
+    return {**({"code": str(code)} if code else {}), "message": message}
 
 
 def _caller(
@@ -347,6 +375,17 @@ def _resource(name: str) -> Resource:
         uri=uri(kind),
         description=f"{kind.filename}{note}.",
         mime_type=MIME_TYPE,
+    )
+
+
+def left_out_note(dropped: Sequence[str], budget: int, token_limit: int) -> str:
+    """The prompt's text when its budget held no file at all: an empty message told the
+    agent nothing, not even that there is memory and how to reach it. Not memory, so not
+    counted in ``tokens`` (which stays 0)."""
+    return (
+        f"[memstrata: memory was left out: {', '.join(dropped)} do not fit in this prompt's "
+        f"budget of {budget} tokens (token_limit {token_limit}). Read a file with memory_read "
+        "or search them with memory_search.]"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from enum import Enum
 
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
@@ -16,7 +18,8 @@ class FileKind(Enum):
     USER = ("user", "user_md", "USER.md")
     SOUL = ("soul", "soul_md", "SOUL.md")
     MEMORY = ("memory", "memory_md", "MEMORY.md")
-    # Legacy rows only: AGENTS.md's source of truth is the platform template.
+    # Never a user's file: AGENTS.md's source of truth is the platform template
+    # (``parse_kind`` refuses it; the sandbox and the prompt use its file name).
     AGENTS = ("agents", "agents_md", "AGENTS.md")
 
     def __init__(self, api_name: str, file_type: str, filename: str) -> None:
@@ -34,23 +37,30 @@ USER_FILE_KINDS: tuple[FileKind, ...] = (FileKind.SOUL, FileKind.USER, FileKind.
 
 
 def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind:
-    """Accept ``user`` / ``user_md`` / ``USER.md`` (and the enum); anything else is a ValueError."""
+    """The library's name of a memory file: a ``FileKind`` (``FileKind.USER``), the API
+    name (``user``, ``soul``, ``memory``, exactly as over HTTP) or the sandbox's file name
+    (``USER.md``, which sync reads back by). Any other spelling (``User``, ``user_md``,
+    ``"user "``) is an ``InvalidFileTypeError`` (a ValueError), as over HTTP, and so is
+    AGENTS.md under any name: it is the platform's template (``mem.templates.agents_md()``),
+    never a user's row — except ``allow_legacy``, for reading the ``agents_md`` rows an
+    older database may still hold (the spec keeps them readable, never written)."""
     if isinstance(value, FileKind):
         kind = value
+    elif not isinstance(value, str):
+        raise InvalidFileTypeError(f"无效的文件名: expected a string, got {type(value).__name__}")
+    elif value.lower() in _AGENTS_NAMES:
+        kind = FileKind.AGENTS
+    elif (found := _BY_NAME.get(value)) is not None:
+        kind = found
     else:
-        if not isinstance(value, str):
-            raise InvalidFileTypeError(
-                f"无效的文件名: expected a string, got {type(value).__name__}"
-            )
-        kind_or_none = _BY_NAME.get(value.strip().lower())
-        if kind_or_none is None:
-            raise InvalidFileTypeError(
-                f"无效的文件名: {value!r} (expected one of: user, soul, memory)"
-            )
-        kind = kind_or_none
+        raise InvalidFileTypeError(
+            f"无效的文件名: {value[:100]!r} (expected one of: {_WRITABLE_NAMES}, "
+            "or the file's name USER.md, SOUL.md, MEMORY.md)"
+        )
     if kind is FileKind.AGENTS and not allow_legacy:
         raise InvalidFileTypeError(
-            "无效的文件名: AGENTS.md is the platform template and is not a user file"
+            "无效的文件名: AGENTS.md is the platform template and is not a user file "
+            "(read it with mem.templates.agents_md())"
         )
     return kind
 
@@ -73,6 +83,11 @@ def api_kind(name: object, *, agents: bool = False) -> FileKind:
 
 
 def validate_user_id(user_id: object) -> str:
+    """``user_id`` if it is a user id, else ``InvalidUserIdError`` saying why: the one check
+    every entry point makes (a token's ``sub``, ``--user``, the library). An id is compared
+    byte for byte, so ``"bob\\n"`` or ``" bob"`` would be another user than ``bob``, its
+    memory out of sight of ``bob``'s: surrounding whitespace and control characters are
+    refused, never stripped."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise InvalidUserIdError("user_id must be a non-empty string")
     if len(user_id) > USER_ID_MAX_LENGTH:
@@ -81,13 +96,38 @@ def validate_user_id(user_id: object) -> str:
         raise InvalidUserIdError("user_id must not contain NUL characters")
     if lone_surrogate_at(user_id) is not None:
         raise InvalidUserIdError("user_id is not valid Unicode: it contains a lone surrogate")
+    if user_id != user_id.strip():
+        at = 0 if user_id[0].isspace() else len(user_id) - 1
+        where = "start" if at == 0 else "end"
+        raise InvalidUserIdError(
+            f"user_id must not start or end with whitespace: it {where}s with "
+            f"{_label(user_id[at])}; remove it"
+        )
+    if (control := _CONTROL.search(user_id)) is not None:
+        raise InvalidUserIdError(
+            "user_id must not contain control characters or line separators: character "
+            f"{control.start()} is {_label(control.group())}"
+        )
     return user_id
 
 
+# C0, DEL, C1 and the line and paragraph separators: a log line, a terminal or a directory
+# listing would show the id broken or not at all.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _label(char: str) -> str:
+    """``U+000A`` or ``U+3000 IDEOGRAPHIC SPACE``: ASCII, safe in a header or a log line."""
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" {name}" if name else "")
+
+
 _BY_NAME: dict[str, FileKind] = {
-    name.lower(): kind
-    for kind in FileKind
-    for name in (kind.api_name, kind.file_type, kind.filename)
+    name: kind for kind in USER_FILE_KINDS for name in (kind.api_name, kind.filename)
+}
+_AGENTS_NAMES = {
+    n.lower()
+    for n in (FileKind.AGENTS.api_name, FileKind.AGENTS.file_type, FileKind.AGENTS.filename)
 }
 _BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in FileKind}
 _WRITABLE_NAMES = ", ".join(kind.api_name for kind in USER_FILE_KINDS)

@@ -108,7 +108,10 @@ class MemoryStore:
         self.indexer = indexer
 
     def get_memory_file(self, user_id: str, kind: str | FileKind) -> MemoryFile | None:
-        """The stored file, or None. ``agents`` reads legacy rows only."""
+        """The stored file, or None when the user has none yet. ``kind`` as
+        :func:`~memstrata.memory.kinds.parse_kind` takes it; ``agents`` reads only a legacy
+        ``agents_md`` row from an older database (None without one): AGENTS.md itself is the
+        platform's template, ``mem.templates.agents_md()``."""
         k = parse_kind(kind, allow_legacy=True)
         with self._sessions() as session:
             stored = MemoryFileRepository(session, user_id).get(k.file_type)

@@ -44,3 +44,19 @@ def list_users(session: Session) -> list[UserSummary]:
         UserSummary(str(user_id), int(files), int(rows), int(skills))
         for user_id, files, rows, skills in session.execute(_USERS).all()
     ]
+
+
+# Index lookups, not list_users' pass over every user: is ``user_id`` one of them?
+_HOLDS_ANYTHING = text(
+    """
+    SELECT EXISTS (SELECT 1 FROM user_memory WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM memory_embeddings WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM user_skill_configs WHERE user_id = :user)
+    """
+)
+
+
+def holds_anything(session: Session, user_id: str) -> bool:
+    """Whether ``list_users`` would list ``user_id``: a memory file, a search row or a
+    skill switch of it is stored (a mistyped id holds none)."""
+    return bool(session.execute(_HOLDS_ANYTHING, {"user": user_id}).scalar())

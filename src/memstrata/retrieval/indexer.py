@@ -254,6 +254,13 @@ class Indexer:
         with self._sessions() as session:
             return EmbeddingRepository(session, user_id).count_missing(self.embedder.name)
 
+    def count_held(self, user_id: str) -> int:
+        """Of ``count_missing``'s rows, those a worker is embedding now (its claim)."""
+        if self.embedder is None:
+            return 0
+        with self._sessions() as session:
+            return EmbeddingRepository(session, user_id).count_held(self.embedder.name)
+
     def fill_missing(self, user_id: str, batch: int = 256) -> int:
         """Embed rows stored without a vector (or by another model). Returns rows embedded."""
         if self.embedder is None:

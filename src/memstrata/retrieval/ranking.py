@@ -145,6 +145,9 @@ def rank(
 
 
 def _hit(row: Row, score: float, explain: dict[str, float | int | bool | None]) -> SearchHit:
+    # ``context_chars``: how much of ``text`` is the previous round's tail, so a reader (the
+    # MCP tool's lines, a client) does not take that turn's words for this one's.
+    explain = {**explain, "context_chars": row.context_chars}
     return SearchHit(
         text=row.text,
         file_path=row.file_path,

@@ -152,6 +152,16 @@ class EmbeddingReads(UserScoped):
             self.session.execute(select(func.count()).where(*self._missing(model))).scalar_one()
         )
 
+    def count_held(self, model: str) -> int:
+        """How many of those rows a worker holds now: claimed, the lease not run out
+        (``retrieval.queue``), so it is embedding them meanwhile."""
+        held = MemoryEmbedding.embedding_claimed_until > func.now()
+        return int(
+            self.session.execute(
+                select(func.count()).where(*self._missing(model), held)
+            ).scalar_one()
+        )
+
     def _missing(self, model: str) -> tuple[ColumnElement[bool], ...]:
         return (
             MemoryEmbedding.user_id == self.user_id,

@@ -308,11 +308,7 @@ def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
     if not isinstance(value, datetime):
         raise InvalidContentError("timestamp must be a datetime")
     when = aware(value)
-    try:
-        when.astimezone(UTC)
-        in_range = True
-    except OverflowError:  # year 1 or 9999 beyond UTC
-        in_range = False
+    in_range = in_utc_range(when)
     too_early = when < EARLIEST_TIMESTAMP if in_range else when.year < EARLIEST_TIMESTAMP.year
     if too_early:
         earliest = EARLIEST_TIMESTAMP.isoformat().replace("+00:00", "Z")
@@ -322,18 +318,35 @@ def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
         )
     current = now or datetime.now(UTC)
     if not in_range or when > current + MAX_FUTURE_SKEW:
-        naive = (
-            ". A timestamp without a time zone is read as UTC: give its offset (ISO 8601 "
-            "'+02:00'; in Python an aware datetime, e.g. datetime.now(UTC))"
-            if value.tzinfo is None
-            else ""
-        )
-        raise InvalidContentError(
-            f"timestamp {when.isoformat()} is in the future (server time "
-            f"{current.isoformat(timespec='seconds')}, allowed skew "
-            f"{int(MAX_FUTURE_SKEW.total_seconds())} s); send when the turn happened{naive}"
-        )
+        raise future_error("timestamp", value, current, "send when the turn happened")
     return when
+
+
+def in_utc_range(when: datetime) -> bool:
+    """Whether the aware ``when`` converts to UTC within ``datetime``'s range (year 1 or
+    9999 with an offset may not)."""
+    try:
+        when.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
+
+
+def future_error(name: str, value: datetime, current: datetime, fix: str) -> InvalidContentError:
+    """The refusal of a ``name`` (``timestamp``, ``as_of``) later than ``current`` +
+    ``MAX_FUTURE_SKEW``: the server's time and the skew allowed, then ``fix``."""
+    article = "An" if name[:1] in "aeiou" else "A"
+    naive = (
+        f". {article} {name} without a time zone is read as UTC: give its offset (ISO 8601 "
+        "'+02:00'; in Python an aware datetime, e.g. datetime.now(UTC))"
+        if value.tzinfo is None
+        else ""
+    )
+    return InvalidContentError(
+        f"{name} {aware(value).isoformat()} is in the future (server time "
+        f"{current.isoformat(timespec='seconds')}, allowed skew "
+        f"{int(MAX_FUTURE_SKEW.total_seconds())} s); {fix}{naive}"
+    )
 
 
 def aware(value: datetime) -> datetime:

@@ -26,3 +26,6 @@ class Row:
     source: str
     source_ids: tuple[str, ...]
     model: str | None
+    # How many leading characters of ``text`` are the previous round's tail, prefixed for
+    # retrieval (``rounds.round_doc``); 0 for every other row.
+    context_chars: int = 0

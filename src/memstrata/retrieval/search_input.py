@@ -8,15 +8,23 @@ from datetime import UTC, datetime
 
 from memstrata.errors import InvalidContentError
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+from memstrata.retrieval.rounds import MAX_FUTURE_SKEW, aware, future_error, in_utc_range
 from memstrata.text import lone_surrogate_at
 
 
-def check_as_of(as_of: object) -> datetime | None:
+def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
+    """``as_of`` made timezone-aware (UTC when naive); refused, as a turn's timestamp is,
+    when later than now + ``MAX_FUTURE_SKEW``: every dated row would be searched as if
+    centuries old, its decay and so its score 0, the ranking gone without a word."""
     if as_of is None:
         return None
     if not isinstance(as_of, datetime):
         raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)")
-    return as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=UTC)
+    when = aware(as_of)
+    current = now or datetime.now(UTC)
+    if not in_utc_range(when) or when > current + MAX_FUTURE_SKEW:
+        raise future_error("as_of", as_of, current, "leave as_of out to search as of now")
+    return when
 
 
 def check_query(query: object) -> str:

@@ -47,9 +47,17 @@ def check_session_id(session_id: object) -> str:
             if isinstance(session_id, str)
             else f"of type {type(session_id).__name__}"
         )
-        which = _refused_character(session_id) if isinstance(session_id, str) else ""
+        which = _what_is_wrong(session_id) if isinstance(session_id, str) else ""
         raise InvalidSessionIdError(f"invalid session_id {shown}{which}: {SESSION_ID_RULE}")
     return session_id
+
+
+def _what_is_wrong(session_id: str) -> str:
+    """The first refused character, else the length when over the limit ("" if neither)."""
+    found = _refused_character(session_id)
+    if found or len(session_id) <= MAX_SESSION_ID_LENGTH:
+        return found
+    return f" ({len(session_id)} characters, over the limit of {MAX_SESSION_ID_LENGTH})"
 
 
 def _refused_character(session_id: str) -> str:

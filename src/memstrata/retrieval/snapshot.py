@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 # Bump whenever encode() changes what it writes. 2: unit vectors from the one
 # normalisation (``vector_index.normalise``); version 1 mixed two that rounded differently.
-FORMAT_VERSION = 2
+# 3: each row's ``context_chars`` (a hit's ``explain`` says how much is context).
+FORMAT_VERSION = 3
 # A write waits until no index load has run for this long (loads come in bursts) ...
 SETTLE_S = 1.0
 # ... but not longer than this, so a busy process still gets its snapshots.
@@ -107,6 +108,7 @@ def encode(
         "chunk_index": np.array(
             [-1 if r.chunk_index is None else r.chunk_index for r in rows], dtype=np.int64
         ),
+        "context_chars": np.array([r.context_chars for r in rows], dtype=np.int64),
         "paths": _blob([r.file_path or "" for r in rows]),
         "texts": _blob([r.text for r in rows]),
         "models": _blob([r.model or "" for r in rows]),
@@ -138,15 +140,24 @@ def decode(payload: bytes, max_id: int) -> Contents:
         source_ids = json.loads(a["source_ids"].tobytes())
         created = a["created"].tolist()
         chunk_index = a["chunk_index"].tolist()
-        if not (len(created) == len(chunk_index) == len(source_ids) == n):
+        context_chars = a["context_chars"].tolist()
+        if not (len(created) == len(chunk_index) == len(source_ids) == len(context_chars) == n):
             raise SnapshotError("row columns of different lengths")
         if not all(map(is_conversation_path, paths)):
             raise SnapshotError("a snapshot row is not a conversation row")
         conversation = "conversation"  # all a snapshot holds (checked above)
         rows = [
-            Row(i, p, None if c < 0 else c, t, at, conversation, tuple(s), m or None)
-            for i, p, c, t, at, s, m in zip(
-                ids, paths, chunk_index, texts, created, source_ids, models, strict=True
+            Row(i, p, None if c < 0 else c, t, at, conversation, tuple(s), m or None, x)
+            for i, p, c, t, at, s, m, x in zip(
+                ids,
+                paths,
+                chunk_index,
+                texts,
+                created,
+                source_ids,
+                models,
+                context_chars,
+                strict=True,
             )
         ]
         starts = a["bm25_starts"]

@@ -126,6 +126,7 @@ class UserIndex:
                 source=source,
                 source_ids=c.covered_ids,
                 model=c.embedding_model,
+                context_chars=c.context_chars,
             )
             replaced = self.rows.get(c.id)
             if replaced is not None:
