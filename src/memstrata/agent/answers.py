@@ -14,6 +14,9 @@ if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is
     from memstrata.retrieval.ranking import SearchHit
 
 NO_MATCHES = "No matching memories."
+# How much of a hit's leading context (the previous round's tail) its line shows, at most:
+# enough to place the hit in the conversation, well within the preview's 400.
+CONTEXT_PREVIEW_CHARS = 120
 
 
 class ToolAnswer(str):
@@ -105,8 +108,20 @@ def format_hit(position: int, hit: SearchHit, query: str) -> str:
     """One hit's line: ``1. [MEMORY.md · 2026-03-01 · score 0.033] <preview>``, the
     preview being the hit's lines that matched the query (:func:`preview`)."""
     when = f" · {hit.created_at.date().isoformat()}"
-    text = preview(hit.text, query)
+    text = _marked(hit.text, hit.explain.get("context_chars"), query)
     return f"{position}. [{hit.file_path or 'memory'}{when} · score {hit.score:.3f}] {text}"
+
+
+def _marked(text: str, context_chars: object, query: str) -> str:
+    """A hit's preview, a conversation hit's leading context — the previous round's tail
+    (``explain.context_chars``) — on a line of its own as ``(before: …)``, cut to
+    ``CONTEXT_PREVIEW_CHARS``. Unmarked, a model read that turn's words as this one's.
+    The preview keeps a line whole or leaves it out, so the mark is never cut off."""
+    if not isinstance(context_chars, int) or context_chars <= 0:
+        return preview(text, query)
+    context = preview(text[:context_chars], query, CONTEXT_PREVIEW_CHARS)
+    own = text[context_chars:]
+    return preview(f"(before: {context})\n{own}" if context else own, query)
 
 
 def search_text(hits: Sequence[SearchHit], query: str, warnings: Sequence[str] = ()) -> str:

@@ -4,7 +4,6 @@ write tools, with the agent tools' own schemas, checks and messages
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -12,7 +11,6 @@ import anyio.to_thread
 
 from memstrata.agent.answers import search_text
 from memstrata.agent.arguments import search_arguments
-from memstrata.agent.preview import preview
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.api.schemas import SearchResults
@@ -21,14 +19,10 @@ from memstrata.mcp.base import Caller, Handler, McpTool, ToolError, ToolOutput, 
 from memstrata.mcp.files import read_file
 from memstrata.mcp.tool_args import result_schema
 from memstrata.memory.kinds import FileKind
-from memstrata.retrieval.ranking import SearchHit
 from memstrata.sandbox.results import open_sandbox
 
 # The agent tools that MCP exposes as they are (memory_search gets a structured result).
 AGENT_WRITE_TOOLS = ("record_memory", "update_long_term_memory", "update_user")
-# How much of a hit's leading context (the previous round's tail) its line shows, at most:
-# enough to place the hit in the conversation, well within the preview's 400.
-CONTEXT_PREVIEW_CHARS = 120
 
 
 def _agent_function(name: str) -> dict[str, Any]:
@@ -49,21 +43,8 @@ async def memory_search(caller: Caller, arguments: dict[str, Any]) -> ToolOutput
         raise ToolError(str(exc)) from exc
     # The model reads the agent tool's compact lines (indented JSON cost up to twice the
     # hits' own text in tokens); a client that wants the fields reads structuredContent.
-    text = search_text([marked(hit, query) for hit in result.hits], query, result.warnings)
+    text = search_text(result.hits, query, result.warnings)
     return ToolOutput(text, result.to_dict())
-
-
-def marked(hit: SearchHit, query: str) -> SearchHit:
-    """``hit`` as its line shows it: a conversation hit's leading context — the previous
-    round's tail (``explain.context_chars``) — on a line of its own as ``(before: …)``, cut
-    to ``CONTEXT_PREVIEW_CHARS``. Unmarked, a model read that turn's words as this one's.
-    The preview keeps a line whole or leaves it out, so the mark is never cut off."""
-    chars = hit.explain.get("context_chars")
-    if not isinstance(chars, int) or chars <= 0:
-        return hit
-    context = preview(hit.text[:chars], query, CONTEXT_PREVIEW_CHARS)
-    own = hit.text[chars:]
-    return replace(hit, text=f"(before: {context})\n{own}" if context else own)
 
 
 def _agent_tool(name: str) -> Handler:
