@@ -22,6 +22,7 @@ from memstrata.agent.tools import MemoryTools
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.sync import SyncService
+from tests.agent.md_lines import commonmark_lines, commonmark_text, with_free
 from tests.agent.stored import memory, user_md
 from tests.agent.tool_support import given
 
@@ -45,9 +46,14 @@ def tokens(text: str) -> list[Token]:
 
 
 def commonmark_headings(text: str) -> list[int]:
-    """The lines of the headings outside any list, as CommonMark reads ``text``."""
+    """The lines of the ATX headings outside any list, as CommonMark reads ``text`` (setext
+    ones are text to the tools: ``test_setext``)."""
     found = tokens(text)
-    return [t.map[0] for t in found if t.type == "heading_open" and t.level == 0 and t.map]
+    return [
+        t.map[0]
+        for t in found
+        if t.type == "heading_open" and t.level == 0 and t.map and t.markup.startswith("#")
+    ]
 
 
 def commonmark_code(text: str) -> set[int]:
@@ -141,6 +147,23 @@ def test_the_prompt_closes_an_entry_fence_inside_the_entry() -> None:
     assert commonmark_code(body) == {2, 3, 4}
 
 
+@pytest.mark.parametrize("after", ["\u00a0", "\u3000", " \u00a0", "\x0b"])
+def test_a_fence_closes_only_with_spaces_or_tabs_after_it(after: str) -> None:
+    # Found by Hypothesis (free-form lines, ``md_lines``). CommonMark closes a fence only
+    # with spaces or tabs after it: after a no-break or ideographic space (whitespace to
+    # ``str.strip``) the fence runs on, and the heading below is code. The reader closed it
+    # there: the tools found a section CommonMark reads as code, and the prompt added no
+    # closing line, so its marker and close tag read as code.
+    text = f"## A\n```\nx\n```{after}\n## Notes\n- a"
+    doc = markdown_doc.parse(text)
+    assert commonmark_headings(text) == [0] and commonmark_code(text) == {1, 2, 3, 4, 5}
+    assert [h.start for h in doc.headings()] == [0]
+    assert {i for i in doc.code if doc.bare(i).strip()} == {1, 2, 3, 4, 5}
+    assert doc.open_fence == "```" and close_fence(text) == f"{text}\n```"
+    # Spaces and tabs after it close it.
+    assert markdown_doc.parse(text.replace(after, " \t")).open_fence is None
+
+
 def test_entries_end_where_their_fence_does() -> None:
     text = "## A\n- 2026-03-01: run\n  ```\n  make\nlater text\n- 2026-03-02: b\n"
     found = entries.entries(markdown_doc.parse(text))
@@ -180,10 +203,12 @@ _LINE = st.sampled_from(
 )
 
 
+# And free-form lines (``md_lines``), without a ">": ``commonmark_code`` counts a fence in
+# a block quote, which is no code of the file's (test_quote_html_blocks reads quotes).
 @settings(max_examples=1000, deadline=None)
-@for_all(st.lists(_LINE, max_size=25))
+@for_all(st.lists(with_free(_LINE, commonmark_lines(without=">")), max_size=25))
 def test_code_and_headings_read_as_commonmark_reads_them(lines: list[str]) -> None:
-    text = "\n".join(lines) + "\n"
+    text = commonmark_text(lines)
     doc = markdown_doc.parse(text)
     headings = [h.start for h in doc.headings()]
     assert headings == commonmark_headings(text)

@@ -21,6 +21,7 @@ from memstrata.agent import line_prefix
 from memstrata.agent.line_prefix import LinePrefixes
 from memstrata.agent.prompt import PromptResult, build_system_prompt
 from memstrata.retrieval.tokenize import COUNTED, count_tokens
+from tests.agent.md_lines import free_lines
 
 # Pieces of a line, each repeated: ASCII letters and digits (cut at 4 and 3), the
 # half-token letters (cut at 2) and the one-and-a-half-token scripts (surcharged by
@@ -36,7 +37,12 @@ _PIECES = [
     "ਪ", "અ", "త", "ಕ", "ස", "ລ", "ཀ", "မ", "ა", "Ａ", "１", "ଓ", "ሀ", "Ա", "\u0710", "ᚠ",
     "α", "א", "ب", "ไ", ".", "-", "_", "`", "<", "<file", "</file>", "< / FILE", "&lt;",
 ]  # fmt: skip
-_RUN = st.tuples(st.sampled_from(_PIECES), st.integers(1, 3) | st.integers(4, 90))
+# And free-form pieces of Markdown (``md_lines``): markers, blanks, a CR, byte-order marks
+# (one piece each, as long as the listed ones: every prefix of the line is counted).
+_RUN = st.tuples(
+    st.sampled_from(_PIECES) | free_lines(max_size=2, lead=False),
+    st.integers(1, 3) | st.integers(4, 90),
+)
 _LINE = st.lists(_RUN, max_size=30).map(lambda runs: "".join(piece * n for piece, n in runs))
 _EVERY = st.sampled_from([1, 2, 3, 5, 16, 64, 300])
 

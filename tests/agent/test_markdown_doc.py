@@ -7,10 +7,11 @@ with it."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memstrata.agent.markdown_doc import (
+    BOM,
     Doc,
     Kind,
     fence_after,
@@ -22,6 +23,8 @@ from memstrata.agent.markdown_doc import (
     parse,
     unclosed_fence,
 )
+from memstrata.agent.markdown_lines import open_items
+from tests.agent.md_lines import with_free
 
 # Lines that exercise every rule: headings of levels 1-3 (indented, empty, closing #s, a
 # level-7 non-heading), items of every width with continuation lines at each indentation,
@@ -67,9 +70,13 @@ _LINE = st.sampled_from(
 )
 
 
+# And free-form lines (``md_lines``): the invariants hold for any line.
+_ANY_LINE = with_free(_LINE)
+
+
 @st.composite
 def documents(draw: st.DrawFn) -> str:
-    text = "\n".join(draw(st.lists(_LINE, max_size=30)))
+    text = "\n".join(draw(st.lists(_ANY_LINE, max_size=30)))
     if draw(st.booleans()):
         text += "\n"
     return text
@@ -212,8 +219,13 @@ def test_nothing_in_fenced_code_is_a_heading_or_an_entry(text: str) -> None:
     doc = parse(text)
     for block in doc.blocks:
         if block.start in doc.code:  # only a block that a fence opens
-            assert block.kind is Kind.TEXT
-            assert fence_after(None, doc.bare(block.start)) is not None
+            line = doc.bare(block.start)
+            # An entry's own line is code when a fence follows its markers (``- ```sh``).
+            if block.kind is Kind.ITEM:
+                line = open_items(line, 0)[1]
+            else:
+                assert block.kind is Kind.TEXT
+            assert fence_after(None, line) is not None
     for section in doc.sections():
         assert section.heading not in doc.code
         assert heading(doc.bare(section.heading)) == (2, section.title)
@@ -232,8 +244,12 @@ def test_sections_run_to_the_next_heading_of_level_one_or_two(text: str) -> None
 @settings(max_examples=500, deadline=None)
 @given(documents(), st.booleans())
 def test_crlf_and_a_byte_order_mark_read_the_same(text: str, bom: bool) -> None:
+    # Not for a free-form line that ends in a CR: its twin ends in CR CR LF, whose first CR
+    # is text (only the CR of a CR LF is part of the line break). Nor a mark before a text
+    # that starts with one: the second mark is text.
+    assume("\r\n" not in text and not (bom and text.startswith(BOM)))
     doc = parse(text)
-    other = parse(("\ufeff" if bom else "") + text.replace("\n", "\r\n"))
+    other = parse((BOM if bom else "") + text.replace("\n", "\r\n"))
     assert other.blocks == doc.blocks
     assert other.code == doc.code
     assert other.open_fence == doc.open_fence == open_fence(text)
@@ -265,7 +281,8 @@ def test_a_fence_in_an_entry_ends_with_the_entry(text: str) -> None:
     for block in doc.blocks:
         if block.kind is Kind.ITEM:
             width = item_width(doc.bare(block.start))
-            inside = [i for i in range(block.start, block.end) if i in doc.code]
+            # (The entry's own line is code when it opens a fence after its marker.)
+            inside = [i for i in range(block.start + 1, block.end) if i in doc.code]
             assert all(indent(doc.bare(i)) >= width for i in inside if doc.bare(i).strip())
     if doc.entry_fence is not None:
         assert doc.open_fence is None and doc.blocks[-1].kind is Kind.ITEM

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from memstrata.agent import entries, sections
 from memstrata.agent.edits import AppendEntry, NothingToWrite, ReplaceSection
-from memstrata.agent.markdown_doc import parse
+from memstrata.agent.markdown_doc import bare, parse
 from memstrata.agent.prompt_body import memory_entries
 from memstrata.memory.kinds import FileKind
+from tests.agent.md_lines import with_free
 
 DAY = date(2026, 3, 9)
 _LEVEL_2 = re.compile(r" {0,3}##(?:[ \t]|$)")
@@ -150,7 +151,8 @@ def test_an_answer_names_a_crlf_section_as_the_file_spells_it() -> None:
     assert (replace.done, replace.notes) == ("Replaced ## C# in MEMORY.md", [])
 
 
-# With lists nested in entries, their fences and headings, and fences on items' lines.
+# With lists nested in entries, their fences and headings, and fences on items' lines; and
+# free-form lines (``md_lines``): the two readings are one parse, so any line will do.
 _LINE = st.sampled_from(
     ["# M", "## Notes", "   ## Indented", "##", "### Sub", "- 2026-03-01: a", " - b", "1. c",
      "  more", " one in", "  ## nested", "lazy", "```", "~~~", "````", "\t```", "", "",
@@ -160,7 +162,7 @@ _LINE = st.sampled_from(
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(_LINE, max_size=25))
+@given(st.lists(with_free(_LINE), max_size=25))
 def test_the_tools_and_the_cut_see_the_same_sections_and_entries(lines: list[str]) -> None:
     text = "\n".join(lines)
     doc = parse(text)
@@ -168,12 +170,12 @@ def test_the_tools_and_the_cut_see_the_same_sections_and_entries(lines: list[str
     level_2: list[int] = []
     at = 0
     for piece in memory_entries(text):
-        own = next(
-            i for i, line in enumerate(piece.lines) if line.strip() or i == len(piece.lines) - 1
-        )
-        if piece.lines[own].strip():
+        # Each line as the rules read it: a mark that starts the text is no part of it.
+        lines = [bare(line, at + i) for i, line in enumerate(piece.lines)]
+        own = next(i for i, line in enumerate(lines) if line.strip() or i == len(lines) - 1)
+        if lines[own].strip():
             starts.append(at + own)
-            if not piece.entry and _LEVEL_2.match(piece.lines[own]):
+            if not piece.entry and _LEVEL_2.match(lines[own]):
                 level_2.append(at + own)
         at += len(piece.lines)
     found = {

@@ -25,6 +25,7 @@ from memstrata.agent.prompt_body import close_fence, shown_content
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.server import prompt_token_limit
 from memstrata.retrieval.tokenize import count_tokens
+from tests.agent.md_lines import free_lines
 
 _WORD_OR_HANZI = re.compile(r"[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+")
 
@@ -254,7 +255,10 @@ _ALPHABET = st.sampled_from(
     + list("记忆用户你好世界的一")
     + ["👋", "🏽", "…", "\u200d"]
 )
-_CONTENT = st.text(alphabet=_ALPHABET, max_size=2500)
+# And files of free-form Markdown lines (``md_lines``): fences, comments, quotes, CR LF
+# and byte-order marks the cut must close or strip.
+_MARKDOWN = st.lists(free_lines(), max_size=60).map("\n".join)
+_CONTENT = st.text(alphabet=_ALPHABET, max_size=2500) | _MARKDOWN
 
 
 @settings(max_examples=150, deadline=None)
@@ -280,7 +284,9 @@ def test_budget_is_never_exceeded(
     assert result.tokens == counter(result.text) <= result.budget == prompt_budget(limit, ratio)
 
     names = ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"]
-    present = [n for n, c in zip(names, (agents, soul, user, memory), strict=True) if c.strip()]
+    # A file's text is its ``shown_content``: without blanks and byte-order marks around it.
+    shown_texts = [shown_content(c) for c in (agents, soul, user, memory)]
+    present = [n for n, c in zip(names, shown_texts, strict=True) if c]
     shown = [n for n in present if f'<file name="{n}">' in result.text]
     # Sections appear in priority order; only the last shown one can be truncated, and
     # every present section after the shown ones is dropped.
@@ -294,7 +300,7 @@ def test_budget_is_never_exceeded(
         # A whole file that ends inside an HTML block (``<?``, ``<!--``: the alphabet has
         # them) gets that block's closing line before ``</file>``, as a cut one does; the
         # closing line itself is checked against markdown-it in test_prompt_prefixes.
-        bodies = [close_fence(c.strip()) for c in (agents, soul, user, memory) if c.strip()]
+        bodies = [close_fence(c) for c in shown_texts if c]
         assert result.text == "\n\n".join(
             section(n, b) for n, b in zip(present, bodies, strict=True)
         )

@@ -29,6 +29,7 @@ from memstrata.agent.prompt_body import (
     shown_content,
 )
 from memstrata.retrieval.tokenize import count_tokens
+from tests.agent.md_lines import commonmark_lines, free_lines
 from tests.agent.test_list_items import _LINE as LIST_LINES
 from tests.agent.test_list_items import markdown_it_misreads
 from tests.agent.test_quote_html_blocks import _BLOCK_LINE, markdown_it_misreads_quotes
@@ -44,7 +45,10 @@ _PREFIX_LINE = st.sampled_from(
      "1. > > ~~~", "   > three", "<!-- a", "a -->", "<script>", "</script>", "<div>",
      "> - > - a", "> - > - ```", "\ufeff```", "x <file", "< / FILE>", "a <\tfile", "<filex"]
 )  # fmt: skip
-_ANY_LINE = st.one_of(LIST_LINES, _BLOCK_LINE, _PREFIX_LINE)
+# And free-form lines (``md_lines``): any, for the prefixes; those CommonMark reads as the
+# tools do, for markdown-it's reading of the marker.
+_ANY_LINE = st.one_of(LIST_LINES, _BLOCK_LINE, _PREFIX_LINE, free_lines())
+_COMMONMARK_LINE = st.one_of(LIST_LINES, _BLOCK_LINE, _PREFIX_LINE, commonmark_lines())
 
 
 def prefixes_agree(text: str, every: int, order: random.Random) -> None:
@@ -165,7 +169,7 @@ def marker_is_text(text: str) -> bool:
 
 
 @settings(max_examples=600, deadline=None)
-@for_all(st.lists(_ANY_LINE, max_size=16))
+@for_all(st.lists(_COMMONMARK_LINE, max_size=16))
 def test_the_marker_after_a_closed_prefix_is_never_code_or_a_comment(lines: list[str]) -> None:
     text = escape_framing(shown_content("\n".join(lines).replace("\r", "")))
     if markdown_it_misreads(text) or markdown_it_misreads_quotes(text):

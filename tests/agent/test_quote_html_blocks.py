@@ -22,6 +22,7 @@ from memstrata.agent.tools import MemoryTools
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.sync import SyncService
+from tests.agent.md_lines import commonmark_lines, commonmark_text
 from tests.agent.stored import memory, user_md
 from tests.agent.test_list_items import _LINE as LIST_LINES
 from tests.agent.test_list_items import (
@@ -161,11 +162,11 @@ _BLOCK_LINE = st.sampled_from(
 
 
 @settings(max_examples=1000, deadline=None)
-@for_all(st.lists(st.one_of(LIST_LINES, _BLOCK_LINE), max_size=20))
+@for_all(st.lists(st.one_of(LIST_LINES, _BLOCK_LINE, commonmark_lines()), max_size=20))
 def test_entries_headings_code_quotes_and_html_read_as_commonmark_reads_them(
     lines: list[str],
 ) -> None:
-    text = "\n".join(lines) + "\n"
+    text = commonmark_text(lines)
     assume(not markdown_it_misreads(text) and not markdown_it_misreads_quotes(text))
     assert spans(text) == commonmark_items(text)
     assert [h.start for h in markdown_doc.parse(text).headings()] == commonmark_headings(text)

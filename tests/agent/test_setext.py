@@ -68,7 +68,19 @@ def test_template_frontmatter_pasted_back_is_no_section() -> None:
     assert doc.blocks[0].kind is Kind.TEXT and doc.blocks[0].end == 5
 
 
-_UNDERLINE = st.sampled_from(UNDERLINES)
+# And underlines of any length, indent and trailing blanks ("-" alone, or with blanks after
+# it, is an item's line: left out).
+_UNDERLINE = st.one_of(
+    st.sampled_from(UNDERLINES),
+    st.tuples(
+        st.sampled_from(["", " ", "  ", "   "]),
+        st.sampled_from(["=", "-"]),
+        st.integers(1, 8),
+        st.sampled_from(["", " ", "\t", " \t "]),
+    )
+    .filter(lambda drawn: drawn[1] == "=" or drawn[2] > 1)
+    .map(lambda drawn: drawn[0] + drawn[1] * drawn[2] + drawn[3]),
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,14 +11,15 @@ no part of it. Blank means whitespace only (``str.strip``).
 Markdown is read as CommonMark reads it, as far as these rules need:
 
 * a *fence* is three or more backticks or tildes after at most three spaces, closed by a
-  line of the same character at least as long with nothing after it; a backtick fence's
-  info string holds no backtick. Inside a fence nothing is a heading or an entry. A fence
-  opened in a list item (on a line indented under it, or on the item's line after its
-  marker: ``- ```sh``) ends with that item if not before: its lines are code while they
-  are the item's — blank, or indented by its width or more — and the first line that is
-  not (a heading, an item, a fence, text, less indented) ends both, and is read as
-  written, in the items that still take it; it does not go on with any of them, since
-  code is no paragraph. Any other fence left open runs to the end of the file.
+  line of the same character at least as long with nothing but spaces and tabs after it
+  (no other whitespace); a backtick fence's info string holds no backtick. Inside a fence
+  nothing is a heading or an entry. A fence opened in a list item (on a line indented
+  under it, or on the item's line after its marker: ``- ```sh``) ends with that item if
+  not before: its lines are code while they are the item's — blank, or indented by its
+  width or more — and the first line that is not (a heading, an item, a fence, text, less
+  indented) ends both, and is read as written, in the items that still take it; it does
+  not go on with any of them, since code is no paragraph. Any other fence left open runs
+  to the end of the file.
 * a *heading* is one to six ``#`` after at most three spaces, then a space, a tab or the
   line's end (setext headings are not read); its title is the text after the ``#`` run,
   without surrounding blanks and the ``#`` characters that end the line.

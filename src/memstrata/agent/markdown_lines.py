@@ -142,7 +142,9 @@ def fence_after(fence: str | None, line: str) -> str | None:
         # A backtick fence's info string may not hold a backtick: "```a`b" is no fence.
         return None if marker[0] == "`" and "`" in line[match.end() :] else marker
     closes = marker[0] == fence[0] and len(marker) >= len(fence)
-    return None if closes and not line[match.end() :].strip() else fence
+    # Only spaces and tabs may follow a closing fence: after a no-break space (whitespace
+    # to ``str.strip``) CommonMark's fence runs on.
+    return None if closes and not line[match.end() :].strip(" \t") else fence
 
 
 def starts(line: str, under: bool) -> Kind:
