@@ -35,9 +35,31 @@ def test_same_line_changed_differently_conflicts() -> None:
     assert merge3(BASE, BASE.replace("- b", "- b1"), BASE.replace("- b", "- b2")) is None
 
 
-def test_adjacent_lines_conflict() -> None:
-    # Neighbouring edits are one region: guessing their order is how merges garble text.
-    assert merge3(BASE, BASE.replace("- a", "- A"), BASE.replace("- b", "- B")) is None
+def test_neighbouring_lines_each_replaced_by_one_side_go_in_place() -> None:
+    # Each side replaced a line of its own: no order to guess (two people filling in
+    # neighbouring fields of USER.md), so both stay where they were made.
+    merged = merge3(BASE, BASE.replace("- a", "- A"), BASE.replace("- b", "- B"))
+    assert merged == BASE.replace("- a", "- A").replace("- b", "- B")
+    template = "## Profile\n- Name:\n- Pronouns:\n- Time zone:\n"
+    pronouns = template.replace("Pronouns:", "Pronouns: she/her")
+    zone = template.replace("Time zone:", "Time zone: Europe/Paris")
+    both = "## Profile\n- Name:\n- Pronouns: she/her\n- Time zone: Europe/Paris\n"
+    assert merge3(template, pronouns, zone) == merge3(template, zone, pronouns) == both
+    # A removed line beside the other side's edit is a replacement too.
+    assert merge3(BASE, BASE.replace("- a\n", ""), BASE.replace("- b", "- B")) == (
+        BASE.replace("- a\n", "").replace("- b", "- B")
+    )
+
+
+def test_a_line_inserted_next_to_the_other_sides_edit_conflicts() -> None:
+    # Which goes first is a guess: a line added under "- a" while the other side rewrote
+    # "- b" may belong to either, and guessing an order is how merges garble text.
+    ours = BASE.replace("- a\n", "- a\n- a2\n")
+    assert merge3(BASE, ours, BASE.replace("- b", "- B")) is None
+    assert merge3(BASE, BASE.replace("- b", "- B"), ours) is None
+    # And a line changed by both sides, beside lines changed by one.
+    ab = BASE.replace("- a", "- A").replace("- b", "- B1")
+    assert merge3(BASE, ab, BASE.replace("- b", "- B2")) is None
 
 
 def test_insertions_at_the_same_place_conflict() -> None:
@@ -150,7 +172,9 @@ def test_a_base_with_no_single_form_is_merged_exactly_only() -> None:
     mixed = ACCENTED.replace("- last\n", "- last\r\n")
     assert merge3(mixed, crlf(AGENT_APPEND), HUMAN_EDIT) is None
     decomposed = nfd(ACCENTED)
-    assert merge3(decomposed, AGENT_APPEND, nfd(HUMAN_EDIT)) is None
+    # The NFC side's re-saved lines and the human's edit are neighbouring lines each side
+    # replaced: merged as they are, each side's lines in its own form, never made NFC.
+    assert merge3(decomposed, AGENT_APPEND, nfd(HUMAN_EDIT)) == BOTH_EDITS
     assert merge3(decomposed, nfd(AGENT_APPEND), nfd(HUMAN_EDIT)) == nfd(BOTH_EDITS)
 
 
@@ -210,7 +234,7 @@ def test_two_disjoint_single_line_edits_contain_both(base: list[str], i: int, j:
     if len(base) < 2:
         return
     i, j = sorted((i % len(base), j % len(base)))
-    if j - i < 2:  # adjacent or equal lines conflict by design
+    if j == i:  # the same line changed differently conflicts by design
         return
     ours = [*base]
     ours[i] = "OURS"
@@ -267,7 +291,7 @@ def test_two_disjoint_edits_merge_whatever_form_one_side_was_saved_in(
     base: list[str], i: int, j: int, resave: Callable[[str], str]
 ) -> None:
     i, j = sorted((i % len(base), j % len(base)))
-    if j - i < 2:  # adjacent or equal lines conflict by design
+    if j == i:  # the same line changed differently conflicts by design
         return
     ours, theirs, expected = [*base], [*base], [*base]
     ours[i] = expected[i] = "OURS"

@@ -95,11 +95,11 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     expect(second.locator("#file-state")).to_have_text("Saved")
 
 
-def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
+def test_filling_in_neighbouring_fields_is_re_applied(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    # The server's merge conflicts on edits that touch (adjacent lines) as well as on edits
-    # that overlap: one tab fills in "Time zone", the other "Pronouns" on the line above.
+    # One tab fills in "Time zone", the other "Pronouns" on the line above: each replaced a
+    # line of its own, so the server's merge puts both in place (sandbox/merge.py).
     console.allow(409)
     put_elsewhere(server, user, "user", "# USER.md\n- Pronouns:\n- Time zone:\n")
     first, second = signed_in(), signed_in()
@@ -108,7 +108,33 @@ def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
     first.fill("#editor", "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n")
     first.click("#file-save")
     expect(first.locator("#file-version")).to_have_text("version 3")
-    mine = "# USER.md\n- Pronouns: she/her\n- Time zone:\n"
+    second.fill("#editor", "# USER.md\n- Pronouns: she/her\n- Time zone:\n")
+    second.click("#file-save")
+    expect(second.locator("#conflict")).to_be_visible()
+    second.click("#conflict-reapply")
+    expect(second.locator("#file-message")).to_contain_text(
+        "Your edits were re-applied on top of version 3."
+    )
+    assert second.locator("#editor").input_value() == (
+        "# USER.md\n- Pronouns: she/her\n- Time zone: Europe/Paris\n"
+    )
+
+
+def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    # The server's merge conflicts on a line added right next to another edit (which goes
+    # first is a guess) as well as on edits that overlap: one tab fills in "Time zone", the
+    # other adds a line just above it.
+    console.allow(409)
+    put_elsewhere(server, user, "user", "# USER.md\n- Pronouns:\n- Time zone:\n")
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "user")
+    first.fill("#editor", "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n")
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 3")
+    mine = "# USER.md\n- Pronouns:\n- Pronunciation: AH-lee\n- Time zone:\n"
     second.fill("#editor", mine)
     second.click("#file-save")
     expect(second.locator("#conflict")).to_be_visible()

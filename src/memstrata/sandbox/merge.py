@@ -6,10 +6,14 @@ changed the same or neighbouring lines differently. The rule follows ``diff3``/g
 * each side's changes are computed against ``base`` as hunks (a base line range and its
   replacement lines);
 * hunks whose base ranges overlap *or touch* form one region — touching counts, because
-  two edits on adjacent lines are usually one thought rewritten twice, and guessing an
-  order for them is how merges silently garble text;
+  a line inserted next to another side's edit is often one thought rewritten twice, and
+  guessing an order for them is how merges silently garble text;
 * a region changed by one side only takes that side's text; a region changed by both
-  merges cleanly only when both sides produce identical text there — or when it is the
+  merges cleanly when both sides produce identical text there; when each side replaced
+  or removed lines of its own — no line changed by both, no line only inserted at the
+  seam — each side's lines go in place: there is no order to guess, and a file of one fact
+  a line (the USER.md template's "- Pronouns:" above "- Time zone:") is filled in by two
+  people field by field; otherwise the region conflicts — or when it is the
   file's end and both sides only added lines after the last non-blank line (anywhere in
   a blank file: its first entries): memory files grow by appending, and two appends are
   two new entries, so both are kept, the stored side's (``theirs``) first, and a block
@@ -25,11 +29,15 @@ NFD (macOS) changed every line, or every accented one, without changing a word, 
 otherwise turn any edit of the other side into a conflict. A merge found so is in the
 base's form; a side's own line breaks and normalisation are not kept, its words are.
 
-The append rule is the last resort: tried only when the merge by regions conflicts both as
-the texts are and in the base's form, and then itself in that order. It keeps each side's
-block whole, one after the other, where a region merge keeps each edit in place; tried
-first, it took two edits on distant lines of a blank file, one side re-saved with CR LF,
-for two appends.
+Side by side comes next, when the merge by regions conflicts both as the texts are and
+in the base's form: the same region merge letting each side's replaced lines sit in place
+(above), as the texts are, then in the base's form. Tried before the retry in the base's
+form, it would take a side re-saved in NFD, whose every accented line is a replacement of
+its own, for edits to merge line by line, and keep that side's form where the retry gives
+the base's. The append rule is the last resort, as the texts are, then in the base's form.
+It keeps each side's block whole, one after the other, where a region merge keeps each edit
+in place; tried first, it took two edits on distant (or, side by side, neighbouring) lines
+of a blank file, one side re-saved with CR LF, for two appends.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from diff_match_patch import diff_match_patch
 
@@ -73,7 +82,11 @@ def merge3(base: str, ours: str, theirs: str) -> str | None:
     in_form = None if alike == (ours, theirs) else _sorted_hunks(lines, *alike)
     if in_form is not None:
         merged = _merge_regions(lines, in_form, len(lines))
-    # The append rule last, once no region merge is clean (module doc).
+    # Side by side once no region merge is clean, then the append rule (module doc).
+    if merged is None:
+        merged = _merge_regions(lines, exact, len(lines), side_by_side=True)
+    if merged is None and in_form is not None:
+        merged = _merge_regions(lines, in_form, len(lines), side_by_side=True)
     if merged is None:
         merged = _merge_appends(lines, exact)
     if merged is None and in_form is not None:
@@ -100,9 +113,12 @@ def _sorted_hunks(base: Sequence[str], ours: str, theirs: str) -> list[_Hunk]:
     return sorted(hunks, key=lambda h: (h.start, h.end, h.side))
 
 
-def _merge_regions(base: Sequence[str], hunks: Sequence[_Hunk], upto: int) -> list[str] | None:
+def _merge_regions(
+    base: Sequence[str], hunks: Sequence[_Hunk], upto: int, *, side_by_side: bool = False
+) -> list[str] | None:
     """``base[:upto]`` with the sorted ``hunks`` (all within it) applied region by region;
-    ``None`` when a region's two sides differ."""
+    ``None`` when a region's two sides differ (unless ``side_by_side`` and
+    :func:`_side_by_side` holds: both sides' lines in place)."""
     merged: list[str] = []
     position = 0
     index = 0
@@ -117,13 +133,26 @@ def _merge_regions(base: Sequence[str], hunks: Sequence[_Hunk], upto: int) -> li
             index += 1
         ours_text = _apply(base, start, end, [h for h in region if h.side == 0])
         theirs_text = _apply(base, start, end, [h for h in region if h.side == 1])
-        if {h.side for h in region} == {0, 1} and ours_text != theirs_text:
+        if {h.side for h in region} != {0, 1} or ours_text == theirs_text:
+            text = ours_text if any(h.side == 0 for h in region) else theirs_text
+        elif side_by_side and _side_by_side(region):
+            text = _apply(base, start, end, region)
+        else:
             return None
         merged.extend(base[position:start])
-        merged.extend(ours_text if any(h.side == 0 for h in region) else theirs_text)
+        merged.extend(text)
         position = end
     merged.extend(base[position:upto])
     return merged
+
+
+def _side_by_side(region: Sequence[_Hunk]) -> bool:
+    """Whether both sides' hunks of a sorted ``region`` only replace or remove base lines
+    (none a pure insertion, whose place next to the other side's edit is a guess) and no
+    base line is changed by both: then applying them all in base order is the merge."""
+    if any(h.start == h.end for h in region):
+        return False
+    return all(a.end <= b.start for a, b in pairwise(region))
 
 
 def _merge_appends(base: Sequence[str], hunks: Sequence[_Hunk]) -> list[str] | None:
