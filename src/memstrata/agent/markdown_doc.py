@@ -80,7 +80,12 @@ Inside an item, the lines indented by its width are read as CommonMark reads the
 width taken off (tabs to the file's tab stops): a fence or heading four columns in under
 ``10) a`` is one; a ``> quote`` or ``<div>`` line right under an entry's paragraph ends
 the entry, and a list item or fence in a quote or HTML block is none of the file's. The
-departures: setext headings are text, and a ``>`` inside 32 quotes is text (above).
+departures: setext headings are text, a ``>`` inside 32 quotes is text (above), and a
+line of other whitespace only (a no-break space, U+3000) is blank here, where CommonMark
+reads it as text (only spaces and tabs make a blank line there), so the two may split
+entries and paragraphs differently around it (a ``2) two`` after it is an entry here and
+paragraph text to CommonMark). Memory files seldom hold such lines; the tools' edits follow
+their own reading.
 """
 
 from __future__ import annotations
