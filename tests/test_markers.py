@@ -1,5 +1,6 @@
 """The ``property`` marker that ``make properties`` selects by: every Hypothesis test gets it
-(tests/conftest.py), and nothing else does, so a fresh seed reaches all of them."""
+(tests/conftest.py), and nothing else does, so a fresh seed reaches all of them; and a
+property test's failure shows its example, so it can be replayed."""
 
 from __future__ import annotations
 
@@ -37,3 +38,33 @@ def test_the_property_marker_selects_exactly_the_hypothesis_tests() -> None:
 
 def _is_property(f: object) -> bool:
     return bool(getattr(f, "is_hypothesis_test", False))
+
+
+def test_a_failing_property_shows_its_example(tmp_path: Path) -> None:
+    # Under the repository's pytest settings (schemathesis' plugin printed "xs=,").
+    (tmp_path / "test_fails.py").write_text(
+        "from hypothesis import given, strategies as st\n"
+        "@given(st.lists(st.integers()))\n"
+        "def test_short(xs):\n"
+        "    assert len(xs) < 2\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_fails.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "Failing test case" in out
+    assert "xs=[0, 0]," in out
