@@ -56,6 +56,18 @@ def test_an_as_of_within_the_skew_is_searched(client: TestClient, auth: AuthHead
     assert response.json()["hits"][0]["score"] > 0
 
 
+def test_an_as_of_before_year_one_in_utc_is_not_called_future(
+    client: TestClient, auth: AuthHeader
+) -> None:
+    # Year 1 east of UTC does not convert to UTC: it is early, not in the future.
+    response = client.post(
+        SEARCH, headers=auth(), json={"query": "kite", "as_of": "0001-01-01T00:00:00+05:00"}
+    )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "before 0001-01-01T00:00:00Z" in detail and "future" not in detail
+
+
 # -- 2. dates that are not ISO 8601 ---------------------------------------------------------
 
 

@@ -22,6 +22,12 @@ def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
         raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)")
     when = aware(as_of)
     current = now or datetime.now(UTC)
+    if not in_utc_range(when) and when.year == datetime.min.year:
+        # Year 1 with an offset east of UTC: before datetime's range once in UTC, not late.
+        raise InvalidContentError(
+            f"as_of {when.isoformat()} is before 0001-01-01T00:00:00Z once in UTC, the "
+            "earliest time a search can be as of; give a later as_of"
+        )
     if not in_utc_range(when) or when > current + MAX_FUTURE_SKEW:
         raise future_error("as_of", as_of, current, "leave as_of out to search as of now")
     return when
