@@ -40,3 +40,11 @@ def grapheme_cut(text: str, index: int, floor: int = 0) -> int:
             break
         boundary = match.end()
     return index if boundary == start else boundary
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a grapheme-cluster boundary
+    (:func:`grapheme_cut`), with "…" when anything was cut: how an answer or a log line
+    quotes a text it need not show whole."""
+    cut = grapheme_cut(text, limit)
+    return text if cut >= len(text) else text[:cut] + "…"

@@ -14,7 +14,7 @@ from memstrata.agent import markdown_doc, sections
 from memstrata.errors import InvalidContentError, ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K
 from memstrata.retrieval.search_input import check_sources
-from memstrata.text import grapheme_cut, lone_surrogate_at
+from memstrata.text import lone_surrogate_at, shortened
 
 MAX_ENTRY_CHARS = 2000
 WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, without section
@@ -139,9 +139,7 @@ def check_open_blocks(lines: Sequence[tuple[int, str]], file: str) -> None:
 
 def opening_line(line: str) -> str:
     """The line that opens an HTML block, as an answer quotes it: stripped, its start."""
-    text = line.strip()
-    cut = grapheme_cut(text, _QUOTED_CHARS)
-    return repr(text if cut >= len(text) else text[:cut] + "…")
+    return repr(shortened(line.strip(), _QUOTED_CHARS))
 
 
 def numbered_lines(text: str) -> list[tuple[int, str]]:

@@ -33,7 +33,7 @@ from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import MAX_NAME_CHARS, opening_line
 from memstrata.agent.markdown_doc import Doc, Section
 from memstrata.memory.kinds import FileKind
-from memstrata.text import grapheme_cut
+from memstrata.text import shortened
 
 DEFAULT_SECTION = "Notes"  # record_memory's section when the model names none
 MAX_LISTED = 12  # section names an answer lists
@@ -69,9 +69,7 @@ def too_large(kind: FileKind, size: int, limit: int) -> ToolAnswer:
 
 def quoted(entry: entries.Entry) -> str:
     """An entry as an answer quotes it: its first line, cut to PREVIEW_CHARS."""
-    line = entry.first_line
-    cut = grapheme_cut(line, PREVIEW_CHARS)
-    return repr(line if cut >= len(line) else line[:cut] + "…")
+    return repr(shortened(entry.first_line, PREVIEW_CHARS))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

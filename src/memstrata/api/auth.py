@@ -392,9 +392,7 @@ def uses_dev_secret(settings: Settings) -> bool:
 
 
 def _dev_secret_or_none(settings: Settings) -> str | None:
-    if settings.environment != "development" or settings.jwt_public_key:
-        return None
-    return load_or_create_dev_secret(settings.data_dir)
+    return load_or_create_dev_secret(settings.data_dir) if uses_dev_secret(settings) else None
 
 
 def require_token_keys(settings: Settings) -> None:

@@ -34,9 +34,11 @@ def search_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Hybrid search over one user's memory files and indexed conversations."""
+    from memstrata.retrieval.search_input import check_search
+
     # Before the runtime: starting PostgreSQL and the embedding server took 5-7 s only to
     # say that -k 0 is out of range.
-    guarded(lambda: check_search_arguments(user, query, top_k, source))
+    guarded(lambda: check_search(user, query, top_k, source or None))
     with open_runtime(load_settings()) as mem:
         response = guarded(
             lambda: mem.search.search(user, query, top_k=top_k, sources=source or None)
@@ -107,18 +109,6 @@ def reindex_command(
     if left:
         # A job runner must see this: the vectors are still missing.
         fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
-
-
-def check_search_arguments(user: str, query: str, top_k: int, sources: list[str] | None) -> None:
-    """The library's own checks of a search's arguments, with its messages
-    (``InvalidContentError``, ``InvalidUserIdError``), without opening anything."""
-    from memstrata.memory.kinds import validate_user_id
-    from memstrata.retrieval.search_input import check_query, check_sources, check_top_k
-
-    validate_user_id(user)
-    check_query(query)
-    check_top_k(top_k)
-    check_sources(sources or None)
 
 
 @app.command("snapshots")

@@ -82,7 +82,7 @@ from memstrata.mcp.prompt_args import PromptArgumentCheck, unknown_prompt
 from memstrata.mcp.tools import TOOLS, McpTool
 from memstrata.memory.kinds import FileKind, api_kind
 from memstrata.runtime import Memstrata
-from memstrata.text import grapheme_cut
+from memstrata.text import shortened
 
 logger = logging.getLogger(__name__)
 
@@ -354,9 +354,7 @@ def failure_fields(output: ToolOutput) -> dict[str, Any]:
     and ``message`` (its text without ``error:``, cut to ``LOGGED_MESSAGE_CHARS``), so the
     log says why without the client's copy of the answer."""
     code = (output.data or {}).get("error")
-    text = output.text.removeprefix("error: ")
-    cut = grapheme_cut(text, LOGGED_MESSAGE_CHARS)
-    message = text if cut >= len(text) else text[:cut] + "…"
+    message = shortened(output.text.removeprefix("error: "), LOGGED_MESSAGE_CHARS)
     return {**({"code": str(code)} if code else {}), "message": message}
 
 

@@ -41,7 +41,6 @@ from memstrata.config import (
 )
 from memstrata.errors import EmbeddingError
 from memstrata.logs import log_event
-from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.candidate_rows import as_of_filter as as_of_filter
 from memstrata.retrieval.candidate_rows import bm25_top as bm25_top
@@ -58,7 +57,7 @@ from memstrata.retrieval.ranking import (
     rank,
 )
 from memstrata.retrieval.repository import EmbeddingRepository
-from memstrata.retrieval.search_input import check_as_of, check_query, check_sources, check_top_k
+from memstrata.retrieval.search_input import check_search
 from memstrata.retrieval.search_stats import SearchStats, stage_histogram
 
 # OTHER_LENGTH and query_failure: re-exported for callers that import them from here.
@@ -162,11 +161,7 @@ class SearchService:
     ) -> SearchResponse:
         """Search one user's memory as of ``as_of`` (default now). Only that user's rows
         are ever read."""
-        validate_user_id(user_id)
-        query = check_query(query)
-        top_k = check_top_k(top_k)
-        wanted = check_sources(sources)
-        as_of = check_as_of(as_of)
+        _, query, top_k, wanted, as_of = check_search(user_id, query, top_k, sources, as_of)
         warnings: list[str] = []
         vector: np.ndarray | None = None
         embed_ms = 0.0

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from memstrata.errors import InvalidContentError
+from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.rounds import MAX_FUTURE_SKEW, aware, future_error, in_utc_range
 from memstrata.text import lone_surrogate_at
@@ -63,3 +65,29 @@ def check_sources(sources: Sequence[str] | None) -> list[str] | None:
             f"sources must be a non-empty list drawn from {', '.join(SOURCES)}; got {list(sources)}"
         )
     return list(sources)
+
+
+class SearchInput(NamedTuple):
+    user_id: str
+    query: str
+    top_k: int
+    sources: list[str] | None
+    as_of: datetime | None
+
+
+def check_search(
+    user_id: object,
+    query: object,
+    top_k: object,
+    sources: Sequence[str] | None = None,
+    as_of: object = None,
+) -> SearchInput:
+    """Every check of a search's arguments, in the order a caller is told of them: the
+    search service's, and ``memstrata search``'s before it opens anything."""
+    return SearchInput(
+        validate_user_id(user_id),
+        check_query(query),
+        check_top_k(top_k),
+        check_sources(sources),
+        check_as_of(as_of),
+    )
