@@ -47,20 +47,7 @@ def test_bad_arguments_are_refused_before_the_database_is_opened(
     assert err.strip().splitlines() == [f"error: {message}"], err
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> None:
-    clean_env(
-        monkeypatch,
-        tmp_path,
-        {
-            "MEMSTRATA_DATABASE_URL": pg_url,
-            "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-            "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
-        },
-    )
-
-
-def test_a_user_with_no_memory_is_named(env: None, db: Database) -> None:
+def test_a_user_with_no_memory_is_named(boxes: Path, db: Database) -> None:
     Indexer(db.sessions, None).index_turn("someone", "s", 0, "the blue door is in Lisbon", "")
     code, out, _ = run_cli("search", "--user", "nobody-at-all", "blue door")
     assert code == 0

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
-DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+from tests.test_docs_consistency import DOCS, ROOT
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")

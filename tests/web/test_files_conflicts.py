@@ -95,23 +95,37 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     expect(second.locator("#file-state")).to_have_text("Saved")
 
 
+FIELDS = "# USER.md\n- Pronouns:\n- Time zone:\n"
+ZONE_SET = "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n"
+
+
+def _reapplied_after_the_time_zone(
+    signed_in: SignedIn, server: Serve, user: str, mine: str
+) -> Page:
+    """Two tabs on FIELDS: the first saves the time zone (version 3); the second saves
+    ``mine``, gets the conflict and re-applies. The second tab, after that."""
+    put_elsewhere(server, user, "user", FIELDS)
+    first, second = signed_in(), signed_in()
+    for page in (first, second):
+        tab(page, "user")
+    first.fill("#editor", ZONE_SET)
+    first.click("#file-save")
+    expect(first.locator("#file-version")).to_have_text("version 3")
+    second.fill("#editor", mine)
+    second.click("#file-save")
+    expect(second.locator("#conflict")).to_be_visible()
+    second.click("#conflict-reapply")
+    return second
+
+
 def test_filling_in_neighbouring_fields_is_re_applied(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
     # One tab fills in "Time zone", the other "Pronouns" on the line above: each replaced a
     # line of its own, so the server's merge puts both in place (sandbox/merge.py).
     console.allow(409)
-    put_elsewhere(server, user, "user", "# USER.md\n- Pronouns:\n- Time zone:\n")
-    first, second = signed_in(), signed_in()
-    for page in (first, second):
-        tab(page, "user")
-    first.fill("#editor", "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n")
-    first.click("#file-save")
-    expect(first.locator("#file-version")).to_have_text("version 3")
-    second.fill("#editor", "# USER.md\n- Pronouns: she/her\n- Time zone:\n")
-    second.click("#file-save")
-    expect(second.locator("#conflict")).to_be_visible()
-    second.click("#conflict-reapply")
+    mine = "# USER.md\n- Pronouns: she/her\n- Time zone:\n"
+    second = _reapplied_after_the_time_zone(signed_in, server, user, mine)
     expect(second.locator("#file-message")).to_contain_text(
         "Your edits were re-applied on top of version 3."
     )
@@ -127,27 +141,15 @@ def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
     # first is a guess) as well as on edits that overlap: one tab fills in "Time zone", the
     # other adds a line just above it.
     console.allow(409)
-    put_elsewhere(server, user, "user", "# USER.md\n- Pronouns:\n- Time zone:\n")
-    first, second = signed_in(), signed_in()
-    for page in (first, second):
-        tab(page, "user")
-    first.fill("#editor", "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n")
-    first.click("#file-save")
-    expect(first.locator("#file-version")).to_have_text("version 3")
     mine = "# USER.md\n- Pronouns:\n- Pronunciation: AH-lee\n- Time zone:\n"
-    second.fill("#editor", mine)
-    second.click("#file-save")
-    expect(second.locator("#conflict")).to_be_visible()
-    second.click("#conflict-reapply")
+    second = _reapplied_after_the_time_zone(signed_in, server, user, mine)
     expect(second.locator("#file-message")).to_have_text(
         "Your edits and version 3 change the same or neighbouring lines, so they were not "
         "re-applied automatically. Your text is on the side: copy what you need into the "
         "editor, then save."
     )
     shot(second, "neighbouring.png")
-    assert second.locator("#editor").input_value() == (
-        "# USER.md\n- Pronouns:\n- Time zone: Europe/Paris\n"
-    )
+    assert second.locator("#editor").input_value() == ZONE_SET
     assert second.locator("#kept-text").input_value() == mine
 
 
