@@ -86,6 +86,20 @@ def test_every_prefix_of_larger_seeded_files_closes_as_its_own_parse_would() -> 
         prefixes_agree(text, seeded.choice([1, 7, 64, 1024]), seeded)
 
 
+# The seeded files above recombine only the fixed lists; these draw free-form lines too, at
+# the size where a kept reading is copied and read on many times over (60 lines).
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@for_all(
+    st.lists(_ANY_LINE, min_size=40, max_size=60),
+    st.sampled_from([1, 7, 64, 1024]),
+    st.randoms(),
+)
+def test_every_prefix_of_larger_free_form_files_closes_as_its_own_parse_would(
+    lines: list[str], every: int, order: random.Random
+) -> None:
+    prefixes_agree("\n".join(lines), every, order)
+
+
 def test_a_text_that_is_no_prefix_of_the_file_is_parsed_whole() -> None:
     prefixes = markdown_doc.Prefixes("- a\n  ```\n  x")
     assert prefixes.closing_line("- a\n  ```\n  x") == "  ```"
