@@ -1,12 +1,14 @@
 // A 409 and what the user can do about it: the stored version is fetched and shown beside
 // the user's text, which is kept in `f.conflict.mine` (not the editor) until they choose
-// to re-apply their edits, overwrite (a save, in file-save.js) or copy their text.
+// to re-apply their edits, overwrite (a save, in file-save.js) or copy their text — or,
+// while their text is over the size limit (neither could be sent), take it back to the
+// editor to shorten it.
 // Re-applying is the server's three-way merge (POST web/merge, the rule the sandbox sync
 // uses too): the page has no merge of its own to disagree with it.
 
 import { api, reason } from "./api.js";
 import { $ } from "./dom.js";
-import { current, editorText, eolOf, path, state } from "./file-state.js";
+import { current, editorText, eolOf, path, state, tooLarge } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** 409: fetch what is stored now (unless a read-back already has) and show it beside the
@@ -30,7 +32,8 @@ export async function conflict(f, stored = null) {
   if (f === current()) {
     say("");
     render();
-    $("conflict-reapply").focus();
+    // the first choice that can be made (over the limit, re-apply and overwrite are off)
+    $(tooLarge(f) ? "conflict-shorten" : "conflict-reapply").focus();
   } else {
     // saved from a tab the user has since left: the conflict view is out of sight
     say(
@@ -45,7 +48,7 @@ export async function conflict(f, stored = null) {
 export async function reapply() {
   const f = current();
   const c = f.conflict;
-  if (!c || state.merging || state.saving) return;
+  if (!c || state.merging || state.saving || tooLarge(f)) return;
   state.merging = true; // the conflict's buttons are disabled until the answer is in
   say(`Re-applying your edits on top of version ${c.version}…`, "info");
   render();
@@ -88,9 +91,14 @@ export async function reapply() {
       "into the editor, then save.", "warn");
   } else {
     f.draft = merged;
+    // Each text was within the limit (the server checks each), but both sides' additions
+    // together may not be: Save is then off, and the message says why rather than "save".
+    const fits = !tooLarge(f);
     say(
-      `${which}Your edits were re-applied on top of version ${c.version}. Check the result, ` +
-      "then save. Your text as you left it is on the side.", "ok");
+      `${which}Your edits were re-applied on top of version ${c.version}` +
+      (fits ? ". Check the result, then save." : "; together they are too large to save. " +
+        "Shorten the result, then save.") +
+      " Your text as you left it is on the side.", fits ? "ok" : "warn");
   }
   render();
   if (f === current()) $("editor").focus();
@@ -99,6 +107,23 @@ export async function reapply() {
 // The server's 413 names its settings; the user gets a sentence about their text.
 const mergeError = (error) =>
   error.status === 413 ? ["The texts are too large to merge on the server."] : reason(error);
+
+/** "Edit my text to shorten it" (offered while the text is over the limit): the text goes
+ * back to the editor, still on the version the user started from (`f.version`, `f.base`),
+ * so saving it meets the newer version again and shows this conflict afresh, with its
+ * choices. Nothing is written. The file's line endings stay those of the version stored
+ * now (`conflict` set them): any save of this text lands on it, so the size counts them. */
+export function editMine() {
+  const f = current();
+  const c = f.conflict;
+  if (!c || state.saving || state.merging) return;
+  f.draft = c.mine;
+  f.conflict = null;
+  say(`Your text is back in the editor. Shorten it, then save: version ${c.version} is shown ` +
+    "beside it again, to re-apply your edits or overwrite.", "info");
+  render();
+  $("editor").focus();
+}
 
 export async function copyMine() {
   const c = current().conflict;

@@ -6,14 +6,15 @@ import { api, reason, serverSentence } from "./api.js";
 import { $, bdi, number } from "./dom.js";
 import { refresh as refreshAside } from "./file-aside.js";
 import { conflict } from "./file-conflict.js";
-import { current, dirty, path, state, storedText, used } from "./file-state.js";
+import { current, dirty, path, state, storedText, tooLarge, used } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 // A save is indexed for search before it is answered; a large file can take many seconds.
 const SLOW_SAVE_MS = 2000;
 
 export async function write(f, version) {
-  if (state.saving || state.merging) return;
+  // over the limit the server would refuse it (413): Save and overwrite are off (file-view.js)
+  if (state.saving || state.merging || tooLarge(f)) return;
   const text = f.conflict ? f.conflict.mine : f.draft;
   const content = storedText(f, text); // in the file's own line endings
   state.saving = true;

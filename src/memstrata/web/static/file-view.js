@@ -13,12 +13,25 @@ const CONFLICT_HINT = "Save is off until you choose below: re-apply your edits, 
 let hinting = true; // the message line holds the hint (nothing else to say), redrawn by render
 
 /** The quiet line for file `f`: never "Ctrl+S saves" while Save is off for a reason the
- * page shows — a conflict, or a text over the limit (the warning above says that already,
- * so the line is left empty: one message, not two). */
+ * page shows — a conflict, or a text over the limit (the size warning says that already,
+ * and what is off, so the line is left empty: one message, not two). */
 const hint = (f) => {
-  if (f && f.conflict) return CONFLICT_HINT;
-  return f && tooLarge(f) ? "" : HINT;
+  if (f && tooLarge(f)) return "";
+  return f && f.conflict ? CONFLICT_HINT : HINT;
 };
+
+/** The warning for a text over the limit, the one for Save and a conflict's choices alike
+ * (empty under the limit): by how much, in the bytes the size beside the meter then
+ * shows, and what is off until it fits. During a conflict the text is not in the editor
+ * (it cannot be shortened there), so the way back to it is named. */
+function limitWarning(f) {
+  if (!tooLarge(f)) return "";
+  const over = used(f) - state.limits.max_content_bytes;
+  const by = `Too large to save: ${number(over)} ${over === 1 ? "byte" : "bytes"} over the limit.`;
+  return f.conflict
+    ? `${by} Re-apply and overwrite are off until it fits: edit your text to shorten it, or copy it.`
+    : `${by} Shorten the file; Save is off until it fits.`;
+}
 
 export function say(text, kind = "info") {
   hinting = !text;
@@ -56,10 +69,8 @@ export function render() {
   $("file-size").title = `${number(n)} of ${number(limit)} bytes (UTF-8)`;
   $("file-meter").style.width = `${Math.min(100, (100 * n) / limit)}%`;
   $("file-meter").parentElement.classList.toggle("over", over);
-  banner($("file-warning"), over
-    ? `Too large to save: ${number(n - limit)} ${n - limit === 1 ? "byte" : "bytes"} over the ` +
-      "limit. Shorten the file; Save is off until it fits."
-    : "", "warn");
+  // during a conflict the warning is in the conflict view, beside the choices it turns off
+  banner($("file-warning"), f.conflict ? "" : limitWarning(f), "warn");
   // only when it changes: the line is a live region, re-announced on every replacement
   if (hinting && $("file-message").textContent !== hint(f)) banner($("file-message"), hint(f), "quiet");
 
@@ -101,9 +112,14 @@ function renderConflict(f) {
   $("conflict-right-title").textContent = "Your text (not saved)";
   $("conflict-reapply").textContent = `Reload version ${c.version} and re-apply my edits`;
   $("conflict-overwrite").textContent = `Overwrite version ${c.version} with my text`;
-  // one choice at a time: no second re-apply, and no overwrite, while one is out
-  $("conflict-reapply").disabled = state.saving || state.merging;
-  $("conflict-overwrite").disabled = state.saving || state.merging;
+  // one choice at a time: no second re-apply, and no overwrite, while one is out; and
+  // Save's rule: over the limit the server would refuse either (413), so the text goes back
+  // to the editor to be shortened instead, and the warning says so beside them
+  const off = state.saving || state.merging || tooLarge(f);
+  $("conflict-reapply").disabled = off;
+  $("conflict-overwrite").disabled = off;
+  $("conflict-shorten").hidden = !tooLarge(f);
+  banner($("conflict-limit"), limitWarning(f), "warn");
   const theirs = splitLines(c.content);
   const mine = splitLines(c.mine);
   // Colour marks the differing lines for the eye; assistive tech reads a word instead: a

@@ -9,7 +9,7 @@
 import { api, reason } from "./api.js";
 import { $, el } from "./dom.js";
 import * as aside from "./file-aside.js";
-import { copyMine, reapply } from "./file-conflict.js";
+import { copyMine, editMine, reapply } from "./file-conflict.js";
 import { write } from "./file-save.js";
 import { blank, canSave, current, dirty, editorText, eolOf, path, setAside, state } from "./file-state.js";
 import { render, say } from "./file-view.js";
@@ -192,6 +192,7 @@ export function wire() {
     if (blankConfirmed(f, c.mine, c.content, c.version)) write(f, c.version);
   });
   $("conflict-copy").addEventListener("click", copyMine);
+  $("conflict-shorten").addEventListener("click", editMine);
   aside.wire();
   $("kept-dismiss").addEventListener("click", () => {
     current().kept = null;
