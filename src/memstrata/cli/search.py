@@ -6,6 +6,8 @@ What they print of stored text (a hit's text and path, a user id) goes through
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -68,12 +70,42 @@ def search_command(
         typer.echo("    " + visible(hit.text, lines=True).replace("\n", "\n    "))
 
 
+# How long reindex waits at most, by default, for rows a running server's worker holds:
+# the worker's lease (``retrieval.healing.LEASE_S``, 120 s) and a margin, so the rows of a
+# worker that died mid-batch are taken over rather than reported as still held.
+HELD_WAIT_S = 150
+# While it waits, a line when the count of held rows changes, and at least this often.
+HELD_NOTICE_S = 10.0
+
+
 @app.command("reindex")
 def reindex_command(
     user: Annotated[str, typer.Option("--user", "-u", help="The user to re-embed.")],
+    wait: Annotated[
+        int,
+        typer.Option(
+            "--wait",
+            min=0,
+            metavar="SECONDS",
+            help="At the end, how long to wait at most for the rows a running server's "
+            "worker holds: for their vectors, or for its claim to run out (then this "
+            "command embeds them). 0: do not wait.",
+        ),
+    ] = HELD_WAIT_S,
+    batch: Annotated[
+        int,
+        typer.Option(
+            "--batch",
+            min=1,
+            help="Rows embedded and stored at a time; progress is printed after each batch.",
+        ),
+    ] = 256,
 ) -> None:
     """Re-index a user's memory files, then embed rows stored without a vector (after an
-    embedding outage, a model change, or an upgrade that changed what is indexed)."""
+    embedding outage, a model change, or an upgrade that changed what is indexed).
+
+    Rows a running server's worker holds are left to it (it embeds them by itself); this
+    waits for them at the end (`--wait`)."""
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         files = guarded(lambda: mem.reindex_memory_files(user))
         missing = guarded(lambda: mem.indexer.count_missing(user))
@@ -84,14 +116,30 @@ def reindex_command(
                 f"embedding {missing} chunk(s) of {visible(user)} without a vector…", err=True
             )
         if held:
+            then = (
+                f"then waits up to {wait} s for their vectors and embeds those whose claim runs out"
+                if wait
+                else "and does not wait for them (--wait 0)"
+            )
             typer.echo(
-                f"{held} of them are being embedded by a running server's worker (`memstrata "
-                "serve` embeds rows stored without a vector by itself): they get their "
-                "vectors without this command, which embeds them again meanwhile",
+                f"{held} of them are held by a running server's worker (`memstrata serve` "
+                "embeds rows stored without a vector by itself): this command leaves them "
+                f"to it, {then}",
                 err=True,
             )
-        done = guarded(lambda: mem.indexer.fill_missing(user))
+        done = guarded(
+            lambda: mem.indexer.fill_missing(
+                user,
+                batch,
+                progress=lambda n, total: typer.echo(
+                    f"embedded {n} of {total} chunk(s)…", err=True
+                ),
+                wait_s=wait,
+                waiting=_held_notice(),
+            )
+        )
         left = guarded(lambda: mem.indexer.count_missing(user))
+        held = guarded(lambda: mem.indexer.count_held(user)) if left else 0
         # Nothing done at all: a mistyped id "re-indexed 0 memory files" and looked done.
         if not (files or done or left) and not guarded(lambda: mem.holds_user(user)):
             fail(
@@ -108,7 +156,33 @@ def reindex_command(
         )
     if left:
         # A job runner must see this: the vectors are still missing.
-        fail(f"{left} chunk(s) of {user} still have no vector (see the log); run it again later")
+        why = "see the log"
+        if held:
+            others = "; the others: see the log" if held < left else ""
+            why = (
+                f"a running server's worker holds {held} of them after a wait of {wait} s "
+                f"and embeds them by itself{others}"
+            )
+        fail(f"{left} chunk(s) of {user} still have no vector ({why}); run it again later")
+
+
+def _held_notice() -> Callable[[int, float], None]:
+    """``fill_missing``'s ``waiting``: a line on stderr when the count of held rows
+    changes, and every ``HELD_NOTICE_S`` while it does not."""
+    said: list[tuple[int, float]] = []
+
+    def notice(held: int, left_s: float) -> None:
+        now = time.monotonic()
+        if said and said[-1][0] == held and now - said[-1][1] < HELD_NOTICE_S:
+            return
+        said[:] = [(held, now)]
+        typer.echo(
+            f"waiting for {held} chunk(s) a running server's worker holds "
+            f"({left_s:.0f} s left at most)…",
+            err=True,
+        )
+
+    return notice
 
 
 @app.command("snapshots")

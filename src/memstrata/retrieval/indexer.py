@@ -16,7 +16,8 @@ How content maps to ``memory_embeddings`` rows:
   they are not resident, so they decay with age like conversations.
 
 Embedding failures never lose a write: the rows are stored with a NULL vector, a warning
-is logged, search falls back to BM25 for them, and ``fill_missing`` embeds them later.
+is logged, search falls back to BM25 for them, and the background worker
+(``retrieval.healing``) or ``fill_missing`` (``memstrata reindex``) embeds them later.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking, chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.entry_chunks import entry_chunks
+from memstrata.retrieval.fill import count_missing, fill_missing
 from memstrata.retrieval.passage_vectors import embed_and_store, vectors_for
 from memstrata.retrieval.records import SESSION_PREFIX, NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -247,40 +249,41 @@ class Indexer:
             stored = EmbeddingRepository(reading, user_id).chunks_for_paths(paths_to_read(valid))
         return round_docs(valid, stored, self.chunk_tokens, self.context_tokens)
 
-    def count_missing(self, user_id: str) -> int:
-        """Rows of ``user_id`` still without a vector of this indexer's model."""
+    def count_missing(self, user_id: str, *, held: bool | None = None) -> int:
+        """Rows of ``user_id`` still without a vector of this indexer's model: all, or
+        (``held``) those a claim holds now, or (``held=False``) those none holds."""
         if self.embedder is None:
             return 0
-        with self._sessions() as session:
-            return EmbeddingRepository(session, user_id).count_missing(self.embedder.name)
+        return count_missing(self._sessions, user_id, self.embedder.name, held=held)
 
     def count_held(self, user_id: str) -> int:
-        """Of ``count_missing``'s rows, those a worker is embedding now (its claim)."""
-        if self.embedder is None:
-            return 0
-        with self._sessions() as session:
-            return EmbeddingRepository(session, user_id).count_held(self.embedder.name)
+        """Of ``count_missing``'s rows, those a claim holds now (``queue.UNCLAIMED``): a
+        worker embedding them, or waiting out a retry pause before it tries again."""
+        return self.count_missing(user_id, held=True)
 
-    def fill_missing(self, user_id: str, batch: int = 256) -> int:
-        """Embed rows stored without a vector (or by another model). Returns rows embedded."""
+    def fill_missing(
+        self,
+        user_id: str,
+        batch: int = 256,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        wait_s: float = 0.0,
+        waiting: Callable[[int, float], None] | None = None,
+    ) -> int:
+        """Embed rows stored without a vector (or by another model), leaving the rows a
+        running server's worker holds to it, and waiting up to ``wait_s`` for those
+        (``retrieval.fill``). Returns rows embedded."""
         if self.embedder is None:
             return 0
-        done = 0
-        while True:
-            with self._sessions() as session:
-                todo = EmbeddingRepository(session, user_id).missing_embeddings(
-                    self.embedder.name, batch
-                )
-            if not todo:
-                return done
-            embedded, stored, error = embed_and_store(self._sessions, self.embedder, user_id, todo)
-            if not embedded:
-                log_event(
-                    logger, "index.fill.failed", logging.WARNING, user_id=user_id, error=error
-                )
-                return done
-            done += stored
-            log_event(logger, "index.fill", user_id=user_id, embedded=stored)
+        return fill_missing(
+            self._sessions,
+            self.embedder,
+            user_id,
+            batch,
+            progress=progress,
+            wait_s=wait_s,
+            waiting=waiting,
+        )
 
     def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
         """Chunk and embed a memory file's new text without writing anything.

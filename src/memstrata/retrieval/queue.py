@@ -60,8 +60,9 @@ _WRONG_LENGTH = (
     " OR embedding_dim > :above OR embedding_dim = ANY(:stale))"
 )
 # ... and that no worker holds (a lease ends when a worker dies mid-batch; ``reclaim``
-# ends it at once when the worker's lock is gone).
-_UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
+# ends it at once when the worker's lock is gone). The one rule of what a claim holds:
+# ``memstrata reindex`` (``EmbeddingReads.claim_missing``, ``count_held``) follows it too.
+UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class PendingUsers:
                 text(
                     cross_user_tag("embedding_queue.users")
                     + f" SELECT user_id FROM memory_embeddings WHERE {waiting} AND "
-                    f"{_UNCLAIMED} GROUP BY user_id ORDER BY min(id) LIMIT :n"
+                    f"{UNCLAIMED} GROUP BY user_id ORDER BY min(id) LIMIT :n"
                 ).bindparams(*_array_params(extra)),
                 {**extra, "model": model, "n": USERS_KEPT},
             ).scalars()
@@ -298,7 +299,7 @@ def _oldest(
         session.execute(
             text(
                 f"SELECT id FROM memory_embeddings WHERE user_id = :u AND {waiting} AND "
-                f"{_UNCLAIMED} AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k "
+                f"{UNCLAIMED} AND NOT (id = ANY(:taken)) ORDER BY id LIMIT :k "
                 "FOR UPDATE SKIP LOCKED"
             ).bindparams(bindparam("taken", type_=None), *_array_params(extra)),
             {**extra, "model": model, "u": user, "k": k, "taken": list(taken)},

@@ -1,15 +1,19 @@
-"""Reads of one user's ``memory_embeddings`` rows (part of ``EmbeddingRepository``)."""
+"""Reads of one user's ``memory_embeddings`` rows (part of ``EmbeddingRepository``), and
+the lease ``memstrata reindex`` takes on the rows it is about to embed (``claim_missing``):
+a claim like the re-embedding worker's, not a change of what the rows hold."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, update
 
 from memstrata.db.models import MemoryEmbedding
+from memstrata.retrieval.queue import UNCLAIMED
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.repository_scope import UserScoped
 from memstrata.retrieval.vector import pad_vector
@@ -27,6 +31,10 @@ _META_COLUMNS = (
     MemoryEmbedding.source_ids,
     MemoryEmbedding.context,
 )
+
+# No claim holds the row: the worker's own rule (``queue.UNCLAIMED``), so reindex leaves
+# alone exactly the rows the worker would, and the worker the rows reindex leased.
+_UNCLAIMED = literal_column(UNCLAIMED, Boolean)
 
 
 def _chunk(row: Any, vector: npt.NDArray[np.float32] | None = None) -> StoredChunk:
@@ -136,31 +144,71 @@ class EmbeddingReads(UserScoped):
             for r, ids, context in zip(rows, source_ids, contexts, strict=True)
         ]  # fmt: skip
 
-    def missing_embeddings(self, model: str, limit: int) -> list[StoredChunk]:
-        """Rows with no vector, or one from another model (a model change), oldest first."""
-        rows = self.session.execute(
-            select(*_META_COLUMNS)
-            .where(*self._missing(model))
+    def claim_missing(
+        self, model: str, limit: int, lease_s: float
+    ) -> tuple[list[StoredChunk], datetime | None]:
+        """Lease up to ``limit`` rows with no vector, or one from another model (a model
+        change), that no claim holds, oldest first, for ``lease_s`` seconds: the worker
+        leaves them alone meanwhile (``queue.UNCLAIMED``), as this leaves its rows alone.
+        Rows another transaction is writing or claiming are skipped, never waited for.
+        Returns the rows, in id order, and their lease's end (``release_lease``). No
+        generation bump: a lease changes nothing a search reads."""
+        # The ids first, locked, then the lease by id, in the caller's transaction (as
+        # ``queue.claim``): as ``id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`` in one
+        # statement the subquery ran again for the rows updated and leased them all.
+        ids = self.session.scalars(
+            select(MemoryEmbedding.id)
+            .where(*self._missing(model), _UNCLAIMED)
             .order_by(MemoryEmbedding.id)
             .limit(limit)
+            .with_for_update(skip_locked=True)
         ).all()
-        return [_chunk(r) for r in rows]
+        if not ids:
+            return [], None
+        rows = self.session.execute(
+            update(MemoryEmbedding)
+            .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids))
+            .values(
+                # The lease alone, no worker's token: ``claimer.reclaim`` leaves it alone.
+                embedding_claimed_until=func.now() + timedelta(seconds=lease_s),
+                embedding_claimed_by=None,
+            )
+            .returning(*_META_COLUMNS, MemoryEmbedding.embedding_claimed_until)
+            .execution_options(synchronize_session=False)
+        ).all()
+        rows = sorted(rows, key=lambda r: r.id)
+        return [_chunk(r) for r in rows], rows[0].embedding_claimed_until
 
-    def count_missing(self, model: str) -> int:
-        """How many rows ``missing_embeddings`` would still return."""
-        return int(
-            self.session.execute(select(func.count()).where(*self._missing(model))).scalar_one()
-        )
+    def release_lease(self, ids: Sequence[int], until: datetime) -> None:
+        """End the lease ``claim_missing`` took (``until``) on those of ``ids`` still under
+        it: rows that got no vector (the API failed) are claimable again at once. A row
+        given its vector is gone (written again under a new id), and a row whose lease ran
+        out and that a worker claimed since is the worker's: neither is touched."""
+        if ids:
+            self.session.execute(
+                update(MemoryEmbedding)
+                .where(
+                    MemoryEmbedding.user_id == self.user_id,
+                    MemoryEmbedding.id.in_(list(ids)),
+                    MemoryEmbedding.embedding_claimed_by.is_(None),
+                    MemoryEmbedding.embedding_claimed_until == until,
+                )
+                .values(embedding_claimed_until=None)
+                .execution_options(synchronize_session=False)
+            )
+
+    def count_missing(self, model: str, *, held: bool | None = None) -> int:
+        """How many rows have no vector of ``model`` (``claim_missing`` ignoring claims):
+        all of them, or (``held``) those a claim holds now — a worker embedding them, or
+        one waiting out a retry pause — or (``held=False``) those no claim holds."""
+        where = self._missing(model)
+        if held is not None:
+            where += (~_UNCLAIMED if held else _UNCLAIMED,)
+        return int(self.session.execute(select(func.count()).where(*where)).scalar_one())
 
     def count_held(self, model: str) -> int:
-        """How many of those rows a worker holds now: claimed, the lease not run out
-        (``retrieval.queue``), so it is embedding them meanwhile."""
-        held = MemoryEmbedding.embedding_claimed_until > func.now()
-        return int(
-            self.session.execute(
-                select(func.count()).where(*self._missing(model), held)
-            ).scalar_one()
-        )
+        """How many of those rows a claim holds now (``queue.UNCLAIMED`` is false)."""
+        return self.count_missing(model, held=True)
 
     def _missing(self, model: str) -> tuple[ColumnElement[bool], ...]:
         return (
