@@ -72,7 +72,8 @@ async def test_guard_case_follows_the_sandbox(
     sensitive = GuardedFileTools(ToolContext.bind(USER, sync, user_box))
     assert sensitive.case_sensitive is True  # a Linux directory
     write = sensitive.wrap(platform_write_file(user_box.root, calls))
-    assert await write("agents.md", "fine") == "wrote 4 characters to agents.md"
+    answer = await write("agents.md", "fine")  # written, with a note that it is not AGENTS.md
+    assert answer.startswith("wrote 4 characters to agents.md\nnote: agents.md is not AGENTS.md")
     folding = FaultySandbox(user_box)
     folding.case_sensitive = False  # a case-insensitive mount
     insensitive = GuardedFileTools(ToolContext.bind(USER, sync, folding))

@@ -8,7 +8,12 @@ what spec 4 requires of controlled file tools:
 * a write that targets a root memory file marks the round tracker dirty, and after the
   tool succeeds the file is synced to the DB at once (scenario 2);
 * when that sync did not store the write (conflict, DB unreachable, ...), a short note is
-  appended to a string result so the model knows.
+  appended to a string result so the model knows;
+* a root file whose name only looks like a memory file's (``memory.md`` on a
+  case-sensitive sandbox, ``MEMROY.md``, ``agents.md``: :mod:`memstrata.sandbox.lookalike`)
+  is written untouched — it is the platform's file, not memory — and a string result gets
+  a ``note:`` line naming the memory file (:func:`lookalike_note`), or the agent would
+  believe it had saved a memory.
 
 The target is the ``path`` / ``file_path`` / ``filename`` argument, or the first positional
 argument, resolved by the round tracker the way the sandbox resolves paths (``./USER.md``,
@@ -27,8 +32,9 @@ from memstrata.agent.answers import sync_message
 from memstrata.agent.tools import ToolContext
 from memstrata.errors import ProtectedFileError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import FileKind
-from memstrata.sandbox.base import check_agent_write
-from memstrata.sandbox.dirty import target_path
+from memstrata.sandbox.base import check_agent_write, normalise_sandbox_path
+from memstrata.sandbox.dirty import RoundTracker, target_path
+from memstrata.sandbox.lookalike import lookalike_memory_file
 from memstrata.sandbox.results import WARNING_OUTCOMES
 
 R = TypeVar("R")
@@ -55,7 +61,9 @@ class GuardedFileTools:
             if path is not None and memory == FileKind.AGENTS.filename:
                 return f"error: {self._refusal(path)}"
             if memory is None:
-                return await inner(*args, **kwargs)
+                result = await inner(*args, **kwargs)
+                note = None if path is None else lookalike_note(path, ctx.tracker)
+                return f"{result}\n{note}" if isinstance(result, str) and note else result
             ctx.tracker.mark_dirty(memory)
             # Held across the platform tool's own read-modify-write and the read-back, as
             # for the memory tools: a frontend edit's mirror waits instead of interleaving.
@@ -98,3 +106,22 @@ class GuardedFileTools:
         except SandboxPathError:
             pass
         return f"{path} is AGENTS.md, which the platform manages; it cannot be written"
+
+
+def lookalike_note(path: str, tracker: RoundTracker) -> str | None:
+    """The note for a write to ``path`` whose root file name only looks like a memory
+    file's on this sandbox (module doc), else ``None``."""
+    name = lookalike_memory_file(
+        path, case_sensitive=tracker.case_sensitive, workspace_prefixes=tracker.workspace_prefixes
+    )
+    if name is None:
+        return None
+    written = normalise_sandbox_path(path, tracker.workspace_prefixes) or path
+    case_only = written.casefold() == name.casefold()
+    why = "names are case-sensitive" if case_only else "check the spelling"
+    if name == FileKind.AGENTS.filename:
+        return (
+            f"note: {written} is not {name}, the platform's read-only rules ({why}); "
+            f"put what you want to keep in {FileKind.MEMORY.filename}"
+        )
+    return f"note: {written} is not your memory file; {name} is ({why})"

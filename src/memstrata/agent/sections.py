@@ -31,6 +31,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 
+from rapidfuzz.distance import Levenshtein
+
 from memstrata.agent import markdown_doc
 from memstrata.agent.markdown_doc import Doc, Kind, Section
 
@@ -117,19 +119,7 @@ def close_names(name: str, titles: list[str]) -> list[str]:
 
 def _edits_within(a: str, b: str, limit: int) -> bool:
     """Whether the Levenshtein distance of ``a`` and ``b`` is at most ``limit``."""
-    if abs(len(a) - len(b)) > limit:
-        return False
-    previous = list(range(len(b) + 1))
-    for i, char in enumerate(a, start=1):
-        current = [i]
-        for j, other in enumerate(b, start=1):
-            current.append(
-                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
-            )
-        if min(current) > limit:
-            return False
-        previous = current
-    return previous[-1] <= limit
+    return Levenshtein.distance(a, b, score_cutoff=limit) <= limit
 
 
 def without_own_heading(body: str, name: str) -> str:

@@ -21,18 +21,28 @@ base that the round-end read-back writes against (``expected_version``) and merg
 when a human edited the same file meanwhile (see :mod:`memstrata.sandbox.sync`). A
 controlled write that settled a file replaces it with a :class:`SeenBase`, which outranks
 a stale base record in the sandbox (:func:`memstrata.sandbox.results.choose_base`).
+
+A tracker also collects the results of syncs not its own that settled its sandbox's copy
+this round — a frontend edit's mirror that merged the agent's edit or kept it aside
+(:meth:`RoundTracker.notice`, :mod:`memstrata.sandbox.notices`) — for the round end to report.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.sandbox.base import DEFAULT_WORKSPACE_PREFIXES, root_memory_file
 from memstrata.sandbox.rule import SyncBase
+
+if TYPE_CHECKING:  # results imports this module (SeenBase)
+    from memstrata.sandbox.results import SyncResult
 
 TOOL_FILES: Mapping[str, str] = {
     "record_memory": FileKind.MEMORY.filename,
@@ -42,6 +52,9 @@ TOOL_FILES: Mapping[str, str] = {
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
 PATH_ARGUMENTS = ("path", "file_path", "filename")
 SYNCED_FILES = frozenset(kind.filename for kind in USER_FILE_KINDS)
+# Notices a tracker keeps for its round end, the newest: a host that never ends a round
+# must not make a long session's tracker grow with every frontend edit.
+MAX_NOTICES = 32
 
 
 def decode_tool_arguments(arguments: object) -> dict[str, object]:
@@ -114,6 +127,9 @@ class RoundTracker:
         self._synced: set[str] = set()
         self._behind: set[str] = set()
         self.agents_touched = False
+        # Filled by a mirror on any thread of the process, taken by the round end.
+        self._notices: deque[SyncResult] = deque(maxlen=MAX_NOTICES)
+        self._notices_mutex = threading.Lock()
 
     @property
     def dirty(self) -> frozenset[str]:
@@ -184,6 +200,19 @@ class RoundTracker:
         """Whether the sandbox copy lacks a write the DB holds (``fall_behind``): editing it
         while the DB is unreachable would clash with that write later."""
         return filename in self._behind
+
+    def notice(self, result: SyncResult) -> None:
+        """Another sync (a frontend edit's mirror) settled this sandbox's copy: ``result``
+        is reported by the next round end (``SyncService.end_round``)."""
+        with self._notices_mutex:
+            self._notices.append(result)
+
+    def take_notices(self) -> list[SyncResult]:
+        """The notices since the last call, oldest first, forgotten here."""
+        with self._notices_mutex:
+            taken = list(self._notices)
+            self._notices.clear()
+        return taken
 
     def base(self, filename: str) -> SyncBase | None:
         """The DB version and content of ``filename`` when the round started, or at this

@@ -19,7 +19,7 @@ from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile
 from memstrata.sandbox.reconcile import Reconciler
-from memstrata.sandbox.results import Target
+from memstrata.sandbox.results import SyncResult, Target
 from memstrata.sandbox.rule import SyncBase
 
 logger = logging.getLogger("memstrata.sandbox.sync")
@@ -33,21 +33,23 @@ class CacheInvalidator(Protocol):
 
 async def mirror(
     files: Reconciler, targets: Iterable[Target], kind: FileKind, previous: MemoryFile | None
-) -> None:
+) -> list[tuple[Target, SyncResult]]:
     """Follow-on step 1: force-push to the user's sandbox and every session sandbox this
-    service started. An agent edit not yet read back is not erased: the rule merges it
-    on top of the new DB copy (stored as the next version) or preserves it under
-    ``.memstrata/conflicts``. Policy: a sandbox failure is a ``sandbox_failed`` result
-    and a warning; the lagging sandbox is refreshed by a later read-back (rule 3). Anything
-    else raised for one sandbox is an ERROR (``sync.mirror_failed``, with the traceback)
-    and the write still stands."""
+    service started; returns each sandbox's result. An agent edit not yet read back is not
+    erased: the rule merges it on top of the new DB copy (stored as the next version) or
+    preserves it under ``.memstrata/conflicts``, and the result says so (the caller hands
+    it to the sessions on that sandbox, :mod:`memstrata.sandbox.notices`). Policy: a
+    sandbox failure is a ``sandbox_failed`` result and a warning; the lagging sandbox is
+    refreshed by a later read-back (rule 3). Anything else raised for one sandbox is an
+    ERROR (``sync.mirror_failed``, with the traceback) and the write still stands."""
     fallback = None if previous is None else SyncBase(previous.version, previous.content)
     # One sandbox after another, not concurrently: a sandbox holding an agent edit is
     # merged and the merge stored as the next version, which the next sandbox must
     # be reconciled against (two merges at once would race on one version).
+    results: list[tuple[Target, SyncResult]] = []
     for t in targets:
         try:
-            await files.reconcile(t, kind, fallback)
+            results.append((t, await files.reconcile(t, kind, fallback)))
         except Exception as exc:
             # A bug, not a sandbox failure (those are results): the write is stored
             # and must be answered as stored, the other sandboxes still mirrored, and
@@ -62,6 +64,7 @@ async def mirror(
                 error=describe(exc),
                 exc_info=exc,
             )
+    return results
 
 
 async def invalidate(pool: CacheInvalidator | None, user_id: str) -> None:

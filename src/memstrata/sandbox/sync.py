@@ -46,6 +46,7 @@ from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
 from memstrata.sandbox.exclusive import exclusive
 from memstrata.sandbox.follow_on import CacheInvalidator
+from memstrata.sandbox.notices import OpenTrackers, reported
 from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS, Reconciler
 from memstrata.sandbox.results import (
     AGENT_WRITE,
@@ -98,6 +99,7 @@ class SyncService:
         self._sessions = SessionRegistry()
         self._marks = ReadBackMarks(sandboxes)
         self._writes = WritesInFlight(self._locks)
+        self._trackers = OpenTrackers()
 
     # -- scenario 1: new user --------------------------------------------------------------
 
@@ -184,12 +186,18 @@ class SyncService:
         self, user_id: str, session_id: str | None = None, *, sandbox: Sandbox | None = None
     ) -> RoundTracker:
         """A tracker for the coming round, holding the current DB versions as its base
-        (``sandbox``: the session's, when the caller has it open already)."""
+        (``sandbox``: the session's, when the caller has it open already). While anything
+        refers to it, a frontend edit's mirror that settles its sandbox's copy (merges the
+        agent's edit, or keeps it aside) tells it, for :meth:`end_round` to report."""
         if sandbox is None:
             sandbox = open_sandbox(self.sandboxes, user_id, session_id)
         case_sensitive = sandbox.case_sensitive
         bases = await self._snapshot(user_id)
-        return RoundTracker(user_id, session_id, bases=bases or {}, case_sensitive=case_sensitive)
+        tracker = RoundTracker(
+            user_id, session_id, bases=bases or {}, case_sensitive=case_sensitive
+        )
+        self._trackers.watch(tracker)
+        return tracker
 
     async def end_round(self, tracker: RoundTracker) -> list[SyncResult]:
         """Fallback read-back: if a dirty file changed after its last controlled write
@@ -197,9 +205,14 @@ class SyncService:
         fallback reads the DB-backed files back; dirty files that a memory tool or a
         guarded file tool already wrote through cost nothing. AGENTS.md is restored if a
         write touched it. Files whose read-back failed stay dirty, with their old base,
-        for the next round end."""
+        for the next round end.
+
+        Also reported: what a frontend edit's mirror in this process did to the sandbox's
+        copy since the last round end (merged the agent's edit, or kept it aside), as the
+        round end's own read-back reports it when the edit comes from another process
+        (:func:`memstrata.sandbox.notices.reported`)."""
         if not tracker.dirty and not tracker.agents_touched:
-            return []
+            return reported([], tracker.take_notices())
         t = self._target(tracker.user_id, tracker.session_id, ROUND_END)
         results: list[SyncResult] = []
         async with self.user_lock(tracker.user_id):
@@ -211,13 +224,14 @@ class SyncService:
                 results.append(await self._files.push_agents(t))
             failed = [r.filename for r in results if r.needs_retry and r.filename in SYNCED_FILES]
             bases = await self._snapshot(tracker.user_id)
+            notices = tracker.take_notices()  # under the lock: no mirror runs in between
         if bases is not None:
             for name in failed:
                 old = tracker.base(name)
                 if old is not None:
                     bases[name] = old
         tracker.start_next_round(bases, still_dirty=failed)
-        return results
+        return reported(results, notices)
 
     # -- scenario 3: frontend edit -------------------------------------------------------------
 
@@ -290,10 +304,12 @@ class SyncService:
 
     async def _mirror(self, user_id: str, kind: FileKind, previous: MemoryFile | None) -> None:
         """Follow-on step 1 (:func:`memstrata.sandbox.follow_on.mirror`): the user's sandbox
-        and every session sandbox this service started, one after another."""
+        and every session sandbox this service started, one after another; a sandbox copy
+        it settled is told to the round trackers on that sandbox."""
         sessions = [None, *self.open_sessions(user_id)]
         targets = (self._target(user_id, session_id, FRONTEND) for session_id in sessions)
-        await follow_on.mirror(self._files, targets, kind, previous)
+        for t, result in await follow_on.mirror(self._files, targets, kind, previous):
+            self._trackers.tell(t.user_id, t.session_id, result)
 
     async def invalidate(self, user_id: str) -> None:
         """Follow-on step 2 (:func:`memstrata.sandbox.follow_on.invalidate`): drop the user's
