@@ -14,8 +14,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import field_validator
+from pydantic import ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -42,7 +43,7 @@ from memstrata.config_storage import EMBEDDED_DATABASE as EMBEDDED_DATABASE
 from memstrata.config_storage import StorageSettings
 from memstrata.config_storage import is_blank as is_blank
 from memstrata.config_storage import unset_database_problem as unset_database_problem
-from memstrata.errors import UnknownSettingError
+from memstrata.errors import InvalidSettingError, UnknownSettingError
 from memstrata.retrieval.chunk import CHUNK_TOKENS as CHUNK_TOKENS
 from memstrata.retrieval.chunk import CONTEXT_TOKENS as CONTEXT_TOKENS
 
@@ -68,6 +69,18 @@ class Settings(ServingSettings, SearchSettings, EmbeddingSettings, StorageSettin
     model_config = SettingsConfigDict(
         env_prefix="MEMSTRATA_", env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore"
     )
+
+    if not TYPE_CHECKING:  # type checkers keep the signature pydantic's plugin gives
+
+        def __init__(self, **values: Any) -> None:
+            """Bad values are an ``InvalidSettingError``: pydantic's ValidationError (its
+            callers go on catching it), also a MemstrataError, naming each variable."""
+            try:
+                super().__init__(**values)
+            except InvalidSettingError:
+                raise
+            except ValidationError as exc:
+                raise InvalidSettingError.of(exc) from None
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,12 @@ catch the builtin types working.
 
 from __future__ import annotations
 
+from typing import Any, get_args
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
+from pydantic_core.core_schema import ErrorType
+
 
 class MemstrataError(Exception):
     """Base of every error memstrata raises on purpose."""
@@ -33,7 +39,14 @@ class ContentTooLargeError(InvalidContentError):
 
 
 class VersionConflictError(MemstrataError, RuntimeError):
-    """The caller's expected version is not the stored one (spec: RuntimeError -> 409)."""
+    """The caller's expected version is not the stored one (spec: RuntimeError -> 409).
+
+    ``expected``: the version the caller based its write on; ``actual``: the version
+    stored (None: no row yet), the same as ``expected`` when another write based on it
+    was already under way and lands first. HTTP's 409 body calls them
+    ``expected_version`` and ``current_version``, which are also properties here.
+    ``user_id`` and ``file_type`` (``user_md``, ``soul_md``, ``memory_md``) say which file.
+    """
 
     def __init__(
         self,
@@ -60,6 +73,14 @@ class VersionConflictError(MemstrataError, RuntimeError):
         self.file_type = file_type
         self.expected = expected
         self.actual = actual
+
+    @property
+    def expected_version(self) -> int:
+        return self.expected
+
+    @property
+    def current_version(self) -> int | None:
+        return self.actual
 
 
 class InvalidUserIdError(MemstrataError, ValueError):
@@ -138,6 +159,66 @@ class RuntimeClosedError(MemstrataError, RuntimeError):
     anything later, so no caller may answer "it will be saved later"."""
 
 
+class RoundsInvalidError(InvalidContentError):
+    """Some conversation rounds of a call are invalid and nothing was stored; ``errors``
+    has one entry per bad round, ``{"index", "session_id", "turn_index", "error"}`` (the
+    ids None when the round has none of that type), as the batch endpoint's 422 lists
+    them. Also importable from ``memstrata.retrieval.rounds``, where it was first."""
+
+    def __init__(self, errors: list[dict[str, Any]], total: int) -> None:
+        first = errors[0]["error"] if errors else "invalid rounds"
+        super().__init__(
+            first
+            if total == 1
+            else f"{len(errors)} of {total} turns are invalid, nothing was stored; first: {first}"
+        )
+        self.errors = errors
+
+
+class NoSandboxDirectoryError(MemstrataError, LookupError):
+    """The runtime's sandboxes are a host's own provider: memstrata knows no directory of
+    theirs (``Memstrata.sandbox_directory`` is the local provider's)."""
+
+
 class UnknownSettingError(MemstrataError, ValueError):
     """A keyword argument of ``Settings(...)`` that names no setting (pydantic would drop
     it without a word). Unknown ``MEMSTRATA_*`` variables are a warning instead."""
+
+
+# pydantic's own error types, which keep their context (a ValueError's cause, the bound
+# of ``ge``); any other (a validator's PydanticCustomError) is carried as its message.
+_PYDANTIC_ERROR_TYPES = frozenset(get_args(ErrorType))
+
+
+class InvalidSettingError(MemstrataError, ValidationError):
+    """Values of ``Settings(...)`` (keyword arguments, ``MEMSTRATA_*`` variables, the
+    ``.env`` file) that are no valid setting. Still pydantic's ``ValidationError`` (so a
+    ``ValueError``) with pydantic's ``errors()`` and per-field report, under a first line
+    naming each setting's variable; the values given are left out of the message (a
+    database URL's may hold a password)."""
+
+    @classmethod
+    def of(cls, exc: ValidationError) -> InvalidSettingError:
+        lines = [_init_details(error) for error in exc.errors()]
+        return cls.from_exception_data(exc.title, lines, hide_input=True)
+
+    def __str__(self) -> str:
+        variables = dict.fromkeys(_variable(e["loc"]) for e in self.errors() if e["loc"])
+        return f"invalid settings: {', '.join(variables) or 'see below'}\n{super().__str__()}"
+
+
+def _init_details(error: ErrorDetails) -> InitErrorDetails:
+    kind, loc, given = error["type"], error["loc"], error["input"]
+    if kind not in _PYDANTIC_ERROR_TYPES:  # no context: its message is already worded
+        return {"type": PydanticCustomError(kind, error["msg"]), "loc": loc, "input": given}
+    details: InitErrorDetails = {"type": kind, "loc": loc, "input": given}
+    if "ctx" in error:
+        details["ctx"] = error["ctx"]
+    return details
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    """``("embedding_models", 0, "name")`` is ``MEMSTRATA_EMBEDDING_MODELS[0].name``."""
+    head, *inside = loc
+    place = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
+    return f"MEMSTRATA_{str(head).upper()}{place}"

@@ -14,7 +14,10 @@ import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
 
 from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
@@ -24,6 +27,7 @@ from memstrata.db.disk import DiskWatch, local_paths
 from memstrata.errors import (
     BackgroundEmbeddingUnavailableError,
     InvalidContentError,
+    NoSandboxDirectoryError,
     RuntimeClosedError,
 )
 from memstrata.logs import log_event
@@ -40,6 +44,7 @@ from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.session_ids import check_session_id
 from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.state_reader import state_reader, while_open
@@ -48,6 +53,7 @@ from memstrata.retrieval.tokenize import count_tokens
 from memstrata.retrieval.warmer import IndexWarmer
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.build import build_sandboxes
+from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
 from memstrata.sandbox.timed import TimedSandboxProvider
 from memstrata.skills.loader import SkillLoader
@@ -69,9 +75,18 @@ HEALER_STOP_S = 2.0
 CLOSED_MESSAGE = "this Memstrata was closed; open a new one with Memstrata.open(...)"
 
 
+def refuse_if_closed(sessions: ClosableSessions) -> None:
+    """The one rule of a closed runtime: ``RuntimeClosedError`` once its session factory is
+    closed. Each session refuses by it; the runtime's own calls and the services that
+    take no session first (search, which embeds the query before it reads the database,
+    and the agent pool) check it through ``open_check``."""
+    if sessions.closed:
+        raise RuntimeClosedError(sessions.message)
+
+
 @dataclass(frozen=True)
 class Memstrata:
-    """Every service of one process, built once (use :meth:`open`)."""
+    """Every service of one process, built once (use :meth:`open`; ``with`` closes it)."""
 
     settings: Settings
     db: Database
@@ -135,6 +150,7 @@ class Memstrata:
     ) -> Memstrata:
         templates = TemplateSet(settings.template_dir or default_template_dir())
         sessions = ClosableSessions(db.sessions, CLOSED_MESSAGE)
+        open_check = partial(refuse_if_closed, sessions)
         # Every new user is provisioned from these: a missing one is a start-up error,
         # not a 500 for each new user. AGENTS.md may be missing (sync reports it).
         templates.check(USER_FILE_KINDS)
@@ -169,13 +185,14 @@ class Memstrata:
             vector_backend=settings.vector_backend,
             fusion=settings.search_fusion,
             warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
+            open_check=open_check,
         )
         # The query-embedding cache's bound is its share of the same byte budget.
         cache.share_budget(search.embedder)
         sandbox_provider = build_sandboxes(settings, sandboxes)
         # The listener thread starts on the pool's first get(): only processes that cache
         # agents need to hear invalidations.
-        pool: AgentPool[Any] = AgentPool(db.engine)
+        pool: AgentPool[Any] = AgentPool(db.engine, open_check=open_check)
         sync = SyncService(store, sandbox_provider, pool=pool, templates=templates)
         skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), sessions)
         pgdata = None if db.embedded is None else db.embedded.pgdata
@@ -291,11 +308,34 @@ class Memstrata:
         thread. ``SandboxError`` when the sandbox cannot be removed (the message says
         whether the rows are erased already; running it again finishes the job)."""
         self._check_open()
-        sandboxes = self.sandboxes
-        if isinstance(sandboxes, TimedSandboxProvider):  # the hook is the host's provider's
-            sandboxes = sandboxes.inner
-        eraser = UserEraser(self.db_sessions, sandboxes, pool=self.pool, search=self.search)
+        # The hook is the host's provider's.
+        eraser = UserEraser(self.db_sessions, self._provider, pool=self.pool, search=self.search)
         return eraser.erase(user_id)
+
+    def sandbox_directory(self, user_id: str, session_id: str | None = None) -> Path:
+        """The directory of ``user_id``'s sandbox, or of their session ``session_id``'s,
+        with the local provider (``MEMSTRATA_SANDBOX_ROOT``): what a platform mounts into
+        the agent's container as its workspace. Named by the provider's own rule (ids
+        escaped, ``sandbox.dir_names``); it exists once a session opened it
+        (``open_agent_session``). A session id no session may have is an
+        ``InvalidContentError``; ``NoSandboxDirectoryError`` when the runtime was opened
+        with a host's own provider, whose sandboxes memstrata knows no path of."""
+        self._check_open()
+        if session_id is not None:
+            check_session_id(session_id)
+        provider = self._provider
+        if not isinstance(provider, LocalSandboxProvider):
+            raise NoSandboxDirectoryError(
+                f"this runtime's sandboxes are the host's own {type(provider).__name__}, "
+                "not memstrata's local directories: it knows where its sandboxes are"
+            )
+        return provider.directory_for(user_id, session_id)
+
+    @property
+    def _provider(self) -> SandboxProvider:
+        """The provider inside the deadline wrapper: the host's, or the local one."""
+        sandboxes = self.sandboxes
+        return sandboxes.inner if isinstance(sandboxes, TimedSandboxProvider) else sandboxes
 
     def holds_user(self, user_id: str) -> bool:
         """Whether ``list_users`` lists ``user_id`` (index lookups, not a pass over every
@@ -380,9 +420,19 @@ class Memstrata:
             self.embedder.close()
         self.db.close()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
     def _check_open(self) -> None:
-        if self.db_sessions.closed:
-            raise RuntimeClosedError(CLOSED_MESSAGE)
+        refuse_if_closed(self.db_sessions)
 
 
 def _embedder(

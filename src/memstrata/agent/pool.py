@@ -68,7 +68,10 @@ class AgentPool(Generic[T]):
     ``engine`` is the database to NOTIFY and LISTEN on; without one the pool is local
     only. ``on_invalidate(user_id)`` runs after every invalidation, local or remote
     (remote ones on the listener thread), whether or not an entry was cached; the
-    clear-all on a listener (re)connection does not call it.
+    clear-all on a listener (re)connection does not call it. ``open_check`` runs before
+    each :meth:`get` and :meth:`peek` and may refuse them: a runtime's pool raises
+    ``RuntimeClosedError`` once the runtime is closed, since its stopped listener would
+    hear no more invalidations.
     """
 
     def __init__(
@@ -83,8 +86,10 @@ class AgentPool(Generic[T]):
         start_timeout_s: float = 5.0,
         heartbeat_s: float = 30.0,
         heartbeat_timeout_s: float = 15.0,
+        open_check: Callable[[], None] | None = None,
     ) -> None:
         self._engine = engine
+        self._open_check = open_check
         self.channel = channel
         self._on_invalidate = on_invalidate
         self._reconnect_initial_s = reconnect_initial_s
@@ -113,6 +118,7 @@ class AgentPool(Generic[T]):
         ``factory`` runs outside the lock; if two threads miss at once both build and the
         first stored value wins.
         """
+        self._check_open()
         self._ensure_started()
         with self._lock:
             if user_id in self._entries:
@@ -127,6 +133,7 @@ class AgentPool(Generic[T]):
         return value
 
     def peek(self, user_id: str) -> T | None:
+        self._check_open()
         with self._lock:
             return self._entries.get(user_id)
 
@@ -137,6 +144,10 @@ class AgentPool(Generic[T]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+    def _check_open(self) -> None:
+        if self._open_check is not None:
+            self._open_check()
 
     def invalidate(self, user_id: str) -> None:
         """Drop ``user_id`` here at once, and in every other process through NOTIFY."""

@@ -27,6 +27,7 @@ import regex
 
 from memstrata.db.integers import MAX_INT
 from memstrata.errors import InvalidContentError
+from memstrata.errors import RoundsInvalidError as RoundsInvalidError
 from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.session_ids import check_session_id
@@ -90,19 +91,6 @@ class Doc:
     created_at: datetime | None
     source_ids: Sequence[str] | None
     contexts: list[dict[str, Any] | None] | None = None
-
-
-class RoundsInvalidError(InvalidContentError):
-    """Some rounds of a batch are invalid; ``errors`` has one entry per bad round."""
-
-    def __init__(self, errors: list[dict[str, Any]], total: int) -> None:
-        first = errors[0]["error"] if errors else "invalid rounds"
-        super().__init__(
-            first
-            if total == 1
-            else f"{len(errors)} of {total} turns are invalid, nothing was stored; first: {first}"
-        )
-        self.errors = errors
 
 
 def session_path(session_id: str, turn_index: int) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import get_args
 
@@ -85,6 +85,7 @@ class SearchService:
         query_cache_entries: int = QUERY_CACHE_ENTRIES,
         warmer: IndexWarmer | None = None,
         fusion: Fusion = "rrf",
+        open_check: Callable[[], None] | None = None,
     ) -> None:
         if vector_backend not in ("memory", "pgvector"):
             raise ValueError("vector_backend must be 'memory' or 'pgvector'")
@@ -105,6 +106,9 @@ class SearchService:
         self.min_candidates_decay = min_candidates_decay
         self.decay = decay or DecayPolicy()
         self.warmer = warmer
+        # The runtime's rule of a closed runtime (``runtime.refuse_if_closed``): before the
+        # query's embedding, whose client ``close()`` has closed.
+        self.open_check = open_check
         self.times = stage_histogram()
 
     def stats(self) -> SearchStats:
@@ -161,6 +165,8 @@ class SearchService:
     ) -> SearchResponse:
         """Search one user's memory as of ``as_of`` (default now). Only that user's rows
         are ever read."""
+        if self.open_check is not None:
+            self.open_check()
         _, query, top_k, wanted, as_of = check_search(user_id, query, top_k, sources, as_of)
         warnings: list[str] = []
         vector: np.ndarray | None = None
