@@ -27,6 +27,7 @@ from memstrata.agent.schemas import tool_schemas
 from memstrata.api import create_app
 from memstrata.cli import build_app
 from memstrata.config import Settings
+from memstrata.logs import AUDIT_LOGGER
 from memstrata.mcp.tools import TOOLS
 from memstrata.runtime import Memstrata
 
@@ -40,7 +41,7 @@ NOT_SETTINGS = {
     "MEMSTRATA_DATABASE_ULR": "DEPLOY.md's example of a misspelt variable",
 }
 # Backticked dotted names under memstrata that are logger names, not importable objects.
-LOGGER_NAMES = {"memstrata.api.access"}
+LOGGER_NAMES = {"memstrata.api.access", AUDIT_LOGGER}
 
 
 def _text(path: Path) -> str:

@@ -3,18 +3,42 @@
 Call sites use ``log_event(logger, "sync.push", user_id=..., result="ok")`` so the event
 name and its fields stay machine-readable; the formatter is installed once by each entry
 point (CLI, server), never at import.
+
+An event logged while an HTTP request is served carries that request's ``request_id``
+(the one in its ``X-Request-ID`` header and its ``http.request`` line): the request
+middleware sets it for the request's task (:func:`serving_request`), and the work the task
+hands on inherits it — the worker thread of a sync route, tasks it starts, ``to_thread``
+calls. Threads of their own (the re-embedding worker, the snapshot writer) have none.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
 from memstrata.terminal import json_text, visible
 
 _FIELDS_ATTR = "memstrata_fields"
+# Audit events — the record of what was done on an operator's legal request (``user.erased``
+# of a GDPR erasure) — go to this logger, which a service logs at INFO whatever the level
+# (memstrata.service_logging).
+AUDIT_LOGGER = "memstrata.audit"
+_REQUEST_ID: ContextVar[str | None] = ContextVar("memstrata_request_id", default=None)
+
+
+@contextmanager
+def serving_request(request_id: str) -> Iterator[None]:
+    """Within this block (and the work it hands on) events carry ``request_id``."""
+    token = _REQUEST_ID.set(request_id)
+    try:
+        yield
+    finally:
+        _REQUEST_ID.reset(token)
 
 
 def log_event(
@@ -25,9 +49,13 @@ def log_event(
     exc_info: BaseException | None = None,
     **fields: Any,
 ) -> None:
-    """Log ``event`` with structured ``fields`` (kept as attributes for tests and JSON);
-    ``exc_info`` adds the traceback of an exception nobody expected (a bug)."""
+    """Log ``event`` with structured ``fields`` (kept as attributes for tests and JSON),
+    and the id of the request being served, if any; ``exc_info`` adds the traceback of an
+    exception nobody expected (a bug)."""
     if logger.isEnabledFor(level):
+        request_id = _REQUEST_ID.get()
+        if request_id is not None and "request_id" not in fields:
+            fields["request_id"] = request_id
         extra = {_FIELDS_ATTR: {"event": event, **fields}}
         logger.log(level, event, exc_info=exc_info, extra=extra)
 
@@ -46,6 +74,15 @@ def event_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The structured fields of a record written by :func:`log_event` (empty otherwise)."""
     fields = getattr(record, _FIELDS_ATTR, None)
     return dict(fields) if isinstance(fields, dict) else {}
+
+
+def as_event(record: logging.LogRecord, level: int, event: str, **fields: Any) -> None:
+    """Rewrite another library's ``record`` (in a logging filter) as memstrata event
+    ``event`` at ``level``, its own text kept as ``message``."""
+    message = record.getMessage()
+    record.msg, record.args = event, ()
+    record.levelno, record.levelname = level, logging.getLevelName(level)
+    setattr(record, _FIELDS_ATTR, {"event": event, **fields, "message": message})
 
 
 class JsonFormatter(logging.Formatter):

@@ -385,4 +385,6 @@ def test_an_open_query_circuit_shows_in_readyz_and_metrics(
         assert mem.embedder.breaker.state == "closed"  # documents: fine
         assert client.get("/readyz").json()["vectors"] == "degraded"
         metrics = client.get("/metrics").text
-        assert "memstrata_embedding_circuit_open 1.0" in metrics
+        # Which circuit: the query server's (searches BM25-only), not the documents'.
+        assert 'memstrata_embedding_circuit_open{kind="query"} 1.0' in metrics
+        assert 'memstrata_embedding_circuit_open{kind="passage"} 0.0' in metrics

@@ -60,6 +60,8 @@ def test_a_full_data_directory_says_full_and_clears(
             assert (full["disk"], full["disk_path"]) == ("full", str(disk / "data"))
             assert full["database"] == "ok"  # the database's own disk has room
             told = [event_fields(r) for r in caplog.records if r.getMessage() == "health.disk_full"]
+            for event in told:  # logged while a probe was served: that request's id
+                assert isinstance(event.pop("request_id"), str)
             assert told == [
                 {"event": "health.disk_full", "path": str(disk / "data"), "database": False}
             ]

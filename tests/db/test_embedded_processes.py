@@ -106,7 +106,9 @@ def test_a_stale_handle_file_is_pruned_and_the_server_adopted(tmp_path: Path) ->
         [sys.executable, "-m", "memstrata.cli", "db", "status", "--json"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert first.returncode == 0, first.stderr
+    # An empty database: no schema yet, which `db status` exits 2 for (run `db upgrade`).
+    assert first.returncode == 2, first.stderr
+    assert json.loads(first.stdout)["up_to_date"] is False
     pgdata = tmp_path / "pgdata"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -125,7 +127,7 @@ def test_a_stale_handle_file_is_pruned_and_the_server_adopted(tmp_path: Path) ->
         [sys.executable, "-m", "memstrata.cli", "db", "status", "--json"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 2, again.stderr
     # The second process pruned the dead pid, adopted the server and, last out, stopped it.
     assert _wait_stopped(pgdata, 30), "the server should not be left running"
     assert json.loads((pgdata / ".handle_pids.json").read_text()) == []

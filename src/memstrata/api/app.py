@@ -31,7 +31,7 @@ from memstrata.api.middleware import DocsHeadersMiddleware, RequestLogMiddleware
 from memstrata.api.routers import config, conflicts, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.api.schemas import without_default_422
-from memstrata.api.shutdown import ShutdownCutoffMiddleware, after_grace_s
+from memstrata.api.shutdown import CutOffRoutes, ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.db.migrate import schema_head
 from memstrata.logs import log_event
@@ -60,6 +60,7 @@ def create_router(
         "a write's own gives up after MEMSTRATA_EMBEDDING_BULK_WAIT_S.",
         lambda: _bulk_waiting(context),
     )
+    context.metrics.watch_circuits(lambda: _circuits(context))
     routes = route_class(context)
     router = APIRouter()
     router.include_router(config.build_router(routes))
@@ -138,8 +139,10 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     app.openapi = lambda: without_default_422(fastapi_openapi())  # type: ignore[method-assign]
     install_error_handlers(app)
     # Added first, so it sits inside the request log: a cut-off request is logged and
-    # counted as the 503 it gets, with its X-Request-ID.
-    app.add_middleware(ShutdownCutoffMiddleware)
+    # counted as the 503 it gets, with its X-Request-ID. `memstrata serve` names the
+    # worker threads the cut-off requests leave running by their routes.
+    app.state.cut_off = CutOffRoutes()
+    app.add_middleware(ShutdownCutoffMiddleware, prefix=prefix, cut_off=app.state.cut_off)
     app.add_middleware(RequestLogMiddleware, metrics=context.metrics, prefix=prefix)
     if settings.api_docs:
         pages = frozenset({f"{prefix}/docs", f"{prefix}/redoc", f"{prefix}/docs/oauth2-redirect"})
@@ -173,6 +176,23 @@ def _bulk_waiting(context: ApiContext) -> int | None:
     except ApiError:  # detached meanwhile: stopping
         return None
     return embedder.lanes.waiting if isinstance(embedder, OpenAICompatibleEmbedder) else None
+
+
+def _circuits(context: ApiContext) -> dict[str, bool] | None:
+    """Whether the embedding client skips its passage and its query server now (one
+    circuit for both when they are one server); None without an embedding API."""
+    if not context.ready:
+        return None
+    try:
+        embedder = context.mem.embedder
+    except ApiError:  # detached meanwhile: stopping
+        return None
+    if not isinstance(embedder, OpenAICompatibleEmbedder):
+        return None
+    return {
+        "passage": embedder.breaker.state != "closed",
+        "query": embedder.query_breaker.state != "closed",
+    }
 
 
 def _database_up(context: ApiContext) -> bool | None:

@@ -24,8 +24,9 @@ errors the two are the same English text). 409 and 422 add fields:
   Not 415 for a wrong ``Content-Type``: spec §3 names no such status and every other
   unreadable body is a 422, so a client handles one status for "fix the body"
 - 429 ``too_many_sessions``: ``/mcp`` only, a user's MCP session cap (memstrata.mcp.sessions)
-- 503 ``unavailable``: runtime not started, or a database / sandbox / embedding failure
-  that escaped the service layer; ``shutting_down``: a request still running when the
+- 503 ``unavailable``: runtime not started, or a sandbox / embedding failure that escaped
+  the service layer; ``database_unavailable``: the database unreachable, or every pooled
+  connection busy, with ``Retry-After``; ``shutting_down``: a request still running when the
   shutdown's grace ended (memstrata.api.shutdown), with ``Retry-After``;
   ``database_read_only``: the database refused this server's statement for lack of a
   privilege (SQLSTATE 42501) or because it is read-only (25006: a hot standby,
@@ -74,6 +75,10 @@ logger = logging.getLogger(__name__)
 INVALID_FILE_NAME = "无效的文件名"  # spec §3: the 400 body's message, verbatim
 INVALID_FILE_NAME_MESSAGE = "invalid file name: use one of user, soul, memory"
 INTERNAL_ERROR = "internal server error"
+# Retry-After of a database_unavailable 503: a restart or a failover's switch takes
+# seconds, and the pool already waited up to 10 s for a connection, so a retry within the
+# second would add load to a database that is struggling.
+DATABASE_RETRY_AFTER_S = 5
 
 # The code of a status when nothing more specific applies.
 STATUS_CODES = {
@@ -179,7 +184,10 @@ def map_exception(exc: BaseException) -> HttpError | None:
     # writes) for db.engine.POOL_TIMEOUT_S; a 500 with a traceback before.
     if isinstance(exc, DatabaseSetupError | OperationalError | PoolTimeoutError):
         return _detail(
-            503, "the database is unavailable; try again shortly", code="database_unavailable"
+            503,
+            "the database is unavailable; try again shortly",
+            code="database_unavailable",
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
     if isinstance(exc, RuntimeClosedError):  # a host closed the runtime under its router
         return _detail(503, str(exc), code="unavailable")

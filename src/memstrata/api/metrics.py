@@ -23,10 +23,17 @@
 - ``memstrata_gc_frozen_objects``: objects ``memstrata serve`` took out of the cyclic
   garbage collector's walks at start-up (``cli.serve.freeze_startup_heap``; 0 elsewhere).
 - ``memstrata_embeddings_pending`` (rows waiting for a vector, all users),
-  ``memstrata_embeddings_pending_oldest_seconds`` (how long the oldest has waited),
-  ``memstrata_embeddings_failed`` (rows marked as never embeddable) and
-  ``memstrata_embedding_circuit_open`` (1 while the embedding API is skipped); refreshed
-  on every scrape by the re-embedding queue's cross-user count (retrieval.queue).
+  ``memstrata_embeddings_pending_oldest_seconds`` (how long the oldest has waited) and
+  ``memstrata_embeddings_failed`` (rows marked as never embeddable): the re-embedding
+  queue's cross-user count (retrieval.queue), read on every scrape. A scrape that cannot
+  read it (the database down, the table locked past the count's timeout) has no sample of
+  them, never the last value read: a stale count looks like a healthy one. No sample
+  before the first read either, nor without the re-embedding worker. The count is the
+  whole database's, the same on every replica: aggregate with ``max``, never ``sum``.
+- ``memstrata_embedding_circuit_open{kind}``: 1 while this process skips the embedding
+  API's ``passage`` (writes, re-embedding) or ``query`` (searches) server after repeated
+  failures (one circuit for both when they are one server); read from the client at
+  scrape time, no sample without an embedding API.
 - ``memstrata_database_up``: 1 while the database monitor (db.monitor) finds the database
   reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
   ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that
@@ -36,14 +43,20 @@
 
 Other components increment these through the app's :class:`ApiMetrics` (the
 ``record_*`` methods), reachable as ``app.state.metrics``.
+
+Counters and histograms come without their ``_created`` series (prometheus_client's
+default adds one per labelled child, doubling the series count for a timestamp nobody
+queries). They are dropped from this registry's exposition only: prometheus_client's
+switch for it (``disable_created_metrics``) is process-wide, and would change the metrics
+of a host app that mounts memstrata.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
@@ -54,7 +67,15 @@ from memstrata.retrieval.cache import CacheStats
 from memstrata.retrieval.search_stats import SearchStats
 
 UNMATCHED_ROUTE = "<unmatched>"
-_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Up to a minute: a write may wait MEMSTRATA_EMBEDDING_BULK_WAIT_S (30 s) for a slot on the
+# embedding API, then one passage request's timeout (5 + 8 × 1 s): 43 s with the defaults.
+# Ending at 10 s put every inline batch import (21 s in a walkthrough) in +Inf.
+_LATENCY_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0
+)  # fmt: skip
+# The embedding API's servers a circuit guards: the label values of
+# memstrata_embedding_circuit_open.
+CIRCUIT_KINDS = ("passage", "query")
 
 
 class ApiMetrics:
@@ -97,35 +118,17 @@ class ApiMetrics:
             registry=self.registry,
         )
 
-        self.pending = Gauge(
-            "memstrata_embeddings_pending",
-            "Rows waiting for a vector of the current model (all users).",
-            registry=self.registry,
-        )
-        self.pending_oldest = Gauge(
-            "memstrata_embeddings_pending_oldest_seconds",
-            "Seconds since the oldest row still waiting for a vector was written.",
-            registry=self.registry,
-        )
-        self.embedding_failed = Gauge(
-            "memstrata_embeddings_failed",
-            "Rows whose text the embedding API rejected for good (never retried).",
-            registry=self.registry,
-        )
-        self.circuit_open = Gauge(
-            "memstrata_embedding_circuit_open",
-            "1 while the embedding API is skipped after repeated failures.",
-            registry=self.registry,
-        )
-
         self._cache_source: Callable[[], CacheStats | None] | None = None
         self._search_source: Callable[[], SearchStats | None] | None = None
         self._database_source: Callable[[], bool | None] | None = None
         self._counts: dict[str, tuple[str, Callable[[], int | None]]] = {}
+        self._circuits: Callable[[], Mapping[str, bool] | None] | None = None
+        self._backlog: tuple[int, float, int] | None = None  # as last read, for this scrape
         self.registry.register(_SearchCacheCollector(self))
         self.registry.register(_SearchStageCollector(self))
         self.registry.register(_FrozenHeapCollector())
         self.registry.register(_ProcessCollector(self))
+        self.registry.register(_EmbeddingCollector(self))
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
         """Report the search cache's stats from ``source`` (None: no runtime attached)."""
@@ -144,13 +147,19 @@ class ApiMetrics:
         embedding requests waiting for a slot, the MCP sessions open."""
         self._counts[name] = (help_text, source)
 
-    def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
-        self.pending.set(pending)
-        self.pending_oldest.set(oldest_s)
-        self.embedding_failed.set(failed)
+    def watch_circuits(self, source: Callable[[], Mapping[str, bool] | None]) -> None:
+        """Report whether each embedding circuit is open (kind → open) from ``source``
+        (None: no sample)."""
+        self._circuits = source
 
-    def record_circuit(self, is_open: bool) -> None:
-        self.circuit_open.set(1 if is_open else 0)
+    def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
+        """The backlog as just read (``/readyz``, or a scrape before it renders)."""
+        self._backlog = (pending, oldest_s, failed)
+
+    def forget_backlog(self) -> None:
+        """No backlog sample until it is read again: what a scrape does first, so that one
+        that cannot read it reports nothing rather than the last count."""
+        self._backlog = None
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()
@@ -169,7 +178,65 @@ class ApiMetrics:
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(_WithoutCreated(self.registry)), CONTENT_TYPE_LATEST
+
+
+class _WithoutCreated(Collector):
+    """``registry``'s metrics without the ``_created`` samples of counters and histograms."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            created = f"{metric.name}_created"
+            if any(sample.name == created for sample in metric.samples):
+                kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                kept.samples = [sample for sample in metric.samples if sample.name != created]
+                metric = kept
+            yield metric
+
+
+class _EmbeddingCollector(Collector):
+    """The re-embedding backlog as last read, and the embedding circuits at scrape time."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        backlog = self._metrics._backlog
+        if backlog is not None:
+            pending, oldest_s, failed = backlog
+            yield GaugeMetricFamily(
+                "memstrata_embeddings_pending",
+                "Rows waiting for a vector of the current model (all users: the same on "
+                "every replica, aggregate with max).",
+                value=pending,
+            )
+            yield GaugeMetricFamily(
+                "memstrata_embeddings_pending_oldest_seconds",
+                "Seconds since the oldest row still waiting for a vector was written.",
+                value=oldest_s,
+            )
+            yield GaugeMetricFamily(
+                "memstrata_embeddings_failed",
+                "Rows whose text the embedding API rejected for good (never retried).",
+                value=failed,
+            )
+        source = self._metrics._circuits
+        circuits = source() if source is not None else None
+        if circuits is None:
+            return
+        family = GaugeMetricFamily(
+            "memstrata_embedding_circuit_open",
+            "1 while this process skips the embedding API's passage or query server after "
+            "repeated failures.",
+            labels=["kind"],
+        )
+        for kind in CIRCUIT_KINDS:
+            if kind in circuits:
+                family.add_metric([kind], 1 if circuits[kind] else 0)
+        yield family
 
 
 class _ProcessCollector(Collector):

@@ -2,8 +2,12 @@
 
 One structured log line per request (event ``http.request``: method, path, route template,
 status, duration, user id once authenticated, request id) and the HTTP metrics. The
-request id is the caller's ``X-Request-ID`` when it is a short token, else a new one; it
-is echoed in the response, with ``Server-Timing: app;dur=<ms>`` (the time from this
+line is INFO, WARNING for a 5xx, and DEBUG for an answered probe or scrape (``/healthz``,
+``/readyz``, ``/metrics`` below 400): scraped every few seconds by each prober, they were a
+sixth of a busy server's log and said nothing. The request id is the caller's
+``X-Request-ID`` when it is a short token, else a new one; every event logged while the
+request is served carries it (:func:`memstrata.logs.serving_request`); it is echoed in
+the response, with ``Server-Timing: app;dur=<ms>`` (the time from this
 middleware to the response's first byte: what the client waited for beyond the network
 and the server's accept queue). Redirects get a relative ``Location`` (never one built from the
 client's ``Host`` header).
@@ -22,7 +26,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api.metrics import UNMATCHED_ROUTE, ApiMetrics
-from memstrata.logs import log_event
+from memstrata.logs import log_event, serving_request
 
 logger = logging.getLogger("memstrata.api.access")
 
@@ -43,12 +47,16 @@ def new_request_id() -> str:
 # 499 for it, and so do the request log and the metrics here.
 CLIENT_CLOSED_REQUEST = 499
 
+# The operations routes, whose answered requests are logged at DEBUG.
+PROBE_PATHS = ("/healthz", "/readyz", "/metrics")
+
 
 class RequestLogMiddleware:
     def __init__(self, app: ASGIApp, metrics: ApiMetrics, prefix: str = "") -> None:
         self.app = app
         self.metrics = metrics
         self.prefix = prefix.rstrip("/")
+        self.probes = frozenset(f"{self.prefix}{path}" for path in PROBE_PATHS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,7 +90,8 @@ class RequestLogMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive_watching, send_with_id)
+            with serving_request(request_id):
+                await self.app(scope, receive_watching, send_with_id)
         finally:
             if disconnected and not responded:
                 # The client hung up first (a short client timeout on a slow write): not
@@ -95,7 +104,7 @@ class RequestLogMiddleware:
             log_event(
                 logger,
                 "http.request",
-                logging.WARNING if status >= 500 else logging.INFO,
+                request_level(status, probe=route in self.probes),
                 method=scope["method"],
                 path=scope["path"],
                 route=route,
@@ -104,6 +113,14 @@ class RequestLogMiddleware:
                 user_id=state.get("user_id") if isinstance(state, dict) else None,
                 request_id=request_id,
             )
+
+
+def request_level(status: int, *, probe: bool) -> int:
+    """The level of a request's log line: a server error is a WARNING, an answered probe
+    or scrape DEBUG, the rest INFO."""
+    if status >= 500:
+        return logging.WARNING
+    return logging.DEBUG if probe and status < 400 else logging.INFO
 
 
 def relative_location(location: str) -> str:

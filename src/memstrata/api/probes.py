@@ -105,9 +105,11 @@ class Probes:
         return found
 
     def _scrape(self) -> Scrape:
+        metrics = self._context.metrics
+        metrics.forget_backlog()  # unread (database down, starting): no sample, not the last
         if self._context.ready:
-            self._vector_state()  # refreshes the backlog gauges
-        return self._context.metrics.render()
+            self._vector_state()  # reads the backlog for its gauges
+        return metrics.render()
 
     def _vector_state(self) -> tuple[Literal["ok", "degraded", "off"], int | None]:
         """The vector side for /readyz, updating the backlog gauges of /metrics."""
@@ -121,7 +123,6 @@ class Probes:
             return "degraded", None
         circuit_open = healer.embedder.circuit_open
         context.metrics.record_backlog(backlog.pending, backlog.oldest_age_s, backlog.failed)
-        context.metrics.record_circuit(circuit_open)
         unproven = not healer.embedder.answered  # the worker's start-up probe, or any request
         degraded = backlog.pending > 0 or circuit_open or unproven
         return ("degraded" if degraded else "ok"), backlog.pending

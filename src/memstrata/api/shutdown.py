@@ -13,11 +13,13 @@ edit finishes in a task of its own (``SyncService.frontend_edit``): both run on 
 503. ``memstrata serve`` therefore stops in order: :class:`SettleBeforeShutdown` waits for
 the edits before the app's lifespan shutdown (the end of the event loop would cancel
 them), then :meth:`AfterGrace.finish_threads` waits for the worker threads before the
-runtime they use is closed. Both share one limit (``after_grace_s``,
-one passage embedding call); what outlives it is abandoned, logged, and does not hold up
-the exit. So that several cut-off writes do not queue for the embedding API past it,
-``serve`` sends no passage embedding after the grace (``Memstrata.drain``):
-their text is stored without those vectors, which the background re-embedding fills in.
+runtime they use is closed. Both share one limit (``after_grace_s``, one passage
+embedding call); what outlives it is abandoned, logged (``shutdown.request_threads``, each
+thread named by the method, route and user of the request it serves:
+:class:`CutOffRoutes`), and does not hold up the exit. So that several cut-off writes do
+not queue for the embedding API past it, ``serve`` sends no passage embedding after the
+grace (``Memstrata.drain``): their text is stored without those vectors, which the
+background re-embedding fills in.
 The request's data stays all or nothing either way: a thread writes its rows in one
 transaction (``Indexer.index_rounds`` embeds first, outside any transaction), and a process
 that exits in the middle of it leaves PostgreSQL to roll it back. Re-posting the same turns is
@@ -35,11 +37,14 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from types import FrameType
+from types import CodeType, FrameType
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api.errors import HttpError, error_body
+from memstrata.api.middleware import route_template
+from memstrata.api.routing import current_user
 from memstrata.config import Settings
 from memstrata.logs import log_event
 
@@ -60,11 +65,62 @@ def cut_off_response() -> HttpError:
     )
 
 
-class ShutdownCutoffMiddleware:
-    """Answer a request whose task is cancelled before its response started with a 503."""
+# What a worker thread still running a cut-off request's route is named by in the log:
+# method, route template, user id (None when unauthenticated).
+RequestWork = dict[str, str | None]
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class CutOffRoutes:
+    """The routes of the requests the shutdown cut off, by their endpoint's code object,
+    so that a worker thread still running one (a sync route) can be named by the method,
+    route and user of its request rather than by a function's qualified name."""
+
+    def __init__(self) -> None:
+        self._routes: dict[CodeType, tuple[str, str, str | None]] = {}
+
+    def add(self, scope: Scope, prefix: str = "") -> None:
+        route = scope.get("route")
+        code = getattr(getattr(route, "endpoint", None), "__code__", None)
+        if isinstance(code, CodeType):
+            template = route_template(scope, prefix)
+            self._routes[code] = (scope["method"], template, _user_parameter(route))
+
+    def describe(self, thread: threading.Thread) -> RequestWork | None:
+        """The request whose route ``thread`` runs (its endpoint's frame names the user:
+        the parameter that ``current_user`` fills), or None."""
+        frame: FrameType | None = sys._current_frames().get(thread.ident or -1)
+        while frame is not None:
+            known = self._routes.get(frame.f_code)
+            if known is not None:
+                method, route, parameter = known
+                user = frame.f_locals.get(parameter) if parameter else None
+                return {
+                    "method": method,
+                    "route": route,
+                    "user_id": user if isinstance(user, str) else None,
+                }
+            frame = frame.f_back
+        return None
+
+
+def _user_parameter(route: Any) -> str | None:
+    """The name of the endpoint parameter that receives the authenticated user id."""
+    dependant = getattr(route, "dependant", None)
+    for dependency in getattr(dependant, "dependencies", ()):
+        if dependency.call is current_user:
+            name = dependency.name
+            return name if isinstance(name, str) else None
+    return None
+
+
+class ShutdownCutoffMiddleware:
+    """Answer a request whose task is cancelled before its response started with a 503;
+    its route goes to ``cut_off`` (the worker thread it may leave running is named by it)."""
+
+    def __init__(self, app: ASGIApp, prefix: str = "", cut_off: CutOffRoutes | None = None) -> None:
         self.app = app
+        self.prefix = prefix.rstrip("/")
+        self.cut_off = cut_off or CutOffRoutes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,12 +140,14 @@ class ShutdownCutoffMiddleware:
             if started:  # half a response cannot be replaced: uvicorn closes the connection
                 raise
             state = scope.get("state")
+            self.cut_off.add(scope, self.prefix)
             log_event(
                 logger,
                 "http.cut_off_by_shutdown",
                 logging.WARNING,
                 method=scope["method"],
                 path=scope["path"],
+                route=route_template(scope, self.prefix),
                 user_id=state.get("user_id") if isinstance(state, dict) else None,
             )
             # The cancelled task is this request's own and ends right after the answer,
@@ -129,7 +187,10 @@ class AfterGrace:
 
     def __init__(self, limit_s: float) -> None:
         self.limit_s = limit_s
-        self.abandoned: list[str] = []  # what the threads left running were doing
+        # What the threads left running were doing: their request, or the outermost
+        # memstrata function on their stack.
+        self.abandoned: list[RequestWork | str] = []
+        self.routes = CutOffRoutes()  # the app's (``app.state.cut_off``), once it is built
         self._deadline: float | None = None
 
     def remaining_s(self) -> float:
@@ -141,7 +202,7 @@ class AfterGrace:
         """Join the request threads (see :func:`request_threads`) until the limit; log what
         was waited for and what is abandoned."""
         threads = request_threads()
-        running = {thread: describe_work(thread) for thread in threads}
+        running = {thread: self.describe(thread) for thread in threads}
         began = time.monotonic()
         for thread in threads:
             thread.join(self.remaining_s())
@@ -158,6 +219,11 @@ class AfterGrace:
                 abandoned=self.abandoned,
                 limit_s=self.limit_s,
             )
+
+    def describe(self, thread: threading.Thread) -> RequestWork | str | None:
+        """The request ``thread`` serves, else the memstrata function it runs (None: an
+        idle worker thread)."""
+        return self.routes.describe(thread) or describe_work(thread)
 
 
 def request_threads() -> list[threading.Thread]:

@@ -152,11 +152,12 @@ def _wait_for_snapshots(
         time.sleep(0.2)
 
 
-def pending_vectors(client: httpx.Client, base: str) -> int:
+def pending_vectors(client: httpx.Client, base: str) -> int | None:
     """Rows waiting for a vector (all users), from ``/metrics`` — not ``/readyz``, which
     opens a new database connection per call (a new server process) and, polled 20 times
-    a second, would itself load the machine it measures."""
+    a second, would itself load the machine it measures. None when the scrape could not
+    count them (the sample is left out then, never stale): the caller polls again."""
     for line in client.get(f"{base}/metrics").text.splitlines():
         if line.startswith("memstrata_embeddings_pending "):
             return int(float(line.split()[1]))
-    raise RuntimeError("/metrics has no memstrata_embeddings_pending")
+    return None

@@ -73,11 +73,15 @@ def print_error(message: str) -> None:
 def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = True) -> Settings:
     """Settings from the environment; a bad value is a one-line message naming the variable.
 
-    Commands log at WARNING unless they are long-running services (``log_level=None`` keeps
-    the configured level). A command that opens no database (``opens_database=False``:
-    ``memstrata token``, ``memstrata conflicts``) does not need a database URL in
-    production; the others are refused here, before they start anything (an embedding
-    server, say).
+    Short commands log at ``log_level`` (WARNING: their INFO lines would bury what they
+    print) unless the operator set ``MEMSTRATA_LOG_LEVEL``, in the environment or the .env
+    file: an explicit level is what they asked for. Long-running services pass
+    ``log_level=None`` and keep the configured level. Audit events log whatever the level
+    (:mod:`memstrata.service_logging`).
+
+    A command that opens no database (``opens_database=False``: ``memstrata token``,
+    ``memstrata conflicts``) does not need a database URL in production; the others are
+    refused here, before they start anything (an embedding server, say).
     """
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
@@ -94,7 +98,8 @@ def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = T
     problem = unset_database_problem(settings) if opens_database else None
     if problem is not None:
         fail(f"invalid configuration — {problem}")
-    configure_service_logging(settings, log_level)
+    explicit = "log_level" in settings.model_fields_set
+    configure_service_logging(settings, None if explicit else log_level)
     return settings
 
 

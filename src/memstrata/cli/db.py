@@ -30,13 +30,21 @@ def db_upgrade() -> None:
             typer.echo(f"database at revision {revision} (was {before or 'empty'})")
 
 
+# `db status` exit statuses, so a CI step or an init container can gate on it (README,
+# docs/DEPLOY.md section 2): 0 up to date, 1 incomplete (a failed restore; also any error),
+# 2 behind this release (or empty), 3 migrated by a newer release.
+BEHIND, NEWER = 2, 3
+
+
 @db_app.command("status")
 def db_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Show the current and latest schema revision, and whether the schema holds every
-    table, column and index that revision brings (exit status 1 when it does not: a
-    failed restore)."""
+    table, column and index that revision brings. Exit status 0 when it is up to date; 1
+    when it is incomplete (a failed restore); 2 when it is behind this release (run `memstrata
+    db upgrade`); 3 when a newer release migrated it (upgrade memstrata)."""
+    from memstrata.db.engine import describe
     from memstrata.db.migrate import (
         current_revision,
         head_revision,
@@ -68,13 +76,31 @@ def db_status(
             for key, value in status.items():
                 shown = ", ".join(value) if isinstance(value, list) else value
                 typer.echo(f"{key:11s} {shown}")
-            # An incomplete schema's error below is the advice: neither of these helps it.
-            if newer and not missing:
-                typer.echo(
-                    "a newer memstrata migrated this schema: this release runs on it, and "
-                    "only that release's `memstrata db upgrade` migrates it further"
-                )
-            elif current != head and not newer:
-                typer.echo("run `memstrata db upgrade` to migrate")
+        # An incomplete schema's error is the advice: neither upgrade helps it.
         if missing:
             fail(incomplete_message(db.engine, current, missing))
+        behind = revision_problem(describe(db.engine), current, head, newer=newer)
+        if behind is not None:
+            fail(*behind)
+
+
+def revision_problem(
+    database: str, current: str | None, head: str | None, *, newer: bool
+) -> tuple[str, int] | None:
+    """The one-line message and exit status of a schema that is not at this release's
+    head, with what to do; None when it is."""
+    if current == head:
+        return None
+    if newer:
+        return (
+            f"the schema on {database} is at revision {current}, newer than this release's "
+            f"latest ({head}): a newer memstrata migrated this schema, and this release runs "
+            "on it; upgrade memstrata to that release (only its `memstrata db upgrade` "
+            "migrates further)",
+            NEWER,
+        )
+    at = f"is at revision {current}" if current is not None else "has no memstrata schema"
+    return (
+        f"the schema on {database} {at}, this release needs {head}: run `memstrata db upgrade`",
+        BEHIND,
+    )

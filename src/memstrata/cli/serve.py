@@ -64,7 +64,8 @@ def serve(
 
     from memstrata.api.app import create_app
     from memstrata.api.auth import AuthConfigurationError, require_token_keys
-    from memstrata.api.shutdown import AfterGrace, SettleBeforeShutdown, after_grace_s
+    from memstrata.api.server import MemstrataServer, explain_grace_end
+    from memstrata.api.shutdown import AfterGrace, CutOffRoutes, SettleBeforeShutdown, after_grace_s
 
     settings = load_settings(log_level=None)
     try:  # before anything starts: the embedding server, the database, migrations
@@ -92,7 +93,10 @@ def serve(
             api = create_app(settings, memstrata=mem)
         except AuthConfigurationError as exc:
             fail(str(exc))
-        server = uvicorn.Server(
+        if isinstance(api.state.cut_off, CutOffRoutes):  # names the threads left running
+            after_grace.routes = api.state.cut_off
+        explain_grace_end(settings.shutdown_grace_s)
+        server = MemstrataServer(
             uvicorn.Config(
                 # The grace has passed: what the cut-off writes still have to embed would
                 # queue (one bulk slot) for as long as the API takes; their text lands now.
@@ -103,7 +107,8 @@ def serve(
                 # Then the requests still running are cancelled and answered 503
                 # (memstrata.api.shutdown).
                 timeout_graceful_shutdown=settings.shutdown_grace_s,
-            )
+            ),
+            after_grace_s=after_grace.limit_s,
         )
         _banner(settings, mem, embedding, bind_host, sock.getsockname()[1])
         freeze_startup_heap()

@@ -22,6 +22,9 @@ What the wheel does not handle, and this module does:
   PostgreSQL's own output goes into the error, and the log is named only when it exists.
 - A new cluster is logged (``db.embedded.created``, WARNING): a changed data directory
   silently started an empty database, the memory in the old one out of sight.
+- A data directory too long for the server's socket to fit inside it is refused
+  (``memstrata.db.embedded_socket``): the wheel would put the socket where other local
+  users reach a server that trusts every local connection.
 - A start or restart right after the postmaster was killed waits for it to be reaped
   (``memstrata.db.dead_postmaster``): a zombie still counts as the running server.
 """
@@ -46,6 +49,7 @@ from sqlalchemy.exc import DBAPIError
 
 from memstrata.db.dead_postmaster import is_zombie, wait_for_dead_postmaster
 from memstrata.db.disk import NO_SPACE_WORDS
+from memstrata.db.embedded_socket import check_socket_path
 from memstrata.errors import DatabaseSetupError
 from memstrata.logs import log_event
 
@@ -84,6 +88,7 @@ class EmbeddedPostgres:
                 f"({exc.strerror or exc}): set MEMSTRATA_DATA_DIR to a directory this user "
                 "can write, or MEMSTRATA_DATABASE_URL to a PostgreSQL server"
             ) from exc
+        check_socket_path(self.pgdata)
         output: list[str] = []
         try:
             if self.pgdata.exists():

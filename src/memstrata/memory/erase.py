@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.errors import SandboxError
-from memstrata.logs import log_event, log_failure
+from memstrata.logs import AUDIT_LOGGER, log_event, log_failure
 from memstrata.memory.kinds import validate_user_id
 from memstrata.memory.repository import MemoryFileRepository
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
@@ -143,7 +143,9 @@ class UserEraser:
         )
         erasure = Erasure(user_id, deleted, generation, sandbox)
         log_event(
-            logger,
+            # The operator's record of the request: logged whatever the level
+            # (memstrata.service_logging).
+            logging.getLogger(AUDIT_LOGGER),
             "user.erased",
             user_id=user_id,
             generation=generation,
