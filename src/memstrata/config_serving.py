@@ -154,7 +154,12 @@ class ServingSettings(BaseModel):
         "Clients on the 2026-07-28 protocol open no session either way. See docs/MCP.md, "
         "'Replicas behind a load balancer'.",
     )
-    log_level: str = Field(default="INFO", description="Logging level.")
+    log_level: str = Field(
+        default="INFO",
+        description="Logging level. Short CLI commands (`db status`, `user erase`, …) log at "
+        "WARNING unless this is set; audit events (`user.erased`, logger `memstrata.audit`) "
+        "are logged whatever the level.",
+    )
     log_json: bool = Field(default=True, description="One JSON object per log line.")
 
     @field_validator("log_level")

@@ -203,7 +203,7 @@ class InvalidSettingError(MemstrataError, ValidationError):
         return cls.from_exception_data(exc.title, lines, hide_input=True)
 
     def __str__(self) -> str:
-        variables = dict.fromkeys(_variable(e["loc"]) for e in self.errors() if e["loc"])
+        variables = dict.fromkeys(setting_variable(e["loc"]) for e in self.errors() if e["loc"])
         return f"invalid settings: {', '.join(variables) or 'see below'}\n{super().__str__()}"
 
 
@@ -217,7 +217,7 @@ def _init_details(error: ErrorDetails) -> InitErrorDetails:
     return details
 
 
-def _variable(loc: tuple[int | str, ...]) -> str:
+def setting_variable(loc: tuple[int | str, ...]) -> str:
     """``("embedding_models", 0, "name")`` is ``MEMSTRATA_EMBEDDING_MODELS[0].name``."""
     head, *inside = loc
     place = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)

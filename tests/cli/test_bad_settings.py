@@ -60,6 +60,11 @@ def run(*args: str) -> tuple[int, str]:
             '[{"name": "m", "base_url": "http://x/v1", "query_input_typ": "query"}]',
             "MEMSTRATA_EMBEDDING_MODELS[0].query_input_typ: not a key this setting takes; check",
         ),
+        # A number with a unit, or a fraction for a whole number: the unit and an example.
+        ("MEMSTRATA_SEARCH_CACHE_BYTES", "10MB", "; a whole number of bytes, e.g. 536870912"),
+        ("MEMSTRATA_SHUTDOWN_GRACE_S", "7.5", "; a whole number of seconds, e.g. 15"),
+        ("MEMSTRATA_EMBEDDING_TIMEOUT_S", "5s", "; a number of seconds, e.g. 5.0"),
+        ("MEMSTRATA_RRF_K", "sixty", "; a whole number, e.g. 60"),
     ],
 )
 def test_a_bad_setting_is_one_line(

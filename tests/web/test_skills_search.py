@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from playwright.sync_api import Page, Route, expect
@@ -114,6 +116,19 @@ def _search(page: Page, query: str) -> None:
     expect(page.locator("#hits")).to_have_attribute("aria-busy", "false", timeout=90_000)
 
 
+def _hybrid_search(rest: httpx.Client, query: str) -> dict[str, Any]:
+    """The search's answer once it is hybrid: on a loaded machine the query's embedding may
+    time out (the search then answers BM25-only with a warning, as designed, and the query
+    circuit may stay open for its cool-down), which heals by itself within seconds."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer: dict[str, Any] = rest.post("/api/memory/search", json={"query": query}).json()
+        if answer["mode"] == "hybrid" or time.monotonic() > deadline:
+            assert answer["mode"] == "hybrid", answer  # the warnings say why not
+            return answer
+        time.sleep(0.5)
+
+
 def add_to_user_md(rest: httpx.Client, line: str) -> None:
     current = rest.get("/api/config/agent-files/user")  # provisions the user first
     current.raise_for_status()
@@ -139,10 +154,9 @@ def test_search_shows_hits_with_their_explanation(
             },
         )
         assert indexed.status_code == 200, indexed.text
-        expected = rest.post("/api/memory/search", json={"query": "puppy Biscuit"}).json()
+        expected = _hybrid_search(rest, "puppy Biscuit")
     page = signed_in(on=hybrid_server)
     _search(page, "puppy Biscuit")
-    assert expected["mode"] == "hybrid"
     count = len(expected["hits"])
     expect(page.locator("#search-summary")).to_contain_text(
         f"{count} {'hit' if count == 1 else 'hits'} · hybrid: BM25 + vectors"

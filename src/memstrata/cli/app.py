@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 
 from memstrata.cli.release import release_line
-from memstrata.errors import MemstrataError
+from memstrata.errors import MemstrataError, setting_variable
 from memstrata.terminal import visible
 
 # Every command pays for what this module imports, ``--version`` and ``--help`` included:
@@ -111,15 +111,29 @@ def _problem(error: ErrorDetails) -> str:
         message = "not a key this setting takes; check its spelling (docs/CONFIGURATION.md)"
     if not error["loc"]:
         return message
-    return f"{setting_path(error['loc'])}: {message}"
+    return f"{setting_variable(error['loc'])}: {message}{_number_hint(error)}"
 
 
-def setting_path(loc: tuple[int | str, ...]) -> str:
-    """The variable and, inside a JSON setting, where in its value: ``("embedding_models", 0,
-    "base_url")`` is ``MEMSTRATA_EMBEDDING_MODELS[0].base_url`` (a variable that exists)."""
-    head, *inside = loc
-    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
-    return f"MEMSTRATA_{str(head).upper()}{path}"
+# What a number setting's name says its unit is (its suffix), for a value that is no number.
+_UNITS = {"_bytes": "bytes", "_s": "seconds", "_ms": "milliseconds", "_days": "days"}
+
+
+def _number_hint(error: ErrorDetails) -> str:
+    """For a value that is no number (``10MB``, ``7.5`` for a whole number): the unit the
+    setting counts in and its default as an example, e.g. ``; a whole number of bytes, e.g.
+    536870912``."""
+    if error["type"] not in ("int_parsing", "int_from_float", "float_parsing"):
+        return ""
+    from memstrata.config import Settings
+
+    name = str(error["loc"][0])
+    field = Settings.model_fields.get(name)
+    if field is None or len(error["loc"]) != 1:
+        return ""
+    unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
+    kind = "a number" if error["type"] == "float_parsing" else "a whole number"
+    counted = f"{kind} of {unit}" if unit else kind
+    return f"; {counted}, e.g. {field.default}" if field.default is not None else f"; {counted}"
 
 
 def settings_error(exc: SettingsError) -> str:
