@@ -108,6 +108,9 @@ class Memstrata:
     # database's)? What /readyz says (memstrata.db.disk).
     disk: DiskWatch
     healer: VectorHealer | None = None
+    # Whether ``close()`` closes ``db`` too: the runtime opened it. A caller's ``database=``
+    # may be shared with other runtimes (its embedded server, say), and stays open.
+    owns_db: bool = True
 
     @classmethod
     def open(
@@ -133,6 +136,7 @@ class Memstrata:
                 sandboxes,
                 _embedder(settings, embedder, embedding_spec, registry),
                 skill_loader,
+                owns_db=database is None,
             )
         except BaseException:
             if database is None:  # ours: an embedded server would outlive the failure
@@ -147,6 +151,8 @@ class Memstrata:
         sandboxes: SandboxProvider | None,
         provider: EmbeddingProvider | None,
         skill_loader: SkillLoader | None,
+        *,
+        owns_db: bool,
     ) -> Memstrata:
         templates = TemplateSet(settings.template_dir or default_template_dir())
         sessions = ClosableSessions(db.sessions, CLOSED_MESSAGE)
@@ -224,6 +230,7 @@ class Memstrata:
             db_sessions=sessions,
             disk=disk,
             healer=healer,
+            owns_db=owns_db,
         )
 
     async def open_agent_session(
@@ -408,8 +415,8 @@ class Memstrata:
 
     def close(self) -> None:
         """Stop the background workers, release the database (and the embedded server,
-        if any) and refuse every later call with ``RuntimeClosedError``; a second call
-        does nothing."""
+        if any) unless it was the caller's (``open(database=...)``), and refuse every later
+        call with ``RuntimeClosedError``; a second call does nothing."""
         if self.db_sessions.closed:
             return
         self.stop_background()
@@ -418,7 +425,8 @@ class Memstrata:
         self.pool.close()
         if isinstance(self.embedder, OpenAICompatibleEmbedder):
             self.embedder.close()
-        self.db.close()
+        if self.owns_db:
+            self.db.close()
 
     def __enter__(self) -> Self:
         return self
