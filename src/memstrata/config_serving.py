@@ -53,7 +53,10 @@ class ServingSettings(BaseModel):
         gt=0,
         description="Refuse a token whose `exp` is further away than this many seconds "
         "(plus the leeway), whatever its issuer chose: it bounds how long a leaked token "
-        "works. Unset: no bound, the issuer decides `exp`.",
+        "works. Unset: no bound, the issuer decides `exp` (even `exp` = 10^30 passes); in "
+        "production `memstrata serve` then logs one WARNING at start-up "
+        "(`auth.token_lifetime_unbounded`): set it to the longest lifetime your issuer gives, "
+        "e.g. 86400.",
     )
     otel_telemetry: bool = Field(
         default=False,
@@ -92,6 +95,22 @@ class ServingSettings(BaseModel):
         "closes; then the embedded PostgreSQL and the local embedding servers stop. Keep "
         "Kubernetes' terminationGracePeriodSeconds at least the preStop hook + this + 13 + "
         "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md).",
+    )
+    max_connections: int | None = Field(
+        default=None,
+        ge=2,
+        description="Connections `memstrata serve` serves at once (uvicorn's "
+        "`limit_concurrency`): a request that arrives while this many connections are open "
+        "(its own included) or this many requests run gets uvicorn's plain-text 503 at once, "
+        "/readyz's too, so a load balancer steers around a flooded replica. Unset: half the "
+        "process's open-file limit (soft RLIMIT_NOFILE, `ulimit -n`; 512 under systemd's "
+        "default of 1024), at most 4096: uvicorn still accepts the connections beyond the "
+        "limit, so the other half is left for them and for the files and database and "
+        "embedding connections the requests use; 4096 holds an open /mcp GET stream for each "
+        "of the default 2000 MEMSTRATA_MCP_MAX_SESSIONS and as many other connections. It "
+        "closes no connection: one that sends nothing, or trickles its headers, stays open "
+        "(uvicorn has no header timeout) until a reverse proxy's header timeout ends it "
+        "(docs/DEPLOY.md, section 6).",
     )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."

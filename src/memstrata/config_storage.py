@@ -91,7 +91,9 @@ class StorageSettings(BaseModel):
         pattern=r"^0?[0-7]{3}$",
         description="Octal mode of the files the local sandboxes create (directories get the "
         "matching x bits: 600 -> 700). Private by default, as they hold the user's memory; "
-        "660 lets a shared group (an agent's account) read and write them. Existing files "
+        "660 lets a shared group (an agent's account) read and write them, and so every "
+        "member of that group every user's sandbox (one group for all users: put only the "
+        "agents' account in it). Existing files "
         "and directories keep their mode; the umask still applies.",
     )
     sandbox_timeout_s: float = Field(

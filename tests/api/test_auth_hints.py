@@ -1,5 +1,6 @@
-"""A 401 on the development secret says how to get a token this server takes; with an
-explicit key (production) it says nothing of the server's set-up."""
+"""A 401 on the development secret says how to get a token this server takes — to a caller
+on this machine (loopback) only: the data directory's path is nobody else's business. With
+an explicit key (production) it says nothing of the server's set-up to anyone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
-from memstrata.api.auth import AuthenticationError, Authenticator, mint_token
+from memstrata.api.auth import (
+    AuthenticationError,
+    Authenticator,
+    calling_from,
+    is_loopback,
+    mint_token,
+)
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from tests.api.auth import bearer
@@ -22,8 +29,8 @@ def _dev(data_dir: Path) -> Settings:
     return Settings(environment="development", data_dir=data_dir)
 
 
-def _refusal(settings: Settings, token: str) -> str:
-    with pytest.raises(AuthenticationError) as refused:
+def _refusal(settings: Settings, token: str, caller: str | None = "127.0.0.1") -> str:
+    with pytest.raises(AuthenticationError) as refused, calling_from(caller):
         Authenticator.from_settings(settings).user_id(token)
     assert refused.value.status_code == 401
     return str(refused.value.detail)
@@ -62,11 +69,50 @@ def test_an_explicit_secret_reveals_nothing(tmp_path: Path, environment: str) ->
     assert _refusal(server, mint_token(server, "a", 1, now=0)) == "token expired"
 
 
-def test_the_hint_reaches_an_http_client(mem: Memstrata, tmp_path: Path) -> None:
+@pytest.mark.parametrize("caller", ["192.168.1.20", "2001:db8::5", "testclient", None])
+def test_a_caller_elsewhere_is_not_told_the_data_directory(tmp_path: Path, caller: str) -> None:
+    server = _dev(tmp_path / "server data")
+    elsewhere = mint_token(_dev(tmp_path / "default"), "alice", 60)
+    assert _refusal(server, elsewhere, caller) == "token signature is invalid"
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),  # an IPv4 client of a dual-stack socket
+        ("::ffff:10.0.0.1", False),
+        ("10.0.0.1", False),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("localhost", False),  # the ASGI client is an address; a name is a client's claim
+        ("testclient", False),
+        ("", False),
+    ],
+)
+def test_which_callers_are_on_this_machine(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(
+    ("client", "hinted"),
+    [(("127.0.0.1", 50000), True), (("::1", 50000), True), (("203.0.113.7", 50000), False)],
+)
+def test_the_hint_reaches_a_local_http_client_only(
+    mem: Memstrata, tmp_path: Path, client: tuple[str, int], hinted: bool
+) -> None:
     server = _dev(tmp_path / "srv")
     elsewhere = mint_token(_dev(tmp_path / "other"), "alice", 60)
-    with TestClient(create_app(server, memstrata=mem)) as client:
-        answer = client.get("/api/config/skills", headers=bearer(elsewhere))
-    assert answer.status_code == 401
-    assert f"MEMSTRATA_DATA_DIR ({tmp_path / 'srv'})" in answer.json()["detail"]
-    assert "error_description=" in answer.headers["www-authenticate"]
+    with TestClient(create_app(server, memstrata=mem), client=client) as http:
+        answer = http.get("/api/config/skills", headers=bearer(elsewhere))
+        mcp = http.post("/mcp", headers=bearer(elsewhere), json={})
+    data_dir = str(tmp_path / "srv")
+    for refusal in (answer, mcp):
+        assert refusal.status_code == 401
+        said = refusal.json()["detail"] + refusal.headers["www-authenticate"]
+        assert (data_dir in said) is hinted, said
+        assert "error_description=" in refusal.headers["www-authenticate"]
+    if not hinted:
+        assert answer.json()["detail"] == "token signature is invalid"

@@ -22,12 +22,18 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp
 
 from memstrata import package_version
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, install_error_handlers
 from memstrata.api.metrics import ApiMetrics
-from memstrata.api.middleware import DocsHeadersMiddleware, RequestLogMiddleware
+from memstrata.api.middleware import (
+    DocsHeadersMiddleware,
+    LocalCallerMiddleware,
+    RequestLogMiddleware,
+    ResponseHeadersMiddleware,
+)
 from memstrata.api.routers import config, conflicts, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.api.schemas import without_default_422
@@ -147,6 +153,15 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     if settings.api_docs:
         pages = frozenset({f"{prefix}/docs", f"{prefix}/redoc", f"{prefix}/docs/oauth2-redirect"})
         app.add_middleware(DocsHeadersMiddleware, paths=pages)
+    app.add_middleware(LocalCallerMiddleware)  # for the development 401 hints
+    # Around the whole stack, Starlette's outermost middleware included: a bug's 500,
+    # which that one writes, is no more cached or sniffed than any other answer.
+    build_stack = app.build_middleware_stack
+
+    def stack_with_headers() -> ASGIApp:
+        return ResponseHeadersMiddleware(build_stack(), prefix)
+
+    app.build_middleware_stack = stack_with_headers  # type: ignore[method-assign]
     app.include_router(create_router(context), prefix=prefix)
     if settings.mcp_http_enabled:  # before any catch-all mount
         from memstrata.mcp.http import mount_mcp  # memstrata.mcp imports memstrata.api

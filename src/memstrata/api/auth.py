@@ -25,7 +25,9 @@ secret only ever verifies HS*, an RSA key RS*/PS*, an EC key ES*.
 In development (``MEMSTRATA_ENVIRONMENT=development``, the default), with neither a secret
 nor a public key configured, a random secret is generated once and kept in
 ``<data_dir>/jwt_secret`` (mode 0600); ``memstrata token`` signs development tokens with
-it. Any other environment refuses to verify or sign tokens without one, and production
+it; a token signed with another key is refused with the data directory to mint one with,
+told only to a caller on this machine (loopback; :data:`CALLER_HOST`). Any other
+environment refuses to verify or sign tokens without one, and production
 refuses a secret shorter than 32 characters (:func:`require_token_keys`). These are checked
 here, where tokens are verified (``create_app``, ``memstrata serve``) or signed
 (``memstrata token``), not in ``Settings``: ``memstrata db``, ``memstrata mcp`` over stdio
@@ -35,6 +37,7 @@ and the library authenticate nobody and run without them.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import os
 import re
@@ -42,7 +45,9 @@ import secrets
 import shlex
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +74,10 @@ MIN_PRODUCTION_SECRET_CHARS = 32
 # The registered claims that are times (RFC 7519 §4.1.4-6): NumericDate, a JSON number.
 _TIME_CLAIMS = ("exp", "nbf", "iat")
 _UNSAFE_DESCRIPTION = re.compile(r'[^\x20-\x7e]|["\\]')
+# The address of the client whose request is being served (memstrata.api.middleware's
+# LocalCallerMiddleware sets it; read only when a hint may be given). Unset — a host app's
+# own stack, the library — is a caller anywhere.
+CALLER_HOST: ContextVar[str | None] = ContextVar("memstrata_caller_host", default=None)
 
 
 class AuthConfigurationError(MemstrataError, ValueError):
@@ -167,8 +176,10 @@ class Authenticator:
     def _bad_signature_detail(self, foreign: bool) -> str:
         """With the development secret, a token of another key was, all but always, minted
         by ``memstrata token`` against another data directory (whose secret it created
-        there): say which one this server uses. Nothing more outside development."""
-        if not foreign or self.dev_data_dir is None:
+        there): say which one this server uses — to a caller on this machine, the developer
+        who ran it. Another caller learns nothing of this machine's paths, nor does anyone
+        outside development."""
+        if not foreign or self.dev_data_dir is None or not is_loopback(CALLER_HOST.get()):
             return "token signature is invalid"
         return (
             "token signature is invalid: it was signed with a key this server does not have; "
@@ -278,6 +289,31 @@ class Authenticator:
         return False
 
 
+@contextmanager
+def calling_from(host: str | None) -> Iterator[None]:
+    """Authenticate the requests served within as coming from ``host`` (the client's
+    address; None when unknown): only a loopback one gets the development hints. For a
+    host app's own middleware and for tests; ``create_app`` sets it per request."""
+    token = CALLER_HOST.set(host)
+    try:
+        yield
+    finally:
+        CALLER_HOST.reset(token)
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` is an address of this machine's loopback (127.0.0.0/8, ::1, or
+    127.x mapped into IPv6); a name, anything unparsable or None is not."""
+    if host is None:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return (mapped or address).is_loopback
+
+
 def key_id(key: Any) -> str | None:
     """A public identifier of an HMAC secret (a hash prefix; reveals nothing of it)."""
     if not isinstance(key, str):
@@ -361,7 +397,7 @@ def _unusable(path: Path, exc: OSError) -> AuthConfigurationError:
 
 
 def _create_dev_secret(path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new one: private
     secret = secrets.token_urlsafe(48)
     # Write a private temp file, then link it into place: readers never see a partial
     # file, and of two processes racing here exactly one wins (link fails if it exists).

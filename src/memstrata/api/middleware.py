@@ -10,7 +10,9 @@ request is served carries it (:func:`memstrata.logs.serving_request`); it is ech
 the response, with ``Server-Timing: app;dur=<ms>`` (the time from this
 middleware to the response's first byte: what the client waited for beyond the network
 and the server's accept queue). Redirects get a relative ``Location`` (never one built from the
-client's ``Host`` header).
+client's ``Host`` header). :class:`ResponseHeadersMiddleware` keeps every /api answer out of
+caches and every answer from being sniffed; :class:`LocalCallerMiddleware` tells the
+authentication whether the caller is on this machine.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memstrata.api.auth import CALLER_HOST
 from memstrata.api.metrics import UNMATCHED_ROUTE, ApiMetrics
 from memstrata.logs import log_event, serving_request
 
@@ -172,3 +175,64 @@ class DocsHeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+NO_STORE = (b"cache-control", b"no-store")
+
+
+class ResponseHeadersMiddleware:
+    """``X-Content-Type-Options: nosniff`` on every answer, and ``Cache-Control: no-store``
+    on every answer under ``<prefix>/api`` that sets no ``Cache-Control`` of its own.
+
+    The /api answers carry a user's memory (search hits, files, kept-aside copies) or say
+    whose token was refused: no shared cache, nor the browser's disk cache, may keep one.
+    A route that sets its own keeps it (a memory file's GET: ``private, no-cache`` with its
+    ETag, so a client revalidates). The settings page, its assets and /mcp set their own or
+    need none (/mcp answers POSTs, which caches do not store, and streams). ``create_app``
+    puts this outside Starlette's outermost middleware, so a bug's 500 carries them too.
+    """
+
+    def __init__(self, app: ASGIApp, prefix: str = "") -> None:
+        self.app = app
+        self.api = f"{prefix.rstrip('/')}/api"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        api = path == self.api or path.startswith(f"{self.api}/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                names = [name.lower() for name, _ in headers]
+                if NOSNIFF[0] not in names:
+                    headers.append(NOSNIFF)
+                if api and NO_STORE[0] not in names:
+                    headers.append(NO_STORE)
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class LocalCallerMiddleware:
+    """The client's address, for the request's authentication: only a caller on this
+    machine (loopback) is told which data directory signs development tokens
+    (:data:`memstrata.api.auth.CALLER_HOST`; the address is judged only for such a 401)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        token = CALLER_HOST.set(client[0] if client else None)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CALLER_HOST.reset(token)

@@ -8,6 +8,9 @@ ERROR; that is the grace doing its job (those requests get a 503 ``shutting_down
 ``http.cut_off_by_shutdown`` line each), so :class:`GraceEndedFilter` turns that line
 into memstrata's ``shutdown.grace_ended`` WARNING. uvicorn itself is not changed: a
 subclass with its documented hooks, and a filter on its logger.
+
+:func:`connection_limit` is uvicorn's ``limit_concurrency`` for ``memstrata serve``
+(``MEMSTRATA_MAX_CONNECTIONS``, by default derived from the open-file limit).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+import sys
 from types import FrameType
 
 import uvicorn
@@ -27,6 +31,33 @@ UVICORN_LOGGER = "uvicorn.error"
 # uvicorn's own words (uvicorn.server.Server.shutdown) when the grace runs out; should they
 # change, the line stays uvicorn's ERROR (tests/cli/test_shutdown_grace.py notices).
 _GRACE_ENDED = "Cancel %s running task(s), timeout graceful shutdown exceeded"
+# The default connection limit's ceiling: an open /mcp GET stream for each of the default
+# MEMSTRATA_MCP_MAX_SESSIONS (2000) sessions, and as much again for everything else.
+MAX_DEFAULT_CONNECTIONS = 4096
+
+
+def connection_limit(configured: int | None, open_files: int | None = None) -> int:
+    """``MEMSTRATA_MAX_CONNECTIONS``, or by default half of ``open_files`` (the soft
+    RLIMIT_NOFILE; None: read it), at most :data:`MAX_DEFAULT_CONNECTIONS`. uvicorn accepts
+    connections beyond its limit (and answers their requests 503), so each still takes a
+    descriptor: half stays for those and for what the requests open (files, database and
+    embedding connections)."""
+    if configured is not None:
+        return configured
+    soft = open_file_limit() if open_files is None else open_files
+    if soft is None:
+        return MAX_DEFAULT_CONNECTIONS
+    return max(2, min(MAX_DEFAULT_CONNECTIONS, soft // 2))
+
+
+def open_file_limit() -> int | None:
+    """This process's soft limit on open files; None when unlimited or unknown."""
+    if sys.platform == "win32":
+        return None
+    import resource  # Unix only
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 class MemstrataServer(uvicorn.Server):

@@ -21,12 +21,19 @@ A sandbox that fails later (a disk filled, permissions changed under a running s
 degrades as before: the database write stands, with a warning (spec §5). Only the start
 is refused. Nothing is created here: the directories keep the modes their first writer
 gives them.
+
+:func:`open_to_others` finds the data directory and the sandbox root when other accounts
+may list or write them, for ``serve``'s start-up WARNING: not a refusal (a
+directory opened on purpose, or made by an older release, still works), but the
+sandboxes hold every user's memory and the data directory the development secret and the
+embedded database.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -172,3 +179,27 @@ def _unescape(field: str) -> str:
     """mountinfo's octal escapes (``\\040`` a space, ``\\011`` a tab, ``\\012`` a newline,
     ``\\134`` a backslash) decoded."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+# Others' (not the owner's, not the group's) read and write bits. Not search (x): as root
+# the embedded server runs as its own user, which must pass through the data directory
+# (memstrata.db.embedded_perms grants it), and passing through lists nothing.
+OTHERS = 0o006
+
+
+def open_to_others(settings: Settings) -> list[tuple[str, Path, int]]:
+    """The data directory and the sandbox root, each that exists and lets others list or
+    write it (mode & 0o006): ``(setting, path, mode)``. A group may be let in: that is the
+    shared-group set-up (``MEMSTRATA_SANDBOX_FILE_MODE=660``)."""
+    found: list[tuple[str, Path, int]] = []
+    for setting, path in (
+        ("MEMSTRATA_DATA_DIR", settings.data_dir),
+        ("MEMSTRATA_SANDBOX_ROOT", settings.resolved_sandbox_root),
+    ):
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError:  # not made yet (the first write makes it), or not ours to see
+            continue
+        if mode & OTHERS:
+            found.append((setting, path, mode))
+    return found

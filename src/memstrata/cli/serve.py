@@ -10,6 +10,12 @@ directory sandboxes), then uvicorn on an already-bound socket; it stops them in 
 order on Ctrl-C or SIGTERM, after giving the requests in flight up to
 ``MEMSTRATA_SHUTDOWN_GRACE_S``. The work of the requests cut off then is waited for
 (``after_grace_s``) before the runtime it uses is closed (:mod:`memstrata.api.shutdown`).
+uvicorn serves at most ``MEMSTRATA_MAX_CONNECTIONS`` connections at once
+(:func:`memstrata.api.server.connection_limit`); beyond them a request gets its 503.
+
+Before the banner, one WARNING each for what is allowed but risky
+(:func:`log_startup_warnings`): development served beyond this machine, production with no
+bound on token lifetimes, a data directory or sandbox root other accounts may enter.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded_spec, load_settings, open_memstrata
-from memstrata.cli.local_dirs import local_dir_problem
+from memstrata.cli.local_dirs import local_dir_problem, open_to_others
 from memstrata.cli.release import release_line
 from memstrata.errors import InvalidUserIdError, MemstrataError
+from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
 
 # The API, uvicorn and the runtime are imported by the command that runs them: every
@@ -43,8 +50,17 @@ if TYPE_CHECKING:
     from memstrata.config import EmbeddingModelSpec, Settings
     from memstrata.runtime import Memstrata
 
+logger = logging.getLogger(__name__)
+
 MAX_TTL_SECONDS = 365 * 24 * 3600
 LISTEN_BACKLOG = 2048  # uvicorn's default
+# uvicorn's default, kept on purpose: how long a connection may idle between requests.
+# Short, so idle clients do not pile up; a proxy in front closes its idle upstream
+# connections sooner, or it may send a request on one this server is closing (a 502).
+KEEP_ALIVE_S = 5
+# What others may reach through an open data directory or sandbox root.
+OPEN_SANDBOXES = "every user's sandbox, named by the user id, holding their memory files"
+OPEN_DATA_DIR = "the development secret, the embedded database and the default sandboxes"
 
 
 @app.command()
@@ -64,7 +80,7 @@ def serve(
 
     from memstrata.api.app import create_app
     from memstrata.api.auth import AuthConfigurationError, require_token_keys
-    from memstrata.api.server import MemstrataServer, explain_grace_end
+    from memstrata.api.server import MemstrataServer, connection_limit, explain_grace_end
     from memstrata.api.shutdown import AfterGrace, CutOffRoutes, SettleBeforeShutdown, after_grace_s
 
     settings = load_settings(log_level=None)
@@ -107,9 +123,13 @@ def serve(
                 # Then the requests still running are cancelled and answered 503
                 # (memstrata.api.shutdown).
                 timeout_graceful_shutdown=settings.shutdown_grace_s,
+                limit_concurrency=connection_limit(settings.max_connections),
+                timeout_keep_alive=KEEP_ALIVE_S,
             ),
             after_grace_s=after_grace.limit_s,
         )
+        # After the runtime's start, which makes the data directory if it was missing.
+        log_startup_warnings(settings, sock.getsockname()[0])
         _banner(settings, mem, embedding, bind_host, sock.getsockname()[1])
         freeze_startup_heap()
         # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into a normal
@@ -289,6 +309,50 @@ def _banner(
     ]
     typer.echo("\n".join(lines))
     sys.stdout.flush()
+
+
+def log_startup_warnings(settings: Settings, address: str) -> None:
+    """One WARNING for each risk the settings take, on a server bound to ``address``."""
+    from memstrata.api.auth import is_loopback
+
+    if settings.environment == "development" and not is_loopback(address):
+        log_event(
+            logger,
+            "serve.development_beyond_loopback",
+            logging.WARNING,
+            address=address,
+            effect="development mode (MEMSTRATA_ENVIRONMENT unset or development) is served "
+            "beyond this machine: tokens are signed with a secret generated in the data "
+            "directory, and production's checks (an explicit key of 32 characters or more, "
+            "an external database) are off",
+            fix="serve on 127.0.0.1 (--host / MEMSTRATA_HOST), or set "
+            "MEMSTRATA_ENVIRONMENT=production with its settings (docs/DEPLOY.md)",
+        )
+    if settings.environment == "production" and settings.jwt_max_lifetime_s is None:
+        log_event(
+            logger,
+            "auth.token_lifetime_unbounded",
+            logging.WARNING,
+            effect="MEMSTRATA_JWT_MAX_LIFETIME_S is unset: a token is accepted however far "
+            "ahead its exp lies, so a leaked long-lived token works for as long as it says",
+            fix="set MEMSTRATA_JWT_MAX_LIFETIME_S to the longest lifetime your token issuer "
+            "gives (e.g. 86400)",
+        )
+    for setting, path, mode in open_to_others(settings):
+        sandboxes = setting == "MEMSTRATA_SANDBOX_ROOT"
+        log_event(
+            logger,
+            "serve.directory_open_to_others",
+            logging.WARNING,
+            setting=setting,
+            path=str(path),
+            mode=f"{mode:o}",
+            effect="other accounts on this machine may list or write it: "
+            + (OPEN_SANDBOXES if sandboxes else OPEN_DATA_DIR),
+            # -R for the sandboxes: files of releases before the private modes are 644. The
+            # data directory keeps o+x: the embedded server's own user passes through it.
+            fix=f"chmod {'-R o-rwx' if sandboxes else 'o-rw'} {shlex.quote(str(path))}",
+        )
 
 
 def _exit_cleanly(signum: int, _frame: object) -> None:

@@ -81,7 +81,7 @@ class EmbeddedPostgres:
     def start(self) -> str:
         """Start (or join) the server, create the database, return a SQLAlchemy URL."""
         try:
-            self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+            self.pgdata.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new one: private
         except OSError as exc:
             raise DatabaseSetupError(
                 f"cannot create {self.pgdata.parent} for the embedded PostgreSQL "
