@@ -34,8 +34,11 @@ from memstrata.agent.markdown_doc import BOM, Kind
 
 # "<" of a tag that opens or closes a file section, in any case and spacing a model might
 # still read as one: "<file", "</file", "< /FILE". "&lt;" reads as "<" to a model and to a
-# person, and cannot end the section; other "<" (HTML, generics, "<filename>") stay.
-_FILE_TAG_START = re.compile(r"<(?=[ \t]*/?[ \t]*file\b)", re.IGNORECASE)
+# person, and cannot end the section; other "<" (HTML, generics, "<filename>") stay. Each
+# run of blanks is taken whole: splitting one between the pattern's two runs never helps,
+# and trying every split took time growing with the square of the run (a "<" and 4,000
+# blanks, 0.17 s).
+_FILE_TAG_START = re.compile(r"<(?=[ \t]*+/?[ \t]*+file\b)", re.IGNORECASE)
 _ESCAPED = "&lt;"
 
 

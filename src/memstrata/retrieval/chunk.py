@@ -41,8 +41,13 @@ _BLANK_LINE = re.compile(r"\n[^\S\n]*\n\s*")
 
 # Where a sentence ends: Latin terminators only before whitespace (so "3.14" and "e.g.x"
 # stay whole), CJK terminators anywhere, either optionally followed by closing quotes or
-# brackets; and any line break inside a paragraph.
-_SENTENCE_END = re.compile(r"(?:[.!?]+[\"'”’」』)）\]]*(?=\s|$))|(?:[。！？]+[\"'”’」』)）\]]*)|\n")
+# brackets; and any line break inside a paragraph. A run of Latin terminators is tried
+# whole and from its first one only: a part of it ends no sentence the whole run does not,
+# and the search, trying every start, read the run to its end from each (16,000 dots and
+# a letter took 3.6 s).
+_SENTENCE_END = re.compile(
+    r"(?:(?<![.!?])[.!?]++[\"'”’」』)）\]]*+(?=\s|$))|(?:[。！？]+[\"'”’」』)）\]]*)|\n"
+)
 
 _WHITESPACE = re.compile(r"\s+")
 
