@@ -4,9 +4,6 @@ out, then takes them over, and the worker leaves alone the batch reindex is embe
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
@@ -15,21 +12,8 @@ from memstrata.retrieval import queue
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.repository import EmbeddingRepository
-from tests.cli.cli_env import clean_env, run_cli
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, pg_url: str, tmp_path: Path) -> None:
-    clean_env(
-        monkeypatch,
-        tmp_path,
-        {
-            "MEMSTRATA_DATABASE_URL": pg_url,
-            "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-            "MEMSTRATA_EMBEDDING_AUTOSTART": "true",
-            "MEMSTRATA_EMBEDDING_TIMEOUT_S": "60",
-        },
-    )
+from tests.cli.cli_env import run_cli
+from tests.cli.test_reindex_backlog import env  # noqa: F401  (the fixture: one environment)
 
 
 def store_without_vectors(db: Database, n: int) -> None:
@@ -58,7 +42,10 @@ def vectorless(db: Database) -> int:
         return int(conn.execute(text(query)).scalar_one())
 
 
-def test_reindex_takes_over_a_claim_whose_lease_ran_out(env: None, db: Database) -> None:
+def test_reindex_takes_over_a_claim_whose_lease_ran_out(
+    env: None,  # noqa: F811
+    db: Database,
+) -> None:
     store_without_vectors(db, 3)
     lease(db, -1, rows=2)  # a worker that died mid-batch, its lease over a second ago
     code, out, err = run_cli("reindex", "--user", "u", "--wait", "0")

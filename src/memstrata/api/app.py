@@ -183,26 +183,28 @@ def _log_started() -> None:
     )
 
 
-def _bulk_waiting(context: ApiContext) -> int | None:
+def _http_embedder(context: ApiContext) -> OpenAICompatibleEmbedder | None:
+    """The attached runtime's embedding API client; None before it is ready, once it is
+    detached, or without an embedding API."""
     if not context.ready:
         return None
     try:
         embedder = context.mem.embedder
     except ApiError:  # detached meanwhile: stopping
         return None
-    return embedder.lanes.waiting if isinstance(embedder, OpenAICompatibleEmbedder) else None
+    return embedder if isinstance(embedder, OpenAICompatibleEmbedder) else None
+
+
+def _bulk_waiting(context: ApiContext) -> int | None:
+    embedder = _http_embedder(context)
+    return None if embedder is None else embedder.lanes.waiting
 
 
 def _circuits(context: ApiContext) -> dict[str, bool] | None:
     """Whether the embedding client skips its passage and its query server now (one
     circuit for both when they are one server); None without an embedding API."""
-    if not context.ready:
-        return None
-    try:
-        embedder = context.mem.embedder
-    except ApiError:  # detached meanwhile: stopping
-        return None
-    if not isinstance(embedder, OpenAICompatibleEmbedder):
+    embedder = _http_embedder(context)
+    if embedder is None:
         return None
     return {
         "passage": embedder.breaker.state != "closed",
