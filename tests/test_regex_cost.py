@@ -297,6 +297,7 @@ _OLD_FILE_TAG_START = re.compile(r"<(?=[ \t]*/?[ \t]*file\b)", re.IGNORECASE)
 # of whitespace and keys around the longest a key may be.
 _PIECES = [" ", "\t", "\xa0", "\n", "-", "+", "*", "**", ":", "#", ".", "!", "?", "。", "」", ")"]
 _PIECES += ["<", "/", "file", "FILE", "x", "y", " " * 40, "x" * 40]
+_PIECES += ["\u3000", "\r"]  # blanks to str.strip but not to the patterns' [ \t]
 _SPACE = st.sampled_from(["", " ", "  ", "\t", " \xa0", " " * 40])
 _KEY = st.sampled_from(["", "x", "a b", " ", "x" * 79, "x" * 80, "x" * 81])
 _KEY_LINES = st.tuples(
