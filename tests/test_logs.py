@@ -42,14 +42,40 @@ def test_a_forged_line_in_a_field_stays_on_its_line() -> None:
     )
     assert "\n" not in line and "\r" not in line and "\x1b" not in line
     assert "\u2028" not in line
-    assert "kid=zz\\nerror   memstrata.api.auth" in line
-    assert "path=/x\\r\\n\\x1b[31mred\\u2028" in line
+    assert 'kid="zz\\nerror   memstrata.api.auth: auth.token.accepted user_id=admin"' in line
+    assert 'path="/x\\r\\n\\u001b[31mred\\u2028"' in line
 
 
 def test_ordinary_text_is_written_as_it_is_and_a_tab_escaped() -> None:
     line = _format("sync.file", user_id="阿丽", file="USER.md", detail="tab\tkept? no")
     assert line.startswith("warning memstrata.test_logs: sync.file user_id=阿丽 file=USER.md")
-    assert line.endswith("detail=tab\\tkept? no")
+    assert line.endswith('detail="tab\\tkept? no"')
+
+
+def test_a_field_value_cannot_pass_for_another_field() -> None:
+    """A user id like ``x user_id=admin`` (ids are opaque strings) was written as it is,
+    and a text log read as if the event named the user ``admin``."""
+    line = _format("auth.denied", user_id='x user_id=admin "y"', route="/api/memory/search")
+    assert 'user_id="x user_id=admin \\"y\\""' in line
+    assert line.endswith("route=/api/memory/search")
+    assert _logfmt_fields(line)["user_id"] == 'x user_id=admin "y"'
+    assert 'empty=""' in _format("auth.denied", empty="")
+
+
+def _logfmt_fields(line: str) -> dict[str, str]:
+    """The fields of a text line, read back the way a logfmt reader does."""
+    fields: dict[str, str] = {}
+    rest = line.split(": ", 1)[1].split(" ", 1)[1]
+    decoder = json.JSONDecoder()
+    while rest:
+        key, rest = rest.split("=", 1)
+        if rest.startswith('"'):
+            value, end = decoder.raw_decode(rest)
+            rest = rest[end:].lstrip()
+        else:
+            value, _, rest = rest.partition(" ")
+        fields[key] = value
+    return fields
 
 
 def test_bidi_controls_are_escaped_in_a_text_line() -> None:
@@ -61,9 +87,9 @@ def test_bidi_controls_are_escaped_in_a_text_line() -> None:
 def test_a_json_line_escapes_what_a_terminal_acts_on_and_parses_back_the_same() -> None:
     """JSON escapes C0 by itself but left C1 (0x9b is a CSI to xterm) and bidi controls
     raw: a JSON log read on a terminal acted on them."""
-    fields = {"path": "/x\x9b2J\u202eevil\x1b[31m", "user_id": "阿丽"}
+    fields = {"path": "/x\x9b2J\u202eevil\x1b[31m\u2028", "user_id": "阿丽"}
     line = _format("http.request", JsonFormatter(), **fields)
-    assert not any(c in line for c in "\x9b\u202e\x1b\n")
+    assert not any(c in line for c in "\x9b\u202e\x1b\n\u2028")
     assert "阿丽" in line  # other non-ASCII text as it is
     parsed = json.loads(line)
     assert {k: parsed[k] for k in fields} == fields

@@ -106,11 +106,21 @@ def _one_line(value: object) -> str:
     return visible(str(value))
 
 
+def _field_value(value: object) -> str:
+    """A field's value as logfmt writes it: one holding a blank, ``=`` or ``"`` (or
+    nothing) as a quoted JSON string, so that a client's ``x user_id=admin`` cannot pass
+    for a field of its own; any other as it is, with what a terminal acts on escaped."""
+    text = str(value)
+    if text and not any(c.isspace() or c in '="' for c in text):
+        return _one_line(text)
+    return json_text(text)
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = event_fields(record)
         head = f"{record.levelname.lower():7s} {record.name}: {_one_line(record.getMessage())}"
-        extras = " ".join(f"{k}={_one_line(v)}" for k, v in fields.items() if k != "event")
+        extras = " ".join(f"{k}={_field_value(v)}" for k, v in fields.items() if k != "event")
         text = f"{head} {extras}".rstrip()
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)

@@ -34,9 +34,10 @@ _IN_FIELD = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\u2028\u2029]")
 # ... while text shown as lines keeps its newlines, tabs and CR LF line ends (harmless:
 # only a carriage return on its own goes back over what the line showed).
 _IN_LINES = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]|\r(?!\n)")
-# A JSON text already escapes C0 (json.dumps always does); these are what is left. Each
+# A JSON text already escapes C0 (json.dumps always does); these are what is left, the
+# line and paragraph separators among them (a log viewer may break a line at either). Each
 # lies inside a JSON string, where ``\\uXXXX`` is the same character to a parser.
-_IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}]")
+_IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}\u2028\u2029]")
 
 
 def visible(text: str, *, lines: bool = False) -> str:
