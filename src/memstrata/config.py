@@ -12,6 +12,8 @@ here, as they always were.
 from __future__ import annotations
 
 import difflib
+import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,12 +24,13 @@ from pydantic_settings import (
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from memstrata.config_embedding import STORED_VECTOR_DIM as STORED_VECTOR_DIM
 from memstrata.config_embedding import EmbeddingModelSpec as EmbeddingModelSpec
 from memstrata.config_embedding import EmbeddingSettings
-from memstrata.config_lists import LIST_EXAMPLES, must_be_list
+from memstrata.config_lists import LIST_EXAMPLES, list_example, must_be_list
 from memstrata.config_search import CANDIDATE_MULTIPLIER as CANDIDATE_MULTIPLIER
 from memstrata.config_search import INDEX_SNAPSHOT_MIN_ROWS as INDEX_SNAPSHOT_MIN_ROWS
 from memstrata.config_search import MIN_CANDIDATES as MIN_CANDIDATES
@@ -43,7 +46,7 @@ from memstrata.config_storage import EMBEDDED_DATABASE as EMBEDDED_DATABASE
 from memstrata.config_storage import StorageSettings
 from memstrata.config_storage import is_blank as is_blank
 from memstrata.config_storage import unset_database_problem as unset_database_problem
-from memstrata.errors import InvalidSettingError, UnknownSettingError
+from memstrata.errors import InvalidSettingError, SettingNotJSONError, UnknownSettingError
 from memstrata.retrieval.chunk import CHUNK_TOKENS as CHUNK_TOKENS
 from memstrata.retrieval.chunk import CONTEXT_TOKENS as CONTEXT_TOKENS
 
@@ -74,13 +77,21 @@ class Settings(ServingSettings, SearchSettings, EmbeddingSettings, StorageSettin
 
         def __init__(self, **values: Any) -> None:
             """Bad values are an ``InvalidSettingError``: pydantic's ValidationError (its
-            callers go on catching it), also a MemstrataError, naming each variable."""
+            callers go on catching it), also a MemstrataError, naming each variable; a
+            value that is not JSON too (``SettingNotJSONError``)."""
+            not_json: SettingNotJSONError | None = None
             try:
                 super().__init__(**values)
             except InvalidSettingError:
                 raise
             except ValidationError as exc:
                 raise InvalidSettingError.of(exc) from None
+            except SettingsError as exc:
+                not_json = not_json_error(exc)
+            if not_json is not None:
+                # Raised here, not in the except block: it is not chained to pydantic-
+                # settings' error, whose JSON error holds the value (a secret, maybe).
+                raise not_json
 
     @classmethod
     def settings_customise_sources(
@@ -102,6 +113,21 @@ class Settings(ServingSettings, SearchSettings, EmbeddingSettings, StorageSettin
     # Before pydantic's own check, whose "Input should be a valid list" showed no example.
     # Here, not in a part: it spans the embedding and serving parts' list settings.
     _lists = field_validator(*LIST_EXAMPLES, mode="before")(must_be_list)
+
+
+def not_json_error(exc: SettingsError) -> SettingNotJSONError:
+    """pydantic-settings' refusal of a value that is not JSON, as the error naming its
+    variable and how to write it: ``not valid JSON (<where>); list and object settings take
+    JSON, e.g. '<the setting's example>'``. The message rule of the library and the CLI.
+    Only a JSON decoder's error is quoted: it says where, never what was given."""
+    field = re.search(r'field "(\w+)"', str(exc))
+    name = field.group(1) if field else None
+    where = f" ({exc.__cause__})" if isinstance(exc.__cause__, json.JSONDecodeError) else ""
+    return SettingNotJSONError.naming(
+        name,
+        f"not valid JSON{where}; list and object settings take JSON, "
+        f"e.g. '{list_example(name or '')}'",
+    )
 
 
 def check_setting_names(given: Iterable[str], known: Iterable[str]) -> None:

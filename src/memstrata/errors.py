@@ -12,6 +12,7 @@ from typing import Any, get_args
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ErrorType
+from pydantic_settings import SettingsError
 
 
 class MemstrataError(Exception):
@@ -205,6 +206,24 @@ class InvalidSettingError(MemstrataError, ValidationError):
     def __str__(self) -> str:
         variables = dict.fromkeys(setting_variable(e["loc"]) for e in self.errors() if e["loc"])
         return f"invalid settings: {', '.join(variables) or 'see below'}\n{super().__str__()}"
+
+
+class SettingNotJSONError(InvalidSettingError, SettingsError):
+    """A list or object setting whose value is not JSON (``MEMSTRATA_SKILL_DIRS='[oops'``),
+    which pydantic-settings refuses before any validation with its own ``SettingsError``:
+    an ``InvalidSettingError`` like every other bad value, and still a ``SettingsError``,
+    so an ``except SettingsError`` written for pydantic-settings keeps catching it. Its
+    one ``errors()`` entry (type ``setting_not_json``) keeps no value (``input`` None)."""
+
+    @classmethod
+    def naming(cls, field: str | None, problem: str) -> SettingNotJSONError:
+        """The error of ``field`` (None: pydantic-settings named none), saying ``problem``."""
+        detail: InitErrorDetails = {
+            "type": PydanticCustomError("setting_not_json", problem),
+            "loc": () if field is None else (field,),
+            "input": None,
+        }
+        return cls.from_exception_data("Settings", [detail], hide_input=True)
 
 
 def _init_details(error: ErrorDetails) -> InitErrorDetails:

@@ -1,116 +1,74 @@
-"""The library's composition root: build every service once from one ``Settings``.
+"""The library's runtime: one ``Memstrata`` per process, every service built once from one
+``Settings`` (the composition root of each entry point).
 
 Entry points (CLI, the FastAPI app factory, tests, a host platform) call
 ``Memstrata.open(settings)`` and pass the result down; nothing is created at import time.
 Parts can be swapped through the keyword arguments (a platform's own sandbox provider, an
-embedding provider, a model registry). The sandbox provider, given or default, is wrapped
-with a deadline on every call (``sandbox.timed``, ``MEMSTRATA_SANDBOX_TIMEOUT_S``).
+embedding provider, a model registry). How the services are built and wired is
+:mod:`memstrata.runtime_assembly`; here are the calls a host makes on them, the background
+workers, and shutting down (``close``, ``drain``, ``with`` and ``async with``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
-from memstrata.agent.pool import AgentPool
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
-from memstrata.db.database import ClosableSessions, Database
-from memstrata.db.disk import DiskWatch, local_paths
+from memstrata.db.database import Database
 from memstrata.errors import (
     BackgroundEmbeddingUnavailableError,
     InvalidContentError,
     NoSandboxDirectoryError,
-    RuntimeClosedError,
 )
 from memstrata.logs import log_event
 from memstrata.memory.erase import Erasure, UserEraser
 from memstrata.memory.kinds import USER_FILE_KINDS, validate_user_id
-from memstrata.memory.store import MemoryStore
-from memstrata.memory.templates import TemplateSet, default_template_dir
 from memstrata.memory.users import UserSummary, holds_anything, list_users
-from memstrata.retrieval.cache import IndexCache
-from memstrata.retrieval.embedding_registry import ModelRegistry, build_embedder, embedder_for
+from memstrata.retrieval.embedding_registry import ModelRegistry
 from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
-from memstrata.retrieval.healing import VectorHealer
-from memstrata.retrieval.indexer import Indexer
-from memstrata.retrieval.ranking import DecayPolicy
 from memstrata.retrieval.rounds import Round
-from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.session_ids import check_session_id
-from memstrata.retrieval.snapshot import SnapshotWriter
 from memstrata.retrieval.staging import IndexReport
-from memstrata.retrieval.state_reader import state_reader, while_open
-from memstrata.retrieval.template_history import TemplateScaffold
 from memstrata.retrieval.tokenize import count_tokens
-from memstrata.retrieval.warmer import IndexWarmer
+
+# ``X as X``: re-exported, for the hosts and tests that import them from here.
+from memstrata.runtime_assembly import CLOSED_MESSAGE as CLOSED_MESSAGE
+from memstrata.runtime_assembly import FROM_SETTINGS as FROM_SETTINGS
+from memstrata.runtime_assembly import FromSettings, Services, assemble, choose_embedder
+from memstrata.runtime_assembly import refuse_if_closed as refuse_if_closed
 from memstrata.sandbox.base import SandboxProvider
-from memstrata.sandbox.build import build_sandboxes
 from memstrata.sandbox.local import LocalSandboxProvider
-from memstrata.sandbox.sync import SyncService
 from memstrata.sandbox.timed import TimedSandboxProvider
 from memstrata.skills.loader import SkillLoader
-from memstrata.skills.service import SkillService
 
 logger = logging.getLogger(__name__)
 
 
-class _FromSettings(Enum):
-    """``embedder=`` not given: build it from the settings (``None`` means BM25 only)."""
-
-    TOKEN = "from settings"
-
-
-FROM_SETTINGS = _FromSettings.TOKEN
 # How long stop_background() waits for the re-embedding worker to finish its batch.
 HEALER_STOP_S = 2.0
-# What every call on a closed runtime raises (RuntimeClosedError), whichever service.
-CLOSED_MESSAGE = "this Memstrata was closed; open a new one with Memstrata.open(...)"
 
 
-def refuse_if_closed(sessions: ClosableSessions) -> None:
-    """The one rule of a closed runtime: ``RuntimeClosedError`` once its session factory is
-    closed. Each session refuses by it; the runtime's own calls and the services that
-    take no session first (search, which embeds the query before it reads the database,
-    and the agent pool) check it through ``open_check``."""
-    if sessions.closed:
-        raise RuntimeClosedError(sessions.message)
+def drain_timeout_s(settings: Settings) -> float:
+    """How long the end of an ``async with`` block waits for the edits still under way: one
+    passage embedding call at its timeout with a full batch (5 + 1 × 8 = 13 s with the
+    defaults), the bound ``memstrata serve`` gives them after its grace. An edit in its
+    embedding call then lands within it (``drain`` sends no further call)."""
+    per_batch = settings.embedding_timeout_per_text_s * settings.embedding_batch_size
+    return settings.embedding_timeout_s + per_batch
 
 
 @dataclass(frozen=True)
-class Memstrata:
-    """Every service of one process, built once (use :meth:`open`; ``with`` closes it)."""
-
-    settings: Settings
-    db: Database
-    templates: TemplateSet
-    embedder: EmbeddingProvider | None
-    indexer: Indexer
-    store: MemoryStore
-    search: SearchService
-    sandboxes: SandboxProvider
-    pool: AgentPool[Any]
-    sync: SyncService
-    skills: SkillService
-    # The session factory over ``db.sessions`` that every service above uses (the
-    # background re-embedding worker excepted): ``close()`` closes it, so each of their
-    # calls then raises RuntimeClosedError (``db`` itself may be the caller's, shared with
-    # other runtimes, and stays usable).
-    db_sessions: ClosableSessions
-    # Is a disk it writes to full (the data directory's, the sandbox root's, the
-    # database's)? What /readyz says (memstrata.db.disk).
-    disk: DiskWatch
-    healer: VectorHealer | None = None
-    # Whether ``close()`` closes ``db`` too: the runtime opened it. A caller's ``database=``
-    # may be shared with other runtimes (its embedded server, say), and stays open.
-    owns_db: bool = True
+class Memstrata(Services):
+    """Every service of one process, built once (use :meth:`open`; ``with`` closes it,
+    ``async with`` drains it first and closes it off the event loop)."""
 
     @classmethod
     def open(
@@ -119,7 +77,7 @@ class Memstrata:
         *,
         database: Database | None = None,
         sandboxes: SandboxProvider | None = None,
-        embedder: EmbeddingProvider | Literal[_FromSettings.TOKEN] | None = FROM_SETTINGS,
+        embedder: EmbeddingProvider | Literal[FromSettings.TOKEN] | None = FROM_SETTINGS,
         embedding_spec: EmbeddingModelSpec | None = None,
         registry: ModelRegistry | None = None,
         skill_loader: SkillLoader | None = None,
@@ -130,11 +88,12 @@ class Memstrata:
         settings = settings or Settings()
         db = database or Database.open(settings)
         try:
-            return cls._assemble(
+            return assemble(
+                cls,
                 settings,
                 db,
                 sandboxes,
-                _embedder(settings, embedder, embedding_spec, registry),
+                choose_embedder(settings, embedder, embedding_spec, registry),
                 skill_loader,
                 owns_db=database is None,
             )
@@ -142,96 +101,6 @@ class Memstrata:
             if database is None:  # ours: an embedded server would outlive the failure
                 db.close()
             raise
-
-    @classmethod
-    def _assemble(
-        cls,
-        settings: Settings,
-        db: Database,
-        sandboxes: SandboxProvider | None,
-        provider: EmbeddingProvider | None,
-        skill_loader: SkillLoader | None,
-        *,
-        owns_db: bool,
-    ) -> Memstrata:
-        templates = TemplateSet(settings.template_dir or default_template_dir())
-        sessions = ClosableSessions(db.sessions, CLOSED_MESSAGE)
-        open_check = partial(refuse_if_closed, sessions)
-        # Every new user is provisioned from these: a missing one is a start-up error,
-        # not a 500 for each new user. AGENTS.md may be missing (sync reports it).
-        templates.check(USER_FILE_KINDS)
-        scaffold = TemplateScaffold(sessions, templates)
-        scaffold.record(k for k in USER_FILE_KINDS if k.indexed)  # SOUL.md is not indexed
-        indexer = Indexer(
-            sessions,
-            provider,
-            chunk_tokens=settings.chunk_tokens,
-            context_tokens=settings.conversation_context_tokens,
-            scaffold=scaffold.keys,
-            memory_chunking=settings.memory_chunking,
-        )
-        store = MemoryStore(sessions, templates, settings.max_content_bytes, indexer=indexer)
-        cache = IndexCache(
-            sessions,
-            settings.search_cache_users,
-            settings.search_cache_bytes,
-            SnapshotWriter(sessions, settings.index_snapshot_min_rows),
-            # The check before every search, on the reader of the database's own engine.
-            states=while_open(state_reader(db.engine).read, sessions),
-        )
-        search = SearchService(
-            cache,
-            provider,
-            rrf_k=settings.rrf_k,
-            candidate_multiplier=settings.candidate_multiplier,
-            min_candidates=settings.min_candidates,
-            min_candidates_decay=settings.min_candidates_decay,
-            query_cache_entries=settings.query_cache_entries,
-            decay=DecayPolicy(settings.decay, settings.decay_half_life_days, settings.decay_floor),
-            vector_backend=settings.vector_backend,
-            fusion=settings.search_fusion,
-            warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
-            open_check=open_check,
-        )
-        # The query-embedding cache's bound is its share of the same byte budget.
-        cache.share_budget(search.embedder)
-        sandbox_provider = build_sandboxes(settings, sandboxes)
-        # The listener thread starts on the pool's first get(): only processes that cache
-        # agents need to hear invalidations.
-        pool: AgentPool[Any] = AgentPool(db.engine, open_check=open_check)
-        sync = SyncService(store, sandbox_provider, pool=pool, templates=templates)
-        skills = SkillService(skill_loader or SkillLoader(settings.skill_dirs), sessions)
-        pgdata = None if db.embedded is None else db.embedded.pgdata
-        disk = DiskWatch(local_paths(settings, pgdata, local_sandboxes=sandboxes is None))
-        healer = None
-        if isinstance(provider, OpenAICompatibleEmbedder):
-            healer = VectorHealer(
-                # Not ``sessions``: a batch that outlives stop_background() (an embedding
-                # call still running) stores its vectors, or fails as a database error.
-                db.sessions,
-                provider,
-                interval_s=settings.embedding_heal_interval_s,
-                max_attempts=settings.embedding_heal_max_attempts,
-                on_caught_up=search.warm,
-            )
-        disk.attach(db.engine)  # last: nothing below fails and leaves it on a caller's db
-        return cls(
-            settings=settings,
-            db=db,
-            templates=templates,
-            embedder=provider,
-            indexer=indexer,
-            store=store,
-            search=search,
-            sandboxes=sandbox_provider,
-            pool=pool,
-            sync=sync,
-            skills=skills,
-            db_sessions=sessions,
-            disk=disk,
-            healer=healer,
-            owns_db=owns_db,
-        )
 
     async def open_agent_session(
         self,
@@ -439,18 +308,24 @@ class Memstrata:
     ) -> None:
         self.close()
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """The shutdown docs/LIBRARY.md asks for, in order: ``drain`` (the edits still
+        under way, those whose caller was cancelled included, land first), then ``close``
+        in a worker thread: stopping the background workers and an embedded PostgreSQL
+        takes a tenth of a second and more, which on the loop would stall every task."""
+        try:
+            if not self.db_sessions.closed:
+                await self.drain(drain_timeout_s(self.settings))
+        finally:
+            await asyncio.to_thread(self.close)
+
     def _check_open(self) -> None:
         refuse_if_closed(self.db_sessions)
-
-
-def _embedder(
-    settings: Settings,
-    embedder: EmbeddingProvider | Literal[_FromSettings.TOKEN] | None,
-    spec: EmbeddingModelSpec | None,
-    registry: ModelRegistry | None,
-) -> EmbeddingProvider | None:
-    if embedder is not FROM_SETTINGS:
-        return embedder
-    if spec is not None:
-        return embedder_for(spec, settings)
-    return build_embedder(settings, registry)

@@ -47,6 +47,7 @@ from memstrata.api.middleware import route_template
 from memstrata.api.routing import current_user
 from memstrata.config import Settings
 from memstrata.logs import log_event
+from memstrata.runtime import drain_timeout_s
 
 logger = logging.getLogger(__name__)
 
@@ -252,9 +253,9 @@ def describe_work(thread: threading.Thread) -> str | None:
 def after_grace_s(settings: Settings) -> float:
     """How long ``serve`` (and ``create_app``'s own runtime) waits, once the grace has
     passed, for the work of the requests it cut off (frontend edits finishing, worker
-    threads) before closing the runtime: one passage embedding call at its timeout with a
-    full batch, 5 + 1 × 8 = 13 s with the defaults. A request in its embedding call then
-    commits within it (no further call is sent, :meth:`Memstrata.drain`); one held up by
-    anything else past it is abandoned, all or nothing (docs/DEPLOY.md)."""
-    per_batch = settings.embedding_timeout_per_text_s * settings.embedding_batch_size
-    return settings.embedding_timeout_s + per_batch
+    threads) before closing the runtime: the library's drain bound
+    (:func:`memstrata.runtime.drain_timeout_s`, 13 s with the defaults). A request in its
+    embedding call then commits within it (no further call is sent,
+    :meth:`Memstrata.drain`); one held up by anything else past it is abandoned, all or
+    nothing (docs/DEPLOY.md)."""
+    return drain_timeout_s(settings)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
@@ -19,7 +18,6 @@ from memstrata.terminal import visible
 # imported in the function that needs it (tests/cli/test_startup_imports.py).
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
-    from pydantic_settings import SettingsError
 
     from memstrata.config import EmbeddingModelSpec, Settings
     from memstrata.db.database import Database
@@ -84,17 +82,14 @@ def load_settings(*, log_level: str | None = "WARNING", opens_database: bool = T
     refused here, before they start anything (an embedding server, say).
     """
     from pydantic import ValidationError
-    from pydantic_settings import SettingsError
 
     from memstrata.config import Settings, unset_database_problem
     from memstrata.service_logging import configure_service_logging
 
     try:
         settings = Settings()
-    except ValidationError as exc:
+    except ValidationError as exc:  # InvalidSettingError, a value not JSON included
         fail(f"invalid configuration — {'; '.join(map(_problem, exc.errors()))}")
-    except SettingsError as exc:  # a list or object setting that is not valid JSON
-        fail(f"invalid configuration — {settings_error(exc)}")
     problem = unset_database_problem(settings) if opens_database else None
     if problem is not None:
         fail(f"invalid configuration — {problem}")
@@ -134,17 +129,6 @@ def _number_hint(error: ErrorDetails) -> str:
     kind = "a number" if error["type"] == "float_parsing" else "a whole number"
     counted = f"{kind} of {unit}" if unit else kind
     return f"; {counted}, e.g. {field.default}" if field.default is not None else f"; {counted}"
-
-
-def settings_error(exc: SettingsError) -> str:
-    """``MEMSTRATA_X: not valid JSON (...)`` from pydantic-settings' parse error."""
-    from memstrata.config_lists import list_example
-
-    field = re.search(r'field "(\w+)"', str(exc))
-    name = f"MEMSTRATA_{field.group(1).upper()}" if field else "a MEMSTRATA_* setting"
-    cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
-    example = list_example(field.group(1) if field else "")
-    return f"{name}: not valid JSON{cause}; list and object settings take JSON, e.g. '{example}'"
 
 
 @contextmanager
