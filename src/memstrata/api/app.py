@@ -40,8 +40,10 @@ from memstrata.api.schemas import without_default_422
 from memstrata.api.shutdown import CutOffRoutes, ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.db.migrate import schema_head
+from memstrata.db.pool_watch import PoolStats, pool_stats
 from memstrata.logs import log_event
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.state_reader import state_reader
 from memstrata.runtime import Memstrata
 from memstrata.service_logging import configure_service_logging
 from memstrata.web import web_router
@@ -67,6 +69,7 @@ def create_router(
         lambda: _bulk_waiting(context),
     )
     context.metrics.watch_circuits(lambda: _circuits(context))
+    context.metrics.watch_pools(lambda: _pools(context))
     routes = route_class(context)
     router = APIRouter()
     router.include_router(config.build_router(routes))
@@ -210,6 +213,19 @@ def _circuits(context: ApiContext) -> dict[str, bool] | None:
         "passage": embedder.breaker.state != "closed",
         "query": embedder.query_breaker.state != "closed",
     }
+
+
+def _pools(context: ApiContext) -> dict[str, PoolStats] | None:
+    """The attached runtime's database pools: ``main`` (its sessions) and ``search_check``
+    (the check before each search, on a pool of its own); None while none is attached."""
+    if not context.ready:
+        return None
+    try:
+        engine = context.mem.db.engine
+    except ApiError:  # detached meanwhile: stopping
+        return None
+    found = {"main": pool_stats(engine), "search_check": pool_stats(state_reader(engine).engine)}
+    return {name: stats for name, stats in found.items() if stats is not None}
 
 
 def _database_up(context: ApiContext) -> bool | None:

@@ -30,7 +30,8 @@ errors the two are the same English text). 409 and 422 add fields:
   shutdown's grace ended (memstrata.api.shutdown), with ``Retry-After``;
   ``database_read_only``: the database refused this server's statement for lack of a
   privilege (SQLSTATE 42501) or because it is read-only (25006: a hot standby,
-  ``default_transaction_read_only``), logged as one ERROR line that names the fix
+  ``default_transaction_read_only``), logged as one ERROR line that names the fix, with
+  the same ``Retry-After``
 - 500 ``internal_error``: anything else (logged with its traceback)
 
 Sandbox and embedding failures are the sync / retrieval layers' to swallow (spec §5: log
@@ -75,9 +76,11 @@ logger = logging.getLogger(__name__)
 INVALID_FILE_NAME = "无效的文件名"  # spec §3: the 400 body's message, verbatim
 INVALID_FILE_NAME_MESSAGE = "invalid file name: use one of user, soul, memory"
 INTERNAL_ERROR = "internal server error"
-# Retry-After of a database_unavailable 503: a restart or a failover's switch takes
-# seconds, and the pool already waited up to 10 s for a connection, so a retry within the
-# second would add load to a database that is struggling.
+# Retry-After of the database's 503s, database_unavailable and database_read_only: a
+# restart or a failover's switch (the URL still reaching the demoted, read-only primary)
+# takes seconds, and the pool already waited up to 10 s for a connection, so a retry
+# within the second would add load to a database that is struggling. A refusal only an
+# operator can end (revoked grants) gets it too: retries every few seconds cost nothing.
 DATABASE_RETRY_AFTER_S = 5
 
 # The code of a status when nothing more specific applies.
@@ -172,10 +175,8 @@ def map_exception(exc: BaseException) -> HttpError | None:
     if isinstance(exc, UnknownSkillError):
         return _detail(404, str(exc))
     if _refused_write(exc) is not None:
-        return _detail(
-            503,
-            "the database refuses this server's writes; try again later",
-            code="database_read_only",
+        return _database_refusal(
+            "the database refuses this server's writes; try again later", "database_read_only"
         )
     if isinstance(exc, SandboxError | EmbeddingError):
         # Checked before ValueError: SandboxPathError is both.
@@ -183,11 +184,8 @@ def map_exception(exc: BaseException) -> HttpError | None:
     # PoolTimeoutError: every pooled connection busy (a lock held, a flood of one user's
     # writes) for db.engine.POOL_TIMEOUT_S; a 500 with a traceback before.
     if isinstance(exc, DatabaseSetupError | OperationalError | PoolTimeoutError):
-        return _detail(
-            503,
-            "the database is unavailable; try again shortly",
-            code="database_unavailable",
-            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        return _database_refusal(
+            "the database is unavailable; try again shortly", "database_unavailable"
         )
     if isinstance(exc, RuntimeClosedError):  # a host closed the runtime under its router
         return _detail(503, str(exc), code="unavailable")
@@ -196,6 +194,11 @@ def map_exception(exc: BaseException) -> HttpError | None:
     if isinstance(exc, ValueError):  # spec §5: ValueError → HTTP 400
         return _detail(400, str(exc) or type(exc).__name__)
     return None
+
+
+def _database_refusal(detail: str, code: str) -> HttpError:
+    """A 503 of the database's, with its ``Retry-After``."""
+    return _detail(503, detail, code=code, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
 
 
 # SQLSTATE numeric_value_out_of_range: an integer over 2^31 − 1 for an ``integer`` column.

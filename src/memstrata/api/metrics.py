@@ -38,6 +38,13 @@
   reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
   ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that
   never called ``start_background``).
+- ``memstrata_database_pool_connections_in_use{pool}`` / ``_connections_limit{pool}``
+  (gauges), ``memstrata_database_pool_waiting{pool}`` (checkouts waiting for a connection
+  now), ``memstrata_database_pool_wait_seconds{pool}`` (histogram: every checkout, 0 when
+  a connection was free or could be opened) and ``memstrata_database_pool_timeouts_total``:
+  the SQLAlchemy pools, ``main`` (every session) and ``search_check`` (the check before
+  each search, retrieval.state_reader), read at scrape time (db.pool_watch); no sample
+  while no runtime is attached.
 - ``memstrata_build_info{version, schema_head}``: always 1; which release this process
   runs and the schema revision it needs.
 
@@ -57,12 +64,18 @@ import gc
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memstrata import package_version
 from memstrata.db.migrate import schema_head
+from memstrata.db.pool_watch import WAIT_BUCKETS_S, PoolStats
 from memstrata.retrieval.cache import CacheStats
 from memstrata.retrieval.search_stats import SearchStats
 
@@ -123,12 +136,14 @@ class ApiMetrics:
         self._database_source: Callable[[], bool | None] | None = None
         self._counts: dict[str, tuple[str, Callable[[], int | None]]] = {}
         self._circuits: Callable[[], Mapping[str, bool] | None] | None = None
+        self._pools: Callable[[], Mapping[str, PoolStats] | None] | None = None
         self._backlog: tuple[int, float, int] | None = None  # as last read, for this scrape
         self.registry.register(_SearchCacheCollector(self))
         self.registry.register(_SearchStageCollector(self))
         self.registry.register(_FrozenHeapCollector())
         self.registry.register(_ProcessCollector(self))
         self.registry.register(_EmbeddingCollector(self))
+        self.registry.register(_PoolCollector(self))
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
         """Report the search cache's stats from ``source`` (None: no runtime attached)."""
@@ -151,6 +166,11 @@ class ApiMetrics:
         """Report whether each embedding circuit is open (kind → open) from ``source``
         (None: no sample)."""
         self._circuits = source
+
+    def watch_pools(self, source: Callable[[], Mapping[str, PoolStats] | None]) -> None:
+        """Report the database pools (pool name → its state) from ``source`` (None: no
+        sample)."""
+        self._pools = source
 
     def record_backlog(self, pending: int, oldest_s: float, failed: int) -> None:
         """The backlog as just read (``/readyz``, or a scrape before it renders)."""
@@ -237,6 +257,56 @@ class _EmbeddingCollector(Collector):
             if kind in circuits:
                 family.add_metric([kind], 1 if circuits[kind] else 0)
         yield family
+
+
+class _PoolCollector(Collector):
+    """The database pools at scrape time: how full, and how long checkouts waited."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._metrics._pools
+        pools = source() if source is not None else None
+        if not pools:
+            return
+        labels = ["pool"]
+        in_use = GaugeMetricFamily(
+            "memstrata_database_pool_connections_in_use",
+            "Connections of the pool checked out now.",
+            labels=labels,
+        )
+        limit = GaugeMetricFamily(
+            "memstrata_database_pool_connections_limit",
+            "The most connections the pool opens at once (its size plus overflow; "
+            "MEMSTRATA_DB_POOL_SIZE × 3 for main).",
+            labels=labels,
+        )
+        waiting = GaugeMetricFamily(
+            "memstrata_database_pool_waiting",
+            "Checkouts waiting now for a connection of the pool (every one in use).",
+            labels=labels,
+        )
+        waits = HistogramMetricFamily(
+            "memstrata_database_pool_wait_seconds",
+            "Time each checkout waited for a connection (0 when one was free or could be opened).",
+            labels=labels,
+        )
+        timeouts = CounterMetricFamily(
+            "memstrata_database_pool_timeouts",
+            "Checkouts that waited the pool timeout (10 s) and got no connection (a 503).",
+            labels=labels,
+        )
+        for name, stats in pools.items():
+            in_use.add_metric([name], stats.in_use)
+            limit.add_metric([name], stats.limit)
+            waiting.add_metric([name], stats.waiting)
+            buckets = [(str(b), n) for b, n in zip(WAIT_BUCKETS_S, stats.wait_buckets, strict=True)]
+            waits.add_metric(
+                [name], [*buckets, ("+Inf", stats.checkouts)], sum_value=stats.wait_sum_s
+            )
+            timeouts.add_metric([name], stats.timeouts)
+        yield from (in_use, limit, waiting, waits, timeouts)
 
 
 class _ProcessCollector(Collector):

@@ -13,7 +13,8 @@ process (a wrong URL or ``dimensions`` said "ok" until traffic came). A full dis
 local directory memstrata writes has no room, ``"database": "disk_full"`` when the
 database refused a statement for a full disk lately (:mod:`memstrata.db.disk`); before,
 writes answered "try again shortly" while it said ready and ok. ``/metrics``: Prometheus
-text (see :mod:`memstrata.api.metrics`) after refreshing the backlog gauges.
+text (see :mod:`memstrata.api.metrics`) after refreshing the backlog gauges, unless every
+pooled connection is busy.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from memstrata.api.single_flight import SingleFlight
 from memstrata.db.disk import DiskWatch
 from memstrata.db.engine import check_pgvector
 from memstrata.db.monitor import saturated
+from memstrata.db.pool_watch import pool_full
 from memstrata.errors import MemstrataError, PgvectorMissingError
 from memstrata.logs import log_event
 
@@ -107,7 +109,10 @@ class Probes:
     def _scrape(self) -> Scrape:
         metrics = self._context.metrics
         metrics.forget_backlog()  # unread (database down, starting): no sample, not the last
-        if self._context.ready:
+        # Not while every pooled connection is busy: the count would wait for one up to
+        # POOL_TIMEOUT_S (10 s, Prometheus' default scrape timeout), and the scrape that
+        # shows the pool full would time out itself.
+        if self._context.ready and not pool_full(self._context.mem.db.engine):
             self._vector_state()  # reads the backlog for its gauges
         return metrics.render()
 

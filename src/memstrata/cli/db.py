@@ -1,4 +1,4 @@
-"""``memstrata db``: schema migrations."""
+"""``memstrata db``: schema migrations, and the URL client programs connect with."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_database
 
-db_app = typer.Typer(help="Database schema (Alembic) commands.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="Database schema (Alembic) commands, and the URL psql or pg_dump connects with.",
+    no_args_is_help=True,
+)
 app.add_typer(db_app, name="db")
 
 
@@ -103,4 +106,56 @@ def revision_problem(
     return (
         f"the schema on {database} {at}, this release needs {head}: run `memstrata db upgrade`",
         BEHIND,
+    )
+
+
+# `db url` exit statuses: 0 the URL printed, 1 an error (a setting, an unreadable
+# postmaster.pid), 2 no embedded server running to connect to (with how to start it).
+NOT_RUNNING = 2
+
+
+@db_app.command("url")
+def db_url(
+    show_password: Annotated[
+        bool, typer.Option("--show-password", help="Print the password instead of ***.")
+    ] = False,
+) -> None:
+    """Print the URL a PostgreSQL client program (psql, pg_dump, pg_restore) connects with:
+    MEMSTRATA_DATABASE_URL in libpq's form (`postgresql://`), its password shown as *** unless
+    --show-password; with the embedded server, its socket
+    (`postgresql://postgres@/memstrata?host=<socket dir>&port=<port>`), read from its
+    postmaster.pid. It never starts the server. Exit status 0 when it printed the URL; 1 on
+    an error (a setting, an unreadable postmaster.pid); 2 when the embedded server is not
+    running, or the data directory holds none, saying how to start it."""
+    from memstrata.db.tool_url import has_cluster, libpq_url, running_postmaster
+
+    settings = load_settings()
+    url = settings.external_database_url
+    if url is not None:
+        typer.echo(libpq_url(url, show_password=show_password))
+        return
+    data_dir = settings.data_dir.resolve()
+    pgdata = data_dir / "pgdata"
+    try:
+        running = running_postmaster(pgdata)
+    except OSError as exc:
+        fail(
+            f"cannot read {pgdata / 'postmaster.pid'} ({exc.strerror or exc}): run this as "
+            'root or as the embedded server\'s OS user (docs/DEPLOY.md, "Backup and restore")'
+        )
+    if running is not None:
+        typer.echo(running.url())
+        return
+    if not has_cluster(pgdata):
+        fail(
+            f"there is no embedded PostgreSQL in {pgdata}: MEMSTRATA_DATA_DIR={data_dir} is "
+            "not a data directory memstrata has run in (the memory may be in another)",
+            NOT_RUNNING,
+        )
+    fail(
+        f"the embedded PostgreSQL in {pgdata} is not running: it runs while a memstrata "
+        f"process of that data directory does; start `memstrata serve` with "
+        f"MEMSTRATA_DATA_DIR={data_dir}, or, with none running, start the server alone with "
+        'the wheel\'s pg_ctl (docs/DEPLOY.md, "Backup and restore")',
+        NOT_RUNNING,
     )

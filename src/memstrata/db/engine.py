@@ -9,6 +9,7 @@ from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from memstrata.db.pool_watch import WatchedPool
 from memstrata.errors import DatabaseSetupError, PgvectorMissingError
 
 PGVECTOR_HINT = (
@@ -45,6 +46,7 @@ POOL_TIMEOUT_S = 10.0
 def make_engine(url: str, pool_size: int = 5) -> Engine:
     return create_engine(
         url,
+        poolclass=WatchedPool,  # its checkouts' waits for /metrics (db.pool_watch)
         pool_size=pool_size,
         max_overflow=pool_size * 2,
         pool_timeout=POOL_TIMEOUT_S,

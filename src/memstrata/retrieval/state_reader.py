@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import POOL_TIMEOUT_S, connect_args
+from memstrata.db.pool_watch import WatchedPool
 from memstrata.errors import RuntimeClosedError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.records import IndexState
@@ -63,6 +64,7 @@ class StateReader:
         url = engine.url
         self.engine = create_engine(
             url,
+            poolclass=WatchedPool,  # on /metrics as pool="search_check" (db.pool_watch)
             pool_size=POOL_SIZE,
             max_overflow=POOL_OVERFLOW,
             pool_timeout=POOL_TIMEOUT_S,

@@ -1,0 +1,153 @@
+"""How full a connection pool is, and how long checkouts wait for one of its connections.
+
+A saturated pool shows first as requests waiting for a connection (up to
+``engine.POOL_TIMEOUT_S``, then a 503 ``database_unavailable``) while the database itself
+looks idle; ``/metrics`` reads :func:`pool_stats` of each pool at scrape time.
+
+SQLAlchemy's pool events fire once a connection is handed over (``checkout``) or back
+(``checkin``); none fires when a checkout starts, so the wait cannot be timed from them.
+:class:`WatchedPool` is a ``QueuePool`` that times its own ``_do_get`` instead, and only
+when it is about to wait: every connection the pool may open (its size plus overflow) is
+open and none is idle. A checkout that finds an idle connection, or room to open one,
+counts as no wait at all: opening a connection is the database's time, not the pool's,
+and timing it would show a cold pool as a saturated one. The check reads the pool's
+counters without its lock, so a checkout that lost a race for the last idle connection
+waits uncounted, and one SQLAlchemy retries after losing it counts twice; they are rare,
+and a saturated pool is not a race. ``_do_get`` is the method every SQLAlchemy pool class
+implements, the one a pool subclass is meant to override. (The pools memstrata makes
+always bound their overflow: ``max_overflow=-1``, no bound, is not counted right.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
+
+# Upper bounds in seconds of a checkout's wait: a connection handed back by a request's
+# short statement comes within milliseconds, one held by a locked write within seconds,
+# and POOL_TIMEOUT_S (10 s) ends every wait. Checkouts that did not wait are in each.
+WAIT_BUCKETS_S = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """One pool as read now; the checkout counts since its engine was made."""
+
+    in_use: int  # connections checked out
+    limit: int  # the most it opens at once: pool size plus overflow
+    waiting: int  # checkouts waiting for a connection now
+    checkouts: int
+    wait_buckets: tuple[int, ...]  # cumulative, one per WAIT_BUCKETS_S bound
+    wait_sum_s: float
+    timeouts: int  # checkouts that waited POOL_TIMEOUT_S and got none
+
+
+class PoolWaits:
+    """An engine's checkout counts. They outlive its pool: every ``engine.dispose()``
+    (the database monitor's, when PostgreSQL is lost) puts a new pool in its place."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # += on an attribute is no atomic step
+        self.checkouts = 0
+        self.waiting = 0
+        self.waited = [0] * (len(WAIT_BUCKETS_S) + 1)  # per bucket, the last one +Inf
+        self.wait_sum_s = 0.0
+        self.timeouts = 0
+
+    def no_wait(self) -> None:
+        with self._lock:
+            self.checkouts += 1
+
+    def wait_started(self) -> None:
+        with self._lock:
+            self.waiting += 1
+
+    def wait_ended(self, seconds: float, *, timed_out: bool) -> None:
+        with self._lock:
+            self.waiting -= 1
+            self.checkouts += 1
+            self.waited[bisect_left(WAIT_BUCKETS_S, seconds)] += 1
+            self.wait_sum_s += seconds
+            self.timeouts += timed_out
+
+    def read(self) -> tuple[int, int, list[int], float, int]:
+        """Checkouts, waiting, waited per bucket, the waits' sum and timeouts, at once."""
+        with self._lock:
+            return self.checkouts, self.waiting, list(self.waited), self.wait_sum_s, self.timeouts
+
+
+def cumulative_buckets(checkouts: int, waited: list[int]) -> tuple[int, ...]:
+    """Prometheus' bucket counts (each one counting every checkout up to its bound) of
+    ``checkouts``, of which ``waited`` (per bucket, +Inf last) waited and the rest did not."""
+    count = checkouts - sum(waited)
+    buckets = []
+    for in_bucket in waited[:-1]:
+        count += in_bucket
+        buckets.append(count)
+    return tuple(buckets)
+
+
+class WatchedPool(QueuePool):
+    """A ``QueuePool`` that counts its checkouts' waits (module doc)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.waits = PoolWaits()
+
+    def recreate(self) -> WatchedPool:
+        pool = cast(WatchedPool, super().recreate())
+        pool.waits = self.waits
+        return pool
+
+    def full(self) -> bool:
+        """Whether a checkout now would wait: every connection the pool may open is open,
+        and none is idle."""
+        return self._overflow >= self._max_overflow and self._pool.empty()
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        waits = self.waits
+        if not self.full():
+            waits.no_wait()
+            return super()._do_get()
+        started = time.perf_counter()
+        waits.wait_started()
+        timed_out = False
+        try:
+            return super()._do_get()
+        except PoolTimeoutError:
+            timed_out = True
+            raise
+        finally:
+            waits.wait_ended(time.perf_counter() - started, timed_out=timed_out)
+
+    def stats(self) -> PoolStats:
+        checkouts, waiting, waited, wait_sum_s, timeouts = self.waits.read()
+        return PoolStats(
+            in_use=self.checkedout(),
+            limit=self.size() + self._max_overflow,
+            waiting=waiting,
+            checkouts=checkouts,
+            wait_buckets=cumulative_buckets(checkouts, waited),
+            wait_sum_s=wait_sum_s,
+            timeouts=timeouts,
+        )
+
+
+def pool_full(engine: Engine) -> bool:
+    """Whether a checkout of ``engine``'s pool now would wait (False for a pool that is
+    not a :class:`WatchedPool`)."""
+    pool = engine.pool
+    return isinstance(pool, WatchedPool) and pool.full()
+
+
+def pool_stats(engine: Engine) -> PoolStats | None:
+    """``engine``'s pool now; None when it is not a :class:`WatchedPool`."""
+    pool = engine.pool
+    return pool.stats() if isinstance(pool, WatchedPool) else None

@@ -1,0 +1,123 @@
+"""The database pools on ``/metrics``: a pool whose every connection is held shows as in
+use up to its limit, the requests waiting for one as ``waiting``, and each wait, once it
+ends, in the wait histogram — with the pool really saturated (its connections checked out
+and held on the session's PostgreSQL), not a pool's counters set by hand."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from memstrata.api import create_app
+from memstrata.config import Settings
+from memstrata.db.database import Database
+from memstrata.db.engine import POOL_TIMEOUT_S
+from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.runtime import Memstrata
+from tests.api.auth import AuthHeader
+
+FILE = "/api/config/agent-files/user"
+PREFIX = "memstrata_database_pool_"
+HELD_S = 0.4  # how long the waiting request waits, at least
+
+Samples = dict[tuple[str, str, str], float]  # (sample name, pool, le) -> value
+
+
+def _scrape(client: TestClient) -> Samples:
+    answer = client.get("/metrics")
+    assert answer.status_code == 200
+    return {
+        (sample.name, sample.labels.get("pool", ""), sample.labels.get("le", "")): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        if family.name.startswith(PREFIX)
+        for sample in family.samples
+    }
+
+
+def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the request never waited for a connection"
+        time.sleep(0.02)
+
+
+def test_a_saturated_pool_shows_on_metrics_while_a_request_waits(
+    settings: Settings, db: Database, auth: AuthHeader
+) -> None:
+    del db  # the schema, and tables emptied
+    mem = Memstrata.open(settings.model_copy(update={"db_pool_size": 1}))  # 1 + 2 overflow
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            assert client.get(FILE, headers=auth("alice")).status_code == 200
+            idle = _scrape(client)
+            held = [mem.db.engine.connect() for _ in range(3)]
+            try:
+                full = _scrape(client)
+                with ThreadPoolExecutor(1) as executor:
+                    answer = executor.submit(client.get, FILE, headers=auth("alice"))
+                    _until(lambda: _scrape(client)[(f"{PREFIX}waiting", "main", "")] == 1)
+                    time.sleep(HELD_S)
+                    held.pop().close()
+                    assert answer.result(timeout=10).status_code == 200
+            finally:
+                for connection in held:
+                    connection.close()
+            after = _scrape(client)
+    finally:
+        mem.close()
+
+    assert idle[(f"{PREFIX}connections_limit", "main", "")] == 3
+    assert idle[(f"{PREFIX}connections_limit", "search_check", "")] == 4  # 2 + 2 overflow
+    assert idle[(f"{PREFIX}connections_in_use", "main", "")] == 0
+    assert full[(f"{PREFIX}connections_in_use", "main", "")] == 3
+    assert full[(f"{PREFIX}waiting", "main", "")] == 0
+    assert after[(f"{PREFIX}waiting", "main", "")] == 0
+    assert after[(f"{PREFIX}connections_in_use", "main", "")] == 0
+
+    def waited_longer(samples: Samples, bound: str) -> float:
+        """Checkouts that waited longer than ``bound`` seconds."""
+        count = samples[(f"{PREFIX}wait_seconds_count", "main", "")]
+        return count - samples[(f"{PREFIX}wait_seconds_bucket", "main", bound)]
+
+    # The one request's checkout waited HELD_S and more; none other waited a millisecond.
+    assert waited_longer(idle, "0.001") == 0
+    assert waited_longer(after, "0.25") == 1
+    assert waited_longer(after, "0.001") == 1
+    assert after[(f"{PREFIX}wait_seconds_sum", "main", "")] >= HELD_S
+    assert (
+        after[(f"{PREFIX}wait_seconds_count", "main", "")]
+        > idle[(f"{PREFIX}wait_seconds_count", "main", "")]
+    )
+    assert after[(f"{PREFIX}timeouts_total", "main", "")] == 0
+
+
+def test_a_scrape_does_not_wait_for_a_connection_of_a_saturated_pool(
+    settings: Settings, db: Database, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """With an embedding API a scrape counts the re-embedding backlog, on a pooled
+    connection: it waited POOL_TIMEOUT_S (10 s, Prometheus' default scrape timeout) for
+    one, so the scrape that would show the pool full timed out itself."""
+    del db
+    mem = Memstrata.open(settings.model_copy(update={"db_pool_size": 1}), embedder=embedder)
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            assert "\nmemstrata_embeddings_pending " in client.get("/metrics").text
+            held = [mem.db.engine.connect() for _ in range(3)]
+            try:
+                started = time.monotonic()
+                full = client.get("/metrics").text
+                took_s = time.monotonic() - started
+            finally:
+                for connection in held:
+                    connection.close()
+            after = client.get("/metrics").text
+    finally:
+        mem.close()
+    assert took_s < POOL_TIMEOUT_S / 5, took_s
+    assert f'\n{PREFIX}connections_in_use{{pool="main"}} 3.0\n' in full
+    assert "\nmemstrata_embeddings_pending " not in full  # unread: no sample, not a stale one
+    assert "\nmemstrata_embeddings_pending " in after

@@ -1,0 +1,106 @@
+"""``WatchedPool`` on the session's PostgreSQL: checkouts that find a connection count as
+no wait, one that waits for a connection handed back is timed, one that gets none within
+the pool timeout is counted as a timeout, and the counts outlive the pool's re-creation
+(``engine.dispose()``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from memstrata.db.pool_watch import (
+    WAIT_BUCKETS_S,
+    PoolStats,
+    WatchedPool,
+    cumulative_buckets,
+    pool_stats,
+)
+
+TIMEOUT_S = 0.3
+HELD_S = 0.2
+
+
+@pytest.fixture
+def engine(pg_url: str) -> Iterator[Engine]:
+    made = create_engine(
+        pg_url,
+        poolclass=WatchedPool,
+        pool_size=1,
+        max_overflow=1,
+        pool_timeout=TIMEOUT_S,
+    )
+    yield made
+    made.dispose()
+
+
+def _stats(engine: Engine) -> PoolStats:
+    stats = pool_stats(engine)
+    assert stats is not None
+    return stats
+
+
+def _over(stats: PoolStats, bound_s: float) -> int:
+    """Checkouts that waited longer than ``bound_s``."""
+    return stats.checkouts - stats.wait_buckets[WAIT_BUCKETS_S.index(bound_s)]
+
+
+def test_a_free_or_openable_connection_is_no_wait(engine: Engine) -> None:
+    with engine.connect(), engine.connect():  # the pool's one, then its overflow
+        stats = _stats(engine)
+    assert (stats.in_use, stats.limit, stats.waiting) == (2, 2, 0)
+    assert stats.checkouts == 2 and stats.wait_buckets[0] == 2 and stats.wait_sum_s == 0
+    assert _stats(engine).in_use == 0
+
+
+def test_a_wait_for_a_connection_handed_back_is_timed(engine: Engine) -> None:
+    first, second = engine.connect(), engine.connect()
+    seen_waiting: list[int] = []
+
+    def hand_back() -> None:
+        time.sleep(HELD_S)
+        seen_waiting.append(_stats(engine).waiting)
+        first.close()
+
+    releaser = threading.Thread(target=hand_back)
+    releaser.start()
+    with engine.connect():  # waits for ``first``
+        pass
+    releaser.join()
+    second.close()
+    stats = _stats(engine)
+    assert seen_waiting == [1] and stats.waiting == 0
+    assert stats.checkouts == 3
+    assert _over(stats, 0.1) == 1 and _over(stats, 0.5) == 0
+    assert HELD_S <= stats.wait_sum_s < TIMEOUT_S + 1
+    assert stats.timeouts == 0
+
+
+def test_a_checkout_that_gets_no_connection_is_a_timeout(engine: Engine) -> None:
+    with engine.connect(), engine.connect(), pytest.raises(PoolTimeoutError):
+        engine.connect()
+    stats = _stats(engine)
+    assert stats.timeouts == 1 and stats.waiting == 0
+    assert _over(stats, 0.25) == 1 and stats.wait_sum_s >= TIMEOUT_S
+
+
+def test_the_counts_outlive_a_dispose(engine: Engine) -> None:
+    with engine.connect(), engine.connect(), pytest.raises(PoolTimeoutError):
+        engine.connect()
+    engine.dispose()  # a new pool, as the database monitor's when PostgreSQL is lost
+    with engine.connect():
+        stats = _stats(engine)
+    assert (stats.checkouts, stats.timeouts, stats.in_use) == (4, 1, 1)
+
+
+def test_cumulative_buckets_count_the_checkouts_that_did_not_wait_in_each() -> None:
+    waited = [0] * (len(WAIT_BUCKETS_S) + 1)
+    waited[0], waited[3], waited[-1] = 1, 2, 1  # ≤ 1 ms, ≤ 100 ms, over 10 s
+    buckets = cumulative_buckets(10, waited)
+    assert buckets[0] == 7  # 6 without a wait and the one of ≤ 1 ms
+    assert buckets[2] == 7 and buckets[3] == 9 and buckets[-1] == 9  # +Inf: 10
+    assert len(buckets) == len(WAIT_BUCKETS_S)
