@@ -6,6 +6,7 @@ connection this process's pool already holds."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from sqlalchemy.engine import make_url
 from memstrata.api import create_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.db.engine import POOL_TIMEOUT_S
 from memstrata.runtime import Memstrata
 
 ROLE = "memstrata_one_slot"
@@ -50,3 +52,33 @@ def test_a_server_with_no_free_slot_is_saturated_not_unready(
         assert answer.json()["status"] == "ready"
     finally:
         mem.close()
+
+
+def test_a_process_whose_pool_is_all_in_use_is_saturated_at_once(
+    settings: Settings, db: Database
+) -> None:
+    """Its pgvector check waited POOL_TIMEOUT_S (10 s) for a pooled connection, then
+    answered 503 "unreachable" although a fresh connection had just answered: requests
+    queued on one user's lock took every replica out of the load balancer."""
+    del db  # the schema
+    mem = Memstrata.open(settings.model_copy(update={"db_pool_size": 1}))  # 1 + 2 overflow
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            free = client.get("/readyz").json()
+            held = [mem.db.engine.connect() for _ in range(3)]
+            try:
+                started = time.monotonic()
+                answer = client.get("/readyz")
+                took_s = time.monotonic() - started
+            finally:
+                for connection in held:
+                    connection.close()
+            after = client.get("/readyz").json()
+    finally:
+        mem.close()
+    assert answer.status_code == 200, answer.text
+    assert took_s < POOL_TIMEOUT_S / 5, took_s
+    body = answer.json()
+    assert (body["status"], body["database"], body["vectors"]) == ("ready", "saturated", "unknown")
+    assert body["pgvector"] == free["pgvector"]  # the version the last pooled check found
+    assert (after["status"], after["database"]) == ("ready", "ok")

@@ -4,17 +4,18 @@
 connections while old ones still work, so a pooled one would not notice) and pgvector is
 installed — 503 otherwise, the reason logged, not returned; a server with every connection
 slot taken is ``"database": "saturated"`` and still ready while a pooled connection
-answers. While BM25 can answer it stays
-200 and says how the vector side is: ``{"vectors": "degraded", "pending": 163}`` when rows
-wait for a vector (rows of a wrong length included, as the re-embedding worker counted
-them), the embedding circuit is open, or the embedding API has not answered once in this
-process (a wrong URL or ``dimensions`` said "ok" until traffic came). A full disk keeps it
-200 too, as reads still answer, and says so: ``"disk": "full"`` with ``disk_path`` when a
-local directory memstrata writes has no room, ``"database": "disk_full"`` when the
-database refused a statement for a full disk lately (:mod:`memstrata.db.disk`); before,
-writes answered "try again shortly" while it said ready and ok. ``/metrics``: Prometheus
-text (see :mod:`memstrata.api.metrics`) after refreshing the backlog gauges, unless every
-pooled connection is busy.
+answers, and so is a process whose own pool has every connection in use (answered at once,
+the pooled checks left out: the fresh connection showed the server up). While BM25 can
+answer it stays 200 and says how the vector side is: ``{"vectors": "degraded", "pending":
+163}`` when rows wait for a vector (rows of a wrong length included, as the re-embedding
+worker counted them), the embedding circuit is open, or the embedding API has not answered
+once in this process (a wrong URL or ``dimensions`` said "ok" until traffic came). A full
+disk keeps it 200 too, as reads still answer, and says so: ``"disk": "full"`` with
+``disk_path`` when a local directory memstrata writes has no room, ``"database":
+"disk_full"`` when the database refused a statement for a full disk lately
+(:mod:`memstrata.db.disk`); before, writes answered "try again shortly" while it said
+ready and ok. ``/metrics``: Prometheus text (see :mod:`memstrata.api.metrics`) after
+refreshing the backlog gauges, unless every pooled connection is busy.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Probes:
         self.readiness: SingleFlight[ReadinessAnswer] = SingleFlight(self._readiness)
         self.scrape: SingleFlight[Scrape] = SingleFlight(self._scrape)
         self._full: tuple[Path | None, bool] = (None, False)  # the last answer's disks
+        self._pgvector: str | None = None  # the version the last pooled check found
 
     def _readiness(self) -> ReadinessAnswer:
         context = self._context
@@ -67,6 +69,19 @@ class Probes:
         if error is not None and not full:
             log_event(logger, "health.not_ready", logging.WARNING, reason=error)
             return _unready("unreachable", "unknown", disk)
+        if pool_full(mem.db.engine):
+            # Every connection of this process's pool is in use (requests queued on one
+            # user's lock, or load): the checks below would wait up to POOL_TIMEOUT_S
+            # for one and then call the server unreachable, which the fresh connection
+            # above just disproved; and every replica of a database whose rows are locked
+            # would leave the load balancer at once. Ready, saturated, the rest unread.
+            body = Readiness(
+                status="ready",
+                database=_database(saturated=True, disk_full=database_full),
+                pgvector=self._pgvector,
+                **disk,
+            )
+            return 200, body.answer()
         try:
             version = check_pgvector(mem.db.engine)
         except PgvectorMissingError as exc:
@@ -75,6 +90,7 @@ class Probes:
         except (MemstrataError, SQLAlchemyError) as exc:
             log_event(logger, "health.not_ready", logging.WARNING, reason=str(exc))
             return _unready("unreachable", "unknown", disk)
+        self._pgvector = version
         vectors, pending = self._vector_state()
         body = Readiness(
             status="ready",

@@ -311,7 +311,8 @@ class Readiness(BaseModel):
     status: str
     database: str = Field(
         description="ok; saturated: every connection slot of the server is taken, this "
-        "process's pooled connections still answer (ready); disk_full: the database refused "
+        "process's pooled connections still answer, or every connection of this process's "
+        "own pool is in use (ready; vectors unknown then); disk_full: the database refused "
         "a statement for a full disk within the last 30 s (ready: reads answer); "
         "unreachable or starting (503)."
     )
