@@ -92,3 +92,27 @@ def test_revoked_grants_answer_with_the_same_retry_after(
             read = client.get(FILE, headers=auth("alice"))
     _says_when_to_retry(answers)
     assert read.status_code == 200 and "retry-after" not in read.headers
+
+
+def test_writes_reach_the_new_primary_once_the_old_one_refused_them(
+    settings: Settings, db: Database, auth: AuthHeader
+) -> None:
+    """After a failover the pooled connections stayed on the demoted primary, which refused
+    every write for as long as they lived, while a new connection would have reached the
+    new primary. Here: sessions opened while the role was read-only, then the role made
+    writable again for new sessions only, as a DNS switch makes the new primary."""
+    with login_role(db.engine, ROLE, GRANTS) as url:
+        mem = Memstrata.open(settings.model_copy(update={"database_url": url}))
+        with _serving(mem) as client:
+            with db.engine.begin() as conn:
+                conn.execute(text(f"ALTER ROLE {ROLE} SET default_transaction_read_only = on"))
+            mem.db.engine.dispose()  # the pool's next sessions are the read-only server's
+            refused = _writes(client, auth)
+            with db.engine.begin() as conn:
+                conn.execute(text(f"ALTER ROLE {ROLE} RESET default_transaction_read_only"))
+            after = [
+                client.put(FILE, headers=auth("alice"), json={"content": f"# User\n\n{n}\n"})
+                for n in range(3)
+            ]
+    _says_when_to_retry(refused)
+    assert [answer.status_code for answer in after] == [200, 200, 200], after[0].text

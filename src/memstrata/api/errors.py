@@ -58,6 +58,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from memstrata.api.api_error import ApiError as ApiError
+from memstrata.db.engine import READ_ONLY_SQLSTATE
 from memstrata.errors import (
     ContentTooLargeError,
     DatabaseSetupError,
@@ -210,9 +211,9 @@ _WRITE_REFUSED = {
     "restore, a read-only role): GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES and "
     "USAGE ON ALL SEQUENCES IN SCHEMA public to the role of MEMSTRATA_DATABASE_URL, or use "
     "the role that owns them",
-    "25006": "the database is read-only (a hot standby, or default_transaction_read_only "
-    "for the role or database): point MEMSTRATA_DATABASE_URL at the primary, or turn "
-    "default_transaction_read_only off",
+    READ_ONLY_SQLSTATE: "the database is read-only (a hot standby, or "
+    "default_transaction_read_only for the role or database): point MEMSTRATA_DATABASE_URL "
+    "at the primary, or turn default_transaction_read_only off",
 }
 
 

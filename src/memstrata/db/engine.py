@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -43,8 +44,12 @@ def connect_args(url: str) -> dict[str, int]:
 POOL_TIMEOUT_S = 10.0
 
 
+# SQLSTATE read_only_sql_transaction: the server this connection reached takes no writes.
+READ_ONLY_SQLSTATE = "25006"
+
+
 def make_engine(url: str, pool_size: int = 5) -> Engine:
-    return create_engine(
+    engine = create_engine(
         url,
         poolclass=WatchedPool,  # its checkouts' waits for /metrics (db.pool_watch)
         pool_size=pool_size,
@@ -56,6 +61,19 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
         # details: they are users' memory files and conversation turns.
         hide_parameters=True,
     )
+    event.listen(engine, "handle_error", reconnect_after_read_only)
+    return engine
+
+
+def reconnect_after_read_only(context: ExceptionContext) -> None:
+    """A write refused as read-only is handled as a lost connection: the pool's connections
+    are opened again on their next use. After a failover the URL's name reaches the new
+    primary, but the pooled connections stay on the demoted one, which refuses every write
+    for as long as they live; the refused request still answers 503 ``database_read_only``.
+    Where the read-only server is the only one (a role's ``default_transaction_read_only``)
+    the cost is a reconnect per refused write."""
+    if getattr(context.original_exception, "sqlstate", None) == READ_ONLY_SQLSTATE:
+        context.is_disconnect = True
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
