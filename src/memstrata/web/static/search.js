@@ -33,10 +33,27 @@ export function reset() {
   clear("");
 }
 
+// A hit's text longer than its box (app.css caps it at 12em) scrolls: it is then a tab stop,
+// so that a keyboard can scroll it too (WCAG 2.1.1); one that fits is not. Measured again
+// when its width changes (a phone turned, a window resized).
+const scrolling = new ResizeObserver((entries) => {
+  for (const { target } of entries) {
+    if (target.scrollHeight > target.clientHeight) target.tabIndex = 0;
+    else target.removeAttribute("tabindex");
+  }
+});
+
+/** Replace the hits on screen (observed until they are replaced). */
+function showHits(...items) {
+  scrolling.disconnect();
+  $("hits").replaceChildren(...items);
+  for (const text of $("hits").querySelectorAll(".hit-text")) scrolling.observe(text);
+}
+
 /** Empty the results, with a message (or none) saying why. */
 function clear(message, kind = "warn") {
   $("search-summary").textContent = "";
-  $("hits").replaceChildren();
+  showHits();
   $("hits").setAttribute("aria-busy", "false");
   banner($("search-message"), message, kind);
 }
@@ -90,10 +107,9 @@ function show(data) {
   if (data.warnings && data.warnings.length) {
     banner($("search-message"), data.warnings.map(asSentence).join(" "), "warn");
   }
-  $("hits").replaceChildren(...data.hits.map(hit));
-  if (!data.hits.length) {
-    $("hits").append(el("li", { class: "empty" }, "Nothing in this user's memory matches."));
-  }
+  showHits(...(data.hits.length
+    ? data.hits.map(hit)
+    : [el("li", { class: "empty" }, "Nothing in this user's memory matches.")]));
 }
 
 /** Where a hit came from, the session id or path in a `bdi`: its letters or bidi control
