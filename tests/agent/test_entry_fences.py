@@ -250,7 +250,7 @@ async def test_the_entry_and_section_of_an_entry_fence_can_be_replaced(
 
     assert replaced == (
         f"Recorded in MEMORY.md under ## Decisions and removed the entry '2026-02-01: Build "
-        f"with:' (version {version + 1})."
+        f"with: ```sh make' (3 lines) (version {version + 1})."
     )
     assert memory(store)[0] == SNIPPET_MEMORY.replace(
         "- 2026-02-01: Build with:\n  ```sh\n  make\n", "- 2026-03-01: Build with make\n"

@@ -155,7 +155,13 @@ async def test_memory_write_and_read_of_deep_nesting_through_mcp(
         await ok(
             client,
             "memory_write",
-            {"name": "memory", "content": content, "expected_version": read["version"]},
+            # replace_all: the text replaces the template's sections.
+            {
+                "name": "memory",
+                "content": content,
+                "expected_version": read["version"],
+                "replace_all": True,
+            },
         )
         written_s = time.monotonic() - began  # 25 s and more when the parse was quadratic
         again = (await ok(client, "memory_read", {"name": "memory"})).structured_content

@@ -139,7 +139,8 @@ async def test_a_replaced_entry_takes_the_lazy_line_after_its_nested_list(
 
     assert replaced == (
         "Recorded in MEMORY.md under ## Deploys and removed the entry '2026-02-01: Release "
-        f"steps:' (version {version + 1})."
+        "steps: - build the image: ```sh make image - push it, then tag the release and "
+        f"announce it in #ops.' (6 lines) (version {version + 1})."
     )
     # The line at the margin was the nested item's: it went with the entry, not left
     # behind to read as a line of whatever comes before it.

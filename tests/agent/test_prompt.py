@@ -22,6 +22,7 @@ from memstrata.agent.prompt import (
     prompt_budget,
 )
 from memstrata.agent.prompt_body import close_fence, shown_content
+from memstrata.agent.prompt_room import floor_tokens
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.server import prompt_token_limit
 from memstrata.retrieval.tokenize import count_tokens
@@ -109,15 +110,18 @@ def test_user_truncated_at_a_line_and_memory_dropped() -> None:
         "",
         user,
         "met 2024",
-        limit=207,  # budget 31: AGENTS 5 + header 3 + marker 21 + 2 words (a line is 5)
+        # budget 47: AGENTS 5 + header 3 + marker 21 + 2 words (a line is 5) + the note 16
+        limit=314,
     )
     assert result == PromptResult(
         text='<file name="AGENTS.md">\nBe brief.\n</file>\n\n'
         '<file name="USER.md">\nname Ann\n'
         "…[truncated: USER.md, the end left out, 2 of 37 tokens shown; "
-        "for the rest use memory_search or read the whole file]\n</file>",
-        tokens=31,
-        budget=31,
+        "for the rest use memory_search or read the whole file]\n</file>\n\n"
+        "[left out for lack of room: MEMORY.md (2 tokens); "
+        "use memory_search or read the whole file]",
+        tokens=47,
+        budget=47,
         truncated=("USER.md",),
         dropped=("MEMORY.md",),
     )
@@ -139,31 +143,53 @@ def test_cut_mid_line_when_the_last_line_break_is_far_back() -> None:
 
 
 def test_priority_agents_over_soul_over_user_over_memory() -> None:
-    agents, soul, user, memory = "a1 a2", "s1 s2", "u1 u2", "m1 m2"
-    # Each whole section costs 5 tokens; a marker at least 18.
-    assert build(agents, soul, user, memory, limit=200).truncated == ()
-    result = build(agents, soul, user, memory, limit=100)  # budget 15
+    agents, soul, user = "a1 a2", "s1 s2", "u1 u2"
+    memory = " ".join(f"m{i}" for i in range(30))
+    # Each small whole section costs 5 tokens; a marker at least 18; the note on MEMORY.md
+    # left out 16.
+    assert build(agents, soul, user, "m1 m2", limit=200).truncated == ()
+    result = build(agents, soul, user, memory, limit=207)  # budget 31
     assert result.text == "\n\n".join(
-        [section("AGENTS.md", agents), section("SOUL.md", soul), section("USER.md", user)]
+        [
+            section("AGENTS.md", agents),
+            section("SOUL.md", soul),
+            section("USER.md", user),
+            "[left out for lack of room: MEMORY.md (30 tokens); "
+            "use memory_search or read the whole file]",
+        ]
     )
-    assert result.dropped == ("MEMORY.md",)
-    result = build(agents, soul, user, memory, limit=99)  # budget 14: USER cannot show a word
-    assert result.text == "\n\n".join([section("AGENTS.md", agents), section("SOUL.md", soul)])
+    assert (result.tokens, result.truncated, result.dropped) == (31, (), ("MEMORY.md",))
+    # Budget 30: USER cannot show a word beside the note that now names it too.
+    result = build(agents, soul, user, memory, limit=200)
+    assert result.text == "\n\n".join(
+        [
+            section("AGENTS.md", agents),
+            section("SOUL.md", soul),
+            "[left out for lack of room: USER.md (2 tokens), MEMORY.md (30 tokens); "
+            "use memory_search or read the files]",
+        ]
+    )
     assert (result.truncated, result.dropped) == ((), ("USER.md", "MEMORY.md"))
 
 
 def test_a_smaller_lower_section_never_jumps_the_queue() -> None:
-    result = build("a1", "s " * 500, "u1", "m1", limit=200)  # budget 30
+    result = build("a1", "s " * 500, "u1", "m1", limit=400)  # budget 60, no floors
     assert result.truncated == ("SOUL.md",)
     assert result.dropped == ("USER.md", "MEMORY.md")
-    assert "u1" not in result.text
+    assert "u1" not in result.text and "m1" not in result.text
+    assert result.text.endswith(
+        "[left out for lack of room: USER.md (1 token), MEMORY.md (1 token); "
+        "use memory_search or read the files]"
+    )
 
 
 def test_even_agents_is_truncated_when_the_budget_is_tiny() -> None:
     agents = " ".join(f"rule{i}" for i in range(100))
-    result = build(agents, "soul", limit=174)  # budget 26: header 3 + marker 18 + 5 words
-    assert result.text == section(
-        "AGENTS.md", "rule0 rule1 rule2 rule3 rule4\n" + marker("AGENTS.md", 5, 100)
+    # budget 39: header 3 + marker 18 + 5 words + the note on SOUL.md 13
+    result = build(agents, "soul", limit=260)
+    assert result.text == (
+        section("AGENTS.md", "rule0 rule1 rule2 rule3 rule4\n" + marker("AGENTS.md", 5, 100))
+        + "\n\n[left out for lack of room: SOUL.md (1 token); read the whole file]"
     )
     assert result.truncated == ("AGENTS.md",)
     assert result.dropped == ("SOUL.md",)
@@ -172,6 +198,7 @@ def test_even_agents_is_truncated_when_the_budget_is_tiny() -> None:
 @pytest.mark.parametrize("limit", [1, 5, 10, 33])
 def test_tiny_budgets_never_raise(limit: int) -> None:
     result = build("rules " * 50, "soul " * 50, "用户" * 50, "memory " * 50, limit=limit)
+    # Room for no file, nor for the note in brief (10 tokens), up to a budget of 4.
     assert result.text == ""
     assert result.tokens == 0
     assert result.dropped == ("AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md")
@@ -288,14 +315,34 @@ def test_budget_is_never_exceeded(
     shown_texts = [shown_content(c) for c in (agents, soul, user, memory)]
     present = [n for n, c in zip(names, shown_texts, strict=True) if c]
     shown = [n for n in present if f'<file name="{n}">' in result.text]
-    # Sections appear in priority order; only the last shown one can be truncated, and
-    # every present section after the shown ones is dropped.
-    assert shown == present[: len(shown)]
-    assert list(result.dropped) == present[len(shown) :]
-    assert len(result.truncated) <= 1
-    if result.truncated:
-        assert result.truncated == (shown[-1],)
-        assert f"…[truncated: {shown[-1]}, " in result.text
+    # Every file there is is shown or left out; sections appear in priority order.
+    assert shown == [n for n in present if n not in result.dropped]
+    starts = [result.text.index(f'<file name="{n}">') for n in shown]
+    assert starts == sorted(starts)
+    # The files before the first one cut or left out are whole; that one is cut, or left
+    # out with every file below it. Only with floors (a budget of 1,200 or more) can a
+    # file below it show, within its floor.
+    first = next((n for n in present if n in result.truncated or n in result.dropped), None)
+    if first is not None and first in result.dropped:
+        assert list(result.dropped) == present[present.index(first) :]
+    if not floor_tokens(result.budget) or first == "AGENTS.md":
+        assert shown == present[: len(shown)] and len(result.truncated) <= 1
+    for name in result.truncated:
+        assert name in shown and f"…[truncated: {name}, " in result.text
+    # The note names the files left out, last; in full whenever a file is shown (room
+    # was left for it), else in brief if that fits, else it is not there.
+    note = [line for line in result.text.split("\n") if line.startswith("[left out for")]
+    if not result.dropped:
+        assert note == []
+    elif shown:
+        assert note == [result.text.rsplit("\n", 1)[-1]]
+        named = re.findall(r"(\w+\.md) \(\d+ tokens?\)", note[0])
+        assert named == list(result.dropped)
+    elif result.text:
+        assert result.text in (
+            f"[left out for lack of room: {', '.join(result.dropped)}]",
+            note[0],
+        )
     if not result.truncated and not result.dropped:
         # A whole file that ends inside an HTML block (``<?``, ``<!--``: the alphabet has
         # them) gets that block's closing line before ``</file>``, as a cut one does; the
@@ -345,9 +392,13 @@ def test_truncation_never_splits_a_grapheme_cluster(memory: str) -> None:
 def test_a_first_cluster_that_does_not_fit_drops_the_file() -> None:
     family = "👨\u200d👩\u200d👧\u200d👦"
     # Budget 65: room for the header, the marker and three code points of the family
-    # (👨 ZWJ 👩), though not the whole of it.
+    # (👨 ZWJ 👩), though not the whole of it; the note says so instead.
     result = build(memory=family * 20, limit=434, count=count_tokens)
-    assert (result.text, result.dropped) == ("", ("MEMORY.md",))
+    assert (result.text, result.dropped) == (
+        "[left out for lack of room: MEMORY.md (360 tokens); "
+        "use memory_search or read the whole file]",
+        ("MEMORY.md",),
+    )
 
 
 @pytest.mark.parametrize(

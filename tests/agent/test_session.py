@@ -53,7 +53,8 @@ async def test_a_small_budget_cuts_the_lowest_priority_file(
     sync: SyncService, store: MemoryStore, templates: TemplateSet
 ) -> None:
     await sync.provision_user(USER)
-    # Room for AGENTS and SOUL in full (with their tags) and 60 more tokens.
+    # Room for AGENTS and SOUL in full (with their tags) and 120 more tokens: USER.md's
+    # start and the line naming MEMORY.md, left out (no floors below a budget of 1,200).
     agents_and_soul = build_system_prompt(
         agents_md=templates.agents_md(),
         soul=templates.load(FileKind.SOUL),
@@ -62,7 +63,7 @@ async def test_a_small_budget_cuts_the_lowest_priority_file(
         token_limit=1_000_000,
         count=count_tokens,
     ).tokens
-    limit = math.ceil((agents_and_soul + 60) / 0.15)
+    limit = math.ceil((agents_and_soul + 120) / 0.15)
 
     prompt = await build_memory_prompt(store, USER, token_limit=limit, ratio=0.15)
 
@@ -70,6 +71,7 @@ async def test_a_small_budget_cuts_the_lowest_priority_file(
     assert prompt.truncated == ("USER.md",)
     assert prompt.dropped == ("MEMORY.md",)
     assert "…[truncated: USER.md," in prompt.text
+    assert "\n\n[left out for lack of room: MEMORY.md (" in prompt.text
 
 
 async def test_db_unreachable_prompt_falls_back_to_the_sandbox(

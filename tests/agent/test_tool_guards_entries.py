@@ -116,28 +116,40 @@ async def test_record_memory_replaces_every_copy_of_a_duplicated_entry(
     assert memory(store)[0].endswith("## Lessons\n- 2026-03-01: Ask before deleting anything.\n")
 
 
-# -- L1: a new section is announced, and a near miss named ------------------------------------
+# -- L1: a near miss is refused with the name meant, unless new_section ---------------------
 
 
-async def test_a_new_section_is_announced_with_a_close_match(
+async def test_a_near_miss_is_refused_and_new_section_announced(
     tools: MemoryTools, sync: SyncService, store: MemoryStore
 ) -> None:
     version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
 
     near_miss = await tools.record_memory("Keep weekly syncs on Tuesday.", section="Decision")
     spelled = await tools.record_memory("Never on Fridays.", section="LESSONS")
+    meant = await tools.call(
+        "record_memory",
+        {"content": "Keep weekly syncs.", "section": "Decision", "new_section": True},
+    )
 
+    assert near_miss.failed
     assert near_miss == (
-        f"Recorded in MEMORY.md under ## Decision (version {version + 1}). New section: "
-        "MEMORY.md had no ## Decision (its sections: Decisions, Ongoing, Lessons); did you "
-        "mean 'Decisions'?"
+        "error: MEMORY.md has no ## Decision; did you mean ## Decisions? Pass "
+        "section='Decisions' to use it, or new_section=true to create ## Decision beside it; "
+        "nothing was written"
     )
-    assert spelled == f"Recorded in MEMORY.md under ## Lessons (version {version + 2})."
-    user = await tools.update_user("Ann", section="User Profile", key="Name")
-    assert user.endswith(
-        "New section: USER.md had no ## User Profile (its sections: Profile, Work, "
-        "Preferences); did you mean 'Profile'?"
+    assert spelled == f"Recorded in MEMORY.md under ## Lessons (version {version + 1})."
+    assert meant == (
+        f"Recorded in MEMORY.md under ## Decision (version {version + 2}). New section: "
+        "MEMORY.md had no ## Decision (its sections: Decisions, Ongoing, Lessons)."
     )
+    user = await tools.update_user("Ann", section="User Profile", key="Nickname")
+    assert user == (
+        "error: USER.md has no ## User Profile; did you mean ## Profile? Pass "
+        "section='Profile' to use it, or new_section=true to create ## User Profile beside "
+        "it; nothing was written"
+    )
+    body = await tools.update_long_term_memory("- 2026-03-01: x", section="Ongoin")
+    assert body.startswith("error: MEMORY.md has no ## Ongoin; did you mean ## Ongoing?")
 
 
 # -- L2: the same entry twice is stored once -------------------------------------------------

@@ -18,6 +18,7 @@ from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.search_warnings import NO_EMBEDDING_API
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.sync import SyncService
 from tests.agent.stored import memory, user_md
@@ -260,8 +261,12 @@ async def test_memory_search_finds_recorded_memories(
     today = datetime.now(UTC).date().isoformat()
     assert result.startswith(f"1. [MEMORY.md · {today} · score ")
     assert "- 2026-03-01: The user's cat is called Miso" in result
-    assert result.count("\n") == 0  # exactly one hit
-    assert await tools.memory_search("zzzz qqqq") == "No matching memories."
+    # Exactly one hit, then the search's note: no embedding API here, BM25 only.
+    hit, note = result.split("\n")
+    assert note == f"note: {NO_EMBEDDING_API}" and "Miso" in hit
+    assert await tools.memory_search("zzzz qqqq") == (
+        f"No matching memories.\nnote: {NO_EMBEDDING_API}"
+    )
     assert await tools.memory_search("x", top_k=0) == "error: top_k must be an integer from 1 to 20"
     assert await tools.memory_search("x", sources=["files"]) == (
         "error: sources must be a non-empty list drawn from memory, conversation, notes; "

@@ -15,6 +15,7 @@ from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.search import SearchService
+from memstrata.retrieval.search_warnings import NO_EMBEDDING_API
 from memstrata.sandbox.local import LocalDirectorySandbox
 from memstrata.sandbox.sync import SyncService
 from tests.agent.stored import memory, user_md
@@ -129,5 +130,6 @@ async def test_memory_search_previews_the_line_that_matched(
 
     result = await tools.memory_search(query, top_k=1)
 
-    assert result.count("\n") == 0  # one hit: the chunk holding the line
-    assert line in result
+    # One hit, the chunk holding the line; then the note of a search without embeddings.
+    hit, note = result.split("\n")
+    assert line in hit and note == f"note: {NO_EMBEDDING_API}"

@@ -117,7 +117,14 @@ async def test_memory_write_checks_its_content_off_the_loop(
             read = await client.call_tool("memory_read", {"name": "soul"})
             assert read.structured_content is not None
             version = read.structured_content["version"]
-            arguments = {"name": "soul", "content": costly_markdown(), "expected_version": version}
+            # replace_all: the text replaces the template's persona (memory_write refuses to
+            # remove most of a file without it).
+            arguments = {
+                "name": "soul",
+                "content": costly_markdown(),
+                "expected_version": version,
+                "replace_all": True,
+            }
             with server.lag() as probe:
                 started = time.perf_counter()
                 written = await client.call_tool("memory_write", arguments)

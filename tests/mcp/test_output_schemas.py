@@ -18,7 +18,10 @@ pytestmark = pytest.mark.anyio
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("memory_read", {"name": "memory"}),
     ("memory_read", {"name": "agents"}),  # version null, read-only
-    ("memory_write", {"name": "soul", "content": "# Soul\n- calm", "expected_version": 1}),
+    (
+        "memory_write",
+        {"name": "soul", "content": "# Soul\n- calm", "expected_version": 1, "replace_all": True},
+    ),
     (
         "conversation_index_turn",
         {

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, TextResourceContents
 
 from memstrata.agent.session import build_memory_prompt
+from memstrata.mcp.prompt_guide import MCP_GUIDE
+from memstrata.retrieval.tokenize import count_tokens
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
 
@@ -81,7 +86,11 @@ async def test_unknown_resource_is_a_protocol_error(connect: ClientFactory) -> N
         assert (await client.list_resources()).resources  # the session lives on
 
 
-async def test_memory_context_is_the_agent_prompt(connect: ClientFactory, mem: Memstrata) -> None:
+async def test_memory_context_is_the_agent_prompt_led_by_the_mcp_guide(
+    connect: ClientFactory, mem: Memstrata
+) -> None:
+    """The library's prompt for the same user, with the guide to this server's tools in
+    place of the platform's AGENTS.md (the rules of its workspace agents)."""
     async with connect("alice") as client:
         await client.call_tool(
             "update_user", {"section": "Profile", "key": "Name", "content": "Alice"}
@@ -92,39 +101,68 @@ async def test_memory_context_is_the_agent_prompt(connect: ClientFactory, mem: M
         ]
         prompt = await client.get_prompt("memory_context", {"token_limit": "32000"})
         small = await client.get_prompt("memory_context", {"token_limit": "2000"})
-    expected = await build_memory_prompt(mem.store, "alice", token_limit=32000, ratio=0.15)
+    expected = await build_memory_prompt(
+        mem.store, "alice", token_limit=32000, ratio=0.15, guide=MCP_GUIDE
+    )
     (message,) = prompt.messages
     assert message.role == "user" and message.content.type == "text"
     assert message.content.text == expected.text
-    order = [expected.text.index(f'<file name="{n}">') for n in ("AGENTS.md", "SOUL.md")]
-    order += [expected.text.index(f'<file name="{n}">') for n in ("USER.md", "MEMORY.md")]
+    assert expected.text.startswith(MCP_GUIDE + '\n\n<file name="SOUL.md">')
+    assert '<file name="AGENTS.md">' not in expected.text
+    order = [expected.text.index(f'<file name="{n}">') for n in ("SOUL.md", "USER.md")]
     assert order == sorted(order) and "- Name: Alice" in expected.text
     assert (prompt.meta or {})["budget"] == 4800
-    cut = await build_memory_prompt(mem.store, "alice", token_limit=2000, ratio=0.15)
+    cut = await build_memory_prompt(
+        mem.store, "alice", token_limit=2000, ratio=0.15, guide=MCP_GUIDE
+    )
     assert small.messages[0].content.text == cut.text  # type: ignore[union-attr]
-    assert (small.meta or {})["budget"] == 300 and (small.meta or {})["truncated"] == ["AGENTS.md"]
-    assert (small.meta or {})["tokens"] <= 300
+    assert (small.meta or {})["budget"] == 300 and (small.meta or {})["truncated"] == ["SOUL.md"]
+    assert (small.meta or {})["dropped"] == ["USER.md", "MEMORY.md"]
+    assert count_tokens(cut.text) == (small.meta or {})["tokens"] <= 300
+    assert cut.text.startswith(MCP_GUIDE) and cut.text.endswith(
+        "use memory_search or read the files]"
+    )
 
 
-async def test_a_budget_that_holds_no_file_says_where_memory_is(
+async def test_the_guide_names_only_this_servers_tools(connect: ClientFactory) -> None:
+    """Every tool the guide names is one of this server's, and it names no tool of a
+    workspace agent's: the model has nothing else to call."""
+    async with connect("alice") as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+    named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", MCP_GUIDE))
+    assert named and named <= tools, named - tools
+    for workspace_only in ("write_file", "edit_file", "workspace root", "at the start of"):
+        assert workspace_only not in MCP_GUIDE
+    # docs/MCP.md quotes it whole.
+    assert MCP_GUIDE in (Path(__file__).parents[2] / "docs" / "MCP.md").read_text()
+
+
+async def test_a_budget_that_holds_no_file_names_them_within_it(
     connect: ClientFactory, mem: Memstrata
 ) -> None:
-    """token_limit 200: a 30-token budget holds none of the files. The message was empty,
-    leaving the agent nothing; it says that memory was left out and which tools reach it."""
+    """token_limit 200: a 30-token budget holds no file, nor the guide. The text names
+    the files left out in brief, within the budget (the note in full does not fit); an
+    empty message told the agent nothing, and the 74-token note it got instead broke the
+    budget. token_limit 100 (15 tokens) holds not even that."""
     async with connect("alice") as client:
         prompt = await client.get_prompt("memory_context", {"token_limit": "200"})
-    library = await build_memory_prompt(mem.store, "alice", token_limit=200, ratio=0.15)
-    assert library.text == "" and len(library.dropped) == 4  # the library's builder unchanged
-    assert prompt.meta is not None
-    assert (prompt.meta["tokens"], prompt.meta["budget"]) == (0, 30)
-    assert prompt.meta["dropped"] == ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"]
+        tiny = await client.get_prompt("memory_context", {"token_limit": "100"})
+    library = await build_memory_prompt(
+        mem.store, "alice", token_limit=200, ratio=0.15, guide=MCP_GUIDE
+    )
     (message,) = prompt.messages
     assert message.content.type == "text"
-    assert message.content.text == (
-        "[memstrata: memory was left out: AGENTS.md, SOUL.md, USER.md, MEMORY.md do not fit "
-        "in this prompt's budget of 30 tokens (token_limit 200). Read a file with memory_read "
-        "or search them with memory_search.]"
+    assert (
+        message.content.text
+        == library.text
+        == ("[left out for lack of room: SOUL.md, USER.md, MEMORY.md]")
     )
+    assert prompt.meta is not None
+    assert (prompt.meta["tokens"], prompt.meta["budget"]) == (count_tokens(library.text), 30)
+    assert prompt.meta["tokens"] <= 30
+    assert prompt.meta["dropped"] == ["SOUL.md", "USER.md", "MEMORY.md"]
+    assert tiny.messages[0].content.text == ""  # type: ignore[union-attr]
+    assert (tiny.meta or {})["dropped"] == ["SOUL.md", "USER.md", "MEMORY.md"]
 
 
 async def test_memory_context_bad_arguments(connect: ClientFactory) -> None:

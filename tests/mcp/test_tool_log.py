@@ -38,10 +38,25 @@ async def test_a_stale_version_is_logged_with_its_code_and_message(
     assert event["level"] == logging.INFO  # the caller's to fix: re-read, write again
     assert (event["tool"], event["user_id"], event["error"]) == ("memory_write", "alice", True)
     assert event["code"] == "version_conflict"
+    assert event["message"].startswith("version conflict on USER.md: expected version 7")
+    assert said == "error: " + event["message"]
+
+
+async def test_a_long_refusal_is_logged_cut_short(
+    connect: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memstrata")
+    async with connect("alice") as client:
+        await ok(client, "memory_read", {"name": "user"})
+        caplog.clear()
+        said = await refused(
+            client, "memory_write", {"name": "user", "content": "# USER\n", "expected_version": 1}
+        )
+    [event] = tool_events(caplog)
+    assert (event["level"], event["code"]) == (logging.INFO, "would_remove_most")
     # The message is the client's, cut at the bound with "…".
     assert len(said) > LOGGED_MESSAGE_CHARS + len("error: ")
     message = event["message"]
-    assert message.startswith("version conflict on user_md: expected version 7")
     assert message.endswith("…") and len(message) <= LOGGED_MESSAGE_CHARS + 1
     assert said.startswith("error: " + message[:-1])
 

@@ -255,7 +255,8 @@ async def test_write_goes_through_the_sync_path(
     async with connect("alice", runtime=mem) as client:
         read = (await ok(client, "memory_read", {"name": "user"})).structured_content
         assert read is not None
-        new = "# USER.md\n- Name: Alice\n- Hobby: restoring sailboats\n"
+        new = str(read["content"]).replace("- Name:", "- Name: Alice", 1)
+        new += "- Hobby: restoring sailboats\n"
         result = await ok(
             client,
             "memory_write",
@@ -277,7 +278,7 @@ async def test_stale_version_is_refused_with_the_current_version(
     async with connect("alice") as client:
         await ok(client, "memory_read", {"name": "memory"})
         first = {"name": "memory", "content": "# MEMORY.md\n- first\n", "expected_version": 1}
-        await ok(client, "memory_write", first)
+        await ok(client, "memory_write", {**first, "replace_all": True})
         stale = {"name": "memory", "content": "# MEMORY.md\n- stale\n", "expected_version": 1}
         result = await client.call_tool("memory_write", stale)
     assert result.is_error
@@ -288,14 +289,15 @@ async def test_stale_version_is_refused_with_the_current_version(
     }
     message = text(result)
     assert "expected version 1, found version 2" in message
-    assert "memory_read" in message and "re-read" in message
+    assert "memory_read" in message and "apply your change to the text it returns" in message
     assert stored(mem, "alice", FileKind.MEMORY) == ("# MEMORY.md\n- first\n", 2)
 
 
 WRITE_BAD_INPUT_WRITES_NOTHING_CASES: list[tuple[Any, ...]] = [
     ({"name": "agents", "content": "x", "expected_version": 1}, "AGENTS.md is the platform"),
-    ({"name": "USER.md", "content": "x", "expected_version": 1}, "无效的文件名: 'USER.md'"),
-    ({"name": "diary", "content": "x", "expected_version": 1}, "无效的文件名: 'diary'"),
+    ({"name": "USER.md", "content": "x", "expected_version": 1}, "would remove 3 of the 3"),
+    ({"name": "diary", "content": "x", "expected_version": 1}, "no memory file is named 'diary'"),
+    ({"name": "user", "content": " \n", "expected_version": 1}, "content is empty"),
     ({"name": "user", "content": "a\x00b", "expected_version": 1}, "must not contain NUL"),
     (
         {"name": "user", "content": "x" * (256 * 1024 + 1), "expected_version": 1},
@@ -304,7 +306,7 @@ WRITE_BAD_INPUT_WRITES_NOTHING_CASES: list[tuple[Any, ...]] = [
     ({"name": "user", "content": "x"}, "expected_version: Field required"),
     ({"name": "user", "content": "x", "expected_version": -1}, "greater than or equal to 0"),
     ({"name": "user", "content": 42, "expected_version": 1}, "content: Input should be"),
-    ({"name": "user", "content": "x", "expected_version": "1"}, "valid integer"),
+    ({"name": "user", "content": "x", "expected_version": "1"}, 'send 1, not "1"'),
     ({"name": "user", "content": "x", "expected_version": 1, "force": True}, "force"),
 ]
 
@@ -320,7 +322,7 @@ async def test_write_bad_input_writes_nothing(connect: ClientFactory, mem: Memst
 
 
 READ_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
-    ({"name": "todo"}, "无效的文件名: 'todo' (expected one of: soul, user, memory, agents)"),
+    ({"name": "todo"}, "no memory file is named 'todo'; name is one of soul (SOUL.md), user"),
     ({"name": 3}, "name: Input should be a valid string"),
     ({}, "name: Field required"),
 ]
@@ -433,7 +435,7 @@ INDEX_TURN_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"turn_index": 0, "user_message": "hi"}, "session_id: Field required"),
     ({"session_id": "", "turn_index": 0, "user_message": "hi"}, MCP_SESSION_ID_RULE),
     ({"session_id": "s", "turn_index": -1, "user_message": "hi"}, "greater than or equal"),
-    ({"session_id": "s", "turn_index": "0", "user_message": "hi"}, "valid integer"),
+    ({"session_id": "s", "turn_index": "0", "user_message": "hi"}, 'send 0, not "0"'),
     ({"session_id": "s", "turn_index": 0}, "a round needs a user message or an assistant"),
     ({"session_id": "s", "turn_index": 0, "user_message": "a\x00"}, "NUL"),
     ({"session_id": "s", "turn_index": 0, "user_message": "a", "timestamp": "soon"}, "date-time"),
@@ -543,7 +545,12 @@ async def test_writes_evict_the_users_cached_agents(connect: ClientFactory, mem:
             ("record_memory", {"content": "Moved to Porto"}),
             (
                 "memory_write",
-                {"name": "soul", "content": "# SOUL.md\nCalm.\n", "expected_version": 1},
+                {
+                    "name": "soul",
+                    "content": "# SOUL.md\nCalm.\n",
+                    "expected_version": 1,
+                    "replace_all": True,
+                },
             ),
         ]:
             mem.pool.get("alice", lambda: "a cached agent")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memstrata.agent import markdown_doc, sections
+from memstrata.agent import markdown_doc, model_markup, sections
 from memstrata.errors import InvalidContentError, ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K
 from memstrata.retrieval.search_input import check_sources
@@ -39,8 +39,9 @@ def check_name(value: object, what: str, example: str = "Decisions") -> str:
 
 
 def check_key(value: object) -> str:
-    """``update_user``'s key: a name (:func:`check_name`) without ``:``."""
-    key = check_name(value, "key", "Time zone")
+    """``update_user``'s key: a name (:func:`check_name`) without ``:``, and without the
+    bullet and emphasis a model copies from the file (:func:`model_markup.plain_key`)."""
+    key = model_markup.plain_key(check_name(value, "key", "Time zone"))
     if ":" in key:
         name = key.split(":", 1)[0].strip() or "Name"
         raise ToolInputError(
@@ -50,14 +51,15 @@ def check_key(value: object) -> str:
 
 
 def check_value(value: object) -> str:
-    """``update_user``'s content when a key is given: one line of a value."""
+    """``update_user``'s content when a key is given: one line of a value, without the
+    bullet a model copies from the file (:func:`model_markup.plain_value`)."""
     text = check_text(value, "content", MAX_VALUE_CHARS, empty_ok=True).strip()
     if line_break_in(text) is not None:
         raise ToolInputError(
             "content must be one line when a key is given; join the lines (e.g. with ', '), "
             "or leave out key to replace the section's whole body"
         )
-    return text
+    return model_markup.plain_value(text)
 
 
 def check_body(value: object, section: str, file: str) -> str:
@@ -78,13 +80,27 @@ def check_body(value: object, section: str, file: str) -> str:
 
 
 def check_entry(value: object) -> str:
-    """``record_memory``'s content, checked as its entry writes it
-    (:func:`~memstrata.agent.sections.entry_lines`). Its later lines are indented under the
-    item, so a fence among them ends with the entry at the latest and leaves none open in
-    the file. A fence on the first line, though, opens none — it follows the bullet's date
-    —, so the line meant to close it opens a code block and the code reads as text: refused,
-    and the answer says why."""
+    """``record_memory``'s content, checked as its entries write it: one per item of a
+    list, each without the marker and date the tool writes itself
+    (:func:`model_markup.new_entries`), its lines as
+    :func:`~memstrata.agent.sections.entry_lines` writes them. Later lines are indented
+    under the item, so a fence among them ends with the entry at the latest and leaves none
+    open in the file. A fence on the first line, though, opens none — it follows the
+    bullet's date —, so the line meant to close it opens a code block and the code reads
+    as text: refused, and the answer says why."""
     text = check_text(value, "content", MAX_ENTRY_CHARS)
+    found = model_markup.new_entries(text)
+    if not found:
+        raise ToolInputError(
+            "content has no text besides a list marker or date, which the entry gets anyway; "
+            "send the text to remember"
+        )
+    for _, entry in found:
+        _check_first_fence(entry)
+    return text
+
+
+def _check_first_fence(text: str) -> None:
     (_, first), *rest = sections.entry_lines(text)
     found = _unclosed(rest)  # read alone, as if the first line had opened the fence
     opened = markdown_doc.fence_after(None, first)
@@ -96,7 +112,6 @@ def check_entry(value: object) -> str:
             f"on line {number} would open one instead of closing it, and the code would read "
             "as text. Start content with a line saying what the code is, then the fenced block"
         )
-    return text
 
 
 def check_whole_file(value: object, whole_file: bool) -> str:

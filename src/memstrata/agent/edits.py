@@ -8,15 +8,19 @@ is the last run's. Only what needs the file is decided here; the arguments are c
 before (:mod:`memstrata.agent.arguments`). The rules, as ``docs/AGENT_TOOLS.md`` states
 them:
 
-* ``record_memory`` stores no entry its section already has (dates aside), and with
-  ``replaces`` removes the one entry it supersedes;
+* ``record_memory`` stores one entry per item of a listed content, none its section
+  already has (dates aside), and with ``replaces`` removes the one entry it supersedes —
+  not one that only a line nested in it names —, quoted whole; a retry whose first call
+  landed is no change;
 * ``update_long_term_memory`` without ``section`` replaces the whole file only with
   ``whole_file``; the refusal says what the file holds;
 * ``update_user`` without ``key`` replaces a section's body only if that keeps every key
   that has a value and is not a lone ``Key: value`` line, unless ``replace_section``;
 * a section the call names and the file lacks is created, and when the file has other
-  sections the answer lists them and any close name; a name the file holds twice is
-  pointed out (the tools reach only the first);
+  sections the answer lists them; unless ``new_section``, one whose name is close to a
+  section the file has, or (USER.md) that would get a key another section sets, is
+  refused with the name to use; a name the file holds twice is pointed out (the tools
+  reach only the first);
 * a fence a person left open is never removed with everything after it (a section body
   it opens in is not replaced), and closing it before added lines is noted. A fence
   inside an entry is never left open: the end of the entry ends it (``markdown_doc``).
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from memstrata.agent import entries, markdown_doc, sections
+from memstrata.agent import entries, markdown_doc, model_markup, sections
 from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import MAX_NAME_CHARS, opening_line
 from memstrata.agent.markdown_doc import Doc, Section
@@ -72,6 +76,16 @@ def quoted(entry: entries.Entry) -> str:
     return repr(shortened(entry.first_line, PREVIEW_CHARS))
 
 
+def quoted_whole(entry: entries.Entry) -> str:
+    """An entry as an answer quotes one it removed: all its lines (cut to twice
+    PREVIEW_CHARS), and how many there are when more than one, so that nothing goes
+    unnoticed."""
+    if entry.lines == 1:
+        return quoted(entry)
+    whole = f"{entry.date}: {entry.text}" if entry.date else entry.text
+    return f"{shortened(whole, 2 * PREVIEW_CHARS)!r} ({entry.lines} lines)"
+
+
 def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
@@ -83,10 +97,13 @@ def _listed(names: list[str]) -> str:
 class Edit:
     """One call's change of a file of ``kind`` (module doc)."""
 
-    def __init__(self, kind: FileKind) -> None:
+    def __init__(self, kind: FileKind, *, new_section: bool = False) -> None:
         self.kind = kind
         self.done = ""
         self.notes: list[str] = []
+        # The call's new_section: create a missing section even though its name is close
+        # to one the file has, or its keys are set in another section (section()).
+        self.new_section = new_section
 
     def __call__(self, text: str) -> str:
         self.notes = []
@@ -149,7 +166,10 @@ class Edit:
 
     def section(self, doc: Doc, name: str, *, named: bool = True) -> str:
         """The title of section ``name`` as the file spells it (``name`` if it is new),
-        with the notes a new or repeated section calls for."""
+        with the notes a new or repeated section calls for. A ``named`` section the file
+        lacks, though it has one of a close name, is refused unless ``new_section``: a
+        model's slip (``Profil``, ``Decision``) made a second section beside the one it
+        meant, and the facts in the two contradicted each other in the prompt."""
         file = self.kind.filename
         spans = sections.find_sections(doc, name)
         if len(spans) > 1:
@@ -161,22 +181,71 @@ class Edit:
         if spans:
             return spans[0].title
         titles = sections.section_titles(doc)
+        new = name.strip()
         if named and titles:
-            shown = _listed(titles)
             close = sections.close_names(name, titles)
-            guess = f"; did you mean {close[0]!r}?" if close else "."
+            if close and not self.new_section:
+                raise self.refuse(
+                    f"{file} has no ## {new}; did you mean ## {close[0]}? Pass "
+                    f"section={close[0]!r} to use it, or new_section=true to create ## {new} "
+                    "beside it; nothing was written"
+                )
             self.notes.append(
-                f"New section: {file} had no ## {name.strip()} (its sections: {shown}){guess}"
+                f"New section: {file} had no ## {new} (its sections: {_listed(titles)})."
             )
-        return name.strip()
+        return new
+
+    def keys_elsewhere(self, doc: Doc, name: str, keys: list[str]) -> None:
+        """Refuse to add section ``name`` (the file lacks it) with ``keys`` that another
+        section has, unless ``new_section``: ``Name`` under a new ``## Personal`` beside
+        ``## Profile``'s is two answers to one question in the prompt."""
+        if self.new_section or sections.find_section(doc, name) is not None:
+            return
+        wanted = {sections.fold(key) for key in keys}
+        found: dict[str, tuple[str, str]] = {}  # folded key: (title, the key's line)
+        for span in doc.sections():
+            for _, key, value in sections.key_bullets(doc, span):
+                if sections.fold(key) in wanted and is_key(key):
+                    found.setdefault(sections.fold(key), (span.title, f"{key}: {value}"))
+        if not found:
+            return
+        file, new = self.kind.filename, name.strip()
+        if len(found) == 1:
+            ((title, line),) = found.values()
+            key = line.split(":", 1)[0]
+            raise self.refuse(
+                f"{file} has no ## {new}, and {key} is set under ## {title} "
+                f"({shortened(line.strip(), PREVIEW_CHARS)!r}); to change it, pass "
+                f"section={title!r}. To add ## {new} with a {key} of its own, pass "
+                "new_section=true; nothing was written"
+            )
+        where = [f"{line.split(':', 1)[0]} under ## {title}" for title, line in found.values()]
+        raise self.refuse(
+            f"{file} has no ## {new}, and other sections set its keys: {_listed(where)}; set "
+            f"them there (update_user with key), or pass new_section=true to add ## {new} "
+            "with keys of its own; nothing was written"
+        )
 
 
 class AppendEntry(Edit):
-    """``record_memory``: a dated entry appended to a section of MEMORY.md."""
+    """``record_memory``: dated entries appended to a section of MEMORY.md, one per item
+    of a list, without the marker and date a model typed (:mod:`model_markup`)."""
 
-    def __init__(self, content: str, section: str | None, day: date, replaces: str | None):
-        super().__init__(FileKind.MEMORY)
-        self.bullet = sections.dated_bullet(content, day)
+    def __init__(
+        self,
+        content: str,
+        section: str | None,
+        day: date,
+        replaces: str | None,
+        *,
+        new_section: bool = False,
+    ):
+        super().__init__(FileKind.MEMORY, new_section=new_section)
+        found = model_markup.new_entries(content) or [(None, content)]
+        bullets = [sections.dated_bullet(text, when or day) for when, text in found]
+        keys = [_bullet_key(bullet) for bullet in bullets]
+        # An item listed twice is stored once, as a second call with it would be.
+        self.bullets = [b for i, b in enumerate(bullets) if keys[i] not in keys[:i]]
         self.name = section
         self.replaces = replaces
 
@@ -185,36 +254,69 @@ class AppendEntry(Edit):
         found = entries.entries(doc)
         # No entry holds a fence left open (its end ends one), so removing it removes no
         # line after it.
-        old = [] if self.replaces is None else self._superseded(found, self.replaces)
+        old = [] if self.replaces is None else self._superseded(doc, found, self.replaces)
         name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
         title = self.section(doc, name, named=self.name is not None)
+        span = sections.find_section(doc, name)
         others = [e for e in found if e not in old]
-        same = entries.same_entry(others, sections.find_section(doc, name), self.bullet)
+        had = [entries.same_entry(others, span, bullet) for bullet in self.bullets]
+        fresh = [bullet for bullet, same in zip(self.bullets, had, strict=True) if same is None]
+        there = [same for same in had if same is not None]
         kept = entries.without(doc.lines, old)
-        when = "" if same is None or same.date is None else f" ({same.date})"
-        if same is not None and not old:
-            reply = f"No change: MEMORY.md already has this entry under ## {title}{when}."
+        # The date of the one entry it already has (of several, no one date is "the").
+        when = "" if len(there) != 1 or there[0].date is None else f" ({there[0].date})"
+        if not fresh and not old:
+            what = "this entry" if len(there) == 1 else f"these {len(there)} entries"
+            reply = f"No change: MEMORY.md already has {what} under ## {title}{when}."
             raise NothingToWrite(ToolAnswer(reply))
-        removed = f" and removed the entry {quoted(old[0])}" if old else ""
+        removed = f" and removed the entry {quoted_whole(old[0])}" if old else ""
         if len(old) > 1:
             removed += f" ({len(old)} identical copies)"
-        if same is not None:  # the new entry is there already: only the old one goes
-            self.done = f"Removed the entry {quoted(old[0])} from MEMORY.md; ## {title} "
-            self.done += f"already has the new one{when}"
+        if not fresh:  # the new entries are there already: only the old one goes
+            what = "the new one" if len(there) == 1 else "the new ones"
+            self.done = f"Removed the entry {quoted_whole(old[0])} from MEMORY.md; ## {title} "
+            self.done += f"already has {what}{when}"
             return "\n".join(kept)
-        self.done = f"Recorded in MEMORY.md under ## {title}{removed}"
-        return self.closing(doc, sections.append_to_section("\n".join(kept), name, self.bullet))
+        count = "" if len(self.bullets) == 1 else f"{_count(len(fresh), 'entry', 'entries')} "
+        skipped = ""
+        if there:
+            listed = "; ".join(quoted(e) for e in there[:MAX_LISTED])
+            skipped = f", not the {len(there)} it already had ({listed})"
+        self.done = f"Recorded {count}in MEMORY.md under ## {title}{removed}{skipped}"
+        added = "\n".join(fresh)
+        return self.closing(doc, sections.append_to_section("\n".join(kept), name, added))
 
-    def _superseded(self, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
-        matched = entries.matching(found, wanted)
+    def _superseded(self, doc: Doc, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
+        # The entries this call adds, where it adds them, are never the one it replaces: a
+        # retry of a call that landed would remove what that call added, and add it again.
+        target = sections.find_section(doc, self.name) if self.name is not None else None
+        new = {_bullet_key(bullet) for bullet in self.bullets}
+
+        def added(entry: entries.Entry) -> bool:
+            where = self.name is None or (target is not None and entry.within(target))
+            return entry.key in new and where
+
+        matched = entries.matching([e for e in found if not added(e)], wanted)
         texts = {e.key for e in matched}
         if len(texts) == 1:
+            self._names_the_entry(doc, matched[0], wanted)
             return matched  # one entry, or identical copies of it
         if matched:
             listed = "; ".join(quoted(e) for e in matched[:MAX_LISTED])
             raise self.refuse(
                 f"replaces matches {len(matched)} entries of MEMORY.md: {listed}. Quote more "
                 "of the one to replace; nothing was written"
+            )
+        landed = [e for e in found if added(e)]
+        if new <= {e.key for e in landed}:  # a retry: the call it repeats landed
+            when = f" ({landed[0].date})" if landed[0].date else ""
+            what = "this" if len(new) == 1 else f"these {len(new)} entries"
+            where = f" under ## {landed[0].section}" if landed[0].section else ""
+            raise NothingToWrite(
+                ToolAnswer(
+                    f"No change: MEMORY.md already holds {what}{where}{when}, and no entry "
+                    "matches replaces any more."
+                )
             )
         close = entries.near(found, wanted)
         hint = f" The closest: {'; '.join(quoted(e) for e in close)}." if close else ""
@@ -223,19 +325,49 @@ class AppendEntry(Edit):
             f"(its date may be left out); nothing was written.{hint}"
         )
 
+    def _names_the_entry(self, doc: Doc, entry: entries.Entry, wanted: str) -> None:
+        """Refuse a ``replaces`` that names a line of a list nested in ``entry`` rather
+        than the entry (:func:`entries.inner_item`): it would remove the other lines too."""
+        if entries.inner_item(doc, entry, wanted) is None:
+            return
+        first = entries.entry_syntax(entry.first_line)[1]
+        raise self.refuse(
+            f"replaces names a line inside a longer entry of MEMORY.md, "
+            f"{quoted_whole(entry)}, and removing it would remove its other lines too; "
+            f"nothing was written. To replace that whole entry, quote its first line "
+            f"({shortened(first, PREVIEW_CHARS)!r}) as replaces and send every line to keep "
+            "as content (a list is stored as one entry per item)"
+        )
+
+
+def _bullet_key(bullet: str) -> str:
+    """A bullet this call writes, as entries compare (:func:`entries.comparable`)."""
+    found = entries.entries(markdown_doc.parse(bullet))
+    return found[0].key if found else entries.comparable(bullet)
+
 
 class ReplaceSection(Edit):
     """``update_long_term_memory`` with ``section``, ``update_user`` without ``key``: a
     section's body replaced. ``guard_keys``: refuse to lose USER.md facts (module doc)."""
 
-    def __init__(self, kind: FileKind, name: str, body: str, *, guard_keys: bool = False):
-        super().__init__(kind)
+    def __init__(
+        self,
+        kind: FileKind,
+        name: str,
+        body: str,
+        *,
+        guard_keys: bool = False,
+        new_section: bool = False,
+    ):
+        super().__init__(kind, new_section=new_section)
         self.name = name
         self.body = body
         self.guard_keys = guard_keys
 
     def apply(self, text: str) -> str:
         doc = markdown_doc.parse(text)
+        if self.kind is FileKind.USER:
+            self.keys_elsewhere(doc, self.name, sections.body_keys(self.body))
         title = self.section(doc, self.name)
         span = sections.find_section(doc, self.name)
         if span is not None:
@@ -248,7 +380,7 @@ class ReplaceSection(Edit):
         return self.closing(doc, sections.replace_section(text, self.name, self.body))
 
     def _check_keys(self, doc: Doc, span: Section, title: str) -> None:
-        keys = [(k, v) for _, k, v in sections.key_bullets(doc, span) if _is_key(k)]
+        keys = [(k, v) for _, k, v in sections.key_bullets(doc, span) if is_key(k)]
         if not keys:
             return
         line = sections.keyed_line(self.body)
@@ -270,7 +402,7 @@ class ReplaceSection(Edit):
             )
 
 
-def _is_key(key: str) -> bool:
+def is_key(key: str) -> bool:
     # A dated entry or a sentence with a colon is no "- key: value" fact.
     return 0 < len(key) <= MAX_NAME_CHARS and not sections.is_date(key)
 
@@ -278,14 +410,15 @@ def _is_key(key: str) -> bool:
 class SetKey(Edit):
     """``update_user`` with ``key``: one ``- key: value`` bullet set."""
 
-    def __init__(self, name: str, key: str, value: str):
-        super().__init__(FileKind.USER)
+    def __init__(self, name: str, key: str, value: str, *, new_section: bool = False):
+        super().__init__(FileKind.USER, new_section=new_section)
         self.name = name
         self.key = key
         self.value = value
 
     def apply(self, text: str) -> str:
         doc = markdown_doc.parse(text)
+        self.keys_elsewhere(doc, self.name, [self.key])
         title = self.section(doc, self.name)
         span = sections.find_section(doc, self.name)
         index = None if span is None else sections.find_key(doc, span, self.key)

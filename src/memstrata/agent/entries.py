@@ -34,6 +34,7 @@ class Entry:
     text: str  # its lines joined by spaces, without bullet and date
     first_line: str  # its first line without the bullet, as written (date included)
     section: str | None  # the level-2 section it is under, as the file spells it
+    lines: int = 1  # how many of its lines are not blank
 
     @cached_property
     def key(self) -> str:
@@ -46,9 +47,17 @@ class Entry:
 
 def comparable(text: str) -> str:
     """``text`` as entries compare: folded, whitespace collapsed, no item marker, no date."""
-    words = " ".join(fold(text).split())
-    words = item if (item := markdown_doc.item_text(words)) is not None else words
-    return _DATED.sub("", words, count=1) if _DATED.match(words) else words
+    return entry_syntax(" ".join(fold(text).split()))[1]
+
+
+def entry_syntax(line: str) -> tuple[str | None, str]:
+    """(date, rest) of a line read as an entry's own syntax: a leading list marker
+    dropped, then a leading ``YYYY-MM-DD:`` date split off (None without one). The one
+    rule for what the tools write themselves: entries compare without it, and
+    ``record_memory`` stores a model's text without it (:mod:`memstrata.agent.model_markup`)."""
+    text = item if (item := markdown_doc.item_text(line)) is not None else line
+    dated = _DATED.match(text)
+    return (dated.group(1), text[dated.end() :]) if dated else (None, text)
 
 
 def entries(doc: Doc) -> list[Entry]:
@@ -68,9 +77,8 @@ def _entry(doc: Doc, block: Block, section: str | None) -> Entry:
     dated = _DATED.match(first)
     rest = [line.strip() for line in doc.lines[block.start + 1 : block.end] if line.strip()]
     text = " ".join([first[dated.end() :] if dated else first, *rest])
-    return Entry(
-        block.start, block.end, dated.group(1) if dated else None, text, first.strip(), section
-    )
+    day = dated.group(1) if dated else None
+    return Entry(block.start, block.end, day, text, first.strip(), section, 1 + len(rest))
 
 
 def matching(found: Iterable[Entry], wanted: str) -> list[Entry]:
@@ -81,6 +89,23 @@ def matching(found: Iterable[Entry], wanted: str) -> list[Entry]:
     if equal or not target:
         return equal
     return [e for e in candidates if target in e.key]
+
+
+def inner_item(doc: Doc, entry: Entry, wanted: str) -> str | None:
+    """The line of a list nested in ``entry`` that ``wanted`` names rather than the entry
+    (compared as entries are): the first such line holding it, when the entry's own first
+    line does not. Such a line reads as an entry of its own (an agent's bulleted entry was
+    stored so, its items nested under the first), but removing the entry removes them all."""
+    target = comparable(wanted)
+    if not target or target in comparable(entry.first_line):
+        return None
+    for index in range(entry.start + 1, entry.end):
+        line = doc.bare(index).strip()
+        if index in doc.code or index in doc.raw or markdown_doc.item_text(line) is None:
+            continue
+        if target in comparable(line):
+            return line
+    return None
 
 
 def near(found: Iterable[Entry], wanted: str, limit: int = MAX_NEAR) -> list[Entry]:

@@ -20,11 +20,33 @@ is stripped of surrounding whitespace and of the byte-order marks among the lead
 whitespace (``prompt_body.shown_content``); empty (or whitespace-only) files are left out
 and reported nowhere.
 
-Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, headers and
-marker included. Priority, highest first: AGENTS > SOUL > USER > MEMORY. Sections are
-added whole while they fit. The first one that does not fit is cut (below) and every lower
-section is dropped, so a lower file never appears while a higher one is incomplete; a file
-that cannot show even one character is dropped rather than truncated.
+A host may lead the text with a ``guide`` of its own (the MCP server's words on its tools,
+``mcp.prompt_guide``, in place of AGENTS.md, the rules of the platform's workspace
+agents): whole, first, or not at all.
+
+Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, guide, tags,
+markers and note included. Priority, highest first: AGENTS > SOUL > USER > MEMORY.
+Sections are added whole while each fits beside the room the files below it need (the
+least of the ways they can end: the first of them whole, the rest named by the note or
+within their floors). The first one that does not fit is cut (below); a file that cannot
+show even one character is left out rather than truncated.
+
+Files left out are said in the text, not only in ``PromptResult.dropped``: a line after
+the sections names each with its size, ``[left out for lack of room: USER.md (8923
+tokens), MEMORY.md (40156 tokens); use memory_search or read the files]``
+(``prompt_room.left_out_note``), counted in the budget like the rest. Room for it is left
+whenever a file is kept, so it is there in full unless no file fits at all; then in brief,
+the names alone, if that fits (``token_limit`` 200: 30 tokens, ``[left out for lack of
+room: AGENTS.md, SOUL.md, USER.md, MEMORY.md]``), else the text is empty.
+
+Floors (``prompt_room.floor_tokens``): a file below the one cut keeps up to an eighth of
+the budget, shown whole if it is smaller, else cut by its own rule (below) within it, or
+named by the note if nothing of it fits there; so a USER.md of 9,000 tokens no longer
+leaves MEMORY.md out entirely, which showed nothing of the corrections recorded last. Not
+below a budget of 1,200 (``MIN_FLOOR``: an eighth holds little beside a section's tags and
+marker), never at AGENTS.md's expense (the platform's rules), and never leaving the file
+cut less than a floor of its own; otherwise files below the one cut are left out, so a
+lower file shows while a higher one is incomplete only within its floor.
 
 What a cut keeps:
 
@@ -46,8 +68,8 @@ What a cut keeps:
   "read the whole file for the rest"). N and M are counted on that file's text alone.
 
 The tool names fit both hosts: ``memory_search`` is the search tool of the MCP server and
-of the library's agent tools, and "the whole file" is ``memory_read`` over MCP and the
-workspace file for a sandbox agent.
+of the library's agent tools, and "the whole file" is ``memory_read`` over MCP (its guide
+says so) and the workspace file for a sandbox agent (AGENTS.md says so).
 
 The prefix is found by binary search over character positions, each moved back to the last
 grapheme-cluster boundary (``memstrata.text.grapheme_cut``), calling ``count`` on the full
@@ -69,28 +91,39 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-import regex
-
-from memstrata.agent.prompt_body import (
-    Bodies,
-    MemoryBody,
-    shown_content,
-    without_oldest,
+from memstrata.agent.prompt_body import shown_content
+from memstrata.agent.prompt_count import adds_over_lines
+from memstrata.agent.prompt_cut import (
+    SECTION_SEPARATOR,
+    FileCut,
+    largest_fitting,
+    older_entries,
+    truncation_marker,
 )
-from memstrata.agent.prompt_count import LineCounts, MemoryCounts, adds_over_lines, likely_cut
+from memstrata.agent.prompt_room import PromptFile, brief_note, floor_tokens, left_out_note
 from memstrata.config import PROMPT_BUDGET_RATIO
 from memstrata.errors import InvalidContentError
 from memstrata.memory.kinds import FileKind
-from memstrata.text import grapheme_cut
 
-SECTION_SEPARATOR = "\n\n"
+# The cut's parts the callers (and tests) have imported from here.
+__all__ = [
+    "MAX_TOKEN_LIMIT",
+    "MIN_TOKEN_LIMIT",
+    "SECTION_SEPARATOR",
+    "PromptResult",
+    "build_system_prompt",
+    "check_token_limit",
+    "largest_fitting",
+    "older_entries",
+    "prompt_budget",
+    "truncation_marker",
+]
+
 # A model's context window in tokens, as every entry point accepts it (the library's
 # open_agent_session and the MCP memory_context prompt): 0 leaves no room for anything,
 # and far beyond any model's window is a typo.
 MIN_TOKEN_LIMIT = 1
 MAX_TOKEN_LIMIT = 10_000_000
-
-_CLUSTER = regex.compile(r"\X")
 
 
 @dataclass(frozen=True)
@@ -100,8 +133,8 @@ class PromptResult:
     text: str
     tokens: int  # count(text)
     budget: int
-    truncated: tuple[str, ...]  # file names cut short (at most one)
-    dropped: tuple[str, ...]  # file names left out for lack of room
+    truncated: tuple[str, ...]  # file names cut short (more than one only with floors)
+    dropped: tuple[str, ...]  # file names left out for lack of room (the note names them)
 
 
 def check_token_limit(token_limit: object) -> int:
@@ -141,269 +174,183 @@ def build_system_prompt(
     token_limit: int,
     count: Callable[[str], int],
     ratio: float = PROMPT_BUDGET_RATIO,
+    guide: str = "",
 ) -> PromptResult:
-    """Assemble AGENTS / SOUL / USER / MEMORY into at most the budget (see module doc)."""
+    """Assemble AGENTS / SOUL / USER / MEMORY into at most the budget (see module doc),
+    after ``guide`` (a host's own words on how it reaches memory) when that fits whole."""
     budget = prompt_budget(token_limit, ratio)
-    # With a counter that adds over line breaks (``prompt_count``) the text is counted by
-    # its parts, each once: ``kept_tokens`` is what the kept sections count, joined.
-    kept_tokens: int | None = 0 if adds_over_lines(count) else None
-    kept: list[str] = []
-    truncated: list[str] = []
-    dropped: list[str] = []
     sections = (
         (FileKind.AGENTS, agents_md),
         (FileKind.SOUL, soul),
         (FileKind.USER, user),
         (FileKind.MEMORY, memory),
     )
-    for kind, raw in sections:
-        name = kind.filename
-        content = shown_content(raw)
-        if not content:
-            continue
-        if truncated or dropped:
-            dropped.append(name)
-            continue
-        # MEMORY.md is read once, for its whole text and every cut tried (``MemoryBody``).
-        # The other files' text and every cut of it are read by one ``Bodies``.
-        memory_body, bodies = None, None
-        if kind is FileKind.MEMORY:
-            memory_body = MemoryBody(content)
-            body = memory_body.shown(0)
-        else:
-            bodies = Bodies(content)
-            body = bodies.body(content)
-        whole = _section(name, body)
-        lines = None  # the body's lines' counts, when counted line by line
-        if kept_tokens is None:
-            total = None
-            fits = count(SECTION_SEPARATOR.join([*kept, whole])) <= budget
-        else:
-            # A file far over the budget is counted line by line at once: the cut needs
-            # its pieces' or prefixes' counts, which the lines' give without counting it
-            # again.
-            if likely_cut(body, budget):
-                lines = LineCounts(body, count)
-            total = count(body) if lines is None else lines.whole
-            whole_tokens = count(_section(name, "")) + total
-            fits = kept_tokens + whole_tokens <= budget
-        if fits:
-            kept.append(whole)
-            kept_tokens = None if kept_tokens is None else kept_tokens + whole_tokens
-            continue
-        cut = _Cut(kind, content, body, kept, budget, count, kept_tokens, total, bodies, lines)
-        section = cut.end() if memory_body is None else cut.newest_entries(memory_body, lines)
-        if section is None:
-            dropped.append(name)
-        else:
-            kept.append(section)
-            truncated.append(name)
-            kept_tokens = None if kept_tokens is None else kept_tokens + count(section)
-    text = SECTION_SEPARATOR.join(kept)
-    return PromptResult(
-        text=text,
-        tokens=count(text) if kept_tokens is None else kept_tokens,
-        budget=budget,
-        truncated=tuple(truncated),
-        dropped=tuple(dropped),
-    )
+    files = [
+        PromptFile.read(kind, content, budget, count)
+        for kind, raw in sections
+        if (content := shown_content(raw))
+    ]
+    return _Assembly(budget, count).build(guide.strip(), files)
 
 
-def truncation_marker(kind: FileKind, left_out: str, shown: int, total: int) -> str:
-    """The line that ends a cut file: what was left out, how much is shown, and how to
-    get the rest (module doc)."""
-    rest = (
-        "for the rest use memory_search or read the whole file"
-        if kind.indexed
-        else "read the whole file for the rest"
-    )
-    shown_part = f"{shown} of {total} tokens shown"
-    return f"…[truncated: {kind.filename}, {left_out} left out, {shown_part}; {rest}]"
+class _Assembly:
+    """The prompt as it is put together: the texts kept so far, in order.
 
-
-def older_entries(count: int) -> str:
-    return f"{count} older {'entry' if count == 1 else 'entries'}"
-
-
-def largest_fitting(high: int, fits: Callable[[int], bool]) -> int:
-    """The largest ``k`` in ``1..high`` with ``fits(k)``, or 0; ``fits`` true then false.
-
-    Binary search: about ``log2(high)`` calls of ``fits``.
-    """
-    low = 0  # invariant: low == 0 or fits(low)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _section(name: str, body: str) -> str:
-    return f'<file name="{name}">\n{body}\n</file>'
-
-
-class _Cut:
-    """The ways to cut one file that does not fit whole after the ``kept`` sections.
-
-    Given ``kept_tokens`` (what the kept sections count, with a counter that adds over
-    line breaks: ``prompt_count``) and ``total`` (``count(body)``), a cut tried is counted
-    by its parts: the tags, its body, its marker; MEMORY.md's bodies from its lines' or
-    pieces' counts. Else each is counted whole, after the kept sections, as the prompt
-    will be.
+    With a counter that adds over line breaks (``prompt_count``) the text is counted by
+    its parts, each once: ``kept_tokens`` is what the kept texts count, joined. Else each
+    text tried is counted whole, after the kept ones, as the prompt will be.
     """
 
-    def __init__(
-        self,
-        kind: FileKind,
-        content: str,
-        body: str,
-        kept: Sequence[str],
-        budget: int,
-        count: Callable[[str], int],
-        kept_tokens: int | None = None,
-        total: int | None = None,
-        bodies: Bodies | None = None,
-        lines: LineCounts | None = None,
-    ) -> None:
-        self.kind = kind
-        self.content = content
-        self.bodies = bodies  # ``content``'s, if read already
-        self.lines = lines  # ``body``'s lines' counts, if counted already
-        self.kept = kept
+    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
         self.budget = budget
         self.count = count
-        self.kept_tokens = kept_tokens
-        self.total = count(body) if total is None else total  # body: the whole content's
-        self.tags = 0 if kept_tokens is None else count(_section(kind.filename, ""))
+        self.adds = adds_over_lines(count)
+        self.kept: list[str] = []
+        self.kept_tokens = 0  # with a counter that adds only
+        self.truncated: list[str] = []
+        self.notes: dict[tuple[FileKind, ...], int] = {}  # note_tokens, by the files named
 
-    def framed(self, body: str, left_out: str, body_tokens: int | None = None) -> str:
-        """The section of ``body`` (the shown text as ``Bodies.body`` makes it), with its
-        marker."""
-        shown = self.count(body) if body_tokens is None else body_tokens
-        marker = truncation_marker(self.kind, left_out, shown, self.total)
-        return _section(self.kind.filename, f"{body}\n{marker}")
+    def build(self, guide: str, files: Sequence[PromptFile]) -> PromptResult:
+        if guide:
+            tokens = self.count(guide)
+            if self.with_kept([guide], tokens) + self.room_for(files, 0) <= self.budget:
+                self.keep(guide, tokens)
+        left_out = self.fit(files)
+        return self.finish(left_out)
 
-    def fits(self, section: str) -> bool:
-        return self.count(SECTION_SEPARATOR.join([*self.kept, section])) <= self.budget
+    def with_kept(self, texts: Sequence[str], tokens: int) -> int:
+        """What the kept texts and then ``texts`` (which count ``tokens``) count joined."""
+        if self.adds:
+            return self.kept_tokens + tokens
+        return self.count(SECTION_SEPARATOR.join([*self.kept, *texts]))
 
-    def fits_body(self, body: str, left_out: str) -> bool:
-        """Whether the section of ``body`` (``framed``) fits after the kept sections."""
-        if self.kept_tokens is None:
-            return self.fits(self.framed(body, left_out))
-        return self.fits_counted(self.kept_tokens, self.count(body), left_out)
+    def keep(self, text: str, tokens: int) -> None:
+        self.kept.append(text)
+        self.kept_tokens += tokens
 
-    def fits_counted(self, kept_tokens: int, body_tokens: int, left_out: str) -> bool:
-        """``fits_body`` by the parts' counts (class doc), for a body that counts
-        ``body_tokens``."""
-        marker = truncation_marker(self.kind, left_out, body_tokens, self.total)
-        parts = kept_tokens + self.tags + body_tokens + self.count(marker)
-        return parts <= self.budget
+    def room_for(self, files: Sequence[PromptFile], floor: int) -> int:
+        """The room to leave ``files`` (those below a file kept whole): the least of the
+        ways they can end, each of the first ones whole and the others left out, named
+        by the note or, with a ``floor``, within their floors (whole if smaller), which
+        hold that note too."""
 
-    def newest_entries(self, memory: MemoryBody, lines: LineCounts | None = None) -> str | None:
-        """The headings and as many of the newest entries as fit; when not even the
-        newest fits beside the headings (or there are fewer than two entries), those cut
-        from the end; None if nothing fits."""
-        entries = len(memory.order)
-        if entries < 2:
-            return self.end()
-        if self.kept_tokens is not None:
-            counts = (
-                MemoryCounts.by_piece(memory, self.count) if lines is None else lines.memory(memory)
-            )
-            return self.newest_counted(memory, counts, self.kept_tokens)
-        tried: dict[int, str] = {}  # the search ends on a count it made: not made twice
+        def end(whole: int) -> int:
+            rest = files[whole:]
+            note = self.note_tokens(rest)
+            floors = sum(min(floor, f.tokens) for f in rest)
+            return sum(f.tokens for f in files[:whole]) + (max(floors, note) if floor else note)
 
-        def section(shown_entries: int) -> str:
-            if shown_entries not in tried:
-                dropped = entries - shown_entries
-                body = memory.shown(dropped)
-                tried[shown_entries] = self.framed(body, older_entries(dropped))
-            return tried[shown_entries]
+        return min(end(whole) for whole in range(len(files) + 1))
 
-        shown = largest_fitting(entries - 1, lambda n: self.fits(section(n)))
-        if shown:
-            return section(shown)
-        return self.newest_cut(memory)
+    def note_tokens(self, files: Sequence[PromptFile]) -> int:
+        if not files:
+            return 0
+        names = tuple(f.kind for f in files)
+        if names not in self.notes:
+            self.notes[names] = self.count(left_out_note(files))
+        return self.notes[names]
 
-    def newest_counted(
-        self, memory: MemoryBody, counts: MemoryCounts, kept_tokens: int
-    ) -> str | None:
-        """``newest_entries`` by the parts' counts: no cut is built until one is chosen."""
-        entries = len(memory.order)
+    def fit(self, files: Sequence[PromptFile]) -> list[PromptFile]:
+        """Keep ``files`` whole in priority order while each fits beside the room the files
+        below it need; cut the first that does not (:meth:`cut`). The files left out."""
+        for index, file in enumerate(files):
+            rest = files[index + 1 :]
+            # AGENTS.md, the platform's rules, is never cut to make room for a floor.
+            floor = 0 if file.kind is FileKind.AGENTS else floor_tokens(self.budget)
+            needed = self.room_for(rest, floor)
+            if self.with_kept([file.whole], file.tokens) + needed <= self.budget:
+                self.keep(file.whole, file.tokens)
+                continue
+            return self.cut(file, rest, floor)
+        return []
 
-        def fits(shown_entries: int) -> bool:
-            dropped = entries - shown_entries
-            return self.fits_counted(kept_tokens, counts.shown(dropped), older_entries(dropped))
+    def cut(self, file: PromptFile, rest: Sequence[PromptFile], floor: int) -> list[PromptFile]:
+        """Cut ``file`` to what is left beside the floors of ``rest`` (each file shown
+        within its floor) and the note naming those that show nothing; without floors if
+        they would leave ``file`` less than one, or nothing of it fits beside them. The
+        files left out."""
+        lower, left_out = self.floors(rest, floor)
+        if lower and not self.leaves_a_floor(lower, left_out, min(floor, file.tokens)):
+            lower, left_out = [], list(rest)
+        shown = self.cut_section(file, lower, left_out)
+        if shown is None and lower:
+            lower, left_out = [], list(rest)
+            shown = self.cut_section(file, lower, left_out)
+        if shown is None:
+            left_out.insert(0, file)
+        else:
+            self.keep(shown, self.count(shown))
+            self.truncated.append(file.kind.filename)
+        for lower_file, text, tokens in lower:
+            self.keep(text, tokens)
+            if text != lower_file.whole:
+                self.truncated.append(lower_file.kind.filename)
+        return left_out
 
-        shown = largest_fitting(entries - 1, fits)
-        if shown:
-            dropped = entries - shown
-            body = memory.shown(dropped)
-            return self.framed(body, older_entries(dropped), counts.shown(dropped))
-        return self.newest_cut(memory)
-
-    def newest_cut(self, memory: MemoryBody) -> str | None:
-        """Not even the newest entry fits: cut it from the end, after the headings."""
-        entries = len(memory.order)
-        newest = without_oldest(memory.raw, memory.order, entries - 1)
-        return self.end(newest, f"{older_entries(entries - 1)} and the end")
-
-    def end(self, text: str | None = None, left_out: str = "the end") -> str | None:
-        """The longest prefix of ``text`` (the file) that fits, or None if none does."""
-        content = self.content if text is None else text
-        bodies = self.bodies if text is None and self.bodies is not None else Bodies(content)
-        first = _first_cluster_end(content)
-
-        def shown(length: int) -> str:
-            # Cut between grapheme clusters: a flag, an accent or a conjunct split in two
-            # shows as another character. The cut only moves back, and monotonically, so
-            # ``fits`` stays true-then-false for the binary search. grapheme_cut keeps a
-            # cut with no boundary before it, so a cut inside the first cluster is made
-            # empty here.
-            return content[: grapheme_cut(content, length) if length >= first else 0].rstrip()
-
-        # With a counter that adds over line breaks, a prefix counts what its lines
-        # before the last count in the whole text, and its last line (and closing line):
-        # the text is counted line by line once, not once per prefix tried, and a long
-        # last line from checkpoints on it (``LineCounts.shown``).
-        lines = None if self.kept_tokens is None else self._line_counts(bodies, text is None)
-        fitted: dict[int, tuple[str, int | None]] = {}  # the last length that fit: its body
-
-        def fits(length: int) -> bool:
-            body = bodies.shown(shown(length))
-            if lines is None or self.kept_tokens is None:
-                tokens = None
-                fit = self.fits_body(body.text, left_out)
+    def floors(
+        self, files: Sequence[PromptFile], floor: int
+    ) -> tuple[list[tuple[PromptFile, str, int]], list[PromptFile]]:
+        """Each of ``files`` within ``floor`` tokens: whole if it fits, else cut by its own
+        rule with that budget; and the files that show nothing within it (all of them
+        without a floor)."""
+        if not floor:
+            return [], list(files)
+        shown: list[tuple[PromptFile, str, int]] = []
+        left_out: list[PromptFile] = []
+        for file in files:
+            text = file.whole if file.tokens <= floor else _cut_alone(file, floor, self.count)
+            if text is None:
+                left_out.append(file)
             else:
-                tokens = lines.shown(body)
-                fit = self.fits_counted(self.kept_tokens, tokens, left_out)
-            if fit:
-                fitted.clear()
-                fitted[length] = (body.text, tokens)
-            return fit
+                shown.append((file, text, file.tokens if text == file.whole else self.count(text)))
+        return shown, left_out
 
-        length = largest_fitting(len(content) - 1, fits)
-        # A cut mid-line leaves half a sentence; the last line break is nicer when close.
-        line_end = content.rfind("\n", 0, length + 1)
-        if line_end >= max(1, length // 2) and line_end != length and fits(line_end):
-            length = line_end
-        if not shown(length).strip():
-            return None
-        # The length kept is the last that fit, its body made and counted already.
-        body, tokens = fitted.get(length) or (bodies.body(shown(length)), None)
-        return self.framed(body, left_out, tokens)
+    def leaves_a_floor(
+        self,
+        lower: Sequence[tuple[PromptFile, str, int]],
+        left_out: Sequence[PromptFile],
+        floor: int,
+    ) -> bool:
+        """Whether the file being cut keeps ``floor`` tokens (a floor, or its whole size if
+        smaller) beside ``lower`` and the note."""
+        taken = sum(tokens for _, _, tokens in lower) + self.note_tokens(left_out)
+        return self.with_kept([], 0) + taken + floor <= self.budget
 
-    def _line_counts(self, bodies: Bodies, whole: bool) -> LineCounts:
-        """The counts of the lines of the text ``bodies`` escapes: the body's, if counted
-        and the text is the whole file (its body is the escaped file's lines and perhaps a
-        closing line)."""
-        if whole and self.lines is not None:
-            return self.lines
-        return LineCounts(bodies.escaped, self.count)
+    def cut_section(
+        self,
+        file: PromptFile,
+        lower: Sequence[tuple[PromptFile, str, int]],
+        left_out: Sequence[PromptFile],
+    ) -> str | None:
+        """``file`` cut to fit after the kept texts and before ``lower`` and the note."""
+        note = left_out_note(left_out)
+        after = [text for _, text, _ in lower] + ([note] if note else [])
+        after_tokens = sum(tokens for _, _, tokens in lower) + self.note_tokens(left_out)
+        kept_tokens = self.kept_tokens + after_tokens if self.adds else None
+        cut = FileCut(file, self.kept, self.budget, self.count, kept_tokens, after)
+        return cut.end() if file.memory is None else cut.newest_entries(file.memory, file.lines)
+
+    def finish(self, left_out: Sequence[PromptFile]) -> PromptResult:
+        """The kept texts and the note on ``left_out`` in full, or brief when the full one
+        does not fit (it was left room for, unless no file at all fits), or none."""
+        texts = self.kept
+        for note in (left_out_note(left_out), brief_note(left_out)) if left_out else ():
+            tokens = self.count(note)
+            if self.with_kept([note], tokens) <= self.budget:
+                texts = [*self.kept, note]
+                self.kept_tokens += tokens
+                break
+        text = SECTION_SEPARATOR.join(texts)
+        return PromptResult(
+            text=text,
+            tokens=self.kept_tokens if self.adds else self.count(text),
+            budget=self.budget,
+            truncated=tuple(self.truncated),
+            dropped=tuple(f.kind.filename for f in left_out),
+        )
 
 
-def _first_cluster_end(text: str) -> int:
-    match = _CLUSTER.match(text)
-    return 0 if match is None else match.end()
+def _cut_alone(file: PromptFile, budget: int, count: Callable[[str], int]) -> str | None:
+    """``file``'s section cut to ``budget`` tokens on its own (a floor)."""
+    cut = FileCut(file, (), budget, count, 0 if adds_over_lines(count) else None)
+    return cut.end() if file.memory is None else cut.newest_entries(file.memory, file.lines)

@@ -57,6 +57,17 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
         "description": "Heading text of a '## ' section, e.g. 'Decisions' (the template's are "
         "Decisions, Ongoing, Lessons).",
     }
+    refused = "; without it such a call is refused with the name to use."
+    new_section = {
+        "type": "boolean",
+        "description": f"true to create a missing section whose name is close to one the file "
+        f"has{refused}",
+    }
+    new_user_section = {
+        **new_section,
+        "description": "true to create a missing section whose name is close to one the file "
+        f"has, or with a key another section sets{refused}",
+    }
     schemas = [
         _function(
             "record_memory",
@@ -69,7 +80,8 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                 "content": {
                     "type": "string",
                     "maxLength": MAX_ENTRY_CHARS,
-                    "description": "The entry, one or a few lines (no date: it is added).",
+                    "description": "The entry, one or a few lines (no '- ' and no date: both "
+                    "are added). A list of items is stored as one entry per item.",
                 },
                 "section": {
                     **section,
@@ -84,6 +96,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "or supersedes (exactly, or a part only it contains; the date may be left "
                     "out). That entry is removed.",
                 },
+                "new_section": new_section,
             },
             ["content"],
         ),
@@ -105,6 +118,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "description": "true (and no section) to replace the whole of MEMORY.md; "
                     "everything not in content is lost.",
                 },
+                "new_section": new_section,
             },
             ["content"],
         ),
@@ -131,6 +145,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "description": "Without key: true to replace the body even though that "
                     "removes '- key: value' facts.",
                 },
+                "new_section": new_user_section,
             },
             ["section", "content"],
         ),

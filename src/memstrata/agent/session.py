@@ -54,9 +54,14 @@ async def build_memory_prompt(
     ratio: float = PROMPT_BUDGET_RATIO,
     count: Callable[[str], int] = count_tokens,
     sandbox: Sandbox | None = None,
+    guide: str | None = None,
 ) -> PromptResult:
     """AGENTS.md (platform template) + the user's SOUL / USER / MEMORY from the DB, fitted
     into ``floor(ratio × token_limit)`` tokens by ``build_system_prompt``.
+
+    ``guide``: a host's own words on reaching memory, which lead the prompt in place of
+    AGENTS.md — the rules of the platform's workspace agents, which an agent without that
+    workspace (an MCP client: ``mcp.prompt_guide``) would misread.
 
     With the DB unreachable and a ``sandbox`` given, the sandbox copies are used instead
     (the agent works from them anyway) and a warning is logged; without a sandbox the DB
@@ -74,7 +79,8 @@ async def build_memory_prompt(
 
     def build() -> PromptResult:
         return build_system_prompt(
-            agents_md=store.templates.agents_md(),
+            agents_md=store.templates.agents_md() if guide is None else "",
+            guide=guide or "",
             soul=contents.get(FileKind.SOUL, ""),
             user=contents.get(FileKind.USER, ""),
             memory=contents.get(FileKind.MEMORY, ""),

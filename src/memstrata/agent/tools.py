@@ -39,7 +39,7 @@ from memstrata.agent.answers import (
     ToolAnswer,
     could_not_be_saved,
     error,
-    format_hit,
+    search_text,
     sync_message,
     unreadable,
 )
@@ -181,7 +181,11 @@ class MemoryTools:
     # -- the tools -------------------------------------------------------------------------
 
     async def record_memory(
-        self, content: str, section: str | None = None, replaces: str | None = None
+        self,
+        content: str,
+        section: str | None = None,
+        replaces: str | None = None,
+        new_section: bool = False,
     ) -> ToolAnswer:
         try:
             text = check_entry(content)
@@ -189,15 +193,22 @@ class MemoryTools:
             old = None if replaces is None else check_text(replaces, "replaces", MAX_ENTRY_CHARS)
         except ToolInputError as exc:
             return error(str(exc))
-        return await self._edit(AppendEntry(text, name, self._today(), old))
+        new = new_section is True
+        return await self._edit(AppendEntry(text, name, self._today(), old, new_section=new))
 
     async def update_long_term_memory(
-        self, content: str, section: str | None = None, whole_file: bool = False
+        self,
+        content: str,
+        section: str | None = None,
+        whole_file: bool = False,
+        new_section: bool = False,
     ) -> ToolAnswer:
         try:
             # On a worker thread (as the edit itself, _apply): the checks read a whole
             # file's worth of content as Markdown.
-            edit = await anyio.to_thread.run_sync(_long_term_edit, content, section, whole_file)
+            edit = await anyio.to_thread.run_sync(
+                _long_term_edit, content, section, whole_file, new_section is True
+            )
         except ToolInputError as exc:
             return error(str(exc))
         return await self._edit(edit)
@@ -208,10 +219,11 @@ class MemoryTools:
         section: str,
         key: str | None = None,
         replace_section: bool = False,
+        new_section: bool = False,
     ) -> ToolAnswer:
         try:
             edit = await anyio.to_thread.run_sync(
-                _user_edit, content, section, key, replace_section
+                _user_edit, content, section, key, replace_section, new_section is True
             )
         except ToolInputError as exc:
             return error(str(exc))
@@ -234,10 +246,9 @@ class MemoryTools:
         except Exception as exc:
             log_failure(logger, "tools.search_failed", exc, user_id=self.ctx.user_id)
             return error("memory search failed; try again, or answer from what you know")
-        if not result.hits:
-            return ToolAnswer("No matching memories.")
-        hits = [format_hit(i, hit, text) for i, hit in enumerate(result.hits, start=1)]
-        return ToolAnswer("\n".join(hits))
+        # The MCP tool's text too: a degraded search (BM25 only, a query of symbols) says
+        # so in its note: lines, which an agent cannot learn from the hits alone.
+        return ToolAnswer(search_text(result.hits, text, result.warnings))
 
     # -- the write path ----------------------------------------------------------------------
 
@@ -394,7 +405,9 @@ class MemoryTools:
         return sync_message(edit.done, result, workspace_stale=True, rounds=self.ctx.rounds)
 
 
-def _long_term_edit(content: str, section: str | None, whole_file: bool) -> Edit:
+def _long_term_edit(
+    content: str, section: str | None, whole_file: bool, new_section: bool = False
+) -> Edit:
     """``update_long_term_memory``'s edit, its arguments checked."""
     if section is None:
         text = check_whole_file(content, whole_file is True)
@@ -402,17 +415,19 @@ def _long_term_edit(content: str, section: str | None, whole_file: bool) -> Edit
     if whole_file is True:
         raise ToolInputError(_SECTION_OR_FILE)
     name = check_name(section, "section")
-    return ReplaceSection(
-        FileKind.MEMORY, name, check_body(content, name, FileKind.MEMORY.filename)
-    )
+    body = check_body(content, name, FileKind.MEMORY.filename)
+    return ReplaceSection(FileKind.MEMORY, name, body, new_section=new_section)
 
 
-def _user_edit(content: str, section: str, key: str | None, replace_section: bool) -> Edit:
+def _user_edit(
+    content: str, section: str, key: str | None, replace_section: bool, new_section: bool = False
+) -> Edit:
     """``update_user``'s edit, its arguments checked."""
     name = check_name(section, "section")
     if key is None:
         body = check_body(content, name, FileKind.USER.filename)
-        return ReplaceSection(FileKind.USER, name, body, guard_keys=replace_section is not True)
+        guard = replace_section is not True
+        return ReplaceSection(FileKind.USER, name, body, guard_keys=guard, new_section=new_section)
     if replace_section is True:
         raise ToolInputError(_KEY_OR_SECTION)
-    return SetKey(name, check_key(key), check_value(content))
+    return SetKey(name, check_key(key), check_value(content), new_section=new_section)

@@ -17,7 +17,7 @@ from memstrata.api.schemas import SearchResults
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, Handler, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import read_file
-from memstrata.mcp.tool_args import result_schema
+from memstrata.mcp.tool_args import integer_arguments, result_schema
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.results import open_sandbox
 
@@ -32,6 +32,7 @@ def _agent_function(name: str) -> dict[str, Any]:
 
 
 async def memory_search(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
+    arguments = integer_arguments(arguments, _SEARCH["parameters"])
     try:
         query, top_k, sources = search_arguments(**check_arguments("memory_search", arguments))
     except ToolInputError as exc:
@@ -68,7 +69,9 @@ _SEARCH = _agent_function("memory_search")
 SEARCH_TOOL = McpTool(
     "memory_search",
     _SEARCH["description"]
-    + " Returns hits with file path or session, source ids, score and per-stage ranks.",
+    + " Answers one line per hit: its file or conversation, date and score, and the lines "
+    "that match (a note: line when the search was degraded). structuredContent has each "
+    "hit's whole text, source ids and per-stage ranks (explain).",
     _SEARCH["parameters"],
     hints(read_only=True, idempotent=True),
     memory_search,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from anyio import get_cancelled_exc_class
@@ -79,6 +79,7 @@ from memstrata.mcp.files import (
     uri,
 )
 from memstrata.mcp.prompt_args import PromptArgumentCheck, unknown_prompt
+from memstrata.mcp.prompt_guide import MCP_GUIDE
 from memstrata.mcp.tools import TOOLS, McpTool
 from memstrata.memory.kinds import FileKind, api_kind
 from memstrata.runtime import Memstrata
@@ -96,16 +97,18 @@ UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 PROMPT_NAME = "memory_context"
 INSTRUCTIONS = (
     "memstrata is this user's long-term memory. Call memory_search before answering questions "
-    "about the past; record_memory / update_user to remember (record_memory with replaces= "
-    "the old entry's text to correct one); memory_read then memory_write "
-    "(with the version read) to edit a whole file. The memory_context prompt is the memory "
+    "about the past. To remember, use record_memory (one entry; replaces= the old entry's "
+    "text to correct one) and update_user (one fact about the user): they change only what "
+    "you name. memory_write is for a whole-file rewrite only: memory_read the file, then "
+    "send all of it with your change and the version read (a write that would remove most "
+    "of the file needs replace_all=true). The memory_context prompt is the memory "
     f"part of a system prompt. The resource {LISTING_URI} lists your edits that were not "
     "stored (they conflicted with the user's, or were refused)."
 )
 MEMORY_CONTEXT = Prompt(
     name=PROMPT_NAME,
-    description="The memory part of a system prompt: AGENTS > SOUL > USER > MEMORY, "
-    "fitted into the configured share (15 %) of token_limit.",
+    description="The memory part of a system prompt: how this server's tools reach memory, "
+    "then SOUL > USER > MEMORY, fitted into the configured share (15 %) of token_limit.",
     arguments=[
         PromptArgument(
             name="token_limit",
@@ -188,18 +191,23 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
         caller = _caller(runtime, user, ctx)
         await read_file(caller, FileKind.MEMORY)  # a new user is provisioned first
         mem = caller.mem
+        # Led by the guide to this server's tools, not the platform's AGENTS.md: the rules
+        # of its workspace agents, whose workspace and file tools an MCP client has not.
         result = await build_memory_prompt(
-            mem.store, caller.user_id, token_limit=limit, ratio=mem.settings.prompt_budget_ratio
+            mem.store,
+            caller.user_id,
+            token_limit=limit,
+            ratio=mem.settings.prompt_budget_ratio,
+            guide=MCP_GUIDE,
         )
         notes = [f"{result.tokens} of {result.budget} tokens"]
         notes += [f"truncated: {', '.join(result.truncated)}"] if result.truncated else []
         notes += [f"dropped: {', '.join(result.dropped)}"] if result.dropped else []
-        text = result.text
-        if not text and result.dropped:
-            text = left_out_note(result.dropped, result.budget, limit)
+        # The text names the files left out itself, within the budget (agent.prompt).
+        text = TextContent(type="text", text=result.text)
         return GetPromptResult(
             description=f"memstrata memory ({'; '.join(notes)})",
-            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+            messages=[PromptMessage(role="user", content=text)],
             _meta={
                 "tokens": result.tokens,
                 "budget": result.budget,
@@ -373,17 +381,6 @@ def _resource(name: str) -> Resource:
         uri=uri(kind),
         description=f"{kind.filename}{note}.",
         mime_type=MIME_TYPE,
-    )
-
-
-def left_out_note(dropped: Sequence[str], budget: int, token_limit: int) -> str:
-    """The prompt's text when its budget held no file at all: an empty message told the
-    agent nothing, not even that there is memory and how to reach it. Not memory, so not
-    counted in ``tokens`` (which stays 0)."""
-    return (
-        f"[memstrata: memory was left out: {', '.join(dropped)} do not fit in this prompt's "
-        f"budget of {budget} tokens (token_limit {token_limit}). Read a file with memory_read "
-        "or search them with memory_search.]"
     )
 
 

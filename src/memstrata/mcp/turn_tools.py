@@ -2,8 +2,14 @@
 with the session id as an argument (its body, :class:`TurnRequest`, and its rules).
 
 The session-id rule is REST's, but its advice on URLs is not MCP's: here the id is a JSON
-string, never in a URL, so nothing is percent-encoded. The rule and a refusal say so
-without that advice (:data:`MCP_SESSION_ID_RULE`, :func:`mcp_session_id_message`).
+string, never in a URL, so nothing is percent-encoded. A refusal quotes the rule without
+that advice (:data:`MCP_SESSION_ID_RULE`, :func:`mcp_session_id_message`).
+
+What a model reads is not REST's: the listing describes each argument in a line of what
+calling it right needs (REST's descriptions named its path, and the session-id rule every
+Unicode range it refuses: a third of the tool list's tokens), and the answer is a sentence
+saying what happened to the turn (:func:`turn_answer`), a replaced one above all. The REST
+body is the ``structuredContent``, unchanged.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from pydantic import Field, StrictStr
 from memstrata.api.schemas import IndexReportBody, TurnRequest
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
-from memstrata.mcp.tool_args import args_schema, json_text, parse_arguments, result_schema
+from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
+from memstrata.retrieval.staging import IndexReport
 
 # The rule up to its URL advice ("…, which a URL decoder leaves for bytes that are not
 # UTF-8: percent-encode session ids …"), which is REST's.
@@ -31,12 +38,36 @@ _MCP_FIX = "it stands where text was not valid UTF-8; send the id's own characte
 
 class _TurnArgs(TurnRequest):
     # The rule is checked by the indexer (``retrieval.session_ids.check_session_id``, as for
-    # REST); the schema only documents it.
+    # REST), whose refusal quotes it whole; the schema states its bounds.
     session_id: StrictStr = Field(
-        description="The conversation's id (as in POST /api/memory/conversations/{id}/turns): "
-        + MCP_SESSION_ID_RULE,
         json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID_LENGTH},
     )
+
+
+# Each argument as the listing describes it to a model (module doc).
+_DESCRIPTIONS = {
+    "session_id": "The conversation's id, e.g. 'chat-2026-12-06': 1-200 characters, "
+    "without '/' or '\\'.",
+    "turn_index": "The round's position in the conversation: 0, 1, 2, … The same index again "
+    "replaces that round.",
+    "user_message": "What the user said.",
+    "assistant_reply": "What the assistant answered.",
+    "timestamp": "When the round happened, ISO 8601 (2026-12-05T10:00:00Z); leave it out for now.",
+}
+
+
+def _listed_schema() -> dict[str, Any]:
+    """The arguments' schema, each described for a model, in the order a call reads
+    (the session first), without the field titles the schema generator adds ("Turn
+    Index"), which tell it nothing more."""
+    schema = args_schema(_TurnArgs)
+    properties = schema["properties"]
+    schema["properties"] = {name: properties[name] for name in _DESCRIPTIONS}
+    for name, spec in schema["properties"].items():
+        spec.pop("title", None)
+        spec["description"] = _DESCRIPTIONS[name]
+    schema["required"] = [name for name in _DESCRIPTIONS if name in schema["required"]]
+    return schema
 
 
 async def conversation_index_turn(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
@@ -55,8 +86,26 @@ async def conversation_index_turn(caller: Caller, arguments: dict[str, Any]) -> 
     except (InvalidContentError, ValueError) as exc:
         # The round's refusal (``RoundsInvalidError``) quotes the session-id rule's.
         raise ToolError(mcp_session_id_message(str(exc))) from exc
-    data = report.to_dict()
-    return ToolOutput(json_text(data), data)
+    return ToolOutput(turn_answer(args.session_id, args.turn_index, report), report.to_dict())
+
+
+def turn_answer(session_id: str, turn_index: int, report: IndexReport) -> str:
+    """What indexing did to the turn, in a sentence, then a ``note:`` line per warning (an
+    embedding that failed). A replaced turn is said to be one: its earlier text is gone
+    from search, and a model that meant a new round reused the index."""
+    turn = f"turn {turn_index} of session {session_id!r}"
+    existed = bool(report.deleted or report.unchanged)
+    if not report.changed:
+        said = f"Turn {turn_index} of session {session_id!r} was indexed with this text "
+        said += "already; nothing changed."
+    elif existed:
+        said = (
+            f"Indexed {turn}: it replaced the earlier {turn}, whose text memory_search no "
+            "longer finds. To keep both, index a new round with the next turn_index."
+        )
+    else:
+        said = f"Indexed {turn}."
+    return "\n".join([said, *(f"note: {warning}" for warning in report.warnings)])
 
 
 def mcp_session_id_message(message: str) -> str:
@@ -70,7 +119,7 @@ TURN_TOOL = McpTool(
     "Index one conversation round (user message + assistant reply) so memory_search "
     "finds it. Re-sending the same turn_index with the same text changes nothing; "
     "with new text it replaces that turn.",
-    args_schema(_TurnArgs),
+    _listed_schema(),
     hints(read_only=False, destructive=True, idempotent=True),
     conversation_index_turn,
     result_schema(IndexReportBody),

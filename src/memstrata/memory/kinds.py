@@ -82,6 +82,15 @@ def api_kind(name: object, *, agents: bool = False) -> FileKind:
     return kind
 
 
+def model_kind(name: str) -> FileKind | None:
+    """The file a language model names as it naturally writes it, or None: the API name,
+    the file name or the file type in any case, after one leading ``/`` (``memory``,
+    ``MEMORY.md``, ``memory.md``, ``/MEMORY.md``, ``Memory``, ``memory_md``), AGENTS.md's
+    too. Each names one file only. The MCP tools' rule; HTTP's path segment stays the
+    spec's exact name (:func:`api_kind`)."""
+    return _BY_MODEL_NAME.get(name.removeprefix("/").lower())
+
+
 def validate_user_id(user_id: object) -> str:
     """``user_id`` if it is a user id, else ``InvalidUserIdError`` saying why: the one check
     every entry point makes (a token's ``sub``, ``--user``, the library). An id is compared
@@ -130,4 +139,9 @@ _AGENTS_NAMES = {
     for n in (FileKind.AGENTS.api_name, FileKind.AGENTS.file_type, FileKind.AGENTS.filename)
 }
 _BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in FileKind}
+_BY_MODEL_NAME: dict[str, FileKind] = {
+    name.lower(): kind
+    for kind in FileKind
+    for name in (kind.api_name, kind.file_type, kind.filename)
+}
 _WRITABLE_NAMES = ", ".join(kind.api_name for kind in USER_FILE_KINDS)

@@ -1,0 +1,90 @@
+"""What a whole-file rewrite removes from a memory file, and when that is most of it.
+
+``memory_write`` (MCP) replaces a whole file with a model's text. A model that meant to
+add a line and sent only that line, or sent nothing, would wipe the file, and no history
+undoes it; so the new text is compared with the stored one first, the way the entry tools
+read a file:
+
+* a *fact* — a section's ``- key: value`` bullet with a value, its key as ``update_user``'s
+  guard reads one (:func:`~memstrata.agent.edits.is_key`) — by its section and key: a new
+  value keeps it, an emptied one removes it. A bullet without a value (a template's
+  ``- Name:``) holds no fact and is not counted;
+* any other entry (:mod:`memstrata.agent.entries`) by its text as entries compare
+  (:func:`~memstrata.agent.entries.comparable`: case, whitespace and a leading date
+  aside), so a re-dated entry or one moved to another section stays;
+* a level-2 section by its name as sections compare
+  (:func:`~memstrata.agent.sections.normalise_name`).
+
+*Most* (:attr:`Removal.most`): more than half of the file's entries, or of its sections,
+and at least two of them. Dropping one outdated entry is what a rewrite is for: it is
+reported, not refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memstrata.agent import entries, markdown_doc, sections
+from memstrata.agent.edits import is_key, quoted
+from memstrata.agent.markdown_doc import Doc
+
+# An entry's identity: ("fact", section, key) or ("entry", its comparable text).
+_Identity = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What the new text lacks of the old one (module doc), in the old file's order."""
+
+    entries: tuple[str, ...]  # the removed entries, quoted as answers quote them
+    sections: tuple[str, ...]  # the removed sections' titles, as the old file spells them
+    entry_count: int  # the old file's entries (facts and others)
+    section_count: int  # the old file's sections
+
+    @property
+    def most(self) -> bool:
+        return _most(len(self.entries), self.entry_count) or _most(
+            len(self.sections), self.section_count
+        )
+
+
+def removal(old: str, new: str) -> Removal:
+    """What rewriting ``old`` as ``new`` removes (module doc)."""
+    before, after = markdown_doc.parse(old), markdown_doc.parse(new)
+    items, kept = _entries(before), set(_entries(after))
+    titles = _sections(before)
+    kept_titles = set(_sections(after))
+    return Removal(
+        entries=tuple(quote for identity, quote in items.items() if identity not in kept),
+        sections=tuple(title for name, title in titles.items() if name not in kept_titles),
+        entry_count=len(items),
+        section_count=len(titles),
+    )
+
+
+def _most(removed: int, total: int) -> bool:
+    return removed >= 2 and 2 * removed > total
+
+
+def _entries(doc: Doc) -> dict[_Identity, str]:
+    """Each entry's identity and how an answer quotes it; the first of equal ones."""
+    facts: dict[int, _Identity | None] = {}  # by the bullet's line; None: no value
+    for span in doc.sections():
+        name = sections.normalise_name(span.title)
+        for index, key, value in sections.key_bullets(doc, span):
+            if is_key(key):
+                facts[index] = ("fact", name, sections.fold(key)) if value else None
+    found: dict[_Identity, str] = {}
+    for entry in entries.entries(doc):
+        identity = facts.get(entry.start, ("entry", entry.key))
+        if identity is not None and entry.key and identity not in found:
+            found[identity] = quoted(entry)
+    return found
+
+
+def _sections(doc: Doc) -> dict[str, str]:
+    """Each section's name as names compare, and its title as the file spells it."""
+    found: dict[str, str] = {}
+    for title in sections.section_titles(doc):
+        found.setdefault(sections.normalise_name(title), title)
+    return found
