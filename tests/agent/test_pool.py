@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,17 +17,9 @@ from memstrata.logs import event_fields
 from tests.agent.recorder import Recorder
 from tests.sandbox.support import free_port
 from tests.tcp_proxy import TcpProxy
+from tests.waiting import wait_for
 
 CHILD = Path(__file__).with_name("pool_child.py")
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 @pytest.fixture
@@ -134,7 +126,7 @@ def test_invalidation_reaches_another_process(pg_url: str, engine: Engine) -> No
         assert child.stdout.readline().strip() == "dropped"
         assert child.wait(timeout=30) == 0
         # ...and the child's own invalidation reached the parent.
-        assert wait_for(lambda: recorder.seen("from-child"))
+        wait_for(lambda: recorder.seen("from-child"), 10, "the child's invalidation")
         assert recorder.users.count("u1") == 1  # our own NOTIFY is not applied twice
     finally:
         if child.poll() is None:
@@ -164,11 +156,11 @@ def test_listener_reconnects_and_clears_what_it_may_have_missed(engine: Engine) 
             )
         assert killed == [True]
 
-        assert wait_for(lambda: listener.connects == 2)
+        wait_for(lambda: listener.connects == 2, 10, "the listener's reconnection")
         assert "u" not in listener  # dropped on reconnect: invalidations may have been missed
         listener.get("v", lambda: "b")
         sender.invalidate("v")
-        assert wait_for(lambda: recorder.seen("v"))
+        wait_for(lambda: recorder.seen("v"), 10, "the invalidation of v")
         assert "v" not in listener
     finally:
         listener.close()
@@ -191,7 +183,7 @@ def test_malformed_notifications_are_ignored(
                 {"p": '{"user_id": "marker", "origin": "elsewhere"}'},
             )
             conn.commit()
-        assert wait_for(lambda: recorder.seen("marker"))
+        wait_for(lambda: recorder.seen("marker"), 10, "the well-formed notification")
         assert "u" in pool
         bad = [event_fields(r) for r in caplog.records]
         assert [b["payload"] for b in bad if b.get("event") == "pool.bad_notification"] == [
@@ -224,17 +216,17 @@ def test_a_silently_dropped_listener_notices_and_reconnects(pg_url: str, engine:
         sender: AgentPool[str] = AgentPool(engine)
         try:
             assert listener.start() is True
-            assert wait_for(lambda: proxy.freeze() >= 1, 5)
+            wait_for(lambda: proxy.freeze() >= 1, 5, "the LISTEN connection to freeze")
             listener.get("u", lambda: "stale agent")
             sender.invalidate("u")  # lost: the frozen connection swallows it
             time.sleep(0.2)
             assert not recorder.seen("u")
 
-            assert wait_for(lambda: listener.connects == 2, 10)
+            wait_for(lambda: listener.connects == 2, 10, "the listener's reconnection")
             assert "u" not in listener  # cleared on reconnect
             listener.get("v", lambda: "b")
             sender.invalidate("v")
-            assert wait_for(lambda: recorder.seen("v"))
+            wait_for(lambda: recorder.seen("v"), 10, "the invalidation of v")
             time.sleep(1.0)  # heartbeats keep arriving on the new connection
             assert listener.connects == 2
         finally:

@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from memstrata.config import Settings
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
 from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
+from tests.waiting import wait_for
 
 SECRET = "replica-test-secret-that-is-long-enough-0123"
 WRITERS = 6  # concurrent writers spread over both replicas
@@ -55,15 +56,6 @@ def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
 def _auth(user: str) -> dict[str, str]:
     token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
     return {"Authorization": f"Bearer {token}"}
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 10) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 @pytest.fixture
@@ -122,7 +114,7 @@ def test_two_replicas_on_one_database(replicas: tuple[str, str, Memstrata]) -> N
         assert (read.json()["content"], read.headers["etag"]) == (content, '"2"')
         hits = b.post("/api/memory/search", headers=user, json={"query": "kayak"}).json()["hits"]
         assert hits and hits[0]["file_path"] == "USER.md" and "Wenzhou" in hits[0]["text"]
-        assert _wait_for(lambda: "alice" not in mem.pool), "A's PUT did not reach this pool"
+        wait_for(lambda: "alice" not in mem.pool, 10, "A's PUT to reach this pool", every_s=0.05)
         assert "Wenzhou kayak" in mem.pool.get("alice", lambda: _prompt(mem, "alice"))
 
         # A turn ingested on A is searchable on B.

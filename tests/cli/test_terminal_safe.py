@@ -224,7 +224,7 @@ def test_user_list_shows_ids_escaped(legacy_id: str) -> None:
     assert (code, err) == (0, "")
     assert not ACTIVE.search(out)
     header, row = out.splitlines()
-    shown = "eve\\x1b[2J\\x1b[H"
+    shown = '"eve\\u001b[2J\\u001b[H"'  # the escaped form of an id that does not show as it is
     assert row.split() == [shown, "1", "0", "0"]
     assert header.startswith(f"{'user':{len(shown)}s}  files")  # the column fits it
     code, out, _ = run_cli("user", "list", "--json")

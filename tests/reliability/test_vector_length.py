@@ -11,7 +11,7 @@ PostgreSQL, with the fake API of ``tests/retrieval/fault_server.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
@@ -21,6 +21,7 @@ from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata
 from tests.retrieval.fault_server import FaultServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,13 +58,6 @@ def lengths(db: Database) -> list[int | None]:
         return [dim for (dim,) in rows]
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def turn(mem: Memstrata, index: int) -> tuple[int, int]:
     """Write one turn of alice; (rows embedded, rows stored without a vector)."""
     report = mem.indexer.index_turn("alice", "s1", index, f"alice keeps bees, note {index}", "ok")
@@ -90,7 +84,12 @@ def test_first_answers_cut_to_8_numbers_store_no_vector_and_the_api_is_used_once
     assert turn(mem, FAULTY) == (1, 0)  # the API is fixed: used at once
     assert vector_ranked(mem)
     mem.start_background()
-    wait_for(lambda: lengths(db) == [FIXED_DIM] * (FAULTY + 1))
+    wait_for(
+        lambda: lengths(db) == [FIXED_DIM] * (FAULTY + 1),
+        20,
+        "the short rows re-embedded",
+        every_s=0.05,
+    )
     assert mem.healer is not None and mem.healer.backlog().pending == 0
     assert vector_ranked(mem)
 
@@ -132,11 +131,18 @@ def test_vectors_of_a_replaced_length_are_re_embedded_without_a_restart(
     ]
     assert (changed["model"], changed["previous"], changed["dimensions"]) == ("fake-model", 48, 64)
     mem.start_background()
-    wait_for(lambda: lengths(db) == [FIXED_DIM] * (FAULTY + 2))
+    wait_for(
+        lambda: lengths(db) == [FIXED_DIM] * (FAULTY + 2),
+        20,
+        "the old rows re-embedded",
+        every_s=0.05,
+    )
     # The worker's own count of wrong-length rows drops once its round has finished, a
     # moment after the rows are written (it lagged past the assert on a loaded CI host).
     healer = mem.healer
     assert healer is not None
-    wait_for(lambda: healer.backlog().pending == 0)
+    wait_for(
+        lambda: healer.backlog().pending == 0, 20, "the worker's backlog to empty", every_s=0.05
+    )
     assert mem.embedder is not None and mem.embedder.breaker.state == "closed"
     assert vector_ranked(mem)

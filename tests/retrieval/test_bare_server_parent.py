@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 
 from memstrata.retrieval.local_server import EXECUTABLE_NAME
 from memstrata.retrieval.parent_death import parent_death_guard
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -102,15 +102,6 @@ def _servers(parent: int) -> list[int]:
     return [pid for pid in found if _alive(pid)]
 
 
-def _wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
-
-
 def test_a_bare_server_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -132,8 +123,12 @@ def test_a_bare_server_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
         )
     servers: list[int] = []
     try:
-        ready = _wait_for(lambda: b"ready" in out.read_bytes() or parent.poll() is not None, 30)
-        assert ready and parent.poll() is None, out.read_text(errors="replace")[-3000:]
+        wait_for(
+            lambda: b"ready" in out.read_bytes() or parent.poll() is not None,
+            30,
+            lambda: "the server ready: " + out.read_text(errors="replace")[-3000:],
+        )
+        assert parent.poll() is None, out.read_text(errors="replace")[-3000:]
         servers = _servers(parent.pid)
         assert len(servers) == 1, servers
         # The thread that started it has ended; the server lives on (a signal bound to
@@ -143,17 +138,22 @@ def test_a_bare_server_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
 
         # Killed, it is restarted by the supervisor thread: a second fork site.
         os.kill(servers[0], signal.SIGKILL)
-        assert _wait_for(lambda: bool(set(_servers(parent.pid)) - set(servers)), 20), out.read_text(
-            errors="replace"
-        )[-3000:]
+        wait_for(
+            lambda: bool(set(_servers(parent.pid)) - set(servers)),
+            20,
+            lambda: "the server started again: " + out.read_text(errors="replace")[-3000:],
+        )
         servers = _servers(parent.pid)
         assert len(servers) == 1, servers
 
         parent.kill()  # SIGKILL: no clean-up of its own runs
         killed = time.monotonic()
         parent.wait(10)
-        gone = _wait_for(lambda: not _alive(servers[0]), GONE_WITHIN_S)
-        assert gone, f"the bare server {servers[0]} outlived its parent"
+        wait_for(
+            lambda: not _alive(servers[0]),
+            GONE_WITHIN_S,
+            f"the bare server {servers[0]} to end with its parent",
+        )
         print(f"bare server gone {time.monotonic() - killed:.3f} s after its parent's SIGKILL")
     finally:
         if parent.poll() is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from memstrata.logs import event_fields
 from memstrata.retrieval import api_probe, healing, queue
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
+from tests.waiting import wait_for
 
 from .fault_server import FaultServer
 from .healing_support import deferred, fault_api_as_embedder  # noqa: F401  (a fixture)
@@ -51,13 +51,6 @@ def leased(db: Database) -> int:
                 )
             ).scalar_one()
         )
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
-        time.sleep(0.02)
 
 
 def heal(healer: VectorHealer, within_s: float = TAKEN_WITHIN_S) -> float:
@@ -96,7 +89,7 @@ def terminate(db: Database, pids: list[int]) -> None:
     with db.engine.connect() as conn:
         for pid in pids:
             conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    wait_for(lambda: not set(pids) & set(lock_holders(db)), 10, "backend ended")
+    wait_for(lambda: not set(pids) & set(lock_holders(db)), 10, "the backend to end")
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, object]]:
@@ -141,7 +134,7 @@ def test_a_killed_workers_claims_are_taken_at_once(
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_for(lambda: leased(db) > 0, 60, "claim by the worker process")
+            wait_for(lambda: leased(db) > 0, 60, "a claim by the worker process")
             held = leased(db)
         finally:
             worker.kill()
@@ -172,7 +165,7 @@ def test_a_worker_whose_database_connection_ended_loses_its_claims_at_once(
         first.start()
         thread = first._thread
         try:
-            wait_for(lambda: leased(db) == 8, 30, "claim by the first worker")
+            wait_for(lambda: leased(db) == 8, 30, "a claim by the first worker")
             holders = lock_holders(db)
             assert len(holders) == 1, "the worker holds no lock of its own"
             terminate(db, holders)
@@ -201,7 +194,7 @@ def test_a_stopped_worker_gives_its_claims_back(
         slow.delay_s = SLOW_S
         worker = VectorHealer(db.sessions, slow_api, batch=8, interval_s=0.1)
         worker.start()
-        wait_for(lambda: leased(db) == 8, 30, "claim by the worker")
+        wait_for(lambda: leased(db) == 8, 30, "a claim by the worker")
         thread = worker._thread
         with caplog.at_level("INFO", logger="memstrata.retrieval.healing"):
             worker.stop(timeout_s=0.2)
@@ -236,7 +229,7 @@ def test_two_live_workers_never_embed_a_row_twice(
             for worker in workers:
                 worker.start()
             try:
-                wait_for(lambda: workers[0].backlog().pending == 0, 60, "backlog done")
+                wait_for(lambda: workers[0].backlog().pending == 0, 60, "the backlog to empty")
             finally:
                 for worker in workers:
                     worker.stop()

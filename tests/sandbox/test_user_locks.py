@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from memstrata.memory.store import MemoryFile
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.tasks import LoopSafeLock, UserLocks, WritesInFlight
+from tests.waiting import wait_for
 
 USER = "user-1"
 JOIN_S = 20.0  # far above what the work takes: reaching it means a waiter was never woken
@@ -51,12 +53,8 @@ def run_loops(*mains: Loop, timeout_s: float = JOIN_S) -> None:
         raise errors[0]
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = JOIN_S) -> None:
-    """Block this thread (and its loop, if it runs on one) until ``condition`` holds."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.001)
+# Blocks this thread (and its loop, if it runs on one) until a condition holds.
+until = partial(wait_for, timeout_s=JOIN_S, every_s=0.001)
 
 
 def queued(locks: UserLocks, user_id: str, waiters: int) -> Callable[[], bool]:
@@ -155,16 +153,16 @@ def test_a_waiter_of_another_loop_cancelled_at_handover_passes_the_lock_on() -> 
     async def holder() -> None:
         async with locks.hold(USER):
             held.set()
-            wait_for(queued(locks, USER, 2))  # the waiter and the third are queued
-            wait_for(busy.is_set)
+            until(queued(locks, USER, 2), what="the waiter and the third queued")
+            until(busy.is_set, what="the waiter's loop busy")
         released.set()
 
     async def waiter() -> None:
-        wait_for(held.is_set)
+        until(held.is_set, what="the holder in the lock")
         task = asyncio.create_task(_hold_once(locks))
         await asyncio.sleep(0)  # queued first, then the third
         busy.set()
-        wait_for(released.is_set)  # blocks this loop: the handover cannot wake it yet
+        until(released.is_set, what="the release")  # blocks this loop: no wake-up yet
         assert queued(locks, USER, 1)(), "handed to this task, which is not yet awake"
         task.cancel()
         try:
@@ -173,7 +171,7 @@ def test_a_waiter_of_another_loop_cancelled_at_handover_passes_the_lock_on() -> 
             cancelled.append(True)
 
     async def third() -> None:
-        wait_for(queued(locks, USER, 1))  # the waiter is queued first
+        until(queued(locks, USER, 1), what="the waiter queued first")
         await _hold_once(locks)
         third_got_it.set()
 
@@ -216,13 +214,13 @@ def test_a_holder_cancelled_inside_releases_to_another_loop() -> None:
 
         task = asyncio.create_task(hold_forever())
         await inside.wait()
-        wait_for(queued(locks, USER, 1))  # the other loop's task waits
+        until(queued(locks, USER, 1), what="the other loop's task queued")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     async def waiter() -> None:
-        wait_for(entered.is_set)
+        until(entered.is_set, what="the holder in the lock")
         await _hold_once(locks)
         got_it.set()
 
@@ -275,7 +273,7 @@ def test_settle_waits_only_for_the_writes_of_its_own_loop() -> None:
             await writes.run(USER, write())
 
     async def server() -> None:
-        wait_for(started.is_set)
+        until(started.is_set, what="the write started")
         try:
             still_running.append(await writes.settle(0.05))
         finally:

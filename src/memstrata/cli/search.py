@@ -105,7 +105,8 @@ def reindex_command(
     embedding outage, a model change, or an upgrade that changed what is indexed).
 
     Rows a running server's worker holds are left to it (it embeds them by itself); this
-    waits for them at the end (`--wait`)."""
+    waits for them at the end (`--wait`). Rows it gave back after the API failed them, and
+    waits a while to retry, are embedded here at once."""
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         files = guarded(lambda: mem.reindex_memory_files(user))
         missing = guarded(lambda: mem.indexer.count_missing(user))

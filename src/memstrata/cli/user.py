@@ -1,7 +1,8 @@
 """``memstrata user``: list the users memstrata holds data of, erase one (GDPR erasure).
 
 User ids are any text an API caller gave (a token's subject, say): the table and the
-warnings show them through :func:`~memstrata.terminal.visible`.
+warnings show an id that does not show as it is in one escaped form, which ``erase
+--user-json`` takes back (:mod:`memstrata.cli.user_ids`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
-from memstrata.errors import SandboxError
+from memstrata.cli.user_ids import from_json, shown, shows_as_is
+from memstrata.errors import InvalidUserIdError, SandboxError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.terminal import json_text, visible
 
@@ -29,7 +31,19 @@ app.add_typer(user_app, name="user")
 
 @user_app.command("erase")
 def user_erase(
-    user: Annotated[str, typer.Option("--user", "-u", help="The user to erase.")],
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="The user to erase, as it is.")
+    ] = None,
+    user_json: Annotated[
+        str | None,
+        typer.Option(
+            "--user-json",
+            metavar="JSON",
+            help="The user to erase as a JSON string, quotes included: the form `user list` "
+            'shows an id in when it does not show as it is ("a\\u202eb"), or a string '
+            "of `user list --json`.",
+        ),
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask; required when stdin is no terminal.")
     ] = False,
@@ -40,6 +54,7 @@ def user_erase(
     MEMSTRATA_SANDBOX_ROOT; running processes drop their cached agents and search index of
     the user. Backups and logs are not touched (docs/DEPLOY.md, "Erasing a user"). Safe to
     run again."""
+    user = _user_to_erase(user, user_json)
     guarded(lambda: validate_user_id(user))
     if not yes:
         if not sys.stdin.isatty():
@@ -87,10 +102,10 @@ def user_list(
     if not users:
         typer.echo("no users")
         return
-    shown = [visible(u.user_id) for u in users]
-    width = max(len("user"), *map(len, shown))
+    ids = [shown(u.user_id) for u in users]
+    width = max(len("user"), *map(len, ids))
     typer.echo(f"{'user':{width}s}  files   rows  skills")
-    for u, user_id in zip(users, shown, strict=True):
+    for u, user_id in zip(users, ids, strict=True):
         typer.echo(f"{user_id:{width}s}  {u.files:5d}  {u.rows:5d}  {u.skills:6d}")
 
 
@@ -118,5 +133,24 @@ def _unfinished(erasure: UnfinishedErasure) -> str:
     what = f"an erase cut short left {erasure.path} (sandbox files of"
     if erasure.user_id is None:
         return f"{what} a user whose id its name does not give); remove it by hand"
-    again = f"memstrata user erase --user {shlex.quote(erasure.user_id)} --yes"
+    option = "--user" if shows_as_is(erasure.user_id) else "--user-json"
+    again = f"memstrata user erase {option} {shlex.quote(shown(erasure.user_id))} --yes"
     return f"{what} {erasure.user_id!r}); run `{again}` to finish it"
+
+
+def _user_to_erase(user: str | None, user_json: str | None) -> str:
+    """The id ``--user`` gives as it is, or ``--user-json`` as a JSON string; exactly one
+    of them (exit status 2 otherwise, as for a bad option). Two options, not one that
+    guesses: an id may itself look like JSON (``"q"``), and a guess would erase another."""
+    if user is not None and user_json is not None:
+        fail("give --user or --user-json, not both", code=2)
+    if user is not None:
+        return user
+    if user_json is None:
+        fail(
+            "give the user to erase: --user ID, or --user-json '\"ID\"' as `user list` shows it", 2
+        )
+    try:
+        return from_json(user_json)
+    except InvalidUserIdError as exc:
+        fail(str(exc), code=2)

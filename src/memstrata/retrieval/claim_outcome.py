@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from memstrata.db.distribution import cross_user_tag
 from memstrata.errors import EmbeddingRejectedError, VectorDimensionError
+from memstrata.retrieval.claimer import PAUSED
 from memstrata.retrieval.embeddings import EmbeddingOutageError
 from memstrata.retrieval.queue import Claimed
 from memstrata.retrieval.vector import pad_vector
@@ -63,13 +64,13 @@ def release(
     session: Session, ids: Sequence[int], after_s: float, claimer: int | None = None
 ) -> None:
     """Cross-user by id: rows claimed with ``claimer`` become claimable again after
-    ``after_s`` seconds (a pause no worker holds: ``claimer.reclaim`` leaves it alone)."""
+    ``after_s`` seconds (a pause no worker holds: ``claimer.PAUSED``)."""
     if ids:
         session.execute(
             text(
                 cross_user_tag("embedding_queue.release")
                 + " UPDATE memory_embeddings SET embedding_claimed_until = "
-                "now() + make_interval(secs => :after), embedding_claimed_by = NULL "
+                f"now() + make_interval(secs => :after), embedding_claimed_by = {PAUSED} "
                 f"WHERE id = ANY(:ids) AND {_STILL_HELD}"
             ).bindparams(bindparam("ids", type_=None)),
             {"ids": list(ids), "after": after_s, "claimer": claimer},
@@ -83,13 +84,15 @@ def record_failures(
     claimer: int | None = None,
 ) -> None:
     """Cross-user by id, rows claimed with ``claimer``: one more failed attempt each; a
-    non-None error marks the row as never to be retried (``embedding_error``)."""
+    non-None error marks the row as never to be retried (``embedding_error``); the others
+    wait ``retry_after_s`` (a pause, ``claimer.PAUSED``)."""
     for row_id, error in failures:
         session.execute(
             text(
                 cross_user_tag("embedding_queue.record_failures")
                 + " UPDATE memory_embeddings SET embedding_attempts = embedding_attempts + 1, "
-                "embedding_error = :error, embedding_claimed_by = NULL, "
+                "embedding_error = :error, embedding_claimed_by = CASE WHEN CAST(:error AS "
+                f"text) IS NULL THEN {PAUSED} END, "
                 "embedding_claimed_until = now() + make_interval(secs => :after) "
                 f"WHERE id = :id AND {_STILL_HELD}"
             ),

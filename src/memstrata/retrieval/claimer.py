@@ -53,6 +53,14 @@ logger = logging.getLogger(__name__)
 LOCK_CLASS = 1_835_363_699
 # Tokens are drawn from 1 .. 2**31 - 1: ``objid`` holds them as oids, an int4 column as ints.
 TOKEN_MAX = 2**31 - 1
+# ``embedding_claimed_by`` of a retry pause: rows a worker gave back without a vector (the
+# API was down or refused the whole claim, or their text failed once), unclaimable until
+# ``embedding_claimed_until`` so no worker asks the API for them again at once. Never a
+# token, so a pause is told from a claim: no worker is embedding those rows, ``reclaim``
+# leaves the pause to run out, and ``memstrata reindex`` takes them (``queue.HELD``) — a
+# pause spares the API the workers' retries, it protects nothing an operator's explicit
+# re-embedding must wait for.
+PAUSED = 0
 # A token another live worker holds is drawn again, at most this many times.
 TAKE_ATTEMPTS = 4
 # After a failed or lost lock, the worker claims on its lease alone this long before it
@@ -236,8 +244,8 @@ def reclaim(session: Session) -> list[str]:
             text(
                 cross_user_tag("embedding_queue.claim")
                 + " WITH gone AS (SELECT DISTINCT embedding_claimed_by AS token FROM "
-                "memory_embeddings WHERE embedding_claimed_by IS NOT NULL "
-                f"EXCEPT {_LIVE_CLAIMERS}) "
+                "memory_embeddings WHERE embedding_claimed_by IS NOT NULL AND "
+                f"embedding_claimed_by <> {PAUSED} EXCEPT {_LIVE_CLAIMERS}) "
                 "UPDATE memory_embeddings SET embedding_claimed_until = NULL, "
                 "embedding_claimed_by = NULL WHERE id IN (SELECT id FROM memory_embeddings "
                 "WHERE embedding_claimed_by IS NOT NULL AND embedding_claimed_by IN "

@@ -1,11 +1,13 @@
 """``memstrata reindex``'s embedding of one user's rows stored without a vector.
 
 The background worker of ``memstrata serve`` (``retrieval.healing``) embeds the same rows
-by itself. Both follow one rule of which rows a claim holds (``queue.UNCLAIMED``): a fill
+by itself. Both follow one rule of which rows a claim holds (``queue.HELD``): a fill
 leaves the rows a worker holds to it, and leases each batch it takes, so the worker
-leaves that batch alone in turn — neither embeds a row the other is embedding. A fill
-that finds rows held at the end may wait for them (their vectors, or their lease to run
-out, when it embeds them itself).
+leaves that batch alone in turn (``queue.UNCLAIMED``) — neither embeds a row the other is
+embedding. Rows a worker gave back and pauses on (the API failed them) are no claim: a
+fill, the operator's "embed now", takes them at once. A fill that finds rows held at the
+end may wait for them (their vectors, or their lease to run out, when it embeds them
+itself).
 """
 
 from __future__ import annotations

@@ -257,8 +257,8 @@ class Indexer:
         return count_missing(self._sessions, user_id, self.embedder.name, held=held)
 
     def count_held(self, user_id: str) -> int:
-        """Of ``count_missing``'s rows, those a claim holds now (``queue.UNCLAIMED``): a
-        worker embedding them, or waiting out a retry pause before it tries again."""
+        """Of ``count_missing``'s rows, those a claim holds now (``queue.HELD``): a
+        worker or another reindex embedding them, not a worker's retry pause."""
         return self.count_missing(user_id, held=True)
 
     def fill_missing(

@@ -37,7 +37,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
 from memstrata.db.distribution import cross_user_tag
-from memstrata.retrieval.claimer import LOCK_CLASS, claimed_by_sql
+from memstrata.retrieval.claimer import LOCK_CLASS, PAUSED, claimed_by_sql
 
 # Rows that need a vector for ``:model`` and have not been given up on. "Another model"
 # is spelled ``< :model OR > :model`` rather than ``IS DISTINCT FROM :model`` so each arm
@@ -60,9 +60,15 @@ _WRONG_LENGTH = (
     " OR embedding_dim > :above OR embedding_dim = ANY(:stale))"
 )
 # ... and that no worker holds (a lease ends when a worker dies mid-batch; ``reclaim``
-# ends it at once when the worker's lock is gone). The one rule of what a claim holds:
-# ``memstrata reindex`` (``EmbeddingReads.claim_missing``, ``count_held``) follows it too.
+# ends it at once when the worker's lock is gone), nor waits out a retry pause on: what
+# a worker may claim.
 UNCLAIMED = "(embedding_claimed_until IS NULL OR embedding_claimed_until < now())"
+# Rows a claim holds now, a worker's or another reindex's lease: someone is embedding
+# them. The one rule of what ``memstrata reindex`` leaves alone and waits for
+# (``EmbeddingReads.claim_missing``, ``count_held``). A worker's retry pause
+# (``claimer.PAUSED``) is not held: reindex takes those rows at once, where it waited up to
+# its 150 s for a worker that was not coming and then exited 1.
+HELD = f"(NOT {UNCLAIMED} AND embedding_claimed_by IS DISTINCT FROM {PAUSED})"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, update
 
 from memstrata.db.models import MemoryEmbedding
-from memstrata.retrieval.queue import UNCLAIMED
+from memstrata.retrieval.queue import HELD
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.repository_scope import UserScoped
 from memstrata.retrieval.vector import pad_vector
@@ -32,9 +32,9 @@ _META_COLUMNS = (
     MemoryEmbedding.context,
 )
 
-# No claim holds the row: the worker's own rule (``queue.UNCLAIMED``), so reindex leaves
-# alone exactly the rows the worker would, and the worker the rows reindex leased.
-_UNCLAIMED = literal_column(UNCLAIMED, Boolean)
+# A claim holds the row (``queue.HELD``): a worker's claim, or reindex's own lease, which
+# the workers leave alone in turn (``queue.UNCLAIMED``). A worker's retry pause is not held.
+_HELD = literal_column(HELD, Boolean)
 
 
 def _chunk(row: Any, vector: npt.NDArray[np.float32] | None = None) -> StoredChunk:
@@ -148,8 +148,9 @@ class EmbeddingReads(UserScoped):
         self, model: str, limit: int, lease_s: float
     ) -> tuple[list[StoredChunk], datetime | None]:
         """Lease up to ``limit`` rows with no vector, or one from another model (a model
-        change), that no claim holds, oldest first, for ``lease_s`` seconds: the worker
-        leaves them alone meanwhile (``queue.UNCLAIMED``), as this leaves its rows alone.
+        change), that no claim holds (``queue.HELD``: rows in a worker's retry pause are
+        taken), oldest first, for ``lease_s`` seconds: the worker leaves them alone
+        meanwhile (``queue.UNCLAIMED``), as this leaves its rows alone.
         Rows another transaction is writing or claiming are skipped, never waited for.
         Returns the rows, in id order, and their lease's end (``release_lease``). No
         generation bump: a lease changes nothing a search reads."""
@@ -158,7 +159,7 @@ class EmbeddingReads(UserScoped):
         # statement the subquery ran again for the rows updated and leased them all.
         ids = self.session.scalars(
             select(MemoryEmbedding.id)
-            .where(*self._missing(model), _UNCLAIMED)
+            .where(*self._missing(model), ~_HELD)
             .order_by(MemoryEmbedding.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -200,14 +201,14 @@ class EmbeddingReads(UserScoped):
     def count_missing(self, model: str, *, held: bool | None = None) -> int:
         """How many rows have no vector of ``model`` (``claim_missing`` ignoring claims):
         all of them, or (``held``) those a claim holds now — a worker embedding them, or
-        one waiting out a retry pause — or (``held=False``) those no claim holds."""
+        another reindex — or (``held=False``) the others, a worker's retry pause included."""
         where = self._missing(model)
         if held is not None:
-            where += (~_UNCLAIMED if held else _UNCLAIMED,)
+            where += (_HELD if held else ~_HELD,)
         return int(self.session.execute(select(func.count()).where(*where)).scalar_one())
 
     def count_held(self, model: str) -> int:
-        """How many of those rows a claim holds now (``queue.UNCLAIMED`` is false)."""
+        """How many of those rows a claim holds now (``queue.HELD``)."""
         return self.count_missing(model, held=True)
 
     def _missing(self, model: str) -> tuple[ColumnElement[bool], ...]:

@@ -28,7 +28,10 @@ export async function conflict(f, stored = null) {
   // the file as it is stored now
   const content = editorText(stored.content);
   f.eol = eolOf(stored.content);
-  f.conflict = { mine, started: f.base, startedVersion: f.version, content, version: stored.version };
+  f.conflict = {
+    mine, started: f.base, startedVersion: f.version, content, version: stored.version,
+    stored: stored.content,
+  };
   if (f === current()) {
     say("");
     render();
@@ -76,6 +79,7 @@ export async function reapply() {
   }
   if (f.conflict !== c) return; // resolved meanwhile
   f.base = c.content;
+  f.stored = c.stored;
   f.version = c.version;
   f.kept = c.mine;
   f.keptPending = true;

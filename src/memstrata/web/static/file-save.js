@@ -50,6 +50,7 @@ export async function write(f, version) {
  * the new version. */
 function adopt(f, text, version) {
   f.base = text;
+  f.stored = storedText(f, text); // as sent, and so as stored
   f.version = version;
   if (f.conflict) f.draft = text;
   f.conflict = null;

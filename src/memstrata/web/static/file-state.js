@@ -12,15 +12,24 @@ export const state = {
 // Line endings. A textarea turns every CR LF (and lone CR) into LF, so the page keeps each
 // file's text in that form (`base`, `draft`, a conflict's texts) and remembers the file's
 // own style in `f.eol`: a file whose every line break was CR LF (an agent on Windows wrote
-// it) is written back with CR LF, not silently converted by one typed character.
+// it) is written back with CR LF, not silently converted by one typed character. A lone CR
+// is a line break too: a file that has one is mixed, written back with LF (with CR LF, each
+// lone CR grew by a byte the user never typed, and a file the server stored at its limit
+// was over it in the page).
 export const editorText = (stored) => stored.replace(/\r\n?/g, "\n");
-export const eolOf = (stored) => (/\r\n/.test(stored) && !/(^|[^\r])\n/.test(stored) ? "\r\n" : "\n");
+export const eolOf = (stored) =>
+  (/\r\n/.test(stored) && !/(^|[^\r])\n|\r(?!\n)/.test(stored) ? "\r\n" : "\n");
 /** The text as it is sent to (and stored by) the server. */
 export const storedText = (f, text) => (f.eol === "\r\n" ? text.replace(/\n/g, "\r\n") : text);
 
 export const size = (text) => encoder.encode(text).length;
-/** Bytes of the text the user would save (a conflict's: their text), as the server counts. */
-export const used = (f) => size(storedText(f, f.conflict ? f.conflict.mine : f.draft));
+/** Bytes of the text as the server counts them (UTF-8, as stored: no newline is changed):
+ * the stored text itself while the file is unedited (`f.stored`, the last text read or
+ * saved, whose mixed line breaks the editor's LF cannot give back), else the text a save
+ * sends (a conflict's: the user's). */
+export const used = (f) => (f.conflict || dirty(f) || f.stored === null
+  ? size(storedText(f, f.conflict ? f.conflict.mine : f.draft))
+  : size(f.stored));
 // over the server's limit: a save would be refused (413), so the page does not offer one
 export const tooLarge = (f) => f.loaded && used(f) > state.limits.max_content_bytes;
 export const dirty = (f) => f.loaded && f.draft !== f.base;

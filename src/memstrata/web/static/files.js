@@ -24,7 +24,7 @@ export function init(limits, { keepDrafts }) {
   for (const { name, filename } of limits.files) {
     if (!state.files.has(name)) {
       state.files.set(name, {
-        name, filename, base: "", draft: "", version: null, eol: "\n",
+        name, filename, base: "", draft: "", version: null, eol: "\n", stored: null,
         loaded: false, loading: false, error: null, conflict: null, kept: null, keptPending: false,
       });
     }
@@ -113,6 +113,7 @@ async function load(f) {
       f.base = f.draft;
       f.version = data.version;
       f.eol = eolOf(data.content);
+      f.stored = data.content;
       if (f.error && f === current()) say("");
     } else if (data.version !== f.version && f.version === asked) {
       // Read again. A draft (or a conflict) keeps the version it was based on, so that the
@@ -124,6 +125,7 @@ async function load(f) {
         f.base = f.draft;
         f.version = data.version;
         f.eol = eolOf(data.content);
+        f.stored = data.content;
       }
       if (f === current() && !f.conflict) {
         say(unedited
