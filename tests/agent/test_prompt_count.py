@@ -214,3 +214,27 @@ def _build_soul(count: Callable[[str], int], token_limit: int, soul: str) -> Pro
     return build_system_prompt(
         agents_md="", soul=soul, user="", memory="", token_limit=token_limit, count=count
     )
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.9])
+def test_a_long_line_cut_inside_an_open_fence_stays_within_the_budget(fraction: float) -> None:
+    """The cut closes the fence after the part of the line it keeps: that closing line is
+    counted with the part, from the line's checkpoints, like the rest of the prompt."""
+    soul = "Notes:\n```\n" + "some words of code here; " * 800  # 20 KB on one line
+    token_limit = int(count_tokens(soul) * fraction / 0.15)
+    result = _build_soul(count_tokens, token_limit, soul)
+    assert result.truncated == ("SOUL.md",) and result.text.count("```") == 2
+    assert result.tokens == count_tokens(result.text) <= result.budget
+    assert result == _build_soul(_wrapped, token_limit, soul)
+
+
+def test_line_counts_count_every_line_with_the_counter_given() -> None:
+    """Only ``count_tokens``' long lines are counted from its checkpoints; another counter
+    that adds over line breaks counts them itself."""
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    body = "short line\n" + "eight ch " * 2000 + "\nend"  # an 18 KB line
+    lines = LineCounts(body, words)
+    assert lines.lines == [2, 4000, 1] and lines.whole == words(body)

@@ -18,6 +18,7 @@ from memstrata.agent.prompt import (
     truncation_marker,
 )
 from memstrata.agent.prompt_body import (
+    Piece,
     close_fence,
     drop_order,
     escape_framing,
@@ -192,6 +193,26 @@ def test_entries_headings_and_ranks() -> None:
     assert without_oldest(pieces, drop_order(pieces), 4) == (
         "# M\n\n## A\n- a3\n\n  second paragraph of a3\n## B\n2) b2\n\n## Empty"
     )
+
+
+def test_blank_lines_alone_are_one_piece_no_cut_drops() -> None:
+    assert memory_entries("\n\n") == [Piece(("", "", ""), entry=False, rank=0)]
+    assert drop_order(memory_entries("\n\n")) == []
+
+
+def test_a_file_that_ends_in_an_entry_drops_it_last() -> None:
+    """Entries before the first heading, and after the last: ``record_memory`` appends
+    there, so the file's last entry is its newest and every heading keeps its newest."""
+    text = "- intro1\n- intro2\n## A\n- a1\n- a2\n## B\n- b1\n- b2"
+    pieces = memory_entries(text)
+    assert [pieces[i].lines[-1] for i in drop_order(pieces)] == [
+        "- intro1",
+        "- a1",
+        "- b1",
+        "- intro2",
+        "- a2",
+        "- b2",
+    ]
 
 
 _LISTED = st.sampled_from(

@@ -100,6 +100,23 @@ def test_every_prefix_of_larger_free_form_files_closes_as_its_own_parse_would(
     prefixes_agree("\n".join(lines), every, order)
 
 
+@settings(max_examples=150, deadline=None)
+@for_all(st.lists(_PREFIX_LINE, max_size=8), st.lists(_PREFIX_LINE, max_size=3))
+def test_a_shown_prefix_is_whole_lines_of_the_escaped_file_then_its_tail(
+    lines: list[str], other: list[str]
+) -> None:
+    """``Bodies.shown`` of any text: the cut's body, made of its first ``lines`` lines
+    (the escaped file's, counted once by ``LineCounts``) and its tail (counted apart),
+    also for a text that is no prefix of the file (no line here starts with a NUL)."""
+    text = "\n".join(lines)
+    bodies = Bodies(text)
+    escaped_lines = bodies.escaped.split("\n")
+    for prefix in [*(text[:n] for n in range(len(text) + 1)), "\0" + "\n".join(other)]:
+        shown = bodies.shown(prefix)
+        assert shown.text == close_fence(escape_framing(prefix))
+        assert shown.text == "\n".join([*escaped_lines[: shown.lines], shown.tail])
+
+
 def test_a_text_that_is_no_prefix_of_the_file_is_parsed_whole() -> None:
     prefixes = markdown_doc.Prefixes("- a\n  ```\n  x")
     assert prefixes.closing_line("- a\n  ```\n  x") == "  ```"

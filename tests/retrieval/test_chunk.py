@@ -130,6 +130,15 @@ class TestHardSplit:
             assert all(count_tokens(chunk) <= max_tokens for chunk in chunks)
             assert cuts(chunks) <= cluster_starts(text), chunks[0][-4:]
 
+    def test_a_cluster_too_long_for_a_chunk_is_cut_inside_it(self) -> None:
+        """A letter under 40 combining accents (as "Zalgo" text stacks them) counts more
+        than a chunk holds: with no boundary left to back off to, it is cut inside."""
+        text = "ab" + "e" + "\u0301" * 40
+        for max_tokens in (3, 8, 16):
+            chunks = chunk_text(text, max_tokens=max_tokens)
+            assert "".join(chunks) == text and chunks[0] == "ab"
+            assert all(count_tokens(chunk) <= max_tokens for chunk in chunks)
+
     def test_rejects_a_limit_below_one(self) -> None:
         with pytest.raises(ValueError, match="max_tokens must be at least 1"):
             chunk_text("text", max_tokens=0)
@@ -180,6 +189,18 @@ class TestInvariants:
         chunks = chunk_text(text, max_tokens=max_tokens, count=words)
         assert all(words(chunk) <= max_tokens for chunk in chunks)
         assert "".join(non_whitespace(chunk) for chunk in chunks) == non_whitespace(text)
+
+    # Words of at most 3 tokens (12 ASCII letters) in one long sentence: each fits a
+    # chunk, so every cut falls between two words, never inside one.
+    @given(
+        st.lists(st.text(alphabet="abcdefghij", min_size=1, max_size=12), min_size=1),
+        st.integers(min_value=3, max_value=12),
+    )
+    def test_words_that_fit_a_chunk_are_never_cut(
+        self, word_list: list[str], max_tokens: int
+    ) -> None:
+        chunks = chunk_text(" ".join(word_list), max_tokens=max_tokens)
+        assert [word for chunk in chunks for word in chunk.split(" ")] == word_list
 
     # Whole clusters of at most 18 tokens, joined without spaces: every cut of the hard
     # split must fall between two of the text's grapheme clusters.

@@ -42,6 +42,19 @@ def test_convex_scores_weigh_both_normalised_sides() -> None:
         convex_scores(bm25, cosine, bm25_weight=1.5)
 
 
+def test_either_side_alone_may_weigh_it_all() -> None:
+    bm25, cosine = {"a": 10.0, "b": 5.0}, {"b": 0.9, "c": 0.5, "a": 0.1}
+    assert convex_scores(bm25, cosine, bm25_weight=0.0) == {"a": 0.0, "b": 1.0, "c": 0.5}
+    assert convex_scores(bm25, cosine, bm25_weight=1.0) == {"a": 1.0, "b": 0.0, "c": 0.0}
+
+
+def test_a_key_neither_list_scored_scores_zero() -> None:
+    """A key ranked but absent from both score lists gets each side's 0 (as in
+    ``convex_scores``): not ranked by RRF instead, nor above a scored key."""
+    ranked = fuse(["a", "b"], [], decay=False, scores=({"a": 2.0}, {}))
+    assert [(r.key, r.convex_score, r.score) for r in ranked] == [("a", 0.5, 0.5), ("b", 0.0, 0.0)]
+
+
 def test_a_hit_far_ahead_on_one_side_beats_mediocre_agreement() -> None:
     """RRF gives "one" (BM25 rank 1, vector rank 5) 1/61 + 1/65, less than the 2/62 of
     "m1", which both sides rank second with scores close to the rest. Its BM25 score is

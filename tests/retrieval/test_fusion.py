@@ -4,6 +4,8 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from memstrata.retrieval.fusion import Explained, decay_factor, fuse, is_resident, rrf_scores
 
@@ -52,6 +54,20 @@ class TestDecay:
 
     def test_custom_half_life(self) -> None:
         assert decay_factor(7.0, half_life_days=7.0) == pytest.approx(0.5, abs=1e-15)
+
+    def test_a_half_life_of_a_day_or_less_is_a_half_life(self) -> None:
+        assert decay_factor(1.0, half_life_days=1.0) == 0.5
+        assert decay_factor(0.25, half_life_days=0.5) == pytest.approx(2**-0.5, abs=1e-15)
+
+    @pytest.mark.parametrize("age", [0.5, 1.0])
+    def test_decay_starts_at_once_not_after_a_day(self, age: float) -> None:
+        # Only ages at or below zero are exempt: a turn from this morning is already a
+        # little less fresh than one from a minute ago.
+        assert decay_factor(age) == pytest.approx(0.5 ** (age / 30), abs=1e-15)
+        assert decay_factor(age) < 1.0
+
+    def test_a_floor_of_one_keeps_every_age_whole(self) -> None:
+        assert decay_factor(365.0, floor=1.0) == 1.0
 
     @pytest.mark.parametrize("age", [-0.5, -400.0])
     def test_future_timestamps_do_not_decay(self, age: float) -> None:
@@ -102,6 +118,9 @@ class TestResident:
             "notes/MEMORY.md",
             "MEMORY.md.bak",
             "TOOLS.md",
+            # Names that only end like a resident file.
+            "XMEMORY.md",
+            "old-USER.md",
         ],
     )
     def test_everything_else(self, path: str | None) -> None:
@@ -143,6 +162,18 @@ class TestFuse:
                 resident=False,
             ),
         ]
+
+    def test_explain_names_every_stage(self) -> None:
+        """The shape a search hit's ``explain`` carries (docs/API.md), RRF-ranked."""
+        (result,) = fuse(["a"], ["a"], ages_days={"a": 30.0})
+        assert result.explain() == {
+            "bm25_rank": 1,
+            "vector_rank": 1,
+            "rrf_score": 2 / 61,
+            "decay_factor": 0.5,
+            "age_days": 30.0,
+            "resident": False,
+        }
 
     def test_resident_files_are_exempt_from_decay(self) -> None:
         ages = {"MEMORY.md#0": 300.0, "turn-1": 300.0}
@@ -192,3 +223,26 @@ class TestFuse:
         (result,) = fuse(["a"], [])
         with pytest.raises(dataclasses.FrozenInstanceError):
             result.score = 2.0  # type: ignore[misc]
+
+
+# Up to ten keys ranked by each list, each of an age from today to five half-lives.
+_ranking = st.lists(st.integers(0, 9), max_size=10, unique=True)
+_ages = st.lists(st.sampled_from([None, 0.0, 10.0, 45.0, 150.0]), min_size=10, max_size=10)
+
+
+class TestRelevancePool:
+    @given(_ranking, _ranking, _ages, st.integers(0, 12))
+    # No pool to keep: the most relevant key, 150 days old, goes after a recent one.
+    @example([0, 1], [0, 1], [150.0, 0.0, *[None] * 8], 0)
+    def test_decay_orders_the_most_relevant_keys_then_the_rest(
+        self, bm25: list[int], vector: list[int], ages: list[float | None], pool: int
+    ) -> None:
+        """``pool`` keys, the most relevant by RRF, come first, each part ordered by its
+        decayed score: no key outside the pool is more relevant than one inside it."""
+        ranked = fuse(bm25, vector, ages_days=dict(enumerate(ages)), pool=pool)
+        assert sorted(r.key for r in ranked) == sorted({*bm25, *vector})
+        inside, outside = ranked[:pool], ranked[pool:]
+        if inside and outside:
+            assert min(r.rrf_score for r in inside) >= max(r.rrf_score for r in outside)
+        for part in (inside, outside):
+            assert [r.score for r in part] == sorted((r.score for r in part), reverse=True)
