@@ -14,6 +14,11 @@ from memstrata.retrieval.fusion import HALF_LIFE_DAYS, RRF_K, Fusion
 
 # Share of the model's context the memory part of the system prompt may take (spec: 15 %).
 PROMPT_BUDGET_RATIO = 0.15
+# Share of that budget each file below the one cut keeps (agent.prompt, "Floors"): 0 is the
+# spec's strict priority order. A floor is room the spec gives a higher file; more than
+# half the budget would no longer be a floor under it but a reordering.
+PROMPT_FLOOR_SHARE = 0.0
+MAX_PROMPT_FLOOR_SHARE = 0.5
 # Candidates per side: this × top_k (spec: 3) ...
 CANDIDATE_MULTIPLIER = 3
 # ... and never fewer than this, whatever top_k (docs/BENCHMARKS.md).
@@ -152,4 +157,16 @@ class SearchSettings(BaseModel):
         gt=0,
         le=1,
         description="Share of token_limit for memory (spec: 15%).",
+    )
+    prompt_floor_share: float = Field(
+        default=PROMPT_FLOOR_SHARE,
+        ge=0,
+        le=MAX_PROMPT_FLOOR_SHARE,
+        description="An opt-in departure from the spec's priority order, 0 to 0.5 (0 = off, "
+        "the spec's: a file below the one cut is left out and named). Above 0, each memory "
+        "file below the one cut keeps up to this share of the prompt's budget, taken from "
+        "the file cut (never from AGENTS.md; none below 150 tokens): whole if smaller, else "
+        "cut by its own rule. 0.125 is the value measured: at token_limit 32,000, a USER.md "
+        "of 8,924 tokens shows 3,421 instead of 3,971 and a MEMORY.md of 300 entries its 16 "
+        "newest (579 tokens) instead of being left out (docs/ARCHITECTURE.md, 'Floors').",
     )

@@ -125,6 +125,7 @@ class Memstrata(Services):
             session_id=session_id,
             searcher=self.search,
             count=count,
+            floor_share=self.settings.prompt_floor_share,
         )
 
     def import_rounds(

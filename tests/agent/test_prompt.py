@@ -69,6 +69,7 @@ def build(
     limit: int,
     count: Callable[[str], int] = words,
     ratio: float = 0.15,
+    floor_share: float = 0.0,
 ) -> PromptResult:
     return build_system_prompt(
         agents_md=agents,
@@ -78,6 +79,7 @@ def build(
         token_limit=limit,
         count=count,
         ratio=ratio,
+        floor_share=floor_share,
     )
 
 
@@ -297,6 +299,8 @@ _CONTENT = st.text(alphabet=_ALPHABET, max_size=2500) | _MARKDOWN
     limit=st.integers(min_value=1, max_value=20_000),
     ratio=st.sampled_from([0.15, 0.01, 0.5, 1.0]),
     counter=st.sampled_from(COUNTERS),
+    # The spec's strict order (the default), the share measured, and the largest allowed.
+    share=st.sampled_from([0.0, 0.125, 0.5]),
 )
 def test_budget_is_never_exceeded(
     agents: str,
@@ -306,8 +310,11 @@ def test_budget_is_never_exceeded(
     limit: int,
     ratio: float,
     counter: Callable[[str], int],
+    share: float,
 ) -> None:
-    result = build(agents, soul, user, memory, limit=limit, count=counter, ratio=ratio)
+    result = build(
+        agents, soul, user, memory, limit=limit, count=counter, ratio=ratio, floor_share=share
+    )
     assert result.tokens == counter(result.text) <= result.budget == prompt_budget(limit, ratio)
 
     names = ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"]
@@ -320,12 +327,12 @@ def test_budget_is_never_exceeded(
     starts = [result.text.index(f'<file name="{n}">') for n in shown]
     assert starts == sorted(starts)
     # The files before the first one cut or left out are whole; that one is cut, or left
-    # out with every file below it. Only with floors (a budget of 1,200 or more) can a
-    # file below it show, within its floor.
+    # out with every file below it. Only with floors (a share opted in to, whose floor is
+    # MIN_FLOOR or more) can a file below it show, within its floor.
     first = next((n for n in present if n in result.truncated or n in result.dropped), None)
     if first is not None and first in result.dropped:
         assert list(result.dropped) == present[present.index(first) :]
-    if not floor_tokens(result.budget) or first == "AGENTS.md":
+    if not floor_tokens(result.budget, share) or first == "AGENTS.md":
         assert shown == present[: len(shown)] and len(result.truncated) <= 1
     for name in result.truncated:
         assert name in shown and f"…[truncated: {name}, " in result.text

@@ -1,5 +1,6 @@
 """The prompt says in its text which files the budget left out, within the budget; a file
-crowded out by a larger one above it keeps a floor; and a host's guide leads it.
+crowded out by a larger one above it is left out (the spec's order), or keeps a floor when
+a host opts in (``floor_share``); and a host's guide leads it.
 
 A walkthrough's user with a USER.md of 8,923 tokens got, at ``token_limit`` 32000, USER.md
 cut and MEMORY.md dropped, which only ``PromptResult.dropped`` said: the text had no
@@ -16,8 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstrata.agent.prompt import PromptResult, build_system_prompt
-from memstrata.agent.prompt_room import FLOOR_SHARE, MIN_FLOOR, floor_tokens
+from memstrata.agent.prompt_room import MIN_FLOOR, floor_tokens
 from memstrata.retrieval.tokenize import count_tokens
+
+# The floor share measured (docs/ARCHITECTURE.md), which the floor tests opt in to.
+SHARE = 0.125
 
 AGENTS = "# AGENTS.md\n\nRules of this workspace.\n- Be careful with data.\n"
 SOUL = "# SOUL.md\n\n- Be terse.\n- Have opinions.\n"
@@ -41,7 +45,10 @@ def build(
     memory: str = MEMORY,
     count: Callable[[str], int] = count_tokens,
     guide: str = "",
+    floor_share: float | None = None,
 ) -> PromptResult:
+    """The prompt, with the library's default floor share unless ``floor_share``."""
+    shares = {} if floor_share is None else {"floor_share": floor_share}
     result = build_system_prompt(
         agents_md=agents,
         soul=soul,
@@ -50,6 +57,7 @@ def build(
         token_limit=token_limit,
         count=count,
         guide=guide,
+        **shares,
     )
     assert result.tokens == count(result.text) <= result.budget
     return result
@@ -76,9 +84,23 @@ def test_a_file_left_out_is_named_in_the_text() -> None:
     )
 
 
+def test_by_default_a_large_user_md_leaves_memory_md_out() -> None:
+    """The spec's strict priority order unless a host opts in to floors: USER.md is cut,
+    MEMORY.md below it left out whole and named by the note."""
+    result = build(32000)  # budget 4800, USER.md about 9,000 tokens
+    assert (result.truncated, result.dropped) == (("USER.md",), ("MEMORY.md",))
+    assert shown(result, "MEMORY.md") is None
+    size = count_tokens(MEMORY.strip())
+    assert result.text.endswith(
+        f"</file>\n\n[left out for lack of room: MEMORY.md ({size} tokens); "
+        "use memory_search or read the whole file]"
+    )
+    assert result == build(32000, floor_share=0.0)
+
+
 def test_a_large_user_md_leaves_memory_md_its_floor() -> None:
-    result = build(32000)  # budget 4800: a floor of 600
-    assert floor_tokens(result.budget) == 600
+    result = build(32000, floor_share=SHARE)  # budget 4800: a floor of 600
+    assert floor_tokens(result.budget, SHARE) == 600
     assert (result.truncated, result.dropped) == (("USER.md", "MEMORY.md"), ())
     memory = shown(result, "MEMORY.md")
     assert memory is not None and count_tokens(memory) <= 600
@@ -92,14 +114,14 @@ def test_a_large_user_md_leaves_memory_md_its_floor() -> None:
 
 def test_a_file_smaller_than_its_floor_is_shown_whole() -> None:
     small = "# MEMORY.md\n\n## Notes\n- 2026-02-01: a single note\n"
-    result = build(32000, memory=small)
+    result = build(32000, memory=small, floor_share=SHARE)
     assert (result.truncated, result.dropped) == (("USER.md",), ())
     assert shown(result, "MEMORY.md") == f'<file name="MEMORY.md">\n{small.strip()}\n</file>'
 
 
 def test_agents_md_is_never_cut_for_a_floor() -> None:
     agents = "# AGENTS.md\n" + "".join(f"- rule {i}: do the thing number {i}\n" for i in range(900))
-    result = build(32000, agents=agents)
+    result = build(32000, agents=agents, floor_share=SHARE)
     assert (result.truncated, result.dropped) == (
         ("AGENTS.md",),
         ("SOUL.md", "USER.md", "MEMORY.md"),
@@ -113,8 +135,8 @@ def test_agents_md_is_never_cut_for_a_floor() -> None:
 
 @pytest.mark.parametrize(("token_limit", "floors"), [(7993, False), (8000, True)])
 def test_no_floor_below_a_budget_of_1200(token_limit: int, floors: bool) -> None:
-    assert MIN_FLOOR == 150 and FLOOR_SHARE * 1200 == MIN_FLOOR
-    result = build(token_limit)
+    assert MIN_FLOOR == 150 and SHARE * 1200 == MIN_FLOOR
+    result = build(token_limit, floor_share=SHARE)
     assert (shown(result, "MEMORY.md") is not None) is floors
     assert result.dropped == (() if floors else ("MEMORY.md",))
 
@@ -125,11 +147,12 @@ def test_a_floor_never_leaves_the_file_cut_less_than_one() -> None:
     agents = "# AGENTS.md\n" + "".join(f"- rule {i}: do the thing number {i}\n" for i in range(90))
     soul = "# SOUL.md\n" + "".join(f"- trait {i}: calm and kind\n" for i in range(110))
     fitted = build(1_000_000, agents=agents, soul="", user="", memory="").tokens
-    result = build((fitted + 400) * 20 // 3, agents=agents, soul=soul)  # budget: it and 400
-    assert MIN_FLOOR <= floor_tokens(result.budget) < 200
+    limit = (fitted + 400) * 20 // 3  # budget: it and 400
+    result = build(limit, agents=agents, soul=soul, floor_share=SHARE)
+    assert MIN_FLOOR <= floor_tokens(result.budget, SHARE) < 200
     assert (result.truncated, result.dropped) == (("SOUL.md",), ("USER.md", "MEMORY.md"))
     # With 300 more tokens, SOUL.md keeps a floor and leaves one to each file below it.
-    more = build((fitted + 700) * 20 // 3, agents=agents, soul=soul)
+    more = build((fitted + 700) * 20 // 3, agents=agents, soul=soul, floor_share=SHARE)
     assert (more.truncated, more.dropped) == (("SOUL.md", "USER.md", "MEMORY.md"), ())
 
 
@@ -157,10 +180,25 @@ def test_a_guide_leads_whole_or_not_at_all() -> None:
     assert tiny.text == "[left out for lack of room: SOUL.md, USER.md, MEMORY.md]"
 
 
+@pytest.mark.parametrize("share", [0.0, SHARE])
 @pytest.mark.parametrize("token_limit", [200, 4000, 7999, 8000, 12_000, 32_000, 128_000])
-def test_parts_and_whole_give_the_same_prompt(token_limit: int) -> None:
+def test_parts_and_whole_give_the_same_prompt(token_limit: int, share: float) -> None:
     for user in (USER, ""):
-        assert build(token_limit, user=user) == build(token_limit, user=user, count=_wrapped)
+        by_parts = build(token_limit, user=user, floor_share=share)
+        assert by_parts == build(token_limit, user=user, count=_wrapped, floor_share=share)
+
+
+@pytest.mark.parametrize("share", [-0.125, 0.51, float("nan")])
+def test_a_floor_share_outside_0_to_half_is_refused(share: float) -> None:
+    with pytest.raises(ValueError, match=r"floor_share must be between 0 and 0\.5"):
+        build(32000, floor_share=share)
+
+
+def test_a_floor_is_the_share_at_its_decimal_value() -> None:
+    # 0.1 as a binary float is slightly below 1/10: 0.1 × 1500 would floor to 149, under
+    # MIN_FLOOR, and no floor at all.
+    assert floor_tokens(1500, 0.1) == 150
+    assert floor_tokens(4800, 0.0) == 0 and floor_tokens(4800, 0.5) == 2400
 
 
 _WORDS = st.sampled_from(["tea", "note", "用户", "😀", "x = 1", "Lisbon", "<file", "```"])
@@ -180,14 +218,16 @@ _HEADED = st.tuples(st.lists(_LINE, max_size=20), _FILE).map(
     user=_FILE,
     memory=_HEADED,
     token_limit=st.integers(min_value=1000, max_value=40_000),
+    share=st.sampled_from([0.0, SHARE, 0.3, 0.5]),
 )
 def test_floors_keep_the_budget_and_the_order(
-    soul: str, user: str, memory: str, token_limit: int
+    soul: str, user: str, memory: str, token_limit: int, share: float
 ) -> None:
-    result = build(token_limit, soul=soul, user=user, memory=memory)
+    files = {"soul": soul, "user": user, "memory": memory}
+    result = build(token_limit, **files, floor_share=share)  # within the budget (build)
     # Counted by parts as counted whole: the same prompt.
-    assert result == build(token_limit, soul=soul, user=user, memory=memory, count=_wrapped)
-    floor = floor_tokens(result.budget)
+    assert result == build(token_limit, **files, count=_wrapped, floor_share=share)
+    floor = floor_tokens(result.budget, share)
     names = ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"]
     cut = [n for n in names if n in result.truncated or n in result.dropped]
     for name in cut[1:]:

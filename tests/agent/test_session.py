@@ -54,7 +54,7 @@ async def test_a_small_budget_cuts_the_lowest_priority_file(
 ) -> None:
     await sync.provision_user(USER)
     # Room for AGENTS and SOUL in full (with their tags) and 120 more tokens: USER.md's
-    # start and the line naming MEMORY.md, left out (no floors below a budget of 1,200).
+    # start and the line naming MEMORY.md, left out (the spec's order: no floors by default).
     agents_and_soul = build_system_prompt(
         agents_md=templates.agents_md(),
         soul=templates.load(FileKind.SOUL),

@@ -76,11 +76,40 @@ async def test_update_long_term_memory_replaces_the_whole_file_only_when_asked(
     assert typed == "error: whole_file must be a JSON boolean"
     assert memory(store) == (FULL_MEMORY, version)
 
+    # whole_file is the model saying it means to replace the file (memory_write's
+    # replace_all): removing most of it is written, and the answer says what went.
     answer = await tools.call(
         "update_long_term_memory", {"content": "# MEMORY.md\n- only this", "whole_file": True}
     )
-    assert answer == f"Replaced the whole of MEMORY.md (version {version + 1})."
+    assert answer == (
+        f"Replaced the whole of MEMORY.md (version {version + 1}). Removed 5 entries "
+        "('2026-02-01: Chose PostgreSQL 15 for billing.', '2026-02-02: Weekly syncs on "
+        "Tuesday.', '2026-02-03: Migrating billing (deadline: March).', '2026-02-04: "
+        "Reviewing vendor contract 49.', '2026-02-05: Ask before deleting data.') and 3 "
+        "sections (Decisions, Ongoing, Lessons)."
+    )
     assert memory(store) == ("# MEMORY.md\n- only this\n", version + 1)
+
+
+async def test_a_whole_file_rewrite_says_which_entries_it_removed(
+    tools: MemoryTools, sync: SyncService, store: MemoryStore
+) -> None:
+    """By memory_write's rule (``agent.removals``): an entry by its text, its date aside,
+    so the one redated stays; the one left out is named; a rewrite that removes nothing
+    says nothing more."""
+    version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
+    new = FULL_MEMORY.replace("- 2026-02-02: Weekly syncs on Tuesday.\n", "").replace(
+        "2026-02-05: Ask", "2026-03-01: Ask"
+    )
+    answer = await tools.update_long_term_memory(new, whole_file=True)
+    assert answer == (
+        f"Replaced the whole of MEMORY.md (version {version + 1}). "
+        "Removed 1 entry ('2026-02-02: Weekly syncs on Tuesday.')."
+    )
+    assert memory(store) == (new, version + 1)
+    added = new + "- 2026-03-02: Tea, not coffee.\n"
+    answer = await tools.update_long_term_memory(added, whole_file=True)
+    assert answer == f"Replaced the whole of MEMORY.md (version {version + 2})."
 
 
 async def test_update_user_without_key_refuses_a_lone_key_value_line(

@@ -13,7 +13,10 @@ them:
   not one that only a line nested in it names —, quoted whole; a retry whose first call
   landed is no change;
 * ``update_long_term_memory`` without ``section`` replaces the whole file only with
-  ``whole_file``; the refusal says what the file holds;
+  ``whole_file``; the refusal says what the file holds, and the answer of a replacement
+  what it removed, by MCP ``memory_write``'s rule (:mod:`memstrata.agent.removals`).
+  ``whole_file`` is what ``memory_write``'s ``replace_all`` is, the model saying it means
+  to replace the file, so removing most of it is not refused;
 * ``update_user`` without ``key`` replaces a section's body only if that keeps every key
   that has a value and is not a lone ``Key: value`` line, unless ``replace_section``;
 * a section the call names and the file lacks is created, and when the file has other
@@ -450,5 +453,11 @@ class ReplaceFile(Edit):
                 "section='…' to replace one section's body, or whole_file=true to replace the "
                 "whole file"
             )
+        # Here, not at the top: removals reads entries and keys by this module's rules.
+        from memstrata.agent.removals import removal, said
+
+        new = sections.replace_file(text, self.content)
         self.done = "Replaced the whole of MEMORY.md"
-        return sections.replace_file(text, self.content)
+        if removed := said(removal(text, new)):
+            self.notes.append(removed)
+        return new

@@ -27,9 +27,10 @@ agents): whole, first, or not at all.
 Budget: ``floor(ratio × token_limit)`` tokens (spec: 15%) for the whole text, guide, tags,
 markers and note included. Priority, highest first: AGENTS > SOUL > USER > MEMORY.
 Sections are added whole while each fits beside the room the files below it need (the
-least of the ways they can end: the first of them whole, the rest named by the note or
-within their floors). The first one that does not fit is cut (below); a file that cannot
-show even one character is left out rather than truncated.
+least of the ways they can end: the first of them whole, the rest named by the note, or
+within their floors when a host opts in to floors). The first one that does not fit is cut
+(below), and the files below it are left out; a file that cannot show even one character
+is left out rather than truncated.
 
 Files left out are said in the text, not only in ``PromptResult.dropped``: a line after
 the sections names each with its size, ``[left out for lack of room: USER.md (8923
@@ -39,14 +40,17 @@ whenever a file is kept, so it is there in full unless no file fits at all; then
 the names alone, if that fits (``token_limit`` 200: 30 tokens, ``[left out for lack of
 room: AGENTS.md, SOUL.md, USER.md, MEMORY.md]``), else the text is empty.
 
-Floors (``prompt_room.floor_tokens``): a file below the one cut keeps up to an eighth of
-the budget, shown whole if it is smaller, else cut by its own rule (below) within it, or
-named by the note if nothing of it fits there; so a USER.md of 9,000 tokens no longer
-leaves MEMORY.md out entirely, which showed nothing of the corrections recorded last. Not
-below a budget of 1,200 (``MIN_FLOOR``: an eighth holds little beside a section's tags and
-marker), never at AGENTS.md's expense (the platform's rules), and never leaving the file
-cut less than a floor of its own; otherwise files below the one cut are left out, so a
-lower file shows while a higher one is incomplete only within its floor.
+Floors (``floor_share``, ``MEMSTRATA_PROMPT_FLOOR_SHARE``; off by default): the spec cuts
+lower-priority memory first, so by default a file below the one cut is left out, and a
+USER.md of 9,000 tokens leaves out MEMORY.md and the corrections recorded last in it. A
+host may opt in to a departure from that order: with a share above 0 (1/8 is the value
+measured), a file below the one cut keeps up to that share of the budget
+(``prompt_room.floor_tokens``), taken from the file cut: shown whole if it is smaller,
+else cut by its own rule (below) within it, or named by the note if nothing of it fits
+there. Not for a floor under ``MIN_FLOOR`` tokens (it would hold little beside a
+section's tags and marker), never at AGENTS.md's expense (the platform's rules), and never
+leaving the file cut less than a floor of its own; otherwise files below the one cut are
+left out, so a lower file shows while a higher one is incomplete only within its floor.
 
 What a cut keeps:
 
@@ -102,6 +106,7 @@ from memstrata.agent.prompt_cut import (
 )
 from memstrata.agent.prompt_room import PromptFile, brief_note, floor_tokens, left_out_note
 from memstrata.config import PROMPT_BUDGET_RATIO
+from memstrata.config_search import MAX_PROMPT_FLOOR_SHARE, PROMPT_FLOOR_SHARE
 from memstrata.errors import InvalidContentError
 from memstrata.memory.kinds import FileKind
 
@@ -175,10 +180,18 @@ def build_system_prompt(
     count: Callable[[str], int],
     ratio: float = PROMPT_BUDGET_RATIO,
     guide: str = "",
+    floor_share: float = PROMPT_FLOOR_SHARE,
 ) -> PromptResult:
     """Assemble AGENTS / SOUL / USER / MEMORY into at most the budget (see module doc),
-    after ``guide`` (a host's own words on how it reaches memory) when that fits whole."""
+    after ``guide`` (a host's own words on how it reaches memory) when that fits whole.
+    ``floor_share``: 0 (the spec's strict priority order) to ``MAX_PROMPT_FLOOR_SHARE``,
+    each file below the one cut keeping up to that share of the budget (module doc,
+    "Floors")."""
     budget = prompt_budget(token_limit, ratio)
+    if not 0 <= floor_share <= MAX_PROMPT_FLOOR_SHARE:
+        raise ValueError(
+            f"floor_share must be between 0 and {MAX_PROMPT_FLOOR_SHARE}, got {floor_share}"
+        )
     sections = (
         (FileKind.AGENTS, agents_md),
         (FileKind.SOUL, soul),
@@ -190,7 +203,8 @@ def build_system_prompt(
         for kind, raw in sections
         if (content := shown_content(raw))
     ]
-    return _Assembly(budget, count).build(guide.strip(), files)
+    floor = floor_tokens(budget, floor_share)
+    return _Assembly(budget, count, floor).build(guide.strip(), files)
 
 
 class _Assembly:
@@ -201,9 +215,10 @@ class _Assembly:
     text tried is counted whole, after the kept ones, as the prompt will be.
     """
 
-    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
+    def __init__(self, budget: int, count: Callable[[str], int], floor: int = 0) -> None:
         self.budget = budget
         self.count = count
+        self.floor = floor  # each floor, in tokens (0: none, the spec's strict order)
         self.adds = adds_over_lines(count)
         self.kept: list[str] = []
         self.kept_tokens = 0  # with a counter that adds only
@@ -256,7 +271,7 @@ class _Assembly:
         for index, file in enumerate(files):
             rest = files[index + 1 :]
             # AGENTS.md, the platform's rules, is never cut to make room for a floor.
-            floor = 0 if file.kind is FileKind.AGENTS else floor_tokens(self.budget)
+            floor = 0 if file.kind is FileKind.AGENTS else self.floor
             needed = self.room_for(rest, floor)
             if self.with_kept([file.whole], file.tokens) + needed <= self.budget:
                 self.keep(file.whole, file.tokens)

@@ -8,8 +8,8 @@ those below it. Pure rules over counts; the assembly is ``agent.prompt``'s.
   its size: a file the budget could not hold was said nowhere in the text, only in
   ``PromptResult.dropped``, so a model did not know MEMORY.md existed.
   :func:`brief_note` is the same without sizes or advice, for a budget too small for it.
-* :func:`floor_tokens` is the room each file below the one being cut keeps (module doc of
-  ``agent.prompt``, "Floors").
+* :func:`floor_tokens` is the room each file below the one being cut keeps, when a host
+  opts in (module doc of ``agent.prompt``, "Floors").
 """
 
 from __future__ import annotations
@@ -23,19 +23,18 @@ from memstrata.agent.prompt_body import Bodies, MemoryBody
 from memstrata.agent.prompt_count import LineCounts, adds_over_lines, likely_cut
 from memstrata.memory.kinds import FileKind
 
-# A file crowded out by one above it still keeps this share of the budget: at 15 % of a
-# 32,000-token window (4,800), 600 tokens, MEMORY.md's headings and newest entries.
-FLOOR_SHARE = Fraction(1, 8)
 # Below this a floor holds little but the section's tags and its truncation marker (about
-# 55 tokens together), so no file keeps one: a budget under 1,200 tokens (a window under
-# 8,000 at 15 %) is cut in priority order only.
+# 55 tokens together), so no file keeps one: at a share of 1/8, a budget under 1,200 tokens
+# (a window under 8,000 at 15 %) is cut in priority order only.
 MIN_FLOOR = 150
 
 
-def floor_tokens(budget: int) -> int:
-    """What each file below the one being cut keeps at least (when it is that large), or 0
-    when a floor would be too small to show anything (``MIN_FLOOR``)."""
-    floor = math.floor(FLOOR_SHARE * budget)
+def floor_tokens(budget: int, share: float) -> int:
+    """What each file below the one being cut keeps at least (when it is that large):
+    ``floor(share × budget)``, ``share`` at its decimal value as the budget's ratio is
+    (``prompt.prompt_budget``); 0 when that is too small to show anything (``MIN_FLOOR``),
+    as it is for the default share, 0 (the spec's strict order)."""
+    floor = math.floor(Fraction(repr(float(share))) * budget)
     return floor if floor >= MIN_FLOOR else 0
 
 

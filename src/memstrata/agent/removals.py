@@ -17,7 +17,8 @@ read a file:
 
 *Most* (:attr:`Removal.most`): more than half of the file's entries, or of its sections,
 and at least two of them. Dropping one outdated entry is what a rewrite is for: it is
-reported, not refused.
+reported (:func:`said`), not refused. ``update_long_term_memory`` with ``whole_file``
+(:class:`~memstrata.agent.edits.ReplaceFile`) reports by the same rule.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.agent import entries, markdown_doc, sections
-from memstrata.agent.edits import is_key, quoted
+from memstrata.agent.edits import MAX_LISTED, is_key, quoted
 from memstrata.agent.markdown_doc import Doc
 
 # An entry's identity: ("fact", section, key) or ("entry", its comparable text).
@@ -60,6 +61,27 @@ def removal(old: str, new: str) -> Removal:
         entry_count=len(items),
         section_count=len(titles),
     )
+
+
+def said(removed: Removal) -> str:
+    """What a stored rewrite removed, as its answer says it: ``Removed 1 entry ('…') and
+    1 section (Work).``, the first ``MAX_LISTED`` of each quoted; '' if nothing."""
+    parts = []
+    if removed.entries:
+        count = _noun(len(removed.entries), "entry", "entries")
+        parts.append(f"{count} ({_listed(removed.entries)})")
+    if removed.sections:
+        count = _noun(len(removed.sections), "section", "sections")
+        parts.append(f"{count} ({_listed(removed.sections)})")
+    return f"Removed {' and '.join(parts)}." if parts else ""
+
+
+def _noun(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _listed(items: tuple[str, ...]) -> str:
+    return ", ".join(items[:MAX_LISTED]) + (", …" if len(items) > MAX_LISTED else "")
 
 
 def _most(removed: int, total: int) -> bool:

@@ -29,6 +29,7 @@ from memstrata.agent.file_guard import GuardedFileTools
 from memstrata.agent.prompt import PromptResult, build_system_prompt, check_token_limit
 from memstrata.agent.tools import MemoryTools, ToolContext
 from memstrata.config import PROMPT_BUDGET_RATIO
+from memstrata.config_search import PROMPT_FLOOR_SHARE
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
@@ -55,9 +56,11 @@ async def build_memory_prompt(
     count: Callable[[str], int] = count_tokens,
     sandbox: Sandbox | None = None,
     guide: str | None = None,
+    floor_share: float = PROMPT_FLOOR_SHARE,
 ) -> PromptResult:
     """AGENTS.md (platform template) + the user's SOUL / USER / MEMORY from the DB, fitted
-    into ``floor(ratio × token_limit)`` tokens by ``build_system_prompt``.
+    into ``floor(ratio × token_limit)`` tokens by ``build_system_prompt``; ``floor_share``
+    above 0 opts in to its floors (the default is the spec's strict priority order).
 
     ``guide``: a host's own words on reaching memory, which lead the prompt in place of
     AGENTS.md — the rules of the platform's workspace agents, which an agent without that
@@ -87,6 +90,7 @@ async def build_memory_prompt(
             token_limit=token_limit,
             count=count,
             ratio=ratio,
+            floor_share=floor_share,
         )
 
     # Off the event loop: cutting a 256 KB file to the budget reads it as Markdown and
@@ -154,6 +158,7 @@ async def open_agent_session(
     session_id: str | None = None,
     searcher: SearchService | None = None,
     count: Callable[[str], int] = count_tokens,
+    floor_share: float = PROMPT_FLOOR_SHARE,
 ) -> AgentSession:
     """Sync, track, prompt and tools for a new session (module doc). ``session_id``: None
     (the user's own sandbox) or a conversation's id under ``SESSION_ID_RULE``; else
@@ -170,7 +175,13 @@ async def open_agent_session(
         sandbox = open_sandbox(sync.sandboxes, user_id, session_id)
         tracker = await sync.begin_round(user_id, session_id, sandbox=sandbox)
         prompt = await build_memory_prompt(
-            sync.store, user_id, token_limit=token_limit, ratio=ratio, count=count, sandbox=sandbox
+            sync.store,
+            user_id,
+            token_limit=token_limit,
+            ratio=ratio,
+            count=count,
+            sandbox=sandbox,
+            floor_share=floor_share,
         )
     except BaseException:
         # Cancelled or failed before the AgentSession (whose close ends it) existed: the

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from memstrata.agent.arguments import check_open_blocks, numbered_lines
 from memstrata.agent.edits import MAX_LISTED
-from memstrata.agent.removals import Removal, removal
+from memstrata.agent.removals import Removal, removal, said
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import (
@@ -187,15 +187,10 @@ def _counts(removed: Removal) -> dict[str, Any]:
 
 
 def _removed(removed: Removal) -> str:
-    """What a stored rewrite removed, for its answer ('' if nothing)."""
-    parts = []
-    if removed.entries:
-        count = _noun(len(removed.entries), "entry", "entries")
-        parts.append(f"{count} ({_quotes(removed)})")
-    if removed.sections:
-        count = _noun(len(removed.sections), "section", "sections")
-        parts.append(f"{count} ({_titles(removed)})")
-    return f" Removed {' and '.join(parts)}." if parts else ""
+    """What a stored rewrite removed, for its answer ('' if nothing): the words
+    ``update_long_term_memory``'s whole-file write answers with too."""
+    text = said(removed)
+    return f" {text}" if text else ""
 
 
 def _quotes(removed: Removal) -> str:

@@ -199,6 +199,7 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
             token_limit=limit,
             ratio=mem.settings.prompt_budget_ratio,
             guide=MCP_GUIDE,
+            floor_share=mem.settings.prompt_floor_share,
         )
         notes = [f"{result.tokens} of {result.budget} tokens"]
         notes += [f"truncated: {', '.join(result.truncated)}"] if result.truncated else []
