@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import reprlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Any, Literal, Self
+
+import anyio
 
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
@@ -321,12 +323,32 @@ class Memstrata(Services):
         """The shutdown docs/LIBRARY.md asks for, in order: ``drain`` (the edits still
         under way, those whose caller was cancelled included, land first), then ``close``
         in a worker thread: stopping the background workers and an embedded PostgreSQL
-        takes a tenth of a second and more, which on the loop would stall every task."""
+        takes a tenth of a second and more, which on the loop would stall every task. A
+        cancellation that comes while it closes is raised once the close has ended."""
         try:
             if not self.db_sessions.closed:
                 await self.drain(drain_timeout_s(self.settings))
         finally:
-            await asyncio.to_thread(self.close)
+            await _to_the_end(asyncio.to_thread(self.close))
 
     def _check_open(self) -> None:
         refuse_if_closed(self.db_sessions)
+
+
+async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
+    """Await ``work`` until it has ended, then raise a cancellation that came meanwhile: a
+    close cut short went on in its thread after the block had ended, and its embedded
+    PostgreSQL, still stopping, raced whoever opened the data directory next. anyio's
+    shield keeps its cancel scopes out; a plain asyncio cancellation (``asyncio.timeout``)
+    is caught and waited past."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    with anyio.CancelScope(shield=True):
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+    task.result()
+    if cancelled is not None:
+        raise cancelled

@@ -13,8 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from memstrata.api import create_app
+from memstrata.api.probes import PoolProgress, stuck
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import POOL_TIMEOUT_S
@@ -82,3 +84,41 @@ def test_a_process_whose_pool_is_all_in_use_is_saturated_at_once(
     assert (body["status"], body["database"], body["vectors"]) == ("ready", "saturated", "unknown")
     assert body["pgvector"] == free["pgvector"]  # the version the last pooled check found
     assert (after["status"], after["database"]) == ("ready", "ok")
+
+
+def test_a_pool_whose_checkouts_only_time_out_is_not_ready(
+    settings: Settings, db: Database
+) -> None:
+    """Ready while its pool was full, always: a process whose connections leaked or hung
+    stayed in the load balancer for ever, every request waiting 10 s for a 503. Stuck is
+    a full pool whose checkouts, since the last probe, timed out and none got one."""
+    del db
+    mem = Memstrata.open(settings.model_copy(update={"db_pool_size": 1}))  # 1 + 2 overflow
+    pool = mem.db.engine.pool
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            held = [mem.db.engine.connect() for _ in range(3)]
+            try:
+                busy = client.get("/readyz")  # full, nothing timed out yet: just busy
+                pool._timeout = 0.2  # type: ignore[attr-defined]  # SQLAlchemy's, for speed
+                with pytest.raises(PoolTimeoutError):
+                    mem.db.engine.connect()
+                stuck = client.get("/readyz")
+                again = client.get("/readyz")  # no checkout since: no new timeout either
+            finally:
+                for connection in held:
+                    connection.close()
+            after = client.get("/readyz")
+    finally:
+        mem.close()
+    assert (busy.status_code, busy.json()["database"]) == (200, "saturated")
+    assert (stuck.status_code, stuck.json()["database"]) == (503, "pool_exhausted")
+    assert again.status_code == 200  # one probe's evidence, not a latch
+    assert (after.status_code, after.json()["database"]) == (200, "ok")
+
+
+def test_stuck_needs_timeouts_and_no_checkout_served() -> None:
+    assert not stuck(None, PoolProgress(0, 1))
+    assert not stuck(PoolProgress(5, 0), PoolProgress(5, 0))  # full, nothing timed out
+    assert not stuck(PoolProgress(5, 0), PoolProgress(6, 1))  # slow, but it serves
+    assert stuck(PoolProgress(5, 0), PoolProgress(5, 2))

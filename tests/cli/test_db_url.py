@@ -44,6 +44,20 @@ def test_an_external_url_in_libpq_form_with_the_password_masked(
     assert (code, out) == (0, "postgresql://bob:s3cr%40t@db.example:5433/mem?sslmode=require\n")
 
 
+def test_a_password_in_the_query_is_masked_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """libpq also reads a password from ``?password=``: it was printed as it was."""
+    url = "postgresql+psycopg://bob@db.example/mem?password=s3cret&sslpassword=k3y&sslmode=require"
+    clean_env(monkeypatch, tmp_path, {"MEMSTRATA_DATABASE_URL": url})
+    code, out, _ = run_cli("db", "url")
+    assert (code, out) == (
+        0,
+        "postgresql://bob@db.example/mem?password=***&sslmode=require&sslpassword=***\n",
+    )
+    assert "s3cret" in run_cli("db", "url", "--show-password")[1]
+
+
 def test_the_external_url_printed_is_one_psql_connects_with(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pg_url: str
 ) -> None:

@@ -45,6 +45,7 @@ SHOWN = {
     "a\u00a0b": '"a\\u00a0b"',  # a no-break space: listed as "a b"
     "a b": "a b",
     "\u3164x": '"\\u3164x"',  # a Hangul filler, which shows as nothing
+    "x\u2800y": '"x\\u2800y"',  # the Braille blank, which shows as a space: listed as "x y"
     '"q"': '"\\"q\\""',  # a quote first: escaped, so a quote always starts that form
     "中文 id": "中文 id",
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import anyio
 import pytest
 
 from memstrata.config import Settings
@@ -92,3 +93,33 @@ def test_the_block_lets_a_cancelled_edit_land_before_it_closes(
     with Memstrata.open(settings, database=db, embedder=None) as after:
         stored = after.store.get_memory_file(USER, FileKind.MEMORY)
     assert stored is not None and "Keeps bees in Lyon" in stored.content
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("how", ["anyio cancel scope", "asyncio timeout"])
+def test_a_cancellation_while_it_closes_waits_for_the_close(tmp_path: Path, how: str) -> None:
+    """Cancelled while it closed (a host's task group shutting down, a timeout), the block
+    ended with the runtime refusing calls but its embedded PostgreSQL still stopping in the
+    worker thread, which then raced whoever opened the data directory next."""
+    settings = Settings(environment="test", data_dir=tmp_path / "data", database_url=None)
+    seen: list[tuple[bool, bool]] = []  # right after the block: (closed, server stopped)
+
+    async def in_a_cancel_scope() -> None:
+        with anyio.CancelScope() as scope:
+            mem = await anyio.to_thread.run_sync(lambda: Memstrata.open(settings, embedder=None))
+            async with mem:
+                scope.cancel()
+        seen.append((mem.db_sessions.closed, mem.db.embedded is None))
+
+    async def in_a_timeout() -> None:
+        mem = await asyncio.to_thread(Memstrata.open, settings, embedder=None)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.02), mem:
+                pass
+        seen.append((mem.db_sessions.closed, mem.db.embedded is None))
+
+    if how == "anyio cancel scope":
+        anyio.run(in_a_cancel_scope)
+    else:
+        asyncio.run(in_a_timeout())
+    assert seen == [(True, True)]

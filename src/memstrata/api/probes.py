@@ -21,9 +21,11 @@ refreshing the backlog gauges, unless every pooled connection is busy.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstrata.api.schemas import Readiness
@@ -31,7 +33,7 @@ from memstrata.api.single_flight import SingleFlight
 from memstrata.db.disk import DiskWatch
 from memstrata.db.engine import check_pgvector
 from memstrata.db.monitor import saturated
-from memstrata.db.pool_watch import pool_full
+from memstrata.db.pool_watch import pool_full, pool_stats
 from memstrata.errors import MemstrataError, PgvectorMissingError
 from memstrata.logs import log_event
 
@@ -52,6 +54,7 @@ class Probes:
         self.scrape: SingleFlight[Scrape] = SingleFlight(self._scrape)
         self._full: tuple[Path | None, bool] = (None, False)  # the last answer's disks
         self._pgvector: str | None = None  # the version the last pooled check found
+        self._checkouts: PoolProgress | None = None  # the main pool's, at the last probe
 
     def _readiness(self) -> ReadinessAnswer:
         context = self._context
@@ -69,12 +72,18 @@ class Probes:
         if error is not None and not full:
             log_event(logger, "health.not_ready", logging.WARNING, reason=error)
             return _unready("unreachable", "unknown", disk)
+        progress, self._checkouts = self._checkouts, PoolProgress.of(mem.db.engine)
         if pool_full(mem.db.engine):
             # Every connection of this process's pool is in use (requests queued on one
             # user's lock, or load): the checks below would wait up to POOL_TIMEOUT_S
             # for one and then call the server unreachable, which the fresh connection
             # above just disproved; and every replica of a database whose rows are locked
-            # would leave the load balancer at once. Ready, saturated, the rest unread.
+            # would leave the load balancer at once. Ready, saturated, the rest unread —
+            # unless since the last probe checkouts only timed out and none got a
+            # connection: then the pool is stuck (connections leaked or hung), not busy.
+            if stuck(progress, self._checkouts):
+                log_event(logger, "health.not_ready", logging.WARNING, reason="pool_exhausted")
+                return _unready("pool_exhausted", self._pgvector or "unknown", disk)
             body = Readiness(
                 status="ready",
                 database=_database(saturated=True, disk_full=database_full),
@@ -147,6 +156,28 @@ class Probes:
         unproven = not healer.embedder.answered  # the worker's start-up probe, or any request
         degraded = backlog.pending > 0 or circuit_open or unproven
         return ("degraded" if degraded else "ok"), backlog.pending
+
+
+@dataclass(frozen=True)
+class PoolProgress:
+    """How many checkouts of the main pool got a connection, and how many timed out."""
+
+    served: int
+    timed_out: int
+
+    @classmethod
+    def of(cls, engine: Engine) -> PoolProgress | None:
+        stats = pool_stats(engine)
+        if stats is None:
+            return None
+        return cls(stats.checkouts - stats.timeouts, stats.timeouts)
+
+
+def stuck(before: PoolProgress | None, now: PoolProgress | None) -> bool:
+    """Whether, between two probes, the pool's checkouts timed out and none was served."""
+    if before is None or now is None:
+        return False
+    return now.timed_out > before.timed_out and now.served == before.served
 
 
 def _database(*, saturated: bool, disk_full: bool) -> str:

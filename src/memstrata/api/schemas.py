@@ -314,7 +314,8 @@ class Readiness(BaseModel):
         "process's pooled connections still answer, or every connection of this process's "
         "own pool is in use (ready; vectors unknown then); disk_full: the database refused "
         "a statement for a full disk within the last 30 s (ready: reads answer); "
-        "unreachable or starting (503)."
+        "unreachable, starting, or pool_exhausted: this process's pool full and, since the "
+        "last probe, its checkouts timed out with none served (503)."
     )
     pgvector: str | None = None
     vectors: Literal["ok", "degraded", "off", "unknown"] = Field(

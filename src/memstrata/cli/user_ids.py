@@ -23,9 +23,10 @@ import unicodedata
 from memstrata.errors import InvalidUserIdError
 
 # Unicode's Default_Ignorable_Code_Point: shown as nothing, or as a blank, though some are
-# "printable" to Python (U+034F, the Hangul fillers, variation selectors).
+# "printable" to Python (U+034F, the Hangul fillers, variation selectors); and the Braille
+# blank (U+2800), printable and no ignorable, which shows as a space.
 _IGNORABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "[\u00ad\u034f\u2800\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
     "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )

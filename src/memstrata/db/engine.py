@@ -66,12 +66,14 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
 
 
 def reconnect_after_read_only(context: ExceptionContext) -> None:
-    """A write refused as read-only is handled as a lost connection: the pool's connections
-    are opened again on their next use. After a failover the URL's name reaches the new
-    primary, but the pooled connections stay on the demoted one, which refuses every write
-    for as long as they live; the refused request still answers 503 ``database_read_only``.
-    Where the read-only server is the only one (a role's ``default_transaction_read_only``)
-    the cost is a reconnect per refused write."""
+    """A write refused as read-only is handled as a lost connection, and SQLAlchemy then
+    invalidates the whole pool (on purpose: every pooled connection is on the same demoted
+    server): each is opened again on its next use. After a failover the URL's name reaches
+    the new primary, but the pooled connections stayed on the demoted one, which refused
+    every write for as long as they lived; the refused request still answers 503
+    ``database_read_only``. Where the read-only server is the only one (a role's
+    ``default_transaction_read_only``) the cost is that every refused write makes each
+    pooled connection, readers' included, reconnect on its next use."""
     if getattr(context.original_exception, "sqlstate", None) == READ_ONLY_SQLSTATE:
         context.is_disconnect = True
 

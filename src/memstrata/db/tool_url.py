@@ -22,12 +22,21 @@ from memstrata.db.embedded import DATABASE_NAME, _pid_alive
 EMBEDDED_USER = "postgres"
 
 
+# Query parameters libpq reads a secret from: a URL may carry its password there
+# (``?password=…``) rather than after the user name.
+SECRET_PARAMETERS = ("password", "sslpassword")
+
+
 def libpq_url(url: str, *, show_password: bool = False) -> str:
     """``url`` (SQLAlchemy's, ``postgresql+psycopg://``) as libpq reads it
-    (``postgresql://``), its password shown as ``***`` unless ``show_password``."""
-    return (
-        make_url(url).set(drivername="postgresql").render_as_string(hide_password=not show_password)
-    )
+    (``postgresql://``), its password — and a ``password`` or ``sslpassword`` query
+    parameter — shown as ``***`` unless ``show_password``."""
+    parsed = make_url(url).set(drivername="postgresql")
+    if show_password:
+        return parsed.render_as_string(hide_password=False)
+    hidden = {k: "***" for k in SECRET_PARAMETERS if k in parsed.query}
+    shown = parsed.update_query_dict(hidden).render_as_string(hide_password=True)
+    return shown.replace("=%2A%2A%2A", "=***")  # as the password is shown: readable
 
 
 @dataclass(frozen=True)
