@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstrata.agent import entries, sections
-from memstrata.agent.edits import AppendEntry, NothingToWrite, ReplaceSection
+from memstrata.agent.edits import NothingToWrite, ReplaceSection
 from memstrata.agent.markdown_doc import bare, parse
 from memstrata.agent.prompt_body import memory_entries
+from memstrata.agent.record_edit import AppendEntry
 from memstrata.memory.kinds import FileKind
 from tests.agent.md_lines import with_free
 

@@ -19,21 +19,15 @@ from hypothesis import strategies as st
 from memstrata.agent.prompt import PromptResult, build_system_prompt
 from memstrata.agent.prompt_room import MIN_FLOOR, floor_tokens
 from memstrata.retrieval.tokenize import count_tokens
+from tests.prompt_files import MEMORY_MD, USER_MD
 
 # The floor share measured (docs/ARCHITECTURE.md), which the floor tests opt in to.
 SHARE = 0.125
 
 AGENTS = "# AGENTS.md\n\nRules of this workspace.\n- Be careful with data.\n"
 SOUL = "# SOUL.md\n\n- Be terse.\n- Have opinions.\n"
-# The walkthrough's USER.md: the template's profile, then 400 lines of projects.
-USER = "# USER.md\n\n## Profile\n- Name: Judy\n\n## Work\n" + "".join(
-    f"- Project {i}: a long description of project number {i} with many words\n" for i in range(400)
-)
-MEMORY = (
-    "# MEMORY.md\n\n## Decisions\n- 2026-01-02: Chose PostgreSQL.\n\n## Notes\n"
-    + "".join(f"- 2026-01-{1 + i % 28:02d}: routine note number {i} of many\n" for i in range(300))
-    + "- 2026-02-01: the newest note, a correction\n"
-)
+# The walkthrough's USER.md and MEMORY.md.
+USER, MEMORY = USER_MD, MEMORY_MD
 
 
 def build(

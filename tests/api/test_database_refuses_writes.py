@@ -34,7 +34,8 @@ GRANTS = ["ALL ON ALL TABLES IN SCHEMA public", "ALL ON ALL SEQUENCES IN SCHEMA 
 
 
 @contextmanager
-def _serving(mem: Memstrata) -> Iterator[TestClient]:
+def serving(mem: Memstrata) -> Iterator[TestClient]:
+    """``mem`` served without raising the server's exceptions, and closed after."""
     try:
         with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
             yield client
@@ -75,7 +76,7 @@ def test_revoked_grants_are_a_503_logged_once_with_the_grant_to_run(
 ) -> None:
     with login_role(db.engine, ROLE, GRANTS) as url:
         mem = Memstrata.open(settings.model_copy(update={"database_url": url}))
-        with _serving(mem) as client:
+        with serving(mem) as client:
             assert client.get(FILE, headers=auth("alice")).status_code == 200  # provisioned
             with db.engine.begin() as conn:  # e.g. grants lost in a restore, then a reload
                 conn.execute(
@@ -101,7 +102,7 @@ def test_a_role_made_read_only_is_a_503(
 ) -> None:
     with login_role(db.engine, ROLE, GRANTS) as url:
         mem = Memstrata.open(settings.model_copy(update={"database_url": url}))
-        with _serving(mem) as client:
+        with serving(mem) as client:
             with db.engine.begin() as conn:
                 conn.execute(text(f"ALTER ROLE {ROLE} SET default_transaction_read_only = on"))
             mem.db.engine.dispose()  # new sessions take the role's setting
@@ -119,7 +120,7 @@ def test_a_hot_standby_is_a_503_naming_the_primary(
         # server that was demoted under it.
         mem = Memstrata.open(settings, database=Database(engine, make_session_factory(engine)))
         try:
-            with _serving(mem) as client:
+            with serving(mem) as client:
                 lines = _writes_refused(client, auth, caplog, "alice")
         finally:
             engine.dispose()

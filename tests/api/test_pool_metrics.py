@@ -6,19 +6,23 @@ and held on the session's PostgreSQL), not a pool's counters set by hand."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi.testclient import TestClient
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.pool import QueuePool
 
 from memstrata.api import create_app
+from memstrata.api.metrics import ApiMetrics
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import POOL_TIMEOUT_S
+from memstrata.db.pool_watch import pool_stats
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.runtime import Memstrata
 from tests.api.auth import AuthHeader
+from tests.waiting import wait_for
 
 FILE = "/api/config/agent-files/user"
 PREFIX = "memstrata_database_pool_"
@@ -38,13 +42,6 @@ def _scrape(client: TestClient) -> Samples:
     }
 
 
-def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the request never waited for a connection"
-        time.sleep(0.02)
-
-
 def test_a_saturated_pool_shows_on_metrics_while_a_request_waits(
     settings: Settings, db: Database, auth: AuthHeader
 ) -> None:
@@ -59,7 +56,11 @@ def test_a_saturated_pool_shows_on_metrics_while_a_request_waits(
                 full = _scrape(client)
                 with ThreadPoolExecutor(1) as executor:
                     answer = executor.submit(client.get, FILE, headers=auth("alice"))
-                    _until(lambda: _scrape(client)[(f"{PREFIX}waiting", "main", "")] == 1)
+                    wait_for(
+                        lambda: _scrape(client)[(f"{PREFIX}waiting", "main", "")] == 1,
+                        POOL_TIMEOUT_S,
+                        "the request to wait for a connection",
+                    )
                     time.sleep(HELD_S)
                     held.pop().close()
                     assert answer.result(timeout=10).status_code == 200
@@ -121,3 +122,21 @@ def test_a_scrape_does_not_wait_for_a_connection_of_a_saturated_pool(
     assert f'\n{PREFIX}connections_in_use{{pool="main"}} 3.0\n' in full
     assert "\nmemstrata_embeddings_pending " not in full  # unread: no sample, not a stale one
     assert "\nmemstrata_embeddings_pending " in after
+
+
+def test_the_pool_help_says_the_engine_s_timeout_and_overflow(db: Database) -> None:
+    """The help texts state the main engine's real pool timeout and limit per
+    MEMSTRATA_DB_POOL_SIZE, read from the pool make_engine built, not a copy of them."""
+    stats = pool_stats(db.engine)
+    assert stats is not None
+    pool = db.engine.pool
+    assert isinstance(pool, QueuePool) and stats.limit % pool.size() == 0
+    metrics = ApiMetrics()
+    metrics.watch_pools(lambda: {"main": stats})
+    helps = {
+        family.name: family.documentation
+        for family in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+    }
+    per_size = stats.limit // pool.size()
+    assert f"MEMSTRATA_DB_POOL_SIZE × {per_size} for main" in helps[f"{PREFIX}connections_limit"]
+    assert f"pool timeout ({pool.timeout():g} s)" in helps[f"{PREFIX}timeouts"]

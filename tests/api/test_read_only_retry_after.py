@@ -9,35 +9,20 @@ answer).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import text
 
-from memstrata.api import create_app
 from memstrata.api.errors import DATABASE_RETRY_AFTER_S
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.runtime import Memstrata
 from tests.api.auth import AuthHeader
+from tests.api.test_database_refuses_writes import FILE, GRANTS, TURN, serving
 from tests.db.read_only import hot_standby, login_role
 
-FILE = "/api/config/agent-files/user"
-TURN = "/api/memory/conversations/s1/turns"
-ROLE = "memstrata_retry_after"
-GRANTS = ["ALL ON ALL TABLES IN SCHEMA public", "ALL ON ALL SEQUENCES IN SCHEMA public"]
-
-
-@contextmanager
-def _serving(mem: Memstrata) -> Iterator[TestClient]:
-    try:
-        with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
-            yield client
-    finally:
-        mem.close()
+ROLE = "memstrata_retry_after"  # a role of its own, not the other module's
 
 
 def _writes(client: TestClient, auth: AuthHeader) -> list[Response]:
@@ -68,7 +53,7 @@ def test_a_demoted_primary_answers_writes_with_retry_after(
         # the server its URL reaches once that server was demoted.
         mem = Memstrata.open(settings, database=Database(engine, make_session_factory(engine)))
         try:
-            with _serving(mem) as client:
+            with serving(mem) as client:
                 answers = _writes(client, auth)
         finally:
             engine.dispose()
@@ -80,7 +65,7 @@ def test_revoked_grants_answer_with_the_same_retry_after(
 ) -> None:
     with login_role(db.engine, ROLE, GRANTS) as url:
         mem = Memstrata.open(settings.model_copy(update={"database_url": url}))
-        with _serving(mem) as client:
+        with serving(mem) as client:
             assert client.get(FILE, headers=auth("alice")).status_code == 200
             with db.engine.begin() as conn:
                 conn.execute(
@@ -103,7 +88,7 @@ def test_writes_reach_the_new_primary_once_the_old_one_refused_them(
     writable again for new sessions only, as a DNS switch makes the new primary."""
     with login_role(db.engine, ROLE, GRANTS) as url:
         mem = Memstrata.open(settings.model_copy(update={"database_url": url}))
-        with _serving(mem) as client:
+        with serving(mem) as client:
             with db.engine.begin() as conn:
                 conn.execute(text(f"ALTER ROLE {ROLE} SET default_transaction_read_only = on"))
             mem.db.engine.dispose()  # the pool's next sessions are the read-only server's

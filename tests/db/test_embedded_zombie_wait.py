@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memstrata.db.dead_postmaster import wait_for_dead_postmaster
-from memstrata.db.embedded import _pid_alive, prune_dead_handles
+from memstrata.db.embedded import pid_alive, prune_dead_handles
 from memstrata.logs import event_fields
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -141,6 +141,6 @@ def test_a_zombie_is_no_live_holder_of_the_server(
     pgdata.mkdir()
     (pgdata / ".handle_pids.json").write_text(f"[{child.pid}, {os.getpid()}]")
 
-    assert not _pid_alive(child.pid)
-    assert _pid_alive(os.getpid())
+    assert not pid_alive(child.pid)
+    assert pid_alive(os.getpid())
     assert prune_dead_handles(pgdata) == [os.getpid()]

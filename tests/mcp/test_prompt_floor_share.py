@@ -14,18 +14,9 @@ from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.tokenize import count_tokens
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
+from tests.prompt_files import MEMORY_MD, NEWEST, USER_MD
 
 USER = "floor-user"
-# About 9,000 tokens: more than the budget at token_limit 32,000 (4,800).
-USER_MD = "# USER.md\n\n## Profile\n- Name: Judy\n\n## Work\n" + "".join(
-    f"- Project {i}: a long description of project number {i} with many words\n" for i in range(400)
-)
-MEMORY_MD = (
-    "# MEMORY.md\n\n## Notes\n"
-    + "".join(f"- 2026-01-{1 + i % 28:02d}: routine note number {i} of many\n" for i in range(300))
-    + "- 2026-02-01: the newest note, a correction\n"
-)
-NEWEST = "- 2026-02-01: the newest note, a correction"
 
 pytestmark = pytest.mark.anyio
 

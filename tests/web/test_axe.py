@@ -31,9 +31,9 @@ from tests.web.conftest import (
     shot,
     tab,
 )
+from tests.web.kept_aside import real_conflict, sandbox
 from tests.web.server import Serve
 from tests.web.test_conflict_limits import _HOLD_ONE_PUT, paste
-from tests.web.test_kept_aside import _real_conflict, _sandbox
 
 # A desktop screen, and a phone below both of the page's breakpoints (720 and 480 px).
 VIEWPORTS = [pytest.param((1280, 800), id="desktop"), pytest.param((390, 800), id="phone")]
@@ -190,10 +190,10 @@ def test_conflicts(
 def test_kept_aside_agent_edits(
     signed_in: SignedIn, server: Serve, user: str, viewport: tuple[int, int]
 ) -> None:
-    _real_conflict(server, user)
+    real_conflict(server, user)
     for day in range(1, 7):  # older ones, beyond the first five shown
         name = f"MEMORY.md.202501{day:02d}T120000.000000Z.rejected.md"
-        (_sandbox(server, user) / CONFLICT_DIR / name).write_text(f"copy {day}\n")
+        (sandbox(server, user) / CONFLICT_DIR / name).write_text(f"copy {day}\n")
     page = signed_in(*viewport)
     audit = Audit(page)
     tab(page, "memory")

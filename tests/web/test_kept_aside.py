@@ -17,43 +17,20 @@ from pathlib import Path
 
 from playwright.sync_api import Dialog, Page, Route, expect
 
-from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.state import CONFLICT_DIR
 from tests.web.conftest import Console, OpenPage, SignedIn, append, sign_in, tab
+from tests.web.kept_aside import AGENT, BASE, HUMAN, real_conflict, sandbox
 from tests.web.server import Serve
 from tests.web.test_bidi_and_ime import PDI, RLO, assert_drawn_in_order, assert_isolated
 
 # WEB_TEST_SHOTS=<dir>: save what these tests check to look at (nothing is saved without it)
 SHOTS = os.environ.get("WEB_TEST_SHOTS")
-BASE = "# MEMORY\n- likes tea\n- lives in Lyon\n"
-HUMAN = BASE.replace("Lyon", "Paris")
-# Markup in the agent's text must show as text: the viewer never parses it.
-AGENT = BASE.replace("Lyon", 'Marseille <img src=x onerror="window.hacked=1">')
 
 
 def _shot(page: Page, name: str) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SHOTS) / name), full_page=True)
-
-
-def _sandbox(server: Serve, user: str) -> Path:
-    return server.workdir / "data" / "sandboxes" / safe_dir_name(user)
-
-
-def _real_conflict(server: Serve, user: str) -> Path:
-    """The user's edit wins over the agent's of the same line; the agent's is kept aside."""
-    with server.rest(user) as rest:
-        first = rest.put("/api/config/agent-files/memory", json={"content": BASE})
-        first.raise_for_status()
-        (_sandbox(server, user) / "MEMORY.md").write_text(AGENT)  # the agent's shell
-        rest.put(
-            "/api/config/agent-files/memory",
-            json={"content": HUMAN},
-            headers={"If-Match": f'"{first.json()["version"]}"'},
-        ).raise_for_status()
-    [copy] = (_sandbox(server, user) / CONFLICT_DIR).iterdir()
-    return copy
 
 
 def _no_sideways_scroll(page: Page) -> None:
@@ -66,7 +43,7 @@ def _no_sideways_scroll(page: Page) -> None:
 def test_a_kept_aside_edit_is_shown_viewed_and_dismissed(
     signed_in: SignedIn, server: Serve, user: str
 ) -> None:
-    copy = _real_conflict(server, user)
+    copy = real_conflict(server, user)
     page = signed_in()
     tab(page, "memory")
     expect(page.locator("#editor")).to_have_value(HUMAN)
@@ -127,7 +104,7 @@ def test_a_save_that_wins_over_an_agents_edit_shows_it_at_once(
     tab(page, "memory")
     expect(page.locator("#aside")).to_be_hidden()
     # meanwhile the agent's shell rewrites the same line, not yet read back
-    (_sandbox(server, user) / "MEMORY.md").write_text(AGENT)
+    (sandbox(server, user) / "MEMORY.md").write_text(AGENT)
     page.locator("#editor").fill(HUMAN)
     page.click("#file-save")
     expect(page.locator("#file-message")).to_have_text(re.compile(r"^Saved MEMORY\.md as version"))
@@ -138,8 +115,8 @@ def test_a_save_that_wins_over_an_agents_edit_shows_it_at_once(
 def test_many_kept_aside_edits_come_a_few_at_a_time(
     signed_in: SignedIn, server: Serve, user: str
 ) -> None:
-    _real_conflict(server, user)  # the user's sandbox exists, with one real copy
-    directory = _sandbox(server, user) / CONFLICT_DIR
+    real_conflict(server, user)  # the user's sandbox exists, with one real copy
+    directory = sandbox(server, user) / CONFLICT_DIR
     for day in range(1, 8):  # older than the real one
         name = f"MEMORY.md.202501{day:02d}T120000.000000Z.rejected.md"
         (directory / name).write_text(f"copy {day}\n")

@@ -11,7 +11,7 @@ them:
 * ``record_memory`` stores one entry per item of a listed content, none its section
   already has (dates aside), and with ``replaces`` removes the one entry it supersedes —
   not one that only a line nested in it names —, quoted whole; a retry whose first call
-  landed is no change;
+  landed is no change (:mod:`memstrata.agent.record_edit`);
 * ``update_long_term_memory`` without ``section`` replaces the whole file only with
   ``whole_file``; the refusal says what the file holds, and the answer of a replacement
   what it removed, by MCP ``memory_write``'s rule (:mod:`memstrata.agent.removals`).
@@ -33,18 +33,14 @@ them:
 
 from __future__ import annotations
 
-from datetime import date
-
-from memstrata.agent import entries, markdown_doc, model_markup, sections
+from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
-from memstrata.agent.arguments import MAX_NAME_CHARS, opening_line
+from memstrata.agent.arguments import opening_line
 from memstrata.agent.markdown_doc import Doc, Section
+from memstrata.agent.removals import removal, said
+from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed
 from memstrata.memory.kinds import FileKind
 from memstrata.text import shortened
-
-DEFAULT_SECTION = "Notes"  # record_memory's section when the model names none
-MAX_LISTED = 12  # section names an answer lists
-PREVIEW_CHARS = 80  # of an entry quoted in an answer
 
 # How the model shrinks or rewrites each file with the tools it has (MEMORY.md's tools
 # do not touch USER.md, and the whole-file path differs per file).
@@ -72,29 +68,6 @@ def too_large(kind: FileKind, size: int, limit: int) -> ToolAnswer:
     return error(
         f"{kind.filename} would be {size} bytes, over the {limit}-byte limit; {_SHORTEN[kind]}"
     )
-
-
-def quoted(entry: entries.Entry) -> str:
-    """An entry as an answer quotes it: its first line, cut to PREVIEW_CHARS."""
-    return repr(shortened(entry.first_line, PREVIEW_CHARS))
-
-
-def quoted_whole(entry: entries.Entry) -> str:
-    """An entry as an answer quotes one it removed: all its lines (cut to twice
-    PREVIEW_CHARS), and how many there are when more than one, so that nothing goes
-    unnoticed."""
-    if entry.lines == 1:
-        return quoted(entry)
-    whole = f"{entry.date}: {entry.text}" if entry.date else entry.text
-    return f"{shortened(whole, 2 * PREVIEW_CHARS)!r} ({entry.lines} lines)"
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else many or one + 's'}"
-
-
-def _listed(names: list[str]) -> str:
-    return ", ".join(names[:MAX_LISTED]) + (", …" if len(names) > MAX_LISTED else "")
 
 
 class Edit:
@@ -194,7 +167,7 @@ class Edit:
                     "beside it; nothing was written"
                 )
             self.notes.append(
-                f"New section: {file} had no ## {new} (its sections: {_listed(titles)})."
+                f"New section: {file} had no ## {new} (its sections: {listed(titles)})."
             )
         return new
 
@@ -224,129 +197,10 @@ class Edit:
             )
         where = [f"{line.split(':', 1)[0]} under ## {title}" for title, line in found.values()]
         raise self.refuse(
-            f"{file} has no ## {new}, and other sections set its keys: {_listed(where)}; set "
+            f"{file} has no ## {new}, and other sections set its keys: {listed(where)}; set "
             f"them there (update_user with key), or pass new_section=true to add ## {new} "
             "with keys of its own; nothing was written"
         )
-
-
-class AppendEntry(Edit):
-    """``record_memory``: dated entries appended to a section of MEMORY.md, one per item
-    of a list, without the marker and date a model typed (:mod:`model_markup`)."""
-
-    def __init__(
-        self,
-        content: str,
-        section: str | None,
-        day: date,
-        replaces: str | None,
-        *,
-        new_section: bool = False,
-    ):
-        super().__init__(FileKind.MEMORY, new_section=new_section)
-        found = model_markup.new_entries(content) or [(None, content)]
-        bullets = [sections.dated_bullet(text, when or day) for when, text in found]
-        keys = [_bullet_key(bullet) for bullet in bullets]
-        # An item listed twice is stored once, as a second call with it would be.
-        self.bullets = [b for i, b in enumerate(bullets) if keys[i] not in keys[:i]]
-        self.name = section
-        self.replaces = replaces
-
-    def apply(self, text: str) -> str:
-        doc = markdown_doc.parse(text)
-        found = entries.entries(doc)
-        # No entry holds a fence left open (its end ends one), so removing it removes no
-        # line after it.
-        old = [] if self.replaces is None else self._superseded(doc, found, self.replaces)
-        name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
-        title = self.section(doc, name, named=self.name is not None)
-        span = sections.find_section(doc, name)
-        others = [e for e in found if e not in old]
-        had = [entries.same_entry(others, span, bullet) for bullet in self.bullets]
-        fresh = [bullet for bullet, same in zip(self.bullets, had, strict=True) if same is None]
-        there = [same for same in had if same is not None]
-        kept = entries.without(doc.lines, old)
-        # The date of the one entry it already has (of several, no one date is "the").
-        when = "" if len(there) != 1 or there[0].date is None else f" ({there[0].date})"
-        if not fresh and not old:
-            what = "this entry" if len(there) == 1 else f"these {len(there)} entries"
-            reply = f"No change: MEMORY.md already has {what} under ## {title}{when}."
-            raise NothingToWrite(ToolAnswer(reply))
-        removed = f" and removed the entry {quoted_whole(old[0])}" if old else ""
-        if len(old) > 1:
-            removed += f" ({len(old)} identical copies)"
-        if not fresh:  # the new entries are there already: only the old one goes
-            what = "the new one" if len(there) == 1 else "the new ones"
-            self.done = f"Removed the entry {quoted_whole(old[0])} from MEMORY.md; ## {title} "
-            self.done += f"already has {what}{when}"
-            return "\n".join(kept)
-        count = "" if len(self.bullets) == 1 else f"{_count(len(fresh), 'entry', 'entries')} "
-        skipped = ""
-        if there:
-            listed = "; ".join(quoted(e) for e in there[:MAX_LISTED])
-            skipped = f", not the {len(there)} it already had ({listed})"
-        self.done = f"Recorded {count}in MEMORY.md under ## {title}{removed}{skipped}"
-        added = "\n".join(fresh)
-        return self.closing(doc, sections.append_to_section("\n".join(kept), name, added))
-
-    def _superseded(self, doc: Doc, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
-        # The entries this call adds, where it adds them, are never the one it replaces: a
-        # retry of a call that landed would remove what that call added, and add it again.
-        target = sections.find_section(doc, self.name) if self.name is not None else None
-        new = {_bullet_key(bullet) for bullet in self.bullets}
-
-        def added(entry: entries.Entry) -> bool:
-            where = self.name is None or (target is not None and entry.within(target))
-            return entry.key in new and where
-
-        matched = entries.matching([e for e in found if not added(e)], wanted)
-        texts = {e.key for e in matched}
-        if len(texts) == 1:
-            self._names_the_entry(doc, matched[0], wanted)
-            return matched  # one entry, or identical copies of it
-        if matched:
-            listed = "; ".join(quoted(e) for e in matched[:MAX_LISTED])
-            raise self.refuse(
-                f"replaces matches {len(matched)} entries of MEMORY.md: {listed}. Quote more "
-                "of the one to replace; nothing was written"
-            )
-        landed = [e for e in found if added(e)]
-        if new <= {e.key for e in landed}:  # a retry: the call it repeats landed
-            when = f" ({landed[0].date})" if landed[0].date else ""
-            what = "this" if len(new) == 1 else f"these {len(new)} entries"
-            where = f" under ## {landed[0].section}" if landed[0].section else ""
-            raise NothingToWrite(
-                ToolAnswer(
-                    f"No change: MEMORY.md already holds {what}{where}{when}, and no entry "
-                    "matches replaces any more."
-                )
-            )
-        close = entries.near(found, wanted)
-        hint = f" The closest: {'; '.join(quoted(e) for e in close)}." if close else ""
-        raise self.refuse(
-            f"replaces matches no entry of MEMORY.md; give the text of the entry to replace "
-            f"(its date may be left out); nothing was written.{hint}"
-        )
-
-    def _names_the_entry(self, doc: Doc, entry: entries.Entry, wanted: str) -> None:
-        """Refuse a ``replaces`` that names a line of a list nested in ``entry`` rather
-        than the entry (:func:`entries.inner_item`): it would remove the other lines too."""
-        if entries.inner_item(doc, entry, wanted) is None:
-            return
-        first = entries.entry_syntax(entry.first_line)[1]
-        raise self.refuse(
-            f"replaces names a line inside a longer entry of MEMORY.md, "
-            f"{quoted_whole(entry)}, and removing it would remove its other lines too; "
-            f"nothing was written. To replace that whole entry, quote its first line "
-            f"({shortened(first, PREVIEW_CHARS)!r}) as replaces and send every line to keep "
-            "as content (a list is stored as one entry per item)"
-        )
-
-
-def _bullet_key(bullet: str) -> str:
-    """A bullet this call writes, as entries compare (:func:`entries.comparable`)."""
-    found = entries.entries(markdown_doc.parse(bullet))
-    return found[0].key if found else entries.comparable(bullet)
 
 
 class ReplaceSection(Edit):
@@ -388,7 +242,7 @@ class ReplaceSection(Edit):
             return
         line = sections.keyed_line(self.body)
         if line is not None:
-            names = _listed([k for k, _ in keys])
+            names = listed([k for k, _ in keys])
             raise self.refuse(
                 f"content is one 'Key: value' line, and without key it would replace the "
                 f"whole body of ## {title} ({names}). Did you mean key={line[0]!r}, "
@@ -403,11 +257,6 @@ class ReplaceSection(Edit):
                 f"would remove {', '.join(lost)}. Keep those lines in content, set one fact "
                 "with key, or pass replace_section=true to remove them; nothing was written"
             )
-
-
-def is_key(key: str) -> bool:
-    # A dated entry or a sentence with a colon is no "- key: value" fact.
-    return 0 < len(key) <= MAX_NAME_CHARS and not sections.is_date(key)
 
 
 class SetKey(Edit):
@@ -445,17 +294,14 @@ class ReplaceFile(Edit):
             doc = markdown_doc.parse(text)
             count = len(entries.entries(doc))
             titles = sections.section_titles(doc)
-            shown = f" ({_listed(titles)})" if titles else ""
+            shown = f" ({listed(titles)})" if titles else ""
             raise self.refuse(
                 f"without section, this would replace the whole of MEMORY.md, which has "
-                f"{_count(count, 'entry', 'entries')} in {_count(len(titles), 'section')}"
+                f"{counted(count, 'entry', 'entries')} in {counted(len(titles), 'section')}"
                 f"{shown}; nothing was written. Pass "
                 "section='…' to replace one section's body, or whole_file=true to replace the "
                 "whole file"
             )
-        # Here, not at the top: removals reads entries and keys by this module's rules.
-        from memstrata.agent.removals import removal, said
-
         new = sections.replace_file(text, self.content)
         self.done = "Replaced the whole of MEMORY.md"
         if removed := said(removal(text, new)):

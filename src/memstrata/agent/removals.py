@@ -6,7 +6,7 @@ undoes it; so the new text is compared with the stored one first, the way the en
 read a file:
 
 * a *fact* — a section's ``- key: value`` bullet with a value, its key as ``update_user``'s
-  guard reads one (:func:`~memstrata.agent.edits.is_key`) — by its section and key: a new
+  guard reads one (:func:`~memstrata.agent.wording.is_key`) — by its section and key: a new
   value keeps it, an emptied one removes it. A bullet without a value (a template's
   ``- Name:``) holds no fact and is not counted;
 * any other entry (:mod:`memstrata.agent.entries`) by its text as entries compare
@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.agent import entries, markdown_doc, sections
-from memstrata.agent.edits import MAX_LISTED, is_key, quoted
 from memstrata.agent.markdown_doc import Doc
+from memstrata.agent.wording import counted, is_key, listed, quoted
 
 # An entry's identity: ("fact", section, key) or ("entry", its comparable text).
 _Identity = tuple[str, ...]
@@ -68,20 +68,12 @@ def said(removed: Removal) -> str:
     1 section (Work).``, the first ``MAX_LISTED`` of each quoted; '' if nothing."""
     parts = []
     if removed.entries:
-        count = _noun(len(removed.entries), "entry", "entries")
-        parts.append(f"{count} ({_listed(removed.entries)})")
+        count = counted(len(removed.entries), "entry", "entries")
+        parts.append(f"{count} ({listed(removed.entries)})")
     if removed.sections:
-        count = _noun(len(removed.sections), "section", "sections")
-        parts.append(f"{count} ({_listed(removed.sections)})")
+        count = counted(len(removed.sections), "section", "sections")
+        parts.append(f"{count} ({listed(removed.sections)})")
     return f"Removed {' and '.join(parts)}." if parts else ""
-
-
-def _noun(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
-def _listed(items: tuple[str, ...]) -> str:
-    return ", ".join(items[:MAX_LISTED]) + (", …" if len(items) > MAX_LISTED else "")
 
 
 def _most(removed: int, total: int) -> bool:

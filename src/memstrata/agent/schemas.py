@@ -16,7 +16,7 @@ from memstrata.agent.arguments import (
     MAX_NAME_CHARS,
     MAX_VALUE_CHARS,
 )
-from memstrata.agent.edits import DEFAULT_SECTION
+from memstrata.agent.record_edit import DEFAULT_SECTION
 from memstrata.errors import ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.dirty import decode_tool_arguments

@@ -56,7 +56,6 @@ from memstrata.agent.arguments import (
     search_arguments,
 )
 from memstrata.agent.edits import (
-    AppendEntry,
     Edit,
     NothingToWrite,
     ReplaceFile,
@@ -64,6 +63,7 @@ from memstrata.agent.edits import (
     SetKey,
     too_large,
 )
+from memstrata.agent.record_edit import AppendEntry
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.errors import RuntimeClosedError, SandboxError, ToolInputError
 from memstrata.logs import log_failure

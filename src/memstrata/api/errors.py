@@ -59,6 +59,7 @@ from starlette.types import Scope
 
 from memstrata.api.api_error import ApiError as ApiError
 from memstrata.db.engine import READ_ONLY_SQLSTATE
+from memstrata.db.migrate import INSUFFICIENT_PRIVILEGE
 from memstrata.errors import (
     ContentTooLargeError,
     DatabaseSetupError,
@@ -207,10 +208,10 @@ _NUMERIC_OUT_OF_RANGE = "22003"
 # SQLSTATEs of a database that will not take this server's statements until an operator
 # acts, each with the fix (the start-up check, memstrata.db.migrate, names the role).
 _WRITE_REFUSED = {
-    "42501": "the database role lacks a privilege on memstrata's tables (grants lost in a "
-    "restore, a read-only role): GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES and "
-    "USAGE ON ALL SEQUENCES IN SCHEMA public to the role of MEMSTRATA_DATABASE_URL, or use "
-    "the role that owns them",
+    INSUFFICIENT_PRIVILEGE: "the database role lacks a privilege on memstrata's tables "
+    "(grants lost in a restore, a read-only role): GRANT SELECT, INSERT, UPDATE, DELETE ON "
+    "ALL TABLES and USAGE ON ALL SEQUENCES IN SCHEMA public to the role of "
+    "MEMSTRATA_DATABASE_URL, or use the role that owns them",
     READ_ONLY_SQLSTATE: "the database is read-only (a hot standby, or "
     "default_transaction_read_only for the role or database): point MEMSTRATA_DATABASE_URL "
     "at the primary, or turn default_transaction_read_only off",

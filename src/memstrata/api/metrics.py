@@ -74,8 +74,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memstrata import package_version
+from memstrata.db.engine import POOL_TIMEOUT_S
 from memstrata.db.migrate import schema_head
-from memstrata.db.pool_watch import WAIT_BUCKETS_S, PoolStats
+from memstrata.db.pool_watch import OVERFLOW_PER_POOLED, WAIT_BUCKETS_S, PoolStats
 from memstrata.retrieval.cache import CacheStats
 from memstrata.retrieval.search_stats import SearchStats
 
@@ -279,7 +280,7 @@ class _PoolCollector(Collector):
         limit = GaugeMetricFamily(
             "memstrata_database_pool_connections_limit",
             "The most connections the pool opens at once (its size plus overflow; "
-            "MEMSTRATA_DB_POOL_SIZE × 3 for main).",
+            f"MEMSTRATA_DB_POOL_SIZE × {1 + OVERFLOW_PER_POOLED} for main).",
             labels=labels,
         )
         waiting = GaugeMetricFamily(
@@ -294,7 +295,8 @@ class _PoolCollector(Collector):
         )
         timeouts = CounterMetricFamily(
             "memstrata_database_pool_timeouts",
-            "Checkouts that waited the pool timeout (10 s) and got no connection (a 503).",
+            f"Checkouts that waited the pool timeout ({POOL_TIMEOUT_S:g} s) and got no "
+            "connection (a 503).",
             labels=labels,
         )
         for name, stats in pools.items():

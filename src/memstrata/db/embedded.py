@@ -291,7 +291,7 @@ def _failed_step(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether ``pid`` runs. A zombie — killed, not yet collected by its parent — does not:
     counted alive, it held the reaper and kept the server up for as long as its parent
     left it uncollected (a supervisor that never waits: for ever)."""
@@ -314,7 +314,7 @@ def prune_dead_handles(pgdata: Path) -> list[int]:
         pids = [int(p) for p in json.loads(path.read_text())]
     except (FileNotFoundError, ValueError, TypeError):
         return []
-    live = [p for p in pids if _pid_alive(p)]
+    live = [p for p in pids if pid_alive(p)]
     if live != pids:
         path.write_text(json.dumps(live))
         log_event(

@@ -10,7 +10,7 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from memstrata.db.pool_watch import WatchedPool
+from memstrata.db.pool_watch import OVERFLOW_PER_POOLED, WatchedPool
 from memstrata.errors import DatabaseSetupError, PgvectorMissingError
 
 PGVECTOR_HINT = (
@@ -53,7 +53,7 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
         url,
         poolclass=WatchedPool,  # its checkouts' waits for /metrics (db.pool_watch)
         pool_size=pool_size,
-        max_overflow=pool_size * 2,
+        max_overflow=pool_size * OVERFLOW_PER_POOLED,
         pool_timeout=POOL_TIMEOUT_S,
         pool_pre_ping=True,
         connect_args=connect_args(url),

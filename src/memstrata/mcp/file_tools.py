@@ -30,8 +30,8 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from memstrata.agent.arguments import check_open_blocks, numbered_lines
-from memstrata.agent.edits import MAX_LISTED
 from memstrata.agent.removals import Removal, removal, said
+from memstrata.agent.wording import counted, listed
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import (
@@ -161,11 +161,11 @@ def _most_removed(kind: FileKind, removed: Removal) -> str:
     file, targeted = kind.filename, _TARGETED[kind]
     parts = []
     if removed.entries:
-        total = _noun(removed.entry_count, "entry", "entries")
+        total = counted(removed.entry_count, "entry", "entries")
         parts.append(f"{len(removed.entries)} of the {total} of {file} ({_quotes(removed)})")
     if removed.sections:
         whose = "its" if parts else "the"
-        total = _noun(removed.section_count, "section", "sections")
+        total = counted(removed.section_count, "section", "sections")
         where = "" if parts else f" of {file}"
         parts.append(f"{len(removed.sections)} of {whose} {total}{where} ({_titles(removed)})")
     return (
@@ -194,19 +194,11 @@ def _removed(removed: Removal) -> str:
 
 
 def _quotes(removed: Removal) -> str:
-    return _listed(list(removed.entries))
+    return listed(removed.entries)
 
 
 def _titles(removed: Removal) -> str:
-    return _listed(list(removed.sections))
-
-
-def _listed(items: list[str]) -> str:
-    return ", ".join(items[:MAX_LISTED]) + (", …" if len(items) > MAX_LISTED else "")
-
-
-def _noun(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+    return listed(removed.sections)
 
 
 FILE_TOOLS = (

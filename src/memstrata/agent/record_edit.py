@@ -1,0 +1,135 @@
+"""``record_memory``'s edit of MEMORY.md (:class:`AppendEntry`), by the rules and the
+contract of :mod:`memstrata.agent.edits`."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from memstrata.agent import entries, markdown_doc, model_markup, sections
+from memstrata.agent.answers import ToolAnswer
+from memstrata.agent.edits import Edit, NothingToWrite
+from memstrata.agent.markdown_doc import Doc
+from memstrata.agent.wording import MAX_LISTED, PREVIEW_CHARS, counted, quoted, quoted_whole
+from memstrata.memory.kinds import FileKind
+from memstrata.text import shortened
+
+DEFAULT_SECTION = "Notes"  # record_memory's section when the model names none
+
+
+class AppendEntry(Edit):
+    """``record_memory``: dated entries appended to a section of MEMORY.md, one per item
+    of a list, without the marker and date a model typed (:mod:`model_markup`)."""
+
+    def __init__(
+        self,
+        content: str,
+        section: str | None,
+        day: date,
+        replaces: str | None,
+        *,
+        new_section: bool = False,
+    ):
+        super().__init__(FileKind.MEMORY, new_section=new_section)
+        found = model_markup.new_entries(content) or [(None, content)]
+        bullets = [sections.dated_bullet(text, when or day) for when, text in found]
+        keys = [_bullet_key(bullet) for bullet in bullets]
+        # An item listed twice is stored once, as a second call with it would be.
+        self.bullets = [b for i, b in enumerate(bullets) if keys[i] not in keys[:i]]
+        self.name = section
+        self.replaces = replaces
+
+    def apply(self, text: str) -> str:
+        doc = markdown_doc.parse(text)
+        found = entries.entries(doc)
+        # No entry holds a fence left open (its end ends one), so removing it removes no
+        # line after it.
+        old = [] if self.replaces is None else self._superseded(doc, found, self.replaces)
+        name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
+        title = self.section(doc, name, named=self.name is not None)
+        span = sections.find_section(doc, name)
+        others = [e for e in found if e not in old]
+        had = [entries.same_entry(others, span, bullet) for bullet in self.bullets]
+        fresh = [bullet for bullet, same in zip(self.bullets, had, strict=True) if same is None]
+        there = [same for same in had if same is not None]
+        kept = entries.without(doc.lines, old)
+        # The date of the one entry it already has (of several, no one date is "the").
+        when = "" if len(there) != 1 or there[0].date is None else f" ({there[0].date})"
+        if not fresh and not old:
+            what = "this entry" if len(there) == 1 else f"these {len(there)} entries"
+            reply = f"No change: MEMORY.md already has {what} under ## {title}{when}."
+            raise NothingToWrite(ToolAnswer(reply))
+        removed = f" and removed the entry {quoted_whole(old[0])}" if old else ""
+        if len(old) > 1:
+            removed += f" ({len(old)} identical copies)"
+        if not fresh:  # the new entries are there already: only the old one goes
+            what = "the new one" if len(there) == 1 else "the new ones"
+            self.done = f"Removed the entry {quoted_whole(old[0])} from MEMORY.md; ## {title} "
+            self.done += f"already has {what}{when}"
+            return "\n".join(kept)
+        count = "" if len(self.bullets) == 1 else f"{counted(len(fresh), 'entry', 'entries')} "
+        skipped = ""
+        if there:
+            listed = "; ".join(quoted(e) for e in there[:MAX_LISTED])
+            skipped = f", not the {len(there)} it already had ({listed})"
+        self.done = f"Recorded {count}in MEMORY.md under ## {title}{removed}{skipped}"
+        added = "\n".join(fresh)
+        return self.closing(doc, sections.append_to_section("\n".join(kept), name, added))
+
+    def _superseded(self, doc: Doc, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
+        # The entries this call adds, where it adds them, are never the one it replaces: a
+        # retry of a call that landed would remove what that call added, and add it again.
+        target = sections.find_section(doc, self.name) if self.name is not None else None
+        new = {_bullet_key(bullet) for bullet in self.bullets}
+
+        def added(entry: entries.Entry) -> bool:
+            where = self.name is None or (target is not None and entry.within(target))
+            return entry.key in new and where
+
+        matched = entries.matching([e for e in found if not added(e)], wanted)
+        texts = {e.key for e in matched}
+        if len(texts) == 1:
+            self._names_the_entry(doc, matched[0], wanted)
+            return matched  # one entry, or identical copies of it
+        if matched:
+            listed = "; ".join(quoted(e) for e in matched[:MAX_LISTED])
+            raise self.refuse(
+                f"replaces matches {len(matched)} entries of MEMORY.md: {listed}. Quote more "
+                "of the one to replace; nothing was written"
+            )
+        landed = [e for e in found if added(e)]
+        if new <= {e.key for e in landed}:  # a retry: the call it repeats landed
+            when = f" ({landed[0].date})" if landed[0].date else ""
+            what = "this" if len(new) == 1 else f"these {len(new)} entries"
+            where = f" under ## {landed[0].section}" if landed[0].section else ""
+            raise NothingToWrite(
+                ToolAnswer(
+                    f"No change: MEMORY.md already holds {what}{where}{when}, and no entry "
+                    "matches replaces any more."
+                )
+            )
+        close = entries.near(found, wanted)
+        hint = f" The closest: {'; '.join(quoted(e) for e in close)}." if close else ""
+        raise self.refuse(
+            f"replaces matches no entry of MEMORY.md; give the text of the entry to replace "
+            f"(its date may be left out); nothing was written.{hint}"
+        )
+
+    def _names_the_entry(self, doc: Doc, entry: entries.Entry, wanted: str) -> None:
+        """Refuse a ``replaces`` that names a line of a list nested in ``entry`` rather
+        than the entry (:func:`entries.inner_item`): it would remove the other lines too."""
+        if entries.inner_item(doc, entry, wanted) is None:
+            return
+        first = entries.entry_syntax(entry.first_line)[1]
+        raise self.refuse(
+            f"replaces names a line inside a longer entry of MEMORY.md, "
+            f"{quoted_whole(entry)}, and removing it would remove its other lines too; "
+            f"nothing was written. To replace that whole entry, quote its first line "
+            f"({shortened(first, PREVIEW_CHARS)!r}) as replaces and send every line to keep "
+            "as content (a list is stored as one entry per item)"
+        )
+
+
+def _bullet_key(bullet: str) -> str:
+    """A bullet this call writes, as entries compare (:func:`entries.comparable`)."""
+    found = entries.entries(markdown_doc.parse(bullet))
+    return found[0].key if found else entries.comparable(bullet)
