@@ -25,7 +25,7 @@ from memstrata.runtime import Memstrata
 from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.results import Outcome, SyncResult
 from memstrata.sandbox.sync import SyncService
-from tests.sandbox.test_user_locks import JOIN_S, Loop, run_loops, wait_for
+from tests.sandbox.test_user_locks import JOIN_S, Loop, run_loops, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,13 +96,13 @@ def _readers_wait_for_one_write(mem: Memstrata, readers: int) -> None:
         await mem.sync.frontend_edit(USER, "user", text, expected_version=base.version)
 
     async def reader() -> None:
-        wait_for(gate.entered.is_set)  # the write is claimed and in flight
+        until(gate.entered.is_set, what="the write claimed and in flight")
         reading.append(1)
         file, _ = await mem.sync.read_file(USER, KIND)
         answers.append((file, time.monotonic()))
 
     async def opener() -> None:
-        wait_for(lambda: len(reading) == readers)
+        until(lambda: len(reading) == readers, what="every reader reading")
         time.sleep(WAITING_S)  # the readers now wait for the write
         gate.open()
 
