@@ -27,6 +27,11 @@ QUERY_TIMEOUT_TOKENS = 128
 # Estimated tokens per passage request, at most (besides EMBEDDING_BATCH_SIZE texts): two
 # full chunks. Conversation turns are mostly far shorter, so 8 of them still go together.
 BATCH_TOKENS = 1024
+# A write whose texts hold at most this many estimated tokens (a turn, a small edit) need
+# not wait for another user's import on the document server: it may go to the query server,
+# one at a time (retrieval.breaker.Lanes, the express slot). A search there waits for one
+# such passage at most: about a 256-token query's cost.
+EXPRESS_TOKENS = 256
 # A write's inline passage embedding waits at most this long for a slot, then stores its
 # texts without a vector (healed in the background): a soak run's single-turn writes waited
 # up to 296 s behind imports, minutes after their clients had given up.
@@ -153,6 +158,14 @@ class EmbeddingSettings(BaseModel):
     )
     embedding_bulk_concurrency: int = Field(
         default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
+    )
+    embedding_express_tokens: int = Field(
+        default=EXPRESS_TOKENS,
+        ge=0,
+        description="A write whose texts hold at most this many estimated tokens, and whose "
+        "user has nothing else waiting for the passage server, does not wait there behind "
+        "other users' imports: it is embedded on the query server, one such write at a time "
+        "(only where queries have a server of their own; 0: never). See docs/RELIABILITY.md.",
     )
     embedding_breaker_threshold: int = Field(
         default=3, ge=1, description="Consecutive failed requests that open the circuit."

@@ -111,4 +111,5 @@ def embedder_for(
             settings.embedding_breaker_threshold, settings.embedding_breaker_cooldown_s
         ),
         bulk_slots=settings.embedding_bulk_concurrency,
+        express_tokens=settings.embedding_express_tokens,
     )

@@ -44,7 +44,12 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from memstrata.config import EmbeddingModelSpec
-from memstrata.config_embedding import BATCH_TOKENS, BULK_WAIT_S, QUERY_TIMEOUT_TOKENS
+from memstrata.config_embedding import (
+    BATCH_TOKENS,
+    BULK_WAIT_S,
+    EXPRESS_TOKENS,
+    QUERY_TIMEOUT_TOKENS,
+)
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
 from memstrata.retrieval.breaker import (
@@ -53,6 +58,7 @@ from memstrata.retrieval.breaker import (
     BulkLaneClosedError,
     CircuitBreaker,
     Lanes,
+    Route,
     current_bulk_owner,
 )
 from memstrata.retrieval.chunk import CHUNK_TOKENS
@@ -173,6 +179,7 @@ class OpenAICompatibleEmbedder:
         timeout_per_text_s: float = 1.0,
         breaker: CircuitBreaker | None = None,
         bulk_slots: int = 1,
+        express_tokens: int = EXPRESS_TOKENS,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -180,6 +187,8 @@ class OpenAICompatibleEmbedder:
             raise ValueError(f"batch_tokens must be at least 1, got {batch_tokens}")
         if max_retries < 0:
             raise ValueError(f"max_retries must not be negative, got {max_retries}")
+        if express_tokens < 0:
+            raise ValueError(f"express_tokens must not be negative, got {express_tokens}")
         self.spec = spec
         self.name: str = spec.name
         self.url = spec.base_url.rstrip("/") + "/embeddings"
@@ -194,6 +203,7 @@ class OpenAICompatibleEmbedder:
         self.max_retries = max_retries
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
+        self.express_tokens = express_tokens
         self.bulk_wait_s = bulk_wait_s
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
@@ -209,8 +219,12 @@ class OpenAICompatibleEmbedder:
             else CircuitBreaker(self.breaker.threshold, self.breaker.cooldown_s)
         )
         # Writes yield to searches only on a server they share: a query server of its own
-        # that is slow or stuck held every user's writes for a minute each.
-        self.lanes = Lanes(bulk_slots, yield_to_queries=self.query_url == self.url)
+        # that is slow or stuck held every user's writes for a minute each. With one, a
+        # small write need not wait for another user's import on the document server: it
+        # may go to the query server, one at a time (``Lanes``, the express slot).
+        shared = self.query_url == self.url
+        express_slots = 1 if express_tokens and not shared else 0
+        self.lanes = Lanes(bulk_slots, yield_to_queries=shared, express_slots=express_slots)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # A query server of its own gets a pool of its own: stuck searches took every
         # connection, and the writes then timed out against the healthy document server.
@@ -253,9 +267,10 @@ class OpenAICompatibleEmbedder:
         All or nothing: the first failure raises. ``embed_each`` isolates bad texts.
         """
         texts = self._check(texts, kind)
+        groups, express = self._plan(texts, kind)
         vectors: list[list[float]] = []
-        for positions in self._batches(texts):
-            vectors.extend(self._embed_batch([texts[i] for i in positions], kind))
+        for positions in groups:
+            vectors.extend(self._embed_batch([texts[i] for i in positions], kind, express))
         return vectors
 
     def embed_each(self, texts: Sequence[str], kind: EmbeddingKind = "passage") -> list[Embedded]:
@@ -269,9 +284,10 @@ class OpenAICompatibleEmbedder:
         """
         texts = self._check(texts, kind)
         results: list[Embedded | None] = [None] * len(texts)
+        groups, express = self._plan(texts, kind)
         try:
-            for positions in self._batches(texts):
-                self._fill(texts, positions, kind, results)
+            for positions in groups:
+                self._fill(texts, positions, kind, results, express)
         except EmbeddingOutageError as exc:
             # The next batch would meet the same outage after the same wait.
             results = [exc if r is None else r for r in results]
@@ -283,9 +299,10 @@ class OpenAICompatibleEmbedder:
         positions: list[int],
         kind: EmbeddingKind,
         results: list[Embedded | None],
+        express: bool,
     ) -> None:
         try:
-            vectors = self._embed_batch([texts[i] for i in positions], kind)
+            vectors = self._embed_batch([texts[i] for i in positions], kind, express)
         except EmbeddingOutageError:
             raise  # halves would fail alike, each costing another timeout
         except EmbeddingError as exc:
@@ -293,16 +310,27 @@ class OpenAICompatibleEmbedder:
                 results[positions[0]] = exc
                 return
             half = len(positions) // 2
-            self._fill(texts, positions[:half], kind, results)
-            self._fill(texts, positions[half:], kind, results)
+            self._fill(texts, positions[:half], kind, results, express)
+            self._fill(texts, positions[half:], kind, results, express)
             return
         for i, vector in zip(positions, vectors, strict=True):
             results[i] = vector
 
-    def _batches(self, texts: Sequence[str]) -> list[list[int]]:
+    def _plan(self, texts: Sequence[str], kind: EmbeddingKind) -> tuple[list[list[int]], bool]:
+        """The requests of one call, and whether it may take the express slot: a passage
+        call of one request of at most ``express_tokens`` (a turn, a small edit)."""
+        if kind == "query" or not self.lanes.express_slots:
+            return self._batches(texts, None), False
+        tokens = [count_tokens(t) for t in texts]
+        groups = self._batches(texts, tokens)
+        return groups, len(groups) == 1 and sum(tokens) <= self.express_tokens
+
+    def _batches(self, texts: Sequence[str], tokens: list[int] | None) -> list[list[int]]:
         if len(texts) == 1:  # a search's query: one request whatever its size, uncounted
             return [[0]]
-        return batches([count_tokens(t) for t in texts], self.batch_size, self.batch_tokens)
+        if tokens is None:
+            tokens = [count_tokens(t) for t in texts]
+        return batches(tokens, self.batch_size, self.batch_tokens)
 
     def _check(self, texts: Sequence[str], kind: EmbeddingKind) -> Sequence[str]:
         # A str is a Sequence[str]; embedding it would quietly embed each character.
@@ -340,13 +368,15 @@ class OpenAICompatibleEmbedder:
 
     # -- one request ---------------------------------------------------------------------
 
-    def _embed_batch(self, batch: list[str], kind: EmbeddingKind) -> list[list[float]]:
+    def _embed_batch(
+        self, batch: list[str], kind: EmbeddingKind, express: bool = False
+    ) -> list[list[float]]:
         body: dict[str, Any] = {"model": self.name, "input": batch}
         input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
         if input_type is not None:
             body["input_type"] = input_type
         try:
-            return self._in_lane(body, kind, len(batch))
+            return self._in_lane(body, kind, len(batch), express)
         except BulkLaneClosedError as exc:  # raised only by the lane, before any request
             raise self._error(f"was not sent: {NOT_SENT_STOPPING}", EmbeddingOutageError) from exc
         except BulkLaneBusyError as exc:  # likewise: the API was not asked, nor failed
@@ -357,15 +387,23 @@ class OpenAICompatibleEmbedder:
                 EmbeddingOutageError,
             ) from exc
 
-    def _in_lane(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
+    def _in_lane(
+        self, body: dict[str, Any], kind: EmbeddingKind, size: int, express: bool
+    ) -> list[list[float]]:
         # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer).
         owner = current_bulk_owner()
         # A request's own write gives up waiting (stored without a vector, healed later);
         # the background worker's requests wait their turn however long it takes.
         give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
-        lane = self.lanes.query() if kind == "query" else self.lanes.bulk(owner, give_up_s=give_up)
-        breaker = self.query_breaker if kind == "query" else self.breaker
-        with lane:
+        # Only a user's write is express: the worker's requests are the bulk work itself.
+        express = express and owner != BACKGROUND_OWNER
+        with (
+            self.lanes.query()
+            if kind == "query"
+            else self.lanes.bulk(owner, give_up_s=give_up, express=express)
+        ) as route:
+            interactive = kind == "query" or self._interactive(route, express)
+            breaker = self.query_breaker if interactive else self.breaker
             if not breaker.allow():
                 self._tell_still_failing(breaker, kind, None)
                 raise CircuitOpenError(
@@ -374,7 +412,7 @@ class OpenAICompatibleEmbedder:
                     breaker.last_failure,
                 )
             try:
-                vectors = self._request(body, kind, size)
+                vectors = self._request(body, kind, size, interactive)
             except EmbeddingRejectedError:
                 self._closed(breaker, kind)  # it answered: the API itself is up
                 raise
@@ -395,6 +433,13 @@ class OpenAICompatibleEmbedder:
             self._answered = True
             self._closed(breaker, kind)
         return vectors
+
+    def _interactive(self, route: Route | None, express: bool) -> bool:
+        """Does this passage request go to the query server? On the express slot, or when
+        it may take it and the document server's circuit is open: a small write then
+        embeds beside the searches rather than not at all (another user's import timing
+        out on a busy document server opened it for every user's writes)."""
+        return route == "express" or (express and not self.breaker.allow_peek())
 
     def _shown(self, breaker: CircuitBreaker) -> str:
         return self.shown_url if breaker is self.breaker else shown_url(self.query_url)
@@ -433,17 +478,21 @@ class OpenAICompatibleEmbedder:
             **fields,
         )
 
-    def _request(self, body: dict[str, Any], kind: EmbeddingKind, size: int) -> list[list[float]]:
+    def _request(
+        self, body: dict[str, Any], kind: EmbeddingKind, size: int, interactive: bool
+    ) -> list[list[float]]:
         # Queries are interactive: a short timeout. Passages get time in proportion to the
         # batch, so a large batch is not cut off by a timeout sized for one text.
         if kind == "query":
             timeout = query_timeout(self.query_timeout_s, body["input"][0])
         else:
             timeout = self.timeout_s + self.timeout_per_text_s * size
-        url = self.query_url if kind == "query" else self.url
+        url = self.query_url if interactive else self.url
         # A search is not retried (its timeout is the whole wait, then BM25 only).
         retries = self.max_retries if kind == "passage" else 0
-        response = self._post_with_retries(url, body, timeout, retries, bulk=kind == "passage")
+        response = self._post_with_retries(
+            url, body, timeout, retries, bulk=kind == "passage", interactive=interactive
+        )
         error = partial(self._error, url=url)
         try:
             payload = response.json()
@@ -474,10 +523,17 @@ class OpenAICompatibleEmbedder:
             raise self._error(verdict.refusal, EmbeddingLengthError)
 
     def _post_with_retries(
-        self, url: str, body: dict[str, Any], timeout_s: float, retries: int, *, bulk: bool
+        self,
+        url: str,
+        body: dict[str, Any],
+        timeout_s: float,
+        retries: int,
+        *,
+        bulk: bool,
+        interactive: bool,
     ) -> httpx.Response:
         attempts = retries + 1
-        client = self._client if bulk else self._query_client
+        client = self._query_client if interactive else self._client
         error = partial(self._error, url=url)
         for attempt in range(attempts):
             if attempt and self._stopped(bulk):  # the lane closed during the backoff
