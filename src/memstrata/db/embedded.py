@@ -34,6 +34,7 @@ What the wheel does not handle, and this module does:
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import logging
@@ -201,6 +202,10 @@ class EmbeddedPostgres:
                     # whose monitor never ran): stop the server that runs, if last out.
                     self._follow(server)
             server.cleanup()  # type: ignore[attr-defined]
+            # The wheel's exit hook (registered per server) would take the lock again at
+            # exit, and its lock library re-creates the lock file and its parents: in a
+            # data directory removed since, a directory left behind for ever.
+            atexit.unregister(server._cleanup)  # type: ignore[attr-defined]
             log_event(logger, "db.embedded.released", pgdata=str(self.pgdata))
         reaper = self._reaper
         if reaper is not None:
