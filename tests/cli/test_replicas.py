@@ -14,13 +14,11 @@ import asyncio
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import jwt
 import pytest
 
 from memstrata.agent.session import build_memory_prompt
@@ -28,6 +26,7 @@ from memstrata.config import Settings
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.runtime import Memstrata
 from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
+from tests.api.auth import signed
 from tests.waiting import wait_for
 
 SECRET = "replica-test-secret-that-is-long-enough-0123"
@@ -51,11 +50,6 @@ def _env(tmp_path: Path, server: LocalEmbeddingServer) -> dict[str, str]:
 
 def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
     return start_serve(env, port, stderr=subprocess.PIPE, text=True)
-
-
-def _auth(user: str) -> dict[str, str]:
-    token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture
@@ -94,7 +88,7 @@ def replicas(
 def test_two_replicas_on_one_database(replicas: tuple[str, str, Memstrata]) -> None:
     a_url, b_url = replicas[0], replicas[1]
     mem = replicas[2]
-    user = _auth("alice")
+    user = signed("alice", SECRET)
     with (
         httpx.Client(base_url=a_url, timeout=30) as a,
         httpx.Client(base_url=b_url, timeout=30) as b,
@@ -159,7 +153,9 @@ def _prompt(mem: Memstrata, user: str) -> str:
 
 
 def _get(url: str, name: str) -> dict[str, object]:
-    response = httpx.get(f"{url}/api/config/agent-files/{name}", headers=_auth("alice"), timeout=30)
+    response = httpx.get(
+        f"{url}/api/config/agent-files/{name}", headers=signed("alice", SECRET), timeout=30
+    )
     assert response.status_code == 200, response.text
     body: dict[str, object] = response.json()
     return body
@@ -172,7 +168,7 @@ def _append(url: str, writer: int) -> int:
         content = f"{current['content']}\n- writer {writer} was here"
         response = httpx.put(
             f"{url}/api/config/agent-files/memory",
-            headers={**_auth("alice"), "If-Match": f'"{current["version"]}"'},
+            headers={**signed("alice", SECRET), "If-Match": f'"{current["version"]}"'},
             json={"content": content},
             timeout=30,
         )

@@ -29,8 +29,10 @@ from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.dir_names import safe_dir_name
 from tests.agent.recorder import Recorder
-from tests.cli.test_shutdown_grace import Served, serving, token_headers
+from tests.api.auth import signed
+from tests.cli.test_shutdown_grace import SECRET, serving
 from tests.retrieval.fault_server import FaultServer
+from tests.served import Served
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -68,7 +70,7 @@ def _stored(db: Database, user: str) -> tuple[str, int] | None:
 
 def _put_then_sigterm(served: Served, user: str, version: int, cut: threading.Event) -> int:
     """PUT USER.md on ``version``; SIGTERM once ``cut`` is set; the PUT's status."""
-    headers = {**token_headers(user), "If-Match": f'"{version}"'}
+    headers = {**signed(user, SECRET), "If-Match": f'"{version}"'}
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(
             httpx.put, served.url + USER_FILE, json={"content": NEW}, headers=headers, timeout=30
@@ -79,7 +81,7 @@ def _put_then_sigterm(served: Served, user: str, version: int, cut: threading.Ev
 
 
 def _provision(served: Served, user: str) -> tuple[str, int]:
-    read = httpx.get(served.url + USER_FILE, headers=token_headers(user), timeout=30)
+    read = httpx.get(served.url + USER_FILE, headers=signed(user, SECRET), timeout=30)
     assert read.status_code == 200, read.text
     return read.json()["content"], read.json()["version"]
 

@@ -12,45 +12,29 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 from sqlalchemy import text
 
 from memstrata.api.shutdown import RETRY_AFTER_S, SHUTTING_DOWN
 from memstrata.db.database import Database
-from memstrata.serve_process import free_port, start_serve, wait_ready
+from tests.api.auth import signed
 from tests.log_lines import events_in
 from tests.retrieval.fault_server import FaultServer
+from tests.served import Served, serve_logged
 
 pytestmark = pytest.mark.timeout(90)
 
 SECRET = "shutdown-test-secret-that-is-long-enough-0123"
 BATCH = "/api/memory/conversations/turns:batch"
 TURNS = 4  # one embedding request of TURNS texts (the default batch size is 8)
-
-
-@dataclass
-class Served:
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        """The JSON log lines of event ``name`` the server wrote to stderr."""
-        return events_in(self.log, name)
-
-    def stderr(self) -> str:
-        return "\n--- serve stderr ---\n" + self.log.read_text(errors="replace")[-4000:]
 
 
 @pytest.fixture
@@ -79,23 +63,8 @@ def serving(
         "MEMSTRATA_LOG_LEVEL": "INFO",
         **{f"MEMSTRATA_{name}": value for name, value in settings.items()},
     }
-    port = free_port()
-    log = tmp_path / "serve.log"  # a file: a full stderr pipe would stall the server
-    with log.open("wb") as stderr:
-        process = start_serve(env, port, stderr=stderr)
-    served = Served(process, f"http://127.0.0.1:{port}", log)
-    try:
-        wait_ready(process, served.url, timeout_s=60, output=served.stderr)
+    with serve_logged(env, tmp_path / "serve.log") as served:
         yield served
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
-def token_headers(user: str) -> dict[str, str]:
-    token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
-    return {"Authorization": f"Bearer {token}"}
 
 
 def _batch(user: str, turns: int) -> tuple[dict[str, Any], dict[str, str]]:
@@ -103,7 +72,7 @@ def _batch(user: str, turns: int) -> tuple[dict[str, Any], dict[str, str]]:
         {"session_id": "s1", "turn_index": i, "user_message": f"turn {i} about kayaks"}
         for i in range(turns)
     ]
-    return {"turns": body}, token_headers(user)
+    return {"turns": body}, signed(user, SECRET)
 
 
 def _import_during_sigterm(

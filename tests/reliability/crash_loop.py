@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 
 from memstrata.memory.kinds import FileKind
 from memstrata.serve_process import SERVE, free_port, wait_ready
+from tests.api.auth import signed
 
 SECRET = "crash-loop-secret-that-is-long-enough-0123456"
 FILES = (FileKind.USER, FileKind.MEMORY)
@@ -59,8 +59,7 @@ def serve_env(data_dir: Path) -> dict[str, str]:
 
 
 def auth(user: str) -> dict[str, str]:
-    token = jwt.encode({"sub": user, "exp": int(time.time()) + 7200}, SECRET, "HS256")
-    return {"Authorization": f"Bearer {token}"}
+    return signed(user, SECRET, ttl_s=7200)
 
 
 class Server:

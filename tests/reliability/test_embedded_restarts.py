@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 
 from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
+from tests.api.auth import signed
 from tests.log_lines import events_in
 
 SECRET = "restart-test-secret-that-is-long-enough-0123"
@@ -94,11 +94,6 @@ def _env(data_dir: Path) -> dict[str, str]:
     )
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")  # where the wheel's lock lives, as in this process
     return env
-
-
-def _auth(user: str) -> dict[str, str]:
-    token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
-    return {"Authorization": f"Bearer {token}"}
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:
@@ -172,11 +167,11 @@ def serve(tmp_path: Path) -> Iterator[Callable[[], Served]]:
 
 def _put(url: str, user: str, content: str) -> httpx.Response:
     body = {"content": content}
-    return httpx.put(f"{url}{USER_FILE}", headers=_auth(user), json=body, timeout=30)
+    return httpx.put(f"{url}{USER_FILE}", headers=signed(user, SECRET), json=body, timeout=30)
 
 
 def _get(url: str, user: str) -> httpx.Response:
-    return httpx.get(f"{url}{USER_FILE}", headers=_auth(user), timeout=30)
+    return httpx.get(f"{url}{USER_FILE}", headers=signed(user, SECRET), timeout=30)
 
 
 def _names(events: list[dict[str, Any]]) -> list[str]:
@@ -255,7 +250,7 @@ def test_restarts_give_up_after_five_failures_in_a_row_and_requests_answer_503(
     # Degraded, not broken: readiness and every request that needs the database say 503.
     ready = httpx.get(f"{served.url}/readyz", timeout=10)
     assert ready.status_code == 503 and ready.json()["database"] == "unreachable", ready.text
-    bob = _auth("bob")  # never seen before: nothing about him is cached in the process
+    bob = signed("bob", SECRET)  # never seen before: nothing about him is cached in the process
     answers = {
         "read": _get(served.url, "bob"),
         "write": _put(served.url, "bob", "# USER.md\n- new"),

@@ -15,7 +15,6 @@ measured 8-116 s on a real server).
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from typing import Any
 
@@ -28,7 +27,9 @@ from memstrata.api.auth import mint_token
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.runtime import Memstrata
+from tests.api.auth import bearer
 from tests.reliability.harness import serve
+from tests.reliability.importers import Importer
 from tests.retrieval.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -42,60 +43,6 @@ B_WRITES = 3  # B's rounds of (one turn, one PUT of MEMORY.md)
 # B waits for A's request in flight, then sends its own one-text request; the rest is the
 # app's own time on two shared cores while A's threads keep it busy.
 BOUND_S = 2 * REQUEST_S + 0.4
-
-
-class Importer:
-    """User A: ``IMPORTERS`` threads posting batches of turns until stopped."""
-
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
-        self.url = url
-        self.headers = headers
-        self.in_flight = 0
-        self.answered: list[tuple[int, float]] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(IMPORTERS)
-        ]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(120)
-
-    def busy(self) -> int:
-        with self._lock:
-            return self.in_flight
-
-    def _run(self, n: int) -> None:
-        with httpx.Client(base_url=self.url, timeout=120, trust_env=False) as client:
-            batch = 0
-            while not self._stop.is_set():
-                turns = [
-                    {
-                        "session_id": f"import-{n}",
-                        "turn_index": batch * TURNS_PER_BATCH + i,
-                        "user_message": f"import {n} batch {batch} turn {i} about lakes",
-                        "assistant_reply": "ok",
-                    }
-                    for i in range(TURNS_PER_BATCH)
-                ]
-                with self._lock:
-                    self.in_flight += 1
-                began = time.monotonic()
-                response = client.post(
-                    "/api/memory/conversations/turns:batch",
-                    json={"turns": turns},
-                    headers=self.headers,
-                )
-                with self._lock:
-                    self.in_flight -= 1
-                    self.answered.append((response.status_code, time.monotonic() - began))
-                batch += 1
 
 
 def timed(call: Any) -> tuple[httpx.Response, float]:
@@ -120,7 +67,7 @@ def test_one_users_imports_do_not_hold_up_another_users_small_writes(
             with serve(create_app(tuned, memstrata=mem)) as url:
 
                 def headers(user: str) -> dict[str, str]:
-                    return {"Authorization": f"Bearer {mint_token(tuned, user, 3600)}"}
+                    return bearer(mint_token(tuned, user, 3600))
 
                 quiet = httpx.Client(
                     base_url=url, timeout=120, trust_env=False, headers=headers("quiet-b")
@@ -135,7 +82,9 @@ def test_one_users_imports_do_not_hold_up_another_users_small_writes(
                 )
                 fake.mode = "slow"
                 fake.delay_s = DELAY_PER_TEXT_S
-                importer = Importer(url, headers("noisy-a"))
+                importer = Importer(
+                    url, headers("noisy-a"), threads=IMPORTERS, turns=TURNS_PER_BATCH
+                )
                 importer.start()
                 try:
                     deadline = time.monotonic() + 30

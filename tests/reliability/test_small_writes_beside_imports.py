@@ -20,21 +20,18 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
-import jwt
 import pytest
 
-from memstrata.serve_process import free_port, start_serve, wait_ready
+from tests.api.auth import signed
+from tests.reliability.harness import p95
+from tests.reliability.importers import Importer
 from tests.retrieval.fault_server import FaultServer
+from tests.served import serve_logged
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -48,26 +45,16 @@ RATIO = 2.0  # B's p95 with A importing, at most this times B's p95 alone
 CIRCUIT = 'memstrata_embedding_circuit_open{kind="passage"}'
 
 
-@dataclass
-class Served:
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def stderr(self) -> str:
-        return "\n--- serve stderr ---\n" + self.log.read_text(errors="replace")[-4000:]
-
-
-@contextmanager
-def serving(
+def serve_env(
     tmp_path: Path, pg_url: str, passages: FaultServer, queries: FaultServer
-) -> Iterator[Served]:
+) -> dict[str, str]:
+    """The server's settings: ``passages`` and ``queries`` its two embedding servers."""
     model = {
         "name": "fake-model",
         "base_url": passages.base_url,
         "query_base_url": queries.base_url,
     }
-    env = {
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
         "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
         "MEMSTRATA_ENVIRONMENT": "test",
@@ -88,70 +75,13 @@ def serving(
         "MEMSTRATA_INDEX_WARM_AFTER_IMPORT": "false",
         "MEMSTRATA_LOG_LEVEL": "WARNING",
     }
-    port = free_port()
-    log = tmp_path / "serve.log"  # a file: a full stderr pipe would stall the server
-    with log.open("wb") as stderr:
-        process = start_serve(env, port, stderr=stderr)
-    served = Served(process, f"http://127.0.0.1:{port}", log)
-    try:
-        wait_ready(process, served.url, timeout_s=60, output=served.stderr)
-        yield served
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
-def headers(user: str) -> dict[str, str]:
-    token = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, SECRET, "HS256")
-    return {"Authorization": f"Bearer {token}"}
-
-
-class Importer:
-    """User A: ``IMPORTERS`` threads posting batches of turns until stopped."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.answered: list[int] = []
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(IMPORTERS)
-        ]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(60)
-
-    def _run(self, n: int) -> None:
-        with httpx.Client(base_url=self.url, headers=headers("noisy-a"), timeout=120) as client:
-            batch = 0
-            while not self._stop.is_set():
-                turns = [
-                    {
-                        "session_id": f"import-{n}",
-                        "turn_index": batch * TURNS_PER_BATCH + i,
-                        "user_message": f"import {n} batch {batch} turn {i} about lakes",
-                        "assistant_reply": "ok",
-                    }
-                    for i in range(TURNS_PER_BATCH)
-                ]
-                response = client.post(
-                    "/api/memory/conversations/turns:batch", json={"turns": turns}
-                )
-                self.answered.append(response.status_code)
-                batch += 1
 
 
 class Writer:
     """User B: one turn at a time, timed, with what each answer says of its vector."""
 
     def __init__(self, url: str) -> None:
-        self.client = httpx.Client(base_url=url, headers=headers("quiet-b"), timeout=120)
+        self.client = httpx.Client(base_url=url, headers=signed("quiet-b", SECRET), timeout=120)
         self.n = 0
 
     def turns(self, count: int) -> tuple[list[float], list[int]]:
@@ -170,21 +100,10 @@ class Writer:
         return took, embedded
 
 
-def p95(seconds: list[float]) -> float:
-    return sorted(seconds)[max(0, round(0.95 * len(seconds)) - 1)]
-
-
 def circuit_open(url: str) -> bool:
     lines = httpx.get(url + "/metrics", timeout=10).text.splitlines()
     [value] = [line.split()[-1] for line in lines if line.startswith(CIRCUIT)]
     return float(value) == 1.0
-
-
-def wait_until(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
 
 
 def test_another_users_imports_neither_stall_a_single_turn_nor_take_its_vector(
@@ -192,24 +111,29 @@ def test_another_users_imports_neither_stall_a_single_turn_nor_take_its_vector(
 ) -> None:
     with FaultServer("slow") as passages, FaultServer("slow") as queries:
         passages.delay_s = queries.delay_s = PER_TEXT_S
-        with serving(tmp_path, pg_url, passages, queries) as served:
+        env = serve_env(tmp_path, pg_url, passages, queries)
+        with serve_logged(env, tmp_path / "serve.log") as served:
             b = Writer(served.url)
             b.turns(2)  # B provisioned, its first rows written, before anything is timed
             alone, alone_embedded = b.turns(WRITES)
 
-            importer = Importer(served.url)
+            importer = Importer(
+                served.url, signed("noisy-a", SECRET), threads=IMPORTERS, turns=TURNS_PER_BATCH
+            )
             asked = len(passages.requests)
             importer.start()
             try:
                 # A's requests are going out: the passage server is busy with them.
-                wait_until(lambda: len(passages.requests) >= asked + 2, 30, "A never embedded")
+                wait_for(
+                    lambda: len(passages.requests) >= asked + 2, 30, "A's requests", every_s=0.1
+                )
                 loaded, loaded_embedded = b.turns(WRITES)
                 open_while_loaded = circuit_open(served.url)
 
                 # A's requests now take longer than their timeout (a server slowed by
                 # load, not down): three in a row open the passage circuit.
                 passages.delay_s = SLOWER_PER_TEXT_S
-                wait_until(lambda: circuit_open(served.url), 60, "the circuit never opened")
+                wait_for(lambda: circuit_open(served.url), 60, "the circuit to open", every_s=0.1)
                 _, refused_embedded = b.turns(5)
             finally:
                 importer.stop()
@@ -229,4 +153,4 @@ def test_another_users_imports_neither_stall_a_single_turn_nor_take_its_vector(
     # A's timeouts opened the passage server's circuit (it is failing A's requests), but
     # B's turns still got their vectors inline, from the query server.
     assert refused_embedded == [1] * 5
-    assert all(status == 200 for status in importer.answered), importer.answered
+    assert all(status == 200 for status, _ in importer.answered), importer.answered

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 
 from memstrata.serve_process import running_serve
+from tests.api.auth import token_of
 
 FILE = "/api/config/agent-files/memory"
 
@@ -48,7 +48,7 @@ def memstrata_serve(
 
 def token(data_dir: Path, user: str) -> str:
     secret = (data_dir / "jwt_secret").read_text().strip()
-    return jwt.encode({"sub": user, "exp": int(time.time()) + 3600}, secret, "HS256")
+    return token_of(user, secret, ttl_s=3600)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import json
 import math
 import random
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import Connection, cast, event, literal, select, text
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.database import Database
 from memstrata.db.engine import make_engine, make_session_factory, transaction
@@ -258,6 +259,24 @@ def test_a_unique_violation_is_the_same_integrity_error(db: Database) -> None:
     assert len(stored(db, "u")) == 1
 
 
+@contextmanager
+def one_connection(db: Database) -> Iterator[tuple[sessionmaker[Session], list[str]]]:
+    """Sessions of an engine with one pooled connection to ``db``'s database (so that every
+    transaction is on the same slot), and the vector type's oid lookups (``regtype``) its
+    connections sent; the engine is disposed after."""
+    engine = make_engine(db.engine.url.render_as_string(hide_password=False), pool_size=1)
+    lookups: list[str] = []
+    event.listen(
+        engine,
+        "before_cursor_execute",
+        lambda *a: lookups.append(a[2]) if "regtype" in a[2] else None,
+    )
+    try:
+        yield make_session_factory(engine), lookups
+    finally:
+        engine.dispose()
+
+
 def test_a_lost_connection_is_an_operational_error_and_the_next_one_works(
     db: Database,
 ) -> None:
@@ -265,17 +284,9 @@ def test_a_lost_connection_is_an_operational_error_and_the_next_one_works(
     ``OperationalError`` (the API's 503), as the text paths did; the pool replaces the
     connection, and the new one reads the oid again. One pooled connection, so that
     every transaction here is on it."""
-    engine = make_engine(db.engine.url.render_as_string(hide_password=False), pool_size=1)
-    sessions = make_session_factory(engine)
-    lookups: list[str] = []
-    event.listen(
-        engine,
-        "before_cursor_execute",
-        lambda *a: lookups.append(a[2]) if "regtype" in a[2] else None,
-    )
     row = NewChunk("MEMORY.md", 0, "a", "h", embedding=[0.25] * 384, embedding_model="m")
     other = NewChunk("MEMORY.md", 1, "b", "h2", embedding=[1.0] * 8)
-    try:
+    with one_connection(db) as (sessions, lookups):
         writes: tuple[Write, ...] = (
             lambda s: old_insert(s, "u", [other]),
             lambda s: EmbeddingRepository(s, "u").insert([other]),
@@ -289,8 +300,6 @@ def test_a_lost_connection_is_an_operational_error_and_the_next_one_works(
                 write(session)
         with transaction(sessions) as session:
             EmbeddingRepository(session, "u").insert([row])
-    finally:
-        engine.dispose()
     assert len(lookups) == 3  # each of the three connections read it once
     assert [r[8] is not None for r in stored(db, "u")] == [True]
 

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, text
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
-from memstrata.db.engine import make_engine, make_session_factory, transaction
+from memstrata.db.engine import transaction
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.vector_binary import native_floats, vector_array
+from tests.retrieval.test_binary_insert import one_connection
 
 
 @pytest.mark.parametrize("dim", [384, 2560])
@@ -125,16 +126,8 @@ def test_a_connection_replaced_between_writes_reads_the_oid_again(db: Database) 
     gone and connects again, with an empty ``Connection.info``, so the new connection
     reads the oid and registers the dumper itself (a stale cache would send the array with
     no dumper: "cannot adapt type 'VectorArray'"). One pooled connection: the same slot."""
-    engine = make_engine(db.engine.url.render_as_string(hide_password=False), pool_size=1)
-    sessions = make_session_factory(engine)
-    lookups: list[str] = []
-    event.listen(
-        engine,
-        "before_cursor_execute",
-        lambda *a: lookups.append(a[2]) if "regtype" in a[2] else None,
-    )
     pids = []
-    try:
+    with one_connection(db) as (sessions, lookups):
         for n in range(3):
             row = NewChunk("MEMORY.md", n, "a", f"h{n}", embedding=[0.5, n], embedding_model="m")
             with transaction(sessions) as session:
@@ -143,8 +136,6 @@ def test_a_connection_replaced_between_writes_reads_the_oid_again(db: Database) 
             if n < 2:
                 with db.engine.connect() as killer:
                     killer.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pids[-1]})
-    finally:
-        engine.dispose()
     assert len(set(pids)) == 3 and len(lookups) == 3
     with db.engine.connect() as conn:
         got = conn.execute(

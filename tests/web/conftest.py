@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, expect, sync_playwright
 
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from tests.web.browser import require_chromium
@@ -169,6 +169,22 @@ def append(page: Page, text: str) -> None:
     """Type ``text`` at the end of the editor."""
     page.locator("#editor").press("Control+End")
     page.locator("#editor").press_sequentially(text)
+
+
+def answer_dialogs(page: Page, answers: list[bool]) -> list[str]:
+    """Answer the page's dialogs in turn from ``answers`` (True: accept), a list the test may
+    add to as it goes; returns the messages asked, in order."""
+    asked: list[str] = []
+
+    def answer(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        if answers.pop(0):
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.on("dialog", answer)
+    return asked
 
 
 def tab(page: Page, name: str) -> None:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
-import jwt
 
 from memstrata.serve_process import free_port, start_serve, stop_serve, wait_ready
+from tests.api.auth import bearer, token_of
 
 SECRET = "web-tests-secret-that-is-long-enough-0123456789"
 
@@ -72,13 +70,12 @@ class Serve:
             stop_serve(self.process)
 
     def token(self, user: str, ttl_s: float = 600) -> str:
-        claims: dict[str, Any] = {"sub": user, "exp": int(time.time() + ttl_s)}
-        return jwt.encode(claims, SECRET, "HS256")
+        return token_of(user, SECRET, ttl_s)
 
     def rest(self, user: str) -> httpx.Client:
         """An API client for ``user``: the other writer (a platform, an agent) in the tests."""
         return httpx.Client(
             base_url=self.url,
-            headers={"Authorization": f"Bearer {self.token(user)}"},
+            headers=bearer(self.token(user)),
             timeout=120,
         )

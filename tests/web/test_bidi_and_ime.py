@@ -11,15 +11,23 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
-import jwt
 import pytest
-from playwright.sync_api import Dialog, Locator, Page, Route, expect
+from playwright.sync_api import Locator, Page, Route, expect
 
-from tests.web.conftest import Console, OpenPage, SignedIn, append, sign_in, stored_file, tab
+from tests.api.auth import token_of
+from tests.web.conftest import (
+    Console,
+    OpenPage,
+    SignedIn,
+    answer_dialogs,
+    append,
+    sign_in,
+    stored_file,
+    tab,
+)
 from tests.web.server import Serve
 
 # WEB_TEST_SHOTS=<dir>: save what these tests check to look at (nothing is saved without it)
@@ -180,22 +188,12 @@ def test_user_ids_cannot_reorder_the_sign_in_messages(
     page.route("**/api/config/limits", limits)
     sign_in(page, server.token(user))
     # a draft, then the token is refused on save: back at sign-in, the draft kept
-    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, "y" * 40, "HS256")
+    forged = token_of(user, "y" * 40)
     page.evaluate("t => sessionStorage.setItem('memstrata.token', t)", forged)
     append(page, "\nDRAFT")
     page.click("#file-save")
     expect(page.locator("#signin-error")).to_contain_text("You were signed out:")
-    asked: list[str] = []
-    answers = [False, True]
-
-    def answer(dialog: Dialog) -> None:
-        asked.append(dialog.message)
-        if answers.pop(0):
-            dialog.accept()
-        else:
-            dialog.dismiss()
-
-    page.on("dialog", answer)
+    asked = answer_dialogs(page, [False, True])
     page.fill("#token", other_token)
     page.press("#token", "Enter")
     message = page.locator("#signin-error")

@@ -3,13 +3,14 @@ unsaved edits, keyboard tabs, the layout, failed loads, narrow screens."""
 
 from __future__ import annotations
 
-from playwright.sync_api import Dialog, Page, Route, expect
+from playwright.sync_api import Route, expect
 
 from tests.web.conftest import (
     MAX_CONTENT_BYTES,
     Console,
     OpenPage,
     SignedIn,
+    answer_dialogs,
     append,
     shot,
     stored_file,
@@ -147,7 +148,7 @@ def test_saving_a_blank_file_asks_first(signed_in: SignedIn, server: Serve, user
     tab(page, "soul")
     original = page.locator("#editor").input_value()
     assert original.strip()
-    asked = _dialogs(page, False, True, True)
+    asked = answer_dialogs(page, [False, True, True])
     page.fill("#editor", "  \n\n")  # blank: only spaces and line breaks are left
     page.click("#file-save")  # declined: nothing is written, the blank draft stays
     expect(page.locator("#file-message")).to_have_text(
@@ -266,28 +267,12 @@ def test_a_bad_request_is_shown_in_words(
     assert stored_file(server, user, "user")["version"] == 1
 
 
-def _dialogs(page: Page, *answers: bool) -> list[str]:
-    """Answer the page's next dialogs in order (True: accept); returns their messages."""
-    asked: list[str] = []
-    pending = list(answers)
-
-    def answer(dialog: Dialog) -> None:
-        asked.append(dialog.message)
-        if pending.pop(0):
-            dialog.accept()
-        else:
-            dialog.dismiss()
-
-    page.on("dialog", answer)
-    return asked
-
-
 def test_revert_asks_before_discarding_the_edits(signed_in: SignedIn) -> None:
     page = signed_in()
     tab(page, "user")
     original = page.locator("#editor").input_value()
     append(page, "\nAn hour of careful notes")
-    asked = _dialogs(page, False, True)
+    asked = answer_dialogs(page, [False, True])
     page.click("#file-revert")  # declined: nothing changes
     expect(page.locator("#editor")).to_have_value(original + "\nAn hour of careful notes")
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
-import jwt
 from playwright.sync_api import Dialog, Page, Route, expect
 
-from tests.web.conftest import Console, OpenPage, sign_in, stored_file
+from tests.api.auth import token_of
+from tests.web.conftest import Console, OpenPage, answer_dialogs, sign_in, stored_file
 from tests.web.server import Serve
 
 
@@ -26,7 +25,7 @@ def test_a_bad_token_is_refused_with_the_reason(
     expect(page.locator("#signin-error")).to_have_text(
         re.compile(r"^That token was refused: .*not a JWT.*\. Get a new one and try again\.$")
     )
-    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 60}, "x" * 40, "HS256")
+    forged = token_of(user, "x" * 40, ttl_s=60)
     page.fill("#token", forged)
     page.click("#signin-submit")
     expect(page.locator("#signin-error")).to_contain_text("signature")
@@ -100,7 +99,7 @@ def test_a_token_refused_mid_session_returns_to_sign_in(
 ) -> None:
     console.allow(401)
     page = signed_in()
-    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, "y" * 40, "HS256")
+    forged = token_of(user, "y" * 40)
     page.evaluate("t => sessionStorage.setItem('memstrata.token', t)", forged)
     page.locator("#editor").press("End")
     page.locator("#editor").press_sequentially("\nunsaved line")
@@ -115,7 +114,7 @@ def test_a_token_refused_mid_session_returns_to_sign_in(
 
 def _refused_mid_session(page: Page, user: str, draft: str) -> None:
     """Type a draft, then have the token refused on save: back at sign-in, draft kept."""
-    forged = jwt.encode({"sub": user, "exp": int(time.time()) + 600}, "y" * 40, "HS256")
+    forged = token_of(user, "y" * 40)
     page.evaluate("t => sessionStorage.setItem('memstrata.token', t)", forged)
     page.locator("#editor").press("Control+End")
     page.locator("#editor").press_sequentially(draft)
@@ -132,16 +131,7 @@ def test_signing_in_as_someone_else_asks_before_dropping_the_drafts(
     sign_in(page, server.token(user))
     _refused_mid_session(page, user, "\nDRAFT OF THE FIRST USER")
     answers: list[bool] = []  # accept? for each confirmation, in order
-    asked: list[str] = []
-
-    def answer(dialog: Dialog) -> None:
-        asked.append(dialog.message)
-        if answers.pop(0):
-            dialog.accept()
-        else:
-            dialog.dismiss()
-
-    page.on("dialog", answer)
+    asked = answer_dialogs(page, answers)
     # declined: the page stays signed out and the drafts stay
     answers.append(False)
     page.fill("#token", server.token(other))
