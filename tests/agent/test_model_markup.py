@@ -9,6 +9,7 @@ import pytest
 
 from memstrata.agent import entries, markdown_doc
 from memstrata.agent.model_markup import (
+    entry_date,
     entry_text,
     list_items,
     new_entries,
@@ -42,6 +43,35 @@ def test_entry_text_takes_off_the_marker_and_the_date(
     content: str, expected: tuple[date | None, str]
 ) -> None:
     assert entry_text(content) == expected
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        (None, (DAY, "Met Ana", None)),
+        (date(2026, 12, 5), (date(2026, 12, 5), "Met Ana", None)),
+        (date(2026, 11, 5), (date(2026, 11, 5), "Met Ana", None)),  # 31 days ago
+        (date(2026, 12, 7), (date(2026, 12, 7), "Met Ana", None)),  # UTC+14's today
+        (
+            date(2026, 11, 4),
+            (DAY, "2026-11-04: Met Ana", "2026-11-04 (more than 31 days ago)"),
+        ),
+        (date(2026, 12, 8), (DAY, "2026-12-08: Met Ana", "2026-12-08 (in the future)")),
+    ],
+)
+def test_entry_date_takes_a_nearby_typed_date_and_sets_a_far_one_aside(
+    typed: date | None, expected: tuple[date, str, str | None]
+) -> None:
+    assert entry_date(typed, "Met Ana", DAY) == expected
+
+
+def test_a_date_set_aside_goes_before_the_first_line_with_text() -> None:
+    text = entry_text("\n2024-05-01: Plan:\n  - ship")
+    assert entry_date(text[0], text[1], DAY) == (
+        DAY,
+        "\n2024-05-01: Plan:\n  - ship",
+        "2024-05-01 (more than 31 days ago)",
+    )
 
 
 def test_entry_text_keeps_the_line_numbers_of_the_content() -> None:

@@ -1,7 +1,7 @@
 """One wording for the memory tools' answers (``memstrata.agent.wording``): the modules that
 word answers take it from there, and none of them imports another for it, so the entry
-tools, the rewrite's report and MCP ``memory_write`` cannot drift apart or import in a
-cycle."""
+tools, the rewrite's report and MCP ``memory_write``'s guard cannot drift apart or import
+in a cycle."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ import pytest
 
 WORDING = "memstrata.agent.wording"
 # The modules that word answers, and the helpers each once defined for itself.
-USERS = ("memstrata.agent.edits", "memstrata.agent.removals", "memstrata.mcp.file_tools")
+USERS = (
+    "memstrata.agent.edits",
+    "memstrata.agent.removals",
+    "memstrata.agent.rewrite_guard",
+    "memstrata.agent.file_part",
+    "memstrata.mcp.file_tools",
+)
 HELPERS = {"_listed", "_noun", "_count", "quoted", "quoted_whole", "is_key", "MAX_LISTED"}
 
 

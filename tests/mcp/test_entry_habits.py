@@ -4,7 +4,7 @@ section and the markup a model types, each answered with the right ``isError``."
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -60,3 +60,31 @@ async def test_a_models_walkthrough_of_the_entry_tools(
     )
     user_md = (stored(mem, "alice", FileKind.USER) or ("", 0))[0]
     assert "- Name: Ivan\n" in user_md and "Profil\n" not in user_md and "**" not in user_md
+
+
+async def test_a_models_invented_today_is_kept_in_the_text_of_an_entry_dated_today(
+    connect: ClientFactory, mem: Memstrata
+) -> None:
+    """A model whose knowledge ends in 2024 dates what it records 2024-05-01; yesterday's
+    meeting, typed with yesterday's date, keeps it."""
+    now = datetime.now(UTC).date()
+    today, yesterday = now.isoformat(), (now - timedelta(days=1)).isoformat()
+    async with connect("alice") as client:
+        invented = await client.call_tool(
+            "record_memory", {"content": "2024-05-01: Started the job", "section": "Work"}
+        )
+        recent = await client.call_tool(
+            "record_memory", {"content": f"{yesterday}: Met Ana", "section": "Work"}
+        )
+    assert not invented.is_error and not recent.is_error
+    assert text(invented) == (
+        "Recorded in MEMORY.md under ## Work (version 2). New section: MEMORY.md had no "
+        "## Work (its sections: Decisions, Ongoing, Lessons). Note: today is "
+        f"{today}, so the entry is dated today, and 2024-05-01 (more than 31 days ago) stays "
+        "in its text."
+    )
+    assert text(recent) == "Recorded in MEMORY.md under ## Work (version 3)."
+    memory_md = (stored(mem, "alice", FileKind.MEMORY) or ("", 0))[0]
+    assert memory_md.endswith(
+        f"## Work\n- {today}: 2024-05-01: Started the job\n- {yesterday}: Met Ana\n"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memstrata.agent import markdown_doc, model_markup, sections
+from memstrata.agent.json_numbers import json_integer
 from memstrata.errors import InvalidContentError, ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K
 from memstrata.retrieval.search_input import check_sources
@@ -200,9 +201,10 @@ def search_arguments(
 ) -> tuple[str, int, list[str] | None]:
     """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
     text = check_text(query, "query", MAX_TOOL_QUERY_CHARS)
-    if type(top_k) is not int or not 1 <= top_k <= MAX_TOOL_TOP_K:  # bool is no int here
+    count = json_integer("top_k", top_k)  # 5.0 too, as a call's JSON arguments take it
+    if not 1 <= count <= MAX_TOOL_TOP_K:
         raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")
-    return text, top_k, _sources(sources)
+    return text, count, _sources(sources)
 
 
 def _sources(sources: object) -> list[str] | None:

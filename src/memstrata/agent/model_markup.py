@@ -8,6 +8,13 @@ Ivan`` bullet beside ``- Name: Robert``). One rule decides it, the one entries c
 ``YYYY-MM-DD:`` date are the entry's syntax, not its text. A key's emphasis markers are
 the bullet's syntax too (``- **Name**: …`` is key ``Name`` to :mod:`sections`).
 
+A typed date is the entry's date only when it could be the day of what the entry says,
+recorded now: up to :data:`MAX_PAST_DAYS` before today (yesterday's meeting, last week's
+decision), or tomorrow (east of UTC a user's today is already UTC's tomorrow). A model
+whose knowledge ends in 2024 writes a 2024 "today", and one in the future is a day to
+come (an appointment): either is kept in the entry's text, nothing lost, and the entry is
+dated today (:func:`entry_date`), which the answer says.
+
 A list of two items or more with nothing else in it is several entries, one per top-level
 item: a model that lists facts means each one, and stored as one entry they would be
 removed by one ``replaces`` and dropped together by the prompt's cut. A list after a first
@@ -17,12 +24,16 @@ line of text (``Plan:`` then steps) stays that entry's detail.
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, timedelta
 
 from memstrata.agent import markdown_doc
 from memstrata.agent.entries import entry_syntax
 from memstrata.agent.markdown_doc import Kind
 
+# How far back a typed date is still the entry's: a month's catch-up after a holiday (an
+# event of 4 weeks and 3 days ago); a model's invented "today" is off by months or years.
+MAX_PAST_DAYS = 31
+_AHEAD_DAYS = 1  # UTC+14's today is UTC's tomorrow; no time zone is further ahead
 # The emphasis a model wraps a key in: "**Name**", "*Name*", "__Name__", "_Name_".
 # The same run on both sides, the text inside neither starting nor ending with a blank or
 # another marker ("** Name **" is no emphasis to CommonMark, and is kept).
@@ -51,6 +62,25 @@ def entry_text(content: str) -> tuple[date | None, str]:
     if parsed is None:
         text = item if (item := markdown_doc.item_text(first)) is not None else first
     return parsed, "\n".join([*lines[:at], text.strip(), *lines[at + 1 :]])
+
+
+def entry_date(typed: date | None, text: str, today: date) -> tuple[date, str, str | None]:
+    """(the date an entry is written with, its text, the typed date set aside as an answer
+    names it: ``2024-05-01 (more than 31 days ago)``): the typed date if near today, else
+    today, and the typed date kept before the text's first line (module doc); None for
+    the third when no date was set aside."""
+    if typed is None:
+        return today, text, None
+    if typed > today + timedelta(days=_AHEAD_DAYS):
+        why = "in the future"
+    elif typed < today - timedelta(days=MAX_PAST_DAYS):
+        why = f"more than {MAX_PAST_DAYS} days ago"
+    else:
+        return typed, text, None
+    lines = text.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.strip()), 0)
+    lines[at] = f"{typed.isoformat()}: {lines[at]}"
+    return today, "\n".join(lines), f"{typed.isoformat()} ({why})"
 
 
 def _calendar_day(text: str | None) -> date | None:

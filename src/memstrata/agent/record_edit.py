@@ -31,12 +31,17 @@ class AppendEntry(Edit):
     ):
         super().__init__(FileKind.MEMORY, new_section=new_section)
         found = model_markup.new_entries(content) or [(None, content)]
-        bullets = [sections.dated_bullet(text, when or day) for when, text in found]
+        dated = [model_markup.entry_date(when, text, day) for when, text in found]
+        bullets = [sections.dated_bullet(text, when) for when, text, _ in dated]
         keys = [_bullet_key(bullet) for bullet in bullets]
         # An item listed twice is stored once, as a second call with it would be.
-        self.bullets = [b for i, b in enumerate(bullets) if keys[i] not in keys[:i]]
+        once = [i for i in range(len(bullets)) if keys[i] not in keys[:i]]
+        self.bullets = [bullets[i] for i in once]
         self.name = section
         self.replaces = replaces
+        self.day = day
+        # The typed dates set aside (each entry so dated is dated today instead).
+        self.set_aside = [aside for i in once if (aside := dated[i][2]) is not None]
 
     def apply(self, text: str) -> str:
         doc = markdown_doc.parse(text)
@@ -72,8 +77,25 @@ class AppendEntry(Edit):
             listed = "; ".join(quoted(e) for e in there[:MAX_LISTED])
             skipped = f", not the {len(there)} it already had ({listed})"
         self.done = f"Recorded {count}in MEMORY.md under ## {title}{removed}{skipped}"
+        if self.set_aside:
+            self.notes.append(self._dated_today())
         added = "\n".join(fresh)
         return self.closing(doc, sections.append_to_section("\n".join(kept), name, added))
+
+    def _dated_today(self) -> str:
+        """The answer's one sentence on typed dates that are not their entries'
+        (:func:`model_markup.entry_date`), with today's date, for a model that took
+        another day for it."""
+        moved, total = len(self.set_aside), len(self.bullets)
+        if total == 1:
+            which = "the entry is"
+        elif moved == total:
+            which = "the entries are"
+        else:
+            which = f"{moved} of the entries {'is' if moved == 1 else 'are'}"
+        dates = " and ".join(dict.fromkeys(self.set_aside))
+        kept = "stays in its text" if moved == 1 else "stay in their text"
+        return f"Note: today is {self.day.isoformat()}, so {which} dated today, and {dates} {kept}."
 
     def _superseded(self, doc: Doc, found: list[entries.Entry], wanted: str) -> list[entries.Entry]:
         # The entries this call adds, where it adds them, are never the one it replaces: a

@@ -16,6 +16,7 @@ from memstrata.agent.arguments import (
     MAX_NAME_CHARS,
     MAX_VALUE_CHARS,
 )
+from memstrata.agent.json_numbers import integer_arguments
 from memstrata.agent.record_edit import DEFAULT_SECTION
 from memstrata.errors import ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
@@ -190,7 +191,8 @@ def without_null_optionals(
 
 
 def check_arguments(name: str, arguments: object) -> dict[str, object]:
-    """Decode and check a call of tool ``name`` against its schema; returns the kwargs.
+    """Decode and check a call of tool ``name`` against its schema; returns the kwargs, an
+    integer argument sent as an integral float an int (:mod:`memstrata.agent.json_numbers`).
     Anything but a JSON object (a mapping, its JSON text, or ``None`` for no arguments)
     is a ``ToolInputError``, as every other bad call is."""
     schema = next(
@@ -206,7 +208,8 @@ def check_arguments(name: str, arguments: object) -> dict[str, object]:
     if missing:
         raise ToolInputError(f"missing required argument(s): {', '.join(missing)}")
     optional = set(parameters["properties"]) - set(parameters["required"])
-    kwargs = without_null_optionals(kwargs, optional)
+    # 5.0 is an integer, as JSON Schema and MCP read one; 5.5, true and "5" are refused.
+    kwargs = integer_arguments(without_null_optionals(kwargs, optional), parameters)
     for key, value in kwargs.items():
         expected = parameters["properties"][key]["type"]
         # JSON true is no integer here, nor 1 a boolean (bool is an int subclass).

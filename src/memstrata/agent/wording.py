@@ -1,7 +1,8 @@
 """How the memory tools' answers name what a call found, kept or removed: one wording for
 the entry tools (:mod:`memstrata.agent.edits`), the whole-file rewrite's report
-(:mod:`memstrata.agent.removals`) and MCP ``memory_write`` (:mod:`memstrata.mcp.file_tools`),
-so that a model reads the same words whichever tool answered.
+(:mod:`memstrata.agent.removals`) and MCP ``memory_write``'s guard
+(:mod:`memstrata.agent.rewrite_guard`), so that a model reads the same words whichever
+tool answered.
 
 A leaf: it reads entries and keys, and imports none of the modules that word answers with it.
 """

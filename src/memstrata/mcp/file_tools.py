@@ -1,37 +1,34 @@
 """``memory_read`` and ``memory_write``: the memory files as REST's
 ``/api/config/agent-files/{name}`` reads and writes them (:mod:`memstrata.mcp.files`).
 
-``memory_write`` stores through a person's write path, but a model writes the text (the
-server's instructions tell it to), so it refuses what a person may mean but a model most
-likely does by mistake (a person's edit — REST, the settings page — is stored as written):
+``memory_write`` stores through a person's write path, but a model writes the text, so it
+is guarded: a blank text, one that leaves a code fence or an HTML block open, and one that
+removes most of the file without ``replace_all`` are refused, and a retry whose text is
+stored is "No change". The guard is the agent layer's (:mod:`memstrata.agent.rewrite_guard`);
+this transport reads the stored file, writes, and maps its verdict to an answer.
 
-* text that would leave a code fence open, or an HTML block only its end ends (``<!--``
-  without ``-->``), as the agent tools' whole-file write does
-  (:func:`~memstrata.agent.arguments.check_open_blocks`): everything after it, later
-  sections too, would read as code or as part of the block to the agent tools and the
-  prompt's cut;
-* a blank text, which would wipe the file (a model's empty argument, not a wish: the
-  entry tools refuse empty content too), and a text that removes most of the file's
-  entries or sections (:mod:`memstrata.agent.removals`) unless ``replace_all`` says the
-  model means it — like ``update_user``'s ``replace_section`` and
-  ``update_long_term_memory``'s ``whole_file``. A model that meant to add a line and
-  sent that line alone would otherwise replace the file with it, and no history undoes
-  that. A write that removes fewer is stored, and its answer says what it removed.
-
-A retried write whose text the file already holds answers "No change", whatever its
-``expected_version`` (the tool is idempotent: the first call landed).
+``memory_read`` with ``section``, ``start_line`` or ``line_count`` returns that part of the
+file (:mod:`memstrata.agent.file_part`) with the file's length, size and version.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+)
 
-from memstrata.agent.arguments import check_open_blocks, numbered_lines
-from memstrata.agent.removals import Removal, removal, said
-from memstrata.agent.wording import counted, listed
+from memstrata.agent.file_part import FilePart, file_part
+from memstrata.agent.rewrite_guard import NoChange, Refused, rewrite_verdict, text_refusal
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import (
@@ -46,18 +43,11 @@ from memstrata.mcp.files import (
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
 from memstrata.memory.kinds import FileKind
 
-# structuredContent's ``error`` for content that leaves a code fence or an HTML block open,
-# for a blank content, and for one that would remove most of the file.
-UNCLOSED_BLOCK = "unclosed_block"
-EMPTY_CONTENT = "empty_content"
-WOULD_REMOVE_MOST = "would_remove_most"
-
-# The targeted tools for each file, as a refusal names them (SOUL.md has none).
-_TARGETED = {
-    FileKind.MEMORY: "record_memory to add or correct one entry (replaces= names the old one)",
-    FileKind.USER: "update_user to set one fact",
-    FileKind.SOUL: None,
-}
+# memory_read's optional arguments as its schema states them: a string, an integer of at
+# least 1 (file_part checks it), no "anyOf" with null (the integer rule reads "type", and
+# a model need not read it) — null is taken as absent all the same.
+_TEXT = WithJsonSchema({"type": "string"})
+_LINE_NUMBER = WithJsonSchema({"type": "integer", "minimum": 1})
 
 
 class _ReadArgs(BaseModel):
@@ -66,6 +56,15 @@ class _ReadArgs(BaseModel):
         description="Which file: soul (SOUL.md), user (USER.md), memory (MEMORY.md) or agents "
         "(AGENTS.md, the platform template, read-only).",
         json_schema_extra={"enum": list(READABLE_NAMES)},
+    )
+    section: Annotated[StrictStr | None, _TEXT] = Field(
+        default=None, description="Read only this '## ' section, e.g. 'Decisions'."
+    )
+    start_line: Annotated[StrictInt | None, _LINE_NUMBER] = Field(
+        default=None, description="Read from this line (1: the first)."
+    )
+    line_count: Annotated[StrictInt | None, _LINE_NUMBER] = Field(
+        default=None, description="Read this many lines (default: to the end)."
     )
 
 
@@ -90,9 +89,15 @@ class _WriteArgs(BaseModel):
 class _FileRead(BaseModel):
     name: str = Field(description="soul, user, memory or agents.")
     file_type: str = Field(examples=["user_md"])
-    content: str
+    content: str = Field(description="The file, or the part asked for.")
     version: int | None = Field(description="Pass it to memory_write; null for AGENTS.md.")
     read_only: bool = Field(description="true for AGENTS.md, the platform template.")
+    # Only for a part (section, start_line or line_count given).
+    section: str | None = Field(default=None, description="The section read, as spelled.")
+    start_line: int | None = Field(default=None, description="The part's first line.")
+    end_line: int | None = Field(default=None, description="The part's last line.")
+    total_lines: int | None = Field(default=None, description="The whole file's lines.")
+    total_bytes: int | None = Field(default=None, description="The whole file's size.")
 
 
 class _FileWritten(BaseModel):
@@ -111,102 +116,87 @@ async def memory_read(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
         if view.read_only
         else (f"{view.filename}, version {view.version}")
     )
-    return ToolOutput(f"{head}:\n\n{view.content}", data)
+    find = partial(
+        file_part,
+        view.content,
+        view.filename,
+        section=args.section,
+        start_line=args.start_line,
+        line_count=args.line_count,
+    )
+    try:
+        # On a worker thread: a section is found by reading the whole file as Markdown.
+        part = await anyio.to_thread.run_sync(find)
+    except ToolInputError as exc:
+        raise ToolError(str(exc)) from exc
+    if part is None:
+        return ToolOutput(f"{head}:\n\n{view.content}", data)
+    return _part_read(head, part, data)
+
+
+def _part_read(head: str, part: FilePart, data: dict[str, Any]) -> ToolOutput:
+    """A part's answer: which lines of how many (and section), the lines, how to read the
+    rest; its data is the whole read's with the part for ``content``."""
+    data = data | {
+        "content": part.text,
+        "section": part.section,
+        "start_line": part.start,
+        "end_line": part.end,
+        "total_lines": part.total_lines,
+        "total_bytes": part.total_bytes,
+    }
+    title = f", ## {part.section}" if part.section is not None else ""
+    head += f"{title}: {part.lines} of {part.total_lines} ({part.total_bytes} bytes in all)"
+    rest = part.rest()
+    return ToolOutput(f"{head}:\n\n{part.text}" + (f"\n\n{rest}" if rest else ""), data)
 
 
 async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     args = parse_arguments(_WriteArgs, arguments)
     kind = tool_kind(args.name, agents=False)
-    text, name = args.content, kind.filename
+    text = args.content
     check_content(caller, text)
-    if not text.strip():
-        raise ToolError(_empty(kind), {"error": EMPTY_CONTENT})
-    # On a worker thread: the check reads the whole text as Markdown, up to 0.5 s of
-    # CPU for 256 KB that would hold up every other request on the event loop.
-    try:
-        await anyio.to_thread.run_sync(lambda: check_open_blocks(numbered_lines(text), name))
-    except ToolInputError as exc:
-        # A code as the other content refusals have, so a client can tell it from them.
-        raise ToolError(str(exc), {"error": UNCLOSED_BLOCK}) from exc
+    # On worker threads: the guard reads the whole text as Markdown, up to 0.5 s of CPU
+    # for 256 KB that would hold up every other request on the event loop.
+    refused = await anyio.to_thread.run_sync(text_refusal, kind, text)
+    if refused is not None:
+        raise ToolError(refused.message, refused.data)
     current = await stored_file(caller, kind)
-    if current is not None and current.content == text:
-        data = {"name": kind.api_name, "file_type": kind.file_type, "version": current.version}
-        reply = f"No change: {name} already holds this text (version {current.version})."
-        return ToolOutput(reply, data)
-    removed = None
-    # Compared only with the version the write is based on: with another, the write is
-    # refused as stale anyway, and the model re-reads before it writes again.
-    if current is not None and current.version == args.expected_version:
-        old = current.content
-        removed = await anyio.to_thread.run_sync(lambda: removal(old, text))
-        if removed.most and not args.replace_all:
-            raise ToolError(_most_removed(kind, removed), _counts(removed))
+    judge = partial(
+        rewrite_verdict, kind, text, current, args.expected_version, replace_all=args.replace_all
+    )
+    verdict = await anyio.to_thread.run_sync(judge)
+    if isinstance(verdict, Refused):
+        raise ToolError(verdict.message, verdict.data)
+    if isinstance(verdict, NoChange):
+        return ToolOutput(verdict.answer, _written(kind, verdict.version))
     file = await write_file(caller, kind, text, args.expected_version)
-    data = {"name": kind.api_name, "file_type": kind.file_type, "version": file.version}
-    said = _removed(removed) if removed is not None else ""
-    return ToolOutput(f"Saved {name} as version {file.version}.{said}", data)
+    return ToolOutput(verdict.answer(file.version), _written(kind, file.version))
 
 
-def _empty(kind: FileKind) -> str:
-    targeted = _TARGETED[kind]
-    return (
-        f"content is empty, and memory_write replaces all of {kind.filename} with it; nothing "
-        "was written. Send all of the file with your change (memory_read gives the current "
-        f"text){f', or use {targeted}' if targeted else ''}; to empty it, send its title "
-        "line alone with replace_all=true."
-    )
+def _written(kind: FileKind, version: int) -> dict[str, Any]:
+    return {"name": kind.api_name, "file_type": kind.file_type, "version": version}
 
 
-def _most_removed(kind: FileKind, removed: Removal) -> str:
-    file, targeted = kind.filename, _TARGETED[kind]
-    parts = []
-    if removed.entries:
-        total = counted(removed.entry_count, "entry", "entries")
-        parts.append(f"{len(removed.entries)} of the {total} of {file} ({_quotes(removed)})")
-    if removed.sections:
-        whose = "its" if parts else "the"
-        total = counted(removed.section_count, "section", "sections")
-        where = "" if parts else f" of {file}"
-        parts.append(f"{len(removed.sections)} of {whose} {total}{where} ({_titles(removed)})")
-    return (
-        f"this would remove {' and '.join(parts)}; nothing was written. memory_write replaces "
-        "the whole file: send all of it with your change (memory_read gives the current "
-        f"text), {f'use {targeted}, ' if targeted else ''}or pass replace_all=true if you "
-        "mean to remove them"
-    )
-
-
-def _counts(removed: Removal) -> dict[str, Any]:
-    return {
-        "error": WOULD_REMOVE_MOST,
-        "entries_removed": len(removed.entries),
-        "entries": removed.entry_count,
-        "sections_removed": len(removed.sections),
-        "sections": removed.section_count,
-    }
-
-
-def _removed(removed: Removal) -> str:
-    """What a stored rewrite removed, for its answer ('' if nothing): the words
-    ``update_long_term_memory``'s whole-file write answers with too."""
-    text = said(removed)
-    return f" {text}" if text else ""
-
-
-def _quotes(removed: Removal) -> str:
-    return listed(removed.entries)
-
-
-def _titles(removed: Removal) -> str:
-    return listed(removed.sections)
+def _read_schema() -> dict[str, Any]:
+    """memory_read's arguments without what tells a model nothing: the generator's titles
+    ("Start Line") and the optional ones' ``default: null`` (a third of the schema's
+    tokens)."""
+    schema = args_schema(_ReadArgs)
+    for spec in schema["properties"].values():
+        spec.pop("title", None)
+        if spec.get("default", 0) is None:
+            del spec["default"]
+    return schema
 
 
 FILE_TOOLS = (
     McpTool(
         "memory_read",
         "Read one memory file (SOUL.md, USER.md, MEMORY.md) with its version, or AGENTS.md "
-        "(the platform's rules, read-only). Pass the version to memory_write.",
-        args_schema(_ReadArgs),
+        "(the platform's rules, read-only). Pass the version to memory_write. section or "
+        "start_line/line_count: read part of it.",
+        _read_schema(),
         hints(read_only=True, idempotent=True),
         memory_read,
         result_schema(_FileRead),

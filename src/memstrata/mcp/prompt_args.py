@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, Prompt
 from pydantic import ValidationError
 
+from memstrata.agent.json_numbers import shown as shown  # call_args' too
 from memstrata.logs import log_event
 
 logger = logging.getLogger(__name__)
@@ -116,9 +117,3 @@ class PromptArgumentCheck:
             return self._user(ctx)
         except MCPError:
             return None
-
-
-def shown(value: Any) -> str:
-    """A JSON value as it was sent, cut short."""
-    text = json.dumps(value)  # escaped: a lone surrogate could not be sent back
-    return text if len(text) <= 40 else text[:39] + "…"

@@ -1,25 +1,26 @@
 """A tool's arguments parsed with the REST API's messages, and the JSON Schemas the
 catalogue states for a tool's arguments and result.
 
-Integer arguments are read as JSON Schema reads them (:func:`integer_arguments`): ``5.0`` is
-an integer there, and a model's client may well send it so; ``5.5``, ``true`` and ``"5"``
-are not, and are refused with the value sent (and for ``"5"``, what to send instead).
+Integer arguments are read as JSON Schema reads them, by the agent tools' rule
+(:func:`integer_arguments`, :mod:`memstrata.agent.json_numbers`): ``5.0`` is an integer
+there, and a model's client may well send it so; ``5.5``, ``true`` and ``"5"`` are not,
+and are refused with the value sent (and for ``"5"``, what to send instead).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from memstrata.agent import json_numbers
 from memstrata.agent.schemas import without_null_optionals
 from memstrata.api.errors import validation_error
+from memstrata.errors import ToolInputError
 from memstrata.mcp.base import ToolError
-from memstrata.mcp.prompt_args import shown
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -32,33 +33,13 @@ _FIXES = {
 }
 
 
-# A string that spells a whole number, as a model may quote one ("5", "2.0").
-_QUOTED_NUMBER = re.compile(r"\s*([-+]?[0-9]{1,30})(?:\.0*)?\s*")
-
-
 def integer_arguments(arguments: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``arguments`` with each value of an ``integer`` property of ``schema`` an int: an
-    integral float (``5.0``) becomes one; ``5.5``, ``true``, ``"5"`` or any other JSON value
-    is a ``ToolError`` echoing it. A missing or null value is left to the tool's own check
-    (a required one is refused there, an optional one takes its default)."""
-    properties = schema.get("properties", {})
-    integers = [name for name, spec in properties.items() if spec.get("type") == "integer"]
-    return {
-        name: _integer(name, value) if name in integers and value is not None else value
-        for name, value in arguments.items()
-    }
-
-
-def _integer(name: str, value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and (spelled := _QUOTED_NUMBER.fullmatch(value)):
-        raise ToolError(
-            f"{name} must be a JSON integer: send {int(spelled.group(1))}, not {shown(value)}"
-        )
-    raise ToolError(f"{name} must be a JSON integer; got {shown(value)}")
+    """The agent tools' rule for integer arguments
+    (:func:`memstrata.agent.json_numbers.integer_arguments`), its refusal a ``ToolError``."""
+    try:
+        return json_numbers.integer_arguments(arguments, schema)
+    except ToolInputError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def parse_arguments(model: type[M], arguments: dict[str, Any]) -> M:

@@ -1,0 +1,170 @@
+"""Whether a model's rewrite of a whole memory file is stored, and what the answer says:
+MCP ``memory_write``'s guard, as plain functions over the new text and the stored one, so
+that another transport (REST, the library) can opt in and decide alike.
+
+A person's edit (REST, the settings page) is stored as written; a model writes the text
+(the MCP server's instructions tell it to), so what a person may mean but a model most
+likely does by mistake is refused (:class:`Refused`, nothing written):
+
+* text that would leave a code fence open, or an HTML block only its end ends (``<!--``
+  without ``-->``), as the agent tools' whole-file write does
+  (:func:`~memstrata.agent.arguments.check_open_blocks`): everything after it, later
+  sections too, would read as code or as part of the block to the agent tools and the
+  prompt's cut;
+* a blank text, which would wipe the file (a model's empty argument, not a wish: the
+  entry tools refuse empty content too), and a text that removes most of the file's
+  entries or sections (:mod:`memstrata.agent.removals`) unless ``replace_all`` says the
+  model means it — like ``update_user``'s ``replace_section`` and
+  ``update_long_term_memory``'s ``whole_file``. A model that meant to add a line and
+  sent that line alone would otherwise replace the file with it, and no history undoes
+  that. A write that removes fewer is stored (:class:`Store`), and its answer says what it
+  removed.
+
+A retried write whose text the file already holds is :class:`NoChange`, whatever its
+``expected_version`` (the tool is idempotent: the first call landed). The removals are
+weighed only against the version the write is based on: with another, the write is
+refused as stale anyway, and the model re-reads before it writes again.
+
+Two steps, so that a text refused on its own is refused before the stored file is read:
+:func:`text_refusal`, then :func:`rewrite_verdict` with the stored file. Both read the
+whole text as Markdown (up to 0.5 s of CPU for 256 KB): a server calls them on a worker
+thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memstrata.agent.arguments import check_open_blocks, numbered_lines
+from memstrata.agent.removals import Removal, removal, said
+from memstrata.agent.wording import counted, listed
+from memstrata.errors import ToolInputError
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.store import MemoryFile
+
+# A refusal's code (MCP's structuredContent ``error``): content that leaves a code fence or
+# an HTML block open, a blank content, and one that would remove most of the file.
+UNCLOSED_BLOCK = "unclosed_block"
+EMPTY_CONTENT = "empty_content"
+WOULD_REMOVE_MOST = "would_remove_most"
+
+# The targeted tools for each file, as a refusal names them (SOUL.md has none).
+_TARGETED = {
+    FileKind.MEMORY: "record_memory to add or correct one entry (replaces= names the old one)",
+    FileKind.USER: "update_user to set one fact",
+    FileKind.SOUL: None,
+}
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Nothing is written: ``message`` says why and what to send instead; ``data`` holds
+    its code (``error``) and, for a write that removes most, the counts."""
+
+    message: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NoChange:
+    """The file already holds the text, at ``version``: nothing to write."""
+
+    kind: FileKind
+    version: int
+
+    @property
+    def answer(self) -> str:
+        return f"No change: {self.kind.filename} already holds this text (version {self.version})."
+
+
+@dataclass(frozen=True)
+class Store:
+    """Write the text; ``removed``: what it removes from the version it is based on (None
+    when the stored file is another version, or there is none)."""
+
+    kind: FileKind
+    removed: Removal | None
+
+    def answer(self, version: int) -> str:
+        """The answer once stored as ``version``, with what the write removed: the words
+        ``update_long_term_memory``'s whole-file write answers with too."""
+        text = said(self.removed) if self.removed is not None else ""
+        return f"Saved {self.kind.filename} as version {version}.{f' {text}' if text else ''}"
+
+
+Verdict = Refused | NoChange | Store
+
+
+def text_refusal(kind: FileKind, text: str) -> Refused | None:
+    """A ``text`` for ``kind`` refused on its own (blank, or a block left open), else None."""
+    if not text.strip():
+        return Refused(_empty(kind), {"error": EMPTY_CONTENT})
+    try:
+        check_open_blocks(numbered_lines(text), kind.filename)
+    except ToolInputError as exc:
+        # A code as the other content refusals have, so a client can tell it from them.
+        return Refused(str(exc), {"error": UNCLOSED_BLOCK})
+    return None
+
+
+def rewrite_verdict(
+    kind: FileKind,
+    text: str,
+    stored: MemoryFile | None,
+    expected_version: int,
+    *,
+    replace_all: bool = False,
+) -> Verdict:
+    """What becomes of rewriting ``stored`` (None: the user has no file yet) as ``text``,
+    a write based on ``expected_version``, once :func:`text_refusal` let ``text`` pass
+    (module doc)."""
+    if stored is not None and stored.content == text:
+        return NoChange(kind, stored.version)
+    if stored is None or stored.version != expected_version:
+        return Store(kind, None)
+    removed = removal(stored.content, text)
+    if removed.most and not replace_all:
+        return Refused(_most_removed(kind, removed), _counts(removed))
+    return Store(kind, removed)
+
+
+def _empty(kind: FileKind) -> str:
+    targeted = _TARGETED[kind]
+    return (
+        f"content is empty, and memory_write replaces all of {kind.filename} with it; nothing "
+        "was written. Send all of the file with your change (memory_read gives the current "
+        f"text){f', or use {targeted}' if targeted else ''}; to empty it, send its title "
+        "line alone with replace_all=true."
+    )
+
+
+def _most_removed(kind: FileKind, removed: Removal) -> str:
+    file, targeted = kind.filename, _TARGETED[kind]
+    parts = []
+    if removed.entries:
+        total = counted(removed.entry_count, "entry", "entries")
+        parts.append(f"{len(removed.entries)} of the {total} of {file} ({listed(removed.entries)})")
+    if removed.sections:
+        whose = "its" if parts else "the"
+        total = counted(removed.section_count, "section", "sections")
+        where = "" if parts else f" of {file}"
+        parts.append(
+            f"{len(removed.sections)} of {whose} {total}{where} ({listed(removed.sections)})"
+        )
+    return (
+        f"this would remove {' and '.join(parts)}; nothing was written. memory_write replaces "
+        "the whole file: send all of it with your change (memory_read gives the current "
+        f"text), {f'use {targeted}, ' if targeted else ''}or pass replace_all=true if you "
+        "mean to remove them"
+    )
+
+
+def _counts(removed: Removal) -> dict[str, Any]:
+    return {
+        "error": WOULD_REMOVE_MOST,
+        "entries_removed": len(removed.entries),
+        "entries": removed.entry_count,
+        "sections_removed": len(removed.sections),
+        "sections": removed.section_count,
+    }
