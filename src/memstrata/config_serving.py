@@ -108,9 +108,24 @@ class ServingSettings(BaseModel):
         "limit, so the other half is left for them and for the files and database and "
         "embedding connections the requests use; 4096 holds an open /mcp GET stream for each "
         "of the default 2000 MEMSTRATA_MCP_MAX_SESSIONS and as many other connections. It "
-        "closes no connection: one that sends nothing, or trickles its headers, stays open "
-        "(uvicorn has no header timeout) until a reverse proxy's header timeout ends it "
-        "(docs/DEPLOY.md, section 6).",
+        "closes no connection: one that sends nothing, or trickles its headers, holds its "
+        "place until MEMSTRATA_HEADER_TIMEOUT_S ends it.",
+    )
+    header_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="`memstrata serve` closes a connection whose request headers have not "
+        "all arrived this many seconds after it opened, or after the first byte of its next "
+        "request (the idle wait between requests is uvicorn's keep-alive timeout, 5 s): "
+        "without it, a few hundred connections sending nothing, or their headers a byte at a "
+        "time, held every MEMSTRATA_MAX_CONNECTIONS place and everyone else got 503. The "
+        "connection is closed without an answer, as nginx's client_header_timeout does, and "
+        "logged (`http.header_timeout`, INFO) and counted "
+        "(`memstrata_http_header_timeouts_total`). A slow request body and an open /mcp GET "
+        "stream are not its business. 20 s is Apache's mod_reqtimeout default (nginx: 60 s): "
+        "room for a few TCP retransmissions of a request sent at once. A reverse proxy's "
+        "timeouts still bound the body and the TLS handshake (docs/DEPLOY.md, section 6).",
     )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."

@@ -11,6 +11,9 @@
 - ``memstrata_sync_total{operation, result}``: ``provision`` (template → DB → sandbox on a
   user's first read) and ``frontend_edit`` (PUT: DB → embeddings → sandbox → AgentPool).
 - ``memstrata_turns_indexed_total`` and ``memstrata_indexed_chunks_total``.
+- ``memstrata_http_header_timeouts_total``: connections ``memstrata serve`` closed because
+  their request headers had not all arrived within ``MEMSTRATA_HEADER_TIMEOUT_S``
+  (api.header_timeout); a steady rise is clients too slow or a slowloris.
 - ``memstrata_search_cache_bytes`` / ``_budget_bytes`` / ``_users`` (gauges) and
   ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total`` /
   ``_snapshot_loads_total`` / ``_snapshot_writes_total`` / ``_snapshot_errors_total``:
@@ -129,6 +132,11 @@ class ApiMetrics:
         self.chunks_indexed = Counter(
             "memstrata_indexed_chunks",
             "Chunks written while indexing conversation turns.",
+            registry=self.registry,
+        )
+        self.header_timeouts = Counter(
+            "memstrata_http_header_timeouts",
+            "Connections closed because their request headers were late.",
             registry=self.registry,
         )
 

@@ -11,7 +11,9 @@ order on Ctrl-C or SIGTERM, after giving the requests in flight up to
 ``MEMSTRATA_SHUTDOWN_GRACE_S``. The work of the requests cut off then is waited for
 (``after_grace_s``) before the runtime it uses is closed (:mod:`memstrata.api.shutdown`).
 uvicorn serves at most ``MEMSTRATA_MAX_CONNECTIONS`` connections at once
-(:func:`memstrata.api.server.connection_limit`); beyond them a request gets its 503.
+(:func:`memstrata.api.server.connection_limit`); beyond them a request gets its 503. A
+connection whose request headers are not all in after ``MEMSTRATA_HEADER_TIMEOUT_S`` is
+closed (:mod:`memstrata.api.header_timeout`), so idle and trickling ones cannot hold them.
 
 Before the banner, one WARNING each for what is allowed but risky
 (:func:`log_startup_warnings`): development served beyond this machine, production with no
@@ -80,6 +82,8 @@ def serve(
 
     from memstrata.api.app import create_app
     from memstrata.api.auth import AuthConfigurationError, require_token_keys
+    from memstrata.api.header_timeout import header_timeout_protocol
+    from memstrata.api.metrics import ApiMetrics
     from memstrata.api.server import MemstrataServer, connection_limit, explain_grace_end
     from memstrata.api.shutdown import AfterGrace, CutOffRoutes, SettleBeforeShutdown, after_grace_s
 
@@ -112,6 +116,7 @@ def serve(
         if isinstance(api.state.cut_off, CutOffRoutes):  # names the threads left running
             after_grace.routes = api.state.cut_off
         explain_grace_end(settings.shutdown_grace_s)
+        metrics: ApiMetrics = api.state.metrics
         server = MemstrataServer(
             uvicorn.Config(
                 # The grace has passed: what the cut-off writes still have to embed would
@@ -125,6 +130,9 @@ def serve(
                 timeout_graceful_shutdown=settings.shutdown_grace_s,
                 limit_concurrency=connection_limit(settings.max_connections),
                 timeout_keep_alive=KEEP_ALIVE_S,
+                http=header_timeout_protocol(
+                    settings.header_timeout_s, metrics.header_timeouts.inc
+                ),
             ),
             after_grace_s=after_grace.limit_s,
         )
