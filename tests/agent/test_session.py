@@ -126,6 +126,14 @@ async def test_open_agent_session_syncs_sandbox_first_then_builds_everything(
     assert session.tracker.dirty == frozenset()
     assert session.tracker.base_version("MEMORY.md") == 3
 
+    # A host that reports the call only after it ran: the same, nothing read back.
+    assert await session.tools.record_memory("y", section="Notes") == (
+        "Recorded in MEMORY.md under ## Notes (version 4)."
+    )
+    session.on_tool_call("record_memory", {"content": "y"})
+    assert session.tracker.needs_read_back == frozenset()
+    assert await session.end_round() == []
+
     session.close()
     await sync.frontend_edit(USER, "memory", "after close\n")
     assert await box.read_text("MEMORY.md") != "after close\n"

@@ -287,3 +287,16 @@ async def test_round_end_reads_back_only_after_an_unguarded_write(
     assert {r.filename: r.outcome for r in results}["USER.md"] is Outcome.WRITTEN
     stored = store.get_memory_file(USER, FileKind.USER)
     assert stored is not None and stored.content == "# USER.md\n- edited by a platform tool\n"
+
+
+def test_a_memory_tool_reported_after_its_write_through_needs_no_read_back() -> None:
+    # A host reports every call (docs/LIBRARY.md), often after running it: the report of
+    # memstrata's own tool is the write the tool already synced, not a change after it.
+    tracker = RoundTracker(USER)
+    tracker.mark_synced("MEMORY.md")  # the tool's own write-through, before the report
+    tracker.on_tool_call("record_memory", {"content": "x"})
+    assert (tracker.dirty, tracker.needs_read_back) == (frozenset({"MEMORY.md"}), frozenset())
+    tracker.on_tool_call("update_user", {"section": "Profile", "key": "k", "content": "v"})
+    assert tracker.needs_read_back == frozenset({"USER.md"})  # no write-through of its own yet
+    tracker.on_tool_call("edit_file", {"path": "MEMORY.md"})  # an unguarded write still counts
+    assert tracker.needs_read_back == frozenset({"MEMORY.md", "USER.md"})

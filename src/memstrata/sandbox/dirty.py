@@ -153,7 +153,9 @@ class RoundTracker:
         if not isinstance(name, str):
             return None
         if name in TOOL_FILES:
-            self.mark_dirty(TOOL_FILES[name])
+            # memstrata's own tool: its report, often sent after the call ran, is the write
+            # the tool synced itself (``mark_synced``), not a change after it.
+            self._dirty.add(TOOL_FILES[name])
             return TOOL_FILES[name]
         if name not in FILE_TOOLS:
             return None
@@ -175,8 +177,9 @@ class RoundTracker:
 
     def mark_synced(self, filename: str) -> None:
         """A controlled write synced ``filename`` to the DB after its last change, so the
-        round end need not read it back (a later unguarded write marks it dirty again)."""
-        if filename in self._dirty:
+        round end need not read it back (a later unguarded write marks it dirty again) —
+        also when the host reports the tool's call only after it ran."""
+        if filename in SYNCED_FILES:
             self._synced.add(filename)
 
     def advance_base(self, filename: str, base: SyncBase) -> None:
