@@ -276,9 +276,13 @@ def test_a_library_write_with_a_bad_expected_version_is_refused(
     mem.store.provision_default_files("vic")
     before = mem.store.get_memory_file("vic", "user")
     assert before is not None
-    with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
+    with pytest.raises(
+        InvalidContentError, match=r"expected_version must be an integer from 0 .* or left out; got"
+    ):
         mem.store.upsert_memory_file("vic", "user", "x", version)  # type: ignore[arg-type]
-    with pytest.raises(InvalidContentError, match="expected_version must be None or an"):
+    with pytest.raises(
+        InvalidContentError, match=r"expected_version must be an integer from 0 .* or left out; got"
+    ):
         asyncio.run(
             mem.sync.frontend_edit("vic", "user", "x", version)  # type: ignore[arg-type]
         )

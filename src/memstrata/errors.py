@@ -24,7 +24,13 @@ class InvalidFileTypeError(MemstrataError, ValueError):
 
 
 class InvalidContentError(MemstrataError, ValueError):
-    """Content that can never be stored (NUL characters, not text)."""
+    """Content that can never be stored (NUL characters, not text). ``field``: the input
+    at fault (``content``, ``query``), when the raising code knows it; HTTP's 422 names
+    it in its ``errors`` item's ``loc``."""
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        self.field = field
 
 
 class ContentTooLargeError(InvalidContentError):
@@ -58,18 +64,18 @@ class VersionConflictError(MemstrataError, RuntimeError):
         *,
         in_progress: bool = False,
     ) -> None:
-        found = "no row yet" if actual is None else f"version {actual}"
         # In progress, the stored version is still the expected one: what happened is
         # that another write from it claimed it first (first come wins).
-        happened = (
-            f"another write based on version {expected} already under way lands first"
-            if in_progress
-            else f"expected version {expected}, found {found}"
-        )
-        super().__init__(
-            f"version conflict on {file_type}: {happened}; "
-            "reload the file and apply your change again"
-        )
+        if in_progress:
+            happened = f"another write based on version {expected} already under way lands first"
+            fix = "read it again and apply your change to the version it holds"
+        elif actual is None:
+            happened = f"expected version {expected}, found no file yet"
+            fix = "apply your change to an empty file, with expected version 0"
+        else:
+            happened = f"expected version {expected}, found version {actual}"
+            fix = f"read it again and apply your change to version {actual}"
+        super().__init__(f"version conflict on {file_name(file_type)}: {happened}; {fix}")
         self.user_id = user_id
         self.file_type = file_type
         self.expected = expected
@@ -82,6 +88,13 @@ class VersionConflictError(MemstrataError, RuntimeError):
     @property
     def current_version(self) -> int | None:
         return self.actual
+
+
+def file_name(file_type: str) -> str:
+    """``USER.md`` for ``user_md``: the name a reader knows, not the store's (every
+    ``memory.kinds.FileKind`` is named so; that module imports this one)."""
+    stem = file_type.removesuffix("_md")
+    return f"{stem.upper()}.md" if stem and stem != file_type else file_type
 
 
 class InvalidUserIdError(MemstrataError, ValueError):
@@ -189,6 +202,7 @@ class UnknownSettingError(MemstrataError, ValueError):
 # pydantic's own error types, which keep their context (a ValueError's cause, the bound
 # of ``ge``); any other (a validator's PydanticCustomError) is carried as its message.
 _PYDANTIC_ERROR_TYPES = frozenset(get_args(ErrorType))
+_PYDANTIC_URL = "    For further information visit "
 
 
 class InvalidSettingError(MemstrataError, ValidationError):
@@ -205,7 +219,12 @@ class InvalidSettingError(MemstrataError, ValidationError):
 
     def __str__(self) -> str:
         variables = dict.fromkeys(setting_variable(e["loc"]) for e in self.errors() if e["loc"])
-        return f"invalid settings: {', '.join(variables) or 'see below'}\n{super().__str__()}"
+        # pydantic's "For further information visit https://errors.pydantic.dev/…" lines
+        # send a reader to pydantic's docs, not to the setting's.
+        report = "\n".join(
+            line for line in super().__str__().splitlines() if not line.startswith(_PYDANTIC_URL)
+        )
+        return f"invalid settings: {', '.join(variables) or 'see below'}\n{report}"
 
 
 class SettingNotJSONError(InvalidSettingError, SettingsError):

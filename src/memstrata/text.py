@@ -22,6 +22,24 @@ def lone_surrogate_at(text: str) -> int | None:
     return None
 
 
+def lone_surrogate_problem(text: str, what: str) -> str | None:
+    """Why ``text`` (called ``what``) is not valid Unicode, or None: where its first lone
+    surrogate is, as every caller that refuses one words it."""
+    if (at := lone_surrogate_at(text)) is None:
+        return None
+    where = f"{text[at]!r} at character {at}"
+    return f"{what} is not valid Unicode: it contains a lone surrogate ({where})"
+
+
+def unstorable_text(text: str, what: str) -> str | None:
+    """Why ``text`` (called ``what``) cannot be stored as text, or None: a NUL, which
+    PostgreSQL's text columns refuse, or a lone surrogate, which UTF-8 cannot carry. The
+    one rule and wording for memory files, conversation rounds and tool arguments."""
+    if (at := text.find("\x00")) != -1:
+        return f"{what} must not contain NUL characters ('\\x00' at character {at})"
+    return lone_surrogate_problem(text, what)
+
+
 def grapheme_cut(text: str, index: int, floor: int = 0) -> int:
     """The last grapheme-cluster boundary at or before ``index`` and after ``floor``, so
     that a cut there keeps whole what a reader sees as one character: an emoji with its

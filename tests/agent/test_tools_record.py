@@ -75,7 +75,10 @@ async def test_record_memory_creates_a_missing_section_and_indents_more_lines(
             "error: section must be a non-empty string such as 'Decisions'",
         ),
         ({"content": 7}, "error: content must be a string"),
-        ({"content": "a\x00b"}, "error: content must not contain NUL characters"),
+        (
+            {"content": "a\x00b"},
+            "error: content must not contain NUL characters ('\\x00' at character 1)",
+        ),
     ],
 )
 async def test_record_memory_validates_and_writes_nothing(
@@ -90,7 +93,10 @@ async def test_record_memory_refuses_a_lone_surrogate(
 ) -> None:
     # Valid JSON ("\\ud83d") decodes to a str that cannot be written as UTF-8.
     result = await tools.call("record_memory", '{"content": "hi \\ud83d there"}')
-    assert result == "error: content is not valid Unicode (a lone surrogate at character 3)"
+    assert result == (
+        "error: content is not valid Unicode: it contains a lone surrogate ('\\ud83d' at "
+        "character 3)"
+    )
     assert memory(store)[1] == 1
 
 

@@ -75,13 +75,20 @@ def test_missing_header(client: TestClient) -> None:
     )
 
 
+MALFORMED = (
+    "malformed token: not a JWT (three base64url parts joined by dots); send it as issued, "
+    "without quotes"
+)
+
+
 @pytest.mark.parametrize(
     ("header", "detail"),
     [
         ("Basic YWxpY2U6cHc=", "unsupported authorization scheme 'Basic': use 'Bearer <token>'"),
         ("Bearer", "empty bearer token"),
-        ("Bearer not-a-jwt", "malformed token: not a JWT"),
-        ("Bearer a.b.c", "malformed token: not a JWT"),
+        ("Bearer not-a-jwt", MALFORMED),
+        ("Bearer a.b.c", MALFORMED),
+        ('Bearer "eyJ.eyJ.sig"', MALFORMED),  # sent quoted
     ],
 )
 def test_malformed_headers(client: TestClient, header: str, detail: str) -> None:
@@ -129,7 +136,7 @@ NO_AUDIENCE = (
     ("claims", "detail"),
     [
         ({"exp": None}, "token has no 'exp' claim"),
-        ({"sub": None}, "token has no string 'sub' claim"),
+        ({"sub": None}, "token has no 'sub' claim (the user id, a string)"),
         ({"nbf": int(time.time()) + 3600}, "token is not valid yet (nbf/iat in the future)"),
         ({"aud": "someone-else"}, NO_AUDIENCE),
         # PyJWT checks only a non-empty audience; the docs say any 'aud' is refused.
@@ -167,8 +174,8 @@ def test_non_string_subject(client: TestClient, settings: Settings) -> None:
         settings.jwt_secret.encode(), f"{head}.{body}".encode(), hashlib.sha256
     ).digest()
     response = _get(client, f"{head}.{body}.{_b64(signature)}")
-    assert response.status_code == 401
-    assert response.json()["detail"].startswith("invalid token: ")
+    # PyJWT's own words were "invalid token: Subject must be a string".
+    _assert_401(response, "token's 'sub' claim must be a string (the user id)")
 
 
 def test_every_api_route_requires_a_token(app: FastAPI, client: TestClient) -> None:
@@ -276,7 +283,7 @@ def test_audience_and_user_claim(tmp_path: Path) -> None:
     assert auth.user_id(good) == "u-7"
     with pytest.raises(AuthenticationError, match="token has no 'aud' claim"):
         auth.user_id(jwt.encode(_claims(uid="u-7"), "s" * 40, algorithm="HS256"))
-    with pytest.raises(AuthenticationError, match="token has no string 'uid' claim"):
+    with pytest.raises(AuthenticationError, match=r"token has no 'uid' claim \(the user id"):
         auth.user_id(jwt.encode(_claims(aud="memstrata"), "s" * 40, algorithm="HS256"))
     # mint_token follows the same settings.
     assert auth.user_id(mint_token(settings, "u-8", 60)) == "u-8"
@@ -370,6 +377,27 @@ def test_mint_token_refuses_without_a_secret(tmp_path: Path) -> None:
         mint_token(settings, "alice", 60)
     with pytest.raises(ValueError, match="ttl must be at least 1 second"):
         mint_token(_settings(tmp_path, jwt_secret="s" * 40), "alice", 0)
+
+
+def test_mint_token_names_an_unsupported_algorithm_as_serve_does(tmp_path: Path) -> None:
+    """``memstrata token`` said "has no HS256/HS384/HS512 entry … get tokens from the
+    identity provider" for a typo, where serve named the entry."""
+    settings = _settings(tmp_path, jwt_secret="s" * 40, jwt_algorithms=["XX1"])
+    unsupported = r"MEMSTRATA_JWT_ALGORITHMS has unsupported entries \['XX1'\]; choose from HS256"
+    with pytest.raises(AuthConfigurationError, match=unsupported):
+        mint_token(settings, "alice", 60)
+    with pytest.raises(AuthConfigurationError, match=unsupported):
+        Authenticator.from_settings(settings)
+
+
+def test_a_user_claim_that_is_no_string_says_so(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, jwt_secret="s" * 40, jwt_user_claim="uid")
+    auth = Authenticator.from_settings(settings)
+    with pytest.raises(AuthenticationError, match=r"^token's 'uid' claim must be a string \(the"):
+        auth.user_id(jwt.encode(_claims(uid=7), "s" * 40, algorithm="HS256"))
+    # PyJWT checks 'sub' whatever claim holds the user id.
+    with pytest.raises(AuthenticationError, match=r"^token's 'sub' claim must be a string$"):
+        auth.user_id(jwt.encode(_claims(uid="u-1", sub=7), "s" * 40, algorithm="HS256"))
 
 
 def test_umask_does_not_matter(tmp_path: Path) -> None:

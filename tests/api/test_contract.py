@@ -165,8 +165,8 @@ def test_stale_expected_version_is_409(client: TestClient, auth: AuthHeader) -> 
     )
     assert stale.status_code == 409
     assert plain(stale.json()) == {
-        "detail": "version conflict on memory_md: expected version 1, found version 2; "
-        "reload the file and apply your change again",
+        "detail": "version conflict on MEMORY.md: expected version 1, found version 2; "
+        "read it again and apply your change to version 2",
         "expected_version": 1,
         "current_version": 2,
     }
@@ -225,17 +225,18 @@ def test_bad_if_match_is_400(
 @pytest.mark.parametrize(
     ("body", "detail"),
     [
-        ({}, "invalid request: body.content: Field required"),
-        ({"content": 5}, "invalid request: body.content: Input should be a valid string"),
+        ({}, "invalid request: missing required field: content"),
+        ({"content": 5}, "invalid request: content must be a JSON string; got 5"),
         (
             {"content": "x", "expected_version": -1},
-            "invalid request: body.expected_version: Input should be greater than or equal to 0",
+            "invalid request: expected_version must be a JSON integer from 0 to 2147483647; got -1",
         ),
         (
             {"content": "x", "expected_version": "1"},
-            "invalid request: body.expected_version: Input should be a valid integer",
+            "invalid request: expected_version must be a JSON integer from 0 to 2147483647: "
+            'send 1, not "1"',
         ),
-        ({"content": "a\x00b"}, "content must not contain NUL (\\x00) characters"),
+        ({"content": "a\x00b"}, "content must not contain NUL characters ('\\x00' at character 1)"),
     ],
 )
 def test_put_invalid_bodies_are_422(
@@ -284,7 +285,10 @@ def test_unknown_skill_is_404(client: TestClient, auth: AuthHeader) -> None:
     response = client.put("/api/config/skills/teleport", headers=auth(), json={"enabled": True})
     assert (response.status_code, plain(response.json())) == (
         404,
-        {"detail": "no skill named 'teleport'; GET /api/config/skills lists the available skills"},
+        {
+            "detail": "no skill named 'teleport'; installed skills: code_interpreter, "
+            "file_manager, memory_search, web_search"
+        },
     )
 
 

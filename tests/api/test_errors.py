@@ -34,8 +34,8 @@ from tests.api.conftest import plain
             VersionConflictError("alice", "user_md", 3, 4),
             409,
             {
-                "detail": "version conflict on user_md: expected version 3, found version 4; "
-                "reload the file and apply your change again",
+                "detail": "version conflict on USER.md: expected version 3, found version 4; "
+                "read it again and apply your change to version 4",
                 "expected_version": 3,
                 "current_version": 4,
             },
@@ -48,7 +48,21 @@ from tests.api.conftest import plain
                 "(shorten the file; an operator can raise MEMSTRATA_MAX_CONTENT_BYTES)"
             },
         ),
-        (InvalidContentError("bad"), 422, {"detail": "bad", "errors": []}),
+        (
+            InvalidContentError("bad"),
+            422,
+            {"detail": "bad", "errors": [{"loc": ["body"], "msg": "bad", "type": "value_error"}]},
+        ),
+        (
+            InvalidContentError("query is blank", field="query"),
+            422,
+            {
+                "detail": "query is blank",
+                "errors": [
+                    {"loc": ["body", "query"], "msg": "query is blank", "type": "value_error"}
+                ],
+            },
+        ),
         (UnknownSkillError("no skill named 'x'"), 404, {"detail": "no skill named 'x'"}),
         (SandboxError("disk full"), 503, {"detail": "SandboxError: disk full"}),
         (SandboxPathError("../x"), 503, {"detail": "SandboxPathError: ../x"}),
@@ -152,16 +166,22 @@ def test_streamed_body_over_the_request_limit(client: TestClient, auth: AuthHead
     [
         (
             {},
-            "invalid request: body.enabled: Field required",
-            [{"loc": ["body", "enabled"], "msg": "Field required", "type": "missing"}],
-        ),
-        (
-            {"enabled": "yes"},
-            "invalid request: body.enabled: Input should be a valid boolean",
+            "invalid request: missing required field: enabled",
             [
                 {
                     "loc": ["body", "enabled"],
-                    "msg": "Input should be a valid boolean",
+                    "msg": "missing required field: enabled",
+                    "type": "missing",
+                }
+            ],
+        ),
+        (
+            {"enabled": "yes"},
+            'invalid request: enabled must be true or false (a JSON boolean); got "yes"',
+            [
+                {
+                    "loc": ["body", "enabled"],
+                    "msg": 'enabled must be true or false (a JSON boolean); got "yes"',
                     "type": "bool_type",
                 }
             ],

@@ -29,7 +29,9 @@ SEARCH = "/api/memory/search"
 TURN = "/api/memory/conversations/{}/turns"
 BATCH = "/api/memory/conversations/turns:batch"
 API_MD = Path(__file__).parents[2] / "docs" / "API.md"
-ISO_HINT = "Input should be an ISO 8601 date-time string, e.g. 2026-01-01T12:00:00Z"
+ISO_HINT = (
+    "Input should be an ISO 8601 date-time string, e.g. 2026-01-01T12:00:00Z, or leave it out"
+)
 
 
 # -- 1. a future as_of ---------------------------------------------------------------------
@@ -183,7 +185,7 @@ def test_a_write_that_lost_to_one_under_way_says_so() -> None:
     assert "another write based on version 3 already under way" in detail
     assert "first" in detail
     stale = str(VersionConflictError("u", "user_md", 1, 2))
-    assert stale.startswith("version conflict on user_md: expected version 1, found version 2")
+    assert stale.startswith("version conflict on USER.md: expected version 1, found version 2")
 
 
 # -- 6. user ids with surrounding whitespace or control characters --------------------------

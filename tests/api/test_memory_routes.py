@@ -78,15 +78,19 @@ def test_search_sees_only_the_callers_memory(client: TestClient, auth: AuthHeade
 @pytest.mark.parametrize(
     ("body", "detail"),
     [
-        ({"query": ""}, "query must be a non-empty string"),
+        ({"query": ""}, "query is blank: send the words to search for"),
         ({"query": "x", "top_k": 0}, "top_k must be an integer from 1 to 100"),
         ({"query": "x", "top_k": 101}, "top_k must be an integer from 1 to 100"),
         (
             {"query": "x", "sources": ["email"]},
-            "invalid request: body.sources.0: Input should be 'memory', 'conversation' or 'notes'",
+            "invalid request: sources[0] must be 'memory', 'conversation' or 'notes'; got "
+            '"email"',
         ),
-        ({"query": "x", "limit": 3}, "invalid request: body.limit: Extra inputs are not permitted"),
-        ({"query": "   "}, "query must be a non-empty string"),
+        (
+            {"query": "x", "limit": 3},
+            "invalid request: unknown field limit; this body takes query, top_k, sources, as_of",
+        ),
+        ({"query": "   "}, "query is blank: send the words to search for"),
     ],
 )
 def test_search_validation(
@@ -102,18 +106,18 @@ def test_search_validation(
     [
         (
             {"turn_index": -1, "user_message": "hi"},
-            "invalid request: body.turn_index: Input should be greater than or equal to 0",
+            "invalid request: turn_index must be a JSON integer from 0 to 2147483647; got -1",
         ),
-        ({"user_message": "hi"}, "invalid request: body.turn_index: Field required"),
+        ({"user_message": "hi"}, "invalid request: missing required field: turn_index"),
         ({"turn_index": 0}, "a round needs a user message or an assistant reply"),
         (
             {"turn_index": 0, "user_message": "a\x00b"},
-            "user_message must not contain NUL characters",
+            "user_message must not contain NUL characters ('\\x00' at character 1)",
         ),
         (
             {"turn_index": 0, "user_message": "hi", "timestamp": "yesterday"},
             "invalid request: body.timestamp: Input should be an ISO 8601 date-time string, "
-            "e.g. 2026-01-01T12:00:00Z (input is too short)",
+            "e.g. 2026-01-01T12:00:00Z, or leave it out (input is too short)",
         ),
     ],
 )
@@ -131,7 +135,7 @@ def test_session_id_length(client: TestClient, auth: AuthHeader) -> None:
     too_long = client.post(TURN.format("s" * 201), headers=auth(), json=body)
     assert too_long.status_code == 400
     assert too_long.json()["code"] == "invalid_session_id"
-    assert "1–200 characters" in too_long.json()["detail"]
+    assert "1–200 printable characters" in too_long.json()["detail"]
 
 
 def test_index_metrics(client: TestClient, auth: AuthHeader) -> None:

@@ -189,7 +189,7 @@ def test_mounted_into_a_host_app(mem: Memstrata, auth: AuthHeader) -> None:
         assert (bad.status_code, bad.json()["detail"]) == (400, "无效的文件名")
         invalid = client.put("/memory/api/config/skills/web_search", headers=auth(), json={})
         assert invalid.status_code == 422
-        assert invalid.json()["detail"] == "invalid request: body.enabled: Field required"
+        assert invalid.json()["detail"] == "invalid request: missing required field: enabled"
         assert client.get("/memory/healthz").status_code == 404
 
 

@@ -70,7 +70,8 @@ def test_the_get_body_sent_back_is_refused_not_a_lost_update(
     [
         (
             {"content": "x", "expected_versoin": 1},
-            "invalid request: body.expected_versoin: Extra inputs are not permitted",
+            "invalid request: unknown field expected_versoin; this body takes content, "
+            "expected_version",
         ),
         ({"content": "x", "version": None}, f"invalid request: body.version: {VERSION_HINT}"),
         ({"content": "x", "version": 1}, f"invalid request: body.version: {VERSION_HINT}"),
@@ -88,11 +89,11 @@ def test_unknown_agent_file_fields_are_422(
 def test_unknown_skill_fields_are_422(client: TestClient, auth: AuthHeader) -> None:
     response = client.put(SKILL, headers=auth(), json={"enabled": False, "extra": 1})
     assert plain(response.json()) == {
-        "detail": "invalid request: body.extra: Extra inputs are not permitted",
+        "detail": "invalid request: unknown field extra; this body takes enabled",
         "errors": [
             {
                 "loc": ["body", "extra"],
-                "msg": "Extra inputs are not permitted",
+                "msg": "unknown field extra; this body takes enabled",
                 "type": "extra_forbidden",
             }
         ],
@@ -246,7 +247,7 @@ def test_a_skill_name_with_a_slash_or_none_is_401_then_404(
     assert client.put(path, json={"enabled": True}).status_code == 401
     response = client.put(path, headers=auth(), json={"enabled": True})
     assert (response.status_code, response.json()["code"]) == (404, "not_found")
-    assert "GET /api/config/skills lists the available skills" in response.json()["detail"]
+    assert "; installed skills: code_interpreter, file_manager" in response.json()["detail"]
 
 
 # -- 5. If-Match on several lines, unbalanced quotes ----------------------------------------

@@ -14,7 +14,7 @@ from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K
 from tests.api.auth import AuthHeader
 
 SEARCH = "/api/memory/search"
-BLANK = "query must be a non-empty string"
+BLANK = "query is blank: send the words to search for"
 TOP_K = f"top_k must be an integer from 1 to {MAX_TOP_K}"
 
 
@@ -25,7 +25,7 @@ TOP_K = f"top_k must be an integer from 1 to {MAX_TOP_K}"
         ({"query": "   "}, BLANK),
         (
             {"query": "x" * (MAX_QUERY_CHARS + 1)},
-            f"query is longer than {MAX_QUERY_CHARS} characters",
+            f"query is {MAX_QUERY_CHARS + 1} characters; the limit is {MAX_QUERY_CHARS}",
         ),
         ({"query": "x", "top_k": 0}, TOP_K),
         ({"query": "x", "top_k": MAX_TOP_K + 1}, TOP_K),

@@ -60,11 +60,42 @@ def run(*args: str) -> tuple[int, str]:
             '[{"name": "m", "base_url": "http://x/v1", "query_input_typ": "query"}]',
             "MEMSTRATA_EMBEDDING_MODELS[0].query_input_typ: not a key this setting takes; check",
         ),
-        # A number with a unit, or a fraction for a whole number: the unit and an example.
-        ("MEMSTRATA_SEARCH_CACHE_BYTES", "10MB", "; a whole number of bytes, e.g. 536870912"),
-        ("MEMSTRATA_SHUTDOWN_GRACE_S", "7.5", "; a whole number of seconds, e.g. 15"),
-        ("MEMSTRATA_EMBEDDING_TIMEOUT_S", "5s", "; a number of seconds, e.g. 5.0"),
-        ("MEMSTRATA_RRF_K", "sixty", "; a whole number, e.g. 60"),
+        # A number with a unit, or a fraction for a whole number: the unit, the range the
+        # setting allows and its default as an example.
+        (
+            "MEMSTRATA_SEARCH_CACHE_BYTES",
+            "10MB",
+            "; a whole number of bytes, 1048576 or more, e.g. 536870912",
+        ),
+        ("MEMSTRATA_SHUTDOWN_GRACE_S", "7.5", "; a whole number of seconds, 0 or more, e.g. 15"),
+        ("MEMSTRATA_EMBEDDING_TIMEOUT_S", "5s", "; a number of seconds, more than 0, e.g. 5.0"),
+        ("MEMSTRATA_RRF_K", "sixty", "; a whole number, 1 or more, e.g. 60"),
+        # Out of range: the range and the default too.
+        (
+            "MEMSTRATA_MAX_CONTENT_BYTES",
+            "-1",
+            "MEMSTRATA_MAX_CONTENT_BYTES: Input should be greater than or equal to 1; a whole "
+            "number of bytes, 1 or more, e.g. 262144",
+        ),
+        (
+            "MEMSTRATA_EMBEDDING_SERVER_NICE",
+            "20",
+            "MEMSTRATA_EMBEDDING_SERVER_NICE: Input should be less than or equal to 19; a whole "
+            "number, from 0 to 19, e.g. 10",
+        ),
+        (
+            "MEMSTRATA_EMBEDDING_TIMEOUT_S",
+            "0",
+            "MEMSTRATA_EMBEDDING_TIMEOUT_S: Input should be greater than 0; a number of seconds, "
+            "more than 0, e.g. 5.0",
+        ),
+        # A boolean: the two words to use.
+        (
+            "MEMSTRATA_MIGRATE_ON_START",
+            "maybe",
+            "MEMSTRATA_MIGRATE_ON_START: Input should be a valid boolean, unable to interpret "
+            "input; true or false",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line(

@@ -104,6 +104,21 @@ def test_the_embedded_servers_socket_url_while_it_runs_and_how_to_start_it(
     assert "memstrata serve" in err and "pg_ctl" in err
 
 
+def test_an_unused_data_directory_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = (tmp_path / "unused").resolve()
+    clean_env(monkeypatch, tmp_path, {"MEMSTRATA_DATA_DIR": str(data)})
+    code, out, err = run_cli("db", "url")
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"error: there is no embedded PostgreSQL in {data / 'pgdata'}: MEMSTRATA_DATA_DIR="
+        f"{data} is not a data directory memstrata has run in (the memory may be in "
+        "another); set MEMSTRATA_DATA_DIR to the one `memstrata serve` uses, or start one "
+        "here with `memstrata serve`"
+    )
+
+
 def test_help_names_the_exit_statuses() -> None:
     code, out, _ = run_cli("db", "url", "--help")
     said = " ".join(out.replace("│", " ").split())

@@ -24,9 +24,9 @@ NO_DATABASE = "postgresql://nobody@127.0.0.1:1/none"
             "sources must be a non-empty list drawn from memory, conversation, notes; "
             "got ['files']",
         ),
-        (["--user", "alice", ""], "query must be a non-empty string"),
-        (["--user", "alice", " "], "query must be a non-empty string"),
-        (["--user", "alice", "x" * 4001], "query is longer than 4000 characters"),
+        (["--user", "alice", ""], "query is blank: send the words to search for"),
+        (["--user", "alice", " "], "query is blank: send the words to search for"),
+        (["--user", "alice", "x" * 4001], "query is 4001 characters; the limit is 4000"),
         (["--user", "", "x"], "user_id must be a non-empty string"),
     ],
 )

@@ -135,8 +135,9 @@ def test_a_body_not_sent_as_json_gets_the_one_error_shape(
     ("accept", "said"),
     [
         (None, "the request has no Accept header"),
-        ("application/json", "Accept 'application/json' does not list"),
-        ("text/event-stream", "Accept 'text/event-stream' does not list"),
+        ("application/json", "Accept 'application/json' lacks text/event-stream"),
+        ("text/event-stream", "Accept 'text/event-stream' lacks application/json"),
+        ("text/html", "Accept 'text/html' lacks application/json and text/event-stream"),
     ],
 )
 def test_an_accept_without_both_answer_types_gets_the_one_error_shape(
@@ -146,10 +147,9 @@ def test_an_accept_without_both_answer_types_gets_the_one_error_shape(
     user = f"refuse-accept-{len(era)}-{accept}"
     headers = {**bearer(user), **JSON, **era, "Accept": accept or ""}
     response = httpx.post(served.mcp, headers=headers, content=json.dumps(INIT))
-    both = "application/json, text/event-stream"
-    listed = f" {both}" if accept else ""
     message = (
-        f"{said}{listed}: send Accept: {both} (a request is answered with JSON or an event stream)"
+        f"{said}: send Accept: application/json, text/event-stream (both: a request is "
+        "answered with JSON or an event stream)"
     )
     assert response.status_code == 406, response.text
     assert response.json() == refusal("not_acceptable", message)
@@ -241,6 +241,46 @@ def test_an_initialize_with_a_bad_id_is_told_so(served: Served, era: dict[str, s
     assert response.status_code == 400, response.text
     assert response.json() == refusal("bad_request", id_message("an object"))
     assert "mcp-session-id" not in response.headers
+
+
+INITIALIZE_NEEDS = (
+    'initialize needs params protocolVersion (e.g. "2025-11-25"), capabilities ({} for none) '
+    'and clientInfo ({"name": "…", "version": "…"})'
+)
+
+
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        ({}, "missing required param(s): protocolVersion, capabilities, clientInfo"),
+        (
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c"}},
+            "missing required param(s): clientInfo.version",
+        ),
+        (
+            {
+                "protocolVersion": 20250618,
+                "capabilities": {},
+                "clientInfo": INIT["params"]["clientInfo"],
+            },
+            "protocolVersion must be a JSON string; got 20250618",
+        ),
+    ],
+)
+def test_an_initialize_with_bad_params_is_told_what_it_needs(
+    served: Served, params: dict[str, Any], said: str
+) -> None:
+    """The SDK answered -32602 "Invalid request parameters" with ``data: ""``."""
+    user = f"refuse-init-params-{len(json.dumps(params))}"
+    headers = {**MCP_HEADERS, **bearer(user), **JSON}
+    response = httpx.post(served.mcp, headers=headers, json={**INIT, "params": params})
+    assert answer(response) == {
+        "jsonrpc": "2.0",
+        "id": INIT["id"],
+        "error": {"code": -32602, "message": f"{INITIALIZE_NEEDS}; {said}"},
+    }
+    assert served.events("mcp.initialize", user)[-1]["error"] == f"{INITIALIZE_NEEDS}; {said}"
+    assert httpx.post(served.mcp, headers=headers, json=INIT).status_code == 200  # as sent
 
 
 NOT_ONE_MESSAGE = [
@@ -414,7 +454,7 @@ def test_a_timestamp_that_is_no_string_is_refused_in_the_same_words_as_on_rest(
     call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
     result = answer(httpx.post(served.mcp, headers=session, json=call))["result"]
     assert result["isError"] is True
-    assert result["content"][0]["text"].startswith(f"error: invalid request: {rule}; ")
+    assert result["content"][0]["text"] == f"error: {rule}"
 
 
 SDK_REFUSALS = [

@@ -16,10 +16,10 @@ from mcp_types import INVALID_PARAMS, CallToolResult
 
 from memstrata.agent.schemas import tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
-from memstrata.mcp.turn_tools import MCP_SESSION_ID_RULE
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.retrieval.session_ids import (
     MAX_SESSION_ID_LENGTH,
+    SESSION_ID_HINT,
     InvalidSessionIdError,
     check_session_id,
 )
@@ -303,9 +303,9 @@ WRITE_BAD_INPUT_WRITES_NOTHING_CASES: list[tuple[Any, ...]] = [
         {"name": "user", "content": "x" * (256 * 1024 + 1), "expected_version": 1},
         "content is 262145 bytes, over the limit of 262144 bytes",
     ),
-    ({"name": "user", "content": "x"}, "expected_version: Field required"),
-    ({"name": "user", "content": "x", "expected_version": -1}, "greater than or equal to 0"),
-    ({"name": "user", "content": 42, "expected_version": 1}, "content: Input should be"),
+    ({"name": "user", "content": "x"}, "missing required argument(s): expected_version"),
+    ({"name": "user", "content": "x", "expected_version": -1}, "integer of at least 0; got -1"),
+    ({"name": "user", "content": 42, "expected_version": 1}, "content must be a JSON string"),
     ({"name": "user", "content": "x", "expected_version": "1"}, 'send 1, not "1"'),
     ({"name": "user", "content": "x", "expected_version": 1, "force": True}, "force"),
 ]
@@ -323,8 +323,8 @@ async def test_write_bad_input_writes_nothing(connect: ClientFactory, mem: Memst
 
 READ_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"name": "todo"}, "no memory file is named 'todo'; name is one of soul (SOUL.md), user"),
-    ({"name": 3}, "name: Input should be a valid string"),
-    ({}, "name: Field required"),
+    ({"name": 3}, "name must be a JSON string; got 3"),
+    ({}, "missing required argument(s): name"),
 ]
 
 
@@ -432,9 +432,9 @@ async def test_index_turn_null_optional_arguments_count_as_absent(
 
 
 INDEX_TURN_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
-    ({"turn_index": 0, "user_message": "hi"}, "session_id: Field required"),
-    ({"session_id": "", "turn_index": 0, "user_message": "hi"}, MCP_SESSION_ID_RULE),
-    ({"session_id": "s", "turn_index": -1, "user_message": "hi"}, "greater than or equal"),
+    ({"turn_index": 0, "user_message": "hi"}, "missing required argument(s): session_id"),
+    ({"session_id": "", "turn_index": 0, "user_message": "hi"}, "session_id is empty"),
+    ({"session_id": "s", "turn_index": -1, "user_message": "hi"}, "from 0 to 2147483647; got -1"),
     ({"session_id": "s", "turn_index": "0", "user_message": "hi"}, 'send 0, not "0"'),
     ({"session_id": "s", "turn_index": 0}, "a round needs a user message or an assistant"),
     ({"session_id": "s", "turn_index": 0, "user_message": "a\x00"}, "NUL"),
@@ -450,8 +450,8 @@ async def test_index_turn_bad_input(connect: ClientFactory, mem: Memstrata) -> N
 
 
 @pytest.mark.parametrize(
-    "session_id", ["s" * (MAX_SESSION_ID_LENGTH + 1), "", " ", "a/b", "caf\ufffd"]
-)
+    "session_id", ["s" * (MAX_SESSION_ID_LENGTH + 1), " ", "a/b", "caf\ufffd"]
+)  # "" is "session_id is empty" (tests/mcp/test_library_messages.py)
 async def test_index_turn_refuses_a_session_id_as_the_library_does(
     connect: ClientFactory, mem: Memstrata, session_id: str
 ) -> None:
@@ -466,7 +466,8 @@ async def test_index_turn_refuses_a_session_id_as_the_library_does(
         listed = (await client.list_tools()).tools
     (tool,) = [t for t in listed if t.name == "conversation_index_turn"]
     assert said.startswith(f"error: invalid session_id {session_id[:60]!r}")
-    assert said.endswith(f": {MCP_SESSION_ID_RULE}")
+    assert said == f"error: {library.value}"
+    assert said.endswith(f"; {SESSION_ID_HINT}")
     for text_ in (said, tool.input_schema["properties"]["session_id"]["description"]):
         assert "percent" not in text_ and "URL" not in text_, text_
     assert mem.search.search("alice", "hi", top_k=5).hits == []
@@ -477,9 +478,8 @@ async def test_a_replacement_character_gets_mcps_advice(connect: ClientFactory) 
     async with connect() as client:
         said = await refused(client, "conversation_index_turn", turn)
     assert said.startswith(
-        "error: invalid session_id 'caf\ufffd' (character 3 is U+FFFD REPLACEMENT CHARACTER: "
-        "it stands where text was not valid UTF-8; send the id's own characters, or remove "
-        "it): 1–200 characters"
+        "error: invalid session_id 'caf\ufffd': character 3 is U+FFFD REPLACEMENT CHARACTER "
+        "(it stands where text was not valid UTF-8; send the id's own characters); use 1–200"
     ), said
 
 
@@ -504,8 +504,8 @@ async def test_skills_list_and_set(connect: ClientFactory, mem: Memstrata) -> No
 
 SKILLS_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ("skill_set", {"skill_name": "teleport", "enabled": True}, "no skill named 'teleport'"),
-    ("skill_set", {"skill_name": "web_search", "enabled": "no"}, "valid boolean"),
-    ("skill_set", {"skill_name": "web_search"}, "enabled: Field required"),
+    ("skill_set", {"skill_name": "web_search", "enabled": "no"}, "a JSON boolean"),
+    ("skill_set", {"skill_name": "web_search"}, "missing required argument(s): enabled"),
     ("skills_list", {"verbose": True}, "verbose"),
 ]
 

@@ -15,7 +15,7 @@ from memstrata.agent.json_numbers import json_integer
 from memstrata.errors import InvalidContentError, ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K
 from memstrata.retrieval.search_input import check_sources
-from memstrata.text import lone_surrogate_at, shortened
+from memstrata.text import shortened, unstorable_text
 
 MAX_ENTRY_CHARS = 2000
 WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, without section
@@ -187,10 +187,8 @@ def check_text(
         raise ToolInputError(f"{what} must be a string")
     if not empty_ok and not value.strip():
         raise ToolInputError(f"{what} must not be empty")
-    if "\x00" in value:
-        raise ToolInputError(f"{what} must not contain NUL characters")
-    if (at := lone_surrogate_at(value)) is not None:
-        raise ToolInputError(f"{what} is not valid Unicode (a lone surrogate at character {at})")
+    if (problem := unstorable_text(value, what)) is not None:
+        raise ToolInputError(problem)
     if limit is not None and len(value) > limit:
         raise ToolInputError(f"{what} is {len(value)} characters; the limit is {limit}")
     return value

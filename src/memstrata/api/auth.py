@@ -143,8 +143,12 @@ class Authenticator:
     def user_id(self, token: str) -> str:
         claims = self.verify(token)
         value = claims.get(self.user_claim)
+        if value is None:
+            raise AuthenticationError(
+                f"token has no {self.user_claim!r} claim (the user id, a string)"
+            )
         if not isinstance(value, str):
-            raise AuthenticationError(f"token has no string {self.user_claim!r} claim")
+            raise self._not_a_string(self.user_claim)
         try:
             return validate_user_id(value)
         except InvalidUserIdError as exc:
@@ -157,7 +161,10 @@ class Authenticator:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
-            raise AuthenticationError("malformed token: not a JWT") from exc
+            raise AuthenticationError(
+                "malformed token: not a JWT (three base64url parts joined by dots); send it "
+                "as issued, without quotes"
+            ) from exc
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self.keys:
             raise AuthenticationError(
@@ -231,9 +238,17 @@ class Authenticator:
             return None
         except jwt.ImmatureSignatureError as exc:
             raise AuthenticationError("token is not valid yet (nbf/iat in the future)") from exc
+        except jwt.exceptions.InvalidSubjectError as exc:  # PyJWT's "Subject must be a string"
+            raise self._not_a_string("sub") from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationError(f"invalid token: {exc}") from exc
         return claims
+
+    def _not_a_string(self, claim: str) -> AuthenticationError:
+        """A claim that must be a string and is not: ``sub`` (PyJWT checks it whatever
+        claim holds the user id) or the user id's claim."""
+        what = " (the user id)" if claim == self.user_claim else ""
+        return AuthenticationError(f"token's {claim!r} claim must be a string{what}")
 
     def _audience_refused(self) -> AuthenticationError:
         if self.audience is None:
@@ -330,7 +345,9 @@ def mint_token(
     if ttl_seconds < 1:
         raise ValueError("ttl must be at least 1 second")
     require_token_keys(settings)
-    algorithm = next((a for a in settings.jwt_algorithms if a in HMAC_ALGORITHMS), None)
+    # As serve checks them (_keys): an unsupported entry is named before anything else.
+    wanted = _supported_algorithms(settings)
+    algorithm = next((a for a in wanted if a in HMAC_ALGORITHMS), None)
     if algorithm is None:
         raise AuthConfigurationError(
             "MEMSTRATA_JWT_ALGORITHMS has no HS256/HS384/HS512 entry, so memstrata cannot "
@@ -456,8 +473,9 @@ def require_token_keys(settings: Settings) -> None:
         )
 
 
-def _keys(settings: Settings) -> dict[str, tuple[Any, ...]]:
-    require_token_keys(settings)
+def _supported_algorithms(settings: Settings) -> list[str]:
+    """``MEMSTRATA_JWT_ALGORITHMS`` without repeats, each one memstrata supports, else an
+    ``AuthConfigurationError`` naming those it does not."""
     wanted = list(dict.fromkeys(settings.jwt_algorithms))
     unknown = [a for a in wanted if a not in SUPPORTED_ALGORITHMS]
     if unknown:
@@ -465,6 +483,12 @@ def _keys(settings: Settings) -> dict[str, tuple[Any, ...]]:
             f"MEMSTRATA_JWT_ALGORITHMS has unsupported entries {unknown}; "
             f"choose from {', '.join(SUPPORTED_ALGORITHMS)}"
         )
+    return wanted
+
+
+def _keys(settings: Settings) -> dict[str, tuple[Any, ...]]:
+    require_token_keys(settings)
+    wanted = _supported_algorithms(settings)
     keys: dict[str, list[Any]] = {}
 
     def accept(algorithms: list[str], key: Any) -> None:

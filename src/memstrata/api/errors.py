@@ -20,7 +20,9 @@ errors the two are the same English text). 409 and 422 add fields:
   ``max_content_bytes``
 - 422 ``validation_error``: body validation (pydantic, malformed JSON, a body that is not
   UTF-8, nested too deeply or holds a number too long to decode, a body not sent as
-  ``application/json``) or ``InvalidContentError``; adds ``errors: [{"loc", "msg", "type"}]``.
+  ``application/json``) or ``InvalidContentError``; adds ``errors: [{"loc", "msg", "type"}]``,
+  each ``msg`` in the reader's words (:mod:`memstrata.api.input_errors`; ``loc`` and
+  ``type`` are pydantic's), an ``InvalidContentError``'s one item with its field's ``loc``.
   Not 415 for a wrong ``Content-Type``: spec §3 names no such status and every other
   unreadable body is a 422, so a client handles one status for "fix the body"
 - 429 ``too_many_sessions``: ``/mcp`` only, a user's MCP session cap (memstrata.mcp.sessions)
@@ -58,6 +60,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from memstrata.api.api_error import ApiError as ApiError
+from memstrata.api.input_errors import Taker, body_taker, content_item, reworded
 from memstrata.db.engine import READ_ONLY_SQLSTATE
 from memstrata.db.migrate import INSUFFICIENT_PRIVILEGE
 from memstrata.errors import (
@@ -150,12 +153,13 @@ def _detail(
     return HttpError(status_code, body, dict(headers or {}))
 
 
-def map_exception(exc: BaseException) -> HttpError | None:
-    """The HTTP form of ``exc``, or None for exceptions that are bugs (→ 500)."""
+def map_exception(exc: BaseException, body: Taker | None = None) -> HttpError | None:
+    """The HTTP form of ``exc``, or None for exceptions that are bugs (→ 500). ``body``:
+    the body the route takes, whose fields a 422 names (:func:`body_taker`)."""
     if isinstance(exc, ApiError):
         return _detail(exc.status_code, exc.detail, code=exc.code, headers=exc.headers, **exc.extra)
     if isinstance(exc, RequestValidationError):
-        return validation_error(exc.errors())
+        return validation_error(exc.errors(), body)
     if isinstance(exc, ClientDisconnect):
         # Nobody reads this answer; it keeps a client's hang-up out of the 5xx count and
         # the error log.
@@ -173,7 +177,7 @@ def map_exception(exc: BaseException) -> HttpError | None:
     if isinstance(exc, ContentTooLargeError):
         return _detail(413, str(exc))
     if isinstance(exc, InvalidContentError):
-        return _detail(422, str(exc), errors=[])
+        return _detail(422, str(exc), errors=[content_item(exc, body)])
     if isinstance(exc, UnknownSkillError):
         return _detail(404, str(exc))
     if _refused_write(exc) is not None:
@@ -317,22 +321,31 @@ def _in_body(error: Mapping[str, Any]) -> bool:
     return isinstance(loc, Sequence) and len(loc) > 0 and loc[0] == "body"
 
 
-def validation_error(errors: Sequence[Any]) -> HttpError:
-    """422 with a one-line summary and the pydantic errors (without echoing the input)."""
-    return _validation_detail(
-        [_error_item(error) for error in errors if isinstance(error, Mapping)]
-    )
+def validation_error(errors: Sequence[Any], body: Taker | None = None) -> HttpError:
+    """422 with a one-line summary and the pydantic errors (without echoing the input),
+    each in the reader's words (:mod:`memstrata.api.input_errors`)."""
+    items = [_error_item(error, body) for error in errors if isinstance(error, Mapping)]
+    return _validation_detail([item for item, _ in items], [line for _, line in items])
 
 
-def _validation_detail(items: list[dict[str, Any]]) -> HttpError:
-    summary = "; ".join(
-        f"{'.'.join(item['loc']) or 'request'}: {item['msg']}" for item in items[:5]
-    )
+def _validation_detail(items: list[dict[str, Any]], lines: list[str] | None = None) -> HttpError:
+    """``lines``: each item as the summary says it (default: its ``loc`` and ``msg``)."""
+    if lines is None:
+        lines = [_located(item) for item in items]
+    summary = "; ".join(lines[:5])
     return _detail(422, f"invalid request: {summary or 'malformed body'}", errors=items)
 
 
-def _error_item(error: Mapping[str, Any]) -> dict[str, Any]:
-    loc = [str(part) for part in error.get("loc", ())]
+def _located(item: Mapping[str, Any]) -> str:
+    return f"{'.'.join(str(part) for part in item['loc']) or 'request'}: {item['msg']}"
+
+
+def _error_item(error: Mapping[str, Any], body: Taker | None) -> tuple[dict[str, Any], str]:
+    """The ``errors`` item of one pydantic error (its ``loc`` and ``type`` as pydantic
+    gave them) and its line in the summary: a reworded message names its field itself,
+    any other is said under its ``loc``."""
+    place = tuple(error.get("loc", ()))
+    loc = [str(part) for part in place]
     msg = str(error.get("msg", "invalid value"))
     kind = str(error.get("type", "value_error"))
     if kind == "json_invalid":  # FastAPI puts the character offset in loc
@@ -340,7 +353,12 @@ def _error_item(error: Mapping[str, Any]) -> dict[str, Any]:
         reason = ctx.get("error") if isinstance(ctx, Mapping) else None
         msg = f"malformed JSON at character {loc[-1] if len(loc) > 1 else 0}: {reason or msg}"
         loc = ["body"]
-    return {"loc": loc, "msg": msg, "type": kind}
+    said = reworded({**error, "loc": place[1:]}, body or _ANY_BODY) if loc[:1] == ["body"] else None
+    item = {"loc": loc, "msg": said or msg, "type": kind}
+    return item, said or _located(item)
+
+
+_ANY_BODY = Taker("this body", "field")  # a body outside memstrata's routes: fields unknown
 
 
 def error_response(exc: BaseException, scope: Scope | None = None) -> JSONResponse | None:
@@ -353,7 +371,7 @@ def error_response(exc: BaseException, scope: Scope | None = None) -> JSONRespon
         and scope is not None
     ):
         exc = _allowing_every_method(exc, scope)
-    mapped = map_exception(exc)
+    mapped = map_exception(exc, body_taker(scope))
     if mapped is None:
         return None
     hint = _refused_write(exc)

@@ -24,6 +24,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from memstrata import package_version
+from memstrata.api.input_errors import Taker, json_kind, reworded
 from memstrata.db.integers import MAX_INT
 from memstrata.db.migrate import schema_head
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
@@ -139,27 +140,12 @@ class SkillUpdated(BaseModel):
     message: Literal["ok"] = "ok"
 
 
-# JSON's names for what a client sent instead of a string or an object (bool before int:
-# True is an int).
-_JSON_KINDS = (
-    (bool, "a boolean"),
-    (str, "a string"),
-    ((int, float), "a number"),
-    (list, "an array"),
-    (dict, "an object"),
-    (type(None), "null"),
-)
-
-
-def _json_kind(value: object) -> str:
-    """What a JSON value is, in words: "a number", "an array" …"""
-    return next((name for types, name in _JSON_KINDS if isinstance(value, types)), "a value")
-
-
 _NUMBER_TEXT = re.compile(r"[+-]?\d+(?:\.\d*)?")
 
 
-ISO_8601_HINT = "Input should be an ISO 8601 date-time string, e.g. 2026-01-01T12:00:00Z"
+ISO_8601_HINT = (
+    "Input should be an ISO 8601 date-time string, e.g. 2026-01-01T12:00:00Z, or leave it out"
+)
 
 
 def iso_8601_only(value: object, parse: ValidatorFunctionWrapHandler) -> object:
@@ -176,7 +162,7 @@ def iso_8601_only(value: object, parse: ValidatorFunctionWrapHandler) -> object:
             "Input should be an ISO 8601 date-time string, not a number in a string",
         )
     if value is not None and not isinstance(value, (str, datetime)):
-        kind = _json_kind(value)
+        kind = json_kind(value)
         raise PydanticCustomError(
             "datetime_type",
             "Input should be an ISO 8601 date-time string, not {kind}",
@@ -377,16 +363,20 @@ class InvalidBatchTurn:
     error: str
 
 
+_A_TURN = Taker("a turn", "field", BatchTurn)  # as a batch turn's refusal names it
+
+
 def _batch_turn(value: Any) -> BatchTurn | InvalidBatchTurn:
     if not isinstance(value, dict | BatchTurn):
         # Pydantic's "valid dictionary or instance of BatchTurn" names a class of ours.
-        error = f"turn: each turn must be a JSON object, not {_json_kind(value)}"
+        error = f"turn: each turn must be a JSON object, not {json_kind(value)}"
         return InvalidBatchTurn(None, None, error)
     try:
         return BatchTurn.model_validate(value)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'turn'}: {e['msg']}" for e in exc.errors()
+            reworded(e, _A_TURN) or f"{'.'.join(str(p) for p in e['loc']) or 'turn'}: {e['msg']}"
+            for e in exc.errors()
         )
         fields = value if isinstance(value, dict) else {}
         session_id = fields.get("session_id")

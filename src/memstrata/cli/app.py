@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar, get_args
 
 import typer
 
@@ -106,29 +106,53 @@ def _problem(error: ErrorDetails) -> str:
         message = "not a key this setting takes; check its spelling (docs/CONFIGURATION.md)"
     if not error["loc"]:
         return message
-    return f"{setting_variable(error['loc'])}: {message}{_number_hint(error)}"
+    return f"{setting_variable(error['loc'])}: {message}{_hint(error)}"
 
 
 # What a number setting's name says its unit is (its suffix), for a value that is no number.
 _UNITS = {"_bytes": "bytes", "_s": "seconds", "_ms": "milliseconds", "_days": "days"}
+# pydantic's error types of a value that is no number, or out of the setting's range.
+_NUMBER_ERRORS = ("int_parsing", "int_from_float", "float_parsing")
+_RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
-def _number_hint(error: ErrorDetails) -> str:
-    """For a value that is no number (``10MB``, ``7.5`` for a whole number): the unit the
-    setting counts in and its default as an example, e.g. ``; a whole number of bytes, e.g.
-    536870912``."""
-    if error["type"] not in ("int_parsing", "int_from_float", "float_parsing"):
-        return ""
+def _hint(error: ErrorDetails) -> str:
+    """What a setting takes, after pydantic's words: ``; true or false`` for a boolean;
+    for a number that is no number or out of range, its unit, the range its field allows
+    and its default as an example (``; a whole number of bytes, 1 or more, e.g. 262144``).
+    The range is read from the field (``config*.py``), where it is declared once."""
     from memstrata.config import Settings
 
     name = str(error["loc"][0])
     field = Settings.model_fields.get(name)
     if field is None or len(error["loc"]) != 1:
         return ""
+    if error["type"] == "bool_parsing":
+        return "; true or false"
+    if error["type"] not in _NUMBER_ERRORS + _RANGE_ERRORS:
+        return ""
     unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
-    kind = "a number" if error["type"] == "float_parsing" else "a whole number"
-    counted = f"{kind} of {unit}" if unit else kind
-    return f"; {counted}, e.g. {field.default}" if field.default is not None else f"; {counted}"
+    whole = int in (field.annotation, *get_args(field.annotation))  # int | None too
+    kind = "a whole number" if whole else "a number"
+    parts = [f"{kind} of {unit}" if unit else kind, _allowed_range(field.metadata)]
+    if field.default is not None:
+        parts.append(f"e.g. {field.default}")
+    return "; " + ", ".join(part for part in parts if part)
+
+
+def _allowed_range(constraints: list[object]) -> str:
+    """``from 0 to 19``, ``1 or more``, ``more than 0``: a field's bounds in words ("" if
+    it has none)."""
+    bounds = {
+        kind: getattr(c, kind)
+        for c in constraints
+        for kind in ("ge", "gt", "le", "lt")
+        if hasattr(c, kind)
+    }
+    if "ge" in bounds and "le" in bounds:
+        return f"from {bounds['ge']} to {bounds['le']}"
+    words = {"ge": "{} or more", "gt": "more than {}", "le": "at most {}", "lt": "less than {}"}
+    return " and ".join(words[kind].format(value) for kind, value in bounds.items())
 
 
 @contextmanager

@@ -149,7 +149,9 @@ def db_url(
     if not has_cluster(pgdata):
         fail(
             f"there is no embedded PostgreSQL in {pgdata}: MEMSTRATA_DATA_DIR={data_dir} is "
-            "not a data directory memstrata has run in (the memory may be in another)",
+            "not a data directory memstrata has run in (the memory may be in another); set "
+            "MEMSTRATA_DATA_DIR to the one `memstrata serve` uses, or start one here with "
+            "`memstrata serve`",
             NOT_RUNNING,
         )
     fail(

@@ -107,7 +107,7 @@ class _FileWritten(BaseModel):
 
 
 async def memory_read(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
-    args = parse_arguments(_ReadArgs, arguments)
+    args = parse_arguments(_ReadArgs, arguments, "memory_read")
     kind = tool_kind(args.name, agents=True)
     view = await read_file(caller, kind)
     data = view.to_dict()
@@ -152,7 +152,12 @@ def _part_read(head: str, part: FilePart, data: dict[str, Any]) -> ToolOutput:
 
 
 async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
-    args = parse_arguments(_WriteArgs, arguments)
+    name = arguments.get("name")
+    if isinstance(name, str):
+        # The file first: a model told to add expected_version to a write of AGENTS.md
+        # (read-only) or of no memory file would be refused again for that.
+        tool_kind(name, agents=False)
+    args = parse_arguments(_WriteArgs, arguments, "memory_write")
     kind = tool_kind(args.name, agents=False)
     text = args.content
     check_content(caller, text)

@@ -73,20 +73,23 @@ class HeaderChecks:
         has_json, has_sse = check_accept_headers(request)
         if has_json and (has_sse or self._json_response):
             return None
-        wanted = (
-            "application/json" if self._json_response else "application/json, text/event-stream"
-        )
+        types = [("application/json", has_json)]
+        if not self._json_response:
+            types.append(("text/event-stream", has_sse))
+        wanted = ", ".join(name for name, _ in types)
+        lacking = " and ".join(name for name, listed in types if not listed)
         accept = request.headers.get("accept")
         sent = (
-            f"Accept {accept[:200]!r} does not list {wanted}"
+            f"Accept {accept[:200]!r} lacks {lacking}"
             if accept
             else "the request has no Accept header"
         )
-        why = "" if self._json_response else " (a request is answered with JSON or an event stream)"
-        return ApiError(
-            406,
-            f"{sent}: send Accept: {wanted}{why}",
+        why = (
+            ""
+            if self._json_response
+            else " (both: a request is answered with JSON or an event stream)"
         )
+        return ApiError(406, f"{sent}: send Accept: {wanted}{why}")
 
 
 def _from_sdk(status: int, body: bytes, request: Request) -> ApiError:

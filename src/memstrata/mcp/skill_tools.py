@@ -32,7 +32,7 @@ class _SkillSet(BaseModel):
 
 
 async def skills_list(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
-    parse_arguments(_NoArgs, arguments)
+    parse_arguments(_NoArgs, arguments, "skills_list")
     skills = await anyio.to_thread.run_sync(caller.mem.skills.list_for_user, caller.user_id)
     data = {
         "skills": [
@@ -49,7 +49,7 @@ async def skills_list(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
 
 
 async def skill_set(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
-    args = parse_arguments(_SkillArgs, arguments)
+    args = parse_arguments(_SkillArgs, arguments, "skill_set")
     toggle = partial(caller.mem.skills.set_enabled, caller.user_id, args.skill_name, args.enabled)
     try:
         skill = await anyio.to_thread.run_sync(toggle)

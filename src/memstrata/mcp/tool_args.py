@@ -1,5 +1,7 @@
-"""A tool's arguments parsed with the REST API's messages, and the JSON Schemas the
-catalogue states for a tool's arguments and result.
+"""A tool's arguments parsed with the REST API's rules for each mistake
+(:mod:`memstrata.api.input_errors`) in the agent tools' framing ("unknown argument(s) foo;
+memory_read takes name, …", "missing required argument(s): name"), and the JSON Schemas
+the catalogue states for a tool's arguments and result.
 
 Integer arguments are read as JSON Schema reads them, by the agent tools' rule
 (:func:`integer_arguments`, :mod:`memstrata.agent.json_numbers`): ``5.0`` is an integer
@@ -10,7 +12,7 @@ and are refused with the value sent (and for ``"5"``, what to send instead).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
@@ -18,18 +20,18 @@ from pydantic import BaseModel, ValidationError
 
 from memstrata.agent import json_numbers
 from memstrata.agent.schemas import without_null_optionals
-from memstrata.api.errors import validation_error
+from memstrata.api.input_errors import Taker, missing, reworded, unknown
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import ToolError
 
 M = TypeVar("M", bound=BaseModel)
 
-# How to fix an argument whose REST-style message ("expected_version: Field required")
-# says only what is wrong.
+# How to fix an argument whose message says only what is wrong ("missing required
+# argument(s): expected_version"). The timestamp's own message gives its format already.
 _FIXES = {
     "expected_version": "call memory_read first and pass the version it returns as "
     "expected_version (0 for a file that does not exist yet)",
-    "timestamp": "timestamp is ISO 8601, e.g. 2026-12-05T10:00:00Z; leave it out for now",
+    "skill_name": "pass a name from skills_list",
 }
 
 
@@ -42,16 +44,47 @@ def integer_arguments(arguments: dict[str, Any], schema: Mapping[str, Any]) -> d
         raise ToolError(str(exc)) from exc
 
 
-def parse_arguments(model: type[M], arguments: dict[str, Any]) -> M:
+def parse_arguments(model: type[M], arguments: dict[str, Any], tool: str) -> M:
+    """``arguments`` of ``tool`` as ``model``, else a ``ToolError`` saying every mistake."""
     optional = {name for name, f in model.model_fields.items() if not f.is_required()}
     arguments = integer_arguments(arguments, _schema(model))
     try:
         return model.model_validate(without_null_optionals(arguments, optional))
     except ValidationError as exc:
-        wrong = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        errors = exc.errors()
+        wrong = {str(e["loc"][0]) for e in errors if e["loc"]}
         fixes = [fix for name, fix in _FIXES.items() if name in wrong]
-        detail = str(validation_error(exc.errors()).body["detail"])
-        raise ToolError("; ".join([detail, *fixes])) from exc
+        taker = Taker(tool, "argument(s)", model, whole="the arguments")
+        raise ToolError("; ".join([*refusals(errors, taker), *fixes])) from exc
+
+
+def refusals(errors: Sequence[Mapping[str, Any]], taker: Taker) -> list[str]:
+    """What is wrong with a call, one line per mistake: the unknown arguments in one line,
+    as the agent tools say them, then the missing ones, then each other mistake."""
+    unknowns: list[str] = []
+    missings: list[str] = []
+    others: list[str] = []
+    for error in errors:
+        place = [str(part) for part in error["loc"]]
+        said = reworded(error, taker)
+        if said is not None and len(place) == 1 and error["type"] == "extra_forbidden":
+            unknowns.append(place[0])
+        elif said is not None and len(place) == 1 and error["type"] == "missing":
+            missings.append(place[0])
+        else:
+            others.append(said or f"{'.'.join(place)}: {error['msg']}")
+    return [
+        *([unknown(unknowns, taker)] if unknowns else []),
+        *([missing(sorted(missings, key=_order(taker)), taker)] if missings else []),
+        *others,
+    ]
+
+
+def _order(taker: Taker) -> Callable[[str], int]:
+    """Sorting key: an argument's place in the taker's schema (pydantic reports missing
+    ones in its own order)."""
+    fields = taker.fields
+    return lambda name: fields.index(name) if name in fields else len(fields)
 
 
 @cache

@@ -71,7 +71,7 @@ def _listed_schema() -> dict[str, Any]:
 
 
 async def conversation_index_turn(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
-    args = parse_arguments(_TurnArgs, arguments)
+    args = parse_arguments(_TurnArgs, arguments, "conversation_index_turn")
     index = partial(
         caller.mem.indexer.index_turn,
         caller.user_id,

@@ -32,6 +32,7 @@ from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
 from memstrata.memory.templates import TemplateSet
+from memstrata.text import unstorable_text
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +69,14 @@ class MemoryFile:
 
 def check_expected_version(value: object) -> int | None:
     """``value`` if it is None or a version a file can have; else ``InvalidContentError``
-    (a library caller's ``"1"`` or ``True`` must not reach the comparisons)."""
+    (a library caller's ``"1"`` or ``True`` must not reach the comparisons). Its words are
+    read over HTTP and MCP too: "left out", not Python's None."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
         raise InvalidContentError(
-            f"expected_version must be None or an integer from 0 (the file must not exist "
-            f"yet) to {MAX_INT}, got {value!r}"
+            f"expected_version must be an integer from 0 (the file must not exist yet) to "
+            f"{MAX_INT}, or left out; got {value!r}"
         )
     return value
 
@@ -82,12 +84,9 @@ def check_expected_version(value: object) -> int | None:
 def validate_content(content: object, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise InvalidContentError(f"content must be a string, got {type(content).__name__}")
-    if "\x00" in content:
-        raise InvalidContentError("content must not contain NUL (\\x00) characters")
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError as exc:  # lone surrogates cannot be stored as UTF-8 text
-        raise InvalidContentError(f"content is not valid Unicode text: {exc.reason}") from exc
+    if (problem := unstorable_text(content, "content")) is not None:
+        raise InvalidContentError(problem)
+    size = len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLargeError(size, max_bytes)
     return content

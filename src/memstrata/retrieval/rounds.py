@@ -32,7 +32,7 @@ from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.session_ids import check_session_id
 from memstrata.retrieval.tokenize import CJK_CHAR, count_tokens
-from memstrata.text import grapheme_cut, lone_surrogate_at
+from memstrata.text import grapheme_cut, unstorable_text
 
 MIN_CONTEXT_TOKENS = 8  # less context than this is noise, not help
 # How far past the earliest start that fits a round's context looks for a space or line
@@ -136,13 +136,8 @@ def check_text(name: str, value: object) -> str:
     """A round's text: a string without NUL that UTF-8 can encode (no lone surrogates)."""
     if not isinstance(value, str):
         raise InvalidContentError(f"{name} must be a string")
-    if "\x00" in value:
-        raise InvalidContentError(f"{name} must not contain NUL characters")
-    if (at := lone_surrogate_at(value)) is not None:
-        raise InvalidContentError(
-            f"{name} is not valid Unicode: it contains a lone surrogate "
-            f"({value[at]!r} at character {at})"
-        )
+    if (problem := unstorable_text(value, name)) is not None:
+        raise InvalidContentError(problem)
     return value
 
 

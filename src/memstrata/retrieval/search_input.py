@@ -11,7 +11,7 @@ from memstrata.errors import InvalidContentError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.rounds import MAX_FUTURE_SKEW, aware, future_error, in_utc_range
-from memstrata.text import lone_surrogate_at
+from memstrata.text import lone_surrogate_problem
 
 
 def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
@@ -36,15 +36,17 @@ def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
 
 
 def check_query(query: object) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidContentError("query must be a non-empty string")
+    if not isinstance(query, str):
+        raise InvalidContentError(f"query must be a string, got {type(query).__name__}")
+    if not query.strip():
+        raise InvalidContentError("query is blank: send the words to search for")
     if len(query) > MAX_QUERY_CHARS:
-        raise InvalidContentError(f"query is longer than {MAX_QUERY_CHARS} characters")
-    if (at := lone_surrogate_at(query)) is not None:  # the embedding request cannot carry it
         raise InvalidContentError(
-            f"query is not valid Unicode: it contains a lone surrogate "
-            f"({query[at]!r} at character {at})"
+            f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
         )
+    # A NUL is searched for as it is; a lone surrogate, the embedding request cannot carry.
+    if (problem := lone_surrogate_problem(query, "query")) is not None:
+        raise InvalidContentError(problem)
     return query
 
 

@@ -1,19 +1,22 @@
 """The one session-id rule: which conversation ids a round may carry.
 
 Checked for the single-turn route, the batch route, the MCP tools and the library alike
-(:func:`check_session_id`); ``SESSION_ID_RULE`` is the text every transport shows for it.
+(:func:`check_session_id`). A refusal says what is wrong with the id, then
+``SESSION_ID_HINT``, the rule in a line, on every surface; ``SESSION_ID_RULE`` is the rule in
+full, as the HTTP API's schema documents it, with its advice for an id in a URL path.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from typing import cast
 
 from memstrata.errors import InvalidContentError
 
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 
-# The one session-id rule (the single-turn route, the batch route and the library).
+# The rule in full, as the HTTP API documents it (its path segment and the batch's field).
 SESSION_ID_RULE = (
     f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank; any printable characters except "
     "'/' and '\\' (no control characters, line separators, bidirectional controls "
@@ -28,6 +31,12 @@ SESSION_ID_RULE = (
 _REFUSED = r"/\\\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffd"
 _SESSION_ID = re.compile(rf"\A[^{_REFUSED}]{{1,{MAX_SESSION_ID_LENGTH}}}\Z")
 _REFUSED_CHAR = re.compile(f"[{_REFUSED}]")
+# The rule in a line, after a refusal's reason: the reason names any rarer character.
+SESSION_ID_HINT = (
+    f"use 1–{MAX_SESSION_ID_LENGTH} printable characters without '/' or '\\', "
+    "e.g. 'chat-2026-12-06'"
+)
+_SHOWN_CHARS = 60  # of a refused id, in its refusal
 
 
 class InvalidSessionIdError(InvalidContentError):
@@ -36,49 +45,45 @@ class InvalidSessionIdError(InvalidContentError):
 
 
 def check_session_id(session_id: object) -> str:
-    """``session_id`` if it follows ``SESSION_ID_RULE``, else ``InvalidSessionIdError``."""
-    if (
-        not isinstance(session_id, str)
-        or not session_id.strip()
-        or not _SESSION_ID.match(session_id)
-    ):
-        shown = (
-            repr(session_id[:60])
-            if isinstance(session_id, str)
-            else f"of type {type(session_id).__name__}"
-        )
-        which = _what_is_wrong(session_id) if isinstance(session_id, str) else ""
-        raise InvalidSessionIdError(f"invalid session_id {shown}{which}: {SESSION_ID_RULE}")
-    return session_id
+    """``session_id`` if it follows ``SESSION_ID_RULE``, else ``InvalidSessionIdError``
+    saying what is wrong with it, then ``SESSION_ID_HINT``."""
+    problem = _problem(session_id)
+    if problem is not None:
+        raise InvalidSessionIdError(f"{problem}; {SESSION_ID_HINT}")
+    return cast(str, session_id)  # no problem: a string
 
 
-def _what_is_wrong(session_id: str) -> str:
-    """The first refused character, else the length when over the limit ("" if neither)."""
-    found = _refused_character(session_id)
-    if found or len(session_id) <= MAX_SESSION_ID_LENGTH:
-        return found
-    return f" ({len(session_id)} characters, over the limit of {MAX_SESSION_ID_LENGTH})"
-
-
-def _refused_character(session_id: str) -> str:
-    """Which refused character ``session_id`` holds first, and how to fix it ("" if none)."""
+def _problem(session_id: object) -> str | None:
+    """What is wrong with ``session_id`` (its type, the first refused character, blank,
+    the length), or None when it follows the rule."""
+    if not isinstance(session_id, str):
+        return f"session_id must be a string, got {type(session_id).__name__}"
+    if not session_id:
+        return "session_id is empty"
+    if _SESSION_ID.match(session_id) and session_id.strip():
+        return None
+    shown = f"invalid session_id {session_id[:_SHOWN_CHARS]!r}"
     found = _REFUSED_CHAR.search(session_id)
-    if found is None:
-        return ""
-    char = found.group()
-    name = unicodedata.name(char, "") if not "\ud800" <= char <= "\udfff" else "lone surrogate"
+    if found is not None:
+        return f"{shown}: character {found.start()} is {_refused(found.group())}"
+    if not session_id.strip():
+        return f"{shown}: it is blank"
+    return f"{shown}: it is {len(session_id)} characters, over the limit of {MAX_SESSION_ID_LENGTH}"
+
+
+def _refused(char: str) -> str:
+    """A refused character, named, and why it is refused."""
+    if char in "/\\":
+        return f"'{char}' (a path separator)"
+    surrogate = "\ud800" <= char <= "\udfff"
+    name = "" if surrogate else unicodedata.name(char, "")
     label = f"U+{ord(char):04X}" + (f" {name}" if name else "")
     if "\u202a" <= char <= "\u202e" or "\u2066" <= char <= "\u2069":
-        fix = (
-            "a bidirectional control, which would show the id (and the text after it) "
-            "reordered; remove it"
-        )
-    elif char in "/\\":
-        fix = "a path separator; use another character, such as '-' or ':'"
+        why = "a bidirectional control, which shows the id and the text after it reordered"
     elif char == "\ufffd":
-        fix = "what a URL decoder makes of bytes that are not UTF-8; percent-encode the id as UTF-8"
-    elif "\ud800" <= char <= "\udfff":
-        fix = "not valid Unicode; remove it"
+        why = "it stands where text was not valid UTF-8; send the id's own characters"
+    elif surrogate:
+        why = "a lone surrogate, not valid Unicode"
     else:
-        fix = "a control character or line separator; remove it"
-    return f" (character {found.start()} is {label}: {fix})"
+        why = "a control character or line separator"
+    return f"{label} ({why})"

@@ -18,8 +18,13 @@ from memstrata.errors import InvalidContentError, UnknownSkillError
 from memstrata.logs import log_event
 from memstrata.skills.loader import Skill
 from memstrata.skills.repository import UserSkillConfigRepository
+from memstrata.text import shortened
 
 logger = logging.getLogger(__name__)
+
+# An unknown skill's refusal lists this many installed skills, and cuts the name sent here.
+_LISTED_SKILLS = 20
+_SHOWN_NAME_CHARS = 100
 
 
 class SkillSource(Protocol):
@@ -54,15 +59,26 @@ class SkillService:
         true, ``None`` would fail in the database)."""
         if not isinstance(enabled, bool):
             raise InvalidContentError(f"enabled must be True or False, got {enabled!r}")
-        skill = next((s for s in self._loader.discover() if s.name == name), None)
+        skills = self._loader.discover()
+        skill = next((s for s in skills if s.name == name), None)
         if skill is None:
-            raise UnknownSkillError(
-                f"no skill named {name!r}; GET /api/config/skills lists the available skills"
-            )
+            raise UnknownSkillError(unknown_skill_message(name, [s.name for s in skills]))
         with transaction(self._sessions) as session:
             stored = UserSkillConfigRepository(session, user_id).set_enabled(name, enabled)
         log_event(logger, "skills.toggled", user_id=user_id, skill=name, enabled=stored)
         return _user_skill(skill, stored)
+
+
+def unknown_skill_message(name: object, installed: list[str]) -> str:
+    """No skill is ``name``: the installed ones, by name (a transport may add how it lists
+    them); a long ``name`` cut, as the caller sent it whole."""
+    shown = shortened(name, _SHOWN_NAME_CHARS) if isinstance(name, str) else name
+    if not installed:
+        return f"no skill named {shown!r}; no skills are installed"
+    listed = ", ".join(installed[:_LISTED_SKILLS])
+    if len(installed) > _LISTED_SKILLS:
+        listed += f" and {len(installed) - _LISTED_SKILLS} more"
+    return f"no skill named {shown!r}; installed skills: {listed}"
 
 
 def _user_skill(skill: Skill, enabled: bool) -> UserSkill:

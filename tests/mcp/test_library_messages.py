@@ -1,0 +1,59 @@
+"""The library's refusals as a model reads them over MCP (the SDK's in-process client on the
+real runtime): the same words as the library and HTTP, in the reader's terms."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstrata.retrieval.session_ids import SESSION_ID_HINT
+from memstrata.runtime import Memstrata
+from tests.mcp.conftest import ClientFactory
+from tests.mcp.test_tools import refused
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_expected_version_out_of_range_has_no_python_words(
+    connect: ClientFactory,
+) -> None:
+    write = {"name": "user", "content": "x", "expected_version": 2**40}
+    async with connect("alice") as client:
+        said = await refused(client, "memory_write", write)
+    assert said == (
+        "error: expected_version must be an integer from 0 (the file must not exist yet) to "
+        "2147483647, or left out; got 1099511627776"
+    )
+
+
+async def test_an_unknown_skill_lists_the_installed_ones(connect: ClientFactory) -> None:
+    async with connect("alice") as client:
+        said = await refused(client, "skill_set", {"skill_name": "nosuch", "enabled": True})
+    assert said.startswith(
+        "error: no skill named 'nosuch'; installed skills: code_interpreter, file_manager, "
+        "memory_search, web_search"
+    ), said
+    assert "GET /api" not in said
+
+
+async def test_nul_in_content_is_worded_as_everywhere(connect: ClientFactory) -> None:
+    write = {"name": "user", "content": "a\x00b", "expected_version": 1}
+    async with connect("alice") as client:
+        said = await refused(client, "memory_write", write)
+    assert said == "error: content must not contain NUL characters ('\\x00' at character 1)"
+
+
+@pytest.mark.parametrize(
+    ("session_id", "said"),
+    [
+        ("a/b", "invalid session_id 'a/b': character 1 is '/' (a path separator)"),
+        ("", "session_id is empty"),
+    ],
+)
+async def test_a_refused_session_id_says_why_and_the_short_rule(
+    connect: ClientFactory, mem: Memstrata, session_id: str, said: str
+) -> None:
+    turn = {"session_id": session_id, "turn_index": 0, "user_message": "hi"}
+    async with connect("alice") as client:
+        answer = await refused(client, "conversation_index_turn", turn)
+    assert answer == f"error: {said}; {SESSION_ID_HINT}"
+    assert mem.search.search("alice", "hi", top_k=5).hits == []
