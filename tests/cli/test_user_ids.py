@@ -130,7 +130,7 @@ def test_erase_takes_the_form_list_json_gives_too(db: Database, users: None) -> 
         (["--user-json", '["bob"]'], 2, "--user-json takes the id as a JSON string"),
         (["--user-json", '"bob" x'], 2, "--user-json takes the id as a JSON string"),
         (["--user", "bob", "--user-json", '"bob"'], 2, "give --user or --user-json, not both"),
-        ([], 2, "give the user to erase: --user ID, or --user-json"),
+        ([], 2, "Missing option '--user': give --user ID, or --user-json"),
         (["--user-json", '"b\\tob"'], 1, "user_id must not contain control characters"),
     ],
 )

@@ -69,6 +69,7 @@ def create_router(
         lambda: _bulk_waiting(context),
     )
     context.metrics.watch_circuits(lambda: _circuits(context))
+    context.metrics.watch_express(lambda: _express(context))
     context.metrics.watch_pools(lambda: _pools(context))
     routes = route_class(context)
     router = APIRouter()
@@ -213,6 +214,13 @@ def _circuits(context: ApiContext) -> dict[str, bool] | None:
         "passage": embedder.breaker.state != "closed",
         "query": embedder.query_breaker.state != "closed",
     }
+
+
+def _express(context: ApiContext) -> tuple[int, int] | None:
+    """Passage requests sent to the query server and their tokens (0 while none can go
+    there: one server for both, or the express slot off); None without an embedding API."""
+    embedder = _http_embedder(context)
+    return None if embedder is None else embedder.express_use.counts
 
 
 def _pools(context: ApiContext) -> dict[str, PoolStats] | None:

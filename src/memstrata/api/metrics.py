@@ -37,6 +37,10 @@
   API's ``passage`` (writes, re-embedding) or ``query`` (searches) server after repeated
   failures (one circuit for both when they are one server); read from the client at
   scrape time, no sample without an embedding API.
+- ``memstrata_embedding_express_requests_total`` / ``_tokens_total``: passage requests
+  (small writes' own) this process sent to the query server — the express slot, or the
+  passage circuit open — and their estimated tokens: the work put beside the searches
+  there (retrieval.embedding_plan); no sample without an embedding API.
 - ``memstrata_database_up``: 1 while the database monitor (db.monitor) finds the database
   reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
   ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that
@@ -153,6 +157,8 @@ class ApiMetrics:
         self.registry.register(_ProcessCollector(self))
         self.registry.register(_EmbeddingCollector(self))
         self.registry.register(_PoolCollector(self))
+        self._express: Callable[[], tuple[int, int] | None] | None = None
+        self.registry.register(_ExpressCollector(self))
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
         """Report the search cache's stats from ``source`` (None: no runtime attached)."""
@@ -175,6 +181,11 @@ class ApiMetrics:
         """Report whether each embedding circuit is open (kind → open) from ``source``
         (None: no sample)."""
         self._circuits = source
+
+    def watch_express(self, source: Callable[[], tuple[int, int] | None]) -> None:
+        """Report the passage requests sent to the query server, (requests, tokens), from
+        ``source`` (None: no sample)."""
+        self._express = source
 
     def watch_pools(self, source: Callable[[], Mapping[str, PoolStats] | None]) -> None:
         """Report the database pools (pool name → its state) from ``source`` (None: no
@@ -266,6 +277,31 @@ class _EmbeddingCollector(Collector):
             if kind in circuits:
                 family.add_metric([kind], 1 if circuits[kind] else 0)
         yield family
+
+
+class _ExpressCollector(Collector):
+    """The embedding client's express counts at scrape time (the client owns them)."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._metrics._express
+        counts = source() if source is not None else None
+        if counts is None:
+            return
+        requests, tokens = counts
+        yield CounterMetricFamily(
+            "memstrata_embedding_express_requests",
+            "Passage requests (small writes) sent to the query server: the express slot, or "
+            "the passage server's circuit open.",
+            value=requests,
+        )
+        yield CounterMetricFamily(
+            "memstrata_embedding_express_tokens",
+            "Estimated tokens of the passage requests sent to the query server.",
+            value=tokens,
+        )
 
 
 class _PoolCollector(Collector):

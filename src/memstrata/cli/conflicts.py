@@ -14,13 +14,13 @@ shown on a terminal goes through :func:`~memstrata.terminal.visible`.
 from __future__ import annotations
 
 import asyncio
-import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings
+from memstrata.cli.user_ids import UserJson, chosen_user, user_option
 from memstrata.errors import InvalidFileTypeError
 from memstrata.memory.conflicts import (
     DEFAULT_PAGE,
@@ -50,19 +50,22 @@ conflicts_app = typer.Typer(
 )
 app.add_typer(conflicts_app, name="conflicts")
 
-User = Annotated[str, typer.Option("--user", "-u", help="The user whose sandbox to look in.")]
+User = Annotated[
+    str | None, typer.Option("--user", "-u", help="The user whose sandbox to look in.")
+]
 Name = Annotated[str, typer.Argument(help="The copy's name, as `conflicts list` prints it.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the REST API's JSON body.")]
 
 
 def listing(user: str) -> str:
     """What a refusal names as the list of copies: this command, for this user."""
-    return f"`memstrata conflicts list --user {shlex.quote(user)}`"
+    return f"`memstrata conflicts list {user_option(user)}`"
 
 
 @conflicts_app.command("list")
 def conflicts_list(
-    user: User,
+    user: User = None,
+    user_json: UserJson = None,
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Only the copies of user, soul or memory.")
     ] = None,
@@ -73,6 +76,7 @@ def conflicts_list(
     """One page of the user's kept-aside copies, newest first: each an agent's edit that
     conflicted with a human's (the stored version won) or that the database refused. Exit
     status 1 when the sandbox failed (the copies it could read are printed)."""
+    user = chosen_user(user, user_json)
     guarded(lambda: validate_user_id(user))
     kind = None if file is None else _file_kind(file)
     _checked_page(offset, limit)
@@ -135,11 +139,13 @@ def _row(summary: CopySummary, width: int) -> str:
 
 
 @conflicts_app.command("show")
-def conflicts_show(user: User, name: Name, as_json: AsJson = False) -> None:
+def conflicts_show(
+    name: Name, user: User = None, user_json: UserJson = None, as_json: AsJson = False
+) -> None:
     """One copy, whole: its text on stdout exactly as kept (what it is, on stderr). On a
     terminal, the characters it would act on (escape sequences, other control characters,
     bidi controls) are shown as escapes such as `\\x1b`; redirect stdout for the exact text."""
-    _check(user, name)
+    user = _check(chosen_user(user, user_json), name)
     sandboxes = _sandboxes()
     text = guarded(lambda: asyncio.run(read_copy(sandboxes, user, name, listing=listing(user))))
     if as_json:
@@ -186,10 +192,12 @@ def _about(text: CopyText, *, escaped: bool = False) -> str:
 
 
 @conflicts_app.command("dismiss")
-def conflicts_dismiss(user: User, name: Name, as_json: AsJson = False) -> None:
+def conflicts_dismiss(
+    name: Name, user: User = None, user_json: UserJson = None, as_json: AsJson = False
+) -> None:
     """Delete one copy from the sandbox: the user has seen it and lets it go. Dismissing it
     again says there is no such copy (exit status 1)."""
-    _check(user, name)
+    user = _check(chosen_user(user, user_json), name)
     sandboxes = _sandboxes()
     copy = guarded(lambda: asyncio.run(dismiss_copy(sandboxes, user, name, listing=listing(user))))
     if as_json:
@@ -200,10 +208,11 @@ def conflicts_dismiss(user: User, name: Name, as_json: AsJson = False) -> None:
     typer.echo(f"dismissed {copy.name}")
 
 
-def _check(user: str, name: str) -> None:
-    """The user id and the name, refused before the settings are read."""
+def _check(user: str, name: str) -> str:
+    """The user id and the name, refused before the settings are read; the user id."""
     guarded(lambda: validate_user_id(user))
     guarded(lambda: parse_name(name, listing=listing(user)))
+    return user
 
 
 def _sandboxes() -> TimedSandboxProvider:

@@ -17,6 +17,7 @@ import typer
 
 from memstrata.cli.app import app, fail, load_settings, open_runtime
 from memstrata.cli.local_dirs import local_dir_problem
+from memstrata.cli.user_ids import UserJson, chosen_user
 from memstrata.errors import EmbeddingError, InvalidUserIdError
 from memstrata.memory.kinds import validate_user_id
 
@@ -24,17 +25,20 @@ from memstrata.memory.kinds import validate_user_id
 @app.command("mcp")
 def mcp_stdio(
     user: Annotated[
-        str, typer.Option("--user", "-u", help="The user whose memory this server serves.")
-    ],
+        str | None, typer.Option("--user", "-u", help="The user whose memory this server serves.")
+    ] = None,
+    user_json: UserJson = None,
 ) -> None:
     """Serve MCP over stdin/stdout for one user (for clients that launch a command).
 
     Logs go to stderr. For MCP over HTTP with bearer tokens use `memstrata serve` (/mcp).
     """
+    option = "--user" if user is not None else "--user-json"
+    user = chosen_user(user, user_json)
     try:
         validate_user_id(user)
     except InvalidUserIdError as exc:
-        fail(f"--user: {exc}")
+        fail(f"{option}: {exc}")
     settings = load_settings(log_level=None)
     problem = local_dir_problem(settings)  # as serve: before anything starts
     if problem is not None:

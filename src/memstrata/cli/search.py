@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
+from memstrata.cli.user_ids import UserJson, chosen_user
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
 from memstrata.terminal import json_text, visible
 
@@ -20,7 +21,10 @@ from memstrata.terminal import json_text, visible
 @app.command("search")
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
-    user: Annotated[str, typer.Option("--user", "-u", help="The user whose memory to search.")],
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="The user whose memory to search.")
+    ] = None,
+    user_json: UserJson = None,
     top_k: Annotated[
         int, typer.Option("--top-k", "-k", help=f"Results to return (1-{MAX_TOP_K}).")
     ] = DEFAULT_TOP_K,
@@ -38,6 +42,7 @@ def search_command(
     """Hybrid search over one user's memory files and indexed conversations."""
     from memstrata.retrieval.search_input import check_search
 
+    user = chosen_user(user, user_json)
     # Before the runtime: starting PostgreSQL and the embedding server took 5-7 s only to
     # say that -k 0 is out of range.
     guarded(lambda: check_search(user, query, top_k, source or None))
@@ -80,7 +85,8 @@ HELD_NOTICE_S = 10.0
 
 @app.command("reindex")
 def reindex_command(
-    user: Annotated[str, typer.Option("--user", "-u", help="The user to re-embed.")],
+    user: Annotated[str | None, typer.Option("--user", "-u", help="The user to re-embed.")] = None,
+    user_json: UserJson = None,
     wait: Annotated[
         int,
         typer.Option(
@@ -107,6 +113,7 @@ def reindex_command(
     Rows a running server's worker holds are left to it (it embeds them by itself); this
     waits for them at the end (`--wait`). Rows it gave back after the API failed them, and
     waits a while to retry, are embedded here at once."""
+    user = chosen_user(user, user_json)
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         files = guarded(lambda: mem.reindex_memory_files(user))
         missing = guarded(lambda: mem.indexer.count_missing(user))

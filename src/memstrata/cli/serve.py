@@ -41,6 +41,7 @@ import typer
 from memstrata.cli.app import app, fail, guarded_spec, load_settings, open_memstrata
 from memstrata.cli.local_dirs import local_dir_problem, open_to_others
 from memstrata.cli.release import release_line
+from memstrata.cli.user_ids import UserJson, chosen_user
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.logs import log_event
 from memstrata.memory.kinds import validate_user_id
@@ -183,7 +184,10 @@ def freeze_startup_heap() -> int:
 
 @app.command()
 def token(
-    user: Annotated[str, typer.Option("--user", "-u", help="The user id the token is for.")],
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="The user id the token is for.")
+    ] = None,
+    user_json: UserJson = None,
     ttl: Annotated[
         int, typer.Option(min=1, max=MAX_TTL_SECONDS, help="Lifetime in seconds.")
     ] = 3600,
@@ -197,11 +201,13 @@ def token(
     """
     from memstrata.api.auth import DEV_SECRET_FILE, AuthConfigurationError, mint_token
 
+    option = "--user" if user is not None else "--user-json"
+    user = chosen_user(user, user_json)
     settings = load_settings(opens_database=False)  # it signs with the JWT settings alone
     try:
         validate_user_id(user)
     except InvalidUserIdError as exc:
-        fail(f"--user: {exc}")
+        fail(f"{option}: {exc}")
     limit = settings.jwt_max_lifetime_s
     if limit is not None and ttl > limit:
         fail(

@@ -2,19 +2,19 @@
 
 User ids are any text an API caller gave (a token's subject, say): the table and the
 warnings show an id that does not show as it is in one escaped form, which ``erase
---user-json`` takes back (:mod:`memstrata.cli.user_ids`).
+--user-json`` takes back (:mod:`memstrata.cli.user_ids`). ``erase`` also takes an id that
+today's rule refuses when the database holds rows under it (``memory.erase``).
 """
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, runtime_for
-from memstrata.cli.user_ids import from_json, shown, shows_as_is
+from memstrata.cli.user_ids import UserJson, chosen_user, shown, user_option
 from memstrata.errors import InvalidUserIdError, SandboxError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.terminal import json_text, visible
@@ -34,16 +34,7 @@ def user_erase(
     user: Annotated[
         str | None, typer.Option("--user", "-u", help="The user to erase, as it is.")
     ] = None,
-    user_json: Annotated[
-        str | None,
-        typer.Option(
-            "--user-json",
-            metavar="JSON",
-            help="The user to erase as a JSON string, quotes included: the form `user list` "
-            'shows an id in when it does not show as it is ("a\\u202eb"), or a string '
-            "of `user list --json`.",
-        ),
-    ] = None,
+    user_json: UserJson = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask; required when stdin is no terminal.")
     ] = False,
@@ -53,18 +44,18 @@ def user_erase(
     index snapshots, skill switches, and the user's sandboxes under this host's
     MEMSTRATA_SANDBOX_ROOT; running processes drop their cached agents and search index of
     the user. Backups and logs are not touched (docs/DEPLOY.md, "Erasing a user"). Safe to
-    run again."""
-    user = _user_to_erase(user, user_json)
-    guarded(lambda: validate_user_id(user))
-    if not yes:
-        if not sys.stdin.isatty():
-            fail(f"not erasing {user!r}: this cannot be undone; add --yes to confirm", code=2)
-        typer.confirm(
-            f"Erase every memory file, search row, skill switch and sandbox of {user!r}? "
-            "This cannot be undone",
-            abort=True,
-        )
+    run again. An id that today's rule refuses (a control character, say) is erased when
+    rows are stored under it: stored before the rule existed."""
+    from memstrata.memory.erase import erasable_user_id
+
+    user = chosen_user(user, user_json)
+    valid = _valid(user)
+    if valid:  # asked before anything is opened
+        _confirm(user, yes)
     with runtime_for(load_settings(), None) as mem:  # neither command embeds
+        if not valid:  # erasable if stored before the rule refused it
+            guarded(lambda: erasable_user_id(mem.db_sessions, user))
+            _confirm(user, yes)
         erasure = guarded(lambda: mem.erase_user(user))
     if as_json:
         typer.echo(json_text(erasure.to_dict()))
@@ -77,6 +68,26 @@ def user_erase(
     )
     typer.echo(f"  {'memory_index_state':24s} {state}")
     typer.echo(f"  {'sandbox':24s} {_SANDBOX[erasure.sandbox]}")
+
+
+def _valid(user: str) -> bool:
+    try:
+        validate_user_id(user)
+    except InvalidUserIdError:
+        return False
+    return True
+
+
+def _confirm(user: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"not erasing {user!r}: this cannot be undone; add --yes to confirm", code=2)
+    typer.confirm(
+        f"Erase every memory file, search row, skill switch and sandbox of {user!r}? "
+        "This cannot be undone",
+        abort=True,
+    )
 
 
 _SANDBOX = {
@@ -133,24 +144,5 @@ def _unfinished(erasure: UnfinishedErasure) -> str:
     what = f"an erase cut short left {erasure.path} (sandbox files of"
     if erasure.user_id is None:
         return f"{what} a user whose id its name does not give); remove it by hand"
-    option = "--user" if shows_as_is(erasure.user_id) else "--user-json"
-    again = f"memstrata user erase {option} {shlex.quote(shown(erasure.user_id))} --yes"
+    again = f"memstrata user erase {user_option(erasure.user_id)} --yes"
     return f"{what} {erasure.user_id!r}); run `{again}` to finish it"
-
-
-def _user_to_erase(user: str | None, user_json: str | None) -> str:
-    """The id ``--user`` gives as it is, or ``--user-json`` as a JSON string; exactly one
-    of them (exit status 2 otherwise, as for a bad option). Two options, not one that
-    guesses: an id may itself look like JSON (``"q"``), and a guess would erase another."""
-    if user is not None and user_json is not None:
-        fail("give --user or --user-json, not both", code=2)
-    if user is not None:
-        return user
-    if user_json is None:
-        fail(
-            "give the user to erase: --user ID, or --user-json '\"ID\"' as `user list` shows it", 2
-        )
-    try:
-        return from_json(user_json)
-    except InvalidUserIdError as exc:
-        fail(str(exc), code=2)

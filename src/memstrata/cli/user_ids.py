@@ -9,18 +9,41 @@ Two ids listed alike could not be told apart, nor erased by the text the list sh
 
 Such an id is shown in one escaped form: a JSON string of ASCII, quotes included, every
 other character a ``\\uXXXX`` escape (``"a\\u202eb"``). A shown value starts with a quote
-only in that form (an id that itself starts with one is shown escaped too), and ``user
-erase --user-json`` takes it back, as it takes the strings of ``user list --json``. An id
-that shows as it is — any printable text, non-ASCII letters included — is shown as it is.
+only in that form (an id that itself starts with one is shown escaped too), and
+``--user-json`` takes it back, as it takes the strings of ``user list --json``: every
+command that takes ``--user`` takes ``--user-json`` instead (``UserJson``, ``chosen_user``).
+An id that shows as it is — any printable text, non-ASCII letters included — is shown as
+it is.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import unicodedata
+from typing import Annotated
 
+import typer
+
+from memstrata.cli.app import fail
 from memstrata.errors import InvalidUserIdError
+
+# The option beside each command's ``--user`` (exactly one of the two: ``chosen_user``).
+UserJson = Annotated[
+    str | None,
+    typer.Option(
+        "--user-json",
+        metavar="JSON",
+        help="The user as a JSON string, quotes included, instead of --user: the form "
+        '`memstrata user list` shows an id in when it does not show as it is ("a\\u202eb"), '
+        "or a string of `user list --json`.",
+    ),
+]
+MISSING_USER = (
+    "Missing option '--user': give --user ID, or --user-json '\"ID\"' as `memstrata user "
+    "list` shows it"
+)
 
 # Unicode's Default_Ignorable_Code_Point: shown as nothing, or as a blank, though some are
 # "printable" to Python (U+034F, the Hangul fillers, variation selectors); and the Braille
@@ -63,3 +86,27 @@ def from_json(text: str) -> str:
             "list` shows an escaped one: e.g. '\"bob\\u200b\"'"
         )
     return value
+
+
+def chosen_user(user: str | None, user_json: str | None) -> str:
+    """The id ``--user`` gives as it is, or ``--user-json`` as a JSON string; exactly one
+    of them (exit status 2 otherwise, as for a bad option). Two options, not one that
+    guesses: an id may itself look like JSON (``"q"``), and a guess would take another
+    user's. The id is not checked here: each command checks it as it did."""
+    if user is not None and user_json is not None:
+        fail("give --user or --user-json, not both", code=2)
+    if user is not None:
+        return user
+    if user_json is None:
+        fail(MISSING_USER, code=2)
+    try:
+        return from_json(user_json)
+    except InvalidUserIdError as exc:
+        fail(str(exc), code=2)
+
+
+def user_option(user_id: str) -> str:
+    """``user_id`` as a command line gives it, quoted for a shell: ``--user ID`` when it
+    shows as it is, else ``--user-json '"…"'``."""
+    option = "--user" if shows_as_is(user_id) else "--user-json"
+    return f"{option} {shlex.quote(shown(user_id))}"

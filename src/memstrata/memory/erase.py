@@ -28,6 +28,10 @@ deleted, since a session start would read its files back into memory — and aga
 for what a session start or a write's mirror put there meanwhile. A provider without the
 hook is skipped, and the erasure says so. Erasing again is harmless: nothing left is
 nothing deleted, and a user never seen gets no state row.
+
+An id that today's rule refuses (``validate_user_id``: control characters, whitespace at an
+end) can still be erased when the database holds rows under it — stored before the rule
+existed (``erasable_user_id``); every other path goes on refusing it.
 """
 
 from __future__ import annotations
@@ -37,12 +41,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.errors import SandboxError
+from memstrata.errors import InvalidUserIdError, SandboxError
 from memstrata.logs import AUDIT_LOGGER, log_event, log_failure
-from memstrata.memory.kinds import validate_user_id
+from memstrata.memory.kinds import USER_ID_MAX_LENGTH, StoredUserId, validate_user_id
 from memstrata.memory.repository import MemoryFileRepository
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -50,6 +55,7 @@ from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.sandbox.base import ErasableSandboxProvider, SandboxProvider
 from memstrata.skills.repository import UserSkillConfigRepository
+from memstrata.text import lone_surrogate_at
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +118,7 @@ class UserEraser:
         is touched; ``SandboxError`` when the sandbox cannot be removed — before the
         transaction nothing was deleted, after it the rows are gone and the message says
         to run it again."""
-        user_id = validate_user_id(user_id)
+        user_id = erasable_user_id(self.sessions, user_id)
         eraser = self.sandboxes if isinstance(self.sandboxes, ErasableSandboxProvider) else None
         if eraser is None:
             log_event(
@@ -141,7 +147,7 @@ class UserEraser:
         sandbox: SandboxOutcome = (
             "skipped" if eraser is None else "removed" if removed else "absent"
         )
-        erasure = Erasure(user_id, deleted, generation, sandbox)
+        erasure = Erasure(str(user_id), deleted, generation, sandbox)  # a plain str again
         log_event(
             # The operator's record of the request: logged whatever the level
             # (memstrata.service_logging).
@@ -189,6 +195,46 @@ class UserEraser:
                 self.search.cache.get(user_id, self.search.model)
             except Exception as exc:  # the next search reloads it anyway: the generation
                 log_failure(logger, "user.erase.cache_failed", exc, user_id=user_id)
+
+
+# Is anything stored under an id, in any table an erasure deletes from or bumps? The index
+# state too: it outlives an erasure, so erasing such an id again finds it (and nothing
+# else), as it would a valid id, and finishes a sandbox removal cut short.
+_STORED = text(
+    """
+    SELECT EXISTS (SELECT 1 FROM user_memory WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM memory_embeddings WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM user_skill_configs WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM memory_index_state WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM memory_index_snapshots WHERE user_id = :user)
+    """
+)
+
+
+def erasable_user_id(sessions: sessionmaker[Session], user_id: str) -> str:
+    """``user_id`` if today's rule takes it (``validate_user_id``); else, when the database
+    holds rows under it — an id stored before the rule refused it —, the same id as a
+    ``StoredUserId``, which the repositories and the sandbox take for this erasure: erasing
+    existing data must always be possible. Else the rule's ``InvalidUserIdError``, saying
+    that nothing is stored under the id either."""
+    try:
+        return validate_user_id(user_id)
+    except InvalidUserIdError as refused:
+        if not _storable(user_id):
+            raise
+        with sessions() as session:
+            if session.execute(_STORED, {"user": user_id}).scalar():
+                return StoredUserId(user_id)
+        raise InvalidUserIdError(f"{refused}; and nothing is stored under that id") from None
+
+
+def _storable(user_id: object) -> bool:
+    """Could the tables hold rows under ``user_id``? Their ``user_id`` columns hold at most
+    ``USER_ID_MAX_LENGTH`` characters of PostgreSQL text: no NUL, only valid UTF-8 (no lone
+    surrogate). Any other id was never stored, and is not looked for."""
+    if not isinstance(user_id, str) or len(user_id) > USER_ID_MAX_LENGTH or "\x00" in user_id:
+        return False
+    return lone_surrogate_at(user_id) is None
 
 
 def _counts(deleted: Mapping[str, int]) -> str:

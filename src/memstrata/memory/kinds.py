@@ -91,12 +91,24 @@ def model_kind(name: str) -> FileKind | None:
     return _BY_MODEL_NAME.get(name.removeprefix("/").lower())
 
 
+class StoredUserId(str):
+    """A user id the database holds rows under that ``validate_user_id`` refuses: stored
+    before the rule refused control characters or whitespace at its ends. Erasing existing
+    data must always be possible, so the erasure (``memory.erase.erasable_user_id``) makes
+    one once it has found the rows, and the repositories and the sandbox it erases through
+    take it; nothing else makes one, so every other path keeps the rule."""
+
+    __slots__ = ()
+
+
 def validate_user_id(user_id: object) -> str:
     """``user_id`` if it is a user id, else ``InvalidUserIdError`` saying why: the one check
     every entry point makes (a token's ``sub``, ``--user``, the library). An id is compared
     byte for byte, so ``"bob\\n"`` or ``" bob"`` would be another user than ``bob``, its
     memory out of sight of ``bob``'s: surrounding whitespace and control characters are
-    refused, never stripped."""
+    refused, never stripped. A ``StoredUserId`` passes as it is (an erasure's)."""
+    if isinstance(user_id, StoredUserId):
+        return user_id
     if not isinstance(user_id, str) or not user_id.strip():
         raise InvalidUserIdError("user_id must be a non-empty string")
     if len(user_id) > USER_ID_MAX_LENGTH:

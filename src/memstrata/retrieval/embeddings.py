@@ -1,9 +1,10 @@
 """Embedding providers: a one-method protocol and an OpenAI-compatible client.
 
 Spec §4: vectors come from an external embedding API (which model: ``embedding_registry``;
-checking its answers: ``embedding_answer``). Spec §5: an API failure never breaks a write
-or a search, so every failure here surfaces as one ``EmbeddingError`` that callers catch,
-log and degrade on.
+the requests of a call and the server each goes to: ``embedding_plan``; one request over
+HTTP with its retries: ``embedding_http``; checking its answers: ``embedding_answer``).
+Spec §5: an API failure never breaks a write or a search, so every failure here surfaces
+as one ``EmbeddingError`` that callers catch, log and degrade on.
 
 What a failure says about the texts sent decides what ``embed_each`` does with a batch:
 
@@ -31,15 +32,13 @@ sessions; async callers wrap it in ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
-import time
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -58,58 +57,41 @@ from memstrata.retrieval.breaker import (
     BulkLaneClosedError,
     CircuitBreaker,
     Lanes,
-    Route,
     current_bulk_owner,
 )
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 from memstrata.retrieval.embedding_answer import (
     Lengths,
-    error_detail,
     judge_length,
     parse_vectors,
+)
+from memstrata.retrieval.embedding_http import (
+    NOT_SENT_STOPPING,
+    Failure,
+    pool,
+    post_with_retries,
+)
+from memstrata.retrieval.embedding_http import (
+    shown_url as shown_url,  # re-exported: its tests import it from here
+)
+from memstrata.retrieval.embedding_plan import (
+    EmbeddingKind as EmbeddingKind,  # re-exported: the client's callers import it from here
+)
+from memstrata.retrieval.embedding_plan import (
+    ExpressUse,
+    express_slots,
+    plan_call,
+    to_query_server,
+)
+from memstrata.retrieval.embedding_plan import (
+    batches as batches,  # re-exported: its tests import it from here
 )
 from memstrata.retrieval.tokenize import count_tokens
 
 logger = logging.getLogger(__name__)
 
-EmbeddingKind = Literal["query", "passage"]
-
-# Retrying a rate limit or a server error is worth a moment; retrying a 400 never helps.
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-# Transport failures that may succeed on a second try. Note httpx.RemoteProtocolError:
-# a server may drop an idle keep-alive connection just as we reuse it.
-_RETRY_EXCEPTIONS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-# 4xx statuses about the request's credentials, address, proxy or pace, not its texts.
-_NOT_ABOUT_THE_INPUT = frozenset({401, 403, 404, 405, 407, 408, 429})
-# Embedding runs inside a memory write, so no single wait may stall it for long.
-_MAX_BACKOFF_S = 2.0
-_POOL_CONNECTIONS = 16
 # While a circuit stays open, ``embedding.still_failing`` is logged at most this often.
 STILL_FAILING_EVERY_S = 60.0
-NOT_SENT_STOPPING = (
-    "the server is stopping; the text is stored without a vector, which the background "
-    "re-embedding fills in"
-)
-
-
-def batches(tokens: Sequence[int], most_texts: int, most_tokens: int) -> list[list[int]]:
-    """Positions of consecutive texts (of ``tokens`` estimated tokens each) grouped into
-    requests of at most ``most_texts`` texts and ``most_tokens`` tokens; a text over the
-    token budget goes alone. A passage request holds the lane (and the local server) until
-    it is answered, and another user's write waits for it: the token budget bounds that
-    wait when texts are long, where a count alone let one request take seconds."""
-    groups: list[list[int]] = []
-    group: list[int] = []
-    budget = 0
-    for i, n in enumerate(tokens):
-        if group and (len(group) >= most_texts or budget + n > most_tokens):
-            groups.append(group)
-            group, budget = [], 0
-        group.append(i)
-        budget += n
-    if group:
-        groups.append(group)
-    return groups
 
 
 def query_timeout(base_s: float, text: str) -> float:
@@ -139,6 +121,13 @@ class EmbeddingLengthError(EmbeddingOutageError):
     its configuration, not the texts, so an outage for everything else, but told apart
     where the difference matters to a person (a search's warning, the start-up probe)."""
 
+
+# The error class of each kind of failure a request can end in (``embedding_http``).
+_FAILURES: dict[Failure, type[EmbeddingError]] = {
+    "rejected": EmbeddingRejectedError,
+    "unavailable": EmbeddingUnavailableError,
+    "outage": EmbeddingOutageError,
+}
 
 # One text's outcome in ``embed_each``: its vector or the error it got.
 Embedded = list[float] | EmbeddingError
@@ -220,20 +209,23 @@ class OpenAICompatibleEmbedder:
         )
         # Writes yield to searches only on a server they share: a query server of its own
         # that is slow or stuck held every user's writes for a minute each. With one, a
-        # small write need not wait for another user's import on the document server: it
-        # may go to the query server, one at a time (``Lanes``, the express slot).
-        shared = self.query_url == self.url
-        express_slots = 1 if express_tokens and not shared else 0
-        self.lanes = Lanes(bulk_slots, yield_to_queries=shared, express_slots=express_slots)
+        # small write may take the express slot to it (``embedding_plan``).
+        self.lanes = Lanes(
+            bulk_slots,
+            yield_to_queries=self.query_url == self.url,
+            express_slots=express_slots(self.url, self.query_url, express_tokens),
+        )
+        # What went to the query server that way (``memstrata_embedding_express_*``).
+        self.express_use = ExpressUse()
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # A query server of its own gets a pool of its own: stuck searches took every
         # connection, and the writes then timed out against the healthy document server.
         self._owns_client = client is None
-        self._client = client if client is not None else _pool(timeout_s, spec.keepalive)
+        self._client = client if client is not None else pool(timeout_s, spec.keepalive)
         self._query_client = (
             self._client
             if client is not None or self.query_url == self.url
-            else _pool(timeout_s, spec.keepalive)
+            else pool(timeout_s, spec.keepalive)
         )
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
 
@@ -317,20 +309,15 @@ class OpenAICompatibleEmbedder:
             results[i] = vector
 
     def _plan(self, texts: Sequence[str], kind: EmbeddingKind) -> tuple[list[list[int]], bool]:
-        """The requests of one call, and whether it may take the express slot: a passage
-        call of one request of at most ``express_tokens`` (a turn, a small edit)."""
-        if kind == "query" or not self.lanes.express_slots:
-            return self._batches(texts, None), False
-        tokens = [count_tokens(t) for t in texts]
-        groups = self._batches(texts, tokens)
-        return groups, len(groups) == 1 and sum(tokens) <= self.express_tokens
-
-    def _batches(self, texts: Sequence[str], tokens: list[int] | None) -> list[list[int]]:
-        if len(texts) == 1:  # a search's query: one request whatever its size, uncounted
-            return [[0]]
-        if tokens is None:
-            tokens = [count_tokens(t) for t in texts]
-        return batches(tokens, self.batch_size, self.batch_tokens)
+        plan = plan_call(
+            texts,
+            kind,
+            most_texts=self.batch_size,
+            most_tokens=self.batch_tokens,
+            express_tokens=self.express_tokens,
+            express_slots=self.lanes.express_slots,
+        )
+        return plan.groups, plan.express
 
     def _check(self, texts: Sequence[str], kind: EmbeddingKind) -> Sequence[str]:
         # A str is a Sequence[str]; embedding it would quietly embed each character.
@@ -402,7 +389,7 @@ class OpenAICompatibleEmbedder:
             if kind == "query"
             else self.lanes.bulk(owner, give_up_s=give_up, express=express)
         ) as route:
-            interactive = kind == "query" or self._interactive(route, express)
+            interactive = kind == "query" or to_query_server(route, express, self.breaker)
             breaker = self.query_breaker if interactive else self.breaker
             if not breaker.allow():
                 self._tell_still_failing(breaker, kind, None)
@@ -411,6 +398,8 @@ class OpenAICompatibleEmbedder:
                     f"{breaker.retry_after_s():.1f} s (circuit open)",
                     breaker.last_failure,
                 )
+            if interactive and kind == "passage":
+                self.express_use.record(body["input"])
             try:
                 vectors = self._request(body, kind, size, interactive)
             except EmbeddingRejectedError:
@@ -433,13 +422,6 @@ class OpenAICompatibleEmbedder:
             self._answered = True
             self._closed(breaker, kind)
         return vectors
-
-    def _interactive(self, route: Route | None, express: bool) -> bool:
-        """Does this passage request go to the query server? On the express slot, or when
-        it may take it and the document server's circuit is open: a small write then
-        embeds beside the searches rather than not at all (another user's import timing
-        out on a busy document server opened it for every user's writes)."""
-        return route == "express" or (express and not self.breaker.allow_peek())
 
     def _shown(self, breaker: CircuitBreaker) -> str:
         return self.shown_url if breaker is self.breaker else shown_url(self.query_url)
@@ -490,8 +472,18 @@ class OpenAICompatibleEmbedder:
         url = self.query_url if interactive else self.url
         # A search is not retried (its timeout is the whole wait, then BM25 only).
         retries = self.max_retries if kind == "passage" else 0
-        response = self._post_with_retries(
-            url, body, timeout, retries, bulk=kind == "passage", interactive=interactive
+        response = post_with_retries(
+            self._query_client if interactive else self._client,
+            url,
+            body,
+            self._headers,
+            timeout,
+            retries,
+            backoff_s=self.backoff_s,
+            # A stopping server lets a passage request end with the attempt in flight, never
+            # another, so a cut-off write commits within one timeout (memstrata.api.shutdown).
+            stopped=lambda: kind == "passage" and self.lanes.bulk_closed,
+            error=lambda what, failure: self._error(what, _FAILURES[failure], url=url),
         )
         error = partial(self._error, url=url)
         try:
@@ -522,67 +514,6 @@ class OpenAICompatibleEmbedder:
         if verdict.refusal is not None:
             raise self._error(verdict.refusal, EmbeddingLengthError)
 
-    def _post_with_retries(
-        self,
-        url: str,
-        body: dict[str, Any],
-        timeout_s: float,
-        retries: int,
-        *,
-        bulk: bool,
-        interactive: bool,
-    ) -> httpx.Response:
-        attempts = retries + 1
-        client = self._query_client if interactive else self._client
-        error = partial(self._error, url=url)
-        for attempt in range(attempts):
-            if attempt and self._stopped(bulk):  # the lane closed during the backoff
-                raise error(f"was not sent again: {NOT_SENT_STOPPING}", EmbeddingOutageError)
-            last_try = attempt == attempts - 1
-            try:
-                response = _post_within(client, url, body, self._headers, timeout_s)
-            except httpx.TimeoutException as exc:
-                # Neither retried nor split (embed_each): a hung API must not cost a caller
-                # several timeouts.
-                raise error(
-                    f"timed out after {timeout_s:g} s: {_why_timed_out(exc)}", EmbeddingOutageError
-                ) from exc
-            except _RETRY_EXCEPTIONS as exc:
-                if last_try or self._stopped(bulk):
-                    raise error(
-                        f"failed after {attempt + 1} attempt(s): {type(exc).__name__}: {exc}",
-                        EmbeddingOutageError,
-                    ) from exc
-                self._sleep_before_retry(attempt, None)
-                continue
-            except httpx.HTTPError as exc:  # bad URL, unsupported scheme: retrying won't help
-                raise error(
-                    f"could not be sent: {type(exc).__name__}: {exc}", EmbeddingOutageError
-                ) from exc
-            if response.is_success:
-                return response
-            detail = f"HTTP {response.status_code}: {error_detail(response)}"
-            kind = _failure_kind(response.status_code)
-            if response.status_code not in _RETRY_STATUS:
-                raise error(f"was rejected with {detail}", kind)
-            if last_try or self._stopped(bulk):
-                raise error(f"failed after {attempt + 1} attempt(s), last {detail}", kind)
-            self._sleep_before_retry(attempt, response.headers.get("Retry-After"))
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
-
-    def _stopped(self, bulk: bool) -> bool:
-        # A stopping server lets a bulk request end with the attempt in flight, never
-        # another, so a cut-off write commits within one timeout (memstrata.api.shutdown).
-        return bulk and self.lanes.bulk_closed
-
-    def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.backoff_s * (2**attempt)
-        if retry_after is not None:
-            # An HTTP-date Retry-After is not worth parsing; the exponential delay will do.
-            with contextlib.suppress(ValueError):
-                delay = max(delay, float(retry_after))
-        time.sleep(min(delay, _MAX_BACKOFF_S))
-
     def _error(
         self,
         what: str,
@@ -592,53 +523,3 @@ class OpenAICompatibleEmbedder:
     ) -> EmbeddingError:
         shown = self.shown_url if url is None else shown_url(url)
         return kind(f"embedding request to {shown} (model {self.name!r}) {what}")
-
-
-def _pool(timeout_s: float, keepalive: bool) -> httpx.Client:
-    # Wide enough that queries never queue for a connection behind bulk requests.
-    connections = _POOL_CONNECTIONS if keepalive else 0
-    limits = httpx.Limits(max_connections=_POOL_CONNECTIONS, max_keepalive_connections=connections)
-    return httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)
-
-
-def _post_within(
-    client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float
-) -> httpx.Response:
-    """POST and read the answer within ``timeout_s`` in all. httpx's timeout bounds each
-    read, not the whole: an API (or a proxy) sending its answer a byte at a time held the
-    request, and the one passage slot every user's writes wait for, without end."""
-    deadline = time.monotonic() + timeout_s
-    with client.stream(
-        "POST", url, json=body, headers=headers, timeout=httpx.Timeout(timeout_s)
-    ) as response:
-        chunks: list[bytes] = []
-        for chunk in response.iter_bytes():
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout("the answer was still arriving", request=response.request)
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            content=b"".join(chunks),
-            request=response.request,
-        )
-
-
-def _why_timed_out(exc: httpx.TimeoutException) -> str:
-    if isinstance(exc, httpx.PoolTimeout):
-        return "every connection of this client was busy (too many requests in flight)"
-    return str(exc) or type(exc).__name__
-
-
-def shown_url(url: str) -> str:
-    """``url`` without user, password and query string (where API keys sometimes travel)."""
-    return str(httpx.URL(url).copy_with(userinfo=b"", query=None))
-
-
-def _failure_kind(status: int) -> type[EmbeddingError]:
-    """The error class for a failed HTTP status (see the module docstring)."""
-    if status == 500:  # the model may have failed on one of the texts
-        return EmbeddingUnavailableError
-    if 400 <= status < 500 and status not in _NOT_ABOUT_THE_INPUT:
-        return EmbeddingRejectedError
-    return EmbeddingOutageError
