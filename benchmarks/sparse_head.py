@@ -184,11 +184,12 @@ def fuse_three(
     ages_days: Mapping[int, float],
     resident: Mapping[int, bool],
     decay: DecayPolicy,
-    pool: int,
+    pool: int | None,
 ) -> list[int]:
     """``fusion.fuse`` over three rankings: the same RRF (``rrf_scores``), decay factor,
     ties (score, the best of the ranks, first appearance in list order) and relevance
-    pool; the first ``top_k`` keys. With the third list empty it is ``fuse``."""
+    pool (None: decay over every key); the first ``top_k`` keys. With the third list empty
+    it is ``fuse``."""
     from memstrata.retrieval.fusion import Explained, decay_factor, relevance_pool, rrf_scores
 
     ranks = [{key: r for r, key in reversed(list(enumerate(ranked, 1)))} for ranked in lists]
@@ -211,7 +212,7 @@ def fuse_three(
         )
         best = min(r[key] for r in ranks if key in r)
         items.append(((-item.score, best, order), item))
-    if decay.enabled:
+    if decay.enabled and pool is not None:
         items = relevance_pool(items, pool)
     else:
         items.sort(key=lambda pair: pair[0])

@@ -243,7 +243,7 @@ def test_sparse_head_pure_parts(tmp_path: Path) -> None:
     ages = {k: float(k) * 20 for k in range(8)}
     resident = {7: True}
     for decay in (DecayPolicy(enabled=False), DecayPolicy(True, 30.0, 0.0)):
-        for pool in (2, 30):
+        for pool in (None, 2, 30):  # None: decay over every key, the product's default
             bm25, vector = [1, 2, 3, 7], [3, 4, 1, 5]
             want = fuse(
                 bm25,

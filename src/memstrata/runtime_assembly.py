@@ -142,6 +142,7 @@ def assemble(
         decay=DecayPolicy(settings.decay, settings.decay_half_life_days, settings.decay_floor),
         vector_backend=settings.vector_backend,
         fusion=settings.search_fusion,
+        decay_pool=settings.decay_pool,
         warmer=IndexWarmer(cache) if settings.index_warm_after_import else None,
         open_check=open_check,
     )

@@ -112,8 +112,8 @@ def test_bench_locomo_end_to_end(
     result = json.loads(out.strip().splitlines()[-1])
     assert result["questions"] == 2
     assert set(result["recall"]) == {
-        "bm25", "vector", "hybrid", "hybrid_spec_decay", "hybrid_floor0.9",
-        "hybrid_convex", "hybrid_convex_spec_decay",
+        "bm25", "vector", "hybrid", "hybrid_spec_decay", "hybrid_spec_decay_pool",
+        "hybrid_floor0.9", "hybrid_convex", "hybrid_convex_spec_decay",
         "peer_bm25s", "peer_dense", "peer_rrf", "peer_rrf_spec_decay",
     }  # fmt: skip
     assert result["recall"]["bm25"]["2"] == 1.0

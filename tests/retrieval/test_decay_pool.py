@@ -1,8 +1,10 @@
-"""Time decay re-orders only the relevance pool (``fusion.relevance_pool``,
-``ranking.decay_pool``): the most relevant rows by RRF, max(3 × top_k, 30) of them.
+"""With the opt-in relevance pool (``MEMSTRATA_DECAY_POOL``), time decay re-orders only
+the pool (``fusion.relevance_pool``, ``ranking.decay_pool``): the most relevant rows by
+RRF, max(3 × top_k, 30) of them. The default, decay over every candidate as the spec says,
+is in tests/retrieval/test_decay_every_candidate.py.
 
 Pure ranking over hand-made candidates, so every rank and age is known: with decay over
-every candidate, a recent row from the bottom of a list outranked an old first hit.
+every candidate, a recent row from the bottom of a list outranks an old first hit.
 """
 
 from __future__ import annotations
@@ -35,10 +37,16 @@ def conversation(old: int, recent: int) -> Candidates:
     return Candidates(keys, list(keys), rows, "hybrid")
 
 
+POOLED = -1  # keys_of's default: the pool the setting gives ``top_k``
+
+
 def keys_of(
-    found: Candidates, top_k: int, decay: DecayPolicy, pool: int | None = None
+    found: Candidates, top_k: int, decay: DecayPolicy, pool: int | None = POOLED
 ) -> list[int]:
-    hits = rank(found, top_k=top_k, as_of=NOW, decay=decay, pool=pool)
+    """The ranked keys with the relevance pool on (``decay_pool(top_k)`` unless ``pool``
+    says otherwise; None: decay over every candidate)."""
+    depth = decay_pool(top_k) if pool == POOLED else pool
+    hits = rank(found, top_k=top_k, as_of=NOW, decay=decay, pool=depth)
     return [int(h.source_ids[0].removeprefix("s:")) for h in hits]
 
 
@@ -52,8 +60,10 @@ def test_an_old_exact_match_beats_recent_weak_matches_outside_the_pool() -> None
     # The 30 most relevant rows are all old: decay orders them, the recent rows that only
     # came 41st–60th in both lists stay behind them.
     assert keys_of(found, 5, SPEC_DECAY) == [0, 1, 2, 3, 4]
-    # Decay over every candidate (the pool as deep as all 60) put the recent ones first.
+    # Decay over every candidate (the spec's default, or a pool as deep as all 60) puts the
+    # recent ones first.
     assert keys_of(found, 5, SPEC_DECAY, pool=60) == [40, 41, 42, 43, 44]
+    assert keys_of(found, 5, SPEC_DECAY, pool=None) == [40, 41, 42, 43, 44]
 
 
 def test_decay_still_decides_between_relevant_rows() -> None:
@@ -61,7 +71,7 @@ def test_decay_still_decides_between_relevant_rows() -> None:
     rows = {0: row(0, 150.0), 1: row(1, 0.0)}
     found = Candidates([0, 1], [0, 1], rows, "hybrid")
     assert keys_of(found, 2, SPEC_DECAY) == [1, 0]
-    hits = rank(found, top_k=2, as_of=NOW, decay=SPEC_DECAY)
+    hits = rank(found, top_k=2, as_of=NOW, decay=SPEC_DECAY, pool=decay_pool(2))
     assert hits[1].score == pytest.approx(2 / 61 * 0.5**5)
 
 

@@ -54,6 +54,9 @@ class Variant:
     decay: DecayPolicy
     min_candidates: int | None = None  # None: the service's setting
     fusion: Fusion = "rrf"  # the spec's, whatever the service's MEMSTRATA_SEARCH_FUSION
+    # Decay within the relevance pool (opt-in) instead of the spec's over every candidate,
+    # whatever the service's MEMSTRATA_DECAY_POOL.
+    decay_pool: bool = False
 
 
 VARIANTS: dict[str, Variant] = {
@@ -61,6 +64,8 @@ VARIANTS: dict[str, Variant] = {
     "vector": Variant(False, True, NO_DECAY),
     "hybrid": Variant(True, True, NO_DECAY),
     "hybrid_spec_decay": Variant(True, True, SPEC_DECAY),
+    # The opt-in relevance pool beside the spec's decay over every candidate.
+    "hybrid_spec_decay_pool": Variant(True, True, SPEC_DECAY, decay_pool=True),
     "hybrid_floor0.9": Variant(True, True, RECOMMENDED_FLOOR),
     # The opt-in convex score fusion beside the spec's RRF rows (docs/BENCHMARKS.md).
     "hybrid_convex": Variant(True, True, NO_DECAY, fusion="convex"),
@@ -315,7 +320,7 @@ def _variant_search(
         as_of=q.as_of,
         decay=v.decay,
         rrf_k=mem.search.rrf_k,
-        pool=mem.search.decay_pool(top_k),
+        pool=mem.search.decay_pool(top_k, v.decay_pool),
         fusion=v.fusion,
     )
     return SearchResponse(q.text, found.mode, hits)

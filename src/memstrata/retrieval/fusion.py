@@ -5,11 +5,12 @@ have to be calibrated against each other, and a retriever that is down (no embed
 simply contributes an empty ranking. Decay then prefers recent conversation over old
 conversation with the same relevance; the resident files (MEMORY / USER / SOUL / AGENTS.md)
 are exempt because they are the user's curated, always-current memory, however long ago
-they were last edited. Decay re-orders only the relevance pool (the most relevant keys by
-the undecayed score, ``relevance_pool``): with decay over every candidate, a recent row at
-the bottom of one list (RRF ≈ 1/90) outranked a 150-day-old first hit (2/61 × 0.03).
-Every fused item carries the numbers that produced its score so a surprising result can
-be explained to the user.
+they were last edited. Decay re-orders every candidate, as the spec says; the relevance
+pool (``relevance_pool``: decay re-orders only the most relevant keys by the undecayed
+score, the others follow) is an opt-in departure (``MEMSTRATA_DECAY_POOL``): over every
+candidate, a recent row at the bottom of one list (RRF ≈ 1/90) outranks a 150-day-old
+first hit (2/61 × 0.03). Every fused item carries the numbers that produced its score so
+a surprising result can be explained to the user.
 
 Convex score fusion (``convex_scores``) is an opt-in departure from the spec's RRF
 (``MEMSTRATA_SEARCH_FUSION=convex``, docs/BENCHMARKS.md "Score fusion (opt-in)"): it keeps
@@ -145,8 +146,9 @@ def fuse(
     A key decays unless ``decay`` is off, it is marked resident, or its age is unknown
     (missing or None in ``ages_days``): an undated chunk is not evidence of staleness.
     With ``pool``, decay orders the ``pool`` most relevant keys only and the rest follow
-    them (``relevance_pool``); None lets decay order every key. With ``scores`` (each
-    list's raw scores: BM25, cosine) keys are scored by ``convex_scores`` instead of RRF.
+    them (``relevance_pool``, opt-in); None, the spec's, lets decay order every key. With
+    ``scores`` (each list's raw scores: BM25, cosine) keys are scored by ``convex_scores``
+    instead of RRF.
     Equal scores are ordered by the better of the two ranks, then by first appearance
     (BM25 ranking first, then vector ranking), so results are reproducible.
     """

@@ -1,8 +1,8 @@
 """What a search ranks and answers with: both retrievers' candidates (``Candidates``), the
 time-decay policy (``DecayPolicy``), the ranking rule (``rank``: RRF over both rankings,
-then decay within the relevance pool (``decay_pool``), through ``fusion.fuse``; convex
-score fusion instead of RRF when asked, ``fusion_scores``) and the hits and response
-(``SearchHit``, ``SearchResponse``).
+then decay over every candidate — the spec's — or, opt-in, within the relevance pool
+(``decay_pool``), through ``fusion.fuse``; convex score fusion instead of RRF when asked,
+``fusion_scores``) and the hits and response (``SearchHit``, ``SearchResponse``).
 
 Apart from ``search`` because none of it reads an index, the database or an embedder: the
 recall harness (``bench.harness``) and the benchmarks rank candidates they gathered
@@ -87,9 +87,10 @@ def decay_pool(
     top_k: int, multiplier: int = CANDIDATE_MULTIPLIER, minimum: int = MIN_CANDIDATES_DECAY
 ) -> int:
     """How many of the most relevant rows (by the fused score before decay) time decay
-    re-orders: as many as one side's candidates under decay, max(3 × top_k, 30). It does
-    not grow below 10 hits, so the first hits are the same at top_k 5 and 10
-    (docs/BENCHMARKS.md, "Decay within the relevant pool")."""
+    re-orders when the opt-in relevance pool is on (``MEMSTRATA_DECAY_POOL``): as many as
+    one side's candidates under decay, max(3 × top_k, 30). It does not grow below 10 hits,
+    so the first hits are the same at top_k 5 and 10 (docs/BENCHMARKS.md, "Decay within
+    the relevant pool")."""
     return max(multiplier * top_k, minimum)
 
 
@@ -123,9 +124,9 @@ def rank(
     fusion: Fusion = "rrf",
 ) -> list[SearchHit]:
     """RRF (or convex score fusion, ``fusion_scores``) over both rankings, then time decay
-    from ``as_of`` (default now) within the ``pool`` most relevant rows (default
-    ``decay_pool(top_k)``): the best ``top_k`` hits, explained. No age is negative, so no
-    row outranks by being future."""
+    from ``as_of`` (default now) over every candidate — the spec's — or, with ``pool``,
+    within the ``pool`` most relevant rows only (the opt-in ``decay_pool``): the best
+    ``top_k`` hits, explained. No age is negative, so no row outranks by being future."""
     now_ts = (as_of or datetime.now(UTC)).timestamp()
     rows = found.rows
     fused = fuse(
@@ -138,7 +139,7 @@ def rank(
         half_life_days=decay.half_life_days,
         floor=decay.floor,
         decay=decay.enabled,
-        pool=decay_pool(top_k) if pool is None else pool,
+        pool=pool,
         scores=fusion_scores(found, fusion),
     )
     return [_hit(rows[f.key], f.score, f.explain()) for f in fused]

@@ -3,11 +3,12 @@
 Each side contributes ``max(3 × top_k, min_candidates)`` candidates: the spec's 3 × top_k
 whenever it is larger, and a fixed minimum depth below that, so the first results of a
 search do not change with ``top_k``. The minimum is 50 with decay off and 30 with decay on
-(both chosen by measurement, docs/BENCHMARKS.md). Decay then re-orders only the
-relevance pool — the max(3 × top_k, 30) most relevant fused rows before decay — so a
-recent row that matched poorly cannot climb over an old answer. ``fusion="convex"``
-(``MEMSTRATA_SEARCH_FUSION``, opt-in, a measured departure from the spec) fuses both
-sides' min-max normalised scores instead of RRF.
+(both chosen by measurement, docs/BENCHMARKS.md). Decay then re-orders every candidate,
+as the spec says; ``decay_pool=True`` (``MEMSTRATA_DECAY_POOL``, opt-in, a measured
+departure) has it re-order only the relevance pool — the max(3 × top_k, 30) most relevant
+fused rows before decay — so a recent row that matched poorly cannot climb over an old
+answer. ``fusion="convex"`` (``MEMSTRATA_SEARCH_FUSION``, opt-in, a measured departure
+from the spec) fuses both sides' min-max normalised scores instead of RRF.
 
 ``as_of`` (default now) is the moment the search is made from: ages, and so decay, are
 measured from it, and dated rows (conversations, notes) after it are left out. The
@@ -85,6 +86,7 @@ class SearchService:
         query_cache_entries: int = QUERY_CACHE_ENTRIES,
         warmer: IndexWarmer | None = None,
         fusion: Fusion = "rrf",
+        decay_pool: bool = False,
         open_check: Callable[[], None] | None = None,
     ) -> None:
         if vector_backend not in ("memory", "pgvector"):
@@ -105,6 +107,7 @@ class SearchService:
         self.min_candidates = min_candidates
         self.min_candidates_decay = min_candidates_decay
         self.decay = decay or DecayPolicy()
+        self.decay_pooled = decay_pool
         self.warmer = warmer
         # The runtime's rule of a closed runtime (``runtime.refuse_if_closed``): before the
         # query's embedding, whose client ``close()`` has closed.
@@ -149,9 +152,12 @@ class SearchService:
             minimum = self.min_candidates_decay if decaying else self.min_candidates
         return max(top_k * self.candidate_multiplier, minimum)
 
-    def decay_pool(self, top_k: int) -> int:
-        """The most relevant rows decay re-orders (``ranking.decay_pool``), as deep as one
-        side's candidates under decay with this service's settings."""
+    def decay_pool(self, top_k: int, pooled: bool | None = None) -> int | None:
+        """The pool ``rank`` gives decay: None — every candidate, the spec's — unless the
+        relevance pool is on (``pooled``, default this service's setting), then the most
+        relevant rows as deep as one side's candidates under decay (``ranking.decay_pool``)."""
+        if not (self.decay_pooled if pooled is None else pooled):
+            return None
         return decay_pool(top_k, self.candidate_multiplier, self.min_candidates_decay)
 
     def search(
