@@ -1,9 +1,8 @@
 """``conversation_index_turn``: REST ``POST /api/memory/conversations/{session_id}/turns``
 with the session id as an argument (its body, :class:`TurnRequest`, and its rules).
 
-The session-id rule is REST's, but its advice on URLs is not MCP's: here the id is a JSON
-string, never in a URL, so nothing is percent-encoded. A refusal quotes the rule without
-that advice (:data:`MCP_SESSION_ID_RULE`, :func:`mcp_session_id_message`).
+The session-id rule is REST's; a refusal gives the library's reason and its one-line rule
+(``retrieval.session_ids.SESSION_ID_HINT``), which has no URL advice, as it is.
 
 What a model reads is not REST's: the listing describes each argument in a line of what
 calling it right needs (REST's descriptions named its path, and the session-id rule every
@@ -24,16 +23,8 @@ from memstrata.api.schemas import IndexReportBody, TurnRequest
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
-from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
+from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH
 from memstrata.retrieval.staging import IndexReport
-
-# The rule up to its URL advice ("…, which a URL decoder leaves for bytes that are not
-# UTF-8: percent-encode session ids …"), which is REST's.
-_URL_ADVICE = ", which a URL decoder"
-MCP_SESSION_ID_RULE = SESSION_ID_RULE.partition(_URL_ADVICE)[0] + ", the replacement character)"
-# What the library says of a U+FFFD in an id, and what MCP says instead.
-_URL_FIX = "what a URL decoder makes of bytes that are not UTF-8; percent-encode the id as UTF-8"
-_MCP_FIX = "it stands where text was not valid UTF-8; send the id's own characters, or remove it"
 
 
 class _TurnArgs(TurnRequest):
@@ -85,7 +76,7 @@ async def conversation_index_turn(caller: Caller, arguments: dict[str, Any]) -> 
         report = await anyio.to_thread.run_sync(index)
     except (InvalidContentError, ValueError) as exc:
         # The round's refusal (``RoundsInvalidError``) quotes the session-id rule's.
-        raise ToolError(mcp_session_id_message(str(exc))) from exc
+        raise ToolError(str(exc)) from exc
     return ToolOutput(turn_answer(args.session_id, args.turn_index, report), report.to_dict())
 
 
@@ -106,12 +97,6 @@ def turn_answer(session_id: str, turn_index: int, report: IndexReport) -> str:
     else:
         said = f"Indexed {turn}."
     return "\n".join([said, *(f"note: {warning}" for warning in report.warnings)])
-
-
-def mcp_session_id_message(message: str) -> str:
-    """A refusal quoting the library's session-id rule, with MCP's advice for its URL
-    advice; any other message as it is."""
-    return message.replace(SESSION_ID_RULE, MCP_SESSION_ID_RULE).replace(_URL_FIX, _MCP_FIX)
 
 
 TURN_TOOL = McpTool(
