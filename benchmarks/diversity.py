@@ -3,7 +3,8 @@
 A LoCoMo multi-hop question has several evidence turns; when the first hits are variants of
 one topic, a second evidence turn can fall out of the first k. Two ways to spread the first
 k over more topics, each applied to the fused list the product ranks (the same candidates
-a side, the same RRF k = 60, the same decay within the relevance pool):
+a side, the same RRF k = 60, the same decay — over every candidate, the spec's, or within
+the relevance pool when ``MEMSTRATA_DECAY_POOL`` is on):
 
 - ``mmr_l{λ}``: maximal marginal relevance — greedily, the next hit is the candidate with
   the highest ``λ · rel − (1 − λ) · max cos(v, v_s)`` over the hits ``s`` already chosen,
@@ -12,8 +13,8 @@ a side, the same RRF k = 60, the same decay within the relevance pool):
 - ``dedup_t{τ}``: the fused order, skipping a candidate whose cosine with a hit already
   chosen is at least ``τ`` (skipped ones fill the end if fewer than k remain).
 
-Candidates are all fused rows with decay off, and the relevance pool
-(``ranking.decay_pool``) with decay on — the rows decay may bring into the first k; each
+Candidates are all fused rows — with decay on too, unless the opt-in relevance pool
+(``ranking.decay_pool``) limits them to the rows decay may bring into the first k; each
 variant is scored with decay off and with the spec's decay (suffix ``_spec_decay``).
 ``hybrid`` and ``hybrid_spec_decay`` are the product's order; every question's hits under
 them must equal the harness's own (``memstrata bench``) hits, or the run stops — the check
@@ -128,8 +129,9 @@ def fused(
     search: SearchService, found: Candidates, top_k: int, decay: DecayPolicy, as_of: float
 ) -> list[tuple[int, float]]:
     """The product's fused order (``ranking.rank``'s call of ``fuse``) as (key, score), cut
-    to the rows a diversified first ``top_k`` may take: all with decay off, the relevance
-    pool with decay on (the rows after it follow it whatever their decayed score)."""
+    to the rows a diversified first ``top_k`` may take: all of them, or with decay on and
+    the opt-in relevance pool, that pool (the rows after it follow it whatever their
+    decayed score)."""
     from memstrata.retrieval.fusion import DAY_SECONDS, fuse
 
     pool = search.decay_pool(top_k)
@@ -145,7 +147,7 @@ def fused(
         decay=decay.enabled,
         pool=pool,
     )
-    return [(f.key, f.score) for f in (out[:pool] if decay.enabled else out)]
+    return [(f.key, f.score) for f in (out[:pool] if decay.enabled and pool else out)]
 
 
 # A variant: (normalised relevance, unit rows, top_k) -> the positions it ranks first.

@@ -27,7 +27,8 @@ would a memory-file row (the harness stores none).
 For each variant the context vectors replace the rows' vectors in the user's in-memory
 index and the question goes through the product's own code — ``SearchService.candidates``
 (the candidate depth per side of ``memstrata bench``) and ``ranking.rank`` (RRF k = 60, the
-spec's decay applied within ``decay_pool`` when on) — as the harness's
+spec's decay over every candidate when on, or within ``decay_pool`` when the opt-in pool
+is) — as the harness's
 ``_variant_search``: rows ``vector_<variant>`` (vector side alone) and ``hybrid_<variant>``,
 each with decay off and with the spec's decay (suffix ``_spec_decay``). Reference rows:
 ``bm25``, ``vector``, ``hybrid``, ``hybrid_spec_decay`` from the harness itself. The check
