@@ -123,9 +123,24 @@ class ServingSettings(BaseModel):
         "connection is closed without an answer, as nginx's client_header_timeout does, and "
         "logged (`http.header_timeout`, INFO) and counted "
         "(`memstrata_http_header_timeouts_total`). A slow request body and an open /mcp GET "
-        "stream are not its business. 20 s is Apache's mod_reqtimeout default (nginx: 60 s): "
-        "room for a few TCP retransmissions of a request sent at once. A reverse proxy's "
-        "timeouts still bound the body and the TLS handshake (docs/DEPLOY.md, section 6).",
+        "stream are not its business (a body: MEMSTRATA_BODY_TIMEOUT_S). 20 s is Apache's "
+        "mod_reqtimeout default (nginx: 60 s): room for a few TCP retransmissions of a "
+        "request sent at once. A reverse proxy's timeouts still bound the TLS handshake "
+        "(docs/DEPLOY.md, section 6).",
+    )
+    body_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="`memstrata serve` answers 408 (`request_timeout`) and closes the "
+        "connection when a request's body, once its headers are in, stops arriving: nothing "
+        "more for this many seconds before the body the client announced is complete. It "
+        "bounds the gap between two parts of a body, not the whole upload, and does not run "
+        "while the server itself holds the body back (the application has not read what "
+        "came) or the client waits for `100 Continue`. Without it, a client that stopped "
+        "mid-body held its connection and its request for ever. Logged "
+        "(`http.body_timeout`, INFO) and counted (`memstrata_http_body_timeouts_total`). "
+        "60 s is nginx's client_body_timeout default.",
     )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."

@@ -1,11 +1,13 @@
 """``memstrata serve`` closes a connection whose request headers have not all arrived
-within ``MEMSTRATA_HEADER_TIMEOUT_S``: one real server (1 s) for the module, raw sockets.
+within ``MEMSTRATA_HEADER_TIMEOUT_S``, and answers 408 to a request whose body stops
+arriving for ``MEMSTRATA_BODY_TIMEOUT_S``: one real server (1 s and 4 s) for the module,
+raw sockets.
 
-Without it, a connection that sent half a request line, or trickled its headers a byte at
-a time, stayed open for ever, and a few hundred of them held every connection slot (a
-slowloris: everyone else got 503). What comes after the headers is not its business: a
-slow request body, the idle wait between two requests (uvicorn's keep-alive timeout, 5 s)
-and an open /mcp GET stream stay open.
+Without them, a connection that sent half a request line, or trickled its headers a byte
+at a time, or stopped in the middle of its body, stayed open for ever, and a few hundred
+of them held every connection slot (a slowloris: everyone else got 503). Neither cuts
+what is not late: a body that keeps coming however slowly, the idle wait between two
+requests (uvicorn's keep-alive timeout, 5 s) and an open /mcp GET stream stay open.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ pytestmark = pytest.mark.timeout(120)
 
 SECRET = "header-timeout-test-secret-0123456789abcdef"
 TIMEOUT_S = 1.0
-# Longer than the header timeout, shorter than the keep-alive timeout (5 s).
+BODY_TIMEOUT_S = 4.0
+# Longer than the header timeout, shorter than the body and keep-alive (5 s) timeouts.
 PAUSE_S = 2.5
 # How late the close may come on a busy two-core machine.
 LATE_S = 4.0
@@ -64,6 +67,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Se
         "MEMSTRATA_JWT_SECRET": SECRET,
         "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
         "MEMSTRATA_HEADER_TIMEOUT_S": str(TIMEOUT_S),
+        "MEMSTRATA_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
     }
     port = free_port()
     log = home / "serve.log"
@@ -137,7 +141,7 @@ def test_a_connection_without_its_headers_is_closed(served: Served, sent: bytes)
 
 def test_headers_trickled_slower_than_the_bound_are_cut_off(served: Served) -> None:
     request = healthz(served.port)
-    before = _timeouts(served.url)
+    before = _metric(served.url, "memstrata_http_header_timeouts_total")
     with served.connect() as sock:
         started = time.monotonic()
         sent = 0
@@ -155,7 +159,7 @@ def test_headers_trickled_slower_than_the_bound_are_cut_off(served: Served) -> N
         f"after {sent} of {len(request)} bytes in {took:.1f} s: closed {closed}, {answer!r}"
     )
     assert sent < len(request) and took <= TIMEOUT_S + LATE_S, (sent, took)
-    assert _timeouts(served.url) == before + 1
+    assert _metric(served.url, "memstrata_http_header_timeouts_total") == before + 1
 
 
 def test_a_kept_alive_connection_idle_between_requests_is_not_cut(served: Served) -> None:
@@ -170,19 +174,67 @@ def test_a_kept_alive_connection_idle_between_requests_is_not_cut(served: Served
         assert closed_after(sock, TIMEOUT_S + LATE_S) == (True, b"")
 
 
-def test_a_slow_request_body_is_not_cut(served: Served) -> None:
-    body = json.dumps({"query": "boats and rivers", "top_k": 3}).encode()
-    head = (
-        f"POST /api/memory/search HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+def search_request(port: int, body: bytes) -> bytes:
+    """A search request's head, announcing ``body``'s length."""
+    return (
+        f"POST /api/memory/search HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Authorization: Bearer {bearer()}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
+
+
+def test_a_body_paused_less_than_the_body_timeout_is_not_cut(served: Served) -> None:
+    body = json.dumps({"query": "boats and rivers", "top_k": 3}).encode()
     with served.connect() as sock:
-        sock.sendall(head + body[:5])
+        sock.sendall(search_request(served.port, body) + body[:5])
         assert closed_after(sock, PAUSE_S) == (False, b""), "closed while the body came"
         sock.sendall(body[5:])
         status, answer = response(sock)
     assert status == 200, answer
+
+
+def test_a_body_that_keeps_coming_is_served_however_long_it_takes(served: Served) -> None:
+    body = json.dumps({"query": "tea", "top_k": 1}).encode()
+    gap_s = BODY_TIMEOUT_S / 8
+    with served.connect() as sock:
+        sock.sendall(search_request(served.port, body))
+        started = time.monotonic()
+        for byte in body:  # a byte every gap_s: the whole body takes longer than the bound
+            time.sleep(gap_s)
+            sock.sendall(bytes([byte]))
+        took = time.monotonic() - started
+        status, answer = response(sock)
+    assert took > BODY_TIMEOUT_S, took
+    assert status == 200, answer
+
+
+def test_a_body_that_stops_arriving_gets_408_and_the_close(served: Served) -> None:
+    body = json.dumps({"query": "boats and rivers", "top_k": 3}).encode()
+    head = search_request(served.port, body)
+    before = _metric(served.url, "memstrata_http_body_timeouts_total")
+    with served.connect() as sock:
+        started = time.monotonic()
+        sock.sendall(head + body[:5])
+        sock.settimeout(BODY_TIMEOUT_S + LATE_S)
+        status, answer = response(sock)
+        took = time.monotonic() - started
+        closed, more = closed_after(sock, LATE_S)
+    assert status == 408, answer
+    assert BODY_TIMEOUT_S - 0.1 <= took <= BODY_TIMEOUT_S + LATE_S, took
+    assert (closed, more) == (True, b"")
+    said = json.loads(answer)
+    assert said["code"] == "request_timeout"
+    assert "MEMSTRATA_BODY_TIMEOUT_S" in said["message"] and "4 s" in said["message"], said
+    assert _metric(served.url, "memstrata_http_body_timeouts_total") == before + 1
+    time.sleep(0.2)
+    logged = served.events("http.body_timeout")
+    assert logged and logged[-1]["level"] == "info", served.log.read_text()[-2000:]
+    assert logged[-1]["path"] == "/api/memory/search" and logged[-1]["method"] == "POST"
+    assert logged[-1]["received_bytes"] == len(head) + 5
+    assert logged[-1]["timeout_s"] == BODY_TIMEOUT_S
+    # The request's task saw a hang-up, not an error: no traceback, and the server serves.
+    assert "Traceback" not in served.log.read_text()
+    assert httpx.get(f"{served.url}/healthz", timeout=10).status_code == 200
 
 
 def test_an_open_mcp_stream_is_not_cut(served: Served) -> None:
@@ -211,25 +263,26 @@ def test_an_open_mcp_stream_is_not_cut(served: Served) -> None:
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "20s"])
-def test_a_bad_header_timeout_is_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+@pytest.mark.parametrize("name", ["MEMSTRATA_HEADER_TIMEOUT_S", "MEMSTRATA_BODY_TIMEOUT_S"])
+def test_a_bad_read_timeout_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("MEMSTRATA_"):
-            monkeypatch.delenv(name)
+    for variable in list(os.environ):
+        if variable.startswith("MEMSTRATA_"):
+            monkeypatch.delenv(variable)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMSTRATA_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("MEMSTRATA_HEADER_TIMEOUT_S", value)
+    monkeypatch.setenv(name, value)
     result = CliRunner().invoke(build_app(), ["token", "--user", "a"])
     said = result.output.strip()
     assert result.exit_code == 1, said
-    assert said.startswith("error: invalid configuration — MEMSTRATA_HEADER_TIMEOUT_S: "), said
+    assert said.startswith(f"error: invalid configuration — {name}: "), said
     assert len(said.splitlines()) == 1
 
 
-def _timeouts(url: str) -> float:
-    """``memstrata_http_header_timeouts_total`` as /metrics shows it now (0 without it)."""
+def _metric(url: str, name: str) -> float:
+    """A counter as /metrics shows it now (0 without it)."""
     for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        if line.startswith("memstrata_http_header_timeouts_total "):
+        if line.startswith(f"{name} "):
             return float(line.split()[1])
     return 0.0

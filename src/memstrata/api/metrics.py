@@ -14,6 +14,8 @@
 - ``memstrata_http_header_timeouts_total``: connections ``memstrata serve`` closed because
   their request headers had not all arrived within ``MEMSTRATA_HEADER_TIMEOUT_S``
   (api.header_timeout); a steady rise is clients too slow or a slowloris.
+- ``memstrata_http_body_timeouts_total``: requests answered 408 because their body stopped
+  arriving for ``MEMSTRATA_BODY_TIMEOUT_S`` (api.body_timeout).
 - ``memstrata_search_cache_bytes`` / ``_budget_bytes`` / ``_users`` (gauges) and
   ``memstrata_search_cache_hits_total`` / ``_misses_total`` / ``_evictions_total`` /
   ``_snapshot_loads_total`` / ``_snapshot_writes_total`` / ``_snapshot_errors_total``:
@@ -141,6 +143,11 @@ class ApiMetrics:
         self.header_timeouts = Counter(
             "memstrata_http_header_timeouts",
             "Connections closed because their request headers were late.",
+            registry=self.registry,
+        )
+        self.body_timeouts = Counter(
+            "memstrata_http_body_timeouts",
+            "Requests answered 408 because their body stopped arriving.",
             registry=self.registry,
         )
 

@@ -13,7 +13,9 @@ order on Ctrl-C or SIGTERM, after giving the requests in flight up to
 uvicorn serves at most ``MEMSTRATA_MAX_CONNECTIONS`` connections at once
 (:func:`memstrata.api.server.connection_limit`); beyond them a request gets its 503. A
 connection whose request headers are not all in after ``MEMSTRATA_HEADER_TIMEOUT_S`` is
-closed (:mod:`memstrata.api.header_timeout`), so idle and trickling ones cannot hold them.
+closed (:mod:`memstrata.api.header_timeout`), so idle and trickling ones cannot hold them;
+a request whose body stops arriving for ``MEMSTRATA_BODY_TIMEOUT_S`` gets a 408
+(:mod:`memstrata.api.body_timeout`).
 
 Before the banner, one WARNING each for what is allowed but risky
 (:func:`log_startup_warnings`): development served beyond this machine, production with no
@@ -83,7 +85,8 @@ def serve(
 
     from memstrata.api.app import create_app
     from memstrata.api.auth import AuthConfigurationError, require_token_keys
-    from memstrata.api.header_timeout import header_timeout_protocol
+    from memstrata.api.body_timeout import BodyLimit, read_timeout_protocol
+    from memstrata.api.header_timeout import HeaderLimit
     from memstrata.api.metrics import ApiMetrics
     from memstrata.api.server import MemstrataServer, connection_limit, explain_grace_end
     from memstrata.api.shutdown import AfterGrace, CutOffRoutes, SettleBeforeShutdown, after_grace_s
@@ -131,8 +134,9 @@ def serve(
                 timeout_graceful_shutdown=settings.shutdown_grace_s,
                 limit_concurrency=connection_limit(settings.max_connections),
                 timeout_keep_alive=KEEP_ALIVE_S,
-                http=header_timeout_protocol(
-                    settings.header_timeout_s, metrics.header_timeouts.inc
+                http=read_timeout_protocol(
+                    HeaderLimit(settings.header_timeout_s, metrics.header_timeouts.inc),
+                    BodyLimit(settings.body_timeout_s, metrics.body_timeouts.inc),
                 ),
             ),
             after_grace_s=after_grace.limit_s,
