@@ -25,6 +25,7 @@ from sqlalchemy import text
 
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.db.distribution import PER_USER_TABLES, UNDISTRIBUTED_TABLES
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet, default_template_dir
@@ -67,15 +68,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.property)
 
 
-TABLES = (
-    "user_memory",
-    "memory_embeddings",
-    "user_skill_configs",
-    "memory_index_state",
-    "memory_index_snapshots",
-    "embedding_models",
-    "memory_template_paragraphs",
-)
+# Every table a test may fill (alembic_version is the schema's own).
+TABLES = PER_USER_TABLES + tuple(t for t in UNDISTRIBUTED_TABLES if t != "alembic_version")
 
 
 @pytest.fixture(autouse=True)

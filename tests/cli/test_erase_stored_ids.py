@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
+from memstrata.db.distribution import PER_USER_TABLES
 from memstrata.db.engine import transaction
 from memstrata.errors import InvalidUserIdError
 from memstrata.memory.kinds import validate_user_id
@@ -32,13 +33,6 @@ from tests.cli.test_user_cli import rows_of
 
 # Ids the rule refuses today, each with rows stored under it.
 OLD_IDS = ["bob\n", " carol", "dave\x01x"]
-TABLES = (
-    "user_memory",
-    "memory_embeddings",
-    "user_skill_configs",
-    "memory_index_state",
-    "memory_index_snapshots",
-)
 
 
 def store_under(db: Database, store: MemoryStore, user_id: str) -> None:
@@ -49,7 +43,7 @@ def store_under(db: Database, store: MemoryStore, user_id: str) -> None:
     Indexer(db.sessions, None).index_turn(stand_in, "s", 0, "the blue door is in Lisbon")
     with transaction(db.sessions) as session:
         UserSkillConfigRepository(session, stand_in).set_enabled("web-search", False)
-        for table in TABLES:
+        for table in PER_USER_TABLES:
             session.execute(
                 text(f"UPDATE {table} SET user_id = :old WHERE user_id = :new"),
                 {"old": user_id, "new": stand_in},
@@ -65,7 +59,7 @@ def held(db: Database, user_id: str) -> int:
                     text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
                 ).scalar_one()
             )
-            for table in TABLES
+            for table in PER_USER_TABLES
         )
 
 
