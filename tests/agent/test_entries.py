@@ -42,12 +42,24 @@ def test_entries_are_bullets_with_their_indented_lines_outside_code() -> None:
         ("2026-02-03:Ｍｉｇｒａｔｉｎｇ\tbilling.", "migrating billing."),
         ("* STRASSE", "strasse"),
         ("Migrating billing: 2026-02-03", "migrating billing: 2026-02-03"),
+        # A typed date kept in the text follows the entry's own (model_markup.entry_date).
+        ("- 2026-03-01: 2024-05-01: Started the job", "started the job"),
     ],
 )
 def test_comparable_text_ignores_case_width_spacing_bullet_and_date(
     text: str, expected: str
 ) -> None:
     assert entries.comparable(text) == expected
+
+
+@pytest.mark.parametrize(
+    "line", ["- 2026-03-01: 2024-05-01: Started", "2026-03-01: Started", "- Started", "Started"]
+)
+def test_an_entrys_text_without_its_date_compares_as_its_whole_line(line: str) -> None:
+    # Entry.text has its date taken off; a replaces quote may still carry it.
+    found = entries.entries(parse(f"- {line}"))
+    assert found[0].key == entries.comparable(line) == "started"
+    assert entries.matching(found, line) == found
 
 
 def test_matching_prefers_an_equal_entry_to_entries_containing_the_text() -> None:

@@ -4,10 +4,22 @@ SDK client in ``tests/mcp/test_memory_read_part.py``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memstrata.agent.arguments import numbered_lines
-from memstrata.agent.file_part import FilePart, file_lines, file_part
+from memstrata.agent.file_part import (
+    INVALID_RANGE,
+    INVALID_SECTION,
+    SECTION_NOT_FOUND,
+    SECTION_WITH_RANGE,
+    START_PAST_END,
+    FilePart,
+    PartRefused,
+    file_lines,
+    file_part,
+)
 from memstrata.errors import ToolInputError
 
 TEXT = "# MEMORY.md\n\n## Notes\n- a\n\n\n## Code\n```\n## not a heading\n```\n\n## notes\n- b\n"
@@ -64,3 +76,22 @@ def test_a_file_without_sections_says_so() -> None:
         "SOUL.md has no ## Tone, nor any other ## section; leave section out to read the "
         "whole file (1 line)"
     )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"section": "Travel"}, SECTION_NOT_FOUND),
+        ({"start_line": 14}, START_PAST_END),
+        ({"start_line": 0}, INVALID_RANGE),
+        ({"start_line": 2, "line_count": -1}, INVALID_RANGE),
+        ({"section": "Notes", "line_count": 2}, SECTION_WITH_RANGE),
+        ({"section": " ## "}, INVALID_SECTION),
+    ],
+)
+def test_every_refusal_carries_its_code(arguments: dict[str, Any], code: str) -> None:
+    # The code a client reads in MCP's structuredContent, as memory_write's refusals have.
+    with pytest.raises(PartRefused) as raised:
+        file_part(TEXT, "MEMORY.md", **arguments)
+    assert raised.value.data == {"error": code}
+    assert isinstance(raised.value, ToolInputError)  # still a bad argument to any caller

@@ -141,6 +141,31 @@ async def test_open_agent_session_syncs_sandbox_first_then_builds_everything(
     assert stored is not None and stored.content == "after close\n"
 
 
+async def test_a_guarded_write_reported_as_such_is_not_read_back(
+    sync: SyncService, store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    session = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
+    box = provider.for_user(USER, "s1")
+
+    async def write_file(path: str, content: str) -> str:  # the platform's own tool
+        await box.write_text(path, content)
+        return "written"
+
+    guarded = session.file_tools.wrap(write_file)
+    assert await guarded(path="MEMORY.md", content="- guarded\n") == "written"
+    session.on_tool_call("write_file", {"path": "MEMORY.md"}, guarded=True)  # after it ran
+    assert session.tracker.needs_read_back == frozenset()
+    assert await session.end_round() == []  # stored by the guard already: nothing read back
+
+    await box.write_text("MEMORY.md", "- unguarded\n")  # the platform's tool, not wrapped
+    session.on_tool_call("write_file", {"path": "MEMORY.md"})
+    results = await session.end_round()
+    assert {r.filename: r.outcome for r in results}["MEMORY.md"] is Outcome.WRITTEN
+    stored = store.get_memory_file(USER, FileKind.MEMORY)
+    assert stored is not None and stored.content == "- unguarded\n"
+    session.close()
+
+
 async def test_on_tool_call_never_raises_on_arguments_that_are_no_object(
     sync: SyncService,
 ) -> None:

@@ -89,3 +89,28 @@ async def test_a_retry_of_a_far_dated_entry_is_no_change(
     again = await tools.record_memory("2024-05-01: Started the job", "Lessons")
     assert again == "No change: MEMORY.md already has this entry under ## Lessons (2026-03-01)."
     assert memory(store) == after
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        "- 2026-03-01: 2024-05-01: Started the job",  # the line as memory_read shows it
+        "2026-03-01: 2024-05-01: Started the job",
+        "2024-05-01: Started the job",
+        "Started the job",
+    ],
+)
+async def test_a_far_dated_entry_is_replaced_by_its_text_as_the_file_shows_it(
+    tools: MemoryTools, sync: SyncService, store: MemoryStore, quoted: str
+) -> None:
+    # The date kept in the text follows the entry's own date: replaces quoting both names
+    # the entry, as it does one with a single date.
+    await given(sync, FileKind.MEMORY, FULL_MEMORY)
+    await tools.record_memory("2024-05-01: Started the job", "Lessons")
+    assert memory(store)[0].endswith("- 2026-03-01: 2024-05-01: Started the job\n")
+    answer = await tools.record_memory("Started the job in May 2024", replaces=quoted)
+    assert answer == (
+        "Recorded in MEMORY.md under ## Lessons and removed the entry '2026-03-01: "
+        f"2024-05-01: Started the job' (version {memory(store)[1]})."
+    )
+    assert memory(store)[0].endswith(f"{LESSONS}- 2026-03-01: Started the job in May 2024\n")

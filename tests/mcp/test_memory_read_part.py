@@ -183,3 +183,25 @@ async def test_a_bad_part_is_refused_with_how_to_fix_it(
     await given(mem)
     async with connect("alice") as client:
         assert await refused(client, "memory_read", {"name": "memory", **arguments}) == message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"section": "Decison"}, "section_not_found"),
+        ({"start_line": 13}, "start_line_past_end"),
+        ({"start_line": 0}, "invalid_range"),
+        ({"start_line": 3, "line_count": -2}, "invalid_range"),
+        ({"section": "Lessons", "start_line": 2}, "section_with_range"),
+        ({"section": " ## "}, "invalid_section"),
+    ],
+)
+async def test_a_bad_part_says_which_refusal_in_structured_content(
+    connect: ClientFactory, mem: Memstrata, arguments: dict[str, Any], code: str
+) -> None:
+    # A client tells the refusals apart by code, as memory_write's (version_conflict, …).
+    await given(mem)
+    async with connect("alice") as client:
+        result = await client.call_tool("memory_read", {"name": "memory", **arguments})
+    assert result.is_error
+    assert result.structured_content == {"error": code}

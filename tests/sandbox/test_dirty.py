@@ -300,3 +300,18 @@ def test_a_memory_tool_reported_after_its_write_through_needs_no_read_back() -> 
     assert tracker.needs_read_back == frozenset({"USER.md"})  # no write-through of its own yet
     tracker.on_tool_call("edit_file", {"path": "MEMORY.md"})  # an unguarded write still counts
     assert tracker.needs_read_back == frozenset({"MEMORY.md", "USER.md"})
+
+
+def test_a_guarded_write_reported_after_it_ran_keeps_its_sync() -> None:
+    # session.file_tools.wrap marks its file dirty and, once stored, synced; the host's
+    # report of that call (guarded=True) is that write, not a change after it.
+    tracker = RoundTracker(USER)
+    tracker.mark_dirty("MEMORY.md")
+    tracker.mark_synced("MEMORY.md")  # the guard's write-through
+    assert tracker.on_tool_call("write_file", {"path": "MEMORY.md"}, guarded=True) == "MEMORY.md"
+    assert (tracker.dirty, tracker.needs_read_back) == (frozenset({"MEMORY.md"}), frozenset())
+    # A guarded write whose sync did not store it was never marked synced: read back.
+    tracker.on_tool_call("edit_file", {"path": "./USER.md"}, guarded=True)
+    assert tracker.needs_read_back == frozenset({"USER.md"})
+    tracker.on_tool_call("write_file", {"path": "MEMORY.md"})  # an unguarded write still counts
+    assert tracker.needs_read_back == frozenset({"MEMORY.md", "USER.md"})

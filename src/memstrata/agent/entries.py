@@ -6,8 +6,13 @@ with the lines of its paragraph and the lines indented under it
 (:func:`~memstrata.agent.sections.dated_bullet` writes later lines so), as
 :mod:`memstrata.agent.markdown_doc` reads them for the prompt's cut too. Entries compare
 by :func:`comparable`: folded as section names are (NFKC, case-folded), whitespace
-collapsed, without the item marker and without a leading ``YYYY-MM-DD:`` date, so a retry
-on another day is the same entry and an agent may quote an entry with or without its date.
+collapsed, without the item marker and without the ``YYYY-MM-DD:`` dates it starts with,
+so a retry on another day is the same entry and an agent may quote an entry with or
+without its date. All of them, not the first alone: a typed date ``record_memory`` kept in
+the text (:func:`~memstrata.agent.model_markup.entry_date`) follows the entry's own, and
+an agent quotes the line as the file shows it (``- 2026-03-01: 2024-05-01: Started the
+job``), or without the first date, or without both; each side read by the same rule, every
+quote names the entry.
 """
 
 from __future__ import annotations
@@ -46,8 +51,13 @@ class Entry:
 
 
 def comparable(text: str) -> str:
-    """``text`` as entries compare: folded, whitespace collapsed, no item marker, no date."""
-    return entry_syntax(" ".join(fold(text).split()))[1]
+    """``text`` as entries compare: folded, whitespace collapsed, no item marker, none of
+    the dates it starts with (module doc). Taking off one date first changes nothing, so
+    an entry's text without its date (:attr:`Entry.text`) compares as its whole line."""
+    rest = entry_syntax(" ".join(fold(text).split()))[1]
+    while (dated := _DATED.match(rest)) is not None:
+        rest = rest[dated.end() :]
+    return rest
 
 
 def entry_syntax(line: str) -> tuple[str | None, str]:

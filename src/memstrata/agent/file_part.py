@@ -12,11 +12,16 @@ the first of that name as they edit the first; it runs from its heading to the l
 the next level-1 or level-2 heading, without the blank lines it ends in. A range that
 runs past the end is cut there (a model sent ``line_count`` from a guess of the length);
 one that starts past it is refused with the file's length.
+
+Every refusal is a :class:`PartRefused` with a code, which MCP puts in the result's
+``structuredContent`` as ``error``, as it does the codes of ``memory_write``'s refusals
+(:mod:`memstrata.agent.rewrite_guard`): a client tells them apart without reading the text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memstrata.agent import markdown_doc, sections
 from memstrata.agent.arguments import check_name
@@ -27,6 +32,29 @@ _EITHER = (
     "pass section, or start_line and/or line_count, not both (a section's answer gives "
     "its line numbers, to read part of it by line)"
 )
+
+# A refusal's code (MCP's structuredContent ``error``): a section the file lacks, a start
+# past its end, a line number below 1, section with a line range, a section name that is
+# blank or more than one short line.
+SECTION_NOT_FOUND = "section_not_found"
+START_PAST_END = "start_line_past_end"
+INVALID_RANGE = "invalid_range"
+SECTION_WITH_RANGE = "section_with_range"
+INVALID_SECTION = "invalid_section"
+
+
+class PartRefused(ToolInputError):
+    """A part that cannot be read: the message says what to send instead, ``code`` which
+    refusal it is (module doc)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The refusal's structured data, as ``rewrite_guard.Refused.data``: its code."""
+        return {"error": self.code}
 
 
 @dataclass(frozen=True)
@@ -91,21 +119,22 @@ def file_part(
 ) -> FilePart | None:
     """The part of ``text`` (the file ``file``) the arguments name; None when they name
     none (the whole file is read as it always was). A bad argument is a
-    :class:`~memstrata.errors.ToolInputError` saying what to send instead."""
+    :class:`PartRefused` saying what to send instead."""
     if section is None and start_line is None and line_count is None:
         return None
     if section is not None and (start_line is not None or line_count is not None):
-        raise ToolInputError(_EITHER)
+        raise PartRefused(_EITHER, SECTION_WITH_RANGE)
     lines = file_lines(text)
     size = len(text.encode("utf-8"))
     if section is not None:
-        return _section(text, lines, size, file, check_name(section, "section"))
+        return _section(text, lines, size, file, _section_name(section))
     first = _at_least_one(start_line, "start_line", "1: the file's first line")
     count = _at_least_one(line_count, "line_count", "the number of lines to read")
     if first > len(lines):
-        raise ToolInputError(
+        raise PartRefused(
             f"start_line {first} is past the end of {file}, which has {len(lines)} lines; "
-            f"pass a start_line from 1 to {len(lines)}"
+            f"pass a start_line from 1 to {len(lines)}",
+            START_PAST_END,
         )
     last = len(lines) if line_count is None else min(len(lines), first + count - 1)
     return FilePart("\n".join(lines[first - 1 : last]), first, last, len(lines), size)
@@ -115,15 +144,25 @@ def _at_least_one(value: int | None, what: str, meaning: str) -> int:
     if value is None:
         return 1
     if value < 1:
-        raise ToolInputError(f"{what} counts from 1 ({meaning}); got {value}")
+        raise PartRefused(f"{what} counts from 1 ({meaning}); got {value}", INVALID_RANGE)
     return value
+
+
+def _section_name(section: str) -> str:
+    """``section`` as the entry tools read a section name (:func:`check_name`), its
+    refusal coded."""
+    try:
+        return check_name(section, "section")
+    except ToolInputError as exc:
+        raise PartRefused(str(exc), INVALID_SECTION) from exc
 
 
 def _section(text: str, lines: list[str], size: int, file: str, name: str) -> FilePart:
     doc = markdown_doc.parse(text)
     spans = sections.find_sections(doc, name)
     if not spans:
-        raise ToolInputError(_no_section(file, name, sections.section_titles(doc), len(lines)))
+        titles = sections.section_titles(doc)
+        raise PartRefused(_no_section(file, name, titles, len(lines)), SECTION_NOT_FOUND)
     span = spans[0]
     end = min(span.end, len(lines))
     while end > span.heading + 1 and not lines[end - 1].strip():

@@ -119,9 +119,11 @@ class AgentSession:
     def tracker(self) -> RoundTracker:
         return self.ctx.tracker
 
-    def on_tool_call(self, name: str, arguments: object = None) -> None:
-        """Dirty tracking for every tool call; never raises, whatever the arguments are."""
-        self.ctx.tracker.on_tool_call(name, arguments)
+    def on_tool_call(self, name: str, arguments: object = None, *, guarded: bool = False) -> None:
+        """Dirty tracking for every tool call; never raises, whatever the arguments are.
+        ``guarded``: the call went through ``file_tools.wrap``, which synced its write
+        already, so it is not read back (``RoundTracker.on_tool_call``)."""
+        self.ctx.tracker.on_tool_call(name, arguments, guarded=guarded)
 
     async def end_round(self) -> list[SyncResult]:
         results = await self.ctx.sync.end_round(self.ctx.tracker)

@@ -8,7 +8,8 @@ stored is "No change". The guard is the agent layer's (:mod:`memstrata.agent.rew
 this transport reads the stored file, writes, and maps its verdict to an answer.
 
 ``memory_read`` with ``section``, ``start_line`` or ``line_count`` returns that part of the
-file (:mod:`memstrata.agent.file_part`) with the file's length, size and version.
+file (:mod:`memstrata.agent.file_part`) with the file's length, size and version; a part it
+refuses has its code in ``structuredContent``, as a refused write has.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from memstrata.agent.file_part import FilePart, file_part
+from memstrata.agent.file_part import FilePart, PartRefused, file_part
 from memstrata.agent.rewrite_guard import NoChange, Refused, rewrite_verdict, text_refusal
-from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import (
     READABLE_NAMES,
@@ -127,8 +127,8 @@ async def memory_read(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     try:
         # On a worker thread: a section is found by reading the whole file as Markdown.
         part = await anyio.to_thread.run_sync(find)
-    except ToolInputError as exc:
-        raise ToolError(str(exc)) from exc
+    except PartRefused as exc:
+        raise ToolError(str(exc), exc.data) from exc
     if part is None:
         return ToolOutput(f"{head}:\n\n{view.content}", data)
     return _part_read(head, part, data)

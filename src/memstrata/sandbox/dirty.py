@@ -11,6 +11,13 @@ fallback"). A file becomes dirty when
   sandbox resolves it (``./USER.md`` and ``/workspace/USER.md`` are ``USER.md``; on a
   case-insensitive sandbox ``user.md`` is too).
 
+A host reports a call of a file tool wrapped by
+:class:`~memstrata.agent.file_guard.GuardedFileTools` with ``guarded=True``: the guard
+marked the file itself, and synced when the write was stored, so the report, often sent
+after the call ran, is that write, as the report of a memory tool is; it keeps the sync and
+the round end reads nothing back. Without it (``guarded`` defaults to False) a
+``write_file`` / ``edit_file`` is taken as unguarded and marks its file for read-back.
+
 Marking is deliberately generous: a false positive costs one read-back that finds nothing
 changed, a false negative loses an edit until the next session. A write that targets the
 root AGENTS.md sets :attr:`RoundTracker.agents_touched` so the round end restores the
@@ -147,23 +154,35 @@ class RoundTracker:
             path, case_sensitive=self.case_sensitive, workspace_prefixes=self.workspace_prefixes
         )
 
-    def on_tool_call(self, name: str, arguments: object = None) -> str | None:
-        """Record one tool call; returns the memory file it marked, if any. Never raises:
+    def on_tool_call(
+        self, name: str, arguments: object = None, *, guarded: bool = False
+    ) -> str | None:
+        """Record one tool call; returns the memory file it marked, if any. ``guarded``:
+        the call was a file tool wrapped by ``GuardedFileTools`` (module doc). Never raises:
         arguments that name no file (not a JSON object, say) mark nothing."""
         if not isinstance(name, str):
             return None
         if name in TOOL_FILES:
-            # memstrata's own tool: its report, often sent after the call ran, is the write
-            # the tool synced itself (``mark_synced``), not a change after it.
-            self._dirty.add(TOOL_FILES[name])
-            return TOOL_FILES[name]
+            return self._reported(TOOL_FILES[name])
         if name not in FILE_TOOLS:
             return None
         path = target_path(arguments)
         filename = None if path is None else self.memory_file(path)
         if filename is None:
             return None
+        if guarded is True:
+            return self._reported(filename)
         self.mark_dirty(filename)
+        return filename
+
+    def _reported(self, filename: str) -> str:
+        """A write memstrata ran itself (a memory tool, a guarded file tool): its report,
+        often sent after the call ran, is the write it synced itself (``mark_synced``),
+        not a change after it. Dirty all the same, unsynced if it did not sync."""
+        if filename in SYNCED_FILES:
+            self._dirty.add(filename)
+        else:
+            self.mark_dirty(filename)  # AGENTS.md: the guard refused it; restoring is harmless
         return filename
 
     def mark_dirty(self, filename: str) -> None:
