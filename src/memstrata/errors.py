@@ -177,14 +177,18 @@ class RoundsInvalidError(InvalidContentError):
     """Some conversation rounds of a call are invalid and nothing was stored; ``errors``
     has one entry per bad round, ``{"index", "session_id", "turn_index", "error"}`` (the
     ids None when the round has none of that type), as the batch endpoint's 422 lists
-    them. Also importable from ``memstrata.retrieval.rounds``, where it was first."""
+    them. Also importable from ``memstrata.retrieval.rounds``, where it was first.
+    ``field``: the input at fault when the call had one round (a batch's names none)."""
 
-    def __init__(self, errors: list[dict[str, Any]], total: int) -> None:
+    def __init__(
+        self, errors: list[dict[str, Any]], total: int, *, field: str | None = None
+    ) -> None:
         first = errors[0]["error"] if errors else "invalid rounds"
         super().__init__(
             first
             if total == 1
-            else f"{len(errors)} of {total} turns are invalid, nothing was stored; first: {first}"
+            else f"{len(errors)} of {total} turns are invalid, nothing was stored; first: {first}",
+            field=field if total == 1 else None,
         )
         self.errors = errors
 

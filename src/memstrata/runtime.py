@@ -145,7 +145,8 @@ class Memstrata(Services):
         self._check_open()
         if not isinstance(background, bool):
             raise InvalidContentError(
-                f"background must be True or False, got {reprlib.repr(background)}"
+                f"background must be True or False, got {reprlib.repr(background)}",
+                field="background",
             )
         if background and not self.embeds_in_background:
             raise BackgroundEmbeddingUnavailableError(

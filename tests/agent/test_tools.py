@@ -273,7 +273,7 @@ async def test_memory_search_finds_recorded_memories(
         "error: sources must be a non-empty list drawn from memory, conversation, notes; "
         "got ['files']"
     )
-    assert await tools.memory_search("") == "error: query must not be empty"
+    assert await tools.memory_search("") == "error: query is blank: send the words to search for"
 
 
 class _BrokenSearcher:

@@ -140,8 +140,9 @@ def test_body_over_the_request_limit(client: TestClient, auth: AuthHeader) -> No
     )
     assert response.status_code == 413
     assert plain(response.json()) == {
-        "detail": f"request body is {len(body)} bytes, over the limit of {limit} bytes "
-        "(MEMSTRATA_MAX_REQUEST_BYTES)"
+        "detail": f"request body is {len(body)} bytes, over the limit of {limit} bytes (send "
+        "a smaller body, e.g. a batch's turns over several requests; an operator can raise "
+        "MEMSTRATA_MAX_REQUEST_BYTES)"
     }
 
 

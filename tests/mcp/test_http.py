@@ -136,7 +136,10 @@ def test_a_chunked_body_is_held_to_the_same_limit(base_url: str) -> None:
     body = refused.json()
     assert body["code"] == "payload_too_large"
     assert body["detail"].startswith("request body is at least ")
-    assert body["detail"].endswith("over the limit of 1048576 bytes (MEMSTRATA_MAX_REQUEST_BYTES)")
+    assert body["detail"].endswith(
+        "over the limit of 1048576 bytes (send a smaller body, e.g. a batch's turns over "
+        "several requests; an operator can raise MEMSTRATA_MAX_REQUEST_BYTES)"
+    )
     assert body["message"] == body["detail"]
     rpc = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": body["detail"]}}
     assert {key: body[key] for key in rpc} == rpc

@@ -13,7 +13,7 @@ from tests.mcp.test_tools import refused
 pytestmark = pytest.mark.anyio
 
 
-async def test_an_expected_version_out_of_range_has_no_python_words(
+async def test_an_expected_version_out_of_range_has_no_python_words_and_is_required(
     connect: ClientFactory,
 ) -> None:
     write = {"name": "user", "content": "x", "expected_version": 2**40}
@@ -21,8 +21,8 @@ async def test_an_expected_version_out_of_range_has_no_python_words(
         said = await refused(client, "memory_write", write)
     assert said == (
         "error: expected_version must be an integer from 0 (the file must not exist yet) to "
-        "2147483647, or left out; got 1099511627776"
-    )
+        "2147483647; got 1099511627776"
+    )  # required here: never "or left out", as the library's optional one says
 
 
 async def test_an_unknown_skill_lists_the_installed_ones(connect: ClientFactory) -> None:

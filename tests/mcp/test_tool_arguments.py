@@ -11,7 +11,7 @@ from mcp_types import CallToolResult
 
 from memstrata.agent.arguments import MAX_ENTRY_CHARS, MAX_NAME_CHARS, MAX_VALUE_CHARS
 from memstrata.memory.kinds import FileKind
-from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS
+from memstrata.retrieval.limits import MAX_QUERY_CHARS
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
 
@@ -40,7 +40,7 @@ async def test_the_schemas_state_the_argument_limits(connect: ClientFactory) -> 
     assert tools["update_user"]["key"]["maxLength"] == MAX_NAME_CHARS
     assert tools["update_user"]["key"]["pattern"] == "^[^:]*$"
     assert f"at most {MAX_VALUE_CHARS} characters" in tools["update_user"]["content"]["description"]
-    assert tools["memory_search"]["query"]["maxLength"] == MAX_TOOL_QUERY_CHARS
+    assert tools["memory_search"]["query"]["maxLength"] == MAX_QUERY_CHARS
     assert tools["update_long_term_memory"]["whole_file"]["type"] == "boolean"
     assert tools["update_user"]["replace_section"]["type"] == "boolean"
 

@@ -205,8 +205,8 @@ BAD_SOURCES = "sources must be a non-empty list drawn from memory, conversation,
 MEMORY_SEARCH_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({}, "missing required argument(s): query"),
     ({"query": 5}, "query must be a JSON string"),
-    ({"query": "  "}, "query must not be empty"),
-    ({"query": "x" * 1001}, "query is 1001 characters; the limit is 1000"),
+    ({"query": "  "}, "query is blank: send the words to search for"),
+    ({"query": "x" * 4001}, "query is 4001 characters; the limit is 4000"),
     ({"query": "tea", "top_k": 21}, "top_k must be an integer from 1 to 20"),
     ({"query": "tea", "top_k": "3"}, "top_k must be a JSON integer"),
     (

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from memstrata.agent import markdown_doc, model_markup, sections
 from memstrata.agent.json_numbers import json_integer
 from memstrata.errors import InvalidContentError, ToolInputError
-from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K
-from memstrata.retrieval.search_input import check_sources
+from memstrata.retrieval.limits import MAX_TOOL_TOP_K
+from memstrata.retrieval.search_input import check_query, check_sources
 from memstrata.text import shortened, unstorable_text
 
 MAX_ENTRY_CHARS = 2000
@@ -197,8 +197,12 @@ def check_text(
 def search_arguments(
     query: object, top_k: object = DEFAULT_TOOL_TOP_K, sources: object = None
 ) -> tuple[str, int, list[str] | None]:
-    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources."""
-    text = check_text(query, "query", MAX_TOOL_QUERY_CHARS)
+    """``memory_search``'s argument limits (also the MCP tool's): query, top_k, sources.
+    The query by the search's own rule, HTTP's and the library's (its length, a NUL)."""
+    try:
+        text = check_query(query)
+    except InvalidContentError as exc:
+        raise ToolInputError(str(exc)) from exc
     count = json_integer("top_k", top_k)  # 5.0 too, as a call's JSON arguments take it
     if not 1 <= count <= MAX_TOOL_TOP_K:
         raise ToolInputError(f"top_k must be an integer from 1 to {MAX_TOOL_TOP_K}")

@@ -19,7 +19,7 @@ from memstrata.agent.arguments import (
 from memstrata.agent.json_numbers import integer_arguments
 from memstrata.agent.record_edit import DEFAULT_SECTION
 from memstrata.errors import ToolInputError
-from memstrata.retrieval.limits import MAX_TOOL_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
+from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.dirty import decode_tool_arguments
 
 __all__ = ["ToolInputError", "check_arguments", "tool_schemas"]
@@ -160,7 +160,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                 {
                     "query": {
                         "type": "string",
-                        "maxLength": MAX_TOOL_QUERY_CHARS,
+                        "maxLength": MAX_QUERY_CHARS,
                         "description": "What to look for.",
                     },
                     "top_k": {

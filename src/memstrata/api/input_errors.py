@@ -74,13 +74,14 @@ def body_taker(scope: Scope | None) -> Taker | None:
 
 
 def content_item(exc: InvalidContentError, body: Taker | None) -> dict[str, Any]:
-    """The 422 ``errors`` item of a service's refusal: its field's ``loc`` when the
-    exception names it, or when its message starts with a field of the body (``query is
-    blank``, ``top_k must be …``: the services word them so), else the whole body's."""
+    """The 422 ``errors`` item of a service's refusal: the ``loc`` of the field the
+    exception names (``InvalidContentError.field``, which every check that knows its input
+    passes), else the whole body's. A field the body does not have is the whole body's
+    too: the library's name for an input need not be the route's (the merge route checks
+    its texts as a file's ``content``)."""
     field = exc.field
-    if field is None and body is not None:
-        first = str(exc).split(" ", 1)[0]
-        field = first if first in body.fields else None
+    if field is not None and body is not None and field not in body.fields:
+        field = None
     return {"loc": ["body", field] if field else ["body"], "msg": str(exc), "type": "value_error"}
 
 

@@ -155,11 +155,15 @@ def refuse_declared_overflow(content_length: str | None, limit: int) -> None:
 
 
 def _too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
+    """The 413 of a whole body; content over the file limit has its own
+    (``ContentTooLargeError``: shorten the file). Only a batch of turns fits the default
+    limit's megabyte legitimately (a memory file is 256 KiB at most), hence the fix named."""
     amount = f"at least {size}" if at_least else str(size)
     return ApiError(
         413,
-        f"request body is {amount} bytes, over the limit of {limit} bytes "
-        "(MEMSTRATA_MAX_REQUEST_BYTES)",
+        f"request body is {amount} bytes, over the limit of {limit} bytes (send a smaller "
+        "body, e.g. a batch's turns over several requests; an operator can raise "
+        "MEMSTRATA_MAX_REQUEST_BYTES)",
     )
 
 

@@ -35,6 +35,7 @@ from memstrata.mcp.files import (
     READABLE_NAMES,
     WRITABLE_NAMES,
     check_content,
+    check_version,
     read_file,
     stored_file,
     tool_kind,
@@ -161,6 +162,7 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     kind = tool_kind(args.name, agents=False)
     text = args.content
     check_content(caller, text)
+    check_version(args.expected_version)
     # On worker threads: the guard reads the whole text as Markdown, up to 0.5 s of CPU
     # for 256 KB that would hold up every other request on the event loop.
     refused = await anyio.to_thread.run_sync(text_refusal, kind, text)

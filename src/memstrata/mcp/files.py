@@ -24,7 +24,7 @@ from memstrata.agent.sections import close_names
 from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
 from memstrata.mcp.base import Caller, ToolError
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, model_kind
-from memstrata.memory.store import MemoryFile, validate_content
+from memstrata.memory.store import MemoryFile, check_expected_version, validate_content
 
 URI_PREFIX = "memstrata://files/"
 URI_TEMPLATE = URI_PREFIX + "{name}"
@@ -109,6 +109,16 @@ def check_content(caller: Caller, content: str) -> None:
         validate_content(content, caller.mem.store.max_content_bytes)
     except InvalidContentError as exc:  # ContentTooLargeError too
         raise _content_refused(exc) from exc
+
+
+def check_version(expected: int) -> None:
+    """The store's rule for a version (:func:`check_expected_version`) as a ``ToolError``,
+    before the guard compares it: the tool requires one, so the refusal does not offer
+    to leave it out, as the library's does."""
+    try:
+        check_expected_version(expected, required=True)
+    except InvalidContentError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def _content_refused(exc: InvalidContentError) -> ToolError:

@@ -5,7 +5,7 @@ The SDK parses with pydantic (jiter), which refuses a string holding a lone surr
 (``"\\ud800"`` — JSON's grammar allows it, UTF-8 cannot carry it) with "unexpected end of
 hex escape". The standard library's parser reads it, so :func:`lone_surrogate` can say
 where it is and how to fix it, with the REST API's rule (:func:`memstrata.text.
-lone_surrogate_at`) and wording ("… is not valid Unicode: it contains a lone surrogate"),
+lone_surrogate_problem`: "… is not valid Unicode: it contains a lone surrogate …"),
 and answer the request's own id, so the client's call fails at once instead of waiting.
 For any other line the id cannot be trusted, so the answer's id is null (JSON-RPC 2.0).
 
@@ -37,7 +37,7 @@ from mcp_types import (
 from pydantic import TypeAdapter, ValidationError
 
 from memstrata.logs import describe, log_event
-from memstrata.text import lone_surrogate_at
+from memstrata.text import lone_surrogate_at, lone_surrogate_problem
 
 # A JSON escape of a UTF-16 surrogate (\uD800–\uDFFF): only then can a lone one be there.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -101,11 +101,8 @@ def lone_surrogate(raw: str | bytes) -> BadMessage | None:
     found = _find_lone_surrogate(document)
     if found is None:
         return None
-    where, text, at = found
-    message = (
-        f"{where} is not valid Unicode: it contains a lone surrogate "
-        f"({text[at]!r} at character {at}); {_FIX_SURROGATE}"
-    )
+    where, text = found
+    message = f"{lone_surrogate_problem(text, where)}; {_FIX_SURROGATE}"
     return BadMessage(PARSE_ERROR, message, _request_id(document))
 
 
@@ -209,20 +206,20 @@ def bad_line(exc: Exception) -> BadMessage | None:
     )
 
 
-def _find_lone_surrogate(document: Any) -> tuple[str, str, int] | None:
+def _find_lone_surrogate(document: Any) -> tuple[str, str] | None:
     """Where the first string (key or value) with a lone surrogate is: a path such as
-    ``params.arguments.content``, the string and the surrogate's index in it."""
+    ``params.arguments.content``, and the string."""
     stack: list[tuple[str, Any]] = [("the message", document)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, str):
-            if (at := lone_surrogate_at(value)) is not None:
-                return where, value, at
+            if lone_surrogate_at(value) is not None:
+                return where, value
         elif isinstance(value, dict):
             prefix = "" if where == "the message" else f"{where}."
             for key in value:
-                if (at := lone_surrogate_at(key)) is not None:
-                    return f"a key in {where}", key, at
+                if lone_surrogate_at(key) is not None:
+                    return f"a key in {where}", key
             stack.extend((prefix + key, item) for key, item in reversed(value.items()))
         elif isinstance(value, list):
             stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))

@@ -7,7 +7,7 @@ import unicodedata
 from enum import Enum
 
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
-from memstrata.text import lone_surrogate_at
+from memstrata.text import unstorable_text
 
 USER_ID_MAX_LENGTH = 100  # user_memory.user_id is String(100)
 # The largest memory file accepted by default, in UTF-8 bytes (MEMSTRATA_MAX_CONTENT_BYTES).
@@ -113,10 +113,8 @@ def validate_user_id(user_id: object) -> str:
         raise InvalidUserIdError("user_id must be a non-empty string")
     if len(user_id) > USER_ID_MAX_LENGTH:
         raise InvalidUserIdError(f"user_id is longer than {USER_ID_MAX_LENGTH} characters")
-    if "\x00" in user_id:
-        raise InvalidUserIdError("user_id must not contain NUL characters")
-    if lone_surrogate_at(user_id) is not None:
-        raise InvalidUserIdError("user_id is not valid Unicode: it contains a lone surrogate")
+    if (problem := unstorable_text(user_id, "user_id")) is not None:
+        raise InvalidUserIdError(problem)
     if user_id != user_id.strip():
         at = 0 if user_id[0].isspace() else len(user_id) - 1
         where = "start" if at == 0 else "end"

@@ -67,25 +67,30 @@ class MemoryFile:
         return self.kind.api_name
 
 
-def check_expected_version(value: object) -> int | None:
-    """``value`` if it is None or a version a file can have; else ``InvalidContentError``
-    (a library caller's ``"1"`` or ``True`` must not reach the comparisons). Its words are
-    read over HTTP and MCP too: "left out", not Python's None."""
-    if value is None:
+def check_expected_version(value: object, *, required: bool = False) -> int | None:
+    """``value`` if it is a version a file can have, or None where the version is not
+    ``required``; else ``InvalidContentError`` (a library caller's ``"1"`` or ``True`` must
+    not reach the comparisons). Its words are read over HTTP and MCP too: "left out", not
+    Python's None, and only where it may be (MCP's ``memory_write`` requires it)."""
+    if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        absent = "" if required else ", or left out"
         raise InvalidContentError(
             f"expected_version must be an integer from 0 (the file must not exist yet) to "
-            f"{MAX_INT}, or left out; got {value!r}"
+            f"{MAX_INT}{absent}; got {value!r}",
+            field="expected_version",
         )
     return value
 
 
 def validate_content(content: object, max_bytes: int) -> str:
     if not isinstance(content, str):
-        raise InvalidContentError(f"content must be a string, got {type(content).__name__}")
+        raise InvalidContentError(
+            f"content must be a string, got {type(content).__name__}", field="content"
+        )
     if (problem := unstorable_text(content, "content")) is not None:
-        raise InvalidContentError(problem)
+        raise InvalidContentError(problem, field="content")
     size = len(content.encode("utf-8"))
     if size > max_bytes:
         raise ContentTooLargeError(size, max_bytes)
@@ -179,7 +184,8 @@ class MemoryStore:
         ``attempts`` below 1 (or not an integer) is an ``InvalidContentError``."""
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise InvalidContentError(
-                f"attempts must be an integer of at least 1, got {attempts!r:.60}"
+                f"attempts must be an integer of at least 1, got {attempts!r:.60}",
+                field="attempts",
             )
         for attempt in range(attempts):
             current = self.get_memory_file(user_id, kind)

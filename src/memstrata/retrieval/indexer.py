@@ -49,11 +49,11 @@ from memstrata.retrieval.rounds import (
     Doc,
     OwnRound,
     Round,
-    RoundsInvalidError,
     check_not_future,
+    checked_rounds,
     format_round,
+    rounds_invalid,
     session_path,
-    validate_rounds,
 )
 from memstrata.retrieval.scaffold import drop_scaffold
 from memstrata.retrieval.staging import (
@@ -65,6 +65,7 @@ from memstrata.retrieval.staging import (
     is_fresh,
 )
 from memstrata.retrieval.terms import encode_terms, round_day
+from memstrata.text import unstorable_text
 
 __all__ = ["SESSION_PREFIX", "Indexer", "Round", "format_round", "session_path"]
 
@@ -147,9 +148,9 @@ class Indexer:
         until then they are searched with BM25 — an import that must not wait for
         the embedding API."""
         validate_user_id(user_id)
-        valid, errors = validate_rounds(rounds)
-        if errors:
-            raise RoundsInvalidError(errors, len(rounds))
+        valid, refused = checked_rounds(rounds)
+        if refused:
+            raise rounds_invalid(refused, len(rounds))
         reuse: dict[str, list[float]] = {}
         earlier: StagedIndex | None = None
         for attempt in range(MAX_NEIGHBOUR_ATTEMPTS):
@@ -399,6 +400,8 @@ class Indexer:
 
 def _check_path(file_path: str) -> None:
     if not isinstance(file_path, str) or not file_path.strip() or len(file_path) > 255:
-        raise InvalidContentError("file_path must be a non-empty string of at most 255 characters")
-    if "\x00" in file_path:
-        raise InvalidContentError("file_path must not contain NUL characters")
+        raise InvalidContentError(
+            "file_path must be a non-empty string of at most 255 characters", field="file_path"
+        )
+    if (problem := unstorable_text(file_path, "file_path")) is not None:
+        raise InvalidContentError(problem, field="file_path")

@@ -134,10 +134,11 @@ def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
 
 def check_text(name: str, value: object) -> str:
     """A round's text: a string without NUL that UTF-8 can encode (no lone surrogates)."""
+    field = name.partition("[")[0]  # ``source_ids[2]``: the input is source_ids
     if not isinstance(value, str):
-        raise InvalidContentError(f"{name} must be a string")
+        raise InvalidContentError(f"{name} must be a string", field=field)
     if (problem := unstorable_text(value, name)) is not None:
-        raise InvalidContentError(problem)
+        raise InvalidContentError(problem, field=field)
     return value
 
 
@@ -155,7 +156,8 @@ def check_source_ids(value: object) -> list[str] | None:
         raise InvalidContentError(
             "source_ids must be a list of strings (the turn ids this round covers, e.g. "
             f'["s1:4"]), or None for the default "<session_id>:<turn_index>"; got '
-            f"{reprlib.repr(value)}"
+            f"{reprlib.repr(value)}",
+            field="source_ids",
         )
     return [check_text(f"source_ids[{n}]", i) for n, i in enumerate(value)]
 
@@ -230,12 +232,15 @@ def check_session(session_id: str, turn_index: int) -> None:
     check_session_id(session_id)
     if isinstance(turn_index, bool) or not isinstance(turn_index, int):
         raise InvalidContentError(
-            f"turn_index must be an integer from 0 to {MAX_INT}, got {reprlib.repr(turn_index)}"
+            f"turn_index must be an integer from 0 to {MAX_INT}, got {reprlib.repr(turn_index)}",
+            field="turn_index",
         )
     if not 0 <= turn_index <= MAX_INT:  # the REST and MCP bound: an integer column
         # (str() of an integer of thousands of digits raises ValueError itself)
         shown = turn_index if turn_index.bit_length() <= 64 else "a larger integer"
-        raise InvalidContentError(f"turn_index must be from 0 to {MAX_INT}, got {shown}")
+        raise InvalidContentError(
+            f"turn_index must be from 0 to {MAX_INT}, got {shown}", field="turn_index"
+        )
 
 
 def check_round_list(rounds: object) -> Sequence[object]:
@@ -245,21 +250,41 @@ def check_round_list(rounds: object) -> Sequence[object]:
         hint = "; wrap a single round in a list" if isinstance(rounds, Round) else ""
         raise InvalidContentError(
             "rounds must be a list of memstrata.retrieval.rounds.Round, got "
-            f"{type(rounds).__name__}{hint}"
+            f"{type(rounds).__name__}{hint}",
+            field="rounds",
         )
     return rounds
 
 
-def validate_rounds(
+@dataclass(frozen=True)
+class RoundRefusal:
+    """Why the round at ``index`` of a call was refused."""
+
+    index: int
+    given: object  # the round as the caller gave it
+    error: InvalidContentError
+
+    def entry(self) -> dict[str, Any]:
+        """The error entry ``RoundsInvalidError.errors`` and the batch's 422 list."""
+        # getattr: the round may be no Round at all (a library caller's dict).
+        sid, turn = getattr(self.given, "session_id", None), getattr(self.given, "turn_index", None)
+        return {
+            "index": self.index,
+            "session_id": sid if isinstance(sid, str) else None,
+            "turn_index": turn if isinstance(turn, int) else None,
+            "error": str(self.error),
+        }
+
+
+def checked_rounds(
     rounds: Sequence[Round], now: datetime | None = None
-) -> tuple[list[OwnRound], list[dict[str, Any]]]:
-    """Validate every round; return the valid ones and one error entry per bad round
-    (``{"index", "session_id", "turn_index", "error"}``), so a batch can be refused whole
-    with every problem reported at once."""
+) -> tuple[list[OwnRound], list[RoundRefusal]]:
+    """Validate every round; return the valid ones and the refusal of each bad one, so a
+    batch can be refused whole with every problem reported at once."""
     check_round_list(rounds)
     current = now or datetime.now(UTC)
     valid: list[OwnRound] = []
-    errors: list[dict[str, Any]] = []
+    refused: list[RoundRefusal] = []
     seen: set[str] = set()
     for n, r in enumerate(rounds):
         try:
@@ -271,17 +296,24 @@ def validate_rounds(
             seen.add(o.path)
             valid.append(o)
         except InvalidContentError as exc:
-            # getattr: ``r`` may be no Round at all (a library caller's dict).
-            sid, turn = getattr(r, "session_id", None), getattr(r, "turn_index", None)
-            errors.append(
-                {
-                    "index": n,
-                    "session_id": sid if isinstance(sid, str) else None,
-                    "turn_index": turn if isinstance(turn, int) else None,
-                    "error": str(exc),
-                }
-            )
-    return valid, errors
+            refused.append(RoundRefusal(n, r, exc))
+    return valid, refused
+
+
+def validate_rounds(
+    rounds: Sequence[Round], now: datetime | None = None
+) -> tuple[list[OwnRound], list[dict[str, Any]]]:
+    """:func:`checked_rounds` with one error entry per bad round (``{"index",
+    "session_id", "turn_index", "error"}``)."""
+    valid, refused = checked_rounds(rounds, now)
+    return valid, [r.entry() for r in refused]
+
+
+def rounds_invalid(refused: Sequence[RoundRefusal], total: int) -> RoundsInvalidError:
+    """The refusal of a call of ``total`` rounds: for one round, it names that round's
+    input at fault (HTTP's single-turn 422 gives it as its ``loc``)."""
+    field = refused[0].error.field if refused else None
+    return RoundsInvalidError([r.entry() for r in refused], total, field=field)
 
 
 def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
@@ -289,7 +321,7 @@ def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
     UTC within ``datetime``'s range, is before ``EARLIEST_TIMESTAMP`` (the Unix epoch) or
     later than now + ``MAX_FUTURE_SKEW``."""
     if not isinstance(value, datetime):
-        raise InvalidContentError("timestamp must be a datetime")
+        raise InvalidContentError("timestamp must be a datetime", field="timestamp")
     when = aware(value)
     in_range = in_utc_range(when)
     too_early = when < EARLIEST_TIMESTAMP if in_range else when.year < EARLIEST_TIMESTAMP.year
@@ -297,7 +329,8 @@ def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
         earliest = EARLIEST_TIMESTAMP.isoformat().replace("+00:00", "Z")
         raise InvalidContentError(
             f"timestamp {when.isoformat()} is too early: timestamp must be on or after "
-            f"{earliest} (conversation turns before the Unix epoch are not real)"
+            f"{earliest} (conversation turns before the Unix epoch are not real)",
+            field="timestamp",
         )
     current = now or datetime.now(UTC)
     if not in_range or when > current + MAX_FUTURE_SKEW:
@@ -328,7 +361,8 @@ def future_error(name: str, value: datetime, current: datetime, fix: str) -> Inv
     return InvalidContentError(
         f"{name} {aware(value).isoformat()} is in the future (server time "
         f"{current.isoformat(timespec='seconds')}, allowed skew "
-        f"{int(MAX_FUTURE_SKEW.total_seconds())} s); {fix}{naive}"
+        f"{int(MAX_FUTURE_SKEW.total_seconds())} s); {fix}{naive}",
+        field=name,
     )
 
 

@@ -11,7 +11,7 @@ from memstrata.errors import InvalidContentError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.rounds import MAX_FUTURE_SKEW, aware, future_error, in_utc_range
-from memstrata.text import lone_surrogate_problem
+from memstrata.text import unstorable_text
 
 
 def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
@@ -21,14 +21,15 @@ def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
     if as_of is None:
         return None
     if not isinstance(as_of, datetime):
-        raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)")
+        raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)", field="as_of")
     when = aware(as_of)
     current = now or datetime.now(UTC)
     if not in_utc_range(when) and when.year == datetime.min.year:
         # Year 1 with an offset east of UTC: before datetime's range once in UTC, not late.
         raise InvalidContentError(
             f"as_of {when.isoformat()} is before 0001-01-01T00:00:00Z once in UTC, the "
-            "earliest time a search can be as of; give a later as_of"
+            "earliest time a search can be as of; give a later as_of",
+            field="as_of",
         )
     if not in_utc_range(when) or when > current + MAX_FUTURE_SKEW:
         raise future_error("as_of", as_of, current, "leave as_of out to search as of now")
@@ -36,23 +37,28 @@ def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
 
 
 def check_query(query: object) -> str:
+    """The one rule for a search's query, whoever searches: HTTP, the library, the CLI and
+    the ``memory_search`` tool (in process and over MCP). A NUL is refused as stored text
+    refuses it: no stored text holds one, so a query with one could never match; a lone
+    surrogate, the embedding request cannot carry."""
     if not isinstance(query, str):
-        raise InvalidContentError(f"query must be a string, got {type(query).__name__}")
+        raise InvalidContentError(
+            f"query must be a string, got {type(query).__name__}", field="query"
+        )
     if not query.strip():
-        raise InvalidContentError("query is blank: send the words to search for")
+        raise InvalidContentError("query is blank: send the words to search for", field="query")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidContentError(
-            f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
+            f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}", field="query"
         )
-    # A NUL is searched for as it is; a lone surrogate, the embedding request cannot carry.
-    if (problem := lone_surrogate_problem(query, "query")) is not None:
-        raise InvalidContentError(problem)
+    if (problem := unstorable_text(query, "query")) is not None:
+        raise InvalidContentError(problem, field="query")
     return query
 
 
 def check_top_k(top_k: object) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidContentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+        raise InvalidContentError(f"top_k must be an integer from 1 to {MAX_TOP_K}", field="top_k")
     return top_k
 
 
@@ -64,7 +70,9 @@ def check_sources(sources: Sequence[str] | None) -> list[str] | None:
     unknown = [s for s in sources if s not in SOURCES]
     if unknown or not sources:
         raise InvalidContentError(
-            f"sources must be a non-empty list drawn from {', '.join(SOURCES)}; got {list(sources)}"
+            f"sources must be a non-empty list drawn from {', '.join(SOURCES)}; "
+            f"got {list(sources)}",
+            field="sources",
         )
     return list(sources)
 

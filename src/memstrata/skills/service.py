@@ -58,7 +58,9 @@ class SkillService:
         ``InvalidContentError`` unless ``enabled`` is a bool (``"no"`` would be stored as
         true, ``None`` would fail in the database)."""
         if not isinstance(enabled, bool):
-            raise InvalidContentError(f"enabled must be True or False, got {enabled!r}")
+            raise InvalidContentError(
+                f"enabled must be True or False, got {enabled!r}", field="enabled"
+            )
         skills = self._loader.discover()
         skill = next((s for s in skills if s.name == name), None)
         if skill is None:
