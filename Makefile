@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: install run test properties lint typecheck bench clean browser screenshots
+.PHONY: install run test test-min-deps properties lint typecheck bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,25 @@ TEST_WORKERS ?= 2
 test: lint browser
 	$(BIN)/python -m pytest -m "not slow and not serial" -n $(TEST_WORKERS) --durations=25 tests benchmarks
 	$(BIN)/python -m pytest -m "serial and not slow" --durations=10 tests benchmarks
+
+# The declared lower bounds, tested: a fresh venv in a scratch directory gets every direct
+# dependency, the dev extra's too, at the oldest release pyproject.toml allows (uv's
+# lowest-direct resolution; what they pull in comes at its newest), then runs the tests that
+# caught a false bound before. `make install` only ever gets the newest releases, so without
+# this a bound is a guess. Not part of `make test`: it needs the package index and takes
+# about 5 minutes. uv is installed into that venv only, as pip installs the other tools.
+MIN_VENV ?= $(or $(TMPDIR),/tmp)/memstrata-min-deps
+MIN_DEPS_TESTS ?= tests/db tests/api tests/cli/test_help_flags.py tests/cli/test_header_timeout.py \
+  tests/mcp/test_stdio.py tests/agent/test_quote_html_blocks.py tests/agent/test_setext.py \
+  tests/retrieval/test_binary_insert.py tests/retrieval/test_tokenize_unspaced.py \
+  tests/retrieval/test_tokenize.py
+test-min-deps:
+	rm -rf $(MIN_VENV)
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/pip install -q uv
+	$(MIN_VENV)/bin/uv pip install -q --python $(MIN_VENV)/bin/python --resolution lowest-direct -e '.[dev]'
+	PATH="$(MIN_VENV)/bin:$$PATH" $(MIN_VENV)/bin/python -m pytest -p no:cacheprovider -q \
+	  -m "not slow and not serial" -n $(TEST_WORKERS) $(MIN_DEPS_TESTS)
 
 # The property tests (Hypothesis) on a fresh random seed. `make test` under CI=true replays
 # the same examples every run (Hypothesis derandomizes there), so new shapes are only drawn
