@@ -34,12 +34,14 @@ class InvalidContentError(MemstrataError, ValueError):
 
 
 class ContentTooLargeError(InvalidContentError):
-    """Content over the configured ``max_content_bytes``."""
+    """Content over the configured ``max_content_bytes``; ``field``: the input that holds
+    it (``content``; the page's merge checks ``base``, ``mine`` and ``theirs`` so)."""
 
-    def __init__(self, size: int, limit: int) -> None:
+    def __init__(self, size: int, limit: int, field: str = "content") -> None:
         super().__init__(
-            f"content is {size} bytes, over the limit of {limit} bytes "
-            "(shorten the file; an operator can raise MEMSTRATA_MAX_CONTENT_BYTES)"
+            f"{field} is {size} bytes, over the limit of {limit} bytes "
+            "(shorten the file; an operator can raise MEMSTRATA_MAX_CONTENT_BYTES)",
+            field=field,
         )
         self.size = size
         self.limit = limit
@@ -175,10 +177,11 @@ class RuntimeClosedError(MemstrataError, RuntimeError):
 
 class RoundsInvalidError(InvalidContentError):
     """Some conversation rounds of a call are invalid and nothing was stored; ``errors``
-    has one entry per bad round, ``{"index", "session_id", "turn_index", "error"}`` (the
-    ids None when the round has none of that type), as the batch endpoint's 422 lists
-    them. Also importable from ``memstrata.retrieval.rounds``, where it was first.
-    ``field``: the input at fault when the call had one round (a batch's names none)."""
+    has one entry per bad round, ``{"index", "session_id", "turn_index", "error",
+    "field"}`` (the ids None when the round has none of that type; ``field`` the round's
+    input at fault, None when no one input is), as the batch endpoint's 422 lists them.
+    Also importable from ``memstrata.retrieval.rounds``, where it was first. ``field``:
+    the input at fault when the call had one round (a batch's names none)."""
 
     def __init__(
         self, errors: list[dict[str, Any]], total: int, *, field: str | None = None

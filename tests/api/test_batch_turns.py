@@ -100,6 +100,7 @@ def test_one_invalid_turn_rejects_the_whole_batch_with_every_error(
         "session_id": "s1",
         "turn_index": 1,
         "error": "a round needs a user message or an assistant reply",
+        "field": None,
     }
     assert "in the future" in body["errors"][1]["error"]
     assert "appears twice" in body["errors"][2]["error"]

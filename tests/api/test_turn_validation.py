@@ -165,7 +165,8 @@ def test_the_batch_route_refuses_what_the_single_route_refuses(
     assert body["detail"].startswith(f"{len(BAD_IDS)} of {len(BAD_IDS) + 1} turns are invalid")
     assert [e["index"] for e in body["errors"]] == list(range(len(BAD_IDS)))
     for sid, error in zip(BAD_IDS, body["errors"], strict=True):
-        assert set(error) == {"index", "session_id", "turn_index", "error"}
+        assert set(error) == {"index", "session_id", "turn_index", "error", "field"}
+        assert error["field"] == "session_id"
         assert error["session_id"] == sid
         assert error["turn_index"] == 0
         assert error["error"].startswith(("invalid session_id", "session_id is empty")), error
@@ -271,5 +272,5 @@ def test_a_batch_with_one_schema_error_has_its_message_as_detail(
     said = "turn_index must be a JSON integer from 0 to 2147483647; got -1"
     assert response.json()["detail"] == said
     assert response.json()["errors"] == [
-        {"index": 0, "session_id": "s1", "turn_index": -1, "error": said}
+        {"index": 0, "session_id": "s1", "turn_index": -1, "error": said, "field": "turn_index"}
     ]

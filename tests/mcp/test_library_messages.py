@@ -13,16 +13,28 @@ from tests.mcp.test_tools import refused
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.parametrize("version", [2**40, -1, 2**31])
 async def test_an_expected_version_out_of_range_has_no_python_words_and_is_required(
-    connect: ClientFactory,
+    connect: ClientFactory, version: int
 ) -> None:
-    write = {"name": "user", "content": "x", "expected_version": 2**40}
+    """Either end of the range gets the library's rule (one check), not the generic words
+    of an integer argument for one end and the library's for the other."""
+    write = {"name": "user", "content": "x", "expected_version": version}
     async with connect("alice") as client:
         said = await refused(client, "memory_write", write)
     assert said == (
         "error: expected_version must be an integer from 0 (the file must not exist yet) to "
-        "2147483647; got 1099511627776"
+        f"2147483647; got {version}"
     )  # required here: never "or left out", as the library's optional one says
+
+
+async def test_expected_version_states_its_range_in_the_tool_schema(
+    connect: ClientFactory,
+) -> None:
+    async with connect("alice") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    spec = tools["memory_write"].input_schema["properties"]["expected_version"]
+    assert (spec["type"], spec["minimum"]) == ("integer", 0)
 
 
 async def test_an_unknown_skill_lists_the_installed_ones(connect: ClientFactory) -> None:

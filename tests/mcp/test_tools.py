@@ -304,7 +304,7 @@ WRITE_BAD_INPUT_WRITES_NOTHING_CASES: list[tuple[Any, ...]] = [
         "content is 262145 bytes, over the limit of 262144 bytes",
     ),
     ({"name": "user", "content": "x"}, "missing required argument(s): expected_version"),
-    ({"name": "user", "content": "x", "expected_version": -1}, "integer of at least 0; got -1"),
+    ({"name": "user", "content": "x", "expected_version": -1}, "from 0 (the file must not"),
     ({"name": "user", "content": 42, "expected_version": 1}, "content must be a JSON string"),
     ({"name": "user", "content": "x", "expected_version": "1"}, 'send 1, not "1"'),
     ({"name": "user", "content": "x", "expected_version": 1, "force": True}, "force"),

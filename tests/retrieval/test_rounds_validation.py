@@ -151,6 +151,29 @@ def test_lone_surrogates_in_the_text_are_refused(db: Database, field: str) -> No
     assert rows(db) == []
 
 
+def test_each_refused_round_names_its_field(db: Database) -> None:
+    """``RoundsInvalidError.errors`` (the batch 422's list) says which input of each round is
+    at fault, as a one-round call's ``field`` does; None for a refusal of no one input."""
+    indexer = Indexer(db.sessions, None)
+    rounds = [
+        Round("s", 0, "fine", "", WHEN),
+        Round("a/b", 1, "hi", "", WHEN),
+        Round("s", 2, "hi", "", WHEN, source_ids="s:2"),  # type: ignore[arg-type]
+        Round("s", 3, "", "", WHEN),
+        Round("s", 4, "hi", "bad \ud800", WHEN),
+    ]
+    with pytest.raises(RoundsInvalidError) as info:
+        indexer.index_rounds("u", rounds, embed=False)
+    assert [(e["index"], e["field"]) for e in info.value.errors] == [
+        (1, "session_id"),
+        (2, "source_ids"),
+        (3, None),
+        (4, "assistant_reply"),
+    ]
+    assert info.value.field is None  # several rounds: the call names none
+    assert rows(db) == []
+
+
 @pytest.mark.parametrize("user_id", ["\ud800", "abc\udfff", "\udcff"])
 def test_user_ids_utf8_cannot_encode_are_refused(user_id: str) -> None:
     with pytest.raises(InvalidUserIdError, match="not valid Unicode"):

@@ -77,8 +77,7 @@ def content_item(exc: InvalidContentError, body: Taker | None) -> dict[str, Any]
     """The 422 ``errors`` item of a service's refusal: the ``loc`` of the field the
     exception names (``InvalidContentError.field``, which every check that knows its input
     passes), else the whole body's. A field the body does not have is the whole body's
-    too: the library's name for an input need not be the route's (the merge route checks
-    its texts as a file's ``content``)."""
+    too: the library's name for an input need not be the route's."""
     field = exc.field
     if field is not None and body is not None and field not in body.fields:
         field = None

@@ -356,11 +356,14 @@ class BatchTurn(TurnRequest):
 @dataclass(frozen=True)
 class InvalidBatchTurn:
     """A batch turn that failed the schema: kept (not raised) so the route can list every
-    invalid turn in the batch's 422 shape (``{index, session_id, turn_index, error}``)."""
+    invalid turn in the batch's 422 shape (``{index, session_id, turn_index, error,
+    field}``). ``field``: the turn's field at fault, None when the turn is no object or
+    several fields are at fault (``error`` names each)."""
 
     session_id: str | None
     turn_index: int | None
     error: str
+    field: str | None = None
 
 
 _A_TURN = Taker("a turn", "field", BatchTurn)  # as a batch turn's refusal names it
@@ -370,7 +373,7 @@ def _batch_turn(value: Any) -> BatchTurn | InvalidBatchTurn:
     if not isinstance(value, dict | BatchTurn):
         # Pydantic's "valid dictionary or instance of BatchTurn" names a class of ours.
         error = f"turn: each turn must be a JSON object, not {json_kind(value)}"
-        return InvalidBatchTurn(None, None, error)
+        return InvalidBatchTurn(None, None, error)  # no field: the turn itself is at fault
     try:
         return BatchTurn.model_validate(value)
     except ValidationError as exc:
@@ -387,7 +390,16 @@ def _batch_turn(value: Any) -> BatchTurn | InvalidBatchTurn:
             if isinstance(turn_index, int) and not isinstance(turn_index, bool)
             else None,
             problems,
+            _field_at_fault(exc),
         )
+
+
+def _field_at_fault(exc: ValidationError) -> str | None:
+    """The one top-level field every error of ``exc`` is about (an unknown one too: it is
+    what to remove), else None."""
+    named = {e["loc"][0] if e["loc"] else None for e in exc.errors()}
+    only = named.pop() if len(named) == 1 else None
+    return only if isinstance(only, str) else None
 
 
 # Documented (OpenAPI) as a BatchTurn; validated one by one so a bad turn does not hide
@@ -433,6 +445,12 @@ class BatchTurnError(BaseModel):
     session_id: str | None
     turn_index: int | None
     error: str
+    field: str | None = Field(
+        description="The turn's field at fault (`session_id`, `turn_index`, `user_message`, "
+        "`assistant_reply`, `timestamp`, or an unknown field's name); null when no one "
+        "field is: the turn is no object, has no text, is given twice, or several fields "
+        "are at fault (`error` names each)."
+    )
 
 
 class BatchTurnsRejected(BaseModel):

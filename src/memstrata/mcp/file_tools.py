@@ -76,9 +76,12 @@ class _WriteArgs(BaseModel):
         json_schema_extra={"enum": list(WRITABLE_NAMES)},
     )
     content: StrictStr = Field(description="The file's complete new text (Markdown).")
-    expected_version: Annotated[StrictInt, Field(ge=0)] = Field(
+    # The range is stated, not checked here: the store's rule (``check_version``) refuses
+    # a version below 0 as it does one above the largest, in one wording.
+    expected_version: StrictInt = Field(
         description="The version memory_read returned; the write is refused if the file has "
-        "changed since (0: only if the file does not exist yet)."
+        "changed since (0: only if the file does not exist yet).",
+        json_schema_extra={"minimum": 0},
     )
     replace_all: StrictBool = Field(
         default=False,

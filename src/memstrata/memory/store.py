@@ -84,16 +84,20 @@ def check_expected_version(value: object, *, required: bool = False) -> int | No
     return value
 
 
-def validate_content(content: object, max_bytes: int) -> str:
+def validate_content(content: object, max_bytes: int, field: str = "content") -> str:
+    """``content`` if a file can hold it: a string without NUL or lone surrogates, at most
+    ``max_bytes`` in UTF-8. ``field``: the input's name, which the refusal starts with
+    and names as its field (the page's merge checks its ``base``, ``mine`` and ``theirs``
+    by this rule)."""
     if not isinstance(content, str):
         raise InvalidContentError(
-            f"content must be a string, got {type(content).__name__}", field="content"
+            f"{field} must be a string, got {type(content).__name__}", field=field
         )
-    if (problem := unstorable_text(content, "content")) is not None:
-        raise InvalidContentError(problem, field="content")
+    if (problem := unstorable_text(content, field)) is not None:
+        raise InvalidContentError(problem, field=field)
     size = len(content.encode("utf-8"))
     if size > max_bytes:
-        raise ContentTooLargeError(size, max_bytes)
+        raise ContentTooLargeError(size, max_bytes, field)
     return content
 
 

@@ -273,6 +273,9 @@ class RoundRefusal:
             "session_id": sid if isinstance(sid, str) else None,
             "turn_index": turn if isinstance(turn, int) else None,
             "error": str(self.error),
+            # The round's input at fault, as a one-turn 422 gives it in ``loc``; None for
+            # a refusal of no one input (no text at all, a turn given twice).
+            "field": self.error.field,
         }
 
 
@@ -304,7 +307,7 @@ def validate_rounds(
     rounds: Sequence[Round], now: datetime | None = None
 ) -> tuple[list[OwnRound], list[dict[str, Any]]]:
     """:func:`checked_rounds` with one error entry per bad round (``{"index",
-    "session_id", "turn_index", "error"}``)."""
+    "session_id", "turn_index", "error", "field"}``)."""
     valid, refused = checked_rounds(rounds, now)
     return valid, [r.entry() for r in refused]
 

@@ -49,7 +49,7 @@ def check_session_id(session_id: object) -> str:
     saying what is wrong with it, then ``SESSION_ID_HINT``."""
     problem = _problem(session_id)
     if problem is not None:
-        raise InvalidSessionIdError(f"{problem}; {SESSION_ID_HINT}")
+        raise InvalidSessionIdError(f"{problem}; {SESSION_ID_HINT}", field="session_id")
     return cast(str, session_id)  # no problem: a string
 
 

@@ -6,9 +6,11 @@ edit one file), and this route is a thin transport over it. Like every API route
 built by :func:`memstrata.api.routing.route_class`: the token is checked before the body is
 read, the body is limited to ``max_request_bytes``, and errors have the API's one shape
 (401, 413, 422). Each text is checked as the store checks a file's content (at most the
-store's ``max_content_bytes``; no NUL). The three texts share one request body
-(``max_request_bytes``, 1 MiB): three files near the content limit, once escaped as JSON,
-can exceed it, and the page then says the texts are too large to merge (docs/WEB.md).
+store's ``max_content_bytes``; no NUL), its refusal naming the text by its field
+(``theirs is … bytes``, ``loc`` ``["body", "theirs"]``). The three texts share one
+request body (``max_request_bytes``, 1 MiB): three files near the content limit, once
+escaped as JSON, can exceed it, and the page then says the texts are too large to merge
+(docs/WEB.md).
 
 Imported by :func:`memstrata.web.web_router` when it builds the router, not by
 ``memstrata.web`` itself: ``memstrata.api`` imports ``memstrata.web``.
@@ -51,8 +53,8 @@ def merge(body: MergeRequest, user_id: CurrentUser, context: Context) -> MergeAn
     """``merge3(base, mine, theirs)``. A plain ``def``: FastAPI runs it on a worker thread,
     so a long diff never holds up the event loop."""
     limit = context.mem.store.max_content_bytes
-    for text in (body.base, body.mine, body.theirs):
-        validate_content(text, limit)  # 413 over the limit, 422 for NUL or lone surrogates
+    for field, text in (("base", body.base), ("mine", body.mine), ("theirs", body.theirs)):
+        validate_content(text, limit, field)  # 413 over the limit, 422 for NUL or surrogates
     return MergeAnswer(merged=merge3(body.base, body.mine, body.theirs))
 
 

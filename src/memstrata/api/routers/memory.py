@@ -61,7 +61,13 @@ def batch_rounds(turns: list[BatchTurn | InvalidBatchTurn]) -> list[Round]:
     if len(rounds) == len(turns):
         return [r for _, r in rounds]  # import_rounds validates them
     errors = [
-        {"index": n, "session_id": t.session_id, "turn_index": t.turn_index, "error": t.error}
+        {
+            "index": n,
+            "session_id": t.session_id,
+            "turn_index": t.turn_index,
+            "error": t.error,
+            "field": t.field,
+        }
         for n, t in enumerate(turns)
         if isinstance(t, InvalidBatchTurn)
     ]
