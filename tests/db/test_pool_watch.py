@@ -5,6 +5,7 @@ the pool timeout is counted as a timeout, and the counts outlive the pool's re-c
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -123,3 +124,22 @@ def test_cumulative_buckets_count_the_checkouts_that_did_not_wait_in_each() -> N
     assert buckets[0] == 7  # 6 without a wait and the one of ≤ 1 ms
     assert buckets[2] == 7 and buckets[3] == 9 and buckets[-1] == 9  # +Inf: 10
     assert len(buckets) == len(WAIT_BUCKETS_S)
+
+
+def test_the_pool_logs_where_sqlalchemys_pools_do(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLAlchemy names a pool's logger after its class: WatchedPool's sat under
+    ``memstrata``, whose INFO level it inherited, so every ``dispose()`` (each database
+    outage, several a second) logged "Pool disposed" / "Pool recreating" as memstrata's."""
+    engine = _engine(pg_url, TIMEOUT_S)
+    try:
+        # memstrata's own level, as memstrata.logs sets it (restored after the block)
+        with caplog.at_level(logging.INFO, logger="memstrata"):
+            with engine.connect():
+                pass
+            engine.dispose()
+    finally:
+        engine.dispose()
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("memstrata")]
+    assert ours == [], ours

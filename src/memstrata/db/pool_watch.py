@@ -100,6 +100,12 @@ def cumulative_buckets(checkouts: int, waited: list[int]) -> tuple[int, ...]:
 class WatchedPool(QueuePool):
     """A ``QueuePool`` that counts its checkouts' waits (module doc)."""
 
+    # SQLAlchemy names a pool's logger after its class's module, which put this one under
+    # ``memstrata`` at its INFO level: every dispose (several a second while the database
+    # is away) logged "Pool disposed" / "Pool recreating" as memstrata's own lines. It
+    # logs where SQLAlchemy's own pools do, quiet unless the operator asks for them.
+    _sqla_logger_namespace = "sqlalchemy.pool.impl.QueuePool"
+
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.waits = PoolWaits()
