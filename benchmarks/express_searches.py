@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/express_searches.py --locomo PATH/TO/locomo-dev.json \
         --env MEMSTRATA_EMBEDDING_EXPRESS_TOKENS=0
     .venv/bin/python benchmarks/express_searches.py --locomo PATH/TO/locomo-dev.json \
+        --env MEMSTRATA_EMBEDDING_EXPRESS_SHARE=1 --b-gap-s 2
+    .venv/bin/python benchmarks/express_searches.py --locomo PATH/TO/locomo-dev.json \
         --env MEMSTRATA_EMBEDDING_SERVER_THREADS=1
 
 A small write (``MEMSTRATA_EMBEDDING_EXPRESS_TOKENS``) takes the query server when the
@@ -21,10 +23,12 @@ embed their queries. This measures what that costs the searches. One server, two
 Every question is asked once (no answer from the query-embedding cache). Prints C's
 search time over HTTP (p50 / p95; the query embedding's own time from ``timings_ms``
 too) per phase and their ratios, searches that fell back to BM25, B's write times, the
-passage requests sent to the query server (``memstrata_embedding_express_requests_total``)
-and A's rows embedded inline per second (its start to its last answer). ``--runs N``
-starts the server N times; ``--env K=V`` passes a setting to it (repeatable). To run
-another checkout's code, set ``PYTHONPATH`` to its ``src``: the server inherits it.
+passage requests sent to the query server (``memstrata_embedding_express_requests_total``),
+the small writes its share kept off it (``memstrata_embedding_express_deferred_total``,
+``MEMSTRATA_EMBEDDING_EXPRESS_SHARE``) and A's rows embedded inline per second (its start
+to its last answer). ``--runs N`` starts the server N times; ``--env K=V`` passes a setting
+to it (repeatable). To run another checkout's code, set ``PYTHONPATH`` to its ``src``: the
+server inherits it.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from memstrata.bench.locomo import load_conversations
 from memstrata.serve_process import running_serve
 
 WARM_UP_S = 3.0  # A's and B's work under way before C's first loaded search
-EXPRESS = re.compile(r"^memstrata_embedding_express_requests_total (\S+)$", re.MULTILINE)
+EXPRESS = re.compile(r"^memstrata_embedding_express_(requests|deferred)_total (\S+)$", re.MULTILINE)
 
 
 @dataclass
@@ -77,9 +81,11 @@ def search(client: httpx.Client, question: str, phase: Phase) -> None:
     phase.bm25 += body["mode"] != "hybrid"
 
 
-def express_sent(client: httpx.Client) -> float:
-    found = EXPRESS.search(client.get("/metrics").text)
-    return float(found.group(1)) if found else float("nan")
+def express_counts(client: httpx.Client) -> dict[str, float]:
+    """Passage requests sent to the query server, and small writes kept off it, so far
+    (NaN: not on /metrics, e.g. a server from before the share)."""
+    found = {m.group(1): float(m.group(2)) for m in EXPRESS.finditer(client.get("/metrics").text)}
+    return {name: found.get(name, float("nan")) for name in ("requests", "deferred")}
 
 
 def b_writer(
@@ -141,12 +147,13 @@ def run_once(url: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
             thread.start()
         time.sleep(WARM_UP_S)
         loaded = Phase()
-        sent_before, b_before = express_sent(client), len(b_took)
+        counts_before, b_before = express_counts(client), len(b_took)
         began = time.monotonic()
         while time.monotonic() - began < args.seconds:
             search(client, next(questions), loaded)
             time.sleep(args.gap_s)
-        sent = express_sent(client) - sent_before
+        counts = express_counts(client)
+        sent = {name: counts[name] - counts_before[name] for name in counts}
         b_during = b_took[b_before:]
         stop.set()
         for thread in threads:
@@ -155,7 +162,8 @@ def run_once(url: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
         "quiet": quiet,
         "loaded": loaded,
         "b": b_during,
-        "express": sent,
+        "express": sent["requests"],
+        "deferred": sent["deferred"],
         "a_batches": len(answered),
         "a_failed": sum(int(body.get("embedding_failed", 0)) for _, _, body in answered),
         "a_rows_per_s": rows_per_s(answered, a_began),
@@ -223,7 +231,8 @@ def report(run: int, load: float, result: dict[str, Any], args: argparse.Namespa
     print(f"  C loaded / quiet: p50 {p50_ratio:.2f}, p95 {p95(loaded.took) / p95(quiet.took):.2f}")
     print(
         f"  B: {len(result['b'])} turns while C searched, p50 / p95 {summary(result['b'])}; "
-        f"passage requests sent to the query server {result['express']:.0f}"
+        f"passage requests sent to the query server {result['express']:.0f}, small writes "
+        f"kept off it {result['deferred']:.0f}"
     )
     print(
         f"  A: {result['a_batches']} batches, {result['a_rows_per_s']:.1f} rows embedded inline "

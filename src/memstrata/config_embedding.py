@@ -32,6 +32,14 @@ BATCH_TOKENS = 1024
 # one at a time (retrieval.breaker.Lanes, the express slot). A search there waits for one
 # such passage at most: about a 256-token query's cost.
 EXPRESS_TOKENS = 256
+# The express slot's share of the query server's time: a small write goes express only
+# while the express passages of the last EXPRESS_WINDOW_S seconds took less than this share
+# of them (retrieval.express_share). One user writing without a pause put a passage in
+# front of most other users' searches (their p95 6.4x quiet; 1.8x with 0.1 and 2.8x with
+# 0.25, while a turn every 2 s still went express with 0.1 but not always with 0.05:
+# docs/BENCHMARKS.md, "A share of the query server for the express slot").
+EXPRESS_SHARE = 0.1
+EXPRESS_WINDOW_S = 4.0
 # A write's inline passage embedding waits at most this long for a slot, then stores its
 # texts without a vector (healed in the background): a soak run's single-turn writes waited
 # up to 296 s behind imports, minutes after their clients had given up.
@@ -167,6 +175,14 @@ class EmbeddingSettings(BaseModel):
         "other users' imports: it is embedded on the query server, one such write at a time "
         "(only where queries have a server of their own; 0: never). See docs/RELIABILITY.md.",
     )
+    embedding_express_share: float = Field(
+        default=EXPRESS_SHARE,
+        description="The share of the query server's time such writes may take: one goes "
+        "express only while the express passages of the last "
+        f"{EXPRESS_WINDOW_S:g} s took less than this share of them, else it waits its turn "
+        "for the passage server (searches there wait behind a passage in flight). Above 0, "
+        "at most 1 (1: no limit). See docs/RELIABILITY.md.",
+    )
     embedding_breaker_threshold: int = Field(
         default=3, ge=1, description="Consecutive failed requests that open the circuit."
     )
@@ -219,6 +235,18 @@ class EmbeddingSettings(BaseModel):
     )
 
     _http_url = field_validator("embedding_base_url")(http_url)
+
+    @field_validator("embedding_express_share")
+    @classmethod
+    def _a_share(cls, value: float) -> float:
+        # Written out rather than gt/le: the bound's reason belongs in the message.
+        if not 0.0 < value <= 1.0:
+            raise ValueError(
+                "must be above 0 and at most 1: the share of the query server's time small "
+                "writes may take (1: no limit; to stop them going there at all, set "
+                f"MEMSTRATA_EMBEDDING_EXPRESS_TOKENS=0); got {value}"
+            )
+        return value
 
     @field_validator("embedding_models", mode="wrap")
     @classmethod

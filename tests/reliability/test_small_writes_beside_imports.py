@@ -70,6 +70,9 @@ def serve_env(
         "MEMSTRATA_EMBEDDING_TIMEOUT_PER_TEXT_S": "0.2",
         # Open, the circuit stays open for the rest of the test.
         "MEMSTRATA_EMBEDDING_BREAKER_COOLDOWN_S": "120",
+        # B writes without a pause: past the express slot's share of the query server it
+        # would wait its turns (tests/retrieval/test_express_share*.py). Here: the slot itself.
+        "MEMSTRATA_EMBEDDING_EXPRESS_SHARE": "1",
         # No background work competing for the passage server or the CPU.
         "MEMSTRATA_EMBEDDING_HEAL": "false",
         "MEMSTRATA_INDEX_WARM_AFTER_IMPORT": "false",

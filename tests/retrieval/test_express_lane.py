@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from memstrata.config import EmbeddingModelSpec
+from memstrata.config_embedding import EXPRESS_SHARE
 from memstrata.retrieval.breaker import (
     BulkLaneClosedError,
     CircuitBreaker,
@@ -188,6 +189,7 @@ def embedder(
     *,
     express_tokens: int = 256,
     breaker: CircuitBreaker | None = None,
+    express_share: float = EXPRESS_SHARE,
 ) -> OpenAICompatibleEmbedder:
     spec = EmbeddingModelSpec(
         name="fake-model",
@@ -197,7 +199,11 @@ def embedder(
         passage_input_type="passage",
     )
     return OpenAICompatibleEmbedder(
-        spec, max_retries=0, express_tokens=express_tokens, breaker=breaker
+        spec,
+        max_retries=0,
+        express_tokens=express_tokens,
+        breaker=breaker,
+        express_share=express_share,
     )
 
 
@@ -275,3 +281,64 @@ def test_while_the_passage_circuit_is_open_a_small_write_is_embedded_on_the_quer
     assert isinstance(refused, CircuitOpenError) and isinstance(background, CircuitOpenError)
     assert [r.body["input"] for r in queries.requests] == [["one turn"]]
     assert client.breaker.state == "open"  # the query server's answer says nothing of it
+
+
+# -- the express slot's share of the query server ------------------------------------------
+
+
+@pytest.mark.parametrize(("share", "second_goes"), [(0.01, "passages"), (1.0, "queries")])
+def test_past_its_share_of_the_query_server_a_small_write_waits_its_turn(
+    servers: tuple[FaultServer, FaultServer], share: float, second_goes: str
+) -> None:
+    """A writer without a pause took the express slot for every turn, and every search on
+    the query server waited behind its passages. Each passage here holds the query server
+    0.05 s, more than 1 % of the 4 s window: after one, the next write waits for the
+    importer's request and goes to the passage server. A share of 1 is the old slot."""
+    passages, queries = servers
+    queries.mode, queries.delay_s = "slow", 0.05
+    with embedder(passages, queries, express_share=share) as client:
+        released = threading.Event()
+
+        def hold() -> None:
+            with client.lanes.bulk("importer"):  # another user's import in flight
+                released.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        wait_until(lambda: client.lanes.in_flight[1] == 1)
+        with bulk_owner("bob"):
+            [first] = client.embed_each(["User: I keep bees"])
+            threading.Timer(0.3, released.set).start()
+            began = time.monotonic()
+            [second] = client.embed_each(["User: and two cats"])
+            took = time.monotonic() - began
+        holder.join(5)
+        requests, _, deferred = client.express_use.counts
+    assert isinstance(first, list) and isinstance(second, list)
+    sent = {"queries": [r.body["input"] for r in queries.requests]}
+    sent["passages"] = [r.body["input"] for r in passages.requests]
+    assert sent[second_goes][-1] == ["User: and two cats"]
+    if second_goes == "passages":
+        assert sent["queries"] == [["User: I keep bees"]]
+        assert took >= 0.2  # after the importer's request
+        assert (requests, deferred) == (1, 1)
+    else:
+        assert (requests, deferred) == (2, 0)
+
+
+def test_past_its_share_a_small_write_is_not_sent_to_the_query_server_for_an_open_circuit(
+    servers: tuple[FaultServer, FaultServer],
+) -> None:
+    """The share bounds every passage on the query server: with the passage circuit open a
+    write past it fails at once (stored without a vector, embedded in the background)."""
+    passages, queries = servers
+    passages.mode = "500"
+    queries.mode, queries.delay_s = "slow", 0.05
+    breaker = CircuitBreaker(threshold=1, cooldown_s=60)
+    with embedder(passages, queries, breaker=breaker, express_share=0.01) as client:
+        client.embed_each(["an import " * 100])  # opens the passage circuit
+        with bulk_owner("bob"):
+            [vector] = client.embed_each(["one turn"])
+            [refused] = client.embed_each(["another turn"])
+    assert isinstance(vector, list) and isinstance(refused, CircuitOpenError)
+    assert [r.body["input"] for r in queries.requests] == [["one turn"]]

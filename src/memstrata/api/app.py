@@ -42,6 +42,7 @@ from memstrata.config import Settings
 from memstrata.db.migrate import schema_head
 from memstrata.db.pool_watch import PoolStats, pool_stats
 from memstrata.logs import log_event
+from memstrata.retrieval.embedding_plan import ExpressCounts
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.state_reader import state_reader
 from memstrata.runtime import Memstrata
@@ -216,9 +217,10 @@ def _circuits(context: ApiContext) -> dict[str, bool] | None:
     }
 
 
-def _express(context: ApiContext) -> tuple[int, int] | None:
-    """Passage requests sent to the query server and their tokens (0 while none can go
-    there: one server for both, or the express slot off); None without an embedding API."""
+def _express(context: ApiContext) -> ExpressCounts | None:
+    """Passage requests sent to the query server, their tokens and the small writes deferred
+    (0 while none can go there: one server for both, or the express slot off); None
+    without an embedding API."""
     embedder = _http_embedder(context)
     return None if embedder is None else embedder.express_use.counts
 

@@ -42,7 +42,10 @@
 - ``memstrata_embedding_express_requests_total`` / ``_tokens_total``: passage requests
   (small writes' own) this process sent to the query server — the express slot, or the
   passage circuit open — and their estimated tokens: the work put beside the searches
-  there (retrieval.embedding_plan); no sample without an embedding API.
+  there (retrieval.embedding_plan); ``memstrata_embedding_express_deferred_total``: small
+  writes kept off it, sent to the passage lane in their turn, because the express passages
+  had used up their share of its time (retrieval.express_share); no sample without an
+  embedding API.
 - ``memstrata_database_up``: 1 while the database monitor (db.monitor) finds the database
   reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
   ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that
@@ -87,6 +90,7 @@ from memstrata.db.engine import POOL_TIMEOUT_S
 from memstrata.db.migrate import schema_head
 from memstrata.db.pool_watch import OVERFLOW_PER_POOLED, WAIT_BUCKETS_S, PoolStats
 from memstrata.retrieval.cache import CacheStats
+from memstrata.retrieval.embedding_plan import ExpressCounts
 from memstrata.retrieval.search_stats import SearchStats
 
 UNMATCHED_ROUTE = "<unmatched>"
@@ -164,7 +168,7 @@ class ApiMetrics:
         self.registry.register(_ProcessCollector(self))
         self.registry.register(_EmbeddingCollector(self))
         self.registry.register(_PoolCollector(self))
-        self._express: Callable[[], tuple[int, int] | None] | None = None
+        self._express: Callable[[], ExpressCounts | None] | None = None
         self.registry.register(_ExpressCollector(self))
 
     def watch_search_cache(self, source: Callable[[], CacheStats | None]) -> None:
@@ -189,9 +193,9 @@ class ApiMetrics:
         (None: no sample)."""
         self._circuits = source
 
-    def watch_express(self, source: Callable[[], tuple[int, int] | None]) -> None:
-        """Report the passage requests sent to the query server, (requests, tokens), from
-        ``source`` (None: no sample)."""
+    def watch_express(self, source: Callable[[], ExpressCounts | None]) -> None:
+        """Report the passage requests sent to the query server, their tokens and the small
+        writes deferred, from ``source`` (None: no sample)."""
         self._express = source
 
     def watch_pools(self, source: Callable[[], Mapping[str, PoolStats] | None]) -> None:
@@ -297,7 +301,7 @@ class _ExpressCollector(Collector):
         counts = source() if source is not None else None
         if counts is None:
             return
-        requests, tokens = counts
+        requests, tokens, deferred = counts
         yield CounterMetricFamily(
             "memstrata_embedding_express_requests",
             "Passage requests (small writes) sent to the query server: the express slot, or "
@@ -308,6 +312,12 @@ class _ExpressCollector(Collector):
             "memstrata_embedding_express_tokens",
             "Estimated tokens of the passage requests sent to the query server.",
             value=tokens,
+        )
+        yield CounterMetricFamily(
+            "memstrata_embedding_express_deferred",
+            "Small writes kept off the query server (sent to the passage lane in their turn): "
+            "the express passages had used up their share of its time.",
+            value=deferred,
         )
 
 

@@ -10,7 +10,9 @@ query server (``OpenAICompatibleEmbedder``; the lane itself is ``breaker.Lanes``
 - ``to_query_server``: a passage request goes to the query server when it took the express
   slot, or when it may and the passage server's circuit is open.
 - ``ExpressUse``: the passage requests sent to the query server and their estimated
-  tokens, for ``/metrics``: the cost the express slot puts beside the searches there.
+  tokens, and the small writes its share sent to the passage lane instead
+  (``express_share``), for ``/metrics``: the cost the express slot puts beside the
+  searches there, and how often that cost was refused.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from memstrata.retrieval.breaker import CircuitBreaker, Route
 from memstrata.retrieval.tokenize import count_tokens
@@ -89,14 +91,24 @@ def to_query_server(route: Route | None, express: bool, passages: CircuitBreaker
     return route == "express" or (express and not passages.allow_peek())
 
 
+class ExpressCounts(NamedTuple):
+    """``ExpressUse``'s counters at one moment."""
+
+    requests: int  # passage requests sent to the query server
+    tokens: int  # their estimated tokens
+    deferred: int  # small writes sent to the passage lane: the express share was used up
+
+
 class ExpressUse:
     """Passage requests sent to the query server (the express slot, or an open passage
-    circuit), and their estimated tokens: counters for ``/metrics``. Thread-safe."""
+    circuit), their estimated tokens, and the small writes the express share turned away:
+    counters for ``/metrics``. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._requests = 0
         self._tokens = 0
+        self._deferred = 0
 
     def record(self, texts: Sequence[str]) -> None:
         tokens = sum(count_tokens(t) for t in texts)  # at most express_tokens: cheap
@@ -104,8 +116,13 @@ class ExpressUse:
             self._requests += 1
             self._tokens += tokens
 
-    @property
-    def counts(self) -> tuple[int, int]:
-        """(requests, estimated tokens) so far in this process."""
+    def defer(self) -> None:
+        """A small write may not go express: its share of the query server is used up."""
         with self._lock:
-            return self._requests, self._tokens
+            self._deferred += 1
+
+    @property
+    def counts(self) -> ExpressCounts:
+        """The counters so far in this process."""
+        with self._lock:
+            return ExpressCounts(self._requests, self._tokens, self._deferred)

@@ -112,4 +112,5 @@ def embedder_for(
         ),
         bulk_slots=settings.embedding_bulk_concurrency,
         express_tokens=settings.embedding_express_tokens,
+        express_share=settings.embedding_express_share,
     )

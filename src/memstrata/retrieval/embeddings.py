@@ -1,7 +1,8 @@
 """Embedding providers: a one-method protocol and an OpenAI-compatible client.
 
 Spec §4: vectors come from an external embedding API (which model: ``embedding_registry``;
-the requests of a call and the server each goes to: ``embedding_plan``; one request over
+the requests of a call and the server each goes to: ``embedding_plan``, with the express
+slot's share of the query server: ``express_share``; one request over
 HTTP with its retries: ``embedding_http``; checking its answers: ``embedding_answer``).
 Spec §5: an API failure never breaks a write or a search, so every failure here surfaces
 as one ``EmbeddingError`` that callers catch, log and degrade on.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
@@ -46,7 +48,9 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.config_embedding import (
     BATCH_TOKENS,
     BULK_WAIT_S,
+    EXPRESS_SHARE,
     EXPRESS_TOKENS,
+    EXPRESS_WINDOW_S,
     QUERY_TIMEOUT_TOKENS,
 )
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
@@ -86,6 +90,7 @@ from memstrata.retrieval.embedding_plan import (
 from memstrata.retrieval.embedding_plan import (
     batches as batches,  # re-exported: its tests import it from here
 )
+from memstrata.retrieval.express_share import ExpressShare
 from memstrata.retrieval.tokenize import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -169,6 +174,8 @@ class OpenAICompatibleEmbedder:
         breaker: CircuitBreaker | None = None,
         bulk_slots: int = 1,
         express_tokens: int = EXPRESS_TOKENS,
+        express_share: float = EXPRESS_SHARE,
+        express_window_s: float = EXPRESS_WINDOW_S,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -215,8 +222,10 @@ class OpenAICompatibleEmbedder:
             yield_to_queries=self.query_url == self.url,
             express_slots=express_slots(self.url, self.query_url, express_tokens),
         )
-        # What went to the query server that way (``memstrata_embedding_express_*``).
+        # What went to the query server that way (``memstrata_embedding_express_*``), and
+        # the share of its time those passages may take (searches wait behind them there).
         self.express_use = ExpressUse()
+        self.express_share = ExpressShare(express_share, express_window_s)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # A query server of its own gets a pool of its own: stuck searches took every
         # connection, and the writes then timed out against the healthy document server.
@@ -384,6 +393,9 @@ class OpenAICompatibleEmbedder:
         give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
         # Only a user's write is express: the worker's requests are the bulk work itself.
         express = express and owner != BACKGROUND_OWNER
+        if express and not self.express_share.allows(time.monotonic()):
+            self.express_use.defer()  # the query server's share is used up: wait a turn
+            express = False
         with (
             self.lanes.query()
             if kind == "query"
@@ -398,8 +410,10 @@ class OpenAICompatibleEmbedder:
                     f"{breaker.retry_after_s():.1f} s (circuit open)",
                     breaker.last_failure,
                 )
-            if interactive and kind == "passage":
+            beside_searches = interactive and kind == "passage"
+            if beside_searches:
                 self.express_use.record(body["input"])
+            began = time.monotonic()
             try:
                 vectors = self._request(body, kind, size, interactive)
             except EmbeddingRejectedError:
@@ -419,6 +433,9 @@ class OpenAICompatibleEmbedder:
                 else:
                     self._tell_still_failing(breaker, kind, str(exc))
                 raise
+            finally:
+                if beside_searches:  # a failure held the query server too
+                    self.express_share.record(began, time.monotonic())
             self._answered = True
             self._closed(breaker, kind)
         return vectors
