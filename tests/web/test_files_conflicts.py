@@ -16,6 +16,7 @@ from tests.web.conftest import (
     MAX_CONTENT_BYTES,
     Console,
     SignedIn,
+    answer_dialogs,
     append,
     edit_elsewhere,
     put_elsewhere,
@@ -90,9 +91,18 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     # nothing to save in the editor, but the set-aside text is not saved: not "Saved"
     expect(second.locator("#file-state")).to_have_text("Earlier text not saved")
     expect(second.locator("#tab-soul")).to_have_class("unsaved")
+    # the set-aside text is saved nowhere: dismissing it asks first, and "no" keeps it
+    asked = answer_dialogs(second, [False, True])
+    second.click("#kept-dismiss")
+    expect(second.locator("#kept")).to_be_visible()
+    assert second.locator("#kept-text").input_value() == "second tab's persona"
     second.click("#kept-dismiss")
     expect(second.locator("#kept")).to_be_hidden()
     expect(second.locator("#file-state")).to_have_text("Saved")
+    assert (
+        asked
+        == ["Dismiss your earlier text of SOUL.md? It was not saved, and there is no undo."] * 2
+    )
 
 
 FIELDS = "# USER.md\n- Pronouns:\n- Time zone:\n"

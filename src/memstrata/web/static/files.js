@@ -197,8 +197,13 @@ export function wire() {
   $("conflict-shorten").addEventListener("click", editMine);
   aside.wire();
   $("kept-dismiss").addEventListener("click", () => {
-    current().kept = null;
-    current().keptPending = false;
+    const f = current();
+    // Not saved anywhere until the user saves the file: dismissing it is the end of that
+    // text, with no undo, so ask, as Revert does (the reference copy after a save is not)
+    const asked = `Dismiss your earlier text of ${f.filename}? It was not saved, and there is no undo.`;
+    if (f.keptPending && !confirm(asked)) return;
+    f.kept = null;
+    f.keptPending = false;
     render();
     $("editor").focus();
   });
