@@ -54,7 +54,11 @@ logger = logging.getLogger(__name__)
 # Another replica can take the request at once; one second lets the load balancer notice
 # that this one has stopped accepting connections.
 RETRY_AFTER_S = 1
-SHUTTING_DOWN = "the server is shutting down; retry the request (another replica will answer)"
+# A single server has no other replica: the retry waits for it to be back.
+SHUTTING_DOWN = (
+    "the server is shutting down; retry the request (another replica answers it, or this "
+    "server once it is back)"
+)
 
 
 def cut_off_response() -> HttpError:
