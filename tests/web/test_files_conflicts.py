@@ -445,3 +445,26 @@ def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(
     page.click("#file-save")
     expect(page.locator("#file-message")).to_have_text("Saved USER.md as version 5.")
     assert stored_file(server, user, "user")["content"] == "ELSEWHERE\r\n" + crlf + "xy"
+
+
+def test_a_conflict_with_the_users_own_text_is_no_conflict(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    """A save whose answer was lost (a gateway's timeout, a restart) may have landed: the
+    next save meets the user's own text at a newer version. It was shown as a conflict of
+    two identical texts, every row "changed", with overwrite and re-apply to choose from."""
+    console.allow(409)
+    page = signed_in()
+    tab(page, "memory")
+    mine = page.locator("#editor").input_value() + "\n- the same line, typed twice"
+    put_elsewhere(server, user, "memory", mine)  # stored as version 2 meanwhile
+    page.fill("#editor", mine)
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        "MEMORY.md already holds your text: version 2."
+    )
+    expect(page.locator("#conflict")).to_be_hidden()
+    expect(page.locator("#file-version")).to_have_text("version 2")
+    expect(page.locator("#file-state")).to_have_text("Saved")
+    assert page.locator("#editor").input_value() == mine
+    assert stored_file(server, user, "memory")["version"] == 2  # nothing written again

@@ -28,6 +28,17 @@ export async function conflict(f, stored = null) {
   // the file as it is stored now
   const content = editorText(stored.content);
   f.eol = eolOf(stored.content);
+  if (content === mine) {
+    // What is stored is the user's text already (an earlier save of theirs landed after its
+    // answer was lost, or another writer wrote the same): nothing to choose between.
+    Object.assign(f, { base: content, stored: stored.content, version: stored.version });
+    Object.assign(f, { draft: mine, conflict: null, keptPending: false });
+    if (f === current()) {
+      say(`${f.filename} already holds your text: version ${stored.version}.`, "info");
+      render();
+    }
+    return;
+  }
   f.conflict = {
     mine, started: f.base, startedVersion: f.version, content, version: stored.version,
     stored: stored.content,
