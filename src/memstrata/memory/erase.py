@@ -55,7 +55,7 @@ from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.sandbox.base import ErasableSandboxProvider, SandboxProvider
 from memstrata.skills.repository import UserSkillConfigRepository
-from memstrata.text import lone_surrogate_at
+from memstrata.text import unstorable_text
 
 logger = logging.getLogger(__name__)
 
@@ -232,9 +232,9 @@ def _storable(user_id: object) -> bool:
     """Could the tables hold rows under ``user_id``? Their ``user_id`` columns hold at most
     ``USER_ID_MAX_LENGTH`` characters of PostgreSQL text: no NUL, only valid UTF-8 (no lone
     surrogate). Any other id was never stored, and is not looked for."""
-    if not isinstance(user_id, str) or len(user_id) > USER_ID_MAX_LENGTH or "\x00" in user_id:
+    if not isinstance(user_id, str) or len(user_id) > USER_ID_MAX_LENGTH:
         return False
-    return lone_surrogate_at(user_id) is None
+    return unstorable_text(user_id, "user_id") is None
 
 
 def _counts(deleted: Mapping[str, int]) -> str:
