@@ -63,9 +63,11 @@ def test_a_focused_control_is_never_under_the_sticky_header(
 ) -> None:
     page = signed_in(width=width, height=height)
     tab(page, "soul")
-    append(page, "x")  # Revert and Save enabled: Shift+Tab goes editor → Save → Revert → tab
-    for expected in ("file-save", "file-revert", "tab-soul"):
-        page.keyboard.press("Shift+Tab")
+    append(page, "x")  # Revert and Save enabled: Tab goes editor → Revert → Save, and back
+    moves = [("Tab", "file-revert"), ("Tab", "file-save"), ("Shift+Tab", "file-revert")]
+    moves += [("Shift+Tab", "editor"), ("Shift+Tab", "tab-soul")]
+    for key, expected in moves:
+        page.keyboard.press(key)
         page.wait_for_timeout(50)  # (a smooth scroll would need longer; the page has none)
         focused, top, bar_bottom = page.evaluate(_FOCUSED_VS_HEADER)
         assert focused == expected
@@ -87,9 +89,15 @@ def test_the_conflict_diff_is_a_table_with_headers_and_words_for_the_changes(
     expect(page.locator("#conflict")).to_be_visible()
     table = page.get_by_role("table", name="Line differences")
     headers = table.get_by_role("columnheader")
-    expect(headers).to_have_text(["Stored now · version 3", "Your text (not saved)"])
-    # colour is not the only mark: each differing line says how it differs
-    for name in ("changed: WRITTEN ELSEWHERE", "changed: MINE", "added: INSERTED", "removed: four"):
+    expect(headers).to_have_text(["Saved by someone else · version 3", "Your text (not saved)"])
+    # colour is not the only mark: each differing line says how it differs, and whose change
+    # it is (test_conflict_overwrite.py)
+    for name in (
+        "changed by someone else: WRITTEN ELSEWHERE",
+        "changed by you: MINE",
+        "added by you: INSERTED",
+        "removed by you: four",
+    ):
         expect(table.get_by_role("cell", name=name, exact=True)).to_have_count(1)
     expect(table.get_by_role("cell", name="two", exact=True)).to_have_count(2)  # unchanged
     # the words are for assistive tech: copying the column copies the text only

@@ -10,6 +10,7 @@ from tests.web.conftest import (
     MAX_CONTENT_BYTES,
     Console,
     SignedIn,
+    answer_dialogs,
     append,
     put_elsewhere,
     shot,
@@ -109,6 +110,7 @@ def test_a_text_over_the_limit_in_a_conflict_cannot_be_re_applied_or_overwritten
     expect(reapply).to_be_enabled()
     expect(overwrite).to_be_enabled()
     expect(reapply).to_have_accessible_description("")
+    answer_dialogs(page, [True])  # Overwrite asks first (test_conflict_overwrite.py)
     overwrite.click()
     expect(page.locator("#file-message")).to_have_text("Saved MEMORY.md as version 3.")
     assert stored_file(server, user, "memory")["content"] == mine[:-10]

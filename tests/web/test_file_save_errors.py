@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, Route, expect
 
+from tests.web.clock import pause_clock, says, step_until
 from tests.web.conftest import Console, SignedIn, append, stored_file, tab, write_elsewhere
 from tests.web.server import Serve
 
@@ -49,6 +50,7 @@ UNSETTLED = [
         _gateway_down,
         (502, 504),
         None,
+        "The server had an error (HTTP 502 Bad Gateway).",
         "The server had an error (HTTP 502 Bad Gateway). Your text is still in the editor; it "
         "may or may not have been saved. Save again to make sure.",
         id="gateway",
@@ -59,27 +61,35 @@ UNSETTLED = [
         Route.abort,
         (),
         "net::ERR_FAILED",
+        "The connection was lost while saving.",
         "Could not reach the server. Your text is still in the editor; it may or may not have "
         "been saved. Check your connection, then save again to make sure.",
         id="connection",
     ),
 ]
 
+CHECKING = (
+    " USER.md may still be saving on the server: checking again for up to 2 minutes. Your "
+    "text is still in the editor."
+)
 
-@pytest.mark.parametrize(("fail", "statuses", "console_text", "message"), UNSETTLED)
+
+@pytest.mark.parametrize(("fail", "statuses", "console_text", "why", "message"), UNSETTLED)
 def test_a_save_the_read_back_cannot_settle_says_it_may_have_happened(
     signed_in: SignedIn,
     console: Console,
     fail: Callable[[Route], None],
     statuses: tuple[int, ...],
     console_text: str | None,
+    why: str,
     message: str,
 ) -> None:
-    """The save and the read-back that would tell both fail: it stays unknown, and the
-    page says so."""
+    """The save and every read-back that would tell fail: it stays unknown, and the page
+    says so once it has stopped checking."""
     console.allow(*statuses, text=console_text)  # the failed requests Chromium logs
     page = signed_in()
     tab(page, "user")
+    pause_clock(page)
     methods: list[str] = []
 
     def failing(route: Route) -> None:
@@ -89,8 +99,10 @@ def test_a_save_the_read_back_cannot_settle_says_it_may_have_happened(
     page.route("**/api/config/agent-files/user", failing)
     append(page, "\nedited")
     page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(why + CHECKING)
+    step_until(page, says(page.locator("#file-message"), "may or may not"))
     expect(page.locator("#file-message")).to_have_text(message)
-    assert methods == ["PUT", "GET"]  # the file was read back, in vain
+    assert methods == ["PUT"] + ["GET"] * 9  # the file was read back, in vain
     assert page.locator("#editor").input_value().endswith("\nedited")
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
 
@@ -169,15 +181,17 @@ def test_a_save_refused_by_a_gateway_is_read_back_and_said_not_written(
     console.allow(502)
     page = signed_in()
     tab(page, "user")
+    pause_clock(page)
     _on_put(page, "user", lambda route: route.fulfill(status=502, body=""))  # never forwarded
     append(page, "\n- Likes oolong tea")
     mine = page.locator("#editor").input_value()
     page.click("#file-save")
     message = page.locator("#file-message")
+    expect(message).to_have_text("The server had an error (HTTP 502 Bad Gateway)." + CHECKING)
+    step_until(page, says(message, "Not saved"))
     expect(message).to_have_text(
-        "The server had an error (HTTP 502 Bad Gateway). Nothing was written: USER.md is still "
-        "version 1 (the file was read back to check). Your text is still in the editor; save "
-        "again."
+        "The server had an error (HTTP 502 Bad Gateway). Not saved: USER.md is still version 1 "
+        "after checking for 2 minutes. Your text is still in the editor; save again."
     )
     expect(message).to_have_class("banner error")
     assert page.locator("#editor").input_value() == mine
@@ -246,6 +260,6 @@ def test_a_lost_save_answer_with_a_newer_write_elsewhere_shows_the_conflict(
         "You started from version 1; version 2 is stored now."
     )
     stored = page.locator("[data-side=stored]")
-    expect(stored.filter(has_text="WRITTEN ELSEWHERE")).to_have_class("cell removed")
+    expect(stored.filter(has_text="WRITTEN ELSEWHERE")).to_have_class("cell by-them")
     mine = page.locator("[data-side=mine]")
-    expect(mine.filter(has_text="TYPED HERE")).to_have_class("cell added")
+    expect(mine.filter(has_text="TYPED HERE")).to_have_class("cell by-you")

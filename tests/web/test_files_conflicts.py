@@ -49,11 +49,12 @@ def test_two_tabs_edit_the_same_file_the_second_sees_the_conflict(
         "You started from version 1; version 2 is stored now."
     )
     expect(second.locator("#file-state")).to_have_text("Conflict")
-    # the newer content on the left, the user's text on the right, the differing lines marked
+    # the newer content on the left, the user's text on the right, each differing line
+    # marked as whose change it is
     stored = second.locator("[data-side=stored]")
     mine = second.locator("[data-side=mine]")
-    expect(stored.filter(has_text="FIRST TAB LINE")).to_have_class("cell removed")
-    expect(mine.filter(has_text="SECOND TAB LINE")).to_have_class("cell added")
+    expect(stored.filter(has_text="FIRST TAB LINE")).to_have_class("cell by-them")
+    expect(mine.filter(has_text="SECOND TAB LINE")).to_have_class("cell by-you")
     assert "SECOND TAB LINE" not in stored.all_inner_texts()
 
     # reload-and-reapply: the edits touch different lines, so both survive
@@ -155,8 +156,8 @@ def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
     second = _reapplied_after_the_time_zone(signed_in, server, user, mine)
     expect(second.locator("#file-message")).to_have_text(
         "Your edits and version 3 change the same or neighbouring lines, so they were not "
-        "re-applied automatically. Your text is on the side: copy what you need into the "
-        "editor, then save."
+        "re-applied automatically: line 3 of version 3 (line 3 of your text). Your text is on "
+        "the side: copy what you need into the editor, then save."
     )
     shot(second, "neighbouring.png")
     assert second.locator("#editor").input_value() == ZONE_SET
@@ -187,6 +188,7 @@ def test_the_ctrl_s_hint_gives_way_to_the_choice_during_a_conflict(
     expect(message).to_contain_text("Ctrl+S saves.")
     tab(page, "memory")  # back to the conflict
     expect(message).to_have_text(during)
+    answer_dialogs(page, [True])  # Overwrite asks first (test_conflict_overwrite.py)
     page.click("#conflict-overwrite")
     expect(message).to_have_text("Saved MEMORY.md as version 3.")
     tab(page, "user")
@@ -210,6 +212,7 @@ def test_a_rest_write_while_the_page_is_open_leads_to_the_conflict_view(
     ).to_have_count(1)
     # overwrite knowingly: the user's text replaces version 2, and only version 2
     expect(page.locator("#conflict-overwrite")).to_have_text("Overwrite version 2 with my text")
+    answer_dialogs(page, [True])  # Overwrite asks first (test_conflict_overwrite.py)
     page.click("#conflict-overwrite")
     expect(page.locator("#conflict")).to_be_hidden()
     expect(page.locator("#file-message")).to_have_text("Saved MEMORY.md as version 3.")
@@ -412,7 +415,7 @@ def test_a_file_written_elsewhere_is_shown_when_its_tab_or_the_view_is_opened_ag
     expect(page.locator("#file-state")).to_have_text("Unsaved changes")
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()
-    expect(page.locator("#conflict-left-title")).to_have_text("Stored now · version 4")
+    expect(page.locator("#conflict-left-title")).to_have_text("Saved by someone else · version 4")
 
 
 def test_a_file_with_crlf_line_endings_keeps_them_when_edited_in_the_page(

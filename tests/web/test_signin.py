@@ -266,9 +266,7 @@ def test_focus_goes_to_the_token_field_after_an_error_and_to_the_editor_after_si
 ) -> None:
     page = open_page()
     page.click("#signin-submit")  # nothing pasted
-    expect(page.locator("#signin-error")).to_have_text(
-        "Paste a token first (memstrata token --user <id> prints one)."
-    )
+    expect(page.locator("#signin-error")).to_have_text("Paste your access token first.")
     expect(page.locator("#token")).to_be_focused()
     sign_in(page, server.token(user))
     expect(page.locator("#editor")).to_be_focused()

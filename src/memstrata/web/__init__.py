@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # Only these files are served: no directory listing, no path handling to get wrong.
 ASSETS: dict[str, str] = {
     "app.css": "text/css; charset=utf-8",
+    "conflict.css": "text/css; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
     "diff.js": "text/javascript; charset=utf-8",
@@ -35,6 +36,7 @@ ASSETS: dict[str, str] = {
     "file-view.js": "text/javascript; charset=utf-8",
     "file-save.js": "text/javascript; charset=utf-8",
     "file-conflict.js": "text/javascript; charset=utf-8",
+    "conflict-diff.js": "text/javascript; charset=utf-8",
     "file-aside.js": "text/javascript; charset=utf-8",
     "skills.js": "text/javascript; charset=utf-8",
     "search.js": "text/javascript; charset=utf-8",

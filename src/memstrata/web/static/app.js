@@ -50,6 +50,11 @@ function signedOut(message, kind = "error", keep = "") {
 async function signIn(candidate) {
   const submit = $("signin-submit");
   submit.disabled = true;
+  // a slow network: say that something is happening (a reload with a kept token shows it
+  // too, rather than an empty page)
+  submit.textContent = "Signing in…";
+  $("signin-view").hidden = false;
+  banner($("signin-error"), "Signing in…", "info");
   let limits;
   try {
     ({ data: limits } = await api("GET", "api/config/limits", { bearer: candidate }));
@@ -71,6 +76,7 @@ async function signIn(candidate) {
     return;
   } finally {
     submit.disabled = false;
+    submit.textContent = "Sign in";
   }
   // user ids are isolated (dom.js): their letters cannot reorder the sentence around them
   if (user !== null && user !== limits.user_id && files.hasUnsaved() &&
@@ -127,7 +133,7 @@ $("signin-form").addEventListener("submit", (event) => {
   // A JWT never holds whitespace: a token copied across wrapped lines gets some.
   const candidate = $("token").value.replace(/^\s*bearer\s+/i, "").replace(/\s+/g, "");
   let refused = "";
-  if (!candidate) refused = "Paste a token first (memstrata token --user <id> prints one).";
+  if (!candidate) refused = "Paste your access token first.";
   // fetch cannot send these in a header at all; caught here, they are not a network error
   else if (/[^\x21-\x7e]/.test(candidate)) {
     refused = "This token contains characters a token cannot have; copy it again.";
@@ -153,12 +159,17 @@ $("signout").addEventListener("click", () => {
 
 window.addEventListener("hashchange", route);
 
-// The sticky header's height, for the stylesheet's scroll-padding: it wraps to two rows
-// on a narrow screen (or at a high zoom), so no fixed number fits every layout.
-new ResizeObserver(([entry]) => {
-  const height = Math.ceil(entry.target.getBoundingClientRect().height);
-  document.documentElement.style.setProperty("--bar-height", `${height}px`);
-}).observe(document.querySelector("header.bar"));
+// The heights of what sticks at the top (the header, and in the files view the file tabs
+// and the file bar), for the stylesheet's sticky offsets and scroll-padding: each wraps to
+// two rows on a narrow screen (or at a high zoom), so no fixed number fits every layout.
+const STUCK = { "--bar-height": "header.bar", "--tabs-height": "#file-tabs", "--filebar-height": ".filebar" };
+const stuck = new ResizeObserver(() => {
+  for (const [name, selector] of Object.entries(STUCK)) {
+    const height = Math.ceil(document.querySelector(selector).getBoundingClientRect().height);
+    document.documentElement.style.setProperty(name, `${height}px`);
+  }
+});
+for (const selector of Object.values(STUCK)) stuck.observe(document.querySelector(selector));
 
 // "Skip to content" moves the focus into the view on screen; following its #main link
 // would only change the hash.

@@ -1,14 +1,18 @@
 // A 409 and what the user can do about it: the stored version is fetched and shown beside
 // the user's text, which is kept in `f.conflict.mine` (not the editor) until they choose
-// to re-apply their edits, overwrite (a save, in file-save.js) or copy their text — or,
+// to re-apply their edits, overwrite (a save, in file-save.js, after a question naming the
+// other writer's lines it discards) or copy their text — or,
 // while their text is over the size limit (neither could be sent), take it back to the
 // editor to shorten it.
 // Re-applying is the server's three-way merge (POST web/merge, the rule the sandbox sync
 // uses too): the page has no merge of its own to disagree with it.
 
 import { api, reason } from "./api.js";
-import { $ } from "./dom.js";
-import { current, editorText, eolOf, path, state, tooLarge } from "./file-state.js";
+import { lines, overlaps, theirEdits } from "./conflict-diff.js";
+import { $, isolated, number } from "./dom.js";
+import {
+  blank, current, editorText, eolOf, holdsMine, path, state, tooLarge,
+} from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** 409: fetch what is stored now (unless a read-back already has) and show it beside the
@@ -28,7 +32,7 @@ export async function conflict(f, stored = null) {
   // the file as it is stored now
   const content = editorText(stored.content);
   f.eol = eolOf(stored.content);
-  if (content === mine) {
+  if (holdsMine(f, stored)) {
     // What is stored is the user's text already (an earlier save of theirs landed after its
     // answer was lost, or another writer wrote the same): nothing to choose between.
     Object.assign(f, { base: content, stored: stored.content, version: stored.version });
@@ -97,13 +101,15 @@ export async function reapply() {
   f.conflict = null;
   // the answer may come after the user opened another file's tab: say which file it was
   const which = f === current() ? "" : `${f.filename}: `;
+  let meet = [];
   if (merged === null) {
     f.draft = c.content;
+    meet = overlaps(c.started, c.mine, c.content);
     say(
       // the server's rule: edits on neighbouring lines conflict too (sandbox/merge.py)
       `${which}Your edits and version ${c.version} change the same or neighbouring lines, so ` +
-      "they were not re-applied automatically. Your text is on the side: copy what you need " +
-      "into the editor, then save.", "warn");
+      `they were not re-applied automatically${where(meet, c.version)}. Your text is on the ` +
+      "side: copy what you need into the editor, then save.", "warn");
   } else {
     f.draft = merged;
     // Each text was within the limit (the server checks each), but both sides' additions
@@ -116,7 +122,64 @@ export async function reapply() {
       " Your text as you left it is on the side.", fits ? "ok" : "warn");
   }
   render();
-  if (f === current()) $("editor").focus();
+  if (f !== current()) return;
+  $("editor").focus();
+  // a 200 KB text twice is no help by itself: both boxes go to the first place they meet
+  if (meet.length) {
+    reveal($("editor"), meet[0].theirs, true);
+    reveal($("kept-text"), meet[0].mine, false);
+  }
+}
+
+/** ": at line 5 of version 3 (line 6 of your text), and 2 other places" ("" for none). */
+function where(meet, version) {
+  if (!meet.length) return "";
+  const more = meet.length - 1;
+  const others = more ? `, and ${number(more)} other ${more === 1 ? "place" : "places"}` : "";
+  return `: ${lines(meet[0].theirs)} of version ${version} (${lines(meet[0].mine)} of your ` +
+    `text)${others}`;
+}
+
+/** Scroll text box `area` to lines [from, to) (a third down the box), selecting them if
+ * `select`. The height above them is measured, not counted in lines: lines wrap. */
+function reveal(area, [from, to], select) {
+  const text = area.value;
+  const all = text.split("\n");
+  const start = all.slice(0, from).reduce((n, line) => n + line.length + 1, 0);
+  const end = start + Math.max(0, all.slice(from, to).join("\n").length);
+  area.value = text.slice(0, start);
+  const above = area.scrollHeight;
+  area.value = text;
+  if (select) area.setSelectionRange(start, end);
+  area.scrollTop = Math.max(0, above - area.clientHeight / 3);
+}
+
+/** "Overwrite": the other writer's version is replaced, with no undo. Ask first, as Revert
+ * does, naming what goes: their added or changed lines (and the first of them), the lines
+ * they removed that come back; a blank text empties the file (the one question for it). */
+export function overwriteConfirmed(f) {
+  const c = f.conflict;
+  // nothing to ask while the overwrite could not be sent (write's rule, file-save.js)
+  if (!c || state.saving || state.merging || tooLarge(f)) return false;
+  const { added, first, removed } = theirEdits(c);
+  const lost = [];
+  if (added) {
+    const start = first.text.length > 60 ? `${first.text.slice(0, 60)}…` : first.text;
+    lost.push(`the ${number(added)} ${added === 1 ? "line" : "lines"} they added or changed ` +
+      `(from line ${number(first.line)}: “${isolated(start)}”) ${added === 1 ? "is" : "are"} lost`);
+  }
+  if (removed) {
+    lost.push(`the ${number(removed)} ${removed === 1 ? "line" : "lines"} they removed ` +
+      `${removed === 1 ? "comes" : "come"} back`);
+  }
+  const what = lost.length ? `: ${lost.join(", and ")}` : "";
+  const empties = blank(c.mine) && !blank(c.content) ? " Your text is blank: the file is emptied." : "";
+  const asked = `Overwrite ${isolated(f.filename)} with your text? Version ${c.version}, saved ` +
+    `by someone else, is replaced${what}.${empties} There is no undo; to keep both, cancel and ` +
+    "re-apply your edits.";
+  if (confirm(asked)) return true;
+  say(`Not overwritten: version ${c.version} stays as it is. Your text is still beside it.`, "info");
+  return false;
 }
 
 // The server's 413 names its settings; the user gets a sentence about their text.

@@ -17,6 +17,7 @@ export async function write(f, version) {
   if (state.saving || state.merging || tooLarge(f)) return;
   const text = f.conflict ? f.conflict.mine : f.draft;
   const content = storedText(f, text); // in the file's own line endings
+  cancelCheck(f); // this save's outcome is the one to tell
   state.saving = true;
   render();
   const slow = setTimeout(() => {
@@ -62,31 +63,79 @@ function adopt(f, text, version) {
 // request cut off (it may have reached the server).
 const uncertain = (error) => error.status === 0 || error.status >= 500;
 
-/** After an uncertain failure, read the file back, so that saving again does not meet the
- * user's own write as someone else's. The server stores the text exactly as sent (no
- * newline or Unicode normalisation), hence the exact comparison: `version + 1` holding
- * this text is this write (or an identical one: the same outcome). */
+// Behind a gateway the answer can be a timeout (504) while the write still runs on the
+// server (a large first save is indexed for search for minutes): one early read-back finding
+// the old version proves nothing, so the file is read again with backoff, for this long in
+// all, before the page says the text was not saved.
+const CHECK_DELAYS_MS = [1, 2, 4, 8, 15, 30, 30, 30].map((s) => s * 1000);
+const CHECK_MINUTES = CHECK_DELAYS_MS.reduce((a, b) => a + b) / 60_000;
+
+/** After an uncertain failure, read the file back until it tells (see `settle`), so that
+ * saving again does not meet the user's own write as someone else's. The check goes on
+ * while the user types (what they typed stays unsaved on top of the version it finds);
+ * a new save of the file (`cancelCheck`) or signing out ends it. */
 async function readBack(f, version, text, error) {
-  let now;
+  const c = { version, text, error, left: [...CHECK_DELAYS_MS], read: false, timer: null };
+  f.checking = c;
+  await check(f, c);
+}
+
+async function check(f, c) {
+  let now = null;
   try {
     ({ data: now } = await api("GET", path(f)));
-  } catch {
-    say(saveError(f, error), "error"); // still unknown: "may or may not have been saved"
-    return;
+    c.read = true;
+  } catch (failure) {
+    // signed out (api.js says why): the drafts wait for the next sign-in, whose read of the
+    // file tells whether it holds the user's text (files.js)
+    if (failure.status === 401 && f.checking === c) f.checking = null;
   }
-  if (now.version === version + 1 && now.content === storedText(f, text)) {
-    adopt(f, text, now.version);
+  if (f.checking !== c) return; // ended while the read was out
+  if (now && (await settle(f, now))) return;
+  const wait = c.left.shift();
+  if (wait === undefined) {
+    f.checking = null;
+    if (c.read) {
+      say([...why(c.error), ` Not saved: ${f.filename} is still version ${c.version} after checking ` +
+        `for ${CHECK_MINUTES} minutes. Your text is still in the editor; save again.`], "error");
+    } else say(saveError(f, c.error), "error"); // still unknown: "may or may not have been saved"
+  } else {
+    if (c.left.length === CHECK_DELAYS_MS.length - 1) {
+      say([...why(c.error), ` ${f.filename} may still be saving on the server: checking again for ` +
+        `up to ${CHECK_MINUTES} minutes. Your text is still in the editor.`], "warn");
+    }
+    c.timer = setTimeout(() => check(f, c), wait);
+  }
+  render();
+}
+
+const why = (error) => (error.status === 0 ? ["The connection was lost while saving."] : reason(error));
+
+/** A read of the file while a check is out (the check's own, or the tab's `load`); true
+ * once it tells what the save came to. The server stores the text exactly as sent (no
+ * newline or Unicode normalisation), hence the exact comparison: `version + 1` holding the
+ * text sent is this write (or an identical one: the same outcome). The old version tells
+ * nothing yet. Any other is another writer's, or a text the user's draft already equals:
+ * what a 409 shows (`conflict` tells the two apart). */
+export async function settle(f, now) {
+  const c = f.checking;
+  if (!c || now.version === c.version) return false;
+  cancelCheck(f);
+  if (now.version === c.version + 1 && now.content === storedText(f, c.text)) {
+    adopt(f, c.text, now.version);
     const later = dirty(f) ? " What you typed since is not saved yet." : "";
     say(`Saved ${f.filename} as version ${now.version} (the server's answer was lost; the file ` +
       `was read back to check).${later}`, "ok");
-  } else if (now.version === version) {
-    const why = error.status === 0 ? ["The connection was lost while saving."] : reason(error);
-    say([...why, ` Nothing was written: ${f.filename} is still version ${version} (the file was ` +
-      "read back to check). Your text is still in the editor; save again."], "error");
-  } else {
-    // changed by another writer (after this write, or instead of it): what a 409 shows
-    await conflict(f, now);
-  }
+    refreshAside(f);
+  } else await conflict(f, now);
+  render();
+  return true;
+}
+
+/** A new save of the file, or sign-out: the earlier save's check ends unsaid. */
+export function cancelCheck(f) {
+  if (f.checking) clearTimeout(f.checking.timer);
+  f.checking = null;
 }
 
 /** The sentences for a failed save: a list of parts for `say`, the server's words isolated. */

@@ -35,6 +35,11 @@ export const tooLarge = (f) => f.loaded && used(f) > state.limits.max_content_by
 export const dirty = (f) => f.loaded && f.draft !== f.base;
 // the Save button's rule, which Ctrl+S follows too: an unchanged file is not written again
 export const canSave = (f) => f.loaded && !state.saving && !f.conflict && dirty(f) && !tooLarge(f);
+/** A stored version (`{content}`) that holds exactly the user's text — the draft, or a
+ * conflict's — is their own save that landed after its answer was lost (a gateway's
+ * timeout, a restart), or another writer's identical text: the same outcome, no conflict. */
+export const holdsMine = (f, stored) =>
+  editorText(stored.content) === (f.conflict ? f.conflict.mine : f.draft);
 /** Nothing but spaces and line breaks: saving it empties the file. */
 export const blank = (text) => !/\S/.test(text);
 // text set aside by "re-apply" that the user has not yet saved or dismissed

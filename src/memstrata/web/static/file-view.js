@@ -2,8 +2,8 @@
 // and the conflict diff. Nothing here changes a file or talks to the server, so every
 // path that does (load, save, conflict) can call `render` afterwards.
 
-import { diffLines, sideBySide, splitLines } from "./diff.js";
-import { $, banner, bytes, el, number } from "./dom.js";
+import { drawDiff } from "./conflict-diff.js";
+import { $, banner, bytes, number } from "./dom.js";
 import { canSave, current, dirty, setAside, state, tooLarge, used } from "./file-state.js";
 
 // The message line always holds something, so a message never pushes the editor down: a
@@ -11,6 +11,7 @@ import { canSave, current, dirty, setAside, state, tooLarge, used } from "./file
 const HINT = "Ctrl+S saves. Saving checks the version you started from: nobody's edit is overwritten silently.";
 const CONFLICT_HINT = "Save is off until you choose below: re-apply your edits, overwrite, or copy your text.";
 let hinting = true; // the message line holds the hint (nothing else to say), redrawn by render
+let told = "quiet"; // the kind of what the message line says
 
 /** The quiet line for file `f`: never "Ctrl+S saves" while Save is off for a reason the
  * page shows — a conflict, or a text over the limit (the size warning says that already,
@@ -35,6 +36,7 @@ function limitWarning(f) {
 
 export function say(text, kind = "info") {
   hinting = !text;
+  told = text ? kind : "quiet";
   banner($("file-message"), text || hint(current()), text ? kind : "quiet");
 }
 
@@ -61,16 +63,22 @@ export function render() {
   const n = used(f);
   const over = tooLarge(f);
   $("file-version").textContent = f.version === null ? "version –" : `version ${f.version}`;
-  // Over the limit, exact bytes: in KiB, 10 bytes over would read "64 KiB of 64 KiB". The
-  // warning then counts in the same unit, and says only what the size does not.
-  $("file-size").textContent = over
+  // Exact bytes over the limit and wherever KiB rounds to the limit's figure: 10 bytes over
+  // or 6 under would both read "64 KiB of 64 KiB". The warning then counts in the same
+  // unit, and says only what the size does not.
+  $("file-size").textContent = over || (f.loaded && bytes(n) === bytes(limit))
     ? `${number(n)} of ${number(limit)} bytes`
     : `${f.loaded ? bytes(n) : "–"} of ${bytes(limit)}`;
   $("file-size").title = `${number(n)} of ${number(limit)} bytes (UTF-8)`;
   $("file-meter").style.width = `${Math.min(100, (100 * n) / limit)}%`;
   $("file-meter").parentElement.classList.toggle("over", over);
   // during a conflict the warning is in the conflict view, beside the choices it turns off
-  banner($("file-warning"), f.conflict ? "" : limitWarning(f), "warn");
+  const warning = f.conflict ? "" : limitWarning(f);
+  banner($("file-warning"), warning, "warn");
+  // One state at a time: a past save's "Saved … as version 2." does not stay beside "Too
+  // large to save"; a note, an error or a warning ("Your text is back in the editor.
+  // Shorten it…") still has something to say about it.
+  if (warning && told === "ok") say("");
   // only when it changes: the line is a live region, re-announced on every replacement
   if (hinting && $("file-message").textContent !== hint(f)) banner($("file-message"), hint(f), "quiet");
 
@@ -78,6 +86,7 @@ export function render() {
   if (f.loading && !f.loaded) status = "Loading…";
   else if (!f.loaded) status = "Not loaded";
   else if (state.saving) status = "Saving…";
+  else if (f.checking) status = "Checking save…";
   else if (f.conflict) status = "Conflict";
   else if (dirty(f)) status = "Unsaved changes";
   else if (setAside(f)) status = "Earlier text not saved";
@@ -108,8 +117,6 @@ function renderConflict(f) {
     `Someone else saved ${f.filename} — the agent or another tab. You started from version ` +
     `${c.startedVersion}; version ${c.version} is stored now. Your text is kept on the right and ` +
     "nothing is lost until you choose.";
-  $("conflict-left-title").textContent = `Stored now · version ${c.version}`;
-  $("conflict-right-title").textContent = "Your text (not saved)";
   $("conflict-reapply").textContent = `Reload version ${c.version} and re-apply my edits`;
   $("conflict-overwrite").textContent = `Overwrite version ${c.version} with my text`;
   // one choice at a time: no second re-apply, and no overwrite, while one is out; and
@@ -120,22 +127,5 @@ function renderConflict(f) {
   $("conflict-overwrite").disabled = off;
   $("conflict-shorten").hidden = !tooLarge(f);
   banner($("conflict-limit"), limitWarning(f), "warn");
-  const theirs = splitLines(c.content);
-  const mine = splitLines(c.mine);
-  // Colour marks the differing lines for the eye; assistive tech reads a word instead: a
-  // line on one side only is "removed" (left) or "added" (right), a pair is "changed".
-  const cell = (side, which, paired) => {
-    let mark = "";
-    if (side && side.kind !== "same") mark = paired ? "changed" : side.kind;
-    return el("div", { role: "cell", class: `cell ${side ? side.kind : "empty"}`, "data-side": which },
-      el("span", { class: "ln", "aria-hidden": "true" }, side ? side.line : ""),
-      mark ? el("span", { class: "mark sr-only" }, `${mark}: `) : null,
-      el("span", { class: "tx", dir: "auto" }, side ? side.text : ""));
-  };
-  const rows = sideBySide(diffLines(theirs, mine), theirs, mine).map((row) => {
-    const paired = Boolean(row.left && row.right);
-    return el("div", { role: "row", class: "row" },
-      cell(row.left, "stored", paired), cell(row.right, "mine", paired));
-  });
-  $("conflict-diff").replaceChildren(...rows);
+  drawDiff(c); // headers, legend, whose change each line is, folds (conflict-diff.js)
 }

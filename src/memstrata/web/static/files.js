@@ -9,15 +9,17 @@
 import { api, reason } from "./api.js";
 import { $, el } from "./dom.js";
 import * as aside from "./file-aside.js";
-import { copyMine, editMine, reapply } from "./file-conflict.js";
-import { write } from "./file-save.js";
-import { blank, canSave, current, dirty, editorText, eolOf, path, setAside, state } from "./file-state.js";
+import { copyMine, editMine, overwriteConfirmed, reapply } from "./file-conflict.js";
+import { cancelCheck, settle, write } from "./file-save.js";
+import {
+  blank, canSave, current, dirty, editorText, eolOf, holdsMine, path, setAside, state,
+} from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 /** After sign-in: build the tabs from the server's list of files and load them. */
 export function init(limits, { keepDrafts }) {
   state.limits = limits;
-  if (!keepDrafts) state.files.clear();
+  if (!keepDrafts) forget();
   aside.reset(); // read again for whoever signed in
   const tabs = $("file-tabs");
   tabs.replaceChildren();
@@ -26,6 +28,7 @@ export function init(limits, { keepDrafts }) {
       state.files.set(name, {
         name, filename, base: "", draft: "", version: null, eol: "\n", stored: null,
         loaded: false, loading: false, error: null, conflict: null, kept: null, keptPending: false,
+        checking: null, // an uncertain save's read-backs (file-save.js)
       });
     }
     tabs.append(
@@ -46,7 +49,7 @@ export const hasUnsaved = () => [...state.files.values()].some((f) => dirty(f) |
 
 /** Sign-out: forget every file and draft, and empty the (hidden) editor. */
 export function reset() {
-  state.files.clear();
+  forget();
   state.current = null;
   state.focus = false;
   $("file-tabs").replaceChildren();
@@ -54,6 +57,11 @@ export function reset() {
   for (const id of ["editor", "kept-text"]) $(id).value = "";
   $("conflict-diff").replaceChildren();
   say("");
+}
+
+function forget() {
+  for (const f of state.files.values()) cancelCheck(f);
+  state.files.clear();
 }
 
 /** The files view was opened (again): load the current file again, so that a write made
@@ -115,19 +123,24 @@ async function load(f) {
       f.eol = eolOf(data.content);
       f.stored = data.content;
       if (f.error && f === current()) say("");
+    } else if (f.checking) {
+      // an uncertain save's check is out: this read tells its outcome as the check's would
+      if (f.version === asked) await settle(f, data);
     } else if (data.version !== f.version && f.version === asked) {
       // Read again. A draft (or a conflict) keeps the version it was based on, so that the
       // newer write surfaces as a conflict on save, never as a silent overwrite; only an
       // unedited file is replaced by the newer version.
       const unedited = f.draft === f.base && !f.conflict && !state.saving;
-      if (unedited) {
+      const mine = !unedited && !f.conflict && !state.saving && holdsMine(f, data);
+      if (unedited || mine) {
         f.draft = editorText(data.content);
         f.base = f.draft;
         f.version = data.version;
         f.eol = eolOf(data.content);
         f.stored = data.content;
       }
-      if (f === current() && !f.conflict) {
+      if (f === current() && mine) say(`${f.filename} already holds your text: version ${data.version}.`);
+      else if (f === current() && !f.conflict) {
         say(unedited
           ? `${f.filename} was changed elsewhere (the agent or another tab): version ${data.version} is shown.`
           : `${f.filename} was changed elsewhere: version ${data.version} is stored now. Your ` +
@@ -191,7 +204,7 @@ export function wire() {
   $("conflict-overwrite").addEventListener("click", () => {
     const f = current();
     const c = f.conflict;
-    if (blankConfirmed(f, c.mine, c.content, c.version)) write(f, c.version);
+    if (overwriteConfirmed(f)) write(f, c.version); // asks, a blank text included
   });
   $("conflict-copy").addEventListener("click", copyMine);
   $("conflict-shorten").addEventListener("click", editMine);

@@ -1,0 +1,273 @@
+// The conflict view's diff: the version someone else saved (left) beside the user's text
+// (right), each differing line said to be whose change it is, unchanged runs folded, and
+// Previous/Next to step through the changes. Who changed a line is read against the
+// version the user started from: a line only the other version has is theirs (added by
+// them) unless the user's starting version had it too (then the user removed it), and the
+// other way round. A 200 KB file is some 3,000 lines; drawing every one of them took
+// seconds and a table 128,000 px tall, so only the changes and a few lines around each are
+// drawn until a fold is opened. Nothing here merges: re-apply is the server's.
+
+import { diffLines, sideBySide, splitLines } from "./diff.js";
+import { $, el, number } from "./dom.js";
+
+// Unchanged lines shown above and below each change.
+export const CONTEXT = 3;
+// A run this short is shown rather than folded: a button to open it would be as tall.
+const MIN_FOLD = 3;
+
+// Per kind: the cell's class, its visible marker and the words assistive tech reads.
+const THEM = "someone else";
+const KINDS = {
+  theirs: { cls: "by-them", sign: "+", words: (paired) => `${paired ? "changed" : "added"} by ${THEM}` },
+  "mine-removed": { cls: "by-you gone", sign: "−", words: () => "removed by you" },
+  mine: { cls: "by-you", sign: "+", words: (paired) => `${paired ? "changed" : "added"} by you` },
+  "theirs-removed": { cls: "by-them gone", sign: "−", words: () => `removed by ${THEM}` },
+};
+
+/** Indices of the lines of `b` that `a` does not have (added or changed in `b`). */
+function newIn(a, b) {
+  const fresh = new Set();
+  for (const op of diffLines(a, b)) if (op.op === "+") fresh.add(op.b);
+  return fresh;
+}
+
+/** Rows of `theirs` beside `mine` (diff.js `sideBySide`), each differing side's `kind`
+ * saying whose change it is against `base`: "theirs" / "mine-removed" on the left, "mine" /
+ * "theirs-removed" on the right. */
+export function conflictRows(base, theirs, mine) {
+  const b = splitLines(base);
+  const t = splitLines(theirs);
+  const m = splitLines(mine);
+  const theirsNew = newIn(b, t);
+  const mineNew = newIn(b, m);
+  const rows = sideBySide(diffLines(t, m), t, m);
+  for (const row of rows) {
+    if (row.left && row.left.kind !== "same") {
+      row.left.kind = theirsNew.has(row.left.line - 1) ? "theirs" : "mine-removed";
+    }
+    if (row.right && row.right.kind !== "same") {
+      row.right.kind = mineNew.has(row.right.line - 1) ? "mine" : "theirs-removed";
+    }
+  }
+  return rows;
+}
+
+const unchanged = (row) => row.left && row.right && row.left.kind === "same";
+const whose = (side) => (side && side.kind !== "same" ? (side.kind.startsWith("theirs") ? "them" : "you") : null);
+
+/** The changes (runs of differing rows: {from, to, who}) and what to draw: [{from, to,
+ * fold}], row ranges, each change with `context` unchanged rows either side shown and the
+ * runs between them folded. `who`: "them", "you" or "both". */
+export function layout(rows, context = CONTEXT) {
+  const changes = [];
+  for (let i = 0; i < rows.length; ) {
+    if (unchanged(rows[i])) {
+      i++;
+      continue;
+    }
+    const from = i;
+    const by = new Set();
+    for (; i < rows.length && !unchanged(rows[i]); i++) {
+      for (const side of [rows[i].left, rows[i].right]) if (whose(side)) by.add(whose(side));
+    }
+    changes.push({ from, to: i, who: by.size === 2 ? "both" : [...by][0] });
+  }
+  const shown = [];
+  for (const { from, to } of changes) {
+    const start = Math.max(0, from - context);
+    const end = Math.min(rows.length, to + context);
+    const last = shown[shown.length - 1];
+    if (last && start - last.to < MIN_FOLD) last.to = end;
+    else shown.push({ from: start, to: end });
+  }
+  const parts = [];
+  let at = 0;
+  for (const part of shown) {
+    if (part.from - at >= MIN_FOLD) parts.push({ from: at, to: part.from, fold: true });
+    else part.from = at;
+    parts.push({ ...part, fold: false });
+    at = part.to;
+  }
+  if (rows.length - at >= MIN_FOLD) parts.push({ from: at, to: rows.length, fold: true });
+  else if (at < rows.length) {
+    if (parts.length) parts[parts.length - 1].to = rows.length;
+    else parts.push({ from: 0, to: rows.length, fold: false });
+  }
+  return { changes, parts };
+}
+
+const plural = (n, one, many = `${one}s`) => `${number(n)} ${n === 1 ? one : many}`;
+
+/** "line 5" / "lines 5–9" for rows [from, to) of one side (null when that side has none). */
+function lineSpan(rows, from, to, side) {
+  const lines = rows.slice(from, to).map((row) => row[side]).filter(Boolean).map((s) => s.line);
+  if (!lines.length) return null;
+  const [first, last] = [lines[0], lines[lines.length - 1]];
+  return first === last ? `line ${number(first)}` : `lines ${number(first)}–${number(last)}`;
+}
+
+// What is drawn now: redrawn only for another conflict, so that a render (a button turned
+// off while a save is out) keeps the folds the user opened and the change they are at.
+let drawn = null;
+
+/** Draw conflict `c` (file-state.js): headers, legend, count, the folded rows. */
+export function drawDiff(c) {
+  $("conflict-left-title").textContent = `Saved by ${THEM} · version ${c.version}`;
+  $("conflict-right-title").textContent = "Your text (not saved)";
+  tools();
+  $("conflict-them").textContent = `Someone else's change (version ${c.version})`;
+  if (drawn && drawn.c === c && $("conflict-diff").childElementCount) return;
+  const rows = conflictRows(c.started, c.content, c.mine);
+  const { changes, parts } = layout(rows);
+  drawn = { c, rows, changes, at: -1, nodes: new Map() };
+  $("conflict-diff").replaceChildren(...parts.map((part) => (part.fold ? foldRow(part) : rowsOf(part))).flat());
+  const by = (who) => changes.filter((change) => change.who === who).length;
+  const counts = [[by("them"), `by ${THEM}`], [by("you"), "by you"], [by("both"), "by both of you"]]
+    .filter(([n]) => n).map(([n, who]) => `${number(n)} ${who}`);
+  $("conflict-count").textContent = changes.length
+    ? `${plural(changes.length, "change")}: ${counts.join(", ")}. Unchanged lines are folded.`
+    : "No line differs.";
+  $("conflict-at").textContent = "";
+  step(0);
+}
+
+function rowsOf({ from, to }) {
+  const nodes = [];
+  for (let i = from; i < to; i++) nodes.push(row(i));
+  return nodes;
+}
+
+function row(i) {
+  const { rows, changes, nodes } = drawn;
+  const { left, right } = rows[i];
+  const paired = Boolean(left && right);
+  const node = el("div", { role: "row", class: "row" }, cell(left, "stored", paired), cell(right, "mine", paired));
+  const change = changes.findIndex((ch) => ch.from === i);
+  if (change >= 0) nodes.set(change, node);
+  return node;
+}
+
+function cell(side, which, paired) {
+  const kind = side && KINDS[side.kind];
+  return el("div", { role: "cell", class: `cell ${side ? kind?.cls || "same" : "empty"}`, "data-side": which },
+    el("span", { class: "ln", "aria-hidden": "true" }, side ? side.line : ""),
+    el("span", { class: "sign", "aria-hidden": "true" }, kind ? kind.sign : ""),
+    kind ? el("span", { class: "mark sr-only" }, `${kind.words(paired)}: `) : null,
+    el("span", { class: "tx", dir: "auto" }, side ? side.text : ""));
+}
+
+function foldRow(part) {
+  const n = part.to - part.from;
+  const where = lineSpan(drawn.rows, part.from, part.to, "left");
+  const open = el("button", { type: "button", class: "quiet fold-open" },
+    `Show ${plural(n, "unchanged line")}`, where ? ` (${where} of version ${drawn.c.version})` : "");
+  const node = el("div", { role: "row", class: "row fold" },
+    el("div", { role: "cell", "aria-colspan": "2", class: "fold-cell" }, open));
+  open.addEventListener("click", () => {
+    node.replaceWith(...rowsOf(part));
+    $("conflict-table").focus(); // the button is gone: the table, which scrolls by keyboard
+  });
+  return node;
+}
+
+/** Move to the change `by` away from the current one (wrapping), scrolled into view. */
+function step(by) {
+  const { changes, nodes } = drawn;
+  $("conflict-prev").disabled = changes.length < 2;
+  $("conflict-next").disabled = changes.length < 2;
+  if (!changes.length) return;
+  const at = drawn.at < 0 ? 0 : (drawn.at + by + changes.length) % changes.length;
+  nodes.get(drawn.at)?.classList.remove("current");
+  drawn.at = at;
+  const node = nodes.get(at);
+  node.classList.add("current");
+  const change = changes[at];
+  const left = lineSpan(drawn.rows, change.from, change.to, "left");
+  const right = lineSpan(drawn.rows, change.from, change.to, "right");
+  const who = { them: `by ${THEM}`, you: "by you", both: "by both of you" }[change.who];
+  $("conflict-at").textContent = `Change ${number(at + 1)} of ${number(changes.length)}, ${who}: ` +
+    [left && `${left} of version ${drawn.c.version}`, right && `${right} of your text`].filter(Boolean).join(", ") + ".";
+  if (by) node.scrollIntoView({ block: "center" });
+}
+
+/** The legend, the count and Previous/Next, made once above the table. */
+function tools() {
+  if ($("conflict-tools")) return;
+  const swatch = (cls, sign) => el("span", { class: `swatch ${cls}`, "aria-hidden": "true" }, sign);
+  const prev = el("button", { type: "button", id: "conflict-prev" }, "Previous change");
+  const next = el("button", { type: "button", id: "conflict-next" }, "Next change");
+  prev.addEventListener("click", () => step(-1));
+  next.addEventListener("click", () => step(1));
+  $("conflict-table").before(el("div", { id: "conflict-tools", class: "diff-tools" },
+    el("ul", { class: "diff-legend", "aria-label": "Legend" },
+      el("li", {}, swatch("by-them", "+"), el("span", { id: "conflict-them" })),
+      el("li", {}, swatch("by-you", "+"), "Your change"),
+      el("li", {}, "+ added or changed, − removed (shown on the side that still has it)")),
+    el("p", { id: "conflict-count", class: "diff-count" }),
+    el("div", { class: "diff-nav" }, prev, next,
+      el("span", { id: "conflict-at", class: "diff-at", role: "status" }))));
+}
+
+/** What overwriting conflict `c` loses: the lines the other writer added or changed
+ * (`added`, and the first of them: `first`, a row side) and how many lines they removed
+ * that the user's text brings back (`removed`). */
+export function theirEdits(c) {
+  const rows = drawn && drawn.c === c ? drawn.rows : conflictRows(c.started, c.content, c.mine);
+  const added = rows.map((row) => row.left).filter((side) => side && side.kind === "theirs");
+  const removed = rows.filter((row) => row.right && row.right.kind === "theirs-removed").length;
+  return { added: added.length, first: added[0] || null, removed };
+}
+
+/** Each side's changes against `base`, as hunks: base lines [a0, a1) became the side's
+ * lines [x0, x1). */
+function hunks(base, lines) {
+  const out = [];
+  let cur = null;
+  let a = 0;
+  let x = 0;
+  for (const op of diffLines(base, lines)) {
+    if (op.op === "=") {
+      cur = null;
+      a = op.a + 1;
+      x = op.b + 1;
+      continue;
+    }
+    if (!cur) out.push((cur = { a0: a, a1: a, x0: x, x1: x }));
+    if (op.op === "-") cur.a1 += 1;
+    else cur.x1 += 1;
+  }
+  return out;
+}
+
+/** Where both edits of `base` change the same or neighbouring lines — the places a merge
+ * that gave up (`merged: null`) is about: [{theirs: [from, to), mine: [from, to)}], line
+ * indices into each text. A pointer for the user, not a merge: the server decides what
+ * merges, and may still merge some of these (one side's lines beside the other's). */
+export function overlaps(base, mine, theirs) {
+  const b = splitLines(base);
+  const all = [
+    ...hunks(b, splitLines(theirs)).map((h) => ({ ...h, side: "theirs" })),
+    ...hunks(b, splitLines(mine)).map((h) => ({ ...h, side: "mine" })),
+  ].sort((p, q) => p.a0 - q.a0);
+  const groups = [];
+  for (const h of all) {
+    const last = groups[groups.length - 1];
+    // touching counts, as in the server's rule (an edit right next to the other's)
+    if (last && h.a0 <= last.a1) {
+      last.a1 = Math.max(last.a1, h.a1);
+      last.hunks.push(h);
+    } else groups.push({ a1: h.a1, hunks: [h] });
+  }
+  const span = (hs) => [Math.min(...hs.map((h) => h.x0)), Math.max(...hs.map((h) => h.x1))];
+  return groups
+    .map((g) => [g.hunks.filter((h) => h.side === "theirs"), g.hunks.filter((h) => h.side === "mine")])
+    .filter(([t, m]) => t.length && m.length)
+    .map(([t, m]) => ({ theirs: span(t), mine: span(m) }));
+}
+
+/** "line 5" / "lines 5–9" for line indices [from, to); an empty range is the place between
+ * lines: "at line 5". */
+export const lines = ([from, to]) => {
+  if (to - from <= 1) return `line ${number(from + 1)}`;
+  return `lines ${number(from + 1)}–${number(to)}`;
+};
