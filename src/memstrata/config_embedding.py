@@ -44,6 +44,12 @@ EXPRESS_WINDOW_S = 4.0
 # texts without a vector (healed in the background): a soak run's single-turn writes waited
 # up to 296 s behind imports, minutes after their clients had given up.
 BULK_WAIT_S = 30.0
+# How long a memory-file write embeds its new passages inline where the background worker
+# runs; the rest are stored without a vector and embedded by the worker. A first save of a
+# 200 KB MEMORY.md answered after 339-647 s without it, past a gateway's 30 s; with 10 s, in
+# 12.6 s (median; 11.1 s at the 256 KiB limit; docs/BENCHMARKS.md, "A big MEMORY.md saved
+# through the API").
+FILE_EMBED_BUDGET_S = 10.0
 
 
 def http_url(value: str | None) -> str | None:
@@ -164,6 +170,16 @@ class EmbeddingSettings(BaseModel):
         "answers, with a warning) and embedded in the background. The background worker "
         "waits as long as it takes.",
     )
+    embedding_file_budget_s: float = Field(
+        default=FILE_EMBED_BUDGET_S,
+        allow_inf_nan=False,
+        description="How long a memory-file write (the page's save, MCP `memory_write`, the "
+        "agents' edits) embeds its new passages before it answers, where the background "
+        "worker runs (`memstrata serve`): a request in flight ends, the passages not yet "
+        "sent are stored without a vector, searched with BM25 until the worker embeds "
+        "them, top of the file first. 0: no budget, every passage before the answer (a "
+        "library without the worker always does that). See docs/RELIABILITY.md.",
+    )
     embedding_bulk_concurrency: int = Field(
         default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
     )
@@ -245,6 +261,17 @@ class EmbeddingSettings(BaseModel):
                 "must be above 0 and at most 1: the share of the query server's time small "
                 "writes may take (1: no limit; to stop them going there at all, set "
                 f"MEMSTRATA_EMBEDDING_EXPRESS_TOKENS=0); got {value}"
+            )
+        return value
+
+    @field_validator("embedding_file_budget_s")
+    @classmethod
+    def _a_budget(cls, value: float) -> float:
+        # Written out rather than ge: the message says what 0 means.
+        if value < 0:
+            raise ValueError(
+                "must be a number of seconds, 0 or more: how long a memory-file write embeds "
+                f"its passages before it answers (0: no budget, all of them); got {value}"
             )
         return value
 

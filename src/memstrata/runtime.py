@@ -247,8 +247,11 @@ class Memstrata(Services):
         self.db.monitor.start()
         if self.healer is not None and self.settings.embedding_heal:
             self.healer.start()
+            # Only now may a memory-file write leave passages to the worker (file_budget).
+            self.indexer.file_budget.start(self.settings.embedding_file_budget_s, self.healer.wake)
 
     def stop_background(self) -> None:
+        self.indexer.file_budget.stop()
         if self.healer is not None:
             # Briefly: a server stopping spends its shutdown budget on the requests it cut
             # off. A worker still in an embedding call is left to it (a daemon); stop()

@@ -69,6 +69,13 @@ def create_router(
         "a write's own gives up after MEMSTRATA_EMBEDDING_BULK_WAIT_S.",
         lambda: _bulk_waiting(context),
     )
+    context.metrics.watch_count(
+        "memstrata_file_embeddings_deferred",
+        "Passages of memory-file writes stored without a vector when the write's embedding "
+        "budget ran out (MEMSTRATA_EMBEDDING_FILE_BUDGET_S), for the background worker.",
+        lambda: _file_deferred(context),
+        total=True,
+    )
     context.metrics.watch_circuits(lambda: _circuits(context))
     context.metrics.watch_express(lambda: _express(context))
     context.metrics.watch_pools(lambda: _pools(context))
@@ -203,6 +210,16 @@ def _http_embedder(context: ApiContext) -> OpenAICompatibleEmbedder | None:
 def _bulk_waiting(context: ApiContext) -> int | None:
     embedder = _http_embedder(context)
     return None if embedder is None else embedder.lanes.waiting
+
+
+def _file_deferred(context: ApiContext) -> int | None:
+    """Passages file writes left to the worker so far; None without an embedding API."""
+    if _http_embedder(context) is None:
+        return None
+    try:
+        return context.mem.indexer.file_budget.deferred
+    except ApiError:  # detached meanwhile: stopping
+        return None
 
 
 def _circuits(context: ApiContext) -> dict[str, bool] | None:

@@ -158,7 +158,7 @@ class ApiMetrics:
         self._cache_source: Callable[[], CacheStats | None] | None = None
         self._search_source: Callable[[], SearchStats | None] | None = None
         self._database_source: Callable[[], bool | None] | None = None
-        self._counts: dict[str, tuple[str, Callable[[], int | None]]] = {}
+        self._counts: dict[str, tuple[str, Callable[[], int | None], bool]] = {}
         self._circuits: Callable[[], Mapping[str, bool] | None] | None = None
         self._pools: Callable[[], Mapping[str, PoolStats] | None] | None = None
         self._backlog: tuple[int, float, int] | None = None  # as last read, for this scrape
@@ -183,10 +183,19 @@ class ApiMetrics:
         """Report the database monitor's verdict from ``source`` (None: no sample)."""
         self._database_source = source
 
-    def watch_count(self, name: str, help_text: str, source: Callable[[], int | None]) -> None:
+    def watch_count(
+        self,
+        name: str,
+        help_text: str,
+        source: Callable[[], int | None],
+        *,
+        total: bool = False,
+    ) -> None:
         """Report a count read at scrape time as the gauge ``name`` (None: no sample): the
-        embedding requests waiting for a slot, the MCP sessions open."""
-        self._counts[name] = (help_text, source)
+        embedding requests waiting for a slot, the MCP sessions open; ``total``: as the
+        counter ``name``_total, a count that only grows (the passages file writes left to
+        the background worker)."""
+        self._counts[name] = (help_text, source, total)
 
     def watch_circuits(self, source: Callable[[], Mapping[str, bool] | None]) -> None:
         """Report whether each embedding circuit is open (kind → open) from ``source``
@@ -386,10 +395,11 @@ class _ProcessCollector(Collector):
         )
         info.add_metric([package_version(), schema_head() or ""], 1)
         yield info
-        for name, (help_text, count) in list(self._metrics._counts.items()):
+        for name, (help_text, count, total) in list(self._metrics._counts.items()):
             value = count()
             if value is not None:
-                yield GaugeMetricFamily(name, help_text, value=value)
+                family = CounterMetricFamily if total else GaugeMetricFamily
+                yield family(name, help_text, value=value)
         source = self._metrics._database_source
         up = source() if source is not None else None
         if up is not None:

@@ -6,7 +6,10 @@ shape (docs/ARCHITECTURE.md, "The write path"):
 
 1. validate, then check the caller's expected version against the stored one: a stale
    version is a ``VersionConflictError`` (HTTP 409) at once, before any embedding work;
-2. chunk and embed the new text (USER/MEMORY only) outside any lock or transaction;
+2. chunk and embed the new text (USER/MEMORY only) outside any lock or transaction —
+   where the background worker runs, for at most the file budget (``retrieval.file_budget``:
+   the rest is stored without a vector and the worker, told once the write committed,
+   embeds it);
 3. one short transaction that re-checks the version (a conditional ``UPDATE``) and stores
    the text, the new version, and the file's search rows with their vectors.
 
@@ -38,9 +41,12 @@ logger = logging.getLogger(__name__)
 
 
 class StagedRows(Protocol):
-    """A file's search rows, embedded and ready to store in the caller's transaction."""
+    """A file's search rows, embedded and ready to store in the caller's transaction;
+    ``committed`` once it has (rows left without a vector are the background worker's)."""
 
     def apply(self, session: Session) -> object: ...
+
+    def committed(self) -> None: ...
 
 
 class FileIndexer(Protocol):
@@ -169,6 +175,8 @@ class MemoryStore:
             stored = self._write(MemoryFileRepository(session, user_id), k, text, expected_version)
             if staged is not None:
                 staged.apply(session)
+        if staged is not None:
+            staged.committed()
         log_event(
             logger,
             "memory.file.written",
@@ -259,6 +267,9 @@ class MemoryStore:
                     rows = staged.get(k)
                     if rows is not None:
                         rows.apply(session)
+        for k in created:
+            if (rows := staged.get(k)) is not None:
+                rows.committed()
         if created:
             log_event(
                 logger,

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -40,6 +41,7 @@ from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking, chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.entry_chunks import entry_chunks
+from memstrata.retrieval.file_budget import FileBudget
 from memstrata.retrieval.fill import count_missing, fill_missing
 from memstrata.retrieval.passage_vectors import embed_and_store, vectors_for
 from memstrata.retrieval.records import SESSION_PREFIX, NewChunk
@@ -101,6 +103,9 @@ class Indexer:
         # How USER.md and MEMORY.md are cut (MEMSTRATA_MEMORY_CHUNKING); anything else,
         # conversation rounds included, always by paragraphs.
         self.memory_chunking = memory_chunking
+        # How long a memory-file write embeds before it answers: off until the runtime
+        # starts the background worker (``Memstrata.start_background``).
+        self.file_budget = FileBudget()
 
     # -- public API ----------------------------------------------------------------------
     def index_memory_file(self, user_id: str, kind: FileKind, content: str) -> IndexReport:
@@ -294,8 +299,13 @@ class Indexer:
         text and its rows commit together and nobody waits on an embedding call.
         """
         validate_user_id(user_id)
+        deadline = self.file_budget.deadline()  # the chunking counts too: the caller waits
         texts = self._memory_chunks(kind, content)
-        return self._stage(user_id, [Doc(kind.filename, texts, None, None)])
+        staged = self._stage(user_id, [Doc(kind.filename, texts, None, None)], deadline=deadline)
+        staged.after_commit = partial(
+            self.file_budget.written, user_id, kind.filename, staged.reports[0]
+        )
+        return staged
 
     # -- internals -------------------------------------------------------------------------
     def _memory_chunks(self, kind: FileKind, content: str) -> list[str]:
@@ -333,6 +343,7 @@ class Indexer:
         *,
         reuse: dict[str, list[float]] | None = None,
         session: Session | None = None,
+        deadline: float | None = None,
     ) -> StagedIndex:
         reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
         paths = [d.file_path for d in docs]
@@ -374,7 +385,9 @@ class Indexer:
         # The user's turn of the embedding API: one user's import must not stall another
         # user's write behind its queued requests (breaker.Lanes).
         with bulk_owner(user_id):
-            vectors, missed = vectors_for(self.embedder, user_id, new, reuse or {}, reports, embed)
+            vectors, missed = vectors_for(
+                self.embedder, user_id, new, reuse or {}, reports, embed, deadline
+            )
         embedded = [
             (
                 n,

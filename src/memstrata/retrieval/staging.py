@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -91,6 +91,14 @@ class StagedIndex:
     # staging of the same call (``count_earlier``), and that nothing embedded since: each
     # counted once in its path's ``embedding_failed``.
     failed: set[tuple[str, str]] = field(default_factory=set)
+    # Run by ``committed``: a memory-file write's budget (``retrieval.file_budget``) counts
+    # and logs the rows it left to the background worker, and wakes it.
+    after_commit: Callable[[], None] | None = None
+
+    def committed(self) -> None:
+        """The caller's transaction that applied these rows has committed."""
+        if self.after_commit is not None:
+            self.after_commit()
 
     def apply(self, session: Session) -> None:
         """Write the staged rows; ``NeighbourChangedError`` (nothing written) when a path
