@@ -10,6 +10,7 @@ import pytest
 from mcp_types import CallToolResult
 
 from memstrata.agent.answers import format_hit
+from memstrata.retrieval.search_warnings import NOTHING_INDEXED
 from memstrata.runtime import Memstrata
 from tests.mcp.conftest import ClientFactory
 
@@ -67,7 +68,7 @@ async def test_the_text_is_one_compact_line_per_hit_with_the_matching_line(
 async def test_no_hit_says_so(connect: ClientFactory) -> None:
     async with connect("bob") as client:
         result = await client.call_tool("memory_search", {"query": "zeppelin"})
-    assert text_of(result) == f"No matching memories.\nnote: {BM25_ONLY}"
+    assert text_of(result) == f"No matching memories.\nnote: {NOTHING_INDEXED}\nnote: {BM25_ONLY}"
     assert result.structured_content is not None
     assert result.structured_content["hits"] == []
 

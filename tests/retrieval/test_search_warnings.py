@@ -22,6 +22,7 @@ from memstrata.retrieval.search_warnings import (
     NO_EMBEDDING_API,
     NO_SEARCHABLE_WORDS,
     NO_VECTORS_YET,
+    NOTHING_INDEXED,
     query_failure,
 )
 
@@ -79,11 +80,18 @@ def test_rows_without_vectors_make_it_bm25_even_in_a_warm_index(
         assert "Porto" in result.hits[0].text
 
 
-def test_a_new_user_without_rows_gets_no_vector_warning(
-    db: Database, embedder: OpenAICompatibleEmbedder
+@pytest.mark.parametrize("query", ["anything", "???"])
+def test_a_new_user_without_rows_is_told_there_is_nothing_to_search(
+    db: Database, embedder: OpenAICompatibleEmbedder, query: str
 ) -> None:
-    result = SearchService(IndexCache(db.sessions), embedder).search("nobody", "anything")
-    assert (result.mode, result.hits, result.warnings) == ("bm25", [], [])
+    """Not a vector warning (nothing is wrong with the embedding API), and not silence: a
+    "bm25" without a word read like an outage to anyone watching ``mode``."""
+    words = [] if query == "anything" else [NO_SEARCHABLE_WORDS]
+    result = SearchService(IndexCache(db.sessions), embedder).search("nobody", query)
+    assert (result.mode, result.hits) == ("bm25", [])
+    assert result.warnings == [NOTHING_INDEXED, *words]
+    bm25_only = SearchService(IndexCache(db.sessions), None).search("nobody", query)
+    assert bm25_only.warnings == [NOTHING_INDEXED, NO_EMBEDDING_API, *words]
 
 
 @pytest.mark.parametrize(

@@ -285,6 +285,8 @@ def test_search_warnings_are_sentences(signed_in: SignedIn) -> None:
     page = signed_in()
     _search(page, "the and")
     expect(page.locator("#search-message")).to_have_text(
+        "Nothing of this user's is indexed yet (no conversation, notes or own text in USER.md "
+        "or MEMORY.md): there is nothing to search. "
         "No embedding API is configured: searched with BM25 only. The query has no searchable "
         "words (only common words, punctuation or symbols), so keyword search matched nothing."
     )

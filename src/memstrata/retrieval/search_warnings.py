@@ -44,6 +44,12 @@ OTHER_LENGTH = (
     "has the new length yet (they are embedded again in the background): searched with "
     "BM25 only"
 )
+# A new user's files are still their templates (not indexed) and nothing else was written:
+# without a word, "bm25" read like an embedding outage to anyone watching ``mode``.
+NOTHING_INDEXED = (
+    "nothing of this user's is indexed yet (no conversation, notes or own text in USER.md "
+    "or MEMORY.md): there is nothing to search"
+)
 NO_SEARCHABLE_WORDS = (
     "the query has no searchable words (only common words, punctuation or symbols), so "
     "keyword search matched nothing"
@@ -62,7 +68,7 @@ def side_warnings(
     """What the caller should know about a side of the search that could not take part.
     A failed query embedding is reported where it happens (``SearchService.search``).
     ``other_length``: the user's vectors have another length than the query's."""
-    warnings = []
+    warnings = [] if rows else [NOTHING_INDEXED]
     if not embedder:
         warnings.append(NO_EMBEDDING_API)
     elif query_embedded and other_length:
