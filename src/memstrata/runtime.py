@@ -295,6 +295,11 @@ class Memstrata(Services):
         call with ``RuntimeClosedError``; a second call does nothing."""
         if self.db_sessions.closed:
             return
+        if isinstance(self.embedder, OpenAICompatibleEmbedder):
+            # First: a worker call that outlives stop_background()'s wait then ends with
+            # its request in flight, sending none on the client closed below (a client of
+            # the caller's is not closed, and the worker would go on sending).
+            self.embedder.stop_bulk()
         self.stop_background()
         self.db_sessions.close()  # after the workers, whose last batch may still write
         self.disk.detach()  # ``db`` may be the caller's and outlive this runtime

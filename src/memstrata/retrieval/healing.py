@@ -367,12 +367,27 @@ class VectorHealer:
         while not self._stop.is_set():
             try:
                 report = self.run_once()
-            except SQLAlchemyError as exc:  # the database is away: try again later
-                log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))
-                report = HealReport()
-            except Exception:  # a bug must not kill the worker silently
-                logger.exception("embedding.heal.crashed")
+            except Exception as exc:
+                if self._stop.is_set():
+                    self._stopped_mid_call(exc)
+                    return
+                if isinstance(exc, SQLAlchemyError):  # the database is away: try again later
+                    log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))
+                else:  # a bug must not kill the worker silently
+                    logger.exception("embedding.heal.crashed")
                 report = HealReport()
             if report.claimed < self.batch or report.released:
                 self._wake.wait(self.interval_s)
             self._wake.clear()
+
+    def _stopped_mid_call(self, exc: Exception) -> None:
+        """A round that outlived ``stop()``'s wait and failed as the runtime closed the
+        embedding client or the database under it: the end ``stop()`` asked for, not a
+        crash. ``stop()`` gave the round's rows back already; the next worker takes them."""
+        log_event(
+            logger,
+            "embedding.heal.stopped_mid_call",
+            model=self.embedder.name,
+            error=describe(exc),
+            effect="stopped during an embedding call; its rows wait for the next worker",
+        )

@@ -37,6 +37,11 @@ is passed through, its taking bounded by ``timeout_s`` too: a lock still held by
 process after that is a :class:`~memstrata.errors.SandboxError` (no strike: the sandbox
 answered). It is taken in the caller's own task, which the lock is re-entrant for.
 
+A result of another type than the protocol's (``bytes`` from ``read_text``, a list that
+holds a non-``str`` from ``list``, a non-``bool`` from ``exists``) is a
+:class:`~memstrata.errors.SandboxError` naming the method and the type, like a call that
+failed, rather than an ``AttributeError`` wherever a caller first uses the value.
+
 ``for_user`` is synchronous in the protocol and its callers run it on the event loop, so
 it cannot be abandoned: a provider must return a handle without network I/O (connect on
 the first call). One that takes ``timeout_s`` or longer is logged
@@ -162,16 +167,28 @@ class TimedSandbox:
         return self.inner.case_sensitive
 
     async def read_text(self, path: str) -> str | None:
-        return await self._call("read_text", path, lambda: self.inner.read_text(path))
+        text: object = await self._call("read_text", path, lambda: self.inner.read_text(path))
+        if text is None or isinstance(text, str):
+            return text
+        raise _wrong_type("read_text", type(text).__name__, "str or None")
 
     async def write_text(self, path: str, content: str) -> None:
         await self._call("write_text", path, lambda: self.inner.write_text(path, content))
 
     async def exists(self, path: str) -> bool:
-        return await self._call("exists", path, lambda: self.inner.exists(path))
+        found: object = await self._call("exists", path, lambda: self.inner.exists(path))
+        if isinstance(found, bool):
+            return found
+        raise _wrong_type("exists", type(found).__name__, "bool")
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
-        return await self._call("list", prefix, lambda: self.inner.list(prefix))
+        paths: object = await self._call("list", prefix, lambda: self.inner.list(prefix))
+        if not isinstance(paths, builtins.list):
+            raise _wrong_type("list", type(paths).__name__, "a list of str")
+        odd = [p for p in paths if not isinstance(p, str)]
+        if odd:
+            raise _wrong_type("list", f"a list holding {type(odd[0]).__name__}", "a list of str")
+        return paths
 
     async def delete(self, path: str) -> None:
         await self._call("delete", path, lambda: self.inner.delete(path))
@@ -238,6 +255,14 @@ class TimedSandbox:
             timeout_s=timeout_s,
         )
         raise error
+
+
+def _wrong_type(method: str, got: str, protocol: str) -> SandboxError:
+    """A provider's result of another type than the ``Sandbox`` protocol's, refused here so
+    that it is a sandbox failure like any other (``sandbox_failed``, the DB kept), not an
+    ``AttributeError`` in whichever caller first used it (``write_text`` and ``delete``
+    return nothing that is used, so any result of theirs is let through)."""
+    return SandboxError(f"{method} returned {got}; a SandboxProvider's {method} returns {protocol}")
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
