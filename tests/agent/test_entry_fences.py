@@ -256,7 +256,9 @@ async def test_the_entry_and_section_of_an_entry_fence_can_be_replaced(
         "- 2026-02-01: Build with:\n  ```sh\n  make\n", "- 2026-03-01: Build with make\n"
     )
     await given(sync, FileKind.MEMORY, SNIPPET_MEMORY)
-    answer = await tools.update_long_term_memory("- 2026-03-01: make", section="Decisions")
+    answer = await tools.update_long_term_memory(
+        "- 2026-03-01: make", section="Decisions", replace_section=True
+    )
     assert not answer.failed
     assert memory(store)[0].endswith(
         "## Decisions\n- 2026-03-01: make\n\n## Later\n- 2026-02-02: Ship the importer.\n"

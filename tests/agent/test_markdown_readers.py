@@ -139,7 +139,7 @@ def test_the_keys_of_a_body_are_its_lines_as_the_file_will_hold_them() -> None:
     assert sections.body_keys(body) == ["Name"]
     text = "## Profile\n- Name: Ann\n- Email: ann@example.com\n"
     with pytest.raises(NothingToWrite, match="would remove Email"):
-        ReplaceSection(FileKind.USER, "Profile", body, guard_keys=True)(text)
+        ReplaceSection(FileKind.USER, "Profile", body, guard=True)(text)
 
 
 def test_an_answer_names_a_crlf_section_as_the_file_spells_it() -> None:
@@ -149,7 +149,10 @@ def test_an_answer_names_a_crlf_section_as_the_file_spells_it() -> None:
     replace = ReplaceSection(FileKind.MEMORY, "C#", "- y")
     text = "## Log\r\n- a\r\n\r\n## C# ##\r\n- x\r\n"
     assert replace(text) == "## Log\r\n- a\r\n\r\n## C# ##\r\n- y\r\n"
-    assert (replace.done, replace.notes) == ("Replaced ## C# in MEMORY.md", [])
+    assert (replace.done, replace.notes) == (
+        "Replaced ## C# in MEMORY.md",
+        ["Removed 1 entry ('x')."],
+    )
 
 
 # With lists nested in entries, their fences and headings, and fences on items' lines; and

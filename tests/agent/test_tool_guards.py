@@ -155,7 +155,10 @@ async def test_update_user_without_key_refuses_to_drop_facts_unless_asked(
     )
     # ...and so is dropping facts when the call says so.
     dropped = await tools.update_user("- Name: Ann", section="Profile", replace_section=True)
-    assert dropped == f"Replaced ## Profile in USER.md (version {version + 2})."
+    assert dropped == (
+        f"Replaced ## Profile in USER.md (version {version + 2}). Removed 2 entries "
+        "('Time zone: Europe/Berlin', '**Languages**: German')."
+    )
     assert "## Profile\n- Name: Ann\n\n## Work\n" in user_md(store)[0]
     both = await tools.update_user("x", section="Profile", key="Name", replace_section=True)
     assert both == (
@@ -186,9 +189,12 @@ async def test_a_body_that_repeats_its_heading_keeps_one_section(
     version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
     body = f"\n{heading}\n- 2026-03-01: Chose PostgreSQL for billing (corrected)."
 
-    answer = await tools.update_long_term_memory(body, section="Decisions")
+    answer = await tools.update_long_term_memory(body, section="Decisions", replace_section=True)
 
-    assert answer == f"Replaced ## Decisions in MEMORY.md (version {version + 1})."
+    # The entries it replaced are listed (agent.removals).
+    assert answer.startswith(
+        f"Replaced ## Decisions in MEMORY.md (version {version + 1}). Removed "
+    )
     content = memory(store)[0]
     assert content.count("Decisions") == 1
     assert (
@@ -203,7 +209,7 @@ async def test_a_body_with_another_section_heading_is_refused(
     version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
     body = "- 2026-03-01: a\n\n## Lessons\n- 2026-03-01: b"
 
-    answer = await tools.update_long_term_memory(body, section="Decisions")
+    answer = await tools.update_long_term_memory(body, section="Decisions", replace_section=True)
 
     assert answer == (
         "error: content is the body of ## Decisions and must not hold the heading "
@@ -215,9 +221,9 @@ async def test_a_body_with_another_section_heading_is_refused(
     assert memory(store) == (FULL_MEMORY, version)
     # A heading inside a fenced code block is code, and '###' belongs to the section.
     fenced = "```\n## not a heading\n```\n### Sub\n- b"
-    assert (await tools.update_long_term_memory(fenced, section="Decisions")).startswith(
-        "Replaced ## Decisions"
-    )
+    assert (
+        await tools.update_long_term_memory(fenced, section="Decisions", replace_section=True)
+    ).startswith("Replaced ## Decisions")
 
 
 async def test_an_answer_points_out_a_section_the_file_holds_twice(

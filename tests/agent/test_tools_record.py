@@ -59,7 +59,11 @@ async def test_record_memory_creates_a_missing_section_and_indents_more_lines(
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
-        ({"content": "  "}, "error: content must not be empty"),
+        (
+            {"content": "  "},
+            "error: content must not be empty; to remove an entry, pass its text as replaces "
+            "with empty content",
+        ),
         ({"content": "x" * 2001}, "error: content is 2001 characters; the limit is 2000"),
         (
             {"content": "x", "section": "a\nb"},

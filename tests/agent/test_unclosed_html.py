@@ -69,14 +69,19 @@ async def test_a_section_body_that_leaves_an_html_block_open_is_refused(
 ) -> None:
     version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
 
-    answer = await tools.update_long_term_memory(body, section="Decisions")
+    answer = await tools.update_long_term_memory(body, section="Decisions", replace_section=True)
 
     assert answer.failed
     assert answer == refused_html(number, opening, end, "MEMORY.md")
     assert memory(store) == (FULL_MEMORY, version)
     # Closed as the answer says, it is written, and the sections after it stay sections.
-    answer = await tools.update_long_term_memory(f"{body}\n{end}", section="Decisions")
-    assert answer == f"Replaced ## Decisions in MEMORY.md (version {version + 1})."
+    answer = await tools.update_long_term_memory(
+        f"{body}\n{end}", section="Decisions", replace_section=True
+    )
+    # The entries it replaced are listed (agent.removals).
+    assert answer.startswith(
+        f"Replaced ## Decisions in MEMORY.md (version {version + 1}). Removed "
+    )
     assert section_titles(memory(store)[0]) == ["Decisions", "Ongoing", "Lessons"]
 
 
@@ -120,10 +125,13 @@ async def test_html_blocks_that_close_or_end_with_their_entry_are_written(
     # ends; a "<div>", which a blank line ends.
     body = "<!-- drafts\n\n-->\n- 2026-03-01: a\n  <!-- not closed\n\n<div>\nx"
 
-    answer = await tools.update_long_term_memory(body, section="Decisions")
+    answer = await tools.update_long_term_memory(body, section="Decisions", replace_section=True)
     recorded = await tools.record_memory("See:\n<!-- later lines are the entry's", "Lessons")
 
-    assert answer == f"Replaced ## Decisions in MEMORY.md (version {version + 1})."
+    # The entries it replaced are listed (agent.removals).
+    assert answer.startswith(
+        f"Replaced ## Decisions in MEMORY.md (version {version + 1}). Removed "
+    )
     assert recorded == f"Recorded in MEMORY.md under ## Lessons (version {version + 2})."
     assert body in memory(store)[0]
     assert section_titles(memory(store)[0]) == ["Decisions", "Ongoing", "Lessons"]
@@ -167,9 +175,10 @@ async def test_a_section_before_an_open_html_block_is_replaced(
     text = "## A\n- a\n\n## B\n<pre>\ncode\n\n## C\n"
     version = await given(sync, FileKind.MEMORY, text)
 
-    answer = await tools.update_long_term_memory("- 2026-03-01: new", "A")
+    answer = await tools.update_long_term_memory("- 2026-03-01: new", "A", replace_section=True)
 
-    assert answer == f"Replaced ## A in MEMORY.md (version {version + 1})."
+    # The entries it replaced are listed (agent.removals).
+    assert answer.startswith(f"Replaced ## A in MEMORY.md (version {version + 1}). Removed ")
     assert memory(store)[0] == text.replace("- a\n", "- 2026-03-01: new\n")
 
 

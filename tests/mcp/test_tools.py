@@ -597,7 +597,7 @@ async def test_an_agent_edit_overlapping_the_users_is_an_error_over_mcp(
     user's cached agents are kept (nothing of the agent's was written)."""
     real = mem.sync.after_controlled_write
     syncs = 0
-    section = {"section": "Ongoing"}
+    section = {"section": "Ongoing", "replace_section": True}
 
     async def the_user_edits_first(user: str, name: str, *args: Any, **kwargs: Any) -> Any:
         nonlocal syncs

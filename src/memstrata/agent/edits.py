@@ -19,6 +19,9 @@ them:
   to replace the file, so removing most of it is not refused;
 * ``update_user`` without ``key`` replaces a section's body only if that keeps every key
   that has a value and is not a lone ``Key: value`` line, unless ``replace_section``;
+  ``update_long_term_memory`` with ``section`` only if it keeps every entry of the
+  section (as :mod:`memstrata.agent.removals` compares them), unless ``replace_section``.
+  The answer of either replacement lists what it removed, in ``whole_file``'s words;
 * a section the call names and the file lacks is created, and when the file has other
   sections the answer lists them; unless ``new_section``, one whose name is close to a
   section the file has, or (USER.md) that would get a key another section sets, is
@@ -37,7 +40,7 @@ from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import opening_line
 from memstrata.agent.markdown_doc import Doc, Section
-from memstrata.agent.removals import removal, said
+from memstrata.agent.removals import Removal, removal, said
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed
 from memstrata.memory.kinds import FileKind
 from memstrata.text import shortened
@@ -205,7 +208,8 @@ class Edit:
 
 class ReplaceSection(Edit):
     """``update_long_term_memory`` with ``section``, ``update_user`` without ``key``: a
-    section's body replaced. ``guard_keys``: refuse to lose USER.md facts (module doc)."""
+    section's body replaced. ``guard``: refuse to lose USER.md facts or MEMORY.md entries
+    (module doc)."""
 
     def __init__(
         self,
@@ -213,13 +217,14 @@ class ReplaceSection(Edit):
         name: str,
         body: str,
         *,
-        guard_keys: bool = False,
+        guard: bool = False,
         new_section: bool = False,
     ):
         super().__init__(kind, new_section=new_section)
         self.name = name
         self.body = body
-        self.guard_keys = guard_keys
+        # Not replace_section: refuse a body that removes what the section holds.
+        self.guard = guard
 
     def apply(self, text: str) -> str:
         doc = markdown_doc.parse(text)
@@ -231,10 +236,31 @@ class ReplaceSection(Edit):
             self.keep_open_block(
                 doc, (span.body_start, span.end), f"## {title}", "replacing its body"
             )
-        if self.guard_keys and span is not None:
+        if self.guard and span is not None and self.kind is FileKind.USER:
             self._check_keys(doc, span, title)
+        new = sections.replace_section(text, self.name, self.body)
+        removed = removal(text, new)
+        if self.guard and span is not None and self.kind is FileKind.MEMORY:
+            self._check_entries(doc, span, title, removed)
         self.done = f"Replaced ## {title} in {self.kind.filename}"
-        return self.closing(doc, sections.replace_section(text, self.name, self.body))
+        if said_removed := said(removed):
+            self.notes.append(said_removed)
+        return self.closing(doc, new)
+
+    def _check_entries(self, doc: Doc, span: Section, title: str, removed: Removal) -> None:
+        """``update_user``'s rule for MEMORY.md: a body that drops any entry of the section
+        is refused. A model summing up a section, or sending an empty body, removed every
+        entry of it, and the answer said only "Replaced"."""
+        if not removed.entries:
+            return
+        total = sum(1 for entry in entries.entries(doc) if entry.within(span))
+        lost = f"{len(removed.entries)} of its {counted(total, 'entry', 'entries')}"
+        raise self.refuse(
+            f"content replaces the whole body of ## {title}, and this one would remove {lost} "
+            f"({listed(removed.entries)}). Keep those lines in content, correct one entry "
+            "with record_memory's replaces, or pass replace_section=true to remove them; "
+            "nothing was written"
+        )
 
     def _check_keys(self, doc: Doc, span: Section, title: str) -> None:
         keys = [(k, v) for _, k, v in sections.key_bullets(doc, span) if is_key(k)]

@@ -30,7 +30,10 @@ class AppendEntry(Edit):
         new_section: bool = False,
     ):
         super().__init__(FileKind.MEMORY, new_section=new_section)
-        found = model_markup.new_entries(content) or [(None, content)]
+        # No content (with replaces, tools.record_memory): the call only removes an entry.
+        found = (
+            [] if not content.strip() else model_markup.new_entries(content) or [(None, content)]
+        )
         dated = [model_markup.entry_date(when, text, day) for when, text in found]
         bullets = [sections.dated_bullet(text, when) for when, text, _ in dated]
         keys = [_bullet_key(bullet) for bullet in bullets]
@@ -49,6 +52,8 @@ class AppendEntry(Edit):
         # No entry holds a fence left open (its end ends one), so removing it removes no
         # line after it.
         old = [] if self.replaces is None else self._superseded(doc, found, self.replaces)
+        if not self.bullets:
+            return self._removed(doc, old)
         name = self.name or (old[0].section if old else None) or DEFAULT_SECTION
         title = self.section(doc, name, named=self.name is not None)
         span = sections.find_section(doc, name)
@@ -81,6 +86,14 @@ class AppendEntry(Edit):
             self.notes.append(self._dated_today())
         added = "\n".join(fresh)
         return self.closing(doc, sections.append_to_section("\n".join(kept), name, added))
+
+    def _removed(self, doc: Doc, old: list[entries.Entry]) -> str:
+        """The file without the entry ``replaces`` named (``_superseded`` found one), and
+        the answer naming it whole, with its section."""
+        copies = f" ({len(old)} identical copies)" if len(old) > 1 else ""
+        where = f" under ## {old[0].section}" if old[0].section else ""
+        self.done = f"Removed the entry {quoted_whole(old[0])}{copies} from MEMORY.md{where}"
+        return "\n".join(entries.without(doc.lines, old))
 
     def _dated_today(self) -> str:
         """The answer's one sentence on typed dates that are not their entries'
@@ -119,7 +132,7 @@ class AppendEntry(Edit):
                 "of the one to replace; nothing was written"
             )
         landed = [e for e in found if added(e)]
-        if new <= {e.key for e in landed}:  # a retry: the call it repeats landed
+        if new and new <= {e.key for e in landed}:  # a retry: the call it repeats landed
             when = f" ({landed[0].date})" if landed[0].date else ""
             what = "this" if len(new) == 1 else f"these {len(new)} entries"
             where = f" under ## {landed[0].section}" if landed[0].section else ""

@@ -75,14 +75,15 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
             "Append a dated entry to MEMORY.md (your long-term memory) under a '## ' section, "
             "creating the section if needed. Use for decisions, commitments, lessons and "
             "anything the user asks you to remember. To correct an entry, pass its text as "
-            "'replaces': the old entry is removed. An entry the section already has is not "
-            "stored twice.",
+            "'replaces': the old entry is removed; with empty content, it is only removed. An "
+            "entry the section already has is not stored twice.",
             {
                 "content": {
                     "type": "string",
                     "maxLength": MAX_ENTRY_CHARS,
                     "description": "The entry, one or a few lines (no '- ' and no date: both "
-                    "are added). A list of items is stored as one entry per item.",
+                    "are added). A list of items is stored as one entry per item. Empty, with "
+                    "'replaces', to remove that entry.",
                 },
                 "section": {
                     **section,
@@ -104,9 +105,9 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
         _function(
             "update_long_term_memory",
             "Rewrite MEMORY.md: with 'section', replace that '## ' section's body (created if "
-            "missing; empty content clears it). Replacing the whole file needs "
-            "whole_file=true instead of section. To correct one entry, prefer record_memory "
-            "with 'replaces'.",
+            "missing), which is refused if that would remove an entry unless "
+            "replace_section=true. Replacing the whole file needs whole_file=true instead of "
+            "section. To correct or remove one entry, prefer record_memory with 'replaces'.",
             {
                 "content": {
                     "type": "string",
@@ -120,6 +121,11 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "everything not in content is lost.",
                 },
                 "new_section": new_section,
+                "replace_section": {
+                    "type": "boolean",
+                    "description": "With section: true to replace the body even though that "
+                    "removes entries of the section (the answer lists them).",
+                },
             },
             ["content"],
         ),

@@ -7,8 +7,9 @@ to the methods directly). Semantics, argument limits and results are defined in
 
 * ``record_memory`` appends ``- YYYY-MM-DD: content`` to a ``## section`` of MEMORY.md
   (with ``replaces``, the entry it supersedes is removed);
-* ``update_long_term_memory`` replaces one ``## section`` of MEMORY.md, or the whole file
-  when asked to explicitly (``whole_file``);
+* ``update_long_term_memory`` replaces one ``## section`` of MEMORY.md (removing entries
+  only with ``replace_section``), or the whole file when asked to explicitly
+  (``whole_file``);
 * ``update_user`` sets ``- key: value`` in a ``## section`` of USER.md, or replaces the
   section's body (removing facts only with ``replace_section``);
 * ``memory_search`` (only with a searcher) searches the user's memory and conversations.
@@ -87,6 +88,13 @@ SYNCED_OUTCOMES = frozenset({Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.MERGED}
 _SECTION_OR_FILE = (
     "pass section to replace one section's body, or whole_file=true without section to "
     "replace the whole file, not both"
+)
+_EMPTY_ENTRY = (
+    "content must not be empty; to remove an entry, pass its text as replaces with empty content"
+)
+_SECTION_FLAG = (
+    "replace_section goes with section (it replaces that section's body); to replace the "
+    "whole file, pass whole_file=true instead"
 )
 _KEY_OR_SECTION = (
     "pass key to set one '- key: value' line, or replace_section=true without key to "
@@ -187,8 +195,13 @@ class MemoryTools:
         replaces: str | None = None,
         new_section: bool = False,
     ) -> ToolAnswer:
+        # Empty content with replaces removes that entry: "Remove what is no longer true"
+        # had no call of its own, and an agent's empty record_memory was refused bare.
+        remove = replaces is not None and isinstance(content, str) and not content.strip()
         try:
-            text = check_entry(content)
+            if not remove and isinstance(content, str) and not content.strip():
+                raise ToolInputError(_EMPTY_ENTRY)
+            text = "" if remove else check_entry(content)
             name = None if section is None else check_name(section, "section")
             old = None if replaces is None else check_text(replaces, "replaces", MAX_ENTRY_CHARS)
         except ToolInputError as exc:
@@ -202,12 +215,20 @@ class MemoryTools:
         section: str | None = None,
         whole_file: bool = False,
         new_section: bool = False,
+        replace_section: bool = False,
     ) -> ToolAnswer:
         try:
             # On a worker thread (as the edit itself, _apply): the checks read a whole
             # file's worth of content as Markdown.
             edit = await anyio.to_thread.run_sync(
-                _long_term_edit, content, section, whole_file, new_section is True
+                partial(
+                    _long_term_edit,
+                    content,
+                    section,
+                    whole_file,
+                    new_section is True,
+                    replace_section=replace_section is True,
+                )
             )
         except ToolInputError as exc:
             return error(str(exc))
@@ -406,17 +427,25 @@ class MemoryTools:
 
 
 def _long_term_edit(
-    content: str, section: str | None, whole_file: bool, new_section: bool = False
+    content: str,
+    section: str | None,
+    whole_file: bool,
+    new_section: bool = False,
+    *,
+    replace_section: bool = False,
 ) -> Edit:
     """``update_long_term_memory``'s edit, its arguments checked."""
     if section is None:
+        if replace_section:
+            raise ToolInputError(_SECTION_FLAG)
         text = check_whole_file(content, whole_file is True)
         return ReplaceFile(text, whole_file=whole_file is True)
     if whole_file is True:
         raise ToolInputError(_SECTION_OR_FILE)
     name = check_name(section, "section")
     body = check_body(content, name, FileKind.MEMORY.filename)
-    return ReplaceSection(FileKind.MEMORY, name, body, new_section=new_section)
+    guard = not replace_section
+    return ReplaceSection(FileKind.MEMORY, name, body, guard=guard, new_section=new_section)
 
 
 def _user_edit(
@@ -427,7 +456,7 @@ def _user_edit(
     if key is None:
         body = check_body(content, name, FileKind.USER.filename)
         guard = replace_section is not True
-        return ReplaceSection(FileKind.USER, name, body, guard_keys=guard, new_section=new_section)
+        return ReplaceSection(FileKind.USER, name, body, guard=guard, new_section=new_section)
     if replace_section is True:
         raise ToolInputError(_KEY_OR_SECTION)
     return SetKey(name, check_key(key), check_value(content), new_section=new_section)

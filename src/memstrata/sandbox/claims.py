@@ -126,7 +126,15 @@ class WriteClaims:
         """Claim a write on ``expected`` and check it against the DB copy; returns that copy
         and the claim for :meth:`write`. ``VersionConflictError`` and DB errors propagate,
         with nothing left claimed."""
-        mine = self._claim(user_id, kind, expected)
+        mine, ahead = self._claim(user_id, kind, expected)
+        if ahead is not None and expected is not None:
+            # A write on the same base claimed it first here, and lands first: this one's
+            # conflict carries the version that one stored. Answered before it landed, it
+            # said the base was still current, and a client retried on it and lost again.
+            await ahead.landed.wait(WRITE_WAIT_S)
+            if ahead.file is not None:
+                raise VersionConflictError(user_id, kind.file_type, expected, ahead.file.version)
+            # It failed, or is still under way: the database decides, as across processes.
         try:
             previous = await self.db.get(user_id, kind)
             found = 0 if previous is None else previous.version
@@ -154,13 +162,15 @@ class WriteClaims:
             self._release(user_id, kind, mine)
         return file
 
-    def _claim(self, user_id: str, kind: FileKind, expected: int | None) -> Claim | None:
-        """Claim the If-Match write on ``expected``. When a write based on the same version
-        is already under way here, it commits first (first come wins): neither waiting for
-        it nor repeating its embedding could make this one succeed, so this is a conflict
-        at once, without a query."""
+    def _claim(
+        self, user_id: str, kind: FileKind, expected: int | None
+    ) -> tuple[Claim | None, Claim | None]:
+        """Claim the If-Match write on ``expected``: (this write's claim, None). When a
+        write based on the same version is already under way here, it commits first (first
+        come wins), and it is returned instead, (None, that claim): repeating its embedding
+        could not make this one succeed, only waiting tells the version that won."""
         if expected is None:
-            return None
+            return None, None
         key = (user_id, kind)
         # One step under the mutex, from the check to the insert: two writers of different
         # threads must not both find the file unclaimed and overwrite each other's claim.
@@ -172,13 +182,11 @@ class WriteClaims:
                 raise VersionConflictError(user_id, kind.file_type, expected, seen)
             held = self._claims.get(key)
             if held is not None:
-                if held.base == expected:
-                    raise VersionConflictError(
-                        user_id, kind.file_type, expected, expected, in_progress=True
-                    )
-                return None  # a different base: one of the two is stale; the store decides
+                # On the same base: that write, to wait for. On a different base one of
+                # the two is stale, and the store decides.
+                return None, held if held.base == expected else None
             claim = self._claims[key] = Claim(expected)
-            return claim
+            return claim, None
 
     def _release(self, user_id: str, kind: FileKind, mine: Claim | None) -> None:
         """Drop this write's claim and wake its readers. Never raises: it runs after the
