@@ -51,8 +51,8 @@ class VersionConflictError(MemstrataError, RuntimeError):
     """The caller's expected version is not the stored one (spec: RuntimeError -> 409).
 
     ``expected``: the version the caller based its write on; ``actual``: the version
-    stored (None: no row yet), the same as ``expected`` when another write based on it
-    was already under way and lands first. HTTP's 409 body calls them
+    stored (None: no row yet; a write that lost to another one from the same version in
+    this process is told the version that one stored). HTTP's 409 body calls them
     ``expected_version`` and ``current_version``, which are also properties here.
     ``user_id`` and ``file_type`` (``user_md``, ``soul_md``, ``memory_md``) say which file.
     """
@@ -63,15 +63,8 @@ class VersionConflictError(MemstrataError, RuntimeError):
         file_type: str,
         expected: int,
         actual: int | None,
-        *,
-        in_progress: bool = False,
     ) -> None:
-        # In progress, the stored version is still the expected one: what happened is
-        # that another write from it claimed it first (first come wins).
-        if in_progress:
-            happened = f"another write based on version {expected} already under way lands first"
-            fix = "read it again and apply your change to the version it holds"
-        elif actual is None:
+        if actual is None:
             happened = f"expected version {expected}, found no file yet"
             fix = "apply your change to an empty file, with expected version 0"
         else:

@@ -176,14 +176,13 @@ def test_a_batch_turn_that_is_not_an_object_is_told_so(
     assert "BatchTurn" not in response.text
 
 
-def test_a_write_that_lost_to_one_under_way_says_so() -> None:
-    lost = VersionConflictError("u", "user_md", 3, 3, in_progress=True)
+def test_a_conflict_says_the_version_found() -> None:
+    lost = VersionConflictError("u", "user_md", 3, 4)
     mapped = map_exception(lost)
     assert mapped is not None and mapped.status_code == 409
     detail = mapped.body["detail"]
-    assert "found version 3" not in detail
-    assert "another write based on version 3 already under way" in detail
-    assert "first" in detail
+    assert "expected version 3, found version 4" in detail
+    assert "apply your change to version 4" in detail
     stale = str(VersionConflictError("u", "user_md", 1, 2))
     assert stale.startswith("version conflict on USER.md: expected version 1, found version 2")
 
