@@ -22,9 +22,7 @@ from memstrata.config import EmbeddingModelSpec, Settings
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.memory.kinds import FileKind
-from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.local_server import LocalEmbeddingServer
-from memstrata.retrieval.passage_vectors import request_ends
 from memstrata.runtime import Memstrata
 from tests.retrieval.fault_server import FaultServer
 from tests.waiting import wait_for
@@ -218,27 +216,3 @@ def test_the_budget_is_read_from_the_environment(
         Settings(**settings.model_dump(exclude={"embedding_file_budget_s"})).embedding_file_budget_s
         == 2.5
     )
-
-
-def two_servers(express_tokens: int = 256) -> OpenAICompatibleEmbedder:
-    spec = EmbeddingModelSpec(
-        name="m", base_url="http://127.0.0.1:9/v1", query_base_url="http://127.0.0.1:10/v1"
-    )
-    return OpenAICompatibleEmbedder(spec, batch_size=2, express_tokens=express_tokens)
-
-
-def test_a_deadline_call_is_cut_where_the_client_cuts_its_requests() -> None:
-    with two_servers(express_tokens=0) as client:  # no express slot
-        texts = ["word " * 100] * 5  # 2 per request
-        assert request_ends(client, texts) == [2, 4, 5]
-
-
-def test_a_request_small_enough_for_the_express_slot_goes_with_its_neighbour() -> None:
-    with two_servers() as client:
-        big, small = "word " * 200, "word"
-        # Requests [big, big], [small, small], [big, big], [small]: the small ones would
-        # each go express on their own; they go with the next, the last with the one before.
-        texts = [big, big, small, small, big, big, small]
-        assert request_ends(client, texts) == [2, 7]
-        assert request_ends(client, [small, small, big]) == [3]
-        assert request_ends(client, [small]) == [1]  # the whole call: express as before

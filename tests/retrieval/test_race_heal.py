@@ -42,11 +42,17 @@ class RacingEachEmbedder(RacingEmbedder):
 
     inner: OpenAICompatibleEmbedder
 
-    def embed_each(self, texts: Sequence[str], kind: EmbeddingKind = "passage") -> list[Embedded]:
+    def embed_each(
+        self,
+        texts: Sequence[str],
+        kind: EmbeddingKind = "passage",
+        *,
+        deadline: float | None = None,
+    ) -> list[Embedded]:
         if kind == "passage":
             self.calls += 1
             self.race(self.calls)
-        return self.inner.embed_each(texts, kind)
+        return self.inner.embed_each(texts, kind, deadline=deadline)
 
 
 @pytest.fixture
@@ -157,10 +163,11 @@ class RacingIndexer(Indexer):
         *,
         reuse: dict[str, list[float]] | None = None,
         session: Session | None = None,
+        deadline: float | None = None,
     ) -> StagedIndex:
         if session is None:  # never under the lock: the other writer would wait forever
             self.race()
-        return super()._stage(user_id, docs, embed, reuse=reuse, session=session)
+        return super()._stage(user_id, docs, embed, reuse=reuse, session=session, deadline=deadline)
 
 
 @pytest.mark.timeout(120)

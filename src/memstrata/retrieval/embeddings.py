@@ -1,4 +1,4 @@
-"""Embedding providers: a one-method protocol and an OpenAI-compatible client.
+"""The OpenAI-compatible embedding client (the provider protocol: ``embedding_provider``).
 
 Spec §4: vectors come from an external embedding API (which model: ``embedding_registry``;
 the requests of a call and the server each goes to: ``embedding_plan``, with the express
@@ -7,21 +7,9 @@ HTTP with its retries: ``embedding_http``; checking its answers: ``embedding_ans
 Spec §5: an API failure never breaks a write or a search, so every failure here surfaces
 as one ``EmbeddingError`` that callers catch, log and degrade on.
 
-What a failure says about the texts sent decides what ``embed_each`` does with a batch:
-
-- ``EmbeddingRejectedError``: a 4xx that refuses the input (400, 413, 422, ...). It is one
-  text's, for good; the batch is split in half until that text is found.
-- a plain ``EmbeddingUnavailableError``: HTTP 500 after the retries, or an answer that
-  cannot be used (bad JSON, NaN, a zero vector, wrong shapes). One text can cause it (the
-  model fails on it) while the others would succeed, so the batch is split too; retried
-  later.
-- ``EmbeddingOutageError``: no answer (a timeout, a refused or dropped connection) or an
-  answer about the API rather than the input (a redirect, 401/403/404/405/407/408, 429,
-  every 5xx but 500, the circuit open), or vectors of a length the model does not have
-  (``EmbeddingLengthError``, ``embedding_answer.judge_length``). Halves would fail the same
-  way, each after its own wait, so nothing is split: the batch and every text of the call
-  not yet embedded fail at once. A hung API costs a write one timeout and the circuit one
-  failure.
+What each kind of failure makes ``embed_each`` do with a batch (split it, or fail the rest
+of the call at once): ``embedding_failures``. A call's ``deadline`` stops it sending
+requests without failing anything (``embedding_provider``).
 
 The circuit's changes are logged: ``embedding.circuit_open`` when it opens,
 ``embedding.still_failing`` every ``STILL_FAILING_EVERY_S`` while failures go on and
@@ -40,7 +28,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -70,9 +58,18 @@ from memstrata.retrieval.embedding_answer import (
     judge_length,
     parse_vectors,
 )
+from memstrata.retrieval.embedding_failures import FAILURES
+from memstrata.retrieval.embedding_failures import (  # re-exported: callers import them here
+    CircuitOpenError as CircuitOpenError,
+)
+from memstrata.retrieval.embedding_failures import (
+    EmbeddingLengthError as EmbeddingLengthError,
+)
+from memstrata.retrieval.embedding_failures import (
+    EmbeddingOutageError as EmbeddingOutageError,
+)
 from memstrata.retrieval.embedding_http import (
     NOT_SENT_STOPPING,
-    Failure,
     pool,
     post_with_retries,
 )
@@ -91,6 +88,16 @@ from memstrata.retrieval.embedding_plan import (
 from memstrata.retrieval.embedding_plan import (
     batches as batches,  # re-exported: its tests import it from here
 )
+from memstrata.retrieval.embedding_provider import (
+    Embedded as Embedded,  # re-exported, like the protocol: callers import them from here
+)
+from memstrata.retrieval.embedding_provider import (
+    EmbeddingDeferredError,
+    passed,
+)
+from memstrata.retrieval.embedding_provider import (
+    EmbeddingProvider as EmbeddingProvider,
+)
 from memstrata.retrieval.express_share import ExpressShare
 from memstrata.retrieval.tokenize import count_tokens
 
@@ -105,51 +112,6 @@ def query_timeout(base_s: float, text: str) -> float:
     for each further block of them, at most ``CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS`` ×."""
     blocks = math.ceil(count_tokens(text) / QUERY_TIMEOUT_TOKENS)
     return base_s * min(max(1, blocks), CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS)
-
-
-class EmbeddingOutageError(EmbeddingUnavailableError):
-    """The failure says nothing about the texts sent (see the module docstring): the API is
-    down, hung, overloaded or misaddressed. ``embed_each`` never splits a batch for it."""
-
-
-class CircuitOpenError(EmbeddingOutageError):
-    """Not sent: the circuit breaker is open after repeated failures; ``last_failure`` is
-    the last of them."""
-
-    def __init__(self, message: str, last_failure: Exception | None = None) -> None:
-        super().__init__(message)
-        self.last_failure = last_failure
-
-
-class EmbeddingLengthError(EmbeddingOutageError):
-    """The API answered, with vectors of another length than this model's (a wrong
-    ``dimensions``, a model swapped or cut short behind the same name): about the API or
-    its configuration, not the texts, so an outage for everything else, but told apart
-    where the difference matters to a person (a search's warning, the start-up probe)."""
-
-
-# The error class of each kind of failure a request can end in (``embedding_http``).
-_FAILURES: dict[Failure, type[EmbeddingError]] = {
-    "rejected": EmbeddingRejectedError,
-    "unavailable": EmbeddingUnavailableError,
-    "outage": EmbeddingOutageError,
-}
-
-# One text's outcome in ``embed_each``: its vector or the error it got.
-Embedded = list[float] | EmbeddingError
-
-
-class EmbeddingProvider(Protocol):
-    """Anything that turns texts into vectors.
-
-    ``name`` is recorded next to each stored vector so a model change can be detected.
-    ``embed`` returns one vector per text, in order, and raises ``EmbeddingError`` on any
-    failure.
-    """
-
-    name: str
-
-    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]: ...
 
 
 class OpenAICompatibleEmbedder:
@@ -278,7 +240,13 @@ class OpenAICompatibleEmbedder:
             vectors.extend(self._embed_batch([texts[i] for i in positions], kind, express))
         return vectors
 
-    def embed_each(self, texts: Sequence[str], kind: EmbeddingKind = "passage") -> list[Embedded]:
+    def embed_each(
+        self,
+        texts: Sequence[str],
+        kind: EmbeddingKind = "passage",
+        *,
+        deadline: float | None = None,
+    ) -> list[Embedded]:
         """One result per text: its vector, or the ``EmbeddingError`` that text got.
 
         A batch that fails in a way one text can cause (a 4xx rejection, a 500, an
@@ -286,13 +254,17 @@ class OpenAICompatibleEmbedder:
         costs one vector. ``EmbeddingRejectedError`` for a text is permanent; any other
         error is worth retrying later. An ``EmbeddingOutageError`` (timeout, connection
         failed, circuit open, ...) is not split: the texts not yet embedded fail at once.
+
+        With a ``deadline`` (``time.monotonic()``), no request is sent once it has passed
+        (a half of a split batch neither): the one in flight ends as it would, and each
+        text not sent gets ``EmbeddingDeferredError``, which is no failure.
         """
         texts = self._check(texts, kind)
         results: list[Embedded | None] = [None] * len(texts)
         groups, express = self._plan(texts, kind)
         try:
             for positions in groups:
-                self._fill(texts, positions, kind, results, express)
+                self._fill(texts, positions, kind, results, express, deadline)
         except EmbeddingOutageError as exc:
             # The next batch would meet the same outage after the same wait.
             results = [exc if r is None else r for r in results]
@@ -305,7 +277,15 @@ class OpenAICompatibleEmbedder:
         kind: EmbeddingKind,
         results: list[Embedded | None],
         express: bool,
+        deadline: float | None,
     ) -> None:
+        if passed(deadline):
+            late = self._error(
+                "was not sent: its call's deadline had passed", EmbeddingDeferredError
+            )
+            for i in positions:
+                results[i] = late
+            return
         try:
             vectors = self._embed_batch([texts[i] for i in positions], kind, express)
         except EmbeddingOutageError:
@@ -315,8 +295,8 @@ class OpenAICompatibleEmbedder:
                 results[positions[0]] = exc
                 return
             half = len(positions) // 2
-            self._fill(texts, positions[:half], kind, results, express)
-            self._fill(texts, positions[half:], kind, results, express)
+            self._fill(texts, positions[:half], kind, results, express, deadline)
+            self._fill(texts, positions[half:], kind, results, express, deadline)
             return
         for i, vector in zip(positions, vectors, strict=True):
             results[i] = vector
@@ -511,7 +491,7 @@ class OpenAICompatibleEmbedder:
             # A stopping server lets a passage request end with the attempt in flight, never
             # another, so a cut-off write commits within one timeout (memstrata.api.shutdown).
             stopped=lambda: kind == "passage" and self.lanes.bulk_closed,
-            error=lambda what, failure: self._error(what, _FAILURES[failure], url=url),
+            error=lambda what, failure: self._error(what, FAILURES[failure], url=url),
         )
         error = partial(self._error, url=url)
         try:

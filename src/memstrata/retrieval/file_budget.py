@@ -4,7 +4,8 @@ A first save of a big MEMORY.md embedded every new passage inline: a 200 KB file
 135-184 s to answer on a busy 2-core host, and a gateway in front of the server had given
 up after 30 s while the write still ran. Where the background worker runs
 (``retrieval.healing``, started by ``Memstrata.start_background``), the write embeds for
-at most ``MEMSTRATA_EMBEDDING_FILE_BUDGET_S``: the request in flight then ends, the
+at most ``MEMSTRATA_EMBEDDING_FILE_BUDGET_S``: its ``deadline`` goes to the embedding
+client's ``embed_each``, which then sends no more requests (the one in flight ends); the
 passages not sent are stored without a vector (``deferred`` in the index report: nothing
 failed) and the worker, woken once the write has committed, embeds them top of the file
 first (it claims rows in insertion order). Without the worker, nothing would ever embed

@@ -1,0 +1,54 @@
+"""What a failed embedding request says about the texts sent, as one error class each.
+
+Every failure of the client (``embeddings.OpenAICompatibleEmbedder``) is an
+``EmbeddingError``; what it says about the texts sent decides what ``embed_each`` does
+with a batch:
+
+- ``EmbeddingRejectedError``: a 4xx that refuses the input (400, 413, 422, ...). It is one
+  text's, for good; the batch is split in half until that text is found.
+- a plain ``EmbeddingUnavailableError``: HTTP 500 after the retries, or an answer that
+  cannot be used (bad JSON, NaN, a zero vector, wrong shapes). One text can cause it (the
+  model fails on it) while the others would succeed, so the batch is split too; retried
+  later.
+- ``EmbeddingOutageError``: no answer (a timeout, a refused or dropped connection) or an
+  answer about the API rather than the input (a redirect, 401/403/404/405/407/408, 429,
+  every 5xx but 500, the circuit open), or vectors of a length the model does not have
+  (``EmbeddingLengthError``, ``embedding_answer.judge_length``). Halves would fail the same
+  way, each after its own wait, so nothing is split: the batch and every text of the call
+  not yet embedded fail at once. A hung API costs a write one timeout and the circuit one
+  failure.
+"""
+
+from __future__ import annotations
+
+from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
+from memstrata.retrieval.embedding_http import Failure
+
+
+class EmbeddingOutageError(EmbeddingUnavailableError):
+    """The failure says nothing about the texts sent (see the module docstring): the API is
+    down, hung, overloaded or misaddressed. ``embed_each`` never splits a batch for it."""
+
+
+class CircuitOpenError(EmbeddingOutageError):
+    """Not sent: the circuit breaker is open after repeated failures; ``last_failure`` is
+    the last of them."""
+
+    def __init__(self, message: str, last_failure: Exception | None = None) -> None:
+        super().__init__(message)
+        self.last_failure = last_failure
+
+
+class EmbeddingLengthError(EmbeddingOutageError):
+    """The API answered, with vectors of another length than this model's (a wrong
+    ``dimensions``, a model swapped or cut short behind the same name): about the API or
+    its configuration, not the texts, so an outage for everything else, but told apart
+    where the difference matters to a person (a search's warning, the start-up probe)."""
+
+
+# The error class of each kind of failure a request can end in (``embedding_http``).
+FAILURES: dict[Failure, type[EmbeddingError]] = {
+    "rejected": EmbeddingRejectedError,
+    "unavailable": EmbeddingUnavailableError,
+    "outage": EmbeddingOutageError,
+}

@@ -1,0 +1,92 @@
+"""What any embedding provider offers, and one result per text from any of them.
+
+``EmbeddingProvider`` is the one method every provider has (``embed``: all or nothing).
+A provider may also have ``embed_each`` (``EachEmbeddingProvider``): one result per text,
+so that one bad text costs one vector, and a ``deadline`` past which it sends no request.
+``embed_each_of`` gives both to callers that hold any provider: the provider's own
+``embed_each``, else its one ``embed`` call, not made once the deadline has passed.
+
+A text not sent because of the deadline gets ``EmbeddingDeferredError``: nothing failed,
+nothing is known about the text, and its row is stored for the background worker
+(``deferred`` in the index report, not ``embedding_failed``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from memstrata.errors import EmbeddingError
+from memstrata.retrieval.embedding_plan import EmbeddingKind
+
+# One text's outcome in ``embed_each``: its vector or the error it got.
+Embedded = list[float] | EmbeddingError
+
+
+class EmbeddingDeferredError(EmbeddingError):
+    """Not sent: the call's deadline had passed before this text's request was due. Not
+    a failure of the API nor of the text; the caller leaves the text to be embedded later."""
+
+
+class EmbeddingProvider(Protocol):
+    """Anything that turns texts into vectors.
+
+    ``name`` is recorded next to each stored vector so a model change can be detected.
+    ``embed`` returns one vector per text, in order, and raises ``EmbeddingError`` on any
+    failure.
+    """
+
+    name: str
+
+    def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class EachEmbeddingProvider(EmbeddingProvider, Protocol):
+    """A provider that reports each text's outcome (``OpenAICompatibleEmbedder``).
+
+    ``embed_each`` returns one result per text: its vector, or the ``EmbeddingError`` it
+    got. With a ``deadline`` (``time.monotonic()``) it sends no request once the deadline
+    has passed, never cutting the one in flight, and each text not sent gets
+    ``EmbeddingDeferredError``.
+    """
+
+    def embed_each(
+        self,
+        texts: Sequence[str],
+        kind: EmbeddingKind = "passage",
+        *,
+        deadline: float | None = None,
+    ) -> list[Embedded]: ...
+
+
+def passed(deadline: float | None) -> bool:
+    """Has ``deadline`` (``time.monotonic()``; None: none) passed?"""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def embed_each_of(
+    provider: EmbeddingProvider,
+    texts: Sequence[str],
+    kind: EmbeddingKind = "passage",
+    *,
+    deadline: float | None = None,
+) -> list[Embedded]:
+    """One result per text from any provider: its own ``embed_each``, else one ``embed``
+    call whose failure is every text's. That call is the provider's one request as far as
+    the deadline goes: not made once it has passed, never cut once made."""
+    texts = list(texts)
+    try:
+        if isinstance(provider, EachEmbeddingProvider):
+            answers: list[Embedded] = list(provider.embed_each(texts, kind, deadline=deadline))
+        elif passed(deadline):
+            late = EmbeddingDeferredError(f"not sent to {provider.name!r}: its deadline passed")
+            return [late] * len(texts)
+        else:
+            answers = list(provider.embed(texts, kind))
+        if len(answers) != len(texts):
+            raise EmbeddingError(f"got {len(answers)} vectors for {len(texts)} texts")
+    except EmbeddingError as exc:
+        return [exc] * len(texts)
+    return answers
