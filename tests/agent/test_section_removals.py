@@ -1,7 +1,8 @@
-"""``update_long_term_memory`` with ``section`` never drops a section's entries without a
-word, against a real DB and sandbox: a body that would remove an entry is refused unless
-``replace_section`` (``update_user``'s flag and rule), and a replacement's answer lists
-what it removed in ``whole_file``'s words (``agent.removals``)."""
+"""``update_long_term_memory`` with ``section`` and ``update_user`` without ``key`` never
+drop a section's entries without a word, against a real DB and sandbox: a body that would
+remove an entry (a fact by its key, a plain bullet by its text: one rule, ``agent.removals``)
+is refused unless ``replace_section``, and a replacement's answer lists what it removed in
+``whole_file``'s words."""
 
 from __future__ import annotations
 
@@ -126,3 +127,53 @@ async def test_update_user_replace_section_lists_the_facts_it_removed(
         "('Time zone: Europe/Berlin')."
     )
     assert user_md(store)[0] == "# USER.md\n\n## Profile\n- Name: Ann\n"
+
+
+PREFERENCES = "# USER.md\n\n## Preferences\n- Likes short answers.\n- No meetings before 10.\n"
+
+
+async def test_update_user_refuses_to_drop_plain_bullets_and_names_them(
+    tools: MemoryTools, sync: SyncService, store: MemoryStore
+) -> None:
+    # Entries as MEMORY.md's guard counts them, not only "- key: value" facts: a section of
+    # plain bullets replaced by one line went without a word.
+    version = await given(sync, FileKind.USER, PREFERENCES)
+
+    answer = await tools.update_user("- Prefers email.", section="Preferences")
+
+    assert answer == (
+        "error: without key, content replaces the whole body of ## Preferences, and this one "
+        "would remove 2 of its 2 entries ('Likes short answers.', 'No meetings before 10.'). "
+        "Keep those lines in content, set one fact with key, or pass replace_section=true to "
+        "remove them; nothing was written"
+    )
+    assert answer.failed
+    assert user_md(store) == (PREFERENCES, version)
+
+    replaced = await tools.update_user(
+        "- Prefers email.", section="Preferences", replace_section=True
+    )
+    assert replaced == (
+        f"Replaced ## Preferences in USER.md (version {version + 1}). Removed 2 entries "
+        "('Likes short answers.', 'No meetings before 10.')."
+    )
+
+
+async def test_update_user_counts_facts_and_plain_bullets_together(
+    tools: MemoryTools, sync: SyncService, store: MemoryStore
+) -> None:
+    user = "# USER.md\n\n## Profile\n- Name: Ann\n- Pronouns:\n- Vegetarian since 2020.\n"
+    version = await given(sync, FileKind.USER, user)
+
+    # The fact kept with a new value and the empty Pronouns dropped remove nothing...
+    dropped = await tools.update_user("- Name: Anna\n- Vegetarian since 2020.", section="Profile")
+    assert dropped == f"Replaced ## Profile in USER.md (version {version + 1})."
+    # ...but the plain bullet is an entry: of the two, it is the one named.
+    answer = await tools.update_user("- Name: Anna\n- Eats fish again.", section="Profile")
+    assert answer == (
+        "error: without key, content replaces the whole body of ## Profile, and this one "
+        "would remove 1 of its 2 entries ('Vegetarian since 2020.'). Keep those lines in "
+        "content, set one fact with key, or pass replace_section=true to remove them; nothing "
+        "was written"
+    )
+    assert user_md(store)[1] == version + 1

@@ -143,8 +143,9 @@ async def test_update_user_without_key_refuses_to_drop_facts_unless_asked(
 
     assert answer == (
         "error: without key, content replaces the whole body of ## Profile, and this one "
-        "would remove Time zone, Languages. Keep those lines in content, set one fact with "
-        "key, or pass replace_section=true to remove them; nothing was written"
+        "would remove 2 of its 3 entries ('Time zone: Europe/Berlin', 'Languages: German, "
+        "English'). Keep those lines in content, set one fact with key, or pass "
+        "replace_section=true to remove them; nothing was written"
     )
     assert user_md(store) == (FULL_USER, version)
 

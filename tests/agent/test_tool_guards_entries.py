@@ -50,20 +50,21 @@ async def test_record_memory_replaces_the_entry_it_supersedes(
     assert memory(store) == (expected, version + 1)
 
 
-async def test_record_memory_replaces_by_the_whole_line_or_into_another_section(
+async def test_record_memory_replaces_by_the_whole_line_within_its_section(
     tools: MemoryTools, sync: SyncService, store: MemoryStore
 ) -> None:
     version = await given(sync, FileKind.MEMORY, FULL_MEMORY)
     # The line as the prompt shows it, date and bullet included; a multi-line entry goes whole.
+    # (With section, replaces names an entry of that section: test_replaces_in_section.)
     answer = await tools.record_memory(
         "Contract 49 signed.",
-        section="Decisions",
+        section="Ongoing",
         replaces="- 2026-02-04: Reviewing vendor contract 49. It runs out in June.",
     )
-    assert answer.startswith("Recorded in MEMORY.md under ## Decisions and removed the entry ")
+    assert answer.startswith("Recorded in MEMORY.md under ## Ongoing and removed the entry ")
     content = memory(store)[0]
     assert "Reviewing vendor" not in content and "June" not in content
-    assert "- 2026-02-02: Weekly syncs on Tuesday.\n- 2026-03-01: Contract 49 signed.\n" in content
+    assert "(deadline: March).\n- 2026-03-01: Contract 49 signed.\n\n## Lessons" in content
     assert memory(store)[1] == version + 1
 
 

@@ -99,7 +99,7 @@ def test_one_invalid_turn_rejects_the_whole_batch_with_every_error(
         "index": 1,
         "session_id": "s1",
         "turn_index": 1,
-        "error": "a round needs a user message or an assistant reply",
+        "error": "a round needs user_message or assistant_reply (or both); both are empty or blank",
         "field": None,
     }
     assert "in the future" in body["errors"][1]["error"]

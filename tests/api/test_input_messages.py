@@ -73,6 +73,29 @@ def test_an_as_of_before_year_one_in_utc_is_not_called_future(
 # -- 2. dates that are not ISO 8601 ---------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("when", "reason"),
+    [
+        ("yesterday", ""),  # pydantic's "(input is too short)" said nothing useful
+        ("01/02/2026", ""),
+        ("2026-13-01T00:00:00Z", " (month value is outside expected range of 1-12)"),
+        ("2026-01-01 noon", " (unexpected extra characters at the end of the input)"),
+    ],
+)
+def test_a_word_for_a_date_is_told_the_format_without_the_parsers_remark(
+    client: TestClient, auth: AuthHeader, when: str, reason: str
+) -> None:
+    """The parser's reason is kept where the text is shaped as a date: it names the part
+    at fault."""
+    single = client.post(
+        TURN.format("s1"),
+        headers=auth(),
+        json={"turn_index": 0, "user_message": "x", "timestamp": when},
+    )
+    assert single.status_code == 422, single.text
+    assert single.json()["detail"] == f"invalid request: body.timestamp: {ISO_HINT}{reason}"
+
+
 @pytest.mark.parametrize("when", ["tomorrow", "2026-13-01T00:00:00Z", "01/02/2026"])
 def test_a_date_that_is_not_iso_8601_is_told_the_format(
     client: TestClient, auth: AuthHeader, when: str

@@ -48,7 +48,12 @@ NUL_QUERY = "query must not contain NUL characters ('\\x00' at character 3)"
             "timestamp",
             None,
         ),
-        (TURN, {"turn_index": 0}, None, "a round needs a user message or an assistant reply"),
+        (
+            TURN,
+            {"turn_index": 0},
+            None,
+            "a round needs user_message or assistant_reply (or both); both are empty or blank",
+        ),
         (
             FILE,
             {"content": "ab\x00"},

@@ -257,7 +257,9 @@ def test_schema_errors_come_back_per_turn_in_the_batch_shape(
         "unknown field extra; a turn takes turn_index, user_message, assistant_reply, "
         "timestamp, session_id"
     )
-    assert errors[3]["error"] == "a round needs a user message or an assistant reply"
+    assert errors[3]["error"] == (
+        "a round needs user_message or assistant_reply (or both); both are empty or blank"
+    )
     assert errors[4]["error"] == "turn: each turn must be a JSON object, not a number"
     assert errors[5]["error"] == "missing required field: session_id"
     assert "appears twice" in errors[6]["error"]

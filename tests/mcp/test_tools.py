@@ -436,7 +436,7 @@ INDEX_TURN_BAD_INPUT_CASES: list[tuple[Any, ...]] = [
     ({"session_id": "", "turn_index": 0, "user_message": "hi"}, "session_id is empty"),
     ({"session_id": "s", "turn_index": -1, "user_message": "hi"}, "from 0 to 2147483647; got -1"),
     ({"session_id": "s", "turn_index": "0", "user_message": "hi"}, 'send 0, not "0"'),
-    ({"session_id": "s", "turn_index": 0}, "a round needs a user message or an assistant"),
+    ({"session_id": "s", "turn_index": 0}, "a round needs user_message or assistant_reply"),
     ({"session_id": "s", "turn_index": 0, "user_message": "a\x00"}, "NUL"),
     ({"session_id": "s", "turn_index": 0, "user_message": "a", "timestamp": "soon"}, "date-time"),
 ]

@@ -17,54 +17,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from memstrata.config import EmbeddingModelSpec
-from memstrata.config_embedding import EXPRESS_SHARE
 from memstrata.retrieval.breaker import (
     BulkLaneClosedError,
     CircuitBreaker,
     Lanes,
-    Route,
     bulk_owner,
     may_express,
 )
 from memstrata.retrieval.embeddings import CircuitOpenError, OpenAICompatibleEmbedder
+from tests.retrieval.express_support import Request, embedder, importer_holding, wait_until
 from tests.retrieval.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def wait_until(condition: object, timeout_s: float = 5.0) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-
-
-class Request:
-    """One bulk request in a thread: where it went, once it got a slot."""
-
-    def __init__(self, lanes: Lanes, owner: str, express: bool, hold: threading.Event) -> None:
-        self.route: Route | None = None
-        self.refused = False
-        self._thread = threading.Thread(
-            target=self._run, args=(lanes, owner, express, hold), daemon=True
-        )
-        queued = lanes.waiting
-        self._thread.start()
-        wait_until(lambda: lanes.waiting == queued + 1 or self.route is not None)
-
-    def _run(self, lanes: Lanes, owner: str, express: bool, hold: threading.Event) -> None:
-        try:
-            with lanes.bulk(owner, express=express) as route:
-                self.route = route
-                hold.wait(10)
-        except BulkLaneClosedError:
-            self.refused = True
-
-    def join(self) -> None:
-        self._thread.join(10)
-        assert not self._thread.is_alive()
 
 
 # -- the rule -----------------------------------------------------------------------------
@@ -99,9 +63,9 @@ def test_one_express_request_at_a_time() -> None:
     lanes = Lanes(1, yield_to_queries=False, express_slots=1)
     done_b = threading.Event()
     with lanes.bulk("user-a"):
-        b = Request(lanes, "user-b", True, done_b)
+        b = Request(lanes, "user-b", done_b, express=True)
         assert b.route == "express"
-        c = Request(lanes, "user-c", True, threading.Event())
+        c = Request(lanes, "user-c", threading.Event(), express=True)
         time.sleep(0.1)
         assert c.route is None and lanes.waiting == 1  # waits for B's express request
         done_b.set()
@@ -116,8 +80,8 @@ def test_an_owner_with_another_request_in_the_lane_waits_its_turn() -> None:
     lanes = Lanes(1, yield_to_queries=False, express_slots=1)
     held = threading.Event()
     with lanes.bulk("user-c"):  # another user's request in flight
-        a = Request(lanes, "user-a", False, held)
-        a2 = Request(lanes, "user-a", True, held)  # A's second request, small
+        a = Request(lanes, "user-a", held, express=False)
+        a2 = Request(lanes, "user-a", held, express=True)  # A's second request, small
         time.sleep(0.1)
         assert (a.route, a2.route) == (None, None)
     wait_until(lambda: a.route is not None)
@@ -132,7 +96,7 @@ def test_without_an_express_slot_or_flag_a_write_waits_as_before() -> None:
     for lanes, express in ((Lanes(1, express_slots=0), True), (Lanes(1, express_slots=1), False)):
         held = threading.Event()
         with lanes.bulk("user-a"):
-            b = Request(lanes, "user-b", express, held)
+            b = Request(lanes, "user-b", held, express=express)
             time.sleep(0.1)
             assert b.route is None
         wait_until(lambda b=b: b.route is not None)
@@ -148,11 +112,12 @@ def test_an_express_request_costs_its_owner_no_round() -> None:
     served: list[str] = []
     done = threading.Event()
     with lanes.bulk("user-a"):
-        a2 = Request(lanes, "user-a", False, done)  # round 1
-        a3 = Request(lanes, "user-a", False, done)  # round 2
+        a2 = Request(lanes, "user-a", done, express=False)  # round 1
+        a3 = Request(lanes, "user-a", done, express=False)  # round 2
         with lanes.bulk("user-b", express=True) as route:  # round 0 on arrival
             assert route == "express"
-        b = Request(lanes, "user-b", False, done)  # round 0 again: right after A's in flight
+        # Round 0 again: right after A's in flight.
+        b = Request(lanes, "user-b", done, express=False)
     for request, name in ((b, "b"), (a2, "a2"), (a3, "a3")):
         wait_until(lambda r=request: r.route is not None)
         served.append(name)
@@ -166,7 +131,7 @@ def test_closing_the_lane_refuses_a_waiting_express_request() -> None:
     lanes = Lanes(1, yield_to_queries=False, express_slots=1)
     held = threading.Event()
     with lanes.bulk("user-a"), lanes.bulk("user-b", express=True):
-        c = Request(lanes, "user-c", True, held)
+        c = Request(lanes, "user-c", held, express=True)
         lanes.close_bulk()
         c.join()
         assert c.refused
@@ -181,30 +146,6 @@ def test_closing_the_lane_refuses_a_waiting_express_request() -> None:
 def servers() -> Iterator[tuple[FaultServer, FaultServer]]:
     with FaultServer() as passages, FaultServer() as queries:
         yield passages, queries
-
-
-def embedder(
-    passages: FaultServer,
-    queries: FaultServer | None,
-    *,
-    express_tokens: int = 256,
-    breaker: CircuitBreaker | None = None,
-    express_share: float = EXPRESS_SHARE,
-) -> OpenAICompatibleEmbedder:
-    spec = EmbeddingModelSpec(
-        name="fake-model",
-        base_url=passages.base_url,
-        query_base_url=queries.base_url if queries is not None else None,
-        query_input_type="query",
-        passage_input_type="passage",
-    )
-    return OpenAICompatibleEmbedder(
-        spec,
-        max_retries=0,
-        express_tokens=express_tokens,
-        breaker=breaker,
-        express_share=express_share,
-    )
 
 
 def test_a_turn_behind_another_users_import_is_embedded_on_the_query_server(
@@ -237,18 +178,7 @@ def test_what_is_not_a_small_users_write_waits_for_the_passage_server(
         (embedder(passages, None), "bob", "short"),  # one server for both
     ]
     for client, owner, text in cases:
-        with client:
-            released = threading.Event()
-
-            def hold(
-                client: OpenAICompatibleEmbedder = client, released: threading.Event = released
-            ) -> None:
-                with client.lanes.bulk("importer"):
-                    released.wait(0.3)
-
-            holder = threading.Thread(target=hold)
-            holder.start()
-            wait_until(lambda c=client: c.lanes.in_flight[1] == 1)
+        with client, importer_holding(client.lanes, hold_s=0.3):
             began = time.monotonic()
             if owner is None:
                 client.embed_each([text])
@@ -256,7 +186,6 @@ def test_what_is_not_a_small_users_write_waits_for_the_passage_server(
                 with bulk_owner(owner):
                     client.embed_each([text])
             assert time.monotonic() - began >= 0.2, (owner, text[:10])  # after the import's
-            holder.join(5)
     assert queries.requests == []
     assert len(passages.requests) == len(cases)
 
@@ -297,22 +226,12 @@ def test_past_its_share_of_the_query_server_a_small_write_waits_its_turn(
     passages, queries = servers
     queries.mode, queries.delay_s = "slow", 0.05
     with embedder(passages, queries, express_share=share) as client:
-        released = threading.Event()
-
-        def hold() -> None:
-            with client.lanes.bulk("importer"):  # another user's import in flight
-                released.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        wait_until(lambda: client.lanes.in_flight[1] == 1)
-        with bulk_owner("bob"):
+        with importer_holding(client.lanes) as released, bulk_owner("bob"):
             [first] = client.embed_each(["User: I keep bees"])
             threading.Timer(0.3, released.set).start()
             began = time.monotonic()
             [second] = client.embed_each(["User: and two cats"])
             took = time.monotonic() - began
-        holder.join(5)
         requests, _, deferred = client.express_use.counts
     assert isinstance(first, list) and isinstance(second, list)
     sent = {"queries": [r.body["input"] for r in queries.requests]}

@@ -17,21 +17,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from memstrata.config import EmbeddingModelSpec
-from memstrata.retrieval.breaker import BulkLaneBusyError, Lanes, Route, bulk_owner
+from memstrata.retrieval.breaker import Lanes, bulk_owner
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.express_share import ExpressShare
+from tests.retrieval.express_support import (
+    Request,
+    embedder,
+    importer_holding,
+    wait_until,
+)
 from tests.retrieval.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def wait_until(condition: object, timeout_s: float = 5.0) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 class Counter:
@@ -48,34 +45,6 @@ def lanes_with(share: ExpressShare, deferred: Counter) -> Lanes:
     return Lanes(
         1, yield_to_queries=False, express_slots=1, express_share=share, on_deferred=deferred
     )
-
-
-class Request:
-    """One bulk request in a thread, queued (or served) before the constructor returns."""
-
-    def __init__(self, lanes: Lanes, owner: str, hold: threading.Event, give_up_s: float | None):
-        self.route: Route | None = None
-        self.gave_up = False
-        queued = lanes.waiting
-        self._thread = threading.Thread(
-            target=self._run, args=(lanes, owner, hold, give_up_s), daemon=True
-        )
-        self._thread.start()
-        wait_until(lambda: lanes.waiting == queued + 1 or self.route is not None)
-
-    def _run(
-        self, lanes: Lanes, owner: str, hold: threading.Event, give_up_s: float | None
-    ) -> None:
-        try:
-            with lanes.bulk(owner, give_up_s=give_up_s, express=True) as route:
-                self.route = route
-                hold.wait(10)
-        except BulkLaneBusyError:
-            self.gave_up = True
-
-    def join(self) -> None:
-        self._thread.join(10)
-        assert not self._thread.is_alive()
 
 
 # -- the lane -----------------------------------------------------------------------------
@@ -103,9 +72,9 @@ def test_the_share_is_asked_when_the_slot_comes_free_not_when_the_write_arrived(
     lanes = lanes_with(share, deferred)
     bob_done, carol_done = threading.Event(), threading.Event()
     with lanes.bulk("importer"):
-        bob = Request(lanes, "bob", bob_done, None)
+        bob = Request(lanes, "bob", bob_done)
         assert bob.route == "express"
-        carol = Request(lanes, "carol", carol_done, None)
+        carol = Request(lanes, "carol", carol_done)
         assert share.allowed_in_s(time.monotonic()) == 0.0  # she was let in
         began = time.monotonic()
         time.sleep(0.5)
@@ -127,7 +96,7 @@ def test_a_write_turned_back_that_gives_up_is_counted_once() -> None:
     share.record(now - 1.0, now)
     lanes = lanes_with(share, deferred)
     with lanes.bulk("importer"):
-        bob = Request(lanes, "bob", threading.Event(), 0.3)
+        bob = Request(lanes, "bob", threading.Event(), give_up_s=0.3)
         for _ in range(3):  # each search's end wakes the waiters: the share is asked again
             with lanes.query():
                 time.sleep(0.02)
@@ -154,21 +123,6 @@ def servers() -> Iterator[tuple[FaultServer, FaultServer]]:
         yield passages, queries
 
 
-def embedder(
-    passages: FaultServer, queries: FaultServer, share: float, window_s: float
-) -> OpenAICompatibleEmbedder:
-    spec = EmbeddingModelSpec(
-        name="fake-model",
-        base_url=passages.base_url,
-        query_base_url=queries.base_url,
-        query_input_type="query",
-        passage_input_type="passage",
-    )
-    return OpenAICompatibleEmbedder(
-        spec, max_retries=0, express_share=share, express_window_s=window_s
-    )
-
-
 def write(client: OpenAICompatibleEmbedder, owner: str, text: str) -> None:
     with bulk_owner(owner):
         [vector] = client.embed_each([text])
@@ -180,26 +134,17 @@ def test_a_write_let_in_during_an_express_passage_that_used_the_share_up_waits_i
 ) -> None:
     passages, queries = servers
     queries.mode, queries.delay_s = "slow", 0.3  # 0.3 s a passage: over 0.05 of 4 s
-    with embedder(passages, queries, 0.05, 4.0) as client:
-        released = threading.Event()
-
-        def hold() -> None:
-            with client.lanes.bulk("importer"):
-                released.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        wait_until(lambda: client.lanes.in_flight[1] == 1)
-        bob = threading.Thread(target=write, args=(client, "bob", "Bob: one turn"))
-        bob.start()
-        wait_until(lambda: len(queries.requests) == 1)  # Bob's passage under way
-        carol = threading.Thread(target=write, args=(client, "carol", "Carol: one turn"))
-        carol.start()
-        wait_until(lambda: client.lanes.waiting == 1)
-        bob.join(5)
-        threading.Timer(0.5, released.set).start()
-        carol.join(5)
-        holder.join(5)
+    with embedder(passages, queries, express_share=0.05, express_window_s=4.0) as client:
+        with importer_holding(client.lanes) as released:
+            bob = threading.Thread(target=write, args=(client, "bob", "Bob: one turn"))
+            bob.start()
+            wait_until(lambda: len(queries.requests) == 1)  # Bob's passage under way
+            carol = threading.Thread(target=write, args=(client, "carol", "Carol: one turn"))
+            carol.start()
+            wait_until(lambda: client.lanes.waiting == 1)
+            bob.join(5)
+            threading.Timer(0.5, released.set).start()
+            carol.join(5)
         requests, _, deferred = client.express_use.counts
     assert [r.body["input"] for r in queries.requests] == [["Bob: one turn"]]
     assert [r.body["input"] for r in passages.requests] == [["Carol: one turn"]]
@@ -212,25 +157,12 @@ def test_a_write_turned_back_goes_express_once_the_window_frees(
     """Not after the importer's request (4 s here): a second after Bob's first passage."""
     passages, queries = servers
     queries.mode, queries.delay_s = "slow", 0.1  # 0.1 s a passage: over 0.05 of 1 s
-    with embedder(passages, queries, 0.05, 1.0) as client:
-        released = threading.Event()
-
-        def hold() -> None:
-            with client.lanes.bulk("importer"):
-                released.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        wait_until(lambda: client.lanes.in_flight[1] == 1)
-        timer = threading.Timer(4.0, released.set)
-        timer.start()
-        write(client, "bob", "Bob: first turn")
-        began = time.monotonic()
-        write(client, "bob", "Bob: second turn")
-        took = time.monotonic() - began
-        released.set()
-        timer.cancel()
-        holder.join(5)
+    with embedder(passages, queries, express_share=0.05, express_window_s=1.0) as client:
+        with importer_holding(client.lanes, hold_s=4.0):  # 4 s: the importer's request
+            write(client, "bob", "Bob: first turn")
+            began = time.monotonic()
+            write(client, "bob", "Bob: second turn")
+            took = time.monotonic() - began
         requests, _, deferred = client.express_use.counts
     assert 0.8 <= took < 2.5, took  # the window had to leave most of the first passage
     assert [r.body["input"] for r in queries.requests] == [

@@ -8,27 +8,12 @@ import json
 from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Route, expect
 
 from tests.web.clock import pause_clock, says, step_until
 from tests.web.conftest import Console, SignedIn, append, stored_file, tab, write_elsewhere
+from tests.web.save_support import SAVED_LATE, next_save_is_no_conflict, on_put
 from tests.web.server import Serve
-
-
-def _on_put(page: Page, name: str, handle: Callable[[Route], None]) -> list[str]:
-    """Route file ``name``'s PUTs to ``handle`` (its GETs reach the server); returns the
-    methods of the requests routed, in order."""
-    methods: list[str] = []
-
-    def route(route: Route) -> None:
-        methods.append(route.request.method)
-        if route.request.method == "PUT":
-            handle(route)
-        else:
-            route.continue_()
-
-    page.route(f"**/api/config/agent-files/{name}", route)
-    return methods
 
 
 def _answer_lost(route: Route) -> None:
@@ -113,15 +98,12 @@ def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
     console.allow(502)
     page = signed_in()
     tab(page, "user")
-    methods = _on_put(page, "user", _answer_lost)
+    methods = on_put(page, "user", _answer_lost)
     append(page, "\n- Likes oolong tea")
     mine = page.locator("#editor").input_value()
     page.click("#file-save")
     message = page.locator("#file-message")
-    expect(message).to_have_text(
-        "Saved USER.md as version 2 (the server's answer was lost; the file was read back to "
-        "check)."
-    )
+    expect(message).to_have_text(SAVED_LATE)
     expect(message).to_have_class("banner ok")
     assert methods == ["PUT", "GET"]
     expect(page.locator("#file-version")).to_have_text("version 2")
@@ -129,14 +111,7 @@ def test_a_save_whose_answer_was_lost_is_read_back_and_counts_as_saved(
     expect(page.locator("#file-save")).to_be_disabled()
     expect(page.locator("#tab-user")).not_to_have_class("unsaved")
     assert page.locator("#editor").input_value() == mine
-    page.unroute("**/api/config/agent-files/user")
-    # the next save builds on version 2: the user's own write is not met as a conflict
-    append(page, "\n- and green tea")
-    page.click("#file-save")
-    expect(message).to_have_text("Saved USER.md as version 3.")
-    expect(page.locator("#conflict")).to_be_hidden()
-    stored = stored_file(server, user, "user")
-    assert (stored["version"], stored["content"]) == (3, mine + "\n- and green tea")
+    next_save_is_no_conflict(page, server, user, mine)
 
 
 def _cut_off_by_shutdown(route: Route) -> None:
@@ -164,13 +139,10 @@ def test_a_save_cut_off_by_the_servers_shutdown_is_read_back(
     console.allow(503)
     page = signed_in()
     tab(page, "user")
-    methods = _on_put(page, "user", _cut_off_by_shutdown)
+    methods = on_put(page, "user", _cut_off_by_shutdown)
     append(page, "\n- Rows on Sundays")
     page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(
-        "Saved USER.md as version 2 (the server's answer was lost; the file was read back to "
-        "check)."
-    )
+    expect(page.locator("#file-message")).to_have_text(SAVED_LATE)
     assert methods == ["PUT", "GET"]
     expect(page.locator("#file-state")).to_have_text("Saved")
 
@@ -182,7 +154,7 @@ def test_a_save_refused_by_a_gateway_is_read_back_and_said_not_written(
     page = signed_in()
     tab(page, "user")
     pause_clock(page)
-    _on_put(page, "user", lambda route: route.fulfill(status=502, body=""))  # never forwarded
+    on_put(page, "user", lambda route: route.fulfill(status=502, body=""))  # never forwarded
     append(page, "\n- Likes oolong tea")
     mine = page.locator("#editor").input_value()
     page.click("#file-save")
@@ -214,7 +186,7 @@ def test_a_save_cut_off_after_it_was_stored_keeps_what_was_typed_meanwhile(
     page = signed_in()
     tab(page, "memory")
     held: list[Route] = []
-    _on_put(page, "memory", held.append)
+    on_put(page, "memory", held.append)
     append(page, "\nTYPED BEFORE SAVE")
     sent = page.locator("#editor").input_value()
     page.click("#file-save")
@@ -252,7 +224,7 @@ def test_a_lost_save_answer_with_a_newer_write_elsewhere_shows_the_conflict(
         write_elsewhere(server, user, "user", "WRITTEN ELSEWHERE")
         route.fulfill(status=502, body="")
 
-    _on_put(page, "user", written_elsewhere_then_lost)
+    on_put(page, "user", written_elsewhere_then_lost)
     append(page, "\nTYPED HERE")
     page.click("#file-save")
     expect(page.locator("#conflict")).to_be_visible()

@@ -5,18 +5,18 @@ file says so, never from one early read-back."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from playwright.sync_api import Page, Request, Route, expect
 
 from tests.web.clock import pause_clock, says, step_until
 from tests.web.conftest import Console, SignedIn, append, stored_file, tab
+from tests.web.save_support import SAVED_LATE, next_save_is_no_conflict, on_put
 from tests.web.server import Serve
 
 CHECKING = (
     "The server had an error (HTTP 504 Gateway Timeout). USER.md may still be saving on the "
     "server: checking again for up to 2 minutes. Your text is still in the editor."
-)
-SAVED_LATE = (
-    "Saved USER.md as version 2 (the server's answer was lost; the file was read back to check)."
 )
 # the page's backoff: an immediate read-back, then one after each of its 8 waits
 READS_IN_ALL = 9
@@ -29,12 +29,9 @@ class Gateway:
     def __init__(self, page: Page, server: Serve, user: str, name: str) -> None:
         self.server, self.user, self.name = server, user, name
         self.held: list[tuple[str, str]] = []
-        page.route(f"**/api/config/agent-files/{name}", self._route)
+        on_put(page, name, self._time_out)
 
-    def _route(self, route: Route) -> None:
-        if route.request.method != "PUT":
-            route.continue_()
-            return
+    def _time_out(self, route: Route) -> None:
         self.held.append((route.request.post_data or "", route.request.headers["if-match"]))
         route.fulfill(status=504, body="")
 
@@ -62,50 +59,68 @@ def _reads(page: Page, name: str) -> list[str]:
     return seen
 
 
+@dataclass(frozen=True)
+class Checking:
+    """A save of USER.md behind a :class:`Gateway`, the page checking whether it lands."""
+
+    page: Page
+    gateway: Gateway
+    reads: list[str]  # the page's reads of USER.md from before the save on
+    sent: str  # the editor's text as it was saved
+
+
+def save_behind_gateway(
+    signed_in: SignedIn,
+    server: Serve,
+    console: Console,
+    user: str,
+    text: str,
+    *,
+    paused: bool = False,
+) -> Checking:
+    """Append ``text`` to USER.md and save it through a gateway that times out (``paused``:
+    the page's clock paused first), once the page says it is checking."""
+    console.allow(504)
+    page = signed_in()
+    tab(page, "user")
+    if paused:
+        pause_clock(page)
+    reads = _reads(page, "user")
+    gateway = Gateway(page, server, user, "user")
+    append(page, text)
+    sent = page.locator("#editor").input_value()
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(CHECKING)
+    return Checking(page, gateway, reads, sent)
+
+
 def test_a_gateway_timeout_whose_write_lands_later_is_checked_until_it_is_saved(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
     """The page used to read back once, find version 1 and say "Nothing was written … save
     again": saving again then met the user's own write as a 409."""
-    console.allow(504)
-    page = signed_in()
-    tab(page, "user")
-    gateway = Gateway(page, server, user, "user")
-    append(page, "\n- Likes oolong tea")
-    mine = page.locator("#editor").input_value()
-    page.click("#file-save")
+    saving = save_behind_gateway(signed_in, server, console, user, "\n- Likes oolong tea")
+    page, mine = saving.page, saving.sent
     message = page.locator("#file-message")
-    expect(message).to_have_text(CHECKING)
     expect(message).to_have_class("banner warn")
     expect(page.locator("#file-state")).to_have_text("Checking save…")
     assert stored_file(server, user, "user")["version"] == 1
-    assert gateway.land() == 2  # the server finishes the write the gateway passed on
+    assert saving.gateway.land() == 2  # the server finishes the write the gateway passed on
     expect(message).to_have_text(SAVED_LATE)
     expect(message).to_have_class("banner ok")
     expect(page.locator("#file-version")).to_have_text("version 2")
     expect(page.locator("#file-state")).to_have_text("Saved")
     assert page.locator("#editor").input_value() == mine
-    page.unroute("**/api/config/agent-files/user")
-    append(page, "\n- and green tea")
-    page.click("#file-save")
-    expect(message).to_have_text("Saved USER.md as version 3.")
-    expect(page.locator("#conflict")).to_be_hidden()
-    stored = stored_file(server, user, "user")
-    assert (stored["version"], stored["content"]) == (3, mine + "\n- and green tea")
+    next_save_is_no_conflict(page, server, user, mine)
 
 
 def test_what_is_typed_while_checking_stays_unsaved_on_the_landed_version(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    console.allow(504)
-    page = signed_in()
-    tab(page, "user")
-    gateway = Gateway(page, server, user, "user")
-    append(page, "\nSENT")
-    page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(CHECKING)
+    saving = save_behind_gateway(signed_in, server, console, user, "\nSENT")
+    page = saving.page
     append(page, "\nTYPED WHILE CHECKING")
-    gateway.land()
+    saving.gateway.land()
     expect(page.locator("#file-message")).to_have_text(
         f"{SAVED_LATE} What you typed since is not saved yet."
     )
@@ -117,16 +132,10 @@ def test_what_is_typed_while_checking_stays_unsaved_on_the_landed_version(
 def test_checking_stops_after_two_minutes_and_says_the_file_is_unchanged(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    console.allow(504)
-    page = signed_in()
-    tab(page, "user")
-    pause_clock(page)
-    reads = _reads(page, "user")
-    Gateway(page, server, user, "user")  # the write never lands
-    append(page, "\nLOST")
-    page.click("#file-save")
+    # The write never lands.
+    saving = save_behind_gateway(signed_in, server, console, user, "\nLOST", paused=True)
+    page, reads = saving.page, saving.reads
     message = page.locator("#file-message")
-    expect(message).to_have_text(CHECKING)
     given_up = "Not saved: USER.md is still version 1 after checking for 2 minutes."
     step_until(page, says(message, given_up))
     expect(message).to_have_text(
@@ -146,17 +155,10 @@ def test_checking_stops_after_two_minutes_and_says_the_file_is_unchanged(
 def test_saving_again_while_checking_stops_the_check(
     signed_in: SignedIn, server: Serve, console: Console, user: str
 ) -> None:
-    console.allow(504)
-    page = signed_in()
-    tab(page, "user")
-    pause_clock(page)
-    reads = _reads(page, "user")
-    gateway = Gateway(page, server, user, "user")
-    append(page, "\nFIRST")
-    page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(CHECKING)
+    saving = save_behind_gateway(signed_in, server, console, user, "\nFIRST", paused=True)
+    page, reads = saving.page, saving.reads
     assert len(reads) == 1
-    gateway.held.clear()
+    saving.gateway.held.clear()
     page.unroute("**/api/config/agent-files/user")
     append(page, " AND SECOND")
     page.click("#file-save")
@@ -213,15 +215,10 @@ def test_reopening_the_tab_while_checking_tells_the_save_at_once(
 ) -> None:
     """The tab's own read of the file settles the check as the check's next read would,
     not as "changed elsewhere"."""
-    console.allow(504)
-    page = signed_in()
-    tab(page, "user")
-    pause_clock(page)  # the check's next read waits: only the tab's read can tell
-    gateway = Gateway(page, server, user, "user")
-    append(page, "\nSENT")
-    page.click("#file-save")
-    expect(page.locator("#file-message")).to_have_text(CHECKING)
-    gateway.land()
+    # The clock paused: the check's next read waits, only the tab's read can tell.
+    saving = save_behind_gateway(signed_in, server, console, user, "\nSENT", paused=True)
+    page = saving.page
+    saving.gateway.land()
     tab(page, "soul")
     tab(page, "user")
     expect(page.locator("#file-message")).to_have_text(SAVED_LATE)

@@ -9,7 +9,8 @@ before (:mod:`memstrata.agent.arguments`). The rules, as ``docs/AGENT_TOOLS.md``
 them:
 
 * ``record_memory`` stores one entry per item of a listed content, none its section
-  already has (dates aside), and with ``replaces`` removes the one entry it supersedes —
+  already has (dates aside), and with ``replaces`` removes the one entry it supersedes (of
+  ``section``, when the call names one: found only in another, it is refused with where) —
   not one that only a line nested in it names —, quoted whole; a retry whose first call
   landed is no change (:mod:`memstrata.agent.record_edit`);
 * ``update_long_term_memory`` without ``section`` replaces the whole file only with
@@ -17,11 +18,12 @@ them:
   what it removed, by MCP ``memory_write``'s rule (:mod:`memstrata.agent.removals`).
   ``whole_file`` is what ``memory_write``'s ``replace_all`` is, the model saying it means
   to replace the file, so removing most of it is not refused;
-* ``update_user`` without ``key`` replaces a section's body only if that keeps every key
-  that has a value and is not a lone ``Key: value`` line, unless ``replace_section``;
-  ``update_long_term_memory`` with ``section`` only if it keeps every entry of the
-  section (as :mod:`memstrata.agent.removals` compares them), unless ``replace_section``.
-  The answer of either replacement lists what it removed, in ``whole_file``'s words;
+* ``update_user`` without ``key`` and ``update_long_term_memory`` with ``section`` replace
+  a section's body only if that keeps every entry of the section, as
+  :mod:`memstrata.agent.removals` counts them in either file (a fact by its key, any other
+  entry by its text), and ``update_user``'s body is not a lone ``Key: value`` line over a
+  section of facts, unless ``replace_section``. The refusal lists what would go, and the
+  answer of a replacement what went, in ``whole_file``'s words;
 * a section the call names and the file lacks is created, and when the file has other
   sections the answer lists them; unless ``new_section``, one whose name is close to a
   section the file has, or (USER.md) that would get a key another section sets, is
@@ -40,7 +42,7 @@ from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import opening_line
 from memstrata.agent.markdown_doc import Doc, Section
-from memstrata.agent.removals import Removal, removal, said
+from memstrata.agent.removals import Removal, entries_in, removal, said
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed
 from memstrata.memory.kinds import FileKind
 from memstrata.text import shortened
@@ -52,6 +54,15 @@ _SHORTEN = {
     "section without them",
     FileKind.USER: "remove outdated facts first: update_user without key (and with "
     "replace_section=true) rewrites one section without them",
+}
+# How a refused section replacement names the call, and the call that corrects one entry.
+_REPLACES = {
+    FileKind.MEMORY: "content replaces",
+    FileKind.USER: "without key, content replaces",
+}
+_CORRECT_ONE = {
+    FileKind.MEMORY: "correct one entry with record_memory's replaces",
+    FileKind.USER: "set one fact with key",
 }
 _WHOLE_FILE = {
     FileKind.MEMORY: "update_long_term_memory with whole_file=true",
@@ -208,8 +219,8 @@ class Edit:
 
 class ReplaceSection(Edit):
     """``update_long_term_memory`` with ``section``, ``update_user`` without ``key``: a
-    section's body replaced. ``guard``: refuse to lose USER.md facts or MEMORY.md entries
-    (module doc)."""
+    section's body replaced. ``guard``: refuse to lose an entry of the section (module
+    doc)."""
 
     def __init__(
         self,
@@ -237,10 +248,10 @@ class ReplaceSection(Edit):
                 doc, (span.body_start, span.end), f"## {title}", "replacing its body"
             )
         if self.guard and span is not None and self.kind is FileKind.USER:
-            self._check_keys(doc, span, title)
+            self._check_keyed_line(doc, span, title)
         new = sections.replace_section(text, self.name, self.body)
         removed = removal(text, new)
-        if self.guard and span is not None and self.kind is FileKind.MEMORY:
+        if self.guard and span is not None:
             self._check_entries(doc, span, title, removed)
         self.done = f"Replaced ## {title} in {self.kind.filename}"
         if said_removed := said(removed):
@@ -248,40 +259,32 @@ class ReplaceSection(Edit):
         return self.closing(doc, new)
 
     def _check_entries(self, doc: Doc, span: Section, title: str, removed: Removal) -> None:
-        """``update_user``'s rule for MEMORY.md: a body that drops any entry of the section
-        is refused. A model summing up a section, or sending an empty body, removed every
-        entry of it, and the answer said only "Replaced"."""
+        """A body that drops any entry of the section, as :mod:`memstrata.agent.removals`
+        counts them (facts by key, any other entry by its text), is refused. A model summing
+        up a section, or sending an empty body, removed every entry of it, and the answer
+        said only "Replaced"."""
         if not removed.entries:
             return
-        total = sum(1 for entry in entries.entries(doc) if entry.within(span))
+        total = entries_in(doc, span)
         lost = f"{len(removed.entries)} of its {counted(total, 'entry', 'entries')}"
         raise self.refuse(
-            f"content replaces the whole body of ## {title}, and this one would remove {lost} "
-            f"({listed(removed.entries)}). Keep those lines in content, correct one entry "
-            "with record_memory's replaces, or pass replace_section=true to remove them; "
-            "nothing was written"
+            f"{_REPLACES[self.kind]} the whole body of ## {title}, and this one would remove "
+            f"{lost} ({listed(removed.entries)}). Keep those lines in content, "
+            f"{_CORRECT_ONE[self.kind]}, or pass replace_section=true to remove them; nothing "
+            "was written"
         )
 
-    def _check_keys(self, doc: Doc, span: Section, title: str) -> None:
-        keys = [(k, v) for _, k, v in sections.key_bullets(doc, span) if is_key(k)]
-        if not keys:
-            return
+    def _check_keyed_line(self, doc: Doc, span: Section, title: str) -> None:
+        """A lone ``Key: value`` line over a section of facts is refused with the call the
+        model meant: ``update_user`` with ``key``."""
+        keys = [k for _, k, _ in sections.key_bullets(doc, span) if is_key(k)]
         line = sections.keyed_line(self.body)
-        if line is not None:
-            names = listed([k for k, _ in keys])
+        if keys and line is not None:
             raise self.refuse(
                 f"content is one 'Key: value' line, and without key it would replace the "
-                f"whole body of ## {title} ({names}). Did you mean key={line[0]!r}, "
+                f"whole body of ## {title} ({listed(keys)}). Did you mean key={line[0]!r}, "
                 f"content={line[1]!r}? To replace the body with this line anyway, pass "
                 "replace_section=true"
-            )
-        kept = {sections.fold(k) for k in sections.body_keys(self.body)}
-        lost = [k for k, v in keys if v and sections.fold(k) not in kept]
-        if lost:
-            raise self.refuse(
-                f"without key, content replaces the whole body of ## {title}, and this one "
-                f"would remove {', '.join(lost)}. Keep those lines in content, set one fact "
-                "with key, or pass replace_section=true to remove them; nothing was written"
             )
 
 

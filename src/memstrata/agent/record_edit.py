@@ -8,7 +8,7 @@ from datetime import date
 from memstrata.agent import entries, markdown_doc, model_markup, sections
 from memstrata.agent.answers import ToolAnswer
 from memstrata.agent.edits import Edit, NothingToWrite
-from memstrata.agent.markdown_doc import Doc
+from memstrata.agent.markdown_doc import Doc, Section
 from memstrata.agent.wording import MAX_LISTED, PREVIEW_CHARS, counted, quoted, quoted_whole
 from memstrata.memory.kinds import FileKind
 from memstrata.text import shortened
@@ -120,7 +120,14 @@ class AppendEntry(Edit):
             where = self.name is None or (target is not None and entry.within(target))
             return entry.key in new and where
 
-        matched = entries.matching([e for e in found if not added(e)], wanted)
+        candidates = [e for e in found if not added(e)]
+        if self.name is not None:  # the section's entries only (the others: _elsewhere)
+            inside = [e for e in candidates if target is not None and e.within(target)]
+            matched = entries.matching(inside, wanted)
+            if not matched and (elsewhere := entries.matching(candidates, wanted)):
+                raise self._elsewhere(target, elsewhere)
+        else:
+            matched = entries.matching(candidates, wanted)
         texts = {e.key for e in matched}
         if len(texts) == 1:
             self._names_the_entry(doc, matched[0], wanted)
@@ -147,6 +154,29 @@ class AppendEntry(Edit):
         raise self.refuse(
             f"replaces matches no entry of MEMORY.md; give the text of the entry to replace "
             f"(its date may be left out); nothing was written.{hint}"
+        )
+
+    def _elsewhere(self, target: Section | None, found: list[entries.Entry]) -> NothingToWrite:
+        """The refusal of a ``replaces`` that names no entry of the call's section but
+        ``found`` in others: a removal or a correction reached into any section, and the
+        call named one to say which entry it meant."""
+        title = target.title if target is not None else (self.name or "").strip()
+        places = list(dict.fromkeys(e.section for e in found))
+        where = ", ".join(f"## {place}" if place else "no section" for place in places)
+        shown = "; ".join(quoted(e) for e in found[:MAX_LISTED])
+        verb = "replace" if self.bullets else "remove"
+        if len(places) > 1:
+            how = f"Pass the section of the one to {verb}"
+        elif not places[0]:
+            how = f"Leave section out to {verb} it"
+        else:
+            how = f"Pass section={places[0]!r} to {verb} it there"
+            if self.bullets:
+                how += ", or remove it there (empty content) and record the new entry "
+                how += f"under ## {title}"
+        return self.refuse(
+            f"replaces matches no entry under ## {title} of MEMORY.md, but {len(found)} under "
+            f"{where}: {shown}. {how}; nothing was written"
         )
 
     def _names_the_entry(self, doc: Doc, entry: entries.Entry, wanted: str) -> None:

@@ -5,8 +5,8 @@ add a line and sent only that line, or sent nothing, would wipe the file, and no
 undoes it; so the new text is compared with the stored one first, the way the entry tools
 read a file:
 
-* a *fact* — a section's ``- key: value`` bullet with a value, its key as ``update_user``'s
-  guard reads one (:func:`~memstrata.agent.wording.is_key`) — by its section and key: a new
+* a *fact* — a section's ``- key: value`` bullet with a value, its key read as a fact's
+  (:func:`~memstrata.agent.wording.is_key`) — by its section and key: a new
   value keeps it, an emptied one removes it. A bullet without a value (a template's
   ``- Name:``) holds no fact and is not counted;
 * any other entry (:mod:`memstrata.agent.entries`) by its text as entries compare
@@ -18,7 +18,10 @@ read a file:
 *Most* (:attr:`Removal.most`): more than half of the file's entries, or of its sections,
 and at least two of them. Dropping one outdated entry is what a rewrite is for: it is
 reported (:func:`said`), not refused. ``update_long_term_memory`` with ``whole_file``
-(:class:`~memstrata.agent.edits.ReplaceFile`) reports by the same rule.
+(:class:`~memstrata.agent.edits.ReplaceFile`) reports by the same rule, and a section
+replacement (:class:`~memstrata.agent.edits.ReplaceSection`: ``update_long_term_memory``
+with ``section``, ``update_user`` without ``key``) is refused by it when it would remove
+any entry of the section, in either file, unless ``replace_section``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memstrata.agent import entries, markdown_doc, sections
-from memstrata.agent.markdown_doc import Doc
+from memstrata.agent.markdown_doc import Doc, Section
 from memstrata.agent.wording import counted, is_key, listed, quoted
 
 # An entry's identity: ("fact", section, key) or ("entry", its comparable text).
@@ -63,6 +66,11 @@ def removal(old: str, new: str) -> Removal:
     )
 
 
+def entries_in(doc: Doc, span: Section) -> int:
+    """How many entries section ``span`` holds, counted as :func:`removal` counts them."""
+    return len(_entries(doc, span))
+
+
 def said(removed: Removal) -> str:
     """What a stored rewrite removed, as its answer says it: ``Removed 1 entry ('…') and
     1 section (Work).``, the first ``MAX_LISTED`` of each quoted; '' if nothing."""
@@ -80,8 +88,9 @@ def _most(removed: int, total: int) -> bool:
     return removed >= 2 and 2 * removed > total
 
 
-def _entries(doc: Doc) -> dict[_Identity, str]:
-    """Each entry's identity and how an answer quotes it; the first of equal ones."""
+def _entries(doc: Doc, within: Section | None = None) -> dict[_Identity, str]:
+    """Each entry's identity and how an answer quotes it; the first of equal ones. With
+    ``within``, those of that section only."""
     facts: dict[int, _Identity | None] = {}  # by the bullet's line; None: no value
     for span in doc.sections():
         name = sections.normalise_name(span.title)
@@ -90,6 +99,8 @@ def _entries(doc: Doc) -> dict[_Identity, str]:
                 facts[index] = ("fact", name, sections.fold(key)) if value else None
     found: dict[_Identity, str] = {}
     for entry in entries.entries(doc):
+        if within is not None and not entry.within(within):
+            continue
         identity = facts.get(entry.start, ("entry", entry.key))
         if identity is not None and entry.key and identity not in found:
             found[identity] = quoted(entry)

@@ -19,10 +19,17 @@ from memstrata.agent.arguments import (
 from memstrata.agent.json_numbers import integer_arguments
 from memstrata.agent.record_edit import DEFAULT_SECTION
 from memstrata.errors import ToolInputError
+from memstrata.memory.kinds import MAX_CONTENT_BYTES
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOOL_TOP_K, SOURCES
 from memstrata.sandbox.dirty import decode_tool_arguments
 
-__all__ = ["ToolInputError", "check_arguments", "tool_schemas"]
+__all__ = ["FILE_LIMIT_RULE", "ToolInputError", "check_arguments", "tool_schemas"]
+
+# A memory file's size limit as the schemas state it. A setting (MEMSTRATA_MAX_CONTENT_BYTES)
+# the schemas cannot read, so its default is given as such, and no maxLength: a client
+# holding to it would refuse what a server with a larger limit takes. A refusal gives the
+# server's own limit.
+FILE_LIMIT_RULE = f"at most {MAX_CONTENT_BYTES} bytes of UTF-8 (the default limit)"
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -96,7 +103,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "maxLength": MAX_ENTRY_CHARS,
                     "description": "Optional: the text of the existing entry this one corrects "
                     "or supersedes (exactly, or a part only it contains; the date may be left "
-                    "out). That entry is removed.",
+                    "out). That entry is removed; with 'section', it must be in that section.",
                 },
                 "new_section": new_section,
             },
@@ -112,7 +119,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                 "content": {
                     "type": "string",
                     "description": "The section's new body, without its '## ' heading (or, "
-                    "with whole_file, the new file).",
+                    f"with whole_file, the new file). MEMORY.md holds {FILE_LIMIT_RULE}.",
                 },
                 "section": section,
                 "whole_file": {
@@ -133,7 +140,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
             "update_user",
             "Update USER.md (facts about the user): with 'key', set the '- key: value' line in "
             "the section (added if missing); without it, replace the section's body, which "
-            "is refused if that would remove a fact unless replace_section=true.",
+            "is refused if that would remove an entry unless replace_section=true.",
             {
                 "section": {**section, "description": "e.g. 'Profile', 'Work', 'Preferences'."},
                 "key": {
@@ -145,7 +152,8 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                 "content": {
                     "type": "string",
                     "description": f"With key: the value, one line of at most {MAX_VALUE_CHARS} "
-                    "characters. Without key: the section's new body, without its heading.",
+                    "characters. Without key: the section's new body, without its heading. "
+                    f"USER.md holds {FILE_LIMIT_RULE}.",
                 },
                 "replace_section": {
                     "type": "boolean",

@@ -20,7 +20,8 @@ with the workspace. Nothing raises to the model: bad arguments and failures come
 short ``error: ...`` strings that say what to do. Every answer is a
 :class:`~memstrata.agent.answers.ToolAnswer`: a ``str``, whose ``failed`` says whether the
 call stored nothing (MCP's ``isError``). The argument checks are in
-:mod:`memstrata.agent.arguments`, what each call changes and refuses in
+:mod:`memstrata.agent.arguments`, the edit each call's arguments make in
+:mod:`memstrata.agent.tool_edits`, what each call changes and refuses in
 :mod:`memstrata.agent.edits`, the answer texts in :mod:`memstrata.agent.answers`.
 """
 
@@ -44,28 +45,10 @@ from memstrata.agent.answers import (
     sync_message,
     unreadable,
 )
-from memstrata.agent.arguments import (
-    DEFAULT_TOOL_TOP_K,
-    MAX_ENTRY_CHARS,
-    check_body,
-    check_entry,
-    check_key,
-    check_name,
-    check_text,
-    check_value,
-    check_whole_file,
-    search_arguments,
-)
-from memstrata.agent.edits import (
-    Edit,
-    NothingToWrite,
-    ReplaceFile,
-    ReplaceSection,
-    SetKey,
-    too_large,
-)
-from memstrata.agent.record_edit import AppendEntry
+from memstrata.agent.arguments import DEFAULT_TOOL_TOP_K, search_arguments
+from memstrata.agent.edits import Edit, NothingToWrite, too_large
 from memstrata.agent.schemas import check_arguments, tool_schemas
+from memstrata.agent.tool_edits import long_term_edit, record_memory_edit, user_edit
 from memstrata.errors import RuntimeClosedError, SandboxError, ToolInputError
 from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
@@ -84,22 +67,6 @@ R = TypeVar("R")
 
 # A controlled write that left the DB equal to the sandbox: no round-end read-back needed.
 SYNCED_OUTCOMES = frozenset({Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.MERGED})
-
-_SECTION_OR_FILE = (
-    "pass section to replace one section's body, or whole_file=true without section to "
-    "replace the whole file, not both"
-)
-_EMPTY_ENTRY = (
-    "content must not be empty; to remove an entry, pass its text as replaces with empty content"
-)
-_SECTION_FLAG = (
-    "replace_section goes with section (it replaces that section's body); to replace the "
-    "whole file, pass whole_file=true instead"
-)
-_KEY_OR_SECTION = (
-    "pass key to set one '- key: value' line, or replace_section=true without key to "
-    "replace the section's whole body, not both"
-)
 
 
 @dataclass(frozen=True)
@@ -195,19 +162,11 @@ class MemoryTools:
         replaces: str | None = None,
         new_section: bool = False,
     ) -> ToolAnswer:
-        # Empty content with replaces removes that entry: "Remove what is no longer true"
-        # had no call of its own, and an agent's empty record_memory was refused bare.
-        remove = replaces is not None and isinstance(content, str) and not content.strip()
         try:
-            if not remove and isinstance(content, str) and not content.strip():
-                raise ToolInputError(_EMPTY_ENTRY)
-            text = "" if remove else check_entry(content)
-            name = None if section is None else check_name(section, "section")
-            old = None if replaces is None else check_text(replaces, "replaces", MAX_ENTRY_CHARS)
+            edit = record_memory_edit(content, section, replaces, new_section, self._today())
         except ToolInputError as exc:
             return error(str(exc))
-        new = new_section is True
-        return await self._edit(AppendEntry(text, name, self._today(), old, new_section=new))
+        return await self._edit(edit)
 
     async def update_long_term_memory(
         self,
@@ -222,7 +181,7 @@ class MemoryTools:
             # file's worth of content as Markdown.
             edit = await anyio.to_thread.run_sync(
                 partial(
-                    _long_term_edit,
+                    long_term_edit,
                     content,
                     section,
                     whole_file,
@@ -244,7 +203,7 @@ class MemoryTools:
     ) -> ToolAnswer:
         try:
             edit = await anyio.to_thread.run_sync(
-                _user_edit, content, section, key, replace_section, new_section is True
+                user_edit, content, section, key, replace_section, new_section is True
             )
         except ToolInputError as exc:
             return error(str(exc))
@@ -424,39 +383,3 @@ class MemoryTools:
             # Left dirty on purpose: the round end pushes the DB copy to the sandbox.
             ctx.tracker.fall_behind(edit.kind.filename, result.base)
         return sync_message(edit.done, result, workspace_stale=True, rounds=self.ctx.rounds)
-
-
-def _long_term_edit(
-    content: str,
-    section: str | None,
-    whole_file: bool,
-    new_section: bool = False,
-    *,
-    replace_section: bool = False,
-) -> Edit:
-    """``update_long_term_memory``'s edit, its arguments checked."""
-    if section is None:
-        if replace_section:
-            raise ToolInputError(_SECTION_FLAG)
-        text = check_whole_file(content, whole_file is True)
-        return ReplaceFile(text, whole_file=whole_file is True)
-    if whole_file is True:
-        raise ToolInputError(_SECTION_OR_FILE)
-    name = check_name(section, "section")
-    body = check_body(content, name, FileKind.MEMORY.filename)
-    guard = not replace_section
-    return ReplaceSection(FileKind.MEMORY, name, body, guard=guard, new_section=new_section)
-
-
-def _user_edit(
-    content: str, section: str, key: str | None, replace_section: bool, new_section: bool = False
-) -> Edit:
-    """``update_user``'s edit, its arguments checked."""
-    name = check_name(section, "section")
-    if key is None:
-        body = check_body(content, name, FileKind.USER.filename)
-        guard = replace_section is not True
-        return ReplaceSection(FileKind.USER, name, body, guard=guard, new_section=new_section)
-    if replace_section is True:
-        raise ToolInputError(_KEY_OR_SECTION)
-    return SetKey(name, check_key(key), check_value(content), new_section=new_section)

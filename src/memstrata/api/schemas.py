@@ -30,6 +30,7 @@ from memstrata.db.migrate import schema_head
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
+from memstrata.retrieval.turn_limit import MAX_TURN_BYTES, TURN_LIMIT_RULE
 
 
 class ErrorBody(BaseModel):
@@ -141,6 +142,7 @@ class SkillUpdated(BaseModel):
 
 
 _NUMBER_TEXT = re.compile(r"[+-]?\d+(?:\.\d*)?")
+_DATE_START = re.compile(r"\d{4}-")  # a year, then a date's first separator
 
 
 ISO_8601_HINT = (
@@ -153,7 +155,8 @@ def iso_8601_only(value: object, parse: ValidatorFunctionWrapHandler) -> object:
     validation error. Pydantic's lax mode would read a number as seconds since 1970, which
     the schema (a ``date-time`` string) does not offer; a client sending one by mistake got
     its turn stored under that date. Text that does not parse (``"tomorrow"``) is told the
-    format with an example, where pydantic said only "input is too short". One rule for
+    format with an example, where pydantic said only "input is too short" (its reason is
+    kept for text that starts as a date: it names the part at fault). One rule for
     REST and the MCP tool (its turn body is :class:`TurnRequest`)."""
     if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
         # Pydantic reads a string of digits as seconds since 1970 too.
@@ -171,7 +174,12 @@ def iso_8601_only(value: object, parse: ValidatorFunctionWrapHandler) -> object:
     try:
         return parse(value)
     except ValidationError as exc:
-        reasons = "; ".join(str((e.get("ctx") or {}).get("error", "")) for e in exc.errors())
+        # The parser's reason points at the part to fix of text shaped as a date already
+        # ("month value is outside expected range of 1-12"); of a word ("yesterday") it is
+        # "input is too short", which tells the reader nothing the example does not.
+        dated = isinstance(value, str) and _DATE_START.match(value) is not None
+        errors = exc.errors() if dated else []
+        reasons = "; ".join(str((e.get("ctx") or {}).get("error", "")) for e in errors)
         raise PydanticCustomError(
             "datetime_parsing",
             ISO_8601_HINT + (" ({reason})" if reasons.strip("; ") else ""),
@@ -279,8 +287,18 @@ class TurnRequest(BaseModel):
         description="The turn's position in its conversation (0, 1, …); posting the same "
         "index again replaces that turn."
     )
-    user_message: StrictStr = Field(default="", description="What the user said.")
-    assistant_reply: StrictStr = Field(default="", description="What the assistant answered.")
+    # The size rule is the service's (``retrieval.turn_limit``: it names the field over it);
+    # the schema states it, and maxLength the bound it implies in characters.
+    user_message: StrictStr = Field(
+        default="",
+        description=f"What the user said. {TURN_LIMIT_RULE}.",
+        json_schema_extra={"maxLength": MAX_TURN_BYTES},
+    )
+    assistant_reply: StrictStr = Field(
+        default="",
+        description=f"What the assistant answered. {TURN_LIMIT_RULE}.",
+        json_schema_extra={"maxLength": MAX_TURN_BYTES},
+    )
     timestamp: IsoDateTime | None = Field(
         default=None,
         description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "

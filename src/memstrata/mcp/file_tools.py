@@ -30,10 +30,9 @@ from pydantic import (
 
 from memstrata.agent.file_part import FilePart, PartRefused, file_part
 from memstrata.agent.rewrite_guard import NoChange, Refused, rewrite_verdict, text_refusal
+from memstrata.agent.schemas import FILE_LIMIT_RULE
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import (
-    READABLE_NAMES,
-    WRITABLE_NAMES,
     check_content,
     check_version,
     read_file,
@@ -49,14 +48,18 @@ from memstrata.memory.kinds import FileKind
 # a model need not read it) — null is taken as absent all the same.
 _TEXT = WithJsonSchema({"type": "string"})
 _LINE_NUMBER = WithJsonSchema({"type": "integer", "minimum": 1})
+# No enum of names: the tools take each file's name as a model writes it (``tool_kind``:
+# MEMORY.md, Memory, /memory.md …), which a validating client would refuse against an
+# enum of soul/user/memory, and no JSON Schema pattern says "any case" short of spelling
+# out every letter. A name the server does not take gets its refusal with the closest one.
+_NAME_SPELLINGS = "The file name (MEMORY.md) in any case works too."
 
 
 class _ReadArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: StrictStr = Field(
         description="Which file: soul (SOUL.md), user (USER.md), memory (MEMORY.md) or agents "
-        "(AGENTS.md, the platform template, read-only).",
-        json_schema_extra={"enum": list(READABLE_NAMES)},
+        f"(AGENTS.md, the platform template, read-only). {_NAME_SPELLINGS}"
     )
     section: Annotated[StrictStr | None, _TEXT] = Field(
         default=None, description="Read only this '## ' section, e.g. 'Decisions'."
@@ -72,10 +75,11 @@ class _ReadArgs(BaseModel):
 class _WriteArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: StrictStr = Field(
-        description="soul, user or memory (AGENTS.md is read-only).",
-        json_schema_extra={"enum": list(WRITABLE_NAMES)},
+        description=f"soul, user or memory (AGENTS.md is read-only). {_NAME_SPELLINGS}"
     )
-    content: StrictStr = Field(description="The file's complete new text (Markdown).")
+    content: StrictStr = Field(
+        description=f"The file's complete new text (Markdown), {FILE_LIMIT_RULE}."
+    )
     # The range is stated, not checked here: the store's rule (``check_version``) refuses
     # a version below 0 as it does one above the largest, in one wording.
     expected_version: StrictInt = Field(

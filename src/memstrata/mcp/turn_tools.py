@@ -25,6 +25,7 @@ from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH
 from memstrata.retrieval.staging import IndexReport
+from memstrata.retrieval.turn_limit import TURN_LIMIT_RULE
 
 
 class _TurnArgs(TurnRequest):
@@ -103,7 +104,7 @@ TURN_TOOL = McpTool(
     "conversation_index_turn",
     "Index one conversation round (user message + assistant reply) so memory_search "
     "finds it. Re-sending the same turn_index with the same text changes nothing; "
-    "with new text it replaces that turn.",
+    f"with new text it replaces that turn. {TURN_LIMIT_RULE}.",
     _listed_schema(),
     hints(read_only=False, destructive=True, idempotent=True),
     conversation_index_turn,

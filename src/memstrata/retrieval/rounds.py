@@ -32,6 +32,7 @@ from memstrata.retrieval.chunk import chunk_text
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.session_ids import check_session_id
 from memstrata.retrieval.tokenize import CJK_CHAR, count_tokens
+from memstrata.retrieval.turn_limit import check_turn_size
 from memstrata.text import grapheme_cut, unstorable_text
 
 MIN_CONTEXT_TOKENS = 8  # less context than this is noise, not help
@@ -43,7 +44,8 @@ WORD_REACH = 24
 _GAP = re.compile(r"[ \n]")
 _CLUSTER = regex.compile(r"\X")
 # Most turns one batch request may carry (POST /api/memory/conversations/turns:batch); the
-# request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default).
+# request body is also bounded by MEMSTRATA_MAX_REQUEST_BYTES (1 MiB by default), and each
+# turn's text by turn_limit.MAX_TURN_BYTES.
 MAX_BATCH_TURNS = 500
 # A round stamped later than now + this is refused: a future timestamp would get an age
 # below zero and outrank everything under decay. The margin absorbs clock skew between
@@ -115,9 +117,13 @@ def validate_round(r: Round, now: datetime | None = None) -> OwnRound:
     check_session(r.session_id, r.turn_index)
     for name, value in (("user_message", r.user_message), ("assistant_reply", r.assistant_reply)):
         check_text(name, value)
+    # Before the text is formatted, chunked or embedded: the one check every entry takes.
+    check_turn_size(r.user_message, r.assistant_reply)
     body = format_round(r.user_message, r.assistant_reply)
     if not body:
-        raise InvalidContentError("a round needs a user message or an assistant reply")
+        raise InvalidContentError(
+            "a round needs user_message or assistant_reply (or both); both are empty or blank"
+        )
     current = now or datetime.now(UTC)
     when = check_not_future(r.timestamp, current) if r.timestamp is not None else current
     ids = check_source_ids(r.source_ids) or [f"{r.session_id}:{r.turn_index}"]
