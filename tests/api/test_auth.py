@@ -75,6 +75,15 @@ def test_missing_header(client: TestClient) -> None:
     )
 
 
+# Where a new token comes from, for these settings (an HS256 secret).
+GET_NEW = (
+    "get a new one from its issuer (`memstrata token --user <id>` signs one with the "
+    "server's MEMSTRATA_JWT_SECRET)"
+)
+BAD_SIGNATURE = (
+    "token signature is invalid: it was changed after signing, or signed with a key this "
+    f"server does not have; send it exactly as issued, or {GET_NEW}"
+)
 MALFORMED = (
     "malformed token: not a JWT (three base64url parts joined by dots); send it as issued, "
     "without quotes"
@@ -85,7 +94,10 @@ MALFORMED = (
     ("header", "detail"),
     [
         ("Basic YWxpY2U6cHc=", "unsupported authorization scheme 'Basic': use 'Bearer <token>'"),
-        ("Bearer", "empty bearer token"),
+        (
+            "Bearer",
+            "empty bearer token: send the token after the scheme, 'Authorization: Bearer <token>'",
+        ),
         ("Bearer not-a-jwt", MALFORMED),
         ("Bearer a.b.c", MALFORMED),
         ('Bearer "eyJ.eyJ.sig"', MALFORMED),  # sent quoted
@@ -100,32 +112,39 @@ def _get(client: TestClient, token: str) -> Any:
 
 
 def test_expired(client: TestClient, make_token: TokenFactory) -> None:
-    _assert_401(_get(client, make_token(exp=int(time.time()) - 60)), "token expired")
+    _assert_401(_get(client, make_token(exp=int(time.time()) - 60)), f"token expired: {GET_NEW}")
 
 
 def test_wrong_secret(client: TestClient, make_token: TokenFactory) -> None:
     token = make_token(key="another-secret-that-is-long-enough-012345")
-    _assert_401(_get(client, token), "token signature is invalid")
+    _assert_401(_get(client, token), BAD_SIGNATURE)
 
 
 def test_tampered_payload(client: TestClient, make_token: TokenFactory) -> None:
     head, _, signature = make_token("alice").split(".")
     forged = f"{head}.{_b64(json.dumps(_claims(sub='bob')).encode())}.{signature}"
-    _assert_401(_get(client, forged), "token signature is invalid")
+    _assert_401(_get(client, forged), BAD_SIGNATURE)
+
+
+ONLY_HS256 = (
+    "(accepted: HS256): get a token signed with one of those; the server's "
+    "MEMSTRATA_JWT_ALGORITHMS lists them"
+)
 
 
 @pytest.mark.parametrize("alg", ["none", "None", "NONE"])
 def test_alg_none(client: TestClient, alg: str) -> None:
     token = _unsigned({"alg": alg, "typ": "JWT"}, _claims())
-    _assert_401(_get(client, token), f"token algorithm {alg!r} is not accepted (accepted: HS256)")
+    _assert_401(_get(client, token), f"token algorithm {alg!r} is not accepted {ONLY_HS256}")
 
 
 def test_algorithm_outside_the_allowed_list(client: TestClient, make_token: TokenFactory) -> None:
     # Right secret, but HS512 is not in MEMSTRATA_JWT_ALGORITHMS.
     token = make_token(algorithm="HS512")
-    _assert_401(_get(client, token), "token algorithm 'HS512' is not accepted (accepted: HS256)")
+    _assert_401(_get(client, token), f"token algorithm 'HS512' is not accepted {ONLY_HS256}")
 
 
+NUMBER_FIX = "(seconds since 1970-01-01 UTC): get a token whose times are numbers from its issuer"
 NO_AUDIENCE = (
     "token audience is not accepted: this server takes tokens without 'aud' "
     "(MEMSTRATA_JWT_AUDIENCE names the one it should accept)"
@@ -135,9 +154,19 @@ NO_AUDIENCE = (
 @pytest.mark.parametrize(
     ("claims", "detail"),
     [
-        ({"exp": None}, "token has no 'exp' claim"),
-        ({"sub": None}, "token has no 'sub' claim (the user id, a string)"),
-        ({"nbf": int(time.time()) + 3600}, "token is not valid yet (nbf/iat in the future)"),
+        ({"exp": None}, "token has no 'exp' claim: get a token that has one from its issuer"),
+        (
+            {"sub": None},
+            "token has no 'sub' claim (the user id, a string): get a token that has one from "
+            "its issuer, or set the server's MEMSTRATA_JWT_USER_CLAIM to the claim that holds "
+            "the user id",
+        ),
+        (
+            {"nbf": int(time.time()) + 3600},
+            "token is not valid yet (nbf/iat in the future): wait until its 'nbf', or set the "
+            "issuer's clock right (this server allows 30 s of clock skew: "
+            "MEMSTRATA_JWT_LEEWAY_S)",
+        ),
         ({"aud": "someone-else"}, NO_AUDIENCE),
         # PyJWT checks only a non-empty audience; the docs say any 'aud' is refused.
         ({"aud": []}, NO_AUDIENCE),
@@ -146,10 +175,10 @@ NO_AUDIENCE = (
             # Far ahead: the value is taken when the tests are collected, and a run can reach
             # this test minutes later (then PyJWT's own expiry check answered first).
             {"exp": str(int(time.time()) + 86_400)},
-            "token's 'exp' claim must be a number (seconds since 1970-01-01 UTC)",
+            "token's 'exp' claim must be a number " + NUMBER_FIX,
         ),
-        ({"iat": "0"}, "token's 'iat' claim must be a number (seconds since 1970-01-01 UTC)"),
-        ({"nbf": True}, "token's 'nbf' claim must be a number (seconds since 1970-01-01 UTC)"),
+        ({"iat": "0"}, "token's 'iat' claim must be a number " + NUMBER_FIX),
+        ({"nbf": True}, "token's 'nbf' claim must be a number " + NUMBER_FIX),
     ],
 )
 def test_bad_claims(
@@ -161,7 +190,8 @@ def test_bad_claims(
 def test_user_id_too_long(client: TestClient, make_token: TokenFactory) -> None:
     _assert_401(
         _get(client, make_token("x" * 101)),
-        "token's 'sub' claim: user_id is longer than 100 characters",
+        "token's 'sub' claim: user_id is longer than 100 characters; get a token for a valid "
+        "user id from its issuer",
     )
     assert _get(client, make_token("x" * 100)).status_code == 200
 
@@ -175,7 +205,11 @@ def test_non_string_subject(client: TestClient, settings: Settings) -> None:
     ).digest()
     response = _get(client, f"{head}.{body}.{_b64(signature)}")
     # PyJWT's own words were "invalid token: Subject must be a string".
-    _assert_401(response, "token's 'sub' claim must be a string (the user id)")
+    _assert_401(
+        response,
+        "token's 'sub' claim must be a string (the user id): get a token whose 'sub' is one "
+        "from its issuer",
+    )
 
 
 def test_every_api_route_requires_a_token(app: FastAPI, client: TestClient) -> None:
@@ -396,7 +430,10 @@ def test_a_user_claim_that_is_no_string_says_so(tmp_path: Path) -> None:
     with pytest.raises(AuthenticationError, match=r"^token's 'uid' claim must be a string \(the"):
         auth.user_id(jwt.encode(_claims(uid=7), "s" * 40, algorithm="HS256"))
     # PyJWT checks 'sub' whatever claim holds the user id.
-    with pytest.raises(AuthenticationError, match=r"^token's 'sub' claim must be a string$"):
+    with pytest.raises(
+        AuthenticationError,
+        match=r"^token's 'sub' claim must be a string: get a token whose 'sub' is",
+    ):
         auth.user_id(jwt.encode(_claims(uid="u-1", sub=7), "s" * 40, algorithm="HS256"))
 
 

@@ -65,15 +65,32 @@ def test_an_explicit_secret_reveals_nothing(tmp_path: Path, environment: str) ->
     data directory is not where the key comes from, and a public server says nothing."""
     server = Settings(environment=environment, data_dir=tmp_path, jwt_secret=SECRET)
     other = mint_token(Settings(data_dir=tmp_path, jwt_secret="another-" + SECRET), "a", 60)
-    assert _refusal(server, other) == "token signature is invalid"
-    assert _refusal(server, mint_token(server, "a", 1, now=0)) == "token expired"
+    get_new = (
+        "get a new one from its issuer (`memstrata token --user <id>` signs one with the "
+        "server's MEMSTRATA_JWT_SECRET)"
+    )
+    assert _refusal(server, other) == (
+        "token signature is invalid: it was signed with a key this server does not have; "
+        f"{get_new}, or have the server accept that key (during a key rotation: "
+        "MEMSTRATA_JWT_ROTATION_SECRETS)"
+    )
+    assert _refusal(server, mint_token(server, "a", 1, now=0)) == f"token expired: {get_new}"
+
+
+# A token of another development secret, told to a caller not on this machine: how to get
+# one, without the data directory.
+ELSEWHERE = (
+    "token signature is invalid: it was signed with a key this server does not have; mint a "
+    "new one (`memstrata token --user <id>`, with this server's MEMSTRATA_DATA_DIR), or have "
+    "the server accept that key (during a key rotation: MEMSTRATA_JWT_ROTATION_SECRETS)"
+)
 
 
 @pytest.mark.parametrize("caller", ["192.168.1.20", "2001:db8::5", "testclient", None])
 def test_a_caller_elsewhere_is_not_told_the_data_directory(tmp_path: Path, caller: str) -> None:
     server = _dev(tmp_path / "server data")
     elsewhere = mint_token(_dev(tmp_path / "default"), "alice", 60)
-    assert _refusal(server, elsewhere, caller) == "token signature is invalid"
+    assert _refusal(server, elsewhere, caller) == ELSEWHERE
 
 
 @pytest.mark.parametrize(
@@ -115,4 +132,4 @@ def test_the_hint_reaches_a_local_http_client_only(
         assert (data_dir in said) is hinted, said
         assert "error_description=" in refusal.headers["www-authenticate"]
     if not hinted:
-        assert answer.json()["detail"] == "token signature is invalid"
+        assert answer.json()["detail"] == ELSEWHERE

@@ -108,7 +108,8 @@ def test_a_claim_failure_under_the_rotation_key_is_reported_as_such(
     expired = jwt.encode({"sub": "alice", "exp": int(time.time()) - 3600}, NEW, "HS256")
     with TestClient(create_app(accepting, memstrata=mem)) as client:
         answer = client.get(URL, headers=bearer(expired))
-    assert (answer.status_code, answer.json()["detail"]) == (401, "token expired")
+    assert answer.status_code == 401
+    assert answer.json()["detail"].startswith("token expired: get a new one from its issuer")
 
 
 def test_an_identity_provider_rotating_its_public_key(mem: Memstrata, settings: Settings) -> None:

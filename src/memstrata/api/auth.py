@@ -13,7 +13,13 @@ characters that ``validate_user_id`` accepts (no NUL, no lone surrogates).
 With ``MEMSTRATA_JWT_MAX_LIFETIME_S``, a token whose ``exp`` lies further ahead is refused.
 Tokens minted here carry a ``kid`` (a hash prefix of the secret), so a token signed with
 another key is logged as ``auth.token.foreign_key`` and a forged one as
-``auth.token.forged`` — both answered 401.
+``auth.token.forged`` — both answered 401. Every refusal says what to do
+(:mod:`memstrata.api.token_refusals`).
+
+An expired token is refused, except where a caller asks for it: ``expired_grace_s`` accepts
+one that expired at most that long ago (beyond the leeway) and is otherwise valid — for
+``DELETE /mcp``, so a client whose token ran out can still end its own session
+(:class:`memstrata.mcp.http.BearerGate`).
 
 Key rotation: ``MEMSTRATA_JWT_ROTATION_SECRETS`` and ``MEMSTRATA_JWT_ROTATION_PUBLIC_KEYS``
 are accepted beside the configured secret and public key (the next key before the signer
@@ -39,10 +45,9 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+import math
 import os
-import re
 import secrets
-import shlex
 import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,7 +61,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from memstrata.api.api_error import ApiError
+from memstrata.api.token_refusals import AuthenticationError, Refusals
 from memstrata.config import Settings
 from memstrata.errors import InvalidUserIdError, MemstrataError
 from memstrata.logs import log_event
@@ -69,11 +74,9 @@ HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
 RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 EC_ALGORITHMS = ("ES256", "ES384", "ES512")
 SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS + RSA_ALGORITHMS + EC_ALGORITHMS
-REALM = "memstrata"
 MIN_PRODUCTION_SECRET_CHARS = 32
 # The registered claims that are times (RFC 7519 §4.1.4-6): NumericDate, a JSON number.
 _TIME_CLAIMS = ("exp", "nbf", "iat")
-_UNSAFE_DESCRIPTION = re.compile(r'[^\x20-\x7e]|["\\]')
 # The address of the client whose request is being served (memstrata.api.middleware's
 # LocalCallerMiddleware sets it; read only when a hint may be given). Unset — a host app's
 # own stack, the library — is a caller anywhere.
@@ -82,17 +85,6 @@ CALLER_HOST: ContextVar[str | None] = ContextVar("memstrata_caller_host", defaul
 
 class AuthConfigurationError(MemstrataError, ValueError):
     """The JWT settings cannot verify any token (bad key, no usable algorithm)."""
-
-
-class AuthenticationError(ApiError):
-    """401 with ``WWW-Authenticate: Bearer`` (RFC 6750)."""
-
-    def __init__(self, detail: str, *, invalid_token: bool = True) -> None:
-        challenge = f'Bearer realm="{REALM}"'
-        if invalid_token:  # RFC 6750 §3: no error code when no credentials were sent
-            description = _UNSAFE_DESCRIPTION.sub("?", detail)
-            challenge += f', error="invalid_token", error_description="{description}"'
-        super().__init__(401, detail, headers={"WWW-Authenticate": challenge})
 
 
 @dataclass(frozen=True)
@@ -126,8 +118,24 @@ class Authenticator:
     def algorithms(self) -> list[str]:
         return sorted(self.keys)
 
-    def authenticate(self, authorization: str | None) -> str:
-        """The user id from an ``Authorization`` header value, or ``AuthenticationError``."""
+    @property
+    def refusals(self) -> Refusals:
+        """The words of this authenticator's 401s (:mod:`memstrata.api.token_refusals`)."""
+        verifies_secret = any(isinstance(key, str) for keys in self.keys.values() for key in keys)
+        return Refusals(
+            self.user_claim,
+            self.audience,
+            self.issuer,
+            self.leeway_s,
+            verifies_secret,
+            self.dev_data_dir,
+        )
+
+    def authenticate(self, authorization: str | None, *, expired_grace_s: float = 0.0) -> str:
+        """The user id from an ``Authorization`` header value, or ``AuthenticationError``
+        (``ExpiredTokenError`` for a token refused only for its age, as far as checked).
+        ``expired_grace_s``: accept a token that expired at most this long ago (beyond the
+        leeway) and is otherwise valid."""
         if not authorization or not authorization.strip():
             raise AuthenticationError(
                 "missing bearer token: send 'Authorization: Bearer <token>'",
@@ -138,26 +146,24 @@ class Authenticator:
             raise AuthenticationError(
                 f"unsupported authorization scheme {scheme[:20]!r}: use 'Bearer <token>'"
             )
-        return self.user_id(token.strip())
+        return self.user_id(token.strip(), expired_grace_s=expired_grace_s)
 
-    def user_id(self, token: str) -> str:
-        claims = self.verify(token)
+    def user_id(self, token: str, *, expired_grace_s: float = 0.0) -> str:
+        claims = self.verify(token, expired_grace_s=expired_grace_s)
         value = claims.get(self.user_claim)
         if value is None:
-            raise AuthenticationError(
-                f"token has no {self.user_claim!r} claim (the user id, a string)"
-            )
+            raise self.refusals.missing_claim(self.user_claim)
         if not isinstance(value, str):
-            raise self._not_a_string(self.user_claim)
+            raise self.refusals.not_a_string(self.user_claim)
         try:
             return validate_user_id(value)
         except InvalidUserIdError as exc:
-            raise AuthenticationError(f"token's {self.user_claim!r} claim: {exc}") from exc
+            raise self.refusals.bad_user_id(str(exc)) from exc
 
-    def verify(self, token: str) -> dict[str, Any]:
+    def verify(self, token: str, *, expired_grace_s: float = 0.0) -> dict[str, Any]:
         """The verified claims of ``token``; every failure is an ``AuthenticationError``."""
         if not token:
-            raise AuthenticationError("empty bearer token")
+            raise self.refusals.empty()
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
@@ -167,41 +173,15 @@ class Authenticator:
             ) from exc
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self.keys:
-            raise AuthenticationError(
-                f"token algorithm {str(alg)[:20]!r} is not accepted "
-                f"(accepted: {', '.join(self.algorithms)})"
-            )
+            raise self.refusals.algorithm(alg, self.algorithms)
         kid = header.get("kid")
         for key in self._candidates(alg, kid if isinstance(kid, str) else None):
-            claims = self._decode(token, key, alg)
+            claims = self._decode(token, key, alg, check_exp=expired_grace_s <= 0)
             if claims is not None:
-                self._check_claims(claims)
+                self._check_claims(claims, expired_grace_s)
                 return claims
         foreign = self._log_bad_signature(header, alg)
-        raise AuthenticationError(self._bad_signature_detail(foreign))
-
-    def _bad_signature_detail(self, foreign: bool) -> str:
-        """With the development secret, a token of another key was, all but always, minted
-        by ``memstrata token`` against another data directory (whose secret it created
-        there): say which one this server uses — to a caller on this machine, the developer
-        who ran it. Another caller learns nothing of this machine's paths, nor does anyone
-        outside development."""
-        if not foreign or self.dev_data_dir is None or not is_loopback(CALLER_HOST.get()):
-            return "token signature is invalid"
-        return (
-            "token signature is invalid: it was signed with a key this server does not have; "
-            f"mint it with this server's MEMSTRATA_DATA_DIR ({self.dev_data_dir}), e.g. "
-            f"`MEMSTRATA_DATA_DIR={shlex.quote(str(self.dev_data_dir))} memstrata token "
-            "--user <id>`, or give both the same MEMSTRATA_JWT_SECRET"
-        )
-
-    def _expired(self) -> AuthenticationError:
-        if self.dev_data_dir is None:
-            return AuthenticationError("token expired")
-        return AuthenticationError(
-            "token expired: mint a new one (`memstrata token --user <id>`, with this "
-            "server's MEMSTRATA_DATA_DIR)"
-        )
+        raise self.refusals.bad_signature(foreign=foreign, local=is_loopback(CALLER_HOST.get()))
 
     def _candidates(self, alg: str, kid: str | None) -> Sequence[Any]:
         """The keys to try: the secret whose key id the token names (``memstrata token``
@@ -211,9 +191,10 @@ class Authenticator:
         named = [key for key in keys if kid is not None and key_id(key) == kid]
         return named or keys
 
-    def _decode(self, token: str, key: Any, alg: str) -> dict[str, Any] | None:
+    def _decode(self, token: str, key: Any, alg: str, *, check_exp: bool) -> dict[str, Any] | None:
         """The claims of ``token`` verified with ``key``; None if its signature is not this
-        key's; any other failure is an ``AuthenticationError``."""
+        key's; any other failure is an ``AuthenticationError``. Without ``check_exp``, an
+        expired token passes here (:meth:`_check_claims` bounds how long ago)."""
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -221,64 +202,49 @@ class Authenticator:
                 algorithms=[alg],
                 audience=self.audience,
                 issuer=self.issuer,
-                options={"require": ["exp"] if self.issuer is None else ["exp", "iss"]},
+                options={
+                    "require": ["exp"] if self.issuer is None else ["exp", "iss"],
+                    "verify_exp": check_exp,
+                },
                 leeway=self.leeway_s,
             )
         except jwt.ExpiredSignatureError as exc:
-            raise self._expired() from exc
+            raise self.refusals.expired() from exc
         except jwt.MissingRequiredClaimError as exc:
-            raise AuthenticationError(f"token has no {exc.claim!r} claim") from exc
+            raise self.refusals.missing_claim(exc.claim) from exc
         except jwt.InvalidAudienceError as exc:
-            raise self._audience_refused() from exc
+            raise self.refusals.audience_refused() from exc
         except jwt.InvalidIssuerError as exc:
-            raise AuthenticationError(
-                f"token issuer is not accepted: this server takes tokens from {self.issuer!r}"
-            ) from exc
+            raise self.refusals.issuer_refused() from exc
         except jwt.InvalidSignatureError:
             return None
         except jwt.ImmatureSignatureError as exc:
-            raise AuthenticationError("token is not valid yet (nbf/iat in the future)") from exc
+            raise self.refusals.not_yet_valid() from exc
         except jwt.exceptions.InvalidSubjectError as exc:  # PyJWT's "Subject must be a string"
-            raise self._not_a_string("sub") from exc
+            raise self.refusals.not_a_string("sub") from exc
         except jwt.PyJWTError as exc:
-            raise AuthenticationError(f"invalid token: {exc}") from exc
+            raise self.refusals.invalid(str(exc)) from exc
         return claims
 
-    def _not_a_string(self, claim: str) -> AuthenticationError:
-        """A claim that must be a string and is not: ``sub`` (PyJWT checks it whatever
-        claim holds the user id) or the user id's claim."""
-        what = " (the user id)" if claim == self.user_claim else ""
-        return AuthenticationError(f"token's {claim!r} claim must be a string{what}")
-
-    def _audience_refused(self) -> AuthenticationError:
-        if self.audience is None:
-            return AuthenticationError(
-                "token audience is not accepted: this server takes tokens without 'aud' "
-                "(MEMSTRATA_JWT_AUDIENCE names the one it should accept)"
-            )
-        return AuthenticationError("token audience is not accepted")
-
-    def _check_claims(self, claims: Mapping[str, Any]) -> None:
+    def _check_claims(self, claims: Mapping[str, Any], expired_grace_s: float) -> None:
         """What PyJWT lets through: an empty ``aud`` when no audience is configured (it
-        checks only a non-empty one), and times sent as numeric strings (it converts them)."""
+        checks only a non-empty one), times sent as numeric strings (it converts them), and
+        with ``expired_grace_s`` any ``exp`` (its check was off)."""
         if self.audience is None and "aud" in claims:
-            raise self._audience_refused()
+            raise self.refusals.audience_refused()
         for name in _TIME_CLAIMS:
             value = claims.get(name)
-            if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise AuthenticationError(
-                    f"token's {name!r} claim must be a number (seconds since 1970-01-01 UTC)"
-                )
+            if name in claims and not _is_number(value):
+                raise self.refusals.not_a_number(name)
+        now = time.time()
+        # Compared, not subtracted: arithmetic with an int 'exp' such as 10**400 overflows.
+        if expired_grace_s > 0 and claims["exp"] < now - self.leeway_s - expired_grace_s:
+            raise self.refusals.expired()
         # Measured from now, not from ``iat``: an issuer may leave ``iat`` out or set it
         # at will, while what the bound limits is how long this token still works.
-        # Compared, not subtracted: arithmetic with an int 'exp' such as 10**400 overflows.
-        latest = time.time() + (self.max_lifetime_s or 0.0) + self.leeway_s
+        latest = now + (self.max_lifetime_s or 0.0) + self.leeway_s
         if self.max_lifetime_s is not None and claims["exp"] > latest:
-            raise AuthenticationError(
-                "token lives too long: it expires more than "
-                f"{self.max_lifetime_s:.0f} s from now, the most this server accepts "
-                "(MEMSTRATA_JWT_MAX_LIFETIME_S); ask the issuer for a shorter 'exp'"
-            )
+            raise self.refusals.too_long_lived(self.max_lifetime_s)
 
     def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> bool:
         """Tell a token signed with another key (its ``kid`` is none of ours: a secret not
@@ -302,6 +268,14 @@ class Authenticator:
             kid=kid[:64] if isinstance(kid, str) else None,
         )
         return False
+
+
+def _is_number(value: object) -> bool:
+    """A JSON number PyJWT's own checks can compare: not a bool, not NaN or infinite
+    (Python's JSON reader takes ``NaN`` and ``Infinity``, and NaN compares false to all)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 @contextmanager

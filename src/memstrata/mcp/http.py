@@ -6,7 +6,10 @@ lifespan (one process, one lifespan; the runtime is opened first and closed last
 ``Authorization`` header, and a failure is the REST API's own 401 (same body, same
 ``WWW-Authenticate``). The token's user becomes the SDK's authenticated principal, so a
 session created with one user's token answers 404 to any other user's token, and every
-tool, resource and prompt reads the user from the request, never from an argument. Each
+tool, resource and prompt reads the user from the request, never from an argument. An
+expired token is refused like any other bad one, with one exception: a ``DELETE`` that ends
+a session its user holds (:meth:`BearerGate.ending_own_session`), so a client whose token
+ran out can still close its session rather than leave it holding a slot. Each
 user may hold ``mcp_max_sessions_per_user`` sessions at once (:mod:`memstrata.mcp.sessions`),
 counted as their requests pass (:mod:`memstrata.mcp.counted`).
 The SDK's own refusals of bad input come in plain text, pydantic's words, or not at all
@@ -35,6 +38,7 @@ from typing import Any
 from fastapi import FastAPI
 from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -48,7 +52,9 @@ from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
 from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
+from memstrata.api.token_refusals import AuthenticationError, ExpiredTokenError
 from memstrata.config import Settings
+from memstrata.logs import log_event
 from memstrata.mcp.counted import serve_counted
 from memstrata.mcp.headers import HeaderChecks
 from memstrata.mcp.owners import principal
@@ -88,7 +94,7 @@ class BearerGate:
         headers = Headers(scope=scope)
         authorization = headers.get("authorization")
         try:
-            user_id = self.auth.authenticate(authorization)
+            user_id = self._authenticate(scope, headers, authorization)
             await self.headers.refuse(scope, receive, user_id)
             # The REST API's 413s (JSON, the one error shape), declared and then counted as
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
@@ -108,6 +114,42 @@ class BearerGate:
             await self.app(scope, receive, send)
             return
         await serve_counted(self.sessions, self.app, user_id, scope, receive, send)
+
+    def _authenticate(self, scope: Scope, headers: Headers, authorization: str | None) -> str:
+        """The token's user, from the headers alone (nothing reads the body before this)."""
+        try:
+            return self.auth.authenticate(authorization)
+        except ExpiredTokenError:
+            user_id = self.ending_own_session(scope, headers, authorization)
+            if user_id is None:
+                raise
+            return user_id
+
+    def ending_own_session(
+        self, scope: Scope, headers: Headers, authorization: str | None
+    ) -> str | None:
+        """The user of an expired token that asks to end (DELETE) a session this user
+        holds; None for any other request, which gets the expiry's 401.
+
+        Without it, a client whose token ran out while it held a session could not close
+        it, and the session kept a slot under both caps until the idle timeout. The token
+        must be valid but for its age, and have expired at most the idle timeout ago
+        (beyond the leeway): a session used with it alone has ended by itself by then (its
+        last request came before the expiry), so a longer grace would end nothing more and
+        only lengthen what a leaked token can do. Only the session's own user passes, and
+        the SDK checks that again (the session's principal)."""
+        session_id = headers.get(MCP_SESSION_ID_HEADER)
+        if self.sessions is None or scope["method"] != "DELETE" or session_id is None:
+            return None
+        grace_s = self.sessions.idle_timeout_s
+        try:
+            user_id = self.auth.authenticate(authorization, expired_grace_s=grace_s)
+        except AuthenticationError:
+            return None
+        if not self.sessions.holds(user_id, session_id):
+            return None
+        log_event(logger, "mcp.session.ended_with_expired_token", user_id=user_id)
+        return user_id
 
 
 def _refuse_bad_body(body: bytes, user_id: str) -> None:

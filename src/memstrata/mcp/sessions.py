@@ -103,6 +103,12 @@ class SessionLedger:
         self._expire()
         return self._held.get(user_id, 0)
 
+    def holds(self, user_id: str, session_id: str) -> bool:
+        """Whether ``session_id`` is an open session of ``user_id``."""
+        self._expire()
+        session = self._sessions.get(session_id)
+        return session is not None and session.user_id == user_id
+
     def next_expiry_s(self, user_id: str) -> float | None:
         """Seconds until the user's least recently used idle session reaches the idle
         timeout; None when none is idle (each has a request in flight, such as an open GET
