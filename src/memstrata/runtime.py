@@ -44,7 +44,13 @@ from memstrata.retrieval.tokenize import count_tokens
 # ``X as X``: re-exported, for the hosts and tests that import them from here.
 from memstrata.runtime_assembly import CLOSED_MESSAGE as CLOSED_MESSAGE
 from memstrata.runtime_assembly import FROM_SETTINGS as FROM_SETTINGS
-from memstrata.runtime_assembly import FromSettings, Services, assemble, choose_embedder
+from memstrata.runtime_assembly import (
+    FromSettings,
+    Services,
+    assemble,
+    check_open_arguments,
+    choose_embedder,
+)
 from memstrata.runtime_assembly import refuse_if_closed as refuse_if_closed
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
@@ -86,8 +92,12 @@ class Memstrata(Services):
     ) -> Memstrata:
         """Build the runtime. ``embedder`` wins (``None``: BM25-only search), then
         ``embedding_spec`` (e.g. a local server's), then the settings (``registry``
-        consulted first)."""
-        settings = settings or Settings()
+        consulted first). A wrong type of argument is a ``TypeError`` naming it, before
+        anything is built or started."""
+        settings = Settings() if settings is None else settings
+        check_open_arguments(
+            settings, database, sandboxes, embedder, embedding_spec, registry, skill_loader
+        )
         db = database or Database.open(settings)
         try:
             return assemble(
@@ -119,6 +129,9 @@ class Memstrata(Services):
         tiktoken); the default is memstrata's estimate (``retrieval.tokenize``), which
         counts Chinese under cl100k."""
         self._check_open()
+        # Here, before the sync: a bad id would reach the sandbox provider, which refuses
+        # it as a sandbox failure (two WARNINGs) before the store refuses it.
+        validate_user_id(user_id)
         return await open_agent_session(
             self.sync,
             user_id,
@@ -143,6 +156,7 @@ class Memstrata(Services):
         embed them. Arguments of the wrong type (``rounds`` not a list, ``background``
         not a bool) are an ``InvalidContentError``, before anything is read or written."""
         self._check_open()
+        validate_user_id(user_id)
         if not isinstance(background, bool):
             raise InvalidContentError(
                 f"background must be True or False, got {reprlib.repr(background)}",
@@ -167,6 +181,8 @@ class Memstrata(Services):
         """Index each stored memory file of ``user_id`` again under today's rules (rows of
         paragraphs still equal to the template's, indexed by releases before they were
         left out, are dropped); unchanged chunks keep their vectors. How many files."""
+        self._check_open()
+        validate_user_id(user_id)
         count = 0
         for kind in USER_FILE_KINDS:
             stored = self.store.get_memory_file(user_id, kind) if kind.indexed else None
@@ -201,6 +217,7 @@ class Memstrata(Services):
         ``InvalidContentError``; ``NoSandboxDirectoryError`` when the runtime was opened
         with a host's own provider, whose sandboxes memstrata knows no path of."""
         self._check_open()
+        validate_user_id(user_id)
         if session_id is not None:
             check_session_id(session_id)
         provider = self._provider

@@ -11,6 +11,7 @@ re-embedding worker. :class:`Services` is what it builds; ``Memstrata`` adds the
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -185,6 +186,108 @@ def assemble(
         healer=healer,
         owns_db=owns_db,
     )
+
+
+def check_open_arguments(
+    settings: object,
+    database: object,
+    sandboxes: object,
+    embedder: object,
+    embedding_spec: object,
+    registry: object,
+    skill_loader: object,
+) -> None:
+    """``TypeError`` naming the first argument of ``Memstrata.open`` that is not of its
+    type, what was given and what is expected; before anything is built or started. A
+    provider is taken by its methods (a ``Protocol``, as ``TimedSandbox`` checks its
+    results): each must be there and callable, the hooks it may leave out too if present."""
+    problem = (
+        _not_a("settings", settings, Settings, "memstrata.config.Settings")
+        or _not_a(
+            "database",
+            database,
+            Database,
+            "memstrata.db.database.Database (from Database.open(settings)) or None",
+            optional=True,
+        )
+        or _not_a_provider(
+            "sandboxes",
+            sandboxes,
+            "a sandbox provider, an object with a method for_user(user_id, session_id=None) "
+            "returning a Sandbox (memstrata.sandbox.base.SandboxProvider), or None",
+            ("for_user",),
+            ("erase_user", "hold_session", "claim_session"),
+        )
+        or _not_a_provider(
+            "embedder",
+            None if embedder is FROM_SETTINGS else embedder,
+            "an embedding provider, an object with a name and a method embed(texts, kind) "
+            "(memstrata.retrieval.embeddings.EmbeddingProvider), or None for BM25-only "
+            "search",
+            ("embed",),
+        )
+        or _not_a(
+            "embedding_spec",
+            embedding_spec,
+            EmbeddingModelSpec,
+            "memstrata.config.EmbeddingModelSpec or None",
+            optional=True,
+        )
+        or _not_a_provider(
+            "registry",
+            registry,
+            "a model registry, an object with a method resolve(name) "
+            "(memstrata.retrieval.embedding_registry.ModelRegistry), or None",
+            ("resolve",),
+        )
+        or _not_a(
+            "skill_loader",
+            skill_loader,
+            SkillLoader,
+            "memstrata.skills.loader.SkillLoader or None",
+            optional=True,
+        )
+    )
+    if problem is not None:
+        raise TypeError(f"Memstrata.open: {problem}")
+
+
+def _not_a(
+    name: str, value: object, cls: type, expected: str, *, optional: bool = False
+) -> str | None:
+    if isinstance(value, cls) or (optional and value is None):
+        return None
+    return f"{name} must be a {expected}, got {_given(value)}"
+
+
+def _not_a_provider(
+    name: str,
+    value: object,
+    expected: str,
+    methods: tuple[str, ...],
+    hooks: tuple[str, ...] = (),
+) -> str | None:
+    if value is None:
+        return None
+    for method in methods + hooks:
+        found = getattr(value, method, None)
+        if found is None and method in hooks:
+            continue
+        kind = type(value).__name__
+        if found is None:
+            return f"{name} must be {expected}; got {kind}, which has no {method}"
+        if not callable(found):
+            return (
+                f"{name} must be {expected}; got {kind}, whose {method} is a "
+                f"{type(found).__name__}, not a method"
+            )
+    return None
+
+
+def _given(value: object) -> str:
+    """What a caller gave: its type, and a short repr of a plain value."""
+    kind = type(value).__name__
+    return f"{kind} {reprlib.repr(value)}" if isinstance(value, str | int | float) else kind
 
 
 def choose_embedder(

@@ -3,6 +3,8 @@ where a cut may fall (chunks, the prompt's truncation, previews)."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import regex
 
 # A cut looks back at most this many characters for a cluster's start; a longer cluster
@@ -38,6 +40,50 @@ def unstorable_text(text: str, what: str) -> str | None:
     if (at := text.find("\x00")) != -1:
         return f"{what} must not contain NUL characters ('\\x00' at character {at})"
     return lone_surrogate_problem(text, what)
+
+
+# What no id (a user id, a session id) may hold, whatever else its own rule allows: C0, DEL
+# and C1 controls and the line and paragraph separators (a log line, a terminal or a
+# directory listing shows the id broken), and format characters, Unicode category Cf: a
+# zero-width one (U+200B, U+2060, U+FEFF, the soft hyphen) makes "bob\u200b" show as
+# "bob", another user's id; a bidi control (U+202E) shows the id, and the text after it,
+# reordered. The one exception is a zero-width joiner inside an emoji sequence (woman,
+# joiner, laptop: the technologist), where it is part of what the emoji shows. A pattern of
+# the ``regex`` module, for the rules that refuse more characters to compose it with theirs.
+ID_REFUSED = (
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029]|(?!(?<=\p{Extended_Pictographic}"
+    r"[\p{Emoji_Modifier}\ufe0f]?)\u200d(?=\p{Extended_Pictographic}))\p{Cf}"
+)
+_ID_REFUSED = regex.compile(ID_REFUSED)
+# Unicode's Bidi_Control property: ALM, LRM, RLM, LRE…RLO, LRI…PDI.
+_BIDI_CONTROL = regex.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def refused_id_character(text: str) -> tuple[int, str] | None:
+    """Where ``text`` holds the first character no id may hold (``ID_REFUSED``), and that
+    character named with why it is refused (:func:`refused_in_id`); None when it holds none."""
+    found = _ID_REFUSED.search(text)
+    return None if found is None else (found.start(), refused_in_id(found.group()))
+
+
+def refused_in_id(char: str) -> str:
+    """A character ``ID_REFUSED`` matches, named in ASCII (safe in a header or a log line),
+    and why an id must not hold it: ``U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional
+    control, which shows the id and the text after it reordered)``."""
+    if _BIDI_CONTROL.match(char):
+        why = "a bidirectional control, which shows the id and the text after it reordered"
+    elif unicodedata.category(char) == "Cf":
+        why = "an invisible format character, which makes the id look like another one"
+    else:
+        why = "a control character or line separator"
+    return f"{character_label(char)} ({why})"
+
+
+def character_label(char: str) -> str:
+    """``U+000A`` or ``U+3000 IDEOGRAPHIC SPACE``: ASCII, safe in a header or a log line (a
+    lone surrogate has no name)."""
+    name = "" if "\ud800" <= char <= "\udfff" else unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" {name}" if name else "")
 
 
 def grapheme_cut(text: str, index: int, floor: int = 0) -> int:

@@ -8,12 +8,14 @@ allowed); the message rules are also checked on PostgreSQL's output as initdb wr
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from memstrata.db.embedded import EmbeddedPostgres, postgres_says, start_failure
+from memstrata.db.embedded_perms import grant_traverse
 from memstrata.errors import DatabaseSetupError
 from memstrata.logs import event_fields
 from tests.small_fs import SmallFs, small_fs  # noqa: F401  (a fixture)
@@ -37,23 +39,66 @@ def created_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
 
 
 @pytest.mark.timeout(120)
-def test_a_new_database_is_a_warning_an_existing_one_is_not(
+def test_a_first_start_is_info_a_lost_database_a_warning_an_existing_one_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An operator who changed MEMSTRATA_DATA_DIR got an empty database without a word."""
+    """A first start, in a data directory that held nothing, creates the database: that is
+    normal (it was a WARNING on every first start). A data directory that held other
+    files of memstrata's (its lock directory, the sandboxes) but no cluster lost it: an
+    operator who changed MEMSTRATA_DATA_DIR or removed pgdata got an empty database."""
+    grant_traverse(tmp_path / "new")  # the host's directories above it: not this test's
     with caplog.at_level(logging.INFO, logger="memstrata"):
-        server = EmbeddedPostgres(tmp_path / "moved")
+        server = EmbeddedPostgres(tmp_path / "new")
         server.start()
         server.stop()
         [created] = created_events(caplog)
-        assert created["level"] == "WARNING"
-        assert created["pgdata"] == str((tmp_path / "moved" / "pgdata").resolve())
+        assert created["level"] == "INFO"
+        assert created["pgdata"] == str((tmp_path / "new" / "pgdata").resolve())
         assert "MEMSTRATA_DATA_DIR" in str(created["effect"])
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
         caplog.clear()
-        again = EmbeddedPostgres(tmp_path / "moved")  # the same directory, a later start
+        again = EmbeddedPostgres(tmp_path / "new")  # the same directory, a later start
         again.start()
         again.stop()
         assert created_events(caplog) == []
+
+        caplog.clear()
+        (tmp_path / "moved" / "sandboxes" / "alice").mkdir(parents=True)
+        moved = EmbeddedPostgres(tmp_path / "moved")
+        moved.start()
+        moved.stop()
+        [created] = created_events(caplog)
+        assert created["level"] == "WARNING"
+        assert "MEMSTRATA_DATA_DIR" in str(created["effect"])
+        assert "sandboxes" in str(created["effect"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server's user is granted search only as root")
+def test_search_granted_on_the_data_directory_is_info_above_it_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As root, the data directory (memstrata's own, made 0700) needs search permission
+    for the server's user: normal, INFO. A directory above it is the host's: changing it
+    (``/root`` to 711) is for the operator to see, WARNING."""
+    from memstrata.db.embedded_runtime import _traverse_only
+
+    outer = tmp_path / "outer"
+    data = outer / "data"
+    (data / "pgdata").mkdir(parents=True)
+    for directory in (tmp_path, outer, data):
+        directory.chmod(0o755)
+    data.chmod(0o700)
+    with caplog.at_level(logging.INFO, logger="memstrata"):
+        _traverse_only(data / "pgdata")
+        outer.chmod(0o700)
+        data.chmod(0o700)
+        _traverse_only(data / "pgdata")
+    granted = [
+        (r.levelname, event_fields(r)["directories"])
+        for r in caplog.records
+        if r.getMessage() == "db.embedded.search_granted"
+    ]
+    assert granted == [("INFO", [str(data)]), ("WARNING", [str(data), str(outer)])]
 
 
 @pytest.mark.timeout(120)

@@ -25,14 +25,19 @@ hangs cannot stop the listener), and a listener that has not heard it within
 which clears the cache as above.
 
 The listener starts on the first :meth:`get` (a process that never caches has nothing to
-invalidate) or on an explicit :meth:`start`; :meth:`close` stops it.
+invalidate) or on an explicit :meth:`start`; :meth:`close` stops it at once: the listener
+waits on its connection and on a wake-up socket together, and ``close`` writes to the
+latter (joining a thread that sat out its ``poll_s`` made every close 0.2–0.5 s slower).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -106,6 +111,8 @@ class AgentPool(Generic[T]):
         self._epoch = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        # (read end, write end): the listener's wait wakes when ``close`` writes.
+        self._wake: tuple[socket.socket, socket.socket] | None = None
         self._stop = threading.Event()
         self._listening = threading.Event()
         self.connects = 0  # successful LISTENs so far, for monitoring and tests
@@ -195,8 +202,13 @@ class AgentPool(Generic[T]):
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
+                self._close_wake()
+                self._wake = wake = socket.socketpair()
                 self._thread = threading.Thread(
-                    target=self._run, name=f"memstrata-pool-{self.origin}", daemon=True
+                    target=self._run,
+                    args=(wake[0],),
+                    name=f"memstrata-pool-{self.origin}",
+                    daemon=True,
                 )
                 self._thread.start()
         return self._listening.wait(self._start_timeout_s if timeout_s is None else timeout_s)
@@ -205,22 +217,33 @@ class AgentPool(Generic[T]):
         """Stop the listener and wait for its thread; the cache stays usable locally."""
         self._stop.set()
         thread = self._thread
+        if self._wake is not None:
+            with contextlib.suppress(OSError):  # its buffer full: it is awake already
+                self._wake[1].send(b"\0")
         if thread is not None:
             thread.join(timeout=self._poll_s + 10.0)
+        if thread is None or not thread.is_alive():  # else it may still wait on it
+            self._close_wake()
         self._thread = None
         self._listening.clear()
+
+    def _close_wake(self) -> None:
+        if self._wake is not None:
+            for end in self._wake:
+                end.close()
+            self._wake = None
 
     def _ensure_started(self) -> None:
         if self._engine is not None and self._thread is None and not self._stop.is_set():
             self.start()
 
-    def _run(self) -> None:
+    def _run(self, wake: socket.socket) -> None:
         assert self._engine is not None
         conninfo = listener_conninfo(self._engine)
         delay = self._reconnect_initial_s
         while not self._stop.is_set():
             try:
-                self._listen(conninfo)
+                self._listen(conninfo, wake)
                 delay = self._reconnect_initial_s
             except Exception as exc:  # the listener must outlive any one failure
                 self._listening.clear()
@@ -232,12 +255,15 @@ class AgentPool(Generic[T]):
     def heartbeat_channel(self) -> str:
         return f"{self.channel}_hb_{self.origin}"
 
-    def _listen(self, conninfo: str) -> None:
-        with psycopg.connect(
-            make_conninfo(conninfo, **connect_args(conninfo)),
-            autocommit=True,
-            application_name=f"memstrata-pool-{self.origin}",
-        ) as conn:
+    def _listen(self, conninfo: str, wake: socket.socket) -> None:
+        with (
+            selectors.DefaultSelector() as waiting,
+            psycopg.connect(
+                make_conninfo(conninfo, **connect_args(conninfo)),
+                autocommit=True,
+                application_name=f"memstrata-pool-{self.origin}",
+            ) as conn,
+        ):
             for channel in (self.channel, self.heartbeat_channel):
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             # Anything cached before this point may have missed a notification.
@@ -246,8 +272,12 @@ class AgentPool(Generic[T]):
             self._listening.set()
             log_event(logger, "pool.listening", channel=self.channel, connects=self.connects)
             next_beat, awaited_since = time.monotonic() + self._heartbeat_s, None
+            waiting.register(conn.fileno(), selectors.EVENT_READ)
+            waiting.register(wake, selectors.EVENT_READ)
             while not self._stop.is_set():
-                for notify in conn.notifies(timeout=self._poll_s):
+                # What has come, taken without waiting; the wait is below, on the connection
+                # and the wake-up together (psycopg's own wait watches the connection only).
+                for notify in conn.notifies(timeout=0):
                     if notify.channel == self.heartbeat_channel:
                         awaited_since = None
                     else:
@@ -262,6 +292,7 @@ class AgentPool(Generic[T]):
                     next_beat = now + self._heartbeat_s
                     if self._send_heartbeat() and awaited_since is None:
                         awaited_since = now
+                waiting.select(self._poll_s)
         self._listening.clear()
 
     def _send_heartbeat(self) -> bool:

@@ -20,8 +20,10 @@ What the wheel does not handle, and this module does:
   non-zero exit status 1", the reason (a full disk: "No space left on device") only in a
   multi-line log record, and there is no ``pgdata/log`` when initdb failed. The tail of
   PostgreSQL's own output goes into the error, and the log is named only when it exists.
-- A new cluster is logged (``db.embedded.created``, WARNING): a changed data directory
-  silently started an empty database, the memory in the old one out of sight.
+- A new cluster is logged (``db.embedded.created``): a changed data directory silently
+  started an empty database, the memory in the old one out of sight. INFO on a first
+  start (a data directory that held nothing else); WARNING when the directory held
+  memstrata's other files but no cluster (``_log_created``).
 - A data directory too long for the server's socket to fit inside it is refused
   (``memstrata.db.embedded_socket``): the wheel would put the socket where other local
   users reach a server that trusts every local connection.
@@ -81,6 +83,7 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or join) the server, create the database, return a SQLAlchemy URL."""
+        held = _held(self.pgdata.parent)
         try:
             self.pgdata.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new one: private
         except OSError as exc:
@@ -108,14 +111,7 @@ class EmbeddedPostgres:
         except Exception as exc:  # the wheel raises assorted errors; report one clearly
             raise DatabaseSetupError(start_failure(self.pgdata, exc, output)) from exc
         if created:
-            log_event(
-                logger,
-                "db.embedded.created",
-                logging.WARNING,
-                pgdata=str(self.pgdata),
-                effect="a new, empty database: if memstrata kept memory before, "
-                "MEMSTRATA_DATA_DIR pointed elsewhere then; point it back to that directory",
-            )
+            _log_created(self.pgdata, held)
         self._server = server
         socket_dir = parse_qs(urlsplit(server.get_uri()).query)["host"][0]
         url = URL.create(
@@ -346,3 +342,34 @@ def _start_reaper(pgdata: Path) -> subprocess.Popen[bytes] | None:
     except OSError as exc:
         log_event(logger, "db.embedded.reaper_failed", logging.WARNING, error=str(exc))
         return None
+
+
+def _held(data_dir: Path) -> list[str]:
+    """What ``data_dir`` holds besides ``pgdata`` (sorted names), before a start."""
+    try:
+        return sorted(p.name for p in data_dir.iterdir() if p.name != "pgdata")
+    except OSError:  # not there yet (a first start), or unreadable: the start says so
+        return []
+
+
+def _log_created(pgdata: Path, held: list[str]) -> None:
+    """A new cluster: INFO on a first start, in a data directory that held nothing else;
+    a WARNING when it held memstrata's other files (its lock directory ``run``, the
+    sandboxes) — a cluster was there and is gone, or ``MEMSTRATA_DATA_DIR`` was pointed at
+    another memstrata's directory: the memory is out of sight. A changed
+    ``MEMSTRATA_DATA_DIR`` that names a new directory looks like a first start, which is
+    why the INFO line says what to do then too."""
+    if held:
+        level = logging.WARNING
+        effect = (
+            f"a new, empty database in a data directory that already held {', '.join(held)} "
+            "but no database: if memstrata kept memory there, its pgdata was removed or "
+            "moved; if it kept it elsewhere, point MEMSTRATA_DATA_DIR back to that directory"
+        )
+    else:
+        level = logging.INFO
+        effect = (
+            "a new, empty database (a first start): if memstrata kept memory before, "
+            "MEMSTRATA_DATA_DIR pointed elsewhere then; point it back to that directory"
+        )
+    log_event(logger, "db.embedded.created", level, pgdata=str(pgdata), effect=effect)

@@ -140,10 +140,13 @@ def _traverse_only(path: Path) -> None:
     """In the wheel's ``ensure_prefix_permissions`` place (``grant_traverse``)."""
     changed = grant_traverse(path)
     if changed:
+        # The data directory (``path``'s parent) is memstrata's own, made private (0700):
+        # granting it is every first start as root. A directory above it is the host's
+        # (``/root`` made 711), a change the operator should see.
         log_event(
             logger,
             "db.embedded.search_granted",
-            logging.WARNING,
+            logging.INFO if changed == [path.parent] else logging.WARNING,
             directories=[str(d) for d in changed],
             effect="g+x,o+x added so that the server's user embedded_postgres reaches "
             f"{path}; nothing was made readable",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from enum import Enum
 
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
-from memstrata.text import unstorable_text
+from memstrata.text import character_label, refused_id_character, unstorable_text
 
 USER_ID_MAX_LENGTH = 100  # user_memory.user_id is String(100)
 # The largest memory file accepted by default, in UTF-8 bytes (MEMSTRATA_MAX_CONTENT_BYTES).
@@ -93,10 +92,11 @@ def model_kind(name: str) -> FileKind | None:
 
 class StoredUserId(str):
     """A user id the database holds rows under that ``validate_user_id`` refuses: stored
-    before the rule refused control characters or whitespace at its ends. Erasing existing
-    data must always be possible, so the erasure (``memory.erase.erasable_user_id``) makes
-    one once it has found the rows, and the repositories and the sandbox it erases through
-    take it; nothing else makes one, so every other path keeps the rule."""
+    before the rule refused control or format characters, or whitespace at its ends.
+    Erasing existing data must always be possible, so the erasure
+    (``memory.erase.erasable_user_id``) makes one once it has found the rows, and the
+    repositories and the sandbox it erases through take it; nothing else makes one, so
+    every other path keeps the rule."""
 
     __slots__ = ()
 
@@ -105,8 +105,10 @@ def validate_user_id(user_id: object) -> str:
     """``user_id`` if it is a user id, else ``InvalidUserIdError`` saying why: the one check
     every entry point makes (a token's ``sub``, ``--user``, the library). An id is compared
     byte for byte, so ``"bob\\n"`` or ``" bob"`` would be another user than ``bob``, its
-    memory out of sight of ``bob``'s: surrounding whitespace and control characters are
-    refused, never stripped. A ``StoredUserId`` passes as it is (an erasure's)."""
+    memory out of sight of ``bob``'s: surrounding whitespace, control characters and the
+    characters that show as nothing or reorder the text (``text.ID_REFUSED``: ``"bob\u200b"``
+    shows as ``bob``) are refused, never stripped. A ``StoredUserId`` passes as it is (an
+    erasure's)."""
     if isinstance(user_id, StoredUserId):
         return user_id
     if not isinstance(user_id, str) or not user_id.strip():
@@ -120,25 +122,20 @@ def validate_user_id(user_id: object) -> str:
         where = "start" if at == 0 else "end"
         raise InvalidUserIdError(
             f"user_id must not start or end with whitespace: it {where}s with "
-            f"{_label(user_id[at])}; remove it"
+            f"{character_label(user_id[at])}; remove it"
         )
-    if (control := _CONTROL.search(user_id)) is not None:
+    if (refused := refused_id_character(user_id)) is not None:
+        at, named = refused
+        if unicodedata.category(user_id[at]) == "Cf":
+            raise InvalidUserIdError(
+                f"user_id must not contain invisible or bidirectional format characters: "
+                f"character {at} is {named}; remove it"
+            )
         raise InvalidUserIdError(
             "user_id must not contain control characters or line separators: character "
-            f"{control.start()} is {_label(control.group())}"
+            f"{at} is {character_label(user_id[at])}"
         )
     return user_id
-
-
-# C0, DEL, C1 and the line and paragraph separators: a log line, a terminal or a directory
-# listing would show the id broken or not at all.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _label(char: str) -> str:
-    """``U+000A`` or ``U+3000 IDEOGRAPHIC SPACE``: ASCII, safe in a header or a log line."""
-    name = unicodedata.name(char, "")
-    return f"U+{ord(char):04X}" + (f" {name}" if name else "")
 
 
 _BY_NAME: dict[str, FileKind] = {

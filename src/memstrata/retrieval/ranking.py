@@ -28,6 +28,12 @@ class DecayPolicy:
 
 @dataclass(frozen=True)
 class SearchHit:
+    """One result. ``file_path`` is where the row came from: the memory file's name
+    (``USER.md``), ``sessions/<session_id>/<turn_index>`` for a conversation round, or the
+    path a note was indexed under; None only for a row stored without one, which
+    memstrata's indexing never writes (the ``memory_embeddings`` column is nullable, and
+    another program sharing the table may leave it empty), whose ``source`` is ``notes``."""
+
     text: str
     file_path: str | None
     chunk_index: int | None

@@ -8,29 +8,29 @@ full, as the HTTP API's schema documents it, with its advice for an id in a URL 
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from typing import cast
 
+import regex
+
 from memstrata.errors import InvalidContentError
+from memstrata.text import ID_REFUSED, character_label, refused_in_id
 
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 
 # The rule in full, as the HTTP API documents it (its path segment and the batch's field).
 SESSION_ID_RULE = (
     f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank; any printable characters except "
-    "'/' and '\\' (no control characters, line separators, bidirectional controls "
-    "U+202A–U+202E and U+2066–U+2069, lone surrogates or U+FFFD, which a URL decoder leaves "
-    "for bytes that are not UTF-8: percent-encode session ids as UTF-8; letters, digits "
-    "and . _ : - are always safe in a URL)"
+    "'/' and '\\' (no control characters, line separators, format characters — "
+    "the zero-width space U+200B, the bidirectional controls U+202A–U+202E and "
+    "U+2066–U+2069 and the like, a zero-width joiner inside an emoji excepted —, lone "
+    "surrogates or U+FFFD, which a URL decoder leaves for bytes that are not UTF-8: percent-encode "
+    "session ids as UTF-8; letters, digits and . _ : - are always safe in a URL)"
 )
 # U+FFFD: "caf%E9" and "caf%E8" both decode to "caf\ufffd" — two sessions merged into one,
-# the second overwriting the first's turns. Bidirectional embeddings, overrides and
-# isolates (U+202A–U+202E, U+2066–U+2069) reorder what follows them wherever the id is
-# shown: "\u202eabc" displays as "cba", and a hit's origin as another session's.
-_REFUSED = r"/\\\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffd"
-_SESSION_ID = re.compile(rf"\A[^{_REFUSED}]{{1,{MAX_SESSION_ID_LENGTH}}}\Z")
-_REFUSED_CHAR = re.compile(f"[{_REFUSED}]")
+# the second overwriting the first's turns. What no id may hold (``text.ID_REFUSED``, the
+# user id's rule too): "\u202eabc" displays as "cba", and a hit's origin as another
+# session's; "chat\u200b" as "chat".
+_REFUSED_CHAR = regex.compile(rf"[/\\\ud800-\udfff\ufffd]|{ID_REFUSED}")
 # The rule in a line, after a refusal's reason: the reason names any rarer character.
 SESSION_ID_HINT = (
     f"use 1–{MAX_SESSION_ID_LENGTH} printable characters without '/' or '\\', "
@@ -60,30 +60,28 @@ def _problem(session_id: object) -> str | None:
         return f"session_id must be a string, got {type(session_id).__name__}"
     if not session_id:
         return "session_id is empty"
-    if _SESSION_ID.match(session_id) and session_id.strip():
-        return None
     shown = f"invalid session_id {session_id[:_SHOWN_CHARS]!r}"
     found = _REFUSED_CHAR.search(session_id)
     if found is not None:
         return f"{shown}: character {found.start()} is {_refused(found.group())}"
     if not session_id.strip():
         return f"{shown}: it is blank"
-    return f"{shown}: it is {len(session_id)} characters, over the limit of {MAX_SESSION_ID_LENGTH}"
+    if len(session_id) > MAX_SESSION_ID_LENGTH:
+        return (
+            f"{shown}: it is {len(session_id)} characters, over the limit of "
+            f"{MAX_SESSION_ID_LENGTH}"
+        )
+    return None
 
 
 def _refused(char: str) -> str:
     """A refused character, named, and why it is refused."""
     if char in "/\\":
         return f"'{char}' (a path separator)"
-    surrogate = "\ud800" <= char <= "\udfff"
-    name = "" if surrogate else unicodedata.name(char, "")
-    label = f"U+{ord(char):04X}" + (f" {name}" if name else "")
-    if "\u202a" <= char <= "\u202e" or "\u2066" <= char <= "\u2069":
-        why = "a bidirectional control, which shows the id and the text after it reordered"
-    elif char == "\ufffd":
+    if char == "\ufffd":
         why = "it stands where text was not valid UTF-8; send the id's own characters"
-    elif surrogate:
+    elif "\ud800" <= char <= "\udfff":
         why = "a lone surrogate, not valid Unicode"
     else:
-        why = "a control character or line separator"
-    return f"{label} ({why})"
+        return refused_in_id(char)
+    return f"{character_label(char)} ({why})"

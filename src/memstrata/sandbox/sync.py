@@ -235,14 +235,16 @@ class SyncService:
 
     # -- scenario 3: frontend edit -------------------------------------------------------------
 
-    async def read_file(self, user_id: str, kind: FileKind) -> tuple[MemoryFile, bool]:
+    async def read_file(self, user_id: str, kind: str | FileKind) -> tuple[MemoryFile, bool]:
         """The DB copy as the frontend reads it (REST GET, MCP, the web page), and whether
-        the user had to be provisioned from the templates first.
+        the user had to be provisioned from the templates first. ``kind``: as
+        ``parse_kind`` takes it (``FileKind.USER``, ``"user"``, ``"USER.md"``).
 
         An If-Match write of this file already under way here is waited for (at most
         ``claims.WRITE_WAIT_S``): a writer that just lost the race to it then reads the
         version it lost to, instead of the old one it would lose with again.
         """
+        kind = parse_kind(kind)  # the claims are held under the kind, not its names
         file = await self._claims.read(user_id, kind)
         if file is not None:
             return file, False
