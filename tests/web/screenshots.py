@@ -3,8 +3,8 @@
 
 Starts its own ``memstrata serve`` (embedded PostgreSQL, local embedding server) in a
 temporary directory, fills one user's memory through the REST API, and captures the files
-view, the conflict view, an agent's edit kept aside and the search view with the system
-Chromium.
+view, the conflict view, the places a re-apply leaves to the user, an agent's edit kept
+aside and the search view with the system Chromium.
 """
 
 from __future__ import annotations
@@ -116,6 +116,38 @@ def _kept_aside(server: Serve) -> None:
         ).raise_for_status()
 
 
+SOUL = """# SOUL.md
+
+- Warm and direct; answers first, then the reasons
+- Speaks French with Alice when she starts in French
+- Keeps notes short: one fact a line
+"""
+
+
+def _places(server: Serve, page: Page) -> None:
+    """Alice and the agent both rewrite one line of SOUL.md: re-apply leaves it to her."""
+    with server.rest(USER) as rest:
+        soul = rest.get("/api/config/agent-files/soul").json()
+        rest.put(
+            "/api/config/agent-files/soul",
+            json={"content": SOUL},
+            headers={"If-Match": f'"{soul["version"]}"'},
+        ).raise_for_status()
+    page.click("#tab-soul")
+    editor = page.locator("#editor")
+    expect(editor).to_have_value(SOUL)
+    editor.fill(SOUL.replace("- Keeps notes short", "- Keeps notes short and dated"))
+    with server.rest(USER) as rest:
+        rest.put(
+            "/api/config/agent-files/soul",
+            json={"content": SOUL.replace("- Keeps notes short", "- Keeps notes in lists")},
+            headers={"If-Match": '"2"'},
+        ).raise_for_status()
+    page.click("#file-save")
+    page.click("#conflict-reapply")
+    expect(page.locator("#resolve-list > li")).to_have_count(1)
+
+
 def _signed_in(server: Serve, browser_page: Page) -> Page:
     browser_page.goto(f"{server.url}/")
     browser_page.fill("#token", server.token(USER))
@@ -153,6 +185,16 @@ def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
         page.click("#file-save")
         expect(page.locator("#file-version")).to_have_text("version 4")
 
+        _places(server, page)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=out_dir / "places.png")
+        page.locator("#resolve-list > li").first.get_by_label(
+            "Keep both, version 3's first"
+        ).check()
+        page.click("#resolve-apply")
+        page.click("#file-save")
+        expect(page.locator("#file-version")).to_have_text("version 4")
+
         _kept_aside(server)
         page.click("#tab-memory")
         notice = page.locator("#aside-list button").first
@@ -169,7 +211,7 @@ def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
         page.set_viewport_size({"width": 390, "height": 760})
         page.screenshot(path=out_dir / "search-phone.png")
         browser.close()
-    for name in ("files", "conflict", "kept-aside", "search", "search-phone"):
+    for name in ("files", "conflict", "places", "kept-aside", "search", "search-phone"):
         print(out_dir / f"{name}.png")
 
 

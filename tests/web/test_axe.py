@@ -150,6 +150,9 @@ def test_files(
     page.reload()  # signed in again from the tab's storage; SOUL.md fails to load
     expect(page.locator("#file-retry")).to_be_visible()
     audit("load error")
+    tab(page, "user")  # its unsaved text, kept across the reload, is offered back
+    expect(page.locator("#draft-offer")).to_be_visible()
+    audit("a draft offered back")
     audit.assert_clean()
 
 
@@ -169,6 +172,17 @@ def test_conflicts(
     page.click("#conflict-reapply")
     expect(page.locator("#kept")).to_be_visible()
     audit("re-applied, earlier text aside")
+    # both edits rewrite the whole of SOUL.md: one place to choose at
+    tab(page, "soul")
+    page.fill("#editor", "- my persona")
+    put_elsewhere(server, user, "soul", "- their persona\n")
+    page.click("#file-save")
+    expect(page.locator("#conflict")).to_be_visible()
+    page.click("#conflict-reapply")
+    place = page.locator("#resolve-list > li").first
+    place.get_by_label("Write it myself").check()
+    expect(place.locator("textarea")).to_be_visible()
+    audit("places to choose")
     # the user's text grows over the size limit while the save is out
     tab(page, "memory")
     put_elsewhere(server, user, "memory", "- written elsewhere\n")

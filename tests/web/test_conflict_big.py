@@ -1,7 +1,8 @@
 """A conflict in a 200 KB memory file: the diff folds the unchanged lines, counts the changes
 and steps through them (Previous/Next, by keyboard too), and when the server's merge gives
-up, the page says at which lines the two edits meet and shows that place in both texts,
-rather than every row of two 200 KB texts (an end user's drill: a table 59,000 px tall)."""
+up, the page shows the place where the two edits meet (the server's, exactly) to choose at,
+rather than every row of two 200 KB texts (an end user's drill: a table 59,000 px tall), and
+the result in the editor at that place."""
 
 from __future__ import annotations
 
@@ -128,20 +129,39 @@ def test_where_overlapping_edits_meet_is_said_and_shown(
     mine[200] = "- fact 200: an edit of mine elsewhere"
     page = _conflict(open_page, big_server, user, theirs, mine)
     page.click("#conflict-reapply")
+    # the server's place, exactly: line 1,502 is in it, unchanged by them but next to their edit
     expect(page.locator("#file-message")).to_have_text(
         "Your edits and version 3 change the same or neighbouring lines, so they were not "
-        "re-applied automatically: line 1,501 of version 3 (lines 1,501–1,502 of your text). "
-        "Your text is on the side: copy what you need into the editor, then save."
+        "re-applied automatically: lines 1,501–1,502 of version 3 (lines 1,501–1,502 of your "
+        "text). Choose what to keep there below; the rest of your edits were re-applied."
     )
-    editor, kept = page.locator("#editor"), page.locator("#kept-text")
+    place = page.locator("#resolve-list > li")
+    expect(place).to_have_count(1)  # one place, not two 200 KB texts
+    expect(place.locator("h3")).to_have_text(
+        "Place 1 of 1: lines 1,501–1,502 of version 3, lines 1,501–1,502 of your text"
+    )
+    expect(place.locator(".place-mine .place-line")).to_have_text(
+        ["- fact 1500: MY words", "- fact 1501: MY words too"]
+    )
+    shot(page, "conflict-big-place.png")
+    place.get_by_label("Keep both, version 3's first").check()
+    page.click("#resolve-apply")
+    both = [
+        "- fact 1500: THEIR words",
+        "- fact 1501: the user mentioned something worth keeping, number 1501",
+        "- fact 1500: MY words",
+        "- fact 1501: MY words too",
+    ]
+    merged = [*theirs[:200], mine[200], *theirs[201:1500], *both, *theirs[1502:]]
+    editor = page.locator("#editor")
+    expect(editor).to_have_value("\n".join(merged))
     expect(editor).to_be_focused()
-    # that line selected in the editor (version 3), and both boxes scrolled to it
+    # the place selected in the editor, and scrolled to, a third down the box
     selected = editor.evaluate("e => e.value.slice(e.selectionStart, e.selectionEnd)")
-    assert selected == "- fact 1500: THEIR words"
-    # Both boxes scrolled to line 1,501, a third down the box. The lines are alike in length
-    # (they wrap alike), so where a line is is its share of the text's height.
-    for box in (editor, kept):
-        top, height, seen = box.evaluate("b => [b.scrollTop, b.scrollHeight, b.clientHeight]")
-        assert top > 0
-        assert abs(top + seen / 3 - height * 1500 / LINES) < seen / 3, (top, height, seen)
+    assert selected == "\n".join(both)
+    # The lines are alike in length (they wrap alike), so where a line is is its share of
+    # the text's height.
+    top, height, seen = editor.evaluate("b => [b.scrollTop, b.scrollHeight, b.clientHeight]")
+    assert top > 0
+    assert abs(top + seen / 3 - height * 1500 / len(merged)) < seen / 3, (top, height, seen)
     shot(page, "conflict-big-overlap.png")

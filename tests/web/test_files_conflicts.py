@@ -87,6 +87,7 @@ def test_overlapping_edits_are_not_merged_and_no_text_is_lost(
     expect(second.locator("#conflict")).to_be_visible()
     second.click("#conflict-reapply")
     expect(second.locator("#file-message")).to_contain_text("change the same or neighbouring lines")
+    second.click("#resolve-leave")  # no choice at the place: the two texts, to edit by hand
     assert second.locator("#editor").input_value() == "first tab's persona"
     assert second.locator("#kept-text").input_value() == "second tab's persona"
     # nothing to save in the editor, but the set-aside text is not saved: not "Saved"
@@ -156,10 +157,11 @@ def test_edits_on_neighbouring_lines_are_said_to_be_neighbouring(
     second = _reapplied_after_the_time_zone(signed_in, server, user, mine)
     expect(second.locator("#file-message")).to_have_text(
         "Your edits and version 3 change the same or neighbouring lines, so they were not "
-        "re-applied automatically: line 3 of version 3 (line 3 of your text). Your text is on "
-        "the side: copy what you need into the editor, then save."
+        "re-applied automatically: line 3 of version 3 (lines 3–4 of your text). Choose what "
+        "to keep there below; the rest of your edits were re-applied."
     )
     shot(second, "neighbouring.png")
+    second.click("#resolve-leave")
     assert second.locator("#editor").input_value() == ZONE_SET
     assert second.locator("#kept-text").input_value() == mine
 

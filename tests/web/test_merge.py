@@ -13,7 +13,7 @@ import httpx
 import jwt
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from memstrata.api.app import create_router
 from memstrata.api.context import ApiContext
@@ -21,13 +21,22 @@ from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.merge import merge3
 from memstrata.web import web_router
-from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, put_elsewhere, sign_in, tab
+from tests.web.conflict_support import conflict_on
+from tests.web.conftest import MAX_CONTENT_BYTES, Console, SignedIn, sign_in
 from tests.web.server import Serve
 
 # base, ours, theirs: the page's former merge (in JavaScript) merged this to "b\na" where
 # the server's rule sees two edits touching the same lines (found by running both on
 # random cases).
 DISAGREED = ("a\nc\nb", "b", "b\na")
+# Where it conflicts: all three base lines, as one line of mine and two of theirs.
+DISAGREED_PLACE = {
+    "base": [0, 3],
+    "mine": [0, 1],
+    "theirs": [0, 2],
+    "mine_lines": ["b"],
+    "theirs_lines": ["b", "a"],
+}
 CASES = [
     DISAGREED,
     ("1\n2\n3\n4\n5", "1\n2x\n3\n4\n5", "1\n2\n3\n4\n5y"),  # far apart: merged
@@ -54,12 +63,32 @@ def test_the_route_answers_what_the_servers_merge_does(server: Serve, user: str)
         for base, mine, theirs in CASES + randoms:
             answer = _post(rest, {"base": base, "mine": mine, "theirs": theirs})
             assert answer.status_code == 200, answer.text
-            assert answer.json() == {"merged": merge3(base, mine, theirs)}, (base, mine, theirs)
+            merged = merge3(base, mine, theirs)
+            assert answer.json()["merged"] == merged, (base, mine, theirs)
+            # the places to choose at come with a merge that gave up, and only then
+            assert (answer.json()["parts"] is None) == (merged is not None)
         assert _post(
             rest, dict(zip(("base", "mine", "theirs"), DISAGREED, strict=True))
-        ).json() == {"merged": None}
+        ).json() == {"merged": None, "parts": [{"conflict": DISAGREED_PLACE}]}
+        same_line = _post(rest, dict(zip(("base", "mine", "theirs"), CASES[3], strict=True)))
+        assert same_line.json() == {
+            "merged": None,
+            "parts": [
+                {"lines": ["1"]},
+                {
+                    "conflict": {
+                        "base": [1, 2],
+                        "mine": [1, 2],
+                        "theirs": [1, 2],
+                        "mine_lines": ["2x"],
+                        "theirs_lines": ["2y"],
+                    }
+                },
+                {"lines": ["3"]},
+            ],
+        }
         clean = _post(rest, dict(zip(("base", "mine", "theirs"), CASES[1], strict=True)))
-        assert clean.json() == {"merged": "1\n2x\n3\n4\n5y"}
+        assert clean.json() == {"merged": "1\n2x\n3\n4\n5y", "parts": None}
 
 
 def test_the_route_is_the_apis_in_authentication_and_errors(server: Serve, user: str) -> None:
@@ -91,7 +120,7 @@ def test_the_route_is_the_apis_in_authentication_and_errors(server: Serve, user:
         assert too_big.json()["code"] == "payload_too_large"
         assert f"over the limit of {MAX_CONTENT_BYTES} bytes" in too_big.json()["detail"]
         at_limit = _post(rest, {**good, "mine": "a", "theirs": "x" * MAX_CONTENT_BYTES})
-        assert at_limit.json() == {"merged": "x" * MAX_CONTENT_BYTES}
+        assert at_limit.json() == {"merged": "x" * MAX_CONTENT_BYTES, "parts": None}
         nul = _post(rest, {**good, "mine": "b\x00"})
         assert (nul.status_code, nul.json()["code"]) == (422, "validation_error")
         assert rest.get("/web/merge").status_code == 404  # GET is the asset route
@@ -115,20 +144,8 @@ def test_a_host_app_mounts_it_with_its_own_runtime(tmp_path: Path) -> None:
     body: dict[str, Any] = dict(zip(("base", "mine", "theirs"), CASES[1], strict=True))
     assert client.post("/memory/web/merge", json=body, headers=auth).status_code == 413
     body = dict(zip(("base", "mine", "theirs"), DISAGREED, strict=True))
-    assert client.post("/memory/web/merge", json=body, headers=auth).json() == {"merged": None}
-
-
-def _conflict_on(page: Page, server: Serve, user: str, base: str, mine: str, theirs: str) -> None:
-    """The page on SOUL.md holding ``base``; another writer stores ``theirs``; the user
-    saves ``mine``: the conflict view."""
-    put_elsewhere(server, user, "soul", base)
-    page.reload()  # signed in from the tab's storage: the files are read again
-    tab(page, "soul")
-    expect(page.locator("#editor")).to_have_value(base)
-    put_elsewhere(server, user, "soul", theirs)
-    page.fill("#editor", mine)
-    page.click("#file-save")
-    expect(page.locator("#conflict")).to_be_visible()
+    answer = client.post("/memory/web/merge", json=body, headers=auth).json()
+    assert answer == {"merged": None, "parts": [{"conflict": DISAGREED_PLACE}]}
 
 
 # Holds the page's merge request until the test calls window.__release().
@@ -152,14 +169,23 @@ def test_the_reviewers_case_is_overlapping_edits_in_the_page(
     console.allow(409)
     page = signed_in()
     base, mine, theirs = DISAGREED
-    _conflict_on(page, server, user, base, mine, theirs)
+    conflict_on(page, server, user, base, mine, theirs)
     page.click("#conflict-reapply")
     message = page.locator("#file-message")
-    expect(message).to_contain_text(
-        "Your edits and version 3 change the same or neighbouring lines"
+    # the place is the server's, exactly: all three base lines, two of theirs and one of mine
+    expect(message).to_have_text(
+        "Your edits and version 3 change the same or neighbouring lines, so they were not "
+        "re-applied automatically: lines 1–2 of version 3 (line 1 of your text). Choose what "
+        "to keep there below; the rest of your edits were re-applied."
     )
     expect(message).to_have_class("banner warn")
     expect(page.locator("#conflict")).to_be_hidden()
+    place = page.locator("#resolve-list > li")
+    expect(place).to_have_count(1)
+    expect(place.locator(".place-theirs .place-line")).to_have_text(["b", "a"])
+    expect(place.locator(".place-mine .place-line")).to_have_text(["b"])
+    expect(place.get_by_label("Keep version 3's lines")).to_be_focused()
+    page.click("#resolve-leave")
     assert page.locator("#editor").input_value() == theirs
     assert page.locator("#kept-text").input_value() == mine  # the user's text, beside it
     expect(page.locator("#file-state")).to_have_text("Earlier text not saved")
@@ -171,7 +197,7 @@ def test_re_apply_cannot_be_pressed_twice_while_the_server_merges(
 ) -> None:
     console.allow(409)
     page = signed_in()
-    _conflict_on(page, server, user, "1\n2\n3", "1\n2\n3 mine", "0\n1\n2\n3")
+    conflict_on(page, server, user, "1\n2\n3", "1\n2\n3 mine", "0\n1\n2\n3")
     page.evaluate(_HOLD_MERGES)
     page.click("#conflict-reapply")
     page.wait_for_function("window.__release !== null")
@@ -194,7 +220,7 @@ def test_a_failed_merge_keeps_the_conflict_view_and_can_be_tried_again(
 ) -> None:
     console.allow(409, 413, 503)
     page = signed_in()
-    _conflict_on(page, server, user, "1\n2\n3", "1\n2x\n3", "0\n1\n2\n3")
+    conflict_on(page, server, user, "1\n2\n3", "1\n2x\n3", "0\n1\n2\n3")
     error = '{"code": "%s", "detail": "%s", "message": "%s"}'
     page.route(
         "**/web/merge",
@@ -237,7 +263,7 @@ def test_a_refused_token_while_merging_signs_out_and_keeps_the_conflict(
 ) -> None:
     console.allow(409, 401)
     page = signed_in()
-    _conflict_on(page, server, user, "1\n2", "1\n2 mine", "0\n1\n2")
+    conflict_on(page, server, user, "1\n2", "1\n2 mine", "0\n1\n2")
     page.route(
         "**/web/merge",
         lambda route: route.fulfill(

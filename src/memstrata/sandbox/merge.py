@@ -1,7 +1,9 @@
 """Line-based three-way merge, the tie-breaker when the agent and a human edit one file.
 
 ``merge3(base, ours, theirs)`` returns the merged text, or ``None`` when the two sides
-changed the same or neighbouring lines differently. The rule follows ``diff3``/git:
+changed the same or neighbouring lines differently; ``merge3_parts`` then says which regions
+those are, with the rest merged, for a person to resolve (the web page's re-apply). The rule
+follows ``diff3``/git:
 
 * each side's changes are computed against ``base`` as hunks (a base line range and its
   replacement lines);
@@ -43,7 +45,7 @@ of a blank file, one side re-saved with CR LF, for two appends.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -113,14 +115,73 @@ def _sorted_hunks(base: Sequence[str], ours: str, theirs: str) -> list[_Hunk]:
     return sorted(hunks, key=lambda h: (h.start, h.end, h.side))
 
 
-def _merge_regions(
-    base: Sequence[str], hunks: Sequence[_Hunk], upto: int, *, side_by_side: bool = False
-) -> list[str] | None:
-    """``base[:upto]`` with the sorted ``hunks`` (all within it) applied region by region;
-    ``None`` when a region's two sides differ (unless ``side_by_side`` and
-    :func:`_side_by_side` holds: both sides' lines in place)."""
-    merged: list[str] = []
+@dataclass(frozen=True)
+class Conflict:
+    """A region :func:`merge3_parts` leaves to a person: base lines ``base`` (``[from, to)``,
+    0-based, of the text split at ``\\n``) became ``ours_lines`` (lines ``ours`` of ``ours``)
+    on one side and ``theirs_lines`` (lines ``theirs`` of ``theirs``) on the other."""
+
+    base: tuple[int, int]
+    ours: tuple[int, int]
+    theirs: tuple[int, int]
+    ours_lines: tuple[str, ...]
+    theirs_lines: tuple[str, ...]
+
+
+# A run of merged lines, or a region the merge left to a person.
+MergePart = tuple[str, ...] | Conflict
+
+
+def merge3_parts(base: str, ours: str, theirs: str) -> list[MergePart]:
+    """The texts merged region by region as :func:`merge3` merges them — as they are, each
+    side's replaced lines in place (``side_by_side``) — with every region it gives up on
+    kept as a :class:`Conflict` instead of failing the whole merge: what a person resolves
+    when ``merge3`` returns ``None`` (there is then at least one). The lines of all parts,
+    each conflict resolved, joined with ``\\n``, are the text."""
+    lines = base.split("\n")
+    parts: list[MergePart] = []
+    run: list[str] = []
     position = 0
+    shift = [0, 0]  # how many lines each side's hunks so far added (or removed, < 0)
+    for start, end, region in _regions(_sorted_hunks(lines, ours, theirs)):
+        run.extend(lines[position:start])
+        position = end
+        text = _region_text(lines, start, end, region, side_by_side=True)
+        if text is not None:
+            run.extend(text)
+            for side in (0, 1):
+                shift[side] += _growth(region, side)
+            continue
+        sides = [_apply(lines, start, end, [h for h in region if h.side == s]) for s in (0, 1)]
+        at = [start + shift[0], start + shift[1]]
+        if run:
+            parts.append(tuple(run))
+            run = []
+        parts.append(
+            Conflict(
+                (start, end),
+                (at[0], at[0] + len(sides[0])),
+                (at[1], at[1] + len(sides[1])),
+                tuple(sides[0]),
+                tuple(sides[1]),
+            )
+        )
+        for side in (0, 1):
+            shift[side] += len(sides[side]) - (end - start)
+    run.extend(lines[position:])
+    if run:
+        parts.append(tuple(run))
+    return parts
+
+
+def _growth(region: Sequence[_Hunk], side: int) -> int:
+    """How many lines ``side``'s hunks of ``region`` add (fewer than 0: remove)."""
+    return sum(len(h.lines) - (h.end - h.start) for h in region if h.side == side)
+
+
+def _regions(hunks: Sequence[_Hunk]) -> Iterator[tuple[int, int, list[_Hunk]]]:
+    """The sorted ``hunks`` grouped into regions: base lines ``[start, end)`` and the hunks
+    (of either side) that overlap or touch them."""
     index = 0
     while index < len(hunks):
         start, end = hunks[index].start, hunks[index].end
@@ -131,13 +192,34 @@ def _merge_regions(
             region.append(hunks[index])
             end = max(end, hunks[index].end)
             index += 1
-        ours_text = _apply(base, start, end, [h for h in region if h.side == 0])
-        theirs_text = _apply(base, start, end, [h for h in region if h.side == 1])
-        if {h.side for h in region} != {0, 1} or ours_text == theirs_text:
-            text = ours_text if any(h.side == 0 for h in region) else theirs_text
-        elif side_by_side and _side_by_side(region):
-            text = _apply(base, start, end, region)
-        else:
+        yield start, end, region
+
+
+def _region_text(
+    base: Sequence[str], start: int, end: int, region: Sequence[_Hunk], *, side_by_side: bool
+) -> list[str] | None:
+    """Base lines ``[start, end)`` merged with ``region``'s hunks; ``None`` when its two
+    sides differ (unless ``side_by_side`` and :func:`_side_by_side` holds: both sides'
+    lines in place)."""
+    ours_text = _apply(base, start, end, [h for h in region if h.side == 0])
+    theirs_text = _apply(base, start, end, [h for h in region if h.side == 1])
+    if {h.side for h in region} != {0, 1} or ours_text == theirs_text:
+        return ours_text if any(h.side == 0 for h in region) else theirs_text
+    if side_by_side and _side_by_side(region):
+        return _apply(base, start, end, region)
+    return None
+
+
+def _merge_regions(
+    base: Sequence[str], hunks: Sequence[_Hunk], upto: int, *, side_by_side: bool = False
+) -> list[str] | None:
+    """``base[:upto]`` with the sorted ``hunks`` (all within it) applied region by region;
+    ``None`` when a region's two sides differ (:func:`_region_text`)."""
+    merged: list[str] = []
+    position = 0
+    for start, end, region in _regions(hunks):
+        text = _region_text(base, start, end, region, side_by_side=side_by_side)
+        if text is None:
             return None
         merged.extend(base[position:start])
         merged.extend(text)

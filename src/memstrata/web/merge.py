@@ -1,5 +1,8 @@
 """``POST web/merge``: the page's "re-apply my edits" runs the server's three-way merge.
 
+When the merge gives up, the answer says exactly where (``merge3_parts``): the lines merged
+and each place both edits change, so the page asks the user only about those.
+
 The page has no merge of its own: the one rule for merging two edits of a text is
 :func:`memstrata.sandbox.merge.merge3` (the sandbox sync uses it when the agent and a human
 edit one file), and this route is a thin transport over it. Like every API route it is
@@ -25,7 +28,7 @@ from memstrata.api.context import ApiContext
 from memstrata.api.routing import Context, CurrentUser, route_class
 from memstrata.memory.store import validate_content
 from memstrata.runtime import Memstrata
-from memstrata.sandbox.merge import merge3
+from memstrata.sandbox.merge import Conflict, merge3, merge3_parts
 
 MERGE_PATH = "/web/merge"
 
@@ -42,11 +45,36 @@ class MergeRequest(BaseModel):
     theirs: StrictStr
 
 
+class Place(BaseModel):
+    """A place the merge left to the user: base lines ``base`` (``[from, to)``, 0-based, of
+    the text split at LF) became lines ``mine`` of the user's text and lines ``theirs`` of
+    the stored version, which are ``mine_lines`` and ``theirs_lines``."""
+
+    base: tuple[int, int]
+    mine: tuple[int, int]
+    theirs: tuple[int, int]
+    mine_lines: list[str]
+    theirs_lines: list[str]
+
+
+class Lines(BaseModel):
+    """Lines merged without a question."""
+
+    lines: list[str]
+
+
+class Choice(BaseModel):
+    conflict: Place
+
+
 class MergeAnswer(BaseModel):
     """The merged text, or ``None`` when the two edits change the same or neighbouring
-    lines differently (nothing is guessed)."""
+    lines differently (nothing is guessed). Then ``parts`` is the text region by region,
+    :func:`~memstrata.sandbox.merge.merge3_parts`: the lines merged, and each place for the
+    user to choose at; their lines, each place chosen, joined with LF, are the text."""
 
     merged: str | None
+    parts: list[Lines | Choice] | None
 
 
 def merge(body: MergeRequest, user_id: CurrentUser, context: Context) -> MergeAnswer:
@@ -55,7 +83,24 @@ def merge(body: MergeRequest, user_id: CurrentUser, context: Context) -> MergeAn
     limit = context.mem.store.max_content_bytes
     for field, text in (("base", body.base), ("mine", body.mine), ("theirs", body.theirs)):
         validate_content(text, limit, field)  # 413 over the limit, 422 for NUL or surrogates
-    return MergeAnswer(merged=merge3(body.base, body.mine, body.theirs))
+    merged = merge3(body.base, body.mine, body.theirs)
+    if merged is not None:
+        return MergeAnswer(merged=merged, parts=None)
+    parts: list[Lines | Choice] = [
+        Lines(lines=list(part))
+        if not isinstance(part, Conflict)
+        else Choice(
+            conflict=Place(
+                base=part.base,
+                mine=part.ours,
+                theirs=part.theirs,
+                mine_lines=list(part.ours_lines),
+                theirs_lines=list(part.theirs_lines),
+            )
+        )
+        for part in merge3_parts(body.base, body.mine, body.theirs)
+    ]
+    return MergeAnswer(merged=None, parts=parts)
 
 
 def merge_router(memstrata: Memstrata | ApiContext) -> APIRouter:

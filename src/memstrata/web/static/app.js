@@ -79,7 +79,7 @@ async function signIn(candidate) {
     submit.textContent = "Sign in";
   }
   // user ids are isolated (dom.js): their letters cannot reorder the sentence around them
-  if (user !== null && user !== limits.user_id && files.hasUnsaved() &&
+  if (user !== null && user !== limits.user_id && files.hasDrafts() &&
       !confirm(`This page holds unsaved changes of ${isolated(user)}. Sign in as ` +
         `${isolated(limits.user_id)} and discard them?`)) {
     signedOut(["Not signed in: that token is for ", bdi(limits.user_id), ". The unsaved changes of ",
@@ -147,7 +147,8 @@ $("signin-form").addEventListener("submit", (event) => {
 });
 
 $("signout").addEventListener("click", () => {
-  if (files.hasUnsaved() && !confirm("You have unsaved changes. Sign out and discard them?")) return;
+  // kept drafts too: signing out clears them from this browser (files.reset)
+  if (files.hasDrafts() && !confirm("You have unsaved changes. Sign out and discard them?")) return;
   token.clear();
   user = null;
   // nothing of this user stays in the page, hidden or not

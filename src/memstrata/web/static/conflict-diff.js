@@ -5,7 +5,8 @@
 // them) unless the user's starting version had it too (then the user removed it), and the
 // other way round. A 200 KB file is some 3,000 lines; drawing every one of them took
 // seconds and a table 128,000 px tall, so only the changes and a few lines around each are
-// drawn until a fold is opened. Nothing here merges: re-apply is the server's.
+// drawn until a fold is opened. Nothing here merges: re-apply is the server's. Alt+↑ and
+// Alt+↓ are Previous and Next from anywhere in the view (`stepKeys`).
 
 import { diffLines, sideBySide, splitLines } from "./diff.js";
 import { $, el, number } from "./dom.js";
@@ -190,14 +191,34 @@ function step(by) {
   if (by) node.scrollIntoView({ block: "center" });
 }
 
+// Alt+↑ / Alt+↓ step through the changes from anywhere in the conflict view. Not `[` / `]`
+// or a letter: a screen reader in browse mode takes single keys for its own navigation;
+// not Ctrl+↑/↓, which move by paragraph in text fields. Alt+↑/↓ move nothing in a page
+// (Alt+←/→ are history) and are left alone in text fields, where they move the caret on a Mac.
+const PREV_KEY = "Alt+ArrowUp";
+const NEXT_KEY = "Alt+ArrowDown";
+
+function stepKeys(event) {
+  const by = { ArrowUp: -1, ArrowDown: 1 }[event.key];
+  if (!by || !event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  const inView = $("conflict").contains(document.activeElement) || document.activeElement === document.body;
+  if (!drawn || $("conflict").hidden || !inView) return;
+  if (event.target.closest?.("textarea, input, select, [contenteditable]")) return;
+  event.preventDefault();
+  step(by);
+}
+
 /** The legend, the count and Previous/Next, made once above the table. */
 function tools() {
   if ($("conflict-tools")) return;
   const swatch = (cls, sign) => el("span", { class: `swatch ${cls}`, "aria-hidden": "true" }, sign);
-  const prev = el("button", { type: "button", id: "conflict-prev" }, "Previous change");
-  const next = el("button", { type: "button", id: "conflict-next" }, "Next change");
+  const prev = el("button", { type: "button", id: "conflict-prev", "aria-keyshortcuts": PREV_KEY,
+    title: "Alt+↑" }, "Previous change");
+  const next = el("button", { type: "button", id: "conflict-next", "aria-keyshortcuts": NEXT_KEY,
+    title: "Alt+↓" }, "Next change");
   prev.addEventListener("click", () => step(-1));
   next.addEventListener("click", () => step(1));
+  document.addEventListener("keydown", stepKeys);
   $("conflict-table").before(el("div", { id: "conflict-tools", class: "diff-tools" },
     el("ul", { class: "diff-legend", "aria-label": "Legend" },
       el("li", {}, swatch("by-them", "+"), el("span", { id: "conflict-them" })),
@@ -216,53 +237,6 @@ export function theirEdits(c) {
   const added = rows.map((row) => row.left).filter((side) => side && side.kind === "theirs");
   const removed = rows.filter((row) => row.right && row.right.kind === "theirs-removed").length;
   return { added: added.length, first: added[0] || null, removed };
-}
-
-/** Each side's changes against `base`, as hunks: base lines [a0, a1) became the side's
- * lines [x0, x1). */
-function hunks(base, lines) {
-  const out = [];
-  let cur = null;
-  let a = 0;
-  let x = 0;
-  for (const op of diffLines(base, lines)) {
-    if (op.op === "=") {
-      cur = null;
-      a = op.a + 1;
-      x = op.b + 1;
-      continue;
-    }
-    if (!cur) out.push((cur = { a0: a, a1: a, x0: x, x1: x }));
-    if (op.op === "-") cur.a1 += 1;
-    else cur.x1 += 1;
-  }
-  return out;
-}
-
-/** Where both edits of `base` change the same or neighbouring lines — the places a merge
- * that gave up (`merged: null`) is about: [{theirs: [from, to), mine: [from, to)}], line
- * indices into each text. A pointer for the user, not a merge: the server decides what
- * merges, and may still merge some of these (one side's lines beside the other's). */
-export function overlaps(base, mine, theirs) {
-  const b = splitLines(base);
-  const all = [
-    ...hunks(b, splitLines(theirs)).map((h) => ({ ...h, side: "theirs" })),
-    ...hunks(b, splitLines(mine)).map((h) => ({ ...h, side: "mine" })),
-  ].sort((p, q) => p.a0 - q.a0);
-  const groups = [];
-  for (const h of all) {
-    const last = groups[groups.length - 1];
-    // touching counts, as in the server's rule (an edit right next to the other's)
-    if (last && h.a0 <= last.a1) {
-      last.a1 = Math.max(last.a1, h.a1);
-      last.hunks.push(h);
-    } else groups.push({ a1: h.a1, hunks: [h] });
-  }
-  const span = (hs) => [Math.min(...hs.map((h) => h.x0)), Math.max(...hs.map((h) => h.x1))];
-  return groups
-    .map((g) => [g.hunks.filter((h) => h.side === "theirs"), g.hunks.filter((h) => h.side === "mine")])
-    .filter(([t, m]) => t.length && m.length)
-    .map(([t, m]) => ({ theirs: span(t), mine: span(m) }));
 }
 
 /** "line 5" / "lines 5–9" for line indices [from, to); an empty range is the place between

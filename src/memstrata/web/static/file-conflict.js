@@ -5,14 +5,16 @@
 // while their text is over the size limit (neither could be sent), take it back to the
 // editor to shorten it.
 // Re-applying is the server's three-way merge (POST web/merge, the rule the sandbox sync
-// uses too): the page has no merge of its own to disagree with it.
+// uses too): the page has no merge of its own to disagree with it. Where the merge gives up,
+// the server names each place and the user chooses there (file-resolve.js).
 
 import { api, reason } from "./api.js";
-import { lines, overlaps, theirEdits } from "./conflict-diff.js";
+import { lines, theirEdits } from "./conflict-diff.js";
 import { $, isolated, number } from "./dom.js";
 import {
   blank, current, editorText, eolOf, holdsMine, path, state, tooLarge,
 } from "./file-state.js";
+import { assemble, begin, reveal } from "./file-resolve.js";
 import { render, say } from "./file-view.js";
 
 /** 409: fetch what is stored now (unless a read-back already has) and show it beside the
@@ -71,9 +73,10 @@ export async function reapply() {
   say(`Re-applying your edits on top of version ${c.version}…`, "info");
   render();
   let merged;
+  let parts;
   let failure = null;
   try {
-    ({ data: { merged } } = await api("POST", "web/merge", {
+    ({ data: { merged, parts } } = await api("POST", "web/merge", {
       body: { base: c.started, mine: c.mine, theirs: c.content },
     }));
   } catch (error) {
@@ -98,18 +101,22 @@ export async function reapply() {
   f.version = c.version;
   f.kept = c.mine;
   f.keptPending = true;
+  // what the set-aside text was based on, to keep it across a reload (file-drafts.js)
+  f.keptFrom = { base: c.started, version: c.startedVersion };
   f.conflict = null;
   // the answer may come after the user opened another file's tab: say which file it was
   const which = f === current() ? "" : `${f.filename}: `;
-  let meet = [];
   if (merged === null) {
     f.draft = c.content;
-    meet = overlaps(c.started, c.mine, c.content);
+    begin(f, c.version, parts);
+    const n = f.resolve.places.length;
+    const many = n > 1 ? ` in ${number(n)} places, so those were` : ", so they were";
     say(
       // the server's rule: edits on neighbouring lines conflict too (sandbox/merge.py)
-      `${which}Your edits and version ${c.version} change the same or neighbouring lines, so ` +
-      `they were not re-applied automatically${where(meet, c.version)}. Your text is on the ` +
-      "side: copy what you need into the editor, then save.", "warn");
+      `${which}Your edits and version ${c.version} change the same or neighbouring lines` +
+      `${many} not re-applied automatically${where(f.resolve.places, c.version)}. Choose what ` +
+      `to keep ${n > 1 ? "at each place" : "there"} below; the rest of your edits were re-applied.`,
+      "warn");
   } else {
     f.draft = merged;
     // Each text was within the limit (the server checks each), but both sides' additions
@@ -123,35 +130,47 @@ export async function reapply() {
   }
   render();
   if (f !== current()) return;
+  // the first choice of the first place, or the merged text
+  if (f.resolve) $("place-0-theirs").focus();
+  else $("editor").focus();
+}
+
+/** "Use these choices": the text with each place chosen goes to the editor, to check and
+ * save (on the version merged onto: `f.version`), the first place selected. */
+export function applyChoices() {
+  const f = current();
+  const r = f.resolve;
+  if (!r || r.chosen.some((choice) => !choice)) return;
+  const { text, first } = assemble(r);
+  f.draft = text;
+  f.resolve = null;
+  say(`Your choices were applied on top of version ${r.version}. Check the result, then save. ` +
+    "Your text as you left it is on the side.", "ok");
+  render();
   $("editor").focus();
-  // a 200 KB text twice is no help by itself: both boxes go to the first place they meet
-  if (meet.length) {
-    reveal($("editor"), meet[0].theirs, true);
-    reveal($("kept-text"), meet[0].mine, false);
-  }
+  reveal($("editor"), first, true);
+}
+
+/** "Edit version N myself instead": the stored version in the editor, the user's text on
+ * the side to copy from. */
+export function leavePlaces() {
+  const f = current();
+  const r = f.resolve;
+  if (!r) return;
+  f.resolve = null;
+  say(`Version ${r.version} is in the editor and your text is on the side: copy what you need ` +
+    "into the editor, then save.", "info");
+  render();
+  $("editor").focus();
 }
 
 /** ": at line 5 of version 3 (line 6 of your text), and 2 other places" ("" for none). */
-function where(meet, version) {
-  if (!meet.length) return "";
-  const more = meet.length - 1;
+function where(places, version) {
+  if (!places.length) return "";
+  const more = places.length - 1;
   const others = more ? `, and ${number(more)} other ${more === 1 ? "place" : "places"}` : "";
-  return `: ${lines(meet[0].theirs)} of version ${version} (${lines(meet[0].mine)} of your ` +
+  return `: ${lines(places[0].theirs)} of version ${version} (${lines(places[0].mine)} of your ` +
     `text)${others}`;
-}
-
-/** Scroll text box `area` to lines [from, to) (a third down the box), selecting them if
- * `select`. The height above them is measured, not counted in lines: lines wrap. */
-function reveal(area, [from, to], select) {
-  const text = area.value;
-  const all = text.split("\n");
-  const start = all.slice(0, from).reduce((n, line) => n + line.length + 1, 0);
-  const end = start + Math.max(0, all.slice(from, to).join("\n").length);
-  area.value = text.slice(0, start);
-  const above = area.scrollHeight;
-  area.value = text;
-  if (select) area.setSelectionRange(start, end);
-  area.scrollTop = Math.max(0, above - area.clientHeight / 3);
 }
 
 /** "Overwrite": the other writer's version is replaced, with no undo. Ask first, as Revert

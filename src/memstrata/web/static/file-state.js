@@ -4,9 +4,10 @@
 
 const encoder = new TextEncoder();
 
-// `merging`: a re-apply is waiting for the server's merge (file-conflict.js)
+// `merging`: a re-apply is waiting for the server's merge (file-conflict.js); `user`: who is
+// signed in, whose drafts are kept (file-drafts.js)
 export const state = {
-  limits: null, files: new Map(), current: null, saving: false, merging: false, focus: false,
+  user: null, limits: null, files: new Map(), current: null, saving: false, merging: false, focus: false,
 };
 
 // Line endings. A textarea turns every CR LF (and lone CR) into LF, so the page keeps each
@@ -34,7 +35,9 @@ export const used = (f) => (f.conflict || dirty(f) || f.stored === null
 export const tooLarge = (f) => f.loaded && used(f) > state.limits.max_content_bytes;
 export const dirty = (f) => f.loaded && f.draft !== f.base;
 // the Save button's rule, which Ctrl+S follows too: an unchanged file is not written again
-export const canSave = (f) => f.loaded && !state.saving && !f.conflict && dirty(f) && !tooLarge(f);
+// (not while places of a re-apply are being chosen, nor while kept text is offered back)
+export const canSave = (f) =>
+  f.loaded && !state.saving && !f.conflict && !f.resolve && !f.offer && dirty(f) && !tooLarge(f);
 /** A stored version (`{content}`) that holds exactly the user's text — the draft, or a
  * conflict's — is their own save that landed after its answer was lost (a gateway's
  * timeout, a restart), or another writer's identical text: the same outcome, no conflict. */

@@ -1,9 +1,11 @@
-// Drawing the files view from `state`: tabs, editor, size meter, status, the set-aside text
-// and the conflict diff. Nothing here changes a file or talks to the server, so every
+// Drawing the files view from `state`: tabs, editor, size meter, status, the set-aside text,
+// the conflict diff, the places of a re-apply to choose at and a kept draft offered back. Nothing here changes a file or talks to the server, so every
 // path that does (load, save, conflict) can call `render` afterwards.
 
 import { drawDiff } from "./conflict-diff.js";
-import { $, banner, bytes, number } from "./dom.js";
+import { $, banner, bytes, number, when } from "./dom.js";
+import { schedule } from "./file-drafts.js";
+import { drawPlaces } from "./file-resolve.js";
 import { canSave, current, dirty, setAside, state, tooLarge, used } from "./file-state.js";
 
 // The message line always holds something, so a message never pushes the editor down: a
@@ -49,14 +51,15 @@ export function render() {
     const selected = name === state.current;
     tab.setAttribute("aria-selected", String(selected));
     tab.tabIndex = selected ? 0 : -1;
-    const unsaved = Boolean(dirty(file) || file.conflict || setAside(file));
+    const unsaved = Boolean(dirty(file) || file.conflict || setAside(file) || file.offer);
     tab.classList.toggle("unsaved", unsaved);
     tab.title = unsaved ? `${file.filename}: unsaved changes` : file.filename;
   }
   $("file-panel").setAttribute("aria-labelledby", `tab-${f.name}`);
   $("editor-label").textContent = `${f.filename} content`;
   const editor = $("editor");
-  editor.disabled = !f.loaded;
+  // a kept draft offered back: nothing is typed over the stored text until the user chooses
+  editor.disabled = !f.loaded || Boolean(f.offer);
   if (editor.value !== f.draft) editor.value = f.draft;
 
   const limit = state.limits.max_content_bytes;
@@ -90,6 +93,7 @@ export function render() {
   else if (f.conflict) status = "Conflict";
   else if (dirty(f)) status = "Unsaved changes";
   else if (setAside(f)) status = "Earlier text not saved";
+  else if (f.offer) status = "Kept changes not restored";
   $("file-state").textContent = status;
   $("file-state").dataset.state = status.toLowerCase().replace(/[^a-z]+/g, "-");
   $("file-retry").hidden = f.loaded || f.loading;
@@ -103,8 +107,21 @@ export function render() {
     : "Your earlier text (for reference)";
   if (f.kept !== null && $("kept-text").value !== f.kept) $("kept-text").value = f.kept;
   $("editor-wrap").classList.toggle("with-kept", f.kept !== null);
-  $("editor-wrap").hidden = Boolean(f.conflict);
+  $("editor-wrap").hidden = Boolean(f.conflict || f.resolve);
   renderConflict(f);
+  $("resolve").hidden = !f.resolve;
+  if (f.resolve) drawPlaces(f, render);
+  renderOffer(f);
+  schedule(); // what is unsaved now is kept across a reload (file-drafts.js)
+}
+
+function renderOffer(f) {
+  $("draft-offer").hidden = !f.offer;
+  if (!f.offer) return;
+  const at = when(f.offer.at);
+  $("draft-offer-text").textContent = `You have unsaved changes to ${f.filename} from ${at.text}. ` +
+    "Restore them?";
+  $("draft-offer-text").title = at.title;
 }
 
 function renderConflict(f) {

@@ -9,7 +9,10 @@
 import { api, reason } from "./api.js";
 import { $, el } from "./dom.js";
 import * as aside from "./file-aside.js";
-import { copyMine, editMine, overwriteConfirmed, reapply } from "./file-conflict.js";
+import * as drafts from "./file-drafts.js";
+import {
+  applyChoices, conflict, copyMine, editMine, leavePlaces, overwriteConfirmed, reapply,
+} from "./file-conflict.js";
 import { cancelCheck, settle, write } from "./file-save.js";
 import {
   blank, canSave, current, dirty, editorText, eolOf, holdsMine, path, setAside, state,
@@ -19,7 +22,12 @@ import { render, say } from "./file-view.js";
 /** After sign-in: build the tabs from the server's list of files and load them. */
 export function init(limits, { keepDrafts }) {
   state.limits = limits;
-  if (!keepDrafts) forget();
+  if (!keepDrafts) {
+    // another user's drafts, which the one signing in was asked to discard (app.js)
+    if (state.user !== null && state.user !== limits.user_id) drafts.clearUser(state.user);
+    forget();
+  }
+  state.user = limits.user_id;
   aside.reset(); // read again for whoever signed in
   const tabs = $("file-tabs");
   tabs.replaceChildren();
@@ -29,6 +37,9 @@ export function init(limits, { keepDrafts }) {
         name, filename, base: "", draft: "", version: null, eol: "\n", stored: null,
         loaded: false, loading: false, error: null, conflict: null, kept: null, keptPending: false,
         checking: null, // an uncertain save's read-backs (file-save.js)
+        keptFrom: null, // the version the set-aside text was based on (file-conflict.js)
+        resolve: null, // the places of a re-apply to choose at (file-resolve.js)
+        offer: null, // unsaved text kept in the browser, offered back (file-drafts.js)
       });
     }
     tabs.append(
@@ -46,9 +57,14 @@ export function init(limits, { keepDrafts }) {
 // Text set aside by "re-apply" counts as unsaved until the user next saves the file: from
 // then on the panel is only a reference (it stays until dismissed, so nothing vanishes).
 export const hasUnsaved = () => [...state.files.values()].some((f) => dirty(f) || f.conflict || setAside(f));
+/** Unsaved text in the page, or kept in the browser and not yet restored or discarded. */
+export const hasDrafts = () => hasUnsaved() || [...state.files.values()].some((f) => f.offer);
 
-/** Sign-out: forget every file and draft, and empty the (hidden) editor. */
+/** Sign-out: forget every file and draft, in the page and kept in the browser, and empty
+ * the (hidden) editor. */
 export function reset() {
+  if (state.user !== null) drafts.clearUser(state.user);
+  state.user = null;
   forget();
   state.current = null;
   state.focus = false;
@@ -56,6 +72,8 @@ export function reset() {
   aside.reset();
   for (const id of ["editor", "kept-text"]) $(id).value = "";
   $("conflict-diff").replaceChildren();
+  $("resolve-list").replaceChildren();
+  $("draft-offer-text").textContent = "";
   say("");
 }
 
@@ -72,13 +90,14 @@ export function opened() {
   if (f) aside.refresh(f); // an agent's edit kept aside meanwhile shows too
 }
 
-/** Focus the editor, now or as soon as the current file has loaded. */
+/** Focus the editor, now or as soon as the current file has loaded (its Restore button
+ * while a kept draft is offered: the editor is off until then). */
 export function focusEditor() {
   state.focus = true;
   const f = current();
   if (f && f.loaded) {
     state.focus = false;
-    $("editor").focus();
+    $(f.offer ? "draft-restore" : "editor").focus();
   }
 }
 
@@ -123,6 +142,7 @@ async function load(f) {
       f.eol = eolOf(data.content);
       f.stored = data.content;
       if (f.error && f === current()) say("");
+      offer(f);
     } else if (f.checking) {
       // an uncertain save's check is out: this read tells its outcome as the check's would
       if (f.version === asked) await settle(f, data);
@@ -130,7 +150,8 @@ async function load(f) {
       // Read again. A draft (or a conflict) keeps the version it was based on, so that the
       // newer write surfaces as a conflict on save, never as a silent overwrite; only an
       // unedited file is replaced by the newer version.
-      const unedited = f.draft === f.base && !f.conflict && !state.saving;
+      // (places being chosen are places of the version read: it stays until they are)
+      const unedited = f.draft === f.base && !f.conflict && !f.resolve && !state.saving;
       const mine = !unedited && !f.conflict && !state.saving && holdsMine(f, data);
       if (unedited || mine) {
         f.draft = editorText(data.content);
@@ -163,6 +184,55 @@ async function load(f) {
     render();
   }
   if (f.loaded && f === current() && state.focus) focusEditor();
+}
+
+/** On a file's first read: unsaved text kept in the browser (a reload, a closed tab) is
+ * offered back, unless the stored text holds it already. */
+function offer(f) {
+  const kept = drafts.read(f);
+  if (kept && kept.text !== f.draft) f.offer = kept;
+  else if (kept) drafts.forget(f);
+}
+
+/** "Restore": the kept text back in the editor, on the version it was based on. If the file
+ * was saved meanwhile (by anyone), that is a conflict: the conflict view, as on a 409. */
+async function restore() {
+  const f = current();
+  const kept = f.offer;
+  if (!kept || state.saving) return;
+  let now;
+  try {
+    ({ data: now } = await api("GET", path(f)));
+  } catch (error) {
+    say([`Could not check ${f.filename} for a newer version. `, ...reason(error), " Your kept " +
+      "changes are still offered: try Restore again."], "warn");
+    return;
+  }
+  if (f.offer !== kept) return; // chosen meanwhile
+  f.offer = null;
+  Object.assign(f, { stored: now.content, eol: eolOf(now.content) });
+  if (now.version === kept.version) {
+    Object.assign(f, { base: editorText(now.content), version: now.version, draft: kept.text });
+    say(`Your unsaved changes to ${f.filename} are back in the editor.`, "info");
+    render();
+    $("editor").focus();
+    return;
+  }
+  Object.assign(f, { base: kept.base, version: kept.version, draft: kept.text });
+  await conflict(f, now); // the stored text may even be the user's: then no conflict
+  if (f === current() && !f.conflict) $("editor").focus();
+}
+
+/** "Discard": asks, as Revert does; the kept text is then gone. */
+function discardKept() {
+  const f = current();
+  if (!f.offer) return;
+  if (!confirm(`Discard your unsaved changes to ${f.filename}? There is no undo.`)) return;
+  f.offer = null;
+  drafts.forget(f);
+  say(`Discarded. ${f.filename} is version ${f.version} as stored.`, "info");
+  render();
+  $("editor").focus();
 }
 
 /** Save and Ctrl+S: write the current file if it has changes. */
@@ -208,6 +278,10 @@ export function wire() {
   });
   $("conflict-copy").addEventListener("click", copyMine);
   $("conflict-shorten").addEventListener("click", editMine);
+  $("resolve-apply").addEventListener("click", applyChoices);
+  $("resolve-leave").addEventListener("click", leavePlaces);
+  $("draft-restore").addEventListener("click", restore);
+  $("draft-discard").addEventListener("click", discardKept);
   aside.wire();
   $("kept-dismiss").addEventListener("click", () => {
     const f = current();
