@@ -68,7 +68,12 @@ def directory_mode(file_mode: int) -> int:
 def read_capped(target: str, path: str, cap: int) -> bytes:
     """The bytes of the regular file ``target``: a ``SandboxError`` for any other kind of
     file or one over ``cap`` bytes, found without reading more than ``cap + 1``."""
-    fd = os.open(target, _READ_FLAGS)
+    try:
+        fd = os.open(target, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(target):
+            raise _link_refused(path, target) from exc
+        raise
     try:
         info = os.fstat(fd)
         _require_regular(path, info.st_mode)
@@ -104,6 +109,19 @@ def _require_regular(path: str, mode: int) -> None:
             errno.EISDIR, os.strerror(errno.EISDIR), path
         )
     raise SandboxError(message)
+
+
+def _link_refused(path: str, target: str) -> SandboxError:
+    try:
+        leads_to = repr(os.readlink(target))
+    except OSError:  # removed meanwhile
+        leads_to = "another file"
+    return SandboxError(
+        f"{path!r} is a symlink to {leads_to}; it was not followed, since a memory file is "
+        "never read through a link (the file it leads to is read back as itself, if it is "
+        "a memory file) and the database copy stays as it is — remove the link: the next "
+        "sync writes a regular file there"
+    )
 
 
 def file_type(mode: int) -> str:
@@ -204,7 +222,8 @@ def atomic_replace(directory: str, name: str, data: bytes, file_mode: int) -> No
     """Write ``data`` to a temp file beside ``name``, fsync it, then rename it over ``name``.
 
     Readers see the old file or the new one, never a mix. A new file gets ``file_mode``
-    (the umask applies as for any new file); an existing file keeps its mode. The first
+    (the umask applies as for any new file); an existing file keeps its mode. A symlink at
+    ``name`` is replaced by the file, not followed. The first
     write to ``directory`` in this process removes the temp files a crash left there
     (module doc).
     """
@@ -217,7 +236,10 @@ def atomic_replace(directory: str, name: str, data: bytes, file_mode: int) -> No
             handle.write(data)
             handle.flush()
             with contextlib.suppress(FileNotFoundError):
-                os.fchmod(handle.fileno(), stat.S_IMODE(os.stat(final).st_mode))
+                # lstat: a link at ``final`` is replaced, not taken for the file it leads to.
+                info = os.lstat(final)
+                if stat.S_ISREG(info.st_mode):
+                    os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
             os.fsync(handle.fileno())
         os.replace(temp, final)
     except BaseException:

@@ -13,12 +13,17 @@ are hashed: distinct unless 128 bits of SHA-256 collide).
 
 Confinement is checked before every operation: the path is normalised lexically and then
 resolved with ``realpath``; a symlink anywhere along it that points outside the sandbox
-root is refused. The sandbox root is itself confined: every directory the provider puts
-between its root and a sandbox (``<user dir>``, ``sessions``, ``<session dir>``) must be
-a real directory, not a symlink, or every operation fails with ``SandboxPathError`` — an
-agent may write its user sandbox, and a link planted there as a session directory would
-otherwise make that session's sandbox another user's. A write re-checks them after
-creating the missing ones.
+root is refused. A root memory file (``USER.md`` …, ``AGENTS.md``) that is a symlink is
+never followed, even within the sandbox: a read refuses it (``SandboxError`` naming where
+it leads) and a write replaces the link with a regular file — an agent's ``ln -sf
+MEMORY.md AGENTS.md`` had the AGENTS.md template written into MEMORY.md.
+
+The sandbox root is itself confined: every directory the provider puts between its root
+and a sandbox (``<user dir>``, ``sessions``, ``<session dir>``) must be a real directory,
+not a symlink, or every operation fails with ``SandboxPathError`` — an agent may write
+its user sandbox, and a link planted there as a session directory would otherwise make
+that session's sandbox another user's. A write re-checks them after creating the missing
+ones.
 
 Reads open the file without blocking and refuse anything but a regular file (a FIFO would
 hang the reading thread) and files over ``max_read_bytes``, without reading them whole
@@ -47,7 +52,7 @@ import anyio.to_thread
 from memstrata.errors import SandboxEncodingError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox import holds
-from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts
+from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts, root_memory_file
 from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.erasing import UnfinishedErasure, aside_name, unfinished_erasures
 from memstrata.sandbox.exclusive import LOCK_FILE, FileLocks
@@ -182,8 +187,20 @@ class LocalDirectorySandbox:
             )
         return real_root, target
 
+    def _unfollowed(self, path: str) -> str:
+        """The file to read or write for ``path``: its real path, but a memory file's own
+        name in the root, so a link there is not followed: reads refuse it (``O_NOFOLLOW``),
+        writes rename over it (module doc)."""
+        real_root, target = self._resolve(path)
+        parts = lexical_parts(path) or []
+        if len(parts) == 1 and root_memory_file(
+            parts[0], case_sensitive=self.case_sensitive, workspace_prefixes=()
+        ):
+            return os.path.join(real_root, parts[0])
+        return target
+
     def _read_text(self, path: str) -> str | None:
-        _, target = self._resolve(path)
+        target = self._unfollowed(path)
         try:
             data = read_capped(target, path, self._max_read_bytes)
         except FileNotFoundError:
@@ -200,7 +217,7 @@ class LocalDirectorySandbox:
             ) from exc
 
     def _write_text(self, path: str, content: str) -> None:
-        _, target = self._resolve(path)
+        target = self._unfollowed(path)
         try:
             # A copy of a file that was not text is written as the bytes it was made of.
             data = content.data if isinstance(content, Undecodable) else content.encode("utf-8")

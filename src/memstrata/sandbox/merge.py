@@ -68,8 +68,10 @@ class _Hunk:
     side: int  # 0 = ours, 1 = theirs
 
 
-def merge3(base: str, ours: str, theirs: str) -> str | None:
-    """Merge two edits of ``base``; ``None`` on a conflict (see the module doc)."""
+def merge3(base: str, ours: str, theirs: str, *, appends: bool = True) -> str | None:
+    """Merge two edits of ``base``; ``None`` on a conflict (see the module doc).
+    ``appends``: whether the append rule may end a conflict; off when the caller cannot
+    tell two appends from one block appended by one side and changed by the other."""
     if ours == theirs or theirs == base:
         return ours
     if ours == base:
@@ -89,9 +91,9 @@ def merge3(base: str, ours: str, theirs: str) -> str | None:
         merged = _merge_regions(lines, exact, len(lines), side_by_side=True)
     if merged is None and in_form is not None:
         merged = _merge_regions(lines, in_form, len(lines), side_by_side=True)
-    if merged is None:
+    if merged is None and appends:
         merged = _merge_appends(lines, exact)
-    if merged is None and in_form is not None:
+    if merged is None and in_form is not None and appends:
         merged = _merge_appends(lines, in_form)
     return None if merged is None else "\n".join(merged)
 

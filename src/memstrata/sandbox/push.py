@@ -151,8 +151,11 @@ async def _still_holds(t: Target, name: str, read: str | None) -> None:
         raise Moved
 
 
-async def preserve(t: Target, kind: FileKind, agent_text: str, winner: MemoryFile) -> SyncResult:
-    """The DB copy (a human's edit) wins; the agent's copy is kept beside it."""
+async def preserve(
+    t: Target, kind: FileKind, agent_text: str, winner: MemoryFile, reason: str | None = None
+) -> SyncResult:
+    """The DB copy (a human's edit) wins; the agent's copy is kept beside it. ``reason``:
+    why, when it is not that both edited the same lines (``rule.Preserve``)."""
     try:
         path = await state.preserve_copy(t.sandbox, kind.filename, agent_text)
     except Exception as exc:
@@ -162,6 +165,7 @@ async def preserve(t: Target, kind: FileKind, agent_text: str, winner: MemoryFil
             kind.filename, "none", Outcome.CONFLICT, winner.version, detail, unresolved=True
         )
     detail = f"the DB copy won; the agent's copy was saved to {path}"
+    detail = detail if reason is None else f"{reason}: {detail}"
     return await push(t, kind, winner, Outcome.CONFLICT, detail=detail, replacing=agent_text)
 
 

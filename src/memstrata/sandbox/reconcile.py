@@ -80,7 +80,9 @@ from memstrata.sandbox.rule import (
     WriteBack,
     decide,
     has_content,
+    trusted,
 )
+from memstrata.sandbox.synced import SyncedVersions
 
 # What "the database is unreachable" looks like from the store.
 DB_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, DatabaseSetupError)
@@ -104,12 +106,17 @@ def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
 
 
 async def _decide(
-    text: str | None, db: Stored | None, base: SyncBase | None, *, db_authoritative: bool = False
+    text: str | None,
+    db: Stored | None,
+    base: SyncBase | None,
+    *,
+    db_authoritative: bool = False,
+    pushed: int | None = None,
 ) -> Action:
     """:func:`decide` on a worker thread: merging two edits of a 256 KB file can take the
     merge's whole deadline (~0.5 s of CPU), which every other request on the event loop
     would wait for."""
-    rule = partial(decide, text, db, base, db_authoritative=db_authoritative)
+    rule = partial(decide, text, db, base, db_authoritative=db_authoritative, pushed=pushed)
     return await anyio.to_thread.run_sync(rule)
 
 
@@ -124,18 +131,29 @@ class Reconciler:
     def __init__(self, db: AsyncStore, templates: TemplateSet) -> None:
         self.db = db
         self.templates = templates
+        self.synced = SyncedVersions()
+
+    def _note(self, t: Target, kind: FileKind, result: SyncResult) -> SyncResult:
+        """A sync that left the file equal to a DB version: what its copy starts from."""
+        if result.base is not None and result.version == result.base.version:
+            self.synced.note(t.user_id, t.session_id, kind.filename, result.base.version)
+        return result
 
     async def reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
         """The rule for one file, under the sandbox's lock, decided again while the file
         changes under its push (module doc)."""
-        return await self._locked(t, kind, lambda: self._until_settled(t, kind, fallback))
+        result = await self._locked(t, kind, lambda: self._until_settled(t, kind, fallback))
+        return self._note(t, kind, result)
 
     async def _until_settled(
         self, t: Target, kind: FileKind, fallback: SyncBase | None
     ) -> SyncResult:
+        # The record as the first attempt read it: a push that raised Moved wrote its record
+        # but not the file, whose copy never held what that record names.
+        before: list[SyncBase | None] = []
         for _ in range(MAX_MOVED_ATTEMPTS):
             try:
-                return await self._reconcile(t, kind, fallback)
+                return await self._reconcile(t, kind, fallback, before)
             except Moved:
                 continue
         detail = "the file kept changing while it was synced; left as it is"
@@ -162,7 +180,9 @@ class Reconciler:
         finally:
             await lock.__aexit__(None, None, None)
 
-    async def _reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
+    async def _reconcile(
+        self, t: Target, kind: FileKind, fallback: SyncBase | None, before: list[SyncBase | None]
+    ) -> SyncResult:
         name = kind.filename
         try:
             text = await t.sandbox.read_text(name)
@@ -186,18 +206,23 @@ class Reconciler:
             unreadable = True
         else:
             unreadable = False
-        record = await read_base(t, kind)
+        record = before[0] if before else await read_base(t, kind)
+        before[:] = [record]
         # What a push would replace: the copy read, else (unreadable) what the record says
         # the sandbox holds, so a record written ahead of a failed write stays as telling.
         replacing = (None if record is None else record.content) if unreadable else text
-        base = choose_base(record, fallback)
+        pushed = self.synced.get(t.user_id, t.session_id, name)
         merged = False
         for _ in range(MAX_WRITE_ATTEMPTS):
             try:
                 db = await self.db.get(t.user_id, kind)
             except DB_ERRORS as exc:
                 return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
-            action = await _decide(text, db, base, db_authoritative=t.scenario.db_authoritative)
+            # A record the agent removed, garbled or put back is no base (``rule.trusted``).
+            usable = trusted(record, db, pushed)
+            base = choose_base(usable, fallback)
+            authoritative = t.scenario.db_authoritative
+            action = await _decide(text, db, base, db_authoritative=authoritative, pushed=pushed)
             if isinstance(action, WriteBack | Merge):
                 assert text is not None  # the rule only ever writes sandbox text back
                 merged = merged or isinstance(action, Merge)
@@ -229,9 +254,9 @@ class Reconciler:
                     t, kind, db, outcome, replacing=replacing, base=base, check=not unreadable
                 )
             if isinstance(action, Preserve):
-                return await preserve(t, kind, text or "", db)
+                return await preserve(t, kind, text or "", db, action.reason)
             # Nothing: note the match (or repair it).
-            if not _matches(record or fallback, db, settles=t.scenario.settles):
+            if not _matches(usable or fallback, db, settles=t.scenario.settles):
                 await record_base(t, kind, db)
             return t.result(name, "none", Outcome.UNCHANGED, db.version, base=agreed(db))
         try:
@@ -244,7 +269,8 @@ class Reconciler:
 
     async def provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
-        return await self._locked(t, kind, lambda: self._provision(t, kind, file))
+        result = await self._locked(t, kind, lambda: self._provision(t, kind, file))
+        return self._note(t, kind, result)
 
     async def _provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         try:

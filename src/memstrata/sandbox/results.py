@@ -58,7 +58,8 @@ class Scenario:
 PROVISION = Scenario("provision", Outcome.PUSHED)
 AGENT_WRITE = Scenario("agent_write", Outcome.RESTORED, settles=True)
 ROUND_END = Scenario("round_end", Outcome.RESTORED)
-SESSION = Scenario("session", Outcome.PUSHED)
+# A session start settles too: its agent reads the copy the start leaves, after any push.
+SESSION = Scenario("session", Outcome.PUSHED, settles=True)
 SESSION_END = Scenario("session_end", Outcome.RESTORED)
 FRONTEND = Scenario("frontend", Outcome.PUSHED, db_authoritative=True)
 

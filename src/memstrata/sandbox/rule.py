@@ -12,7 +12,10 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
    before it (:attr:`SyncBase.older`) → the sandbox lags behind the DB → :class:`Push`;
 4. no DB row → :class:`WriteBack` at version 0 (insert);
 5. no base → :class:`WriteBack` at the current version (the spec's plain sandbox-first
-   rule) — or, when the DB copy is authoritative (a frontend edit being pushed), :class:`Push`;
+   rule) — or, when the DB copy is authoritative (a frontend edit being pushed), :class:`Push`.
+   When memstrata knows the version it last left the file at (``pushed``: the agent
+   removed or garbled the base record, :func:`trusted`), only over that version; over a
+   newer one (or a frontend edit's) the sandbox text is kept aside, :class:`Preserve`;
 6. the DB has not moved since the base → :class:`WriteBack` at the base version;
 7. the DB moved since the base → line-based three-way merge: clean → :class:`Merge`
    (stored at the current version, then pushed); conflicting → :class:`Preserve` (the DB
@@ -20,12 +23,17 @@ reads the DB again and asks :func:`decide` again. The rows of the rule table
    copies (pushed since the sandbox's last write-back: a push may have failed, or the
    agent may have read a copy before a later push landed) leaves unknown which copy the
    sandbox edited: it is merged from the newest copy whose changes the sandbox text has
-   (:func:`edited_from`), so no pushed copy's changes are written over.
+   (:func:`edited_from`), so no pushed copy's changes are written over. Merged from an
+   older copy, the merge's append rule is off: lines appended by a push the sandbox text
+   lacks and lines the sandbox added at the end are then as likely one block (the
+   agent changed a pushed line) as two entries (a copy read before the push, plus a
+   line) — a conflict, never both blocks stored.
 
 No action discards a side's text: rows 1-3 lose nothing the DB lacks (an ``older`` copy
 was settled when its push was decided: stored, kept aside or deliberately replaced), 4-6
 write the sandbox edit over a DB copy it was based on (or over any copy, when no base
-exists, as the spec says), 7 keeps both edits or both copies.
+exists and memstrata knows of no version it pushed, as the spec says), 7 keeps both edits
+or both copies.
 """
 
 from __future__ import annotations
@@ -101,10 +109,18 @@ class Merge:
 
 @dataclass(frozen=True)
 class Preserve:
-    """The DB copy wins a conflict: keep the sandbox text aside, then push the DB copy."""
+    """The DB copy wins a conflict: keep the sandbox text aside, then push the DB copy;
+    ``reason``: why, when it is not that both sides edited the same lines."""
+
+    reason: str | None = None
 
 
 Action = Nothing | Push | WriteBack | Merge | Preserve
+
+UNKNOWN_BASE = (
+    "the sandbox's base record is missing, unreadable or not one memstrata wrote, and the "
+    "DB holds a version the copy was not pushed from"
+)
 
 
 # Characters that show nothing on their own and that ``str.strip`` keeps: format characters
@@ -149,16 +165,28 @@ def _line_set(text: str) -> set[str]:
     return {unicodedata.normalize("NFC", line.removesuffix("\r")) for line in text.split("\n")}
 
 
+def trusted(record: SyncBase | None, db: Stored | None, pushed: int | None) -> SyncBase | None:
+    """``record`` (a base record read from the sandbox), unless it contradicts the version
+    memstrata last left the file at (``pushed``: none older than it, none newer than the
+    DB): the agent can write the record, and one it garbled or put back is no base."""
+    if record is None or pushed is None or db is None:
+        return record
+    return record if pushed <= record.version <= db.version else None
+
+
 def decide(
     sandbox_text: str | None,
     db: Stored | None,
     base: SyncBase | None,
     *,
     db_authoritative: bool = False,
+    pushed: int | None = None,
 ) -> Action:
     """The action for one file (module doc). ``db_authoritative``: the DB copy was just
     written by a human (a frontend edit), so without a base the sandbox text is not an edit
-    to keep but a stale copy to replace."""
+    to keep but a stale copy to replace. ``pushed``: the DB version memstrata last left the
+    sandbox file at, when it knows (:mod:`memstrata.sandbox.synced`): without a base, the
+    sandbox text is written only over that version, and kept aside over any other."""
     if not has_content(sandbox_text):
         return Nothing() if db is None else Push(restore=True)
     assert sandbox_text is not None
@@ -166,6 +194,10 @@ def decide(
         return WriteBack(sandbox_text, 0)
     if sandbox_text == db.content:
         return Push() if db_authoritative else Nothing()
+    if base is None and pushed is not None:
+        if db.version == pushed and not db_authoritative:
+            return WriteBack(sandbox_text, db.version)
+        return Preserve(UNKNOWN_BASE)
     if base is not None and sandbox_text in (base.content, *base.older):
         return Push()
     if base is None:
@@ -173,5 +205,7 @@ def decide(
     origin = edited_from(sandbox_text, base)
     if origin == base.content and (base.version, base.content) == (db.version, db.content):
         return WriteBack(sandbox_text, db.version)
-    merged = merge3(origin, sandbox_text, db.content)
+    # Merged from a copy a push replaced: the sandbox lacks that push's lines, so a block the
+    # push appended and the agent changed looks like two appends (module doc, row 7).
+    merged = merge3(origin, sandbox_text, db.content, appends=origin == base.content)
     return Preserve() if merged is None else Merge(merged, db.version)

@@ -46,6 +46,7 @@ from memstrata.sandbox.claims import Claim, WriteClaims
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
 from memstrata.sandbox.exclusive import exclusive
 from memstrata.sandbox.follow_on import CacheInvalidator
+from memstrata.sandbox.lookalike import noting_lookalikes
 from memstrata.sandbox.notices import OpenTrackers, reported
 from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS, Reconciler
 from memstrata.sandbox.results import (
@@ -152,7 +153,7 @@ class SyncService:
             if name == AGENTS_FILE:
                 return await self._files.push_agents(t)
             fallback = None if tracker is None else tracker.base(name)
-            return await self._files.reconcile(t, parse_kind(name), fallback)
+            return await self._read_back(t, parse_kind(name), fallback)
 
     async def write_without_sandbox(
         self,
@@ -219,7 +220,7 @@ class SyncService:
             if tracker.needs_read_back:
                 for kind in USER_FILE_KINDS:
                     fallback = tracker.base(kind.filename)
-                    results.append(await self._files.reconcile(t, kind, fallback))
+                    results.append(await self._read_back(t, kind, fallback))
             if tracker.agents_touched:
                 results.append(await self._files.push_agents(t))
             failed = [r.filename for r in results if r.needs_retry and r.filename in SYNCED_FILES]
@@ -351,7 +352,7 @@ class SyncService:
                 settle = partial(self._settle_closed, user_id)
                 await self._marks.read_back(self._sessions, box, user_id, session_id, settle)
                 for kind in USER_FILE_KINDS:
-                    results.append(await self._files.reconcile(t, kind, None))
+                    results.append(await self._read_back(t, kind, None))
             results.append(await self._files.push_agents(t))
         return results
 
@@ -373,7 +374,7 @@ class SyncService:
         :meth:`end_session`): its edits reach the DB, merged or kept aside as at a round end."""
         t = self._target(user_id, session_id, SESSION_END)
         async with self.user_lock(user_id):
-            return [await self._files.reconcile(t, kind, None) for kind in USER_FILE_KINDS]
+            return [await self._read_back(t, kind, None) for kind in USER_FILE_KINDS]
 
     async def _settle_closed(self, user_id: str, session_id: str) -> bool:
         """A closed session read back at a start (under the user lock): whether it settled;
@@ -387,6 +388,11 @@ class SyncService:
         return self._sessions.open_sessions(user_id)
 
     # -- plumbing ----------------------------------------------------------------------------
+
+    async def _read_back(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
+        """The read-back rule for one file; a restore notes a lookalike root file left in
+        place (``memory.md`` beside a missing MEMORY.md, :mod:`.lookalike`)."""
+        return await noting_lookalikes(t, await self._files.reconcile(t, kind, fallback))
 
     async def _snapshot(self, user_id: str) -> dict[str, SyncBase] | None:
         try:
