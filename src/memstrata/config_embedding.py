@@ -174,11 +174,12 @@ class EmbeddingSettings(BaseModel):
         default=FILE_EMBED_BUDGET_S,
         allow_inf_nan=False,
         description="How long a memory-file write (the page's save, MCP `memory_write`, the "
-        "agents' edits) embeds its new passages before it answers, where the background "
-        "worker runs (`memstrata serve`): a request in flight ends, the passages not yet "
-        "sent are stored without a vector, searched with BM25 until the worker embeds "
-        "them, top of the file first. 0: no budget, every passage before the answer (a "
-        "library without the worker always does that). See docs/RELIABILITY.md.",
+        "agents' edits) or an inline batch of conversation turns embeds its new passages "
+        "before it answers, where the background worker runs (`memstrata serve`): a "
+        "request in flight ends, the passages not yet "
+        "sent are stored without a vector (`deferred`), searched with BM25 until the worker "
+        "embeds them, top of the file first. 0: no budget, every passage before the answer "
+        "(a library without the worker always does that). See docs/RELIABILITY.md.",
     )
     embedding_bulk_concurrency: int = Field(
         default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
@@ -270,8 +271,9 @@ class EmbeddingSettings(BaseModel):
         # Written out rather than ge: the message says what 0 means.
         if value < 0:
             raise ValueError(
-                "must be a number of seconds, 0 or more: how long a memory-file write embeds "
-                f"its passages before it answers (0: no budget, all of them); got {value}"
+                "must be a number of seconds, 0 or more: how long a memory-file write or a "
+                "batch embeds its passages before it answers (0: no budget, all of them); "
+                f"got {value}"
             )
         return value
 

@@ -67,7 +67,7 @@ def test_an_as_of_before_year_one_in_utc_is_not_called_future(
     )
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
-    assert "before 0001-01-01T00:00:00Z" in detail and "future" not in detail
+    assert "as_of must be on or after 1970-01-01T00:00:00Z" in detail and "future" not in detail
 
 
 # -- 2. dates that are not ISO 8601 ---------------------------------------------------------

@@ -45,6 +45,7 @@ def test_readyz(client: TestClient, mem: Memstrata) -> None:
         "pgvector": version,
         "vectors": "off",  # no embedding API in this runtime
         "pending": None,
+        "embedding": "off",
         # which code answers, for a rolling upgrade (as `memstrata --version`)
         "release": package_version(),
         "schema_head": schema_head(),
@@ -117,6 +118,7 @@ def test_readyz_database_unreachable(settings: Settings, mem: Memstrata) -> None
         "pgvector": "unknown",
         "vectors": "unknown",
         "pending": None,
+        "embedding": "unknown",
         "release": package_version(),
         "schema_head": schema_head(),
     }
@@ -160,6 +162,7 @@ def test_readyz_pgvector_missing(settings: Settings, mem: Memstrata, pg_url: str
             "pgvector": "missing",
             "vectors": "unknown",
             "pending": None,
+            "embedding": "unknown",
             "release": package_version(),
             "schema_head": schema_head(),
         }

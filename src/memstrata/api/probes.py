@@ -9,7 +9,9 @@ the pooled checks left out: the fresh connection showed the server up). While BM
 answer it stays 200 and says how the vector side is: ``{"vectors": "degraded", "pending":
 163}`` when rows wait for a vector (rows of a wrong length included, as the re-embedding
 worker counted them), the embedding circuit is open, or the embedding API has not answered
-once in this process (a wrong URL or ``dimensions`` said "ok" until traffic came). A full
+once in this process (a wrong URL or ``dimensions`` said "ok" until traffic came);
+``"embedding"`` tells an outage (``unreachable``: a circuit is open) from a backlog with the
+API up (``ok``), from the breakers, without a request of its own. A full
 disk keeps it 200 too, as reads still answer, and says so: ``"disk": "full"`` with
 ``disk_path`` when a local directory memstrata writes has no room, ``"database":
 "disk_full"`` when the database refused a statement for a full disk lately
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from memstrata.api.schemas import Readiness
+from memstrata.api.schemas import EmbeddingState, Readiness
 from memstrata.api.single_flight import SingleFlight
 from memstrata.db.disk import DiskWatch
 from memstrata.db.engine import check_pgvector
@@ -88,6 +90,7 @@ class Probes:
                 status="ready",
                 database=_database(saturated=True, disk_full=database_full),
                 pgvector=self._pgvector,
+                embedding=self._embedding_state(),  # no database read: told here too
                 **disk,
             )
             return 200, body.answer()
@@ -107,6 +110,7 @@ class Probes:
             pgvector=version,
             vectors=vectors,
             pending=pending,
+            embedding=self._embedding_state(),
             **disk,
         )
         return 200, body.answer()
@@ -140,6 +144,19 @@ class Probes:
         if self._context.ready and not pool_full(self._context.mem.db.engine):
             self._vector_state()  # reads the backlog for its gauges
         return metrics.render()
+
+    def _embedding_state(self) -> EmbeddingState:
+        """The embedding API as the circuit breakers see it: an outage apart from a
+        backlog (``vectors`` is degraded for both). No request of its own — a probe per
+        /readyz would be load balancers' traffic on the API — so an API back after an
+        outage reads ``unreachable`` until a request (a search, a write, the worker's
+        probe) closes the circuit."""
+        healer = self._context.mem.healer
+        if healer is None:
+            return "off"
+        if healer.embedder.circuit_open:
+            return "unreachable"
+        return "ok" if healer.embedder.answered else "unproven"
 
     def _vector_state(self) -> tuple[Literal["ok", "degraded", "off"], int | None]:
         """The vector side for /readyz, updating the backlog gauges of /metrics."""

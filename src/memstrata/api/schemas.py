@@ -207,7 +207,8 @@ class SearchRequest(BaseModel):
     )
     as_of: IsoDateTime | None = Field(
         default=None,
-        description="Search as of this time (ISO 8601; default now): decay is measured from "
+        description="Search as of this time (ISO 8601; default now), from "
+        "1970-01-01T00:00:00Z to a few minutes in the future: decay is measured from "
         "it and conversation/notes rows dated after it are left out. The resident files "
         "(USER.md, MEMORY.md) have no history and always take part.",
     )
@@ -311,6 +312,9 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+EmbeddingState = Literal["ok", "unreachable", "unproven", "off", "unknown"]
+
+
 class Readiness(BaseModel):
     status: str
     database: str = Field(
@@ -330,6 +334,15 @@ class Readiness(BaseModel):
         "embedding API.",
     )
     pending: int | None = Field(default=None, description="Rows waiting for a vector.")
+    embedding: EmbeddingState = Field(
+        default="unknown",
+        description="The embedding API as this process's circuit breakers see it (no "
+        "request of its own): ok; unreachable: a circuit is open (the documents' or the "
+        "query server's), searches answer BM25-only until it closes; unproven: it has not "
+        "answered once since the process started; off: no embedding API; unknown: not "
+        "ready (503). A backlog with the API ok "
+        "is vectors degraded, embedding ok.",
+    )
     release: str = Field(
         default_factory=package_version,
         description="This replica's memstrata release (as `memstrata --version`): during a "
@@ -476,3 +489,14 @@ class BatchTurnsRejected(BaseModel):
 
     detail: str
     errors: list[BatchTurnError]
+
+
+# The batch route's 422 is one of two shapes: invalid turns (``BatchTurnsRejected``) or a
+# request whose own shape is wrong — no ``turns``, too many, a bad ``embed`` — answered like
+# any other route's 422 (``ErrorBody``, generic ``{loc, msg, type}`` errors). ``anyOf``, not
+# ``oneOf``: a per-turn answer also fits ``ErrorBody``'s loose ``errors``.
+BATCH_REJECTED_RESPONSE: dict[str, object] = {
+    "model": BatchTurnsRejected | ErrorBody,
+    "description": "Invalid turns (`BatchTurnsRejected`: nothing was stored) or an invalid "
+    "request (`ErrorBody`: no `turns`, more than the limit, an unknown `embed`).",
+}

@@ -10,6 +10,11 @@ passages not sent are stored without a vector (``deferred`` in the index report:
 failed) and the worker, woken once the write has committed, embeds them top of the file
 first (it claims rows in insertion order). Without the worker, nothing would ever embed
 them, so a library that never starts it keeps every passage inline.
+
+An inline batch of conversation rounds (``Indexer.index_rounds``, the batch route) has the
+same budget: 300 turns had taken 462 s on a busy host, long after the client had given up
+(it does not stop the write). One setting for both, not a second one: both are "how long a
+write embeds before it answers", and the worker catches up the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from memstrata.logs import log_event
 from memstrata.retrieval.staging import IndexReport
@@ -77,3 +82,18 @@ class FileBudget:
         )
         if wake is not None:
             wake()
+
+    def rounds_written(self, user_id: str, reports: Sequence[IndexReport]) -> None:
+        """After a batch of rounds committed: log what its budget left to the worker. Not
+        in ``deferred`` (the memory files' metric); the caller wakes the worker."""
+        deferred = sum(r.deferred for r in reports)
+        if deferred:
+            log_event(
+                logger,
+                "index.rounds.deferred",
+                user_id=user_id,
+                rounds=len(reports),
+                embedded=sum(r.embedded for r in reports),
+                deferred=deferred,
+                embed_s=round(sum(r.embed_seconds for r in reports), 2),
+            )

@@ -11,7 +11,8 @@ How content maps to ``memory_embeddings`` rows:
   ``chunk_index`` = the part (0 unless the round is longer than one chunk),
   ``created_at`` = the round's timestamp, ``source_ids`` = the round's turn ids
   (default ``<session_id>:<turn_index>``). Re-indexing the same round is a no-op when its
-  text is unchanged, and replaces its rows when it changed.
+  text is unchanged (a row still without a vector keeps its id and a worker's claim on
+  it; an inline write gives it its vector), and replaces its rows when it changed.
 - Other files (daily notes such as ``memory/2026-12-01.md``) → like memory files, but
   they are not resident, so they decay with age like conversations.
 
@@ -151,16 +152,18 @@ class Indexer:
         ``embed=False`` stores new rows without calling the embedding API (``deferred``
         in the reports): the background worker (``retrieval.healing``) embeds them, and
         until then they are searched with BM25 — an import that must not wait for
-        the embedding API."""
+        the embedding API. Where that worker runs, an embedding write spends at most the
+        file budget (``retrieval.file_budget``) embedding: the rest is ``deferred`` too."""
         validate_user_id(user_id)
         valid, refused = checked_rounds(rounds)
         if refused:
             raise rounds_invalid(refused, len(rounds))
+        deadline = self.file_budget.deadline() if embed else None
         reuse: dict[str, list[float]] = {}
         earlier: StagedIndex | None = None
         for attempt in range(MAX_NEIGHBOUR_ATTEMPTS):
             docs, basis = self._round_docs(user_id, valid)
-            staged = self._stage(user_id, docs, embed, reuse=reuse)
+            staged = self._stage(user_id, docs, embed, reuse=reuse, deadline=deadline)
             staged.basis = basis
             if earlier is not None:  # what it embedded is reused, and what failed counted
                 staged.count_earlier(earlier)
@@ -168,7 +171,8 @@ class Indexer:
                 if attempt < MAX_NEIGHBOUR_ATTEMPTS - 1:
                     self._apply(staged)
                 else:
-                    staged = self._apply_last(user_id, valid, staged, reuse, embed)
+                    last = embed and deadline is None  # a budget leaves it to the worker
+                    staged = self._apply_last(user_id, valid, staged, reuse, last)
             except NeighbourChangedError as exc:
                 # Another writer rewrote a neighbour: its new text would be overwritten
                 # with the one read here, or this round's context would be stale.
@@ -177,7 +181,10 @@ class Indexer:
                 earlier = staged
                 continue
             break
-        return staged.reports[: len(valid)]
+        reports = staged.reports[: len(valid)]
+        if deadline is not None:
+            self.file_budget.rounds_written(user_id, reports)
+        return reports
 
     def _apply_last(
         self,
@@ -359,6 +366,8 @@ class Indexer:
 
         kept: list[tuple[int, NewChunk]] = []  # rows expected to stay as they are
         pending: list[tuple[int, NewChunk]] = []  # (report index, row to insert), in order
+        refill: list[tuple[int, NewChunk]] = []  # kept rows still without a vector
+        refill_at: set[int] = set()  # their places in ``kept``
         for n, doc in enumerate(docs):
             for i, body in enumerate(doc.texts):
                 digest = content_hash(body)
@@ -372,8 +381,11 @@ class Indexer:
                     context=doc.contexts[i] if doc.contexts else None,
                 )
                 current = by_slot.get((doc.file_path, i, digest))
-                if current is not None and is_fresh(current, model, doc.created_at):
+                if current is not None and is_fresh(current, doc.created_at):
                     kept.append((n, row))
+                    if embed and model is not None and not has_vector(current, model):
+                        refill.append((n, row))  # embedded into the kept row
+                        refill_at.add(len(kept) - 1)
                     continue
                 # Terms only for rows to insert, and here, not inside the transaction. A kept
                 # row is only inserted if a concurrent writer replaced it meanwhile; the
@@ -381,7 +393,7 @@ class Indexer:
                 terms = encode_terms(body, round_day(row.file_path, row.created_at))
                 pending.append((n, replace(row, bm25_terms=terms)))
 
-        new = [(n, row) for n, row in pending if row.content_hash not in stored]
+        new = [(n, row) for n, row in pending if row.content_hash not in stored] + refill
         # The user's turn of the embedding API: one user's import must not stall another
         # user's write behind its queued requests (breaker.Lanes).
         with bulk_owner(user_id):
@@ -399,7 +411,11 @@ class Indexer:
             )
             for n, row in pending
         ]
-        may_change = bool(pending) or len(kept) != len(existing)
+        filled = {i for i in refill_at if kept[i][1].content_hash in vectors}
+        for i in filled:
+            n, r = kept[i]
+            kept[i] = (n, replace(r, embedding=vectors[r.content_hash], embedding_model=model))
+        may_change = bool(pending) or len(kept) != len(existing) or bool(filled)
         # Nothing failed (the usual case): not a pass over the rows.
         failed = (
             {(r.file_path, r.content_hash) for _, r in new if r.content_hash in missed}

@@ -332,19 +332,25 @@ def check_not_future(value: datetime, now: datetime | None = None) -> datetime:
     if not isinstance(value, datetime):
         raise InvalidContentError("timestamp must be a datetime", field="timestamp")
     when = aware(value)
-    in_range = in_utc_range(when)
-    too_early = when < EARLIEST_TIMESTAMP if in_range else when.year < EARLIEST_TIMESTAMP.year
-    if too_early:
-        earliest = EARLIEST_TIMESTAMP.isoformat().replace("+00:00", "Z")
-        raise InvalidContentError(
-            f"timestamp {when.isoformat()} is too early: timestamp must be on or after "
-            f"{earliest} (conversation turns before the Unix epoch are not real)",
-            field="timestamp",
-        )
+    early_error("timestamp", when, "conversation turns before the Unix epoch are not real")
     current = now or datetime.now(UTC)
-    if not in_range or when > current + MAX_FUTURE_SKEW:
+    if not in_utc_range(when) or when > current + MAX_FUTURE_SKEW:
         raise future_error("timestamp", value, current, "send when the turn happened")
     return when
+
+
+def early_error(name: str, when: datetime, why: str) -> None:
+    """Refuse the aware ``when`` of ``name`` (``timestamp``, ``as_of``) when it is before
+    ``EARLIEST_TIMESTAMP``, saying ``why``. Year 1 with an offset east of UTC does not
+    convert to UTC: it is early, not late."""
+    in_range = in_utc_range(when)
+    if when < EARLIEST_TIMESTAMP if in_range else when.year < EARLIEST_TIMESTAMP.year:
+        earliest = EARLIEST_TIMESTAMP.isoformat().replace("+00:00", "Z")
+        raise InvalidContentError(
+            f"{name} {when.isoformat()} is too early: {name} must be on or after "
+            f"{earliest} ({why})",
+            field=name,
+        )
 
 
 def in_utc_range(when: datetime) -> bool:

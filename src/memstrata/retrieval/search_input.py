@@ -10,27 +10,28 @@ from typing import NamedTuple
 from memstrata.errors import InvalidContentError
 from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
-from memstrata.retrieval.rounds import MAX_FUTURE_SKEW, aware, future_error, in_utc_range
+from memstrata.retrieval.rounds import (
+    MAX_FUTURE_SKEW,
+    aware,
+    early_error,
+    future_error,
+    in_utc_range,
+)
 from memstrata.text import unstorable_text
 
 
 def check_as_of(as_of: object, now: datetime | None = None) -> datetime | None:
     """``as_of`` made timezone-aware (UTC when naive); refused, as a turn's timestamp is,
-    when later than now + ``MAX_FUTURE_SKEW``: every dated row would be searched as if
-    centuries old, its decay and so its score 0, the ranking gone without a word."""
+    before the Unix epoch (one rule, ``rounds.early_error``) or later than now +
+    ``MAX_FUTURE_SKEW``: every dated row would be searched as if centuries old, its decay
+    and so its score 0, the ranking gone without a word."""
     if as_of is None:
         return None
     if not isinstance(as_of, datetime):
         raise InvalidContentError("as_of must be a datetime (ISO 8601 over HTTP)", field="as_of")
     when = aware(as_of)
+    early_error("as_of", when, "no turn is dated before the Unix epoch; give a later as_of")
     current = now or datetime.now(UTC)
-    if not in_utc_range(when) and when.year == datetime.min.year:
-        # Year 1 with an offset east of UTC: before datetime's range once in UTC, not late.
-        raise InvalidContentError(
-            f"as_of {when.isoformat()} is before 0001-01-01T00:00:00Z once in UTC, the "
-            "earliest time a search can be as of; give a later as_of",
-            field="as_of",
-        )
     if not in_utc_range(when) or when > current + MAX_FUTURE_SKEW:
         raise future_error("as_of", as_of, current, "leave as_of out to search as of now")
     return when

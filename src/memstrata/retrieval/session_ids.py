@@ -19,8 +19,8 @@ MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 
 # The rule in full, as the HTTP API documents it (its path segment and the batch's field).
 SESSION_ID_RULE = (
-    f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank; any printable characters except "
-    "'/' and '\\' (no control characters, line separators, format characters — "
+    f"1–{MAX_SESSION_ID_LENGTH} characters, not all blank, not '.' or '..'; any printable "
+    "characters except '/' and '\\' (no control characters, line separators, format characters — "
     "the zero-width space U+200B, the bidirectional controls U+202A–U+202E and "
     "U+2066–U+2069 and the like, a zero-width joiner inside an emoji excepted —, lone "
     "surrogates or U+FFFD, which a URL decoder leaves for bytes that are not UTF-8: percent-encode "
@@ -37,6 +37,9 @@ SESSION_ID_HINT = (
     "e.g. 'chat-2026-12-06'"
 )
 _SHOWN_CHARS = 60  # of a refused id, in its refusal
+# A session's rows are ``sessions/<id>/<turn>``: these two ids would make that path name
+# the sessions directory itself or its parent wherever the path is resolved.
+_DOT_SEGMENTS = (".", "..")
 
 
 class InvalidSessionIdError(InvalidContentError):
@@ -66,6 +69,11 @@ def _problem(session_id: object) -> str | None:
         return f"{shown}: character {found.start()} is {_refused(found.group())}"
     if not session_id.strip():
         return f"{shown}: it is blank"
+    if session_id in _DOT_SEGMENTS:
+        return (
+            f"{shown}: '.' and '..' are path segments (the current and the parent "
+            "directory), not names"
+        )
     if len(session_id) > MAX_SESSION_ID_LENGTH:
         return (
             f"{shown}: it is {len(session_id)} characters, over the limit of "

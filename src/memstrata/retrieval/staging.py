@@ -70,11 +70,12 @@ class StagedIndex:
     """The rows some paths should hold, chunked and embedded; nothing written yet.
 
     :meth:`apply` runs in the caller's transaction. It re-reads the paths under the user's
-    advisory lock, keeps present rows that match a wanted (position, hash) and are fresh,
-    inserts the rest with the vectors staged here (or, for a row staged without one, the
-    vector of a present row of the same text, copied in the database) and deletes the
-    others, so a concurrent writer between staging and applying costs at most a re-insert,
-    never a lost row.
+    advisory lock, keeps present rows that match a wanted (position, hash) and are fresh
+    (giving a kept row without a vector the one staged for it, if any), inserts the rest
+    with the vectors staged here (or, for a row staged without one, the vector of a
+    present row of the same text, copied in the database) and deletes the others, so a
+    concurrent writer between staging and applying costs at most a re-insert, never a
+    lost row.
     """
 
     user_id: str
@@ -115,15 +116,18 @@ class StagedIndex:
         report_of = {path: n for n, path in enumerate(self.paths)}
         keep_ids: set[int] = set()
         inserts: list[NewChunk] = []
+        fill: dict[int, list[float]] = {}  # kept rows given the vector staged for them
         for n, row in self.rows:
             current = by_slot.get((row.file_path, row.chunk_index, row.content_hash))
             if (
                 current is not None
                 and current.id not in keep_ids
-                and is_fresh(current, self.model, row.created_at)
+                and is_fresh(current, row.created_at)
             ):
                 keep_ids.add(current.id)
                 self.reports[n].unchanged += 1
+                if row.embedding is not None and not has_vector(current, self.model):
+                    fill[current.id] = list(row.embedding)
             else:
                 inserts.append(row)
                 self.reports[n].inserted += 1
@@ -143,6 +147,8 @@ class StagedIndex:
                 repo.delete_ids(gone)
                 repo.insert(inserts)
             repo.bump_generation()
+        if fill and self.model is not None:
+            repo.replace_vectors(fill, self.model)
         self._log()
 
     def count_earlier(self, earlier: StagedIndex) -> None:
@@ -244,12 +250,14 @@ class StagedIndex:
         )
 
 
-def is_fresh(c: StoredChunk, model: str | None, created_at: datetime | None) -> bool:
-    """A row can stay as is when its vector is current (or no model is configured) and,
-    for dated content, its timestamp is the requested one."""
-    if created_at is not None and c.created_at != aware(created_at):
-        return False
-    return model is None or has_vector(c, model)
+def is_fresh(c: StoredChunk, created_at: datetime | None) -> bool:
+    """A row of the wanted text can stay when, for dated content, its timestamp is the
+    requested one. With or without a vector: a row still waiting for one (a background
+    import, a failed or deferred embedding) is kept, never replaced by a row of the same
+    text — that threw away the worker's claim on it and made a client's retry of the
+    same batch answer "inserted" for every row. A write that embeds gives it its vector
+    in place (``StagedIndex.apply``); otherwise the worker does."""
+    return created_at is None or c.created_at == aware(created_at)
 
 
 def has_vector(c: StoredChunk, model: str | None) -> bool:

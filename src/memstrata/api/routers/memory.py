@@ -21,8 +21,8 @@ from memstrata.api.routing import (
     register_anything_convertor,
 )
 from memstrata.api.schemas import (
+    BATCH_REJECTED_RESPONSE,
     BatchTurn,
-    BatchTurnsRejected,
     BatchTurnsRequest,
     BatchTurnsResult,
     IndexReportBody,
@@ -126,7 +126,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     @router.post(
         "/conversations/turns:batch",
         response_model=BatchTurnsResult,
-        responses={**_ERRORS, 422: {"model": BatchTurnsRejected}},
+        responses={**_ERRORS, 422: BATCH_REJECTED_RESPONSE},
     )
     def index_turns_batch(
         body: BatchTurnsRequest, user_id: CurrentUser, context: Context
