@@ -61,8 +61,8 @@ async function signIn(candidate) {
   } catch (error) {
     if (error.status === 401) {
       token.clear();
-      signedOut(["That token was refused: ", serverSentence(error),
-        " Get a new one and try again."], "error", $("token").value);
+      // the server's sentence already says what to do (send it as issued, get a new one)
+      signedOut(["That token was refused: ", serverSentence(error)], "error", $("token").value);
     } else {
       // Not the token's fault (the server is down, restarting, overloaded): keep it, in this
       // tab's storage and in the field, so that Sign in or a reload tries it again.
