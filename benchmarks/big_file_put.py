@@ -218,20 +218,27 @@ def main() -> None:
                 got["load_1m"] = round(load, 2)
                 results[mode].append(got)
                 print(f"run {n + 1} {mode}: {json.dumps(got)}", flush=True)
-    summary = {
+    summary = summarise(results, ("answered_s", "all_vectors_s"))
+    print(json.dumps({"kib": args.kib, "runs": args.runs, "summary": summary}))
+
+
+def summarise(
+    results: dict[str, list[dict[str, float | int]]], keys: tuple[str, ...]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Median, min and max of each of ``keys`` per mode, over the runs that have it."""
+    return {
         mode: {
             key: {
                 "median": statistics.median(float(g[key]) for g in got),
                 "min": min(float(g[key]) for g in got),
                 "max": max(float(g[key]) for g in got),
             }
-            for key in ("answered_s", "all_vectors_s")
+            for key in keys
             if all(key in g for g in got)
         }
         for mode, got in results.items()
         if got
     }
-    print(json.dumps({"kib": args.kib, "runs": args.runs, "summary": summary}))
 
 
 if __name__ == "__main__":

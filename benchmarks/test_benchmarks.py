@@ -455,3 +455,28 @@ def test_stacked_pure_parts() -> None:
         "hybrid = hybrid: 0 questions differ",
         "ctx_prev2 = hybrid_ctx_prev2: 1 questions differ",
     ]
+
+
+def test_batch_budget_sends_distinct_turns_the_same_for_a_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``batch_budget.py``'s turns: one session, numbered from 0, no two texts alike (a
+    repeated text would be stored once and time nothing), the same for a seed."""
+    here = Path(__file__).parent
+    monkeypatch.syspath_prepend(str(here))
+    import batch_budget  # the script's own module, beside big_file_put
+
+    first = batch_budget.turns(40, seed=1)
+    assert first == batch_budget.turns(40, seed=1)
+    assert first != batch_budget.turns(40, seed=2)
+    assert [t["turn_index"] for t in first] == list(range(40))
+    assert {t["session_id"] for t in first} == {"bench-1"}
+    texts = [str(t["user_message"]) + str(t["assistant_reply"]) for t in first]
+    assert len(set(texts)) == len(texts)
+    help_text = subprocess.run(
+        [sys.executable, str(here / "batch_budget.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "--turns" in help_text
