@@ -104,7 +104,7 @@ def test_a_real_conflict_is_listed_read_and_dismissed(
         "session_dir": None,
         "path": f".memstrata/conflicts/{name}",
         "size_bytes": len(AGENT.encode()),
-        "preview": "# MEMORY\n- likes tea\n- lives in Marseille",
+        "preview": "- lives in Marseille",  # the line the stored file has not
     }
 
     read = client.get(one(name), headers=auth("ada"))

@@ -67,8 +67,10 @@ class ConflictCopy(ConflictCopyFields):
         examples=[1834], description="Null when it could not be read (see `warnings`)."
     )
     preview: str | None = Field(
-        examples=["# MEMORY\n\n- 2026-03-01: prefers oolong tea"],
-        description="Its first 3 lines, at most 240 characters; null when it could not be read.",
+        examples=["- 2026-03-01: prefers oolong tea"],
+        description="What it changed: its first 3 lines the stored file does not have (its "
+        "first 3 lines when there are none), at most 240 characters; null when it could not "
+        "be read.",
     )
 
     @classmethod

@@ -142,8 +142,9 @@ async def _read_listing(caller: Caller, uri: str) -> TextResourceContents:
             error=exc.error.message,
         )
         raise
+    mem = caller.mem
     page = await list_copies(
-        caller.mem.sandboxes, caller.user_id, kind=kind, offset=offset, limit=limit
+        mem.sandboxes, caller.user_id, kind=kind, offset=offset, limit=limit, db=mem.sync.db
     )
     body = ConflictList.of(page).model_dump(mode="json")
     body["conflicts"] = [{**c, "uri": copy_uri(c["name"])} for c in body["conflicts"]]

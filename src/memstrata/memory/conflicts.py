@@ -21,7 +21,8 @@ authenticated user's own sandbox is ever opened.
 
 **Bounds.** A listing reads the names of every copy (one ``list`` call for the user's
 sandbox, one for its session folders) but reads the files of one page only, at most
-:data:`MAX_PAGE` of them, :data:`READS_AT_ONCE` at a time, for their size and first lines.
+:data:`MAX_PAGE` of them, :data:`READS_AT_ONCE` at a time, for their size and preview,
+and the DB copy of each file they are copies of, once (:func:`preview_of`).
 
 **Failures** are spec 5's sandbox failures: a sandbox that raises or passes its deadline
 (``MEMSTRATA_SANDBOX_TIMEOUT_S``, applied by ``Memstrata.open``) is logged as a warning
@@ -38,7 +39,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from memstrata.db.integers import MAX_INT
 from memstrata.errors import MemstrataError, SandboxEncodingError
@@ -47,6 +48,10 @@ from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.sandbox.base import Sandbox, SandboxProvider, Undecodable
 from memstrata.sandbox.results import open_sandbox
 from memstrata.sandbox.state import CONFLICT_DIR, utc_stamp
+
+# Only named: the CLI lists the copies with no database, and starts without its modules.
+if TYPE_CHECKING:
+    from memstrata.memory.async_store import AsyncStore
 
 logger = logging.getLogger(__name__)
 
@@ -197,9 +202,17 @@ def newest_first(copies: Sequence[CopyName]) -> list[CopyName]:
     return sorted(copies, key=lambda c: (c.saved_at, c.name), reverse=True)
 
 
-def preview_of(text: str) -> str:
-    """The first :data:`PREVIEW_LINES` lines, at most :data:`PREVIEW_CHARS` characters."""
-    return "\n".join(text.splitlines()[:PREVIEW_LINES])[:PREVIEW_CHARS]
+def preview_of(text: str, current: str | None = None) -> str:
+    """What the copy changed: its first :data:`PREVIEW_LINES` non-blank lines that
+    ``current`` (the DB copy of its file) does not have; its first lines when there are
+    none or ``current`` is None. At most :data:`PREVIEW_CHARS` characters. (Every copy of a
+    file starts with the same template header, so its first lines tell no two apart.)"""
+    lines = text.splitlines()
+    if current is not None:
+        theirs = set(current.splitlines())
+        changed = [line for line in lines if line.strip() and line not in theirs]
+        lines = changed or lines
+    return "\n".join(lines[:PREVIEW_LINES])[:PREVIEW_CHARS]
 
 
 def size_of(text: str) -> int:
@@ -227,8 +240,12 @@ async def list_copies(
     kind: FileKind | None = None,
     offset: int = 0,
     limit: int = DEFAULT_PAGE,
+    db: AsyncStore | None = None,
 ) -> CopyPage:
-    """One page of ``user_id``'s copies (of ``kind``'s file only, when given), newest first."""
+    """One page of ``user_id``'s copies (of ``kind``'s file only, when given), newest first.
+    ``db``: where the DB copies are, for each preview to show what its copy changed (one
+    read per file on the page; without it, or when a read fails, a preview is the copy's
+    first lines: the CLI lists the copies with no database)."""
     check_page(offset, limit)
     sandbox = open_sandbox(sandboxes, user_id, None)
     try:
@@ -243,8 +260,11 @@ async def list_copies(
     found = (name_of_path(path) for path in paths)
     matching = newest_first([c for c in found if c and (kind is None or c.kind is kind)])
     page = matching[offset : offset + limit]
+    stored = await _stored(db, user_id, {copy.kind for copy in page})
     gate = asyncio.Semaphore(READS_AT_ONCE)
-    read = await asyncio.gather(*(_summary(sandbox, user_id, copy, gate) for copy in page))
+    read = await asyncio.gather(
+        *(_summary(sandbox, user_id, copy, gate, stored.get(copy.kind)) for copy in page)
+    )
     summaries = [s for s, _ in read if s is not None]
     total = len(matching) - (len(page) - len(summaries))  # less those dismissed meanwhile
     errors = [e for _, e in read if e is not None]
@@ -254,10 +274,36 @@ async def list_copies(
     return CopyPage(summaries, total, offset, limit, "sandbox_failed", [unread])
 
 
+async def _stored(db: AsyncStore | None, user_id: str, kinds: set[FileKind]) -> dict[FileKind, str]:
+    """The DB copy of each of ``kinds`` that can be read: a file not there, or a database
+    that fails, leaves its copies' previews at their first lines (logged, never an error)."""
+    if db is None:
+        return {}
+
+    async def one(kind: FileKind) -> str | None:
+        try:
+            file = await db.get(user_id, kind)
+        except Exception as exc:
+            log_failure(
+                logger, "conflicts.db_copy_unread", exc, user_id=user_id, file=kind.filename
+            )
+            return None
+        return None if file is None else file.content
+
+    ordered = sorted(kinds, key=lambda k: k.filename)
+    texts = await asyncio.gather(*(one(kind) for kind in ordered))
+    return {kind: text for kind, text in zip(ordered, texts, strict=True) if text is not None}
+
+
 async def _summary(
-    sandbox: Sandbox, user_id: str, copy: CopyName, gate: asyncio.Semaphore
+    sandbox: Sandbox,
+    user_id: str,
+    copy: CopyName,
+    gate: asyncio.Semaphore,
+    current: str | None,
 ) -> tuple[CopySummary | None, Exception | None]:
-    """The copy's summary (None: dismissed since it was listed), or the failure to read it."""
+    """The copy's summary (None: dismissed since it was listed), or the failure to read it;
+    ``current``: the DB copy of its file, for the preview."""
     async with gate:
         try:
             text = await _read(sandbox, copy)
@@ -266,7 +312,7 @@ async def _summary(
             return CopySummary(copy, None, None), exc
     if text is None:
         return None, None
-    return CopySummary(copy, size_of(text), preview_of(text)), None
+    return CopySummary(copy, size_of(text), preview_of(text, current)), None
 
 
 async def read_copy(

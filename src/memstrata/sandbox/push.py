@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 
-from memstrata.errors import InvalidContentError, SandboxEncodingError
+from memstrata.errors import ContentTooLargeError, InvalidContentError, SandboxEncodingError
 from memstrata.logs import describe, log_failure
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
@@ -176,9 +176,17 @@ async def reject(
     agent_text: str,
     error: InvalidContentError | SandboxEncodingError,
 ) -> SyncResult:
-    """The DB refuses the content: keep the sandbox copy aside, restore the DB copy."""
+    """The DB refuses the content: keep the sandbox copy aside, restore the DB copy. A
+    merge too large for a copy within the limit is no refusal of the copy: the DB copy
+    wins over it, as in a conflict, saying why (:func:`merge_too_large`)."""
     try:
         current = await db.get(t.user_id, kind)
+    except Exception as exc:
+        return t.result(kind.filename, "none", Outcome.REJECTED, None, f"{error}; {describe(exc)}")
+    too_large = None if current is None else merge_too_large(agent_text, error)
+    if current is not None and too_large is not None:
+        return await preserve(t, kind, agent_text, current, too_large)  # may raise Moved
+    try:
         path = await state.preserve_copy(t.sandbox, kind.filename, agent_text, rejected=True)
     except Exception as exc:
         detail = f"{error}; {describe(exc)}"
@@ -189,6 +197,21 @@ async def reject(
     # Not checked again: the copy kept aside is the file's bytes, not text to compare.
     return await push(
         t, kind, current, Outcome.REJECTED, detail=detail, replacing=agent_text, check=False
+    )
+
+
+def merge_too_large(agent_text: str, error: Exception) -> str | None:
+    """Why the DB copy wins when ``error`` refused the merge of ``agent_text`` with it, not
+    the copy itself (which is within the limit: kept aside as ``rejected``, it would read
+    as a copy too large to store); None for any other refusal."""
+    if not isinstance(error, ContentTooLargeError):
+        return None
+    own = len(agent_text.encode("utf-8", "surrogatepass"))
+    if own > error.limit:
+        return None
+    return (
+        f"merged with the DB copy it would be {error.size:,} bytes, over the limit of "
+        f"{error.limit:,} bytes (the agent's copy alone is {own:,} bytes, within it)"
     )
 
 

@@ -36,6 +36,7 @@ class Outcome(StrEnum):
     REJECTED = "rejected"  # DB refused the sandbox content (too large, NUL); copy preserved
     DB_UNAVAILABLE = "db_unavailable"  # sandbox left as is; retried later
     SANDBOX_FAILED = "sandbox_failed"  # sandbox I/O failed; the DB is not rolled back
+    ERASED = "erased"  # the user was erased since the round began: the file is gone, none read
     TEMPLATE_MISSING = "template_missing"  # the AGENTS.md template cannot be read
 
 
@@ -80,6 +81,10 @@ class SyncResult:
     # that holds it. A tool keeps it in its round tracker, because the base record may not
     # have been written.
     base: SyncBase | None = None
+    # Set on a session start's results that read back an earlier session of the user's,
+    # closed since (``SyncService.start_session``): that session's id, for the host to
+    # tell the user that its edit was kept aside or stored.
+    closed_session: str | None = None
 
     @property
     def needs_retry(self) -> bool:
@@ -110,6 +115,21 @@ class Target:
         result = SyncResult(filename, direction, outcome, version, detail, unresolved, base)
         log_result(self.user_id, self.session_id, self.scenario.name, result)
         return result
+
+
+def gone(t: Target, base: SyncBase | None, result: SyncResult) -> SyncResult:
+    """``result`` of a read-back, or :attr:`Outcome.ERASED` when it found the file on
+    neither side although the round began with it (``base``): only erasing the user
+    deletes a stored file, so "unchanged" would hide that it is gone."""
+    nothing = (result.outcome, result.direction, result.version) == (
+        Outcome.UNCHANGED,
+        "none",
+        None,
+    )
+    if base is None or not nothing:
+        return result
+    detail = "the user was erased since the round began: nothing read back"
+    return t.result(result.filename, "none", Outcome.ERASED, None, detail)
 
 
 def log_result(user_id: str, session_id: str | None, scenario: str, result: SyncResult) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from functools import partial
 
 from memstrata.errors import InvalidFileTypeError
@@ -61,6 +62,7 @@ from memstrata.sandbox.results import (
     Scenario,
     SyncResult,
     Target,
+    gone,
     open_sandbox,
 )
 from memstrata.sandbox.rule import SyncBase
@@ -220,7 +222,7 @@ class SyncService:
             if tracker.needs_read_back:
                 for kind in USER_FILE_KINDS:
                     fallback = tracker.base(kind.filename)
-                    results.append(await self._read_back(t, kind, fallback))
+                    results.append(gone(t, fallback, await self._read_back(t, kind, fallback)))
             if tracker.agents_touched:
                 results.append(await self._files.push_agents(t))
             failed = [r.filename for r in results if r.needs_retry and r.filename in SYNCED_FILES]
@@ -327,8 +329,9 @@ class SyncService:
         Missing DB rows are provisioned from the templates first, so a brand-new user's
         first session works too. Sessions of the user closed since — in this process, or
         in any when the provider can tell which are open (:mod:`memstrata.sandbox.sessions`)
-        — are read back first (:meth:`end_session`). With the DB unreachable the sandbox
-        is left as it is.
+        — are read back first (:meth:`end_session`); their results come first, each with
+        ``closed_session`` set, so that an earlier session's edit kept aside reaches the
+        caller. With the DB unreachable the sandbox is left as it is.
         """
         box = open_sandbox(self.sandboxes, user_id, None)  # the user's: marks live there
         async with self._marks.opening(box, user_id, session_id) as hold:
@@ -349,7 +352,7 @@ class SyncService:
                         t.result(kind.filename, "none", Outcome.DB_UNAVAILABLE, None, describe(exc))
                     )
             else:
-                settle = partial(self._settle_closed, user_id)
+                settle = partial(self._settle_closed, user_id, results)
                 await self._marks.read_back(self._sessions, box, user_id, session_id, settle)
                 for kind in USER_FILE_KINDS:
                     results.append(await self._read_back(t, kind, None))
@@ -376,10 +379,12 @@ class SyncService:
         async with self.user_lock(user_id):
             return [await self._read_back(t, kind, None) for kind in USER_FILE_KINDS]
 
-    async def _settle_closed(self, user_id: str, session_id: str) -> bool:
-        """A closed session read back at a start (under the user lock): whether it settled;
-        one that did not is tried again at the next (``ReadBackMarks.read_back``)."""
+    async def _settle_closed(self, user_id: str, into: list[SyncResult], session_id: str) -> bool:
+        """A closed session read back at a start (under the user lock), its results added to
+        ``into`` (the start's, tagged ``closed_session``); whether it settled: one that did
+        not is tried again at the next (``ReadBackMarks.read_back``)."""
         results = await self.read_back_session(user_id, session_id)
+        into.extend(replace(r, closed_session=session_id) for r in results)
         return not any(r.needs_retry for r in results)
 
     def open_sessions(self, user_id: str) -> list[str]:

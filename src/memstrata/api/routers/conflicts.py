@@ -131,10 +131,12 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     ) -> ConflictList:
         """The agents' edits that sync kept aside in this user's sandbox, newest first: each
         conflicted with a human's edit (the stored version won) or was refused by the
-        database. A sandbox that fails or hangs is `sandbox: "sandbox_failed"` with
-        `warnings`, never an error."""
+        database. Each `preview` shows the lines the copy has that the stored file has not.
+        A sandbox that fails or hangs is `sandbox: "sandbox_failed"` with `warnings`, never
+        an error."""
+        mem = context.mem
         page = await list_copies(
-            context.mem.sandboxes, user_id, kind=kind, offset=offset, limit=limit
+            mem.sandboxes, user_id, kind=kind, offset=offset, limit=limit, db=mem.sync.db
         )
         return ConflictList.of(page)
 
