@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
-from big_file_put import ADJECTIVES, NOUNS, PEOPLE, VERBS, rows_of, summarise
+from big_file_put import ADJECTIVES, NOUNS, PEOPLE, VERBS, rows_of, summarise, wait_for_vectors
 
 from memstrata.bench.http_common import _server, _token
 from memstrata.cli.bench import bench_runtime
@@ -81,13 +81,7 @@ def one_run(
             != answer["inserted"]
         ):
             raise SystemExit(f"the answer's counts do not add up to {total} rows: {answer}")
-        while True:
-            total, missing = rows_of(mem, user)
-            if missing == 0:
-                break
-            if time.monotonic() - began > heal_timeout_s:
-                raise SystemExit(f"{missing} of {total} rows still without a vector; no figures")
-            time.sleep(0.25)
+        wait_for_vectors(mem, user, began, heal_timeout_s)
         return {
             "answered_s": round(answered, 2),
             "rows": total,

@@ -186,14 +186,20 @@ def one_run(
         }
         if heal_timeout_s is None:
             return timed
-        while True:
-            total, missing = rows_of(mem, user)
-            if missing == 0:
-                break
-            if time.monotonic() - began > heal_timeout_s:
-                raise SystemExit(f"{missing} of {total} rows still without a vector; no figures")
-            time.sleep(0.25)
+        wait_for_vectors(mem, user, began, heal_timeout_s)
         return {**timed, "all_vectors_s": round(time.monotonic() - began, 2)}
+
+
+def wait_for_vectors(mem: Memstrata, user: str, began: float, heal_timeout_s: float) -> None:
+    """Until every row of ``user`` has its vector; the run stops without figures when one
+    is still without after ``heal_timeout_s`` from ``began`` (``time.monotonic()``)."""
+    while True:
+        total, missing = rows_of(mem, user)
+        if missing == 0:
+            return
+        if time.monotonic() - began > heal_timeout_s:
+            raise SystemExit(f"{missing} of {total} rows still without a vector; no figures")
+        time.sleep(0.25)
 
 
 def main() -> None:

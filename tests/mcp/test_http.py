@@ -21,9 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memstrata.retrieval.local_server import LocalEmbeddingServer
-from memstrata.serve_process import running_serve
 from tests.mcp.messages import INIT, MCP_HEADERS
-from tests.mcp.served import bearer, serve_env, token
+from tests.mcp.served import bearer, served, token
 
 pytestmark = pytest.mark.anyio
 
@@ -32,14 +31,7 @@ pytestmark = pytest.mark.anyio
 def base_url(
     tmp_path_factory: pytest.TempPathFactory, pg_url: str, embedding_server: LocalEmbeddingServer
 ) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("mcp-serve")
-    env = serve_env(
-        data,
-        pg_url,
-        MEMSTRATA_EMBEDDING_MODELS=json.dumps([embedding_server.model_spec.model_dump()]),
-        MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
-    )
-    with running_serve(env, timeout_s=60, stderr=(data / "stderr.log").open("w")) as url:
+    with served(tmp_path_factory, "mcp-serve", pg_url, embedding_server) as url:
         yield url
 
 

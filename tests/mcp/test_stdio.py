@@ -23,21 +23,14 @@ from memstrata.cli import build_app
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from tests.cli.cli_env import start_mcp
 from tests.mcp.messages import INIT
+from tests.mcp.served import stdio_env
 
 pytestmark = pytest.mark.anyio
 
 
 def _env(tmp_path: Path, pg_url: str, embedding: LocalEmbeddingServer) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(tmp_path / "data"),
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_EMBEDDING_MODELS=json.dumps([embedding.model_spec.model_dump()]),
-        MEMSTRATA_EMBEDDING_MODEL=embedding.model_spec.name,
-        MEMSTRATA_LOG_LEVEL="INFO",  # logs are on: they must all go to stderr
-    )
-    return env
+    # logs are on: they must all go to stderr
+    return stdio_env(tmp_path / "data", pg_url, embedding, MEMSTRATA_LOG_LEVEL="INFO")
 
 
 @pytest.mark.timeout(120)

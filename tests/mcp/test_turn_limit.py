@@ -8,8 +8,6 @@ every file name the server accepts passes a validating client's check of its sch
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -28,9 +26,8 @@ from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS, FileKind,
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.turn_limit import MAX_TURN_BYTES
 from memstrata.runtime import Memstrata
-from memstrata.serve_process import running_serve
 from tests.mcp.conftest import ClientFactory
-from tests.mcp.served import bearer, serve_env
+from tests.mcp.served import bearer, served, stdio_env
 
 pytestmark = pytest.mark.anyio
 
@@ -124,18 +121,6 @@ async def test_the_file_tools_state_the_file_limit(connect: ClientFactory) -> No
 # -- the real transports ----------------------------------------------------------------
 
 
-def _stdio_env(tmp_path: Path, pg_url: str, embedding: LocalEmbeddingServer) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
-    env.update(
-        MEMSTRATA_DATA_DIR=str(tmp_path / "data"),
-        MEMSTRATA_DATABASE_URL=pg_url,
-        MEMSTRATA_ENVIRONMENT="development",
-        MEMSTRATA_EMBEDDING_MODELS=json.dumps([embedding.model_spec.model_dump()]),
-        MEMSTRATA_EMBEDDING_MODEL=embedding.model_spec.name,
-    )
-    return env
-
-
 @pytest.mark.timeout(120)
 async def test_stdio_refuses_a_3_mb_turn_at_once(
     tmp_path: Path, db: object, pg_url: str, embedding_server: LocalEmbeddingServer
@@ -145,7 +130,7 @@ async def test_stdio_refuses_a_3_mb_turn_at_once(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-c", "from memstrata.cli import main; main()", "mcp", "--user", "stdio-big"],
-        env=_stdio_env(tmp_path, pg_url, embedding_server),
+        env=stdio_env(tmp_path / "data", pg_url, embedding_server),
     )
     huge = "a long pasted log line\n" * (3_000_000 // 23)
     async with Client(params) as client:
@@ -165,14 +150,7 @@ async def test_stdio_refuses_a_3_mb_turn_at_once(
 def base_url(
     tmp_path_factory: pytest.TempPathFactory, pg_url: str, embedding_server: LocalEmbeddingServer
 ) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("mcp-turn-limit")
-    env = serve_env(
-        data,
-        pg_url,
-        MEMSTRATA_EMBEDDING_MODELS=json.dumps([embedding_server.model_spec.model_dump()]),
-        MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
-    )
-    with running_serve(env, timeout_s=60, stderr=(data / "stderr.log").open("w")) as url:
+    with served(tmp_path_factory, "mcp-turn-limit", pg_url, embedding_server) as url:
         yield url
 
 
