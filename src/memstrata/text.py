@@ -44,17 +44,37 @@ def unstorable_text(text: str, what: str) -> str | None:
 
 # What no id (a user id, a session id) may hold, whatever else its own rule allows: C0, DEL
 # and C1 controls and the line and paragraph separators (a log line, a terminal or a
-# directory listing shows the id broken), and format characters, Unicode category Cf: a
-# zero-width one (U+200B, U+2060, U+FEFF, the soft hyphen) makes "bob\u200b" show as
-# "bob", another user's id; a bidi control (U+202E) shows the id, and the text after it,
-# reordered. The one exception is a zero-width joiner inside an emoji sequence (woman,
-# joiner, laptop: the technologist), where it is part of what the emoji shows. A pattern of
-# the ``regex`` module, for the rules that refuse more characters to compose it with theirs.
-ID_REFUSED = (
-    r"[\x00-\x1f\x7f-\x9f\u2028\u2029]|(?!(?<=\p{Extended_Pictographic}"
-    r"[\p{Emoji_Modifier}\ufe0f]?)\u200d(?=\p{Extended_Pictographic}))\p{Cf}"
+# directory listing shows the id broken), format characters (Unicode category Cf) and the
+# other characters Unicode calls default-ignorable: a zero-width one (U+200B, U+2060,
+# U+FEFF, the soft hyphen), a Hangul filler, a variation selector after a letter or the
+# grapheme joiner U+034F makes "bob\u200b" show as "bob", another user's id; a bidi control
+# (U+202E) shows the id, and the text after it, reordered. Allowed only where they shape
+# what the text shows (_SHAPING). A pattern of the ``regex`` module, for the rules that
+# refuse more characters to compose it with theirs.
+_INVISIBLE = r"[\p{Cf}\p{Default_Ignorable_Code_Point}]"
+# Scripts whose letters join or form conjuncts, where a zero-width non-joiner between two
+# letters changes what is drawn (Persian "mi-khaham", U+06CC U+200C U+062E: two words'
+# shapes); between Latin letters, or after a Han ideograph's variation selector, the id
+# looks like the one without.
+_JOINING = (
+    r"\p{Arabic}\p{Syriac}\p{Nko}\p{Mongolian}\p{Devanagari}\p{Bengali}\p{Gurmukhi}"
+    r"\p{Gujarati}\p{Oriya}\p{Tamil}\p{Telugu}\p{Kannada}\p{Malayalam}\p{Sinhala}"
 )
+_SHAPING = (
+    # a joiner inside an emoji sequence (woman, joiner, laptop: the technologist)
+    r"(?<=\p{Extended_Pictographic}[\p{Emoji_Modifier}\ufe0f]?)\u200d(?=\p{Extended_Pictographic})"
+    rf"|(?<=[{_JOINING}]\p{{M}}*)\u200c(?=\p{{L}})"
+    # text or emoji presentation of an emoji; a keycap's
+    r"|(?<=\p{Extended_Pictographic})[\ufe0e\ufe0f]|(?<=[#*0-9])\ufe0f(?=\u20e3)"
+    # a subdivision flag: black flag, tag letters, cancel tag
+    r"|(?<=\U0001f3f4[\U000e0020-\U000e007e]*)"
+    r"(?:[\U000e0020-\U000e007e](?=[\U000e0020-\U000e007e]*\U000e007f)|\U000e007f)"
+    # Mongolian letters take free variation selectors for their positional forms
+    r"|(?<=\p{Mongolian})[\u180b-\u180d\u180f]"
+)
+ID_REFUSED = rf"[\x00-\x1f\x7f-\x9f\u2028\u2029]|(?!{_SHAPING}){_INVISIBLE}"
 _ID_REFUSED = regex.compile(ID_REFUSED)
+_INVISIBLE_CHAR = regex.compile(_INVISIBLE)
 # Unicode's Bidi_Control property: ALM, LRM, RLM, LRE…RLO, LRI…PDI.
 _BIDI_CONTROL = regex.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -66,6 +86,12 @@ def refused_id_character(text: str) -> tuple[int, str] | None:
     return None if found is None else (found.start(), refused_in_id(found.group()))
 
 
+def invisible_in_id(char: str) -> bool:
+    """Whether ``char``, refused in an id (``ID_REFUSED``), is one that shows as nothing or
+    reorders the text, rather than a control character or line separator."""
+    return _INVISIBLE_CHAR.match(char) is not None
+
+
 def refused_in_id(char: str) -> str:
     """A character ``ID_REFUSED`` matches, named in ASCII (safe in a header or a log line),
     and why an id must not hold it: ``U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional
@@ -74,6 +100,8 @@ def refused_in_id(char: str) -> str:
         why = "a bidirectional control, which shows the id and the text after it reordered"
     elif unicodedata.category(char) == "Cf":
         why = "an invisible format character, which makes the id look like another one"
+    elif _INVISIBLE_CHAR.match(char):
+        why = "an invisible character, which makes the id look like another one"
     else:
         why = "a control character or line separator"
     return f"{character_label(char)} ({why})"

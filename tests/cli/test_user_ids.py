@@ -52,8 +52,9 @@ SHOWN = {
     '"q"': '"\\"q\\""',  # a quote first: escaped, so a quote always starts that form
     "中文 id": "中文 id",
 }
-# Format characters (Unicode category Cf), refused since: stored under them as before.
-OLD = {"bob\u200b", "a\u202eb", "bob\u200e"}
+# Format characters (Unicode category Cf) and the other default-ignorable ones (a Hangul
+# filler), refused since: stored under them as before.
+OLD = {"bob\u200b", "a\u202eb", "bob\u200e", "\u3164x"}
 # What the API refuses: such an id cannot be created.
 REFUSED = ["a\x01b", "a\tb", "a\nb", "bob ", " bob", "a\x85b", "a\u2028b", *sorted(OLD)]
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import unicodedata
 from enum import Enum
 
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
-from memstrata.text import character_label, refused_id_character, unstorable_text
+from memstrata.text import (
+    character_label,
+    invisible_in_id,
+    refused_id_character,
+    unstorable_text,
+)
 
 USER_ID_MAX_LENGTH = 100  # user_memory.user_id is String(100)
 # The largest memory file accepted by default, in UTF-8 bytes (MEMSTRATA_MAX_CONTENT_BYTES).
@@ -126,7 +130,7 @@ def validate_user_id(user_id: object) -> str:
         )
     if (refused := refused_id_character(user_id)) is not None:
         at, named = refused
-        if unicodedata.category(user_id[at]) == "Cf":
+        if invisible_in_id(user_id[at]):
             raise InvalidUserIdError(
                 f"user_id must not contain invisible or bidirectional format characters: "
                 f"character {at} is {named}; remove it"
