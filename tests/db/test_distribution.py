@@ -207,7 +207,12 @@ def test_key_change_sql_then_the_services_run(
         for table in PER_USER_TABLES:
             primary = inspector.get_pk_constraint(table)["constrained_columns"]
             assert DISTRIBUTION_COLUMN in primary, (table, primary)
-            assert primary in (["user_id"], ["user_id", "id"], ["user_id", "model"]), (
+            assert primary in (
+                ["user_id"],
+                ["user_id", "id"],
+                ["user_id", "model"],
+                ["user_id", "root", "sandbox", "file_type"],
+            ), (
                 table,
                 primary,
             )

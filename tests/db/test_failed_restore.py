@@ -115,7 +115,7 @@ def test_a_restore_without_pgvector_is_refused_and_a_restore_after_create_extens
     for migrate in (False, True):
         with pytest.raises(DatabaseSetupError) as caught:
             Database.open(_settings(broken, tmp_path, migrate=migrate))
-        assert "is incomplete: it records revision 0010 but lacks extension vector, table " in (
+        assert "is incomplete: it records revision 0011 but lacks extension vector, table " in (
             str(caught.value)
         )
         assert "memory_embeddings — " in str(caught.value)

@@ -27,7 +27,7 @@ def test_0010_adds_the_claimer_column_to_rows_claimed_before_it(
                     " VALUES ('u', 'sessions/s/0', 0, 'text', now() + interval '2 minutes')"
                 )
             )
-        assert upgrade(engine) == "0010"
+        assert upgrade(engine) == "0011"  # to head, past 0010
         with engine.connect() as conn:
             row = conn.execute(
                 text(

@@ -85,7 +85,7 @@ def test_a_missing_table_is_refused_at_start_naming_it_and_the_fix(
         scratch_database, f"incomplete_table_{migrate}", tmp_path, "DROP TABLE memory_embeddings"
     )
     message = _refusal(url, tmp_path, migrate=migrate)
-    assert " is incomplete: it records revision 0010 but lacks table memory_embeddings — " in (
+    assert " is incomplete: it records revision 0011 but lacks table memory_embeddings — " in (
         message
     )
     assert "column" not in message  # the table stands for its columns and indexes
@@ -153,7 +153,7 @@ def test_serve_and_the_library_refuse_it_in_one_line(
     assert code == 1 and out == "" and "Traceback" not in err, err
     error = err.splitlines()[-1]  # after the log's "no embedding API" warning
     assert error.startswith("error: the schema on "), err
-    assert " is incomplete: it records revision 0010 but lacks table memory_embeddings — " in (
+    assert " is incomplete: it records revision 0011 but lacks table memory_embeddings — " in (
         error
     )
 

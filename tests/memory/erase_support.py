@@ -18,6 +18,7 @@ TABLES = (
     "memory_index_snapshots",
     "user_skill_configs",
     "memory_index_state",
+    "sandbox_synced",
 )
 
 

@@ -25,6 +25,8 @@ from memstrata.retrieval.snapshot_repository import SnapshotRepository, StoredSn
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
+from memstrata.sandbox.synced import root_key
+from memstrata.sandbox.synced_repository import SyncedRepository
 from memstrata.skills.repository import UserSkillConfigRepository
 from tests.memory.erase_support import TABLES, counts
 
@@ -40,7 +42,8 @@ def write(path: Path, content: str = "x") -> None:
 
 
 def fill(mem: Memstrata, user_id: str, words: str) -> None:
-    """A user with all three memory files, two turns, a skill switch and a snapshot."""
+    """A user with all three memory files, two turns, a skill switch, a snapshot and the
+    versions a sandbox file was last synced at under two sandbox roots."""
     mem.store.provision_default_files(user_id)
     mem.store.upsert_memory_file(user_id, FileKind.USER, f"# User\n\n{words} in USER.md\n")
     mem.import_rounds(
@@ -55,6 +58,8 @@ def fill(mem: Memstrata, user_id: str, words: str) -> None:
             "", StoredSnapshot("test-format", max(ids), len(ids), b"payload"), ids
         )
         assert stored
+        for root in ("/srv/a", "/srv/b"):
+            SyncedRepository(session, user_id).note(root_key(root), "", FileKind.USER.file_type, 2)
 
 
 def test_every_table_of_the_user_is_emptied_and_no_one_elses(db: Database, mem: Memstrata) -> None:
@@ -68,7 +73,8 @@ def test_every_table_of_the_user_is_emptied_and_no_one_elses(db: Database, mem: 
     erasure = mem.erase_user("alice")
 
     assert counts(db, "alice") == dict.fromkeys(TABLES, 0) | {"memory_index_state": 1}
-    assert erasure.deleted == {t: n for t, n in before.items() if t != "memory_index_state"}
+    uncounted = ("memory_index_state", "sandbox_synced")  # counters; versions (no content)
+    assert erasure.deleted == {t: n for t, n in before.items() if t not in uncounted}
     # The state row stays, bumped: every cached index of alice is now out of date.
     assert erasure.generation == generation(db, "alice") == generation_before + 1
     assert counts(db, "bob") == bob_before

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memstrata.agent.session import open_agent_session
+from memstrata.errors import SandboxError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryStore
+from memstrata.sandbox.dirty import RoundTracker, mark_missing
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.lookalike import lookalikes_of
 from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
-from tests.sandbox.support import USER, sync_events
+from tests.sandbox.support import USER, FaultySandbox, sync_events
 
 pytestmark = pytest.mark.anyio
 
@@ -111,3 +114,75 @@ async def test_lookalikes_are_root_files_that_look_like_that_memory_file(tmp_pat
     assert await lookalikes_of(box, "MEMORY.md") == ["MEMROY.md", "memory.md"]
     assert await lookalikes_of(box, "USER.md") == ["user.md"]
     assert await lookalikes_of(box, "SOUL.md") == []
+
+
+# -- a shell's bare ``mv``: no tool call names the file ------------------------------------
+
+
+@pytest.mark.parametrize("renamed", ["memory.md", "MEMROY.md", None])
+async def test_a_round_whose_shell_removed_a_memory_file_reads_back_at_its_end(
+    sync: SyncService,
+    store: MemoryStore,
+    box: LocalDirectorySandbox,
+    logs: pytest.LogCaptureFixture,
+    renamed: str | None,
+) -> None:
+    before = store.get_memory_file(USER, FileKind.MEMORY)
+    assert before is not None
+    session = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
+    command = "rm MEMORY.md" if renamed is None else f"mv MEMORY.md {renamed}"
+    if renamed is None:
+        (box.root / "MEMORY.md").unlink()
+    else:
+        (box.root / "MEMORY.md").rename(box.root / renamed)
+    session.on_tool_call("bash", {"command": command})
+
+    results = by_file(await session.end_round())
+    session.close()
+
+    result = results["MEMORY.md"]
+    assert result.outcome is Outcome.RESTORED, result
+    assert (box.root / "MEMORY.md").read_text() == before.content
+    assert store.get_memory_file(USER, FileKind.MEMORY) == before
+    events = sync_events(logs, "sync.lookalike_file")
+    if renamed is None:
+        assert result.detail is None and events == []
+    else:
+        assert result.detail is not None and f"{renamed!r} looks like MEMORY.md" in result.detail
+        [event] = events
+        assert (event["file"], event["lookalikes"]) == ("MEMORY.md", [renamed])
+    assert {results[n].outcome for n in ("SOUL.md", "USER.md")} == {Outcome.UNCHANGED}
+
+
+@pytest.mark.parametrize(
+    ("calls", "asked"),
+    [
+        ([("record_memory", {"content": "x"})], False),
+        ([("write_file", {"path": "notes.md"}), ("edit_file", {"path": "a.md"})], False),
+        ([("search_files", {"pattern": "x"}, True)], False),  # a guarded tool: seen
+        ([("bash", {"command": "mv MEMORY.md memory.md"})], True),
+        ([("record_memory", {}), ("run_script", "{}")], True),
+    ],
+)
+async def test_only_a_tool_memstrata_cannot_see_into_makes_the_round_end_ask_the_sandbox(
+    tmp_path: Path, calls: list[tuple[Any, ...]], asked: bool
+) -> None:
+    inner = LocalDirectorySandbox(tmp_path / "box", case_sensitive=True)
+    for name in ("SOUL.md", "USER.md"):
+        await inner.write_text(name, "x\n")  # MEMORY.md is missing
+    seen: list[tuple[str, str]] = []
+    box = FaultySandbox(inner, SandboxError("never"), lambda p, op: seen.append((p, op)) or False)
+    tracker = RoundTracker(USER, "s1", case_sensitive=True)
+    for name, arguments, *guarded in calls:
+        tracker.on_tool_call(name, arguments, guarded=bool(guarded))
+    for name in tracker.dirty:
+        tracker.mark_synced(name)  # the memory tools' own syncs
+
+    marked = await mark_missing(tracker, box)
+
+    expected = sorted((name, "exists") for name in ("MEMORY.md", "SOUL.md", "USER.md"))
+    assert sorted(seen) == (expected if asked else [])
+    assert marked == (["MEMORY.md"] if asked else [])
+    assert ("MEMORY.md" in tracker.needs_read_back) is asked
+    tracker.start_next_round(None)
+    assert await mark_missing(tracker, box) == []  # each round asks again only if it must

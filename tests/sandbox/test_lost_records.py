@@ -5,9 +5,13 @@ The base records live in files the agent can write: ``rm -rf .memstrata``, a rem
 ``.memstrata/base`` or a record full of junk left a read-back with no base, and the plain
 sandbox-first rule then stored the agent's copy over a person's later edit (found by a
 drill: a person's line added over REST, the session closed, its read-back reported
-``written`` and the line was gone, with no copy kept). The service now knows which DB
+``written`` and the line was gone, with no copy kept). memstrata now knows which DB
 version it last left each sandbox file at; without a record it can trust, an agent copy is
 written only over that version, and kept aside (a conflict) when the DB holds a newer one.
+
+For a provider that names its sandboxes (``identity()``: the local one's root) the version
+lives in PostgreSQL (``sandbox_synced``), so a service that never synced the file itself —
+another process, or this one restarted — knows it too.
 
 Real database and directories. ``person`` is a second ``SyncService`` on the same store
 and sandboxes: another process (the HTTP server), which does not push into the session
@@ -197,6 +201,54 @@ async def test_the_round_end_still_merges_from_its_round_start_snapshot(
     assert result.outcome is Outcome.MERGED
     merged, _ = memory(store)
     assert (HUMAN in merged, AGENT in merged) == (True, True)
+
+
+# -- another process, or a restart: the version is in the database ---------------------------
+
+
+@pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+async def test_another_service_reads_back_with_the_version_the_first_one_left(
+    damage: Callable[[Path], None],
+    sync: SyncService,
+    store: MemoryStore,
+    provider: LocalSandboxProvider,
+) -> None:
+    """The drill's set-up: the session started by one process, the person's line saved by
+    a second, the read-back done by a third (the agent host's library, or the first one
+    restarted), which synced nothing itself."""
+    box = await damaged_session(sync, store, provider, damage, person_edits=True)
+    restarted = SyncService(store, provider)
+
+    result = result_for(await restarted.read_back_session(USER, "S"))
+
+    assert result.outcome is Outcome.CONFLICT
+    content, version = memory(store)
+    assert (HUMAN in content, AGENT in content, version) == (True, False, 2)
+    assert [AGENT in copy for copy in await kept_aside(provider, "S")] == [True]
+    assert (box / MEMORY_MD).read_text() == content
+
+
+async def test_a_version_another_service_pushed_is_the_one_written_over(
+    store: MemoryStore, provider: LocalSandboxProvider
+) -> None:
+    """The agent host provisions the user's sandbox (version 1); the server pushes a
+    person's edit into it (version 2); the agent removes the records and appends to the
+    copy it now holds: that copy was pushed from version 2, so the host's read-back writes
+    it — it knows the server's push, not only its own version 1."""
+    host, server = SyncService(store, provider), SyncService(store, provider)
+    await host.provision_user(USER)
+    content, version = memory(store)
+    await server.frontend_edit(USER, "memory", content + HUMAN + "\n", expected_version=version)
+    box = provider.directory_for(USER)
+    remove_state(box)
+    (box / MEMORY_MD).write_text((box / MEMORY_MD).read_text() + AGENT + "\n")
+
+    result = result_for(await host.start_session(USER))
+
+    assert result.outcome is Outcome.WRITTEN
+    content, version = memory(store)
+    assert (HUMAN in content, AGENT in content, version) == (True, True, 3)
+    assert await kept_aside(provider, None) == []
 
 
 # -- the rule ---------------------------------------------------------------------------------

@@ -142,13 +142,11 @@ class AgentSession:
 
     def __post_init__(self) -> None:
         # On the context, which the tools share: a host may keep only ``session.tools``.
-        session_id = self.ctx.session_id
-        if session_id is None:
-            self._closer: Callable[[], object] = lambda: None
-        else:
-            self._closer = weakref.finalize(
-                self.ctx, self.ctx.sync.end_session, self.ctx.user_id, session_id
-            )
+        # A session on the user's own sandbox (no id) ends too: while it is open, a later
+        # start there keeps the copies its agent may have read (``SyncService.start_session``).
+        self._closer: Callable[[], object] = weakref.finalize(
+            self.ctx, self.ctx.sync.end_session, self.ctx.user_id, self.ctx.session_id
+        )
 
 
 async def open_agent_session(
@@ -188,8 +186,7 @@ async def open_agent_session(
     except BaseException:
         # Cancelled or failed before the AgentSession (whose close ends it) existed: the
         # session id would otherwise stay open, receiving every later frontend edit.
-        if session_id is not None:
-            sync.end_session(user_id, session_id)
+        sync.end_session(user_id, session_id)
         raise
     ctx = ToolContext(user_id, sync, sandbox, session_id, tracker)
     log_event(

@@ -24,6 +24,7 @@ PER_USER_TABLES: tuple[str, ...] = (
     "user_skill_configs",
     "memory_index_state",
     "memory_index_snapshots",
+    "sandbox_synced",
 )
 
 # Tables with no user data (never distributed; Citus: local or reference tables).

@@ -36,6 +36,10 @@ Additions beyond the spec, and why:
 - table ``memory_template_paragraphs``: every template paragraph a deployment has
   provisioned, so a template edited later still counts as scaffolding in older users'
   files (migration 0008, retrieval.scaffold).
+- table ``sandbox_synced``: the DB version memstrata last left each sandbox file at, per
+  user, sandbox provider identity, sandbox and file, so a read-back in any process naming
+  the same sandboxes (or after a restart) without a trustworthy base record never writes
+  an agent's copy over a newer version (migration 0011, sandbox.synced).
 """
 
 from __future__ import annotations
@@ -207,5 +211,21 @@ class MemoryTemplateParagraph(Base):
     paragraph_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     paragraph: Mapped[str] = mapped_column(Text, nullable=False)
     recorded_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+
+class SandboxSynced(Base):
+    __tablename__ = "sandbox_synced"
+
+    user_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    # ``sandbox.synced.root_key``: the SHA-256 (hex) of the provider's identity.
+    root: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # ``sandbox.synced.sandbox_key``: "" for the user's own sandbox, else the session
+    # sandbox's directory name (bounded, injective).
+    sandbox: Mapped[str] = mapped_column(String(200), primary_key=True)
+    file_type: Mapped[str] = mapped_column(String(20), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )

@@ -32,6 +32,11 @@ nothing deleted, and a user never seen gets no state row.
 An id that today's rule refuses (``validate_user_id``: control characters, whitespace at an
 end) can still be erased when the database holds rows under it — stored before the rule
 existed (``erasable_user_id``); every other path goes on refusing it.
+
+The same transaction deletes the versions the user's sandbox files were last synced at
+(``sandbox_synced``, ``sandbox.synced``), under every provider identity: no content, so not
+counted in ``deleted``, but kept they would outlive the sandboxes and not match a later
+user under the same id, whose versions start again at 1 (copies kept aside for nothing).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.search import SearchService
 from memstrata.retrieval.snapshot_repository import SnapshotRepository
 from memstrata.sandbox.base import ErasableSandboxProvider, SandboxProvider
+from memstrata.sandbox.synced_repository import SyncedRepository
 from memstrata.skills.repository import UserSkillConfigRepository
 from memstrata.text import unstorable_text
 
@@ -170,6 +176,7 @@ class UserEraser:
             file_rows += files.delete_all()  # files those writers created meanwhile
             rows = index.erase_rows()
             snapshots = SnapshotRepository(session, user_id).erase_snapshots()
+            SyncedRepository(session, user_id).delete_all()
             # A user never indexed gets no state row; one whose rows were all gone
             # already needs no bump (no index can hold them at the current generation).
             generation = index.bump_generation() if rows else index.state().generation
@@ -207,6 +214,7 @@ _STORED = text(
         OR EXISTS (SELECT 1 FROM user_skill_configs WHERE user_id = :user)
         OR EXISTS (SELECT 1 FROM memory_index_state WHERE user_id = :user)
         OR EXISTS (SELECT 1 FROM memory_index_snapshots WHERE user_id = :user)
+        OR EXISTS (SELECT 1 FROM sandbox_synced WHERE user_id = :user)
     """
 )
 

@@ -121,6 +121,11 @@ class MemoryStore:
         self.max_content_bytes = max_content_bytes
         self.indexer = indexer
 
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        """The database it stores in (the sandbox's ``sandbox_synced`` notes share it)."""
+        return self._sessions
+
     def get_memory_file(self, user_id: str, kind: str | FileKind) -> MemoryFile | None:
         """The stored file, or None when the user has none yet. ``kind`` as
         :func:`~memstrata.memory.kinds.parse_kind` takes it; ``agents`` reads only a legacy

@@ -125,22 +125,44 @@ class ErasableSandboxProvider(Protocol):
 
 
 @runtime_checkable
+class IdentifiedSandboxProvider(Protocol):
+    """The optional hook of a :class:`SandboxProvider` that names the sandboxes it hands
+    out, so that processes naming the same ones share what memstrata knows of them: the
+    version each file was last synced at (``memstrata.sandbox.synced``), kept in the
+    database under this identity. A provider without it (or returning ``None``) keeps that
+    in the process alone."""
+
+    def identity(self) -> str | None:
+        """The same string in every process whose ``for_user(u, s)`` is the same sandbox
+        (the same directory, bucket or container volume), a different one wherever it is
+        another sandbox — replicas with sandbox roots of their own must not share it, or
+        one's note would make another distrust its valid base records. Called once, when a
+        sync service is built; may block briefly (no network)."""
+        ...
+
+
+@runtime_checkable
 class SessionHoldingProvider(Protocol):
     """The optional hook of a :class:`SandboxProvider` that tells, across processes,
     whether a session is open: a session closed in one process is then read back at the
     user's next session start in any process (``memstrata.sandbox.sessions``). Without
     it, only a start in the process that closed the session reads it back."""
 
-    async def hold_session(self, user_id: str, session_id: str) -> Callable[[], None] | None:
+    async def hold_session(self, user_id: str, session_id: str | None) -> Callable[[], None] | None:
         """Count the session as open until the returned callable is called (at most once
         has effect; synchronous, from any thread) or this process ends, however it ends;
-        ``None`` when a claim (below) keeps it from being held within a short wait."""
+        ``None`` when a claim (below) keeps it from being held within a short wait.
+        ``session_id`` ``None``: a session on the user's own sandbox, which sessions
+        without an id share (a start there asks whether another holds it)."""
         ...
 
-    async def claim_session(self, user_id: str, session_id: str) -> Callable[[], None] | None:
+    async def claim_session(
+        self, user_id: str, session_id: str | None
+    ) -> Callable[[], None] | None:
         """Hold the session against every ``hold_session``, without waiting, until the
         returned callable is called; ``None`` while some process holds it open. Raise
-        ``FileNotFoundError`` when the session has no sandbox (nothing to read back)."""
+        ``FileNotFoundError`` when the session has no sandbox (nothing to read back), or
+        was never held."""
         ...
 
 

@@ -21,7 +21,13 @@ the round end reads nothing back. Without it (``guarded`` defaults to False) a
 Marking is deliberately generous: a false positive costs one read-back that finds nothing
 changed, a false negative loses an edit until the next session. A write that targets the
 root AGENTS.md sets :attr:`RoundTracker.agents_touched` so the round end restores the
-template. Shell edits cannot be seen (the spec's documented blind spot).
+template. Shell edits cannot be seen (the spec's documented blind spot), but a file a shell
+removed can: any other tool call (a shell, a script, a move tool) sets
+:attr:`RoundTracker.unseen_tool`, and the round end then asks the sandbox whether each
+synced file is still there (:func:`mark_missing`); a missing one is read back, which
+restores it and names a lookalike left beside it (``mv MEMORY.md memory.md``,
+:mod:`memstrata.sandbox.lookalike`). A round of memory tools and named file writes costs no
+sandbox call.
 
 The tracker also remembers each file's DB version and content when the round started: the
 base that the round-end read-back writes against (``expected_version``) and merges from
@@ -36,6 +42,7 @@ this round — a frontend edit's mirror that merged the agent's edit or kept it 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import deque
@@ -45,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
-from memstrata.sandbox.base import DEFAULT_WORKSPACE_PREFIXES, root_memory_file
+from memstrata.sandbox.base import DEFAULT_WORKSPACE_PREFIXES, Sandbox, root_memory_file
 from memstrata.sandbox.rule import SyncBase
 
 if TYPE_CHECKING:  # results imports this module (SeenBase)
@@ -134,6 +141,7 @@ class RoundTracker:
         self._synced: set[str] = set()
         self._behind: set[str] = set()
         self.agents_touched = False
+        self.unseen_tool = False
         # Filled by a mirror on any thread of the process, taken by the round end.
         self._notices: deque[SyncResult] = deque(maxlen=MAX_NOTICES)
         self._notices_mutex = threading.Lock()
@@ -161,10 +169,13 @@ class RoundTracker:
         the call was a file tool wrapped by ``GuardedFileTools`` (module doc). Never raises:
         arguments that name no file (not a JSON object, say) mark nothing."""
         if not isinstance(name, str):
+            self.unseen_tool = True
             return None
         if name in TOOL_FILES:
             return self._reported(TOOL_FILES[name])
         if name not in FILE_TOOLS:
+            # A shell may have moved a memory file away: only the sandbox can tell.
+            self.unseen_tool = self.unseen_tool or guarded is not True
             return None
         path = target_path(arguments)
         filename = None if path is None else self.memory_file(path)
@@ -263,3 +274,19 @@ class RoundTracker:
         self._synced = set()
         self._behind &= self._dirty  # the others were read back, which pushed the DB copy
         self.agents_touched = False
+        self.unseen_tool = False
+
+
+async def mark_missing(tracker: RoundTracker, sandbox: Sandbox) -> list[str]:
+    """Mark dirty the synced memory files missing from ``sandbox`` after a tool memstrata
+    cannot see into ran this round (module doc); the names marked. Nothing is asked when
+    no such tool ran, or when the round end reads every file back already; a sandbox that
+    cannot answer marks nothing (the read-back would fail on it as well)."""
+    if not tracker.unseen_tool or tracker.needs_read_back:
+        return []
+    names = sorted(SYNCED_FILES)
+    found = await asyncio.gather(*(sandbox.exists(n) for n in names), return_exceptions=True)
+    missing = [name for name, there in zip(names, found, strict=True) if there is False]
+    for name in missing:
+        tracker.mark_dirty(name)
+    return missing

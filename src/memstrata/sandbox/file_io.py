@@ -29,6 +29,7 @@ from collections import OrderedDict
 
 from memstrata.errors import SandboxError, SandboxFileTooLargeError
 from memstrata.logs import log_event
+from memstrata.sandbox.base import lexical_parts
 
 logger = logging.getLogger(__name__)
 
@@ -65,18 +66,24 @@ def directory_mode(file_mode: int) -> int:
     return mode
 
 
-def read_capped(target: str, path: str, cap: int) -> bytes:
-    """The bytes of the regular file ``target``: a ``SandboxError`` for any other kind of
-    file or one over ``cap`` bytes, found without reading more than ``cap + 1``."""
+def read_capped(
+    target: str, path: str, cap: int, *, dir_fd: int | None = None, single: bool = False
+) -> bytes:
+    """The bytes of the regular file ``target`` (relative to ``dir_fd``, when given): a
+    ``SandboxError`` for any other kind of file or one over ``cap`` bytes, found without
+    reading more than ``cap + 1``. ``single``: a file with more than one name (a hard link)
+    is refused too, checked on the descriptor read, so no swap between check and read."""
     try:
-        fd = os.open(target, _READ_FLAGS)
+        fd = os.open(target, _READ_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and os.path.islink(target):
-            raise _link_refused(path, target) from exc
+        if exc.errno == errno.ELOOP and is_link(target, dir_fd):
+            raise _link_refused(path, target, dir_fd) from exc
         raise
     try:
         info = os.fstat(fd)
         _require_regular(path, info.st_mode)
+        if single and info.st_nlink > 1:
+            raise _hard_link_refused(path, info, target, dir_fd)
         if info.st_size > cap:
             raise _too_large(path, info.st_size, cap)
         # Sized by the file, not the cap: os.read allocates the whole size it is asked for.
@@ -111,16 +118,49 @@ def _require_regular(path: str, mode: int) -> None:
     raise SandboxError(message)
 
 
-def _link_refused(path: str, target: str) -> SandboxError:
+def is_link(name: str, dir_fd: int | None = None) -> bool:
     try:
-        leads_to = repr(os.readlink(target))
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def _link_refused(path: str, target: str, dir_fd: int | None) -> SandboxError:
+    try:
+        leads_to = repr(os.readlink(target, dir_fd=dir_fd))
     except OSError:  # removed meanwhile
         leads_to = "another file"
     return SandboxError(
-        f"{path!r} is a symlink to {leads_to}; it was not followed, since a memory file is "
-        "never read through a link (the file it leads to is read back as itself, if it is "
-        "a memory file) and the database copy stays as it is — remove the link: the next "
-        "sync writes a regular file there"
+        f"{path!r} is a symlink to {leads_to}; it was not followed, since neither a memory "
+        "file nor memstrata's record under .memstrata/ is read through a link (the file it "
+        "leads to is read back as itself, if it is a memory file) and the database copy "
+        "stays as it is — remove the link: the next sync writes a regular file there"
+    )
+
+
+def _hard_link_refused(
+    path: str, info: os.stat_result, target: str, dir_fd: int | None
+) -> SandboxError:
+    # Only the names beside it are looked for: a memory file's are the sandbox root's.
+    own = os.path.basename(target)
+    try:
+        with os.scandir(dir_fd if dir_fd is not None else os.path.dirname(target)) as entries:
+            others = sorted(
+                entry.name
+                for entry in entries
+                if entry.name != own
+                and entry.inode() == info.st_ino
+                and entry.stat(follow_symlinks=False).st_dev == info.st_dev
+            )
+    except OSError:
+        others = []
+    names = ", ".join(repr(name) for name in others) if others else "a file elsewhere"
+    return SandboxError(
+        f"{path!r} is hard-linked: it is the same file as {names} ({info.st_nlink} names in "
+        "all); it was not read, since an edit under one name would be stored as the other "
+        "file's too, and the database copy stays as it is — remove the name that does not "
+        "belong (after `ln -f USER.md MEMORY.md`, remove MEMORY.md): the next sync writes "
+        "the database copy there"
     )
 
 
@@ -141,6 +181,38 @@ def _too_large(path: str, size: int | None, cap: int) -> SandboxFileTooLargeErro
         f"{path!r} {what} the {cap}-byte limit on sandbox reads, so it was not read; "
         "memory files are far smaller — shrink or remove it (or raise max_read_bytes)"
     )
+
+
+def list_files(real_root: str, prefix: str, failed: str) -> list[str]:
+    """The files below ``real_root`` (an existing directory) whose relative paths start
+    with ``prefix``, sorted: links followed only to files inside ``real_root``, the temp
+    files of :func:`atomic_replace` left out. An error walking is a ``SandboxError``
+    starting with ``failed``."""
+    inside = real_root.rstrip(os.sep) + os.sep
+    found: list[str] = []
+
+    def fail(exc: OSError) -> None:
+        raise SandboxError(f"{failed}: {exc.strerror or exc}") from exc
+
+    # From the directory the prefix names, the only one that can hold a match (the session
+    # sandboxes are not walked for ".memstrata/read-back/"); os.walk follows no links.
+    steps = prefix.split("/")[:-1]
+    plain = lexical_parts("/".join(steps)) == steps
+    top = os.path.join(real_root, *steps) if plain else real_root
+    if os.path.realpath(top) != top or not os.path.isdir(top):
+        return []
+    for directory, _dirs, files in os.walk(top, onerror=fail):
+        for name in files:
+            if TEMP_NAME.match(name):
+                continue
+            full = os.path.join(directory, name)
+            relative = os.path.relpath(full, real_root).replace(os.sep, "/")
+            if not relative.startswith(prefix):
+                continue
+            real = os.path.realpath(full)
+            if real.startswith(inside) and os.path.isfile(real):
+                found.append(relative)
+    return sorted(found)
 
 
 def make_directories(directory: str, mode: int) -> None:
@@ -218,48 +290,61 @@ def _sweep_once(directory: str) -> None:
         log_event(logger, "sandbox.stale_temp_removed", directory=directory, files=removed)
 
 
-def atomic_replace(directory: str, name: str, data: bytes, file_mode: int) -> None:
+def atomic_replace(
+    directory: str, name: str, data: bytes, file_mode: int, *, dir_fd: int | None = None
+) -> None:
     """Write ``data`` to a temp file beside ``name``, fsync it, then rename it over ``name``.
 
     Readers see the old file or the new one, never a mix. A new file gets ``file_mode``
-    (the umask applies as for any new file); an existing file keeps its mode. A symlink at
-    ``name`` is replaced by the file, not followed. The first
-    write to ``directory`` in this process removes the temp files a crash left there
-    (module doc).
+    (the umask applies as for any new file); an existing file keeps its mode. A link at
+    ``name`` (a symlink, or another name of the file) is replaced by the file, never
+    written through. ``dir_fd``: ``directory`` opened already, and used for every step, so
+    a directory swapped for a link meanwhile is not followed. The first write to
+    ``directory`` in this process removes the temp files a crash left there (module doc).
     """
     _sweep_once(directory)
-    final = os.path.join(directory, name)
-    temp = os.path.join(directory, f".{name}.memstrata-{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode)
+    temp = f".{name}.memstrata-{secrets.token_hex(8)}.tmp"
+    if dir_fd is None:
+        temp, name = os.path.join(directory, temp), os.path.join(directory, name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    fd = os.open(temp, flags, file_mode, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             with contextlib.suppress(FileNotFoundError):
-                # lstat: a link at ``final`` is replaced, not taken for the file it leads to.
-                info = os.lstat(final)
+                # lstat: a link at ``name`` is replaced, not taken for the file it leads to.
+                info = os.lstat(name, dir_fd=dir_fd)
                 if stat.S_ISREG(info.st_mode):
                     os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
             os.fsync(handle.fileno())
-        os.replace(temp, final)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(temp, dir_fd=dir_fd)
         raise
-    _fsync_directory(directory)
+    if dir_fd is None:
+        _fsync_directory(directory)
+    else:
+        _fsync_descriptor(dir_fd)
 
 
 def _fsync_directory(directory: str) -> None:
-    # Makes the rename durable across a crash. Atomicity does not depend on it, and some
-    # filesystems refuse to fsync a directory, so those refusals are ignored.
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
         return
     try:
+        _fsync_descriptor(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_descriptor(fd: int) -> None:
+    # Makes the rename durable across a crash. Atomicity does not depend on it, and some
+    # filesystems refuse to fsync a directory, so those refusals are ignored.
+    try:
         os.fsync(fd)
     except OSError as exc:
         if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
             raise
-    finally:
-        os.close(fd)

@@ -13,17 +13,10 @@ are hashed: distinct unless 128 bits of SHA-256 collide).
 
 Confinement is checked before every operation: the path is normalised lexically and then
 resolved with ``realpath``; a symlink anywhere along it that points outside the sandbox
-root is refused. A root memory file (``USER.md`` …, ``AGENTS.md``) that is a symlink is
-never followed, even within the sandbox: a read refuses it (``SandboxError`` naming where
-it leads) and a write replaces the link with a regular file — an agent's ``ln -sf
-MEMORY.md AGENTS.md`` had the AGENTS.md template written into MEMORY.md.
-
-The sandbox root is itself confined: every directory the provider puts between its root
-and a sandbox (``<user dir>``, ``sessions``, ``<session dir>``) must be a real directory,
-not a symlink, or every operation fails with ``SandboxPathError`` — an agent may write
-its user sandbox, and a link planted there as a session directory would otherwise make
-that session's sandbox another user's. A write re-checks them after creating the missing
-ones.
+root is refused. Some links are never followed, even within the sandbox: a root memory
+file that is a symlink or a hard link, and any link under ``.memstrata/``
+(:mod:`memstrata.sandbox.links`). The sandbox root is itself confined: the directories
+between the provider's root and a sandbox must not be links either (:func:`.links.confined_root`).
 
 Reads open the file without blocking and refuse anything but a regular file (a FIFO would
 hang the reading thread) and files over ``max_read_bytes``, without reading them whole
@@ -57,12 +50,19 @@ from memstrata.sandbox.dir_names import safe_dir_name
 from memstrata.sandbox.erasing import UnfinishedErasure, aside_name, unfinished_erasures
 from memstrata.sandbox.exclusive import LOCK_FILE, FileLocks
 from memstrata.sandbox.file_io import (
-    TEMP_NAME,
     atomic_replace,
     directory_mode,
     file_type,
+    list_files,
     make_directories,
     read_capped,
+)
+from memstrata.sandbox.links import (
+    confined_root,
+    is_record,
+    read_record,
+    steps_between,
+    write_record,
 )
 
 # New sandbox files are private to the service's account, like PostgreSQL's data
@@ -108,7 +108,7 @@ class LocalDirectorySandbox:
         self._file_mode = file_mode
         self._max_read_bytes = max_read_bytes
         self._within = None if within is None else Path(within)
-        self._steps = () if within is None else _steps_between(Path(within), self._root)
+        self._steps = () if within is None else steps_between(Path(within), self._root)
         self._locks = FileLocks() if locks is None else locks
 
     @property
@@ -142,25 +142,7 @@ class LocalDirectorySandbox:
 
     def _real_root(self) -> str:
         """The root's real path; ``SandboxPathError`` if a step below ``within`` is a link."""
-        if self._within is None:
-            return os.path.realpath(self._root)
-        real = os.path.realpath(self._within)
-        for depth, step in enumerate(self._steps, 1):
-            real = os.path.join(real, step)
-            try:
-                mode = os.lstat(real).st_mode
-            except OSError:
-                # Missing (created by the first write) or unusable: the rest is not there
-                # either, and the operation itself reports what is wrong.
-                return os.path.join(real, *self._steps[depth:])
-            if stat.S_ISLNK(mode):
-                raise SandboxPathError(
-                    f"sandbox directory {'/'.join(self._steps[:depth])!r} is a symlink; user "
-                    "and session directories must be real directories, since a link could "
-                    "lead into another user's files — remove the link (a real directory is "
-                    "created on the next write)"
-                )
-        return real
+        return confined_root(self._root, self._within, self._steps)
 
     def _resolve(self, path: str) -> tuple[str, str]:
         """(real root, real target) for a file path, or raise ``SandboxPathError``."""
@@ -187,22 +169,26 @@ class LocalDirectorySandbox:
             )
         return real_root, target
 
-    def _unfollowed(self, path: str) -> str:
+    def _unfollowed(self, path: str) -> tuple[str, bool]:
         """The file to read or write for ``path``: its real path, but a memory file's own
-        name in the root, so a link there is not followed: reads refuse it (``O_NOFOLLOW``),
-        writes rename over it (module doc)."""
+        name in the root, and whether it is one: a link there is not followed, reads refuse
+        it, writes rename over it (:mod:`.links`)."""
         real_root, target = self._resolve(path)
         parts = lexical_parts(path) or []
         if len(parts) == 1 and root_memory_file(
             parts[0], case_sensitive=self.case_sensitive, workspace_prefixes=()
         ):
-            return os.path.join(real_root, parts[0])
-        return target
+            return os.path.join(real_root, parts[0]), True
+        return target, False
 
     def _read_text(self, path: str) -> str | None:
-        target = self._unfollowed(path)
+        target, memory_file = self._unfollowed(path)
+        parts = lexical_parts(path) or []
         try:
-            data = read_capped(target, path, self._max_read_bytes)
+            if is_record(parts):
+                data = read_record(self._real_root(), parts, path, self._max_read_bytes)
+            else:
+                data = read_capped(target, path, self._max_read_bytes, single=memory_file)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -217,7 +203,7 @@ class LocalDirectorySandbox:
             ) from exc
 
     def _write_text(self, path: str, content: str) -> None:
-        target = self._unfollowed(path)
+        target, _ = self._unfollowed(path)
         try:
             # A copy of a file that was not text is written as the bytes it was made of.
             data = content.data if isinstance(content, Undecodable) else content.encode("utf-8")
@@ -227,7 +213,12 @@ class LocalDirectorySandbox:
                 f"{exc.start} and is not encodable as UTF-8"
             ) from exc
         directory, name = os.path.split(target)
+        parts = lexical_parts(path) or []
         try:
+            if is_record(parts):
+                dir_mode = directory_mode(self._file_mode)
+                write_record(self._real_root(), parts, path, data, self._file_mode, dir_mode)
+                return
             make_directories(directory, directory_mode(self._file_mode))
             # mkdir leaves a link planted meanwhile in place (EEXIST) and the write would
             # follow it: the directories just made are checked again.
@@ -268,31 +259,7 @@ class LocalDirectorySandbox:
             return []
         if not os.path.isdir(real_root):
             raise SandboxError(f"sandbox root {self._root} is not a directory")
-        inside = real_root.rstrip(os.sep) + os.sep
-        found: builtins.list[str] = []
-
-        def fail(exc: OSError) -> None:
-            raise SandboxError(f"cannot list {self._root}: {exc.strerror or exc}") from exc
-
-        # From the directory the prefix names, the only one that can hold a match (the session
-        # sandboxes are not walked for ".memstrata/read-back/"); os.walk follows no links.
-        steps = prefix.split("/")[:-1]
-        plain = lexical_parts("/".join(steps)) == steps
-        top = os.path.join(real_root, *steps) if plain else real_root
-        if os.path.realpath(top) != top or not os.path.isdir(top):
-            return []
-        for directory, _dirs, files in os.walk(top, onerror=fail):
-            for name in files:
-                if TEMP_NAME.match(name):
-                    continue
-                full = os.path.join(directory, name)
-                relative = os.path.relpath(full, real_root).replace(os.sep, "/")
-                if not relative.startswith(prefix):
-                    continue
-                real = os.path.realpath(full)
-                if real.startswith(inside) and os.path.isfile(real):
-                    found.append(relative)
-        return sorted(found)
+        return list_files(real_root, prefix, f"cannot list {self._root}")
 
     def _delete(self, path: str) -> None:
         real_root, _ = self._resolve(path)
@@ -332,6 +299,11 @@ class LocalSandboxProvider:
     def root(self) -> Path:
         return self._root
 
+    def identity(self) -> str:
+        """``IdentifiedSandboxProvider``: the root's real path, the same in every process
+        that opens this directory by any path (a symlink, a relative one)."""
+        return os.path.realpath(self._root)
+
     def directory_for(self, user_id: str, session_id: str | None = None) -> Path:
         """Where the sandbox of ``user_id`` (and ``session_id``, if given) lives."""
         directory = self._root / safe_dir_name(validate_user_id(user_id))
@@ -350,12 +322,12 @@ class LocalSandboxProvider:
             locks=self._locks,
         )
 
-    async def hold_session(self, user_id: str, session_id: str) -> holds.Release | None:
+    async def hold_session(self, user_id: str, session_id: str | None) -> holds.Release | None:
         """``SessionHoldingProvider``: ``flock`` in the session's sandbox (:mod:`.holds`)."""
         box = self.for_user(user_id, session_id)
         return await holds.hold(lambda: box._open_lock(holds.HOLD_FILE))
 
-    async def claim_session(self, user_id: str, session_id: str) -> holds.Release | None:
+    async def claim_session(self, user_id: str, session_id: str | None) -> holds.Release | None:
         box = self.for_user(user_id, session_id)
         return await holds.claim(lambda: box._open_lock(holds.HOLD_FILE, create=False))
 
@@ -420,14 +392,3 @@ class LocalSandboxProvider:
         """What erasures cut short left in the root (:mod:`memstrata.sandbox.erasing`):
         erasing each user again removes it. Blocking."""
         return unfinished_erasures(self._root)
-
-
-def _steps_between(within: Path, root: Path) -> tuple[str, ...]:
-    """The names leading from ``within`` down to ``root``, both taken lexically."""
-    try:
-        steps = root.relative_to(within).parts
-    except ValueError:
-        raise SandboxPathError(f"sandbox root {root} does not lie in {within}") from None
-    if any(step in (os.curdir, os.pardir) for step in steps):
-        raise SandboxPathError(f"sandbox root {root} must lie in {within} without '.' or '..'")
-    return steps

@@ -24,7 +24,8 @@ over; the file is decided again (:data:`MAX_MOVED_ATTEMPTS` times, then left as 
 the next read-back), so the new edit is merged or kept aside. Each reconcile, provision and
 DB-only store holds the sandbox's ``exclusive()`` lock, when it has one
 (:mod:`memstrata.sandbox.exclusive`), from its first read to its last write: another
-process's sync of the same sandbox cannot come in between.
+process's sync of the same sandbox cannot come in between; the DB version a reconcile or
+provision leaves the file at is noted under it too (:mod:`memstrata.sandbox.synced`).
 
 An agent's edit whose sandbox write failed is stored by :meth:`Reconciler.store_edit`: the
 edited text (its sandbox copy, with whatever the DB does not hold yet, plus the edit) goes
@@ -128,32 +129,31 @@ def _lock_failed(t: Target, name: str, exc: Exception) -> SyncResult:
 class Reconciler:
     """Carries out :func:`~memstrata.sandbox.rule.decide` for one file (module doc)."""
 
-    def __init__(self, db: AsyncStore, templates: TemplateSet) -> None:
+    def __init__(self, db: AsyncStore, templates: TemplateSet, synced: SyncedVersions) -> None:
         self.db = db
         self.templates = templates
-        self.synced = SyncedVersions()
-
-    def _note(self, t: Target, kind: FileKind, result: SyncResult) -> SyncResult:
-        """A sync that left the file equal to a DB version: what its copy starts from."""
-        if result.base is not None and result.version == result.base.version:
-            self.synced.note(t.user_id, t.session_id, kind.filename, result.base.version)
-        return result
+        self.synced = synced
 
     async def reconcile(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
         """The rule for one file, under the sandbox's lock, decided again while the file
         changes under its push (module doc)."""
-        result = await self._locked(t, kind, lambda: self._until_settled(t, kind, fallback))
-        return self._note(t, kind, result)
+
+        async def run() -> SyncResult:
+            known: list[int | None] = []  # the version noted, once read (``sandbox.synced``)
+            result = await self._until_settled(t, kind, fallback, known)
+            return await self.synced.noted(t, kind, result, known[0] if known else None)
+
+        return await self._locked(t, kind, run)
 
     async def _until_settled(
-        self, t: Target, kind: FileKind, fallback: SyncBase | None
+        self, t: Target, kind: FileKind, fallback: SyncBase | None, known: list[int | None]
     ) -> SyncResult:
         # The record as the first attempt read it: a push that raised Moved wrote its record
         # but not the file, whose copy never held what that record names.
         before: list[SyncBase | None] = []
         for _ in range(MAX_MOVED_ATTEMPTS):
             try:
-                return await self._reconcile(t, kind, fallback, before)
+                return await self._reconcile(t, kind, fallback, before, known)
             except Moved:
                 continue
         detail = "the file kept changing while it was synced; left as it is"
@@ -181,7 +181,12 @@ class Reconciler:
             await lock.__aexit__(None, None, None)
 
     async def _reconcile(
-        self, t: Target, kind: FileKind, fallback: SyncBase | None, before: list[SyncBase | None]
+        self,
+        t: Target,
+        kind: FileKind,
+        fallback: SyncBase | None,
+        before: list[SyncBase | None],
+        known: list[int | None],
     ) -> SyncResult:
         name = kind.filename
         try:
@@ -211,7 +216,12 @@ class Reconciler:
         # What a push would replace: the copy read, else (unreadable) what the record says
         # the sandbox holds, so a record written ahead of a failed write stays as telling.
         replacing = (None if record is None else record.content) if unreadable else text
-        pushed = self.synced.get(t.user_id, t.session_id, name)
+        if not known:
+            try:
+                known.append(await self.synced.get(t.user_id, t.session_id, kind))
+            except DB_ERRORS as exc:
+                return t.result(name, SANDBOX_TO_DB, Outcome.DB_UNAVAILABLE, detail=describe(exc))
+        pushed = known[0]
         merged = False
         for _ in range(MAX_WRITE_ATTEMPTS):
             try:
@@ -269,8 +279,11 @@ class Reconciler:
 
     async def provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
-        result = await self._locked(t, kind, lambda: self._provision(t, kind, file))
-        return self._note(t, kind, result)
+
+        async def run() -> SyncResult:
+            return await self.synced.noted(t, kind, await self._provision(t, kind, file), None)
+
+        return await self._locked(t, kind, run)
 
     async def _provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
         try:

@@ -24,6 +24,14 @@ elsewhere is never read back under its agent; its mark stays for a later start. 
 whose process died while it was open counts as closed: its last edits are read back too.
 A start looks at no more than :data:`MAX_READ_BACKS_PER_START` marks, picked at random so
 that marks of sessions open elsewhere cannot hide the others; the rest wait for the next.
+
+Sessions without a session id share the user's own sandbox: each start of one is counted
+open in the registry and held the same way (``hold_session(user, None)``: no mark, since
+every start reads that sandbox back anyway) until its session ends. A session start asks
+whether another session holds its sandbox (:meth:`SessionRegistry.is_open`,
+:meth:`ReadBackMarks.held_elsewhere`): an agent of that session may have read a copy an
+earlier push replaced, so the start then keeps the copies the base record names instead of
+settling them (``sync.SyncService.start_session``).
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ MAX_CLOSED_USERS = 10_000
 # a start after a crash that left many sessions behind stays short; the rest wait.
 MAX_READ_BACKS_PER_START = 8
 MARK_DIR = f"{STATE_DIR}/read-back"
+# The registry's key for the user's own sandbox (a session id is never empty).
+_USER_SANDBOX = ""
 
 Release = Callable[[], None]
 
@@ -80,25 +90,30 @@ class SessionRegistry:
         # starts a session again would otherwise be kept for the life of the process.
         self._closed: OrderedDict[str, set[str]] = OrderedDict()
 
-    def began(self, user_id: str, session_id: str, hold: Release | None = None) -> None:
+    def began(self, user_id: str, session_id: str | None, hold: Release | None = None) -> None:
+        """One start of the session (``None``: one on the user's own sandbox) is open."""
+        key = _USER_SANDBOX if session_id is None else session_id
         with self._mutex:
-            self._open.setdefault(user_id, Counter())[session_id] += 1
+            self._open.setdefault(user_id, Counter())[key] += 1
             if hold is not None:
-                self._holds.setdefault((user_id, session_id), []).append(hold)
+                self._holds.setdefault((user_id, key), []).append(hold)
 
-    def ended(self, user_id: str, session_id: str) -> None:
+    def ended(self, user_id: str, session_id: str | None) -> None:
         """One start of the session ended: closed (noted for a read-back, its holds
-        released) once every start of it has ended."""
+        released) once every start of it has ended. The user's own sandbox is never noted:
+        every start reads it back."""
+        key = _USER_SANDBOX if session_id is None else session_id
         holds: list[Release] = []
         with self._mutex:
             sessions = self._open.get(user_id)
-            if sessions is None or session_id not in sessions:
+            if sessions is None or key not in sessions:
                 return
-            sessions[session_id] -= 1
-            if sessions[session_id] <= 0:
-                del sessions[session_id]
-                holds = self._holds.pop((user_id, session_id), [])
-                self._note_closed(user_id, session_id)
+            sessions[key] -= 1
+            if sessions[key] <= 0:
+                del sessions[key]
+                holds = self._holds.pop((user_id, key), [])
+                if session_id is not None:
+                    self._note_closed(user_id, session_id)
             if not sessions:
                 # Under the mutex: a session starting now must not count in a dropped map.
                 del self._open[user_id]
@@ -119,8 +134,15 @@ class SessionRegistry:
             self._note_closed(user_id, session_id)
 
     def open_sessions(self, user_id: str) -> list[str]:
+        """The open session sandboxes (not the user's own)."""
         with self._mutex:  # a copy: another thread may add or drop one meanwhile
-            return sorted(self._open.get(user_id, ()))
+            return sorted(set(self._open.get(user_id, ())) - {_USER_SANDBOX})
+
+    def is_open(self, user_id: str, session_id: str | None) -> bool:
+        """Whether a start of this sandbox's session (``None``: the user's own) is open."""
+        key = _USER_SANDBOX if session_id is None else session_id
+        with self._mutex:
+            return self._open.get(user_id, Counter())[key] > 0
 
     def _note_closed(self, user_id: str, session_id: str) -> None:
         """Under the mutex."""
@@ -152,8 +174,9 @@ class ReadBackMarks:
         """A starting session held open, then marked in the user's sandbox ``box``: the
         hold's release, for the registry to keep once the start succeeded (released here
         if it fails); None without a session, or when it could not be held (and then no
-        mark says it may be read back: no other process could tell it is open)."""
-        hold = None if session_id is None else await self._open(box, user_id, session_id)
+        mark says it may be read back: no other process could tell it is open). A session
+        without an id holds the user's sandbox, unmarked (module doc)."""
+        hold = await self._open(box, user_id, session_id)
         try:
             yield hold
         except BaseException:
@@ -161,7 +184,7 @@ class ReadBackMarks:
                 hold()
             raise
 
-    async def _open(self, box: Sandbox, user_id: str, session_id: str) -> Release | None:
+    async def _open(self, box: Sandbox, user_id: str, session_id: str | None) -> Release | None:
         if self._holder is None:
             return None
         try:
@@ -171,6 +194,8 @@ class ReadBackMarks:
                 logger, "sync.session_not_held", exc, user_id=user_id, session_id=session_id
             )
             hold = None
+        if session_id is None:
+            return hold
         try:
             if hold is None:
                 await box.delete(mark_path(session_id))
@@ -179,6 +204,27 @@ class ReadBackMarks:
         except Exception as exc:
             log_failure(logger, "sync.read_back_mark_failed", exc, user_id=user_id)
         return hold
+
+    async def held_elsewhere(self, user_id: str, session_id: str | None) -> bool:
+        """Whether a process (this one through another start, or another) holds the
+        sandbox open: a claim of it fails. False without the hook (only the registry
+        knows), or when it was never held; True when the claim cannot be tried (keeping
+        the copies a start would forget is the safe mistake)."""
+        if self._holder is None:
+            return False
+        try:
+            claim = await self._holder.claim_session(user_id, session_id)
+        except FileNotFoundError:
+            return False
+        except Exception as exc:
+            log_failure(
+                logger, "sync.session_not_claimed", exc, user_id=user_id, session_id=session_id
+            )
+            return True
+        if claim is None:
+            return True
+        claim()
+        return False
 
     async def read_back(
         self,

@@ -44,7 +44,7 @@ from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox import follow_on
 from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
 from memstrata.sandbox.claims import Claim, WriteClaims
-from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker
+from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker, mark_missing
 from memstrata.sandbox.exclusive import exclusive
 from memstrata.sandbox.follow_on import CacheInvalidator
 from memstrata.sandbox.lookalike import noting_lookalikes
@@ -67,11 +67,16 @@ from memstrata.sandbox.results import (
 )
 from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.sessions import ReadBackMarks, SessionRegistry
+from memstrata.sandbox.synced import SyncedVersions, provider_identity
 from memstrata.sandbox.tasks import UserLocks, WritesInFlight
 
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
+
+# A session start while another session holds the same sandbox: the copies the base record
+# names are kept (``Scenario.settles``), since that session's agent may have read one.
+SHARED = replace(SESSION, settles=False)
 
 
 class SyncService:
@@ -96,7 +101,10 @@ class SyncService:
         self.sandboxes = sandboxes
         self.pool = pool
         self.db = AsyncStore(store)
-        self._files = Reconciler(self.db, templates or store.templates)
+        # What each sandbox file was last synced at: in the database when the provider
+        # names its sandboxes, so other processes naming the same ones see it (``synced``).
+        synced = SyncedVersions(store.sessions, provider_identity(sandboxes))
+        self._files = Reconciler(self.db, templates or store.templates, synced)
         self._locks = UserLocks()
         self._claims = WriteClaims(self.db)
         self._sessions = SessionRegistry()
@@ -214,9 +222,11 @@ class SyncService:
         copy since the last round end (merged the agent's edit, or kept it aside), as the
         round end's own read-back reports it when the edit comes from another process
         (:func:`memstrata.sandbox.notices.reported`)."""
+        sandbox = open_sandbox(self.sandboxes, tracker.user_id, tracker.session_id)
+        await mark_missing(tracker, sandbox)  # a shell's ``mv MEMORY.md memory.md``
         if not tracker.dirty and not tracker.agents_touched:
             return reported([], tracker.take_notices())
-        t = self._target(tracker.user_id, tracker.session_id, ROUND_END)
+        t = self._target(tracker.user_id, tracker.session_id, ROUND_END, sandbox)
         results: list[SyncResult] = []
         async with self.user_lock(tracker.user_id):
             if tracker.needs_read_back:
@@ -331,17 +341,27 @@ class SyncService:
         in any when the provider can tell which are open (:mod:`memstrata.sandbox.sessions`)
         — are read back first (:meth:`end_session`); their results come first, each with
         ``closed_session`` set, so that an earlier session's edit kept aside reaches the
-        caller. With the DB unreachable the sandbox is left as it is.
+        caller. With the DB unreachable the sandbox is left as it is. Each start is open
+        until :meth:`end_session` (with ``None`` too, for the user's own sandbox): while
+        another is open on the same sandbox, a start keeps the copies earlier pushes
+        replaced rather than settling the base on the current copy.
         """
         box = open_sandbox(self.sandboxes, user_id, None)  # the user's: marks live there
+        # Another session open on this sandbox (sessions without an id share the user's):
+        # its agent may have read a copy an earlier push replaced, so the base record keeps
+        # those copies (``sessions`` module doc).
+        shared = self._sessions.is_open(user_id, session_id) or (
+            await self._marks.held_elsewhere(user_id, session_id)
+        )
         async with self._marks.opening(box, user_id, session_id) as hold:
-            results = await self._start(user_id, session_id, box)
-            if session_id is not None:
-                self._sessions.began(user_id, session_id, hold)
+            results = await self._start(user_id, session_id, box, SHARED if shared else SESSION)
+            self._sessions.began(user_id, session_id, hold)
         return results
 
-    async def _start(self, user_id: str, session_id: str | None, box: Sandbox) -> list[SyncResult]:
-        t = self._target(user_id, session_id, SESSION)
+    async def _start(
+        self, user_id: str, session_id: str | None, box: Sandbox, scenario: Scenario
+    ) -> list[SyncResult]:
+        t = self._target(user_id, session_id, scenario)
         results: list[SyncResult] = []
         async with self.user_lock(user_id):
             try:
@@ -359,9 +379,11 @@ class SyncService:
             results.append(await self._files.push_agents(t))
         return results
 
-    def end_session(self, user_id: str, session_id: str) -> None:
+    def end_session(self, user_id: str, session_id: str | None) -> None:
         """Stop pushing frontend edits to this session's sandbox (once every
-        ``start_session`` of it has ended), and note it for a read-back.
+        ``start_session`` of it has ended), and note it for a read-back. ``None``: a
+        session on the user's own sandbox ended (no longer keeping a later start there
+        from settling its base, :meth:`start_session`).
 
         The user's next :meth:`start_session` — in this service, or in any process once the
         session's hold is released (:mod:`memstrata.sandbox.sessions`) — reads the closed
