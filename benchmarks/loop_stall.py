@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.loop_lag import LoopServer, costly_markdown, serve_on_own_loop
 
 from memstrata.api import create_app
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.memory.kinds import FileKind

@@ -118,7 +118,7 @@ def test_every_environment_is_described() -> None:
 def test_the_test_environment_is_between_development_and_production(tmp_path: Path) -> None:
     """What the description of `test` says: tokens as in production (an explicit key, of
     any length), the database as in development (unset is the embedded server)."""
-    from memstrata.api.auth import AuthConfigurationError, require_token_keys
+    from memstrata.api.token_keys import AuthConfigurationError, require_token_keys
 
     settings = Settings(environment="test", data_dir=tmp_path)
     assert unset_database_problem(settings) is None

@@ -184,7 +184,7 @@ def unset_database_problem(settings: StorageSettings) -> str | None:
     ``memstrata token`` and ``memstrata conflicts`` before it starts anything), not when
     settings are read: signing a token opens none, nor does reading a sandbox. The JWT
     settings are likewise checked where tokens are verified or signed
-    (``memstrata.api.auth.require_token_keys``)."""
+    (``memstrata.api.token_keys.require_token_keys``)."""
     if settings.environment != "production" or settings.database_url is not None:
         return None
     return (

@@ -19,13 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from memstrata.api.auth import (
-    AuthConfigurationError,
-    AuthenticationError,
-    Authenticator,
-    load_or_create_dev_secret,
-    mint_token,
-)
+from memstrata.api.auth import AuthenticationError, Authenticator
+from memstrata.api.token_keys import AuthConfigurationError, load_or_create_dev_secret, mint_token
 from memstrata.config import Settings
 from tests.api.auth import bearer
 from tests.api.conftest import TokenFactory

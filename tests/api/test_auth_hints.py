@@ -11,13 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
-from memstrata.api.auth import (
-    AuthenticationError,
-    Authenticator,
-    calling_from,
-    is_loopback,
-    mint_token,
-)
+from memstrata.api.auth import AuthenticationError, Authenticator, calling_from, is_loopback
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from tests.api.auth import bearer

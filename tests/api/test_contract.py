@@ -28,22 +28,33 @@ BUILTIN_SKILLS = [
     {
         "name": "code_interpreter",
         "description": "在沙箱中运行 Python 代码，用于计算、数据分析和绘图",
+        "description_en": (
+            "Run Python code in the sandbox for calculations, data analysis and plots"
+        ),
         "category": "builtin",
         "enabled": True,
     },
     {
         "name": "file_manager",
         "description": "读取、创建、编辑和整理沙箱中的文件",
+        "description_en": "Read, create, edit and organise the files in the sandbox",
         "category": "builtin",
         "enabled": True,
     },
     {
         "name": "memory_search",
         "description": "检索用户的长期记忆和历史对话",
+        "description_en": "Search the user's long-term memory and past conversations",
         "category": "builtin",
         "enabled": True,
     },
-    {"name": "web_search", "description": "搜索互联网", "category": "builtin", "enabled": True},
+    {
+        "name": "web_search",
+        "description": "搜索互联网",
+        "description_en": "Search the internet",
+        "category": "builtin",
+        "enabled": True,
+    },
 ]
 
 
@@ -176,7 +187,8 @@ def test_stale_expected_version_is_409(client: TestClient, auth: AuthHeader) -> 
 def test_expected_version_0_means_must_not_exist(client: TestClient, auth: AuthHeader) -> None:
     body = {"content": "x", "expected_version": 0}
     assert client.put(FILES.format("user"), headers=auth(), json=body).json()["version"] == 1
-    again = client.put(FILES.format("user"), headers=auth(), json=body)
+    # Other text: the same one is stored already, which is no conflict (test_idempotent_put).
+    again = client.put(FILES.format("user"), headers=auth(), json={**body, "content": "y"})
     assert again.status_code == 409
     assert (again.json()["expected_version"], again.json()["current_version"]) == (0, 1)
 

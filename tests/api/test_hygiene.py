@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.exc import DataError
 
 from memstrata.api import create_app
-from memstrata.api.auth import key_id, mint_token
 from memstrata.api.errors import map_exception
+from memstrata.api.token_keys import key_id, mint_token
 from memstrata.config import Settings
 from memstrata.logs import configure_logging, event_fields
 from memstrata.runtime import Memstrata

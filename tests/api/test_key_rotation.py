@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
-from memstrata.api.auth import AuthConfigurationError, Authenticator, key_id, mint_token
+from memstrata.api.auth import Authenticator
+from memstrata.api.token_keys import AuthConfigurationError, key_id, mint_token
 from memstrata.config import Settings
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from memstrata.api import create_app
 from memstrata.config import Settings
 from memstrata.db.database import Database
+from memstrata.retrieval.turn_limit import MAX_TURN_BYTES
 from memstrata.runtime import Memstrata
 from tests.api.auth import AuthHeader
 
@@ -61,3 +62,25 @@ def test_the_advertised_search_bounds_are_the_enforced_ones(
     assert small_client.post(search, json=too_many, headers=auth()).status_code == 422
     too_long = {"query": "q" * (limits["max_query_chars"] + 1)}
     assert small_client.post(search, json=too_long, headers=auth()).status_code == 422
+
+
+def test_the_advertised_turn_limit_is_the_enforced_one(
+    small_client: TestClient, auth: AuthHeader
+) -> None:
+    limits = small_client.get("/api/config/limits", headers=auth()).json()
+    limit = limits["max_turn_bytes"]
+    assert limit == MAX_TURN_BYTES
+    turns = "/api/memory/conversations/s/turns"
+    # Two-byte characters: a limit counted in characters would take twice as many bytes.
+    at_limit = {"turn_index": 0, "user_message": "é" * (limit // 2)}
+    assert small_client.post(turns, json=at_limit, headers=auth()).status_code == 200
+    over = {"turn_index": 1, "user_message": "é" * (limit // 2), "assistant_reply": "x"}
+    answer = small_client.post(turns, json=over, headers=auth())
+    assert answer.status_code == 422
+    assert f"over the limit of {limit} bytes" in answer.json()["detail"]
+
+
+def test_the_openapi_document_states_the_turn_limit(small_client: TestClient) -> None:
+    schema = small_client.get("/openapi.json").json()["components"]["schemas"]["Limits"]
+    assert "max_turn_bytes" in schema["required"]
+    assert schema["properties"]["max_turn_bytes"]["examples"] == [MAX_TURN_BYTES]

@@ -69,3 +69,54 @@ def test_a_per_turn_422_names_the_turns(client: TestClient, auth: AuthHeader) ->
     assert answer.status_code == 422
     (error,) = answer.json()["errors"]
     assert (error["index"], error["session_id"], error["turn_index"]) == (0, "a/b", 0)
+
+
+def _response(doc: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """``response``, or the shared one its ``$ref`` names (``#/components/responses/…``)."""
+    ref = response.get("$ref")
+    if ref is None:
+        return response
+    found: dict[str, Any] = doc["components"]["responses"][ref.rsplit("/", 1)[1]]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "documented"),
+    [
+        ("DELETE", "/healthz", "/healthz"),
+        ("POST", "/api/config/agent-files/user", "/api/config/agent-files/{name}"),
+        ("GET", BATCH, BATCH),
+    ],
+)
+def test_a_405_is_the_documented_shape(
+    client: TestClient, auth: AuthHeader, method: str, path: str, documented: str
+) -> None:
+    answer = client.request(method, path, headers=auth())
+    assert answer.status_code == 405, answer.text
+    doc = client.get("/openapi.json").json()
+    for operation in doc["paths"][documented].values():
+        response = _response(doc, operation["responses"]["405"])
+        schema = response["content"]["application/json"]["schema"]
+        assert [e.message for e in _validator(doc, schema).iter_errors(answer.json())] == []
+        assert "Allow" in response["headers"] and answer.headers["allow"]
+
+
+def test_every_operation_documents_its_paths_405(client: TestClient) -> None:
+    """Any path answers 405 to a method none of its routes takes (with ``Allow``)."""
+    doc = client.get("/openapi.json").json()
+    missing = [
+        f"{method.upper()} {path}"
+        for path, operations in doc["paths"].items()
+        for method, operation in operations.items()
+        if "405" not in operation["responses"]
+    ]
+    assert missing == []
+
+
+def test_the_metrics_content_type_is_documented(client: TestClient) -> None:
+    answer = client.get("/metrics")
+    assert answer.status_code == 200
+    doc = client.get("/openapi.json").json()
+    content = doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(content) == [answer.headers["content-type"]]
+    assert content[answer.headers["content-type"]]["schema"] == {"type": "string"}

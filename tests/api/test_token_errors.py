@@ -24,7 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
-from memstrata.api.auth import AuthenticationError, Authenticator, mint_token
+from memstrata.api.auth import AuthenticationError, Authenticator
+from memstrata.api.token_keys import mint_token
 from memstrata.api.token_refusals import ExpiredTokenError
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from memstrata.api import create_app
-from memstrata.api.auth import AuthConfigurationError, mint_token
+from memstrata.api.token_keys import AuthConfigurationError, mint_token
 from memstrata.config import Settings
 from memstrata.serve_process import free_port, start_serve
 from tests.cli.cli_env import clean_env, run_cli

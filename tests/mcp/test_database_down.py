@@ -33,9 +33,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from memstrata.api import create_app
-from memstrata.api.auth import mint_token
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import make_engine, make_session_factory

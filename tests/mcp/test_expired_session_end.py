@@ -24,7 +24,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from tests.mcp.messages import MCP_HEADERS

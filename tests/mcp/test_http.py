@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.turn_limit import TURN_LIMIT_RULE
 from tests.mcp.messages import INIT, MCP_HEADERS
 from tests.mcp.served import bearer, served, token
 
@@ -82,6 +83,10 @@ def test_an_oversized_body_gets_the_rest_apis_413(base_url: str) -> None:
     assert mcp.json()["code"] == rest.json()["code"] == "payload_too_large"
     assert "MEMSTRATA_MAX_REQUEST_BYTES" in mcp.json()["detail"]
     assert mcp.json()["error"]["message"] == mcp.json()["detail"]  # JSON-RPC, for MCP clients
+    # Each in its own terms: REST's hint is its batch endpoint, which MCP has not.
+    assert "a batch's turns over several requests" in rest.json()["detail"]
+    assert "batch" not in mcp.json()["detail"]
+    assert f"conversation_index_turn {TURN_LIMIT_RULE}" in mcp.json()["detail"]
 
 
 def test_a_lone_surrogate_gets_the_rest_apis_message(base_url: str) -> None:
@@ -129,8 +134,9 @@ def test_a_chunked_body_is_held_to_the_same_limit(base_url: str) -> None:
     assert body["code"] == "payload_too_large"
     assert body["detail"].startswith("request body is at least ")
     assert body["detail"].endswith(
-        "over the limit of 1048576 bytes (send a smaller body, e.g. a batch's turns over "
-        "several requests; an operator can raise MEMSTRATA_MAX_REQUEST_BYTES)"
+        "over the limit of 1048576 bytes (send a smaller request, one tool call each; in "
+        f"conversation_index_turn {TURN_LIMIT_RULE}; an operator can raise "
+        "MEMSTRATA_MAX_REQUEST_BYTES)"
     )
     assert body["message"] == body["detail"]
     rpc = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": body["detail"]}}

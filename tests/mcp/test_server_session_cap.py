@@ -14,7 +14,7 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.mcp.owners import end_as_owner
 from memstrata.mcp.sessions import Evicted, SessionLedger

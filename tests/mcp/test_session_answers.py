@@ -26,7 +26,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstrata.api import create_app
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.mcp.counted import serve_counted
 from memstrata.mcp.http import MCP_PATH, BearerGate

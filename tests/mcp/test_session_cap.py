@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Receive, Scope, Send
 
 from memstrata.api import create_app
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.mcp.counted import serve_counted
 from memstrata.mcp.sessions import SessionLedger

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from memstrata.api import create_app
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.runtime import Memstrata
 from tests.mcp import test_resources_prompt, test_tools

@@ -19,7 +19,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.cli.serve import freeze_startup_heap
 from memstrata.config import Settings
 

@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import text
 
 from memstrata.api import create_app
-from memstrata.api.auth import mint_token
+from memstrata.api.token_keys import mint_token
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.runtime import Memstrata

@@ -176,3 +176,29 @@ def test_edits_show_up_on_the_next_discover(tmp_path: Path) -> None:
     assert loader.discover() == []
     write_skill(tmp_path, "new", frontmatter(name="new", description="added later"))
     assert [s.name for s in loader.discover()] == ["new"]
+
+
+def test_an_english_description_is_read_beside_the_description(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the builtin ones keep the spec's Chinese description and carry an English one
+    english = {s.name: (s.description, s.description_en) for s in SkillLoader([]).discover()}
+    assert english["web_search"] == ("搜索互联网", "Search the internet")
+    assert all(en for _, en in english.values())
+    write_skill(tmp_path, "plain", frontmatter(name="plain", description="只有中文"))
+    write_skill(
+        tmp_path, "both", frontmatter(name="both", description="两种", description_en=" Both ")
+    )
+    write_skill(tmp_path, "blank", frontmatter(name="blank", description="x", description_en="''"))
+    write_skill(
+        tmp_path, "listed", frontmatter(name="listed", description="x", description_en="[a]")
+    )
+    caplog.set_level(logging.WARNING)
+    found = {
+        s.name: s.description_en for s in SkillLoader([tmp_path], include_builtin=False).discover()
+    }
+    assert found == {"plain": None, "both": "Both"}
+    assert skipped(caplog) == {
+        str(tmp_path / "blank" / "SKILL.md"): "'description_en' is blank",
+        str(tmp_path / "listed" / "SKILL.md"): "'description_en' must be text, not list",
+    }

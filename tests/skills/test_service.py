@@ -87,7 +87,9 @@ def test_rows_of_vanished_skills_are_not_listed(
 
 def test_builtin_skills_are_listed(db: Database) -> None:
     names = {s.name: s for s in SkillService(SkillLoader([]), db.sessions).list_for_user("u")}
-    assert names["web_search"] == UserSkill("web_search", "搜索互联网", "builtin", True)
+    assert names["web_search"] == UserSkill(
+        "web_search", "搜索互联网", "builtin", True, "Search the internet"
+    )
 
 
 @pytest.mark.parametrize("user_id", ["", "x" * 101])

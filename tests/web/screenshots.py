@@ -5,22 +5,35 @@ Starts its own ``memstrata serve`` (embedded PostgreSQL, local embedding server)
 temporary directory, fills one user's memory through the REST API, and captures the files
 view, the conflict view, the places a re-apply leaves to the user, an agent's edit kept
 aside and the search view with the system Chromium.
+
+Two runs give the same bytes. The page's clock is fixed at ``NOW`` (and its time zone and
+locale set), the turns are dated from it and the search is made as of it, so every date,
+age, decay and score shown is the same on every run. What the server stamps with its own
+clock while the script runs (MEMORY.md's save time, a kept-aside copy's time) and what it
+measures (a search's timings) cannot be: the page is shown those as ``STAMPED`` and
+``TIMING_MS`` (``_fixed_moments``), and nothing else of the server's answers is changed.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, Route, expect, sync_playwright
 
 from memstrata.sandbox.dir_names import safe_dir_name
 from tests.web.browser import INSTALL_HINT, find_chromium
 from tests.web.server import Serve
 
 USER = "alice"
+# In the past: the server refuses to search as of a moment ahead of its clock.
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+STAMPED = (NOW - timedelta(minutes=5)).isoformat()
+TIMING_MS = 2.5  # each stage of a search
 PROFILE = """# USER.md — about your user
 
 ## Profile
@@ -63,6 +76,8 @@ TURNS = [
 
 
 def main(out_dir: Path) -> None:
+    # generous, as in the browser tests: a busy machine makes a save or a merge slow
+    expect.set_options(timeout=30_000)
     chromium = find_chromium()
     if chromium is None:
         sys.exit(f"error: {INSTALL_HINT}")
@@ -77,7 +92,6 @@ def main(out_dir: Path) -> None:
 
 
 def _fill(server: Serve) -> None:
-    now = datetime.now(UTC)
     with server.rest(USER) as rest:
         user = rest.get("/api/config/agent-files/user").json()
         rest.put(
@@ -92,7 +106,7 @@ def _fill(server: Serve) -> None:
                     "turn_index": index,
                     "user_message": said,
                     "assistant_reply": replied,
-                    "timestamp": (now - timedelta(days=days)).isoformat(),
+                    "timestamp": (NOW - timedelta(days=days)).isoformat(),
                 },
             ).raise_for_status()
 
@@ -148,7 +162,33 @@ def _places(server: Serve, page: Page) -> None:
     expect(page.locator("#resolve-list > li")).to_have_count(1)
 
 
+def _fixed_moments(page: Page) -> None:
+    """The search as of ``NOW``; the server's own stamps and timings as fixed ones."""
+
+    def search(route: Route) -> None:
+        body = json.loads(route.request.post_data or "{}")
+        answer = route.fetch(post_data=json.dumps({**body, "as_of": NOW.isoformat()}))
+        data = answer.json()
+        data["timings_ms"] = {stage: TIMING_MS for stage in data.get("timings_ms") or {}}
+        for hit in data["hits"]:
+            if hit["source"] == "memory":  # a file: dated by its save during the run
+                hit["created_at"] = STAMPED
+        route.fulfill(response=answer, json=data)
+
+    def kept_aside(route: Route) -> None:
+        answer = route.fetch()
+        data = answer.json()
+        for copy in data["conflicts"]:
+            copy["saved_at"] = STAMPED
+        route.fulfill(response=answer, json=data)
+
+    page.route("**/api/memory/search", search)
+    page.route(re.compile(r"/api/memory/conflicts\?"), kept_aside)
+
+
 def _signed_in(server: Serve, browser_page: Page) -> Page:
+    _fixed_moments(browser_page)
+    browser_page.clock.set_fixed_time(NOW)
     browser_page.goto(f"{server.url}/")
     browser_page.fill("#token", server.token(USER))
     browser_page.press("#token", "Enter")
@@ -161,7 +201,10 @@ def _signed_in(server: Serve, browser_page: Page) -> Page:
 def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
-        page = _signed_in(server, browser.new_page(viewport={"width": 1200, "height": 760}))
+        context = browser.new_context(
+            viewport={"width": 1200, "height": 760}, timezone_id="UTC", locale="en-US"
+        )
+        page = _signed_in(server, context.new_page())
         editor = page.locator("#editor")
         editor.fill(editor.input_value().replace("(A2)", "(B1)"))
         page.screenshot(path=out_dir / "files.png")
@@ -200,6 +243,7 @@ def _capture(server: Serve, chromium: str, out_dir: Path) -> None:
         notice = page.locator("#aside-list button").first
         expect(notice).to_be_visible(timeout=30_000)
         notice.click()  # View: the agent's text, read-only
+        expect(notice).to_have_text("Hide")  # read: the text is shown, not still coming
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=out_dir / "kept-aside.png")
 

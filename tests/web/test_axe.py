@@ -227,9 +227,16 @@ def test_skills(signed_in: SignedIn, console: Console, viewport: tuple[int, int]
     audit = Audit(page)
     page.click("#nav a[data-view=skills]")
     expect(page.locator(".skill").first).to_be_visible()
-    # the built-in skills' descriptions are in Chinese
-    expect(page.locator(".skill-desc[lang=zh]").first).to_be_visible()
+    # the built-in skills' English descriptions on this English page
+    expect(page.locator(".skill-desc[lang=en]").first).to_be_visible()
     audit("skills")
+    # and their own, Chinese, on a page in Chinese (read again on opening the view)
+    page.evaluate("document.documentElement.lang = 'zh-CN'")
+    page.click("#nav a[data-view=files]")
+    page.click("#nav a[data-view=skills]")
+    expect(page.locator(".skill-desc[lang=zh]").first).to_be_visible()
+    audit("skills described in Chinese")
+    page.evaluate("document.documentElement.lang = 'en'")
     console.allow(503)
     page.route(
         "**/api/config/skills/*",

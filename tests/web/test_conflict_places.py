@@ -134,3 +134,50 @@ def test_previous_and_next_change_by_keyboard(
     page.keyboard.press("Alt+ArrowUp")
     expect(at).to_contain_text("Change 5 of 5,")  # wraps, as the buttons do
     expect(page.locator("#conflict-reapply")).to_be_focused()  # the focus stays
+
+
+def test_previous_and_next_place_move_the_focus_to_each_place(
+    signed_in: SignedIn, server: Serve, console: Console, user: str
+) -> None:
+    console.allow(409)
+    page = signed_in(height=500)  # the places do not all fit: each is scrolled to
+    conflict_on(page, server, user, BASE, MINE, THEIRS)
+    page.click("#conflict-reapply")
+    places = page.locator("#resolve-list > li")
+    expect(places).to_have_count(3)
+    prev = page.get_by_role("button", name="Previous place")
+    next_ = page.get_by_role("button", name="Next place")
+    expect(next_).to_have_attribute("aria-keyshortcuts", "Alt+ArrowDown")
+    expect(prev).to_have_attribute("aria-keyshortcuts", "Alt+ArrowUp")
+    # at the first place (its first choice has the focus): no place before it
+    expect(page.locator("#place-0-theirs")).to_be_focused()
+    expect(prev).to_be_disabled()
+    expect(places.nth(2)).not_to_be_in_viewport()
+    next_.focus()
+    page.keyboard.press("Enter")
+    expect(places.nth(1)).to_be_focused()
+    expect(places.nth(1)).to_have_accessible_name(
+        "Place 2 of 3: line 7 of version 3, line 7 of your text"
+    )
+    expect(places.nth(1)).to_be_in_viewport()
+    expect(prev).to_be_enabled()
+    next_.click()
+    expect(places.nth(2)).to_be_focused()
+    expect(places.nth(2)).to_be_in_viewport()
+    expect(next_).to_be_disabled()  # the last place
+    expect(prev).to_be_in_viewport()  # the buttons stay in reach above the places
+    shot(page, "places-next.png")
+    # from the place itself, by keyboard
+    page.keyboard.press("Alt+ArrowUp")
+    expect(places.nth(1)).to_be_focused()
+    # a choice made at a place: stepping goes on from there
+    places.nth(0).get_by_label("Keep your lines").check()
+    expect(prev).to_be_disabled()
+    page.keyboard.press("Alt+ArrowDown")
+    expect(places.nth(1)).to_be_focused()
+    expect(places.nth(0).get_by_label("Keep your lines")).to_be_checked()  # not changed
+    # in a place's own text box the keys are the box's (they move the caret on a Mac)
+    places.nth(2).get_by_label("Write it myself").check()
+    places.nth(2).locator("textarea").focus()
+    page.keyboard.press("Alt+ArrowUp")
+    expect(places.nth(2).locator("textarea")).to_be_focused()

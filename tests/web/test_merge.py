@@ -185,6 +185,8 @@ def test_the_reviewers_case_is_overlapping_edits_in_the_page(
     expect(place.locator(".place-theirs .place-line")).to_have_text(["b", "a"])
     expect(place.locator(".place-mine .place-line")).to_have_text(["b"])
     expect(place.get_by_label("Keep version 3's lines")).to_be_focused()
+    # one place: nowhere to step to, so no Previous/Next place
+    expect(page.get_by_role("button", name="Next place")).to_be_hidden()
     page.click("#resolve-leave")
     assert page.locator("#editor").input_value() == theirs
     assert page.locator("#kept-text").input_value() == mine  # the user's text, beside it

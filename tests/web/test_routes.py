@@ -13,6 +13,7 @@ from playwright.sync_api import Page
 
 from memstrata.api.app import create_app
 from memstrata.config import Settings
+from memstrata.retrieval.turn_limit import MAX_TURN_BYTES
 from memstrata.web import ASSETS, CONTENT_SECURITY_POLICY
 from tests.web.conftest import MAX_CONTENT_BYTES, OpenPage
 from tests.web.server import Serve
@@ -73,6 +74,7 @@ def test_limits_come_from_the_server(server: Serve, user: str) -> None:
         "user_id": user,
         "max_content_bytes": MAX_CONTENT_BYTES,
         "max_request_bytes": 1024 * 1024,
+        "max_turn_bytes": MAX_TURN_BYTES,
         "files": [
             {"name": "soul", "filename": "SOUL.md"},
             {"name": "user", "filename": "USER.md"},

@@ -30,10 +30,30 @@ def test_skills_list_matches_the_api(signed_in: SignedIn, server: Serve, user: s
     for skill in skills:
         item = page.locator(f"[data-skill='{skill['name']}']")
         expect(item.locator(".skill-name")).to_have_text(skill["name"])
-        expect(item.locator(".skill-desc")).to_have_text(skill["description"])
+        # the page is in English: the English description where there is one
+        described = skill["description_en"] or skill["description"]
+        expect(item.locator(".skill-desc")).to_have_text(described)
         expect(item.locator("[role=switch]")).to_have_attribute(
             "aria-checked", str(skill["enabled"]).lower()
         )
+
+
+def test_a_skill_is_described_in_the_page_s_language(
+    signed_in: SignedIn, server: Serve, user: str
+) -> None:
+    page = signed_in()
+    _skills(page)
+    desc = page.locator("[data-skill='web_search'] .skill-desc")
+    # the page is in English: the English description, marked as such
+    expect(desc).to_have_text("Search the internet")
+    expect(desc).to_have_attribute("lang", "en")
+    # a page in another language (a translation sets <html lang>): the spec's description
+    page.evaluate("document.documentElement.lang = 'zh-CN'")
+    page.click("#nav a[data-view=files]")
+    with page.expect_response(lambda r: r.url.endswith("/api/config/skills")):
+        _skills(page)  # read again on opening
+    expect(desc).to_have_text("搜索互联网")
+    expect(desc).to_have_attribute("lang", "zh")
 
 
 def test_a_toggle_persists_across_reload(signed_in: SignedIn, server: Serve, user: str) -> None:

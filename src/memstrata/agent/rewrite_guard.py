@@ -21,9 +21,10 @@ likely does by mistake is refused (:class:`Refused`, nothing written):
   removed.
 
 A retried write whose text the file already holds is :class:`NoChange`, whatever its
-``expected_version`` (the tool is idempotent: the first call landed). The removals are
-weighed only against the version the write is based on: with another, the write is
-refused as stale anyway, and the model re-reads before it writes again.
+``expected_version`` (the tool is idempotent: the first call landed): the store's rule
+(:func:`~memstrata.memory.store.holds_text`), by which a REST PUT is answered too. The
+removals are weighed only against the version the write is based on: with another, the
+write is refused as stale anyway, and the model re-reads before it writes again.
 
 Two steps, so that a text refused on its own is refused before the stored file is read:
 :func:`text_refusal`, then :func:`rewrite_verdict` with the stored file. Both read the
@@ -41,7 +42,7 @@ from memstrata.agent.removals import Removal, removal, said
 from memstrata.agent.wording import counted, listed
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.store import MemoryFile
+from memstrata.memory.store import MemoryFile, holds_text
 
 # A refusal's code (MCP's structuredContent ``error``): content that leaves a code fence or
 # an HTML block open, a blank content, and one that would remove most of the file.
@@ -119,7 +120,7 @@ def rewrite_verdict(
     """What becomes of rewriting ``stored`` (None: the user has no file yet) as ``text``,
     a write based on ``expected_version``, once :func:`text_refusal` let ``text`` pass
     (module doc)."""
-    if stored is not None and stored.content == text:
+    if stored is not None and holds_text(stored, text):
         return NoChange(kind, stored.version)
     if stored is None or stored.version != expected_version:
         return Store(kind, None)

@@ -36,7 +36,7 @@ from memstrata.api.middleware import (
 )
 from memstrata.api.routers import config, conflicts, health, limits, memory
 from memstrata.api.routing import route_class
-from memstrata.api.schemas import without_default_422
+from memstrata.api.schemas import with_method_not_allowed, without_default_422
 from memstrata.api.shutdown import CutOffRoutes, ShutdownCutoffMiddleware, after_grace_s
 from memstrata.config import Settings
 from memstrata.db.migrate import schema_head
@@ -154,7 +154,9 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     app.state.context = context
     app.state.metrics = context.metrics
     fastapi_openapi = app.openapi
-    app.openapi = lambda: without_default_422(fastapi_openapi())  # type: ignore[method-assign]
+    app.openapi = lambda: with_method_not_allowed(  # type: ignore[method-assign]
+        without_default_422(fastapi_openapi())
+    )
     install_error_handlers(app)
     # Added first, so it sits inside the request log: a cut-off request is logged and
     # counted as the 503 it gets, with its X-Request-ID. `memstrata serve` names the

@@ -114,21 +114,27 @@ def _path_checks(dependant: Dependant) -> list[tuple[PathCheck, list[str]]]:
     return found
 
 
+# What a REST client over the body limit should do. Only a batch of turns fits the default
+# limit's megabyte legitimately (a memory file is 256 KiB at most), hence the fix named;
+# the MCP endpoint names its own (it has no batch).
+REST_BODY_FIX = "send a smaller body, e.g. a batch's turns over several requests"
+
+
 async def with_body_limit(request: Request, limit: int) -> Request:
     """Read the body (refusing more than ``limit`` bytes) and hand on a replaying request."""
     return Request(request.scope, replaying(await read_body(request, limit), request.receive))
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, fix: str = REST_BODY_FIX) -> bytes:
     """The whole body, refusing more than ``limit`` bytes with the JSON 413 (the REST
-    routes, and the MCP endpoint, whose SDK would answer in plain text). A declared
-    ``Content-Length`` over the limit was refused before."""
+    routes, and the MCP endpoint, whose SDK would answer in plain text), whose message
+    says ``fix``. A declared ``Content-Length`` over the limit was refused before."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(size, limit, at_least=True)
+            raise _too_large(size, limit, fix, at_least=True)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -147,23 +153,23 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def refuse_declared_overflow(content_length: str | None, limit: int) -> None:
+def refuse_declared_overflow(
+    content_length: str | None, limit: int, fix: str = REST_BODY_FIX
+) -> None:
     """413 at once for a ``Content-Length`` over ``limit``, before anything is read (the
     REST routes, and the MCP endpoint, whose SDK would answer in plain text)."""
     if content_length is not None and content_length.isdigit() and int(content_length) > limit:
-        raise _too_large(int(content_length), limit)
+        raise _too_large(int(content_length), limit, fix)
 
 
-def _too_large(size: int, limit: int, *, at_least: bool = False) -> ApiError:
-    """The 413 of a whole body; content over the file limit has its own
-    (``ContentTooLargeError``: shorten the file). Only a batch of turns fits the default
-    limit's megabyte legitimately (a memory file is 256 KiB at most), hence the fix named."""
+def _too_large(size: int, limit: int, fix: str, *, at_least: bool = False) -> ApiError:
+    """The 413 of a whole body, saying ``fix``; content over the file limit has its own
+    (``ContentTooLargeError``: shorten the file)."""
     amount = f"at least {size}" if at_least else str(size)
     return ApiError(
         413,
-        f"request body is {amount} bytes, over the limit of {limit} bytes (send a smaller "
-        "body, e.g. a batch's turns over several requests; an operator can raise "
-        "MEMSTRATA_MAX_REQUEST_BYTES)",
+        f"request body is {amount} bytes, over the limit of {limit} bytes ({fix}; an "
+        "operator can raise MEMSTRATA_MAX_REQUEST_BYTES)",
     )
 
 

@@ -84,12 +84,12 @@ def serve(
     import uvicorn
 
     from memstrata.api.app import create_app
-    from memstrata.api.auth import AuthConfigurationError, require_token_keys
     from memstrata.api.body_timeout import BodyLimit, read_timeout_protocol
     from memstrata.api.header_timeout import HeaderLimit
     from memstrata.api.metrics import ApiMetrics
     from memstrata.api.server import MemstrataServer, connection_limit, explain_grace_end
     from memstrata.api.shutdown import AfterGrace, CutOffRoutes, SettleBeforeShutdown, after_grace_s
+    from memstrata.api.token_keys import AuthConfigurationError, require_token_keys
 
     settings = load_settings(log_level=None)
     try:  # before anything starts: the embedding server, the database, migrations
@@ -203,7 +203,7 @@ def token(
     With only a public key, tokens come from the identity provider that holds the private
     key.
     """
-    from memstrata.api.auth import DEV_SECRET_FILE, AuthConfigurationError, mint_token
+    from memstrata.api.token_keys import DEV_SECRET_FILE, AuthConfigurationError, mint_token
 
     option = "--user" if user is not None else "--user-json"
     user = chosen_user(user, user_json)

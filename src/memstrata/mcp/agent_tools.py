@@ -13,7 +13,7 @@ from memstrata.agent.answers import search_text
 from memstrata.agent.arguments import search_arguments
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.agent.tools import MemoryTools, ToolContext
-from memstrata.api.schemas import SearchResults
+from memstrata.api.memory_schemas import SearchResults
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, Handler, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import read_file

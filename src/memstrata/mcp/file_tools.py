@@ -185,6 +185,8 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     if isinstance(verdict, NoChange):
         return ToolOutput(verdict.answer, _written(kind, verdict.version))
     file = await write_file(caller, kind, text, args.expected_version)
+    if not file.changed:  # the same text landed since it was read (a retry in flight)
+        return ToolOutput(NoChange(kind, file.version).answer, _written(kind, file.version))
     return ToolOutput(verdict.answer(file.version), _written(kind, file.version))
 
 

@@ -62,8 +62,14 @@ from memstrata.mcp.parse_errors import bad_body
 from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields
+from memstrata.retrieval.turn_limit import TURN_LIMIT_RULE
 
 MCP_PATH = "/mcp"
+# What a client over the body limit should do (REST's 413 names its batch endpoint): one
+# tool call per request, and a turn's text within the turn limit, split over turns.
+MCP_BODY_FIX = (
+    f"send a smaller request, one tool call each; in conversation_index_turn {TURN_LIMIT_RULE}"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +104,9 @@ class BearerGate:
             await self.headers.refuse(scope, receive, user_id)
             # The REST API's 413s (JSON, the one error shape), declared and then counted as
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
-            refuse_declared_overflow(headers.get("content-length"), self.max_request_bytes)
-            body = await read_body(Request(scope, receive), self.max_request_bytes)
+            limit = self.max_request_bytes
+            refuse_declared_overflow(headers.get("content-length"), limit, MCP_BODY_FIX)
+            body = await read_body(Request(scope, receive), limit, MCP_BODY_FIX)
             if scope["method"] == "POST":
                 _refuse_bad_body(body, user_id)
         except (ApiError, ClientDisconnect) as exc:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio.to_thread
 from pydantic import Field, StrictStr
 
-from memstrata.api.schemas import IndexReportBody, TurnRequest
+from memstrata.api.memory_schemas import IndexReportBody, TurnRequest
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema

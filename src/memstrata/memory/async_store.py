@@ -37,9 +37,11 @@ class AsyncStore:
         content: str,
         expected: int | None,
         *,
-        skip_unchanged: bool = False,
+        skip_unchanged: bool = True,
     ) -> MemoryFile:
-        """The one write path (``MemoryStore.upsert_memory_file``)."""
+        """The one write path (``MemoryStore.upsert_memory_file``). Its async callers (a
+        frontend edit, a read-back) write only a text the file does not hold already:
+        ``skip_unchanged`` (:func:`~memstrata.memory.store.holds_text`)."""
         write = partial(self.store.upsert_memory_file, skip_unchanged=skip_unchanged)
         return await anyio.to_thread.run_sync(write, user_id, kind, content, expected)
 

@@ -90,6 +90,23 @@ def check_expected_version(value: object, *, required: bool = False) -> int | No
     return value
 
 
+class HasContent(Protocol):
+    """What :func:`holds_text` reads of a file (a ``StoredFile`` or a ``MemoryFile``)."""
+
+    @property
+    def content(self) -> str: ...
+
+
+def holds_text(stored: HasContent | None, text: str | None) -> bool:
+    """Whether writing ``text`` over ``stored`` (None: no file yet) would change nothing:
+    the one "no change" rule of every writer that asks for it (REST PUT, MCP
+    ``memory_write``, the read-backs). Whatever version the write is based on: a write
+    whose text is stored loses nobody's edit, so a retry of one that landed (its answer
+    lost) is answered with the stored version rather than refused as stale, and the
+    version and the embeddings change only when the text does."""
+    return stored is not None and text is not None and stored.content == text
+
+
 def validate_content(content: object, max_bytes: int, field: str = "content") -> str:
     """``content`` if a file can hold it: a string without NUL or lone surrogates, at most
     ``max_bytes`` in UTF-8. ``field``: the input's name, which the refusal starts with
@@ -157,29 +174,39 @@ class MemoryStore:
 
         Raises VersionConflictError (a RuntimeError) on a mismatch, InvalidFileTypeError (a
         ValueError) for a bad kind, InvalidContentError / ContentTooLargeError for bad content.
-        ``skip_unchanged`` returns the stored row untouched (``changed=False``) when the
-        content is identical, so read-backs don't bump versions for nothing.
+        ``skip_unchanged`` returns the stored row untouched (``changed=False``) when it holds
+        the content already (:func:`holds_text`), whatever ``expected_version`` says, so
+        that read-backs and same-content PUTs bump no version and a retried write is no
+        conflict.
         """
         k = parse_kind(kind)
         text = validate_content(content, self.max_content_bytes)
         check_expected_version(expected_version)
         # 1. Version first: a stale caller gets its conflict without waiting on embeddings.
         # (The repository validates the user id before any query.)
-        with self._sessions() as session:
-            current = MemoryFileRepository(session, user_id).get(k.file_type)
+        current = self._stored(user_id, k)
+        if skip_unchanged and current is not None and holds_text(current, text):
+            return self._file(user_id, k, current, changed=False)
         if expected_version is not None and _version(current) != expected_version:
             raise VersionConflictError(
                 user_id, k.file_type, expected_version, None if current is None else current.version
             )
-        if skip_unchanged and current is not None and current.content == text:
-            return self._file(user_id, k, current, changed=False)
         # 2. Chunk and embed outside any lock or transaction.
         staged = self._stage(user_id, k, text)
         # 3. One short transaction: re-check the version, store text, version and rows.
-        with transaction(self._sessions) as session:
-            stored = self._write(MemoryFileRepository(session, user_id), k, text, expected_version)
-            if staged is not None:
-                staged.apply(session)
+        try:
+            with transaction(self._sessions) as session:
+                repo = MemoryFileRepository(session, user_id)
+                stored = self._write(repo, k, text, expected_version)
+                if staged is not None:
+                    staged.apply(session)
+        except VersionConflictError:
+            # Lost the race to a write of the same text (two retries of one request at
+            # once): that one's outcome is this one's.
+            won = self._stored(user_id, k) if skip_unchanged else None
+            if won is None or not holds_text(won, text):
+                raise
+            return self._file(user_id, k, won, changed=False)
         if staged is not None:
             staged.committed()
         log_event(
@@ -214,6 +241,10 @@ class MemoryStore:
                 if attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _stored(self, user_id: str, kind: FileKind) -> StoredFile | None:
+        with self._sessions() as session:
+            return MemoryFileRepository(session, user_id).get(kind.file_type)
 
     def _stage(self, user_id: str, kind: FileKind, text: str) -> StagedRows | None:
         """The file's search rows, or None: not indexed, no indexer, or staging failed.

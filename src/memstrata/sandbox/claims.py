@@ -1,8 +1,9 @@
 """The frontend's reads and If-Match writes of the DB copy, as seen from this process.
 
 Per (user, file) it keeps the If-Match write under way here and the version last read or
-written here. With them :meth:`~memstrata.sandbox.sync.SyncService.frontend_edit` refuses
-some stale writes without a query, and :meth:`~memstrata.sandbox.sync.SyncService.read_file`
+written here, with a digest of its text (to tell a retry from a stale write). With them
+:meth:`~memstrata.sandbox.sync.SyncService.frontend_edit` refuses some stale writes
+without a query, and :meth:`~memstrata.sandbox.sync.SyncService.read_file`
 answers with the version a write in flight is about to store. Within one process only:
 across processes the store's optimistic lock decides.
 
@@ -27,7 +28,7 @@ import anyio
 from memstrata.errors import VersionConflictError
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.store import MemoryFile
+from memstrata.memory.store import MemoryFile, holds_text
 from memstrata.sandbox.tasks import wake
 
 # How long a read waits for a write of the same file in flight in this process.
@@ -83,6 +84,21 @@ class LoopSafeEvent:
                 self._waiters.remove((loop, future))
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """The version last read or written here, and its text's digest (:func:`_digest`)."""
+
+    version: int
+    digest: int
+
+
+def _digest(content: str) -> int:
+    """A short stand-in for a text, to tell a retry of the write seen here (the same text)
+    from a stale write without keeping every file's text. Two texts of one digest only
+    send the write on to the database, which compares the texts themselves."""
+    return hash(content)
+
+
 @dataclass(eq=False)
 class Claim:
     """An If-Match write in flight in this process: the version it is based on. Told apart
@@ -104,7 +120,7 @@ class WriteClaims:
         # (user, file) -> the If-Match write in flight here, and the version it is based on.
         self._claims: dict[tuple[str, FileKind], Claim] = {}
         # (user, file) -> the version this process last read or wrote, newest last.
-        self._seen: OrderedDict[tuple[str, FileKind], int] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, FileKind], _Seen] = OrderedDict()
 
     async def read(self, user_id: str, kind: FileKind) -> MemoryFile | None:
         """The DB copy; if an If-Match write of it is under way here, what that stores
@@ -117,30 +133,32 @@ class WriteClaims:
                 return held.file  # the current copy when it landed
         file = await self.db.get(user_id, kind)
         if file is not None:
-            self._saw(user_id, kind, file.version)
+            self._saw(user_id, kind, file)
         return file
 
     async def begin(
-        self, user_id: str, kind: FileKind, expected: int | None
+        self, user_id: str, kind: FileKind, expected: int | None, content: str | None = None
     ) -> tuple[MemoryFile | None, Claim | None]:
-        """Claim a write on ``expected`` and check it against the DB copy; returns that copy
-        and the claim for :meth:`write`. ``VersionConflictError`` and DB errors propagate,
-        with nothing left claimed."""
-        mine, ahead = self._claim(user_id, kind, expected)
+        """Claim a write of ``content`` on ``expected`` and check it against the DB copy;
+        returns that copy and the claim for :meth:`write`. ``VersionConflictError`` and DB
+        errors propagate, with nothing left claimed. A copy that holds ``content`` already
+        is no conflict, on any version (:func:`~memstrata.memory.store.holds_text`): the
+        write changes nothing, and :meth:`write` answers with that copy."""
+        mine, ahead = self._claim(user_id, kind, expected, content)
         if ahead is not None and expected is not None:
             # A write on the same base claimed it first here, and lands first: this one's
             # conflict carries the version that one stored. Answered before it landed, it
             # said the base was still current, and a client retried on it and lost again.
             await ahead.landed.wait(WRITE_WAIT_S)
-            if ahead.file is not None:
+            if ahead.file is not None and not holds_text(ahead.file, content):
                 raise VersionConflictError(user_id, kind.file_type, expected, ahead.file.version)
             # It failed, or is still under way: the database decides, as across processes.
         try:
             previous = await self.db.get(user_id, kind)
             found = 0 if previous is None else previous.version
             if previous is not None:
-                self._saw(user_id, kind, found)
-            if expected is not None and found != expected:
+                self._saw(user_id, kind, previous)
+            if expected is not None and found != expected and not holds_text(previous, content):
                 actual = None if previous is None else found
                 raise VersionConflictError(user_id, kind.file_type, expected, actual)
         except BaseException:
@@ -152,10 +170,11 @@ class WriteClaims:
         self, user_id: str, kind: FileKind, content: str, expected: int | None, mine: Claim | None
     ) -> MemoryFile:
         """The write path; then the claim from :meth:`begin` is released, handing readers
-        waiting for it what was stored."""
+        waiting for it what was stored. Content the DB copy holds already is not written
+        again (``changed`` False): no new version, no embedding."""
         try:
             file = await self.db.upsert(user_id, kind, content, expected)
-            self._saw(user_id, kind, file.version)
+            self._saw(user_id, kind, file)
             if mine is not None:
                 mine.file = file
         finally:
@@ -163,7 +182,7 @@ class WriteClaims:
         return file
 
     def _claim(
-        self, user_id: str, kind: FileKind, expected: int | None
+        self, user_id: str, kind: FileKind, expected: int | None, content: str | None
     ) -> tuple[Claim | None, Claim | None]:
         """Claim the If-Match write on ``expected``: (this write's claim, None). When a
         write based on the same version is already under way here, it commits first (first
@@ -176,10 +195,14 @@ class WriteClaims:
         # threads must not both find the file unclaimed and overwrite each other's claim.
         with self._mutex:
             seen = self._seen.get(key)
-            if seen is not None and expected < seen:
+            if seen is not None and expected < seen.version:
+                if content is not None and seen.digest == _digest(content):
+                    # The text seen here: likely a retry of a write that landed, which the
+                    # database's copy decides (``begin``), with no claim on a stale base.
+                    return None, None
                 # Versions only grow: one older than a version already read or written
                 # here is stale without asking the database.
-                raise VersionConflictError(user_id, kind.file_type, expected, seen)
+                raise VersionConflictError(user_id, kind.file_type, expected, seen.version)
             held = self._claims.get(key)
             if held is not None:
                 # On the same base: that write, to wait for. On a different base one of
@@ -201,13 +224,13 @@ class WriteClaims:
         # Once dropped: a reader arriving now reads the DB, which has what was committed.
         mine.landed.set()
 
-    def _saw(self, user_id: str, kind: FileKind, version: int) -> None:
+    def _saw(self, user_id: str, kind: FileKind, file: MemoryFile) -> None:
         """Remember the version last read or written here (the latest observation, not the
         highest: a lower one read from the database wins, so a stale entry heals on the
         next read)."""
         key = (user_id, kind)
         with self._mutex:
-            self._seen[key] = version
+            self._seen[key] = _Seen(file.version, _digest(file.content))
             self._seen.move_to_end(key)
             while len(self._seen) > SEEN_VERSIONS:
                 self._seen.popitem(last=False)

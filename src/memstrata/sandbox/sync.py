@@ -288,7 +288,7 @@ class SyncService:
         # client to reload and retry what would fail again.
         validate_content(content, self.store.max_content_bytes)
         check_expected_version(expected_version)
-        previous, mine = await self._claims.begin(user_id, k, expected_version)
+        previous, mine = await self._claims.begin(user_id, k, expected_version, content)
         write = self._write_through(user_id, k, content, expected_version, previous, mine)
         return await self._writes.run(user_id, write)
 
@@ -305,7 +305,8 @@ class SyncService:
         # read-back racing this write loses that check and decides again.
         file = await self._claims.write(user_id, k, content, expected_version, mine)
         front = self._target(user_id, None, FRONTEND)
-        front.result(k.filename, "frontend->db", Outcome.WRITTEN, file.version)
+        outcome = Outcome.WRITTEN if file.changed else Outcome.UNCHANGED
+        front.result(k.filename, "frontend->db", outcome, file.version)
         async with self.user_lock(user_id):
             await self._mirror(user_id, k, previous)
         await self.invalidate(user_id)

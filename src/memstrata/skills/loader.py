@@ -6,9 +6,13 @@ The convention is the common agent-skills one::
       SKILL.md        ---
                       name: web_search
                       description: 搜索互联网
+                      description_en: Search the internet   # optional
                       category: builtin      # optional
                       ---
                       instructions for the agent…
+
+``description`` is the spec's (its examples are Chinese); ``description_en``, when a skill
+has one, is what a page in English shows instead (the API returns both).
 
 Sources are read in order: the packaged builtin skills (``memstrata.skills.builtin``),
 then each configured directory. A later source overrides an earlier one for the same name,
@@ -48,6 +52,7 @@ class Skill:
     description: str
     category: str
     path: Path  # the SKILL.md file; the skill's other files sit beside it
+    description_en: str | None = None
 
 
 class SkillLoader:
@@ -157,7 +162,14 @@ def _parse(path: Path, default_category: str) -> Skill:
         raise _InvalidSkill(f"unusable skill name {name!r}: {problem}")
     description = _text_field(meta, "description")
     category = _text_field(meta, "category") if "category" in meta else default_category
-    return Skill(name=name, description=description.strip(), category=category.strip(), path=path)
+    english = _text_field(meta, "description_en").strip() if "description_en" in meta else None
+    return Skill(
+        name=name,
+        description=description.strip(),
+        category=category.strip(),
+        path=path,
+        description_en=english,
+    )
 
 
 def _text_field(meta: dict[object, object], key: str) -> str:

@@ -39,6 +39,7 @@ class UserSkill:
     description: str
     category: str
     enabled: bool
+    description_en: str | None = None
 
 
 class SkillService:
@@ -84,4 +85,4 @@ def unknown_skill_message(name: object, installed: list[str]) -> str:
 
 
 def _user_skill(skill: Skill, enabled: bool) -> UserSkill:
-    return UserSkill(skill.name, skill.description, skill.category, enabled)
+    return UserSkill(skill.name, skill.description, skill.category, enabled, skill.description_en)

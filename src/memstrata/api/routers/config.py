@@ -116,7 +116,11 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     async def no_agent_file_name(user_id: CurrentUser) -> None:
         api_kind("")
 
-    @router.put("/agent-files/{name:anything}", responses=error_responses(400, 409, 413, 422))
+    @router.put(
+        "/agent-files/{name:anything}",
+        responses=error_responses(400, 409, 413, 422),
+        response_model_exclude_none=True,  # ``unchanged`` only when true
+    )
     async def put_agent_file(
         user_id: CurrentUser,
         kind: Annotated[FileKind, Depends(path_kind)],
@@ -128,7 +132,9 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         # read below from the request, every line of it.
         if_match: Annotated[str | None, Header(description='ETag from GET, e.g. "3"')] = None,
     ) -> AgentFileUpdated:
-        """Replace a memory file: DB → embeddings → sandbox (forced) → AgentPool eviction."""
+        """Replace a memory file: DB → embeddings → sandbox (forced) → AgentPool eviction.
+        Content the file holds already is no conflict and no new version, whatever
+        If-Match says: 200 with the stored version and `unchanged: true`."""
         version = expected_version(body.expected_version, request.headers.getlist("if-match"))
         try:
             file = await context.mem.sync.frontend_edit(
@@ -139,7 +145,12 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             raise
         context.metrics.record_sync("frontend_edit", "ok")
         response.headers["ETag"] = etag(file.version)
-        return AgentFileUpdated(name=kind.api_name, file_type=kind.file_type, version=file.version)
+        return AgentFileUpdated(
+            name=kind.api_name,
+            file_type=kind.file_type,
+            version=file.version,
+            unchanged=None if file.changed else True,
+        )
 
     # "/skills/" too: the PUT route's {skill_name:anything} matches an empty name, which
     # would turn the trailing-slash redirect into a 405.
@@ -153,6 +164,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
                 SkillInfo(
                     name=s.name,
                     description=s.description,
+                    description_en=s.description_en,
                     category=s.category,
                     enabled=s.enabled,
                 )

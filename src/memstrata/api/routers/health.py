@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from memstrata.api.routing import Context
 from memstrata.api.schemas import Health, Readiness
@@ -28,7 +29,11 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         status, body = await context.probes.readiness.get()
         return JSONResponse(body, status_code=status)
 
-    @router.get("/metrics", response_class=Response)
+    # The content type the scrape sends (``ApiMetrics.scrape``), stated for the document:
+    # a ``Response`` route has none of its own.
+    text = {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}
+
+    @router.get("/metrics", response_class=Response, responses={200: {"content": text}})
     async def metrics(context: Context) -> Response:
         """Prometheus metrics in the text exposition format."""
         body, content_type = await context.probes.scrape.get()

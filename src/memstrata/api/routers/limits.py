@@ -3,7 +3,8 @@
 A settings page shows "12 KB of 256 KB" and offers the search sources; rather than copy
 those numbers into the page (where they would drift from the server's), it asks here. The
 values are the ones the services enforce: the store's content limit, the route body limit,
-the search service's bounds. Read-only and authenticated like every ``/api`` route.
+the turn size limit, the search service's bounds. Read-only and authenticated like every
+``/api`` route.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import ErrorBody
 from memstrata.memory.kinds import USER_FILE_KINDS
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
+from memstrata.retrieval.turn_limit import MAX_TURN_BYTES
 
 
 class MemoryFileName(BaseModel):
@@ -30,6 +32,11 @@ class Limits(BaseModel):
     )
     max_request_bytes: int = Field(
         examples=[1048576], description="Largest request body, bytes (413 above)."
+    )
+    max_turn_bytes: int = Field(
+        examples=[MAX_TURN_BYTES],
+        description="Largest conversation turn: user_message and assistant_reply together, "
+        "UTF-8 bytes (422 above; split a longer text over several turns).",
     )
     files: list[MemoryFileName] = Field(description="The editable memory files, in order.")
     search_sources: list[str] = Field(examples=[list(SOURCES)])
@@ -47,6 +54,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             user_id=user_id,
             max_content_bytes=context.mem.store.max_content_bytes,
             max_request_bytes=context.settings.max_request_bytes,
+            max_turn_bytes=MAX_TURN_BYTES,
             files=[MemoryFileName(name=k.api_name, filename=k.filename) for k in USER_FILE_KINDS],
             search_sources=list(SOURCES),
             max_top_k=MAX_TOP_K,

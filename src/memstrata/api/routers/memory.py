@@ -2,7 +2,7 @@
 
 Both are thin wrappers over the library calls (``mem.search.search`` and
 ``mem.indexer.index_turn``); the response bodies are those calls' ``to_dict()``, typed
-by ``api.schemas`` so /openapi.json describes them.
+by ``api.memory_schemas`` so /openapi.json describes them.
 """
 
 from __future__ import annotations
@@ -14,13 +14,7 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.routing import APIRoute
 
 from memstrata.api.errors import ApiError
-from memstrata.api.routing import (
-    Context,
-    CurrentUser,
-    checked_before_body,
-    register_anything_convertor,
-)
-from memstrata.api.schemas import (
+from memstrata.api.memory_schemas import (
     BATCH_REJECTED_RESPONSE,
     BatchTurn,
     BatchTurnsRequest,
@@ -30,8 +24,14 @@ from memstrata.api.schemas import (
     SearchRequest,
     SearchResults,
     TurnRequest,
-    error_responses,
 )
+from memstrata.api.routing import (
+    Context,
+    CurrentUser,
+    checked_before_body,
+    register_anything_convertor,
+)
+from memstrata.api.schemas import error_responses
 from memstrata.retrieval.rounds import Round, RoundsInvalidError, validate_rounds
 from memstrata.retrieval.session_ids import SESSION_ID_RULE, InvalidSessionIdError, check_session_id
 

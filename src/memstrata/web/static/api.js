@@ -69,7 +69,7 @@ export async function api(method, path, { body, headers = {}, bearer } = {}) {
   let response;
   try {
     response = await fetch(new URL(path, document.baseURI), init);
-  } catch (error) {
+  } catch {
     // The browser's own text ("Failed to fetch") means nothing to the people reading it.
     throw new ApiError(0, null, UNREACHABLE);
   }

@@ -108,14 +108,16 @@ export async function reapply() {
   const which = f === current() ? "" : `${f.filename}: `;
   if (merged === null) {
     f.draft = c.content;
-    begin(f, c.version, parts);
+    const back = begin(f, c.version, parts, c.places);
     const n = f.resolve.places.length;
     const many = n > 1 ? ` in ${number(n)} places, so those were` : ", so they were";
     say(
       // the server's rule: edits on neighbouring lines conflict too (sandbox/merge.py)
       `${which}Your edits and version ${c.version} change the same or neighbouring lines` +
       `${many} not re-applied automatically${where(f.resolve.places, c.version)}. Choose what ` +
-      `to keep ${n > 1 ? "at each place" : "there"} below; the rest of your edits were re-applied.`,
+      `to keep ${n > 1 ? "at each place" : "there"} below; the rest of your edits were re-applied.` +
+      (back ? ` Your choices at ${number(back)} of ${number(n)} ${n > 1 ? "places" : "place"} from ` +
+        "before are back." : ""),
       "warn");
   } else {
     f.draft = merged;

@@ -17,14 +17,19 @@ const written = new Map(); // key -> the record last written (without its time),
 const key = (user, name) => `${PREFIX}${JSON.stringify([user, name])}`;
 
 /** What of file `f` is unsaved, as {text, base, version} (null: nothing): a conflict's text
- * (based on the version the user started from), the draft, or the text re-apply set aside. */
+ * (based on the version the user started from), the draft, or the text re-apply set aside,
+ * with the choices made so far at the places it left (`places`, file-resolve.js). */
 function unsaved(f) {
   if (f.conflict) {
     const c = f.conflict;
     return { text: c.mine, base: c.started, version: c.startedVersion };
   }
   if (dirty(f)) return { text: f.draft, base: f.base, version: f.version };
-  if (setAside(f) && f.keptFrom) return { text: f.kept, ...f.keptFrom };
+  if (setAside(f) && f.keptFrom) {
+    const r = f.resolve;
+    const places = r ? { places: { version: r.version, chosen: r.chosen, written: r.written } } : {};
+    return { text: f.kept, ...f.keptFrom, ...places };
+  }
   return null;
 }
 
@@ -56,7 +61,8 @@ export function flush() {
   }
 }
 
-/** The kept record of file `f` for the signed-in user: {text, base, version, at}, or null. */
+/** The kept record of file `f` for the signed-in user: {text, base, version, at, places?},
+ * or null (`places` is checked where it is used: file-resolve.js `begin`). */
 export function read(f) {
   try {
     const record = JSON.parse(localStorage.getItem(key(state.user, f.name)) ?? "null");

@@ -4,6 +4,9 @@
 // version's lines, their own, both, or words of their own. Nothing is guessed and nothing
 // is lost: the user's whole text stays beside the result (`f.kept`) until the file is saved,
 // and the result goes to the editor to check before Save (If-Match the version merged onto).
+// The choices are kept with the user's set-aside text across a reload (file-drafts.js) and
+// come back when a re-apply meets the same places again (`begin`'s `kept`). Previous/Next
+// place (and Alt+↑/↓, as for the conflict view's changes) move the focus place to place.
 
 import { lines } from "./conflict-diff.js";
 import { $, el, number } from "./dom.js";
@@ -17,10 +20,29 @@ const CHOICES = [
   ["edit", () => "Write it myself"],
 ];
 
-/** Start choosing: `parts` from the server, onto version `version`. */
-export function begin(f, version, parts) {
+const VALUES = new Set(CHOICES.map(([value]) => value));
+
+/** Start choosing: `parts` from the server, onto version `version`; `kept` (the choices kept
+ * before a reload: {version, chosen, written}) is taken when it was made at these places,
+ * the same version's. Returns how many places it chose. */
+export function begin(f, version, parts, kept = null) {
   const places = parts.filter((part) => part.conflict).map((part) => part.conflict);
-  f.resolve = { version, parts, places, chosen: places.map(() => null), written: places.map(() => null) };
+  f.resolve = {
+    version, parts, places, chosen: places.map(() => null), written: places.map(() => null), at: 0,
+  };
+  if (!fits(kept, version, places.length)) return 0;
+  f.resolve.chosen = [...kept.chosen];
+  f.resolve.written = [...kept.written];
+  return kept.chosen.filter(Boolean).length;
+}
+
+/** Kept choices that fit: localStorage is the browser's, read back as whatever it holds. */
+function fits(kept, version, n) {
+  if (!kept || kept.version !== version) return false;
+  const { chosen, written } = kept;
+  return Array.isArray(chosen) && Array.isArray(written) && chosen.length === n && written.length === n &&
+    chosen.every((c) => c === null || VALUES.has(c)) &&
+    written.every((w, i) => (w === null ? chosen[i] !== "edit" : typeof w === "string"));
 }
 
 /** The lines a place's choice stands for. */
@@ -51,6 +73,43 @@ export function drawPlaces(f, changed) {
   const chosen = r.chosen.filter(Boolean).length;
   $("resolve-status").textContent = `${number(chosen)} of ${number(n)} ${n === 1 ? "place" : "places"} chosen.`;
   $("resolve-apply").disabled = chosen < n;
+  $("place-nav").hidden = n < 2; // one place: nowhere to step to
+  $("place-prev").disabled = r.at <= 0;
+  $("place-next").disabled = r.at >= n - 1;
+}
+
+/** Move the focus to the place `by` away from the one the user is at (not past the ends). */
+function step(f, by) {
+  const r = f?.resolve;
+  if (!r) return;
+  const at = r.at + by;
+  if (at < 0 || at >= r.places.length) return;
+  const node = $(`place-${at}`);
+  node.focus({ preventScroll: true });
+  node.scrollIntoView({ block: "start" }); // below the stuck bars: scroll-margin, conflict.css
+}
+
+/** Previous/Next place, and Alt+↑/↓ from anywhere in the places but a text box (where they
+ * move the caret on a Mac), as the conflict view's changes (conflict-diff.js) take them. */
+export function wire(current, changed) {
+  $("place-prev").addEventListener("click", () => step(current(), -1));
+  $("place-next").addEventListener("click", () => step(current(), 1));
+  document.addEventListener("keydown", (event) => {
+    const by = { ArrowUp: -1, ArrowDown: 1 }[event.key];
+    if (!by || !event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    if ($("resolve").hidden || !$("resolve").contains(document.activeElement)) return;
+    if (event.target.closest?.("textarea")) return;
+    event.preventDefault();
+    step(current(), by);
+  });
+  // where the focus is (a step, Tab, a click on a choice) is the place the next step is from
+  $("resolve-list").addEventListener("focusin", (event) => {
+    const r = current()?.resolve;
+    const node = event.target.closest("li.place");
+    if (!r || !node) return;
+    r.at = Number(node.dataset.place);
+    changed();
+  });
 }
 
 function place(r, i, at, changed) {
@@ -64,6 +123,7 @@ function place(r, i, at, changed) {
   if (r.written[i] !== null) box.value = r.written[i];
   box.addEventListener("input", () => {
     r.written[i] = box.value;
+    changed(); // kept as typed (file-drafts.js), as the editor's text is
   });
   const radios = CHOICES.map(([value, label]) => {
     const input = el("input", { type: "radio", name: id, value, id: `${id}-${value}` });
@@ -82,7 +142,8 @@ function place(r, i, at, changed) {
   const side = (cls, title, text) => el("div", { class: `place-side ${cls}` },
     el("p", { class: "place-head" }, title),
     text.length ? text.map(lineOf) : el("p", { class: "place-none" }, "(no lines)"));
-  return el("li", { class: "place", "aria-labelledby": `${id}-title` },
+  // focusable (not a tab stop): Previous/Next move the focus to the place itself
+  return el("li", { class: "place", id, tabindex: "-1", "data-place": i, "aria-labelledby": `${id}-title` },
     el("h3", { id: `${id}-title` }, `Place ${number(i + 1)} of ${number(r.places.length)}: ` +
       `${lines(p.theirs)} of version ${v}, ${lines(p.mine)} of your text`),
     el("div", { class: "place-before" }, before.map(lineOf)),

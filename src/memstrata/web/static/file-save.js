@@ -29,7 +29,10 @@ export async function write(f, version) {
       headers: { "If-Match": `"${version}"` },
     }).finally(() => clearTimeout(slow));
     adopt(f, text, data.version);
-    say(`Saved ${f.filename} as version ${data.version}.`, "ok");
+    // unchanged: the file held this text already (an earlier save whose answer was lost, or
+    // another writer's), so nothing was written and the version is the stored one
+    if (data.unchanged) say(`${f.filename} already holds your text: version ${data.version}.`, "info");
+    else say(`Saved ${f.filename} as version ${data.version}.`, "ok");
     // an agent's edit waiting in its workspace that conflicted with this one was kept aside
     refreshAside(f);
   } catch (error) {

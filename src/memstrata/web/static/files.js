@@ -13,6 +13,7 @@ import * as drafts from "./file-drafts.js";
 import {
   applyChoices, conflict, copyMine, editMine, leavePlaces, overwriteConfirmed, reapply,
 } from "./file-conflict.js";
+import * as places from "./file-resolve.js";
 import { cancelCheck, settle, write } from "./file-save.js";
 import {
   blank, canSave, current, dirty, editorText, eolOf, holdsMine, path, setAside, state,
@@ -220,6 +221,13 @@ async function restore() {
   }
   Object.assign(f, { base: kept.base, version: kept.version, draft: kept.text });
   await conflict(f, now); // the stored text may even be the user's: then no conflict
+  if (f.conflict && kept.places?.version === f.conflict.version && f === current()) {
+    // the user left while choosing at the places of a re-apply onto this very version: back
+    // to them, with the choices made (the merge is the server's: asked again, same answer)
+    f.conflict.places = kept.places;
+    await reapply();
+    return;
+  }
   if (f === current() && !f.conflict) $("editor").focus();
 }
 
@@ -280,6 +288,7 @@ export function wire() {
   $("conflict-shorten").addEventListener("click", editMine);
   $("resolve-apply").addEventListener("click", applyChoices);
   $("resolve-leave").addEventListener("click", leavePlaces);
+  places.wire(current, render);
   $("draft-restore").addEventListener("click", restore);
   $("draft-discard").addEventListener("click", discardKept);
   aside.wire();

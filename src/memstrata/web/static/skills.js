@@ -48,8 +48,18 @@ export function wire() {
   $("skills-retry").addEventListener("click", load);
 }
 
+/** The description in the page's language: the English one (`description_en`) on a page in
+ * English when the skill has one, else the spec's `description` (in whatever language it is
+ * written: the builtin skills' is Chinese), `lang` set for its pronunciation and fonts. */
+function description(skill) {
+  const english = /^en\b/i.test(document.documentElement.lang);
+  if (english && skill.description_en) return { text: skill.description_en, lang: "en" };
+  return { text: skill.description || "(no description)", lang: cjkLang(skill.description || "") };
+}
+
 function item(skill) {
   const id = `skill-${skill.name}`;
+  const described = description(skill);
   const toggle = el("button", {
     type: "button", role: "switch", class: "switch", id: `${id}-switch`,
     "aria-checked": String(skill.enabled), "aria-labelledby": `${id}-name`,
@@ -62,8 +72,7 @@ function item(skill) {
       el("bdi", { class: "skill-name mono", id: `${id}-name` }, skill.name),
       el("span", { class: "badge", dir: "auto" }, skill.category),
       // dir=auto: a Hebrew or Arabic description reads right to left
-      el("p", { class: "skill-desc", id: `${id}-desc`, dir: "auto", lang: cjkLang(skill.description || "") },
-        skill.description || "(no description)"),
+      el("p", { class: "skill-desc", id: `${id}-desc`, dir: "auto", lang: described.lang }, described.text),
       error),
     toggle);
   toggle.addEventListener("click", () => flip(skill.name, toggle, error, li));
