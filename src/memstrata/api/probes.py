@@ -17,7 +17,8 @@ disk keeps it 200 too, as reads still answer, and says so: ``"disk": "full"`` wi
 "disk_full"`` when the database refused a statement for a full disk lately
 (:mod:`memstrata.db.disk`); before, writes answered "try again shortly" while it said
 ready and ok. ``/metrics``: Prometheus text (see :mod:`memstrata.api.metrics`) after
-refreshing the backlog gauges, unless every pooled connection is busy.
+refreshing the backlog gauges, unless every pooled connection is busy or the database
+monitor finds the database lost.
 """
 
 from __future__ import annotations
@@ -140,8 +141,14 @@ class Probes:
         metrics.forget_backlog()  # unread (database down, starting): no sample, not the last
         # Not while every pooled connection is busy: the count would wait for one up to
         # POOL_TIMEOUT_S (10 s, Prometheus' default scrape timeout), and the scrape that
-        # shows the pool full would time out itself.
-        if self._context.ready and not pool_full(self._context.mem.db.engine):
+        # shows the pool full would time out itself. Nor while the database monitor finds
+        # the database lost: a frozen server held each scrape 5–12 s in a drill.
+        context = self._context
+        if (
+            context.ready
+            and context.mem.db.up() is not False
+            and not pool_full(context.mem.db.engine)
+        ):
             self._vector_state()  # reads the backlog for its gauges
         return metrics.render()
 

@@ -7,6 +7,10 @@ searches from 6 ms to over 4 s (security review, 2026-12-04). With :class:`Singl
 request that arrives while the computation runs waits for that run and gets its result,
 so the database sees at most one of them at a time however many arrive; a request that
 arrives when none runs starts a new one, so no answer is older than the request.
+
+The run has a worker thread of its own (its own capacity limiter), not one of AnyIO's
+default 40 that the sync routes share: when a frozen database held those, ``/readyz`` and
+``/metrics`` queued behind them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class SingleFlight(Generic[T]):
         self._compute = compute
         self._lock = threading.Lock()
         self._running: Future[T] | None = None
+        self._limiter: anyio.CapacityLimiter | None = None  # made on the event loop
 
     async def get(self) -> T:
         with self._lock:
@@ -45,8 +50,10 @@ class SingleFlight(Generic[T]):
         try:
             # Shielded: the joiners wait for this run, so a disconnecting owner must not
             # end it for them.
+            if self._limiter is None:
+                self._limiter = anyio.CapacityLimiter(1)  # one run at a time: one thread
             with anyio.CancelScope(shield=True):
-                value = await anyio.to_thread.run_sync(self._compute)
+                value = await anyio.to_thread.run_sync(self._compute, limiter=self._limiter)
         except BaseException as exc:
             running.set_exception(exc)
             raise

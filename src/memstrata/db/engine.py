@@ -10,6 +10,7 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from memstrata.db.open_connections import track
 from memstrata.db.pool_watch import OVERFLOW_PER_POOLED, WatchedPool
 from memstrata.errors import DatabaseSetupError, PgvectorMissingError
 
@@ -62,6 +63,9 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
         hide_parameters=True,
     )
     event.listen(engine, "handle_error", reconnect_after_read_only)
+    # From the first connection (the start-up checks' stays pooled): the database monitor
+    # cuts them all off when the server freezes (db.open_connections).
+    track(engine)
     return engine
 
 

@@ -9,7 +9,14 @@ serving existing connections while refusing new ones) every ``interval_s``:
   ``max_restarts`` times in a row, with a growing pause; every attempt is logged);
 - on success after a failure it logs ``db.recovered``;
 - a server whose connection slots are all taken (``too many clients``) is not lost: it
-  logs ``db.saturated`` once and keeps the pool, whose connections still work.
+  logs ``db.saturated`` once and keeps the pool, whose connections still work;
+- a new connection that times out is asked of an open one (the monitor keeps one, the
+  sentinel): answered, the server takes no new connections but serves its open ones (its
+  postmaster alone stopped), so it logs ``db.not_accepting`` once and keeps the pool;
+  unanswered too, the server is frozen: ``db.lost``, and the sockets of every connection
+  the engine has open are shut down (``db.interrupted``, :mod:`memstrata.db.open_connections`)
+  so that the requests waiting on them get a 503 now instead of when the freeze ends; new
+  connections then wait at most ``PROBE_TIMEOUT_S`` each until the database answers again.
 
 ``up`` is its verdict while the thread runs (``memstrata_database_up`` on ``/metrics``):
 False from ``db.lost`` to ``db.recovered``, True otherwise, saturated included.
@@ -25,10 +32,11 @@ import threading
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, PoolProxiedConnection
 
 from memstrata.config import DB_CHECK_INTERVAL_S
 from memstrata.db.embedded import EmbeddedPostgres
+from memstrata.db.open_connections import answers, track
 from memstrata.logs import log_event
 
 logger = logging.getLogger(__name__)
@@ -68,6 +76,15 @@ def probe(engine: Engine) -> str | None:
     return None
 
 
+# psycopg's words when connect_timeout passed: the server took the TCP connection (or its
+# kernel did) and never answered.
+_TIMED_OUT_WORDS = "timeout expired"
+
+
+def timed_out(reason: str) -> bool:
+    return _TIMED_OUT_WORDS in reason
+
+
 def saturated(reason: str) -> bool:
     """The server is up but every connection slot is taken: it refuses new connections
     only, and the ones already open (the pool's) still work."""
@@ -92,11 +109,26 @@ class DatabaseMonitor:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.saturated = False  # every connection slot of the server taken (db.saturated)
+        self.not_accepting = False  # new connections time out, open ones answer
+        self.frozen = False  # lost by a timeout that the sentinel did not answer either
+        self._sentinel: PoolProxiedConnection | None = None
+        self._open = track(engine)
         self.restarts = 0
         # While the database is lost, a connection handed back is closed, not pooled: a
         # smart shutdown waits for every client, and disposing the pool only closes the
         # connections idle at that moment (this listener is copied to recreated pools).
         event.listen(engine, "checkin", self._close_while_lost)
+        # The 10 s connect_timeout would hold each request that long while the server is
+        # known frozen: the probe's timeout is enough to find that it answers again.
+        event.listen(engine, "do_connect", self._short_connect_while_frozen)
+
+    def _short_connect_while_frozen(
+        self, _dialect: object, _record: object, _cargs: object, cparams: dict[str, Any]
+    ) -> None:
+        if self.frozen:
+            cparams["connect_timeout"] = min(
+                int(cparams.get("connect_timeout", PROBE_TIMEOUT_S)), PROBE_TIMEOUT_S
+            )
 
     def _close_while_lost(self, _dbapi_connection: object, record: Any) -> None:
         if self.error is not None and record is not None:
@@ -112,14 +144,27 @@ class DatabaseMonitor:
             self.saturated = True
             return None
         self.saturated = False
+        if error is not None and timed_out(error) and self._sentinel_answers():
+            # The postmaster does not answer but the backends do: disposing the pool then
+            # closed the connections that still worked, and 27 of 30 requests of a drill
+            # got a 503 after 20–24 s.
+            if not self.not_accepting:
+                log_event(logger, "db.not_accepting", logging.WARNING, error=error)
+            self.not_accepting = True
+            return None
+        self.not_accepting = False
         if error is None:
             if self.error is not None:
                 log_event(logger, "db.recovered", restarts=self.restarts)
             self.error = None
+            self.frozen = False
             self.restarts = 0
+            self._open_sentinel()
             return None
         if self.error is None:
             log_event(logger, "db.lost", logging.WARNING, error=error)
+        # Open, it would hold up a smart shutdown; after a fast one it is dead.
+        self._close_sentinel()
         # Idle pooled connections would hold up a smart shutdown and are dead after a
         # fast one; the next checkout reconnects. On every failed check, not the first
         # only: a pool without the checkin rule (the state reader's) pools connections
@@ -127,9 +172,37 @@ class DatabaseMonitor:
         # smart shutdown begun then waited for them for good.
         self.engine.dispose()
         self.error = error
+        self.frozen = timed_out(error)
+        if self.frozen:
+            # Only connections in use are left after the disposal, each waiting on the
+            # frozen server (a refused or shutting-down one answers them itself).
+            cut = self._open.interrupt()
+            if cut:
+                log_event(logger, "db.interrupted", logging.WARNING, connections=cut, error=error)
         if self.embedded is not None and not self.embedded.alive():
             self._restart()
         return error
+
+    def _sentinel_answers(self) -> bool:
+        sentinel = self._sentinel
+        if sentinel is None:
+            return False
+        if answers(sentinel.dbapi_connection, PROBE_TIMEOUT_S):
+            return True
+        self._close_sentinel()
+        return False
+
+    def _open_sentinel(self) -> None:
+        if self._sentinel is None:
+            try:
+                self._sentinel = self._probe.raw_connection()
+            except Exception:  # no slot free, or gone again: the next check tries anew
+                self._sentinel = None
+
+    def _close_sentinel(self) -> None:
+        sentinel, self._sentinel = self._sentinel, None
+        if sentinel is not None:
+            sentinel.invalidate()  # not reused: NullPool closes it either way
 
     def _restart(self) -> None:
         assert self.embedded is not None
@@ -171,9 +244,11 @@ class DatabaseMonitor:
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
+        self._close_sentinel()
         self._probe.dispose()
 
     def _loop(self) -> None:
+        self._open_sentinel()  # a freeze before the first check is told apart too
         while not self._stop.wait(self.interval_s * (1 + min(self.restarts, 5))):
             try:
                 self.check_once()
