@@ -94,3 +94,24 @@ def test_a_background_import_is_timed_until_its_last_vector(
             text("SELECT count(*) FROM memory_embeddings WHERE embedding IS NULL")
         ).scalar_one()
     assert missing == 0
+
+
+def test_an_inline_batch_cut_by_its_budget_is_timed_until_its_last_vector(
+    tmp_path: Path, pg_url: str, db: Database, embedding_server: LocalEmbeddingServer
+) -> None:
+    """A budget too small for the batch leaves turns to the worker: its answer's rate is
+    then not the rate at which its vectors came, which is timed apart, before the
+    background import starts (whose figure would otherwise include them)."""
+    env = _serve_env(
+        tmp_path,
+        pg_url,
+        MEMSTRATA_EMBEDDING_BASE_URL=embedding_server.base_url,
+        MEMSTRATA_EMBEDDING_MODEL=embedding_server.model_spec.name,
+        MEMSTRATA_EMBEDDING_FILE_BUDGET_S="0.001",  # gone before the second request
+    )
+    turns = [f"turn {n}: " + "word " * (n % 7 + 1) for n in range(12)]
+    with running_serve(env, timeout_s=60) as url, httpx.Client(timeout=60) as client:
+        rates = ingest_rates(client, url, turns, n=12)
+    assert rates["batch_deferred"] >= 4, rates  # at most the first request was sent
+    assert 0 < rates["batch_all_vectors_turns_per_s"] <= rates["batch_turns_per_s"]
+    assert _rows(db, "ingest-batch") == _rows(db, "ingest-single")

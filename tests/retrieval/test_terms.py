@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from memstrata.db.database import Database
 from memstrata.memory.kinds import FileKind
-from memstrata.retrieval import indexer as indexer_module
+from memstrata.retrieval import stage_docs as staging_module
 from memstrata.retrieval import tokenize as rules
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.indexer import Indexer, Round
@@ -77,13 +77,13 @@ def test_a_rewrite_encodes_only_the_rows_it_inserts(
     first = " ".join(f"alpha{i}" for i in range(40))
     idx.index_memory_file("w", FileKind.MEMORY, first + "\n\nomega tail")
     encoded: list[str] = []
-    real = indexer_module.encode_terms
+    real = staging_module.encode_terms
 
     def counting(body: str, day: date | None = None) -> str:
         encoded.append(body)
         return real(body, day)
 
-    monkeypatch.setattr(indexer_module, "encode_terms", counting)
+    monkeypatch.setattr(staging_module, "encode_terms", counting)
     idx.index_memory_file("w", FileKind.MEMORY, first + "\n\nomega changed tail")
     assert encoded and all("changed" in body for body in encoded)  # the new chunk only
     with db.engine.connect() as conn:

@@ -15,7 +15,7 @@ Nothing is created at import time.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -75,6 +75,14 @@ def create_router(
         "budget ran out (MEMSTRATA_EMBEDDING_FILE_BUDGET_S), for the background worker.",
         lambda: _file_deferred(context),
         total=True,
+    )
+    context.metrics.watch_totals(
+        "memstrata_turn_embeddings_deferred",
+        "Passages of conversation turns stored without a vector when the write's embedding "
+        "budget ran out (MEMSTRATA_EMBEDDING_FILE_BUDGET_S), for the background worker; by "
+        "route (write: batch or turn).",
+        "write",
+        lambda: _turns_deferred(context),
     )
     context.metrics.watch_circuits(lambda: _circuits(context))
     context.metrics.watch_express(lambda: _express(context))
@@ -220,6 +228,17 @@ def _file_deferred(context: ApiContext) -> int | None:
         return None
     try:
         return context.mem.indexer.file_budget.deferred
+    except ApiError:  # detached meanwhile: stopping
+        return None
+
+
+def _turns_deferred(context: ApiContext) -> Mapping[str, int] | None:
+    """Passages of turns writes left to the worker so far, by route; None without an
+    embedding API."""
+    if _http_embedder(context) is None:
+        return None
+    try:
+        return context.mem.indexer.file_budget.rounds_deferred
     except ApiError:  # detached meanwhile: stopping
         return None
 

@@ -46,6 +46,9 @@
   writes kept off it, sent to the passage lane in their turn, because the express passages
   had used up their share of its time (retrieval.express_share); no sample without an
   embedding API.
+- ``memstrata_turn_embeddings_deferred_total{write}``: passages of conversation turns stored
+  without a vector because the write's budget ran out (retrieval.file_budget), by route:
+  ``batch`` or ``turn``; no sample without an embedding API.
 - ``memstrata_database_up``: 1 while the database monitor (db.monitor) finds the database
   reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
   ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that
@@ -159,6 +162,7 @@ class ApiMetrics:
         self._search_source: Callable[[], SearchStats | None] | None = None
         self._database_source: Callable[[], bool | None] | None = None
         self._counts: dict[str, tuple[str, Callable[[], int | None], bool]] = {}
+        self._labelled: dict[str, tuple[str, str, Callable[[], Mapping[str, int] | None]]] = {}
         self._circuits: Callable[[], Mapping[str, bool] | None] | None = None
         self._pools: Callable[[], Mapping[str, PoolStats] | None] | None = None
         self._backlog: tuple[int, float, int] | None = None  # as last read, for this scrape
@@ -196,6 +200,18 @@ class ApiMetrics:
         counter ``name``_total, a count that only grows (the passages file writes left to
         the background worker)."""
         self._counts[name] = (help_text, source, total)
+
+    def watch_totals(
+        self,
+        name: str,
+        help_text: str,
+        label: str,
+        source: Callable[[], Mapping[str, int] | None],
+    ) -> None:
+        """Report counts read at scrape time (label value → count, None: no sample) as the
+        counter ``name``_total with one series per ``label`` value: the passages of turns
+        the writes' budgets left to the background worker, by route."""
+        self._labelled[name] = (help_text, label, source)
 
     def watch_circuits(self, source: Callable[[], Mapping[str, bool] | None]) -> None:
         """Report whether each embedding circuit is open (kind → open) from ``source``
@@ -400,6 +416,13 @@ class _ProcessCollector(Collector):
             if value is not None:
                 family = CounterMetricFamily if total else GaugeMetricFamily
                 yield family(name, help_text, value=value)
+        for name, (help_text, label, counts) in list(self._metrics._labelled.items()):
+            values = counts()
+            if values is not None:
+                labelled = CounterMetricFamily(name, help_text, labels=[label])
+                for key, value in values.items():
+                    labelled.add_metric([key], value)
+                yield labelled
         source = self._metrics._database_source
         up = source() if source is not None else None
         if up is not None:

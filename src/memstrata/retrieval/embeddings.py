@@ -256,8 +256,9 @@ class OpenAICompatibleEmbedder:
         failed, circuit open, ...) is not split: the texts not yet embedded fail at once.
 
         With a ``deadline`` (``time.monotonic()``), no request is sent once it has passed
-        (a half of a split batch neither): the one in flight ends as it would, and each
-        text not sent gets ``EmbeddingDeferredError``, which is no failure.
+        (a half of a split batch neither), nor waits for a slot past it: the one in flight
+        ends as it would, and each text not sent gets ``EmbeddingDeferredError``, which is
+        no failure.
         """
         texts = self._check(texts, kind)
         results: list[Embedded | None] = [None] * len(texts)
@@ -287,7 +288,7 @@ class OpenAICompatibleEmbedder:
                 results[i] = late
             return
         try:
-            vectors = self._embed_batch([texts[i] for i in positions], kind, express)
+            vectors = self._embed_batch([texts[i] for i in positions], kind, express, deadline)
         except EmbeddingOutageError:
             raise  # halves would fail alike, each costing another timeout
         except EmbeddingError as exc:
@@ -349,17 +350,26 @@ class OpenAICompatibleEmbedder:
     # -- one request ---------------------------------------------------------------------
 
     def _embed_batch(
-        self, batch: list[str], kind: EmbeddingKind, express: bool = False
+        self,
+        batch: list[str],
+        kind: EmbeddingKind,
+        express: bool = False,
+        deadline: float | None = None,
     ) -> list[list[float]]:
         body: dict[str, Any] = {"model": self.name, "input": batch}
         input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
         if input_type is not None:
             body["input_type"] = input_type
         try:
-            return self._in_lane(body, kind, len(batch), express)
+            return self._in_lane(body, kind, len(batch), express, deadline)
         except BulkLaneClosedError as exc:  # raised only by the lane, before any request
             raise self._error(f"was not sent: {NOT_SENT_STOPPING}", EmbeddingOutageError) from exc
         except BulkLaneBusyError as exc:  # likewise: the API was not asked, nor failed
+            if passed(deadline):  # the write's budget ran out in the queue: left for later
+                raise self._error(
+                    "was not sent: its call's deadline passed while it waited for a slot",
+                    EmbeddingDeferredError,
+                ) from exc
             raise self._error(
                 f"was not sent: no embedding slot came free within {self.bulk_wait_s:g} s "
                 "(other writes and imports in flight; MEMSTRATA_EMBEDDING_BULK_WAIT_S); the "
@@ -368,13 +378,22 @@ class OpenAICompatibleEmbedder:
             ) from exc
 
     def _in_lane(
-        self, body: dict[str, Any], kind: EmbeddingKind, size: int, express: bool
+        self,
+        body: dict[str, Any],
+        kind: EmbeddingKind,
+        size: int,
+        express: bool,
+        deadline: float | None,
     ) -> list[list[float]]:
         # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer).
         owner = current_bulk_owner()
         # A request's own write gives up waiting (stored without a vector, healed later);
         # the background worker's requests wait their turn however long it takes.
         give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
+        if give_up is not None and deadline is not None:
+            # A write's budget bounds its wait for a slot too: a turn queued behind another
+            # user's slow request had answered after that request, past its budget.
+            give_up = min(give_up, max(0.0, deadline - time.monotonic()))
         # Only a user's write is express: the worker's requests are the bulk work itself.
         express = express and owner != BACKGROUND_OWNER
         with (

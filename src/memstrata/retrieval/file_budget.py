@@ -14,7 +14,8 @@ them, so a library that never starts it keeps every passage inline.
 An inline batch of conversation rounds (``Indexer.index_rounds``, the batch route) has the
 same budget: 300 turns had taken 462 s on a busy host, long after the client had given up
 (it does not stop the write). One setting for both, not a second one: both are "how long a
-write embeds before it answers", and the worker catches up the same way.
+write embeds before it answers", and the worker catches up the same way. A single turn has
+it too: its one request, queued behind another user's import, waits no longer than that.
 """
 
 from __future__ import annotations
@@ -23,12 +24,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from memstrata.logs import log_event
 from memstrata.retrieval.staging import IndexReport
 
 # The indexer's events keep the indexer's logger name.
 logger = logging.getLogger("memstrata.retrieval.indexer")
+
+# Which write stored conversation rounds: the batch route (and the library's imports) or
+# the single-turn route (and MCP's conversation_index_turn). The label values of
+# memstrata_turn_embeddings_deferred_total.
+RoundsWrite = Literal["batch", "turn"]
+ROUNDS_WRITES: tuple[RoundsWrite, ...] = ("batch", "turn")
 
 
 class FileBudget:
@@ -39,6 +47,7 @@ class FileBudget:
         self._budget_s: float | None = None
         self._wake: Callable[[], None] | None = None
         self._deferred = 0
+        self._rounds_deferred: dict[str, int] = {write: 0 for write in ROUNDS_WRITES}
 
     def start(self, budget_s: float, wake: Callable[[], None]) -> None:
         """Writes from now on embed for at most ``budget_s`` (0: no budget) and call
@@ -62,6 +71,13 @@ class FileBudget:
         """Passages left to the worker by budgets so far in this process (``/metrics``)."""
         return self._deferred
 
+    @property
+    def rounds_deferred(self) -> dict[str, int]:
+        """Passages of conversation rounds left to the worker by budgets so far in this
+        process, by the write that stored them (``/metrics``)."""
+        with self._lock:
+            return dict(self._rounds_deferred)
+
     def written(self, user_id: str, file: str, report: IndexReport) -> None:
         """After the write committed: count and log what it left to the worker, wake it."""
         if not report.deferred:
@@ -83,17 +99,26 @@ class FileBudget:
         if wake is not None:
             wake()
 
-    def rounds_written(self, user_id: str, reports: Sequence[IndexReport]) -> None:
-        """After a batch of rounds committed: log what its budget left to the worker. Not
-        in ``deferred`` (the memory files' metric); the caller wakes the worker."""
+    def rounds_written(
+        self, user_id: str, reports: Sequence[IndexReport], write: RoundsWrite = "batch"
+    ) -> None:
+        """After rounds committed: count and log what their budget left to the worker, and
+        wake it (the single-turn route has no caller that would)."""
         deferred = sum(r.deferred for r in reports)
-        if deferred:
-            log_event(
-                logger,
-                "index.rounds.deferred",
-                user_id=user_id,
-                rounds=len(reports),
-                embedded=sum(r.embedded for r in reports),
-                deferred=deferred,
-                embed_s=round(sum(r.embed_seconds for r in reports), 2),
-            )
+        if not deferred:
+            return
+        with self._lock:
+            self._rounds_deferred[write] += deferred
+            wake = self._wake
+        log_event(
+            logger,
+            "index.rounds.deferred",
+            user_id=user_id,
+            write=write,
+            rounds=len(reports),
+            embedded=sum(r.embedded for r in reports),
+            deferred=deferred,
+            embed_s=round(sum(r.embed_seconds for r in reports), 2),
+        )
+        if wake is not None:
+            wake()

@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
@@ -38,14 +37,13 @@ from memstrata.db.engine import transaction
 from memstrata.errors import InvalidContentError
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import FileKind, validate_user_id
-from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking, chunk_text
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.entry_chunks import entry_chunks
-from memstrata.retrieval.file_budget import FileBudget
+from memstrata.retrieval.file_budget import FileBudget, RoundsWrite
 from memstrata.retrieval.fill import count_missing, fill_missing
-from memstrata.retrieval.passage_vectors import embed_and_store, vectors_for
-from memstrata.retrieval.records import SESSION_PREFIX, NewChunk
+from memstrata.retrieval.passage_vectors import embed_and_store
+from memstrata.retrieval.records import SESSION_PREFIX
 from memstrata.retrieval.repository import EmbeddingRepository
 from memstrata.retrieval.round_docs import Basis, paths_to_read, round_docs
 from memstrata.retrieval.rounds import (
@@ -59,15 +57,8 @@ from memstrata.retrieval.rounds import (
     session_path,
 )
 from memstrata.retrieval.scaffold import drop_scaffold
-from memstrata.retrieval.staging import (
-    IndexReport,
-    NeighbourChangedError,
-    StagedIndex,
-    content_hash,
-    has_vector,
-    is_fresh,
-)
-from memstrata.retrieval.terms import encode_terms, round_day
+from memstrata.retrieval.stage_docs import stage_docs
+from memstrata.retrieval.staging import IndexReport, NeighbourChangedError, StagedIndex, has_vector
 from memstrata.text import unstorable_text
 
 __all__ = ["SESSION_PREFIX", "Indexer", "Round", "format_round", "session_path"]
@@ -140,10 +131,15 @@ class Indexer:
     ) -> IndexReport:
         """Index one conversation round; idempotent for the same round and text."""
         turn = Round(session_id, turn_index, user_message, assistant_reply, timestamp, source_ids)
-        return self.index_rounds(user_id, [turn])[0]
+        return self.index_rounds(user_id, [turn], write="turn")[0]
 
     def index_rounds(
-        self, user_id: str, rounds: Sequence[Round], *, embed: bool = True
+        self,
+        user_id: str,
+        rounds: Sequence[Round],
+        *,
+        embed: bool = True,
+        write: RoundsWrite = "batch",
     ) -> list[IndexReport]:
         """Index many rounds (of any sessions) with batched embedding calls and one
         transaction. All or nothing on validation: if any round is invalid nothing is
@@ -153,7 +149,8 @@ class Indexer:
         in the reports): the background worker (``retrieval.healing``) embeds them, and
         until then they are searched with BM25 — an import that must not wait for
         the embedding API. Where that worker runs, an embedding write spends at most the
-        file budget (``retrieval.file_budget``) embedding: the rest is ``deferred`` too."""
+        file budget (``retrieval.file_budget``) embedding: the rest is ``deferred`` too,
+        counted under ``write`` (the route: a batch, or one turn) on ``/metrics``."""
         validate_user_id(user_id)
         valid, refused = checked_rounds(rounds)
         if refused:
@@ -183,7 +180,7 @@ class Indexer:
             break
         reports = staged.reports[: len(valid)]
         if deadline is not None:
-            self.file_budget.rounds_written(user_id, reports)
+            self.file_budget.rounds_written(user_id, reports, write)
         return reports
 
     def _apply_last(
@@ -352,78 +349,9 @@ class Indexer:
         session: Session | None = None,
         deadline: float | None = None,
     ) -> StagedIndex:
-        reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
-        paths = [d.file_path for d in docs]
-        # No vectors read: a row whose text is stored with a vector already (kept, or
-        # moved to another position) gets that vector copied in the database when applied
-        # (StagedIndex.apply). Reading them all as text was most of a write to a file of
-        # many chunks (docs/BENCHMARKS.md, "A long-lived user's MEMORY.md").
-        with self._reading(session) as reading:
-            existing = EmbeddingRepository(reading, user_id).chunks_for_paths(paths)
-        model = self.embedder.name if self.embedder is not None else None
-        stored = {c.content_hash for c in existing if has_vector(c, model)}
-        by_slot = {(c.file_path, c.chunk_index, c.content_hash): c for c in existing}
-
-        kept: list[tuple[int, NewChunk]] = []  # rows expected to stay as they are
-        pending: list[tuple[int, NewChunk]] = []  # (report index, row to insert), in order
-        refill: list[tuple[int, NewChunk]] = []  # kept rows still without a vector
-        refill_at: set[int] = set()  # their places in ``kept``
-        for n, doc in enumerate(docs):
-            for i, body in enumerate(doc.texts):
-                digest = content_hash(body)
-                row = NewChunk(
-                    file_path=doc.file_path,
-                    chunk_index=i,
-                    chunk_text=body,
-                    content_hash=digest,
-                    created_at=doc.created_at,
-                    source_ids=doc.source_ids,
-                    context=doc.contexts[i] if doc.contexts else None,
-                )
-                current = by_slot.get((doc.file_path, i, digest))
-                if current is not None and is_fresh(current, doc.created_at):
-                    kept.append((n, row))
-                    if embed and model is not None and not has_vector(current, model):
-                        refill.append((n, row))  # embedded into the kept row
-                        refill_at.add(len(kept) - 1)
-                    continue
-                # Terms only for rows to insert, and here, not inside the transaction. A kept
-                # row is only inserted if a concurrent writer replaced it meanwhile; the
-                # repository makes its terms then.
-                terms = encode_terms(body, round_day(row.file_path, row.created_at))
-                pending.append((n, replace(row, bm25_terms=terms)))
-
-        new = [(n, row) for n, row in pending if row.content_hash not in stored] + refill
-        # The user's turn of the embedding API: one user's import must not stall another
-        # user's write behind its queued requests (breaker.Lanes).
-        with bulk_owner(user_id):
-            vectors, missed = vectors_for(
-                self.embedder, user_id, new, reuse or {}, reports, embed, deadline
-            )
-        embedded = [
-            (
-                n,
-                replace(
-                    row,
-                    embedding=vectors.get(row.content_hash),
-                    embedding_model=model if row.content_hash in vectors else None,
-                ),
-            )
-            for n, row in pending
-        ]
-        filled = {i for i in refill_at if kept[i][1].content_hash in vectors}
-        for i in filled:
-            n, r = kept[i]
-            kept[i] = (n, replace(r, embedding=vectors[r.content_hash], embedding_model=model))
-        may_change = bool(pending) or len(kept) != len(existing) or bool(filled)
-        # Nothing failed (the usual case): not a pass over the rows.
-        failed = (
-            {(r.file_path, r.content_hash) for _, r in new if r.content_hash in missed}
-            if missed
-            else set()
-        )
-        return StagedIndex(
-            user_id, paths, model, kept + embedded, reports, may_change, failed=failed
+        reading = self._reading(session)
+        return stage_docs(
+            reading, self.embedder, user_id, docs, embed, reuse=reuse, deadline=deadline
         )
 
 
