@@ -40,9 +40,10 @@ _OPENERS = [
 _LEADS = [indent + a + b for indent in _INDENTS for a in _OPENERS for b in _OPENERS]
 # The lines ``commonmark_lines`` leaves out: one whose text, after any markers of items and
 # quotes, is blank to ``str.strip`` but holds another blank than a space or a tab; and one
-# that ends in a tag followed by such a blank.
+# that ends in a tag followed by such a blank. Either after a byte-order mark too: the first
+# line loses it (``commonmark_text``), and ``\ufeff\u00a0`` is then a no-break space alone.
 _NOT_COMMONMARKS = re.compile(
-    rf"[ \t>*+\-0-9.)]*(?=[ \t]*[{OTHER_BLANKS}])[ \t{OTHER_BLANKS}]*"
+    rf"{BOM}?[ \t>*+\-0-9.)]*(?=[ \t]*[{OTHER_BLANKS}])[ \t{OTHER_BLANKS}]*"
     rf"|.*>(?=[ \t]*[{OTHER_BLANKS}])[ \t{OTHER_BLANKS}]*"
 )
 
