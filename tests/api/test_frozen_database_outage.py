@@ -29,10 +29,12 @@ from memstrata.db.monitor import PROBE_TIMEOUT_S, DatabaseMonitor
 from memstrata.logs import event_fields
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.local_server import LocalEmbeddingServer
+from memstrata.retrieval.state_reader import state_reader
 from memstrata.runtime import Memstrata
 from tests.api.auth import AuthHeader
 
 FILE = "/api/config/agent-files/user"
+SEARCH = "/api/memory/search"
 INTERVAL_S = 0.25  # the monitor's, shortened (MEMSTRATA_DB_CHECK_INTERVAL_S)
 FREEZE_S = 12.0  # the longest a test keeps the server stopped: old code waited all of it
 # Detection: one interval, the new connection's timeout, then the open connection's.
@@ -163,6 +165,47 @@ def test_requests_on_open_connections_get_a_503_soon_after_the_server_freezes(
     # Back to normal once the server runs again.
     assert _wait(lambda: mem.db.up() is True, 10)
     assert client.get(FILE, headers=auth("alice")).status_code == 200
+
+
+def test_a_search_hung_on_its_index_check_gets_a_503_soon_after_the_server_freezes(
+    served: tuple[Memstrata, TestClient], server: Server, auth: AuthHeader
+) -> None:
+    """The check before every search runs on a pool of its own (retrieval.state_reader):
+    untracked, a search whose index was current waited on it for the whole freeze."""
+    mem, client = served
+    # Two users: one user's searches take turns at the check (the index's lock).
+    users = ["alice", "bob"]
+    body = {"query": "me", "top_k": 3}
+    for user in users:
+        assert client.put(FILE, headers=auth(user), json={"content": "# me\n"}).status_code == 200
+        warm = client.post(SEARCH, headers=auth(user), json=body)
+        assert warm.status_code == 200, warm.text  # the index cached: only the check reads
+    # A warm connection of the check's pool for each search below: one opening a new
+    # connection waits for connect_timeout instead (10 s), as on the main pool.
+    checks = state_reader(mem.db.engine).engine
+    held = [checks.raw_connection() for _ in range(2)]
+    for conn in held:
+        conn.close()
+    answers: list[tuple[int, str, float]] = []
+
+    def search(user: str) -> None:
+        started = time.monotonic()
+        response = client.post(SEARCH, headers=auth(user), json=body)
+        answers.append((response.status_code, response.json().get("code"), started))
+
+    with server.stopped():
+        threads = [threading.Thread(target=search, args=(user,)) for user in users]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(FREEZE_S + 5)
+        ended = time.monotonic()
+        assert mem.db.up() is False
+    assert [a[:2] for a in answers] == [(503, "database_unavailable")] * 2
+    waited = max(ended - a[2] for a in answers)
+    assert waited < BOUND_S, waited
+    assert _wait(lambda: mem.db.up() is True, 10)
+    assert all(client.post(SEARCH, headers=auth(u), json=body).status_code == 200 for u in users)
 
 
 def test_metrics_answer_at_once_while_the_database_is_frozen(

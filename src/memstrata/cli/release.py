@@ -1,4 +1,4 @@
-"""``memstrata 0.1.0 (schema 0010)``: the release line of ``--version`` and the serve banner.
+"""The release line of ``--version`` and the serve banner, e.g. ``memstrata 0.1.0 (schema 0011)``.
 
 The schema revision is read from the migration files' ``revision`` and ``down_revision``
 lines: asking Alembic (``memstrata.db.migrate.schema_head``) imports Alembic, SQLAlchemy

@@ -68,7 +68,7 @@ def head_revision(engine: Engine) -> str | None:
 
 @cache
 def schema_head() -> str | None:
-    """The latest migration of this release (``0010``): what it brings a schema to."""
+    """The latest migration of this release (e.g. ``0011``): what it brings a schema to."""
     return ScriptDirectory.from_config(alembic_config(None)).get_current_head()
 
 

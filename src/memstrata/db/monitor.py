@@ -14,9 +14,10 @@ serving existing connections while refusing new ones) every ``interval_s``:
   sentinel): answered, the server takes no new connections but serves its open ones (its
   postmaster alone stopped), so it logs ``db.not_accepting`` once and keeps the pool;
   unanswered too, the server is frozen: ``db.lost``, and the sockets of every connection
-  the engine has open are shut down (``db.interrupted``, :mod:`memstrata.db.open_connections`)
-  so that the requests waiting on them get a 503 now instead of when the freeze ends; new
-  connections then wait at most ``PROBE_TIMEOUT_S`` each until the database answers again.
+  the engine has open, and the search check's pool next to it, are shut down
+  (``db.interrupted``, :mod:`memstrata.db.open_connections`) so that the requests waiting
+  on them get a 503 now instead of when the freeze ends; new connections of both then wait
+  at most ``PROBE_TIMEOUT_S`` each until the database answers again.
 
 ``up`` is its verdict while the thread runs (``memstrata_database_up`` on ``/metrics``):
 False from ``db.lost`` to ``db.recovered``, True otherwise, saturated included.
@@ -110,7 +111,6 @@ class DatabaseMonitor:
         self.error: str | None = None
         self.saturated = False  # every connection slot of the server taken (db.saturated)
         self.not_accepting = False  # new connections time out, open ones answer
-        self.frozen = False  # lost by a timeout that the sentinel did not answer either
         self._sentinel: PoolProxiedConnection | None = None
         self._open = track(engine)
         self.restarts = 0
@@ -118,17 +118,16 @@ class DatabaseMonitor:
         # smart shutdown waits for every client, and disposing the pool only closes the
         # connections idle at that moment (this listener is copied to recreated pools).
         event.listen(engine, "checkin", self._close_while_lost)
-        # The 10 s connect_timeout would hold each request that long while the server is
-        # known frozen: the probe's timeout is enough to find that it answers again.
-        event.listen(engine, "do_connect", self._short_connect_while_frozen)
 
-    def _short_connect_while_frozen(
-        self, _dialect: object, _record: object, _cargs: object, cparams: dict[str, Any]
-    ) -> None:
-        if self.frozen:
-            cparams["connect_timeout"] = min(
-                int(cparams.get("connect_timeout", PROBE_TIMEOUT_S)), PROBE_TIMEOUT_S
-            )
+    @property
+    def frozen(self) -> bool:
+        """Lost by a timeout that the sentinel did not answer either."""
+        return self._open.connect_timeout_cap_s is not None
+
+    def _set_frozen(self, frozen: bool) -> None:
+        # On the tracker: new connections of every engine it tracks (the search check's
+        # pool too) then wait at most the probe's timeout.
+        self._open.connect_timeout_cap_s = PROBE_TIMEOUT_S if frozen else None
 
     def _close_while_lost(self, _dbapi_connection: object, record: Any) -> None:
         if self.error is not None and record is not None:
@@ -157,7 +156,7 @@ class DatabaseMonitor:
             if self.error is not None:
                 log_event(logger, "db.recovered", restarts=self.restarts)
             self.error = None
-            self.frozen = False
+            self._set_frozen(False)
             self.restarts = 0
             self._open_sentinel()
             return None
@@ -172,7 +171,7 @@ class DatabaseMonitor:
         # smart shutdown begun then waited for them for good.
         self.engine.dispose()
         self.error = error
-        self.frozen = timed_out(error)
+        self._set_frozen(timed_out(error))
         if self.frozen:
             # Only connections in use are left after the disposal, each waiting on the
             # frozen server (a refused or shutting-down one answers them itself).

@@ -12,7 +12,10 @@ answers with 503 ``database_unavailable``, and PostgreSQL rolls the transaction 
 it runs again.
 
 Every connection an engine opens is tracked, not only those checked out: one in its
-pool's pre-ping is not yet checked out, and hangs the same.
+pool's pre-ping is not yet checked out, and hangs the same. So are those of a pool of its
+own next to the engine's (the check before every search, ``retrieval.state_reader``),
+with the engine's: a search waiting on that check hung for the whole freeze too. While the
+server is known frozen, a new connection of any of them waits for it only briefly.
 """
 
 from __future__ import annotations
@@ -31,15 +34,27 @@ from sqlalchemy import Engine, event
 
 
 class OpenConnections:
-    """The DB-API connections one engine has open (gone ones drop out by themselves)."""
+    """The DB-API connections one database's engines have open (gone ones drop out by
+    themselves)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Set while the server is known frozen (the database monitor): the 10 s
+        # connect_timeout would hold each request that long, and this is enough to find
+        # that the server answers again.
+        self.connect_timeout_cap_s: int | None = None
 
     def add(self, dbapi_connection: Any, _record: object = None) -> None:
         with self._lock:
             self._open.add(dbapi_connection)
+
+    def cap_connect_timeout(
+        self, _dialect: object, _record: object, _cargs: object, cparams: dict[str, Any]
+    ) -> None:
+        cap = self.connect_timeout_cap_s
+        if cap is not None:
+            cparams["connect_timeout"] = min(int(cparams.get("connect_timeout", cap)), cap)
 
     def interrupt(self) -> int:
         """Shut down the socket of every open connection; how many were cut."""
@@ -52,15 +67,28 @@ _tracked: weakref.WeakKeyDictionary[Engine, OpenConnections] = weakref.WeakKeyDi
 _tracked_lock = threading.Lock()
 
 
-def track(engine: Engine) -> OpenConnections:
+def track(engine: Engine, *, alongside: Engine | None = None) -> OpenConnections:
     """The tracker of ``engine``'s connections, made (and hooked to it) on first call; its
-    listener is copied to the pools a disposal puts in place."""
+    listeners are copied to the pools a disposal puts in place. ``alongside``: an engine on
+    the same database whose tracker takes ``engine``'s connections too, so that what cuts
+    off that engine's connections (its database monitor) cuts off these as well."""
     with _tracked_lock:
         tracker = _tracked.get(engine)
         if tracker is None:
-            tracker = _tracked[engine] = OpenConnections()
-            event.listen(engine, "connect", tracker.add)
+            owner = engine if alongside is None else alongside
+            tracker = _tracked.get(owner)
+            if tracker is None:
+                tracker = _hooked(owner, OpenConnections())
+            if owner is not engine:
+                _hooked(engine, tracker)
         return tracker
+
+
+def _hooked(engine: Engine, tracker: OpenConnections) -> OpenConnections:
+    _tracked[engine] = tracker
+    event.listen(engine, "connect", tracker.add)
+    event.listen(engine, "do_connect", tracker.cap_connect_timeout)
+    return tracker
 
 
 def shut_down(dbapi_connection: Any) -> bool:
@@ -102,8 +130,11 @@ def answers(dbapi_connection: Any, timeout_s: float) -> bool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            readable, _, _ = select.select([pgconn.socket], [], [], remaining)
-            if not readable:
+            # poll, not select: select refuses a descriptor above 1023, which a process
+            # with many files open gives its connections (read as a silent server).
+            poller = select.poll()
+            poller.register(pgconn.socket, select.POLLIN)
+            if not poller.poll(max(1, int(remaining * 1000))):
                 return False
             pgconn.consume_input()
             if not pgconn.is_busy():

@@ -11,7 +11,8 @@ SQLAlchemy's (``OperationalError`` …), which the API answers with 503 as befor
 One reader per engine, shared by every ``IndexCache`` on it, on the engine's URL and
 connection arguments (so ``sslmode`` and the other options of ``MEMSTRATA_DATABASE_URL``
 apply), and disposed whenever that engine is: ``Database.close`` (a runtime's close), and
-the database monitor's disposal when PostgreSQL is lost. The runtime, which builds the
+the database monitor's disposal when PostgreSQL is lost; its connections are cut off with
+the engine's when the server freezes (``db.open_connections``). The runtime, which builds the
 cache over its database, hands the cache its engine's reader (``state_reader``), refused
 once the runtime is closed (``while_open``).
 """
@@ -28,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import POOL_TIMEOUT_S, connect_args
+from memstrata.db.open_connections import track
 from memstrata.db.pool_watch import WatchedPool
 from memstrata.errors import RuntimeClosedError
 from memstrata.memory.kinds import validate_user_id
@@ -73,6 +75,9 @@ class StateReader:
             connect_args=connect_args(url.render_as_string(hide_password=False)),
             hide_parameters=True,  # user ids stay out of error messages, as on the main pool
         )
+        # Its connections cut off with the engine's when the database monitor finds the
+        # server frozen: a search waiting on the check would otherwise wait out the freeze.
+        track(self.engine, alongside=engine)
         # Disposals so far: a connection checked out before one and handed back after it
         # is closed, not pooled. The database monitor disposes the pools when PostgreSQL is
         # lost, so that a smart shutdown is not held up by idle connections; disposal only

@@ -47,8 +47,11 @@ class Limits(BaseModel):
 def build_router(route_class: type[APIRoute]) -> APIRouter:
     router = APIRouter(prefix="/api/config", tags=["config"], route_class=route_class)
 
+    # Async: it reads no database and nothing else that blocks (the token check included),
+    # so it answers in the event loop; as a sync route it queued behind the requests hung
+    # on a frozen database that held every worker thread (7 s in a drill).
     @router.get("/limits", responses={401: {"model": ErrorBody}})
-    def get_limits(user_id: CurrentUser, context: Context) -> Limits:
+    async def get_limits(user_id: CurrentUser, context: Context) -> Limits:
         """Size limits, the editable files and the search bounds this server enforces."""
         return Limits(
             user_id=user_id,
