@@ -92,7 +92,7 @@ class ApiProbe:
             if self.embedder.answered:
                 return
             error = self.error()
-            if error is None:
+            if error is None or self.embedder.closed:  # closed under it: nobody to tell
                 return
             self._start_failed_at = time.monotonic()
             event, check = start_failure(error)
@@ -108,7 +108,8 @@ class ApiProbe:
                 "later) and searches use BM25 only; /readyz reports vectors: degraded",
             )
         except Exception:  # a bug must not kill the worker before it starts
-            logger.exception("embedding.heal.crashed")
+            if not self.embedder.closed:  # httpx's RuntimeError on a client closed under it
+                logger.exception("embedding.heal.crashed")
         finally:
             self.settled.set()
 

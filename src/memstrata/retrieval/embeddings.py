@@ -328,6 +328,11 @@ class OpenAICompatibleEmbedder:
         are not affected."""
         self.lanes.close_bulk()
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` closed the clients (a runtime shutting down)."""
+        return self._client.is_closed
+
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
