@@ -60,6 +60,10 @@ async def test_structured_results_match_their_declared_schema(
             if name == "skills_list":
                 assert result.structured_content is not None
                 skill = result.structured_content["skills"][0]["name"]
+                builtin = [
+                    s for s in result.structured_content["skills"] if s["category"] == "builtin"
+                ]  # REST's fields, the English description too
+                assert builtin and all(s["description_en"] for s in builtin), builtin
                 hit_fields = set(
                     tools["memory_search"].output_schema["$defs"]["SearchHitBody"]["required"]
                 )

@@ -39,6 +39,7 @@ async def skills_list(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
             {
                 "name": s.name,
                 "description": s.description,
+                "description_en": s.description_en,
                 "category": s.category,
                 "enabled": s.enabled,
             }
