@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import socket
 from pathlib import Path
 
 import pytest
@@ -98,15 +99,35 @@ async def test_without_an_identity_the_note_stays_in_the_process(db: Database) -
     assert rows(db) == 0
 
 
-def test_the_identity_is_the_local_roots_real_path_beneath_the_deadline(tmp_path: Path) -> None:
+def test_the_identity_is_the_host_and_the_local_roots_real_path_beneath_the_deadline(
+    tmp_path: Path,
+) -> None:
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     local = LocalSandboxProvider(tmp_path / "link")
+    expected = f"{socket.gethostname()}:{real}"
 
-    assert provider_identity(local) == str(real)
-    assert provider_identity(with_deadline(local, 5)) == str(real)
+    assert provider_identity(local) == expected
+    assert provider_identity(LocalSandboxProvider(real)) == expected  # by any path
+    assert provider_identity(with_deadline(local, 5)) == expected
     assert provider_identity(FaultyProvider(local)) is None  # a provider without the hook
+
+
+def test_replicas_on_two_hosts_with_the_same_root_path_have_two_identities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every replica's container says MEMSTRATA_DATA_DIR=/data, each its own volume, one
+    database: the same real path is another sandbox on another host, and a shared note
+    would make one replica distrust its valid base records (a stale copy written over a
+    newer version, as tests/mcp/test_replicas.py saw with roots of their own)."""
+    local = LocalSandboxProvider(tmp_path)
+    monkeypatch.setattr(socket, "gethostname", lambda: "replica-a")
+    on_a = provider_identity(local)
+    monkeypatch.setattr(socket, "gethostname", lambda: "replica-b")
+    on_b = provider_identity(local)
+
+    assert on_a is not None and on_b is not None and on_a != on_b
 
 
 async def test_a_note_that_cannot_be_written_leaves_the_result_and_logs_a_warning(

@@ -35,6 +35,7 @@ from __future__ import annotations
 import builtins
 import os
 import shutil
+import socket
 import stat
 import sys
 from contextlib import AbstractAsyncContextManager
@@ -300,9 +301,12 @@ class LocalSandboxProvider:
         return self._root
 
     def identity(self) -> str:
-        """``IdentifiedSandboxProvider``: the root's real path, the same in every process
-        that opens this directory by any path (a symlink, a relative one)."""
-        return os.path.realpath(self._root)
+        """``IdentifiedSandboxProvider``: the host and the root's real path, the same in
+        every process on this host that opens this directory by any path (a symlink, a
+        relative one). The host too: replicas in containers all say ``/data`` for volumes
+        of their own. Processes on two hosts sharing one volume get two identities, which
+        errs the safe way (each keeps notes of its own)."""
+        return f"{socket.gethostname()}:{os.path.realpath(self._root)}"
 
     def directory_for(self, user_id: str, session_id: str | None = None) -> Path:
         """Where the sandbox of ``user_id`` (and ``session_id``, if given) lives."""

@@ -10,7 +10,7 @@ the DB holds a newer one (:func:`memstrata.sandbox.rule.decide`'s ``pushed``). W
 
 Where it is kept depends on whether the provider names its sandboxes
 (:class:`~memstrata.sandbox.base.IdentifiedSandboxProvider`; the local provider's identity
-is its root's real path):
+is its host name and its root's real path):
 
 * with an identity, a row of ``sandbox_synced`` in PostgreSQL (:mod:`.synced_repository`),
   one per user, provider identity (:func:`root_key`), sandbox (:func:`sandbox_key`) and
