@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from memstrata.agent.pool import AgentPool
+from memstrata.agent.session import open_agent_session
 from memstrata.db.database import Database
 from memstrata.db.engine import make_session_factory
 from memstrata.logs import event_fields
@@ -30,9 +31,31 @@ from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.staging import StagedIndex
 from memstrata.sandbox.base import Sandbox
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.sync import SyncService
+from memstrata.sandbox.sync import SyncResult, SyncService
 
 USER = "user-1"
+# The three read-backs of a session's sandbox (``read_back_via``).
+READ_BACKS = ["round end", "session read-back", "session start"]
+
+
+def by_file(results: list[SyncResult]) -> dict[str, SyncResult]:
+    return {r.filename: r for r in results}
+
+
+async def read_back_via(sync: SyncService, via: str) -> dict[str, SyncResult]:
+    """The results of reading session ``s1``'s sandbox back ``via`` one of ``READ_BACKS``,
+    by file: a round end after a ``write_file`` of MEMORY.md, the read-back of the closed
+    session, or its next start."""
+    if via == "round end":
+        session = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
+        session.on_tool_call("write_file", {"path": "MEMORY.md", "content": "x"})
+        results = by_file(await session.end_round())
+        session.close()
+        return results
+    if via == "session read-back":
+        sync.end_session(USER, "s1")
+        return by_file(await sync.read_back_session(USER, "s1"))
+    return by_file(await sync.start_session(USER, "s1"))
 
 
 class RecordingIndexer:

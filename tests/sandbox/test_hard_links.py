@@ -18,14 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.agent.session import open_agent_session
 from memstrata.errors import SandboxError
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.state import base_path, read_base
-from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
-from tests.sandbox.support import USER
+from memstrata.sandbox.sync import Outcome, SyncService
+from tests.sandbox.support import READ_BACKS, USER, by_file, read_back_via
 
 pytestmark = pytest.mark.anyio
 
@@ -38,10 +37,6 @@ def hard_link(directory: Path, name: str, existing: str) -> None:
     """``ln -f existing name`` in ``directory``."""
     (directory / name).unlink(missing_ok=True)
     os.link(directory / existing, directory / name)
-
-
-def by_file(results: list[SyncResult]) -> dict[str, SyncResult]:
-    return {r.filename: r for r in results}
 
 
 # -- hard links at memory files: the provider ----------------------------------------------
@@ -113,7 +108,7 @@ async def linked(
     return box
 
 
-@pytest.mark.parametrize("via", ["round end", "session read-back", "session start"])
+@pytest.mark.parametrize("via", READ_BACKS)
 async def test_a_read_back_reports_the_hard_link_and_stores_nothing_through_it(
     sync: SyncService,
     store: MemoryStore,
@@ -121,16 +116,7 @@ async def test_a_read_back_reports_the_hard_link_and_stores_nothing_through_it(
     via: str,
 ) -> None:
     before = {kind: store.get_memory_file(USER, kind) for kind in USER_FILE_KINDS}
-    if via == "round end":
-        session = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
-        session.on_tool_call("write_file", {"path": "MEMORY.md", "content": "x"})
-        results = by_file(await session.end_round())
-        session.close()
-    elif via == "session read-back":
-        sync.end_session(USER, "s1")
-        results = by_file(await sync.read_back_session(USER, "s1"))
-    else:
-        results = by_file(await sync.start_session(USER, "s1"))
+    results = await read_back_via(sync, via)
 
     for name, other in (("MEMORY.md", "USER.md"), ("USER.md", "MEMORY.md")):
         result = results[name]

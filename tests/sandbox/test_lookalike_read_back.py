@@ -20,16 +20,12 @@ from memstrata.sandbox.dirty import RoundTracker, mark_missing
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.lookalike import lookalikes_of
 from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
-from tests.sandbox.support import USER, FaultySandbox, sync_events
+from tests.sandbox.support import USER, FaultySandbox, by_file, sync_events
 
 pytestmark = pytest.mark.anyio
 
 LINE = "- 2026-01-02: prefers the window seat\n"
 VIAS = ["round end", "session read-back", "session start", "memory tool"]
-
-
-def by_file(results: list[SyncResult]) -> dict[str, SyncResult]:
-    return {r.filename: r for r in results}
 
 
 async def read_back(sync: SyncService, via: str, agent: Callable[[], None]) -> SyncResult:

@@ -17,8 +17,8 @@ from memstrata.memory.kinds import USER_FILE_KINDS, FileKind
 from memstrata.memory.store import MemoryStore
 from memstrata.memory.templates import TemplateSet
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
-from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
-from tests.sandbox.support import USER
+from memstrata.sandbox.sync import Outcome, SyncService
+from tests.sandbox.support import READ_BACKS, USER, by_file, read_back_via
 
 pytestmark = pytest.mark.anyio
 
@@ -30,10 +30,6 @@ def link(directory: Path, name: str, target: str) -> None:
     """``ln -sf target name`` in ``directory``."""
     (directory / name).unlink(missing_ok=True)
     (directory / name).symlink_to(target)
-
-
-def by_file(results: list[SyncResult]) -> dict[str, SyncResult]:
-    return {r.filename: r for r in results}
 
 
 def stored(store: MemoryStore, kind: FileKind) -> str:
@@ -185,7 +181,7 @@ async def test_a_memory_push_replaces_the_link_and_leaves_user_md_alone(
     assert stored(store, FileKind.MEMORY) == edited
 
 
-@pytest.mark.parametrize("via", ["round end", "session read-back", "session start"])
+@pytest.mark.parametrize("via", READ_BACKS)
 async def test_a_read_back_reports_the_link_and_stores_nothing_through_it(
     sync: SyncService,
     store: MemoryStore,
@@ -194,16 +190,7 @@ async def test_a_read_back_reports_the_link_and_stores_nothing_through_it(
     via: str,
 ) -> None:
     before = {kind: store.get_memory_file(USER, kind) for kind in USER_FILE_KINDS}
-    if via == "round end":
-        session = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
-        session.on_tool_call("write_file", {"path": "MEMORY.md", "content": "x"})
-        results = by_file(await session.end_round())
-        session.close()
-    elif via == "session read-back":
-        sync.end_session(USER, "s1")
-        results = by_file(await sync.read_back_session(USER, "s1"))
-    else:
-        results = by_file(await sync.start_session(USER, "s1"))
+    results = await read_back_via(sync, via)
 
     memory = results["MEMORY.md"]
     assert memory.outcome is Outcome.SANDBOX_FAILED
