@@ -20,7 +20,7 @@ from memstrata.sandbox.dirty import RoundTracker, mark_missing
 from memstrata.sandbox.local import LocalDirectorySandbox, LocalSandboxProvider
 from memstrata.sandbox.lookalike import lookalikes_of
 from memstrata.sandbox.sync import Outcome, SyncResult, SyncService
-from tests.sandbox.support import USER, FaultySandbox, by_file, sync_events
+from tests.sandbox.support import USER, FaultyProvider, FaultySandbox, by_file, sync_events
 
 pytestmark = pytest.mark.anyio
 
@@ -182,3 +182,20 @@ async def test_only_a_tool_memstrata_cannot_see_into_makes_the_round_end_ask_the
     assert ("MEMORY.md" in tracker.needs_read_back) is asked
     tracker.start_next_round(None)
     assert await mark_missing(tracker, box) == []  # each round asks again only if it must
+
+
+async def test_a_round_with_nothing_to_check_opens_no_sandbox(
+    store: MemoryStore, provider: LocalSandboxProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The missing-file check opens the sandbox only when it asks: a round without tool
+    calls costs no provider call, and a provider that cannot open the sandbox is reported
+    by the rounds that need it, not by every round."""
+    faulty = FaultyProvider(provider)
+    sync = SyncService(store, faulty)
+    session = await open_agent_session(sync, USER, session_id="s1", token_limit=50_000)
+    faulty.raise_on_for_user = SandboxError("the sandbox host is down")
+
+    assert await session.end_round() == []
+
+    assert sync_events(caplog, "sync.sandbox_unavailable") == []
+    session.close()

@@ -276,13 +276,19 @@ class RoundTracker:
         self.agents_touched = False
         self.unseen_tool = False
 
+    @property
+    def asks_for_missing(self) -> bool:
+        """Whether the round end must ask the sandbox which synced files are missing: a
+        tool memstrata cannot see into ran, and no file is read back already."""
+        return self.unseen_tool and not self.needs_read_back
+
 
 async def mark_missing(tracker: RoundTracker, sandbox: Sandbox) -> list[str]:
     """Mark dirty the synced memory files missing from ``sandbox`` after a tool memstrata
     cannot see into ran this round (module doc); the names marked. Nothing is asked when
     no such tool ran, or when the round end reads every file back already; a sandbox that
     cannot answer marks nothing (the read-back would fail on it as well)."""
-    if not tracker.unseen_tool or tracker.needs_read_back:
+    if not tracker.asks_for_missing:
         return []
     names = sorted(SYNCED_FILES)
     found = await asyncio.gather(*(sandbox.exists(n) for n in names), return_exceptions=True)

@@ -222,8 +222,10 @@ class SyncService:
         copy since the last round end (merged the agent's edit, or kept it aside), as the
         round end's own read-back reports it when the edit comes from another process
         (:func:`memstrata.sandbox.notices.reported`)."""
-        sandbox = open_sandbox(self.sandboxes, tracker.user_id, tracker.session_id)
-        await mark_missing(tracker, sandbox)  # a shell's ``mv MEMORY.md memory.md``
+        sandbox = None  # opened once here or by ``_target``; a round without a read-back opens none
+        if tracker.asks_for_missing:  # a shell's ``mv MEMORY.md memory.md``
+            sandbox = open_sandbox(self.sandboxes, tracker.user_id, tracker.session_id)
+            await mark_missing(tracker, sandbox)
         if not tracker.dirty and not tracker.agents_touched:
             return reported([], tracker.take_notices())
         t = self._target(tracker.user_id, tracker.session_id, ROUND_END, sandbox)
