@@ -131,6 +131,33 @@ def test_unchanged_content_is_neither_written_nor_embedded(
     assert hooked.staged == []
 
 
+def test_a_library_write_of_the_stored_text_is_a_no_op_by_default(
+    files: MemoryStore, db: Database, hooked: HookedIndexer
+) -> None:
+    # The REST PUT, MCP memory_write and the read-backs skip such a write; the library's
+    # own call, with no argument asking for it, must not bump the version (the ETag), nor
+    # embed the text again, nor touch the rows.
+    first = files.upsert_memory_file(USER, "memory", "tea in the morning\n")
+    before = rows(db)
+    hooked.staged.clear()
+    again = files.upsert_memory_file(USER, "memory", "tea in the morning\n")
+    assert (again.changed, again.version, again.updated_at) == (
+        False,
+        first.version,
+        first.updated_at,
+    )
+    assert hooked.staged == [] and rows(db) == before
+    # Stale but holding the text: the write would lose nobody's edit (a retried write
+    # whose answer was lost), so it is answered with the stored version, not refused.
+    stale = files.upsert_memory_file(USER, "memory", "tea in the morning\n", expected_version=0)
+    assert (stale.changed, stale.version) == (False, first.version)
+    # Asked for, a write of the same text still makes a version (and embeds nothing new).
+    forced = files.upsert_memory_file(USER, "memory", "tea in the morning\n", skip_unchanged=False)
+    assert (forced.changed, forced.version) == (True, first.version + 1)
+    stored = files.get_memory_file(USER, "memory")
+    assert stored is not None and stored.version == first.version + 1
+
+
 def test_soul_is_stored_but_never_indexed(
     files: MemoryStore, db: Database, hooked: HookedIndexer
 ) -> None:

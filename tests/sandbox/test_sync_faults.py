@@ -222,7 +222,10 @@ async def test_write_without_sandbox_paths(
     assert (result.outcome, result.version) == (Outcome.WRITTEN, 3)  # retried on the new copy
     stored = store.get_memory_file(USER, FileKind.USER)
     assert stored is not None and stored.content == "human\nb\n"
-    hooked.before_upsert = lambda: store.upsert_memory_file(USER, "user", "again\n")
+    # A new version at every attempt, each lost to it (the same text: a version all the same).
+    hooked.before_upsert = lambda: store.upsert_memory_file(
+        USER, "user", "again\n", skip_unchanged=False
+    )
     gave_up = await sync.write_without_sandbox(USER, FileKind.USER, lambda old: old + "c\n")
     assert gave_up.outcome is Outcome.CONFLICT
     hooked.before_upsert = None

@@ -168,16 +168,16 @@ class MemoryStore:
         content: str,
         expected_version: int | None = None,
         *,
-        skip_unchanged: bool = False,
+        skip_unchanged: bool = True,
     ) -> MemoryFile:
         """Write a file. ``expected_version`` (0 = "must not exist yet") enables the lock.
 
         Raises VersionConflictError (a RuntimeError) on a mismatch, InvalidFileTypeError (a
         ValueError) for a bad kind, InvalidContentError / ContentTooLargeError for bad content.
-        ``skip_unchanged`` returns the stored row untouched (``changed=False``) when it holds
-        the content already (:func:`holds_text`), whatever ``expected_version`` says, so
-        that read-backs and same-content PUTs bump no version and a retried write is no
-        conflict.
+        A write of the text the file holds already (:func:`holds_text`) returns the stored
+        row untouched (``changed=False``: no new version, no embedding), whatever
+        ``expected_version`` says, as every other writer does: a retried write is no
+        conflict. ``skip_unchanged=False`` makes a new version of the same text all the same.
         """
         k = parse_kind(kind)
         text = validate_content(content, self.max_content_bytes)
@@ -236,7 +236,7 @@ class MemoryStore:
             new = edit("" if current is None else current.content)
             expected = 0 if current is None else current.version
             try:
-                return self.upsert_memory_file(user_id, kind, new, expected, skip_unchanged=True)
+                return self.upsert_memory_file(user_id, kind, new, expected)
             except VersionConflictError:
                 if attempt == attempts - 1:
                     raise

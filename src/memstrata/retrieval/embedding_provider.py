@@ -8,13 +8,18 @@ so that one bad text costs one vector, and a ``deadline`` past which it sends no
 
 A text not sent because of the deadline gets ``EmbeddingDeferredError``: nothing failed,
 nothing is known about the text, and its row is stored for the background worker
-(``deferred`` in the index report, not ``embedding_failed``).
+(``deferred`` in the index report, not ``embedding_failed``). A write whose caller has
+gone (:func:`deadline_ends_when`) sends no more requests either, as if its deadline had
+passed.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 from memstrata.errors import EmbeddingError
@@ -61,9 +66,33 @@ class EachEmbeddingProvider(EmbeddingProvider, Protocol):
     ) -> list[Embedded]: ...
 
 
+# A context variable, like ``breaker.bulk_owner``'s: the deadline stays a number all the
+# way down to a provider's ``embed_each``, which asks ``passed`` before each request.
+_ended: ContextVar[threading.Event | None] = ContextVar("memstrata_deadline_ended", default=None)
+
+
+@contextmanager
+def deadline_ends_when(ended: threading.Event) -> Iterator[None]:
+    """A deadline of the calls made inside this block, by this thread or task, passes as
+    soon as ``ended`` is set: no request is sent after it (the one in flight ends as it
+    would). The batch route sets it when its client hangs up: embedding on for a client
+    that is gone held the API and the user's turn of it for nobody, while the worker
+    embeds what is left anyway. A call without a deadline (no worker would embed what it
+    leaves) is not ended."""
+    token = _ended.set(ended)
+    try:
+        yield
+    finally:
+        _ended.reset(token)
+
+
 def passed(deadline: float | None) -> bool:
-    """Has ``deadline`` (``time.monotonic()``; None: none) passed?"""
-    return deadline is not None and time.monotonic() >= deadline
+    """Has ``deadline`` (``time.monotonic()``; None: none) passed, or been ended early
+    (:func:`deadline_ends_when`)?"""
+    if deadline is None:
+        return False
+    ended = _ended.get()
+    return time.monotonic() >= deadline or (ended is not None and ended.is_set())
 
 
 def embed_each_of(

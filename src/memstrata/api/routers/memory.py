@@ -7,10 +7,13 @@ by ``api.memory_schemas`` so /openapi.json describes them.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.routing import APIRoute
 
 from memstrata.api.errors import ApiError
@@ -32,6 +35,7 @@ from memstrata.api.routing import (
     register_anything_convertor,
 )
 from memstrata.api.schemas import error_responses
+from memstrata.retrieval.embedding_provider import deadline_ends_when
 from memstrata.retrieval.rounds import Round, RoundsInvalidError, validate_rounds
 from memstrata.retrieval.session_ids import SESSION_ID_RULE, InvalidSessionIdError, check_session_id
 
@@ -48,6 +52,25 @@ async def path_session_id(
         return check_session_id(session_id)
     except InvalidSessionIdError as exc:
         raise ApiError(400, str(exc), code="invalid_session_id") from exc
+
+
+async def client_gone(request: Request) -> AsyncIterator[threading.Event]:
+    """An event set if the client hangs up while the route runs (its body is read by
+    then, so the next ASGI message is the disconnect). A plain task rather than a task
+    group around the ``yield``: the group would wrap the route's own exception (an
+    ``ApiError``) in an ``ExceptionGroup``, which no error mapping knows."""
+    gone = threading.Event()
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watching = asyncio.ensure_future(watch())
+    try:
+        yield gone
+    finally:
+        watching.cancel()
 
 
 def batch_rounds(turns: list[BatchTurn | InvalidBatchTurn]) -> list[Round]:
@@ -129,7 +152,10 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         responses={**_ERRORS, 422: BATCH_REJECTED_RESPONSE},
     )
     def index_turns_batch(
-        body: BatchTurnsRequest, user_id: CurrentUser, context: Context
+        body: BatchTurnsRequest,
+        user_id: CurrentUser,
+        context: Context,
+        gone: Annotated[threading.Event, Depends(client_gone, scope="function")],
     ) -> BatchTurnsResult:
         """Index many conversation rounds (of one or several sessions) in one request.
 
@@ -140,12 +166,14 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         and is embedded later. With `"embed": "background"` no embedding call is made:
         the turns are stored (BM25 finds them at once) and the background worker embeds
         them (`deferred` counts them; `/readyz` shows them as `pending`); 400 where no
-        worker runs.
+        worker runs. A client that hangs up ends the embedding as the budget does: every
+        turn is stored, those not embedded yet without a vector, for the worker.
         """
         try:
-            reports = context.mem.import_rounds(
-                user_id, batch_rounds(body.turns), background=body.embed == "background"
-            )
+            with deadline_ends_when(gone):
+                reports = context.mem.import_rounds(
+                    user_id, batch_rounds(body.turns), background=body.embed == "background"
+                )
         except RoundsInvalidError as exc:
             raise ApiError(422, str(exc), extra={"errors": exc.errors}) from exc
         for report in reports:

@@ -104,12 +104,26 @@ function show(data) {
   const ms = Object.values(data.timings_ms || {}).reduce((a, b) => a + b, 0);
   $("search-summary").textContent =
     `${data.hits.length} ${data.hits.length === 1 ? "hit" : "hits"} · ${mode} · ${ms.toFixed(1)} ms`;
-  if (data.warnings && data.warnings.length) {
-    banner($("search-message"), data.warnings.map(asSentence).join(" "), "warn");
-  }
+  const warnings = (data.warnings || []).map(asSentence);
+  const notes = looseOnly(data) ? [...warnings, LOOSE_ONLY] : warnings;
+  if (notes.length) banner($("search-message"), notes.join(" "), warnings.length ? "warn" : "info");
   showHits(...(data.hits.length
     ? data.hits.map(hit)
     : [el("li", { class: "empty" }, "Nothing in this user's memory matches.")]));
+}
+
+// RRF ranks by position alone, so a query that no passage shares a word with still fills
+// every place with the nearest vectors, however far: said, rather than left to a reader to
+// find in each hit's BM25 rank. The API gives no cosine to judge "near" by, and its
+// answers stay as the spec has them.
+const LOOSE_ONLY =
+  "No close matches: none of these hits is a keyword match for your search, so they are " +
+  "only the nearest in meaning and may be unrelated.";
+
+/** A hybrid search whose hits all came from the vector side alone. */
+function looseOnly(data) {
+  return data.mode === "hybrid" && data.hits.length > 0 &&
+    data.hits.every((h) => (h.explain?.bm25_rank ?? null) === null);
 }
 
 /** Where a hit came from, the session id or path in a `bdi`: its letters or bidi control
