@@ -24,6 +24,7 @@ from memstrata.retrieval.search_warnings import (
     NO_VECTORS_YET,
     NOTHING_INDEXED,
     query_failure,
+    unembedded_rows,
 )
 
 from .fault_server import FaultServer
@@ -107,3 +108,40 @@ def test_the_warning_says_why_in_words_not_an_exception_name(error: Exception, r
     text = query_failure(error)
     assert text == f"the embedding service {reason}"
     assert type(error).__name__ not in text
+
+
+def test_a_search_says_how_many_rows_lack_a_vector_when_many_do(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """Half of a user's rows without a vector (an embedding model change being re-embedded,
+    an outage's backlog): the search is hybrid over the other half, and said nothing — the
+    rows without one could only be found by their words."""
+    write(indexer, 0, "My sister lives in Lisbon")
+    write(indexer, 1, "I adopted a cat named Miso")
+    search = SearchService(IndexCache(db.sessions), embedder)
+    assert search.search("u", "sister").warnings == []
+    with FaultServer("500") as fake:
+        spec = EmbeddingModelSpec(name=embedder.name, base_url=fake.base_url)
+        with OpenAICompatibleEmbedder(spec, max_retries=0) as down:
+            for turn, text in ((2, "We moved to Porto in May"), (3, "I started learning cello")):
+                Indexer(db.sessions, down).index_turn("u", "s", turn, text, "noted", NOW)
+    result = search.search("u", "Porto")
+    assert result.mode == "hybrid"
+    assert result.warnings == [unembedded_rows(2, 4)]
+    assert "2 of this user's 4 rows" in result.warnings[0]
+
+
+def test_a_few_rows_without_a_vector_are_not_worth_a_warning(
+    db: Database, indexer: Indexer, embedder: OpenAICompatibleEmbedder
+) -> None:
+    """One row in twenty-one (under the 1 in 20 the warning needs): a row the worker has not
+    reached yet is the normal state of a busy server, not news for every search."""
+    rounds = [f"Day {i}: I walked {i} kilometres along the river" for i in range(20)]
+    for turn, text in enumerate(rounds):
+        write(indexer, turn, text)
+    with FaultServer("500") as fake:
+        spec = EmbeddingModelSpec(name=embedder.name, base_url=fake.base_url)
+        with OpenAICompatibleEmbedder(spec, max_retries=0) as down:
+            Indexer(db.sessions, down).index_turn("u", "s", 20, "I bought boots", "noted", NOW)
+    result = SearchService(IndexCache(db.sessions), embedder).search("u", "boots")
+    assert (result.mode, result.warnings) == ("hybrid", [])

@@ -275,6 +275,7 @@ class SearchService:
             if other_length:
                 vectors = None
             users_rows = len(index.rows)
+            unembedded = 0 if vectors is None else max(0, users_rows - len(vectors))
             if query_vector is not None and vectors is not None:
                 if self.vector_backend == "pgvector" and model is not None:
                     vector_hits = self._pgvector_top(user_id, query_vector, model, n, allowed)
@@ -292,6 +293,7 @@ class SearchService:
             rows=users_rows,
             terms=bool(terms),
             other_length=other_length,
+            unembedded=unembedded,
         )
         mode = "hybrid" if hybrid else "bm25"
         return Candidates(

@@ -50,6 +50,21 @@ NOTHING_INDEXED = (
     "nothing of this user's is indexed yet (no conversation, notes or own text in USER.md "
     "or MEMORY.md): there is nothing to search"
 )
+# More than 1 row in this many without a vector is worth a word on every search: a row the
+# worker has not reached yet is a busy server's normal state, a large share is an embedding
+# model change or an outage's backlog, and those rows are found by their words only.
+UNEMBEDDED_ONE_IN = 20
+
+
+def unembedded_rows(missing: int, rows: int) -> str:
+    """The warning of a hybrid search over a user whose rows are partly without a vector."""
+    have = "has" if missing == 1 else "have"
+    return (
+        f"{missing} of this user's {rows} rows {have} no vector of the embedding model yet "
+        "(they are embedded in the background): those are found by their words only"
+    )
+
+
 NO_SEARCHABLE_WORDS = (
     "the query has no searchable words (only common words, punctuation or symbols), so "
     "keyword search matched nothing"
@@ -64,10 +79,12 @@ def side_warnings(
     rows: int,
     terms: bool,
     other_length: bool = False,
+    unembedded: int = 0,
 ) -> list[str]:
     """What the caller should know about a side of the search that could not take part.
     A failed query embedding is reported where it happens (``SearchService.search``).
-    ``other_length``: the user's vectors have another length than the query's."""
+    ``other_length``: the user's vectors have another length than the query's;
+    ``unembedded``: how many of the user's rows have no vector of the model."""
     warnings = [] if rows else [NOTHING_INDEXED]
     if not embedder:
         warnings.append(NO_EMBEDDING_API)
@@ -75,6 +92,8 @@ def side_warnings(
         warnings.append(OTHER_LENGTH)
     elif query_embedded and not vectors and rows:
         warnings.append(NO_VECTORS_YET)
+    elif query_embedded and vectors and unembedded * UNEMBEDDED_ONE_IN > rows:
+        warnings.append(unembedded_rows(unembedded, rows))
     if not terms:
         hybrid = query_embedded and vectors
         warnings.append(NO_SEARCHABLE_WORDS + ("; results are by meaning only" if hybrid else ""))
