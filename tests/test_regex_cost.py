@@ -29,7 +29,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.agent import entries, markdown_blocks, markdown_doc, prompt_body, sections
+from memstrata.agent import (
+    entries,
+    markdown_blocks,
+    markdown_closing,
+    markdown_doc,
+    prompt_body,
+    sections,
+)
 from memstrata.agent.line_prefix import LinePrefixes
 from memstrata.agent.markdown_lines import title
 from memstrata.agent.preview import preview
@@ -161,7 +168,7 @@ FILE_READERS: dict[str, Callable[[str], object]] = {
     "tokenize": tokenize,
     "count_tokens": count_tokens,
     "markdown_doc.parse": markdown_doc.parse,
-    "markdown_doc.closing_line": markdown_doc.closing_line,
+    "markdown_closing.closing_line": markdown_closing.closing_line,
     "markdown_blocks.may_run_on": markdown_blocks.may_run_on,
     "sections.keyed_line": sections.keyed_line,
     "sections.body_keys": sections.body_keys,

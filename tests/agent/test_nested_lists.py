@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata.agent import markdown_doc
+from memstrata.agent import markdown_closing
 from memstrata.agent.prompt import build_system_prompt
 from memstrata.agent.tools import MemoryTools
 from memstrata.memory.kinds import FileKind
@@ -120,7 +120,7 @@ def test_nested_lists_and_item_line_fences_read_as_commonmark_reads_them(
 def test_the_line_that_closes_a_fence_in_an_item_stays_in_that_item(
     text: str, closing: str | None
 ) -> None:
-    assert markdown_doc.closing_line(text) == closing
+    assert markdown_closing.closing_line(text) == closing
     if closing is not None:
         closed = f"{text}\n{closing}\nafter"
         assert len(closed.split("\n")) - 1 not in commonmark_code(closed)

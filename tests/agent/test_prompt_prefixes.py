@@ -1,6 +1,6 @@
 """The prompt's cut closes what a prefix leaves open, reading the file about once.
 
-``markdown_doc.Prefixes`` answers ``closing_line`` for every prefix the cut's binary search
+``markdown_closing.Prefixes`` answers ``closing_line`` for every prefix the cut's binary search
 tries by reading on from a kept reading of the lines the prefix shares with the file, and
 ``prompt_body.Bodies`` escapes only the prefix's last line; they must give what a parse
 (and an escape) of that prefix gives, for every prefix. And a fence or an HTML block
@@ -18,7 +18,7 @@ from hypothesis import given as for_all
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from memstrata.agent import markdown_doc
+from memstrata.agent import markdown_closing
 from memstrata.agent.markdown_blocks import html_start
 from memstrata.agent.prompt import build_system_prompt
 from memstrata.agent.prompt_body import (
@@ -57,14 +57,14 @@ def prefixes_agree(text: str, every: int, order: random.Random) -> None:
     a random order, as a binary search asks them."""
     lengths = list(range(len(text) + 1))
     order.shuffle(lengths)
-    raw = markdown_doc.Prefixes(text, every)
-    cut = markdown_doc.Prefixes(escape_framing(text), every)
+    raw = markdown_closing.Prefixes(text, every)
+    cut = markdown_closing.Prefixes(escape_framing(text), every)
     bodies = Bodies(text)
     for length in lengths:
         prefix = text[:length]
-        assert raw.closing_line(prefix) == markdown_doc.closing_line(prefix), prefix
+        assert raw.closing_line(prefix) == markdown_closing.closing_line(prefix), prefix
         shown = escape_framing(prefix.rstrip())
-        assert cut.closing_line(shown) == markdown_doc.closing_line(shown), shown
+        assert cut.closing_line(shown) == markdown_closing.closing_line(shown), shown
         assert bodies.body(prefix.rstrip()) == close_fence(shown)
     assert bodies.body(text) == close_fence(escape_framing(text))
 
@@ -118,9 +118,9 @@ def test_a_shown_prefix_is_whole_lines_of_the_escaped_file_then_its_tail(
 
 
 def test_a_text_that_is_no_prefix_of_the_file_is_parsed_whole() -> None:
-    prefixes = markdown_doc.Prefixes("- a\n  ```\n  x")
+    prefixes = markdown_closing.Prefixes("- a\n  ```\n  x")
     assert prefixes.closing_line("- a\n  ```\n  x") == "  ```"
-    assert prefixes.closing_line("> ```\n  x") == markdown_doc.closing_line("> ```\n  x")
+    assert prefixes.closing_line("> ```\n  x") == markdown_closing.closing_line("> ```\n  x")
     assert prefixes.closing_line("```\nx") == "```"  # its first line differs from the file's
 
 
@@ -151,8 +151,8 @@ def test_a_text_that_is_no_prefix_of_the_file_is_parsed_whole() -> None:
     ],
 )
 def test_a_block_open_in_a_quote_is_closed_inside_the_quote(text: str, closing: str) -> None:
-    assert markdown_doc.closing_line(text) == closing
-    assert markdown_doc.Prefixes(text).closing_line(text) == closing
+    assert markdown_closing.closing_line(text) == closing
+    assert markdown_closing.Prefixes(text).closing_line(text) == closing
     # CommonMark: the line is the block's last, and the marker after it is text of its own.
     closed = f"{text}\n{closing}"
     assert block_lines(closed)[-1] == closed.count("\n") and marker_is_text(closed)
@@ -171,7 +171,7 @@ def test_a_block_open_in_a_quote_is_closed_inside_the_quote(text: str, closing: 
     ],
 )
 def test_nothing_is_closed_where_nothing_is_open(text: str) -> None:
-    assert markdown_doc.closing_line(text) is None
+    assert markdown_closing.closing_line(text) is None
 
 
 MARKER = "…[truncated: USER.md]"
@@ -206,7 +206,7 @@ def test_the_marker_after_a_closed_prefix_is_never_code_or_a_comment(lines: list
     if markdown_it_misreads(text) or markdown_it_misreads_quotes(text):
         return
     closed = close_fence(text)
-    assert markdown_doc.closing_line(closed) is None
+    assert markdown_closing.closing_line(closed) is None
     assert marker_is_text(closed)
 
 

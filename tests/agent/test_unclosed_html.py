@@ -16,7 +16,7 @@ from hypothesis import given as for_all
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from memstrata.agent import markdown_doc, sections
+from memstrata.agent import markdown_closing, markdown_doc, sections
 from memstrata.agent.markdown_blocks import may_run_on
 from memstrata.agent.prompt import build_system_prompt
 from memstrata.agent.prompt_body import MemoryBody, close_fence
@@ -296,8 +296,8 @@ def test_the_closing_line_closes_what_is_open_and_is_never_skipped(lines: list[s
     doc = markdown_doc.parse(text)
     if doc.open_html is not None or doc.entry_html is not None:
         assert may_run_on(text)
-    line = markdown_doc.closing_line_of(doc)
-    assert markdown_doc.closing_line(text) == line
+    line = markdown_closing.closing_line_of(doc)
+    assert markdown_closing.closing_line(text) == line
     if line is not None:
         closed = markdown_doc.parse(f"{text}\n{line}")
         assert (closed.open_fence, closed.entry_fence) == (None, None)

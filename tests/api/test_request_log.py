@@ -13,7 +13,7 @@ from memstrata.api.metrics import ApiMetrics
 from memstrata.api.middleware import CLIENT_CLOSED_REQUEST, RequestLogMiddleware
 from memstrata.logs import event_fields
 from memstrata.mcp.base import ToolOutput
-from memstrata.mcp.server import run_tool
+from memstrata.mcp.failure_answers import run_tool
 from memstrata.mcp.tools import McpTool
 
 SCOPE: Scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [], "state": {}}

@@ -16,7 +16,7 @@ from tests.mcp.test_tools import ok, refused
 
 pytestmark = pytest.mark.anyio
 
-LOGGED_MESSAGE_CHARS = 200  # memstrata.mcp.server.LOGGED_MESSAGE_CHARS
+LOGGED_MESSAGE_CHARS = 200  # memstrata.mcp.failure_answers.LOGGED_MESSAGE_CHARS
 
 
 def tool_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:

@@ -10,14 +10,11 @@ import time
 import pytest
 
 from memstrata.config import EmbeddingModelSpec
+from memstrata.config_embedding import QUERY_TIMEOUT_TOKENS
 from memstrata.errors import EmbeddingError, EmbeddingUnavailableError
 from memstrata.retrieval.chunk import CHUNK_TOKENS
-from memstrata.retrieval.embeddings import (
-    QUERY_TIMEOUT_TOKENS,
-    EmbeddingOutageError,
-    OpenAICompatibleEmbedder,
-    query_timeout,
-)
+from memstrata.retrieval.embedding_transport import query_timeout
+from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
 
 from .fault_embedder import fault_embedder
 from .fault_server import FaultServer

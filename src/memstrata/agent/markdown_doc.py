@@ -1,7 +1,8 @@
 """The structure of a memory file, read in one place: which lines are headings, entries,
 other text and fenced code. The tools' sections and entries (``agent.sections``,
 ``agent.entries``) and the prompt's cut of MEMORY.md (``agent.prompt_body``) are all built
-on :func:`parse`, so a line the tools take for a heading is a heading to the cut too.
+on :func:`parse`, so a line the tools take for a heading is a heading to the cut too; the
+line that closes what is left open at the end of a text is ``agent.markdown_closing``'s.
 
 Lines are the text split at LF, as the edit functions split it: a CR before the LF is part
 of the line break (a CR LF file reads as its LF twin), and any other character — a lone
@@ -90,16 +91,12 @@ their own reading.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
-from itertools import accumulate
 from typing import NamedTuple
 
 from memstrata.agent.markdown_blocks import html_closer, may_run_on
 from memstrata.agent.markdown_lines import (
-    TAB,
     Kind,
     fence_after,
     heading,
@@ -116,18 +113,16 @@ __all__ = [
     "Block",
     "Doc",
     "Kind",
-    "Prefixes",
+    "OpenAtEnd",
     "Section",
     "bare",
-    "closing_line",
-    "closing_line_of",
     "fence_after",
     "heading",
     "indent",
     "item_text",
     "item_width",
-    "may_close",
     "may_fence",
+    "open_at_end",
     "open_fence",
     "open_html",
     "parse",
@@ -193,7 +188,7 @@ class Doc:
     to_blank: frozenset[int] = frozenset()
     # (opening line, the line that ends it) of a fence or an HTML block of kind 1 to 5
     # open inside a block quote at the end of the text (``> ```py``): the end of the quote
-    # ends it, so the tools need not close it, but the prompt does (``closing_line``).
+    # ends it, so the tools need not close it, but the prompt does (``markdown_closing``).
     quote_block: tuple[int, str] | None = None
 
     def headings(self) -> list[Block]:
@@ -238,13 +233,6 @@ def may_fence(text: str) -> bool:
     return "```" in text or "~~~" in text
 
 
-def may_close(text: str) -> bool:
-    """Whether ``text`` may end inside a block only its end ends: a fence, or an HTML
-    block of kind 1 to 5 (``markdown_blocks.may_run_on``). Without either, it has no
-    :func:`closing_line`, which a caller can skip :func:`parse` for."""
-    return may_fence(text) or may_run_on(text)
-
-
 def unclosed_fence(lines: Sequence[str]) -> tuple[int, str] | None:
     """(index of its opening line, fence) of the fence still open after ``lines``, or None.
     Such a fence runs to the end of the file, so every later line, headings included, is
@@ -263,27 +251,7 @@ def unclosed_html(lines: Sequence[str]) -> tuple[int, str] | None:
     return None if doc is None or doc.open_html is None else (doc.html_line, doc.open_html)
 
 
-def closing_line(text: str) -> str | None:
-    """The line that closes the fence or HTML block of kind 1 to 5 open at the end of
-    ``text``, or None: the fence itself (or the block's end, ``-->`` for ``<!--``) for one
-    that runs on; for one inside the entry ``text`` ends in, that line as far in as the
-    block's opening fence or ``<`` stands (after the marker of an item that line opens),
-    so the line is that item's — less indented it would end the item (and the block with
-    it), a fence line opening a fence of its own. For one inside a block quote, that line
-    with the quote's ``>`` where the opening line has them (``> ```py`` is closed by
-    ``> ````): without them the line would end the quote, and a fence line would open a
-    fence of its own that runs on."""
-    return closing_line_of(parse(text)) if may_close(text) else None
-
-
-def closing_line_of(doc: Doc) -> str | None:
-    """:func:`closing_line` of the text ``doc`` was parsed from, for a caller that already
-    holds the parse (the prompt's cut reads MEMORY.md once)."""
-    found = _Open(doc.open_fence, doc.entry_fence, doc.open_html, doc.entry_html, doc.quote_block)
-    return _closing(found, doc.bare)
-
-
-class _Open(NamedTuple):
+class OpenAtEnd(NamedTuple):
     """What is open at the end of a reading, as :class:`Doc` states it."""
 
     open_fence: str | None
@@ -293,7 +261,7 @@ class _Open(NamedTuple):
     quote_block: tuple[int, str] | None
 
 
-def _open(reader: Reader, line: Callable[[int], str]) -> _Open:
+def open_at_end(reader: Reader, line: Callable[[int], str]) -> OpenAtEnd:
     """What is open after ``reader`` read the lines ``line`` gives (by index, as read)."""
     fence, html = reader.fence, reader.html_opened
     closer = html_closer(reader.html, line(html)) if reader.html else None
@@ -305,107 +273,14 @@ def _open(reader: Reader, line: Callable[[int], str]) -> _Open:
         end = html_closer(quoted.html, line(quoted.html_opened))
         quote_block = None if end is None else (quoted.html_opened, end)
     if reader.items:  # what is open ends with the entry
-        return _Open(
+        return OpenAtEnd(
             None,
             None if fence is None else (reader.opened, fence),
             None,
             None if closer is None else (html, closer),
             quote_block,
         )
-    return _Open(fence, None, closer, None, quote_block)
-
-
-def _closing(found: _Open, line: Callable[[int], str]) -> str | None:
-    if found.open_fence is not None or found.open_html is not None:
-        return found.open_fence or found.open_html
-    if found.entry_fence is not None:
-        opening, fence = found.entry_fence
-        return _in_entry(line(opening), fence[0], fence)
-    if found.entry_html is not None:
-        opening, end = found.entry_html
-        return _in_entry(line(opening), "<", end)
-    if found.quote_block is not None:
-        opening, end = found.quote_block
-        return _in_entry(line(opening), end[0] if end[0] in "`~" else "<", end)
-    return None
-
-
-def _in_entry(line: str, first: str, closing: str) -> str:
-    """``closing`` as far in as the block that ``line`` opens, with its first character
-    ``first``, stands: the blanks and item markers before it written as spaces (a tab as
-    the columns to its stop), a block quote's ``>`` kept, so the line is in every item and
-    quote the block is in."""
-    column = 0
-    kept: list[str] = []
-    for char in line[: line.index(first)]:
-        width = TAB - column % TAB if char == "\t" else 1
-        kept.append(">" if char == ">" else " " * width)
-        column += width
-    return "".join(kept) + closing
-
-
-class Prefixes:
-    """:func:`closing_line` of many texts that share their first lines with ``text`` (the
-    prompt's cut tries a prefix of one file per step of its binary search), reading each
-    line about once rather than once per prefix.
-
-    The reading is online: what is open after a line depends on the lines before it only,
-    so a prefix is read on from a :meth:`Reader.fork` of a reading of the lines it shares
-    with ``text``; forks are kept every ``len(text) / 128`` characters or so read, and a
-    prefix is read on from the last one before it. Any other text is parsed whole.
-    """
-
-    def __init__(self, text: str, every: int | None = None) -> None:
-        """``every``: the characters read between kept forks (tests set it small)."""
-        self.text = text
-        self._step = max(len(text) // 128, 1024) if every is None else every
-        self._read: list[int] = [0]  # the lines each kept reading has read, ascending
-        self._readers: list[Reader] = [Reader()]
-
-    # Made when a prefix is first read: most files close nothing, and ask for no line.
-    @cached_property
-    def lines(self) -> list[str]:
-        return self.text.split("\n")
-
-    @cached_property
-    def _line_starts(self) -> list[int]:
-        """Where each line of ``text`` starts in it."""
-        return list(accumulate((len(line) + 1 for line in self.lines), initial=0))
-
-    def closing_line(self, prefix: str) -> str | None:
-        """``closing_line(prefix)``."""
-        if not may_close(prefix):
-            return None
-        last_start = prefix.rfind("\n") + 1
-        if last_start and prefix[:last_start] != self.text[:last_start]:
-            return closing_line(prefix)
-        index = bisect_left(self._line_starts, last_start)  # the line ``last_start`` starts
-        last = prefix[last_start:]
-        reader = self._reading(index)
-        reader.read(index, bare(last, index))
-        lines = self.lines
-
-        def line(at: int) -> str:
-            return bare(last if at == index else lines[at], at)
-
-        return _closing(_open(reader, line), line)
-
-    def _reading(self, index: int) -> Reader:
-        """A reader of lines ``0 .. index - 1`` of ``text``, forks kept on the way."""
-        kept = bisect_right(self._read, index) - 1
-        at = self._read[kept]
-        reader = self._readers[kept].fork()
-        since = 0
-        for position in range(at, index):
-            if since >= self._step:
-                kept += 1
-                self._read.insert(kept, position)
-                self._readers.insert(kept, reader.fork(self._readers[kept - 1]))
-                since = 0
-            line = self.lines[position]
-            reader.read(position, bare(line, position))
-            since += len(line) + 1
-        return reader
+    return OpenAtEnd(fence, None, closer, None, quote_block)
 
 
 def parse(text: str) -> Doc:
@@ -418,7 +293,7 @@ def parse(text: str) -> Doc:
     blocks = tuple(_block(lines, *span) for span in spans)
     if reader.html >= 6 and not reader.items:  # open at the end of the text
         reader.to_blank.append(reader.ends[-1] - 1)
-    found = _open(reader, lambda at: bare(lines[at], at))
+    found = open_at_end(reader, lambda at: bare(lines[at], at))
     return Doc(
         tuple(lines),
         blocks,

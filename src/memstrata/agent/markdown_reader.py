@@ -74,7 +74,7 @@ class Reader:
         but the last block (a line may go on with it): it reads the same open fences, HTML
         blocks, quotes and items, but its ``code``, ``raw`` and blocks hold only what it
         reads itself. The prompt's cut asks what is open after many prefixes of one text,
-        each read on from a fork of the reading before it (``markdown_doc.Prefixes``).
+        each read on from a fork of the reading before it (``markdown_closing.Prefixes``).
 
         ``kept``: a fork that, as this one, is kept and never read on, only forked again;
         they share their open items when equal (a line of 30 000 nested markers and lazy

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
-from memstrata.agent import markdown_doc
+from memstrata.agent import markdown_closing, markdown_doc
 from memstrata.agent.markdown_doc import BOM, Kind
 
 # "<" of a tag that opens or closes a file section, in any case and spacing a model might
@@ -73,21 +73,21 @@ def close_fence(text: str) -> str:
     """``text``, with a closing line added if it ends inside a fenced code block or an
     HTML block of kind 1 to 5 (``-->`` after ``<!--``): indented into the entry for a
     block inside one, inside the block quote (``> ````) for a block inside one
-    (``markdown_doc.closing_line``)."""
-    line = markdown_doc.closing_line(text)
+    (``markdown_closing.closing_line``)."""
+    line = markdown_closing.closing_line(text)
     return text if line is None else f"{text}\n{line}"
 
 
 class Bodies:
     """``close_fence(escape_framing(prefix))`` for the prefixes of one text the prompt's
-    cut tries, its lines read about once in all (``markdown_doc.Prefixes``): a parse per
+    cut tries, its lines read about once in all (``markdown_closing.Prefixes``): a parse per
     prefix made a 256 KB file of ``<`` lines and one fence cost up to 4.5 s of CPU per
     prompt build."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.escaped = escape_framing(text)
-        self._closings = markdown_doc.Prefixes(self.escaped)
+        self._closings = markdown_closing.Prefixes(self.escaped)
 
     @cached_property
     def _escapes(self) -> list[int]:
@@ -198,8 +198,8 @@ class MemoryBody:
         self.escaped = escape_framing(text)
         # Without a fence line or a "<!", "<?", "<pre"… (most files) nothing is closed, and a
         # file that fits whole costs no parse: only a cut needs the pieces.
-        doc = markdown_doc.parse(self.escaped) if markdown_doc.may_close(self.escaped) else None
-        self.closing = None if doc is None else markdown_doc.closing_line_of(doc)
+        doc = markdown_doc.parse(self.escaped) if markdown_closing.may_close(self.escaped) else None
+        self.closing = None if doc is None else markdown_closing.closing_line_of(doc)
         # The pieces' line ranges are kept, not the parse, which is freed before the
         # section is counted (kept, it made a file that fits whole 3 % slower to count).
         self._parsed = None if doc is None else _spans(doc)

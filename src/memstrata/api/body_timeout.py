@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import h11
 
-from memstrata.api.errors import error_body
+from memstrata.api.error_shape import error_body
 from memstrata.api.header_timeout import HeaderLimit, HeaderTimeoutProtocol, peer
 from memstrata.logs import log_event
 

@@ -36,17 +36,15 @@ errors the two are the same English text). 409 and 422 add fields:
   the same ``Retry-After``
 - 500 ``internal_error``: anything else (logged with its traceback)
 
+The body is built by ``api.error_shape``, the 422s' items by ``api.validation_errors``.
+
 Sandbox and embedding failures are the sync / retrieval layers' to swallow (spec §5: log
 a warning, never block the main flow); if one escapes, it is a 503, never a 500.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -60,7 +58,9 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from memstrata.api.api_error import ApiError as ApiError
-from memstrata.api.input_errors import Taker, body_taker, content_item, reworded
+from memstrata.api.error_shape import HttpError, error_body, http_error
+from memstrata.api.input_errors import Taker, body_taker, content_item
+from memstrata.api.validation_errors import undecodable_body, validation_error
 from memstrata.db.engine import READ_ONLY_SQLSTATE
 from memstrata.db.migrate import INSUFFICIENT_PRIVILEGE
 from memstrata.errors import (
@@ -88,105 +88,43 @@ INTERNAL_ERROR = "internal server error"
 # operator can end (revoked grants) gets it too: retries every few seconds cost nothing.
 DATABASE_RETRY_AFTER_S = 5
 
-# The code of a status when nothing more specific applies.
-STATUS_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    409: "version_conflict",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    422: "validation_error",
-    500: "internal_error",
-    503: "unavailable",
-}
-
-
-@dataclass(frozen=True)
-class HttpError:
-    """The HTTP form of an exception: status, JSON body, extra headers."""
-
-    status_code: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def response(self) -> JSONResponse:
-        return _ErrorResponse(self.body, status_code=self.status_code, headers=self.headers or None)
-
-
-class _ErrorResponse(JSONResponse):
-    """An error body may echo what the client sent (a batch turn's ``session_id``): text
-    UTF-8 cannot encode (a lone surrogate, sent as ``\\ud800`` in JSON) goes back escaped
-    the same way instead of failing the response."""
-
-    def render(self, content: Any) -> bytes:
-        try:
-            return super().render(content)
-        except UnicodeEncodeError:
-            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-
-def error_body(
-    status_code: int, detail: str, *, code: str | None = None, message: str | None = None
-) -> dict[str, Any]:
-    """The one error shape: ``code``, ``detail`` and an English ``message``."""
-    return {
-        "code": code or STATUS_CODES.get(status_code, "error"),
-        "detail": detail,
-        "message": message or detail,
-    }
-
-
-def _detail(
-    status_code: int,
-    detail: str,
-    *,
-    code: str | None = None,
-    message: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> HttpError:
-    body = {**error_body(status_code, detail, code=code, message=message), **extra}
-    return HttpError(status_code, body, dict(headers or {}))
-
 
 def map_exception(exc: BaseException, body: Taker | None = None) -> HttpError | None:
     """The HTTP form of ``exc``, or None for exceptions that are bugs (→ 500). ``body``:
     the body the route takes, whose fields a 422 names (:func:`body_taker`)."""
     if isinstance(exc, ApiError):
-        return _detail(exc.status_code, exc.detail, code=exc.code, headers=exc.headers, **exc.extra)
+        return http_error(
+            exc.status_code, exc.detail, code=exc.code, headers=exc.headers, **exc.extra
+        )
     if isinstance(exc, RequestValidationError):
         return validation_error(exc.errors(), body)
     if isinstance(exc, ClientDisconnect):
         # Nobody reads this answer; it keeps a client's hang-up out of the 5xx count and
         # the error log.
-        return _detail(400, "the client closed the connection before sending the whole body")
+        return http_error(400, "the client closed the connection before sending the whole body")
     if isinstance(exc, StarletteHTTPException):
-        return _undecodable_body(exc) or _detail(
+        return undecodable_body(exc) or http_error(
             exc.status_code, _http_detail(exc), headers=exc.headers
         )
     if isinstance(exc, InvalidFileTypeError):
-        return _detail(
+        return http_error(
             400, INVALID_FILE_NAME, code="invalid_file_name", message=INVALID_FILE_NAME_MESSAGE
         )
     if isinstance(exc, VersionConflictError):
-        return _detail(409, str(exc), expected_version=exc.expected, current_version=exc.actual)
+        return http_error(409, str(exc), expected_version=exc.expected, current_version=exc.actual)
     if isinstance(exc, ContentTooLargeError):
-        return _detail(413, str(exc))
+        return http_error(413, str(exc))
     if isinstance(exc, InvalidContentError):
-        return _detail(422, str(exc), errors=[content_item(exc, body)])
+        return http_error(422, str(exc), errors=[content_item(exc, body)])
     if isinstance(exc, UnknownSkillError):
-        return _detail(404, str(exc))
+        return http_error(404, str(exc))
     if _refused_write(exc) is not None:
         return _database_refusal(
             "the database refuses this server's writes; try again later", "database_read_only"
         )
     if isinstance(exc, SandboxError | EmbeddingError):
         # Checked before ValueError: SandboxPathError is both.
-        return _detail(503, f"{type(exc).__name__}: {exc}")
+        return http_error(503, f"{type(exc).__name__}: {exc}")
     # PoolTimeoutError: every pooled connection busy (a lock held, a flood of one user's
     # writes) for db.engine.POOL_TIMEOUT_S; a 500 with a traceback before.
     if isinstance(exc, DatabaseSetupError | OperationalError | PoolTimeoutError):
@@ -194,17 +132,17 @@ def map_exception(exc: BaseException, body: Taker | None = None) -> HttpError | 
             "the database is unavailable; try again shortly", "database_unavailable"
         )
     if isinstance(exc, RuntimeClosedError):  # a host closed the runtime under its router
-        return _detail(503, str(exc), code="unavailable")
+        return http_error(503, str(exc), code="unavailable")
     if isinstance(exc, DataError):
-        return _detail(400, _data_error_message(exc), code="value_out_of_range")
+        return http_error(400, _data_error_message(exc), code="value_out_of_range")
     if isinstance(exc, ValueError):  # spec §5: ValueError → HTTP 400
-        return _detail(400, str(exc) or type(exc).__name__)
+        return http_error(400, str(exc) or type(exc).__name__)
     return None
 
 
 def _database_refusal(detail: str, code: str) -> HttpError:
     """A 503 of the database's, with its ``Retry-After``."""
-    return _detail(503, detail, code=code, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+    return http_error(503, detail, code=code, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
 
 
 # SQLSTATE numeric_value_out_of_range: an integer over 2^31 − 1 for an ``integer`` column.
@@ -273,92 +211,6 @@ def _data_error_message(exc: DataError) -> str:
     if getattr(exc.orig, "sqlstate", None) == _NUMERIC_OUT_OF_RANGE:
         return "a number in the request is out of range (integers must be below 2^31)"
     return "the database could not store or read back a value (out of range or not representable)"
-
-
-def _undecodable_body(exc: StarletteHTTPException) -> HttpError | None:
-    """FastAPI answers a body that ``json.loads`` refuses with anything but a
-    ``JSONDecodeError`` with its own 400 "There was an error parsing the body" (the cause
-    chained): the same 422 as malformed JSON here, saying what to fix."""
-    cause = exc.__cause__
-    if exc.status_code != 400 or not isinstance(cause, ValueError | RecursionError):
-        return None
-    if isinstance(cause, UnicodeDecodeError):
-        byte = cause.object[cause.start : cause.start + 1].hex() or "??"
-        msg = (
-            f"the body must be UTF-8 JSON: byte 0x{byte} at offset {cause.start} is not "
-            "UTF-8 (text in Latin-1 or another encoding?)"
-        )
-    elif isinstance(cause, RecursionError):
-        msg = (
-            "the body's JSON is nested too deeply to decode (arrays or objects hundreds of "
-            "levels inside each other); no memstrata request nests more than a few levels"
-        )
-    elif "integer string conversion" in str(cause):
-        msg = (
-            f"a number in the body is too long to decode (over {sys.get_int_max_str_digits()} "
-            "digits); send numbers in the documented ranges"
-        )
-    else:
-        msg = f"the body could not be decoded as JSON: {cause}"
-    return _validation_detail([{"loc": ["body"], "msg": msg, "type": "json_invalid"}])
-
-
-def unparsed_body_error(
-    exc: RequestValidationError, content_type: str | None
-) -> RequestValidationError:
-    """``exc`` (its body left as bytes: FastAPI decodes JSON only when the Content-Type says
-    JSON) with the body's errors replaced by one that says to send ``application/json``,
-    instead of pydantic's "Input should be a valid dictionary"."""
-    sent = f"as {content_type[:80]!r}" if content_type else "without a Content-Type"
-    msg = f"the body was sent {sent}, not as JSON: send it with Content-Type: application/json"
-    kept = [e for e in exc.errors() if not (isinstance(e, Mapping) and _in_body(e))]
-    item = {"loc": ("body",), "msg": msg, "type": "content_type"}
-    return RequestValidationError([item, *kept], body=exc.body)
-
-
-def _in_body(error: Mapping[str, Any]) -> bool:
-    loc = error.get("loc")
-    return isinstance(loc, Sequence) and len(loc) > 0 and loc[0] == "body"
-
-
-def validation_error(errors: Sequence[Any], body: Taker | None = None) -> HttpError:
-    """422 with a one-line summary and the pydantic errors (without echoing the input),
-    each in the reader's words (:mod:`memstrata.api.input_errors`)."""
-    items = [_error_item(error, body) for error in errors if isinstance(error, Mapping)]
-    return _validation_detail([item for item, _ in items], [line for _, line in items])
-
-
-def _validation_detail(items: list[dict[str, Any]], lines: list[str] | None = None) -> HttpError:
-    """``lines``: each item as the summary says it (default: its ``loc`` and ``msg``)."""
-    if lines is None:
-        lines = [_located(item) for item in items]
-    summary = "; ".join(lines[:5])
-    return _detail(422, f"invalid request: {summary or 'malformed body'}", errors=items)
-
-
-def _located(item: Mapping[str, Any]) -> str:
-    return f"{'.'.join(str(part) for part in item['loc']) or 'request'}: {item['msg']}"
-
-
-def _error_item(error: Mapping[str, Any], body: Taker | None) -> tuple[dict[str, Any], str]:
-    """The ``errors`` item of one pydantic error (its ``loc`` and ``type`` as pydantic
-    gave them) and its line in the summary: a reworded message names its field itself,
-    any other is said under its ``loc``."""
-    place = tuple(error.get("loc", ()))
-    loc = [str(part) for part in place]
-    msg = str(error.get("msg", "invalid value"))
-    kind = str(error.get("type", "value_error"))
-    if kind == "json_invalid":  # FastAPI puts the character offset in loc
-        ctx = error.get("ctx")
-        reason = ctx.get("error") if isinstance(ctx, Mapping) else None
-        msg = f"malformed JSON at character {loc[-1] if len(loc) > 1 else 0}: {reason or msg}"
-        loc = ["body"]
-    said = reworded({**error, "loc": place[1:]}, body or _ANY_BODY) if loc[:1] == ["body"] else None
-    item = {"loc": loc, "msg": said or msg, "type": kind}
-    return item, said or _located(item)
-
-
-_ANY_BODY = Taker("this body", "field")  # a body outside memstrata's routes: fields unknown
 
 
 def error_response(exc: BaseException, scope: Scope | None = None) -> JSONResponse | None:

@@ -1,6 +1,7 @@
 """What a request body or a tool's arguments got wrong, in the reader's words: one rule per
-kind of mistake, shared by the REST API's 422s (:mod:`memstrata.api.errors`) and the MCP
-tools' refusals (:mod:`memstrata.mcp.tool_args`), each transport adding only its framing.
+kind of mistake, shared by the REST API's 422s (:mod:`memstrata.api.validation_errors`) and
+the MCP tools' refusals (:mod:`memstrata.mcp.tool_args`), each transport adding only its
+framing.
 
 Pydantic's own words ("Extra inputs are not permitted", "Field required", "Input should be
 a valid dictionary or object to extract fields from") say neither what to send nor use the

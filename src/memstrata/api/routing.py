@@ -20,7 +20,8 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.types import Message, Receive
 
 from memstrata.api.context import ApiContext
-from memstrata.api.errors import ApiError, error_response, unparsed_body_error
+from memstrata.api.errors import ApiError, error_response
+from memstrata.api.validation_errors import unparsed_body_error
 
 # Declares the bearer scheme in the OpenAPI document (the "Authorize" button of /docs).
 # Stateless; the header itself is parsed by Authenticator.

@@ -42,7 +42,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memstrata.api.errors import HttpError, error_body
+from memstrata.api.error_shape import HttpError, error_body
 from memstrata.api.middleware import route_template
 from memstrata.api.routing import current_user
 from memstrata.config import Settings

@@ -6,9 +6,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server import ServerRequestContext
 from mcp_types import Tool, ToolAnnotations
 
 from memstrata.runtime import Memstrata
+
+# Where a request's services and user come from: the transport binds them (stdio: the
+# ``--user``; HTTP: the bearer token's user, the runtime its lifespan attached).
+RuntimeSource = Callable[[], Memstrata]
+UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 
 
 @dataclass(frozen=True)

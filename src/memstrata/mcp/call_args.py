@@ -15,7 +15,7 @@ refused call. An ``initialize`` is checked by the SDK's own rule for its protoco
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server import ServerRequestContext
@@ -28,13 +28,12 @@ from pydantic import ValidationError
 
 from memstrata.api.input_errors import Taker
 from memstrata.logs import log_event
+from memstrata.mcp.base import UserSource
 from memstrata.mcp.prompt_args import shown
 from memstrata.mcp.tool_args import refusals
 
 logger = logging.getLogger(__name__)
 _EVENTS = {"tools/call": "mcp.tool", "initialize": "mcp.initialize"}
-
-UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 
 
 def call_shape_error(

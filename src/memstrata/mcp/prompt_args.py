@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp.server import ServerRequestContext
@@ -26,10 +26,9 @@ from pydantic import ValidationError
 
 from memstrata.agent.json_numbers import shown as shown  # call_args' too
 from memstrata.logs import log_event
+from memstrata.mcp.base import UserSource
 
 logger = logging.getLogger(__name__)
-
-UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 
 
 def unknown_prompt(name: str, available: Sequence[str]) -> MCPError:

@@ -26,7 +26,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Send
 
-from memstrata.api.errors import error_body
+from memstrata.api.error_shape import error_body
 from memstrata.mcp.sessions import jsonrpc_error_fields
 
 _ENDED = (

@@ -15,22 +15,17 @@ or, for resources and prompts, a JSON-RPC error (:class:`FailureAnswers`), where
 would send the exception's own text (the database driver's, naming its host and port) or
 "Internal server error". The exception goes to the log only, as a WARNING with the user;
 one the mapping does not know is a bug, logged with its traceback and answered
-``internal server error``.
+``internal server error`` (all of it in :mod:`memstrata.mcp.failure_answers`).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from anyio import get_cancelled_exc_class
 from mcp.server import Server, ServerRequestContext
-from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -51,16 +46,12 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
-from pydantic import ValidationError
 
 from memstrata import package_version
 from memstrata.agent.prompt import check_token_limit
 from memstrata.agent.session import build_memory_prompt
-from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
-from memstrata.api.errors import HttpError, error_body, map_exception
 from memstrata.errors import InvalidContentError
-from memstrata.logs import describe, log_event
-from memstrata.mcp.base import Caller, ToolError, ToolOutput
+from memstrata.mcp.base import Caller, RuntimeSource, UserSource
 from memstrata.mcp.call_args import CallShapeCheck
 from memstrata.mcp.conflicts import (
     LISTING_RESOURCE,
@@ -69,6 +60,7 @@ from memstrata.mcp.conflicts import (
     is_conflicts_uri,
     read_conflicts,
 )
+from memstrata.mcp.failure_answers import FailureAnswers, run_tool
 from memstrata.mcp.files import (
     MIME_TYPE,
     READABLE_NAMES,
@@ -82,17 +74,6 @@ from memstrata.mcp.prompt_args import PromptArgumentCheck, unknown_prompt
 from memstrata.mcp.prompt_guide import MCP_GUIDE
 from memstrata.mcp.tools import TOOLS, McpTool
 from memstrata.memory.kinds import FileKind, api_kind
-from memstrata.runtime import Memstrata
-from memstrata.text import shortened
-
-logger = logging.getLogger(__name__)
-
-# A failed tool call's message in its log line is cut here: enough for what was wrong and
-# the start of how to fix it, not a model's whole refused argument echoed back.
-LOGGED_MESSAGE_CHARS = 200
-
-RuntimeSource = Callable[[], Memstrata]
-UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 
 PROMPT_NAME = "memory_context"
 INSTRUCTIONS = (
@@ -239,132 +220,6 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
     )
     server.middleware.append(CallShapeCheck(user))
     return server
-
-
-class FailureAnswers:
-    """Server middleware: a request whose handler raised anything but a protocol error
-    (``MCPError``, or the ``ValidationError`` the SDK answers for malformed params) is
-    answered with the REST API's message as a JSON-RPC error (:func:`_failure_answer`) and
-    logged as ``mcp.request`` with the user and the cause (module doc)."""
-
-    def __init__(self, user: UserSource) -> None:
-        self._user = user
-
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        try:
-            return await call_next(ctx)
-        except (MCPError, ValidationError):
-            raise
-        except Exception as exc:
-            if ctx.request_id is None:  # a notification: nobody to answer
-                raise
-            user_id = self._user_id(ctx)
-            answer = _failure_answer(exc, f"MCP {ctx.method}", user_id)
-            log_event(
-                logger,
-                "mcp.request",
-                logging.WARNING,
-                method=ctx.method,
-                user_id=user_id,
-                status=answer.status_code,
-                code=answer.body["code"],
-                cause=describe(exc),
-            )
-            raise _protocol_error(answer) from exc
-
-    def _user_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
-        try:
-            return self._user(ctx)
-        except MCPError:  # over HTTP, a request without an authenticated user
-            return None
-
-
-def _failure_answer(exc: Exception, what: str, user_id: str | None) -> HttpError:
-    """The REST API's answer to ``exc``; for an exception it does not know (a bug), its
-    500 ``internal server error``, the traceback logged here, since nothing of it may
-    reach the client."""
-    mapped = map_exception(exc)
-    if mapped is not None:
-        return mapped
-    logger.error("%s failed for user %s", what, user_id, exc_info=exc)
-    return HttpError(500, error_body(500, INTERNAL_ERROR_TEXT))
-
-
-def _protocol_error(answer: HttpError) -> MCPError:
-    """``answer`` as a JSON-RPC error: the English message, which is what MCP clients
-    show, and the REST status and code (and a 409's or 422's fields) as its data."""
-    code = INVALID_PARAMS if answer.status_code < 500 else INTERNAL_ERROR
-    body = answer.body
-    data = {k: v for k, v in body.items() if k not in ("detail", "message")}
-    return MCPError(code, str(body["message"]), {"status": answer.status_code, **data})
-
-
-async def run_tool(
-    tool: McpTool, runtime: RuntimeSource, user_id: str, arguments: dict[str, Any]
-) -> CallToolResult:
-    """Run one tool; every failure becomes an ``isError`` result (never a crashed session):
-    a refusal with its own text, anything else with the REST API's message (module doc)."""
-    started = time.perf_counter()
-    cause: dict[str, Any] = {}
-    refused = False
-    try:
-        output = await tool.handler(Caller(runtime(), user_id), arguments)
-    except get_cancelled_exc_class():
-        # The client hung up (its timeout) or the server stops: a write may have landed
-        # all the same (a retried record_memory then finds its entry and stores nothing).
-        log_event(
-            logger,
-            "mcp.tool",
-            logging.WARNING,
-            tool=tool.name,
-            user_id=user_id,
-            cancelled=True,
-            ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        raise
-    except ToolError as exc:
-        output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
-        refused = True
-    except Exception as exc:
-        answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
-        code = str(answer.body["code"])
-        output = ToolOutput(f"error: {answer.body['message']}", {"error": code}, is_error=True)
-        cause = {"cause": describe(exc)}
-    log_event(
-        logger,
-        "mcp.tool",
-        tool_log_level(output, refused=refused),
-        tool=tool.name,
-        user_id=user_id,
-        error=output.is_error,
-        ms=round((time.perf_counter() - started) * 1000, 2),
-        **(failure_fields(output) if output.is_error else {}),
-        **cause,
-    )
-    return CallToolResult(
-        content=[TextContent(type="text", text=output.text)],
-        structured_content=output.data,
-        is_error=output.is_error,
-    )
-
-
-def tool_log_level(output: ToolOutput, *, refused: bool) -> int:
-    """``mcp.tool``'s level: INFO for a success and for a refusal (a ``ToolError``: the
-    caller's arguments, a stale version, an unknown skill — the caller's to fix, and no
-    operator's concern), WARNING for any other failure (the database, a bug, and the agent
-    write tools' failures, whose answer does not say whose failure it was)."""
-    return logging.INFO if refused or not output.is_error else logging.WARNING
-
-
-def failure_fields(output: ToolOutput) -> dict[str, Any]:
-    """A failed call's ``code`` (the ``error`` of its structured result, when it has one)
-    and ``message`` (its text without ``error:``, cut to ``LOGGED_MESSAGE_CHARS``), so the
-    log says why without the client's copy of the answer."""
-    code = (output.data or {}).get("error")
-    message = shortened(output.text.removeprefix("error: "), LOGGED_MESSAGE_CHARS)
-    return {**({"code": str(code)} if code else {}), "message": message}
 
 
 def _caller(

@@ -21,7 +21,8 @@ from memstrata.api.conflict_schemas import (
     ConflictDismissed,
     ConflictList,
 )
-from memstrata.api.errors import ApiError, error_body
+from memstrata.api.error_shape import error_body
+from memstrata.api.errors import ApiError
 from memstrata.api.routing import (
     Context,
     CurrentUser,

@@ -1,0 +1,163 @@
+"""How a failed MCP request or tool call is answered and logged.
+
+A tool call runs here (:func:`run_tool`): a refusal (``ToolError``) is answered with its
+own text, anything else with the REST API's message (:func:`memstrata.api.errors.map_exception`)
+in an ``isError`` result; the request middleware :class:`FailureAnswers` gives resources
+and prompts the same message as a JSON-RPC error. Each is logged with its user and cause
+(``mcp.tool``, ``mcp.request``); an exception the mapping does not know is a bug, logged
+with its traceback and answered ``internal server error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from anyio import get_cancelled_exc_class
+from mcp.server import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent
+from pydantic import ValidationError
+
+from memstrata.api.error_shape import HttpError, error_body
+from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
+from memstrata.api.errors import map_exception
+from memstrata.logs import describe, log_event
+from memstrata.mcp.base import Caller, RuntimeSource, ToolError, ToolOutput, UserSource
+from memstrata.mcp.tools import McpTool
+from memstrata.text import shortened
+
+# The server's events keep the logger they were documented under (docs/MCP.md).
+logger = logging.getLogger("memstrata.mcp.server")
+
+# A failed tool call's message in its log line is cut here: enough for what was wrong and
+# the start of how to fix it, not a model's whole refused argument echoed back.
+LOGGED_MESSAGE_CHARS = 200
+
+
+class FailureAnswers:
+    """Server middleware: a request whose handler raised anything but a protocol error
+    (``MCPError``, or the ``ValidationError`` the SDK answers for malformed params) is
+    answered with the REST API's message as a JSON-RPC error (:func:`_failure_answer`) and
+    logged as ``mcp.request`` with the user and the cause (module doc)."""
+
+    def __init__(self, user: UserSource) -> None:
+        self._user = user
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except (MCPError, ValidationError):
+            raise
+        except Exception as exc:
+            if ctx.request_id is None:  # a notification: nobody to answer
+                raise
+            user_id = self._user_id(ctx)
+            answer = _failure_answer(exc, f"MCP {ctx.method}", user_id)
+            log_event(
+                logger,
+                "mcp.request",
+                logging.WARNING,
+                method=ctx.method,
+                user_id=user_id,
+                status=answer.status_code,
+                code=answer.body["code"],
+                cause=describe(exc),
+            )
+            raise _protocol_error(answer) from exc
+
+    def _user_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        try:
+            return self._user(ctx)
+        except MCPError:  # over HTTP, a request without an authenticated user
+            return None
+
+
+def _failure_answer(exc: Exception, what: str, user_id: str | None) -> HttpError:
+    """The REST API's answer to ``exc``; for an exception it does not know (a bug), its
+    500 ``internal server error``, the traceback logged here, since nothing of it may
+    reach the client."""
+    mapped = map_exception(exc)
+    if mapped is not None:
+        return mapped
+    logger.error("%s failed for user %s", what, user_id, exc_info=exc)
+    return HttpError(500, error_body(500, INTERNAL_ERROR_TEXT))
+
+
+def _protocol_error(answer: HttpError) -> MCPError:
+    """``answer`` as a JSON-RPC error: the English message, which is what MCP clients
+    show, and the REST status and code (and a 409's or 422's fields) as its data."""
+    code = INVALID_PARAMS if answer.status_code < 500 else INTERNAL_ERROR
+    body = answer.body
+    data = {k: v for k, v in body.items() if k not in ("detail", "message")}
+    return MCPError(code, str(body["message"]), {"status": answer.status_code, **data})
+
+
+async def run_tool(
+    tool: McpTool, runtime: RuntimeSource, user_id: str, arguments: dict[str, Any]
+) -> CallToolResult:
+    """Run one tool; every failure becomes an ``isError`` result (never a crashed session):
+    a refusal with its own text, anything else with the REST API's message (module doc)."""
+    started = time.perf_counter()
+    cause: dict[str, Any] = {}
+    refused = False
+    try:
+        output = await tool.handler(Caller(runtime(), user_id), arguments)
+    except get_cancelled_exc_class():
+        # The client hung up (its timeout) or the server stops: a write may have landed
+        # all the same (a retried record_memory then finds its entry and stores nothing).
+        log_event(
+            logger,
+            "mcp.tool",
+            logging.WARNING,
+            tool=tool.name,
+            user_id=user_id,
+            cancelled=True,
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        raise
+    except ToolError as exc:
+        output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
+        refused = True
+    except Exception as exc:
+        answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
+        code = str(answer.body["code"])
+        output = ToolOutput(f"error: {answer.body['message']}", {"error": code}, is_error=True)
+        cause = {"cause": describe(exc)}
+    log_event(
+        logger,
+        "mcp.tool",
+        tool_log_level(output, refused=refused),
+        tool=tool.name,
+        user_id=user_id,
+        error=output.is_error,
+        ms=round((time.perf_counter() - started) * 1000, 2),
+        **(failure_fields(output) if output.is_error else {}),
+        **cause,
+    )
+    return CallToolResult(
+        content=[TextContent(type="text", text=output.text)],
+        structured_content=output.data,
+        is_error=output.is_error,
+    )
+
+
+def tool_log_level(output: ToolOutput, *, refused: bool) -> int:
+    """``mcp.tool``'s level: INFO for a success and for a refusal (a ``ToolError``: the
+    caller's arguments, a stale version, an unknown skill — the caller's to fix, and no
+    operator's concern), WARNING for any other failure (the database, a bug, and the agent
+    write tools' failures, whose answer does not say whose failure it was)."""
+    return logging.INFO if refused or not output.is_error else logging.WARNING
+
+
+def failure_fields(output: ToolOutput) -> dict[str, Any]:
+    """A failed call's ``code`` (the ``error`` of its structured result, when it has one)
+    and ``message`` (its text without ``error:``, cut to ``LOGGED_MESSAGE_CHARS``), so the
+    log says why without the client's copy of the answer."""
+    code = (output.data or {}).get("error")
+    message = shortened(output.text.removeprefix("error: "), LOGGED_MESSAGE_CHARS)
+    return {**({"code": str(code)} if code else {}), "message": message}
