@@ -234,3 +234,37 @@ async def test_a_linked_base_record_reads_as_missing_and_is_replaced(
     assert not (box.root / BASE).is_symlink()
     record = await read_base(box, "MEMORY.md")
     assert record is not None and (record.version, record.content) == (stored.version, edited)
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link"])
+async def test_a_listing_of_bookkeeping_leaves_linked_files_out(tmp_path: Path, kind: str) -> None:
+    """A linked kept-aside copy is never read (above): listed, every reader of the listing
+    (the conflicts page, ``list_copies``) got a name whose read failed with a warning."""
+    box = LocalDirectorySandbox(tmp_path / "box")
+    await box.write_text(COPY, "kept aside\n")
+    await box.write_text("notes.md", "the agent's\n")
+    linked = COPY.replace("000000Z", "000001Z")
+    if kind == "hard link":
+        os.link(box.root / "notes.md", box.root / linked)
+    else:
+        (box.root / linked).symlink_to("../../notes.md")
+
+    assert await box.list(".memstrata/conflicts/") == [COPY]
+    assert await box.list("") == [COPY, "notes.md"]
+    assert await box.read_text(COPY) == "kept aside\n"
+
+
+async def test_the_lock_follows_a_linked_bookkeeping_directory_inside_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    """The lock file is only locked, never read or written: it follows a ``.memstrata``
+    linked inside the sandbox (refusing would fail every sync), while the records there
+    stay refused."""
+    box = LocalDirectorySandbox(tmp_path / "box")
+    await box.write_text("state/keep.md", "x\n")
+    (box.root / ".memstrata").symlink_to("state")
+
+    async with box.exclusive():
+        assert (box.root / "state" / "lock").is_file()
+    with pytest.raises(SandboxError, match=r"'\.memstrata' is a symlink"):
+        await box.read_text(BASE)

@@ -310,7 +310,7 @@ class MemoryTools:
         kind, ctx = edit.kind, self.ctx
         name = kind.filename
         if base is not None:
-            ctx.tracker.advance_base(name, base)
+            ctx.tracker.advance_base(name, base, edited=True)  # edited from it alone
             current = base.content
         else:
             try:

@@ -26,8 +26,9 @@ removed can: any other tool call (a shell, a script, a move tool) sets
 :attr:`RoundTracker.unseen_tool`, and the round end then asks the sandbox whether each
 synced file is still there (:func:`mark_missing`); a missing one is read back, which
 restores it and names a lookalike left beside it (``mv MEMORY.md memory.md``,
-:mod:`memstrata.sandbox.lookalike`). A round of memory tools and named file writes costs no
-sandbox call.
+:mod:`memstrata.sandbox.lookalike`). A round of memory tools, memstrata's read-only tools
+(:data:`READ_ONLY_TOOLS`: ``memory_search``, ``memory_read``, ``skills_list``) and named
+file writes costs no sandbox call.
 
 The tracker also remembers each file's DB version and content when the round started: the
 base that the round-end read-back writes against (``expected_version``) and merges from
@@ -63,6 +64,9 @@ TOOL_FILES: Mapping[str, str] = {
     "update_long_term_memory": FileKind.MEMORY.filename,
     "update_user": FileKind.USER.filename,
 }
+# Memstrata's own agent tools that read and move no file (the MCP tools annotated
+# read-only): memstrata knows what they do, so they are no unseen tool.
+READ_ONLY_TOOLS = frozenset({"memory_search", "memory_read", "skills_list"})
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
 PATH_ARGUMENTS = ("path", "file_path", "filename")
 SYNCED_FILES = frozenset(kind.filename for kind in USER_FILE_KINDS)
@@ -113,6 +117,13 @@ class SeenBase(SyncBase):
     """Where this session last saw its sandbox copy settle (a controlled write or a
     read-back that left it equal to the DB, or a DB-only write that carried its text): it
     outranks a base record that is not newer, whose write may have failed."""
+
+
+@dataclass(frozen=True)
+class EditedBase(SeenBase):
+    """The copy this session's memory tool is editing, read under the lock right after its
+    sync (``advance_base(..., edited=True)``): the tool's write is from it alone, never
+    from an older copy the record names (``results.choose_base``)."""
 
 
 class RoundTracker:
@@ -173,6 +184,8 @@ class RoundTracker:
             return None
         if name in TOOL_FILES:
             return self._reported(TOOL_FILES[name])
+        if name in READ_ONLY_TOOLS:
+            return None
         if name not in FILE_TOOLS:
             # A shell may have moved a memory file away: only the sandbox can tell.
             self.unseen_tool = self.unseen_tool or guarded is not True
@@ -212,13 +225,15 @@ class RoundTracker:
         if filename in SYNCED_FILES:
             self._synced.add(filename)
 
-    def advance_base(self, filename: str, base: SyncBase) -> None:
+    def advance_base(self, filename: str, base: SyncBase, *, edited: bool = False) -> None:
         """A controlled write settled ``filename`` at ``base`` (``SyncResult.base``): compare
         the sandbox copy with it from now on, also over an older base record (its write
         may have failed), not with the round start, which would make the write look like
-        someone else's change. The copy is no longer behind the DB."""
+        someone else's change. The copy is no longer behind the DB. ``edited``: a memory
+        tool edits exactly this copy now (:class:`EditedBase`)."""
         if filename in SYNCED_FILES:
-            self._bases[filename] = SeenBase(base.version, base.content)
+            seen = EditedBase if edited else SeenBase
+            self._bases[filename] = seen(base.version, base.content)
             self._behind.discard(filename)
 
     def fall_behind(self, filename: str, base: SyncBase | None = None) -> None:

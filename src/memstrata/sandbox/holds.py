@@ -9,6 +9,13 @@ first *claims* it: an exclusive lock taken without waiting (:func:`claim`), whic
 while any process — this one included, through another descriptor — holds the session
 open, and which a start of the session waits for (briefly) before holding it.
 
+A hold also takes an open-file-description read lock (``F_OFD_SETLK``, Linux) on the same
+file. ``flock`` cannot tell a holder whether anyone *else* holds the file (its own lock
+fails every claim), but an OFD lock never conflicts with its own descriptor's: a hold asks
+``F_OFD_GETLK`` for a write lock, which reports a read lock of any other hold — another
+process's, or another start's in this one (:meth:`_Held.others_hold`). Where OFD locks do
+not exist (macOS), a hold cannot tell, and says no other holds it.
+
 Locks are taken with ``LOCK_NB`` and polled, so the event loop never blocks; the
 descriptor is opened in a worker thread and closed if the caller stops waiting. It is
 opened with ``O_CLOEXEC``: a child process must not keep a session open after its parent
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import sys
 import time
 import weakref
@@ -39,6 +47,11 @@ _FIRST_POLL_S = 0.001
 _MAX_POLL_S = 0.02
 
 Release = Callable[[], None]
+# ``struct flock`` as Linux lays it out (l_type, l_whence, l_start, l_len, l_pid); the
+# kernel reads padding the buffer lacks as zeros. The range 0, 0 is the whole file.
+_FLOCK = "hhqqi"
+_OFD_GETLK: int | None = getattr(fcntl, "F_OFD_GETLK", None) if sys.platform != "win32" else None
+_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None) if sys.platform != "win32" else None
 
 
 async def hold(open_file: Callable[[], int], wait_s: float = HOLD_WAIT_S) -> Release | None:
@@ -66,7 +79,7 @@ async def _lock(open_file: Callable[[], int], *, shared: bool, wait_s: float) ->
             try:
                 fcntl.flock(fd, mode)
                 locked = True
-                return _Held(fd)
+                return _Held(fd, told=shared and _take_ofd_read_lock(fd))
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     return None
@@ -77,15 +90,55 @@ async def _lock(open_file: Callable[[], int], *, shared: bool, wait_s: float) ->
             os.close(fd)
 
 
+def _ofd_request(kind: int) -> bytes:
+    return struct.pack(_FLOCK, kind, os.SEEK_SET, 0, 0, 0)
+
+
+def _take_ofd_read_lock(fd: int) -> bool:
+    """Whether the hold on ``fd`` took its OFD read lock (module doc): False without OFD
+    locks, or on a file system that refuses them."""
+    if _OFD_SETLK is None:
+        return False
+    try:
+        fcntl.fcntl(fd, _OFD_SETLK, _ofd_request(fcntl.F_RDLCK))
+    except OSError:
+        return False
+    return True
+
+
 class _Held:
     """The release of a lock: closes ``fd`` (which drops the lock) the first time it is
     called, from any thread — a second close could close a descriptor reused meanwhile —
-    or when it is collected uncalled (a service dropped with sessions still open)."""
+    or when it is collected uncalled (a service dropped with sessions still open).
+    ``told``: the hold took its OFD read lock, so :meth:`others_hold` can be answered."""
 
-    __slots__ = ("__weakref__", "_close")
+    __slots__ = ("__weakref__", "_close", "_fd", "_told")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, told: bool = False) -> None:
+        self._fd = fd
+        self._told = told
         self._close = weakref.finalize(self, os.close, fd)
 
     def __call__(self) -> None:
         self._close()
+
+    def others_hold(self) -> bool:
+        """Whether a hold other than this one holds the file (module doc). False once
+        released, or where OFD locks do not exist; True when the query fails, or when
+        this hold could not take its OFD lock on a system that has them (keeping the
+        copies another session's agent may have read is the safe mistake)."""
+        if not self._close.alive or _OFD_GETLK is None:
+            return False
+        if not self._told:
+            return True
+        try:
+            found = fcntl.fcntl(self._fd, _OFD_GETLK, _ofd_request(fcntl.F_WRLCK))
+        except OSError:
+            return True
+        return bool(struct.unpack(_FLOCK, found)[0] != fcntl.F_UNLCK)
+
+
+def others_hold(release: object) -> bool | None:
+    """``release.others_hold()`` for a hold taken here; None for any other release (a
+    provider's own hold, which cannot be asked)."""
+    return release.others_hold() if isinstance(release, _Held) else None

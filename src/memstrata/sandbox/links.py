@@ -13,14 +13,21 @@ within the sandbox, and how its reads and writes avoid them.
   or a hard link at the file itself, is refused by a read; a write replaces a link at the
   file and refuses a link at a directory. An agent could otherwise point a base record
   at a file of its own and have it say anything, and the next write went into that file.
-  A refused base record reads as a missing one (``sandbox.push.read_base``).
+  A refused base record reads as a missing one (``sandbox.push.read_base``), and a
+  listing leaves such a file out (:func:`listed`): the conflicts page offered a linked
+  copy whose read then failed. Not the lock and hold files (``.memstrata/lock``,
+  ``.memstrata/open``): never read or written, only locked, they follow a linked
+  ``.memstrata`` that stays inside the sandbox — at worst two sandboxes share a lock or a
+  hold (the safe mistake), where refusing would fail every sync of the sandbox.
 
 The checks are made on the descriptors read and written: a record is reached from the
 sandbox root one ``openat`` at a time with ``O_NOFOLLOW``, and a memory file's link count
 is taken by ``fstat`` on the descriptor it is read from, so no link swapped in between a
-check and the open is followed. (The root itself, and the directories above a memory
-file, are checked before the open: module doc of :mod:`memstrata.sandbox.local`.)
-POSIX only: it needs ``dir_fd`` support, which Windows lacks.
+check and the open is followed. A root memory file is opened from a descriptor of the
+sandbox root, reached the same way from the provider's root (:func:`open_root`): from the
+very directories :func:`confined_root` checked, whatever is swapped in after the check.
+(A record's walk starts at the root's checked real path.) POSIX only: it needs ``dir_fd``
+support, which Windows lacks.
 
 The sandbox root is itself confined (:func:`confined_root`): every directory the provider
 puts between its root and a sandbox (``<user dir>``, ``sessions``, ``<session dir>``) must
@@ -35,7 +42,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from memstrata.errors import SandboxError, SandboxPathError
@@ -50,6 +59,24 @@ _DIRECTORY_FLAGS = (
 def is_record(parts: Sequence[str]) -> bool:
     """Whether the path of ``parts`` lies below a ``.memstrata`` directory (module doc)."""
     return STATE_DIR in parts[:-1]
+
+
+def listed(real_root: str, paths: Sequence[str]) -> list[str]:
+    """``paths`` (relative to ``real_root``, as a listing found them) without the records
+    that are links: a read refuses them, so a listing of ``.memstrata/conflicts/`` must not
+    offer them. Taken by ``lstat``, which follows no link."""
+    kept: list[str] = []
+    for path in paths:
+        parts = path.split("/")
+        if is_record(parts):
+            try:
+                found = os.lstat(os.path.join(real_root, *parts))
+            except OSError:
+                continue  # gone meanwhile
+            if stat.S_ISLNK(found.st_mode) or found.st_nlink > 1:
+                continue
+        kept.append(path)
+    return kept
 
 
 def read_record(real_root: str, parts: Sequence[str], path: str, cap: int) -> bytes:
@@ -80,17 +107,38 @@ def write_record(
         os.close(fd)
 
 
+@contextmanager
+def open_root(root: Path, within: Path | None, steps: Sequence[str]) -> Iterator[int]:
+    """A descriptor of the sandbox ``root``, reached from ``within`` (the provider's root)
+    down ``steps`` one ``openat`` at a time with ``O_NOFOLLOW``: a directory swapped for a
+    link after :func:`confined_root` checked it is refused (``SandboxPathError``), never
+    followed. ``FileNotFoundError`` when a directory is missing."""
+    if within is None:
+        fd = os.open(os.path.realpath(root), _DIRECTORY_FLAGS)
+    else:
+        fd = _walk(os.open(os.path.realpath(within), _DIRECTORY_FLAGS), steps, _sandbox_link)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _open_directory(real_root: str, steps: Sequence[str], path: str) -> int:
     """A descriptor of ``real_root``/``steps``, each step opened with ``O_NOFOLLOW`` from
     the one before: a ``SandboxError`` names the first that is a link."""
-    fd = os.open(real_root, _DIRECTORY_FLAGS)
+    return _walk(os.open(real_root, _DIRECTORY_FLAGS), steps, partial(_directory_link, path))
+
+
+def _walk(fd: int, steps: Sequence[str], refused: Callable[[Sequence[str]], Exception]) -> int:
+    """The descriptor of ``steps`` below the directory ``fd`` (closed), each opened with
+    ``O_NOFOLLOW`` from the one before; ``refused(steps so far)`` raised at a link."""
     try:
         for depth, step in enumerate(steps, 1):
             try:
                 inner = os.open(step, _DIRECTORY_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(step, fd):
-                    raise _directory_link(path, steps[:depth]) from exc
+                    raise refused(steps[:depth]) from exc
                 raise
             os.close(fd)
             fd = inner
@@ -134,10 +182,13 @@ def confined_root(root: Path, within: Path | None, steps: Sequence[str]) -> str:
             # either, and the operation itself reports what is wrong.
             return os.path.join(real, *steps[depth:])
         if stat.S_ISLNK(mode):
-            raise SandboxPathError(
-                f"sandbox directory {'/'.join(steps[:depth])!r} is a symlink; user "
-                "and session directories must be real directories, since a link could "
-                "lead into another user's files — remove the link (a real directory is "
-                "created on the next write)"
-            )
+            raise _sandbox_link(steps[:depth])
     return real
+
+
+def _sandbox_link(steps: Sequence[str]) -> SandboxPathError:
+    return SandboxPathError(
+        f"sandbox directory {'/'.join(steps)!r} is a symlink; user and session directories "
+        "must be real directories, since a link could lead into another user's files — "
+        "remove the link (a real directory is created on the next write)"
+    )

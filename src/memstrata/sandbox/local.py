@@ -26,8 +26,9 @@ byte-order mark) and written as UTF-8; a file that is neither is refused with it
 (:class:`~memstrata.sandbox.base.Undecodable`), which ``write_text`` writes as they were.
 
 The check and the open are two system calls, so a process that swaps a directory for a
-symlink in between could still escape; this sandbox trusts the processes that share its
-directory. Use a container sandbox for agents that run untrusted shell code.
+symlink in between could still escape (not into a root memory file, opened from the
+directories checked: :func:`.links.open_root`); this sandbox trusts the processes that
+share its directory. Use a container sandbox for agents that run untrusted shell code.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import shutil
 import socket
 import stat
 import sys
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 
 import anyio.to_thread
@@ -61,6 +62,8 @@ from memstrata.sandbox.file_io import (
 from memstrata.sandbox.links import (
     confined_root,
     is_record,
+    listed,
+    open_root,
     read_record,
     steps_between,
     write_record,
@@ -188,8 +191,11 @@ class LocalDirectorySandbox:
         try:
             if is_record(parts):
                 data = read_record(self._real_root(), parts, path, self._max_read_bytes)
+            elif memory_file:
+                with open_root(self._root, self._within, self._steps) as fd:
+                    data = read_capped(parts[0], path, self._max_read_bytes, dir_fd=fd, single=True)
             else:
-                data = read_capped(target, path, self._max_read_bytes, single=memory_file)
+                data = read_capped(target, path, self._max_read_bytes)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -204,7 +210,7 @@ class LocalDirectorySandbox:
             ) from exc
 
     def _write_text(self, path: str, content: str) -> None:
-        target, _ = self._unfollowed(path)
+        target, memory_file = self._unfollowed(path)
         try:
             # A copy of a file that was not text is written as the bytes it was made of.
             data = content.data if isinstance(content, Undecodable) else content.encode("utf-8")
@@ -224,7 +230,9 @@ class LocalDirectorySandbox:
             # mkdir leaves a link planted meanwhile in place (EEXIST) and the write would
             # follow it: the directories just made are checked again.
             self._real_root()
-            atomic_replace(directory, name, data, self._file_mode)
+            root = open_root(self._root, self._within, self._steps) if memory_file else None
+            with root or nullcontext(None) as fd:
+                atomic_replace(directory, name, data, self._file_mode, dir_fd=fd)
         except OSError as exc:
             raise SandboxError(
                 f"cannot write {path!r} in {self._root}: {exc.strerror or exc}"
@@ -260,7 +268,7 @@ class LocalDirectorySandbox:
             return []
         if not os.path.isdir(real_root):
             raise SandboxError(f"sandbox root {self._root} is not a directory")
-        return list_files(real_root, prefix, f"cannot list {self._root}")
+        return listed(real_root, list_files(real_root, prefix, f"cannot list {self._root}"))
 
     def _delete(self, path: str) -> None:
         real_root, _ = self._resolve(path)

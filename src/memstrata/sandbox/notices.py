@@ -58,6 +58,15 @@ class OpenTrackers:
                 self._trackers = {k: v for k, v in self._trackers.items() if _alive(v)}
                 self._sweep_at = max(_MIN_SWEEP, 2 * len(self._trackers))
 
+    def started(self, tracker: RoundTracker | None) -> bool:
+        """Whether a sync with ``tracker`` is an open start's own: one without a tracker is
+        the session's own; a tracker no start made (``SyncService.begin_round``: an MCP
+        call's, a host's own ``ToolContext.bind``) is no open start's."""
+        if tracker is None:
+            return True
+        with self._mutex:
+            return tracker in self._trackers.get((tracker.user_id, tracker.session_id), ())
+
     def tell(self, user_id: str, session_id: str | None, result: SyncResult) -> None:
         """Hand a mirror's ``result`` for this sandbox to its trackers, if it settled the
         agent's copy (:func:`is_settled`)."""

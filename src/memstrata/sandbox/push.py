@@ -20,7 +20,9 @@ middle one of three — and writes it back whole undoes none of the later pushes
 when the sandbox's next write-back records a new base, or when a controlled write's sync
 finds the copy equal to the DB (``Scenario.settles``: a memory tool reads the copy right
 then); a push over a copy the caller settled (an agent edit stored, merged, kept aside or
-refused) starts again from that copy. At most :data:`MAX_OLDER_COPIES` are kept, the
+refused) starts again from that copy — unless another open session shares the sandbox
+(``Scenario.shared``): its agent may have read any of them, so nothing settles them, and a
+write-back or a settled copy adds to them. At most :data:`MAX_OLDER_COPIES` are kept, the
 newest: a whole-file write composed from a copy older than all of them is merged from the
 oldest one kept, so the changes pushed between the two look like the agent's undoing and
 may be undone (or the write conflicts and is kept aside). Until the push's file write
@@ -66,23 +68,45 @@ def agreed(file: MemoryFile) -> SyncBase:
     return SyncBase(file.version, file.content)
 
 
+def agreed_after(t: Target, file: MemoryFile, base: SyncBase | None) -> SyncBase:
+    """The base record a write-back of ``file`` leaves: the copy both hold — with every
+    copy the record and ``base`` named when another open session shares the sandbox
+    (``Target.kept``, module doc)."""
+    if not t.scenario.shared:
+        return agreed(file)
+    copies = (*t.kept, *(() if base is None else _copies(base)))
+    return SyncBase(file.version, file.content, _newest_distinct(copies, file.content))
+
+
 def records(
-    file: MemoryFile, replacing: str | None, base: SyncBase | None
+    file: MemoryFile,
+    replacing: str | None,
+    base: SyncBase | None,
+    kept: tuple[str, ...] | None = None,
 ) -> tuple[SyncBase, SyncBase]:
     """The base records of a push of ``file`` over ``replacing`` under ``base``: the one
     written before the file, naming every copy the file may hold if its write does not
-    land, and the one it leaves once it has (module doc)."""
+    land, and the one it leaves once it has (module doc). ``kept``: another open session
+    shares the sandbox, and these copies (the record's) are never forgotten: a copy the
+    caller settled adds to them and to ``base``'s."""
     held = replacing if has_content(replacing) else None
-    if base is not None and (held is None or held in (*base.older, base.content)):
+    copies = () if base is None else _copies(base)
+    if kept is not None:
+        written: tuple[str, ...] = (*kept, *copies, *(() if held is None else (held,)))
+    elif held is None or held in copies:
         # No write-back since the base: every copy memstrata wrote to the file since.
-        written: tuple[str, ...] = (*base.older, base.content)
-    else:
-        written = () if held is None else (held,)  # the caller settled the file's copy
+        written = copies
+    else:  # the caller settled the file's copy
+        written = (held,)
     older = _newest_distinct(written, file.content)
     landed = SyncBase(file.version, file.content, older)
     if held is None or held == file.content or held in older:
         return landed, landed
     return SyncBase(file.version, file.content, (held, *older)), landed
+
+
+def _copies(base: SyncBase) -> tuple[str, ...]:
+    return (*base.older, base.content)
 
 
 def _newest_distinct(copies: tuple[str, ...], current: str) -> tuple[str, ...]:
@@ -118,7 +142,7 @@ async def push(
     them. ``check``: ``replacing`` is what the file held when read; a file
     that no longer holds it raises :class:`Moved` instead of being written over."""
     name, synced = kind.filename, agreed(file)
-    ahead, landed = records(file, replacing, base)
+    ahead, landed = records(file, replacing, base, t.kept if t.scenario.shared else None)
     try:
         await state.write_base(t.sandbox, name, ahead)
     except Exception as exc:
@@ -135,6 +159,26 @@ async def push(
     if landed != ahead:
         await record_sync_base(t, kind, landed)
     return t.result(name, direction, outcome, file.version, detail, base=synced)
+
+
+async def provision_copy(t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
+    """A new user's DB copy ``file`` pushed to the sandbox, unless the sandbox copy has
+    content: that copy is kept for the next session start to reconcile (``kept``), as is
+    one written meanwhile."""
+    name = kind.filename
+    try:
+        text = await t.sandbox.read_text(name)
+    except Exception as exc:
+        return t.result(name, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, describe(exc))
+    if text == file.content:
+        await record_base(t, kind, file)
+        return t.result(name, "none", Outcome.UNCHANGED, file.version, base=agreed(file))
+    if has_content(text):
+        return t.result(name, "none", Outcome.KEPT, file.version)
+    try:
+        return await push(t, kind, file, Outcome.PUSHED, replacing=text)
+    except Moved:  # written meanwhile
+        return t.result(name, "none", Outcome.KEPT, file.version)
 
 
 async def _still_holds(t: Target, name: str, read: str | None) -> None:

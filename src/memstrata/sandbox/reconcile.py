@@ -62,10 +62,11 @@ from memstrata.sandbox.push import (
     DB_TO_SANDBOX,
     Moved,
     agreed,
+    agreed_after,
     preserve,
+    provision_copy,
     push,
     read_base,
-    record_base,
     record_sync_base,
     reject,
 )
@@ -80,7 +81,6 @@ from memstrata.sandbox.rule import (
     SyncBase,
     WriteBack,
     decide,
-    has_content,
     trusted,
 )
 from memstrata.sandbox.synced import SyncedVersions
@@ -213,6 +213,8 @@ class Reconciler:
             unreadable = False
         record = before[0] if before else await read_base(t, kind)
         before[:] = [record]
+        if t.scenario.shared and record is not None:
+            t = replace(t, kept=(*record.older, record.content))
         # What a push would replace: the copy read, else (unreadable) what the record says
         # the sandbox holds, so a record written ahead of a failed write stays as telling.
         replacing = (None if record is None else record.content) if unreadable else text
@@ -254,7 +256,7 @@ class Reconciler:
                     return await push(
                         t, kind, written, outcome, direction, replacing=text, base=base
                     )
-                await record_base(t, kind, written)
+                await record_sync_base(t, kind, agreed_after(t, written, base))
                 return t.result(name, SANDBOX_TO_DB, outcome, written.version, base=agreed(written))
             if db is None:  # nothing on either side
                 return t.result(name, "none", Outcome.UNCHANGED)
@@ -266,8 +268,9 @@ class Reconciler:
             if isinstance(action, Preserve):
                 return await preserve(t, kind, text or "", db, action.reason)
             # Nothing: note the match (or repair it).
-            if not _matches(usable or fallback, db, settles=t.scenario.settles):
-                await record_base(t, kind, db)
+            known_base = usable or fallback
+            if not _matches(known_base, db, settles=t.scenario.settles):
+                await record_sync_base(t, kind, agreed_after(t, db, known_base))
             return t.result(name, "none", Outcome.UNCHANGED, db.version, base=agreed(db))
         try:
             current = await self.db.get(t.user_id, kind)
@@ -281,31 +284,9 @@ class Reconciler:
         """A new user's DB copy to the sandbox, unless the sandbox copy has content."""
 
         async def run() -> SyncResult:
-            return await self.synced.noted(t, kind, await self._provision(t, kind, file), None)
+            return await self.synced.noted(t, kind, await provision_copy(t, kind, file), None)
 
         return await self._locked(t, kind, run)
-
-    async def _provision(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
-        try:
-            return await self._provision_once(t, kind, file)
-        except Moved:  # written meanwhile: that copy is kept for the session start
-            return t.result(kind.filename, "none", Outcome.KEPT, file.version)
-
-    async def _provision_once(self, t: Target, kind: FileKind, file: MemoryFile) -> SyncResult:
-        try:
-            text = await t.sandbox.read_text(kind.filename)
-        except Exception as exc:
-            return t.result(
-                kind.filename, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, describe(exc)
-            )
-        if text == file.content:
-            await record_base(t, kind, file)
-            return t.result(
-                kind.filename, "none", Outcome.UNCHANGED, file.version, base=agreed(file)
-            )
-        if has_content(text):
-            return t.result(kind.filename, "none", Outcome.KEPT, file.version)
-        return await push(t, kind, file, Outcome.PUSHED, replacing=text)
 
     async def store_edit(
         self,

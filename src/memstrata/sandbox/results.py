@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from memstrata.logs import log_event, log_failure
 from memstrata.sandbox.base import Sandbox, SandboxProvider
-from memstrata.sandbox.dirty import SeenBase
+from memstrata.sandbox.dirty import EditedBase, SeenBase
 from memstrata.sandbox.rule import SyncBase
 
 logger = logging.getLogger("memstrata.sandbox.sync")
@@ -54,6 +54,10 @@ class Scenario:
     # A controlled write's sync (a memory tool reads the copy right then): a copy equal to
     # the DB is the agent's own, and the copies pushes replaced (``older``) are forgotten.
     settles: bool = False
+    # Another open session shares the sandbox (``sharing``): its agent may have read any
+    # copy the record names, so none is forgotten — a write-back or a push over a settled
+    # copy adds to them (``push.records``).
+    shared: bool = False
 
 
 PROVISION = Scenario("provision", Outcome.PUSHED)
@@ -63,6 +67,12 @@ ROUND_END = Scenario("round_end", Outcome.RESTORED)
 SESSION = Scenario("session", Outcome.PUSHED, settles=True)
 SESSION_END = Scenario("session_end", Outcome.RESTORED)
 FRONTEND = Scenario("frontend", Outcome.PUSHED, db_authoritative=True)
+
+
+def sharing(scenario: Scenario) -> Scenario:
+    """``scenario`` on a sandbox another open session holds
+    (``sessions.ReadBackMarks.another_holds``): it settles nothing and forgets no copy."""
+    return replace(scenario, settles=False, shared=True)
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,9 @@ class Target:
     session_id: str | None
     sandbox: Sandbox
     scenario: Scenario
+    # A ``shared`` scenario's copies that no record may forget: every copy the sandbox's
+    # base record named when the sync read it (``push.records``).
+    kept: tuple[str, ...] = ()
 
     def result(
         self,
@@ -163,13 +176,17 @@ def choose_base(record: SyncBase | None, fallback: SyncBase | None) -> SyncBase 
     written or while writing it failed (a record at the same version may be an older
     statement about it: a carried copy, ``store_edit``).
 
-    A seen base that is the record's own base keeps the record's ``older`` copies.
+    A seen base that is the record's own base keeps the record's ``older`` copies — but
+    an :class:`EditedBase`, the copy a memory tool just edited: its write is from that copy
+    alone (a record another open session shares keeps copies that session read).
 
     Only a seen base may override the record: the round-start snapshot is the DB copy, not
     what the sandbox holds, and preferring a newer one would write a lagging sandbox copy
     back over it.
     """
     if isinstance(fallback, SeenBase) and (record is None or fallback.version >= record.version):
+        if isinstance(fallback, EditedBase):
+            return fallback  # a memory tool's own edit of exactly this copy
         if record is not None and (record.version, record.content) == (
             fallback.version,
             fallback.content,

@@ -27,11 +27,13 @@ that marks of sessions open elsewhere cannot hide the others; the rest wait for 
 
 Sessions without a session id share the user's own sandbox: each start of one is counted
 open in the registry and held the same way (``hold_session(user, None)``: no mark, since
-every start reads that sandbox back anyway) until its session ends. A session start asks
-whether another session holds its sandbox (:meth:`SessionRegistry.is_open`,
-:meth:`ReadBackMarks.held_elsewhere`): an agent of that session may have read a copy an
-earlier push replaced, so the start then keeps the copies the base record names instead of
-settling them (``sync.SyncService.start_session``).
+every start reads that sandbox back anyway) until its session ends. A session start, a
+controlled write's sync and a round end ask whether *another* session holds their sandbox
+(:meth:`ReadBackMarks.another_holds`, the one rule): an agent of that session may have
+read a copy an earlier push or write replaced, so the base record then keeps the copies it
+names instead of settling them (``results.sharing``). Another start in this process is in
+the registry; one in another process fails a claim — or, asked by a session that holds the
+sandbox itself, shows in its hold (``holds._Held.others_hold``).
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from memstrata.logs import log_failure
+from memstrata.sandbox import holds
 from memstrata.sandbox.base import Sandbox, SandboxProvider, SessionHoldingProvider
 from memstrata.sandbox.dir_names import safe_dir_name
+from memstrata.sandbox.results import Target, sharing
 from memstrata.sandbox.state import STATE_DIR
 from memstrata.sandbox.timed import TimedSandboxProvider
 
@@ -138,11 +143,13 @@ class SessionRegistry:
         with self._mutex:  # a copy: another thread may add or drop one meanwhile
             return sorted(set(self._open.get(user_id, ())) - {_USER_SANDBOX})
 
-    def is_open(self, user_id: str, session_id: str | None) -> bool:
-        """Whether a start of this sandbox's session (``None``: the user's own) is open."""
+    def starts(self, user_id: str, session_id: str | None) -> tuple[int, list[Release]]:
+        """How many starts of this sandbox's session (``None``: the user's own) are open,
+        and the holds they took."""
         key = _USER_SANDBOX if session_id is None else session_id
         with self._mutex:
-            return self._open.get(user_id, Counter())[key] > 0
+            count = self._open.get(user_id, Counter())[key]
+            return count, list(self._holds.get((user_id, key), ()))
 
     def _note_closed(self, user_id: str, session_id: str) -> None:
         """Under the mutex."""
@@ -205,7 +212,30 @@ class ReadBackMarks:
             log_failure(logger, "sync.read_back_mark_failed", exc, user_id=user_id)
         return hold
 
-    async def held_elsewhere(self, user_id: str, session_id: str | None) -> bool:
+    async def shared(self, registry: SessionRegistry, t: Target, *, mine: bool) -> Target:
+        """``t``, forgetting no copy while another session holds its sandbox open
+        (:meth:`another_holds`, ``results.sharing``)."""
+        if not await self.another_holds(registry, t.user_id, t.session_id, mine=mine):
+            return t
+        return replace(t, scenario=sharing(t.scenario))
+
+    async def another_holds(
+        self, registry: SessionRegistry, user_id: str, session_id: str | None, *, mine: bool
+    ) -> bool:
+        """Whether a session other than the caller's holds this sandbox open (module doc).
+        ``mine``: the caller is one of the sandbox's open starts in ``registry`` (a round
+        tracker of a started session), so its own start and hold do not count."""
+        count, held = registry.starts(user_id, session_id)
+        own = 1 if mine and count else 0
+        if count > own:
+            return True  # another start in this process
+        if not own or not held:
+            return await self._held_elsewhere(user_id, session_id)
+        # The caller's own hold fails every claim: its OFD lock tells of the others (a
+        # provider's own hold cannot be asked, and only the registry knows).
+        return any(holds.others_hold(release) for release in held)
+
+    async def _held_elsewhere(self, user_id: str, session_id: str | None) -> bool:
         """Whether a process (this one through another start, or another) holds the
         sandbox open: a claim of it fails. False without the hook (only the registry
         knows), or when it was never held; True when the claim cannot be tried (keeping

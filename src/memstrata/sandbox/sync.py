@@ -64,6 +64,7 @@ from memstrata.sandbox.results import (
     Target,
     gone,
     open_sandbox,
+    sharing,
 )
 from memstrata.sandbox.rule import SyncBase
 from memstrata.sandbox.sessions import ReadBackMarks, SessionRegistry
@@ -73,10 +74,6 @@ from memstrata.sandbox.tasks import UserLocks, WritesInFlight
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
-
-# A session start while another session holds the same sandbox: the copies the base record
-# names are kept (``Scenario.settles``), since that session's agent may have read one.
-SHARED = replace(SESSION, settles=False)
 
 
 class SyncService:
@@ -163,6 +160,7 @@ class SyncService:
             if name == AGENTS_FILE:
                 return await self._files.push_agents(t)
             fallback = None if tracker is None else tracker.base(name)
+            t = await self._marks.shared(self._sessions, t, mine=self._trackers.started(tracker))
             return await self._read_back(t, parse_kind(name), fallback)
 
     async def write_without_sandbox(
@@ -232,6 +230,8 @@ class SyncService:
         results: list[SyncResult] = []
         async with self.user_lock(tracker.user_id):
             if tracker.needs_read_back:
+                mine = self._trackers.started(tracker)
+                t = await self._marks.shared(self._sessions, t, mine=mine)
                 for kind in USER_FILE_KINDS:
                     fallback = tracker.base(kind.filename)
                     results.append(gone(t, fallback, await self._read_back(t, kind, fallback)))
@@ -350,14 +350,11 @@ class SyncService:
         replaced rather than settling the base on the current copy.
         """
         box = open_sandbox(self.sandboxes, user_id, None)  # the user's: marks live there
-        # Another session open on this sandbox (sessions without an id share the user's):
-        # its agent may have read a copy an earlier push replaced, so the base record keeps
-        # those copies (``sessions`` module doc).
-        shared = self._sessions.is_open(user_id, session_id) or (
-            await self._marks.held_elsewhere(user_id, session_id)
-        )
+        # Asked before this start holds the sandbox (``sessions`` module doc).
+        shared = await self._marks.another_holds(self._sessions, user_id, session_id, mine=False)
         async with self._marks.opening(box, user_id, session_id) as hold:
-            results = await self._start(user_id, session_id, box, SHARED if shared else SESSION)
+            scenario = sharing(SESSION) if shared else SESSION
+            results = await self._start(user_id, session_id, box, scenario)
             self._sessions.began(user_id, session_id, hold)
         return results
 
