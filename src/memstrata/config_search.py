@@ -9,6 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from memstrata.config_bounds import (
+    CHUNK_TOKENS_WHY,
+    COUNT_WHY,
+    MAX_CACHE_BYTES,
+    MAX_CHUNK_TOKENS,
+    MAX_COUNT,
+    MAX_HALF_LIFE_DAYS,
+)
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking
 from memstrata.retrieval.fusion import HALF_LIFE_DAYS, RRF_K, Fusion
 
@@ -38,6 +46,14 @@ SEARCH_CACHE_USERS = 8192
 # A user's search index is snapshotted once this many of its conversation rows are not in
 # a stored snapshot (retrieval.snapshot; below it a cold load is already fast).
 INDEX_SNAPSHOT_MIN_ROWS = 1000
+# The upper bounds of the search knobs (memstrata.config_bounds has the shared ones): the
+# RRF constant, the candidates per side (a SQL LIMIT and a sort per search), and the rows
+# a snapshot waits for.
+MAX_RRF_K = 10_000
+MAX_CANDIDATE_MULTIPLIER = 100
+MAX_CANDIDATES = 10_000
+CANDIDATES_WHY = f"at most {MAX_CANDIDATES} (each is read and ranked on every search)"
+MAX_SNAPSHOT_ROWS = 10_000_000
 
 
 class SearchSettings(BaseModel):
@@ -45,7 +61,10 @@ class SearchSettings(BaseModel):
     part of ``Settings``)."""
 
     chunk_tokens: int = Field(
-        default=CHUNK_TOKENS, ge=16, description="Chunk size in tokens (spec: 512)."
+        default=CHUNK_TOKENS,
+        ge=16,
+        le=MAX_CHUNK_TOKENS,
+        description=f"Chunk size in tokens (spec: 512); {CHUNK_TOKENS_WHY}.",
     )
     memory_chunking: MemoryChunking = Field(
         default="paragraphs",
@@ -63,32 +82,46 @@ class SearchSettings(BaseModel):
     conversation_context_tokens: int = Field(
         default=CONTEXT_TOKENS,
         ge=0,
+        le=MAX_CHUNK_TOKENS,
         description="Tokens of the previous round prefixed to each indexed round as context "
-        "(0 = off); see retrieval/rounds.py.",
+        f"(0 = off); {CHUNK_TOKENS_WHY}; see retrieval/rounds.py.",
     )
-    rrf_k: int = Field(default=RRF_K, ge=1, description="RRF constant (spec: 60).")
+    rrf_k: int = Field(
+        default=RRF_K,
+        ge=1,
+        le=MAX_RRF_K,
+        description=f"RRF constant (spec: 60); at most {MAX_RRF_K} (far past it every rank "
+        "scores the same).",
+    )
     candidate_multiplier: int = Field(
         default=CANDIDATE_MULTIPLIER,
         ge=1,
-        description="Candidates per side = multiplier × top_k (spec: 3).",
+        le=MAX_CANDIDATE_MULTIPLIER,
+        description="Candidates per side = multiplier × top_k (spec: 3); at most "
+        f"{MAX_CANDIDATE_MULTIPLIER}.",
     )
     min_candidates: int = Field(
         default=MIN_CANDIDATES,
         ge=1,
+        le=MAX_CANDIDATES,
         description="Candidates per side are max(multiplier × top_k, this) while time decay "
         "is off (MEMSTRATA_DECAY=false), so the first results do not change with top_k "
-        "(chosen by measurement, docs/BENCHMARKS.md).",
+        f"(chosen by measurement, docs/BENCHMARKS.md); {CANDIDATES_WHY}.",
     )
     min_candidates_decay: int = Field(
         default=MIN_CANDIDATES_DECAY,
         ge=1,
+        le=MAX_CANDIDATES,
         description="min_candidates while time decay is on: a deeper pool lets decay lift "
-        "recent rows that matched poorly (chosen by measurement, docs/BENCHMARKS.md).",
+        "recent rows that matched poorly (chosen by measurement, docs/BENCHMARKS.md); "
+        f"{CANDIDATES_WHY}.",
     )
     query_cache_entries: int = Field(
         default=QUERY_CACHE_ENTRIES,
         ge=0,
-        description="Query embeddings kept in an LRU keyed by user + model + text (0 = off).",
+        le=MAX_COUNT,
+        description="Query embeddings kept in an LRU keyed by user + model + text (0 = off); "
+        f"{COUNT_WHY} (a byte budget bounds it first).",
     )
     decay: bool = Field(
         default=True,
@@ -100,13 +133,20 @@ class SearchSettings(BaseModel):
         "(docs/BENCHMARKS.md, 2026-12-06).",
     )
     decay_half_life_days: float = Field(
-        default=HALF_LIFE_DAYS, gt=0, description="Time-decay half-life in days (spec: 30)."
+        default=HALF_LIFE_DAYS,
+        gt=0,
+        le=MAX_HALF_LIFE_DAYS,
+        allow_inf_nan=False,
+        description="Time-decay half-life in days (spec: 30); at most "
+        f"{MAX_HALF_LIFE_DAYS} (a century is no decay at all: MEMSTRATA_DECAY=false).",
     )
     decay_floor: float = Field(
         default=0.0,
         ge=0.0,
         le=1.0,
-        description="score × (floor + (1 − floor) × 0.5^(age/half_life)); 0 is the spec.",
+        allow_inf_nan=False,
+        description="score × (floor + (1 − floor) × 0.5^(age/half_life)); 0 is the spec; "
+        "from 0.0 to 1.0.",
     )
     decay_pool: bool = Field(
         default=False,
@@ -122,17 +162,19 @@ class SearchSettings(BaseModel):
     search_cache_users: int = Field(
         default=SEARCH_CACHE_USERS,
         ge=1,
+        le=MAX_COUNT,
         description="Users whose search index is kept in memory (LRU), a backstop to "
-        "MEMSTRATA_SEARCH_CACHE_BYTES, which binds first for users with vectors; see "
-        "docs/SCALING.md.",
+        "MEMSTRATA_SEARCH_CACHE_BYTES, which binds first for users with vectors; "
+        f"{COUNT_WHY}; see docs/SCALING.md.",
     )
     index_snapshot_min_rows: int = Field(
         default=INDEX_SNAPSHOT_MIN_ROWS,
         ge=0,
+        le=MAX_SNAPSHOT_ROWS,
         description="Store a user's conversation rows as one binary search-index snapshot "
         "once this many are not in the stored one, so the next cold load reads one value "
-        "instead of every row (0 = off: neither read nor write snapshots, no warming). "
-        "docs/ARCHITECTURE.md.",
+        "instead of every row (0 = off: neither read nor write snapshots, no warming); at "
+        f"most {MAX_SNAPSHOT_ROWS} (no user holds more rows). docs/ARCHITECTURE.md.",
     )
     index_warm_after_import: bool = Field(
         default=True,
@@ -144,10 +186,12 @@ class SearchSettings(BaseModel):
     search_cache_bytes: int = Field(
         default=512 * 1024 * 1024,
         ge=1024 * 1024,
+        le=MAX_CACHE_BYTES,
         description="Byte budget of the per-process search caches: the per-user indexes, "
         "charged at the resident memory (RSS) measured for them, least recently searched "
-        "users evicted above it; 1/64 of it bounds the query-embedding cache. See "
-        "docs/SCALING.md for the measured bytes per 1,000 rows.",
+        "users evicted above it; 1/64 of it bounds the query-embedding cache; at most "
+        f"{MAX_CACHE_BYTES} (1 TiB, past any machine's memory). See docs/SCALING.md for the "
+        "measured bytes per 1,000 rows.",
     )
     vector_backend: Literal["memory", "pgvector"] = Field(
         default="memory",
@@ -167,12 +211,14 @@ class SearchSettings(BaseModel):
         default=PROMPT_BUDGET_RATIO,
         gt=0,
         le=1,
-        description="Share of token_limit for memory (spec: 15%).",
+        allow_inf_nan=False,
+        description="Share of token_limit for memory (spec: 15%), above 0 and at most 1.",
     )
     prompt_floor_share: float = Field(
         default=PROMPT_FLOOR_SHARE,
         ge=0,
         le=MAX_PROMPT_FLOOR_SHARE,
+        allow_inf_nan=False,
         description="An opt-in departure from the spec's priority order, 0 to 0.5 (0 = off, "
         "the spec's: a file below the one cut is left out and named). Above 0, each memory "
         "file below the one cut keeps up to this share of the prompt's budget, taken from "

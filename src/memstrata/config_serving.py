@@ -8,9 +8,22 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
+from memstrata.config_bounds import (
+    INTERVAL_WHY,
+    MAX_CONNECTIONS,
+    MAX_INTERVAL_S,
+    MAX_REQUEST_BYTES,
+    MAX_TIMEOUT_S,
+    MAX_TOKEN_LIFETIME_S,
+    TIMEOUT_WHY,
+)
 from memstrata.config_storage import is_blank
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# MCP sessions one process holds, at most: ~90 KB each, so 100,000 are 9 GB that no cache
+# budget counts.
+MAX_SESSIONS = 100_000
+SESSIONS_WHY = f"At most {MAX_SESSIONS} (~9 GB of sessions)"
 
 
 class ServingSettings(BaseModel):
@@ -46,17 +59,24 @@ class ServingSettings(BaseModel):
         "tokens from theirs.",
     )
     jwt_leeway_s: float = Field(
-        default=30.0, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, seconds."
+        default=30.0,
+        ge=0,
+        le=600,
+        allow_inf_nan=False,
+        description="Clock skew allowed on exp/nbf/iat, seconds, from 0 to 600.",
     )
     jwt_max_lifetime_s: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_TOKEN_LIFETIME_S,
+        allow_inf_nan=False,
         description="Refuse a token whose `exp` is further away than this many seconds "
         "(plus the leeway), whatever its issuer chose: it bounds how long a leaked token "
         "works. Unset: no bound, the issuer decides `exp` (even `exp` = 10^30 passes); in "
         "production `memstrata serve` then logs one WARNING at start-up "
         "(`auth.token_lifetime_unbounded`): set it to the longest lifetime your issuer gives, "
-        "e.g. 86400.",
+        f"e.g. 86400; at most {MAX_TOKEN_LIFETIME_S} (366 days: a longer bound bounds "
+        "nothing).",
     )
     otel_telemetry: bool = Field(
         default=False,
@@ -83,22 +103,28 @@ class ServingSettings(BaseModel):
     )
     host: str = Field(default="127.0.0.1", description="`memstrata serve` bind address.")
     port: int = Field(
-        default=8700, ge=0, le=65535, description="`memstrata serve` port; 0 picks a free one."
+        default=8700,
+        ge=0,
+        le=65535,
+        description="`memstrata serve` port, from 0 to 65535; 0 picks a free one.",
     )
     shutdown_grace_s: int = Field(
         default=15,
         ge=0,
+        le=MAX_TIMEOUT_S,
         description="On SIGTERM, `memstrata serve` waits this long for requests in flight; "
         "those still running then get a 503 (`shutting_down`, Retry-After), and their work "
         "(a worker thread, a memory-file write under way) gets one passage embedding call's "
         "timeout more (13 s with the default timeouts and batch size) before the runtime "
         "closes; then the embedded PostgreSQL and the local embedding servers stop. Keep "
         "Kubernetes' terminationGracePeriodSeconds at least the preStop hook + this + 13 + "
-        "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md).",
+        "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md); "
+        f"{TIMEOUT_WHY}.",
     )
     max_connections: int | None = Field(
         default=None,
         ge=2,
+        le=MAX_CONNECTIONS,
         description="Connections `memstrata serve` serves at once (uvicorn's "
         "`limit_concurrency`): a request that arrives while this many connections are open "
         "(its own included) or this many requests run gets uvicorn's plain-text 503 at once, "
@@ -109,11 +135,13 @@ class ServingSettings(BaseModel):
         "embedding connections the requests use; 4096 holds an open /mcp GET stream for each "
         "of the default 2000 MEMSTRATA_MCP_MAX_SESSIONS and as many other connections. It "
         "closes no connection: one that sends nothing, or trickles its headers, holds its "
-        "place until MEMSTRATA_HEADER_TIMEOUT_S ends it.",
+        "place until MEMSTRATA_HEADER_TIMEOUT_S ends it. At most "
+        f"{MAX_CONNECTIONS} (Linux's highest open-file limit).",
     )
     header_timeout_s: float = Field(
         default=20.0,
         gt=0,
+        le=MAX_TIMEOUT_S,
         allow_inf_nan=False,
         description="`memstrata serve` closes a connection whose request headers have not "
         "all arrived this many seconds after it opened, or after the first byte of its next "
@@ -126,11 +154,12 @@ class ServingSettings(BaseModel):
         "stream are not its business (a body: MEMSTRATA_BODY_TIMEOUT_S). 20 s is Apache's "
         "mod_reqtimeout default (nginx: 60 s): room for a few TCP retransmissions of a "
         "request sent at once. A reverse proxy's timeouts still bound the TLS handshake "
-        "(docs/DEPLOY.md, section 6).",
+        f"(docs/DEPLOY.md, section 6); {TIMEOUT_WHY}.",
     )
     body_timeout_s: float = Field(
         default=60.0,
         gt=0,
+        le=MAX_TIMEOUT_S,
         allow_inf_nan=False,
         description="`memstrata serve` answers 408 (`request_timeout`) and closes the "
         "connection when a request's body, once its headers are in, stops arriving: nothing "
@@ -140,10 +169,14 @@ class ServingSettings(BaseModel):
         "came) or the client waits for `100 Continue`. Without it, a client that stopped "
         "mid-body held its connection and its request for ever. Logged "
         "(`http.body_timeout`, INFO) and counted (`memstrata_http_body_timeouts_total`). "
-        "60 s is nginx's client_body_timeout default.",
+        f"60 s is nginx's client_body_timeout default; {TIMEOUT_WHY}.",
     )
     max_request_bytes: int = Field(
-        default=1024 * 1024, ge=1024, description="Largest HTTP request body (413 above)."
+        default=1024 * 1024,
+        ge=1024,
+        le=MAX_REQUEST_BYTES,
+        description="Largest HTTP request body (413 above); at most "
+        f"{MAX_REQUEST_BYTES} (1 GiB: a body is held in memory whole).",
     )
     mcp_http_enabled: bool = Field(
         default=True,
@@ -167,29 +200,34 @@ class ServingSettings(BaseModel):
     mcp_max_sessions_per_user: int = Field(
         default=32,
         ge=1,
+        le=MAX_SESSIONS,
         description="MCP sessions (/mcp) one user may hold open at once; the next initialize "
         "gets 429 (`too_many_sessions`). A client holds one per connection and ends it with "
         "DELETE, so 32 covers several clients at once (an IDE, a few terminals, parallel "
         "agents) and what crashed ones leave until it idles out, while one user's runaway loop "
-        "holds at most 32 of the sessions the process allows (MEMSTRATA_MCP_MAX_SESSIONS).",
+        "holds at most 32 of the sessions the process allows (MEMSTRATA_MCP_MAX_SESSIONS). "
+        f"{SESSIONS_WHY}.",
     )
     mcp_max_sessions: int = Field(
         default=2000,
         ge=1,
+        le=MAX_SESSIONS,
         description="MCP sessions (/mcp) the process holds open at once, all users together "
         "(each costs ~90 KB of memory no cache budget counts). A new session past it ends the "
         "least recently used idle session of any user (its client gets 404 and initializes "
         "again, as the MCP spec says) or, while every session has a request in flight, gets "
         "503 (`too_many_sessions_on_server`) with Retry-After. The MCP SDK's own cap (10 000) "
-        "refused every user's new session once reached.",
+        f"refused every user's new session once reached. {SESSIONS_WHY}.",
     )
     mcp_session_idle_timeout_s: float = Field(
         default=1800,
         gt=0,
+        le=MAX_INTERVAL_S,
         allow_inf_nan=False,
         description="An MCP session with no request in flight (an open GET stream counts as "
         "one) ends after this long and frees its slot; its id then answers 404 and the client "
-        "initializes again. 1800 is the MCP SDK's own default.",
+        "initializes again. 1800 is the MCP SDK's own default; "
+        f"{INTERVAL_WHY}.",
     )
     mcp_stateless: bool = Field(
         default=False,

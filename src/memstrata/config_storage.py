@@ -5,12 +5,19 @@ the database URL. ``memstrata.config.Settings`` inherits it; import from there.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
+from memstrata.config_bounds import (
+    MAX_CONTENT_BYTES_LIMIT,
+    MAX_THREADS,
+    MAX_TIMEOUT_S,
+    TIMEOUT_WHY,
+)
 from memstrata.memory.kinds import MAX_CONTENT_BYTES
 
 # MEMSTRATA_DATABASE_URL's value for the embedded server, chosen on purpose (production
@@ -65,14 +72,22 @@ class StorageSettings(BaseModel):
         "the URL's query string sets them (libpq names); "
         "failed statements never log their parameters.",
     )
-    db_pool_size: int = Field(default=5, ge=1, description="SQLAlchemy pool size.")
+    db_pool_size: int = Field(
+        default=5,
+        ge=1,
+        le=MAX_THREADS,
+        description=f"SQLAlchemy pool size; at most {MAX_THREADS} (past any server's "
+        "connection slots: PostgreSQL's default max_connections is 100).",
+    )
     db_check_interval_s: float = Field(
         default=DB_CHECK_INTERVAL_S,
         gt=0,
         le=60,
+        allow_inf_nan=False,
         description="How often `memstrata serve` checks that the database answers (and, on "
         "the embedded server, restarts it when it does not: five times in a row at most, "
-        "each pause one interval longer).",
+        "each pause one interval longer); at most 60, or a lost database goes unnoticed "
+        "that long.",
     )
     migrate_on_start: bool = Field(
         default=True,
@@ -88,7 +103,6 @@ class StorageSettings(BaseModel):
     )
     sandbox_file_mode: str = Field(
         default="600",
-        pattern=r"^0?[0-7]{3}$",
         description="Octal mode of the files the local sandboxes create (directories get the "
         "matching x bits: 600 -> 700). Private by default, as they hold the user's memory; "
         "660 lets a shared group (an agent's account) read and write them, and so every "
@@ -99,6 +113,7 @@ class StorageSettings(BaseModel):
     sandbox_timeout_s: float = Field(
         default=5.0,
         gt=0,
+        le=MAX_TIMEOUT_S,
         allow_inf_nan=False,
         description="Deadline of one sandbox call (read, write, list, exists, delete), local "
         "directories and a host's SandboxProvider alike. A call still running then is "
@@ -106,7 +121,8 @@ class StorageSettings(BaseModel):
         "that sandbox fails fast for as long again. 5 s: a remote sandbox's file API answers "
         "well under a second and waking a paused sandbox takes a few, while a frontend edit "
         "with a hung sandbox still answers in about 5 s (per sandbox it mirrors to), inside "
-        "HTTP clients' timeouts and MEMSTRATA_SHUTDOWN_GRACE_S (docs/RELIABILITY.md).",
+        "HTTP clients' timeouts and MEMSTRATA_SHUTDOWN_GRACE_S (docs/RELIABILITY.md); "
+        f"{TIMEOUT_WHY}.",
     )
     template_dir: Path | None = Field(
         default=None,
@@ -114,7 +130,12 @@ class StorageSettings(BaseModel):
         "(unset or empty: the packaged docs/sandbox_template).",
     )
     max_content_bytes: int = Field(
-        default=MAX_CONTENT_BYTES, ge=1, description="Largest memory file accepted, in UTF-8 bytes."
+        default=MAX_CONTENT_BYTES,
+        ge=1,
+        le=MAX_CONTENT_BYTES_LIMIT,
+        description="Largest memory file accepted, in UTF-8 bytes; at most "
+        f"{MAX_CONTENT_BYTES_LIMIT} (64 MiB: a file is read whole into every prompt it is "
+        "part of, and cut and embedded on each write).",
     )
 
     @field_validator("data_dir", "sandbox_root", "template_dir", mode="before")
@@ -126,6 +147,17 @@ class StorageSettings(BaseModel):
         if not is_blank(value) or info.field_name is None:
             return value
         return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+
+    @field_validator("sandbox_file_mode")
+    @classmethod
+    def _octal_mode(cls, value: str) -> str:
+        # A pattern's own refusal showed the regex, not what to write.
+        if re.fullmatch(r"0?[0-7]{3}", value) is None:
+            raise ValueError(
+                "must be an octal mode like 600 or 0660 (three digits 0-7, a leading 0 "
+                f"allowed); got {value[:20]!r}"
+            )
+        return value
 
     @field_validator("database_url")
     @classmethod

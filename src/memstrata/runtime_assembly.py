@@ -122,6 +122,7 @@ def assemble(
         context_tokens=settings.conversation_context_tokens,
         scaffold=scaffold.keys,
         memory_chunking=settings.memory_chunking,
+        database_check=db.refuse_if_lost,
     )
     store = MemoryStore(sessions, templates, settings.max_content_bytes, indexer=indexer)
     cache = IndexCache(
@@ -129,8 +130,10 @@ def assemble(
         settings.search_cache_users,
         settings.search_cache_bytes,
         SnapshotWriter(sessions, settings.index_snapshot_min_rows),
-        # The check before every search, on the reader of the database's own engine.
-        states=while_open(state_reader(db.engine).read, sessions),
+        # The check before every search, on the reader of the database's own engine;
+        # refused at once while the database is lost, not after a frozen server's connect
+        # timeout for each search queued on the user's index.
+        states=while_open(db.unless_lost(state_reader(db.engine).read), sessions),
     )
     search = SearchService(
         cache,

@@ -8,6 +8,7 @@ connections that still worked."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -71,10 +72,10 @@ class Server:
             if not resumed.is_set():
                 resumed.set()
                 for pid in pids:
-                    os.kill(pid, signal.SIGCONT)
+                    signal_if_alive(pid, signal.SIGCONT)
 
         for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
+            signal_if_alive(pid, signal.SIGSTOP)
         timer = threading.Timer(FREEZE_S, resume)
         timer.start()
         try:
@@ -82,6 +83,13 @@ class Server:
         finally:
             timer.cancel()
             resume()
+
+
+def signal_if_alive(pid: int, signum: int) -> None:
+    """A backend can end between the listing and the signal (a pool just disposed of closes
+    its connections while the test goes on): only the living are stopped and resumed."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 @pytest.fixture(scope="module")

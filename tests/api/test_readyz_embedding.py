@@ -103,6 +103,7 @@ def test_the_field_is_in_the_openapi_schema(client: TestClient) -> None:
         "ok",
         "unreachable",
         "unproven",
+        "misconfigured",
         "off",
         "unknown",
     ]

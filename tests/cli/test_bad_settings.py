@@ -65,17 +65,25 @@ def run(*args: str) -> tuple[int, str]:
         (
             "MEMSTRATA_SEARCH_CACHE_BYTES",
             "10MB",
-            "; a whole number of bytes, 1048576 or more, e.g. 536870912",
+            "; a whole number of bytes, from 1048576 to 1099511627776, e.g. 536870912",
         ),
-        ("MEMSTRATA_SHUTDOWN_GRACE_S", "7.5", "; a whole number of seconds, 0 or more, e.g. 15"),
-        ("MEMSTRATA_EMBEDDING_TIMEOUT_S", "5s", "; a number of seconds, more than 0, e.g. 5.0"),
-        ("MEMSTRATA_RRF_K", "sixty", "; a whole number, 1 or more, e.g. 60"),
+        (
+            "MEMSTRATA_SHUTDOWN_GRACE_S",
+            "7.5",
+            "; a whole number of seconds, from 0 to 3600, e.g. 15",
+        ),
+        (
+            "MEMSTRATA_EMBEDDING_TIMEOUT_S",
+            "5s",
+            "; a number of seconds, more than 0 and at most 3600, e.g. 5.0",
+        ),
+        ("MEMSTRATA_RRF_K", "sixty", "; a whole number, from 1 to 10000, e.g. 60"),
         # Out of range: the range and the default too.
         (
             "MEMSTRATA_MAX_CONTENT_BYTES",
             "-1",
             "MEMSTRATA_MAX_CONTENT_BYTES: Input should be greater than or equal to 1; a whole "
-            "number of bytes, 1 or more, e.g. 262144",
+            "number of bytes, from 1 to 67108864, e.g. 262144",
         ),
         (
             "MEMSTRATA_EMBEDDING_SERVER_NICE",
@@ -87,7 +95,33 @@ def run(*args: str) -> tuple[int, str]:
             "MEMSTRATA_EMBEDDING_TIMEOUT_S",
             "0",
             "MEMSTRATA_EMBEDDING_TIMEOUT_S: Input should be greater than 0; a number of seconds, "
-            "more than 0, e.g. 5.0",
+            "more than 0 and at most 3600, e.g. 5.0",
+        ),
+        # Infinite, not a number, or absurdly large: refused at start (they failed at use),
+        # with the bound.
+        (
+            "MEMSTRATA_EMBEDDING_QUERY_TIMEOUT_S",
+            "inf",
+            "MEMSTRATA_EMBEDDING_QUERY_TIMEOUT_S: Input should be a finite number; a number of "
+            "seconds, more than 0 and at most 3600, e.g. 2.0",
+        ),
+        (
+            "MEMSTRATA_EMBEDDING_HEAL_INTERVAL_S",
+            "1e10",
+            "MEMSTRATA_EMBEDDING_HEAL_INTERVAL_S: Input should be less than or equal to 86400; "
+            "a number of seconds, more than 0 and at most 86400, e.g. 2.0",
+        ),
+        (
+            "MEMSTRATA_EMBEDDING_TIMEOUT_PER_TEXT_S",
+            "nan",
+            "MEMSTRATA_EMBEDDING_TIMEOUT_PER_TEXT_S: Input should be a finite number; a number "
+            "of seconds, from 0 to 3600, e.g. 1.0",
+        ),
+        (
+            "MEMSTRATA_SANDBOX_FILE_MODE",
+            "999",
+            "MEMSTRATA_SANDBOX_FILE_MODE: must be an octal mode like 600 or 0660 (three digits "
+            "0-7, a leading 0 allowed); got '999'",
         ),
         # A boolean: the two words to use.
         (

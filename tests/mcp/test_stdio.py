@@ -113,6 +113,8 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
     assert [a.get("id") for a in answers] == [1, 2, None, None, None, None, 4], (
         answers or stderr_text
     )
+    # alembic's plugin set-up, at INFO on every start (serve and db never showed it).
+    assert "alembic.runtime.plugins" not in stderr_text, stderr_text
     surrogate, unclosed, not_jsonrpc, fraction_id, object_id = (a["error"] for a in answers[1:6])
     assert surrogate == {
         "code": -32700,

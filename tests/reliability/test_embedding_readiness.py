@@ -101,11 +101,16 @@ def test_a_wrong_dimensions_is_told_at_start_and_to_the_searcher(
     spec = embedding_server.model_spec.model_copy(update={"dimensions": 768})  # it has 384
     with caplog.at_level("WARNING"), served(with_model(settings, spec), db) as (mem, client):
         (told,) = events(caplog, "embedding.configuration_refused")
-        assert client.get("/readyz").json()["vectors"] == "degraded"
+        answer = client.get("/readyz")
+        ready = answer.json()
         mem.indexer.index_turn("alice", "s1", 0, "my giraffe is called Lulu", "noted")
         found = mem.search.search("alice", "what is my long-necked animal called")
     assert "`dimensions`" in str(told["check"])
     assert "384" in str(told["error"]) and "768" in str(told["error"])
+    # Named by /readyz, not "unproven" for ever; still ready: BM25 answers.
+    assert answer.status_code == 200
+    assert (ready["vectors"], ready["embedding"]) == ("degraded", "misconfigured")
+    assert ready["embedding_check"] == told["check"]
     assert found.mode == "bm25"
     (warning,) = found.warnings
     assert "another length" in warning and "unreachable" not in warning

@@ -5,7 +5,11 @@ connections while old ones still work, so a pooled one would not notice) and pgv
 installed — 503 otherwise, the reason logged, not returned; a server with every connection
 slot taken is ``"database": "saturated"`` and still ready while a pooled connection
 answers, and so is a process whose own pool has every connection in use (answered at once,
-the pooled checks left out: the fresh connection showed the server up). While BM25 can
+the pooled checks left out: the fresh connection showed the server up). A server whose
+postmaster alone is stopped (the new connection times out, the database monitor's open
+one answers: ``db.not_accepting``) is ``"database": "not_accepting"`` and ready, answered at
+once with nothing read, as requests on the pooled connections are served (it answered 503
+while they were). While BM25 can
 answer it stays 200 and says how the vector side is: ``{"vectors": "degraded", "pending":
 163}`` when rows wait for a vector (rows of a wrong length included, as the re-embedding
 worker counted them), the embedding circuit is open, or the embedding API has not answered
@@ -35,7 +39,7 @@ from memstrata.api.schemas import EmbeddingState, Readiness
 from memstrata.api.single_flight import SingleFlight
 from memstrata.db.disk import DiskWatch
 from memstrata.db.engine import check_pgvector
-from memstrata.db.monitor import saturated
+from memstrata.db.monitor import saturated, timed_out
 from memstrata.db.pool_watch import pool_full, pool_stats
 from memstrata.errors import MemstrataError, PgvectorMissingError
 from memstrata.logs import log_event
@@ -72,6 +76,17 @@ class Probes:
         # out at once would turn a full server into an outage); the pooled check below
         # decides.
         full = error is not None and saturated(error)
+        if error is not None and not full and timed_out(error) and mem.db.not_accepting():
+            # No pooled read either: one that needs a new connection would wait for its
+            # connect_timeout.
+            body = Readiness(
+                status="ready",
+                database="not_accepting",
+                pgvector=self._pgvector,
+                **self._embedding(),
+                **disk,
+            )
+            return 200, body.answer()
         if error is not None and not full:
             log_event(logger, "health.not_ready", logging.WARNING, reason=error)
             return _unready("unreachable", "unknown", disk)
@@ -91,7 +106,7 @@ class Probes:
                 status="ready",
                 database=_database(saturated=True, disk_full=database_full),
                 pgvector=self._pgvector,
-                embedding=self._embedding_state(),  # no database read: told here too
+                **self._embedding(),  # no database read: told here too
                 **disk,
             )
             return 200, body.answer()
@@ -111,7 +126,7 @@ class Probes:
             pgvector=version,
             vectors=vectors,
             pending=pending,
-            embedding=self._embedding_state(),
+            **self._embedding(),
             **disk,
         )
         return 200, body.answer()
@@ -152,6 +167,14 @@ class Probes:
             self._vector_state()  # reads the backlog for its gauges
         return metrics.render()
 
+    def _embedding(self) -> dict[str, Any]:
+        """``embedding``, and ``embedding_check`` (what to fix) while it is misconfigured."""
+        state = self._embedding_state()
+        healer = self._context.mem.healer
+        if state != "misconfigured" or healer is None:
+            return {"embedding": state}
+        return {"embedding": state, "embedding_check": healer.probe.refused_check}
+
     def _embedding_state(self) -> EmbeddingState:
         """The embedding API as the circuit breakers see it: an outage apart from a
         backlog (``vectors`` is degraded for both). No request of its own — a probe per
@@ -163,7 +186,10 @@ class Probes:
             return "off"
         if healer.embedder.circuit_open:
             return "unreachable"
-        return "ok" if healer.embedder.answered else "unproven"
+        if healer.embedder.answered:
+            return "ok"
+        # A configuration the API refused (a wrong `dimensions`): said, not "unproven".
+        return "unproven" if healer.probe.refused_check is None else "misconfigured"
 
     def _vector_state(self) -> tuple[Literal["ok", "degraded", "off"], int | None]:
         """The vector side for /readyz, updating the backlog gauges of /metrics."""

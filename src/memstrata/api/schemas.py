@@ -178,7 +178,7 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
-EmbeddingState = Literal["ok", "unreachable", "unproven", "off", "unknown"]
+EmbeddingState = Literal["ok", "unreachable", "unproven", "misconfigured", "off", "unknown"]
 
 
 class Readiness(BaseModel):
@@ -188,6 +188,8 @@ class Readiness(BaseModel):
         "process's pooled connections still answer, or every connection of this process's "
         "own pool is in use (ready; vectors unknown then); disk_full: the database refused "
         "a statement for a full disk within the last 30 s (ready: reads answer); "
+        "not_accepting: the server takes no new connections but serves this process's "
+        "open ones (its postmaster alone stopped; ready, nothing read); "
         "unreachable, starting, or pool_exhausted: this process's pool full and, since the "
         "last probe, its checkouts timed out with none served (503)."
     )
@@ -205,9 +207,16 @@ class Readiness(BaseModel):
         description="The embedding API as this process's circuit breakers see it (no "
         "request of its own): ok; unreachable: a circuit is open (the documents' or the "
         "query server's), searches answer BM25-only until it closes; unproven: it has not "
-        "answered once since the process started; off: no embedding API; unknown: not "
-        "ready (503). A backlog with the API ok "
+        "answered once since the process started; misconfigured: it answered the start-up "
+        "probe but refused the configuration (a wrong `dimensions`, a model name it does "
+        "not serve; `embedding_check` says what to fix), so writes store texts without "
+        "vectors and searches answer BM25-only until it is fixed and the process restarted; "
+        "off: no embedding API; unknown: not ready (503). A backlog with the API ok "
         "is vectors degraded, embedding ok.",
+    )
+    embedding_check: str | None = Field(
+        default=None,
+        description="While embedding is misconfigured: the setting to check. Absent otherwise.",
     )
     release: str = Field(
         default_factory=package_version,
@@ -231,5 +240,9 @@ class Readiness(BaseModel):
     )
 
     def answer(self) -> dict[str, Any]:
-        """The body /readyz sends: ``disk`` and ``disk_path`` left out while there is room."""
-        return self.model_dump(exclude=None if self.disk else {"disk", "disk_path"})
+        """The body /readyz sends: ``disk`` and ``disk_path`` left out while there is room,
+        ``embedding_check`` while the embedding configuration is not refused."""
+        left_out = set() if self.disk else {"disk", "disk_path"}
+        if self.embedding_check is None:
+            left_out.add("embedding_check")
+        return self.model_dump(exclude=left_out)

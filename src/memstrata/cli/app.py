@@ -111,8 +111,9 @@ def _problem(error: ErrorDetails) -> str:
 
 # What a number setting's name says its unit is (its suffix), for a value that is no number.
 _UNITS = {"_bytes": "bytes", "_s": "seconds", "_ms": "milliseconds", "_days": "days"}
-# pydantic's error types of a value that is no number, or out of the setting's range.
-_NUMBER_ERRORS = ("int_parsing", "int_from_float", "float_parsing")
+# pydantic's error types of a value that is no number (inf and nan included), or out of
+# the setting's range.
+_NUMBER_ERRORS = ("int_parsing", "int_from_float", "float_parsing", "finite_number")
 _RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -14,7 +15,9 @@ from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.migrate import check_ready, ensure_ready
 from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
-from memstrata.errors import DatabaseSetupError, RuntimeClosedError
+from memstrata.errors import DatabaseSetupError, DatabaseUnavailableError, RuntimeClosedError
+
+T = TypeVar("T")
 
 
 class ClosableSessions(sessionmaker[Session]):
@@ -86,6 +89,31 @@ class Database:
         if "monitor" not in self.__dict__:  # never created: nothing watches
             return None
         return self.monitor.up
+
+    def not_accepting(self) -> bool:
+        """Whether the running monitor finds the server serving its open connections but
+        taking no new ones (its postmaster alone stopped: ``db.not_accepting``)."""
+        return "monitor" in self.__dict__ and self.monitor.running and self.monitor.not_accepting
+
+    def refuse_if_lost(self) -> None:
+        """Raise ``DatabaseUnavailableError`` while the monitor finds the database lost:
+        what would wait for it (a write's next embedding request, whose vector could not be
+        stored; a search queued for its index check, which would wait out a frozen
+        server's connect timeout) is refused at once, as the API answers any request then
+        (503 ``database_unavailable``). Nothing while the monitor does not run."""
+        if "monitor" in self.__dict__ and self.monitor.up is False:
+            raise DatabaseUnavailableError(
+                f"the database is unavailable (db.lost: {self.monitor.error})"
+            )
+
+    def unless_lost(self, read: Callable[[str], T]) -> Callable[[str], T]:
+        """``read`` refused at once while the database is lost (``refuse_if_lost``)."""
+
+        def checked(key: str) -> T:
+            self.refuse_if_lost()
+            return read(key)
+
+        return checked
 
     @cached_property
     def _probe_engine(self) -> Engine:

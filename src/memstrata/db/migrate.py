@@ -146,14 +146,33 @@ def upgrade(engine: Engine) -> str | None:
                     conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
             except DBAPIError as exc:
                 raise PgvectorMissingError(_extension_problem(engine, conn, exc)) from exc
+            found = recorded_revision(conn)
+            if current != found and found == head_revision(engine):
+                # Another process upgraded it while this one waited for the lock.
+                log_event(logger, "db.already_upgraded", revision=found, database=describe(engine))
+                return found
             cfg = alembic_config(engine)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
     except DBAPIError as exc:
-        raise DatabaseSetupError(f"migration failed on {describe(engine)}: {exc.orig}") from exc
+        raise DatabaseSetupError(f"migration failed on {describe(engine)}: {_cause(exc)}") from exc
     revision = current_revision(engine)
     log_event(logger, "db.upgraded", revision=revision, database=describe(engine))
     return revision
+
+
+def _cause(exc: DBAPIError) -> str:
+    """Why a migration failed; refused for lack of rights ("must be owner of table …",
+    "permission denied for schema public": a role that may use the tables but not change
+    them, as replicas' roles are), its first line (not the statement quoted) and the fix."""
+    if not _insufficient_privilege(exc):
+        return str(exc.orig)
+    first = str(exc.orig).strip().splitlines()[0]
+    return (
+        f"{first}; this role may not change the schema: run `memstrata db upgrade` once with "
+        "MEMSTRATA_DATABASE_URL set to the URL of the role that owns the tables, then "
+        "start again (replicas: set MEMSTRATA_MIGRATE_ON_START=false, docs/DEPLOY.md)"
+    )
 
 
 def _extension_problem(engine: Engine, conn: Connection, exc: DBAPIError) -> str:

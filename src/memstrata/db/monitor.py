@@ -16,14 +16,18 @@ serving existing connections while refusing new ones) every ``interval_s``:
   unanswered too, the server is frozen: ``db.lost``, and the sockets of every connection
   the engine has open, and the search check's pool next to it, are shut down
   (``db.interrupted``, :mod:`memstrata.db.open_connections`) so that the requests waiting
-  on them get a 503 now instead of when the freeze ends; new connections of both then wait
-  at most ``PROBE_TIMEOUT_S`` each until the database answers again.
+  on them get a 503 now instead of when the freeze ends (once per freeze); connections
+  being opened are given up, and new ones of both then wait at most ``PROBE_TIMEOUT_S``
+  each until the database answers again.
 
 ``up`` is its verdict while the thread runs (``memstrata_database_up`` on ``/metrics``):
-False from ``db.lost`` to ``db.recovered``, True otherwise, saturated included.
+False from ``db.lost`` to ``db.recovered``, True otherwise, saturated included; while it is
+False, a write's next embedding request and a search's index check are refused at once
+(``Database.refuse_if_lost``).
 
 ``/readyz`` does its own fresh-connection probe, so it reports the state within one
-request, independent of this thread.
+request, independent of this thread — except that a probe timing out while this thread
+finds the server ``not_accepting`` is ready, as requests on the pool are served.
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ pool's pre-ping is not yet checked out, and hangs the same. So are those of a po
 own next to the engine's (the check before every search, ``retrieval.state_reader``),
 with the engine's: a search waiting on that check hung for the whole freeze too. While the
 server is known frozen, a new connection of any of them waits for it only briefly.
+
+A connection being opened has no socket to cut yet (libpq's is inside the driver's
+connect call), and one begun before the monitor found the server frozen waited out its
+whole ``connect_timeout`` (10 s; 45 requests in a freeze: median 10.1 s, at most 12.2 s).
+So each is opened on a thread of its own, and the request's thread stops waiting for it
+as soon as the server is known frozen: it fails like a cut connection, and the attempt,
+left behind, closes what it gets, if anything, when its own timeout ends.
 """
 
 from __future__ import annotations
@@ -38,28 +45,59 @@ class OpenConnections:
     themselves)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._open: weakref.WeakSet[Any] = weakref.WeakSet()
-        # Set while the server is known frozen (the database monitor): the 10 s
-        # connect_timeout would hold each request that long, and this is enough to find
-        # that the server answers again.
-        self.connect_timeout_cap_s: int | None = None
+        # Cut already: a later check of the same freeze finds them still open (psycopg
+        # learns of the cut only when it next uses one) and logged db.interrupted again.
+        self._cut: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._cap_s: int | None = None
+
+    @property
+    def connect_timeout_cap_s(self) -> int | None:
+        """Set while the server is known frozen (the database monitor): the 10 s
+        connect_timeout would hold each request that long, and this is enough to find
+        that the server answers again."""
+        return self._cap_s
+
+    @connect_timeout_cap_s.setter
+    def connect_timeout_cap_s(self, cap_s: int | None) -> None:
+        with self._lock:
+            self._cap_s = cap_s
+            self._lock.notify_all()  # the connections being opened stop waiting
 
     def add(self, dbapi_connection: Any, _record: object = None) -> None:
         with self._lock:
             self._open.add(dbapi_connection)
 
-    def cap_connect_timeout(
-        self, _dialect: object, _record: object, _cargs: object, cparams: dict[str, Any]
-    ) -> None:
+    def connect(
+        self, dialect: Any, _record: object, cargs: list[Any], cparams: dict[str, Any]
+    ) -> Any:
+        """The engine's ``do_connect``: a new connection, given up on once the server is
+        known frozen (:class:`Attempt`); with the timeout capped while it is."""
         cap = self.connect_timeout_cap_s
         if cap is not None:
             cparams["connect_timeout"] = min(int(cparams.get("connect_timeout", cap)), cap)
+            return None  # the engine connects: bounded already
+        attempt = Attempt(dialect, cargs, cparams, self._lock)
+        with self._lock:
+            try:
+                while attempt.pending and self._cap_s is None:
+                    self._lock.wait()
+            finally:
+                abandoned, attempt.pending = attempt.pending, False  # it closes what it gets
+        if abandoned:
+            raise psycopg.OperationalError(
+                "connection abandoned: the database server is frozen (db.lost)"
+            )
+        if attempt.error is not None:
+            raise attempt.error
+        return attempt.connection
 
     def interrupt(self) -> int:
-        """Shut down the socket of every open connection; how many were cut."""
+        """Shut down the socket of every open connection not cut before; how many were."""
         with self._lock:
-            connections = list(self._open)
+            connections = [c for c in self._open if c not in self._cut]
+            self._cut.update(connections)
         return sum(shut_down(conn) for conn in connections)
 
 
@@ -87,8 +125,42 @@ def track(engine: Engine, *, alongside: Engine | None = None) -> OpenConnections
 def _hooked(engine: Engine, tracker: OpenConnections) -> OpenConnections:
     _tracked[engine] = tracker
     event.listen(engine, "connect", tracker.add)
-    event.listen(engine, "do_connect", tracker.cap_connect_timeout)
+    event.listen(engine, "do_connect", tracker.connect)
     return tracker
+
+
+class Attempt:
+    """``dialect.connect(*cargs, **cparams)`` on a thread of its own, started at once; it
+    notifies ``done`` when it ends, and closes the connection it got if nobody waits for it
+    any more (``pending`` turned False by the waiter)."""
+
+    def __init__(
+        self, dialect: Any, cargs: list[Any], cparams: dict[str, Any], done: threading.Condition
+    ) -> None:
+        self.pending = True
+        self.connection: Any = None
+        self.error: BaseException | None = None
+        self._done = done
+        threading.Thread(
+            target=self._run,
+            args=(dialect, cargs, cparams),
+            name="memstrata-db-connect",
+            daemon=True,  # ends within its connect_timeout anyway
+        ).start()
+
+    def _run(self, dialect: Any, cargs: list[Any], cparams: dict[str, Any]) -> None:
+        connection: Any = None
+        error: BaseException | None = None
+        try:
+            connection = dialect.connect(*cargs, **cparams)
+        except BaseException as exc:  # the waiter raises it as its own
+            error = exc
+        with self._done:
+            abandoned = not self.pending
+            self.connection, self.error, self.pending = connection, error, False
+            self._done.notify_all()
+        if abandoned and connection is not None:
+            connection.close()
 
 
 def shut_down(dbapi_connection: Any) -> bool:

@@ -30,8 +30,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.db.integers import MAX_INT
-from memstrata.errors import ContentTooLargeError, InvalidContentError, VersionConflictError
-from memstrata.logs import log_event, log_failure
+from memstrata.errors import (
+    ContentTooLargeError,
+    DatabaseUnavailableError,
+    InvalidContentError,
+    VersionConflictError,
+)
+from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
 from memstrata.memory.templates import TemplateSet
@@ -52,7 +57,9 @@ class StagedRows(Protocol):
 class FileIndexer(Protocol):
     """Stages USER/MEMORY search rows (``memstrata.retrieval.indexer.Indexer``)."""
 
-    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedRows: ...
+    def stage_memory_file(
+        self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
+    ) -> StagedRows: ...
 
 
 @dataclass(frozen=True)
@@ -249,19 +256,46 @@ class MemoryStore:
     def _stage(self, user_id: str, kind: FileKind, text: str) -> StagedRows | None:
         """The file's search rows, or None: not indexed, no indexer, or staging failed.
 
-        Failure policy: a database error propagates (the write would fail too); anything
-        else is a warning and the file is stored without new rows — ``memstrata reindex``
-        or the next write rebuilds them. The write itself never depends on the index.
+        Failure policy: a database error propagates (the write would fail too). Anything
+        else (an outage is no failure here: its rows are staged without vectors already)
+        and the rows are staged again without embedding, as in an outage: BM25 finds
+        them, the background worker embeds them (``sync.index_unembedded``). Should that
+        fail too, the file is stored without new rows (``sync.index_failed``) — ``memstrata
+        reindex`` or the next write rebuilds them. The write never depends on the index.
         """
         if self.indexer is None or not kind.indexed:
             return None
         try:
             return self.indexer.stage_memory_file(user_id, kind, text)
-        except SQLAlchemyError:
+        except (SQLAlchemyError, DatabaseUnavailableError):  # the monitor's db.lost too
             raise
         except Exception as exc:
-            log_failure(logger, "sync.index_failed", exc, user_id=user_id, file=kind.filename)
+            failed = exc
+        where = {"user_id": user_id, "file": kind.filename}
+        try:
+            staged = self.indexer.stage_memory_file(user_id, kind, text, embed=False)
+        except (SQLAlchemyError, DatabaseUnavailableError):
+            raise
+        except Exception as again:
+            log_failure(
+                logger,
+                "sync.index_failed",
+                failed,
+                **where,
+                without_vectors=describe(again),
+                effect="stored without search rows: `memstrata reindex --user USER` or the "
+                "file's next write rebuilds them",
+            )
             return None
+        log_failure(
+            logger,
+            "sync.index_unembedded",
+            failed,
+            **where,
+            effect="rows stored without vectors: BM25 finds them, the background worker "
+            "embeds them",
+        )
+        return staged
 
     def _write(
         self, repo: MemoryFileRepository, k: FileKind, text: str, expected: int | None

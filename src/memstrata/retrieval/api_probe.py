@@ -69,6 +69,9 @@ class ApiProbe:
         self.embedder = embedder
         self.settled = threading.Event()  # the start-up probe has its answer
         self._start_failed_at: float | None = None  # time.monotonic()
+        # What to check while the start-up probe's refusal is about the configuration
+        # (`dimensions`, the model's name): /readyz names it until the API answers.
+        self.refused_check: str | None = None
         self._next_idle_probe = 0.0
 
     def failure(self, kind: EmbeddingKind = "passage") -> str | None:
@@ -96,6 +99,8 @@ class ApiProbe:
                 return
             self._start_failed_at = time.monotonic()
             event, check = start_failure(error)
+            if event == "embedding.configuration_refused":
+                self.refused_check = check
             log_event(
                 logger,
                 event,
@@ -116,6 +121,7 @@ class ApiProbe:
     def note_reachable(self) -> None:
         """After a failed start-up probe: log once when the API first answers."""
         if self._start_failed_at is not None and self.embedder.answered:
+            self.refused_check = None
             log_event(
                 logger,
                 "embedding.reachable",

@@ -76,18 +76,29 @@ _MIN_RECHECK_S = 0.05
 # instant the window still holds the share (the rule is strict).
 _SHARE_SLACK_S = 0.001
 
+# How often a request waiting for a slot asks its guard again (``bulk_owner``): nothing
+# notifies the lane when the database is lost.
+GUARD_RECHECK_S = 0.25
+
 _owner: ContextVar[str] = ContextVar("memstrata_bulk_owner", default=BACKGROUND_OWNER)
+_guard: ContextVar[Callable[[], None] | None] = ContextVar("memstrata_bulk_guard", default=None)
 
 
 @contextmanager
-def bulk_owner(user_id: str) -> Iterator[None]:
+def bulk_owner(user_id: str, guard: Callable[[], None] | None = None) -> Iterator[None]:
     """Bulk (passage) requests made inside this block, by this thread or task, wait in
-    ``user_id``'s turn of the bulk lane (``Lanes.bulk``). A context variable rather than
-    an argument, so the embedding provider protocol stays ``embed(texts, kind)``."""
+    ``user_id``'s turn of the bulk lane (``Lanes.bulk``). ``guard``, when given, is called
+    before each of them takes a slot, and every ``GUARD_RECHECK_S`` while it waits for one:
+    what it raises ends the call with no further request sent (a write whose database the
+    monitor finds lost, which could store nothing it embeds: ``Database.refuse_if_lost``).
+    Context variables rather than arguments, so the embedding provider protocol stays
+    ``embed(texts, kind)``."""
     token = _owner.set(user_id)
+    guarded = _guard.set(guard)
     try:
         yield
     finally:
+        _guard.reset(guarded)
         _owner.reset(token)
 
 
@@ -124,6 +135,8 @@ class _Waiter:
     previous: int | None = field(compare=False, default=None)
     # The express share refused it the slot (counted once, unless it goes express later).
     turned_back: bool = field(compare=False, default=False)
+    # Called before it takes a slot: raises to end the request unsent (``bulk_owner``).
+    guard: Callable[[], None] | None = field(compare=False, default=None)
 
 
 class Lanes:
@@ -199,10 +212,14 @@ class Lanes:
         would otherwise wait for other owners' requests only (``may_express``) and the
         express share allows it then. Yields the slot taken, which says where to send the
         request."""
+        guard = _guard.get()
+        if guard is not None:  # before it queues: a lost database ends it at once
+            guard()
         with self._cond:
             now = time.monotonic()
             give_up = math.inf if give_up_s is None else now + give_up_s
             me = self._enqueue(owner, now + max_wait_s, give_up, express)
+            me.guard = guard
             try:
                 route = self._wait_for_turn(me)
             except BaseException:  # closed (or interrupted): out of the queue
@@ -256,6 +273,8 @@ class Lanes:
         while True:
             if self._bulk_closed:
                 raise BulkLaneClosedError("the bulk lane is closed")
+            if me.guard is not None:
+                me.guard()
             now = time.monotonic()
             if self._waiting[0] is me and self._may_start(now):
                 return "bulk"
@@ -270,6 +289,8 @@ class Lanes:
             if me.give_up != math.inf:
                 left = me.give_up - now
                 timeout = left if timeout is None else min(timeout, left)
+            if me.guard is not None:
+                timeout = GUARD_RECHECK_S if timeout is None else min(timeout, GUARD_RECHECK_S)
             self._cond.wait(timeout=timeout)
 
     def _express_in_s(self, me: _Waiter, now: float) -> float | None:

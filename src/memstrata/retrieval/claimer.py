@@ -105,6 +105,7 @@ class ClaimerLock:
         self._token: int | None = None
         self._wanted = False
         self._next_take = 0.0
+        self._taken_at = 0.0
 
     def open(self) -> None:
         """From now on :meth:`token` holds a lock (the worker runs)."""
@@ -128,18 +129,23 @@ class ClaimerLock:
 
     def lost(self) -> None:
         """A claim found the lock gone (the connection ended, a pooler reset it): drop the
-        connection; a new token is taken after ``RETAKE_S``."""
+        connection; a new token is taken at the next round when the lock had been held for
+        ``RETAKE_S`` or more (the database restarted, the connection was cut: after each
+        restart the rows relied on their lease for 30 s more), else after ``RETAKE_S`` (a
+        pooler that drops the lock after every statement)."""
         with self._mutex:
             token = self._token
             self._drop()
-            self._next_take = self._clock() + RETAKE_S
+            now = self._clock()
+            pause = RETAKE_S if now - self._taken_at < RETAKE_S else 0.0
+            self._next_take = now + pause
         log_event(
             logger,
             "embedding.heal.claimer_lost",
             logging.WARNING,
             token=token,
             effect="this worker's claims rely on their lease until it holds a lock again; "
-            f"it tries again in {RETAKE_S:.0f} s",
+            f"it tries again in {pause:.0f} s",
         )
 
     def close(self) -> int:
@@ -183,6 +189,7 @@ class ClaimerLock:
                 if taken:
                     conn.commit()  # the lock is the session's: it outlives the transaction
                     self._conn, self._token = conn, token
+                    self._taken_at = self._clock()
                     return
         except SQLAlchemyError as exc:
             conn.close()

@@ -56,6 +56,9 @@ LEASE_S = 120.0
 # ``start`` waits this long at most for the start-up probe's answer, so a server's first
 # ``/readyz`` already knows whether the API answers (a hung API delays the start this much).
 START_PROBE_WAIT_S = 2.0
+# The pause after the loop itself failed (its idle wait, say), so a failure that repeats
+# is logged every few seconds rather than in a busy loop.
+LOOP_FAILURE_PAUSE_S = 5.0
 
 
 @dataclass
@@ -366,19 +369,36 @@ class VectorHealer:
         self.probe.at_start()
         while not self._stop.is_set():
             try:
-                report = self.run_once()
-            except Exception as exc:
-                if self._stop.is_set():
-                    self._stopped_mid_call(exc)
+                if not self._round():
                     return
-                if isinstance(exc, SQLAlchemyError):  # the database is away: try again later
-                    log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))
-                else:  # a bug must not kill the worker silently
-                    logger.exception("embedding.heal.crashed")
-                report = HealReport()
-            if report.claimed < self.batch or report.released:
-                self._wake.wait(self.interval_s)
-            self._wake.clear()
+            except Exception as exc:  # outside a round (its pause): the thread goes on
+                log_event(
+                    logger,
+                    "embedding.heal.loop_failed",
+                    logging.ERROR,
+                    exc_info=exc,
+                    error=describe(exc),
+                    effect=f"the worker goes on in {LOOP_FAILURE_PAUSE_S:g} s",
+                )
+                self._stop.wait(LOOP_FAILURE_PAUSE_S)
+
+    def _round(self) -> bool:
+        """One round and the pause after it; False once ``stop()`` ended it mid-call."""
+        try:
+            report = self.run_once()
+        except Exception as exc:
+            if self._stop.is_set():
+                self._stopped_mid_call(exc)
+                return False
+            if isinstance(exc, SQLAlchemyError):  # the database is away: try again later
+                log_event(logger, "embedding.heal.db_error", logging.WARNING, error=str(exc))
+            else:  # a bug must not kill the worker silently
+                logger.exception("embedding.heal.crashed")
+            report = HealReport()
+        if report.claimed < self.batch or report.released:
+            self._wake.wait(self.interval_s)
+        self._wake.clear()
+        return True
 
     def _stopped_mid_call(self, exc: Exception) -> None:
         """A round that outlived ``stop()``'s wait and failed as the runtime closed the

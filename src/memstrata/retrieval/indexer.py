@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.errors import InvalidContentError
+from memstrata.errors import DatabaseUnavailableError, InvalidContentError
 from memstrata.logs import log_event, log_failure
 from memstrata.memory.kinds import FileKind, validate_user_id
 from memstrata.retrieval.chunk import CHUNK_TOKENS, CONTEXT_TOKENS, MemoryChunking, chunk_text
@@ -84,8 +84,14 @@ class Indexer:
         context_tokens: int = CONTEXT_TOKENS,
         scaffold: Callable[[FileKind], Collection[str]] | None = None,
         memory_chunking: MemoryChunking = "paragraphs",
+        database_check: Callable[[], None] | None = None,
     ) -> None:
         self._sessions = sessions
+        # Asked before each embedding request of a write; raises while the database is
+        # known lost (``Database.refuse_if_lost``, handed over by the runtime): a 200-turn
+        # batch went on embedding for its whole budget (16.5 s) after a fast shutdown,
+        # then answered the same 503.
+        self.database_check = database_check
         self.embedder = embedder
         # The template paragraphs of each memory file (retrieval.scaffold, the current
         # template's and earlier ones'): they are not indexed.
@@ -236,11 +242,12 @@ class Indexer:
                 if (c.file_path, c.content_hash) in wanted and not has_vector(c, staged.model)
             ]
             embedded, stored, error = (
-                embed_and_store(self._sessions, self.embedder, user_id, todo)
+                embed_and_store(self._sessions, self.embedder, user_id, todo, self.database_check)
                 if todo  # else a writer replaced them all since the commit
                 else (set(), 0, "")
             )
-        except SQLAlchemyError as exc:  # the batch is stored: the worker embeds the rest
+        except (SQLAlchemyError, DatabaseUnavailableError) as exc:
+            # The batch is stored (its answer stays 200): the worker embeds the rest.
             log_failure(logger, "index.deferred.embed_failed", exc, user_id=user_id)
             return
         staged.count_embedded_after(todo, embedded, error, time.perf_counter() - started)
@@ -295,17 +302,21 @@ class Indexer:
             waiting=waiting,
         )
 
-    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
+    def stage_memory_file(
+        self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
+    ) -> StagedIndex:
         """Chunk and embed a memory file's new text without writing anything.
 
         The memory-file service calls this outside any lock or transaction and then
         :meth:`StagedIndex.apply` inside the one transaction that stores the file, so the
         text and its rows commit together and nobody waits on an embedding call.
+        ``embed=False``: rows without new vectors (the background worker's).
         """
         validate_user_id(user_id)
         deadline = self.file_budget.deadline()  # the chunking counts too: the caller waits
         texts = self._memory_chunks(kind, content)
-        staged = self._stage(user_id, [Doc(kind.filename, texts, None, None)], deadline=deadline)
+        docs = [Doc(kind.filename, texts, None, None)]
+        staged = self._stage(user_id, docs, embed, deadline=deadline)
         staged.after_commit = partial(
             self.file_budget.written, user_id, kind.filename, staged.reports[0]
         )
@@ -351,7 +362,14 @@ class Indexer:
     ) -> StagedIndex:
         reading = self._reading(session)
         return stage_docs(
-            reading, self.embedder, user_id, docs, embed, reuse=reuse, deadline=deadline
+            reading,
+            self.embedder,
+            user_id,
+            docs,
+            embed,
+            reuse=reuse,
+            deadline=deadline,
+            guard=self.database_check,
         )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -44,11 +44,13 @@ def vectors_for(
     reports: list[IndexReport],
     embed: bool = True,
     deadline: float | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> tuple[dict[str, list[float]], set[str]]:
     """Vectors by content hash: reused when known, else embedded in one batched call
     (or, when not ``embed``, left to the background worker and counted as deferred; with
     a ``deadline`` on ``time.monotonic()``, those not sent by then likewise); and the
-    content hashes whose embedding failed."""
+    content hashes whose embedding failed. ``guard`` is asked before the call (a provider
+    without the bulk lane's own check before each request, ``breaker.bulk_owner``)."""
     vectors: dict[str, list[float]] = {
         row.content_hash: [float(x) for x in reusable[row.content_hash]]
         for _, row in pending
@@ -65,6 +67,8 @@ def vectors_for(
         for n, count in per_report.items():
             reports[n].deferred += count
         return vectors, set()
+    if guard is not None:
+        guard()
     started = time.perf_counter()
     got = embed_passages(embedder, list(todo.values()), user_id, deadline)
     seconds = time.perf_counter() - started
@@ -89,13 +93,17 @@ def embed_and_store(
     embedder: EmbeddingProvider,
     user_id: str,
     rows: Sequence[StoredChunk],
+    guard: Callable[[], None] | None = None,
 ) -> tuple[set[int], int, str]:
     """Embed stored rows' texts on the user's turn of the embedding API (breaker.Lanes),
     outside any transaction, then give each row its vector under the user's lock with
     ``replace_vectors``: rows are immutable, so a row still there holds the text embedded,
     and a row a writer replaced meanwhile is skipped. Returns the ids embedded, the rows
-    written and the error of the texts that failed ("" when none did)."""
-    with bulk_owner(user_id):
+    written and the error of the texts that failed ("" when none did). ``guard``: as for
+    ``vectors_for``, before each request."""
+    if guard is not None:
+        guard()
+    with bulk_owner(user_id, guard):
         outcome = embed_passages(embedder, [c.chunk_text for c in rows], user_id)
     got = {c.id: v for c, v in zip(rows, outcome.vectors, strict=True) if v is not None}
     if not got:

@@ -10,7 +10,7 @@ of the embedding API, within the write's ``deadline`` when it has one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 
@@ -35,9 +35,12 @@ def stage_docs(
     *,
     reuse: dict[str, list[float]] | None = None,
     deadline: float | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> StagedIndex:
     """The staging of ``docs`` against ``user_id``'s stored rows, read in ``reading_in``
-    (a session of the caller's, or a short one); embedded unless ``embed`` is False."""
+    (a session of the caller's, or a short one); embedded unless ``embed`` is False.
+    ``guard`` is called before each embedding request and ends the staging with what it
+    raises (``breaker.bulk_owner``)."""
     reports = [IndexReport(file_path=d.file_path, chunks=len(d.texts)) for d in docs]
     paths = [d.file_path for d in docs]
     # No vectors read: a row whose text is stored with a vector already (kept, or
@@ -82,8 +85,10 @@ def stage_docs(
     new = [(n, row) for n, row in pending if row.content_hash not in stored] + refill
     # The user's turn of the embedding API: one user's import must not stall another
     # user's write behind its queued requests (breaker.Lanes).
-    with bulk_owner(user_id):
-        vectors, missed = vectors_for(embedder, user_id, new, reuse or {}, reports, embed, deadline)
+    with bulk_owner(user_id, guard):
+        vectors, missed = vectors_for(
+            embedder, user_id, new, reuse or {}, reports, embed, deadline, guard
+        )
     embedded = [
         (
             n,
