@@ -79,11 +79,12 @@ _INVISIBLE_CHAR = regex.compile(_INVISIBLE)
 _BIDI_CONTROL = regex.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def refused_id_character(text: str) -> tuple[int, str] | None:
+def refused_id_character(text: str, thing: str = "the id") -> tuple[int, str] | None:
     """Where ``text`` holds the first character no id may hold (``ID_REFUSED``), and that
-    character named with why it is refused (:func:`refused_in_id`); None when it holds none."""
+    character named with why it is refused (:func:`refused_in_id`, ``thing`` what ``text``
+    is: a memory file's section names and keys keep the ids' rule); None when it holds none."""
     found = _ID_REFUSED.search(text)
-    return None if found is None else (found.start(), refused_in_id(found.group()))
+    return None if found is None else (found.start(), refused_in_id(found.group(), thing))
 
 
 def invisible_in_id(char: str) -> bool:
@@ -92,19 +93,30 @@ def invisible_in_id(char: str) -> bool:
     return _INVISIBLE_CHAR.match(char) is not None
 
 
-def refused_in_id(char: str) -> str:
+def refused_in_id(char: str, thing: str = "the id") -> str:
     """A character ``ID_REFUSED`` matches, named in ASCII (safe in a header or a log line),
-    and why an id must not hold it: ``U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional
+    and why ``thing`` must not hold it: ``U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional
     control, which shows the id and the text after it reordered)``."""
     if _BIDI_CONTROL.match(char):
-        why = "a bidirectional control, which shows the id and the text after it reordered"
+        why = f"a bidirectional control, which shows {thing} and the text after it reordered"
     elif unicodedata.category(char) == "Cf":
-        why = "an invisible format character, which makes the id look like another one"
+        why = f"an invisible format character, which makes {thing} look like another one"
     elif _INVISIBLE_CHAR.match(char):
-        why = "an invisible character, which makes the id look like another one"
+        why = f"an invisible character, which makes {thing} look like another one"
     else:
         why = "a control character or line separator"
     return f"{character_label(char)} ({why})"
+
+
+def edge_whitespace(text: str) -> tuple[str, str] | None:
+    """("starts" or "ends", the character named) when ``text`` starts or ends with
+    whitespace (as ``str.strip`` reads it: a no-break or ideographic space too), else None.
+    The ids' rule: ``" bob"`` is compared byte for byte, so another id than ``bob``, yet
+    shows as it; refused, never stripped."""
+    if not text or text == text.strip():
+        return None
+    where, char = ("starts", text[0]) if text[0].isspace() else ("ends", text[-1])
+    return where, character_label(char)
 
 
 def character_label(char: str) -> str:

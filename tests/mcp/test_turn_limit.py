@@ -1,9 +1,10 @@
 """The turn size limit over MCP, and what the tool schemas state of the limits.
 
 ``conversation_index_turn`` refuses a turn over the limit with the library's words, over
-the in-process client, the stdio server (no body limit: a 3 MB turn was stored as 2,744
-chunks) and HTTP (a turn under the 1 MiB body limit). The listing states the limits, and
-every file name the server accepts passes a validating client's check of its schema.
+the in-process client, the stdio server (its line limit raised above the 3 MB turn, which
+was once stored as 2,744 chunks) and HTTP (a turn under the 1 MiB body limit). The listing
+states the limits, and every file name the server accepts passes a validating client's
+check of its schema.
 """
 
 from __future__ import annotations
@@ -125,12 +126,18 @@ async def test_the_file_tools_state_the_file_limit(connect: ClientFactory) -> No
 async def test_stdio_refuses_a_3_mb_turn_at_once(
     tmp_path: Path, db: object, pg_url: str, embedding_server: LocalEmbeddingServer
 ) -> None:
-    """stdio has no body limit: the 3 MB turn was chunked and embedded (15 s, every
-    embedding timed out, 3,750 rows left to the background worker)."""
+    """Before stdio had a line limit the 3 MB turn was chunked and embedded (15 s, every
+    embedding timed out, 3,750 rows left to the background worker); with the line limit
+    raised above it, the turn limit still refuses it at once."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-c", "from memstrata.cli import main; main()", "mcp", "--user", "stdio-big"],
-        env=stdio_env(tmp_path / "data", pg_url, embedding_server),
+        env=stdio_env(
+            tmp_path / "data",
+            pg_url,
+            embedding_server,
+            MEMSTRATA_MAX_REQUEST_BYTES=str(8 * 1024 * 1024),
+        ),
     )
     huge = "a long pasted log line\n" * (3_000_000 // 23)
     async with Client(params) as client:

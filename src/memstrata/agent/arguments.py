@@ -15,12 +15,17 @@ from memstrata.agent.json_numbers import json_integer
 from memstrata.errors import InvalidContentError, ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_TOP_K
 from memstrata.retrieval.search_input import check_query, check_sources
-from memstrata.text import shortened, unstorable_text
+from memstrata.text import refused_id_character, shortened, unstorable_text
 
 MAX_ENTRY_CHARS = 2000
 WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, without section
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
+EMPTY_VALUE = (
+    "content must not be empty when key is given: send the value, e.g. 'Europe/Berlin'; to "
+    "remove the fact, replace the section's body without its line (update_user without key, "
+    "replace_section=true)"
+)
 DEFAULT_TOOL_TOP_K = 5  # memory_search's top_k when the model gives none
 _QUOTED_CHARS = 40  # of the line opening an HTML block, as a refusal quotes it
 
@@ -34,6 +39,15 @@ def check_name(value: object, what: str, example: str = "Decisions") -> str:
             f"{what} must be one line, but it has a line break ({found!r}); give just the "
             f"name, such as {example!r}, and put anything more in content"
         )
+    # Refused, never stripped: a name the file cannot store failed only at the save, its
+    # refusal blaming content and keeping a copy aside; one that shows as nothing or
+    # reorders the text makes a second section (or key) that looks like the first.
+    fix = f"give the name alone in plain text, such as {example!r}"
+    if (problem := unstorable_text(name, what)) is not None:
+        raise ToolInputError(f"{problem}; {fix}")
+    if (refused := refused_id_character(name, "the name")) is not None:
+        at, named = refused
+        raise ToolInputError(f"{what} must not contain {named} (character {at}); {fix}")
     if len(name) > MAX_NAME_CHARS:
         raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
     return name
@@ -55,6 +69,10 @@ def check_value(value: object) -> str:
     """``update_user``'s content when a key is given: one line of a value, without the
     bullet a model copies from the file (:func:`model_markup.plain_value`)."""
     text = check_text(value, "content", MAX_VALUE_CHARS, empty_ok=True).strip()
+    if not model_markup.plain_value(text).strip():
+        # A key with no value stored "- Empty: ", a fact that says nothing; a model sending
+        # "" most likely meant to remove the fact, which this call cannot do.
+        raise ToolInputError(EMPTY_VALUE)
     if line_break_in(text) is not None:
         raise ToolInputError(
             "content must be one line when a key is given; join the lines (e.g. with ', '), "

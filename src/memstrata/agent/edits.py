@@ -22,8 +22,9 @@ them:
   a section's body only if that keeps every entry of the section, as
   :mod:`memstrata.agent.removals` counts them in either file (a fact by its key, any other
   entry by its text), and ``update_user``'s body is not a lone ``Key: value`` line over a
-  section of facts, unless ``replace_section``. The refusal lists what would go, and the
-  answer of a replacement what went, in ``whole_file``'s words;
+  section of facts, unless ``replace_section``; nor any of the section's other text (a
+  paragraph, a subheading: ``removals.text_removed``). The refusal lists what would go,
+  and the answer of a replacement what went, in ``whole_file``'s words;
 * a section the call names and the file lacks is created, and when the file has other
   sections the answer lists them; unless ``new_section``, one whose name is close to a
   section the file has, or (USER.md) that would get a key another section sets, is
@@ -42,7 +43,7 @@ from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import opening_line
 from memstrata.agent.markdown_doc import Doc, Section
-from memstrata.agent.removals import Removal, entries_in, removal, said
+from memstrata.agent.removals import Removal, entries_in, removal, said, text_removed
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed
 from memstrata.memory.kinds import FileKind
 from memstrata.text import shortened
@@ -219,8 +220,8 @@ class Edit:
 
 class ReplaceSection(Edit):
     """``update_long_term_memory`` with ``section``, ``update_user`` without ``key``: a
-    section's body replaced. ``guard``: refuse to lose an entry of the section (module
-    doc)."""
+    section's body replaced. ``guard``: refuse to lose an entry or a paragraph of the
+    section (module doc)."""
 
     def __init__(
         self,
@@ -251,27 +252,37 @@ class ReplaceSection(Edit):
             self._check_keyed_line(doc, span, title)
         new = sections.replace_section(text, self.name, self.body)
         removed = removal(text, new)
+        prose = () if span is None else text_removed(doc, span, self.body)
         if self.guard and span is not None:
-            self._check_entries(doc, span, title, removed)
+            self._check_kept(doc, span, title, removed, prose)
         self.done = f"Replaced ## {title} in {self.kind.filename}"
         if said_removed := said(removed):
             self.notes.append(said_removed)
+        if prose:
+            self.notes.append(f"Removed {_paragraphs(prose)}.")
         return self.closing(doc, new)
 
-    def _check_entries(self, doc: Doc, span: Section, title: str, removed: Removal) -> None:
+    def _check_kept(
+        self, doc: Doc, span: Section, title: str, removed: Removal, prose: tuple[str, ...]
+    ) -> None:
         """A body that drops any entry of the section, as :mod:`memstrata.agent.removals`
-        counts them (facts by key, any other entry by its text), is refused. A model summing
-        up a section, or sending an empty body, removed every entry of it, and the answer
-        said only "Replaced"."""
-        if not removed.entries:
+        counts them (facts by key, any other entry by its text), or any of its other text
+        (``prose``: :func:`~memstrata.agent.removals.text_removed`), is refused. A model
+        summing up a section, or sending an empty body, removed every entry or paragraph of
+        it, and the answer said only "Replaced"."""
+        if not removed.entries and not prose:
             return
-        total = entries_in(doc, span)
-        lost = f"{len(removed.entries)} of its {counted(total, 'entry', 'entries')}"
+        lost = []
+        if removed.entries:
+            total = counted(entries_in(doc, span), "entry", "entries")
+            lost.append(f"{len(removed.entries)} of its {total} ({listed(removed.entries)})")
+        if prose:
+            lost.append(_paragraphs(prose))
+        correct = f"{_CORRECT_ONE[self.kind]}, " if removed.entries else ""
         raise self.refuse(
             f"{_REPLACES[self.kind]} the whole body of ## {title}, and this one would remove "
-            f"{lost} ({listed(removed.entries)}). Keep those lines in content, "
-            f"{_CORRECT_ONE[self.kind]}, or pass replace_section=true to remove them; nothing "
-            "was written"
+            f"{' and '.join(lost)}. Keep those lines in content, {correct}or pass "
+            "replace_section=true to remove them; nothing was written"
         )
 
     def _check_keyed_line(self, doc: Doc, span: Section, title: str) -> None:
@@ -286,6 +297,10 @@ class ReplaceSection(Edit):
                 f"content={line[1]!r}? To replace the body with this line anyway, pass "
                 "replace_section=true"
             )
+
+
+def _paragraphs(prose: tuple[str, ...]) -> str:
+    return f"{counted(len(prose), 'paragraph')} ({listed(prose)})"
 
 
 class SetKey(Edit):

@@ -21,16 +21,19 @@ reported (:func:`said`), not refused. ``update_long_term_memory`` with ``whole_f
 (:class:`~memstrata.agent.edits.ReplaceFile`) reports by the same rule, and a section
 replacement (:class:`~memstrata.agent.edits.ReplaceSection`: ``update_long_term_memory``
 with ``section``, ``update_user`` without ``key``) is refused by it when it would remove
-any entry of the section, in either file, unless ``replace_section``.
+any entry of the section, in either file, unless ``replace_section`` — or any of its text
+outside entries, a paragraph or a subheading (:func:`text_removed`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memstrata.agent import entries, markdown_doc, sections
-from memstrata.agent.markdown_doc import Doc, Section
-from memstrata.agent.wording import counted, is_key, listed, quoted
+from memstrata.agent.markdown_doc import Doc, Kind, Section
+from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed, quoted
+from memstrata.text import shortened
 
 # An entry's identity: ("fact", section, key) or ("entry", its comparable text).
 _Identity = tuple[str, ...]
@@ -69,6 +72,27 @@ def removal(old: str, new: str) -> Removal:
 def entries_in(doc: Doc, span: Section) -> int:
     """How many entries section ``span`` holds, counted as :func:`removal` counts them."""
     return len(_entries(doc, span))
+
+
+def text_removed(doc: Doc, span: Section, body: str) -> tuple[str, ...]:
+    """The text of section ``span`` outside its entries — a paragraph, a subheading, a code
+    block, a quote — that ``body`` (its new body) no longer holds, each quoted by its first
+    line. Held means its words, folded and whitespace collapsed as entries compare, appear
+    in ``body`` as a run of whole words: a paragraph re-flowed, or turned into an item, is
+    kept; one edited is removed (as an edited entry is). Entries are :func:`removal`'s."""
+    kept = f" {_flat(body.splitlines())} "
+    found: list[str] = []
+    for block in doc.blocks:
+        if block.kind is Kind.ITEM or not span.body_start <= block.start < span.end:
+            continue
+        text = _flat(doc.bare(index) for index in range(block.start, block.end))
+        if text and f" {text} " not in kept:
+            found.append(repr(shortened(doc.bare(block.start).strip(), PREVIEW_CHARS)))
+    return tuple(found)
+
+
+def _flat(lines: Iterable[str]) -> str:
+    return " ".join(word for line in lines for word in sections.fold(line).split())
 
 
 def said(removed: Removal) -> str:

@@ -186,6 +186,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                     "sources": {
                         "type": "array",
                         "items": {"type": "string", "enum": list(SOURCES)},
+                        "minItems": 1,  # [] is refused: leave sources out to search all
                         "description": "Limit to memory files, conversations and/or notes.",
                     },
                 },

@@ -31,6 +31,7 @@ from pydantic import (
 from memstrata.agent.file_part import FilePart, PartRefused, file_part
 from memstrata.agent.rewrite_guard import NoChange, Refused, rewrite_verdict, text_refusal
 from memstrata.agent.schemas import FILE_LIMIT_RULE
+from memstrata.db.integers import MAX_INT
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import (
     check_content,
@@ -85,7 +86,7 @@ class _WriteArgs(BaseModel):
     expected_version: StrictInt = Field(
         description="The version memory_read returned; the write is refused if the file has "
         "changed since (0: only if the file does not exist yet).",
-        json_schema_extra={"minimum": 0},
+        json_schema_extra={"minimum": 0, "maximum": MAX_INT},
     )
     replace_all: StrictBool = Field(
         default=False,

@@ -6,15 +6,16 @@ runs, and answers a value that is not a string, or arguments that are not an obj
 declare it passes on, to be ignored. :class:`PromptArgumentCheck` is a server middleware,
 so it sees the raw params first: it refuses each of these with ``-32602`` and the agent
 tools' wording (``unknown argument(s) x; memory_context takes token_limit``,
-``token_limit must be a JSON string, …``), over stdio and HTTP alike, and logs every
-refused ``prompts/get`` as ``mcp.prompt`` with the user, as ``mcp.tool`` logs a refused
-tool call.
+``token_limit must be a JSON string, …``, ``token_limit must be a whole number in ASCII
+digits …``), over stdio and HTTP alike, and logs every refused ``prompts/get`` as
+``mcp.prompt`` with the user, as ``mcp.tool`` logs a refused tool call.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,13 @@ from memstrata.logs import log_event
 from memstrata.mcp.base import UserSource
 
 logger = logging.getLogger(__name__)
+
+# Prompt arguments that carry a whole number (as strings: MCP's prompt arguments are). Only
+# ASCII digits: Python's int() also reads "32_000", " +32000" and full-width or Arabic-Indic
+# digits, which the refusal's "whole number" wording and the listing's example do not
+# promise, and another server would refuse.
+WHOLE_NUMBER_ARGUMENTS = frozenset({"token_limit"})
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def unknown_prompt(name: str, available: Sequence[str]) -> MCPError:
@@ -109,6 +117,13 @@ class PromptArgumentCheck:
                     INVALID_PARAMS,
                     f"{key} must be a JSON string, e.g. {example} (prompt arguments are "
                     f"strings in MCP); got {shown(value)}",
+                )
+            if key in WHOLE_NUMBER_ARGUMENTS and _DIGITS.fullmatch(value) is None:
+                example = json.dumps(self._examples.get(key, "1"))
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"{key} must be a whole number in ASCII digits (0-9), e.g. {example}; "
+                    f"got {value[:40]!r}",
                 )
 
     def _user_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:

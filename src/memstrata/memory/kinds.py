@@ -7,6 +7,7 @@ from enum import Enum
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
 from memstrata.text import (
     character_label,
+    edge_whitespace,
     invisible_in_id,
     refused_id_character,
     unstorable_text,
@@ -121,12 +122,9 @@ def validate_user_id(user_id: object) -> str:
         raise InvalidUserIdError(f"user_id is longer than {USER_ID_MAX_LENGTH} characters")
     if (problem := unstorable_text(user_id, "user_id")) is not None:
         raise InvalidUserIdError(problem)
-    if user_id != user_id.strip():
-        at = 0 if user_id[0].isspace() else len(user_id) - 1
-        where = "start" if at == 0 else "end"
+    if (edge := edge_whitespace(user_id)) is not None:
         raise InvalidUserIdError(
-            f"user_id must not start or end with whitespace: it {where}s with "
-            f"{character_label(user_id[at])}; remove it"
+            f"user_id must not start or end with whitespace: it {edge[0]} with {edge[1]}; remove it"
         )
     if (refused := refused_id_character(user_id)) is not None:
         at, named = refused
