@@ -17,6 +17,11 @@ with a batch:
   way, each after its own wait, so nothing is split: the batch and every text of the call
   not yet embedded fail at once. A hung API costs a write one timeout and the circuit one
   failure.
+- ``SlowBatchError``: the background worker's request of several texts timed out. A
+  server too slow for that many texts (a busy host: one full-length chunk took 10 s) is
+  not an outage, and no user waits for the worker, so the batch is split down to one
+  text, and only a single text timing out counts (``EmbeddingTimeoutError``): without the
+  split every request of the worker timed out for good and no vector was ever healed.
 """
 
 from __future__ import annotations
@@ -28,6 +33,18 @@ from memstrata.retrieval.embedding_http import Failure
 class EmbeddingOutageError(EmbeddingUnavailableError):
     """The failure says nothing about the texts sent (see the module docstring): the API is
     down, hung, overloaded or misaddressed. ``embed_each`` never splits a batch for it."""
+
+
+class EmbeddingTimeoutError(EmbeddingOutageError):
+    """No answer within the request's timeout: the API is hung, or too slow for that many
+    texts. An outage for a write, which a user waits for; the background worker splits the
+    batch first (``SlowBatchError``)."""
+
+
+class SlowBatchError(EmbeddingUnavailableError):
+    """A background request of several texts timed out: not counted as an outage (the
+    server may answer fewer texts in time), so ``embed_each`` splits the batch like any
+    failure one text can cause; a single text that times out is the outage."""
 
 
 class CircuitOpenError(EmbeddingOutageError):
@@ -51,4 +68,5 @@ FAILURES: dict[Failure, type[EmbeddingError]] = {
     "rejected": EmbeddingRejectedError,
     "unavailable": EmbeddingUnavailableError,
     "outage": EmbeddingOutageError,
+    "timeout": EmbeddingTimeoutError,
 }

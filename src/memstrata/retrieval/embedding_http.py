@@ -6,9 +6,11 @@ A failure is one of three ``Failure`` kinds, which the client turns into its err
 
 - ``"rejected"``: a 4xx that refuses the input (400, 413, 422, ...): one text's, for good.
 - ``"unavailable"``: HTTP 500 after the retries: the model may have failed on one text.
-- ``"outage"``: no answer (a timeout, a refused or dropped connection, a URL that cannot be
-  sent to) or an answer about the API rather than the input (a redirect,
-  401/403/404/405/407/408, 429, every 5xx but 500).
+- ``"outage"``: no answer (a refused or dropped connection, a URL that cannot be sent to)
+  or an answer about the API rather than the input (a redirect, 401/403/404/405/407/408,
+  429, every 5xx but 500).
+- ``"timeout"``: no answer within the timeout. An outage too, unless the server is merely
+  slow for that many texts: the background worker splits such a request (``embeddings``).
 
 Retried: a rate limit, a server error or a dropped connection, up to ``retries`` times
 with an exponential pause (``Retry-After`` when longer, at most ``MAX_BACKOFF_S``); never a
@@ -28,7 +30,7 @@ import httpx
 from memstrata.errors import EmbeddingError
 from memstrata.retrieval.embedding_answer import error_detail
 
-Failure = Literal["rejected", "unavailable", "outage"]
+Failure = Literal["rejected", "unavailable", "outage", "timeout"]
 
 # Retrying a rate limit or a server error is worth a moment; retrying a 400 never helps.
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -70,9 +72,9 @@ def post_with_retries(
         except httpx.TimeoutException as exc:
             # Neither retried nor split (embed_each): a hung API must not cost a caller
             # several timeouts.
-            raise error(
-                f"timed out after {timeout_s:g} s: {_why_timed_out(exc)}", "outage"
-            ) from exc
+            # This client's own pool full is no sign of a slow server.
+            failure: Failure = "outage" if isinstance(exc, httpx.PoolTimeout) else "timeout"
+            raise error(f"timed out after {timeout_s:g} s: {_why_timed_out(exc)}", failure) from exc
         except _RETRY_EXCEPTIONS as exc:
             if last_try or stopped():
                 raise error(

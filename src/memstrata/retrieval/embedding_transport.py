@@ -10,7 +10,6 @@ request itself with its timeout and retries, and the vector length learned from 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from functools import partial
@@ -25,10 +24,10 @@ from memstrata.config_embedding import (
     EXPRESS_SHARE,
     EXPRESS_TOKENS,
     EXPRESS_WINDOW_S,
-    QUERY_TIMEOUT_TOKENS,
 )
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError, EmbeddingUnavailableError
 from memstrata.logs import log_event
+from memstrata.retrieval.batch_fit import BatchFit
 from memstrata.retrieval.breaker import (
     BACKGROUND_OWNER,
     BulkLaneBusyError,
@@ -38,13 +37,14 @@ from memstrata.retrieval.breaker import (
     Route,
     current_bulk_owner,
 )
-from memstrata.retrieval.chunk import CHUNK_TOKENS
 from memstrata.retrieval.embedding_answer import Lengths, judge_length, parse_vectors
 from memstrata.retrieval.embedding_failures import (
     FAILURES,
     CircuitOpenError,
     EmbeddingLengthError,
     EmbeddingOutageError,
+    EmbeddingTimeoutError,
+    SlowBatchError,
 )
 from memstrata.retrieval.embedding_http import NOT_SENT_STOPPING, pool, post_with_retries, shown_url
 from memstrata.retrieval.embedding_plan import (
@@ -55,20 +55,16 @@ from memstrata.retrieval.embedding_plan import (
 )
 from memstrata.retrieval.embedding_provider import EmbeddingDeferredError, passed
 from memstrata.retrieval.express_share import ExpressShare
-from memstrata.retrieval.tokenize import count_tokens
+from memstrata.retrieval.long_query import is_long, within_window
+from memstrata.retrieval.long_query import (
+    query_timeout as query_timeout,  # re-exported: its tests import it from here
+)
 
 # The circuit's events keep the logger they have always had, the one operators filter on.
 logger = logging.getLogger("memstrata.retrieval.embeddings")
 
 # While a circuit stays open, ``embedding.still_failing`` is logged at most this often.
 STILL_FAILING_EVERY_S = 60.0
-
-
-def query_timeout(base_s: float, text: str) -> float:
-    """``base_s`` for a query of up to ``QUERY_TIMEOUT_TOKENS`` tokens, one more ``base_s``
-    for each further block of them, at most ``CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS`` ×."""
-    blocks = math.ceil(count_tokens(text) / QUERY_TIMEOUT_TOKENS)
-    return base_s * min(max(1, blocks), CHUNK_TOKENS // QUERY_TIMEOUT_TOKENS)
 
 
 class EmbeddingTransport:
@@ -122,6 +118,8 @@ class EmbeddingTransport:
         self.query_timeout_s = query_timeout_s
         self.timeout_per_text_s = timeout_per_text_s
         self.breaker = breaker or CircuitBreaker()
+        # The background worker's request size, which shrinks while its requests time out.
+        self.background_fit = BatchFit(batch_size)
         # A query server of its own fails on its own: passages timing out on a busy
         # document server (another user's import, other replicas' workers) must not turn
         # every search BM25-only, nor a dead query server stop the writes' embeddings.
@@ -163,16 +161,30 @@ class EmbeddingTransport:
         kind: EmbeddingKind,
         express: bool = False,
         deadline: float | None = None,
+        *,
+        split_slow: bool = False,
     ) -> list[list[float]]:
+        # A query's cost is bounded by a chunk's; a long one leaves a query server of its
+        # own to the short ones (long_query).
+        long_query = kind == "query" and self.query_url != self.url and is_long(batch[0])
+        if kind == "query":
+            batch = [within_window(t) for t in batch]
         body: dict[str, Any] = {"model": self.name, "input": batch}
         input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
         if input_type is not None:
             body["input_type"] = input_type
         try:
-            return self._in_lane(body, kind, len(batch), express, deadline)
+            return self._in_lane(body, kind, len(batch), express, deadline, split_slow, long_query)
         except BulkLaneClosedError as exc:  # raised only by the lane, before any request
-            raise self._error(f"was not sent: {NOT_SENT_STOPPING}", EmbeddingOutageError) from exc
+            why = "the server is stopping" if kind == "query" else NOT_SENT_STOPPING
+            raise self._error(f"was not sent: {why}", EmbeddingOutageError) from exc
         except BulkLaneBusyError as exc:  # likewise: the API was not asked, nor failed
+            if kind == "query":  # a long one, in its user's turn of the passage lane
+                raise self._error(
+                    "was not sent: a long query waits its turn in the passage lane, and no "
+                    "slot came free within its timeout (other writes and imports in flight)",
+                    EmbeddingOutageError,
+                ) from exc
             if passed(deadline):  # the write's budget ran out in the queue: left for later
                 raise self._error(
                     "was not sent: its call's deadline passed while it waited for a slot",
@@ -192,12 +204,17 @@ class EmbeddingTransport:
         size: int,
         express: bool,
         deadline: float | None,
+        split_slow: bool,
+        long_query: bool,
     ) -> list[list[float]]:
-        # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer).
+        # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer,
+        # and by a search for its long query).
         owner = current_bulk_owner()
         # A request's own write gives up waiting (stored without a vector, healed later);
         # the background worker's requests wait their turn however long it takes.
         give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
+        if long_query:  # waits in its user's turn, at most its timeout
+            give_up = query_timeout(self.query_timeout_s, body["input"][0])
         if give_up is not None and deadline is not None:
             # A write's budget bounds its wait for a slot too: a turn queued behind another
             # user's slow request had answered after that request, past its budget.
@@ -206,11 +223,13 @@ class EmbeddingTransport:
         express = express and owner != BACKGROUND_OWNER
         with (
             self.lanes.query()
-            if kind == "query"
+            if kind == "query" and not long_query
             else self.lanes.bulk(owner, give_up_s=give_up, express=express)
         ) as route:
             express = self._beside_open_circuit(route, express)
-            interactive = kind == "query" or to_query_server(route, express, self.breaker)
+            interactive = (kind == "query" and not long_query) or to_query_server(
+                route, express, self.breaker
+            )
             breaker = self.query_breaker if interactive else self.breaker
             if not breaker.allow():
                 self._tell_still_failing(breaker, kind, None)
@@ -222,32 +241,52 @@ class EmbeddingTransport:
             beside_searches = interactive and kind == "passage"
             if beside_searches:
                 self.express_use.record(body["input"])
+            # A batch the worker may split (``SlowBatchError``), unless it is the probe of
+            # a half-open circuit, which must end in a success or a failure.
+            splits = split_slow and kind == "passage"
+            splits_timeout = splits and size > 1 and breaker.state == "closed"
             began = time.monotonic()
             try:
                 vectors = self._request(body, kind, size, interactive)
             except EmbeddingRejectedError:
                 self._closed(breaker, kind)  # it answered: the API itself is up
                 raise
+            except EmbeddingTimeoutError as exc:
+                if not splits_timeout:
+                    self._failed(breaker, kind, exc)
+                    raise
+                self.background_fit.timed_out(size)
+                raise SlowBatchError(f"{exc}; split, as no user waits for it") from exc
             except EmbeddingError as exc:
-                if breaker.record_failure(exc):
-                    log_event(
-                        logger,
-                        "embedding.circuit_open",
-                        logging.WARNING,
-                        model=self.name,
-                        kind=kind,
-                        cooldown_s=breaker.cooldown_s,
-                        error=str(exc),
-                    )
-                else:
-                    self._tell_still_failing(breaker, kind, str(exc))
+                self._failed(breaker, kind, exc)
                 raise
             finally:
                 if beside_searches:  # a failure held the query server too
                     self.express_share.record(began, time.monotonic())
+            if splits:
+                took = time.monotonic() - began
+                self.background_fit.answered(size, took, self._passage_timeout(size))
             self._answered = True
             self._closed(breaker, kind)
         return vectors
+
+    def _failed(self, breaker: CircuitBreaker, kind: EmbeddingKind, exc: EmbeddingError) -> None:
+        """Count a failure on ``breaker``; log when it opens the circuit or goes on."""
+        if breaker.record_failure(exc):
+            log_event(
+                logger,
+                "embedding.circuit_open",
+                logging.WARNING,
+                model=self.name,
+                kind=kind,
+                cooldown_s=breaker.cooldown_s,
+                error=str(exc),
+            )
+        else:
+            self._tell_still_failing(breaker, kind, str(exc))
+
+    def _passage_timeout(self, size: int) -> float:
+        return self.timeout_s + self.timeout_per_text_s * size
 
     def _beside_open_circuit(self, route: Route | None, express: bool) -> bool:
         """May a small write that got a bulk slot still go to the query server for an open
@@ -303,7 +342,7 @@ class EmbeddingTransport:
         if kind == "query":
             timeout = query_timeout(self.query_timeout_s, body["input"][0])
         else:
-            timeout = self.timeout_s + self.timeout_per_text_s * size
+            timeout = self._passage_timeout(size)
         url = self.query_url if interactive else self.url
         # A search is not retried (its timeout is the whole wait, then BM25 only).
         retries = self.max_retries if kind == "passage" else 0

@@ -38,6 +38,7 @@ from memstrata.retrieval.embedding_failures import (
 from memstrata.retrieval.embedding_failures import (
     EmbeddingOutageError as EmbeddingOutageError,
 )
+from memstrata.retrieval.embedding_failures import SlowBatchError
 from memstrata.retrieval.embedding_http import (
     shown_url as shown_url,  # re-exported: its tests import it from here
 )
@@ -110,6 +111,7 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
         kind: EmbeddingKind = "passage",
         *,
         deadline: float | None = None,
+        split_slow: bool = False,
     ) -> list[Embedded]:
         """One result per text: its vector, or the ``EmbeddingError`` that text got.
 
@@ -118,6 +120,9 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
         costs one vector. ``EmbeddingRejectedError`` for a text is permanent; any other
         error is worth retrying later. An ``EmbeddingOutageError`` (timeout, connection
         failed, circuit open, ...) is not split: the texts not yet embedded fail at once.
+        With ``split_slow`` (the background worker: no user waits for it), a request of
+        several texts that timed out is split instead (``SlowBatchError``), into requests
+        of the size such calls now fit in (``batch_fit``), down to one text.
 
         With a ``deadline`` (``time.monotonic()``), no request is sent once it has passed
         (a half of a split batch neither), nor waits for a slot past it: the one in flight
@@ -126,10 +131,10 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
         """
         texts = self._check(texts, kind)
         results: list[Embedded | None] = [None] * len(texts)
-        groups, express = self._plan(texts, kind)
+        groups, express = self._plan(texts, kind, split_slow)
         try:
             for positions in groups:
-                self._fill(texts, positions, kind, results, express, deadline)
+                self._fill(texts, positions, kind, results, express, deadline, split_slow)
         except EmbeddingOutageError as exc:
             # The next batch would meet the same outage after the same wait.
             results = [exc if r is None else r for r in results]
@@ -143,6 +148,7 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
         results: list[Embedded | None],
         express: bool,
         deadline: float | None,
+        split_slow: bool,
     ) -> None:
         if passed(deadline):
             late = self._error(
@@ -152,7 +158,9 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
                 results[i] = late
             return
         try:
-            vectors = self._embed_batch([texts[i] for i in positions], kind, express, deadline)
+            vectors = self._embed_batch(
+                [texts[i] for i in positions], kind, express, deadline, split_slow=split_slow
+            )
         except EmbeddingOutageError:
             raise  # halves would fail alike, each costing another timeout
         except EmbeddingError as exc:
@@ -160,17 +168,26 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
                 results[positions[0]] = exc
                 return
             half = len(positions) // 2
-            self._fill(texts, positions[:half], kind, results, express, deadline)
-            self._fill(texts, positions[half:], kind, results, express, deadline)
+            pieces = [positions[:half], positions[half:]]
+            if isinstance(exc, SlowBatchError):  # the rest too: as many as now fit
+                step = min(half, self.background_fit.cap)
+                pieces = [positions[i : i + step] for i in range(0, len(positions), step)]
+            for piece in pieces:
+                self._fill(texts, piece, kind, results, express, deadline, split_slow)
             return
         for i, vector in zip(positions, vectors, strict=True):
             results[i] = vector
 
-    def _plan(self, texts: Sequence[str], kind: EmbeddingKind) -> tuple[list[list[int]], bool]:
+    def _plan(
+        self, texts: Sequence[str], kind: EmbeddingKind, split_slow: bool = False
+    ) -> tuple[list[list[int]], bool]:
+        most_texts = self.batch_size
+        if split_slow:  # as many as such calls' requests now answer in time
+            most_texts = min(most_texts, self.background_fit.cap)
         plan = plan_call(
             texts,
             kind,
-            most_texts=self.batch_size,
+            most_texts=most_texts,
             most_tokens=self.batch_tokens,
             express_tokens=self.express_tokens,
             express_slots=self.lanes.express_slots,

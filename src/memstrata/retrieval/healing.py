@@ -45,6 +45,7 @@ from memstrata.retrieval import claimer, queue
 from memstrata.retrieval.api_probe import ApiProbe, RefusalPause
 from memstrata.retrieval.claim_outcome import record_failures, release, sort_results
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.heal_stall import StallWatch
 from memstrata.retrieval.length_watch import LengthWatch
 from memstrata.retrieval.repository import EmbeddingRepository
 
@@ -100,6 +101,7 @@ class VectorHealer:
         self.probe = ApiProbe(embedder)
         self.pause = RefusalPause(self.probe)  # see _refused_whole
         self.lengths = LengthWatch(sessions, embedder, self.probe.failure)
+        self.stall = StallWatch(embedder.name)  # says when no round stores a vector
         self.model_live_s = model_live_s
         self._target: str | None = None  # the model the vectors move to, last we looked
         self._told_not_running = False
@@ -123,7 +125,9 @@ class VectorHealer:
             target = queue.announce_model(session, self.embedder.name, self.model_live_s)
         self._note_target(target)
         if not self.embedder.breaker.allow_peek():
-            return report  # the API is failing: don't take rows another worker could do
+            # The API is failing: don't take rows another worker could do.
+            self.stall.no_progress(self.embedder.breaker.last_failure, None, self._pending)
+            return report
         if self.pause.holds():
             return report  # the API refused every text of the last claim (_refused_whole)
         self.probe.note_reachable()
@@ -151,8 +155,10 @@ class VectorHealer:
         report.claimed = len(todo)
         if not todo:
             self.probe.when_idle()
+            self.stall.progressed("nothing left to embed")
             return report
-        results = self.embedder.embed_each([c.chunk_text for c in todo], "passage")
+        texts = [c.chunk_text for c in todo]
+        results = self.embedder.embed_each(texts, "passage", split_slow=True)
         if self._refused_whole(todo, results):
             report.released = len(todo)
             return report
@@ -180,6 +186,11 @@ class VectorHealer:
             )
         if report.embedded:
             log_event(logger, "embedding.healed", model=self.embedder.name, rows=report.embedded)
+            self.stall.progressed("vectors stored")
+        else:
+            users = [c.user_id for c in todo]
+            cause = next((r for r in results if not isinstance(r, list)), "not written back")
+            self.stall.no_progress(cause, users, self._pending)
         return report
 
     def _reclaim(self, session: Session) -> None:
@@ -305,6 +316,9 @@ class VectorHealer:
             )
         elif not first:
             log_event(logger, "embedding.heal.model_chosen", model=target)
+
+    def _pending(self) -> int:
+        return self.backlog().pending
 
     def backlog(self) -> queue.Backlog:
         """The queue's backlog, with the rows of a wrong length this worker counted (no

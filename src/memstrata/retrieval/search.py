@@ -42,6 +42,7 @@ from memstrata.config import (
 )
 from memstrata.errors import EmbeddingError
 from memstrata.logs import log_event
+from memstrata.retrieval.breaker import bulk_owner
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.candidate_rows import as_of_filter as as_of_filter
 from memstrata.retrieval.candidate_rows import bm25_top as bm25_top
@@ -126,9 +127,11 @@ class SearchService:
 
     def _embed_query(self, user_id: str, query: str) -> list[float]:
         assert self.embedder is not None
-        if isinstance(self.embedder, CachedQueryEmbedder):
-            return self.embedder.embed_for(user_id, [query], "query")[0]
-        return self.embedder.embed([query], "query")[0]
+        # A long query waits in its user's turn of the passage lane (long_query).
+        with bulk_owner(user_id):
+            if isinstance(self.embedder, CachedQueryEmbedder):
+                return self.embedder.embed_for(user_id, [query], "query")[0]
+            return self.embedder.embed([query], "query")[0]
 
     def warm(self, user_id: str) -> None:
         """After an import: bring the user's index (and its snapshot) up to date in the
