@@ -118,7 +118,8 @@ class ServingSettings(BaseModel):
         "timeout more (13 s with the default timeouts and batch size) before the runtime "
         "closes; then the embedded PostgreSQL and the local embedding servers stop. Keep "
         "Kubernetes' terminationGracePeriodSeconds at least the preStop hook + this + 13 + "
-        "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md); "
+        "2: with a 5 s preStop, 35 — above the default 30 (docs/DEPLOY.md). `memstrata mcp` "
+        "(stdio) waits as long, at the end of its stdin, for the requests it has read; "
         f"{TIMEOUT_WHY}.",
     )
     max_connections: int | None = Field(
@@ -175,7 +176,8 @@ class ServingSettings(BaseModel):
         default=1024 * 1024,
         ge=1024,
         le=MAX_REQUEST_BYTES,
-        description="Largest HTTP request body (413 above); at most "
+        description="Largest HTTP request body (413 above), and the longest line "
+        "`memstrata mcp` (stdio) reads (-32600 above); at most "
         f"{MAX_REQUEST_BYTES} (1 GiB: a body is held in memory whole).",
     )
     mcp_http_enabled: bool = Field(

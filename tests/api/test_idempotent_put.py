@@ -35,9 +35,11 @@ class CountingIndexer:
         self.inner = inner
         self.staged = 0
 
-    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> Any:
+    def stage_memory_file(
+        self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
+    ) -> Any:
         self.staged += 1
-        return self.inner.stage_memory_file(user_id, kind, content)
+        return self.inner.stage_memory_file(user_id, kind, content, embed=embed)
 
 
 def _updated_at(mem: Memstrata) -> object:
@@ -138,8 +140,10 @@ class RacingIndexer(CountingIndexer):
         super().__init__(inner)
         self.mem, self.text, self.raced = mem, text, False
 
-    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> Any:
-        staged = super().stage_memory_file(user_id, kind, content)
+    def stage_memory_file(
+        self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
+    ) -> Any:
+        staged = super().stage_memory_file(user_id, kind, content, embed=embed)
         if not self.raced:
             self.raced = True
             self.mem.store.upsert_memory_file(user_id, kind, self.text)  # embeds again: 2

@@ -32,11 +32,13 @@ class HookedIndexer:
         self.staged: list[str] = []
         self.during: Callable[[], None] | None = None
 
-    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
+    def stage_memory_file(
+        self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
+    ) -> StagedIndex:
         self.staged.append(content)
         if self.during is not None:
             self.during()
-        return self.inner.stage_memory_file(user_id, kind, content)
+        return self.inner.stage_memory_file(user_id, kind, content, embed=embed)
 
 
 @pytest.fixture

@@ -67,11 +67,13 @@ class RecordingIndexer:
         self.calls: list[tuple[str, FileKind, str]] = []
         self.before: Callable[[str, FileKind, str], None] | None = None
 
-    def stage_memory_file(self, user_id: str, kind: FileKind, content: str) -> StagedIndex:
+    def stage_memory_file(
+        self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
+    ) -> StagedIndex:
         if self.before is not None:
             self.before(user_id, kind, content)
         self.calls.append((user_id, kind, content))
-        return self.inner.stage_memory_file(user_id, kind, content)
+        return self.inner.stage_memory_file(user_id, kind, content, embed=embed)
 
 
 class FaultySandbox:
