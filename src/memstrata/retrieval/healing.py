@@ -15,7 +15,7 @@ retried.
 
 Embedding happens outside any transaction; the vectors are written back per user under
 the user's lock as new rows (rows are immutable, see the repository), skipping rows a
-writer replaced meanwhile.
+writer replaced meanwhile (:mod:`memstrata.retrieval.heal_write`).
 
 The worker also watches the API for the operator: it embeds a probe text when it starts
 and when it is idle (:mod:`memstrata.retrieval.api_probe`, which also pauses the worker
@@ -34,20 +34,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-import psycopg
 from sqlalchemy import Engine
-from sqlalchemy.exc import DataError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
-from memstrata.logs import describe, log_event, log_failure
+from memstrata.logs import describe, log_event
 from memstrata.retrieval import claimer, queue
 from memstrata.retrieval.api_probe import ApiProbe, RefusalPause
 from memstrata.retrieval.claim_outcome import record_failures, release, sort_results
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.heal_claims import claim_wrong_length, take_back
 from memstrata.retrieval.heal_stall import StallWatch
+from memstrata.retrieval.heal_write import write_back
 from memstrata.retrieval.length_watch import LengthWatch
-from memstrata.retrieval.repository import EmbeddingRepository
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class VectorHealer:
         token = None if self.claimer is None else self.claimer.token()
         wrong: list[queue.Claimed] = []
         with transaction(self._sessions) as session:
-            self._reclaim(session)
+            take_back(session, self.embedder.name, (self._turns, self._relength))
             todo = queue.claim(
                 session,
                 self.embedder.name,
@@ -193,24 +193,6 @@ class VectorHealer:
             self.stall.no_progress(cause, users, self._pending)
         return report
 
-    def _reclaim(self, session: Session) -> None:
-        """Take back the claims of workers that are gone (``claimer.reclaim``)."""
-        users = claimer.reclaim(session)
-        if not users:
-            return
-        self._turns.expire()  # their users were left out of the kept lists while leased
-        self._relength.expire()
-        log_event(
-            logger,
-            "embedding.heal.reclaimed",
-            logging.WARNING,
-            model=self.embedder.name,
-            rows=len(users),
-            users=sorted(set(users)),
-            cause="the worker that claimed them is gone (its process died or stopped, or "
-            "its database connection ended) before its lease ran out",
-        )
-
     def _claim_wrong_length(
         self, session: Session, n: int, token: int | None
     ) -> list[queue.Claimed]:
@@ -219,28 +201,12 @@ class VectorHealer:
         wrong = self.lengths.rule()
         if wrong == self._lengths_checked:
             return []
-        found = queue.claim(
-            session,
-            self.embedder.name,
-            n,
-            LEASE_S,
-            users=self._relength,
-            wrong_length=wrong,
-            claimer=token,
+        found = claim_wrong_length(
+            session, self.embedder, n, LEASE_S, users=self._relength, wrong=wrong, token=token
         )
         if not found:
             self._lengths_checked = wrong
             self.lengths.none_left()
-            return []
-        log_event(
-            logger,
-            "embedding.heal.wrong_length",
-            logging.WARNING,
-            model=self.embedder.name,
-            dimensions=self.embedder.dimensions,
-            rows=len(found),
-            users=sorted({c.user_id for c in found}),
-        )
         return found
 
     def _refused_whole(self, todo: list[queue.Claimed], results: Sequence[object]) -> bool:
@@ -270,33 +236,8 @@ class VectorHealer:
     def _write_back(
         self, todo: list[queue.Claimed], vectors: dict[int, list[float]]
     ) -> tuple[int, list[tuple[int, str]]]:
-        """Store the vectors one user at a time: the rows written, and the rows given up on
-        because a user's rows cannot be read back (a ``DataError``, e.g. a value the driver
-        cannot represent) — one such user must not keep every other user in the same batch
-        from getting vectors on every run. A database outage still ends the run."""
-        by_user: dict[str, list[int]] = {}
-        for c in todo:
-            if c.id in vectors:
-                by_user.setdefault(c.user_id, []).append(c.id)
-        written = 0
-        unwritable: list[tuple[int, str]] = []
-        for user_id, ids in by_user.items():
-            try:
-                with transaction(self._sessions) as session:
-                    repo = EmbeddingRepository(session, user_id)
-                    repo.lock()
-                    stored = repo.replace_vectors({i: vectors[i] for i in ids}, self.embedder.name)
-            except (DataError, psycopg.DataError) as exc:  # the driver's own, from the binary load
-                log_failure(logger, "embedding.heal.write_failed", exc, user_id=user_id)
-                unwritable.extend((i, f"cannot be written back: {describe(exc)}") for i in ids)
-                continue
-            written += stored
-            if stored and self.on_caught_up is not None:
-                with self._sessions() as session:
-                    caught_up = queue.pending_for(session, user_id, self.embedder.name) == 0
-                if caught_up:
-                    self.on_caught_up(user_id)
-        return written, unwritable
+        """:func:`~memstrata.retrieval.heal_write.write_back` with this worker's model."""
+        return write_back(self._sessions, self.embedder.name, todo, vectors, self.on_caught_up)
 
     def _note_target(self, target: str) -> None:
         """Log when the vectors start moving to another model than this worker's, or back."""

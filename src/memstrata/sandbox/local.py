@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import builtins
 import os
-import shutil
 import socket
-import stat
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
@@ -49,12 +47,15 @@ from memstrata.memory.kinds import validate_user_id
 from memstrata.sandbox import holds
 from memstrata.sandbox.base import Undecodable, decode_text, lexical_parts, root_memory_file
 from memstrata.sandbox.dir_names import safe_dir_name
-from memstrata.sandbox.erasing import UnfinishedErasure, aside_name, unfinished_erasures
+from memstrata.sandbox.erasing import (
+    UnfinishedErasure,
+    erase_user_directory,
+    unfinished_erasures,
+)
 from memstrata.sandbox.exclusive import LOCK_FILE, FileLocks
 from memstrata.sandbox.file_io import (
     atomic_replace,
     directory_mode,
-    file_type,
     list_files,
     make_directories,
     read_capped,
@@ -356,49 +357,9 @@ class LocalSandboxProvider:
         root: no user directory starts with a dot), so a write that comes meanwhile starts
         a new, empty directory instead of landing in one being deleted; what an erase cut
         short left there is removed by the next (:meth:`unfinished_erasures` finds it).
+        The steps are :func:`~memstrata.sandbox.erasing.erase_user_directory`.
         """
-        name = safe_dir_name(validate_user_id(user_id))
-        root = os.path.realpath(self._root)
-        directory = os.path.join(root, name)
-        aside = os.path.join(root, aside_name(name))
-        removed = False
-
-        def remove_aside() -> None:
-            if os.path.islink(aside):
-                raise SandboxPathError(
-                    f"{aside} (where the sandbox of {user_id!r} is put to be erased) is a "
-                    "symlink; it was not followed — remove it by hand"
-                )
-            shutil.rmtree(aside)
-
-        try:
-            if os.path.lexists(aside):  # left by an erase cut short
-                remove_aside()
-                removed = True
-            try:
-                mode = os.lstat(directory).st_mode
-            except FileNotFoundError:
-                return removed
-            if stat.S_ISLNK(mode):
-                raise SandboxPathError(
-                    f"the sandbox directory of {user_id!r} ({directory}) is a symlink to "
-                    f"{os.readlink(directory)!r}; it was not removed, since that would delete "
-                    "what it leads to — check where it leads and remove the link by hand"
-                )
-            if not stat.S_ISDIR(mode):
-                raise SandboxError(
-                    f"the sandbox directory of {user_id!r} ({directory}) is not a directory "
-                    f"(it is {file_type(mode)}); remove it by hand"
-                )
-            os.rename(directory, aside)
-            remove_aside()
-        except SandboxError:
-            raise
-        except OSError as exc:
-            raise SandboxError(
-                f"cannot remove the sandbox of {user_id!r} in {self._root}: {exc.strerror or exc}"
-            ) from exc
-        return True
+        return erase_user_directory(self._root, user_id)
 
     def unfinished_erasures(self) -> builtins.list[UnfinishedErasure]:
         """What erasures cut short left in the root (:mod:`memstrata.sandbox.erasing`):

@@ -20,36 +20,29 @@ a failing sandbox is a warning and never blocks or rolls back a DB write; an unr
 during a read-back leaves the edit in the sandbox, the round tracker keeps the file dirty,
 and the next round end or session start writes it back. Only the frontend edit, whose DB
 write *is* the main flow, lets DB errors and version conflicts propagate.
+
+The service's state and the steps every scenario shares (its target, its locks, one
+file's read-back) are in :mod:`memstrata.sandbox.sync_core`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from functools import partial
 
 from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import describe, log_event
-from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
-from memstrata.memory.store import (
-    MemoryFile,
-    MemoryStore,
-    check_expected_version,
-    validate_content,
-)
-from memstrata.memory.templates import TemplateSet
+from memstrata.memory.store import MemoryFile, check_expected_version, validate_content
 from memstrata.sandbox import follow_on
-from memstrata.sandbox.base import Sandbox, SandboxProvider, root_memory_file
-from memstrata.sandbox.claims import Claim, WriteClaims
+from memstrata.sandbox.base import Sandbox, root_memory_file
+from memstrata.sandbox.claims import Claim
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker, mark_missing
-from memstrata.sandbox.exclusive import exclusive
 from memstrata.sandbox.follow_on import CacheInvalidator
-from memstrata.sandbox.lookalike import noting_lookalikes
-from memstrata.sandbox.notices import OpenTrackers, reported
-from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS, Reconciler
+from memstrata.sandbox.notices import reported
+from memstrata.sandbox.reconcile import AGENTS_FILE, DB_ERRORS
 from memstrata.sandbox.results import (
     AGENT_WRITE,
     FRONTEND,
@@ -61,22 +54,18 @@ from memstrata.sandbox.results import (
     SandboxEdit,
     Scenario,
     SyncResult,
-    Target,
     gone,
     open_sandbox,
     sharing,
 )
-from memstrata.sandbox.rule import SyncBase
-from memstrata.sandbox.sessions import ReadBackMarks, SessionRegistry
-from memstrata.sandbox.synced import SyncedVersions, provider_identity
-from memstrata.sandbox.tasks import UserLocks, WritesInFlight
+from memstrata.sandbox.sync_core import SyncCore
 
 __all__ = ["CacheInvalidator", "Outcome", "SyncResult", "SyncService"]
 
 logger = logging.getLogger(__name__)
 
 
-class SyncService:
+class SyncService(SyncCore):
     """The five sync scenarios over one store and one sandbox provider.
 
     ``pool`` is invalidated after frontend edits. Operations on one user are serialised
@@ -85,29 +74,6 @@ class SyncService:
     when it has one (:meth:`sandbox_lock`), and the DB's optimistic lock and the merge rule
     keep concurrent edits from being lost.
     """
-
-    def __init__(
-        self,
-        store: MemoryStore,
-        sandboxes: SandboxProvider,
-        *,
-        pool: CacheInvalidator | None = None,
-        templates: TemplateSet | None = None,
-    ) -> None:
-        self.store = store
-        self.sandboxes = sandboxes
-        self.pool = pool
-        self.db = AsyncStore(store)
-        # What each sandbox file was last synced at: in the database when the provider
-        # names its sandboxes, so other processes naming the same ones see it (``synced``).
-        synced = SyncedVersions(store.sessions, provider_identity(sandboxes))
-        self._files = Reconciler(self.db, templates or store.templates, synced)
-        self._locks = UserLocks()
-        self._claims = WriteClaims(self.db)
-        self._sessions = SessionRegistry()
-        self._marks = ReadBackMarks(sandboxes)
-        self._writes = WritesInFlight(self._locks)
-        self._trackers = OpenTrackers()
 
     # -- scenario 1: new user --------------------------------------------------------------
 
@@ -413,47 +379,3 @@ class SyncService:
         """The session sandboxes a frontend edit of ``user_id`` is pushed to, besides the
         user's own."""
         return self._sessions.open_sessions(user_id)
-
-    # -- plumbing ----------------------------------------------------------------------------
-
-    async def _read_back(self, t: Target, kind: FileKind, fallback: SyncBase | None) -> SyncResult:
-        """The read-back rule for one file; a restore notes a lookalike root file left in
-        place (``memory.md`` beside a missing MEMORY.md, :mod:`.lookalike`)."""
-        return await noting_lookalikes(t, await self._files.reconcile(t, kind, fallback))
-
-    async def _snapshot(self, user_id: str) -> dict[str, SyncBase] | None:
-        try:
-            files = await self.db.files(user_id)
-        except DB_ERRORS:
-            return None
-        return {
-            f.kind.filename: SyncBase(f.version, f.content)
-            for f in files
-            if f.kind in USER_FILE_KINDS
-        }
-
-    def _target(
-        self,
-        user_id: str,
-        session_id: str | None,
-        scenario: Scenario,
-        sandbox: Sandbox | None = None,
-    ) -> Target:
-        if sandbox is None:
-            sandbox = open_sandbox(self.sandboxes, user_id, session_id)
-        return Target(user_id, session_id, sandbox, scenario)
-
-    def sandbox_lock(self, sandbox: Sandbox) -> AbstractAsyncContextManager[None]:
-        """Hold ``sandbox`` against every other process's sync of it, when the sandbox has
-        a lock (``exclusive()``, :mod:`memstrata.sandbox.exclusive`; else nothing is held).
-        Re-entrant within a task. Take :meth:`user_lock` first, and hold one sandbox at a
-        time: a tool holds both across its sandbox write and its sync (which takes them
-        again), so no other process's push lands between the two."""
-        return exclusive(sandbox)
-
-    def user_lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
-        """Serialise work on one user's files in this service. Re-entrant within a task, so
-        an agent tool can hold it across its read, edit, sandbox write and the read-back
-        (``after_controlled_write`` takes it again): otherwise two tool calls, or a tool
-        call and a frontend edit's mirror, read the same text and one edit is lost."""
-        return self._locks.hold(user_id)
