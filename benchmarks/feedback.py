@@ -65,12 +65,15 @@ class EmbeddingCache:
         ``embed`` and ``embed_each`` go through)."""
         embed: Callable[..., list[list[float]]] = embedder._embed_batch  # type: ignore[attr-defined]
 
-        def cached(texts: Sequence[str], kind: str, *route: bool) -> list[list[float]]:
-            # ``route``: the client's ``express`` flag, passed on for the texts not cached.
+        def cached(
+            texts: Sequence[str], kind: str, *route: object, **options: object
+        ) -> list[list[float]]:
+            # ``route``, ``options``: the client's own arguments (``express``, ``deadline``,
+            # ``split_slow``), passed on for the texts not cached.
             missing = list(dict.fromkeys(t for t in texts if (kind, t) not in self.vectors))
             for start in range(0, len(missing), 64):
                 part = missing[start : start + 64]
-                for t, v in zip(part, embed(part, kind, *route), strict=True):
+                for t, v in zip(part, embed(part, kind, *route, **options), strict=True):
                     self.vectors[(kind, t)] = np.asarray(v, dtype=np.float32)
             return [self.vectors[(kind, t)].tolist() for t in texts]
 

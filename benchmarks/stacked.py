@@ -145,9 +145,11 @@ def budgeted(run: CachedRun, limit: int) -> Callable[[int], None]:
         if spent[0] > limit:
             raise SystemExit(f"{spent[0]} texts missing from the caches (--max-new {limit})")
 
-    def guarded(texts: Sequence[str], kind: str, *route: bool) -> list[list[float]]:
+    def guarded(
+        texts: Sequence[str], kind: str, *route: object, **options: object
+    ) -> list[list[float]]:
         spend(len({t for t in texts if (kind, t) not in run.cache.vectors}))
-        return inner(texts, kind, *route)  # type: ignore[no-any-return]
+        return inner(texts, kind, *route, **options)  # type: ignore[no-any-return]
 
     embedder._embed_batch = guarded  # type: ignore[union-attr]
     return spend

@@ -38,8 +38,8 @@ class _TurnArgs(TurnRequest):
 
 # Each argument as the listing describes it to a model (module doc).
 _DESCRIPTIONS = {
-    "session_id": "The conversation's id, e.g. 'chat-2026-12-06': 1-200 characters, no "
-    "space at either end, without '/' or '\\' or a symbol that looks like one.",
+    "session_id": "The conversation's id, e.g. 'chat-2026-12-06': 1-200 characters, "
+    "without '/' or '\\'.",
     "turn_index": "The round's position in the conversation: 0, 1, 2, … The same index again "
     "replaces that round.",
     "user_message": "What the user said.",
