@@ -7,13 +7,8 @@ the client could not parse the stream and these calls would fail.
 from __future__ import annotations
 
 import json
-import os
-import selectors
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -24,6 +19,7 @@ from memstrata.retrieval.local_server import LocalEmbeddingServer
 from tests.cli.cli_env import start_mcp
 from tests.mcp.messages import INIT
 from tests.mcp.served import stdio_env
+from tests.mcp.stdio_driver import read_answers
 
 pytestmark = pytest.mark.anyio
 
@@ -105,7 +101,7 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
         assert process.stdin is not None
         process.stdin.write("".join(line + "\n" for line in lines).encode())
         process.stdin.flush()  # and stdin stays open, as a client keeps it
-        answers = _read_answers(process, until_id=4, timeout_s=60)
+        answers = read_answers(process, until_id=4, timeout_s=60)
     finally:
         process.kill()
         process.communicate()
@@ -149,27 +145,3 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
         ("warning", "stdio-carol", error["message"])
         for error in (surrogate, unclosed, not_jsonrpc, fraction_id, object_id)
     ]
-
-
-def _read_answers(
-    process: subprocess.Popen[bytes], until_id: int, timeout_s: float
-) -> list[dict[str, Any]]:
-    """The JSON lines the server writes to stdout, up to the answer with ``until_id``."""
-    assert process.stdout is not None
-    answers: list[dict[str, Any]] = []
-    pending = b""
-    deadline = time.monotonic() + timeout_s
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=0.5):
-                continue
-            chunk = os.read(process.stdout.fileno(), 65536)
-            if not chunk:
-                break  # the server exited
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            answers += [json.loads(line) for line in complete if line.strip()]
-            if any(a.get("id") == until_id for a in answers):
-                break
-    return answers
