@@ -79,8 +79,8 @@ def create_router(
     context.metrics.watch_totals(
         "memstrata_turn_embeddings_deferred",
         "Passages of conversation turns stored without a vector when the write's embedding "
-        "budget ran out (MEMSTRATA_EMBEDDING_FILE_BUDGET_S), for the background worker; by "
-        "route (write: batch or turn).",
+        "budget ran out (MEMSTRATA_EMBEDDING_FILE_BUDGET_S) or its client hung up, for the "
+        "background worker; by route (write: batch or turn).",
         "write",
         lambda: _turns_deferred(context),
     )

@@ -47,8 +47,9 @@
   had used up their share of its time (retrieval.express_share); no sample without an
   embedding API.
 - ``memstrata_turn_embeddings_deferred_total{write}``: passages of conversation turns stored
-  without a vector because the write's budget ran out (retrieval.file_budget), by route:
-  ``batch`` or ``turn``; no sample without an embedding API.
+  without a vector because the write's budget ran out (retrieval.file_budget) or its client
+  hung up (retrieval.embedding_provider.deadline_ends_when), by route: ``batch`` or
+  ``turn``; no sample without an embedding API.
 - ``memstrata_database_up``: 1 while the database monitor (db.monitor) finds the database
   reachable (a server with every connection slot taken included), 0 from ``db.lost`` to
   ``db.recovered``; no sample while no monitor runs (no runtime attached, or a host that

@@ -10,19 +10,21 @@ A text not sent because of the deadline gets ``EmbeddingDeferredError``: nothing
 nothing is known about the text, and its row is stored for the background worker
 (``deferred`` in the index report, not ``embedding_failed``). A write whose caller has
 gone (:func:`deadline_ends_when`) sends no more requests either, as if its deadline had
-passed.
+passed, and a request of it waiting for a slot in the passage lane leaves the queue unsent
+(:func:`lane_guard`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 from memstrata.errors import EmbeddingError
+from memstrata.retrieval.breaker import BulkLaneBusyError
 from memstrata.retrieval.embedding_plan import EmbeddingKind
 
 # One text's outcome in ``embed_each``: its vector or the error it got.
@@ -75,10 +77,10 @@ _ended: ContextVar[threading.Event | None] = ContextVar("memstrata_deadline_ende
 def deadline_ends_when(ended: threading.Event) -> Iterator[None]:
     """A deadline of the calls made inside this block, by this thread or task, passes as
     soon as ``ended`` is set: no request is sent after it (the one in flight ends as it
-    would). The batch route sets it when its client hangs up: embedding on for a client
-    that is gone held the API and the user's turn of it for nobody, while the worker
-    embeds what is left anyway. A call without a deadline (no worker would embed what it
-    leaves) is not ended."""
+    would). The routes that write turns set it when their client hangs up: embedding on
+    for a client that is gone held the API and the user's turn of it for nobody, while the
+    worker embeds what is left anyway. A call without a deadline (no worker would embed
+    what it leaves) is not ended."""
     token = _ended.set(ended)
     try:
         yield
@@ -93,6 +95,28 @@ def passed(deadline: float | None) -> bool:
         return False
     ended = _ended.get()
     return time.monotonic() >= deadline or (ended is not None and ended.is_set())
+
+
+def lane_guard(
+    guard: Callable[[], None] | None, deadline: float | None
+) -> Callable[[], None] | None:
+    """The guard of a write's requests in the passage lane (``breaker.bulk_owner``):
+    ``guard``'s own check, then the write's ``deadline``. The lane asks it before a request
+    queues and every ``breaker.GUARD_RECHECK_S`` while it waits, so a write ended early
+    (:func:`deadline_ends_when`) leaves the queue within that time, and its request is not
+    sent once the slot comes: a turn queued behind another user's slow request had waited
+    for it, then embedded for a client that was gone. ``BulkLaneBusyError``, as for a wait
+    past the budget: the embedder defers the texts (``EmbeddingDeferredError``)."""
+    if deadline is None:
+        return guard
+
+    def check() -> None:
+        if guard is not None:
+            guard()
+        if passed(deadline):
+            raise BulkLaneBusyError("its write's deadline passed while it waited for a slot")
+
+    return check
 
 
 def embed_each_of(

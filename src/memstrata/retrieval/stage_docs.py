@@ -17,7 +17,7 @@ from dataclasses import replace
 from sqlalchemy.orm import Session
 
 from memstrata.retrieval.breaker import bulk_owner
-from memstrata.retrieval.embedding_provider import EmbeddingProvider
+from memstrata.retrieval.embedding_provider import EmbeddingProvider, lane_guard
 from memstrata.retrieval.passage_vectors import vectors_for
 from memstrata.retrieval.records import NewChunk
 from memstrata.retrieval.repository import EmbeddingRepository
@@ -84,8 +84,9 @@ def stage_docs(
 
     new = [(n, row) for n, row in pending if row.content_hash not in stored] + refill
     # The user's turn of the embedding API: one user's import must not stall another
-    # user's write behind its queued requests (breaker.Lanes).
-    with bulk_owner(user_id, guard):
+    # user's write behind its queued requests (breaker.Lanes). A write whose deadline ends
+    # while it waits there (its client gone) leaves the queue unsent.
+    with bulk_owner(user_id, lane_guard(guard, deadline)):
         vectors, missed = vectors_for(
             embedder, user_id, new, reuse or {}, reports, embed, deadline, guard
         )

@@ -129,20 +129,24 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         body: TurnRequest,
         user_id: CurrentUser,
         context: Context,
+        gone: Annotated[threading.Event, Depends(client_gone, scope="function")],
     ) -> IndexReportBody:
         """Index one conversation round (user message + assistant reply) for search.
 
         Idempotent: re-posting the same ``turn_index`` with the same text changes nothing;
-        with new text it replaces that turn's rows.
+        with new text it replaces that turn's rows. A client that hangs up ends the
+        embedding as the budget does: the turn is stored, without a vector if its request
+        was not sent yet, for the worker.
         """
-        report = context.mem.indexer.index_turn(
-            user_id,
-            session_id,
-            body.turn_index,
-            body.user_message,
-            body.assistant_reply,
-            timestamp=body.timestamp,
-        )
+        with deadline_ends_when(gone):
+            report = context.mem.indexer.index_turn(
+                user_id,
+                session_id,
+                body.turn_index,
+                body.user_message,
+                body.assistant_reply,
+                timestamp=body.timestamp,
+            )
         context.metrics.record_turn_indexed(report.inserted)
         return IndexReportBody.model_validate(report.to_dict())
 
