@@ -26,9 +26,10 @@ removed can: any other tool call (a shell, a script, a move tool) sets
 :attr:`RoundTracker.unseen_tool`, and the round end then asks the sandbox whether each
 synced file is still there (:func:`mark_missing`); a missing one is read back, which
 restores it and names a lookalike left beside it (``mv MEMORY.md memory.md``,
-:mod:`memstrata.sandbox.lookalike`). A round of memory tools, memstrata's read-only tools
-(:data:`READ_ONLY_TOOLS`: ``memory_search``, ``memory_read``, ``skills_list``) and named
-file writes costs no sandbox call.
+:mod:`memstrata.sandbox.lookalike`). A round of memory tools, memstrata's other tools,
+which move no file (:data:`NO_FILE_TOOLS`: the read-only ``memory_search``,
+``memory_read``, ``skills_list``, and ``memory_write``, ``skill_set``,
+``conversation_index_turn``) and named file writes costs no sandbox call.
 
 The tracker also remembers each file's DB version and content when the round started: the
 base that the round-end read-back writes against (``expected_version``) and merges from
@@ -67,6 +68,11 @@ TOOL_FILES: Mapping[str, str] = {
 # Memstrata's own agent tools that read and move no file (the MCP tools annotated
 # read-only): memstrata knows what they do, so they are no unseen tool.
 READ_ONLY_TOOLS = frozenset({"memory_search", "memory_read", "skills_list"})
+# Memstrata's own tools that write but move no sandbox file themselves, so they are no
+# unseen tool either: ``memory_write`` stores through a person's write path (its mirror
+# pushes the file under the sync rules and tells this round's trackers what it settled),
+# ``skill_set`` and ``conversation_index_turn`` write database rows only.
+NO_FILE_TOOLS = READ_ONLY_TOOLS | {"memory_write", "skill_set", "conversation_index_turn"}
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
 PATH_ARGUMENTS = ("path", "file_path", "filename")
 SYNCED_FILES = frozenset(kind.filename for kind in USER_FILE_KINDS)
@@ -184,7 +190,7 @@ class RoundTracker:
             return None
         if name in TOOL_FILES:
             return self._reported(TOOL_FILES[name])
-        if name in READ_ONLY_TOOLS:
+        if name in NO_FILE_TOOLS:
             return None
         if name not in FILE_TOOLS:
             # A shell may have moved a memory file away: only the sandbox can tell.
@@ -241,7 +247,9 @@ class RoundTracker:
         sync pushes the DB copy (``base``: what it is to be compared with meanwhile)."""
         if filename in SYNCED_FILES:
             if base is not None:
-                self._bases[filename] = SeenBase(base.version, base.content)
+                # With the copies it names: on a shared sandbox, those another session's
+                # agent may have read (``push.carried``).
+                self._bases[filename] = SeenBase(base.version, base.content, base.older)
             self._behind.add(filename)
 
     def is_behind(self, filename: str) -> bool:
@@ -305,8 +313,15 @@ async def mark_missing(tracker: RoundTracker, sandbox: Sandbox) -> list[str]:
     cannot answer marks nothing (the read-back would fail on it as well)."""
     if not tracker.asks_for_missing:
         return []
+    # Answered for this round: a round end that reads nothing back keeps the tracker as it
+    # is, and the flag left set made every later round ask again. Cleared before asking, so
+    # a tool call reported meanwhile sets it for the next; a sandbox that cannot answer is
+    # asked again next time.
+    tracker.unseen_tool = False
     names = sorted(SYNCED_FILES)
     found = await asyncio.gather(*(sandbox.exists(n) for n in names), return_exceptions=True)
+    if any(isinstance(there, BaseException) for there in found):
+        tracker.unseen_tool = True
     missing = [name for name, there in zip(names, found, strict=True) if there is False]
     for name in missing:
         tracker.mark_dirty(name)

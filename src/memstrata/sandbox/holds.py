@@ -14,7 +14,9 @@ file. ``flock`` cannot tell a holder whether anyone *else* holds the file (its o
 fails every claim), but an OFD lock never conflicts with its own descriptor's: a hold asks
 ``F_OFD_GETLK`` for a write lock, which reports a read lock of any other hold — another
 process's, or another start's in this one (:meth:`_Held.others_hold`). Where OFD locks do
-not exist (macOS), a hold cannot tell, and says no other holds it.
+not exist (macOS; :data:`TELLS` is False), a hold cannot tell its own lock from another's,
+and says another holds it: the safe mistake, which keeps the copies another session's
+agent may have read — at the cost of never settling them while the session is open.
 
 Locks are taken with ``LOCK_NB`` and polled, so the event loop never blocks; the
 descriptor is opened in a worker thread and closed if the caller stops waiting. It is
@@ -28,6 +30,7 @@ import asyncio
 import os
 import struct
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -52,6 +55,9 @@ Release = Callable[[], None]
 _FLOCK = "hhqqi"
 _OFD_GETLK: int | None = getattr(fcntl, "F_OFD_GETLK", None) if sys.platform != "win32" else None
 _OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None) if sys.platform != "win32" else None
+# Whether a hold can tell another hold from its own (OFD locks: Linux). Without them every
+# hold answers that another holds its sandbox (module doc).
+TELLS = _OFD_GETLK is not None and _OFD_SETLK is not None
 
 
 async def hold(open_file: Callable[[], int], wait_s: float = HOLD_WAIT_S) -> Release | None:
@@ -97,7 +103,7 @@ def _ofd_request(kind: int) -> bytes:
 def _take_ofd_read_lock(fd: int) -> bool:
     """Whether the hold on ``fd`` took its OFD read lock (module doc): False without OFD
     locks, or on a file system that refuses them."""
-    if _OFD_SETLK is None:
+    if not TELLS or _OFD_SETLK is None:
         return False
     try:
         fcntl.fcntl(fd, _OFD_SETLK, _ofd_request(fcntl.F_RDLCK))
@@ -110,31 +116,38 @@ class _Held:
     """The release of a lock: closes ``fd`` (which drops the lock) the first time it is
     called, from any thread — a second close could close a descriptor reused meanwhile —
     or when it is collected uncalled (a service dropped with sessions still open).
-    ``told``: the hold took its OFD read lock, so :meth:`others_hold` can be answered."""
+    ``told``: the hold took its OFD read lock, so :meth:`others_hold` can be answered.
 
-    __slots__ = ("__weakref__", "_close", "_fd", "_told")
+    A release waits for a query under way on another thread (``_using``): closed in the
+    middle of it, the descriptor's number could be reused by a file another thread opens,
+    and the query would answer about that file."""
+
+    __slots__ = ("__weakref__", "_close", "_fd", "_told", "_using")
 
     def __init__(self, fd: int, *, told: bool = False) -> None:
         self._fd = fd
         self._told = told
+        self._using = threading.Lock()
         self._close = weakref.finalize(self, os.close, fd)
 
     def __call__(self) -> None:
-        self._close()
+        with self._using:
+            self._close()
 
     def others_hold(self) -> bool:
         """Whether a hold other than this one holds the file (module doc). False once
-        released, or where OFD locks do not exist; True when the query fails, or when
-        this hold could not take its OFD lock on a system that has them (keeping the
-        copies another session's agent may have read is the safe mistake)."""
-        if not self._close.alive or _OFD_GETLK is None:
-            return False
-        if not self._told:
-            return True
-        try:
-            found = fcntl.fcntl(self._fd, _OFD_GETLK, _ofd_request(fcntl.F_WRLCK))
-        except OSError:
-            return True
+        released; True when the query fails, where OFD locks do not exist (:data:`TELLS`),
+        or when this hold could not take its OFD lock (keeping the copies another
+        session's agent may have read is the safe mistake)."""
+        with self._using:
+            if not self._close.alive:
+                return False
+            if not self._told or _OFD_GETLK is None:
+                return True
+            try:
+                found = fcntl.fcntl(self._fd, _OFD_GETLK, _ofd_request(fcntl.F_WRLCK))
+            except OSError:
+                return True
         return bool(struct.unpack(_FLOCK, found)[0] != fcntl.F_UNLCK)
 
 

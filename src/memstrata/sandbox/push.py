@@ -72,10 +72,18 @@ def agreed_after(t: Target, file: MemoryFile, base: SyncBase | None) -> SyncBase
     """The base record a write-back of ``file`` leaves: the copy both hold — with every
     copy the record and ``base`` named when another open session shares the sandbox
     (``Target.kept``, module doc)."""
+    return carried(t, file.version, file.content, base)
+
+
+def carried(t: Target, version: int, copy: str, base: SyncBase | None) -> SyncBase:
+    """The base of a sandbox holding ``copy``, in the DB at ``version`` (a write-back, or a
+    DB-only store that carried it, ``db_only.store_edit``): with every copy the record
+    and ``base`` named while another open session shares the sandbox, whose agent may
+    have read any of them."""
     if not t.scenario.shared:
-        return agreed(file)
+        return SyncBase(version, copy)
     copies = (*t.kept, *(() if base is None else _copies(base)))
-    return SyncBase(file.version, file.content, _newest_distinct(copies, file.content))
+    return SyncBase(version, copy, _newest_distinct(copies, copy))
 
 
 def records(

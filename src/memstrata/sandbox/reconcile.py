@@ -27,10 +27,8 @@ DB-only store holds the sandbox's ``exclusive()`` lock, when it has one
 process's sync of the same sandbox cannot come in between; the DB version a reconcile or
 provision leaves the file at is noted under it too (:mod:`memstrata.sandbox.synced`).
 
-An agent's edit whose sandbox write failed is stored by :meth:`Reconciler.store_edit`: the
-edited text (its sandbox copy, with whatever the DB does not hold yet, plus the edit) goes
-through the same rule against the same base, so an earlier edit still waiting in the
-sandbox is carried into the DB with it instead of being overwritten there.
+An agent's edit whose sandbox write failed is stored by the same rule against the same
+base, under the same lock (:func:`locked`), in :mod:`memstrata.sandbox.db_only`.
 
 The result, scenario and target types and the small pure helpers it uses are in
 :mod:`memstrata.sandbox.results`.
@@ -70,11 +68,10 @@ from memstrata.sandbox.push import (
     record_sync_base,
     reject,
 )
-from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult, Target, choose_base
+from memstrata.sandbox.results import Outcome, SyncResult, Target, choose_base
 from memstrata.sandbox.rule import (
     Action,
     Merge,
-    Nothing,
     Preserve,
     Push,
     Stored,
@@ -106,7 +103,7 @@ def _matches(base: SyncBase | None, file: MemoryFile, *, settles: bool) -> bool:
     )
 
 
-async def _decide(
+async def decide_in_thread(
     text: str | None,
     db: Stored | None,
     base: SyncBase | None,
@@ -126,6 +123,27 @@ def _lock_failed(t: Target, name: str, exc: Exception) -> SyncResult:
     return t.result(name, direction, Outcome.SANDBOX_FAILED, None, f"lock: {describe(exc)}")
 
 
+async def locked(
+    t: Target,
+    kind: FileKind,
+    run: Callable[[], Awaitable[SyncResult]],
+    unlocked: Callable[[Exception], Awaitable[SyncResult]] | None = None,
+) -> SyncResult:
+    """``run()`` under the sandbox's lock (module doc); if it cannot be taken,
+    ``unlocked(error)`` or a ``sandbox_failed`` result."""
+    lock = exclusive(t.sandbox)
+    try:
+        await lock.__aenter__()
+    except Exception as exc:
+        if unlocked is not None:
+            return await unlocked(exc)
+        return _lock_failed(t, kind.filename, exc)
+    try:
+        return await run()
+    finally:
+        await lock.__aexit__(None, None, None)
+
+
 class Reconciler:
     """Carries out :func:`~memstrata.sandbox.rule.decide` for one file (module doc)."""
 
@@ -143,7 +161,7 @@ class Reconciler:
             result = await self._until_settled(t, kind, fallback, known)
             return await self.synced.noted(t, kind, result, known[0] if known else None)
 
-        return await self._locked(t, kind, run)
+        return await locked(t, kind, run)
 
     async def _until_settled(
         self, t: Target, kind: FileKind, fallback: SyncBase | None, known: list[int | None]
@@ -158,27 +176,6 @@ class Reconciler:
                 continue
         detail = "the file kept changing while it was synced; left as it is"
         return t.result(kind.filename, DB_TO_SANDBOX, Outcome.SANDBOX_FAILED, None, detail)
-
-    async def _locked(
-        self,
-        t: Target,
-        kind: FileKind,
-        run: Callable[[], Awaitable[SyncResult]],
-        unlocked: Callable[[Exception], Awaitable[SyncResult]] | None = None,
-    ) -> SyncResult:
-        """``run()`` under the sandbox's lock; if it cannot be taken, ``unlocked(error)``
-        or a ``sandbox_failed`` result."""
-        lock = exclusive(t.sandbox)
-        try:
-            await lock.__aenter__()
-        except Exception as exc:
-            if unlocked is not None:
-                return await unlocked(exc)
-            return _lock_failed(t, kind.filename, exc)
-        try:
-            return await run()
-        finally:
-            await lock.__aexit__(None, None, None)
 
     async def _reconcile(
         self,
@@ -234,7 +231,9 @@ class Reconciler:
             usable = trusted(record, db, pushed)
             base = choose_base(usable, fallback)
             authoritative = t.scenario.db_authoritative
-            action = await _decide(text, db, base, db_authoritative=authoritative, pushed=pushed)
+            action = await decide_in_thread(
+                text, db, base, db_authoritative=authoritative, pushed=pushed
+            )
             if isinstance(action, WriteBack | Merge):
                 assert text is not None  # the rule only ever writes sandbox text back
                 merged = merged or isinstance(action, Merge)
@@ -286,108 +285,7 @@ class Reconciler:
         async def run() -> SyncResult:
             return await self.synced.noted(t, kind, await provision_copy(t, kind, file), None)
 
-        return await self._locked(t, kind, run)
-
-    async def store_edit(
-        self,
-        t: Target,
-        kind: FileKind,
-        edit: Callable[[str], str],
-        edited: SandboxEdit | None,
-        fallback: SyncBase | None,
-    ) -> SyncResult:
-        """A tool's edit stored in the DB alone, its sandbox write having failed.
-
-        ``edited`` (the tool's sandbox copy and its edit of it) goes through the rule as a
-        read-back would: written when the DB has not moved since the base, merged when it
-        has. The sandbox copy may hold an earlier edit the DB lacks (its sync failed), which
-        is so stored with this one. When the copy holds nothing the DB lacks (it equals the
-        DB copy or lags behind it), there is no copy (``edited`` is ``None``), the merge
-        conflicts or the races keep being lost, ``edit`` is applied to the DB copy instead:
-        this edit is stored either way, and a conflicting copy stays for the read-back to
-        settle. The result's ``base`` is what the sandbox copy is compared with from now on,
-        when that is known. Exceptions raised by ``edit`` propagate.
-        """
-
-        async def store() -> SyncResult:
-            copy_base: SyncBase | None = None
-            if edited is not None:
-                carried = await self._carry(t, kind, edited, fallback)
-                if isinstance(carried, SyncResult):
-                    return carried
-                copy_base = carried
-            return replace(await self.edit(t, kind, edit), base=copy_base)
-
-        async def alone(_: Exception) -> SyncResult:
-            # The record cannot be read or written safely unlocked: this edit alone, on
-            # the DB copy; the copy's own changes are settled by the next read-back.
-            return await self.edit(t, kind, edit)
-
-        return await self._locked(t, kind, store, alone)
-
-    async def _carry(
-        self, t: Target, kind: FileKind, edited: SandboxEdit, fallback: SyncBase | None
-    ) -> SyncResult | SyncBase | None:
-        """``edited.after`` stored by the rule; else (only ``edit`` is to be stored) the base
-        the sandbox copy keeps, if known."""
-        name = kind.filename
-        base = choose_base(await read_base(t, kind), fallback)
-        for _ in range(MAX_WRITE_ATTEMPTS):
-            try:
-                db = await self.db.get(t.user_id, kind)
-            except DB_ERRORS as exc:
-                return t.result(name, AGENT_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
-            # What the rule makes of the copy itself: in line with the DB or behind it, it
-            # has nothing of its own to carry (and carrying a copy equal to the DB against
-            # a stale base would merge the DB's last change twice and conflict for nothing).
-            copy = await _decide(edited.before, db, base)
-            if isinstance(copy, Nothing) and db is not None:
-                return SyncBase(db.version, edited.before)
-            if isinstance(copy, Push):
-                # The copy lags: compared with what it holds, also when that is the copy a
-                # push recorded ahead of a failed write replaced (the record may be unread).
-                if base is not None and edited.before in base.older:
-                    return SyncBase(base.version, edited.before)
-                return base
-            action = await _decide(edited.after, db, base)
-            if isinstance(action, Nothing) and db is not None:
-                # The DB holds the edited text already (a retried call): applying ``edit``
-                # again would add its entry twice.
-                written, outcome = db, Outcome.UNCHANGED
-            elif isinstance(action, WriteBack | Merge):
-                try:
-                    written = await self.db.upsert(
-                        t.user_id, kind, action.content, action.expected, skip_unchanged=True
-                    )
-                except VersionConflictError:
-                    continue
-                except InvalidContentError:
-                    return None  # the DB refuses the copy: this edit alone; read-back rejects it
-                except DB_ERRORS as exc:
-                    detail = describe(exc)
-                    return t.result(name, AGENT_TO_DB, Outcome.DB_UNAVAILABLE, None, detail)
-                changed = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-                outcome = Outcome.MERGED if isinstance(action, Merge) else changed
-            else:
-                return None  # conflicting: the read-back settles the copy later
-            # The sandbox still holds ``before``, now inside the DB copy: compared with this
-            # base it lags (rule 3) and gets the DB copy, instead of clashing with it.
-            carried = SyncBase(written.version, edited.before)
-            await record_sync_base(t, kind, carried)
-            return t.result(name, AGENT_TO_DB, outcome, written.version, base=carried)
-        return None  # the races kept being lost: this edit alone, on the newest DB copy
-
-    async def edit(self, t: Target, kind: FileKind, edit: Callable[[str], str]) -> SyncResult:
-        """``edit`` applied to the DB copy alone; exceptions raised by ``edit`` propagate."""
-        name = kind.filename
-        try:
-            written = await self.db.edit(t.user_id, kind, edit, attempts=MAX_WRITE_ATTEMPTS)
-        except VersionConflictError:
-            return t.result(name, AGENT_TO_DB, Outcome.CONFLICT, None, "kept changing")
-        except DB_ERRORS as exc:
-            return t.result(name, AGENT_TO_DB, Outcome.DB_UNAVAILABLE, None, describe(exc))
-        outcome = Outcome.WRITTEN if written.changed else Outcome.UNCHANGED
-        return t.result(name, AGENT_TO_DB, outcome, written.version)
+        return await locked(t, kind, run)
 
     async def push_agents(self, t: Target) -> SyncResult:
         """Scenario 5: the platform template overwrites the sandbox's AGENTS.md."""

@@ -36,7 +36,7 @@ from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import describe, log_event
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.store import MemoryFile, check_expected_version, validate_content
-from memstrata.sandbox import follow_on
+from memstrata.sandbox import db_only, follow_on
 from memstrata.sandbox.base import Sandbox, root_memory_file
 from memstrata.sandbox.claims import Claim
 from memstrata.sandbox.dirty import SYNCED_FILES, RoundTracker, mark_missing
@@ -126,6 +126,8 @@ class SyncService(SyncCore):
             if name == AGENTS_FILE:
                 return await self._files.push_agents(t)
             fallback = None if tracker is None else tracker.base(name)
+            # An MCP call's tracker is no start's: every open start counts as another's
+            # (its agent may be the caller, which memstrata cannot tell): the safe mistake.
             t = await self._marks.shared(self._sessions, t, mine=self._trackers.started(tracker))
             return await self._read_back(t, parse_kind(name), fallback)
 
@@ -148,14 +150,16 @@ class SyncService(SyncCore):
         ``tracker``'s), so an earlier edit still waiting in the sandbox copy is stored with
         this one rather than overwritten; a copy that only lags behind the DB, a conflict
         with a change made meanwhile, or no ``edited`` at all stores ``edit`` applied to the
-        DB copy (:meth:`Reconciler.store_edit <memstrata.sandbox.reconcile.Reconciler.store_edit>`).
+        DB copy (:func:`memstrata.sandbox.db_only.store_edit`).
         Either way the memory is not lost with the sandbox, and the next read-back pushes
         the new DB copy to it (the result's ``base`` says what its copy is compared with).
         Call it under :meth:`user_lock`. Exceptions raised by ``edit`` propagate.
         """
         t = self._target(user_id, session_id, AGENT_WRITE, sandbox)
         fallback = None if tracker is None else tracker.base(kind.filename)
-        return await self._files.store_edit(t, kind, edit, edited, fallback)
+        # The record it leaves keeps the copies another open session's agent may have read.
+        t = await self._marks.shared(self._sessions, t, mine=self._trackers.started(tracker))
+        return await db_only.store_edit(self.db, t, kind, edit, edited, fallback)
 
     async def begin_round(
         self, user_id: str, session_id: str | None = None, *, sandbox: Sandbox | None = None
