@@ -134,6 +134,7 @@ def assemble(
         # refused at once while the database is lost, not after a frozen server's connect
         # timeout for each search queued on the user's index.
         states=while_open(db.unless_lost(state_reader(db.engine).read), sessions),
+        database_check=db.refuse_if_lost,  # before a load, a cold one's too
     )
     search = SearchService(
         cache,

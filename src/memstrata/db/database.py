@@ -15,6 +15,7 @@ from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.migrate import check_ready, ensure_ready
 from memstrata.db.monitor import DatabaseMonitor, probe, probe_engine
+from memstrata.db.pool_watch import unavailable
 from memstrata.errors import DatabaseSetupError, DatabaseUnavailableError, RuntimeClosedError
 
 T = TypeVar("T")
@@ -83,28 +84,35 @@ class Database:
         """The background watcher (started by ``Memstrata.start_background``)."""
         return DatabaseMonitor(self.engine, self.embedded, interval_s=self.check_interval_s)
 
+    def _made_monitor(self) -> DatabaseMonitor | None:
+        """The monitor if it was ever made (asking ``monitor`` would make one)."""
+        made = self.__dict__.get("monitor")
+        return made if isinstance(made, DatabaseMonitor) else None
+
     def up(self) -> bool | None:
         """The background monitor's verdict: reachable (saturated too) or lost; None when
         it is not running (``Memstrata.start_background`` starts it)."""
-        if "monitor" not in self.__dict__:  # never created: nothing watches
-            return None
-        return self.monitor.up
+        monitor = self._made_monitor()
+        return None if monitor is None else monitor.up
 
     def not_accepting(self) -> bool:
         """Whether the running monitor finds the server serving its open connections but
         taking no new ones (its postmaster alone stopped: ``db.not_accepting``)."""
-        return "monitor" in self.__dict__ and self.monitor.running and self.monitor.not_accepting
+        monitor = self._made_monitor()
+        return monitor is not None and monitor.running and monitor.not_accepting
 
     def refuse_if_lost(self) -> None:
         """Raise ``DatabaseUnavailableError`` while the monitor finds the database lost:
         what would wait for it (a write's next embedding request, whose vector could not be
         stored; a search queued for its index check, which would wait out a frozen
         server's connect timeout) is refused at once, as the API answers any request then
-        (503 ``database_unavailable``). Nothing while the monitor does not run."""
-        if "monitor" in self.__dict__ and self.monitor.up is False:
-            raise DatabaseUnavailableError(
-                f"the database is unavailable (db.lost: {self.monitor.error})"
-            )
+        (503 ``database_unavailable``). Nothing while the monitor does not run. A refusal
+        has the monitor check again at once (``DatabaseMonitor.hurry``): the server may be
+        back, and until the monitor sees it every such request is refused."""
+        monitor = self._made_monitor()
+        if monitor is not None and monitor.up is False:
+            monitor.hurry()
+            raise DatabaseUnavailableError(unavailable(str(monitor.error)))
 
     def unless_lost(self, read: Callable[[str], T]) -> Callable[[str], T]:
         """``read`` refused at once while the database is lost (``refuse_if_lost``)."""
@@ -124,8 +132,9 @@ class Database:
         return probe(self._probe_engine)
 
     def close(self) -> None:
-        if "monitor" in self.__dict__:
-            self.monitor.stop()
+        monitor = self._made_monitor()
+        if monitor is not None:
+            monitor.stop()
         if "_probe_engine" in self.__dict__:
             self._probe_engine.dispose()
         self.engine.dispose()

@@ -18,7 +18,13 @@ serving existing connections while refusing new ones) every ``interval_s``:
   (``db.interrupted``, :mod:`memstrata.db.open_connections`) so that the requests waiting
   on them get a 503 now instead of when the freeze ends (once per freeze); connections
   being opened are given up, and new ones of both then wait at most ``PROBE_TIMEOUT_S``
-  each until the database answers again.
+  each until the database answers again;
+- from ``db.lost`` to ``db.recovered`` the pools' gate is closed (``db.pool_watch``): a
+  checkout waiting for a pooled connection gives up at once, as a refusal does;
+- while the database is lost, a refusal (``Database.refuse_if_lost``) or a new connection
+  the engine opened has it check again at once (``hurry``), at most every
+  ``HURRY_FLOOR_S``, instead of after its interval: until that check, every search and
+  write was refused for up to an interval after the server was back.
 
 ``up`` is its verdict while the thread runs (``memstrata_database_up`` on ``/metrics``):
 False from ``db.lost`` to ``db.recovered``, True otherwise, saturated included; while it is
@@ -47,6 +53,9 @@ from memstrata.logs import log_event
 logger = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 2
+# The shortest pause between two checks a hurry may bring about: requests refused by a
+# server that refuses connections at once would otherwise have it probe without pause.
+HURRY_FLOOR_S = 0.1
 
 
 def probe_engine(engine: Engine) -> Engine:
@@ -111,6 +120,7 @@ class DatabaseMonitor:
         self.max_restarts = max_restarts
         self._probe = probe_engine(engine)
         self._stop = threading.Event()
+        self._hurry = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.saturated = False  # every connection slot of the server taken (db.saturated)
@@ -122,6 +132,8 @@ class DatabaseMonitor:
         # smart shutdown waits for every client, and disposing the pool only closes the
         # connections idle at that moment (this listener is copied to recreated pools).
         event.listen(engine, "checkin", self._close_while_lost)
+        # A connection opened while lost: the server answers again.
+        event.listen(engine, "connect", self._connected)
 
     @property
     def frozen(self) -> bool:
@@ -136,6 +148,15 @@ class DatabaseMonitor:
     def _close_while_lost(self, _dbapi_connection: object, record: Any) -> None:
         if self.error is not None and record is not None:
             record.invalidate()
+
+    def _connected(self, _dbapi_connection: object, _record: object) -> None:
+        self.hurry()
+
+    def hurry(self) -> None:
+        """While the database is lost, check again without waiting out the interval (not
+        while the embedded server is being restarted: its pauses grow on purpose)."""
+        if self.error is not None and self.restarts == 0:
+            self._hurry.set()
 
     def check_once(self) -> str | None:
         error = probe(self._probe)
@@ -160,6 +181,7 @@ class DatabaseMonitor:
             if self.error is not None:
                 log_event(logger, "db.recovered", restarts=self.restarts)
             self.error = None
+            self._open.gate.open()
             self._set_frozen(False)
             self.restarts = 0
             self._open_sentinel()
@@ -175,6 +197,7 @@ class DatabaseMonitor:
         # smart shutdown begun then waited for them for good.
         self.engine.dispose()
         self.error = error
+        self._open.gate.close(error)  # the pools' waiting checkouts give up
         self._set_frozen(timed_out(error))
         if self.frozen:
             # Only connections in use are left after the disposal, each waiting on the
@@ -239,20 +262,33 @@ class DatabaseMonitor:
         if self.running:
             return
         self._stop.clear()
+        self._hurry.clear()
         self._thread = threading.Thread(target=self._loop, name="memstrata-dbmon", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._hurry.set()
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
+        # Nothing watches any more, so nothing reopens the gate: its word no longer holds
+        # (``up`` is None, and ``Database.refuse_if_lost`` refuses nothing either).
+        self._open.gate.open()
         self._close_sentinel()
         self._probe.dispose()
 
     def _loop(self) -> None:
         self._open_sentinel()  # a freeze before the first check is told apart too
-        while not self._stop.wait(self.interval_s * (1 + min(self.restarts, 5))):
+        while True:
+            pause = self.interval_s * (1 + min(self.restarts, 5))
+            floor = min(pause, HURRY_FLOOR_S)
+            if self._stop.wait(floor):
+                return
+            self._hurry.wait(pause - floor)
+            if self._stop.is_set():
+                return
+            self._hurry.clear()  # a hurry during the check asks for the next one
             try:
                 self.check_once()
             except Exception:  # never let the watcher die silently

@@ -23,6 +23,10 @@ whole ``connect_timeout`` (10 s; 45 requests in a freeze: median 10.1 s, at most
 So each is opened on a thread of its own, and the request's thread stops waiting for it
 as soon as the server is known frozen: it fails like a cut connection, and the attempt,
 left behind, closes what it gets, if anything, when its own timeout ends.
+
+The tracker also holds the gate of its engines' pools (``db.pool_watch.CheckoutGate``),
+which the monitor closes while the database is lost: a checkout waiting for one of their
+connections gives up then.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ import psycopg
 from psycopg import pq
 from sqlalchemy import Engine, event
 
+from memstrata.db.pool_watch import CheckoutGate, WatchedPool
+
 
 class OpenConnections:
     """The DB-API connections one database's engines have open (gone ones drop out by
@@ -51,6 +57,7 @@ class OpenConnections:
         # learns of the cut only when it next uses one) and logged db.interrupted again.
         self._cut: weakref.WeakSet[Any] = weakref.WeakSet()
         self._cap_s: int | None = None
+        self.gate = CheckoutGate()
 
     @property
     def connect_timeout_cap_s(self) -> int | None:
@@ -124,6 +131,8 @@ def track(engine: Engine, *, alongside: Engine | None = None) -> OpenConnections
 
 def _hooked(engine: Engine, tracker: OpenConnections) -> OpenConnections:
     _tracked[engine] = tracker
+    if isinstance(engine.pool, WatchedPool):  # its recreations keep the gate
+        engine.pool.guard(tracker.gate)
     event.listen(engine, "connect", tracker.add)
     event.listen(engine, "do_connect", tracker.connect)
     return tracker

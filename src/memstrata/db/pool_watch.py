@@ -16,12 +16,24 @@ waits uncounted, and one SQLAlchemy retries after losing it counts twice; they a
 and a saturated pool is not a race. ``_do_get`` is the method every SQLAlchemy pool class
 implements, the one a pool subclass is meant to override. (The pools memstrata makes
 always bound their overflow: ``max_overflow=-1``, no bound, is not counted right.)
+
+A checkout that waits is woken only when a connection is handed back. In a freeze none is
+until the monitor cuts them, and none at all once the monitor has disposed of the pool (the
+waiters stay on the old one): of 45 requests in a freeze, the 30 waiting for one of the 15
+connections answered at the pool's timeout or the freeze's end, ~12 s after the stop,
+although the monitor knew the server lost after ~5 s. So the pools of one database share a
+:class:`CheckoutGate`, which the database monitor closes while it finds the database lost:
+closing it wakes every waiting checkout, and each, and any that would start waiting then,
+gives up with :class:`CheckoutRefusedError` (503 ``database_unavailable``, as every refusal
+while the database is lost). A checkout that need not wait is not refused: it opens its
+connection, which is how a request finds the server back before the monitor does.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,6 +41,9 @@ from typing import Any, cast
 from sqlalchemy import Engine
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
+from sqlalchemy.util.queue import Empty, Queue
+
+from memstrata.errors import DatabaseUnavailableError
 
 # Upper bounds in seconds of a checkout's wait: a connection handed back by a request's
 # short statement comes within milliseconds, one held by a locked write within seconds,
@@ -50,6 +65,7 @@ class PoolStats:
     wait_buckets: tuple[int, ...]  # cumulative, one per WAIT_BUCKETS_S bound
     wait_sum_s: float
     timeouts: int  # checkouts that waited POOL_TIMEOUT_S and got none
+    refused: int = 0  # waiting checkouts given up while the database was lost (not counted)
 
 
 class PoolWaits:
@@ -63,6 +79,7 @@ class PoolWaits:
         self.waited = [0] * (len(WAIT_BUCKETS_S) + 1)  # per bucket, the last one +Inf
         self.wait_sum_s = 0.0
         self.timeouts = 0
+        self.refused = 0
 
     def no_wait(self) -> None:
         with self._lock:
@@ -80,10 +97,25 @@ class PoolWaits:
             self.wait_sum_s += seconds
             self.timeouts += timed_out
 
-    def read(self) -> tuple[int, int, list[int], float, int]:
-        """Checkouts, waiting, waited per bucket, the waits' sum and timeouts, at once."""
+    def wait_refused(self) -> None:
+        """A wait the gate ended: no checkout (``/readyz`` reads checkouts less timeouts as
+        served), and nothing about the pool's size."""
         with self._lock:
-            return self.checkouts, self.waiting, list(self.waited), self.wait_sum_s, self.timeouts
+            self.waiting -= 1
+            self.refused += 1
+
+    def read(self) -> tuple[int, int, list[int], float, int, int]:
+        """Checkouts, waiting, waited per bucket, the waits' sum, timeouts and refusals, at
+        once."""
+        with self._lock:
+            return (
+                self.checkouts,
+                self.waiting,
+                list(self.waited),
+                self.wait_sum_s,
+                self.timeouts,
+                self.refused,
+            )
 
 
 def cumulative_buckets(checkouts: int, waited: list[int]) -> tuple[int, ...]:
@@ -97,6 +129,72 @@ def cumulative_buckets(checkouts: int, waited: list[int]) -> tuple[int, ...]:
     return tuple(buckets)
 
 
+def unavailable(error: str) -> str:
+    """What a refusal while the database monitor finds the database lost says."""
+    return f"the database is unavailable (db.lost: {error})"
+
+
+class CheckoutRefusedError(DatabaseUnavailableError, PoolTimeoutError):
+    """A checkout waiting for a pooled connection given up because the database is lost.
+
+    The monitor's refusal (``DatabaseUnavailableError``) and, to the workers that treat any
+    ``SQLAlchemyError`` as the database away, the pool's own (a timeout, ended early)."""
+
+
+class CheckoutGate:
+    """Shared by the pools of one database: closed, with the monitor's error, while it
+    finds the database lost (module doc)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: weakref.WeakSet[GatedQueue] = weakref.WeakSet()
+        self.error: str | None = None
+
+    def guard(self, queue: GatedQueue) -> None:
+        queue.gate = self
+        with self._lock:
+            self._queues.add(queue)
+
+    def close(self, error: str) -> None:
+        self.error = error
+        with self._lock:
+            queues = list(self._queues)
+        for queue in queues:  # the disposed pools' too: their waiters wait on them
+            with queue.not_empty:
+                queue.not_empty.notify_all()
+
+    def open(self) -> None:
+        self.error = None
+
+    def refuse_if_closed(self) -> None:
+        error = self.error
+        if error is not None:
+            raise CheckoutRefusedError(unavailable(error))
+
+
+class GatedQueue(Queue[ConnectionPoolEntry]):
+    """A pool's queue whose blocking ``get`` also ends when its gate closes:
+    SQLAlchemy's ``Queue.get`` with the gate asked before each wait."""
+
+    gate: CheckoutGate | None = None
+
+    def get(self, block: bool = True, timeout: float | None = None) -> ConnectionPoolEntry:
+        gate = self.gate
+        if not block or timeout is None or gate is None:  # QueuePool always gives one
+            return super().get(block, timeout)
+        with self.not_empty:
+            deadline = time.monotonic() + timeout
+            while self._empty():
+                gate.refuse_if_closed()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0.0:
+                    raise Empty
+                self.not_empty.wait(remaining)
+            item = self._get()
+            self.not_full.notify()
+            return item
+
+
 class WatchedPool(QueuePool):
     """A ``QueuePool`` that counts its checkouts' waits (module doc)."""
 
@@ -105,14 +203,23 @@ class WatchedPool(QueuePool):
     # is away) logged "Pool disposed" / "Pool recreating" as memstrata's own lines. It
     # logs where SQLAlchemy's own pools do, quiet unless the operator asks for them.
     _sqla_logger_namespace = "sqlalchemy.pool.impl.QueuePool"
+    _queue_class = GatedQueue
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.waits = PoolWaits()
+        self.gate: CheckoutGate | None = None
+
+    def guard(self, gate: CheckoutGate) -> None:
+        """Have ``gate`` end this pool's waiting checkouts (and its recreations')."""
+        self.gate = gate
+        gate.guard(cast(GatedQueue, self._pool))
 
     def recreate(self) -> WatchedPool:
         pool = cast(WatchedPool, super().recreate())
         pool.waits = self.waits
+        if self.gate is not None:
+            pool.guard(self.gate)
         return pool
 
     def full(self) -> bool:
@@ -127,17 +234,23 @@ class WatchedPool(QueuePool):
             return super()._do_get()
         started = time.perf_counter()
         waits.wait_started()
-        timed_out = False
+        timed_out = refused = False
         try:
             return super()._do_get()
+        except CheckoutRefusedError:
+            refused = True
+            raise
         except PoolTimeoutError:
             timed_out = True
             raise
         finally:
-            waits.wait_ended(time.perf_counter() - started, timed_out=timed_out)
+            if refused:
+                waits.wait_refused()
+            else:
+                waits.wait_ended(time.perf_counter() - started, timed_out=timed_out)
 
     def stats(self) -> PoolStats:
-        checkouts, waiting, waited, wait_sum_s, timeouts = self.waits.read()
+        checkouts, waiting, waited, wait_sum_s, timeouts, refused = self.waits.read()
         return PoolStats(
             in_use=self.checkedout(),
             limit=self.size() + self._max_overflow,
@@ -146,6 +259,7 @@ class WatchedPool(QueuePool):
             wait_buckets=cumulative_buckets(checkouts, waited),
             wait_sum_s=wait_sum_s,
             timeouts=timeouts,
+            refused=refused,
         )
 
 

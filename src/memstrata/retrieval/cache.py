@@ -122,6 +122,9 @@ class IndexCache:
     ``states`` is the check before every search (``retrieval.state_reader``): the runtime
     passes its engine's reader, refused once the runtime is closed; without one the cache
     takes the shared reader of the engine ``sessions`` binds to (``reader_of``).
+    ``database_check`` is asked before a load opens its session (the runtime passes
+    ``Database.refuse_if_lost``): a cold index has no generation to check, and its load
+    took a new connection that waited 2 s in a freeze for each search queued on the index.
     """
 
     def __init__(
@@ -133,9 +136,11 @@ class IndexCache:
         trim_after_bytes: int | None = TRIM_AFTER_BYTES,
         *,
         states: StateSource | None = None,
+        database_check: Callable[[], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.states: StateSource = states if states is not None else reader_of(sessions)
+        self.database_check = database_check
         self.max_users = max_users
         self.max_bytes = max_bytes
         self.snapshots = snapshots  # None: neither read nor write index snapshots
@@ -254,6 +259,8 @@ class IndexCache:
         """
         if index.generation >= 0 and self._is_current(index):
             return False
+        if self.database_check is not None:
+            self.database_check()
         with self.sessions() as session:
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             repo = EmbeddingRepository(session, index.user_id)
