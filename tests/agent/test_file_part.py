@@ -95,3 +95,10 @@ def test_every_refusal_carries_its_code(arguments: dict[str, Any], code: str) ->
         file_part(TEXT, "MEMORY.md", **arguments)
     assert raised.value.data == {"error": code}
     assert isinstance(raised.value, ToolInputError)  # still a bad argument to any caller
+
+
+def test_a_missing_section_with_an_invisible_character_is_named_escaped() -> None:
+    with pytest.raises(PartRefused) as refused:
+        file_part(TEXT, "MEMORY.md", section="No\u202etes")
+    assert str(refused.value).startswith("MEMORY.md has no ## No\\u202etes; did you mean")
+    assert refused.value.code == SECTION_NOT_FOUND

@@ -79,6 +79,7 @@ def test_removing_most_is_refused_with_counts_unless_replace_all() -> None:
             "entries": 3,
             "sections_removed": 2,
             "sections": 2,
+            "paragraphs_removed": 0,  # a title is no paragraph
         },
     )
     forced = rewrite_verdict(FileKind.USER, line, stored(FileKind.USER, USER), 3, replace_all=True)

@@ -108,8 +108,9 @@ async def test_replace_section_without_section_is_an_error(
     answer = await tools.call("update_long_term_memory", {"content": "x", "replace_section": True})
 
     assert answer == (
-        "error: replace_section goes with section (it replaces that section's body); to "
-        "replace the whole file, pass whole_file=true instead"
+        "error: replace_section goes with section or whole_file (it removes what the replaced "
+        "text held); to replace one section's body, pass section; to replace the whole file, "
+        "whole_file=true"
     )
     assert memory(store) == (FULL_MEMORY, version)
 

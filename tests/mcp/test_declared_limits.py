@@ -21,9 +21,9 @@ from tests.mcp.test_tool_arguments import refused
 pytestmark = pytest.mark.anyio
 
 EMPTY_VALUE = (
-    "content must not be empty when key is given: send the value, e.g. 'Europe/Berlin'; to "
-    "remove the fact, replace the section's body without its line (update_user without key, "
-    "replace_section=true)"
+    "content must not be empty (nor a dash alone) when key is given: send the value, e.g. "
+    "'Europe/Berlin'; to remove the fact, replace the section's body without its line "
+    "(update_user without key, replace_section=true)"
 )
 
 
@@ -106,3 +106,29 @@ async def test_a_date_alone_is_midnight_utc_and_no_offset_is_utc(
     assert not result.is_error
     (hit,) = mem.search.search("alice", "tea", top_k=5, sources=["conversation"]).hits
     assert hit.created_at.isoformat() == stored
+
+
+@pytest.mark.parametrize("value", ["-", " - ", "--", "- -", "—", "– \t-", "\u2212"])
+def test_a_value_of_dashes_alone_is_refused_as_an_empty_one(value: str) -> None:
+    """A model writes "-" for "none": stored, it was the list item "- Key: -", a fact that
+    says nothing, as an empty value would be (refused with the same fix)."""
+    with pytest.raises(ToolInputError) as refusal:
+        check_value(value)
+    assert str(refusal.value) == EMPTY_VALUE
+
+
+@pytest.mark.parametrize("value", ["-5", "e-mail", "- Ivan", "n/a", "—Ivan"])
+def test_a_value_with_more_than_dashes_is_kept(value: str) -> None:
+    assert check_value(value) == value.removeprefix("- ")
+
+
+async def test_update_user_with_a_dash_for_a_value_writes_nothing(
+    connect: ClientFactory, mem: Memstrata
+) -> None:
+    async with connect("alice") as client:
+        said = await refused(
+            client, "update_user", {"section": "Profile", "key": "Pronouns", "content": " - "}
+        )
+    assert said == f"error: {EMPTY_VALUE}"
+    stored = mem.store.get_memory_file("alice", FileKind.USER)
+    assert stored is None or "Pronouns: -" not in stored.content

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from memstrata.api.memory_schemas import TurnRequest
 from memstrata.mcp.turn_tools import turn_answer
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.tokenize import count_tokens
@@ -80,5 +81,31 @@ async def test_the_listing_says_what_a_model_needs_and_no_more(connect: ClientFa
         assert rest_only not in shown, rest_only
     assert "replaces" in properties["turn_index"]["description"]
     # 691 tokens before (1,665 characters): REST's path, the rule's every Unicode range;
-    # 534 without them, 592 with the turn size limit (its rule and two maxLength).
+    # 534 without them, 592 with the turn size limit (its rule and two maxLength), 595
+    # with a timestamp's offset rule (none: UTC).
     assert count_tokens(shown) < 600, count_tokens(shown)
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [
+        ("2026-01-05", "2026-01-05T00:00:00+00:00"),
+        ("2026-01-05T10:30:00", "2026-01-05T10:30:00+00:00"),
+        ("2026-01-05T10:30:00+02:00", "2026-01-05T08:30:00+00:00"),
+    ],
+)
+async def test_a_timestamp_without_an_offset_is_utc_as_the_listing_says(
+    connect: ClientFactory, mem: Memstrata, sent: str, stored: str
+) -> None:
+    """The spec names no format for a turn's time; REST reads one without an offset as UTC,
+    a date alone as 00:00 UTC, and the MCP tool does the same — and its listing says so,
+    or a model in UTC+9 sends local times and its turns decay nine hours off."""
+    async with connect("gina") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        await ok(client, "conversation_index_turn", {**PASSPORT, "timestamp": sent})
+    described = tools["conversation_index_turn"].input_schema["properties"]["timestamp"]
+    assert "no offset: UTC" in described["description"]
+    rest = TurnRequest.model_json_schema()["properties"]["timestamp"]["description"]
+    assert "without an offset: UTC, a date alone 00:00 UTC" in rest
+    (hit,) = mem.search.search("gina", "passport", top_k=5).hits
+    assert hit.created_at.isoformat() == stored

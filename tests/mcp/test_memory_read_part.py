@@ -205,3 +205,31 @@ async def test_a_bad_part_says_which_refusal_in_structured_content(
         result = await client.call_tool("memory_read", {"name": "memory", **arguments})
     assert result.is_error
     assert result.structured_content == {"error": code}
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Plans\u200b",  # a zero-width space a person pasted with the name
+        "Pla\u202ens",  # a bidi control
+        "Plans\tQ1",  # a tab
+        "A heading a person wrote that is far longer than the eighty characters a tool name holds",
+    ],
+)
+async def test_a_section_a_person_named_with_what_a_write_refuses_is_read(
+    connect: ClientFactory, mem: Memstrata, title: str
+) -> None:
+    """Writes refuse such a name (it would make a section that looks like another); a read
+    must still find the section a person's edit made."""
+    content = f"# MEMORY.md\n\n## {title}\n- 2026-02-01: Kick-off.\n\n## Lessons\n- x\n"
+    await mem.sync.frontend_edit("alice", FileKind.MEMORY, content)
+    async with connect("alice") as client:
+        result = await ok(client, "memory_read", {"name": "memory", "section": title})
+        write = await client.call_tool(
+            "record_memory", {"content": "y", "section": title, "new_section": True}
+        )
+    assert result.structured_content is not None
+    assert result.structured_content["content"] == f"## {title}\n- 2026-02-01: Kick-off."
+    assert result.structured_content["section"] == title
+    # A write naming it is refused still: by its character, or by the names' length limit.
+    assert write.is_error

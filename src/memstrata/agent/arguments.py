@@ -8,6 +8,7 @@ with a message the tool answers with (``docs/AGENT_TOOLS.md``).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 from memstrata.agent import markdown_doc, model_markup, sections
@@ -22,15 +23,33 @@ WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, w
 MAX_NAME_CHARS = 80
 MAX_VALUE_CHARS = 500
 EMPTY_VALUE = (
-    "content must not be empty when key is given: send the value, e.g. 'Europe/Berlin'; to "
-    "remove the fact, replace the section's body without its line (update_user without key, "
-    "replace_section=true)"
+    "content must not be empty (nor a dash alone) when key is given: send the value, e.g. "
+    "'Europe/Berlin'; to remove the fact, replace the section's body without its line "
+    "(update_user without key, replace_section=true)"
 )
 DEFAULT_TOOL_TOP_K = 5  # memory_search's top_k when the model gives none
 _QUOTED_CHARS = 40  # of the line opening an HTML block, as a refusal quotes it
 
 
 def check_name(value: object, what: str, example: str = "Decisions") -> str:
+    """A section name or key a call writes: :func:`name_read`, and none of the characters
+    no id may hold, nor more than ``MAX_NAME_CHARS``."""
+    name = name_read(value, what, example)
+    fix = f"give the name alone in plain text, such as {example!r}"
+    # Refused, never stripped: one that shows as nothing or reorders the text makes a
+    # second section (or key) that looks like the first.
+    if (refused := refused_id_character(name, "the name")) is not None:
+        at, named = refused
+        raise ToolInputError(f"{what} must not contain {named} (character {at}); {fix}")
+    if len(name) > MAX_NAME_CHARS:
+        raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
+    return name
+
+
+def name_read(value: object, what: str, example: str = "Decisions") -> str:
+    """A section name as a read looks it up (``memory_read``'s ``section``): not blank, one
+    line, storable; without its ``#`` run. What :func:`check_name` refuses besides stays
+    readable: a person's edit may have written such a heading, and a read makes none."""
     if not isinstance(value, str) or not value.strip().lstrip("#").strip():
         raise ToolInputError(f"{what} must be a non-empty string such as {example!r}")
     name = value.strip().lstrip("#").strip()
@@ -39,17 +58,10 @@ def check_name(value: object, what: str, example: str = "Decisions") -> str:
             f"{what} must be one line, but it has a line break ({found!r}); give just the "
             f"name, such as {example!r}, and put anything more in content"
         )
-    # Refused, never stripped: a name the file cannot store failed only at the save, its
-    # refusal blaming content and keeping a copy aside; one that shows as nothing or
-    # reorders the text makes a second section (or key) that looks like the first.
-    fix = f"give the name alone in plain text, such as {example!r}"
+    # A name the file cannot store failed only at the save, its refusal blaming content
+    # and keeping a copy aside.
     if (problem := unstorable_text(name, what)) is not None:
-        raise ToolInputError(f"{problem}; {fix}")
-    if (refused := refused_id_character(name, "the name")) is not None:
-        at, named = refused
-        raise ToolInputError(f"{what} must not contain {named} (character {at}); {fix}")
-    if len(name) > MAX_NAME_CHARS:
-        raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
+        raise ToolInputError(f"{problem}; give the name alone in plain text, such as {example!r}")
     return name
 
 
@@ -69,9 +81,10 @@ def check_value(value: object) -> str:
     """``update_user``'s content when a key is given: one line of a value, without the
     bullet a model copies from the file (:func:`model_markup.plain_value`)."""
     text = check_text(value, "content", MAX_VALUE_CHARS, empty_ok=True).strip()
-    if not model_markup.plain_value(text).strip():
+    if _says_nothing(model_markup.plain_value(text)):
         # A key with no value stored "- Empty: ", a fact that says nothing; a model sending
-        # "" most likely meant to remove the fact, which this call cannot do.
+        # "" most likely meant to remove the fact, which this call cannot do. A "-" is a
+        # model's "none" (a table's empty cell) and stored "- Key: -": the same refusal.
         raise ToolInputError(EMPTY_VALUE)
     if line_break_in(text) is not None:
         raise ToolInputError(
@@ -79,6 +92,15 @@ def check_value(value: object) -> str:
             "or leave out key to replace the section's whole body"
         )
     return model_markup.plain_value(text)
+
+
+def _says_nothing(value: str) -> bool:
+    """Whether a value is blank, or dashes and blanks only (``-``, ``—``, ``- -``): Unicode's
+    dash punctuation (category Pd) and the minus sign, any of which a model writes for
+    "none"."""
+    return all(
+        char.isspace() or char == "\u2212" or unicodedata.category(char) == "Pd" for char in value
+    )
 
 
 def check_body(value: object, section: str, file: str) -> str:

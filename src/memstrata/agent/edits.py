@@ -16,8 +16,10 @@ them:
 * ``update_long_term_memory`` without ``section`` replaces the whole file only with
   ``whole_file``; the refusal says what the file holds, and the answer of a replacement
   what it removed, by MCP ``memory_write``'s rule (:mod:`memstrata.agent.removals`).
-  ``whole_file`` is what ``memory_write``'s ``replace_all`` is, the model saying it means
-  to replace the file, so removing most of it is not refused;
+  ``whole_file`` is the model saying it means to replace the file, so removing most of
+  its entries is not refused; removing any of its text outside entries (a paragraph, a
+  subheading: ``removals.text_removed``, the section guard's rule) is, unless
+  ``replace_section`` too, as ``memory_write`` refuses it unless ``replace_all``;
 * ``update_user`` without ``key`` and ``update_long_term_memory`` with ``section`` replace
   a section's body only if that keeps every entry of the section, as
   :mod:`memstrata.agent.removals` counts them in either file (a fact by its key, any other
@@ -43,7 +45,15 @@ from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
 from memstrata.agent.arguments import opening_line
 from memstrata.agent.markdown_doc import Doc, Section
-from memstrata.agent.removals import Removal, entries_in, removal, said, text_removed
+from memstrata.agent.removals import (
+    OUTSIDE_ENTRIES,
+    Removal,
+    entries_in,
+    paragraphs,
+    removal,
+    said,
+    text_removed,
+)
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed
 from memstrata.memory.kinds import FileKind
 from memstrata.text import shortened
@@ -259,7 +269,7 @@ class ReplaceSection(Edit):
         if said_removed := said(removed):
             self.notes.append(said_removed)
         if prose:
-            self.notes.append(f"Removed {_paragraphs(prose)}.")
+            self.notes.append(f"Removed {paragraphs(prose)}.")
         return self.closing(doc, new)
 
     def _check_kept(
@@ -277,7 +287,7 @@ class ReplaceSection(Edit):
             total = counted(entries_in(doc, span), "entry", "entries")
             lost.append(f"{len(removed.entries)} of its {total} ({listed(removed.entries)})")
         if prose:
-            lost.append(_paragraphs(prose))
+            lost.append(paragraphs(prose))
         correct = f"{_CORRECT_ONE[self.kind]}, " if removed.entries else ""
         raise self.refuse(
             f"{_REPLACES[self.kind]} the whole body of ## {title}, and this one would remove "
@@ -297,10 +307,6 @@ class ReplaceSection(Edit):
                 f"content={line[1]!r}? To replace the body with this line anyway, pass "
                 "replace_section=true"
             )
-
-
-def _paragraphs(prose: tuple[str, ...]) -> str:
-    return f"{counted(len(prose), 'paragraph')} ({listed(prose)})"
 
 
 class SetKey(Edit):
@@ -326,12 +332,15 @@ class SetKey(Edit):
 
 
 class ReplaceFile(Edit):
-    """``update_long_term_memory`` without ``section``: the whole file, if ``whole_file``."""
+    """``update_long_term_memory`` without ``section``: the whole file, if ``whole_file``;
+    ``guard``: refuse to lose a paragraph of the file (module doc)."""
 
-    def __init__(self, content: str, *, whole_file: bool):
+    def __init__(self, content: str, *, whole_file: bool, guard: bool = True):
         super().__init__(FileKind.MEMORY)
         self.content = content
         self.whole_file = whole_file
+        # Not replace_section: refuse a file that drops text outside entries.
+        self.guard = guard
 
     def apply(self, text: str) -> str:
         if not self.whole_file:
@@ -347,7 +356,15 @@ class ReplaceFile(Edit):
                 "whole file"
             )
         new = sections.replace_file(text, self.content)
+        removed = removal(text, new, prose=True)
+        if removed.paragraphs and self.guard:
+            raise self.refuse(
+                f"whole_file replaces all of MEMORY.md, and this content would remove "
+                f"{paragraphs(removed.paragraphs)}, {OUTSIDE_ENTRIES}. Keep them in content, "
+                "or pass replace_section=true with whole_file=true to remove them; nothing "
+                "was written"
+            )
         self.done = "Replaced the whole of MEMORY.md"
-        if removed := said(removal(text, new)):
-            self.notes.append(removed)
+        if removed_said := said(removed):
+            self.notes.append(removed_said)
         return new

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.agent import markdown_doc, sections
-from memstrata.agent.arguments import check_name
+from memstrata.agent.arguments import name_read
 from memstrata.agent.wording import counted, listed
 from memstrata.errors import ToolInputError
+from memstrata.text import refused_id_character
 
 _EITHER = (
     "pass section, or start_line and/or line_count, not both (a section's answer gives "
@@ -149,10 +150,10 @@ def _at_least_one(value: int | None, what: str, meaning: str) -> int:
 
 
 def _section_name(section: str) -> str:
-    """``section`` as the entry tools read a section name (:func:`check_name`), its
-    refusal coded."""
+    """``section`` as a read looks a section up (:func:`name_read`: what only a write
+    refuses, an invisible character or a long name, is found), its refusal coded."""
     try:
-        return check_name(section, "section")
+        return name_read(section, "section")
     except ToolInputError as exc:
         raise PartRefused(str(exc), INVALID_SECTION) from exc
 
@@ -174,15 +175,17 @@ def _section(text: str, lines: list[str], size: int, file: str, name: str) -> Fi
 
 def _no_section(file: str, name: str, titles: list[str], total: int) -> str:
     """A section the file lacks: the closest name (as the entry tools' refusal gives
-    it, :func:`~memstrata.agent.sections.close_names`) and every section there is."""
+    it, :func:`~memstrata.agent.sections.close_names`) and every section there is. A name
+    with a character that shows as nothing or reorders the text is quoted escaped."""
+    shown = name if refused_id_character(name) is None else repr(name)[1:-1]
     if not titles:
         return (
-            f"{file} has no ## {name}, nor any other ## section; leave section out to read "
+            f"{file} has no ## {shown}, nor any other ## section; leave section out to read "
             f"the whole file ({counted(total, 'line')})"
         )
     close = sections.close_names(name, titles)
     guess = f"; did you mean ## {close[0]}?" if close else "."
     return (
-        f"{file} has no ## {name}{guess} Its sections: {listed(titles)}; pass one of them "
+        f"{file} has no ## {shown}{guess} Its sections: {listed(titles)}; pass one of them "
         "as section, or leave section out to read the whole file"
     )

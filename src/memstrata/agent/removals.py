@@ -23,6 +23,12 @@ replacement (:class:`~memstrata.agent.edits.ReplaceSection`: ``update_long_term_
 with ``section``, ``update_user`` without ``key``) is refused by it when it would remove
 any entry of the section, in either file, unless ``replace_section`` — or any of its text
 outside entries, a paragraph or a subheading (:func:`text_removed`).
+
+A whole-file rewrite weighs the file's text outside entries by that one rule too
+(``removal(..., prose=True)``): the paragraphs it lacks are refused unless the caller
+says it means it (``memory_write``'s ``replace_all``, ``whole_file`` with
+``replace_section``). Nothing else reported them, and a model that rewrote a file as its
+entries alone dropped every paragraph a person wrote, its answer saying only "Saved".
 """
 
 from __future__ import annotations
@@ -31,9 +37,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memstrata.agent import entries, markdown_doc, sections
-from memstrata.agent.markdown_doc import Doc, Kind, Section
+from memstrata.agent.markdown_doc import Block, Doc, Kind, Section
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed, quoted
 from memstrata.text import shortened
+
+# What a whole-file refusal says of the paragraphs it names: a model that reworded one
+# learns why it is named (an edited paragraph is removed, as an edited entry is).
+OUTSIDE_ENTRIES = "text outside its entries (a reworded one counts as removed)"
 
 # An entry's identity: ("fact", section, key) or ("entry", its comparable text).
 _Identity = tuple[str, ...]
@@ -47,6 +57,9 @@ class Removal:
     sections: tuple[str, ...]  # the removed sections' titles, as the old file spells them
     entry_count: int  # the old file's entries (facts and others)
     section_count: int  # the old file's sections
+    # The old file's text outside entries the new one lacks (text_removed), as quoted
+    # there; weighed only when asked for (prose=True).
+    paragraphs: tuple[str, ...] = ()
 
     @property
     def most(self) -> bool:
@@ -55,8 +68,9 @@ class Removal:
         )
 
 
-def removal(old: str, new: str) -> Removal:
-    """What rewriting ``old`` as ``new`` removes (module doc)."""
+def removal(old: str, new: str, *, prose: bool = False) -> Removal:
+    """What rewriting ``old`` as ``new`` removes (module doc); with ``prose``, its text
+    outside entries too (:func:`text_removed` over the whole file)."""
     before, after = markdown_doc.parse(old), markdown_doc.parse(new)
     items, kept = _entries(before), set(_entries(after))
     titles = _sections(before)
@@ -66,6 +80,7 @@ def removal(old: str, new: str) -> Removal:
         sections=tuple(title for name, title in titles.items() if name not in kept_titles),
         entry_count=len(items),
         section_count=len(titles),
+        paragraphs=text_removed(before, None, new) if prose else (),
     )
 
 
@@ -74,16 +89,20 @@ def entries_in(doc: Doc, span: Section) -> int:
     return len(_entries(doc, span))
 
 
-def text_removed(doc: Doc, span: Section, body: str) -> tuple[str, ...]:
+def text_removed(doc: Doc, span: Section | None, body: str) -> tuple[str, ...]:
     """The text of section ``span`` outside its entries — a paragraph, a subheading, a code
     block, a quote — that ``body`` (its new body) no longer holds, each quoted by its first
     line. Held means its words, folded and whitespace collapsed as entries compare, appear
     in ``body`` as a run of whole words: a paragraph re-flowed, or turned into an item, is
-    kept; one edited is removed (as an edited entry is). Entries are :func:`removal`'s."""
+    kept; one edited is removed (as an edited entry is). Entries are :func:`removal`'s.
+
+    With ``span`` None, the whole file's such text, ``body`` the new file: all but its
+    level-1 and level-2 headings, the file's title and sections (:func:`removal` counts
+    sections; a title is no content)."""
     kept = f" {_flat(body.splitlines())} "
     found: list[str] = []
     for block in doc.blocks:
-        if block.kind is Kind.ITEM or not span.body_start <= block.start < span.end:
+        if block.kind is Kind.ITEM or not _within(block, span):
             continue
         text = _flat(doc.bare(index) for index in range(block.start, block.end))
         if text and f" {text} " not in kept:
@@ -91,13 +110,20 @@ def text_removed(doc: Doc, span: Section, body: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _within(block: Block, span: Section | None) -> bool:
+    if span is None:
+        return block.kind is not Kind.HEADING or block.level > 2
+    return span.body_start <= block.start < span.end
+
+
 def _flat(lines: Iterable[str]) -> str:
     return " ".join(word for line in lines for word in sections.fold(line).split())
 
 
 def said(removed: Removal) -> str:
-    """What a stored rewrite removed, as its answer says it: ``Removed 1 entry ('…') and
-    1 section (Work).``, the first ``MAX_LISTED`` of each quoted; '' if nothing."""
+    """What a stored rewrite removed, as its answer says it: ``Removed 1 entry ('…'),
+    1 section (Work) and 1 paragraph ('…').``, the first ``MAX_LISTED`` of each quoted;
+    '' if nothing."""
     parts = []
     if removed.entries:
         count = counted(len(removed.entries), "entry", "entries")
@@ -105,7 +131,20 @@ def said(removed: Removal) -> str:
     if removed.sections:
         count = counted(len(removed.sections), "section", "sections")
         parts.append(f"{count} ({listed(removed.sections)})")
-    return f"Removed {' and '.join(parts)}." if parts else ""
+    if removed.paragraphs:
+        parts.append(paragraphs(removed.paragraphs))
+    return f"Removed {joined(parts)}." if parts else ""
+
+
+def paragraphs(prose: tuple[str, ...]) -> str:
+    """``2 paragraphs ('…', '…')``: text outside entries (:func:`text_removed`) as an
+    answer or a refusal names it."""
+    return f"{counted(len(prose), 'paragraph')} ({listed(prose)})"
+
+
+def joined(parts: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, [", ".join(parts[:-1]), parts[-1]])) if parts else ""
 
 
 def _most(removed: int, total: int) -> bool:

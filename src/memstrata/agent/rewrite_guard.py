@@ -18,7 +18,12 @@ likely does by mistake is refused (:class:`Refused`, nothing written):
   ``update_long_term_memory``'s ``whole_file``. A model that meant to add a line and
   sent that line alone would otherwise replace the file with it, and no history undoes
   that. A write that removes fewer is stored (:class:`Store`), and its answer says what it
-  removed.
+  removed;
+* a text that removes any of the file's text outside entries — a paragraph, a subheading,
+  a code block, a quote: the section guard's rule, over the whole file
+  (:func:`~memstrata.agent.removals.text_removed`) — unless ``replace_all``: no answer
+  named them, and a model rewriting a file as its entries (or SOUL.md as one new line)
+  dropped what a person wrote there.
 
 A retried write whose text the file already holds is :class:`NoChange`, whatever its
 ``expected_version`` (the tool is idempotent: the first call landed): the store's rule
@@ -38,17 +43,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.agent.arguments import check_open_blocks, numbered_lines
-from memstrata.agent.removals import Removal, removal, said
+from memstrata.agent.removals import OUTSIDE_ENTRIES, Removal, joined, paragraphs, removal, said
 from memstrata.agent.wording import counted, listed
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
 from memstrata.memory.store import MemoryFile, holds_text
 
 # A refusal's code (MCP's structuredContent ``error``): content that leaves a code fence or
-# an HTML block open, a blank content, and one that would remove most of the file.
+# an HTML block open, a blank content, one that would remove most of the file, and one
+# that would remove (only) text outside its entries.
 UNCLOSED_BLOCK = "unclosed_block"
 EMPTY_CONTENT = "empty_content"
 WOULD_REMOVE_MOST = "would_remove_most"
+WOULD_REMOVE_TEXT = "would_remove_text"
 
 # The targeted tools for each file, as a refusal names them (SOUL.md has none).
 _TARGETED = {
@@ -61,7 +68,7 @@ _TARGETED = {
 @dataclass(frozen=True)
 class Refused:
     """Nothing is written: ``message`` says why and what to send instead; ``data`` holds
-    its code (``error``) and, for a write that removes most, the counts."""
+    its code (``error``) and, for a write that removes too much, the counts."""
 
     message: str
     data: dict[str, Any]
@@ -124,9 +131,9 @@ def rewrite_verdict(
         return NoChange(kind, stored.version)
     if stored is None or stored.version != expected_version:
         return Store(kind, None)
-    removed = removal(stored.content, text)
-    if removed.most and not replace_all:
-        return Refused(_most_removed(kind, removed), _counts(removed))
+    removed = removal(stored.content, text, prose=True)
+    if (removed.most or removed.paragraphs) and not replace_all:
+        return Refused(_removing(kind, removed), _counts(removed))
     return Store(kind, removed)
 
 
@@ -140,21 +147,28 @@ def _empty(kind: FileKind) -> str:
     )
 
 
-def _most_removed(kind: FileKind, removed: Removal) -> str:
+def _removing(kind: FileKind, removed: Removal) -> str:
+    """The refusal of a write that removes most of the file, or any of its prose: what it
+    would remove (entries and sections only when most), and what to send instead."""
     file, targeted = kind.filename, _TARGETED[kind]
     parts = []
-    if removed.entries:
+    if removed.most and removed.entries:
         total = counted(removed.entry_count, "entry", "entries")
         parts.append(f"{len(removed.entries)} of the {total} of {file} ({listed(removed.entries)})")
-    if removed.sections:
+    if removed.most and removed.sections:
         whose = "its" if parts else "the"
         total = counted(removed.section_count, "section", "sections")
         where = "" if parts else f" of {file}"
         parts.append(
             f"{len(removed.sections)} of {whose} {total}{where} ({listed(removed.sections)})"
         )
+    if removed.paragraphs and parts:
+        parts.append(paragraphs(removed.paragraphs))
+    elif removed.paragraphs:
+        count, quoted = counted(len(removed.paragraphs), "paragraph"), listed(removed.paragraphs)
+        parts.append(f"{count} of {file} ({quoted}), {OUTSIDE_ENTRIES}")
     return (
-        f"this would remove {' and '.join(parts)}; nothing was written. memory_write replaces "
+        f"this would remove {joined(parts)}; nothing was written. memory_write replaces "
         "the whole file: send all of it with your change (memory_read gives the current "
         f"text), {f'use {targeted}, ' if targeted else ''}or pass replace_all=true if you "
         "mean to remove them"
@@ -163,9 +177,10 @@ def _most_removed(kind: FileKind, removed: Removal) -> str:
 
 def _counts(removed: Removal) -> dict[str, Any]:
     return {
-        "error": WOULD_REMOVE_MOST,
+        "error": WOULD_REMOVE_MOST if removed.most else WOULD_REMOVE_TEXT,
         "entries_removed": len(removed.entries),
         "entries": removed.entry_count,
         "sections_removed": len(removed.sections),
         "sections": removed.section_count,
+        "paragraphs_removed": len(removed.paragraphs),
     }

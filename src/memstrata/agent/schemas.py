@@ -112,7 +112,7 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
         _function(
             "update_long_term_memory",
             "Rewrite MEMORY.md: with 'section', replace that '## ' section's body (created if "
-            "missing), which is refused if that would remove an entry unless "
+            "missing), which is refused if that would remove an entry or a paragraph unless "
             "replace_section=true. Replacing the whole file needs whole_file=true instead of "
             "section. To correct or remove one entry, prefer record_memory with 'replaces'.",
             {
@@ -125,13 +125,15 @@ def tool_schemas(*, include_search: bool) -> list[dict[str, Any]]:
                 "whole_file": {
                     "type": "boolean",
                     "description": "true (and no section) to replace the whole of MEMORY.md; "
-                    "everything not in content is lost.",
+                    "everything not in content is lost (a paragraph only with "
+                    "replace_section=true).",
                 },
                 "new_section": new_section,
                 "replace_section": {
                     "type": "boolean",
                     "description": "With section: true to replace the body even though that "
-                    "removes entries of the section (the answer lists them).",
+                    "removes entries or paragraphs of the section; with whole_file, paragraphs "
+                    "of the file (the answer lists them).",
                 },
             },
             ["content"],

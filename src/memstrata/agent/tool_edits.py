@@ -1,9 +1,10 @@
 """The :class:`~memstrata.agent.edits.Edit` each memory tool call asks for, built from its
 arguments once they are checked (:mod:`memstrata.agent.arguments`), or the
 :class:`~memstrata.errors.ToolInputError` that the call's answer words: arguments that
-contradict each other (``section`` with ``whole_file``, ``key`` with ``replace_section``)
-are refused here, before any file is read. :class:`~memstrata.agent.tools.MemoryTools`
-runs the edit under the user's lock."""
+contradict each other (``section`` with ``whole_file``, ``key`` with ``replace_section``,
+``replace_section`` with neither ``section`` nor ``whole_file``) are refused here, before
+any file is read. :class:`~memstrata.agent.tools.MemoryTools` runs the edit under the
+user's lock."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ _EMPTY_ENTRY = (
     "content must not be empty; to remove an entry, pass its text as replaces with empty content"
 )
 _SECTION_FLAG = (
-    "replace_section goes with section (it replaces that section's body); to replace the "
-    "whole file, pass whole_file=true instead"
+    "replace_section goes with section or whole_file (it removes what the replaced text "
+    "held); to replace one section's body, pass section; to replace the whole file, "
+    "whole_file=true"
 )
 _KEY_OR_SECTION = (
     "pass key to set one '- key: value' line, or replace_section=true without key to "
@@ -66,10 +68,10 @@ def long_term_edit(
 ) -> Edit:
     """``update_long_term_memory``'s edit, its arguments checked."""
     if section is None:
-        if replace_section:
+        if replace_section and whole_file is not True:
             raise ToolInputError(_SECTION_FLAG)
         text = check_whole_file(content, whole_file is True)
-        return ReplaceFile(text, whole_file=whole_file is True)
+        return ReplaceFile(text, whole_file=whole_file is True, guard=not replace_section)
     if whole_file is True:
         raise ToolInputError(_SECTION_OR_FILE)
     name = check_name(section, "section")

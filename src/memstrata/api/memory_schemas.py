@@ -191,9 +191,9 @@ class TurnRequest(BaseModel):
     )
     timestamp: IsoDateTime | None = Field(
         default=None,
-        description="When the turn happened (ISO 8601), from 1970-01-01T00:00:00Z to a few "
-        "minutes in the future; default now (a re-post of the same text keeps the stored "
-        "time). Drives decay.",
+        description="When the turn happened (ISO 8601; without an offset: UTC, a date alone "
+        "00:00 UTC), from 1970-01-01T00:00:00Z to a few minutes in the future; default now "
+        "(a re-post of the same text keeps the stored time). Drives decay.",
     )
 
 

@@ -3,13 +3,16 @@
 
 ``memory_write`` stores through a person's write path, but a model writes the text, so it
 is guarded: a blank text, one that leaves a code fence or an HTML block open, and one that
-removes most of the file without ``replace_all`` are refused, and a retry whose text is
-stored is "No change". The guard is the agent layer's (:mod:`memstrata.agent.rewrite_guard`);
-this transport reads the stored file, writes, and maps its verdict to an answer.
+removes most of the file, or any of its paragraphs, without ``replace_all`` are refused,
+and a retry whose text is stored is "No change". The guard is the agent layer's
+(:mod:`memstrata.agent.rewrite_guard`); this transport reads the stored file, writes, and
+maps its verdict to an answer.
 
 ``memory_read`` with ``section``, ``start_line`` or ``line_count`` returns that part of the
 file (:mod:`memstrata.agent.file_part`) with the file's length, size and version; a part it
-refuses has its code in ``structuredContent``, as a refused write has.
+refuses has its code in ``structuredContent``, as a refused write has. A section name is
+read as the file may spell it: what the write tools refuse in a name (an invisible or
+control character, more than 80 characters) is no refusal here.
 """
 
 from __future__ import annotations
@@ -90,8 +93,8 @@ class _WriteArgs(BaseModel):
     )
     replace_all: StrictBool = Field(
         default=False,
-        description="true: you mean to remove most of the file's entries or sections (a "
-        "write that would is refused without it).",
+        description="true: you mean to remove most of the file's entries or sections, or "
+        "any of its paragraphs (a write that would is refused without it).",
     )
 
 
@@ -224,8 +227,8 @@ FILE_TOOLS = (
         "version you read: a stale expected_version is refused with the current version. "
         "For a whole-file rewrite; to add or correct one entry or fact, record_memory and "
         "update_user are safer. Refused: empty content, content that leaves a code fence "
-        "open, and content that removes most of the file's entries or sections unless "
-        "replace_all=true. The answer lists the entries a write removed.",
+        "open, and content that removes most of the file's entries or sections, or any "
+        "paragraph, unless replace_all=true. The answer lists the entries a write removed.",
         args_schema(_WriteArgs),
         hints(read_only=False, destructive=True, idempotent=True),
         memory_write,

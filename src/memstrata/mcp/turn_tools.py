@@ -44,7 +44,8 @@ _DESCRIPTIONS = {
     "replaces that round.",
     "user_message": "What the user said.",
     "assistant_reply": "What the assistant answered.",
-    "timestamp": "When the round happened, ISO 8601 (2026-12-05T10:00:00Z); leave it out for now.",
+    "timestamp": "When the round happened, ISO 8601 (2026-12-05T10:00:00Z; no offset: UTC); "
+    "default now.",
 }
 
 
