@@ -21,7 +21,7 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.errors import EmbeddingError
 from memstrata.logs import event_fields
-from memstrata.retrieval import embedding_transport
+from memstrata.retrieval import embedding_circuits
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
@@ -94,7 +94,7 @@ def test_an_outage_is_told_while_it_lasts_and_when_it_ends(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(embedding_transport, "STILL_FAILING_EVERY_S", 0.3)
+    monkeypatch.setattr(embedding_circuits, "STILL_FAILING_EVERY_S", 0.3)
     with caplog.at_level("INFO", logger="memstrata.retrieval.embeddings"):
         fail(embedder, 2)  # opens
         assert len(events(caplog, "embedding.circuit_open")) == 1

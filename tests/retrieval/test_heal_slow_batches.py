@@ -17,6 +17,7 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.retrieval.breaker import CircuitBreaker, bulk_owner
+from memstrata.retrieval.embedding_slow import SLOW_STRETCH_MOST
 from memstrata.retrieval.embeddings import EmbeddingOutageError, OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 
@@ -92,13 +93,17 @@ def test_a_stalled_worker_warns_once_then_says_when_it_progresses(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     deferred(db, slow_embedder, "alice", 3, "a turn about the garden, number {}")
-    fault.delay_s = 2.0  # one text alone outlasts its timeout: the API is too slow
+    # One text alone outlasts even its longest timeout (embedding_slow): too slow an API.
+    fault.delay_s = (BASE_S + PER_TEXT_S) * SLOW_STRETCH_MOST * 1.25
     healer = VectorHealer(db.sessions, slow_embedder, batch=8, interval_s=0.05)
     healer.stall.after_s = 1.0
     with caplog.at_level("INFO", logger="memstrata.retrieval"):
-        end = time.monotonic() + 5
-        while time.monotonic() < end:
-            healer.run_once()
+        told_after = None
+        end = time.monotonic() + 40
+        while time.monotonic() < end and (told_after is None or told_after < 2):
+            healer.run_once()  # two rounds more once told: it is told once
+            if any(r.msg == "embedding.heal.stalled" for r in caplog.records):
+                told_after = 0 if told_after is None else told_after + 1
             time.sleep(0.1)
         stalled = [event_fields(r) for r in caplog.records if r.msg == "embedding.heal.stalled"]
         assert len(stalled) == 1, stalled

@@ -18,6 +18,8 @@ import pytest
 
 from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
+from memstrata.logs import event_fields
+from memstrata.retrieval import long_query
 from memstrata.retrieval.cache import IndexCache
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
@@ -104,3 +106,56 @@ def test_within_window_keeps_short_texts_and_whole_clusters() -> None:
     cut = within_window("👍🏽" * 2000)
     assert count_tokens(cut) <= CHUNK_TOKENS
     assert len(cut) % 2 == 0  # never a skin tone without its emoji
+
+
+def test_a_long_query_while_the_server_stops_answers_bm25_and_says_why(
+    db: Database, fault: FaultServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stopping server sends no more passages (``stop_bulk``): a long query, which goes
+    through the passage lane, is not embedded and the search answers BM25 only, saying it
+    is the server stopping (before: "unreachable or did not answer in time", which sent
+    people to the embedding API). A short query still goes to the query server."""
+    with FaultServer() as queries:
+        spec = EmbeddingModelSpec(
+            name="fake-model", base_url=fault.base_url, query_base_url=queries.base_url
+        )
+        with OpenAICompatibleEmbedder(spec) as e:
+            Indexer(db.sessions, e).index_turn("alice", "s1", 0, "中文 " * 20, "好")
+            search = SearchService(IndexCache(db.sessions), e)
+            sent = len(fault.requests)
+            e.stop_bulk()
+            with caplog.at_level("WARNING", logger="memstrata.retrieval.search"):
+                found = search.search("alice", LONG_QUERY)
+            short = search.search("alice", "中文")
+    assert found.mode == "bm25" and found.hits
+    (warning,) = [w for w in found.warnings if "query embedding failed" in w]
+    assert "stopping" in warning and "unreachable" not in warning, warning
+    (logged,) = [r for r in caplog.records if r.msg == "search.embedding_failed"]
+    assert "the server is stopping" in str(event_fields(logged)["error"])
+    assert len(fault.requests) == sent  # nothing sent to the passage server
+    assert short.mode == "hybrid"
+
+
+def test_a_querys_tokens_are_counted_once(
+    fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its window, where it goes and its timeout come from one count (a search counted a
+    query's tokens two or three times, the whole text each time)."""
+    counted: list[str] = []
+    real = long_query.count_tokens
+
+    def counting(text: str) -> int:
+        counted.append(text)
+        return real(text)
+
+    monkeypatch.setattr(long_query, "count_tokens", counting)
+    short = "which dog did I adopt"
+    with FaultServer() as queries:
+        spec = EmbeddingModelSpec(
+            name="fake-model", base_url=fault.base_url, query_base_url=queries.base_url
+        )
+        with OpenAICompatibleEmbedder(spec) as e:
+            e.embed([short], "query")
+            e.embed([LONG_QUERY], "query")
+        assert len(queries.requests) == len(fault.requests) == 1  # each where it belongs
+    assert (counted.count(short), counted.count(LONG_QUERY)) == (1, 1)

@@ -15,7 +15,9 @@ answer it stays 200 and says how the vector side is: ``{"vectors": "degraded", "
 worker counted them), the embedding circuit is open, or the embedding API has not answered
 once in this process (a wrong URL or ``dimensions`` said "ok" until traffic came);
 ``"embedding"`` tells an outage (``unreachable``: a circuit is open) from a backlog with the
-API up (``ok``), from the breakers, without a request of its own. A full
+API up (``ok``), and from a server that answers but slower than the timeouts (``slow``,
+with ``embedding_slow_s`` and the setting to raise in ``embedding_check``), from the
+breakers and what the client saw, without a request of its own. A full
 disk keeps it 200 too, as reads still answer, and says so: ``"disk": "full"`` with
 ``disk_path`` when a local directory memstrata writes has no room, ``"database":
 "disk_full"`` when the database refused a statement for a full disk lately
@@ -168,10 +170,20 @@ class Probes:
         return metrics.render()
 
     def _embedding(self) -> dict[str, Any]:
-        """``embedding``, and ``embedding_check`` (what to fix) while it is misconfigured."""
-        state = self._embedding_state()
+        """``embedding``, and ``embedding_check`` (what to fix) while it is misconfigured or
+        slow (then with ``embedding_slow_s``)."""
         healer = self._context.mem.healer
-        if state != "misconfigured" or healer is None:
+        if healer is None:
+            return {"embedding": "off"}
+        slow = healer.embedder.slow()
+        if slow is not None:
+            return {
+                "embedding": "slow",
+                "embedding_check": slow.check(),
+                "embedding_slow_s": slow.waited_s,
+            }
+        state = self._embedding_state()
+        if state != "misconfigured":
             return {"embedding": state}
         return {"embedding": state, "embedding_check": healer.probe.refused_check}
 
@@ -180,7 +192,7 @@ class Probes:
         backlog (``vectors`` is degraded for both). No request of its own — a probe per
         /readyz would be load balancers' traffic on the API — so an API back after an
         outage reads ``unreachable`` until a request (a search, a write, the worker's
-        probe) closes the circuit."""
+        probe) closes the circuit. (``slow`` is told before: ``embedder.slow``.)"""
         healer = self._context.mem.healer
         if healer is None:
             return "off"

@@ -178,7 +178,7 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
-EmbeddingState = Literal["ok", "unreachable", "unproven", "misconfigured", "off", "unknown"]
+EmbeddingState = Literal["ok", "slow", "unreachable", "unproven", "misconfigured", "off", "unknown"]
 
 
 class Readiness(BaseModel):
@@ -205,8 +205,12 @@ class Readiness(BaseModel):
     embedding: EmbeddingState = Field(
         default="unknown",
         description="The embedding API as this process's circuit breakers see it (no "
-        "request of its own): ok; unreachable: a circuit is open (the documents' or the "
-        "query server's), searches answer BM25-only until it closes; unproven: it has not "
+        "request of its own): ok; slow: requests timed out (or answered late) within the "
+        "last minute, or a circuit is open on a timeout, while the server answered a cheap "
+        "request (GET …/models) after it: raise the timeout `embedding_check` names "
+        "(`embedding_slow_s`: the longest measured); unreachable: a circuit is open (the "
+        "documents' or the query server's) for another reason or on a server that does not "
+        "answer at all, searches answer BM25-only until it closes; unproven: it has not "
         "answered once since the process started; misconfigured: it answered the start-up "
         "probe but refused the configuration (a wrong `dimensions`, a model name it does "
         "not serve; `embedding_check` says what to fix), so writes store texts without "
@@ -216,7 +220,13 @@ class Readiness(BaseModel):
     )
     embedding_check: str | None = Field(
         default=None,
-        description="While embedding is misconfigured: the setting to check. Absent otherwise.",
+        description="While embedding is misconfigured or slow: the setting to check (slow: "
+        "the timeout to raise). Absent otherwise.",
+    )
+    embedding_slow_s: float | None = Field(
+        default=None,
+        description="While embedding is slow: the longest a recent request took (a late "
+        "answer) or waited before it timed out, in seconds. Absent otherwise.",
     )
     release: str = Field(
         default_factory=package_version,
@@ -241,8 +251,10 @@ class Readiness(BaseModel):
 
     def answer(self) -> dict[str, Any]:
         """The body /readyz sends: ``disk`` and ``disk_path`` left out while there is room,
-        ``embedding_check`` while the embedding configuration is not refused."""
+        ``embedding_check`` and ``embedding_slow_s`` while they have nothing to say."""
         left_out = set() if self.disk else {"disk", "disk_path"}
         if self.embedding_check is None:
             left_out.add("embedding_check")
+        if self.embedding_slow_s is None:
+            left_out.add("embedding_slow_s")
         return self.model_dump(exclude=left_out)

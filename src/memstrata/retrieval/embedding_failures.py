@@ -20,8 +20,13 @@ with a batch:
 - ``SlowBatchError``: the background worker's request of several texts timed out. A
   server too slow for that many texts (a busy host: one full-length chunk took 10 s) is
   not an outage, and no user waits for the worker, so the batch is split down to one
-  text, and only a single text timing out counts (``EmbeddingTimeoutError``): without the
-  split every request of the worker timed out for good and no vector was ever healed.
+  text; a single text that times out is sent again with a longer timeout while the server
+  answers a cheap request (``embedding_slow``), and only one that outlasts the longest, or
+  a server that does not answer, counts (``EmbeddingTimeoutError``): without the split
+  and the longer timeout, every request of the worker on a slow host timed out for good and
+  no vector was ever healed.
+- ``ServerStoppingError``: not sent, as this memstrata server is stopping (an outage for
+  the call, told apart in a search's warning).
 """
 
 from __future__ import annotations
@@ -36,15 +41,22 @@ class EmbeddingOutageError(EmbeddingUnavailableError):
 
 
 class EmbeddingTimeoutError(EmbeddingOutageError):
-    """No answer within the request's timeout: the API is hung, or too slow for that many
-    texts. An outage for a write, which a user waits for; the background worker splits the
-    batch first (``SlowBatchError``)."""
+    """No answer within the request's timeout on a connection the server accepted: the API
+    is hung, or too slow for that many texts. An outage for a write, which a user waits
+    for; the background worker splits the batch first (``SlowBatchError``) and gives one
+    text more time (``embedding_slow``)."""
 
 
 class SlowBatchError(EmbeddingUnavailableError):
     """A background request of several texts timed out: not counted as an outage (the
     server may answer fewer texts in time), so ``embed_each`` splits the batch like any
-    failure one text can cause; a single text that times out is the outage."""
+    failure one text can cause; a single text that times out is given more time, then is
+    the outage (``embedding_slow``)."""
+
+
+class ServerStoppingError(EmbeddingOutageError):
+    """Not sent: this memstrata server is stopping and sends no more passage requests
+    (``stop_bulk``); a long query, which goes through that lane, is not embedded either."""
 
 
 class CircuitOpenError(EmbeddingOutageError):

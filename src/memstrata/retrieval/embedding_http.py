@@ -9,8 +9,11 @@ A failure is one of three ``Failure`` kinds, which the client turns into its err
 - ``"outage"``: no answer (a refused or dropped connection, a URL that cannot be sent to)
   or an answer about the API rather than the input (a redirect, 401/403/404/405/407/408,
   429, every 5xx but 500).
-- ``"timeout"``: no answer within the timeout. An outage too, unless the server is merely
-  slow for that many texts: the background worker splits such a request (``embeddings``).
+- ``"timeout"``: no answer within the timeout on a connection the server accepted. An
+  outage too, unless the server is merely slow for that many texts: the background worker
+  splits such a request (``embeddings``), and sends one text again with a longer timeout
+  while the server answers (``embedding_slow``). A connection not accepted in time is an
+  outage: nothing listens there, or nothing that takes requests.
 
 Retried: a rate limit, a server error or a dropped connection, up to ``retries`` times
 with an exponential pause (``Retry-After`` when longer, at most ``MAX_BACKOFF_S``); never a
@@ -72,8 +75,10 @@ def post_with_retries(
         except httpx.TimeoutException as exc:
             # Neither retried nor split (embed_each): a hung API must not cost a caller
             # several timeouts.
-            # This client's own pool full is no sign of a slow server.
-            failure: Failure = "outage" if isinstance(exc, httpx.PoolTimeout) else "timeout"
+            # This client's own pool full is no sign of a slow server, nor a connection
+            # the server did not accept.
+            refused = isinstance(exc, httpx.PoolTimeout | httpx.ConnectTimeout)
+            failure: Failure = "outage" if refused else "timeout"
             raise error(f"timed out after {timeout_s:g} s: {_why_timed_out(exc)}", failure) from exc
         except _RETRY_EXCEPTIONS as exc:
             if last_try or stopped():

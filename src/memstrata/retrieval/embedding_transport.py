@@ -4,7 +4,8 @@
 batches and splits failing ones. This base holds what a single request needs: the HTTP
 pools (one of its own for a query server of its own), the lanes a request waits in, the
 circuit of each server with the events logged when one opens, stays open or closes, the
-request itself with its timeout and retries, and the vector length learned from answers.
+request itself with its timeout and retries (longer for one slow text of the worker's:
+``embedding_slow``), and the vector length learned from answers.
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ from memstrata.retrieval.breaker import (
     current_bulk_owner,
 )
 from memstrata.retrieval.embedding_answer import Lengths, judge_length, parse_vectors
+from memstrata.retrieval.embedding_circuits import CircuitEvents
 from memstrata.retrieval.embedding_failures import (
     FAILURES,
     CircuitOpenError,
     EmbeddingLengthError,
     EmbeddingOutageError,
     EmbeddingTimeoutError,
+    ServerStoppingError,
     SlowBatchError,
 )
 from memstrata.retrieval.embedding_http import NOT_SENT_STOPPING, pool, post_with_retries, shown_url
@@ -54,20 +57,18 @@ from memstrata.retrieval.embedding_plan import (
     to_query_server,
 )
 from memstrata.retrieval.embedding_provider import EmbeddingDeferredError, passed
+from memstrata.retrieval.embedding_slow import Attempt, Slowness, models_url, send
 from memstrata.retrieval.express_share import ExpressShare
-from memstrata.retrieval.long_query import is_long, within_window
+from memstrata.retrieval.long_query import fit_query
 from memstrata.retrieval.long_query import (
     query_timeout as query_timeout,  # re-exported: its tests import it from here
 )
 
-# The circuit's events keep the logger they have always had, the one operators filter on.
+# The client's events keep the logger they have always had, the one operators filter on.
 logger = logging.getLogger("memstrata.retrieval.embeddings")
 
-# While a circuit stays open, ``embedding.still_failing`` is logged at most this often.
-STILL_FAILING_EVERY_S = 60.0
 
-
-class EmbeddingTransport:
+class EmbeddingTransport(CircuitEvents):
     """The state one request needs and the request itself (see the module docstring)."""
 
     def __init__(
@@ -154,6 +155,13 @@ class EmbeddingTransport:
             else pool(timeout_s, spec.keepalive)
         )
         self._headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
+        # Each server's timeouts and late answers, for /readyz's "slow" (``embedding_slow``).
+        self.slowness = Slowness(models_url(spec.base_url), self._headers)
+        self.query_slowness = (
+            self.slowness
+            if self.query_url == self.url
+            else Slowness(models_url(spec.query_base_url or spec.base_url), self._headers)
+        )
 
     def _embed_batch(
         self,
@@ -165,19 +173,25 @@ class EmbeddingTransport:
         split_slow: bool = False,
     ) -> list[list[float]]:
         # A query's cost is bounded by a chunk's; a long one leaves a query server of its
-        # own to the short ones (long_query).
-        long_query = kind == "query" and self.query_url != self.url and is_long(batch[0])
+        # own to the short ones (long_query). Passages get time in proportion to the batch,
+        # so a large batch is not cut off by a timeout sized for one text.
+        timeout_s, long_query = self._passage_timeout(len(batch)), False
         if kind == "query":
-            batch = [within_window(t) for t in batch]
+            fitted = [fit_query(t) for t in batch]  # each text's tokens counted once
+            batch = [f.text for f in fitted]
+            timeout_s = fitted[0].timeout(self.query_timeout_s)
+            long_query = self.query_url != self.url and fitted[0].long
         body: dict[str, Any] = {"model": self.name, "input": batch}
         input_type = self.spec.query_input_type if kind == "query" else self.spec.passage_input_type
         if input_type is not None:
             body["input_type"] = input_type
         try:
-            return self._in_lane(body, kind, len(batch), express, deadline, split_slow, long_query)
+            return self._in_lane(
+                body, kind, len(batch), express, deadline, split_slow, long_query, timeout_s
+            )
         except BulkLaneClosedError as exc:  # raised only by the lane, before any request
             why = "the server is stopping" if kind == "query" else NOT_SENT_STOPPING
-            raise self._error(f"was not sent: {why}", EmbeddingOutageError) from exc
+            raise self._error(f"was not sent: {why}", ServerStoppingError) from exc
         except BulkLaneBusyError as exc:  # likewise: the API was not asked, nor failed
             if kind == "query":  # a long one, in its user's turn of the passage lane
                 raise self._error(
@@ -206,6 +220,7 @@ class EmbeddingTransport:
         deadline: float | None,
         split_slow: bool,
         long_query: bool,
+        timeout_s: float,
     ) -> list[list[float]]:
         # A passage request waits in its user's turn (breaker.bulk_owner, set by the indexer,
         # and by a search for its long query).
@@ -214,7 +229,7 @@ class EmbeddingTransport:
         # the background worker's requests wait their turn however long it takes.
         give_up = None if owner == BACKGROUND_OWNER else self.bulk_wait_s
         if long_query:  # waits in its user's turn, at most its timeout
-            give_up = query_timeout(self.query_timeout_s, body["input"][0])
+            give_up = timeout_s
         if give_up is not None and deadline is not None:
             # A write's budget bounds its wait for a slot too: a turn queued behind another
             # user's slow request had answered after that request, past its budget.
@@ -247,7 +262,7 @@ class EmbeddingTransport:
             splits_timeout = splits and size > 1 and breaker.state == "closed"
             began = time.monotonic()
             try:
-                vectors = self._request(body, kind, size, interactive)
+                vectors, took = self._sent(body, kind, size, interactive, timeout_s, splits)
             except EmbeddingRejectedError:
                 self._closed(breaker, kind)  # it answered: the API itself is up
                 raise
@@ -264,26 +279,10 @@ class EmbeddingTransport:
                 if beside_searches:  # a failure held the query server too
                     self.express_share.record(began, time.monotonic())
             if splits:
-                took = time.monotonic() - began
-                self.background_fit.answered(size, took, self._passage_timeout(size))
+                self.background_fit.answered(size, took, timeout_s)
             self._answered = True
             self._closed(breaker, kind)
         return vectors
-
-    def _failed(self, breaker: CircuitBreaker, kind: EmbeddingKind, exc: EmbeddingError) -> None:
-        """Count a failure on ``breaker``; log when it opens the circuit or goes on."""
-        if breaker.record_failure(exc):
-            log_event(
-                logger,
-                "embedding.circuit_open",
-                logging.WARNING,
-                model=self.name,
-                kind=kind,
-                cooldown_s=breaker.cooldown_s,
-                error=str(exc),
-            )
-        else:
-            self._tell_still_failing(breaker, kind, str(exc))
 
     def _passage_timeout(self, size: int) -> float:
         return self.timeout_s + self.timeout_per_text_s * size
@@ -297,52 +296,33 @@ class EmbeddingTransport:
             return express
         return self.express_share.allows(time.monotonic())
 
-    def _shown(self, breaker: CircuitBreaker) -> str:
-        return self.shown_url if breaker is self.breaker else shown_url(self.query_url)
-
-    def _closed(self, breaker: CircuitBreaker, kind: EmbeddingKind) -> None:
-        """Record an answer; log ``embedding.circuit_closed`` when it ends an outage."""
-        open_s = breaker.record_success()
-        if open_s is not None:
-            log_event(
-                logger,
-                "embedding.circuit_closed",
-                model=self.name,
-                kind=kind,
-                url=self._shown(breaker),
-                open_s=round(open_s, 1),
-            )
-
-    def _tell_still_failing(
-        self, breaker: CircuitBreaker, kind: EmbeddingKind, error: str | None
-    ) -> None:
-        """``embedding.still_failing`` once per ``STILL_FAILING_EVERY_S`` of an outage
-        (``embedding.circuit_open`` is logged once, when it begins)."""
-        open_s = breaker.still_failing_due(STILL_FAILING_EVERY_S)
-        if open_s is None:
-            return
-        fields: dict[str, Any] = {"error": error} if error is not None else {}
-        log_event(
-            logger,
-            "embedding.still_failing",
-            logging.WARNING,
-            model=self.name,
-            kind=kind,
-            url=self._shown(breaker),
-            open_s=round(open_s, 1),
-            failures=breaker.failures,
-            **fields,
+    def _sent(
+        self,
+        body: dict[str, Any],
+        kind: EmbeddingKind,
+        size: int,
+        interactive: bool,
+        timeout_s: float,
+        worker: bool,
+    ) -> tuple[list[list[float]], float]:
+        """The answer to a request and how long it took (``embedding_slow.send``: a
+        timeout noted, one worker's text sent again with more time)."""
+        return send(
+            partial(self._request, body, kind, size, interactive),
+            self.query_slowness if interactive else self.slowness,
+            Attempt(self.name, kind, size, timeout_s),
+            self.background_fit if worker else None,
+            stopping=lambda: self.lanes.bulk_closed,
         )
 
     def _request(
-        self, body: dict[str, Any], kind: EmbeddingKind, size: int, interactive: bool
+        self,
+        body: dict[str, Any],
+        kind: EmbeddingKind,
+        size: int,
+        interactive: bool,
+        timeout: float,
     ) -> list[list[float]]:
-        # Queries are interactive: a short timeout. Passages get time in proportion to the
-        # batch, so a large batch is not cut off by a timeout sized for one text.
-        if kind == "query":
-            timeout = query_timeout(self.query_timeout_s, body["input"][0])
-        else:
-            timeout = self._passage_timeout(size)
         url = self.query_url if interactive else self.url
         # A search is not retried (its timeout is the whole wait, then BM25 only).
         retries = self.max_retries if kind == "passage" else 0

@@ -14,7 +14,7 @@ requests without failing anything (``embedding_provider``).
 Its HTTP pools, the lanes a request waits in, each server's circuit and one request through
 them live in the base class, ``embedding_transport.EmbeddingTransport``; this module is what
 callers call. The circuit's changes are logged: ``embedding.circuit_open`` when it opens,
-``embedding.still_failing`` every ``embedding_transport.STILL_FAILING_EVERY_S`` while
+``embedding.still_failing`` every ``embedding_circuits.STILL_FAILING_EVERY_S`` while
 failures go on and ``embedding.circuit_closed`` (with how long it was open) when an answer
 closes it.
 
@@ -38,7 +38,7 @@ from memstrata.retrieval.embedding_failures import (
 from memstrata.retrieval.embedding_failures import (
     EmbeddingOutageError as EmbeddingOutageError,
 )
-from memstrata.retrieval.embedding_failures import SlowBatchError
+from memstrata.retrieval.embedding_failures import EmbeddingTimeoutError, SlowBatchError
 from memstrata.retrieval.embedding_http import (
     shown_url as shown_url,  # re-exported: its tests import it from here
 )
@@ -59,6 +59,7 @@ from memstrata.retrieval.embedding_provider import (
 from memstrata.retrieval.embedding_provider import (
     EmbeddingProvider as EmbeddingProvider,
 )
+from memstrata.retrieval.embedding_slow import SlowSign
 from memstrata.retrieval.embedding_transport import EmbeddingTransport
 
 
@@ -73,6 +74,24 @@ class OpenAICompatibleEmbedder(EmbeddingTransport):
     def circuit_open(self) -> bool:
         """A circuit skips its server now: the documents' or the query server's own."""
         return self.breaker.state != "closed" or self.query_breaker.state != "closed"
+
+    def slow(self) -> SlowSign | None:
+        """A server of this client answers, but slower than its requests' timeouts
+        (``embedding_slow``): what to tell, else None, also while a circuit is open for
+        another reason (an outage) or on a server that did not answer the cheap request."""
+        signs: list[SlowSign] = []
+        for breaker, slowness in (
+            (self.breaker, self.slowness),
+            (self.query_breaker, self.query_slowness),
+        ):
+            is_open = breaker.state != "closed"
+            on_timeout = isinstance(breaker.last_failure, EmbeddingTimeoutError)
+            sign = slowness.sign(timed_out_last=is_open and on_timeout)
+            if is_open and (sign is None or not on_timeout):
+                return None
+            if sign is not None:
+                signs.append(sign)
+        return max(signs, key=lambda s: s.waited_s, default=None)
 
     @property
     def dimensions(self) -> int | None:

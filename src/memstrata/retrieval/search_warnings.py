@@ -6,6 +6,7 @@ or agent who searched, so they never name the embedding API's address."""
 from __future__ import annotations
 
 from memstrata.errors import EmbeddingRejectedError
+from memstrata.retrieval.embedding_failures import ServerStoppingError
 from memstrata.retrieval.embeddings import (
     CircuitOpenError,
     EmbeddingLengthError,
@@ -23,6 +24,8 @@ def query_failure(exc: Exception) -> str:
         return "the embedding service failed repeatedly and is not asked again for a moment"
     if isinstance(exc, EmbeddingLengthError):
         return OTHER_LENGTH_ANSWER
+    if isinstance(exc, ServerStoppingError):  # a long query, during a shutdown
+        return "this memory server is stopping and embeds no long query now"
     if isinstance(exc, EmbeddingOutageError):
         return "the embedding service is unreachable or did not answer in time"
     if isinstance(exc, EmbeddingRejectedError):
