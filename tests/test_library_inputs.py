@@ -264,7 +264,7 @@ def test_a_name_http_refuses_is_refused_by_the_library(mem: Memstrata) -> None:
     """``"User"`` and ``"user_md"`` read USER.md while HTTP answered 400 for them: every
     name but the API's and the file's is the error HTTP's 400 ``无效的文件名`` maps."""
     for name in ("bogus", "User", "user_md"):
-        with pytest.raises(errors.InvalidFileTypeError, match="无效的文件名") as refused:
+        with pytest.raises(errors.InvalidFileTypeError, match="invalid file name: ") as refused:
             mem.store.get_memory_file(USER, name)
         mapped = map_exception(refused.value)
         assert mapped is not None and mapped.status_code == 400

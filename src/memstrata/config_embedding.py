@@ -28,6 +28,7 @@ from memstrata.config_bounds import (
     TIMEOUT_WHY,
 )
 from memstrata.config_model_entries import duplicate_names, entry_problems
+from memstrata.config_secrets import Secret
 from memstrata.config_storage import is_blank
 from memstrata.retrieval.chunk import CHUNK_TOKENS
 
@@ -84,7 +85,7 @@ class EmbeddingModelSpec(BaseModel):
 
     name: str = Field(description="Model name sent in the request's `model` field.")
     base_url: str = Field(description="API root, e.g. http://127.0.0.1:8808/v1")
-    api_key: str | None = Field(default=None, description="Bearer key, if the API needs one.")
+    api_key: Secret | None = Field(default=None, description="Bearer key, if the API needs one.")
     dimensions: int | None = Field(
         default=None, ge=1, le=STORED_VECTOR_DIM, description="Expected vector length."
     )
@@ -135,7 +136,9 @@ class EmbeddingSettings(BaseModel):
     embedding_base_url: str | None = Field(
         default=None, description="Fallback embedding API root when no model is registered."
     )
-    embedding_api_key: str | None = Field(default=None, description="Fallback embedding API key.")
+    embedding_api_key: Secret | None = Field(
+        default=None, description="Fallback embedding API key."
+    )
     embedding_model: str | None = Field(
         default=None, description="Fallback model name (or the registered model to use)."
     )

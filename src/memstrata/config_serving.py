@@ -17,6 +17,7 @@ from memstrata.config_bounds import (
     MAX_TOKEN_LIFETIME_S,
     TIMEOUT_WHY,
 )
+from memstrata.config_secrets import Secret
 from memstrata.config_storage import is_blank
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -29,11 +30,11 @@ SESSIONS_WHY = f"At most {MAX_SESSIONS} (~9 GB of sessions)"
 class ServingSettings(BaseModel):
     """Who may call, and how memstrata is served and logs (the last part of ``Settings``)."""
 
-    jwt_secret: str | None = Field(default=None, description="HS256 secret for bearer tokens.")
+    jwt_secret: Secret | None = Field(default=None, description="HS256 secret for bearer tokens.")
     jwt_public_key: str | None = Field(
         default=None, description="PEM public key for RS256/ES256 tokens (instead of a secret)."
     )
-    jwt_rotation_secrets: list[str] = Field(
+    jwt_rotation_secrets: list[Secret] = Field(
         default_factory=list,
         description="More HS secrets accepted beside MEMSTRATA_JWT_SECRET while it is rotated "
         "(JSON list): the next one before the token signer switches to it, then the previous "

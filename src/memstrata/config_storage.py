@@ -18,6 +18,7 @@ from memstrata.config_bounds import (
     MAX_TIMEOUT_S,
     TIMEOUT_WHY,
 )
+from memstrata.config_secrets import ConcealedUrl, SecretUrl
 from memstrata.memory.kinds import MAX_CONTENT_BYTES
 
 # MEMSTRATA_DATABASE_URL's value for the embedded server, chosen on purpose (production
@@ -63,7 +64,7 @@ class StorageSettings(BaseModel):
         description="Where the embedded PostgreSQL data, the dev JWT secret and the default "
         "sandboxes live (empty counts as unset).",
     )
-    database_url: str | None = Field(
+    database_url: SecretUrl | None = Field(
         default=None,
         description="External PostgreSQL (with pgvector). Unset or `embedded`: start the "
         "embedded server in <data_dir>/pgdata (production refuses an unset URL; `embedded` "
@@ -162,7 +163,8 @@ class StorageSettings(BaseModel):
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str | None) -> str | None:
-        return normalise_database_url(value)
+        url = normalise_database_url(value)
+        return None if url is None else ConcealedUrl(url)  # after SecretUrl's own validator
 
     @property
     def external_database_url(self) -> str | None:

