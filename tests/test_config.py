@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from memstrata.config import Settings, unset_database_problem
 from memstrata.config_doc import render
+from memstrata.errors import InvalidSettingError
 
 
 def test_configuration_doc_is_current() -> None:
@@ -47,6 +48,23 @@ def test_production_needs_a_database_url_and_no_jwt_setting() -> None:
     assert Settings(environment="production", database_url=external).jwt_secret is None
     short = Settings(environment="production", jwt_secret="short", database_url=external)
     assert short.jwt_secret == "short"
+
+
+def test_a_file_limit_above_the_request_limit_is_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file over the request limit could be typed but never saved (413): the page's meter
+    said "1.2 of 2.0 MiB" and the save was refused. Refused at start-up instead."""
+    monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", str(2 * 1024 * 1024))
+    with pytest.raises(InvalidSettingError) as refused:
+        Settings()
+    line = (
+        "MEMSTRATA_MAX_CONTENT_BYTES (2097152) is over MEMSTRATA_MAX_REQUEST_BYTES (1048576): "
+        "a file that large could never be saved, its request would be refused"
+    )
+    assert any(line in text for text in str(refused.value).splitlines()), str(refused.value)
+    monkeypatch.setenv("MEMSTRATA_MAX_REQUEST_BYTES", str(4 * 1024 * 1024))
+    assert Settings().max_content_bytes == 2 * 1024 * 1024
 
 
 def test_alg_none_is_refused() -> None:

@@ -78,7 +78,10 @@ HUGE_MB = 48
 def test_a_line_over_the_request_limit_is_refused_without_reading_it_whole(
     tmp_path: Path, pg_url: str
 ) -> None:
-    settings = _settings(pg_url, MEMSTRATA_MAX_REQUEST_BYTES=str(LIMIT))
+    # A file must fit in a request (the settings refuse a larger file limit).
+    settings = _settings(
+        pg_url, MEMSTRATA_MAX_REQUEST_BYTES=str(LIMIT), MEMSTRATA_MAX_CONTENT_BYTES=str(LIMIT // 2)
+    )
     process, log = started(tmp_path, "huge-ann", **settings)
     assert process.stdin is not None
     huge = call(9, "memory_search", {"query": "q" * (HUGE_MB * 1024 * 1024)})

@@ -106,7 +106,7 @@ def test_sign_in(
     audit("sign-in")
     page.fill("#token", server.token("nobody", ttl_s=-60))  # expired: refused
     page.press("#token", "Enter")
-    expect(page.locator("#signin-error")).to_contain_text("That token was refused")
+    expect(page.locator("#signin-error")).to_contain_text("This sign-in token has expired")
     audit("sign-in refused")
     audit.assert_clean()
 

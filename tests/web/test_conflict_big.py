@@ -6,12 +6,21 @@ the result in the editor at that place."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.web.conftest import Console, OpenPage, put_elsewhere, shot, sign_in, tab
+from tests.web.conftest import (
+    Console,
+    OpenPage,
+    answer_dialogs,
+    put_elsewhere,
+    shot,
+    sign_in,
+    tab,
+)
 from tests.web.server import Serve
 
 LINES = 3300  # ~220 KB: under the server's default limit (256 KiB)
@@ -165,3 +174,45 @@ def test_where_overlapping_edits_meet_is_said_and_shown(
     assert top > 0
     assert abs(top + seen / 3 - height * 1500 / len(merged)) < seen / 3, (top, height, seen)
     shot(page, "conflict-big-overlap.png")
+
+
+def test_versions_too_different_to_compare_say_so_and_keep_the_choices(
+    open_page: OpenPage, big_server: Serve, console: Console, user: str
+) -> None:
+    """Past the diff's edit limit the page says so, rather than one "change" of every line
+    with identical lines struck through as removed (an end user's drill)."""
+    console.allow(409)
+    theirs, mine = _big(), _big()
+    for i in range(1, LINES, 2):
+        theirs[i] = f"- fact {i}: reworded by the agent"
+    mine[0] = "- fact 0: my edit"
+    started = time.monotonic()
+    page = _conflict(open_page, big_server, user, theirs, mine)
+    expect(page.locator("#conflict-count")).to_have_text(
+        "The two versions differ in too many lines to compare line by line here. Choose below "
+        "what to do with your text: re-apply your edits, overwrite, or copy your text."
+    )
+    shown = time.monotonic() - started
+    # no row says that a line both sides hold was removed
+    same_but_marked = page.locator("#conflict-diff .row").evaluate_all(
+        "rows => rows.filter((r) => r.querySelector('.gone') && [...r.querySelectorAll('.tx')]"
+        ".every((t, _, all) => t.textContent === all[0].textContent)).length"
+    )
+    assert same_but_marked == 0
+    expect(page.locator("#conflict-table")).to_be_hidden()
+    expect(page.locator("#conflict-text")).to_contain_text(
+        "Your text is kept and nothing is lost until you choose."  # no "on the right": no table
+    )
+    for choice in ("#conflict-reapply", "#conflict-overwrite", "#conflict-copy"):
+        expect(page.locator(choice)).to_be_enabled()
+    asked = answer_dialogs(page, [False])
+    page.click("#conflict-overwrite")
+    expect(page.locator("#file-message")).to_contain_text("Not overwritten")
+    assert asked == [
+        "Overwrite \u2068MEMORY.md\u2069 with your text? Version 3, saved by someone else, is "
+        "replaced: "
+        "whatever they changed is lost. There is no undo; to keep both, cancel and re-apply "
+        "your edits."
+    ]
+    shot(page, "conflict-too-different.png")
+    print(f"conflict shown in {shown:.1f} s")

@@ -276,7 +276,10 @@ def test_a_refused_token_while_merging_signs_out_and_keeps_the_conflict(
     )
     page.click("#conflict-reapply")
     expect(page.locator("#signin-view")).to_be_visible()
-    expect(page.locator("#signin-error")).to_contain_text("token expired")
+    # in the page's words, not the API's (which names the server's settings)
+    expect(page.locator("#signin-error")).to_contain_text(
+        "You were signed out: this sign-in token is no longer accepted."
+    )
     page.unroute("**/web/merge")
     sign_in(page, server.token(user))
     expect(page.locator("#conflict")).to_be_visible()  # nothing was lost

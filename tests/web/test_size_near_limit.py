@@ -1,11 +1,25 @@
-"""The size beside the meter near the server's limit, and the one state message beside the
-"Too large to save" warning."""
+"""The size beside the meter near the server's limit, the one state message beside the
+"Too large to save" warning, and a save refused by the request limit naming it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import MAX_CONTENT_BYTES, SignedIn, append, tab
+from tests.web.conftest import (
+    MAX_CONTENT_BYTES,
+    Console,
+    OpenPage,
+    SignedIn,
+    append,
+    sign_in,
+    tab,
+)
+from tests.web.server import Serve
+
+TIGHT = 32 * 1024
 
 
 def test_a_size_near_the_limit_is_in_exact_bytes(signed_in: SignedIn) -> None:
@@ -39,3 +53,39 @@ def test_a_saved_message_does_not_stay_beside_too_large_to_save(signed_in: Signe
     page.locator("#editor").press("Control+End")
     page.locator("#editor").press("Backspace")
     expect(message).to_contain_text("Ctrl+S saves.")
+
+
+@pytest.fixture(scope="module")
+def tight_server(
+    chromium: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Serve]:
+    """Files up to the request limit: a file under it whose request is over it (its JSON
+    escapes) is refused by the request limit, not the file limit."""
+    serve = Serve(
+        tmp_path_factory.mktemp("web-tight"),
+        {
+            "MEMSTRATA_DATABASE_URL": pg_url,
+            "MEMSTRATA_MAX_CONTENT_BYTES": str(TIGHT),
+            "MEMSTRATA_MAX_REQUEST_BYTES": str(TIGHT),
+        },
+    )
+    serve.start()
+    yield serve
+    serve.stop()
+
+
+def test_a_request_over_the_servers_limit_says_the_limit(
+    open_page: OpenPage, tight_server: Serve, console: Console, user: str
+) -> None:
+    console.allow(413)
+    page = open_page(on=tight_server)
+    sign_in(page, tight_server.token(user))
+    tab(page, "memory")
+    # under the file limit; each quote is two bytes of the request's JSON
+    page.fill("#editor", '"' * (TIGHT - 1000))
+    page.click("#file-save")
+    expect(page.locator("#file-message")).to_have_text(
+        f"MEMORY.md could not be sent: the request is over the server's limit of {TIGHT:,} "
+        "bytes (a request is a little larger than the file it carries). Shorten the file and "
+        "save again. Nothing was written; your text is still in the editor."
+    )

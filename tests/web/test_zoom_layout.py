@@ -48,3 +48,29 @@ def test_typing_at_200_percent_zoom_keeps_the_tabs_and_the_file_bar_in_sight(
     )
     assert at["filebarBottom"] + 40 < editor["bottom"] <= at["height"] + 2, (at, editor)
     assert editor["unseen"] <= 12, editor  # the textarea's own padding at most
+
+
+def test_every_file_tab_is_whole_in_sight_on_a_phone(signed_in: SignedIn) -> None:
+    """At 360 px the tab row used to scroll sideways with the selected MEMORY.md, leaving
+    SOUL.md cut in half at the edge and nothing to say there was more."""
+    page = signed_in(width=360, height=740)
+    tab(page, "memory")
+    page.locator("#tab-memory").focus()
+    shot(page, "phone-tabs.png")
+    row = page.evaluate(
+        """() => {
+          const tabs = document.getElementById("file-tabs");
+          const r = tabs.getBoundingClientRect();
+          return {
+            scrolls: tabs.scrollWidth > tabs.clientWidth, left: r.left, right: r.right,
+            each: [...tabs.querySelectorAll("[role=tab]")].map((t) => {
+              const b = t.getBoundingClientRect();
+              return [t.textContent, b.left, b.right];
+            }),
+          };
+        }"""
+    )
+    assert not row["scrolls"], row
+    assert all(
+        row["left"] - 0.5 <= left and right <= row["right"] + 0.5 for _, left, right in row["each"]
+    ), row

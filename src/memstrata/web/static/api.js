@@ -11,9 +11,11 @@ const TOKEN_KEY = "memstrata.token";
 const UNREACHABLE = "Could not reach the server. Check your connection and try again.";
 
 export class ApiError extends Error {
-  constructor(status, body, message) {
+  constructor(status, body, message, { unsent = false } = {}) {
     super(message);
     this.status = status; // 0 when the server could not be reached
+    // the browser was offline when the request was made: it never left (status 0)
+    this.unsent = unsent;
     this.body = body;
     // false when the body had no text for people (a proxy's 502 page, say): `message` is
     // then only "HTTP 502 Bad Gateway"
@@ -67,11 +69,12 @@ export async function api(method, path, { body, headers = {}, bearer } = {}) {
     init.body = JSON.stringify(body);
   }
   let response;
+  const offline = navigator.onLine === false;
   try {
     response = await fetch(new URL(path, document.baseURI), init);
   } catch {
     // The browser's own text ("Failed to fetch") means nothing to the people reading it.
-    throw new ApiError(0, null, UNREACHABLE);
+    throw new ApiError(0, null, UNREACHABLE, { unsent: offline });
   }
   const text = await response.text();
   let data = null;

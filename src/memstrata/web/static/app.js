@@ -1,6 +1,6 @@
 // The page's entry point: sign-in, the three views, leaving with unsaved changes.
 
-import { api, claims, onUnauthorized, serverSentence, token } from "./api.js";
+import { api, claims, onUnauthorized, token } from "./api.js";
 import { $, banner, bdi, isolated } from "./dom.js";
 import * as files from "./files.js";
 import * as search from "./search.js";
@@ -61,8 +61,7 @@ async function signIn(candidate) {
   } catch (error) {
     if (error.status === 401) {
       token.clear();
-      // the server's sentence already says what to do (send it as issued, get a new one)
-      signedOut(["That token was refused: ", serverSentence(error)], "error", $("token").value);
+      signedOut(refusal(candidate), "error", $("token").value);
     } else {
       // Not the token's fault (the server is down, restarting, overloaded): keep it, in this
       // tab's storage and in the field, so that Sign in or a reload tries it again.
@@ -109,6 +108,18 @@ async function signIn(candidate) {
   else $("main").focus();
 }
 
+/** Why a refused (401) token was refused, said to the person at the page. The server's
+ * reason is for the platform's engineers (it names its settings and `memstrata token`,
+ * docs/API.md): the page tells only what its user can act on, read from the token itself. */
+function refusal(candidate) {
+  const read = claims(candidate);
+  if (!read) return "That is not a sign-in token. Copy it again, whole and without quotes.";
+  if (typeof read.exp === "number" && read.exp * 1000 <= Date.now()) {
+    return "This sign-in token has expired. Ask for a new one.";
+  }
+  return "This sign-in token is not valid or has expired. Ask for a new one.";
+}
+
 /** Return to sign-in when the token expires; a far `exp` takes several timers. */
 function expireAt(when) {
   const left = when - Date.now();
@@ -122,10 +133,14 @@ function expireAt(when) {
   }, Math.max(0, left));
 }
 
-onUnauthorized((error) => {
+onUnauthorized(() => {
+  const exp = claims(token.get() ?? "")?.exp;
   token.clear();
-  signedOut(["You were signed out: ", serverSentence(error),
-    ` Sign in again with a new token. ${KEPT}`]);
+  if (typeof exp === "number" && exp * 1000 <= Date.now()) {
+    signedOut(`Your token expired. Sign in with a new one. ${KEPT}`);
+  } else {
+    signedOut(`You were signed out: this sign-in token is no longer accepted. Sign in again with a new one. ${KEPT}`);
+  }
 });
 
 $("signin-form").addEventListener("submit", (event) => {

@@ -25,23 +25,32 @@ const KINDS = {
   "theirs-removed": { cls: "by-them gone", sign: "−", words: () => `removed by ${THEM}` },
 };
 
-/** Indices of the lines of `b` that `a` does not have (added or changed in `b`). */
+/** Indices of the lines of `b` that `a` does not have (added or changed in `b`). When the two
+ * differ too much for a line diff (diff.js), a line whose text `a` lacks anywhere. */
 function newIn(a, b) {
   const fresh = new Set();
-  for (const op of diffLines(a, b)) if (op.op === "+") fresh.add(op.b);
+  const ops = diffLines(a, b);
+  if (ops) {
+    for (const op of ops) if (op.op === "+") fresh.add(op.b);
+    return fresh;
+  }
+  const had = new Set(a);
+  b.forEach((line, i) => had.has(line) || fresh.add(i));
   return fresh;
 }
 
 /** Rows of `theirs` beside `mine` (diff.js `sideBySide`), each differing side's `kind`
  * saying whose change it is against `base`: "theirs" / "mine-removed" on the left, "mine" /
- * "theirs-removed" on the right. */
+ * "theirs-removed" on the right. Null when the two differ too much to compare by line. */
 export function conflictRows(base, theirs, mine) {
-  const b = splitLines(base);
   const t = splitLines(theirs);
   const m = splitLines(mine);
+  const ops = diffLines(t, m);
+  if (!ops) return null;
+  const b = splitLines(base);
   const theirsNew = newIn(b, t);
   const mineNew = newIn(b, m);
-  const rows = sideBySide(diffLines(t, m), t, m);
+  const rows = sideBySide(ops, t, m);
   for (const row of rows) {
     if (row.left && row.left.kind !== "same") {
       row.left.kind = theirsNew.has(row.left.line - 1) ? "theirs" : "mine-removed";
@@ -97,6 +106,10 @@ export function layout(rows, context = CONTEXT) {
   return { changes, parts };
 }
 
+// Said instead of a diff past diff.js's MAX_EDITS: the choices below the view still work.
+const TOO_DIFFERENT = "The two versions differ in too many lines to compare line by line here. " +
+  "Choose below what to do with your text: re-apply your edits, overwrite, or copy your text.";
+
 const plural = (n, one, many = `${one}s`) => `${number(n)} ${n === 1 ? one : many}`;
 
 /** "line 5" / "lines 5–9" for rows [from, to) of one side (null when that side has none). */
@@ -111,14 +124,23 @@ function lineSpan(rows, from, to, side) {
 // off while a save is out) keeps the folds the user opened and the change they are at.
 let drawn = null;
 
-/** Draw conflict `c` (file-state.js): headers, legend, count, the folded rows. */
+/** Draw conflict `c` (file-state.js): headers, legend, count, the folded rows; false when
+ * the two texts differ too much to draw side by side (only the count says so). */
 export function drawDiff(c) {
   $("conflict-left-title").textContent = `Saved by ${THEM} · version ${c.version}`;
   $("conflict-right-title").textContent = "Your text (not saved)";
   tools();
   $("conflict-them").textContent = `Someone else's change (version ${c.version})`;
-  if (drawn && drawn.c === c && $("conflict-diff").childElementCount) return;
+  if (drawn && drawn.c === c && (!drawn.rows || $("conflict-diff").childElementCount)) return Boolean(drawn.rows);
   const rows = conflictRows(c.started, c.content, c.mine);
+  for (const id of ["conflict-table", "conflict-legend", "conflict-nav"]) $(id).hidden = !rows;
+  if (!rows) {
+    drawn = { c, rows, changes: [], at: -1, nodes: new Map() };
+    $("conflict-diff").replaceChildren();
+    $("conflict-count").textContent = TOO_DIFFERENT;
+    $("conflict-at").textContent = "";
+    return false;
+  }
   const { changes, parts } = layout(rows);
   drawn = { c, rows, changes, at: -1, nodes: new Map() };
   $("conflict-diff").replaceChildren(...parts.map((part) => (part.fold ? foldRow(part) : rowsOf(part))).flat());
@@ -130,6 +152,7 @@ export function drawDiff(c) {
     : "No line differs.";
   $("conflict-at").textContent = "";
   step(0);
+  return true;
 }
 
 function rowsOf({ from, to }) {
@@ -220,20 +243,21 @@ function tools() {
   next.addEventListener("click", () => step(1));
   document.addEventListener("keydown", stepKeys);
   $("conflict-table").before(el("div", { id: "conflict-tools", class: "diff-tools" },
-    el("ul", { class: "diff-legend", "aria-label": "Legend" },
+    el("ul", { id: "conflict-legend", class: "diff-legend", "aria-label": "Legend" },
       el("li", {}, swatch("by-them", "+"), el("span", { id: "conflict-them" })),
       el("li", {}, swatch("by-you", "+"), "Your change"),
       el("li", {}, "+ added or changed, − removed (shown on the side that still has it)")),
     el("p", { id: "conflict-count", class: "diff-count" }),
-    el("div", { class: "diff-nav" }, prev, next,
+    el("div", { id: "conflict-nav", class: "diff-nav" }, prev, next,
       el("span", { id: "conflict-at", class: "diff-at", role: "status" }))));
 }
 
 /** What overwriting conflict `c` loses: the lines the other writer added or changed
  * (`added`, and the first of them: `first`, a row side) and how many lines they removed
- * that the user's text brings back (`removed`). */
+ * that the user's text brings back (`removed`); null when the texts differ too much to say. */
 export function theirEdits(c) {
   const rows = drawn && drawn.c === c ? drawn.rows : conflictRows(c.started, c.content, c.mine);
+  if (!rows) return null;
   const added = rows.map((row) => row.left).filter((side) => side && side.kind === "theirs");
   const removed = rows.filter((row) => row.right && row.right.kind === "theirs-removed").length;
   return { added: added.length, first: added[0] || null, removed };

@@ -182,8 +182,9 @@ export function overwriteConfirmed(f) {
   const c = f.conflict;
   // nothing to ask while the overwrite could not be sent (write's rule, file-save.js)
   if (!c || state.saving || state.merging || tooLarge(f)) return false;
-  const { added, first, removed } = theirEdits(c);
-  const lost = [];
+  const edits = theirEdits(c);
+  const { added, first, removed } = edits ?? {};
+  const lost = edits ? [] : ["whatever they changed is lost"];
   if (added) {
     const start = first.text.length > 60 ? `${first.text.slice(0, 60)}…` : first.text;
     lost.push(`the ${number(added)} ${added === 1 ? "line" : "lines"} they added or changed ` +

@@ -3,14 +3,16 @@
 // saving again does not meet the user's own write as someone else's.
 
 import { api, reason, serverSentence } from "./api.js";
-import { $, bdi, number } from "./dom.js";
+import { $, number } from "./dom.js";
 import { refresh as refreshAside } from "./file-aside.js";
 import { conflict } from "./file-conflict.js";
-import { current, dirty, path, state, storedText, tooLarge, used } from "./file-state.js";
+import { current, dirty, path, size, state, storedText, tooLarge, used } from "./file-state.js";
 import { render, say } from "./file-view.js";
 
 // A save is indexed for search before it is answered; a large file can take many seconds.
 const SLOW_SAVE_MS = 2000;
+// From this size a slow save is put down to indexing; a smaller one is the network's.
+const LARGE_SAVE_BYTES = 32 * 1024;
 
 export async function write(f, version) {
   // over the limit the server would refuse it (413): Save and overwrite are off (file-view.js)
@@ -20,9 +22,8 @@ export async function write(f, version) {
   cancelCheck(f); // this save's outcome is the one to tell
   state.saving = true;
   render();
-  const slow = setTimeout(() => {
-    say(`Still saving ${f.filename}… a large file takes a while to index for search.`, "info");
-  }, SLOW_SAVE_MS);
+  const large = size(content) >= LARGE_SAVE_BYTES ? " a large file takes a while to index for search." : "";
+  const slow = setTimeout(() => say(`Still saving ${f.filename}…${large}`, "info"), SLOW_SAVE_MS);
   try {
     const { data } = await api("PUT", path(f), {
       body: { content },
@@ -39,7 +40,10 @@ export async function write(f, version) {
     // The editor stays open while a save is in flight, so the text to keep is the draft as
     // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
     if (error.status === 409) await conflict(f);
-    else if (uncertain(error)) await readBack(f, version, text, error);
+    else if (error.unsent) {
+      say(`Not saved: this browser is offline, so ${f.filename} was not sent. Your text is still ` +
+        "in the editor; save again once you are back online.", "error");
+    } else if (uncertain(error)) await readBack(f, version, text, error);
     else say(saveError(f, error), "error");
   } finally {
     state.saving = false;
@@ -78,7 +82,8 @@ const CHECK_MINUTES = CHECK_DELAYS_MS.reduce((a, b) => a + b) / 60_000;
  * while the user types (what they typed stays unsaved on top of the version it finds);
  * a new save of the file (`cancelCheck`) or signing out ends it. */
 async function readBack(f, version, text, error) {
-  const c = { version, text, error, left: [...CHECK_DELAYS_MS], read: false, timer: null };
+  // `away`: a read found the server out of reach too (stopped, restarting)
+  const c = { version, text, error, left: [...CHECK_DELAYS_MS], read: false, away: false, timer: null };
   f.checking = c;
   await check(f, c);
 }
@@ -92,6 +97,7 @@ async function check(f, c) {
     // signed out (api.js says why): the drafts wait for the next sign-in, whose read of the
     // file tells whether it holds the user's text (files.js)
     if (failure.status === 401 && f.checking === c) f.checking = null;
+    if (failure.status === 0) c.away = true;
   }
   if (f.checking !== c) return; // ended while the read was out
   if (now && (await settle(f, now))) return;
@@ -103,13 +109,21 @@ async function check(f, c) {
         `for ${CHECK_MINUTES} minutes. Your text is still in the editor; save again.`], "error");
     } else say(saveError(f, c.error), "error"); // still unknown: "may or may not have been saved"
   } else {
-    if (c.left.length === CHECK_DELAYS_MS.length - 1) {
-      say([...why(c.error), ` ${f.filename} may still be saving on the server: checking again for ` +
-        `up to ${CHECK_MINUTES} minutes. Your text is still in the editor.`], "warn");
-    }
+    if (c.left.length === CHECK_DELAYS_MS.length - 1) checkingNote(f);
     c.timer = setTimeout(() => check(f, c), wait);
   }
   render();
+}
+
+/** Say that file `f`'s uncertain save is being checked (again, when `shown`, after a read
+ * of the file failed with `failure`: files.js `load`, which then counts as the check's). */
+export function checkingNote(f, failure = null, shown = true) {
+  const c = f.checking;
+  if (!c) return;
+  if (failure?.status === 0) c.away = true;
+  if (!shown) return;
+  say([...why(c.error), ` ${f.filename} may still be saving on the server: checking again for ` +
+    `up to ${CHECK_MINUTES} minutes. Your text is still in the editor.`], "warn");
 }
 
 const why = (error) => (error.status === 0 ? ["The connection was lost while saving."] : reason(error));
@@ -118,11 +132,24 @@ const why = (error) => (error.status === 0 ? ["The connection was lost while sav
  * once it tells what the save came to. The server stores the text exactly as sent (no
  * newline or Unicode normalisation), hence the exact comparison: `version + 1` holding the
  * text sent is this write (or an identical one: the same outcome). The old version tells
- * nothing yet. Any other is another writer's, or a text the user's draft already equals:
- * what a 409 shows (`conflict` tells the two apart). */
+ * nothing yet (unless the server was out of reach meanwhile: below). Any other is another
+ * writer's, or a text the user's draft already equals: what a 409 shows (`conflict` tells
+ * the two apart). */
 export async function settle(f, now) {
   const c = f.checking;
-  if (!c || now.version === c.version) return false;
+  if (!c) return false;
+  if (now.version === c.version) {
+    // The old version proves nothing while a write may still run (behind a gateway's 504).
+    // A connection lost, then the server out of reach and answering again (a restart), is
+    // over, whatever it was: the old version is the outcome. (Were the write still to land,
+    // saving again meets it as the user's own text: file-conflict.js.)
+    if (c.error.status !== 0 || !c.away) return false;
+    cancelCheck(f);
+    say(`Not saved: the server could not be reached, and now that it answers, ${f.filename} is ` +
+      `still version ${now.version}. Your text is still in the editor; save again.`, "error");
+    render();
+    return true;
+  }
   cancelCheck(f);
   if (now.version === c.version + 1 && now.content === storedText(f, c.text)) {
     adopt(f, c.text, now.version);
@@ -148,15 +175,25 @@ function saveError(f, error) {
     case 413: {
       // The server's own text names its settings; the user gets the page's numbers.
       const limit = state.limits.max_content_bytes;
-      const over = used(f) > limit ? `: ${number(used(f))} of ${number(limit)} bytes` : "";
-      return [`${f.filename} is too large to save${over}. Shorten it and save again. ${kept}`];
+      if (used(f) > limit) {
+        return [`${f.filename} is too large to save: ${number(used(f))} of ${number(limit)} bytes. ` +
+          `Shorten it and save again. ${kept}`];
+      }
+      // Under the file limit, over the request limit (the text's JSON escapes take bytes):
+      // the server's 413 says its limit. A proxy's (with its own, smaller limit) does not.
+      const request = error.told ? /limit of (\d+) bytes/.exec(error.message)?.[1] : undefined;
+      if (request === undefined) return [`${f.filename} is too large to save. Shorten it and save again. ${kept}`];
+      return [`${f.filename} could not be sent: the request is over the server's limit of ` +
+        `${number(Number(request))} bytes (a request is a little larger than the file it carries). ` +
+        `Shorten the file and save again. ${kept}`];
     }
     case 422:
       return ["The server refused this text: ", serverSentence(error), ` ${kept}`];
     case 400:
       return ["The request was refused: ", serverSentence(error), ` ${kept}`];
     case 401:
-      return ["Your sign-in ended (", bdi(error.message), `). ${kept} Sign in again to save it.`];
+      // (the server's reason names its settings: not for the person at the page, app.js)
+      return [`Your sign-in ended. ${kept} Sign in again to save it.`];
     case 0:
       // the request may have been sent before the connection failed
       return ["Could not reach the server. Your text is still in the editor; it may or may not " +

@@ -130,10 +130,7 @@ function renderConflict(f) {
   if (!f.conflict) return;
   const c = f.conflict;
   $("conflict-title").textContent = `${f.filename} changed while you were editing`;
-  $("conflict-text").textContent =
-    `Someone else saved ${f.filename} — the agent or another tab. You started from version ` +
-    `${c.startedVersion}; version ${c.version} is stored now. Your text is kept on the right and ` +
-    "nothing is lost until you choose.";
+
   $("conflict-reapply").textContent = `Reload version ${c.version} and re-apply my edits`;
   $("conflict-overwrite").textContent = `Overwrite version ${c.version} with my text`;
   // one choice at a time: no second re-apply, and no overwrite, while one is out; and
@@ -144,5 +141,10 @@ function renderConflict(f) {
   $("conflict-overwrite").disabled = off;
   $("conflict-shorten").hidden = !tooLarge(f);
   banner($("conflict-limit"), limitWarning(f), "warn");
-  drawDiff(c); // headers, legend, whose change each line is, folds (conflict-diff.js)
+  // headers, legend, whose change each line is, folds (conflict-diff.js)
+  const where = drawDiff(c) ? " on the right" : "";
+  $("conflict-text").textContent =
+    `Someone else saved ${f.filename} — the agent or another tab. You started from version ` +
+    `${c.startedVersion}; version ${c.version} is stored now. Your text is kept${where} and ` +
+    "nothing is lost until you choose.";
 }

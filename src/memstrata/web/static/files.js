@@ -14,7 +14,7 @@ import {
   applyChoices, conflict, copyMine, editMine, leavePlaces, overwriteConfirmed, reapply,
 } from "./file-conflict.js";
 import * as places from "./file-resolve.js";
-import { cancelCheck, settle, write } from "./file-save.js";
+import { cancelCheck, checkingNote, settle, write } from "./file-save.js";
 import {
   blank, canSave, current, dirty, editorText, eolOf, holdsMine, path, setAside, state,
 } from "./file-state.js";
@@ -143,7 +143,7 @@ async function load(f) {
       f.eol = eolOf(data.content);
       f.stored = data.content;
       if (f.error && f === current()) say("");
-      offer(f);
+      await offer(f);
     } else if (f.checking) {
       // an uncertain save's check is out: this read tells its outcome as the check's would
       if (f.version === asked) await settle(f, data);
@@ -176,6 +176,8 @@ async function load(f) {
       // kept on the file, so that the message is back whenever its tab is
       f.error = error;
       if (f === current()) say(loadError(f), "error");
+    } else if (f.checking) {
+      checkingNote(f, error, f === current()); // the save's check speaks for the file
     } else if (f === current()) {
       // the text on screen is still the user's to edit and save
       say([`Could not check ${f.filename} for a newer version. `, ...reason(error)], "warn");
@@ -189,10 +191,10 @@ async function load(f) {
 
 /** On a file's first read: unsaved text kept in the browser (a reload, a closed tab) is
  * offered back, unless the stored text holds it already. */
-function offer(f) {
-  const kept = drafts.read(f);
+async function offer(f) {
+  const kept = await drafts.read(f);
   if (kept && kept.text !== f.draft) f.offer = kept;
-  else if (kept) drafts.forget(f);
+  else if (kept) drafts.forget(f, kept);
 }
 
 /** "Restore": the kept text back in the editor, on the version it was based on. If the file
@@ -214,12 +216,14 @@ async function restore() {
   Object.assign(f, { stored: now.content, eol: eolOf(now.content) });
   if (now.version === kept.version) {
     Object.assign(f, { base: editorText(now.content), version: now.version, draft: kept.text });
+    drafts.adopt(f, kept);
     say(`Your unsaved changes to ${f.filename} are back in the editor.`, "info");
     render();
     $("editor").focus();
     return;
   }
   Object.assign(f, { base: kept.base, version: kept.version, draft: kept.text });
+  drafts.adopt(f, kept);
   await conflict(f, now); // the stored text may even be the user's: then no conflict
   if (f.conflict && kept.places?.version === f.conflict.version && f === current()) {
     // the user left while choosing at the places of a re-apply onto this very version: back
@@ -234,10 +238,11 @@ async function restore() {
 /** "Discard": asks, as Revert does; the kept text is then gone. */
 function discardKept() {
   const f = current();
-  if (!f.offer) return;
+  const kept = f.offer;
+  if (!kept) return;
   if (!confirm(`Discard your unsaved changes to ${f.filename}? There is no undo.`)) return;
   f.offer = null;
-  drafts.forget(f);
+  drafts.forget(f, kept);
   say(`Discarded. ${f.filename} is version ${f.version} as stored.`, "info");
   render();
   $("editor").focus();
@@ -246,6 +251,12 @@ function discardKept() {
 /** Save and Ctrl+S: write the current file if it has changes. */
 export function save() {
   const f = current();
+  if (f && state.saving && dirty(f)) {
+    // Ctrl+S while a save is out (the Save button is off then): not dropped unsaid
+    say(`Still saving ${f.filename}: what you typed since is not in this save. Save again once ` +
+      "it is done.", "info");
+    return;
+  }
   if (f && canSave(f) && blankConfirmed(f, f.draft, f.base, f.version)) write(f, f.version);
 }
 
