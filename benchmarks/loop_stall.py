@@ -140,12 +140,7 @@ class Bench:
 
     async def whole_file(self) -> tuple[float, float, float]:
         _, token = self.user()
-        # replace_section: the text drops the template's paragraphs (refused without it).
-        args = {
-            "content": costly_markdown("- one more\n"),
-            "whole_file": True,
-            "replace_section": True,
-        }
+        args = {"content": costly_markdown("- one more\n"), "whole_file": True}
         return await self.mcp(token, lambda c: c.call_tool("update_long_term_memory", args))
 
     async def merging_put(self) -> tuple[float, float, float]:

@@ -152,13 +152,9 @@ async def test_update_long_term_memory_replaces_a_section_or_the_file(
     )
     assert memory(store) == (expected, 2)
 
-    # The template's two paragraphs go too: replace_section says the model means it.
-    replaced = await tools.update_long_term_memory(
-        "# Memory\n- only this", whole_file=True, replace_section=True
-    )
-    assert replaced.startswith(
+    assert await tools.update_long_term_memory("# Memory\n- only this", whole_file=True) == (
         "Replaced the whole of MEMORY.md (version 3). Removed 2 entries ('shipped v1', "
-        "'hired Bo'), 3 sections (Decisions, Ongoing, Lessons) and 2 paragraphs ('Curated"
+        "'hired Bo') and 3 sections (Decisions, Ongoing, Lessons)."
     )
     assert memory(store) == ("# Memory\n- only this\n", 3)
     assert (

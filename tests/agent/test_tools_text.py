@@ -67,9 +67,7 @@ async def test_every_tool_keeps_a_crlf_file_all_crlf(
     assert user_md(store)[0] == expected_user and all_crlf(expected_user)
     assert await user_box.read_text("MEMORY.md") == expected_memory
 
-    await tools.update_long_term_memory(
-        "# Memory\n- only this", whole_file=True, replace_section=True
-    )
+    await tools.update_long_term_memory("# Memory\n- only this", whole_file=True)
     assert memory(store)[0] == "# Memory\r\n- only this\r\n"
 
 

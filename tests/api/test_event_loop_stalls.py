@@ -153,8 +153,7 @@ async def test_record_memory_edits_a_large_file_off_the_loop(
 @pytest.mark.parametrize(
     "arguments",
     [
-        # replace_section: the text drops the template's paragraphs.
-        {"content": costly_markdown("- one more\n"), "whole_file": True, "replace_section": True},
+        {"content": costly_markdown("- one more\n"), "whole_file": True},
         {"content": costly_markdown(room=2048), "section": "Notes"},  # room for the rest
     ],
     ids=["whole file", "one section"],

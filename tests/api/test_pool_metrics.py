@@ -18,6 +18,7 @@ from memstrata.api.metrics import ApiMetrics
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.db.engine import POOL_TIMEOUT_S
+from memstrata.db.open_connections import track
 from memstrata.db.pool_watch import pool_stats
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.runtime import Memstrata
@@ -94,6 +95,43 @@ def test_a_saturated_pool_shows_on_metrics_while_a_request_waits(
         > idle[(f"{PREFIX}wait_seconds_count", "main", "")]
     )
     assert after[(f"{PREFIX}timeouts_total", "main", "")] == 0
+
+
+def test_a_checkout_given_up_while_the_database_is_lost_is_counted_as_refused(
+    settings: Settings, db: Database, auth: AuthHeader
+) -> None:
+    """The monitor's verdict (its gate closed, as at db.lost) ends a request's wait for a
+    connection of a full pool: a 503 counted as refused, not as a pool timeout."""
+    del db
+    mem = Memstrata.open(settings.model_copy(update={"db_pool_size": 1}))  # 1 + 2 overflow
+    gate = track(mem.db.engine).gate
+    try:
+        with TestClient(create_app(memstrata=mem)) as client:
+            assert client.get(FILE, headers=auth("alice")).status_code == 200
+            before = _scrape(client)
+            held = [mem.db.engine.connect() for _ in range(3)]
+            try:
+                with ThreadPoolExecutor(1) as executor:
+                    answer = executor.submit(client.get, FILE, headers=auth("alice"))
+                    wait_for(
+                        lambda: _scrape(client)[(f"{PREFIX}waiting", "main", "")] == 1,
+                        POOL_TIMEOUT_S,
+                        "the request to wait for a connection",
+                    )
+                    gate.close("db.lost: the test's verdict")
+                    assert answer.result(timeout=5).status_code == 503
+            finally:
+                gate.open()
+                for connection in held:
+                    connection.close()
+            after = _scrape(client)
+    finally:
+        mem.close()
+    assert before[(f"{PREFIX}refused_total", "main", "")] == 0
+    assert before[(f"{PREFIX}refused_total", "search_check", "")] == 0
+    assert after[(f"{PREFIX}refused_total", "main", "")] == 1
+    assert after[(f"{PREFIX}timeouts_total", "main", "")] == 0
+    assert after[(f"{PREFIX}waiting", "main", "")] == 0
 
 
 def test_a_scrape_does_not_wait_for_a_connection_of_a_saturated_pool(

@@ -89,7 +89,6 @@ async def test_closed_fences_are_written(connect: ClientFactory, mem: Memstrata)
         read = (await ok(client, "memory_read", {"name": "memory"})).structured_content
         assert read is not None
         arguments = {"name": "memory", "content": CLOSED, "expected_version": read["version"]}
-        # replace_all: CLOSED drops the template's paragraphs.
-        result = await ok(client, "memory_write", {**arguments, "replace_all": True})
+        result = await ok(client, "memory_write", arguments)
     assert result.structured_content == {"name": "memory", "file_type": "memory_md", "version": 2}
     assert stored(mem, "alice", FileKind.MEMORY) == (CLOSED, 2)

@@ -108,10 +108,8 @@ async def test_a_left_out_section_never_wipes_memory_md(
         before = mem.store.get_memory_file("alice", FileKind.MEMORY)
         message = await refused(client, "update_long_term_memory", {"content": "- only this"})
         assert mem.store.get_memory_file("alice", FileKind.MEMORY) == before
-        # replace_section too: "- only this" drops the template's paragraphs.
         result = await client.call_tool(
-            "update_long_term_memory",
-            {"content": "- only this", "whole_file": True, "replace_section": True},
+            "update_long_term_memory", {"content": "- only this", "whole_file": True}
         )
     assert message.startswith(
         "error: without section, this would replace the whole of MEMORY.md, which has 1 "

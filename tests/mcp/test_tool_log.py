@@ -111,3 +111,15 @@ async def test_a_success_logs_no_message(
     [event] = tool_events(caplog)
     assert event["level"] == logging.INFO and event["error"] is False
     assert "message" not in event and "code" not in event
+
+
+async def test_an_agent_write_tool_failure_is_logged_once(
+    connect: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """mcp.tool alone: the agent tools' own agent.tool.refused is for the other callers."""
+    caplog.set_level(logging.DEBUG, logger="memstrata")
+    async with connect("alice") as client:
+        await refused(client, "update_user", {"section": "Profile", "content": "x" * 300_000})
+    events = [event_fields(r).get("event") for r in caplog.records]
+    assert events.count("mcp.tool") == 1
+    assert "agent.tool.refused" not in events

@@ -119,7 +119,7 @@ def test_a_memory_tools_whole_file_rewrite_on_a_shared_sandbox_is_stored(
         )
 
         answer = await writer.tools.update_long_term_memory(
-            "# Memory\n\n## Decisions\n- only this\n", whole_file=True, replace_section=True
+            "# Memory\n\n## Decisions\n- only this\n", whole_file=True
         )
 
         assert not answer.failed, answer

@@ -14,6 +14,15 @@ if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is
     from memstrata.retrieval.ranking import SearchHit
 
 NO_MATCHES = "No matching memories."
+# A failed answer's cause (ToolAnswer.cause) where no exception names it.
+REFUSED = "refused"  # the edit refused the call's content (an answer says why)
+INVALID_ARGUMENTS = "invalid_arguments"
+UNKNOWN_TOOL = "unknown_tool"
+CONFLICT = "conflict"
+REJECTED = "rejected"
+STORAGE_UNREACHABLE = "storage_unreachable"
+SYNC_FAILED = "sync_failed"
+PROTECTED_FILE = "protected_file"  # a guarded file tool's write to AGENTS.md
 # How much of a hit's leading context (the previous round's tail) its line shows, at most:
 # enough to place the hit in the conversation, well within the preview's 400.
 CONTEXT_PREVIEW_CHARS = 120
@@ -23,23 +32,46 @@ class ToolAnswer(str):
     """A memory tool's answer: the text the model reads (a plain ``str`` to any agent
     framework) and ``failed``, decided where the text is built. A failed call stored
     nothing the model may count on — an ``error: …``, or an edit that overlapped the
-    user's and was not saved — so MCP answers it as ``isError`` without parsing the text."""
+    user's and was not saved — so MCP answers it as ``isError`` without parsing the text.
+    A failed answer's ``cause`` (a short code, or an exception's class) and ``part_failed``
+    (a part — database, sandbox, embedding — failed, not the caller's input) are for its
+    log line (:mod:`memstrata.agent.tool_log`)."""
 
     failed: bool
+    cause: str
+    part_failed: bool
 
-    def __new__(cls, text: str, *, failed: bool = False) -> ToolAnswer:
+    def __new__(
+        cls, text: str, *, failed: bool = False, cause: str = REFUSED, part_failed: bool = False
+    ) -> ToolAnswer:
         answer = super().__new__(cls, text)
         answer.failed = failed
+        answer.cause = cause
+        answer.part_failed = part_failed
         return answer
 
+    def like(self, text: str) -> ToolAnswer:
+        """``text`` answered as this answer is: failed, for the same cause, or not."""
+        return ToolAnswer(text, failed=self.failed, cause=self.cause, part_failed=self.part_failed)
 
-def error(message: str) -> ToolAnswer:
-    """A failed call's answer: ``error: <message>``."""
-    return ToolAnswer(f"error: {message}", failed=True)
+
+def error(message: str, *, cause: str = REFUSED, part_failed: bool = False) -> ToolAnswer:
+    """A failed call's answer: ``error: <message>``; by default the call's own refusal."""
+    return ToolAnswer(f"error: {message}", failed=True, cause=cause, part_failed=part_failed)
+
+
+def invalid(exc: Exception, *, cause: str = INVALID_ARGUMENTS) -> ToolAnswer:
+    """A failed call's answer for arguments ``exc`` refused: its message."""
+    return error(str(exc), cause=cause)
+
+
+def part_failure(message: str, exc: BaseException) -> ToolAnswer:
+    """A failed call's answer when a part failed with ``exc`` (its class is the cause)."""
+    return error(message, cause=type(exc).__name__, part_failed=True)
 
 
 def unreadable(name: str, exc: Exception) -> ToolAnswer:
-    return error(f"{name} cannot be read right now ({type(exc).__name__}); try later")
+    return part_failure(f"{name} cannot be read right now ({type(exc).__name__}); try later", exc)
 
 
 def sync_message(
@@ -65,7 +97,7 @@ def sync_message(
         if workspace_stale:
             return could_not_be_saved(name)
         if not rounds:
-            return _not_stored_yet(name, "storage is unreachable")
+            return _not_stored_yet(name, "storage is unreachable", STORAGE_UNREACHABLE)
         # Not failed: the round end stores the sandbox copy.
         return ToolAnswer(
             f"{done} in the workspace; storage is unreachable, it will be saved later."
@@ -77,12 +109,13 @@ def sync_message(
             f"Their version was kept ({result.detail}). Read {name} again and reapply "
             "your change if it is still needed.",
             failed=True,
+            cause=CONFLICT,
         )
     if result.outcome is Outcome.REJECTED:
-        return error(f"{name} was not saved: {result.detail}")
+        return error(f"{name} was not saved: {result.detail}", cause=REJECTED)
     if result.outcome is Outcome.SANDBOX_FAILED:
         if not rounds:
-            return _not_stored_yet(name, "syncing the workspace copy failed")
+            return _not_stored_yet(name, "syncing the workspace copy failed", SYNC_FAILED)
         return ToolAnswer(
             f"{done} in the workspace; syncing it failed and is retried at the end of the round."
         )
@@ -91,16 +124,22 @@ def sync_message(
 
 def could_not_be_saved(name: str) -> ToolAnswer:
     """Neither the sandbox nor the database took the edit: nothing was stored anywhere."""
-    return error(f"{name} could not be saved: storage is unreachable. Try again later.")
+    return error(
+        f"{name} could not be saved: storage is unreachable. Try again later.",
+        cause=STORAGE_UNREACHABLE,
+        part_failed=True,
+    )
 
 
-def _not_stored_yet(name: str, why: str) -> ToolAnswer:
+def _not_stored_yet(name: str, why: str, cause: str) -> ToolAnswer:
     # An error (MCP: isError), yet not one to repeat: the change is in the sandbox copy,
     # whose read-back at the next call on the file stores it (a repeated record_memory
     # finds its entry there and stores nothing new).
     return error(
         f"{name} is not stored yet: {why}. The change is kept in the workspace copy "
-        f"and is stored by the next memory tool call on {name}; do not repeat it."
+        f"and is stored by the next memory tool call on {name}; do not repeat it.",
+        cause=cause,
+        part_failed=True,
     )
 
 

@@ -19,7 +19,8 @@ them:
   ``whole_file`` is the model saying it means to replace the file, so removing most of
   its entries is not refused; removing any of its text outside entries (a paragraph, a
   subheading: ``removals.text_removed``, the section guard's rule) is, unless
-  ``replace_section`` too, as ``memory_write`` refuses it unless ``replace_all``;
+  ``replace_section`` too, as ``memory_write`` refuses it unless ``replace_all`` (a
+  paragraph still the template's is no such text: ``removals.template_paragraphs``);
 * ``update_user`` without ``key`` and ``update_long_term_memory`` with ``section`` replace
   a section's body only if that keeps every entry of the section, as
   :mod:`memstrata.agent.removals` counts them in either file (a fact by its key, any other
@@ -40,6 +41,8 @@ them:
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.answers import ToolAnswer, error
@@ -333,14 +336,23 @@ class SetKey(Edit):
 
 class ReplaceFile(Edit):
     """``update_long_term_memory`` without ``section``: the whole file, if ``whole_file``;
-    ``guard``: refuse to lose a paragraph of the file (module doc)."""
+    ``guard``: refuse to lose a paragraph of the file (module doc), but for those in
+    ``scaffold``, the template's (``removals.template_paragraphs``)."""
 
-    def __init__(self, content: str, *, whole_file: bool, guard: bool = True):
+    def __init__(
+        self,
+        content: str,
+        *,
+        whole_file: bool,
+        guard: bool = True,
+        scaffold: Collection[str] = (),
+    ):
         super().__init__(FileKind.MEMORY)
         self.content = content
         self.whole_file = whole_file
         # Not replace_section: refuse a file that drops text outside entries.
         self.guard = guard
+        self.scaffold = scaffold
 
     def apply(self, text: str) -> str:
         if not self.whole_file:
@@ -356,7 +368,7 @@ class ReplaceFile(Edit):
                 "whole file"
             )
         new = sections.replace_file(text, self.content)
-        removed = removal(text, new, prose=True)
+        removed = removal(text, new, prose=True, scaffold=self.scaffold)
         if removed.paragraphs and self.guard:
             raise self.refuse(
                 f"whole_file replaces all of MEMORY.md, and this content would remove "

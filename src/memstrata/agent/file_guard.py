@@ -4,7 +4,8 @@ A platform keeps its file tools; wrapping them with :meth:`GuardedFileTools.wrap
 what spec 4 requires of controlled file tools:
 
 * the root AGENTS.md is refused before the tool runs (the platform template owns it);
-  the model gets the :class:`~memstrata.errors.ProtectedFileError` message as the result;
+  the model gets the :class:`~memstrata.errors.ProtectedFileError` message as the result
+  (logged as ``agent.tool.refused``, :mod:`memstrata.agent.tool_log`);
 * a write that targets a root memory file marks the round tracker dirty, and after the
   tool succeeds the file is synced to the DB at once (scenario 2);
 * when that sync did not store the write (conflict, DB unreachable, ...), a short note is
@@ -28,7 +29,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
-from memstrata.agent.answers import sync_message
+from memstrata.agent.answers import PROTECTED_FILE, error, sync_message
+from memstrata.agent.tool_log import log_refusal
 from memstrata.agent.tools import ToolContext
 from memstrata.errors import ProtectedFileError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import FileKind
@@ -52,6 +54,7 @@ class GuardedFileTools:
 
     def wrap(self, inner: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R | str]]:
         ctx = self.ctx
+        name = getattr(inner, "__name__", "guarded_file_tool")
 
         async def guarded(*args: Any, **kwargs: Any) -> R | str:
             path = target_path(kwargs)
@@ -59,7 +62,9 @@ class GuardedFileTools:
                 path = args[0]
             memory = None if path is None else ctx.tracker.memory_file(path)
             if path is not None and memory == FileKind.AGENTS.filename:
-                return f"error: {self._refusal(path)}"
+                refused = error(self._refusal(path), cause=PROTECTED_FILE)
+                log_refusal(ctx.user_id, name, refused)
+                return str(refused)
             if memory is None:
                 result = await inner(*args, **kwargs)
                 note = None if path is None else lookalike_note(path, ctx.tracker)
@@ -75,7 +80,7 @@ class GuardedFileTools:
                     await held.enter_async_context(ctx.sync.sandbox_lock(ctx.sandbox))
                 return await self._write_through(memory, inner, args, kwargs)
 
-        guarded.__name__ = getattr(inner, "__name__", "guarded_file_tool")
+        guarded.__name__ = name
         guarded.__doc__ = getattr(inner, "__doc__", None)
         return guarded
 

@@ -29,16 +29,22 @@ A whole-file rewrite weighs the file's text outside entries by that one rule too
 says it means it (``memory_write``'s ``replace_all``, ``whole_file`` with
 ``replace_section``). Nothing else reported them, and a model that rewrote a file as its
 entries alone dropped every paragraph a person wrote, its answer saying only "Saved".
+A paragraph still equal to one of the file's template (:func:`template_paragraphs`) is
+scaffolding, not prose: it may go unnamed, or every agent rewriting a provisioned
+MEMORY.md from scratch was refused the first time for the template's intro alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.markdown_doc import Block, Doc, Kind, Section
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed, quoted
+from memstrata.memory.kinds import FileKind
+from memstrata.memory.templates import TemplateSet
+from memstrata.retrieval.scaffold import blank_scaffold, scaffold_keys
 from memstrata.text import shortened
 
 # What a whole-file refusal says of the paragraphs it names: a model that reworded one
@@ -68,9 +74,10 @@ class Removal:
         )
 
 
-def removal(old: str, new: str, *, prose: bool = False) -> Removal:
+def removal(old: str, new: str, *, prose: bool = False, scaffold: Collection[str] = ()) -> Removal:
     """What rewriting ``old`` as ``new`` removes (module doc); with ``prose``, its text
-    outside entries too (:func:`text_removed` over the whole file)."""
+    outside entries too (:func:`text_removed` over the whole file), but for the
+    paragraphs still equal to one in ``scaffold`` (:func:`template_paragraphs`)."""
     before, after = markdown_doc.parse(old), markdown_doc.parse(new)
     items, kept = _entries(before), set(_entries(after))
     titles = _sections(before)
@@ -80,8 +87,23 @@ def removal(old: str, new: str, *, prose: bool = False) -> Removal:
         sections=tuple(title for name, title in titles.items() if name not in kept_titles),
         entry_count=len(items),
         section_count=len(titles),
-        paragraphs=text_removed(before, None, new) if prose else (),
+        paragraphs=text_removed(before, None, new, _scaffold_lines(old, scaffold)) if prose else (),
     )
+
+
+def template_paragraphs(templates: TemplateSet, kind: FileKind) -> frozenset[str]:
+    """The paragraphs a rewrite of ``kind`` may drop unnamed: its template's, as the indexer
+    compares them (:func:`~memstrata.retrieval.scaffold.scaffold_keys`), for the files
+    whose scaffolding it drops (USER.md, MEMORY.md). None of SOUL.md's: its template is the
+    persona, which a person may have kept as it is on purpose. Reads the template file;
+    an older template's paragraphs (``retrieval.template_history``) are not among them, so
+    a rewrite dropping those is refused as before."""
+    if not kind.indexed:
+        return frozenset()
+    try:
+        return scaffold_keys(templates.load(kind))
+    except OSError:  # nothing to tell scaffolding by: every paragraph is guarded
+        return frozenset()
 
 
 def entries_in(doc: Doc, span: Section) -> int:
@@ -89,7 +111,9 @@ def entries_in(doc: Doc, span: Section) -> int:
     return len(_entries(doc, span))
 
 
-def text_removed(doc: Doc, span: Section | None, body: str) -> tuple[str, ...]:
+def text_removed(
+    doc: Doc, span: Section | None, body: str, skip: Collection[int] = ()
+) -> tuple[str, ...]:
     """The text of section ``span`` outside its entries — a paragraph, a subheading, a code
     block, a quote — that ``body`` (its new body) no longer holds, each quoted by its first
     line. Held means its words, folded and whitespace collapsed as entries compare, appear
@@ -98,16 +122,26 @@ def text_removed(doc: Doc, span: Section | None, body: str) -> tuple[str, ...]:
 
     With ``span`` None, the whole file's such text, ``body`` the new file: all but its
     level-1 and level-2 headings, the file's title and sections (:func:`removal` counts
-    sections; a title is no content)."""
+    sections; a title is no content). A block starting on a line in ``skip`` is not
+    counted."""
     kept = f" {_flat(body.splitlines())} "
     found: list[str] = []
     for block in doc.blocks:
-        if block.kind is Kind.ITEM or not _within(block, span):
+        if block.kind is Kind.ITEM or not _within(block, span) or block.start in skip:
             continue
         text = _flat(doc.bare(index) for index in range(block.start, block.end))
         if text and f" {text} " not in kept:
             found.append(repr(shortened(doc.bare(block.start).strip(), PREVIEW_CHARS)))
     return tuple(found)
+
+
+def _scaffold_lines(text: str, scaffold: Collection[str]) -> frozenset[int]:
+    """The lines of ``text`` in a paragraph still equal to one in ``scaffold``: those the
+    indexer's rule blanks (:func:`~memstrata.retrieval.scaffold.blank_scaffold`)."""
+    if not scaffold:
+        return frozenset()
+    pairs = zip(text.split("\n"), blank_scaffold(text, scaffold).split("\n"), strict=True)
+    return frozenset(index for index, (line, kept) in enumerate(pairs) if line != kept)
 
 
 def _within(block: Block, span: Section | None) -> bool:

@@ -23,7 +23,8 @@ likely does by mistake is refused (:class:`Refused`, nothing written):
   a code block, a quote: the section guard's rule, over the whole file
   (:func:`~memstrata.agent.removals.text_removed`) — unless ``replace_all``: no answer
   named them, and a model rewriting a file as its entries (or SOUL.md as one new line)
-  dropped what a person wrote there.
+  dropped what a person wrote there. A paragraph still equal to one of the template's
+  (``scaffold``: :func:`~memstrata.agent.removals.template_paragraphs`) is not counted.
 
 A retried write whose text the file already holds is :class:`NoChange`, whatever its
 ``expected_version`` (the tool is idempotent: the first call landed): the store's rule
@@ -39,6 +40,7 @@ thread.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,15 +125,16 @@ def rewrite_verdict(
     expected_version: int,
     *,
     replace_all: bool = False,
+    scaffold: Collection[str] = (),
 ) -> Verdict:
     """What becomes of rewriting ``stored`` (None: the user has no file yet) as ``text``,
     a write based on ``expected_version``, once :func:`text_refusal` let ``text`` pass
-    (module doc)."""
+    (module doc); ``scaffold``: the template's paragraphs, which it may drop."""
     if stored is not None and holds_text(stored, text):
         return NoChange(kind, stored.version)
     if stored is None or stored.version != expected_version:
         return Store(kind, None)
-    removed = removal(stored.content, text, prose=True)
+    removed = removal(stored.content, text, prose=True, scaffold=scaffold)
     if (removed.most or removed.paragraphs) and not replace_all:
         return Refused(_removing(kind, removed), _counts(removed))
     return Store(kind, removed)

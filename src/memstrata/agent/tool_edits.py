@@ -22,8 +22,10 @@ from memstrata.agent.arguments import (
 )
 from memstrata.agent.edits import Edit, ReplaceFile, ReplaceSection, SetKey
 from memstrata.agent.record_edit import AppendEntry
+from memstrata.agent.removals import template_paragraphs
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
+from memstrata.memory.templates import TemplateSet
 
 _SECTION_OR_FILE = (
     "pass section to replace one section's body, or whole_file=true without section to "
@@ -65,13 +67,19 @@ def long_term_edit(
     new_section: bool = False,
     *,
     replace_section: bool = False,
+    templates: TemplateSet | None = None,
 ) -> Edit:
-    """``update_long_term_memory``'s edit, its arguments checked."""
+    """``update_long_term_memory``'s edit, its arguments checked; ``templates``: the
+    user's, whose MEMORY.md paragraphs a whole-file rewrite may drop (reads the file)."""
     if section is None:
         if replace_section and whole_file is not True:
             raise ToolInputError(_SECTION_FLAG)
         text = check_whole_file(content, whole_file is True)
-        return ReplaceFile(text, whole_file=whole_file is True, guard=not replace_section)
+        scaffold = frozenset[str]()
+        if templates is not None and whole_file is True:
+            scaffold = template_paragraphs(templates, FileKind.MEMORY)
+        whole = whole_file is True
+        return ReplaceFile(text, whole_file=whole, guard=not replace_section, scaffold=scaffold)
     if whole_file is True:
         raise ToolInputError(_SECTION_OR_FILE)
     name = check_name(section, "section")

@@ -38,9 +38,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio.to_thread
 
 from memstrata.agent.answers import (
+    INVALID_ARGUMENTS,
+    UNKNOWN_TOOL,
     ToolAnswer,
     could_not_be_saved,
     error,
+    invalid,
+    part_failure,
     search_text,
     sync_message,
     unreadable,
@@ -49,6 +53,7 @@ from memstrata.agent.arguments import DEFAULT_TOOL_TOP_K, search_arguments
 from memstrata.agent.edits import Edit, NothingToWrite, too_large
 from memstrata.agent.schemas import check_arguments, tool_schemas
 from memstrata.agent.tool_edits import long_term_edit, record_memory_edit, user_edit
+from memstrata.agent.tool_log import log_refusal, logged
 from memstrata.errors import RuntimeClosedError, SandboxError, ToolInputError
 from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
@@ -122,10 +127,17 @@ class MemoryTools:
         *,
         searcher: Searcher | None = None,
         today: Callable[[], date] | None = None,
+        log_refusals: bool = True,
     ) -> None:
+        # log_refusals off: the transport logs every call itself (MCP's mcp.tool).
         self.ctx = ctx
         self.searcher = searcher
         self._today = today or (lambda: datetime.now(UTC).date())
+        self._log_refusals = log_refusals
+
+    def log_failed(self, tool: str, answer: ToolAnswer) -> None:
+        if self._log_refusals:
+            log_refusal(self.ctx.user_id, tool, answer)
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function-calling schemas of the available tools (fresh copies)."""
@@ -145,16 +157,20 @@ class MemoryTools:
         """Run a tool call as a framework delivers it (arguments may be a JSON string).
         Never raises: arguments that are not a JSON object are an ``error:`` answer."""
         tool = self.callables().get(name) if isinstance(name, str) else None
-        if tool is None:
-            return error(f"unknown tool {name!r}; available: {', '.join(self.callables())}")
         try:
+            if tool is None:
+                available = ", ".join(self.callables())
+                raise ToolInputError(f"unknown tool {name!r}; available: {available}")
             kwargs = check_arguments(name, arguments)
         except ToolInputError as exc:
-            return error(str(exc))
-        return await tool(**kwargs)
+            answer = invalid(exc, cause=UNKNOWN_TOOL if tool is None else INVALID_ARGUMENTS)
+            self.log_failed(name if isinstance(name, str) else repr(name), answer)
+            return answer
+        return await tool(**kwargs)  # logs its own failure (tool_log.logged)
 
     # -- the tools -------------------------------------------------------------------------
 
+    @logged
     async def record_memory(
         self,
         content: str,
@@ -165,9 +181,10 @@ class MemoryTools:
         try:
             edit = record_memory_edit(content, section, replaces, new_section, self._today())
         except ToolInputError as exc:
-            return error(str(exc))
+            return invalid(exc)
         return await self._edit(edit)
 
+    @logged
     async def update_long_term_memory(
         self,
         content: str,
@@ -187,12 +204,14 @@ class MemoryTools:
                     whole_file,
                     new_section is True,
                     replace_section=replace_section is True,
+                    templates=self.ctx.sync.store.templates,
                 )
             )
         except ToolInputError as exc:
-            return error(str(exc))
+            return invalid(exc)
         return await self._edit(edit)
 
+    @logged
     async def update_user(
         self,
         content: str,
@@ -206,26 +225,31 @@ class MemoryTools:
                 user_edit, content, section, key, replace_section, new_section is True
             )
         except ToolInputError as exc:
-            return error(str(exc))
+            return invalid(exc)
         return await self._edit(edit)
 
+    @logged
     async def memory_search(
         self, query: str, top_k: int = DEFAULT_TOOL_TOP_K, sources: Sequence[str] | None = None
     ) -> ToolAnswer:
         if self.searcher is None:
-            return error("memory_search is not available for this agent")
+            return error("memory_search is not available for this agent", cause=UNKNOWN_TOOL)
         try:
             text, top_k, wanted = search_arguments(query, top_k, sources)
         except ToolInputError as exc:
-            return error(str(exc))
+            return invalid(exc)
         search = partial(self.searcher.search, self.ctx.user_id, text, top_k=top_k, sources=wanted)
         try:
             result = await anyio.to_thread.run_sync(search)
-        except (ValueError, RuntimeClosedError) as exc:
-            return error(str(exc))
+        except ValueError as exc:
+            return invalid(exc)
+        except RuntimeClosedError as exc:
+            return part_failure(str(exc), exc)
         except Exception as exc:
             log_failure(logger, "tools.search_failed", exc, user_id=self.ctx.user_id)
-            return error("memory search failed; try again, or answer from what you know")
+            return part_failure(
+                "memory search failed; try again, or answer from what you know", exc
+            )
         # The MCP tool's text too: a degraded search (BM25 only, a query of symbols) says
         # so in its note: lines, which an agent cannot learn from the hits alone.
         return ToolAnswer(search_text(result.hits, text, result.warnings))
@@ -259,18 +283,19 @@ class MemoryTools:
                     await held.enter_async_context(self.ctx.sync.sandbox_lock(self.ctx.sandbox))
                 except SandboxError as exc:  # held elsewhere past the sandbox deadline
                     log_failure(logger, "tools.sandbox_busy", exc, user_id=self.ctx.user_id)
-                    return edit.answer(await self._edit_in_db(edit))
-                return edit.answer(await self._edit_locked(edit))
+                    return _with_notes(edit, await self._edit_in_db(edit))
+                return _with_notes(edit, await self._edit_locked(edit))
             except NothingToWrite as answer:
                 return answer.reply
             except RuntimeClosedError as exc:  # never saved, now or later: not "try again"
-                return error(f"{edit.kind.filename} was not saved: {exc}")
+                return part_failure(f"{edit.kind.filename} was not saved: {exc}", exc)
             except Exception as exc:
                 # Sync turns expected failures into results; this is the net for the
                 # unexpected, so that nothing ever raises into the agent loop.
                 name = edit.kind.filename
                 log_failure(logger, "tools.write_failed", exc, user_id=self.ctx.user_id, file=name)
-                return error(f"{name} could not be saved ({type(exc).__name__}); try again later")
+                failed = f"{name} could not be saved ({type(exc).__name__}); try again later"
+                return part_failure(failed, exc)
 
     async def _edit_locked(self, edit: Edit) -> ToolAnswer:
         name = edit.kind.filename
@@ -383,3 +408,8 @@ class MemoryTools:
             # Left dirty on purpose: the round end pushes the DB copy to the sandbox.
             ctx.tracker.fall_behind(edit.kind.filename, result.base)
         return sync_message(edit.done, result, workspace_stale=True, rounds=self.ctx.rounds)
+
+
+def _with_notes(edit: Edit, reply: ToolAnswer) -> ToolAnswer:
+    """``reply`` with the edit's notes (``Edit.answer``), failed for the reply's cause."""
+    return reply.like(edit.answer(reply))

@@ -57,10 +57,12 @@
 - ``memstrata_database_pool_connections_in_use{pool}`` / ``_connections_limit{pool}``
   (gauges), ``memstrata_database_pool_waiting{pool}`` (checkouts waiting for a connection
   now), ``memstrata_database_pool_wait_seconds{pool}`` (histogram: every checkout, 0 when
-  a connection was free or could be opened) and ``memstrata_database_pool_timeouts_total``:
-  the SQLAlchemy pools, ``main`` (every session) and ``search_check`` (the check before
-  each search, retrieval.state_reader), read at scrape time (db.pool_watch); no sample
-  while no runtime is attached.
+  a connection was free or could be opened), ``memstrata_database_pool_timeouts_total`` and
+  ``memstrata_database_pool_refused_total`` (waiting checkouts given up while the database
+  monitor found the database lost, db.pool_watch.CheckoutGate: not timeouts): the
+  SQLAlchemy pools, ``main`` (every session) and ``search_check`` (the check before each
+  search, retrieval.state_reader), read at scrape time (db.pool_watch); no sample while no
+  runtime is attached.
 - ``memstrata_build_info{version, schema_head}``: always 1; which release this process
   runs and the schema revision it needs.
 

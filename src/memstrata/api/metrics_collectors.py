@@ -145,6 +145,12 @@ class PoolCollector(Collector):
             "connection (a 503).",
             labels=labels,
         )
+        refused = CounterMetricFamily(
+            "memstrata_database_pool_refused",
+            "Checkouts waiting for a connection that were given up (a 503) because the "
+            "database monitor found the database lost; not counted in the timeouts.",
+            labels=labels,
+        )
         for name, stats in pools.items():
             in_use.add_metric([name], stats.in_use)
             limit.add_metric([name], stats.limit)
@@ -154,7 +160,8 @@ class PoolCollector(Collector):
                 [name], [*buckets, ("+Inf", stats.checkouts)], sum_value=stats.wait_sum_s
             )
             timeouts.add_metric([name], stats.timeouts)
-        yield from (in_use, limit, waiting, waits, timeouts)
+            refused.add_metric([name], stats.refused)
+        yield from (in_use, limit, waiting, waits, timeouts, refused)
 
 
 class ProcessCollector(Collector):

@@ -55,7 +55,8 @@ def _agent_tool(name: str) -> Handler:
         await read_file(caller, FileKind.MEMORY)
         sandbox = open_sandbox(mem.sandboxes, user_id, None)  # a failing provider: DB only
         context = ToolContext.bind(user_id, mem.sync, sandbox, rounds=False)  # no round ends
-        tools = MemoryTools(context, searcher=mem.search)
+        # A failed call is logged once, as mcp.tool (failure_answers.run_tool).
+        tools = MemoryTools(context, searcher=mem.search, log_refusals=False)
         answer = await tools.call(name, arguments)
         if not answer.failed:
             # Platform agents cached for this user were built on the old files.

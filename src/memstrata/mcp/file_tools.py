@@ -3,8 +3,9 @@
 
 ``memory_write`` stores through a person's write path, but a model writes the text, so it
 is guarded: a blank text, one that leaves a code fence or an HTML block open, and one that
-removes most of the file, or any of its paragraphs, without ``replace_all`` are refused,
-and a retry whose text is stored is "No change". The guard is the agent layer's
+removes most of the file, or any of its paragraphs but the template's, without
+``replace_all`` are refused, and a retry whose text is stored is "No change". The guard
+is the agent layer's
 (:mod:`memstrata.agent.rewrite_guard`); this transport reads the stored file, writes, and
 maps its verdict to an answer.
 
@@ -32,7 +33,14 @@ from pydantic import (
 )
 
 from memstrata.agent.file_part import FilePart, PartRefused, file_part
-from memstrata.agent.rewrite_guard import NoChange, Refused, rewrite_verdict, text_refusal
+from memstrata.agent.removals import template_paragraphs
+from memstrata.agent.rewrite_guard import (
+    NoChange,
+    Refused,
+    Verdict,
+    rewrite_verdict,
+    text_refusal,
+)
 from memstrata.agent.schemas import FILE_LIMIT_RULE
 from memstrata.db.integers import MAX_INT
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
@@ -180,9 +188,19 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     if refused is not None:
         raise ToolError(refused.message, refused.data)
     current = await stored_file(caller, kind)
-    judge = partial(
-        rewrite_verdict, kind, text, current, args.expected_version, replace_all=args.replace_all
-    )
+
+    def judge() -> Verdict:
+        # The template too is read here, off the loop: its paragraphs may go unnamed.
+        scaffold = template_paragraphs(caller.mem.templates, kind)
+        return rewrite_verdict(
+            kind,
+            text,
+            current,
+            args.expected_version,
+            replace_all=args.replace_all,
+            scaffold=scaffold,
+        )
+
     verdict = await anyio.to_thread.run_sync(judge)
     if isinstance(verdict, Refused):
         raise ToolError(verdict.message, verdict.data)
@@ -228,7 +246,8 @@ FILE_TOOLS = (
         "For a whole-file rewrite; to add or correct one entry or fact, record_memory and "
         "update_user are safer. Refused: empty content, content that leaves a code fence "
         "open, and content that removes most of the file's entries or sections, or any "
-        "paragraph, unless replace_all=true. The answer lists the entries a write removed.",
+        "paragraph but the template's, unless replace_all=true. The answer lists the entries a "
+        "write removed.",
         args_schema(_WriteArgs),
         hints(read_only=False, destructive=True, idempotent=True),
         memory_write,

@@ -82,7 +82,8 @@ INSTRUCTIONS = (
     "text to correct one) and update_user (one fact about the user): they change only what "
     "you name. memory_write is for a whole-file rewrite only: memory_read the file, then "
     "send all of it with your change and the version read (a write that would remove most "
-    "of the file needs replace_all=true). The memory_context prompt is the memory "
+    "of the file, or a paragraph other than the template's, needs replace_all=true). The "
+    "memory_context prompt is the memory "
     f"part of a system prompt. The resource {LISTING_URI} lists your edits that were not "
     "stored (they conflicted with the user's, or were refused)."
 )

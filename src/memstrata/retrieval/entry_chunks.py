@@ -31,7 +31,7 @@ from collections.abc import Collection, Iterator
 
 from memstrata.agent.markdown_doc import Kind, parse
 from memstrata.retrieval.chunk import CHUNK_TOKENS, TokenCounter, chunk_text
-from memstrata.retrieval.scaffold import comparable
+from memstrata.retrieval.scaffold import blank_scaffold, comparable
 from memstrata.retrieval.tokenize import count_tokens
 
 __all__ = ["entries", "entry_chunks"]
@@ -48,7 +48,7 @@ def entry_chunks(
     template paragraphs ``scaffold`` (keys from ``scaffold_keys``) and their entries are
     left out."""
     chunks: list[str] = []
-    for entry in entries(_without_paragraphs(text, scaffold), _entries_of(scaffold)):
+    for entry in entries(blank_scaffold(text, scaffold), _entries_of(scaffold)):
         chunks.extend(chunk_text(entry, max_tokens, count))
     return chunks
 
@@ -81,20 +81,3 @@ def _entries_of(scaffold: Collection[str]) -> frozenset[str]:
             if block.kind is not Kind.HEADING:
                 found.add(comparable("\n".join(doc.lines[block.start : block.end])))
     return frozenset(found)
-
-
-def _without_paragraphs(text: str, scaffold: Collection[str]) -> str:
-    """``text`` with each paragraph still equal to one in ``scaffold`` blanked out, line
-    for line: the rest keeps its lines and indentation, which say what an entry is."""
-    if not scaffold:
-        return text
-    lines = text.split("\n")
-    start = None
-    for index, line in enumerate([*lines, ""]):
-        if line.strip():
-            start = index if start is None else start
-            continue
-        if start is not None and comparable("\n".join(lines[start:index])) in scaffold:
-            lines[start:index] = [""] * (index - start)
-        start = None
-    return "\n".join(lines)

@@ -21,7 +21,13 @@ from collections.abc import Collection
 from memstrata.memory.templates import strip_frontmatter
 from memstrata.retrieval.chunk import paragraphs
 
-__all__ = ["comparable", "drop_scaffold", "drop_template_paragraphs", "scaffold_keys"]
+__all__ = [
+    "blank_scaffold",
+    "comparable",
+    "drop_scaffold",
+    "drop_template_paragraphs",
+    "scaffold_keys",
+]
 
 
 def comparable(paragraph: str) -> str:
@@ -44,6 +50,24 @@ def drop_scaffold(content: str, scaffold: Collection[str]) -> str:
     Its own frontmatter stays: it is something the user or the agent wrote."""
     kept = [p for p in paragraphs(content) if (key := comparable(p)) and key not in scaffold]
     return "\n\n".join(kept)
+
+
+def blank_scaffold(text: str, scaffold: Collection[str]) -> str:
+    """``text`` with each paragraph still equal to one in ``scaffold`` blanked out, line
+    for line: the rest keeps its lines and indentation (what an entry is, where a line
+    is), as entry chunking and the agent tools' rewrite guard read them."""
+    if not scaffold:
+        return text
+    lines = text.split("\n")
+    start = None
+    for index, line in enumerate([*lines, ""]):
+        if line.strip():
+            start = index if start is None else start
+            continue
+        if start is not None and comparable("\n".join(lines[start:index])) in scaffold:
+            lines[start:index] = [""] * (index - start)
+        start = None
+    return "\n".join(lines)
 
 
 def drop_template_paragraphs(content: str, template: str) -> str:
