@@ -30,8 +30,8 @@ from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 from memstrata.agent.answers import PROTECTED_FILE, error, sync_message
+from memstrata.agent.tool_context import ToolContext
 from memstrata.agent.tool_log import log_refusal
-from memstrata.agent.tools import ToolContext
 from memstrata.errors import ProtectedFileError, SandboxError, SandboxPathError
 from memstrata.memory.kinds import FileKind
 from memstrata.sandbox.base import check_agent_write, normalise_sandbox_path

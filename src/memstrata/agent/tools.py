@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -52,16 +51,15 @@ from memstrata.agent.answers import (
 from memstrata.agent.arguments import DEFAULT_TOOL_TOP_K, search_arguments
 from memstrata.agent.edits import Edit, NothingToWrite, too_large
 from memstrata.agent.schemas import check_arguments, tool_schemas
+from memstrata.agent.tool_context import SYNCED_OUTCOMES as SYNCED_OUTCOMES
+from memstrata.agent.tool_context import ToolContext as ToolContext
 from memstrata.agent.tool_edits import long_term_edit, record_memory_edit, user_edit
 from memstrata.agent.tool_log import log_refusal, logged
 from memstrata.errors import RuntimeClosedError, SandboxError, ToolInputError
 from memstrata.logs import log_failure
 from memstrata.memory.kinds import FileKind
-from memstrata.sandbox.base import Sandbox
-from memstrata.sandbox.dirty import RoundTracker
 from memstrata.sandbox.results import Outcome, SandboxEdit, SyncResult
 from memstrata.sandbox.rule import SyncBase, has_content
-from memstrata.sandbox.sync import SyncService
 
 if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is built
     from memstrata.retrieval.search import SearchService as Searcher
@@ -69,53 +67,6 @@ if TYPE_CHECKING:  # numpy and the retrieval stack load only where a searcher is
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-# A controlled write that left the DB equal to the sandbox: no round-end read-back needed.
-SYNCED_OUTCOMES = frozenset({Outcome.WRITTEN, Outcome.UNCHANGED, Outcome.MERGED})
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What every tool of one session is bound to. ``tracker`` is the round's one owner
-    of dirty flags and of the sandbox's path rules (case, workspace prefixes)."""
-
-    user_id: str
-    sync: SyncService
-    sandbox: Sandbox
-    session_id: str | None
-    tracker: RoundTracker
-    # Whether a round end or session start follows that reads the sandbox copy back. MCP
-    # clients call tools with no rounds: an edit left in the sandbox copy is stored only
-    # by a later call, so the answer must not promise "it will be saved later".
-    rounds: bool = True
-
-    @classmethod
-    def bind(
-        cls,
-        user_id: str,
-        sync: SyncService,
-        sandbox: Sandbox,
-        *,
-        session_id: str | None = None,
-        tracker: RoundTracker | None = None,
-        rounds: bool = True,
-    ) -> ToolContext:
-        """A context; without a ``tracker`` the tools keep their own for this sandbox."""
-        if tracker is None:
-            tracker = RoundTracker(user_id, session_id, case_sensitive=sandbox.case_sensitive)
-        return cls(user_id, sync, sandbox, session_id, tracker, rounds)
-
-    async def sync_written(self, name: str) -> SyncResult:
-        """Sync ``name`` after a controlled write to the sandbox (scenario 2) and tell the
-        round tracker where that left it: in line with the DB, and on which base."""
-        result = await self.sync.after_controlled_write(
-            self.user_id, name, self.session_id, sandbox=self.sandbox, tracker=self.tracker
-        )
-        if result.outcome in SYNCED_OUTCOMES:
-            self.tracker.mark_synced(name)
-        if result.base is not None:
-            self.tracker.advance_base(name, result.base)
-        return result
 
 
 class MemoryTools:
