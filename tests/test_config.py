@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_args
 
 import pytest
 from pydantic import ValidationError
 
-from memstrata.config import Settings, unset_database_problem
+from memstrata.api.app import create_app
+from memstrata.config import Settings, request_limit_problem, unset_database_problem
 from memstrata.config_doc import render
-from memstrata.errors import InvalidSettingError
+from memstrata.errors import SettingsConflictError
 
 
 def test_configuration_doc_is_current() -> None:
@@ -51,20 +55,33 @@ def test_production_needs_a_database_url_and_no_jwt_setting() -> None:
 
 
 def test_a_file_limit_above_the_request_limit_is_refused_naming_both(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A file over the request limit could be typed but never saved (413): the page's meter
-    said "1.2 of 2.0 MiB" and the save was refused. Refused at start-up instead."""
+    said "1.2 of 2.0 MiB" and the save was refused. A process that takes requests refuses
+    it at start-up; a library host, which takes none, is not asked."""
     monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", str(2 * 1024 * 1024))
-    with pytest.raises(InvalidSettingError) as refused:
-        Settings()
+    settings = Settings()  # a library host's settings stay valid
     line = (
         "MEMSTRATA_MAX_CONTENT_BYTES (2097152) is over MEMSTRATA_MAX_REQUEST_BYTES (1048576): "
         "a file that large could never be saved, its request would be refused"
     )
-    assert any(line in text for text in str(refused.value).splitlines()), str(refused.value)
+    problem = request_limit_problem(settings)
+    assert problem is not None and line in problem, problem
+    with pytest.raises(SettingsConflictError, match=re.escape(line)):
+        create_app(settings)
+    for command in (["serve", "--port", "0"], ["mcp", "--user", "alice"]):
+        refused = subprocess.run(
+            [sys.executable, "-m", "memstrata.cli", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "MEMSTRATA_DATA_DIR": str(tmp_path)},
+        )
+        assert refused.returncode != 0 and line in refused.stderr, (command, refused.stderr)
     monkeypatch.setenv("MEMSTRATA_MAX_REQUEST_BYTES", str(4 * 1024 * 1024))
-    assert Settings().max_content_bytes == 2 * 1024 * 1024
+    assert request_limit_problem(Settings()) is None
 
 
 def test_alg_none_is_refused() -> None:

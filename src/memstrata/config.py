@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -114,21 +114,6 @@ class Settings(ServingSettings, SearchSettings, EmbeddingSettings, StorageSettin
     # Here, not in a part: it spans the embedding and serving parts' list settings.
     _lists = field_validator(*LIST_EXAMPLES, mode="before")(must_be_list)
 
-    @model_validator(mode="after")
-    def _a_file_fits_in_a_request(self) -> Settings:
-        """A file over the request limit could be typed (the page's meter counts up to the
-        file limit) but never saved: every write of it is refused 413. Here, not in a
-        part: the file limit is storage's, the request limit serving's."""
-        if self.max_content_bytes > self.max_request_bytes:
-            raise ValueError(
-                f"MEMSTRATA_MAX_CONTENT_BYTES ({self.max_content_bytes}) is over "
-                f"MEMSTRATA_MAX_REQUEST_BYTES ({self.max_request_bytes}): a file that large "
-                "could never be saved, its request would be refused; raise "
-                "MEMSTRATA_MAX_REQUEST_BYTES (a file's request is a little larger than the file) "
-                "or lower MEMSTRATA_MAX_CONTENT_BYTES"
-            )
-        return self
-
 
 def not_json_error(exc: SettingsError) -> SettingNotJSONError:
     """pydantic-settings' refusal of a value that is not JSON, as the error naming its
@@ -184,3 +169,19 @@ def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]
         for name in sorted(environ)
         if name.startswith("MEMSTRATA_") and name not in known and name not in TOOLING_VARIABLES
     ]
+
+
+def request_limit_problem(settings: Settings) -> str | None:
+    """Why a process that takes requests (``memstrata serve``, ``memstrata mcp``,
+    ``create_app``) cannot work with these settings, or None: a file over the request limit
+    could be typed (the page's meter counts up to the file limit) but never saved, every
+    write of it refused 413. A library host takes no requests and is not asked."""
+    if settings.max_content_bytes <= settings.max_request_bytes:
+        return None
+    return (
+        f"MEMSTRATA_MAX_CONTENT_BYTES ({settings.max_content_bytes}) is over "
+        f"MEMSTRATA_MAX_REQUEST_BYTES ({settings.max_request_bytes}): a file that large "
+        "could never be saved, its request would be refused; raise "
+        "MEMSTRATA_MAX_REQUEST_BYTES (a file's request is a little larger than the file) "
+        "or lower MEMSTRATA_MAX_CONTENT_BYTES"
+    )
