@@ -335,10 +335,14 @@ def test_a_file_that_failed_to_load_says_so_and_loads_when_opened_again(
     expect(page.locator("#file-retry")).to_be_visible()
     tab(page, "user")
     expect(page.locator("#file-retry")).to_be_hidden()
-    page.click("#tab-soul")  # opening the tab again tries again, and says so again
+    # the message already has this text, so wait for the read's answer: the
+    # text alone can match before the read is even sent
+    with page.expect_response("**/api/config/agent-files/soul"):
+        page.click("#tab-soul")  # opening the tab again tries again, and says so again
     expect(page.locator("#file-message")).to_have_text(failed)
     assert len(reads) == 2
-    page.click("#file-retry")
+    with page.expect_response("**/api/config/agent-files/soul"):
+        page.click("#file-retry")
     expect(page.locator("#file-message")).to_have_text(failed)
     assert len(reads) == 3
     page.unroute("**/api/config/agent-files/soul")

@@ -252,12 +252,16 @@ def test_a_skills_list_that_failed_to_load_says_so_and_loads_when_opened_again(
     page.route("**/api/config/skills", unavailable)
     page.reload()  # signed in from the tab's storage, the list fails to load
     expect(page.locator("#skills-retry:not([hidden])")).to_be_attached()
-    _skills(page)  # opening the view tries again
+    # the message already has this text, so wait for the read's answer: the
+    # text alone can match before the read is even sent
+    with page.expect_response("**/api/config/skills"):
+        _skills(page)  # opening the view tries again
     failed = "Could not load the skills. Starting. Press Retry to try again."
     expect(page.locator("#skills-message")).to_have_text(failed)
     expect(page.locator("#skills-retry")).to_be_visible()
     assert len(reads) == 2
-    page.click("#skills-retry")
+    with page.expect_response("**/api/config/skills"):
+        page.click("#skills-retry")
     expect(page.locator("#skills-message")).to_have_text(failed)
     assert len(reads) == 3
     page.unroute("**/api/config/skills")
