@@ -57,14 +57,16 @@ def test_production_needs_a_database_url_and_no_jwt_setting() -> None:
 def test_a_file_limit_above_the_request_limit_is_refused_naming_both(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A file over the request limit could be typed but never saved (413): the page's meter
-    said "1.2 of 2.0 MiB" and the save was refused. A process that takes requests refuses
-    it at start-up; a library host, which takes none, is not asked."""
+    """A file over the request limit could never be written through MCP's memory_write
+    (the REST PUT takes a file at its limit whatever the request limit). A process that
+    takes requests refuses it at start-up; a library host, which takes none, is not
+    asked."""
     monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", str(2 * 1024 * 1024))
     settings = Settings()  # a library host's settings stay valid
     line = (
         "MEMSTRATA_MAX_CONTENT_BYTES (2097152) is over MEMSTRATA_MAX_REQUEST_BYTES (1048576): "
-        "a file that large could never be saved, its request would be refused"
+        "a file that large could never be written through MCP (memory_write), its request "
+        "would be refused"
     )
     problem = request_limit_problem(settings)
     assert problem is not None and line in problem, problem

@@ -171,17 +171,35 @@ def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]
     ]
 
 
+# The most bytes a JSON body spends on one byte of a file's UTF-8: a control character
+# escaped as \u00XX (a quote or backslash takes 2; a client that escapes non-ASCII, as
+# Python's json does, 3 for each byte of a 2- or 4-byte character).
+JSON_ESCAPE_BYTES = 6
+# Room in a memory file's PUT body beside its content: the keys, expected_version, spaces.
+FILE_BODY_ROOM = 4096
+
+
+def file_request_bytes(settings: Settings) -> int:
+    """The body limit of a memory file's PUT: a file at ``max_content_bytes`` always fits,
+    however its JSON escapes it (a file of ``"`` characters is a body twice its size, one of
+    control characters six times), and the content itself, once decoded, is what the file
+    limit is measured against (413 above it). Never below ``max_request_bytes``."""
+    worst = JSON_ESCAPE_BYTES * settings.max_content_bytes + FILE_BODY_ROOM
+    return max(settings.max_request_bytes, worst)
+
+
 def request_limit_problem(settings: Settings) -> str | None:
     """Why a process that takes requests (``memstrata serve``, ``memstrata mcp``,
     ``create_app``) cannot work with these settings, or None: a file over the request limit
-    could be typed (the page's meter counts up to the file limit) but never saved, every
-    write of it refused 413. A library host takes no requests and is not asked."""
+    could never be written through MCP's ``memory_write``, every call of it refused (the
+    REST PUT takes up to :func:`file_request_bytes`, whatever the request limit). A library
+    host takes no requests and is not asked."""
     if settings.max_content_bytes <= settings.max_request_bytes:
         return None
     return (
         f"MEMSTRATA_MAX_CONTENT_BYTES ({settings.max_content_bytes}) is over "
         f"MEMSTRATA_MAX_REQUEST_BYTES ({settings.max_request_bytes}): a file that large "
-        "could never be saved, its request would be refused; raise "
-        "MEMSTRATA_MAX_REQUEST_BYTES (a file's request is a little larger than the file) "
-        "or lower MEMSTRATA_MAX_CONTENT_BYTES"
+        "could never be written through MCP (memory_write), its request would be refused; "
+        "raise MEMSTRATA_MAX_REQUEST_BYTES (a file's request is a little larger than the "
+        "file) or lower MEMSTRATA_MAX_CONTENT_BYTES"
     )

@@ -32,6 +32,11 @@ DATABASE_URL_ALIASES = ("postgres://", "postgresql://", "postgresql+psycopg2://"
 PSYCOPG_SCHEME = "postgresql+psycopg://"
 # How often the database monitor of `memstrata serve` checks the database (seconds).
 DB_CHECK_INTERVAL_S = 1.0
+# A memory-file write based on an older version whose text the file holds already:
+# "conflict" is the spec's 409 (a stale version is a conflict); "unchanged" answers it
+# with the stored version, nothing written (``memory.same_text.unchanged_write``).
+SameTextStaleVersion = Literal["conflict", "unchanged"]
+SAME_TEXT_STALE_VERSION: SameTextStaleVersion = "conflict"
 
 
 def _default_data_dir() -> Path:
@@ -139,6 +144,17 @@ class StorageSettings(BaseModel):
         "part of, and cut and embedded on each write).",
     )
 
+    same_text_stale_version: SameTextStaleVersion = Field(
+        default=SAME_TEXT_STALE_VERSION,
+        description="A memory-file write (REST PUT, MCP `memory_write`, the library's "
+        "`upsert_memory_file`) based on an older version, of the very text the file holds "
+        "now. `conflict`: the spec's 409, whose body adds `same_content: true` and whose "
+        "message says the file holds this text already (a retry after a lost answer knows "
+        "it landed). `unchanged`: 200 with the stored version and `unchanged: true`, nothing "
+        "written, as if the version matched (an opt-in departure from the spec). A write on "
+        "the current version of the same text is always 200 `unchanged`.",
+    )
+
     @field_validator("data_dir", "sandbox_root", "template_dir", mode="before")
     @classmethod
     def _blank_path_is_unset(cls, value: object, info: ValidationInfo) -> object:
@@ -194,8 +210,10 @@ def _postgresql_url(value: str) -> str:
     """``value`` if it is a PostgreSQL URL SQLAlchemy can read; else a ValueError saying
     what one looks like (another scheme, or a port that is not a number, used to end
     every command in a driver's traceback)."""
+    if "://" not in value:  # the value is not quoted: it may be a password pasted alone
+        raise ValueError(f"is not a URL (it has no scheme://); {DATABASE_URL_EXAMPLE}")
     if not value.startswith(PSYCOPG_SCHEME):
-        scheme = value.split("://", 1)[0] if "://" in value else "none"
+        scheme = value.split("://", 1)[0]
         raise ValueError(
             f"must be a PostgreSQL URL ({DATABASE_URL_EXAMPLE}); got scheme {scheme[:20]!r}"
         )

@@ -56,6 +56,9 @@ class VersionConflictError(MemstrataError, RuntimeError):
     this process is told the version that one stored). HTTP's 409 body calls them
     ``expected_version`` and ``current_version``, which are also properties here.
     ``user_id`` and ``file_type`` (``user_md``, ``soul_md``, ``memory_md``) say which file.
+    ``same_content``: version ``actual`` holds the very text the refused write sent (a retry
+    of a write that landed, its answer lost): the message says so, and HTTP's 409 body adds
+    ``"same_content": true``.
     """
 
     def __init__(
@@ -64,6 +67,8 @@ class VersionConflictError(MemstrataError, RuntimeError):
         file_type: str,
         expected: int,
         actual: int | None,
+        *,
+        same_content: bool = False,
     ) -> None:
         if actual is None:
             happened = f"expected version {expected}, found no file yet"
@@ -71,11 +76,18 @@ class VersionConflictError(MemstrataError, RuntimeError):
         else:
             happened = f"expected version {expected}, found version {actual}"
             fix = f"read it again and apply your change to version {actual}"
+        if same_content and actual is not None:
+            happened += (
+                ", which holds this text already (nothing to write: a write of it landed, "
+                "perhaps one whose answer was lost)"
+            )
+            fix = f"to change it further, {fix}"
         super().__init__(f"version conflict on {file_name(file_type)}: {happened}; {fix}")
         self.user_id = user_id
         self.file_type = file_type
         self.expected = expected
         self.actual = actual
+        self.same_content = same_content and actual is not None
 
     @property
     def expected_version(self) -> int:

@@ -124,7 +124,13 @@ def assemble(
         memory_chunking=settings.memory_chunking,
         database_check=db.refuse_if_lost,
     )
-    store = MemoryStore(sessions, templates, settings.max_content_bytes, indexer=indexer)
+    store = MemoryStore(
+        sessions,
+        templates,
+        settings.max_content_bytes,
+        indexer=indexer,
+        same_text_stale_version=settings.same_text_stale_version,
+    )
     cache = IndexCache(
         sessions,
         settings.search_cache_users,

@@ -14,6 +14,13 @@ MAX_CLUSTER_CHARS = 64
 _CLUSTER = regex.compile(r"\X")
 
 
+def character_at(index: int) -> str:
+    """Where a refusal says the character at 0-based ``index`` is, as people count:
+    ``character 1`` is the first. The one wording of every message (HTTP, MCP, the
+    library, the CLI); a structured offset (``errors[].loc``) stays 0-based."""
+    return f"character {index + 1}"
+
+
 def lone_surrogate_at(text: str) -> int | None:
     """Where ``text`` has a lone surrogate (which JSON's ``"\\ud800"`` can carry and UTF-8,
     hence PostgreSQL, cannot store), or None when it has none."""
@@ -29,7 +36,7 @@ def lone_surrogate_problem(text: str, what: str) -> str | None:
     surrogate is, as every caller that refuses one words it."""
     if (at := lone_surrogate_at(text)) is None:
         return None
-    where = f"{text[at]!r} at character {at}"
+    where = f"{text[at]!r} at {character_at(at)}"
     return f"{what} is not valid Unicode: it contains a lone surrogate ({where})"
 
 
@@ -38,7 +45,7 @@ def unstorable_text(text: str, what: str) -> str | None:
     PostgreSQL's text columns refuse, or a lone surrogate, which UTF-8 cannot carry. The
     one rule and wording for memory files, conversation rounds and tool arguments."""
     if (at := text.find("\x00")) != -1:
-        return f"{what} must not contain NUL characters ('\\x00' at character {at})"
+        return f"{what} must not contain NUL characters ('\\x00' at {character_at(at)})"
     return lone_surrogate_problem(text, what)
 
 

@@ -27,7 +27,7 @@ USER_MD = "# USER.md\n\n## Profile\n- Name: Ann\n"
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("Plans\x00X", "section must not contain NUL characters ('\\x00' at character 5)"),
+        ("Plans\x00X", "section must not contain NUL characters ('\\x00' at character 6)"),
         ("Plans\ud800", "section is not valid Unicode: it contains a lone surrogate"),
         ("Plans\u202eX", "section must not contain U+202E RIGHT-TO-LEFT OVERRIDE (a bidi"),
         ("\u2066Plans", "section must not contain U+2066 LEFT-TO-RIGHT ISOLATE (a bidi"),
@@ -45,7 +45,7 @@ def test_a_section_name_with_a_refused_character_is_refused(name: str, said: str
 @pytest.mark.parametrize(
     ("key", "said"),
     [
-        ("Ci\x00ty", "key must not contain NUL characters ('\\x00' at character 2)"),
+        ("Ci\x00ty", "key must not contain NUL characters ('\\x00' at character 3)"),
         ("a\x1bb\x07", "key must not contain U+001B (a control character"),
         ("City\u202e", "key must not contain U+202E RIGHT-TO-LEFT OVERRIDE"),
     ],

@@ -58,10 +58,23 @@ def test_a_fence_left_open_is_refused_and_a_closed_one_passes() -> None:
     assert text_refusal(FileKind.MEMORY, "# MEMORY.md\n\n```py\nx = 1\n```\n") is None
 
 
-def test_the_text_already_stored_is_no_change_whatever_the_version() -> None:
-    verdict = rewrite_verdict(FileKind.USER, USER, stored(FileKind.USER, USER, 4), 1)
+def test_the_text_already_stored_is_no_change_on_the_current_version() -> None:
+    verdict = rewrite_verdict(FileKind.USER, USER, stored(FileKind.USER, USER, 4), 4)
     assert verdict == NoChange(FileKind.USER, 4)
     assert verdict.answer == "No change: USER.md already holds this text (version 4)."
+
+
+def test_the_text_already_stored_on_an_older_version_goes_to_the_stores_conflict() -> None:
+    """By default a stale version is the spec's conflict even for the stored text: the
+    write goes on, and the store refuses it saying the file holds the text already."""
+    verdict = rewrite_verdict(FileKind.USER, USER, stored(FileKind.USER, USER, 4), 1)
+    assert verdict == Store(FileKind.USER, None)
+
+
+def test_with_the_unchanged_rule_the_stored_text_is_no_change_whatever_the_version() -> None:
+    file = stored(FileKind.USER, USER, 4)
+    verdict = rewrite_verdict(FileKind.USER, USER, file, 1, same_text="unchanged")
+    assert verdict == NoChange(FileKind.USER, 4)
 
 
 def test_removing_most_is_refused_with_counts_unless_replace_all() -> None:

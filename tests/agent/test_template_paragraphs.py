@@ -86,11 +86,11 @@ def stored(kind: FileKind, content: str) -> MemoryFile:
 
 @pytest.mark.parametrize("kind", [FileKind.USER, FileKind.MEMORY])
 def test_memory_write_may_drop_the_templates_paragraphs_of_user_and_memory(
-    templates: TemplateSet, kind: FileKind
+    store: MemoryStore, templates: TemplateSet, kind: FileKind
 ) -> None:
     old = templates.load(kind)
     new = "\n".join(line for line in old.split("\n") if line.startswith(("#", "- ")))
-    keys = template_paragraphs(templates, kind)
+    keys = template_paragraphs(store, kind)
 
     verdict = rewrite_verdict(kind, new, stored(kind, old), 3, scaffold=keys)
     unknown = rewrite_verdict(kind, new, stored(kind, old), 3)  # no template: all are prose
@@ -101,12 +101,14 @@ def test_memory_write_may_drop_the_templates_paragraphs_of_user_and_memory(
     assert isinstance(unknown, Refused) and unknown.data["error"] == WOULD_REMOVE_TEXT
 
 
-def test_soul_mds_template_is_the_persona_and_stays_guarded(templates: TemplateSet) -> None:
+def test_soul_mds_template_is_the_persona_and_stays_guarded(
+    store: MemoryStore, templates: TemplateSet
+) -> None:
     old = templates.load(FileKind.SOUL)
     # Its paragraph under the title dropped, as the others' templates' may be.
     new = "\n\n".join(p for p in old.split("\n\n") if not p.startswith("You are"))
 
-    keys = template_paragraphs(templates, FileKind.SOUL)
+    keys = template_paragraphs(store, FileKind.SOUL)
     verdict = rewrite_verdict(FileKind.SOUL, new, stored(FileKind.SOUL, old), 3, scaffold=keys)
 
     assert keys == frozenset()
@@ -116,5 +118,10 @@ def test_soul_mds_template_is_the_persona_and_stays_guarded(templates: TemplateS
     )
 
 
-def test_a_missing_template_leaves_every_paragraph_guarded(tmp_path: Path) -> None:
-    assert template_paragraphs(TemplateSet(tmp_path), FileKind.MEMORY) == frozenset()
+def test_a_missing_template_leaves_every_paragraph_guarded(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    assert (
+        template_paragraphs(MemoryStore(store.sessions, TemplateSet(tmp_path)), FileKind.MEMORY)
+        == frozenset()
+    )

@@ -81,7 +81,7 @@ async def test_record_memory_creates_a_missing_section_and_indents_more_lines(
         ({"content": 7}, "error: content must be a string"),
         (
             {"content": "a\x00b"},
-            "error: content must not contain NUL characters ('\\x00' at character 1)",
+            "error: content must not contain NUL characters ('\\x00' at character 2)",
         ),
     ],
 )
@@ -99,7 +99,7 @@ async def test_record_memory_refuses_a_lone_surrogate(
     result = await tools.call("record_memory", '{"content": "hi \\ud83d there"}')
     assert result == (
         "error: content is not valid Unicode: it contains a lone surrogate ('\\ud83d' at "
-        "character 3)"
+        "character 4)"
     )
     assert memory(store)[1] == 1
 

@@ -248,7 +248,7 @@ def test_bad_if_match_is_400(
             "invalid request: expected_version must be a JSON integer from 0 to 2147483647: "
             'send 1, not "1"',
         ),
-        ({"content": "a\x00b"}, "content must not contain NUL characters ('\\x00' at character 1)"),
+        ({"content": "a\x00b"}, "content must not contain NUL characters ('\\x00' at character 2)"),
     ],
 )
 def test_put_invalid_bodies_are_422(

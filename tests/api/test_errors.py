@@ -213,11 +213,11 @@ def test_malformed_json_is_422(client: TestClient, auth: AuthHeader) -> None:
     )
     assert response.status_code == 422
     assert plain(response.json()) == {
-        "detail": "invalid request: body: malformed JSON at character 12: Expecting value",
+        "detail": "invalid request: body: malformed JSON at character 13: Expecting value",
         "errors": [
             {
                 "loc": ["body"],
-                "msg": "malformed JSON at character 12: Expecting value",
+                "msg": "malformed JSON at character 13: Expecting value",
                 "type": "json_invalid",
             }
         ],

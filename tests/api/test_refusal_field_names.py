@@ -92,7 +92,7 @@ def test_a_merge_text_with_a_nul_is_named_by_its_field(
 ) -> None:
     response = client.post(MERGE, headers=auth(), json={**GOOD, name: "x\x00"})
     assert response.status_code == 422, response.text
-    said = f"{name} must not contain NUL characters ('\\x00' at character 1)"
+    said = f"{name} must not contain NUL characters ('\\x00' at character 2)"
     assert response.json()["detail"] == said
     assert response.json()["errors"] == [
         {"loc": ["body", name], "msg": said, "type": "value_error"}

@@ -20,7 +20,7 @@ from tests.api.conftest import TokenFactory
 SEARCH = "/api/memory/search"
 TURN = "/api/memory/conversations/s1/turns"
 FILE = "/api/config/agent-files/user"
-NUL_QUERY = "query must not contain NUL characters ('\\x00' at character 3)"
+NUL_QUERY = "query must not contain NUL characters ('\\x00' at character 4)"
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ NUL_QUERY = "query must not contain NUL characters ('\\x00' at character 3)"
             TURN,
             {"turn_index": 0, "user_message": "a\x00"},
             "user_message",
-            "user_message must not contain NUL characters ('\\x00' at character 1)",
+            "user_message must not contain NUL characters ('\\x00' at character 2)",
         ),
         (
             TURN,
@@ -58,7 +58,7 @@ NUL_QUERY = "query must not contain NUL characters ('\\x00' at character 3)"
             FILE,
             {"content": "ab\x00"},
             "content",
-            "content must not contain NUL characters ('\\x00' at character 2)",
+            "content must not contain NUL characters ('\\x00' at character 3)",
         ),
     ],
 )
@@ -127,5 +127,5 @@ def test_a_token_user_id_with_a_nul_has_the_shared_wording(
 ) -> None:
     response = client.get("/api/config/limits", headers=bearer(make_token("bo\x00b")))
     assert response.status_code == 401, response.text
-    said = "user_id must not contain NUL characters ('\\x00' at character 2)"
+    said = "user_id must not contain NUL characters ('\\x00' at character 3)"
     assert said in response.json()["detail"]

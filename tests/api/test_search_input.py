@@ -79,5 +79,5 @@ def test_a_lone_surrogate_in_the_query_is_422_with_the_services_words(
     )
     assert response.status_code == 422, response.text
     assert response.json()["detail"] == (
-        "query is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 4)"
+        "query is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 5)"
     )

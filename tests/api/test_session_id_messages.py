@@ -18,11 +18,11 @@ BODY = {"turn_index": 0, "user_message": "hi"}
 @pytest.mark.parametrize(
     ("in_path", "said"),
     [
-        ("a%5Cb", "invalid session_id 'a\\\\b': character 1 is '\\' (a path separator)"),
+        ("a%5Cb", "invalid session_id 'a\\\\b': character 2 is '\\' (a path separator)"),
         ("%20%20", "invalid session_id '  ': it is blank"),
         (
             "caf%E9",
-            "invalid session_id 'caf\ufffd': character 3 is U+FFFD REPLACEMENT CHARACTER (it "
+            "invalid session_id 'caf\ufffd': character 4 is U+FFFD REPLACEMENT CHARACTER (it "
             "stands where text was not valid UTF-8; send the id's own characters)",
         ),
     ],
@@ -39,7 +39,7 @@ def test_a_session_id_in_the_path(
 @pytest.mark.parametrize(
     ("session_id", "said"),
     [
-        ("a/b", "invalid session_id 'a/b': character 1 is '/' (a path separator)"),
+        ("a/b", "invalid session_id 'a/b': character 2 is '/' (a path separator)"),
         ("", "session_id is empty"),
     ],
 )

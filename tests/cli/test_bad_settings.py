@@ -41,7 +41,7 @@ def run(*args: str) -> tuple[int, str]:
         ("MEMSTRATA_JWT_ALGORITHMS", "HS256", "MEMSTRATA_JWT_ALGORITHMS: not valid JSON"),
         ("MEMSTRATA_LOG_LEVEL", "LOUD", "MEMSTRATA_LOG_LEVEL: must be one of DEBUG"),
         ("MEMSTRATA_API_PREFIX", "/a b", "MEMSTRATA_API_PREFIX: must be a URL path"),
-        ("MEMSTRATA_DATABASE_URL", "not a url", "MEMSTRATA_DATABASE_URL: must be a PostgreSQL"),
+        ("MEMSTRATA_DATABASE_URL", "not a url", "MEMSTRATA_DATABASE_URL: is not a URL"),
         ("MEMSTRATA_DATABASE_URL", "mysql://x/y", "got scheme 'mysql'"),
         ("MEMSTRATA_DATABASE_URL", "sqlite:///x.db", "got scheme 'sqlite'"),
         (

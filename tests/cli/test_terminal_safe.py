@@ -177,7 +177,7 @@ def test_a_user_id_with_control_characters_is_refused_without_echoing_it(
     code, out, err = run_cli("conflicts", "show", "--user", f"a{CLIPBOARD}", "bad-name")
     assert (code, out) == (1, "")
     assert not ACTIVE.search(err)
-    assert "character 1 is U+001B" in err
+    assert "character 2 is U+001B" in err
 
 
 @pytest.fixture

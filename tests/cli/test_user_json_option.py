@@ -105,7 +105,7 @@ def test_the_id_the_json_gives_is_checked_as_a_plain_one(
     assert (code, out) == (1, "")
     assert err.strip().splitlines() == [
         f"{prefix}user_id must not contain control characters or line separators: character "
-        "1 is U+0009"
+        "2 is U+0009"
     ]
 
 

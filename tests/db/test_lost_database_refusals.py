@@ -27,6 +27,7 @@ from memstrata.runtime import Memstrata
 from tests.api.auth import AuthHeader, signed
 from tests.api.test_batch_turns import BATCH, _turn
 from tests.api.test_frozen_database_outage import BOUND_S, FILE, INTERVAL_S, SEARCH, Server
+from tests.db.frozen import searches_refused_while_lost
 from tests.reliability.test_database_faults import pg_ctl
 from tests.retrieval.fault_server import FaultServer
 from tests.waiting import wait_for
@@ -209,26 +210,7 @@ def test_one_users_searches_are_refused_at_once_while_the_database_is_lost(
     body = {"query": "me", "top_k": 3}
     assert client.put(FILE, headers=auth("alice"), json={"content": "# me\n"}).status_code == 200
     assert client.post(SEARCH, headers=auth("alice"), json=body).status_code == 200
-    answers: list[tuple[int, str, float]] = []
-
-    def search() -> None:
-        began = time.monotonic()
-        response = client.post(SEARCH, headers=auth("alice"), json=body)
-        answers.append((response.status_code, response.json().get("code"), began))
-
-    with own.server.stopped():
-        wait_for(lambda: mem.db.up() is False, BOUND_S, "the monitor to find the database lost")
-        threads = [threading.Thread(target=search) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(20)
-        ended = time.monotonic()
-    assert [a[:2] for a in answers] == [(503, "database_unavailable")] * 4
-    waited = max(ended - a[2] for a in answers)
-    assert waited < 1.0, waited
-    wait_for(lambda: mem.db.up() is True, 15, "the monitor to find the database up")
-    assert client.post(SEARCH, headers=auth("alice"), json=body).status_code == 200
+    searches_refused_while_lost(own.server, mem, client, auth("alice"), body)
 
 
 def test_readyz_is_ready_while_the_postmaster_alone_is_stopped(

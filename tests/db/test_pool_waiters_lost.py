@@ -25,7 +25,8 @@ from memstrata.db.monitor import DatabaseMonitor
 from memstrata.errors import DatabaseUnavailableError
 from memstrata.runtime import Memstrata
 from tests.api.auth import AuthHeader, signed
-from tests.api.test_frozen_database_outage import BOUND_S, FILE, INTERVAL_S, SEARCH, Server
+from tests.api.test_frozen_database_outage import BOUND_S, FILE, INTERVAL_S, Server
+from tests.db.frozen import searches_refused_while_lost
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -179,37 +180,19 @@ def test_searches_that_would_load_an_index_are_refused_at_once_while_lost(
         with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
             put = client.put(FILE, headers=auth("carol"), json={"content": "# me\n"})
             assert put.status_code == 200  # written, never searched: its index not cached
-            answers: list[tuple[int, str, float]] = []
-
-            def search() -> None:
-                began = time.monotonic()
-                response = client.post(SEARCH, headers=auth("carol"), json=body)
-                answers.append((response.status_code, response.json().get("code"), began))
-
-            with server.stopped():
-                wait_for(lambda: mem.db.up() is False, BOUND_S, "the monitor to find it lost")
-                threads = [threading.Thread(target=search) for _ in range(4)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join(20)
-                ended = time.monotonic()
-            assert [a[:2] for a in answers] == [(503, "database_unavailable")] * 4
-            waited = max(ended - a[2] for a in answers)
-            assert waited < 1.0, waited
-            wait_for(lambda: mem.db.up() is True, 15, "the monitor to find the database up")
-            assert client.post(SEARCH, headers=auth("carol"), json=body).status_code == 200
+            searches_refused_while_lost(server, mem, client, auth("carol"), body)
     finally:
         mem.close()
 
 
-@pytest.mark.parametrize("after_thaw", ["refusal", "new_connection"])
+@pytest.mark.parametrize("after_thaw", ["refusal", "refused_connection"])
 def test_the_monitor_checks_at_once_when_asked_after_the_server_is_back(
     server: Server, after_thaw: str
 ) -> None:
     """Up to one check (1 s by default) after the server was back, every search and write
     was refused still: the monitor had not seen it answer yet. A refusal, or a connection
-    opened meanwhile, now has it check again at once."""
+    refused meanwhile (the server was found frozen: no new connection until it answers),
+    now has it check again at once."""
     engine = make_engine(server.url)
     db = Database(engine, make_session_factory(engine), check_interval_s=30)
     monitor = db.monitor
@@ -224,7 +207,8 @@ def test_the_monitor_checks_at_once_when_asked_after_the_server_is_back(
             with pytest.raises(DatabaseUnavailableError):
                 db.refuse_if_lost()
         else:
-            engine.connect().close()
+            with pytest.raises(DatabaseUnavailableError):
+                engine.connect()
         wait_for(lambda: db.up() is True, 3, "the monitor to find the database up")
         assert time.monotonic() - began < 1.0
         db.refuse_if_lost()

@@ -37,6 +37,7 @@ LONE_SURROGATE = (
 )
 TOOLS_LIST = '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
 FILE = f"{DOC_URL}/api/config/agent-files/user"
+BATCH = f"{DOC_URL}/api/memory/conversations/turns:batch"
 
 
 def _post(body: str, *headers: str) -> str:
@@ -231,7 +232,8 @@ def test_api_md_errors(served: Served, tmp_path: Path) -> None:
         "`invalid_file_name`": f"{AUTH} {DOC_URL}/api/config/agent-files/bogus",
         "`not_found`": f"{AUTH} {DOC_URL}/api/no-such-path",
         "`method_not_allowed`": f"-X DELETE {AUTH} {DOC_URL}/api/config/skills",
-        "`payload_too_large`": f"-X PUT {AUTH} {JSON} --data-binary @{big} {FILE}",
+        # A batch of turns: a memory file's PUT takes more (a file at its limit, escaped).
+        "`payload_too_large`": f"-X POST {AUTH} {JSON} --data-binary @{big} {BATCH}",
         "`validation_error`": f"-X PUT {AUTH} {JSON} -d '{{}}' {FILE}",
     }
     runs = served.sh(*(f"curl -s -w '\\n%{{http_code}}' {r}" for r in requests.values()))

@@ -99,8 +99,8 @@ def test_a_long_unknown_skill_name_is_cut(open_runtime: Callable[..., Memstrata]
 @pytest.mark.parametrize(
     ("session_id", "said"),
     [
-        ("a/b", "invalid session_id 'a/b': character 1 is '/' (a path separator)"),
-        ("a\\b", "invalid session_id 'a\\\\b': character 1 is '\\' (a path separator)"),
+        ("a/b", "invalid session_id 'a/b': character 2 is '/' (a path separator)"),
+        ("a\\b", "invalid session_id 'a\\\\b': character 2 is '\\' (a path separator)"),
         ("", "session_id is empty"),
         ("   ", "invalid session_id '   ': it is blank"),
         (5, "session_id must be a string, got int"),
@@ -110,22 +110,22 @@ def test_a_long_unknown_skill_name_is_cut(open_runtime: Callable[..., Memstrata]
         ),
         (
             "a\x85b",
-            "invalid session_id 'a\\x85b': character 1 is U+0085 (a control character or "
+            "invalid session_id 'a\\x85b': character 2 is U+0085 (a control character or "
             "line separator)",
         ),
         (
             "\u202eabc",
-            "invalid session_id '\\u202eabc': character 0 is U+202E RIGHT-TO-LEFT OVERRIDE "
+            "invalid session_id '\\u202eabc': character 1 is U+202E RIGHT-TO-LEFT OVERRIDE "
             "(a bidirectional control, which shows the id and the text after it reordered)",
         ),
         (
             "caf\ufffd",
-            "invalid session_id 'caf\ufffd': character 3 is U+FFFD REPLACEMENT CHARACTER (it "
+            "invalid session_id 'caf\ufffd': character 4 is U+FFFD REPLACEMENT CHARACTER (it "
             "stands where text was not valid UTF-8; send the id's own characters)",
         ),
         (
             "a\ud800",
-            "invalid session_id 'a\\ud800': character 1 is U+D800 (a lone surrogate, not "
+            "invalid session_id 'a\\ud800': character 2 is U+D800 (a lone surrogate, not "
             "valid Unicode)",
         ),
     ],
@@ -166,8 +166,8 @@ def test_a_bad_query_says_what_is_wrong(query: object, said: str) -> None:
 
 # -- NUL and lone surrogates: one rule, one wording --------------------------------------------
 
-NUL = "content must not contain NUL characters ('\\x00' at character 1)"
-SURROGATE = "content is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 2)"
+NUL = "content must not contain NUL characters ('\\x00' at character 2)"
+SURROGATE = "content is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 3)"
 
 
 @pytest.mark.parametrize(("text", "said"), [("a\x00b", NUL), ("ab\ud800", SURROGATE)])
@@ -187,7 +187,7 @@ def test_a_query_with_a_lone_surrogate_has_the_same_words() -> None:
     with pytest.raises(InvalidContentError) as info:
         check_query("tea \ud800")
     assert str(info.value) == (
-        "query is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 4)"
+        "query is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 5)"
     )
 
 

@@ -84,7 +84,7 @@ def test_what_the_sdk_can_answer_passes(message: dict[str, Any]) -> None:
             BadMessage(
                 -32700,
                 "params.q is not valid Unicode: it contains a lone surrogate ('\\udc00' at "
-                "character 0); send a complete UTF-16 surrogate pair (such as "
+                "character 1); send a complete UTF-16 surrogate pair (such as "
                 "\\ud83d\\ude00) or the character itself",
                 3,
             ),

@@ -77,7 +77,9 @@ def _rest_and_mcp(base_url: str, headers: dict[str, str]) -> tuple[httpx.Respons
 def test_an_oversized_body_gets_the_rest_apis_413(base_url: str) -> None:
     body = b'{"jsonrpc": "2.0", "pad": "' + b"x" * (1024 * 1024 + 1) + b'"}'
     headers = {**MCP_HEADERS, **bearer("alice"), "Content-Type": "application/json"}
-    rest = httpx.put(f"{base_url}/api/config/agent-files/memory", headers=headers, content=body)
+    # The batch route: a memory file's PUT takes more (its JSON escapes, docs/API.md Limits).
+    batch = f"{base_url}/api/memory/conversations/turns:batch"
+    rest = httpx.post(batch, headers=headers, content=body)
     mcp = httpx.post(f"{base_url}/mcp", headers=headers, content=body)
     assert rest.status_code == mcp.status_code == 413
     assert mcp.json()["code"] == rest.json()["code"] == "payload_too_large"
@@ -99,7 +101,7 @@ def test_a_lone_surrogate_gets_the_rest_apis_message(base_url: str) -> None:
     call = {"name": "conversation_index_turn", "arguments": {"session_id": "s1", **turn}}
     request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
     mcp = httpx.post(f"{base_url}/mcp", headers=headers, content=json.dumps(request))
-    same = "is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 2)"
+    same = "is not valid Unicode: it contains a lone surrogate ('\\ud800' at character 3)"
     assert rest.status_code == 422 and same in rest.json()["detail"], rest.text
     assert mcp.status_code == 400, mcp.text
     body = mcp.json()

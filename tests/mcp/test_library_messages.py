@@ -51,13 +51,13 @@ async def test_nul_in_content_is_worded_as_everywhere(connect: ClientFactory) ->
     write = {"name": "user", "content": "a\x00b", "expected_version": 1}
     async with connect("alice") as client:
         said = await refused(client, "memory_write", write)
-    assert said == "error: content must not contain NUL characters ('\\x00' at character 1)"
+    assert said == "error: content must not contain NUL characters ('\\x00' at character 2)"
 
 
 @pytest.mark.parametrize(
     ("session_id", "said"),
     [
-        ("a/b", "invalid session_id 'a/b': character 1 is '/' (a path separator)"),
+        ("a/b", "invalid session_id 'a/b': character 2 is '/' (a path separator)"),
         ("", "session_id is empty"),
     ],
 )

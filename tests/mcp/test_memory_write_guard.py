@@ -128,11 +128,14 @@ async def test_a_rewrite_that_removes_some_entries_is_written_and_says_which(
     assert stored(mem, "alice", FileKind.MEMORY) == (new, read["version"] + 1)
 
 
-async def test_a_retried_write_is_no_change_whatever_the_version(
+async def test_a_retried_write_changes_nothing_and_says_it_is_stored(
     connect: ClientFactory, mem: Memstrata
 ) -> None:
     """memory_write is annotated idempotent: the walkthrough's retry (same content, same
-    expected_version) was a version conflict although its text was stored."""
+    expected_version) changes nothing. By the spec's rule (a stale version is a conflict,
+    MEMSTRATA_SAME_TEXT_STALE_VERSION=conflict) it is refused, its answer saying the text
+    is stored and there is nothing to do; the same text on the current version is no
+    change."""
     async with connect("alice") as client:
         read = (await ok(client, "memory_read", {"name": "memory"})).structured_content
         assert read is not None
@@ -142,17 +145,21 @@ async def test_a_retried_write_is_no_change_whatever_the_version(
         first = await ok(client, "memory_write", arguments)
         again = await client.call_tool("memory_write", arguments)
         stale = await client.call_tool("memory_write", {**arguments, "expected_version": 0})
-    assert text(first) == f"Saved MEMORY.md as version {current + 1}."
-    for retry in (again, stale):
-        assert not retry.is_error, text(retry)
-        assert (
-            text(retry) == f"No change: MEMORY.md already holds this text (version {current + 1})."
+        same = await client.call_tool(
+            "memory_write", {**arguments, "expected_version": current + 1}
         )
+    assert text(first) == f"Saved MEMORY.md as version {current + 1}."
+    for retry, expected in ((again, current), (stale, 0)):
+        assert retry.is_error, text(retry)
+        assert "which holds this text already: your write is stored" in text(retry)
         assert retry.structured_content == {
-            "name": "memory",
-            "file_type": "memory_md",
-            "version": current + 1,
+            "error": "version_conflict",
+            "expected_version": expected,
+            "current_version": current + 1,
+            "same_content": True,
         }
+    assert not same.is_error, text(same)
+    assert text(same) == f"No change: MEMORY.md already holds this text (version {current + 1})."
     assert stored(mem, "alice", FileKind.MEMORY) == (new, current + 1)
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
         (
             "record_memory",
             {"content": "hello", "section": "Plans\x00X"},
-            "section must not contain NUL characters ('\\x00' at character 5); give the name "
+            "section must not contain NUL characters ('\\x00' at character 6); give the name "
             "alone in plain text, such as 'Decisions'",
         ),
         (
@@ -35,19 +35,19 @@ pytestmark = pytest.mark.anyio
         (
             "update_user",
             {"section": "Profile", "key": "Ci\x00ty", "content": "Porto"},
-            "key must not contain NUL characters ('\\x00' at character 2); give the name alone "
+            "key must not contain NUL characters ('\\x00' at character 3); give the name alone "
             "in plain text, such as 'Time zone'",
         ),
         (
             "update_user",
             {"section": "Profile", "key": "City\u202e", "content": "Porto"},
             "key must not contain U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional control, which "
-            "shows the name and the text after it reordered) (character 4)",
+            "shows the name and the text after it reordered) (character 5)",
         ),
         (
             "update_user",
             {"section": "Profile", "key": "a\x1bb\x07", "content": "Porto"},
-            "key must not contain U+001B (a control character or line separator) (character 1)",
+            "key must not contain U+001B (a control character or line separator) (character 2)",
         ),
     ],
 )

@@ -30,7 +30,7 @@ def sdk_exception(line: str) -> Exception:
             BadMessage(
                 -32700,
                 "params.turns[1].text is not valid Unicode: it contains a lone surrogate "
-                f"('\\udfff' at character 2); {FIX}",
+                f"('\\udfff' at character 3); {FIX}",
                 "a",
             ),
         ),
@@ -39,7 +39,7 @@ def sdk_exception(line: str) -> Exception:
             BadMessage(
                 -32700,
                 "a key in params is not valid Unicode: it contains a lone surrogate "
-                f"('\\ud800' at character 1); {FIX}",
+                f"('\\ud800' at character 2); {FIX}",
                 1,
             ),
         ),
@@ -48,7 +48,7 @@ def sdk_exception(line: str) -> Exception:
             BadMessage(
                 -32700,
                 "result.t is not valid Unicode: it contains a lone surrogate "
-                f"('\\ud800' at character 0); {FIX}",
+                f"('\\ud800' at character 1); {FIX}",
             ),
         ),
         (  # an id that cannot be written back
@@ -56,7 +56,7 @@ def sdk_exception(line: str) -> Exception:
             BadMessage(
                 -32700,
                 "id is not valid Unicode: it contains a lone surrogate "
-                f"('\\ud800' at character 0); {FIX}",
+                f"('\\ud800' at character 1); {FIX}",
             ),
         ),
         (
@@ -64,7 +64,7 @@ def sdk_exception(line: str) -> Exception:
             BadMessage(
                 -32700,
                 "the message is not valid Unicode: it contains a lone surrogate "
-                f"('\\udc00' at character 0); {FIX}",
+                f"('\\udc00' at character 1); {FIX}",
             ),
         ),
     ],
@@ -104,7 +104,7 @@ def test_anything_else_is_left_to_the_sdk(raw: str | bytes) -> None:
             BadMessage(
                 -32700,
                 "params.a is not valid Unicode: it contains a lone surrogate "
-                f"('\\ud800' at character 0); {FIX}",
+                f"('\\ud800' at character 1); {FIX}",
                 2,
             ),
         ),

@@ -37,7 +37,7 @@ async def test_a_bad_query_is_refused_as_the_library_refuses_it(
 async def test_a_nul_in_a_query_has_the_shared_wording(connect: ClientFactory) -> None:
     async with connect("alice") as client:
         said = await refused(client, "memory_search", {"query": "tea\x00"})
-    assert said == "error: query must not contain NUL characters ('\\x00' at character 3)"
+    assert said == "error: query must not contain NUL characters ('\\x00' at character 4)"
 
 
 async def test_a_query_as_long_as_over_http_is_searched(connect: ClientFactory) -> None:

@@ -45,7 +45,7 @@ def _said(session_id: str) -> str:
 )
 def test_a_slash_lookalike_is_refused_with_its_name(session_id: str, named: str) -> None:
     assert _said(session_id) == (
-        f"invalid session_id {session_id!r}: character 1 is {named} (it looks like a path "
+        f"invalid session_id {session_id!r}: character 2 is {named} (it looks like a path "
         f"separator); {SESSION_ID_HINT}"
     )
 

@@ -115,7 +115,7 @@ def test_stdio_answers_lines_it_cannot_parse_and_goes_on(tmp_path: Path, pg_url:
     assert surrogate == {
         "code": -32700,
         "message": "params.arguments.content is not valid Unicode: it contains a lone "
-        "surrogate ('\\ud800' at character 6); send a complete UTF-16 surrogate pair "
+        "surrogate ('\\ud800' at character 7); send a complete UTF-16 surrogate pair "
         "(such as \\ud83d\\ude00) or the character itself",
     }
     assert unclosed == {

@@ -478,7 +478,7 @@ async def test_a_replacement_character_gets_mcps_advice(connect: ClientFactory) 
     async with connect() as client:
         said = await refused(client, "conversation_index_turn", turn)
     assert said.startswith(
-        "error: invalid session_id 'caf\ufffd': character 3 is U+FFFD REPLACEMENT CHARACTER "
+        "error: invalid session_id 'caf\ufffd': character 4 is U+FFFD REPLACEMENT CHARACTER "
         "(it stands where text was not valid UTF-8; send the id's own characters); use 1–200"
     ), said
 

@@ -15,20 +15,20 @@ from memstrata.memory.kinds import validate_user_id
 from memstrata.retrieval.session_ids import check_session_id
 
 INVISIBLE = [
-    ("bob\u3164", "character 3 is U+3164 HANGUL FILLER"),
-    ("\uffa0bob", "character 0 is U+FFA0 HALFWIDTH HANGUL FILLER"),
-    ("b\u115fob", "character 1 is U+115F HANGUL CHOSEONG FILLER"),
-    ("bo\u034fb", "character 2 is U+034F COMBINING GRAPHEME JOINER"),
-    ("bob\ufe00", "character 3 is U+FE00 VARIATION SELECTOR-1"),
-    ("bob\ufe0f", "character 3 is U+FE0F VARIATION SELECTOR-16"),
-    ("bob\U000e0100", "character 3 is U+E0100 VARIATION SELECTOR-17"),
-    ("\u845b\U000e0100", "character 1 is U+E0100 VARIATION SELECTOR-17"),  # a glyph variant
-    ("bo\u200cb", "character 2 is U+200C ZERO WIDTH NON-JOINER"),  # Latin letters never join
-    ("bob\u180b", "character 3 is U+180B MONGOLIAN FREE VARIATION SELECTOR ONE"),
-    ("\u200cbob", "character 0 is U+200C ZERO WIDTH NON-JOINER"),
-    ("bob\u200c", "character 3 is U+200C ZERO WIDTH NON-JOINER"),
-    ("1\u200c2", "character 1 is U+200C ZERO WIDTH NON-JOINER"),
-    ("\U0001f3f4\U000e0067", "character 1 is U+E0067 TAG LATIN SMALL LETTER G"),
+    ("bob\u3164", "character 4 is U+3164 HANGUL FILLER"),
+    ("\uffa0bob", "character 1 is U+FFA0 HALFWIDTH HANGUL FILLER"),
+    ("b\u115fob", "character 2 is U+115F HANGUL CHOSEONG FILLER"),
+    ("bo\u034fb", "character 3 is U+034F COMBINING GRAPHEME JOINER"),
+    ("bob\ufe00", "character 4 is U+FE00 VARIATION SELECTOR-1"),
+    ("bob\ufe0f", "character 4 is U+FE0F VARIATION SELECTOR-16"),
+    ("bob\U000e0100", "character 4 is U+E0100 VARIATION SELECTOR-17"),
+    ("\u845b\U000e0100", "character 2 is U+E0100 VARIATION SELECTOR-17"),  # a glyph variant
+    ("bo\u200cb", "character 3 is U+200C ZERO WIDTH NON-JOINER"),  # Latin letters never join
+    ("bob\u180b", "character 4 is U+180B MONGOLIAN FREE VARIATION SELECTOR ONE"),
+    ("\u200cbob", "character 1 is U+200C ZERO WIDTH NON-JOINER"),
+    ("bob\u200c", "character 4 is U+200C ZERO WIDTH NON-JOINER"),
+    ("1\u200c2", "character 2 is U+200C ZERO WIDTH NON-JOINER"),
+    ("\U0001f3f4\U000e0067", "character 2 is U+E0067 TAG LATIN SMALL LETTER G"),
 ]
 
 

@@ -52,7 +52,7 @@ def test_a_query_with_a_nul_has_the_shared_wording(
     with pytest.raises(InvalidContentError) as info:
         open_runtime().search.search("alice", "tea\x00")
     assert str(info.value) == unstorable_text("tea\x00", "query")
-    assert str(info.value) == "query must not contain NUL characters ('\\x00' at character 3)"
+    assert str(info.value) == "query must not contain NUL characters ('\\x00' at character 4)"
 
 
 def test_an_optional_expected_version_may_be_left_out_a_required_one_not() -> None:
@@ -73,7 +73,7 @@ def test_a_user_id_that_cannot_be_stored_has_the_shared_wording(
     store: MemoryStore, user_id: str
 ) -> None:
     said = unstorable_text(user_id, "user_id")
-    assert said is not None and "at character 2" in said
+    assert said is not None and "at character 3" in said
     with pytest.raises(InvalidUserIdError) as checked:
         validate_user_id(user_id)
     with pytest.raises(InvalidUserIdError) as read:

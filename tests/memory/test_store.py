@@ -73,10 +73,11 @@ def test_legacy_agents_rows_are_readable_but_never_written(
                 "VALUES ('old', 'agents_md', 'legacy')"
             )
         )
-    for name in ("agents", "AGENTS.md", FileKind.AGENTS):
+    for name in ("agents", FileKind.AGENTS):  # the names docs/LIBRARY.md reads it by
         legacy = store.get_memory_file("old", name)
         assert legacy is not None and legacy.content == "legacy"
         assert legacy.kind is FileKind.AGENTS
+    for name in ("agents", "AGENTS.md", FileKind.AGENTS):
         with pytest.raises(InvalidFileTypeError, match="platform template"):
             store.upsert_memory_file("old", name, "new")
     again = store.get_memory_file("old", "agents")

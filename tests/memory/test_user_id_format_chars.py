@@ -25,15 +25,15 @@ from memstrata.sandbox.dir_names import safe_dir_name
 
 # (id, the character's position and name in the refusal)
 FORMAT_IDS = [
-    ("bob\u200b", "character 3 is U+200B ZERO WIDTH SPACE"),
-    ("a\u202eb", "character 1 is U+202E RIGHT-TO-LEFT OVERRIDE"),
-    ("\u2066alice", "character 0 is U+2066 LEFT-TO-RIGHT ISOLATE"),
-    ("al\u00adice", "character 2 is U+00AD SOFT HYPHEN"),
-    ("x\ufeffy", "character 1 is U+FEFF ZERO WIDTH NO-BREAK SPACE"),
-    ("a\u2060b", "character 1 is U+2060 WORD JOINER"),
-    ("bob\u200d", "character 3 is U+200D ZERO WIDTH JOINER"),
-    ("flag\U000e0067", "character 4 is U+E0067 TAG LATIN SMALL LETTER G"),
-    ("a\u200eb", "character 1 is U+200E LEFT-TO-RIGHT MARK"),
+    ("bob\u200b", "character 4 is U+200B ZERO WIDTH SPACE"),
+    ("a\u202eb", "character 2 is U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("\u2066alice", "character 1 is U+2066 LEFT-TO-RIGHT ISOLATE"),
+    ("al\u00adice", "character 3 is U+00AD SOFT HYPHEN"),
+    ("x\ufeffy", "character 2 is U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    ("a\u2060b", "character 2 is U+2060 WORD JOINER"),
+    ("bob\u200d", "character 4 is U+200D ZERO WIDTH JOINER"),
+    ("flag\U000e0067", "character 5 is U+E0067 TAG LATIN SMALL LETTER G"),
+    ("a\u200eb", "character 2 is U+200E LEFT-TO-RIGHT MARK"),
 ]
 
 
@@ -53,7 +53,7 @@ def test_the_refusal_says_why_for_a_bidi_control() -> None:
     with pytest.raises(InvalidUserIdError) as info:
         validate_user_id("a\u202eb")
     assert str(info.value) == (
-        "user_id must not contain invisible or bidirectional format characters: character 1 "
+        "user_id must not contain invisible or bidirectional format characters: character 2 "
         "is U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional control, which shows the id and "
         "the text after it reordered); remove it"
     )

@@ -149,10 +149,11 @@ def test_a_library_write_of_the_stored_text_is_a_no_op_by_default(
         first.updated_at,
     )
     assert hooked.staged == [] and rows(db) == before
-    # Stale but holding the text: the write would lose nobody's edit (a retried write
-    # whose answer was lost), so it is answered with the stored version, not refused.
-    stale = files.upsert_memory_file(USER, "memory", "tea in the morning\n", expected_version=0)
-    assert (stale.changed, stale.version) == (False, first.version)
+    # Stale but holding the text: the spec's conflict by default, saying that the file
+    # holds it (test_same_text_stale.py), with nothing embedded or written.
+    with pytest.raises(VersionConflictError) as info:
+        files.upsert_memory_file(USER, "memory", "tea in the morning\n", expected_version=0)
+    assert info.value.same_content and hooked.staged == [] and rows(db) == before
     # Asked for, a write of the same text still makes a version (and embeds nothing new).
     forced = files.upsert_memory_file(USER, "memory", "tea in the morning\n", skip_unchanged=False)
     assert (forced.changed, forced.version) == (True, first.version + 1)

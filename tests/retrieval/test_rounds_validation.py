@@ -123,11 +123,11 @@ def test_allowed_session_ids(session_id: str) -> None:
 @pytest.mark.parametrize(
     ("session_id", "named"),
     [
-        ("\u202eabc", "character 0 is U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional control"),
-        ("chat\u2067x", "character 4 is U+2067 RIGHT-TO-LEFT ISOLATE (a bidirectional control"),
-        ("a/b", "character 1 is '/' (a path separator)"),
-        ("caf\ufffd", "character 3 is U+FFFD REPLACEMENT CHARACTER (it stands where text was"),
-        ("a\x85b", "character 1 is U+0085 (a control character or line separator)"),
+        ("\u202eabc", "character 1 is U+202E RIGHT-TO-LEFT OVERRIDE (a bidirectional control"),
+        ("chat\u2067x", "character 5 is U+2067 RIGHT-TO-LEFT ISOLATE (a bidirectional control"),
+        ("a/b", "character 2 is '/' (a path separator)"),
+        ("caf\ufffd", "character 4 is U+FFFD REPLACEMENT CHARACTER (it stands where text was"),
+        ("a\x85b", "character 2 is U+0085 (a control character or line separator)"),
     ],
 )
 def test_a_refused_session_id_names_the_character_and_the_fix(session_id: str, named: str) -> None:

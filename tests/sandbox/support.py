@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,9 @@ class RecordingIndexer:
             self.before(user_id, kind, content)
         self.calls.append((user_id, kind, content))
         return self.inner.stage_memory_file(user_id, kind, content, embed=embed)
+
+    def template_paragraphs(self, kind: FileKind) -> Collection[str] | None:
+        return self.inner.template_paragraphs(kind)
 
 
 class FaultySandbox:

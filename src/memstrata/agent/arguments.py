@@ -16,7 +16,7 @@ from memstrata.agent.json_numbers import json_integer
 from memstrata.errors import InvalidContentError, ToolInputError
 from memstrata.retrieval.limits import MAX_TOOL_TOP_K
 from memstrata.retrieval.search_input import check_query, check_sources
-from memstrata.text import refused_id_character, shortened, unstorable_text
+from memstrata.text import character_at, refused_id_character, shortened, unstorable_text
 
 MAX_ENTRY_CHARS = 2000
 WHOLE_FILE = "content (the whole new MEMORY.md)"  # update_long_term_memory's, without section
@@ -40,7 +40,7 @@ def check_name(value: object, what: str, example: str = "Decisions") -> str:
     # second section (or key) that looks like the first.
     if (refused := refused_id_character(name, "the name")) is not None:
         at, named = refused
-        raise ToolInputError(f"{what} must not contain {named} (character {at}); {fix}")
+        raise ToolInputError(f"{what} must not contain {named} ({character_at(at)}); {fix}")
     if len(name) > MAX_NAME_CHARS:
         raise ToolInputError(f"{what} must be one line of at most {MAX_NAME_CHARS} characters")
     return name

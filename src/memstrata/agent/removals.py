@@ -29,7 +29,8 @@ A whole-file rewrite weighs the file's text outside entries by that one rule too
 says it means it (``memory_write``'s ``replace_all``, ``whole_file`` with
 ``replace_section``). Nothing else reported them, and a model that rewrote a file as its
 entries alone dropped every paragraph a person wrote, its answer saying only "Saved".
-A paragraph still equal to one of the file's template (:func:`template_paragraphs`) is
+A paragraph still equal to one of the file's template — the current one or one the user
+was provisioned from before: the indexer's rule (:func:`template_paragraphs`) — is
 scaffolding, not prose: it may go unnamed, or every agent rewriting a provisioned
 MEMORY.md from scratch was refused the first time for the template's intro alone.
 """
@@ -43,7 +44,7 @@ from memstrata.agent import entries, markdown_doc, sections
 from memstrata.agent.markdown_doc import Block, Doc, Kind, Section
 from memstrata.agent.wording import PREVIEW_CHARS, counted, is_key, listed, quoted
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.templates import TemplateSet
+from memstrata.memory.store import MemoryStore
 from memstrata.retrieval.scaffold import blank_scaffold, scaffold_keys
 from memstrata.text import shortened
 
@@ -91,17 +92,22 @@ def removal(old: str, new: str, *, prose: bool = False, scaffold: Collection[str
     )
 
 
-def template_paragraphs(templates: TemplateSet, kind: FileKind) -> frozenset[str]:
-    """The paragraphs a rewrite of ``kind`` may drop unnamed: its template's, as the indexer
-    compares them (:func:`~memstrata.retrieval.scaffold.scaffold_keys`), for the files
-    whose scaffolding it drops (USER.md, MEMORY.md). None of SOUL.md's: its template is the
-    persona, which a person may have kept as it is on purpose. Reads the template file;
-    an older template's paragraphs (``retrieval.template_history``) are not among them, so
-    a rewrite dropping those is refused as before."""
+def template_paragraphs(store: MemoryStore, kind: FileKind) -> frozenset[str]:
+    """The paragraphs a rewrite of ``kind`` may drop unnamed: those the indexer leaves out
+    as the template's (``FileIndexer.template_paragraphs``: the current template's and
+    every earlier one's this deployment provisioned from), for the files whose scaffolding
+    it drops (USER.md, MEMORY.md) — one rule, so that a paragraph is either memory or
+    scaffolding for both. Without an indexer that knows them, the current template's
+    (:func:`~memstrata.retrieval.scaffold.scaffold_keys`). None of SOUL.md's: its template
+    is the persona, which a person may have kept as it is on purpose. May read the
+    template file and the database."""
     if not kind.indexed:
         return frozenset()
+    known = None if store.indexer is None else store.indexer.template_paragraphs(kind)
+    if known is not None:
+        return frozenset(known)
     try:
-        return scaffold_keys(templates.load(kind))
+        return scaffold_keys(store.templates.load(kind))
     except OSError:  # nothing to tell scaffolding by: every paragraph is guarded
         return frozenset()
 

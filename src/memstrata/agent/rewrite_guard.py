@@ -24,13 +24,17 @@ likely does by mistake is refused (:class:`Refused`, nothing written):
   (:func:`~memstrata.agent.removals.text_removed`) — unless ``replace_all``: no answer
   named them, and a model rewriting a file as its entries (or SOUL.md as one new line)
   dropped what a person wrote there. A paragraph still equal to one of the template's
-  (``scaffold``: :func:`~memstrata.agent.removals.template_paragraphs`) is not counted.
+  (``scaffold``: :func:`~memstrata.agent.removals.template_paragraphs`, the paragraphs
+  the indexer leaves out, an older template's too) is not counted.
 
-A retried write whose text the file already holds is :class:`NoChange`, whatever its
-``expected_version`` (the tool is idempotent: the first call landed): the store's rule
-(:func:`~memstrata.memory.store.holds_text`), by which a REST PUT is answered too. The
-removals are weighed only against the version the write is based on: with another, the
-write is refused as stale anyway, and the model re-reads before it writes again.
+A write whose text the file already holds is :class:`NoChange` where the store would
+answer it unchanged (:func:`~memstrata.memory.same_text.unchanged_write`, by which a REST
+PUT is answered too): on the current version always, on an older one only with
+``MEMSTRATA_SAME_TEXT_STALE_VERSION=unchanged``. By default a retry on an older version goes
+on to the store, whose conflict tells the model that the file holds its text already (the
+first call landed: nothing to do). The removals are weighed only against the version the
+write is based on: with another, the write is refused as stale anyway, and the model
+re-reads before it writes again.
 
 Two steps, so that a text refused on its own is refused before the stored file is read:
 :func:`text_refusal`, then :func:`rewrite_verdict` with the stored file. Both read the
@@ -47,9 +51,11 @@ from typing import Any
 from memstrata.agent.arguments import check_open_blocks, numbered_lines
 from memstrata.agent.removals import OUTSIDE_ENTRIES, Removal, joined, paragraphs, removal, said
 from memstrata.agent.wording import counted, listed
+from memstrata.config_storage import SAME_TEXT_STALE_VERSION, SameTextStaleVersion
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.store import MemoryFile, holds_text
+from memstrata.memory.same_text import unchanged_write
+from memstrata.memory.store import MemoryFile
 
 # A refusal's code (MCP's structuredContent ``error``): content that leaves a code fence or
 # an HTML block open, a blank content, one that would remove most of the file, and one
@@ -126,11 +132,14 @@ def rewrite_verdict(
     *,
     replace_all: bool = False,
     scaffold: Collection[str] = (),
+    same_text: SameTextStaleVersion = SAME_TEXT_STALE_VERSION,
 ) -> Verdict:
     """What becomes of rewriting ``stored`` (None: the user has no file yet) as ``text``,
     a write based on ``expected_version``, once :func:`text_refusal` let ``text`` pass
-    (module doc); ``scaffold``: the template's paragraphs, which it may drop."""
-    if stored is not None and holds_text(stored, text):
+    (module doc); ``scaffold``: the template paragraphs it may drop; ``same_text``: the
+    store's ``same_text_stale_version``."""
+    if unchanged_write(stored, text, expected_version, same_text):
+        assert stored is not None  # it holds the text
         return NoChange(kind, stored.version)
     if stored is None or stored.version != expected_version:
         return Store(kind, None)

@@ -25,7 +25,7 @@ from memstrata.agent.record_edit import AppendEntry
 from memstrata.agent.removals import template_paragraphs
 from memstrata.errors import ToolInputError
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.templates import TemplateSet
+from memstrata.memory.store import MemoryStore
 
 _SECTION_OR_FILE = (
     "pass section to replace one section's body, or whole_file=true without section to "
@@ -67,17 +67,19 @@ def long_term_edit(
     new_section: bool = False,
     *,
     replace_section: bool = False,
-    templates: TemplateSet | None = None,
+    store: MemoryStore | None = None,
 ) -> Edit:
-    """``update_long_term_memory``'s edit, its arguments checked; ``templates``: the
-    user's, whose MEMORY.md paragraphs a whole-file rewrite may drop (reads the file)."""
+    """``update_long_term_memory``'s edit, its arguments checked; ``store``: the user's,
+    whose template paragraphs of MEMORY.md a whole-file rewrite may drop
+    (:func:`~memstrata.agent.removals.template_paragraphs`: may read the template file
+    and the database)."""
     if section is None:
         if replace_section and whole_file is not True:
             raise ToolInputError(_SECTION_FLAG)
         text = check_whole_file(content, whole_file is True)
         scaffold = frozenset[str]()
-        if templates is not None and whole_file is True:
-            scaffold = template_paragraphs(templates, FileKind.MEMORY)
+        if store is not None and whole_file is True:
+            scaffold = template_paragraphs(store, FileKind.MEMORY)
         whole = whole_file is True
         return ReplaceFile(text, whole_file=whole, guard=not replace_section, scaffold=scaffold)
     if whole_file is True:

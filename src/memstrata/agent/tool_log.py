@@ -4,14 +4,15 @@ A refused or failed call answers the model with ``error: …`` and stores nothin
 this line a platform had no trail of it (malformed arguments, an oversized ``update_user``,
 a whole-file write refused). INFO when the caller's input was refused (the caller's to
 fix), WARNING when a part failed (database, sandbox, embedding): ``ToolAnswer.part_failed``.
-The ``reason`` is the answer's opening words only: refusals quote the file's lines and the
-arguments' text (in quotes or parentheses), which stay out of the log.
+The line says which tool and why by its code (``error``: ``ToolAnswer.cause``) only, none
+of the answer's words: refusals name the file's sections, keys and lines and quote the
+arguments' text — the user's content, even in their opening words ("USER.md has no ##
+<section>, and <key> is set under ## <heading>") — which stays out of the log.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
@@ -23,10 +24,6 @@ from memstrata.text import shortened
 logger = logging.getLogger(__name__)
 
 REFUSED_EVENT = "agent.tool.refused"
-# Enough for what was refused ("USER.md would be 310000 bytes, over the 262144-byte limit").
-REASON_CHARS = 120
-# Where an answer's own words end: its first clause, before any quoted or parenthesised text.
-_QUOTED_OR_NEXT_CLAUSE = re.compile(r"""[;'"`\n]| \(""")
 # A tool name as a caller sent it (any text, for an unknown tool) is cut here.
 TOOL_NAME_CHARS = 80
 
@@ -56,12 +53,6 @@ def logged(tool: Tool[S, P]) -> Tool[S, P]:
     return run
 
 
-def reason(answer: str) -> str:
-    """The opening words of a failed ``answer``, without ``error:`` (module doc)."""
-    text = answer.removeprefix("error: ")
-    return shortened(_QUOTED_OR_NEXT_CLAUSE.split(text, maxsplit=1)[0].strip(), REASON_CHARS)
-
-
 def log_refusal(user_id: str, tool: str, answer: ToolAnswer) -> None:
     """Log failed call ``answer`` of ``tool`` (nothing for an answer that did not fail)."""
     if not answer.failed:
@@ -73,5 +64,4 @@ def log_refusal(user_id: str, tool: str, answer: ToolAnswer) -> None:
         user_id=user_id,
         tool=shortened(tool, TOOL_NAME_CHARS),
         error=answer.cause,
-        reason=reason(answer),
     )

@@ -155,7 +155,7 @@ class MemoryTools:
                     whole_file,
                     new_section is True,
                     replace_section=replace_section is True,
-                    templates=self.ctx.sync.store.templates,
+                    store=self.ctx.sync.store,
                 )
             )
         except ToolInputError as exc:

@@ -15,7 +15,8 @@ errors the two are the same English text). 409 and 422 add fields:
 - 404 ``not_found``: ``UnknownSkillError``, unknown path; 405 ``method_not_allowed``,
   naming every method the path takes (``Allow`` too)
 - 409 ``version_conflict`` (``VersionConflictError``, a RuntimeError, spec §4): adds
-  ``expected_version`` and ``current_version``
+  ``expected_version`` and ``current_version``, and ``same_content: true`` when the
+  current version holds the text the refused write sent
 - 413 ``payload_too_large``: request body over ``max_request_bytes``, or content over
   ``max_content_bytes``
 - 422 ``validation_error``: body validation (pydantic, malformed JSON, a body that is not
@@ -28,7 +29,9 @@ errors the two are the same English text). 409 and 422 add fields:
 - 429 ``too_many_sessions``: ``/mcp`` only, a user's MCP session cap (memstrata.mcp.sessions)
 - 503 ``unavailable``: runtime not started, or a sandbox / embedding failure that escaped
   the service layer; ``database_unavailable``: the database unreachable, or every pooled
-  connection busy, with ``Retry-After``; ``shutting_down``: a request still running when the
+  connection busy, with ``Retry-After``; and ``outcome: "unknown"`` when the database was
+  lost while the write's COMMIT awaited its answer (it may be stored: the detail says how
+  to find out); ``shutting_down``: a request still running when the
   shutdown's grace ended (memstrata.api.shutdown), with ``Retry-After``;
   ``database_read_only``: the database refused this server's statement for lack of a
   privilege (SQLSTATE 42501) or because it is read-only (25006: a hot standby,
@@ -62,6 +65,7 @@ from memstrata.api.error_shape import HttpError, error_body, http_error
 from memstrata.api.input_errors import Taker, body_taker, content_item
 from memstrata.api.validation_errors import undecodable_body, validation_error
 from memstrata.db.engine import READ_ONLY_SQLSTATE
+from memstrata.db.in_flight import CommitOutcomeUnknownError
 from memstrata.db.migrate import INSUFFICIENT_PRIVILEGE
 from memstrata.errors import (
     ContentTooLargeError,
@@ -111,7 +115,14 @@ def map_exception(exc: BaseException, body: Taker | None = None) -> HttpError | 
             400, INVALID_FILE_NAME, code="invalid_file_name", message=INVALID_FILE_NAME_MESSAGE
         )
     if isinstance(exc, VersionConflictError):
-        return http_error(409, str(exc), expected_version=exc.expected, current_version=exc.actual)
+        # ``same_content`` only when true: every other 409 keeps spec §4's body.
+        fields: dict[str, Any] = {
+            "expected_version": exc.expected,
+            "current_version": exc.actual,
+        }
+        if exc.same_content:
+            fields["same_content"] = True
+        return http_error(409, str(exc), **fields)
     if isinstance(exc, ContentTooLargeError):
         return http_error(413, str(exc))
     if isinstance(exc, InvalidContentError):
@@ -125,6 +136,9 @@ def map_exception(exc: BaseException, body: Taker | None = None) -> HttpError | 
     if isinstance(exc, SandboxError | EmbeddingError):
         # Checked before ValueError: SandboxPathError is both.
         return http_error(503, f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, CommitOutcomeUnknownError):
+        # Not "try again": the write may be stored; its detail says how to find out.
+        return _database_refusal(str(exc), "database_unavailable", outcome="unknown")
     # PoolTimeoutError: every pooled connection busy (a lock held, a flood of one user's
     # writes) for db.engine.POOL_TIMEOUT_S; a 500 with a traceback before.
     if isinstance(exc, DatabaseSetupError | OperationalError | PoolTimeoutError):
@@ -140,9 +154,11 @@ def map_exception(exc: BaseException, body: Taker | None = None) -> HttpError | 
     return None
 
 
-def _database_refusal(detail: str, code: str) -> HttpError:
+def _database_refusal(detail: str, code: str, **extra: Any) -> HttpError:
     """A 503 of the database's, with its ``Retry-After``."""
-    return http_error(503, detail, code=code, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+    return http_error(
+        503, detail, code=code, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)}, **extra
+    )
 
 
 # SQLSTATE numeric_value_out_of_range: an integer over 2^31 − 1 for an ``integer`` column.

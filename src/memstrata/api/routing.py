@@ -9,7 +9,7 @@ FastAPI app gets the same limits, errors and authentication.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from fastapi import Depends, Request, Response, Security
 from fastapi.dependencies.models import Dependant
@@ -22,6 +22,7 @@ from starlette.types import Message, Receive
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, error_response
 from memstrata.api.validation_errors import unparsed_body_error
+from memstrata.config import Settings
 
 # Declares the bearer scheme in the OpenAPI document (the "Authorize" button of /docs).
 # Stateless; the header itself is parsed by Authenticator.
@@ -40,7 +41,7 @@ def route_class(context: ApiContext) -> type[APIRoute]:
 
         def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
             handler = super().get_route_handler()
-            limit = context.settings.max_request_bytes
+            limit = body_limit(self.endpoint, context.settings)
             needs_auth = _depends_on(self.dependant, current_user)
             path_checks = _path_checks(self.dependant)
 
@@ -113,6 +114,30 @@ def _path_checks(dependant: Dependant) -> list[tuple[PathCheck, list[str]]]:
             found.append((dep.call, [p.name for p in dep.path_params]))
         found += _path_checks(dep)
     return found
+
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+# The attribute of an endpoint that reads more than MEMSTRATA_MAX_REQUEST_BYTES: a function
+# of the settings giving its body limit (:func:`larger_body`).
+_BODY_LIMIT = "memstrata_body_limit"
+
+
+def larger_body(limit: Callable[[Settings], int]) -> Callable[[Endpoint], Endpoint]:
+    """Mark an endpoint whose body limit is ``limit(settings)`` rather than
+    ``max_request_bytes`` (the memory-file PUT: a file at its own limit must fit however
+    its JSON escapes it)."""
+
+    def mark(endpoint: Endpoint) -> Endpoint:
+        setattr(endpoint, _BODY_LIMIT, limit)
+        return endpoint
+
+    return mark
+
+
+def body_limit(endpoint: Callable[..., Any], settings: Settings) -> int:
+    """The most bytes of body ``endpoint``'s route reads (413 above)."""
+    own = getattr(endpoint, _BODY_LIMIT, None)
+    return settings.max_request_bytes if own is None else int(own(settings))
 
 
 # What a REST client over the body limit should do. Only a batch of turns fits the default

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memstrata.api.error_shape import HttpError, http_error
 from memstrata.api.input_errors import Taker, reworded
+from memstrata.text import character_at
 
 
 def undecodable_body(exc: StarletteHTTPException) -> HttpError | None:
@@ -92,10 +93,11 @@ def _error_item(error: Mapping[str, Any], body: Taker | None) -> tuple[dict[str,
     loc = [str(part) for part in place]
     msg = str(error.get("msg", "invalid value"))
     kind = str(error.get("type", "value_error"))
-    if kind == "json_invalid":  # FastAPI puts the character offset in loc
+    if kind == "json_invalid":  # FastAPI puts the character offset (0-based) in loc
         ctx = error.get("ctx")
         reason = ctx.get("error") if isinstance(ctx, Mapping) else None
-        msg = f"malformed JSON at character {loc[-1] if len(loc) > 1 else 0}: {reason or msg}"
+        offset = int(place[-1]) if len(place) > 1 and isinstance(place[-1], int) else 0
+        msg = f"malformed JSON at {character_at(offset)}: {reason or msg}"
         loc = ["body"]
     said = reworded({**error, "loc": place[1:]}, body or _ANY_BODY) if loc[:1] == ["body"] else None
     item = {"loc": loc, "msg": said or msg, "type": kind}

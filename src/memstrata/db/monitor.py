@@ -16,9 +16,10 @@ serving existing connections while refusing new ones) every ``interval_s``:
   unanswered too, the server is frozen: ``db.lost``, and the sockets of every connection
   the engine has open, and the search check's pool next to it, are shut down
   (``db.interrupted``, :mod:`memstrata.db.open_connections`) so that the requests waiting
-  on them get a 503 now instead of when the freeze ends (once per freeze); connections
-  being opened are given up, and new ones of both then wait at most ``PROBE_TIMEOUT_S``
-  each until the database answers again;
+  on them get a 503 now instead of when the freeze ends (once per freeze; a COMMIT cut
+  off says its outcome is unknown, :mod:`memstrata.db.in_flight`); connections being
+  opened are given up, and new ones of both refused at once (each a ``hurry``) until the
+  database answers again;
 - from ``db.lost`` to ``db.recovered`` the pools' gate is closed (``db.pool_watch``): a
   checkout waiting for a pooled connection gives up at once, as a refusal does;
 - while the database is lost, a refusal (``Database.refuse_if_lost``) or a new connection
@@ -127,6 +128,7 @@ class DatabaseMonitor:
         self.not_accepting = False  # new connections time out, open ones answer
         self._sentinel: PoolProxiedConnection | None = None
         self._open = track(engine)
+        self._open.on_refusal = self.hurry  # a refused connection: the server may be back
         self.restarts = 0
         # While the database is lost, a connection handed back is closed, not pooled: a
         # smart shutdown waits for every client, and disposing the pool only closes the
@@ -138,12 +140,12 @@ class DatabaseMonitor:
     @property
     def frozen(self) -> bool:
         """Lost by a timeout that the sentinel did not answer either."""
-        return self._open.connect_timeout_cap_s is not None
+        return self._open.frozen
 
     def _set_frozen(self, frozen: bool) -> None:
         # On the tracker: new connections of every engine it tracks (the search check's
-        # pool too) then wait at most the probe's timeout.
-        self._open.connect_timeout_cap_s = PROBE_TIMEOUT_S if frozen else None
+        # pool too) are then refused.
+        self._open.frozen = frozen
 
     def _close_while_lost(self, _dbapi_connection: object, record: Any) -> None:
         if self.error is not None and record is not None:
@@ -202,7 +204,7 @@ class DatabaseMonitor:
         if self.frozen:
             # Only connections in use are left after the disposal, each waiting on the
             # frozen server (a refused or shutting-down one answers them itself).
-            cut = self._open.interrupt()
+            cut = self._open.interrupt(error)
             if cut:
                 log_event(logger, "db.interrupted", logging.WARNING, connections=cut, error=error)
         if self.embedded is not None and not self.embedded.alive():
@@ -272,9 +274,11 @@ class DatabaseMonitor:
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
-        # Nothing watches any more, so nothing reopens the gate: its word no longer holds
-        # (``up`` is None, and ``Database.refuse_if_lost`` refuses nothing either).
+        # Nothing watches any more, so nothing reopens the gate or takes new connections
+        # again: its word no longer holds (``up`` is None, and ``Database.refuse_if_lost``
+        # refuses nothing either).
         self._open.gate.open()
+        self._set_frozen(False)
         self._close_sentinel()
         self._probe.dispose()
 

@@ -24,6 +24,14 @@ So each is opened on a thread of its own, and the request's thread stops waiting
 as soon as the server is known frozen: it fails like a cut connection, and the attempt,
 left behind, closes what it gets, if anything, when its own timeout ends.
 
+While the server is known frozen a new connection is refused at once
+(``CheckoutRefusedError``, the monitor's words) and has the monitor check again
+(``on_refusal``): opened, it waited 2 s for nothing. A write whose pooled connection was
+cut off in its pre-ping was given a new one that way, and each later step of a request
+in flight too (a turn 2 s, a file's write 2 s per step after its commit); once the server
+runs again, the monitor's check sees it within a hurried check, as a refusal asks for.
+What a statement cut off raises says so (:mod:`memstrata.db.in_flight`).
+
 The tracker also holds the gate of its engines' pools (``db.pool_watch.CheckoutGate``),
 which the monitor closes while the database is lost: a checkout waiting for one of their
 connections gives up then.
@@ -37,13 +45,15 @@ import socket
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from psycopg import pq
 from sqlalchemy import Engine, event
 
-from memstrata.db.pool_watch import CheckoutGate, WatchedPool
+from memstrata.db.in_flight import watch_in_flight
+from memstrata.db.pool_watch import CheckoutGate, CheckoutRefusedError, WatchedPool, unavailable
 
 
 class OpenConnections:
@@ -53,23 +63,25 @@ class OpenConnections:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._open: weakref.WeakSet[Any] = weakref.WeakSet()
-        # Cut already: a later check of the same freeze finds them still open (psycopg
-        # learns of the cut only when it next uses one) and logged db.interrupted again.
-        self._cut: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._cap_s: int | None = None
+        # Cut already, with the monitor's error then: a later check of the same freeze
+        # finds them still open (psycopg learns of the cut only when it next uses one) and
+        # logged db.interrupted again; and what a cut statement raises names the cause.
+        self._cut: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._frozen = False
         self.gate = CheckoutGate()
+        # Called on each connection refused while frozen (the monitor's ``hurry``).
+        self.on_refusal: Callable[[], None] | None = None
 
     @property
-    def connect_timeout_cap_s(self) -> int | None:
-        """Set while the server is known frozen (the database monitor): the 10 s
-        connect_timeout would hold each request that long, and this is enough to find
-        that the server answers again."""
-        return self._cap_s
+    def frozen(self) -> bool:
+        """Set while the database monitor finds the server frozen: connections being opened
+        are given up and new ones refused."""
+        return self._frozen
 
-    @connect_timeout_cap_s.setter
-    def connect_timeout_cap_s(self, cap_s: int | None) -> None:
+    @frozen.setter
+    def frozen(self, frozen: bool) -> None:
         with self._lock:
-            self._cap_s = cap_s
+            self._frozen = frozen
             self._lock.notify_all()  # the connections being opened stop waiting
 
     def add(self, dbapi_connection: Any, _record: object = None) -> None:
@@ -80,15 +92,15 @@ class OpenConnections:
         self, dialect: Any, _record: object, cargs: list[Any], cparams: dict[str, Any]
     ) -> Any:
         """The engine's ``do_connect``: a new connection, given up on once the server is
-        known frozen (:class:`Attempt`); with the timeout capped while it is."""
-        cap = self.connect_timeout_cap_s
-        if cap is not None:
-            cparams["connect_timeout"] = min(int(cparams.get("connect_timeout", cap)), cap)
-            return None  # the engine connects: bounded already
+        known frozen (:class:`Attempt`); refused at once while it is."""
+        if self._frozen:
+            if self.on_refusal is not None:
+                self.on_refusal()
+            raise CheckoutRefusedError(unavailable(self.gate.error or "the server is frozen"))
         attempt = Attempt(dialect, cargs, cparams, self._lock)
         with self._lock:
             try:
-                while attempt.pending and self._cap_s is None:
+                while attempt.pending and not self._frozen:
                     self._lock.wait()
             finally:
                 abandoned, attempt.pending = attempt.pending, False  # it closes what it gets
@@ -100,11 +112,18 @@ class OpenConnections:
             raise attempt.error
         return attempt.connection
 
-    def interrupt(self) -> int:
-        """Shut down the socket of every open connection not cut before; how many were."""
+    def cut_because(self, dbapi_connection: Any) -> str | None:
+        """The monitor's error when it cut this connection off, else None."""
+        with self._lock:
+            return self._cut.get(dbapi_connection)
+
+    def interrupt(self, error: str) -> int:
+        """Shut down the socket of every open connection not cut before (the monitor's
+        ``error`` the cause); how many were."""
         with self._lock:
             connections = [c for c in self._open if c not in self._cut]
-            self._cut.update(connections)
+            for conn in connections:
+                self._cut[conn] = error
         return sum(shut_down(conn) for conn in connections)
 
 
@@ -135,6 +154,7 @@ def _hooked(engine: Engine, tracker: OpenConnections) -> OpenConnections:
         engine.pool.guard(tracker.gate)
     event.listen(engine, "connect", tracker.add)
     event.listen(engine, "do_connect", tracker.connect)
+    watch_in_flight(engine, tracker.cut_because)
     return tracker
 
 

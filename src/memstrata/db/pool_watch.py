@@ -26,7 +26,9 @@ although the monitor knew the server lost after ~5 s. So the pools of one databa
 closing it wakes every waiting checkout, and each, and any that would start waiting then,
 gives up with :class:`CheckoutRefusedError` (503 ``database_unavailable``, as every refusal
 while the database is lost). A checkout that need not wait is not refused: it opens its
-connection, which is how a request finds the server back before the monitor does.
+connection, which is how a request finds a restarted server back before the monitor does
+(unless the server is found frozen: ``db.open_connections`` refuses new connections then,
+with this error).
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def unavailable(error: str) -> str:
 
 
 class CheckoutRefusedError(DatabaseUnavailableError, PoolTimeoutError):
-    """A checkout waiting for a pooled connection given up because the database is lost.
+    """A checkout waiting for a pooled connection given up because the database is lost,
+    or a new connection refused while the server is found frozen.
 
     The monitor's refusal (``DatabaseUnavailableError``) and, to the workers that treat any
     ``SQLAlchemyError`` as the database away, the pool's own (a timeout, ended early)."""

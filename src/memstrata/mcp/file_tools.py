@@ -4,8 +4,10 @@
 ``memory_write`` stores through a person's write path, but a model writes the text, so it
 is guarded: a blank text, one that leaves a code fence or an HTML block open, and one that
 removes most of the file, or any of its paragraphs but the template's, without
-``replace_all`` are refused, and a retry whose text is stored is "No change". The guard
-is the agent layer's
+``replace_all`` are refused, and a write whose text is stored is "No change" on the current
+version; on an older one it is the store's conflict, saying the file holds this text
+already, unless ``MEMSTRATA_SAME_TEXT_STALE_VERSION=unchanged`` makes it "No change" too
+(one rule with REST's PUT). The guard is the agent layer's
 (:mod:`memstrata.agent.rewrite_guard`); this transport reads the stored file, writes, and
 maps its verdict to an answer.
 
@@ -190,8 +192,8 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     current = await stored_file(caller, kind)
 
     def judge() -> Verdict:
-        # The template too is read here, off the loop: its paragraphs may go unnamed.
-        scaffold = template_paragraphs(caller.mem.templates, kind)
+        # The template paragraphs too are read here, off the loop: they may go unnamed.
+        scaffold = template_paragraphs(caller.mem.store, kind)
         return rewrite_verdict(
             kind,
             text,
@@ -199,6 +201,7 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
             args.expected_version,
             replace_all=args.replace_all,
             scaffold=scaffold,
+            same_text=caller.mem.store.same_text_stale_version,
         )
 
     verdict = await anyio.to_thread.run_sync(judge)
@@ -207,7 +210,7 @@ async def memory_write(caller: Caller, arguments: dict[str, Any]) -> ToolOutput:
     if isinstance(verdict, NoChange):
         return ToolOutput(verdict.answer, _written(kind, verdict.version))
     file = await write_file(caller, kind, text, args.expected_version)
-    if not file.changed:  # the same text landed since it was read (a retry in flight)
+    if not file.changed:  # the same text landed since it was read, and the rule allows it
         return ToolOutput(NoChange(kind, file.version).answer, _written(kind, file.version))
     return ToolOutput(verdict.answer(file.version), _written(kind, file.version))
 

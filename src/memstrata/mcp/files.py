@@ -89,12 +89,15 @@ async def write_file(caller: Caller, kind: FileKind, content: str, expected: int
             caller.user_id, kind, content, expected_version=expected
         )
     except VersionConflictError as exc:
+        # ``same_content`` only when true, as in REST's 409 body.
+        same = {"same_content": True} if exc.same_content else {}
         raise ToolError(
-            version_conflict(kind, exc.expected, exc.actual),
+            version_conflict(kind, exc.expected, exc.actual, same_content=exc.same_content),
             {
                 "error": "version_conflict",
                 "expected_version": exc.expected,
                 "current_version": exc.actual,
+                **same,
             },
         ) from exc
     except InvalidContentError as exc:  # ContentTooLargeError too
@@ -126,10 +129,21 @@ def _content_refused(exc: InvalidContentError) -> ToolError:
     return ToolError(str(exc), {"error": "content_too_large" if too_large else "invalid_content"})
 
 
-def version_conflict(kind: FileKind, expected: int, actual: int | None) -> str:
+def version_conflict(
+    kind: FileKind, expected: int, actual: int | None, *, same_content: bool = False
+) -> str:
     """A stale ``expected_version``'s refusal, in the model's terms: the file's name (not
     the store's ``soul_md``) and the one call that resolves it. ``actual`` equal to
-    ``expected``: another write from that version was under way and landed first."""
+    ``expected``: another write from that version was under way and landed first.
+    ``same_content``: version ``actual`` holds the text sent, so the model's write is
+    stored (an earlier try of it landed) and there is nothing to do."""
+    if same_content and actual is not None:
+        return (
+            f"version conflict on {kind.filename}: expected version {expected}, found version "
+            f"{actual}, which holds this text already: your write is stored (an earlier try "
+            "of it landed), nothing to do. To change the file further, write on "
+            f"expected_version={actual}."
+        )
     if actual == expected:
         happened = f"another write based on version {expected} landed first"
         version = "the version it returns"

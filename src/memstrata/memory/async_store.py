@@ -41,7 +41,7 @@ class AsyncStore:
     ) -> MemoryFile:
         """The one write path (``MemoryStore.upsert_memory_file``). Its async callers (a
         frontend edit, a read-back) write only a text the file does not hold already:
-        ``skip_unchanged`` (:func:`~memstrata.memory.store.holds_text`)."""
+        ``skip_unchanged`` (:func:`~memstrata.memory.same_text.holds_text`)."""
         write = partial(self.store.upsert_memory_file, skip_unchanged=skip_unchanged)
         return await anyio.to_thread.run_sync(write, user_id, kind, content, expected)
 

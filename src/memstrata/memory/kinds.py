@@ -6,6 +6,7 @@ from enum import Enum
 
 from memstrata.errors import InvalidFileTypeError, InvalidUserIdError
 from memstrata.text import (
+    character_at,
     character_label,
     edge_whitespace,
     invisible_in_id,
@@ -46,8 +47,11 @@ def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind
     (``USER.md``, which sync reads back by). Any other spelling (``User``, ``user_md``,
     ``"user "``) is an ``InvalidFileTypeError`` (a ValueError), as over HTTP, and so is
     AGENTS.md under any name: it is the platform's template (``mem.templates.agents_md()``),
-    never a user's row — except ``allow_legacy``, for reading the ``agents_md`` rows an
-    older database may still hold (the spec keeps them readable, never written)."""
+    never a user's row — except ``allow_legacy``, for reading the ``agents_md`` row an
+    older database may still hold (the spec keeps them readable, never written), under the
+    name docs/LIBRARY.md gives that read: ``FileKind.AGENTS`` or ``agents``. Any other
+    spelling is refused for a read as for a write: ``get_memory_file(user, "AGENTS.md")``
+    answered None, read as "no AGENTS.md yet", where the write says to read the template."""
     if isinstance(value, FileKind):
         kind = value
     elif not isinstance(value, str):
@@ -63,7 +67,7 @@ def parse_kind(value: str | FileKind, *, allow_legacy: bool = False) -> FileKind
             f"invalid file name: {value[:100]!r} (expected one of: {_WRITABLE_NAMES}, "
             "or the file's name USER.md, SOUL.md, MEMORY.md)"
         )
-    if kind is FileKind.AGENTS and not allow_legacy:
+    if kind is FileKind.AGENTS and not (allow_legacy and value in _LEGACY_NAMES):
         raise InvalidFileTypeError(
             "invalid file name: AGENTS.md is the platform template and is not a user file "
             "(read it with mem.templates.agents_md())"
@@ -134,11 +138,11 @@ def validate_user_id(user_id: object) -> str:
         if invisible_in_id(user_id[at]):
             raise InvalidUserIdError(
                 f"user_id must not contain invisible or bidirectional format characters: "
-                f"character {at} is {named}; remove it"
+                f"{character_at(at)} is {named}; remove it"
             )
         raise InvalidUserIdError(
-            "user_id must not contain control characters or line separators: character "
-            f"{at} is {character_label(user_id[at])}"
+            "user_id must not contain control characters or line separators: "
+            f"{character_at(at)} is {character_label(user_id[at])}"
         )
     return user_id
 
@@ -150,6 +154,8 @@ _AGENTS_NAMES = {
     n.lower()
     for n in (FileKind.AGENTS.api_name, FileKind.AGENTS.file_type, FileKind.AGENTS.filename)
 }
+# The names a legacy ``agents_md`` row is read by (parse_kind's allow_legacy).
+_LEGACY_NAMES: tuple[str | FileKind, ...] = (FileKind.AGENTS, FileKind.AGENTS.api_name)
 _BY_API_NAME: dict[str, FileKind] = {kind.api_name: kind for kind in FileKind}
 _BY_MODEL_NAME: dict[str, FileKind] = {
     name.lower(): kind

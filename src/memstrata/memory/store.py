@@ -5,7 +5,9 @@ Every writer — the REST PUT, the agent tools, the round-end read-back (all thr
 shape (docs/ARCHITECTURE.md, "The write path"):
 
 1. validate, then check the caller's expected version against the stored one: a stale
-   version is a ``VersionConflictError`` (HTTP 409) at once, before any embedding work;
+   version is a ``VersionConflictError`` (HTTP 409) at once, before any embedding work —
+   also when the file holds the write's text already, unless the store's
+   ``same_text_stale_version`` is ``"unchanged"`` (:func:`unchanged_write`);
 2. chunk and embed the new text (USER/MEMORY only) outside any lock or transaction —
    where the background worker runs, for at most the file budget (``retrieval.file_budget``:
    the rest is stored without a vector and the worker, told once the write committed,
@@ -20,7 +22,7 @@ sync layer's, run in order after this returns. The database is the source of tru
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -28,6 +30,7 @@ from typing import Protocol
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from memstrata.config_storage import SAME_TEXT_STALE_VERSION, SameTextStaleVersion
 from memstrata.db.engine import transaction
 from memstrata.db.integers import MAX_INT
 from memstrata.errors import (
@@ -39,6 +42,8 @@ from memstrata.errors import (
 from memstrata.logs import describe, log_event, log_failure
 from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS, FileKind, parse_kind
 from memstrata.memory.repository import MemoryFileRepository, StoredFile
+from memstrata.memory.same_text import holds_text as holds_text
+from memstrata.memory.same_text import same_text_rule, stale_write, unchanged_write
 from memstrata.memory.templates import TemplateSet
 from memstrata.text import unstorable_text
 
@@ -60,6 +65,10 @@ class FileIndexer(Protocol):
     def stage_memory_file(
         self, user_id: str, kind: FileKind, content: str, *, embed: bool = True
     ) -> StagedRows: ...
+
+    # The template paragraphs it leaves out of a ``kind`` file (None: none known), which
+    # the agent tools' rewrite guard exempts too.
+    def template_paragraphs(self, kind: FileKind) -> Collection[str] | None: ...
 
 
 @dataclass(frozen=True)
@@ -97,23 +106,6 @@ def check_expected_version(value: object, *, required: bool = False) -> int | No
     return value
 
 
-class HasContent(Protocol):
-    """What :func:`holds_text` reads of a file (a ``StoredFile`` or a ``MemoryFile``)."""
-
-    @property
-    def content(self) -> str: ...
-
-
-def holds_text(stored: HasContent | None, text: str | None) -> bool:
-    """Whether writing ``text`` over ``stored`` (None: no file yet) would change nothing:
-    the one "no change" rule of every writer that asks for it (REST PUT, MCP
-    ``memory_write``, the read-backs). Whatever version the write is based on: a write
-    whose text is stored loses nobody's edit, so a retry of one that landed (its answer
-    lost) is answered with the stored version rather than refused as stale, and the
-    version and the embeddings change only when the text does."""
-    return stored is not None and text is not None and stored.content == text
-
-
 def validate_content(content: object, max_bytes: int, field: str = "content") -> str:
     """``content`` if a file can hold it: a string without NUL or lone surrogates, at most
     ``max_bytes`` in UTF-8. ``field``: the input's name, which the refusal starts with
@@ -139,11 +131,15 @@ class MemoryStore:
         max_content_bytes: int = MAX_CONTENT_BYTES,
         *,
         indexer: FileIndexer | None = None,
+        same_text_stale_version: SameTextStaleVersion = SAME_TEXT_STALE_VERSION,
     ) -> None:
         self._sessions = sessions
         self.templates = templates
         self.max_content_bytes = max_content_bytes
         self.indexer = indexer
+        # Every writer reads it here (:func:`unchanged_write`): REST, MCP and the library
+        # answer a stale write of the stored text alike.
+        self.same_text_stale_version = same_text_rule(same_text_stale_version)
 
     @property
     def sessions(self) -> sessionmaker[Session]:
@@ -181,10 +177,12 @@ class MemoryStore:
 
         Raises VersionConflictError (a RuntimeError) on a mismatch, InvalidFileTypeError (a
         ValueError) for a bad kind, InvalidContentError / ContentTooLargeError for bad content.
-        A write of the text the file holds already (:func:`holds_text`) returns the stored
-        row untouched (``changed=False``: no new version, no embedding), whatever
-        ``expected_version`` says, as every other writer does: a retried write is no
-        conflict. ``skip_unchanged=False`` makes a new version of the same text all the same.
+        A write of the text the file holds already returns the stored row untouched
+        (``changed=False``: no new version, no embedding) when ``expected_version`` is the
+        stored one or None; on an older one it is a VersionConflictError whose
+        ``same_content`` is true, unless ``same_text_stale_version`` is ``"unchanged"``
+        (:func:`unchanged_write`). ``skip_unchanged=False`` makes a new version of the same
+        text all the same.
         """
         k = parse_kind(kind)
         text = validate_content(content, self.max_content_bytes)
@@ -192,12 +190,12 @@ class MemoryStore:
         # 1. Version first: a stale caller gets its conflict without waiting on embeddings.
         # (The repository validates the user id before any query.)
         current = self._stored(user_id, k)
-        if skip_unchanged and current is not None and holds_text(current, text):
+        rule = self.same_text_stale_version
+        if skip_unchanged and unchanged_write(current, text, expected_version, rule):
+            assert current is not None  # it holds the text
             return self._file(user_id, k, current, changed=False)
         if expected_version is not None and _version(current) != expected_version:
-            raise VersionConflictError(
-                user_id, k.file_type, expected_version, None if current is None else current.version
-            )
+            raise stale_write(user_id, k, expected_version, current, text)
         # 2. Chunk and embed outside any lock or transaction.
         staged = self._stage(user_id, k, text)
         # 3. One short transaction: re-check the version, store text, version and rows.
@@ -208,12 +206,16 @@ class MemoryStore:
                 if staged is not None:
                     staged.apply(session)
         except VersionConflictError:
-            # Lost the race to a write of the same text (two retries of one request at
-            # once): that one's outcome is this one's.
-            won = self._stored(user_id, k) if skip_unchanged else None
-            if won is None or not holds_text(won, text):
+            if expected_version is None:
                 raise
-            return self._file(user_id, k, won, changed=False)
+            # Lost the race: to a write of the same text (two tries of one request at once),
+            # whose outcome is this one's where the rule lets a stale write be unchanged,
+            # else a conflict that says whether the winner stored this very text.
+            won = self._stored(user_id, k)
+            if skip_unchanged and unchanged_write(won, text, expected_version, rule):
+                assert won is not None  # it holds the text
+                return self._file(user_id, k, won, changed=False)
+            raise stale_write(user_id, k, expected_version, won, text) from None
         if staged is not None:
             staged.committed()
         log_event(

@@ -322,17 +322,27 @@ class Indexer:
         )
         return staged
 
+    def template_paragraphs(self, kind: FileKind) -> Collection[str] | None:
+        """The paragraphs of a ``kind`` file left out as the template's (``scaffold``: the
+        current template's and the earlier ones', ``retrieval.template_history``), as
+        ``retrieval.scaffold`` compares them; None when there is nothing to compare with
+        (no ``scaffold``, or the current template cannot be read: logged), and every
+        paragraph is indexed. The agent tools' rewrite guard exempts the same paragraphs
+        (``agent.removals.template_paragraphs``)."""
+        if self.scaffold is None:
+            return None
+        try:
+            return self.scaffold(kind)
+        except OSError as exc:
+            log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
+            return None
+
     # -- internals -------------------------------------------------------------------------
     def _memory_chunks(self, kind: FileKind, content: str) -> list[str]:
         """The chunks of a memory file without what it still shares with its template
         (both ways of indexing a memory file go through here): its paragraphs, and when
         cut by entries its entries too."""
-        scaffold: Collection[str] | None = None
-        if self.scaffold is not None:
-            try:
-                scaffold = self.scaffold(kind)
-            except OSError as exc:  # no template to compare with: index everything
-                log_event(logger, "index.no_template", logging.WARNING, error=str(exc))
+        scaffold = self.template_paragraphs(kind)
         if self.memory_chunking == "entries":  # the cut needs the lines as they are
             return entry_chunks(content, self.chunk_tokens, scaffold=scaffold or ())
         own = content if scaffold is None else drop_scaffold(content, scaffold)

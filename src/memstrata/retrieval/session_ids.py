@@ -13,7 +13,7 @@ from typing import cast
 import regex
 
 from memstrata.errors import InvalidContentError
-from memstrata.text import ID_REFUSED, character_label, edge_whitespace, refused_in_id
+from memstrata.text import ID_REFUSED, character_at, character_label, edge_whitespace, refused_in_id
 
 MAX_SESSION_ID_LENGTH = 200  # file_path is String(255)
 
@@ -79,7 +79,7 @@ def _problem(session_id: object) -> str | None:
     shown = f"invalid session_id {session_id[:_SHOWN_CHARS]!r}"
     found = _REFUSED_CHAR.search(session_id)
     if found is not None:
-        return f"{shown}: character {found.start()} is {_refused(found.group())}"
+        return f"{shown}: {character_at(found.start())} is {_refused(found.group())}"
     if not session_id.strip():
         return f"{shown}: it is blank"
     if (edge := edge_whitespace(session_id)) is not None:

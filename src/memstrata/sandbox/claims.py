@@ -28,7 +28,8 @@ import anyio
 from memstrata.errors import VersionConflictError
 from memstrata.memory.async_store import AsyncStore
 from memstrata.memory.kinds import FileKind
-from memstrata.memory.store import MemoryFile, holds_text
+from memstrata.memory.same_text import stale_write, unchanged_write
+from memstrata.memory.store import MemoryFile
 from memstrata.sandbox.tasks import wake
 
 # How long a read waits for a write of the same file in flight in this process.
@@ -142,29 +143,40 @@ class WriteClaims:
         """Claim a write of ``content`` on ``expected`` and check it against the DB copy;
         returns that copy and the claim for :meth:`write`. ``VersionConflictError`` and DB
         errors propagate, with nothing left claimed. A copy that holds ``content`` already
-        is no conflict, on any version (:func:`~memstrata.memory.store.holds_text`): the
-        write changes nothing, and :meth:`write` answers with that copy."""
+        is no conflict where the store's rule says so
+        (:func:`~memstrata.memory.same_text.unchanged_write`): the write changes nothing, and
+        :meth:`write` answers with that copy."""
         mine, ahead = self._claim(user_id, kind, expected, content)
         if ahead is not None and expected is not None:
             # A write on the same base claimed it first here, and lands first: this one's
             # conflict carries the version that one stored. Answered before it landed, it
             # said the base was still current, and a client retried on it and lost again.
             await ahead.landed.wait(WRITE_WAIT_S)
-            if ahead.file is not None and not holds_text(ahead.file, content):
-                raise VersionConflictError(user_id, kind.file_type, expected, ahead.file.version)
+            if ahead.file is not None and not self._unchanged(ahead.file, content, expected):
+                raise stale_write(user_id, kind, expected, ahead.file, content)
             # It failed, or is still under way: the database decides, as across processes.
         try:
             previous = await self.db.get(user_id, kind)
             found = 0 if previous is None else previous.version
             if previous is not None:
                 self._saw(user_id, kind, previous)
-            if expected is not None and found != expected and not holds_text(previous, content):
-                actual = None if previous is None else found
-                raise VersionConflictError(user_id, kind.file_type, expected, actual)
+            if (
+                expected is not None
+                and found != expected
+                and not self._unchanged(previous, content, expected)
+            ):
+                raise stale_write(user_id, kind, expected, previous, content)
         except BaseException:
             self._release(user_id, kind, mine)
             raise
         return previous, mine
+
+    def _unchanged(self, stored: MemoryFile | None, content: str | None, expected: int) -> bool:
+        """Whether the store answers this write with ``stored``, nothing written."""
+        if content is None:
+            return False
+        rule = self.db.store.same_text_stale_version
+        return unchanged_write(stored, content, expected, rule)
 
     async def write(
         self, user_id: str, kind: FileKind, content: str, expected: int | None, mine: Claim | None

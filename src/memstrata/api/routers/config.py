@@ -13,6 +13,7 @@ from memstrata.api.routing import (
     Context,
     CurrentUser,
     checked_before_body,
+    larger_body,
     one_trailing_slash_dropped,
     register_anything_convertor,
 )
@@ -26,6 +27,7 @@ from memstrata.api.schemas import (
     SkillUpdated,
     error_responses,
 )
+from memstrata.config import file_request_bytes
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 
 # One of our ETags: "3", weak W/"3", or bare 3; quotes balanced.
@@ -121,6 +123,9 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         responses=error_responses(400, 409, 413, 422),
         response_model_exclude_none=True,  # ``unchanged`` only when true
     )
+    # The file limit is measured on the decoded content (413 over it); the body may be as
+    # large as the JSON of a file at that limit, however escaped.
+    @larger_body(file_request_bytes)
     async def put_agent_file(
         user_id: CurrentUser,
         kind: Annotated[FileKind, Depends(path_kind)],
@@ -133,8 +138,11 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
         if_match: Annotated[str | None, Header(description='ETag from GET, e.g. "3"')] = None,
     ) -> AgentFileUpdated:
         """Replace a memory file: DB → embeddings → sandbox (forced) → AgentPool eviction.
-        Content the file holds already is no conflict and no new version, whatever
-        If-Match says: 200 with the stored version and `unchanged: true`."""
+        Content the file holds already, on the current version (or none), is no new
+        version: 200 with the stored version and `unchanged: true`. On an older version
+        it is the 409 with `same_content: true` (MEMSTRATA_SAME_TEXT_STALE_VERSION=unchanged:
+        the 200 as on the current version). The body may be up to
+        6 × MEMSTRATA_MAX_CONTENT_BYTES + 4096 bytes (MEMSTRATA_MAX_REQUEST_BYTES if larger)."""
         version = expected_version(body.expected_version, request.headers.getlist("if-match"))
         try:
             file = await context.mem.sync.frontend_edit(

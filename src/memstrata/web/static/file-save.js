@@ -30,16 +30,22 @@ export async function write(f, version) {
       headers: { "If-Match": `"${version}"` },
     }).finally(() => clearTimeout(slow));
     adopt(f, text, data.version);
-    // unchanged: the file held this text already (an earlier save whose answer was lost, or
-    // another writer's), so nothing was written and the version is the stored one
-    if (data.unchanged) say(`${f.filename} already holds your text: version ${data.version}.`, "info");
+    // unchanged: the file held this text already (another writer's, or a server that answers
+    // so on an older version too), so nothing was written and the version is the stored one
+    if (data.unchanged) holdsSent(f, data.version);
     else say(`Saved ${f.filename} as version ${data.version}.`, "ok");
     // an agent's edit waiting in its workspace that conflicted with this one was kept aside
     refreshAside(f);
   } catch (error) {
     // The editor stays open while a save is in flight, so the text to keep is the draft as
     // it is now, not `content`: what was typed meanwhile must reach the conflict view too.
-    if (error.status === 409) await conflict(f);
+    if (error.status === 409 && error.body?.same_content === true) {
+      // The newer version holds the very text sent (an earlier save of it whose answer was
+      // lost, or another writer's): saved, and what was typed since stays unsaved on top.
+      adopt(f, text, error.body.current_version);
+      holdsSent(f, error.body.current_version);
+      refreshAside(f);
+    } else if (error.status === 409) await conflict(f);
     else if (error.unsent) {
       say(`Not saved: this browser is offline, so ${f.filename} was not sent. Your text is still ` +
         "in the editor; save again once you are back online.", "error");
@@ -51,6 +57,12 @@ export async function write(f, version) {
   }
   // Save was disabled while saving, which dropped the focus to <body>: back to the text.
   if (f === current() && !f.conflict && document.activeElement === document.body) $("editor").focus();
+}
+
+/** Say that the stored `version` of `f` holds the text the save sent: nothing was written. */
+function holdsSent(f, version) {
+  const later = dirty(f) ? " What you typed since is not saved yet." : "";
+  say(`${f.filename} already holds your text: version ${version}.${later}`, "info");
 }
 
 /** `text` (as the editor holds it), written on top of the file's version, is now stored as
