@@ -12,17 +12,14 @@ workers, and shutting down (``close``, ``drain``, ``with`` and ``async with``).
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import reprlib
-import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
-
-import anyio
+from typing import Literal, Self
 
 from memstrata.agent.session import AgentSession, open_agent_session
 from memstrata.config import EmbeddingModelSpec, Settings
@@ -54,10 +51,12 @@ from memstrata.runtime_assembly import (
     choose_embedder,
 )
 from memstrata.runtime_assembly import refuse_if_closed as refuse_if_closed
+from memstrata.runtime_exit import forget_at_exit, stopped_at_exit, to_the_end
 from memstrata.sandbox.base import SandboxProvider
 from memstrata.sandbox.local import LocalSandboxProvider
 from memstrata.sandbox.timed import TimedSandboxProvider
 from memstrata.skills.loader import SkillLoader
+from memstrata.worker_watch import BackgroundHealth, WorkerWatch, again
 
 logger = logging.getLogger(__name__)
 
@@ -264,15 +263,30 @@ class Memstrata(Services):
         ``MEMSTRATA_EMBEDDING_HEAL=false``); a server calls this once, ``close()`` stops
         them. ``RuntimeClosedError`` after ``close()``."""
         self._check_open()
-        _stopped_at_exit(self)
-        self.db.monitor.start()
+        stopped_at_exit(self)
+        monitor = self.db.monitor
+        monitor.start()
+        self.workers.watch("database-monitor", lambda: monitor.running, again(monitor))
         if self.healer is not None and self.settings.embedding_heal:
             self.healer.start()
+            healer = self.healer
+            self.workers.watch("embedding-healer", lambda: healer.running, again(healer))
             # Only now may a memory-file write leave passages to the worker (file_budget).
             self.indexer.file_budget.start(self.settings.embedding_file_budget_s, self.healer.wake)
 
+    @cached_property
+    def workers(self) -> WorkerWatch:
+        """The background threads ``start_background`` started, watched (``worker_watch``)."""
+        return WorkerWatch()
+
+    def check_background(self) -> BackgroundHealth | None:
+        """Start again a background thread that died; what ``/readyz`` then tells
+        (``"background"``): a host without the HTTP API calls this now and then."""
+        return self.workers.check()
+
     def stop_background(self) -> None:
-        _RUNNING.pop(id(self), None)
+        forget_at_exit(self)
+        self.workers.forget()  # first: a check meanwhile must not start them again
         self.indexer.file_budget.stop()
         if self.healer is not None:
             # Briefly: a server stopping spends its shutdown budget on the requests it cut
@@ -362,50 +376,7 @@ class Memstrata(Services):
             if not self.db_sessions.closed:
                 await self.drain(drain_timeout_s(self.settings))
         finally:
-            await _to_the_end(asyncio.to_thread(self.close))
+            await to_the_end(asyncio.to_thread(self.close))
 
     def _check_open(self) -> None:
         refuse_if_closed(self.db_sessions)
-
-
-# The runtimes whose background workers run, by id: ``_stop_at_exit`` stops them.
-_RUNNING: dict[int, weakref.ref[Memstrata]] = {}
-
-
-def _stopped_at_exit(mem: Memstrata) -> None:
-    """Have ``mem``'s workers stopped first at interpreter exit, should it never be closed
-    (a script ending on an exception): the embedded server's exit hook stops the server
-    then, and a database monitor still running took that for an outage — ``db.lost``, a
-    restart attempt — as the process ended. Exit hooks run last registered first, and the
-    server's was registered when it started, before this: registered again on each
-    start, the hook stays the last."""
-    _RUNNING[id(mem)] = weakref.ref(mem)
-    atexit.unregister(_stop_at_exit)
-    atexit.register(_stop_at_exit)
-
-
-def _stop_at_exit() -> None:
-    for ref in list(_RUNNING.values()):
-        mem = ref()
-        if mem is not None:
-            mem.stop_background()
-    _RUNNING.clear()
-
-
-async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
-    """Await ``work`` until it has ended, then raise a cancellation that came meanwhile: a
-    close cut short went on in its thread after the block had ended, and its embedded
-    PostgreSQL, still stopping, raced whoever opened the data directory next. anyio's
-    shield keeps its cancel scopes out; a plain asyncio cancellation (``asyncio.timeout``)
-    is caught and waited past."""
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    with anyio.CancelScope(shield=True):
-        while not task.done():
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-    task.result()
-    if cancelled is not None:
-        raise cancelled

@@ -9,10 +9,17 @@ import logging
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
+from sqlalchemy.exc import OperationalError
 
+from memstrata.config import Settings
+from memstrata.db.database import Database
 from memstrata.logs import event_fields
+from memstrata.runtime import Memstrata
+from memstrata.sandbox.local import LocalSandboxProvider
 from tests.mcp.conftest import ClientFactory
 from tests.mcp.test_tools import ok, refused
+from tests.sandbox.support import FaultyProvider
 
 pytestmark = pytest.mark.anyio
 
@@ -88,18 +95,65 @@ async def test_an_open_fence_is_logged_with_its_code(
     assert (event["level"], event["code"]) == (logging.INFO, "unclosed_block")
 
 
-async def test_an_agent_write_tool_failure_stays_a_warning_with_its_message(
+async def test_an_agent_write_tools_refusal_is_info_with_its_message(
     connect: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The agent tools' answer does not say whose failure it was (a bad argument, or
-    storage unreachable), so it is not made quieter."""
+    """Bad arguments to an agent write tool are the caller's to fix, as any refusal:
+    ``ToolAnswer.part_failed`` tells them from a part's failure."""
     caplog.set_level(logging.INFO, logger="memstrata")
     async with connect("alice") as client:
         said = await refused(client, "record_memory", {"section": "Notes"})
     [event] = tool_events(caplog)
-    assert event["level"] == logging.WARNING
+    assert event["level"] == logging.INFO
     assert event["message"] == said.removeprefix("error: ")
     assert "content" in event["message"]
+
+
+async def test_an_agent_write_tools_part_failure_stays_a_warning(
+    connect: ClientFactory,
+    mem: Memstrata,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The database refuses the entry's write (the fault injected): a part failed, not
+    the input; the entry is kept in the workspace copy for the next call."""
+    async with connect("alice") as client:
+        await ok(client, "memory_read", {"name": "memory"})
+
+        def unreachable(*args: object, **kwargs: object) -> None:
+            raise OperationalError("UPDATE memory_files", {}, Exception("connection refused"))
+
+        monkeypatch.setattr(mem.store, "upsert_memory_file", unreachable)
+        caplog.set_level(logging.INFO, logger="memstrata")
+        said = await refused(client, "record_memory", {"content": "Lives in Porto"})
+    [event] = tool_events(caplog)
+    assert event["level"] == logging.WARNING, (event, said)
+    assert "storage is unreachable" in said
+
+
+async def test_a_refused_request_is_info_and_a_failed_one_a_warning(
+    connect: ClientFactory, settings: Settings, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``mcp.request``: reading a copy that is not there (404) is the caller's; one the
+    sandbox cannot read (503) is a part's."""
+    copy = "memstrata://conflicts/MEMORY.md.20260301T120000.123456Z.md"
+    caplog.set_level(logging.INFO, logger="memstrata")
+    async with connect("alice") as client:
+        with pytest.raises(MCPError):
+            await client.read_resource(copy)
+    provider = FaultyProvider(
+        LocalSandboxProvider(settings.resolved_sandbox_root), error=OSError(5, "I/O error")
+    )
+    failing = Memstrata.open(settings, database=db, sandboxes=provider, embedder=None)
+    try:
+        async with connect("alice", runtime=failing) as client:
+            with pytest.raises(MCPError):
+                await client.read_resource(copy)
+    finally:
+        failing.close()
+    events = [event_fields(r) | {"level": r.levelno} for r in caplog.records]
+    requests = [(e["status"], e["level"]) for e in events if e.get("event") == "mcp.request"]
+    assert requests == [(404, logging.INFO), (503, logging.WARNING)]
 
 
 async def test_a_success_logs_no_message(

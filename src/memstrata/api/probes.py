@@ -66,6 +66,15 @@ class Probes:
         self._checkouts: PoolProgress | None = None  # the main pool's, at the last probe
 
     def _readiness(self) -> ReadinessAnswer:
+        status, body = self._answer()
+        if self._context.ready:
+            # Each probe starts a dead background thread again (``worker_watch``).
+            told = self._context.mem.check_background()
+            if told is not None:
+                body |= {"background": told.state, "background_threads": list(told.workers)}
+        return status, body
+
+    def _answer(self) -> ReadinessAnswer:
         context = self._context
         if not context.ready:
             return _unready("starting", "unknown")
@@ -175,6 +184,8 @@ class Probes:
         healer = self._context.mem.healer
         if healer is None:
             return {"embedding": "off"}
+        if healer.embedder.frozen():  # before any circuit opens, and never "slow"
+            return {"embedding": "unreachable"}
         slow = healer.embedder.slow()
         if slow is not None:
             return {
@@ -213,7 +224,7 @@ class Probes:
             backlog = healer.backlog()
         except SQLAlchemyError:
             return "degraded", None
-        circuit_open = healer.embedder.circuit_open
+        circuit_open = healer.embedder.circuit_open or healer.embedder.frozen()
         context.metrics.record_backlog(backlog.pending, backlog.oldest_age_s, backlog.failed)
         unproven = not healer.embedder.answered  # the worker's start-up probe, or any request
         degraded = backlog.pending > 0 or circuit_open or unproven

@@ -32,6 +32,11 @@ class ErrorBody(BaseModel):
     message: str = Field(examples=["invalid file name: use one of user, soul, memory"])
     expected_version: int | None = Field(default=None, description="409 only.")
     current_version: int | None = Field(default=None, description="409 only.")
+    same_content: bool | None = Field(
+        default=None,
+        description="409 only, and only when true: the current version holds the very text "
+        "the refused write sent (a retry of a write that landed).",
+    )
     errors: list[dict[str, object]] | None = Field(default=None, description="422 only.")
 
 
@@ -210,13 +215,15 @@ class Readiness(BaseModel):
         "request (GET …/models) after it: raise the timeout `embedding_check` names "
         "(`embedding_slow_s`: the longest measured); unreachable: a circuit is open (the "
         "documents' or the query server's) for another reason or on a server that does not "
-        "answer at all, searches answer BM25-only until it closes; unproven: it has not "
-        "answered once since the process started; misconfigured: it answered the start-up "
-        "probe but refused the configuration (a wrong `dimensions`, a model name it does "
-        "not serve; `embedding_check` says what to fix), so writes store texts without "
-        "vectors and searches answer BM25-only until it is fixed and the process restarted; "
-        "off: no embedding API; unknown: not ready (503). A backlog with the API ok "
-        "is vectors degraded, embedding ok.",
+        "answer at all, searches answer BM25-only until it closes, or, before any circuit "
+        "opens, a request timed out or waits past its timeout and the cheap request went "
+        "unanswered after it (a frozen server), until the server answers again; unproven: "
+        "it has not answered once since the process started; misconfigured: it answered "
+        "the start-up probe but refused the configuration (a wrong `dimensions`, a model "
+        "name it does not serve; `embedding_check` says what to fix), so writes store texts "
+        "without vectors and searches answer BM25-only until it is fixed and the process "
+        "restarted; off: no embedding API; unknown: not ready (503). A backlog with the API "
+        "ok is vectors degraded, embedding ok.",
     )
     embedding_check: str | None = Field(
         default=None,
@@ -248,6 +255,17 @@ class Readiness(BaseModel):
     disk_path: str | None = Field(
         default=None, description="The directory whose file system is full (disk: full)."
     )
+    background: Literal["restarted", "dead"] | None = Field(
+        default=None,
+        description="A background thread of this process died (an exception its loop did "
+        "not catch): restarted: started again by this probe or within the last minute; "
+        "dead: it died 4 times within 10 minutes and is left so, restart the process. "
+        "Still ready: search answers. Absent while every one runs.",
+    )
+    background_threads: list[str] | None = Field(
+        default=None,
+        description="The threads `background` is about: database-monitor, embedding-healer.",
+    )
 
     def answer(self) -> dict[str, Any]:
         """The body /readyz sends: ``disk`` and ``disk_path`` left out while there is room,
@@ -257,4 +275,6 @@ class Readiness(BaseModel):
             left_out.add("embedding_check")
         if self.embedding_slow_s is None:
             left_out.add("embedding_slow_s")
+        if self.background is None:
+            left_out |= {"background", "background_threads"}
         return self.model_dump(exclude=left_out)

@@ -221,8 +221,14 @@ def guarded_spec(settings: Settings) -> Iterator[EmbeddingModelSpec | None]:
 
 
 def guarded(fn: Callable[[], T]) -> T:
-    """Turn domain errors into a one-line CLI message and exit status 1."""
+    """Turn domain errors into a one-line CLI message and exit status 1. A lost database
+    that is a domain error too (``db.in_flight``'s, worded for an HTTP client) is left to
+    the command's answer to database failures (``cli.db_failure``)."""
+    from memstrata.cli.db_failure import database_error
+
     try:
         return fn()
     except MemstrataError as exc:
+        if database_error(exc):
+            raise
         fail(str(exc))

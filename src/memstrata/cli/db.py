@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_database
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 db_app = typer.Typer(
     help="Database schema (Alembic) commands, and the URL psql or pg_dump connects with.",
@@ -45,9 +48,11 @@ def db_status(
 ) -> None:
     """Show the current and latest schema revision, and whether the schema holds every
     table, column and index that revision brings. Exit status 0 when it is up to date; 1
-    when it is incomplete (a failed restore); 2 when it is behind this release (run `memstrata
-    db upgrade`); 3 when a newer release migrated it (upgrade memstrata)."""
-    from memstrata.db.engine import describe
+    when it is incomplete (a failed restore), or behind on a server where pgvector is not
+    installed or not created (the fix `memstrata db upgrade` would ask for, said at once); 2
+    when it is behind this release (run `memstrata db upgrade`); 3 when a newer release
+    migrated it (upgrade memstrata)."""
+    from memstrata.db.engine import check_pgvector, describe
     from memstrata.db.migrate import (
         current_revision,
         head_revision,
@@ -83,8 +88,31 @@ def db_status(
         if missing:
             fail(incomplete_message(db.engine, current, missing))
         behind = revision_problem(describe(db.engine), current, head, newer=newer)
+        if behind is not None and not newer and not _upgrade_gets_pgvector(db.engine):
+            # `db upgrade` creates pgvector first and would stop there: its fix, at once.
+            guarded(lambda: check_pgvector(db.engine))
         if behind is not None:
             fail(*behind)
+
+
+# Whether pgvector is created, or `db upgrade` could create it: a superuser may, another
+# role only if it is a trusted extension and the role may create in the database.
+_PGVECTOR_REACHABLE = """
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'vector')
+    OR EXISTS (SELECT FROM pg_available_extensions a
+               JOIN pg_available_extension_versions v
+                 ON v.name = a.name AND v.version = a.default_version
+               WHERE a.name = 'vector' AND (
+                   (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+                   OR (v.trusted AND has_database_privilege(current_database(), 'CREATE'))))
+"""
+
+
+def _upgrade_gets_pgvector(engine: Engine) -> bool:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return bool(conn.execute(text(_PGVECTOR_REACHABLE)).scalar())
 
 
 def revision_problem(

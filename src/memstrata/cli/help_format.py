@@ -4,7 +4,8 @@ Typer 0.29's rich help prints every option's type, flags too (``--json <bool>``,
 ``--help <bool>``), so people typed ``--json true`` and got "Got unexpected extra
 argument(s) (true)". Its plain help leaves flags bare; these classes give flags an empty
 metavar, which the rich help prints as is. Typer has no app-wide command class, so
-:func:`bare_flags` sets them on every registered command and group once they exist.
+:func:`bare_flags` sets them on every registered command and group once they exist. The
+command class also answers a database failure mid-command (``memstrata.cli.db_failure``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ def _without_flag_types(params: list[Any]) -> list[Any]:
 class BareFlagCommand(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         return _without_flag_types(super().get_params(ctx))
+
+    def invoke(self, ctx: Any) -> Any:
+        # The one class every command runs through: a database failure mid-command is one
+        # line here, whichever statement of the command met it.
+        from memstrata.cli.db_failure import database_failures
+
+        with database_failures(_command_name(ctx)):
+            return super().invoke(ctx)
+
+
+def _command_name(ctx: Any) -> str:
+    """``memstrata db status``, however the program was started (``python -m …``)."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["memstrata", *reversed(names)])
 
 
 class BareFlagGroup(TyperGroup):

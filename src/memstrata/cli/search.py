@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from memstrata.cli.app import app, fail, guarded, load_settings, open_runtime
-from memstrata.cli.user_ids import UserJson, chosen_user
+from memstrata.cli.db_failure import database_failures
+from memstrata.cli.user_ids import UserJson, chosen_user, user_option
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_TOP_K, SOURCES
 from memstrata.terminal import json_text, visible
 
@@ -135,17 +136,18 @@ def reindex_command(
                 f"to it, {then}",
                 err=True,
             )
-        done = guarded(
-            lambda: mem.indexer.fill_missing(
-                user,
-                batch,
-                progress=lambda n, total: typer.echo(
-                    f"embedded {n} of {total} chunk(s)…", err=True
-                ),
-                wait_s=wait,
-                waiting=_held_notice(),
+        with database_failures("memstrata reindex", after=_claims_left(user)):
+            done = guarded(
+                lambda: mem.indexer.fill_missing(
+                    user,
+                    batch,
+                    progress=lambda n, total: typer.echo(
+                        f"embedded {n} of {total} chunk(s)…", err=True
+                    ),
+                    wait_s=wait,
+                    waiting=_held_notice(),
+                )
             )
-        )
         left = guarded(lambda: mem.indexer.count_missing(user))
         held = guarded(lambda: mem.indexer.count_held(user)) if left else 0
         # Nothing done at all: a mistyped id "re-indexed 0 memory files" and looked done.
@@ -172,6 +174,20 @@ def reindex_command(
                 f"and embeds them by itself{others}"
             )
         fail(f"{left} chunk(s) of {user} still have no vector ({why}); run it again later")
+
+
+def _claims_left(user: str) -> str:
+    """What a fill the database failed under leaves behind, and how to go on: it gives the
+    batch it claimed back when it can (``retrieval.fill``); with the database gone, that
+    batch waits for its lease, which a rerun waits for too when told to."""
+    from memstrata.retrieval.fill import FILL_LEASE_S
+
+    return (
+        "the chunks embedded so far are stored; if the database was gone, the batch being "
+        f"embedded stays claimed up to {FILL_LEASE_S / 60:.0f} min (its lease): run "
+        f"`memstrata reindex {user_option(user)} --wait {FILL_LEASE_S:.0f}`, which takes "
+        "it over when the claim runs out"
+    )
 
 
 def _held_notice() -> Callable[[int, float], None]:

@@ -61,7 +61,7 @@ def _agent_tool(name: str) -> Handler:
         if not answer.failed:
             # Platform agents cached for this user were built on the old files.
             await mem.sync.invalidate(user_id)
-        return ToolOutput(str(answer), is_error=answer.failed)
+        return ToolOutput(str(answer), is_error=answer.failed, part_failed=answer.part_failed)
 
     return run
 

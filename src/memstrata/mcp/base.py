@@ -19,10 +19,13 @@ UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 
 @dataclass(frozen=True)
 class Caller:
-    """One call: the runtime's services and the user every read and write is scoped to."""
+    """One call: the runtime's services and the user every read and write is scoped to;
+    ``request``: the HTTP request that brought it (None over stdio), whose hang-up a tool
+    may watch for."""
 
     mem: Memstrata
     user_id: str
+    request: object = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,9 @@ class ToolOutput:
     text: str
     data: dict[str, Any] | None = None
     is_error: bool = False
+    # A failed answer's: a part (database, sandbox, embedding) failed, not the caller's
+    # input (``ToolAnswer.part_failed``); its log line is a WARNING, a refusal's INFO.
+    part_failed: bool = False
 
 
 class ToolError(Exception):

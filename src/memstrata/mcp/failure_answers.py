@@ -4,8 +4,11 @@ A tool call runs here (:func:`run_tool`): a refusal (``ToolError``) is answered 
 own text, anything else with the REST API's message (:func:`memstrata.api.errors.map_exception`)
 in an ``isError`` result; the request middleware :class:`FailureAnswers` gives resources
 and prompts the same message as a JSON-RPC error. Each is logged with its user and cause
-(``mcp.tool``, ``mcp.request``); an exception the mapping does not know is a bug, logged
-with its traceback and answered ``internal server error``.
+(``mcp.tool``, ``mcp.request``): at INFO when the caller's input or request was refused (a
+``ToolError``, a 4xx, an agent tool's refusal), the caller's to fix, as the REST API does
+not log its 4xx either; at WARNING when a part failed (the database, the sandbox, the
+embedding API: a 5xx, ``ToolAnswer.part_failed``). An exception the mapping does not know
+is a bug, logged with its traceback and answered ``internal server error``.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class FailureAnswers:
             log_event(
                 logger,
                 "mcp.request",
-                logging.WARNING,
+                _level(part_failed=answer.status_code >= 500),
                 method=ctx.method,
                 user_id=user_id,
                 status=answer.status_code,
@@ -98,15 +101,19 @@ def _protocol_error(answer: HttpError) -> MCPError:
 
 
 async def run_tool(
-    tool: McpTool, runtime: RuntimeSource, user_id: str, arguments: dict[str, Any]
+    tool: McpTool,
+    runtime: RuntimeSource,
+    user_id: str,
+    arguments: dict[str, Any],
+    request: object = None,
 ) -> CallToolResult:
     """Run one tool; every failure becomes an ``isError`` result (never a crashed session):
-    a refusal with its own text, anything else with the REST API's message (module doc)."""
+    a refusal with its own text, anything else with the REST API's message (module doc).
+    ``request``: the HTTP request of the call (``Caller.request``)."""
     started = time.perf_counter()
     cause: dict[str, Any] = {}
-    refused = False
     try:
-        output = await tool.handler(Caller(runtime(), user_id), arguments)
+        output = await tool.handler(Caller(runtime(), user_id, request), arguments)
     except get_cancelled_exc_class():
         # The client hung up (its timeout) or the server stops: a write may have landed
         # all the same (a retried record_memory then finds its entry and stores nothing).
@@ -122,16 +129,20 @@ async def run_tool(
         raise
     except ToolError as exc:
         output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
-        refused = True
     except Exception as exc:
         answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
         code = str(answer.body["code"])
-        output = ToolOutput(f"error: {answer.body['message']}", {"error": code}, is_error=True)
+        output = ToolOutput(
+            f"error: {answer.body['message']}",
+            {"error": code},
+            is_error=True,
+            part_failed=answer.status_code >= 500,
+        )
         cause = {"cause": describe(exc)}
     log_event(
         logger,
         "mcp.tool",
-        tool_log_level(output, refused=refused),
+        _level(part_failed=output.part_failed),
         tool=tool.name,
         user_id=user_id,
         error=output.is_error,
@@ -146,12 +157,12 @@ async def run_tool(
     )
 
 
-def tool_log_level(output: ToolOutput, *, refused: bool) -> int:
-    """``mcp.tool``'s level: INFO for a success and for a refusal (a ``ToolError``: the
-    caller's arguments, a stale version, an unknown skill — the caller's to fix, and no
-    operator's concern), WARNING for any other failure (the database, a bug, and the agent
-    write tools' failures, whose answer does not say whose failure it was)."""
-    return logging.INFO if refused or not output.is_error else logging.WARNING
+def _level(*, part_failed: bool) -> int:
+    """``mcp.tool``'s and ``mcp.request``'s level: INFO for a success and for a refusal (a
+    ``ToolError``: the caller's arguments, a stale version, an unknown skill; a 4xx; an
+    agent tool's refusal — the caller's to fix, and no operator's concern), WARNING when a
+    part failed (module doc)."""
+    return logging.WARNING if part_failed else logging.INFO
 
 
 def failure_fields(output: ToolOutput) -> dict[str, Any]:

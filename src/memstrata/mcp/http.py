@@ -19,7 +19,10 @@ how to fix it: headers the SDK's transport refuses (:mod:`memstrata.mcp.headers`
 bodies that are not one JSON-RPC message, or hold a lone surrogate the SDK reports only as
 "unexpected end of hex escape" (:mod:`memstrata.mcp.parse_errors`). What the SDK still
 refuses itself (an ended session, a missing session id, another method) gets the same
-shape too (:mod:`memstrata.mcp.sdk_answers`).
+shape too (:mod:`memstrata.mcp.sdk_answers`). Every refusal is logged with its cause and,
+the token being valid, its user (:mod:`memstrata.mcp.refusal_log`). A request then holds
+its JSON-RPC id in its session, and its event stream is served through a shutdown's grace
+(:mod:`memstrata.mcp.inflight`).
 
 A session lives in the process that opened it, so replicas behind a load balancer need
 affinity on the ``Mcp-Session-Id`` header, or ``mcp_stateless``: the SDK's stateless mode,
@@ -33,6 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -57,8 +61,10 @@ from memstrata.config import Settings
 from memstrata.logs import log_event
 from memstrata.mcp.counted import serve_counted
 from memstrata.mcp.headers import HeaderChecks
+from memstrata.mcp.inflight import InFlightStreams
 from memstrata.mcp.owners import principal
 from memstrata.mcp.parse_errors import bad_body
+from memstrata.mcp.refusal_log import log_refusal, logging_refusals
 from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields
@@ -92,6 +98,7 @@ class BearerGate:
         self.max_request_bytes = max_request_bytes
         self.sessions = sessions
         self.headers = headers
+        self.streams = InFlightStreams()  # memstrata.mcp.inflight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -99,8 +106,10 @@ class BearerGate:
             return
         headers = Headers(scope=scope)
         authorization = headers.get("authorization")
+        user_id: str | None = None  # for the refusal's log line, once the token is valid
         try:
             user_id = self._authenticate(scope, headers, authorization)
+            scope.setdefault("state", {})["user_id"] = user_id  # for the request log
             await self.headers.refuse(scope, receive, user_id)
             # The REST API's 413s (JSON, the one error shape), declared and then counted as
             # a chunked body is read, so the SDK's plain-text 413 is never the answer.
@@ -110,17 +119,18 @@ class BearerGate:
             if scope["method"] == "POST":
                 _refuse_bad_body(body, user_id)
         except (ApiError, ClientDisconnect) as exc:
-            await _refuse(exc, scope, receive, send)
+            await _refuse(exc, scope, receive, send, user_id)
             return
         receive = replaying(body, receive)
         token = (authorization or "").strip().partition(" ")[2].strip()
         scope["user"] = principal(user_id, token)
-        scope.setdefault("state", {})["user_id"] = user_id  # for the request log
-        send = in_error_shape(send)  # what the SDK still refuses itself
+        send = logging_refusals(in_error_shape(send), user_id)  # what the SDK still refuses
+        # Its id held in its session, its event stream served through a shutdown.
+        app = partial(self.streams.serve, self.app, user_id, body)
         if self.sessions is None:
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
-        await serve_counted(self.sessions, self.app, user_id, scope, receive, send)
+        await serve_counted(self.sessions, app, user_id, scope, receive, send)
 
     def _authenticate(self, scope: Scope, headers: Headers, authorization: str | None) -> str:
         """The token's user, from the headers alone (nothing reads the body before this)."""
@@ -171,11 +181,16 @@ def _refuse_bad_body(body: bytes, user_id: str) -> None:
 
 
 async def _refuse(
-    exc: ApiError | ClientDisconnect, scope: Scope, receive: Receive, send: Send
+    exc: ApiError | ClientDisconnect, scope: Scope, receive: Receive, send: Send, user: str | None
 ) -> None:
-    """The REST API's error response, which is also a JSON-RPC error."""
+    """The REST API's error response, which is also a JSON-RPC error; ``user``: the
+    token's, when it was valid."""
     mapped = map_exception(exc)
     assert mapped is not None  # both map
+    # Header and body refusals have their own lines (mcp.refused, mcp.parse_error); a
+    # client gone is no refusal.
+    if isinstance(exc, AuthenticationError) or mapped.status_code == 413:
+        log_refusal(mapped.status_code, mapped.body.get("code"), mapped.body["detail"], user)
     for key, value in jsonrpc_error_fields(mapped.body["detail"]).items():
         mapped.body.setdefault(key, value)  # a parse error brought its own
     await mapped.response()(scope, receive, send)

@@ -119,7 +119,8 @@ def build_server(runtime: RuntimeSource, user: UserSource) -> Server[Any]:
                 INVALID_PARAMS,
                 f"unknown tool {params.name[:100]!r}; available: {', '.join(by_name)}",
             )
-        return await run_tool(tool, runtime, user(ctx), dict(params.arguments or {}))
+        arguments = dict(params.arguments or {})
+        return await run_tool(tool, runtime, user(ctx), arguments, ctx.request)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
@@ -227,7 +228,7 @@ def _caller(
     runtime: RuntimeSource, user: UserSource, ctx: ServerRequestContext[Any, Any]
 ) -> Caller:
     # The runtime's 503 while it starts or stops is answered by FailureAnswers.
-    return Caller(runtime(), user(ctx))
+    return Caller(runtime(), user(ctx), ctx.request)
 
 
 def _resource(name: str) -> Resource:

@@ -29,6 +29,9 @@ one small passage. The slot has a share of that server's time (``express_share``
 whenever a waiter would take the slot: a write let in while another's passage was in flight
 is turned back if that passage used the share up, and a write turned back waits in its turn
 but takes the slot once the window has freed, whichever comes first.
+
+Across processes sharing the passage server (``shared``, set by the worker: ``shared_lane``)
+a user's write of one request goes first at that server too, past this process's turns.
 """
 
 from __future__ import annotations
@@ -40,14 +43,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 from memstrata.retrieval.circuit import BreakerState as BreakerState
 from memstrata.retrieval.circuit import CircuitBreaker as CircuitBreaker
 from memstrata.retrieval.express_share import ExpressShare
+from memstrata.retrieval.shared_lane import SharedLane, in_one_passage_write
 
 # Which slot a bulk request got (``Lanes.bulk``): a bulk one, or the express one beside them.
 Route = Literal["bulk", "express"]
@@ -137,6 +142,8 @@ class _Waiter:
     turned_back: bool = field(compare=False, default=False)
     # Called before it takes a slot: raises to end the request unsent (``bulk_owner``).
     guard: Callable[[], None] | None = field(compare=False, default=None)
+    # A user's small or one-passage write: first at the passage server (``_across``).
+    first: bool = field(compare=False, default=False)
 
 
 class Lanes:
@@ -176,6 +183,9 @@ class Lanes:
         # Each owner's latest round while it is the one being served or later (an older one
         # tells round_for nothing), forgotten whenever the lane is idle: no rounds to keep.
         self._latest: dict[str, int] = {}
+        # The passage server's lane across processes (``shared_lane``), set by the worker of
+        # a process that shares the server with others: small writes first in all of them.
+        self.shared: SharedLane | None = None
 
     def close_bulk(self) -> None:
         """Refuse every bulk request from now on, those already waiting included; the ones
@@ -220,6 +230,7 @@ class Lanes:
             give_up = math.inf if give_up_s is None else now + give_up_s
             me = self._enqueue(owner, now + max_wait_s, give_up, express)
             me.guard = guard
+            me.first = (express or in_one_passage_write()) and owner != BACKGROUND_OWNER
             try:
                 route = self._wait_for_turn(me)
             except BaseException:  # closed (or interrupted): out of the queue
@@ -230,7 +241,8 @@ class Lanes:
             if route == "bulk":
                 self._count_deferred(me)
         try:
-            yield route
+            with self._across(route, me):
+                yield route
         finally:
             with self._cond:
                 if route == "express":
@@ -281,6 +293,8 @@ class Lanes:
             share_in = self._express_in_s(me, now)
             if share_in == 0.0:
                 return "express"
+            if me.first and self._owned[me.owner] == 1 and self._shared_up():
+                return "bulk"  # first at the passage server of every process (_across)
             if now >= me.give_up:
                 raise BulkLaneBusyError("no bulk slot came free in time")
             timeout = self._recheck_s(now)
@@ -344,11 +358,36 @@ class Lanes:
                 self._latest[me.owner] = me.previous
             self._cond.notify_all()  # the turn may have passed to a waiter behind me
             return
-        heapq.heappop(self._waiting)  # me: _wait_for_turn returns for the first in turn only
+        if self._waiting[0] is me:
+            heapq.heappop(self._waiting)
+        else:  # a small write let past the turns (_across)
+            self._waiting.remove(me)
+            heapq.heapify(self._waiting)
         self._serving = me.round
         self._bulk += 1
         self._latest = {o: r for o, r in self._latest.items() if r >= self._serving}
         self._cond.notify_all()  # the next in turn may take another free slot
+
+    def _shared_up(self) -> bool:
+        return self.shared is not None and self.shared.up
+
+    def _across(self, route: Route, me: _Waiter) -> AbstractContextManager[object]:
+        """The passage server's lane across processes around a bulk-slot request: a small
+        write registered, any other waiting for the small writes and the one bulk slot."""
+        if self.shared is None or route != "bulk":
+            return nullcontext()
+        if me.first:
+            return self.shared.priority()
+        return self.shared.bulk(partial(self._still_wanted, me))
+
+    def _still_wanted(self, me: _Waiter) -> None:
+        """Raises when a request waiting in the shared lane must not be sent after all."""
+        if self.bulk_closed:
+            raise BulkLaneClosedError("the bulk lane is closed")
+        if me.guard is not None:
+            me.guard()
+        if time.monotonic() >= me.give_up:
+            raise BulkLaneBusyError("no bulk slot came free in time")
 
     def _leave(self, me: _Waiter) -> None:
         self._waiting.remove(me)

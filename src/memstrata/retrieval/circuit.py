@@ -35,6 +35,8 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._probing = False
+        # The thread that took the probe (a request is sent on the thread that asked).
+        self._prober: int | None = None
         # When the circuit first opened in the current outage, and when its last "still
         # failing" notice was due (``still_failing_due``).
         self._outage_since: float | None = None
@@ -60,6 +62,7 @@ class CircuitBreaker:
             if self._probing or self._clock() - self._opened_at < self.cooldown_s:
                 return False
             self._probing = True
+            self._prober = threading.get_ident()
             return True
 
     def allow_peek(self) -> bool:
@@ -96,6 +99,16 @@ class CircuitBreaker:
                     self._outage_since = self._noticed_at = self._opened_at
                 return not was_open
             return False
+
+    def record_abandoned(self) -> None:
+        """A request of this thread ended that nobody waited for any more (its search's
+        client hung up): neither a failure nor a success. Were it the half-open probe, the
+        next request probes instead (held for ever, the probe refused every request:
+        ``allow`` lets one out at a time); otherwise nothing changes."""
+        with self._lock:
+            if self._probing and self._prober == threading.get_ident():
+                self._probing = False
+                self._prober = None
 
     @property
     def failures(self) -> int:

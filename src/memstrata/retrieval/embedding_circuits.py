@@ -15,6 +15,7 @@ from memstrata.logs import log_event
 from memstrata.retrieval.breaker import CircuitBreaker
 from memstrata.retrieval.embedding_http import shown_url
 from memstrata.retrieval.embedding_plan import EmbeddingKind
+from memstrata.retrieval.hangup import client_left
 
 # The circuit's events keep the logger they have always had, the one operators filter on.
 logger = logging.getLogger("memstrata.retrieval.embeddings")
@@ -34,7 +35,13 @@ class CircuitEvents:
     query_breaker: CircuitBreaker
 
     def _failed(self, breaker: CircuitBreaker, kind: EmbeddingKind, exc: EmbeddingError) -> None:
-        """Count a failure on ``breaker``; log when it opens the circuit or goes on."""
+        """Count a failure on ``breaker``; log when it opens the circuit or goes on. Not
+        that of a search whose client hung up (``hangup``): a busy query server ran behind
+        the searches of clients gone, and their timeouts opened the circuit for the users
+        still waiting. Such a request, if it was the half-open probe, hands the probe on."""
+        if client_left():
+            breaker.record_abandoned()
+            return
         if breaker.record_failure(exc):
             log_event(
                 logger,

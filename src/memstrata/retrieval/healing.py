@@ -43,11 +43,13 @@ from memstrata.logs import describe, log_event
 from memstrata.retrieval import claimer, queue
 from memstrata.retrieval.api_probe import ApiProbe, RefusalPause
 from memstrata.retrieval.claim_outcome import record_failures, release, sort_results
+from memstrata.retrieval.embedding_slow import texts_of_users
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.heal_claims import claim_wrong_length, take_back
 from memstrata.retrieval.heal_stall import StallWatch
 from memstrata.retrieval.heal_write import write_back
 from memstrata.retrieval.length_watch import LengthWatch
+from memstrata.retrieval.shared_lane import SharedLane, raw_outside_pool
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,15 @@ class VectorHealer:
             if isinstance(bind, Engine)
             else None
         )
+        # While the worker runs, the passage lane is shared with the other processes on this
+        # database (``shared_lane``): only where small writes have an express slot, which is
+        # where they are told from bulk work (a query server of its own).
+        self._shared_connect = (
+            partial(raw_outside_pool, bind)
+            if isinstance(bind, Engine) and embedder.lanes.express_slots
+            else None
+        )
+        self._shared: SharedLane | None = None
 
     # -- one round ---------------------------------------------------------------------
     def run_once(self) -> HealReport:
@@ -158,7 +169,8 @@ class VectorHealer:
             self.stall.progressed("nothing left to embed")
             return report
         texts = [c.chunk_text for c in todo]
-        results = self.embedder.embed_each(texts, "passage", split_slow=True)
+        with texts_of_users((c.chunk_text, c.user_id) for c in todo):  # embedding.slow's users
+            results = self.embedder.embed_each(texts, "passage", split_slow=True)
         if self._refused_whole(todo, results):
             report.released = len(todo)
             return report
@@ -279,6 +291,9 @@ class VectorHealer:
         self.probe.settled.clear()
         if self.claimer is not None:
             self.claimer.open()
+        if self._shared_connect is not None:
+            self._shared = SharedLane(self._shared_connect, self.embedder.url)
+            self.embedder.lanes.shared = self._shared
         self._thread = threading.Thread(target=self._loop, name="memstrata-healer", daemon=True)
         self._thread.start()
         log_event(logger, "embedding.heal.started", model=self.embedder.name)
@@ -311,6 +326,11 @@ class VectorHealer:
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        if self._shared is not None:
+            if self.embedder.lanes.shared is self._shared:
+                self.embedder.lanes.shared = None
+            self._shared.close()
+            self._shared = None
         if self.claimer is not None:
             given = self.claimer.close()
             if given:

@@ -21,7 +21,8 @@ exponential). Without an embedding API â€” or when the query's embedding fails â
 side is empty and the result is pure BM25 ranking, fused the same way. The ranking rule
 and the result types are in ``retrieval.ranking``, the checks of a search's arguments in
 ``retrieval.search_input``, and what the caller is told about a side that could not take
-part in ``retrieval.search_warnings``.
+part in ``retrieval.search_warnings``. A search whose client hangs up ends without an
+answer, its query not embedded or its embedding abandoned (``retrieval.hangup``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from memstrata.retrieval.candidate_rows import bm25_top as bm25_top
 from memstrata.retrieval.candidate_rows import bm25_top_scored, source_filter
 from memstrata.retrieval.embeddings import EmbeddingProvider
 from memstrata.retrieval.fusion import RRF_K, Fusion
+from memstrata.retrieval.hangup import ClientGoneError, client_left, raise_if_left
 from memstrata.retrieval.limits import DEFAULT_TOP_K
 from memstrata.retrieval.query_cache import CachedQueryEmbedder
 from memstrata.retrieval.ranking import (
@@ -127,11 +129,33 @@ class SearchService:
 
     def _embed_query(self, user_id: str, query: str) -> list[float]:
         assert self.embedder is not None
-        # A long query waits in its user's turn of the passage lane (long_query).
-        with bulk_owner(user_id):
+        # A long query waits in its user's turn of the passage lane (long_query), and leaves
+        # it unsent if its client hangs up meanwhile (hangup).
+        with bulk_owner(user_id, guard=raise_if_left):
             if isinstance(self.embedder, CachedQueryEmbedder):
                 return self.embedder.embed_for(user_id, [query], "query")[0]
             return self.embedder.embed([query], "query")[0]
+
+    def _query_vector(self, user_id: str, query: str) -> np.ndarray:
+        """The query's vector, or ``ClientGoneError`` once its client has hung up: before
+        the request is sent (none is), while a long one waits in the passage lane, or
+        while the answer was on its way (thrown away: ``hangup``)."""
+        if client_left():
+            raise self._abandoned(user_id, "before_embedding")
+        try:
+            vector = np.asarray(self._embed_query(user_id, query), dtype=np.float32)
+        except ClientGoneError as exc:
+            raise self._abandoned(user_id, "waiting_for_lane") from exc
+        if client_left():
+            raise self._abandoned(user_id, "embedding")
+        return vector
+
+    @staticmethod
+    def _abandoned(user_id: str, stage: str) -> ClientGoneError:
+        """The error that ends a search whose client hung up, logged once (INFO: a client
+        leaving is no fault of the server's)."""
+        log_event(logger, "search.client_gone", user_id=user_id, stage=stage)
+        return ClientGoneError(f"the search's client hung up ({stage})")
 
     def warm(self, user_id: str) -> None:
         """After an import: bring the user's index (and its snapshot) up to date in the
@@ -183,8 +207,10 @@ class SearchService:
         if self.embedder is not None:
             started = time.perf_counter()
             try:
-                vector = np.asarray(self._embed_query(user_id, query), dtype=np.float32)
+                vector = self._query_vector(user_id, query)
             except (EmbeddingError, IndexError) as exc:
+                if client_left():  # nobody waits for the answer, nor for this warning
+                    raise self._abandoned(user_id, "embedding") from exc
                 # The cause goes to the log; the caller (an end user, an agent) is told only
                 # what happened, not where the embedding API lives.
                 warnings.append(
