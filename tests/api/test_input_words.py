@@ -56,7 +56,7 @@ CASES = [
         {"query": "x", "topk": 3},
         ["body", "topk"],
         "extra_forbidden",
-        "unknown field topk; this body takes query, top_k, sources, as_of",
+        "unknown field topk; this body takes query, top_k, sources, marks, as_of",
     ),
     ("PUT", FILE, {}, ["body", "content"], "missing", "missing required field: content"),
     ("PUT", SKILL, {}, ["body", "enabled"], "missing", "missing required field: enabled"),

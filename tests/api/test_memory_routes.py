@@ -88,7 +88,7 @@ def test_search_sees_only_the_callers_memory(client: TestClient, auth: AuthHeade
         ),
         (
             {"query": "x", "limit": 3},
-            "invalid request: unknown field limit; this body takes query, top_k, sources, as_of",
+            "invalid request: unknown field limit; this body takes query, top_k, sources, marks, as_of",
         ),
         ({"query": "   "}, "query is blank: send the words to search for"),
     ],
@@ -115,7 +115,7 @@ def test_search_validation(
         ),
         (
             {"turn_index": 0, "user_message": "a\x00b"},
-            "user_message must not contain NUL characters ('\\x00' at character 1)",
+            "user_message must not contain NUL characters ('\\x00' at character 2)",
         ),
         (
             {"turn_index": 0, "user_message": "hi", "timestamp": "yesterday"},

@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -25,6 +26,7 @@ from pydantic_core import PydanticCustomError
 from memstrata.api.input_errors import Taker, json_kind, reworded
 from memstrata.api.schemas import ErrorBody
 from memstrata.db.integers import MAX_INT
+from memstrata.retrieval import hit_marks
 from memstrata.retrieval.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, Source
 from memstrata.retrieval.rounds import MAX_BATCH_TURNS
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH, SESSION_ID_RULE
@@ -94,6 +96,11 @@ class SearchRequest(BaseModel):
     sources: Annotated[list[Source], Field(min_length=1)] | None = Field(
         default=None, description="Restrict to these sources; all when omitted."
     )
+    marks: StrictBool = Field(
+        default=False,
+        description="Also give each hit's `marks`: where in its text the query's words are, "
+        "by the keyword search's own rule.",
+    )
     as_of: IsoDateTime | None = Field(
         default=None,
         description="Search as of this time (ISO 8601; default now), from "
@@ -137,6 +144,17 @@ class SearchHitBody(BaseModel):
     source_ids: list[str] = Field(description="The conversation turns the hit covers.")
     score: float
     explain: Explain
+    marks: list[tuple[int, int]] | None = Field(
+        default=None,
+        description="Only when the request asked for `marks`: the `[start, end)` stretches "
+        "of `text` that match the query, in order, as UTF-16 code units (a JavaScript "
+        "string's indexes): the words whose search terms the query has (case-folded, "
+        "NFKC, stemmed, stop words never), and each CJK character (or Thai, Lao, Tibetan, "
+        "Myanmar, Khmer cluster) that a pair of the query covers or that the query has "
+        "alone.",
+        # Absent rather than null unless asked for: the spec's answer stays as it is.
+        exclude_if=lambda marks: marks is None,
+    )
 
 
 class SearchResults(BaseModel):
@@ -151,6 +169,16 @@ class SearchResults(BaseModel):
         description="Why a side of the search could not take part (no embedding API, a failed "
         "query embedding, no vectors yet, a query with no searchable words); empty otherwise."
     )
+
+    @classmethod
+    def of(cls, answer: dict[str, Any], *, marked: bool) -> SearchResults:
+        """The search's ``to_dict()``, each hit with its ``marks`` when ``marked``."""
+        results = cls.model_validate(answer)
+        if marked:
+            terms = hit_marks.mark_terms(results.query)
+            for hit in results.hits:
+                hit.marks = hit_marks.marks(hit.text, terms)
+        return results
 
 
 class IndexReportBody(BaseModel):

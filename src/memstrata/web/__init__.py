@@ -42,6 +42,7 @@ ASSETS: dict[str, str] = {
     "file-aside.js": "text/javascript; charset=utf-8",
     "skills.js": "text/javascript; charset=utf-8",
     "search.js": "text/javascript; charset=utf-8",
+    "search-marks.js": "text/javascript; charset=utf-8",
     "icon.svg": "image/svg+xml",
 }
 

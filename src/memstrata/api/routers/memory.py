@@ -7,16 +7,14 @@ by ``api.memory_schemas`` so /openapi.json describes them.
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import AsyncIterator
 from typing import Annotated
 
-import anyio
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.routing import APIRoute
 
 from memstrata.api.errors import ApiError
+from memstrata.api.hangups import client_gone, unless_gone
 from memstrata.api.memory_schemas import (
     BATCH_REJECTED_RESPONSE,
     BatchTurn,
@@ -28,6 +26,7 @@ from memstrata.api.memory_schemas import (
     SearchResults,
     TurnRequest,
 )
+from memstrata.api.middleware import CLIENT_CLOSED_REQUEST
 from memstrata.api.routing import (
     Context,
     CurrentUser,
@@ -36,6 +35,7 @@ from memstrata.api.routing import (
 )
 from memstrata.api.schemas import error_responses
 from memstrata.retrieval.embedding_provider import deadline_ends_when
+from memstrata.retrieval.hangup import ClientGoneError, searched_for
 from memstrata.retrieval.rounds import Round, RoundsInvalidError, validate_rounds
 from memstrata.retrieval.session_ids import SESSION_ID_RULE, InvalidSessionIdError, check_session_id
 
@@ -52,25 +52,6 @@ async def path_session_id(
         return check_session_id(session_id)
     except InvalidSessionIdError as exc:
         raise ApiError(400, str(exc), code="invalid_session_id") from exc
-
-
-async def client_gone(request: Request) -> AsyncIterator[threading.Event]:
-    """An event set if the client hangs up while the route runs (its body is read by
-    then, so the next ASGI message is the disconnect). A plain task rather than a task
-    group around the ``yield``: the group would wrap the route's own exception (an
-    ``ApiError``) in an ``ExceptionGroup``, which no error mapping knows."""
-    gone = threading.Event()
-
-    async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        gone.set()
-
-    watching = asyncio.ensure_future(watch())
-    try:
-        yield gone
-    finally:
-        watching.cancel()
 
 
 def batch_rounds(turns: list[BatchTurn | InvalidBatchTurn]) -> list[Round]:
@@ -103,24 +84,39 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
     register_anything_convertor()
     router = APIRouter(prefix="/api/memory", tags=["memory"], route_class=route_class)
 
-    @router.post("/search", responses=_ERRORS)
-    async def search(body: SearchRequest, user_id: CurrentUser, context: Context) -> SearchResults:
+    @router.post("/search", response_model=SearchResults, responses=_ERRORS)
+    async def search(
+        body: SearchRequest, user_id: CurrentUser, context: Context, request: Request
+    ) -> SearchResults | Response:
         """Hybrid search (BM25 + vectors, RRF, time decay) over this user's memory only.
 
         ``mode`` is ``bm25`` when no embedding API is configured or the query's embedding
-        failed (``warnings`` says why). ``explain`` gives each hit's per-stage ranks.
+        failed (``warnings`` says why). ``explain`` gives each hit's per-stage ranks. A
+        client that hangs up gets no answer, and its query is not embedded (or its
+        embedding is abandoned).
         """
+        gone = threading.Event()
 
-        def run() -> SearchResults:
-            result = context.mem.search.search(
-                user_id, body.query, top_k=body.top_k, sources=body.sources, as_of=body.as_of
-            )
+        def run() -> SearchResults | None:
+            with searched_for(gone):
+                try:
+                    result = context.mem.search.search(
+                        user_id,
+                        body.query,
+                        top_k=body.top_k,
+                        sources=body.sources,
+                        as_of=body.as_of,
+                    )
+                except ClientGoneError:
+                    return None
             context.metrics.record_search(result.mode, len(result.hits))
-            return SearchResults.model_validate(result.to_dict())
+            return SearchResults.of(result.to_dict(), marked=body.marks)
 
         # One hop to a worker thread for the whole search. As a plain ``def`` route it took
         # two: FastAPI runs a sync route's result validation on a worker thread as well.
-        return await anyio.to_thread.run_sync(run)
+        answer = await unless_gone(request, gone, run)
+        # Nobody reads it; the request log and metrics say 499 (``middleware``).
+        return Response(status_code=CLIENT_CLOSED_REQUEST) if answer is None else answer
 
     # Any characters at all (even "/" and newlines) reach us and get a clear 400, not 404.
     @router.post("/conversations/{session_id:anything}/turns", responses=_ERRORS)

@@ -3,8 +3,10 @@
 // does not lose it; offered back on the next sign-in (files.js). Tabs of one browser share
 // localStorage: each keeps its own record (its id lives in the tab's sessionStorage, which a
 // reload keeps), so that no tab writes over, or removes, another's text. A tab offers its
-// own record first, else one a tab no longer open left behind (a Web Lock per tab tells
-// which are open; without Web Locks every other tab's record counts as left behind).
+// own record first, else one a tab no longer open left behind. A Web Lock per tab tells
+// which are open; without Web Locks (a plain-HTTP address other than localhost: they exist
+// only in secure contexts) the open tabs answer a question on a BroadcastChannel, which
+// works there; without either, every other tab's record counts as left behind.
 // Cleared on Sign out (the records of tabs still open excepted), so the next user of a
 // shared browser never sees them. No DOM and no requests here: render() asks for a write
 // after every change (`schedule`), and what is written is read from the files' state.
@@ -14,6 +16,13 @@ import { dirty, setAside, state } from "./file-state.js";
 const PREFIX = "memstrata.draft:";
 const TAB_ID = "memstrata.tab"; // sessionStorage: this tab's id, kept across its reloads
 const LOCK = "memstrata.tab:"; // + the tab id: held while the tab is open
+const CHANNEL = "memstrata.tabs"; // without Web Locks: "which tabs are open?", answered
+// How long a question on the channel waits for the answers. An open tab answers in a few
+// milliseconds, hidden or not (timers are throttled in a hidden tab, messages are not); one
+// too busy (or frozen by the browser) to answer in time counts as closed, and its record
+// may be offered here: moved into this tab, not lost (flush() writes it back in its own
+// tab). The wait is paid by a file's first read, and only without Web Locks.
+const ANSWER_MS = 300;
 // Writes wait this long after the last change: one write per pause in typing, not per key.
 const DELAY_MS = 250;
 // Records left behind are kept this long, and at most this many per user and file (the
@@ -41,39 +50,78 @@ function ownId() {
 
 let tab = ownId();
 
-/** Hold this tab's lock as long as the page lives. A duplicated tab copies sessionStorage,
- * so its id may be taken (the lock held): it takes a new one. */
-async function hold() {
-  if (!navigator.locks) return;
+const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel(CHANNEL) : null;
+// Answered with the id this tab has now, even while it checks its own (below): two tabs
+// duplicated at once then both take new ids, and their records count as left behind.
+channel?.addEventListener("message", ({ data }) => {
+  if (typeof data?.ask === "string") channel.postMessage({ answer: data.ask, tab });
+});
+
+/** The ids of the other tabs open now, as they answer on the channel (null: no channel). */
+function ask() {
+  if (!channel) return Promise.resolve(null);
+  const question = newId();
+  const ids = new Set();
+  const hear = ({ data }) => {
+    if (data?.answer === question && typeof data.tab === "string") ids.add(data.tab);
+  };
+  channel.addEventListener("message", hear);
+  channel.postMessage({ ask: question });
+  return new Promise((resolve) => {
+    setTimeout(() => {
+      channel.removeEventListener("message", hear);
+      resolve(ids);
+    }, ANSWER_MS);
+  });
+}
+
+/** Take a new id: a duplicated tab copies sessionStorage, so its id may be another's. */
+function renew() {
+  tab = newId();
   try {
-    for (;;) {
-      const got = await new Promise((resolve) => {
-        navigator.locks.request(LOCK + tab, { ifAvailable: true }, (lock) => {
-          resolve(Boolean(lock));
-          return lock ? new Promise(() => {}) : undefined;
-        });
-      });
-      if (got) return;
-      tab = newId();
-      sessionStorage.setItem(TAB_ID, tab);
-    }
+    sessionStorage.setItem(TAB_ID, tab);
   } catch {
-    // locks refused (an opaque origin): every other tab's record counts as left behind
+    // storage off: the id lives as long as the page
   }
+}
+
+/** Hold this tab's lock as long as the page lives (true), taking a new id while its own is
+ * held elsewhere; without Web Locks (false), a new id if another open tab answers with it. */
+async function hold() {
+  if (navigator.locks) {
+    try {
+      for (;;) {
+        const got = await new Promise((resolve) => {
+          navigator.locks.request(LOCK + tab, { ifAvailable: true }, (lock) => {
+            resolve(Boolean(lock));
+            return lock ? new Promise(() => {}) : undefined;
+          });
+        });
+        if (got) return true;
+        renew();
+      }
+    } catch {
+      // locks refused (an opaque origin): the channel is asked instead
+    }
+  }
+  if ((await ask())?.has(tab)) renew();
+  return false;
 }
 
 const held = hold();
 
-/** The ids of the tabs open now (null: not known). */
+/** The ids of the tabs open now, this one's included (null: not known). */
 async function openTabs() {
-  await held;
-  if (!navigator.locks) return null;
-  try {
-    const { held: locks } = await navigator.locks.query();
-    return new Set(locks.map((lock) => lock.name.slice(LOCK.length)));
-  } catch {
-    return null;
+  if (await held) {
+    try {
+      const { held: locks } = await navigator.locks.query();
+      return new Set(locks.map((lock) => lock.name.slice(LOCK.length)));
+    } catch {
+      // fall through to the channel
+    }
   }
+  const others = await ask();
+  return others && others.add(tab);
 }
 
 /** Every stored record of `user` (and file `name`, if given): [{key, tab, record}]. */
@@ -150,8 +198,14 @@ export function flush() {
  * null (`places` is checked where it is used: file-resolve.js `begin`). Left-behind records
  * past the bounds are removed here. */
 export async function read(f) {
-  const open = await openTabs();
   try {
+    if (!stored(state.user, f.name).length) return null; // nothing kept: nothing to wait for
+    await held; // a duplicated tab has an id of its own by now
+    // Which tabs are open is asked only when another tab's record is there (without Web
+    // Locks the question takes ANSWER_MS); when none is, the reading below follows in the
+    // same task, with no open tabs to exclude.
+    const others = stored(state.user, f.name).some((r) => r.tab !== tab);
+    const open = others ? await openTabs() : null;
     const all = stored(state.user, f.name).filter((r) => fine(r.record));
     const own = all.find((r) => r.tab === tab);
     const oldest = new Date(Date.now() - LEFT_DAYS * 86_400_000).toISOString();

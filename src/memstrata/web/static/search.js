@@ -3,6 +3,7 @@
 
 import { api, reason } from "./api.js";
 import { $, asSentence, banner, bdi, cjkLang, el, number, when } from "./dom.js";
+import { marked } from "./search-marks.js";
 
 const SOURCE_LABELS = { memory: "memory files", conversation: "conversations", notes: "notes" };
 const TOP_K_CHOICES = [5, 10, 20, 50, 100];
@@ -82,7 +83,8 @@ async function run() {
     if (chosen.length) $("query").focus();
     return;
   }
-  const body = { query, top_k: Number($("top-k").value) };
+  // marks: where each hit's text matches, by the server's own rule (search-marks.js)
+  const body = { query, top_k: Number($("top-k").value), marks: true };
   if (chosen.length < boxes.length) body.sources = chosen;
   banner($("search-message"), "");
   $("hits").setAttribute("aria-busy", "true");
@@ -158,7 +160,7 @@ function hit(h) {
       el("span", { class: "origin mono" }, origin(h)),
       el("time", { datetime: h.created_at, title: time.title }, time.text),
       el("span", { class: "score mono", title: "RRF score × decay" }, `score ${h.score.toFixed(4)}`)),
-    el("p", { class: "hit-text", dir: "auto", lang: cjkLang(h.text) }, h.text),
+    el("p", { class: "hit-text", dir: "auto", lang: cjkLang(h.text) }, marked(h.text, h.marks)),
     el("dl", { class: "explain", "aria-label": "How this score was computed" },
       fact("BM25 rank", rank(e.bm25_rank, "keyword")),
       fact("vector rank", rank(e.vector_rank, "vector")),
