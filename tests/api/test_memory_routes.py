@@ -88,7 +88,8 @@ def test_search_sees_only_the_callers_memory(client: TestClient, auth: AuthHeade
         ),
         (
             {"query": "x", "limit": 3},
-            "invalid request: unknown field limit; this body takes query, top_k, sources, marks, as_of",
+            "invalid request: unknown field limit; this body takes query, top_k, sources, "
+            "marks, as_of",
         ),
         ({"query": "   "}, "query is blank: send the words to search for"),
     ],
