@@ -45,16 +45,24 @@ def fake() -> Iterator[FaultServer]:
 
 @contextmanager
 def serving(
-    tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int, **settings: str
+    tmp_path: Path,
+    pg_url: str,
+    fake: FaultServer,
+    grace_s: int,
+    *,
+    secret: str = SECRET,
+    **settings: str,
 ) -> Iterator[Served]:
-    """``memstrata serve`` on the session's PostgreSQL with ``fake`` as its embedding API
-    and ``settings`` (``EMBEDDING_BATCH_SIZE="2"`` for ``MEMSTRATA_EMBEDDING_BATCH_SIZE``)."""
+    """``memstrata serve`` on the session's PostgreSQL with ``fake`` as its embedding API,
+    JSON logs at INFO, tokens signed with ``secret``, and ``settings``
+    (``EMBEDDING_BATCH_SIZE="2"`` for ``MEMSTRATA_EMBEDDING_BATCH_SIZE``)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
         "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
         "MEMSTRATA_ENVIRONMENT": "test",
         "MEMSTRATA_DATABASE_URL": pg_url,
-        "MEMSTRATA_JWT_SECRET": SECRET,
+        "MEMSTRATA_JWT_SECRET": secret,
         "MEMSTRATA_EMBEDDING_BASE_URL": fake.base_url,
         "MEMSTRATA_EMBEDDING_MODEL": "fake-model",
         "MEMSTRATA_EMBEDDING_AUTOSTART": "false",

@@ -1,4 +1,5 @@
-"""Scratch databases on the session's embedded server, dropped after the test."""
+"""Scratch databases on the session's embedded server, dropped after the test; a valid
+token's header (tests/api/conftest.py's ``auth``, out of reach of tests/db)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
+
+from memstrata.config import Settings
+from tests.api.auth import AuthHeader, signed
 
 ScratchFactory = Callable[[str], str]
 
@@ -28,3 +32,13 @@ def scratch_database(pg_url: str) -> Iterator[ScratchFactory]:
         for name in made:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@pytest.fixture
+def auth(settings: Settings) -> AuthHeader:
+    """``auth("alice")``: a valid token's header for the test's settings."""
+
+    def header(user: str = "alice") -> dict[str, str]:
+        return signed(user, settings.jwt_secret)
+
+    return header

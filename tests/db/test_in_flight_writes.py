@@ -23,7 +23,7 @@ from memstrata.config import Settings
 from memstrata.db.embedded import EmbeddedPostgres
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata
-from tests.api.auth import AuthHeader, signed
+from tests.api.auth import AuthHeader
 from tests.api.test_batch_turns import BATCH, _turn
 from tests.api.test_frozen_database_outage import FILE, INTERVAL_S, Server
 from tests.db.frozen import REFUSED_WITHIN_S
@@ -51,14 +51,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     url = embedded.start()
     yield Server(embedded.pgdata, url)
     embedded.stop()
-
-
-@pytest.fixture
-def auth(settings: Settings) -> AuthHeader:
-    def header(user: str = "alice") -> dict[str, str]:
-        return signed(user, settings.jwt_secret)
-
-    return header
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from memstrata.db.engine import make_engine
 from memstrata.db.monitor import DatabaseMonitor
 from memstrata.logs import event_fields
 from memstrata.runtime import Memstrata
-from tests.api.auth import AuthHeader, signed
+from tests.api.auth import AuthHeader
 from tests.api.test_batch_turns import BATCH, _turn
 from tests.api.test_frozen_database_outage import BOUND_S, FILE, INTERVAL_S, SEARCH, Server
 from tests.db.frozen import searches_refused_while_lost
@@ -73,16 +73,6 @@ def served(own: Own, settings: Settings) -> Iterator[tuple[Memstrata, TestClient
     """The app on the module's server (BM25 only), its monitor checking every INTERVAL_S."""
     with _served(settings, database_url=own.server.url, db_check_interval_s=INTERVAL_S) as got:
         yield got
-
-
-@pytest.fixture
-def auth(settings: Settings) -> AuthHeader:
-    """``auth("alice")``: a valid token's header (tests/api/conftest.py's, out of reach)."""
-
-    def header(user: str = "alice") -> dict[str, str]:
-        return signed(user, settings.jwt_secret)
-
-    return header
 
 
 def _events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, object]]:

@@ -24,7 +24,7 @@ from memstrata.db.engine import make_engine, make_session_factory
 from memstrata.db.monitor import DatabaseMonitor
 from memstrata.errors import DatabaseUnavailableError
 from memstrata.runtime import Memstrata
-from tests.api.auth import AuthHeader, signed
+from tests.api.auth import AuthHeader
 from tests.api.test_frozen_database_outage import BOUND_S, FILE, INTERVAL_S, Server
 from tests.db.frozen import searches_refused_while_lost
 from tests.waiting import wait_for
@@ -38,14 +38,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     url = embedded.start()
     yield Server(embedded.pgdata, url)
     embedded.stop()
-
-
-@pytest.fixture
-def auth(settings: Settings) -> AuthHeader:
-    def header(user: str = "alice") -> dict[str, str]:
-        return signed(user, settings.jwt_secret)
-
-    return header
 
 
 @pytest.fixture

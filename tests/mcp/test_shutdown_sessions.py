@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +31,10 @@ from sqlalchemy import text
 
 from memstrata.api.shutdown import SHUTTING_DOWN
 from memstrata.db.database import Database
+from tests.cli.test_shutdown_grace import serving
 from tests.mcp.served import SECRET, bearer
 from tests.retrieval.fault_server import FaultServer
-from tests.served import Served, serve_logged
+from tests.served import Served
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,31 +46,6 @@ VERSION = "2025-06-18"
 def fake() -> Iterator[FaultServer]:
     with FaultServer("ok") as server:
         yield server
-
-
-@contextmanager
-def serving(
-    tmp_path: Path, pg_url: str, fake: FaultServer, grace_s: int, **settings: str
-) -> Iterator[Served]:
-    """``memstrata serve`` with ``fake`` as its embedding API, JSON logs at INFO, and
-    ``settings`` (full variable names)."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")},
-        "MEMSTRATA_DATA_DIR": str(tmp_path / "data"),
-        "MEMSTRATA_ENVIRONMENT": "test",
-        "MEMSTRATA_DATABASE_URL": pg_url,
-        "MEMSTRATA_JWT_SECRET": SECRET,
-        "MEMSTRATA_EMBEDDING_BASE_URL": fake.base_url,
-        "MEMSTRATA_EMBEDDING_MODEL": "fake-model",
-        "MEMSTRATA_EMBEDDING_AUTOSTART": "false",
-        "MEMSTRATA_SHUTDOWN_GRACE_S": str(grace_s),
-        "MEMSTRATA_LOG_JSON": "true",
-        "MEMSTRATA_LOG_LEVEL": "INFO",
-        **settings,
-    }
-    with serve_logged(env, tmp_path / "serve.log") as served:
-        yield served
 
 
 def open_session(client: httpx.Client, url: str, user: str) -> dict[str, str]:
@@ -144,7 +118,7 @@ def test_a_session_tool_call_within_the_grace_is_answered(
     tmp_path: Path, pg_url: str, fake: FaultServer, db: Database
 ) -> None:
     fake.delay_s = 2.0  # per text: the call embeds for 2 s or more, the grace is 15 s
-    with serving(tmp_path, pg_url, fake, grace_s=15) as served:
+    with serving(tmp_path, pg_url, fake, grace_s=15, secret=SECRET) as served:
         response, after_s = call_during_sigterm(served, fake, "mcp-ana", "s-ana")
 
         assert response.status_code == 200, response.text
@@ -164,7 +138,7 @@ def test_a_session_tool_call_outlasting_the_grace_gets_the_shutdown_refusal(
     tmp_path: Path, pg_url: str, fake: FaultServer
 ) -> None:
     fake.delay_s = 6.0  # per text: the call embeds for 6 s or more, the grace is 1 s
-    with serving(tmp_path, pg_url, fake, grace_s=1) as served:
+    with serving(tmp_path, pg_url, fake, grace_s=1, secret=SECRET) as served:
         response, after_s = call_during_sigterm(served, fake, "mcp-bo", "s-bo")
 
         assert response.status_code == 200, response.text  # the stream had started
@@ -185,7 +159,7 @@ def test_an_open_get_stream_does_not_hold_up_the_shutdown(
 ) -> None:
     """A session's standalone GET stream has no request in flight: it ends at the signal,
     and the server stops at once rather than after the grace."""
-    with serving(tmp_path, pg_url, fake, grace_s=15) as served:
+    with serving(tmp_path, pg_url, fake, grace_s=15, secret=SECRET) as served:
         with httpx.Client(timeout=60) as client:
             headers = open_session(client, served.url, "mcp-cy")
             with client.stream("GET", f"{served.url}/mcp", headers=headers) as stream:
@@ -235,13 +209,13 @@ async def test_the_sdk_client_gets_its_answer_or_the_shutdown_refusal(
     tmp_path: Path, pg_url: str, fake: FaultServer
 ) -> None:
     fake.delay_s = 2.0  # within a 15 s grace: answered
-    with serving(tmp_path / "a", pg_url, fake, grace_s=15) as served:
+    with serving(tmp_path / "a", pg_url, fake, grace_s=15, secret=SECRET) as served:
         result = await sdk_call_during_sigterm(served, fake, "sdk-ana")
         assert not isinstance(result, MCPError), result
         assert result.is_error is False, result
         assert served.process.wait(timeout=30) == 0, served.stderr()
     fake.delay_s = 6.0  # past a 1 s grace: the refusal, not "SSE stream ended"
-    with serving(tmp_path / "b", pg_url, fake, grace_s=1) as served:
+    with serving(tmp_path / "b", pg_url, fake, grace_s=1, secret=SECRET) as served:
         result = await sdk_call_during_sigterm(served, fake, "sdk-bo")
         assert isinstance(result, MCPError), result
         assert str(result) == SHUTTING_DOWN
