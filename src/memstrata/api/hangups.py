@@ -22,13 +22,7 @@ async def client_gone(request: Request) -> AsyncIterator[threading.Event]:
     group around the ``yield``: the group would wrap the route's own exception (an
     ``ApiError``) in an ``ExceptionGroup``, which no error mapping knows."""
     gone = threading.Event()
-
-    async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        gone.set()
-
-    watching = asyncio.ensure_future(watch())
+    watching = asyncio.ensure_future(_watch(request, gone))
     try:
         yield gone
     finally:
@@ -44,16 +38,21 @@ async def unless_gone(
     once, the embedding's request left to end unheeded. A cancel scope rather than a task
     group, for the reason ``client_gone`` gives."""
     with anyio.CancelScope() as scope:
-
-        async def watch() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            gone.set()
-            scope.cancel()
-
-        watching = asyncio.ensure_future(watch())
+        watching = asyncio.ensure_future(_watch(request, gone, then=scope.cancel))
         try:
             return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         finally:
             watching.cancel()
     return None
+
+
+async def _watch(
+    request: Request, gone: threading.Event, then: Callable[[], object] | None = None
+) -> None:
+    """Set ``gone`` (and call ``then``) once the client hangs up: the route has read its
+    body, so the next ASGI message it could receive is the disconnect."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+    if then is not None:
+        then()
