@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from memstrata.mcp.duplicate_ids import DUPLICATE_ID, RequestIds
+from tests.mcp.served import SECRET
 from tests.mcp.test_shutdown_sessions import index_turn, open_session, serving, sse_messages
 from tests.retrieval.fault_server import FaultServer
 
@@ -36,7 +37,10 @@ def test_a_second_request_with_an_id_in_flight_is_refused_and_the_first_answered
     tmp_path: Path, pg_url: str, fake: FaultServer
 ) -> None:
     fake.delay_s = 2.0
-    with serving(tmp_path, pg_url, fake, grace_s=5) as served, httpx.Client(timeout=30) as client:
+    with (
+        serving(tmp_path, pg_url, fake, grace_s=5, secret=SECRET) as served,
+        httpx.Client(timeout=30) as client,
+    ):
         headers = open_session(client, served.url, "dup-ana")
         url = f"{served.url}/mcp"
         asked = len(fake.requests)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.mcp.served import token
+from tests.mcp.served import SECRET, token
 from tests.mcp.test_shutdown_sessions import VERSION, open_session, serving
 from tests.retrieval.fault_server import FaultServer
 
@@ -33,8 +33,11 @@ def fake() -> Iterator[FaultServer]:
 def test_every_refusal_logs_its_cause_and_user(
     tmp_path: Path, pg_url: str, fake: FaultServer
 ) -> None:
-    settings = {"MEMSTRATA_MCP_MAX_SESSIONS_PER_USER": "1"}
-    with serving(tmp_path, pg_url, fake, 5, **settings) as served, httpx.Client() as client:
+    settings = {"MCP_MAX_SESSIONS_PER_USER": "1"}
+    with (
+        serving(tmp_path, pg_url, fake, 5, secret=SECRET, **settings) as served,
+        httpx.Client() as client,
+    ):
         url = f"{served.url}/mcp"
         mine = open_session(client, served.url, "log-ana")
         tokens = [mine["Authorization"]]
