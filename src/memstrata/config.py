@@ -179,12 +179,14 @@ JSON_ESCAPE_BYTES = 6
 FILE_BODY_ROOM = 4096
 
 
-def file_request_bytes(settings: Settings) -> int:
-    """The body limit of a memory file's PUT: a file at ``max_content_bytes`` always fits,
-    however its JSON escapes it (a file of ``"`` characters is a body twice its size, one of
-    control characters six times), and the content itself, once decoded, is what the file
-    limit is measured against (413 above it). Never below ``max_request_bytes``."""
-    worst = JSON_ESCAPE_BYTES * settings.max_content_bytes + FILE_BODY_ROOM
+def file_request_bytes(settings: Settings, files: int = 1) -> int:
+    """The body limit of a request that carries ``files`` memory files (a file's PUT and
+    MCP's whole-file calls: one; the page's merge: three texts): a file at
+    ``max_content_bytes`` always fits, however its JSON escapes it (a file of ``"``
+    characters is a body twice its size, one of control characters six times), and the
+    content itself, once decoded, is what the file limit is measured against (413 above
+    it). Never below ``max_request_bytes``."""
+    worst = files * JSON_ESCAPE_BYTES * settings.max_content_bytes + FILE_BODY_ROOM
     return max(settings.max_request_bytes, worst)
 
 

@@ -129,7 +129,7 @@ async def test_storage_down_is_a_warning(
 async def test_a_transport_that_logs_its_own_calls_turns_it_off(
     sync: SyncService, user_box: LocalDirectorySandbox, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # MCP logs every call as mcp.tool, failures with their message: not twice.
+    # MCP logs every call as mcp.tool, failures with their code: not twice.
     tools = MemoryTools(ToolContext.bind(USER, sync, user_box, rounds=False), log_refusals=False)
     assert (await tools.call("record_memory", "{")).failed
     assert refusals(caplog) == []

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from memstrata.api import create_app
-from memstrata.config import Settings
+from memstrata.config import FILE_BODY_ROOM, JSON_ESCAPE_BYTES, Settings
 from memstrata.db.database import Database
 from memstrata.retrieval.turn_limit import MAX_TURN_BYTES
 from memstrata.runtime import Memstrata
@@ -84,3 +85,39 @@ def test_the_openapi_document_states_the_turn_limit(small_client: TestClient) ->
     schema = small_client.get("/openapi.json").json()["components"]["schemas"]["Limits"]
     assert "max_turn_bytes" in schema["required"]
     assert schema["properties"]["max_turn_bytes"]["examples"] == [MAX_TURN_BYTES]
+
+
+@pytest.fixture
+def tight_client(settings: Settings, db: Database) -> Iterator[TestClient]:
+    """Files as large as a request: a file at the limit has a body over it."""
+    tight = settings.model_copy(update={"max_content_bytes": LIMIT, "max_request_bytes": LIMIT})
+    mem = Memstrata.open(tight, database=db)
+    try:
+        with TestClient(create_app(memstrata=mem), raise_server_exceptions=False) as client:
+            yield client
+    finally:
+        mem.close()
+
+
+def test_the_advertised_file_body_limit_is_the_enforced_one(
+    tight_client: TestClient, auth: AuthHeader
+) -> None:
+    """A memory file's PUT (and MCP's whole-file calls) take a body larger than
+    max_request_bytes: a file at the limit fits however its JSON escapes it."""
+    limits = tight_client.get("/api/config/limits", headers=auth("dora")).json()
+    bound = limits["max_file_request_bytes"]
+    assert bound == JSON_ESCAPE_BYTES * LIMIT + FILE_BODY_ROOM > limits["max_request_bytes"]
+    path = "/api/config/agent-files/memory"
+    headers = {**auth("dora"), "Content-Type": "application/json"}
+    worst = json.dumps({"content": "\x01" * LIMIT}).encode()  # each character 6 bytes
+    assert JSON_ESCAPE_BYTES * LIMIT < len(worst) <= bound
+    assert tight_client.put(path, content=worst, headers=headers).status_code == 200
+    past = b'{"content": "' + b"x" * (bound - len(b'{"content": ""}') + 1) + b'"}'
+    assert len(past) == bound + 1
+    refused = tight_client.put(path, content=past, headers=headers)
+    assert refused.status_code == 413
+    assert f"over the limit of {bound} bytes" in refused.json()["detail"]
+    # The same number everywhere a server can report it.
+    schema = tight_client.get("/openapi.json").json()["components"]["schemas"]["Limits"]
+    assert "max_file_request_bytes" in schema["required"]
+    assert limits["max_request_bytes"] == LIMIT

@@ -174,7 +174,8 @@ def test_mcp_md_stdio_bad_lines(served: Served, tmp_path: Path) -> None:
         PING_OBJECT_ID,
         LONE_SURROGATE,
     ]
-    env = {**served.env, "MEMSTRATA_DATA_DIR": str(tmp_path)}
+    # mcp.parse_error is INFO (the client's mistake), below the served env's WARNING.
+    env = {**served.env, "MEMSTRATA_DATA_DIR": str(tmp_path), "MEMSTRATA_LOG_LEVEL": "INFO"}
     done = subprocess.run(
         [str(BIN / "memstrata"), "mcp", "--user", USER],
         input="\n".join(lines) + "\n",  # then end of input: the server stops

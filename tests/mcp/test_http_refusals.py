@@ -63,6 +63,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Se
         MEMSTRATA_EMBEDDING_AUTOSTART="false",  # BM25 only: no search here
         MEMSTRATA_LOG_JSON="true",
     )
+    env["MEMSTRATA_LOG_LEVEL"] = "INFO"  # a client's bad input is INFO, as REST's 4xx
     log = data / "stderr.log"
     with log.open("w") as stderr, running_serve(env, timeout_s=60, stderr=stderr) as url:
         yield Served(url, log)
@@ -127,7 +128,7 @@ def test_a_body_not_sent_as_json_gets_the_one_error_shape(
     assert response.status_code == 400, response.text
     assert response.json() == refusal("unsupported_media_type", message)
     (event,) = served.events("mcp.refused", user)
-    assert (event["level"], event["status"], event["error"]) == ("warning", 400, message)
+    assert (event["level"], event["status"], event["error"]) == ("info", 400, message)
 
 
 @pytest.mark.parametrize("era", [{}, MODERN], ids=["handshake", "2026"])
@@ -153,7 +154,9 @@ def test_an_accept_without_both_answer_types_gets_the_one_error_shape(
     )
     assert response.status_code == 406, response.text
     assert response.json() == refusal("not_acceptable", message)
-    assert [e["status"] for e in served.events("mcp.refused", user)] == [406]
+    assert [(e["level"], e["status"]) for e in served.events("mcp.refused", user)] == [
+        ("info", 406)
+    ]
 
 
 @pytest.mark.parametrize("method", ["POST", "GET"])
@@ -191,7 +194,9 @@ def test_a_foreign_host_or_origin_is_told_which_setting_allows_it(
         assert response.status_code == status, response.text
         assert response.json() == refusal(code, message)
     events = served.events("mcp.refused", user)
-    assert [(e["status"], e["error"]) for e in events] == [(c[1], c[3]) for c in cases]
+    assert [(e["level"], e["status"], e["error"]) for e in events] == [
+        ("info", c[1], c[3]) for c in cases
+    ]
 
 
 ID_CASES = [
@@ -226,8 +231,8 @@ def test_a_request_whose_id_is_not_a_string_or_an_integer_is_answered(served: Se
         listed = answer(httpx.post(served.mcp, headers=session, json=call))
         assert listed["id"] == good_id and len(listed["result"]["tools"]) == 9
     events = served.events("mcp.parse_error", user)
-    assert [(e["code"], e["error"]) for e in events] == [
-        (-32600, id_message(kind)) for _, kind in ID_CASES
+    assert [(e["level"], e["code"], e["error"]) for e in events] == [
+        ("info", -32600, id_message(kind)) for _, kind in ID_CASES
     ]
 
 
@@ -279,7 +284,8 @@ def test_an_initialize_with_bad_params_is_told_what_it_needs(
         "id": INIT["id"],
         "error": {"code": -32602, "message": f"{INITIALIZE_NEEDS}; {said}"},
     }
-    assert served.events("mcp.initialize", user)[-1]["error"] == f"{INITIALIZE_NEEDS}; {said}"
+    logged = served.events("mcp.initialize", user)[-1]
+    assert (logged["level"], logged["error"]) == ("info", f"{INITIALIZE_NEEDS}; {said}")
     assert httpx.post(served.mcp, headers=headers, json=INIT).status_code == 200  # as sent
 
 
@@ -383,8 +389,8 @@ def test_prompt_arguments_of_the_wrong_type_or_name_are_named(served: Served) ->
         ]["text"]
     )
     events = served.events("mcp.prompt", user)
-    assert [(e["prompt"], e["error"]) for e in events] == [
-        ("memory_context", message) for _, message in PROMPT_CASES
+    assert [(e["level"], e["prompt"], e["error"]) for e in events] == [
+        ("info", "memory_context", message) for _, message in PROMPT_CASES
     ]
 
 
@@ -423,7 +429,9 @@ def test_calls_of_the_wrong_shape_say_what_to_send(served: Served) -> None:
     good = {"name": "skills_list", "arguments": {}}
     call = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": good}
     assert "result" in answer(httpx.post(served.mcp, headers=session, json=call))
-    assert len(served.events("mcp.tool", user)) >= 2
+    refused = [e for e in served.events("mcp.tool", user) if "error" in e and e.get("method")]
+    refused += served.events("mcp.resource", user)
+    assert [(e["level"], e["error"]) for e in refused] == [("info", c[2]) for c in CALL_CASES]
 
 
 def test_a_timestamp_that_is_no_string_is_refused_in_the_same_words_as_on_rest(

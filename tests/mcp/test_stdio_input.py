@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from memstrata.config import FILE_BODY_ROOM, JSON_ESCAPE_BYTES
 from memstrata.db.database import Database
-from memstrata.mcp.http import MCP_BODY_FIX
+from memstrata.mcp.body_limit import MCP_BODY_FIX
 from memstrata.mcp.stdio_lines import MAX_IN_FLIGHT
 from tests.mcp.stdio_driver import (
     call,
@@ -96,10 +97,12 @@ def test_a_line_over_the_request_limit_is_refused_without_reading_it_whole(
     finally:
         stop(process)
     assert [a.get("id") for a in answers] == [9, 10, 11], answers or log.read_text()
-    for answer, line in zip(answers[:2], (huge, just_over), strict=True):
+    # Past a whole file's call (memstrata.mcp.body_limit), no line is read to see its tool.
+    file_call = JSON_ESCAPE_BYTES * (LIMIT // 2) + FILE_BODY_ROOM
+    for answer, line, limit in zip(answers[:2], (huge, just_over), (file_call, LIMIT), strict=True):
         assert answer["error"] == {
             "code": -32600,
-            "message": f"line is {len(line) - 1} bytes, over the limit of {LIMIT} bytes "
+            "message": f"line is {len(line) - 1} bytes, over the limit of {limit} bytes "
             f"({MCP_BODY_FIX}; an operator can raise MEMSTRATA_MAX_REQUEST_BYTES)",
         }
     assert "error" not in answers[2], answers[2]

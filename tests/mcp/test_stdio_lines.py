@@ -10,12 +10,14 @@ import time
 
 import pytest
 
+from memstrata.mcp.body_limit import MessageLimits
 from memstrata.mcp.parse_errors import BadMessage
 from memstrata.mcp.stdio_lines import leading_id, read_lines
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = 100
+ONE_LIMIT = MessageLimits(LIMIT, LIMIT)
 
 
 def _request(request_id: object, text: str) -> bytes:
@@ -23,7 +25,9 @@ def _request(request_id: object, text: str) -> bytes:
     return json.dumps(message).encode()
 
 
-async def _read_all(data: bytes, piece: int) -> list[str | BadMessage]:
+async def _read_all(
+    data: bytes, piece: int, limits: MessageLimits = ONE_LIMIT
+) -> list[str | BadMessage]:
     """What :func:`read_lines` yields for ``data`` written into a pipe ``piece`` bytes at
     a time, each write given time to be read on its own."""
     read_fd, write_fd = os.pipe()
@@ -37,7 +41,7 @@ async def _read_all(data: bytes, piece: int) -> list[str | BadMessage]:
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        return [line async for line in read_lines(read_fd, LIMIT)]
+        return [line async for line in read_lines(read_fd, limits)]
     finally:
         writer.join()
         os.close(read_fd)
@@ -61,7 +65,7 @@ async def test_lines_and_refusals_do_not_depend_on_how_the_pipe_splits_them() ->
         assert [_summary(line) for line in got] == expected, piece
 
 
-def _summary(line: str | BadMessage) -> object:
+def _summary(line: str | BadMessage, limit: int = LIMIT) -> object:
     if isinstance(line, str):
         return line
     if line.message.startswith("line is not valid UTF-8"):
@@ -69,8 +73,29 @@ def _summary(line: str | BadMessage) -> object:
         return ("not utf-8", line.request_id, offset)
     assert line.code == -32600, line
     size = int(line.message.removeprefix("line is ").split()[0])
-    assert f"over the limit of {LIMIT} bytes" in line.message, line.message
+    assert f"over the limit of {limit} bytes" in line.message, line.message
     return ("too long", line.request_id, size)
+
+
+def _call(request_id: int, tool: str, text: str) -> bytes:
+    params = {"name": tool, "arguments": {"content": text}}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    return json.dumps(message).encode()
+
+
+async def test_a_whole_file_call_may_be_as_long_as_the_file_limit_allows() -> None:
+    """memory_write up to the larger limit; any other line, and any past it, refused."""
+    limits = MessageLimits(request=LIMIT, file=4 * LIMIT)
+    file_call = _call(1, "memory_write", "w" * (2 * LIMIT))
+    other = _call(2, "record_memory", "r" * (2 * LIMIT))
+    past = _call(3, "memory_write", "p" * (5 * LIMIT))
+    data = file_call + b"\n" + other + b"\n" + past + b"\n"
+    for piece in (1, 64, len(data)):
+        got = await _read_all(data, piece, limits)
+        assert got[0] == file_call.decode() + "\n", piece
+        assert _summary(got[1]) == ("too long", 2, len(other))
+        assert _summary(got[2], limits.file) == ("too long", 3, len(past))
+        assert len(got) == 3
 
 
 @pytest.mark.parametrize(

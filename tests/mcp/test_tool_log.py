@@ -1,5 +1,6 @@
-"""A failed tool call's ``mcp.tool`` log line says why: the error code of its structured
-result (when it has one) and its message, cut short; a refusal — the caller's to fix — at
+"""A failed tool call's ``mcp.tool`` log line says why by code and kind: the error code of
+its structured result (or the agent tool's cause) and the class of what refused it, none
+of the answer's words (``test_tool_log_content``); a refusal — the caller's to fix — at
 INFO, any other failure at WARNING. Through the SDK's in-process client on the real
 runtime."""
 
@@ -23,15 +24,13 @@ from tests.sandbox.support import FaultyProvider
 
 pytestmark = pytest.mark.anyio
 
-LOGGED_MESSAGE_CHARS = 200  # memstrata.mcp.failure_answers.LOGGED_MESSAGE_CHARS
-
 
 def tool_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
     events = [event_fields(r) | {"level": r.levelno} for r in caplog.records]
     return [e for e in events if e.get("event") == "mcp.tool"]
 
 
-async def test_a_stale_version_is_logged_with_its_code_and_message(
+async def test_a_stale_version_is_logged_with_its_code_and_kind(
     connect: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="memstrata")
@@ -44,12 +43,13 @@ async def test_a_stale_version_is_logged_with_its_code_and_message(
     [event] = tool_events(caplog)
     assert event["level"] == logging.INFO  # the caller's to fix: re-read, write again
     assert (event["tool"], event["user_id"], event["error"]) == ("memory_write", "alice", True)
-    assert event["code"] == "version_conflict"
-    assert event["message"].startswith("version conflict on USER.md: expected version 7")
-    assert said == "error: " + event["message"]
+    assert (event["code"], event["kind"]) == ("version_conflict", "VersionConflictError")
+    assert "message" not in event
+    assert said.startswith("error: version conflict on USER.md: expected version 7")
+    assert event["answer_chars"] == len(said)
 
 
-async def test_a_long_refusal_is_logged_cut_short(
+async def test_a_long_refusal_logs_its_code_not_its_words(
     connect: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="memstrata")
@@ -61,14 +61,12 @@ async def test_a_long_refusal_is_logged_cut_short(
         )
     [event] = tool_events(caplog)
     assert (event["level"], event["code"]) == (logging.INFO, "would_remove_most")
-    # The message is the client's, cut at the bound with "…".
-    assert len(said) > LOGGED_MESSAGE_CHARS + len("error: ")
-    message = event["message"]
-    assert message.endswith("…") and len(message) <= LOGGED_MESSAGE_CHARS + 1
-    assert said.startswith("error: " + message[:-1])
+    # The answer names the file's sections (the user's words); the line, its size only.
+    assert "Preferences" in said and "Preferences" not in str(event)
+    assert event["answer_chars"] == len(said)
 
 
-async def test_a_refusal_without_a_code_is_logged_with_its_message(
+async def test_a_refusal_without_a_code_is_logged_with_its_kind(
     connect: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="memstrata")
@@ -76,9 +74,9 @@ async def test_a_refusal_without_a_code_is_logged_with_its_message(
         said = await refused(client, "memory_search", {"query": "tea", "top_k": 99})
     [event] = tool_events(caplog)
     assert event["level"] == logging.INFO
-    assert "code" not in event
-    assert event["message"] == said.removeprefix("error: ")
-    assert "top_k" in event["message"]
+    assert "code" not in event and "message" not in event
+    assert event["kind"] == "ToolInputError"
+    assert "top_k" in said
 
 
 async def test_an_open_fence_is_logged_with_its_code(
@@ -95,7 +93,7 @@ async def test_an_open_fence_is_logged_with_its_code(
     assert (event["level"], event["code"]) == (logging.INFO, "unclosed_block")
 
 
-async def test_an_agent_write_tools_refusal_is_info_with_its_message(
+async def test_an_agent_write_tools_refusal_is_info_with_its_cause(
     connect: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Bad arguments to an agent write tool are the caller's to fix, as any refusal:
@@ -104,9 +102,9 @@ async def test_an_agent_write_tools_refusal_is_info_with_its_message(
     async with connect("alice") as client:
         said = await refused(client, "record_memory", {"section": "Notes"})
     [event] = tool_events(caplog)
-    assert event["level"] == logging.INFO
-    assert event["message"] == said.removeprefix("error: ")
-    assert "content" in event["message"]
+    assert (event["level"], event["code"]) == (logging.INFO, "invalid_arguments")
+    assert "message" not in event
+    assert "content" in said
 
 
 async def test_an_agent_write_tools_part_failure_stays_a_warning(

@@ -74,6 +74,8 @@ def test_limits_come_from_the_server(server: Serve, user: str) -> None:
         "user_id": user,
         "max_content_bytes": MAX_CONTENT_BYTES,
         "max_request_bytes": 1024 * 1024,
+        # 6 × 64 KiB + 4 KiB is less: a file's body is never held below the request limit
+        "max_file_request_bytes": 1024 * 1024,
         "max_turn_bytes": MAX_TURN_BYTES,
         "files": [
             {"name": "soul", "filename": "SOUL.md"},

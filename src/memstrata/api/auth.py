@@ -148,8 +148,10 @@ class Authenticator:
             if claims is not None:
                 self._check_claims(claims, expired_grace_s)
                 return claims
-        foreign = self._log_bad_signature(header, alg)
-        raise self.refusals.bad_signature(foreign=foreign, local=is_loopback(CALLER_HOST.get()))
+        foreign = self._log_bad_signature(token, header, alg)
+        error = self.refusals.bad_signature(foreign=foreign, local=is_loopback(CALLER_HOST.get()))
+        error.logged = True
+        raise error
 
     def _candidates(self, alg: str, kid: str | None) -> Sequence[Any]:
         """The keys to try: the secret whose key id the token names (``memstrata token``
@@ -214,12 +216,15 @@ class Authenticator:
         if self.max_lifetime_s is not None and claims["exp"] > latest:
             raise self.refusals.too_long_lived(self.max_lifetime_s)
 
-    def _log_bad_signature(self, header: Mapping[str, Any], alg: str) -> bool:
+    def _log_bad_signature(self, token: str, header: Mapping[str, Any], alg: str) -> bool:
         """Tell a token signed with another key (its ``kid`` is none of ours: a secret not
         or no longer accepted, another deployment) from a forged or corrupted one (one of
-        our ``kid``s, or none); True for the first."""
+        our ``kid``s, or none); True for the first. The one line of the refusal (the
+        transports log no other: ``AuthenticationError.logged``), naming the user the token
+        claims to be (:meth:`_claimed_user`), never the token."""
         kid = header.get("kid")
         ours = [i for i in map(key_id, self.keys[alg]) if i is not None]
+        claimed = self._claimed_user(token)
         if isinstance(kid, str) and ours and kid not in ours:
             log_event(
                 logger,
@@ -227,6 +232,7 @@ class Authenticator:
                 logging.WARNING,
                 kid=kid[:64],
                 expected=",".join(ours),
+                claimed_user_id=claimed,
             )
             return True
         log_event(
@@ -234,8 +240,23 @@ class Authenticator:
             "auth.token.forged",
             logging.WARNING,
             kid=kid[:64] if isinstance(kid, str) else None,
+            claimed_user_id=claimed,
         )
         return False
+
+    def _claimed_user(self, token: str) -> str | None:
+        """The user a token whose signature failed names, unverified: whose account it was
+        meant for (an operator's first question), in a field of its own, never ``user_id``,
+        which only a verified token sets. None if it names no valid user id."""
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            return None
+        value = claims.get(self.user_claim)
+        try:
+            return validate_user_id(value) if isinstance(value, str) else None
+        except InvalidUserIdError:
+            return None
 
 
 def _is_number(value: object) -> bool:

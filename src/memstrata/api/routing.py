@@ -160,7 +160,7 @@ async def read_body(request: Request, limit: int, fix: str = REST_BODY_FIX) -> b
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(size, limit, fix, at_least=True)
+            raise too_large(size, limit, fix, at_least=True)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -185,10 +185,10 @@ def refuse_declared_overflow(
     """413 at once for a ``Content-Length`` over ``limit``, before anything is read (the
     REST routes, and the MCP endpoint, whose SDK would answer in plain text)."""
     if content_length is not None and content_length.isdigit() and int(content_length) > limit:
-        raise _too_large(int(content_length), limit, fix)
+        raise too_large(int(content_length), limit, fix)
 
 
-def _too_large(size: int, limit: int, fix: str, *, at_least: bool = False) -> ApiError:
+def too_large(size: int, limit: int, fix: str, *, at_least: bool = False) -> ApiError:
     """The 413 of a whole body, saying ``fix``; content over the file limit has its own
     (``ContentTooLargeError``: shorten the file)."""
     amount = f"at least {size}" if at_least else str(size)

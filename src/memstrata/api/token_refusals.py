@@ -26,6 +26,10 @@ _UNSAFE_DESCRIPTION = re.compile(r'[^\x20-\x7e]|["\\]')
 class AuthenticationError(ApiError):
     """401 with ``WWW-Authenticate: Bearer`` (RFC 6750)."""
 
+    # Its cause has a log line of its own already (a bad signature: ``auth.token.forged``):
+    # a transport that logs refusals does not log it a second time.
+    logged = False
+
     def __init__(self, detail: str, *, invalid_token: bool = True) -> None:
         challenge = f'Bearer realm="{REALM}"'
         if invalid_token:  # RFC 6750 §3: no error code when no credentials were sent

@@ -1,11 +1,17 @@
 """The agent tools over MCP: ``memory_search`` (with a structured result) and the three
 write tools, with the agent tools' own schemas, checks and messages
-(:mod:`memstrata.agent`)."""
+(:mod:`memstrata.agent`).
+
+Over HTTP a search whose client hangs up ends as on the REST route
+(:func:`memstrata.mcp.hangups.watching_client`): its query is not sent if it still waits
+for the query lane, an embedding in flight is abandoned, and ``search.client_gone`` is
+logged. Before, a hung-up search waited for a slot and embedded its query for nobody."""
 
 from __future__ import annotations
 
+import threading
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -17,9 +23,14 @@ from memstrata.api.memory_schemas import SearchResults
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, Handler, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import read_file
+from memstrata.mcp.hangups import watching_client
 from memstrata.mcp.tool_args import integer_arguments, result_schema
 from memstrata.memory.kinds import FileKind
+from memstrata.retrieval.hangup import ClientGoneError, searched_for
 from memstrata.sandbox.results import open_sandbox
+
+if TYPE_CHECKING:
+    from memstrata.retrieval.ranking import SearchResponse
 
 # The agent tools that MCP exposes as they are (memory_search gets a structured result).
 AGENT_WRITE_TOOLS = ("record_memory", "update_long_term_memory", "update_user")
@@ -38,8 +49,17 @@ async def memory_search(caller: Caller, arguments: dict[str, Any]) -> ToolOutput
     except ToolInputError as exc:
         raise ToolError(str(exc)) from exc
     search = partial(caller.mem.search.search, caller.user_id, query, top_k=top_k, sources=sources)
+
+    def run(gone: threading.Event) -> SearchResponse:
+        with searched_for(gone):
+            return search()
+
     try:
-        result = await anyio.to_thread.run_sync(search)
+        async with watching_client(caller.request) as gone:
+            result = await anyio.to_thread.run_sync(run, gone)
+    except ClientGoneError as exc:
+        # Nobody reads this answer; the search has logged search.client_gone.
+        raise ToolError(str(exc)) from exc
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
     # The model reads the agent tool's compact lines (indented JSON cost up to twice the
@@ -61,7 +81,12 @@ def _agent_tool(name: str) -> Handler:
         if not answer.failed:
             # Platform agents cached for this user were built on the old files.
             await mem.sync.invalidate(user_id)
-        return ToolOutput(str(answer), is_error=answer.failed, part_failed=answer.part_failed)
+        return ToolOutput(
+            str(answer),
+            is_error=answer.failed,
+            part_failed=answer.part_failed,
+            code=answer.cause if answer.failed else None,
+        )
 
     return run
 

@@ -38,6 +38,9 @@ class ToolOutput:
     # A failed answer's: a part (database, sandbox, embedding) failed, not the caller's
     # input (``ToolAnswer.part_failed``); its log line is a WARNING, a refusal's INFO.
     part_failed: bool = False
+    # A failed answer's code for the log line where ``data`` has no ``error`` (an agent
+    # write tool's ``ToolAnswer.cause``): the line says why by code, never by its text.
+    code: str | None = None
 
 
 class ToolError(Exception):

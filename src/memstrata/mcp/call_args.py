@@ -30,6 +30,7 @@ from memstrata.api.input_errors import Taker
 from memstrata.logs import log_event
 from memstrata.mcp.base import UserSource
 from memstrata.mcp.prompt_args import shown
+from memstrata.mcp.refusal_log import INPUT_REFUSED_LEVEL
 from memstrata.mcp.tool_args import refusals
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class CallShapeCheck:
         log_event(
             logger,
             _EVENTS.get(ctx.method, "mcp.resource"),
-            logging.WARNING,
+            INPUT_REFUSED_LEVEL,
             method=ctx.method,
             user_id=self._user_id(ctx),
             error=problem,

@@ -52,6 +52,7 @@ from memstrata.db.integers import MAX_INT
 from memstrata.errors import InvalidFileTypeError
 from memstrata.logs import log_event
 from memstrata.mcp.base import Caller
+from memstrata.mcp.refusal_log import INPUT_REFUSED_LEVEL
 from memstrata.mcp.tool_args import json_text
 from memstrata.memory.conflict_refusals import Refusal, refusals_as
 from memstrata.memory.conflicts import (
@@ -136,7 +137,7 @@ async def _read_listing(caller: Caller, uri: str) -> TextResourceContents:
         log_event(
             logger,
             "mcp.resource",
-            logging.WARNING,
+            INPUT_REFUSED_LEVEL,
             method="resources/read",
             user_id=caller.user_id,
             error=exc.error.message,

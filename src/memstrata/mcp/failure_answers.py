@@ -5,10 +5,16 @@ own text, anything else with the REST API's message (:func:`memstrata.api.errors
 in an ``isError`` result; the request middleware :class:`FailureAnswers` gives resources
 and prompts the same message as a JSON-RPC error. Each is logged with its user and cause
 (``mcp.tool``, ``mcp.request``): at INFO when the caller's input or request was refused (a
-``ToolError``, a 4xx, an agent tool's refusal), the caller's to fix, as the REST API does
-not log its 4xx either; at WARNING when a part failed (the database, the sandbox, the
-embedding API: a 5xx, ``ToolAnswer.part_failed``). An exception the mapping does not know
-is a bug, logged with its traceback and answered ``internal server error``.
+``ToolError``, a 4xx, an agent tool's refusal), the caller's to fix, as the REST API logs
+its 4xx; at WARNING when a part failed (the database, the sandbox, the embedding API: a
+5xx, ``ToolAnswer.part_failed``). An exception the mapping does not know is a bug, logged
+with its traceback and answered ``internal server error``.
+
+``mcp.tool`` says why a call failed by its code and kind only, never the answer's words:
+refusals name the file's sections and quote its lines and the arguments' text, the user's
+content (``agent.tool.refused``'s rule, :mod:`memstrata.agent.tool_log`). A part's failure
+keeps its exception's text, as REST's ``http.error`` does: the driver's or the sandbox's
+words, not the user's (the database pools hide statement parameters).
 """
 
 from __future__ import annotations
@@ -30,14 +36,9 @@ from memstrata.api.errors import map_exception
 from memstrata.logs import describe, log_event
 from memstrata.mcp.base import Caller, RuntimeSource, ToolError, ToolOutput, UserSource
 from memstrata.mcp.tools import McpTool
-from memstrata.text import shortened
 
 # The server's events keep the logger they were documented under (docs/MCP.md).
 logger = logging.getLogger("memstrata.mcp.server")
-
-# A failed tool call's message in its log line is cut here: enough for what was wrong and
-# the start of how to fix it, not a model's whole refused argument echoed back.
-LOGGED_MESSAGE_CHARS = 200
 
 
 class FailureAnswers:
@@ -111,6 +112,7 @@ async def run_tool(
     a refusal with its own text, anything else with the REST API's message (module doc).
     ``request``: the HTTP request of the call (``Caller.request``)."""
     started = time.perf_counter()
+    kind: str | None = None  # what failed: the refusal's or the exception's class
     cause: dict[str, Any] = {}
     try:
         output = await tool.handler(Caller(runtime(), user_id, request), arguments)
@@ -129,6 +131,7 @@ async def run_tool(
         raise
     except ToolError as exc:
         output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
+        kind = type(exc.__cause__ or exc).__name__
     except Exception as exc:
         answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
         code = str(answer.body["code"])
@@ -138,7 +141,9 @@ async def run_tool(
             is_error=True,
             part_failed=answer.status_code >= 500,
         )
-        cause = {"cause": describe(exc)}
+        kind = type(exc).__name__
+        if output.part_failed:  # a part's words, not the user's (module doc)
+            cause = {"cause": describe(exc)}
     log_event(
         logger,
         "mcp.tool",
@@ -147,7 +152,8 @@ async def run_tool(
         user_id=user_id,
         error=output.is_error,
         ms=round((time.perf_counter() - started) * 1000, 2),
-        **(failure_fields(output) if output.is_error else {}),
+        answer_chars=len(output.text),
+        **(failure_fields(output, kind) if output.is_error else {}),
         **cause,
     )
     return CallToolResult(
@@ -165,10 +171,12 @@ def _level(*, part_failed: bool) -> int:
     return logging.WARNING if part_failed else logging.INFO
 
 
-def failure_fields(output: ToolOutput) -> dict[str, Any]:
-    """A failed call's ``code`` (the ``error`` of its structured result, when it has one)
-    and ``message`` (its text without ``error:``, cut to ``LOGGED_MESSAGE_CHARS``), so the
-    log says why without the client's copy of the answer."""
-    code = (output.data or {}).get("error")
-    message = shortened(output.text.removeprefix("error: "), LOGGED_MESSAGE_CHARS)
-    return {**({"code": str(code)} if code else {}), "message": message}
+def failure_fields(output: ToolOutput, kind: str | None) -> dict[str, Any]:
+    """A failed call's ``code`` (the ``error`` of its structured result, else the answer's
+    own: an agent tool's cause) and ``kind`` (the class of what refused it, when an
+    exception did), none of its text (module doc)."""
+    code = (output.data or {}).get("error") or output.code
+    return {
+        **({"code": str(code)} if code else {}),
+        **({"kind": kind} if kind else {}),
+    }

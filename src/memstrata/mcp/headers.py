@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope
 
 from memstrata.api.errors import ApiError
 from memstrata.logs import log_event
+from memstrata.mcp.refusal_log import refusal_level
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class HeaderChecks:
         log_event(
             logger,
             "mcp.refused",
-            logging.WARNING,
+            refusal_level(error.status_code),
             user_id=user_id,
             status=error.status_code,
             error=error.detail,

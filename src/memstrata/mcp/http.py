@@ -19,7 +19,9 @@ how to fix it: headers the SDK's transport refuses (:mod:`memstrata.mcp.headers`
 bodies that are not one JSON-RPC message, or hold a lone surrogate the SDK reports only as
 "unexpected end of hex escape" (:mod:`memstrata.mcp.parse_errors`). What the SDK still
 refuses itself (an ended session, a missing session id, another method) gets the same
-shape too (:mod:`memstrata.mcp.sdk_answers`). Every refusal is logged with its cause and,
+shape too (:mod:`memstrata.mcp.sdk_answers`). A body over MEMSTRATA_MAX_REQUEST_BYTES is
+the REST API's 413 too, unless it calls a whole-file tool: that may be as large as the
+REST PUT's body (:mod:`memstrata.mcp.body_limit`). Every refusal is logged with its cause and,
 the token being valid, its user (:mod:`memstrata.mcp.refusal_log`). A request then holds
 its JSON-RPC id in its session, and its event stream is served through a shutdown's grace
 (:mod:`memstrata.mcp.inflight`).
@@ -55,10 +57,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memstrata.api.auth import Authenticator
 from memstrata.api.context import ApiContext
 from memstrata.api.errors import ApiError, map_exception
-from memstrata.api.routing import read_body, refuse_declared_overflow, replaying
+from memstrata.api.routing import read_body, refuse_declared_overflow, replaying, too_large
 from memstrata.api.token_refusals import AuthenticationError, ExpiredTokenError
 from memstrata.config import Settings
 from memstrata.logs import log_event
+from memstrata.mcp.body_limit import MCP_BODY_FIX, MessageLimits
 from memstrata.mcp.counted import serve_counted
 from memstrata.mcp.headers import HeaderChecks
 from memstrata.mcp.inflight import InFlightStreams
@@ -68,14 +71,8 @@ from memstrata.mcp.refusal_log import log_refusal, logging_refusals
 from memstrata.mcp.sdk_answers import in_error_shape
 from memstrata.mcp.server import build_server
 from memstrata.mcp.sessions import SessionLedger, jsonrpc_error_fields
-from memstrata.retrieval.turn_limit import TURN_LIMIT_RULE
 
 MCP_PATH = "/mcp"
-# What a client over the body limit should do (REST's 413 names its batch endpoint): one
-# tool call per request, and a turn's text within the turn limit, split over turns.
-MCP_BODY_FIX = (
-    f"send a smaller request, one tool call each; in conversation_index_turn {TURN_LIMIT_RULE}"
-)
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +86,13 @@ class BearerGate:
         self,
         app: ASGIApp,
         auth: Authenticator,
-        max_request_bytes: int,
+        limits: MessageLimits,
         sessions: SessionLedger | None,
         headers: HeaderChecks,
     ) -> None:
         self.app = app
         self.auth = auth
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits
         self.sessions = sessions
         self.headers = headers
         self.streams = InFlightStreams()  # memstrata.mcp.inflight
@@ -112,10 +109,15 @@ class BearerGate:
             scope.setdefault("state", {})["user_id"] = user_id  # for the request log
             await self.headers.refuse(scope, receive, user_id)
             # The REST API's 413s (JSON, the one error shape), declared and then counted as
-            # a chunked body is read, so the SDK's plain-text 413 is never the answer.
-            limit = self.max_request_bytes
+            # a chunked body is read, so the SDK's plain-text 413 is never the answer. Up
+            # to a whole file's call (memstrata.mcp.body_limit); a body over the request
+            # limit is held to it unless it calls a whole-file tool.
+            limit = self.limits.file
             refuse_declared_overflow(headers.get("content-length"), limit, MCP_BODY_FIX)
             body = await read_body(Request(scope, receive), limit, MCP_BODY_FIX)
+            over = self.limits.over(body)
+            if over is not None:
+                raise too_large(len(body), over, MCP_BODY_FIX)
             if scope["method"] == "POST":
                 _refuse_bad_body(body, user_id)
         except (ApiError, ClientDisconnect) as exc:
@@ -189,7 +191,8 @@ async def _refuse(
     assert mapped is not None  # both map
     # Header and body refusals have their own lines (mcp.refused, mcp.parse_error); a
     # client gone is no refusal.
-    if isinstance(exc, AuthenticationError) or mapped.status_code == 413:
+    # A bad signature has its own line already (``auth.token.forged``).
+    if (isinstance(exc, AuthenticationError) and not exc.logged) or mapped.status_code == 413:
         log_refusal(mapped.status_code, mapped.body.get("code"), mapped.body["detail"], user)
     for key, value in jsonrpc_error_fields(mapped.body["detail"]).items():
         mapped.body.setdefault(key, value)  # a parse error brought its own
@@ -216,6 +219,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager:
     """Serve MCP at ``<api_prefix>/mcp`` in ``app``; mount it before any catch-all route."""
     settings = context.settings
+    limits = MessageLimits.of(settings)
     server = build_server(lambda: context.mem, token_user)
     idle_timeout_s = settings.mcp_session_idle_timeout_s
     security = transport_security(settings)
@@ -224,7 +228,7 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
         stateless=settings.mcp_stateless,
         security_settings=security,
         session_idle_timeout=idle_timeout_s,
-        max_request_body_size=settings.max_request_bytes,
+        max_request_body_size=limits.file,  # the gate refuses first, in the one error shape
         max_sessions=None,  # the ledger's cap, which makes room instead of refusing all
     )
     # The ledger forgets an idle session after the same timeout the SDK ends it. Stateless,
@@ -247,9 +251,7 @@ def mount_mcp(app: FastAPI, context: ApiContext) -> StreamableHTTPSessionManager
             lambda: ledger.total,
         )
     headers = HeaderChecks(security, json_response=manager.json_response)
-    gate = BearerGate(
-        manager.handle_request, context.auth, settings.max_request_bytes, sessions, headers
-    )
+    gate = BearerGate(manager.handle_request, context.auth, limits, sessions, headers)
     app.router.routes.append(Route(settings.api_prefix + MCP_PATH, endpoint=gate))
     inner = app.router.lifespan_context
 

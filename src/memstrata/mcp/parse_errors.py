@@ -37,6 +37,7 @@ from mcp_types import (
 from pydantic import TypeAdapter, ValidationError
 
 from memstrata.logs import describe, log_event
+from memstrata.mcp.refusal_log import INPUT_REFUSED_LEVEL
 from memstrata.text import lone_surrogate_at, lone_surrogate_problem
 
 # A JSON escape of a UTF-16 surrogate (\uD800–\uDFFF): only then can a lone one be there.
@@ -72,11 +73,12 @@ class BadMessage:
         return SessionMessage(self.error())
 
     def log(self, logger: logging.Logger, user_id: str) -> None:
-        """The ``mcp.parse_error`` warning, over stdio and HTTP alike."""
+        """The ``mcp.parse_error`` line, over stdio and HTTP alike: INFO, the client's
+        mistake (``refusal_log.INPUT_REFUSED_LEVEL``)."""
         log_event(
             logger,
             "mcp.parse_error",
-            logging.WARNING,
+            INPUT_REFUSED_LEVEL,
             user_id=user_id,
             error=self.message,
             code=self.code,

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from memstrata.agent.json_numbers import shown as shown  # call_args' too
 from memstrata.logs import log_event
 from memstrata.mcp.base import UserSource
+from memstrata.mcp.refusal_log import INPUT_REFUSED_LEVEL
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class PromptArgumentCheck:
             log_event(
                 logger,
                 "mcp.prompt",
-                logging.WARNING,
+                INPUT_REFUSED_LEVEL,
                 prompt=name[:100] if isinstance(name, str) else None,
                 user_id=self._user_id(ctx),
                 # the SDK answers a ValidationError with this and no detail

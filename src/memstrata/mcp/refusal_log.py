@@ -5,11 +5,15 @@ authentication had run its course not even the user: a 413 from a valid token lo
 ``user_id: null``, a 404 for an ended session or a 429 for too many sessions said nothing
 of their cause, and a 401 said why only when the signature was forged. This line carries
 the status, the error's ``code``, its cause (the answer's own words, which never quote the
-token) and the user when the token was valid. Refusals the gate writes before the SDK
-(401, 413, bad headers and bodies) are logged by :func:`log_refusal`; those written after it
-(the caps' 429 and 503, a duplicate id's 409, the SDK's 404 for an ended or another user's
-session, 400 for a missing session id) by :func:`logging_refusals`, which reads the body
-the one error shape gives them (:mod:`memstrata.mcp.sdk_answers`).
+token) and the user when the token was valid. A bad signature is the exception: its one
+line is the authenticator's ``auth.token.forged`` (or ``auth.token.foreign_key``), a
+WARNING naming the user the token claims (``AuthenticationError.logged``).
+
+Refusals the gate writes before the SDK (401, 413, bad headers and bodies) are logged by
+:func:`log_refusal`; those written after it (the caps' 429 and 503, a duplicate id's 409,
+the SDK's 404 for an ended or another user's session, 400 for a missing session id) by
+:func:`logging_refusals`, which reads the body the one error shape gives them
+(:mod:`memstrata.mcp.sdk_answers`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from starlette.types import Message, Send
 
+from memstrata.api.middleware import request_level
 from memstrata.logs import log_event
 
 logger = logging.getLogger(__name__)
@@ -28,11 +33,24 @@ logger = logging.getLogger(__name__)
 MAX_READ_BYTES = 16_384
 
 
+def refusal_level(status: int) -> int:
+    """The level of a refusal's log line: the REST API's for an answer of ``status``
+    (``api.middleware.request_level``). A 4xx is the client's mistake, its to fix and no
+    operator's concern: INFO, as REST's 4xx are; a 5xx, a part of the server failing,
+    stays a WARNING."""
+    return request_level(status, probe=False)
+
+
+# A client's bad input (a message, its params or a tool's arguments refused: -32700, -32600,
+# -32602), over stdio too: the level of the 400 the HTTP gate answers for a bad body.
+INPUT_REFUSED_LEVEL = refusal_level(400)
+
+
 def log_refusal(status: int, code: str | None, cause: str, user_id: str | None) -> None:
     log_event(
         logger,
         "mcp.request.refused",
-        logging.WARNING if status >= 500 else logging.INFO,
+        refusal_level(status),
         status=status,
         code=code,
         cause=cause,

@@ -12,10 +12,12 @@ offers no hook for and drops with a debug log, leaving the client to wait for ev
 A request whose ``id`` is not a string or an integer the SDK parses as a notification and
 never answers either; that is visible only in the line itself, so stdin is read here
 (:class:`CheckedLines`, on a descriptor of its own, as the SDK would) and such a line is
-answered with ``-32600`` instead of being served. So are a line over the request limit
-and one that is not UTF-8 (:mod:`memstrata.mcp.stdio_lines`). At EOF the requests
-already read are answered before the server ends, within the shutdown grace, and at most
-``MAX_IN_FLIGHT`` unanswered requests are read ahead (:mod:`memstrata.mcp.stdio_flight`).
+answered with ``-32600`` instead of being served. So are a line over its limit (a
+whole-file tool's call may be as large as the REST PUT's body, any other line
+MEMSTRATA_MAX_REQUEST_BYTES) and one that is not UTF-8 (:mod:`memstrata.mcp.stdio_lines`).
+At EOF the requests already read are answered before the server ends, within the
+shutdown grace, and at most ``MAX_IN_FLIGHT`` unanswered requests are read ahead
+(:mod:`memstrata.mcp.stdio_flight`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from mcp_types import JSONRPCRequest, RequestId
 from pydantic import ValidationError
 
 from memstrata.logs import describe, log_event
+from memstrata.mcp.body_limit import MessageLimits
 from memstrata.mcp.parse_errors import BadMessage, bad_line, unusable_id
 from memstrata.mcp.server import build_server
 from memstrata.mcp.stdio_flight import AnswersOut, InFlight
@@ -68,7 +71,7 @@ async def serve_stdio(mem: Memstrata, user_id: str) -> None:
     server = build_server(lambda: mem, lambda _ctx: user)
     flight = InFlight(MAX_IN_FLIGHT)
     with claimed_stdin() as stdin:
-        lines = CheckedLines(read_lines(stdin, settings.max_request_bytes))
+        lines = CheckedLines(read_lines(stdin, MessageLimits.of(settings)))
         async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read, write):
             answers = AnswersOut(write, flight)
             answering = AnsweringReadStream(

@@ -1,10 +1,11 @@
 """stdin's lines for ``memstrata mcp``, read as bytes so that two kinds of line never
 reach the SDK's parser:
 
-- A line over ``max_request_bytes`` (MEMSTRATA_MAX_REQUEST_BYTES, the limit ``/mcp``
-  enforces on an HTTP body): its bytes are counted and dropped as they arrive, so memory
-  holds at most one read chunk and the line's first bytes, whatever its size. Answered
-  ``-32600`` with the line's size and the limit.
+- A line over its limit, the one ``/mcp`` enforces on an HTTP body
+  (:mod:`memstrata.mcp.body_limit`: MEMSTRATA_MAX_REQUEST_BYTES, a whole-file tool's call
+  as much as the REST PUT's body). Past the larger its bytes are counted and dropped as
+  they arrive, so memory holds at most one read chunk and the line's first bytes, whatever
+  its size. Answered ``-32600`` with the line's size and the limit.
 - A line that is not UTF-8: the SDK's reader decoded with ``errors="replace"``, so a stray
   Latin-1 byte was stored as U+FFFD and the write answered as a success. Answered
   ``-32700`` with the first bad byte and its offset in the line; nothing of it is served.
@@ -27,7 +28,7 @@ import anyio.to_thread
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, RequestId
 
 from memstrata.logs import describe
-from memstrata.mcp.http import MCP_BODY_FIX
+from memstrata.mcp.body_limit import MCP_BODY_FIX, MessageLimits
 from memstrata.mcp.parse_errors import BadMessage
 
 logger = logging.getLogger(__name__)
@@ -52,9 +53,10 @@ _UTF8_FAULTS = {
 }
 
 
-async def read_lines(fd: int, limit: int) -> AsyncIterator[str | BadMessage]:
+async def read_lines(fd: int, limits: MessageLimits) -> AsyncIterator[str | BadMessage]:
     """Each line of ``fd`` up to EOF: its text with the newline, or the answer that
-    refuses it (module doc). ``limit``: the largest line in bytes, newline excluded."""
+    refuses it (module doc). ``limits``: the largest lines in bytes, newline excluded."""
+    limit = limits.file  # no line is kept past it
     pending = bytearray()
     dropped = 0  # bytes of a line over the limit seen so far; 0 while none
     head = b""
@@ -70,7 +72,7 @@ async def read_lines(fd: int, limit: int) -> AsyncIterator[str | BadMessage]:
             pending += piece
             line = bytes(pending)
             pending.clear()
-            yield checked(line, limit)
+            yield checked(line, limits)
         rest = chunk[start:]
         if dropped:
             dropped += len(rest)
@@ -83,7 +85,7 @@ async def read_lines(fd: int, limit: int) -> AsyncIterator[str | BadMessage]:
     if dropped:
         yield too_long(head, dropped, limit)
     elif pending:
-        yield checked(bytes(pending), limit)
+        yield checked(bytes(pending), limits)
 
 
 async def _read(fd: int) -> bytes:
@@ -96,10 +98,11 @@ async def _read(fd: int) -> bytes:
         return b""
 
 
-def checked(line: bytes, limit: int) -> str | BadMessage:
+def checked(line: bytes, limits: MessageLimits) -> str | BadMessage:
     """``line``'s text with a newline, or the answer that refuses it."""
-    if len(line) > limit:
-        return too_long(line[:_HEAD_BYTES], len(line), limit)
+    over = limits.over(line)
+    if over is not None:
+        return too_long(line[:_HEAD_BYTES], len(line), over)
     try:
         return line.decode("utf-8") + "\n"
     except UnicodeDecodeError as exc:

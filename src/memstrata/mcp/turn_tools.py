@@ -2,7 +2,8 @@
 with the session id as an argument (its body, :class:`TurnRequest`, and its rules).
 
 Over HTTP a client that hangs up ends the turn's embedding as on the REST route
-(:func:`watching_client`): stored, without a vector if its request was not sent yet.
+(:func:`memstrata.mcp.hangups.watching_client`): stored, without a vector if its request
+was not sent yet.
 
 The session-id rule is REST's; a refusal gives the library's reason and its one-line rule
 (``retrieval.session_ids.SESSION_ID_HINT``), which has no URL advice, as it is.
@@ -17,19 +18,16 @@ body is the ``structuredContent``, unchanged.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
 import anyio.to_thread
 from pydantic import Field, StrictStr
-from starlette.requests import Request
 
-from memstrata.api.hangups import client_gone
 from memstrata.api.memory_schemas import IndexReportBody, TurnRequest
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
+from memstrata.mcp.hangups import watching_client
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
 from memstrata.retrieval.embedding_provider import deadline_ends_when
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH
@@ -95,21 +93,6 @@ async def conversation_index_turn(caller: Caller, arguments: dict[str, Any]) -> 
         # The round's refusal (``RoundsInvalidError``) quotes the session-id rule's.
         raise ToolError(str(exc)) from exc
     return ToolOutput(turn_answer(args.session_id, args.turn_index, report), report.to_dict())
-
-
-@asynccontextmanager
-async def watching_client(request: object) -> AsyncIterator[threading.Event]:
-    """An event set if the HTTP client that sent the call hangs up while the block runs
-    (REST's ``client_gone``): the turn then ends its embedding as the REST route does,
-    stored for the worker. The SDK hands a tool the call's Starlette request, whose body
-    it has read, so the next ASGI message is the disconnect; over stdio (no request) the
-    event is never set. The SDK's own disconnect watch (2026-07-28 wire, SSE) cancels the
-    handler, which still waits for the thread: the event ends the thread's embedding."""
-    if not isinstance(request, Request):
-        yield threading.Event()
-        return
-    async with asynccontextmanager(client_gone)(request) as gone:
-        yield gone
 
 
 def turn_answer(session_id: str, turn_index: int, report: IndexReport) -> str:

@@ -7,13 +7,12 @@ The page has no merge of its own: the one rule for merging two edits of a text i
 :func:`memstrata.sandbox.merge.merge3` (the sandbox sync uses it when the agent and a human
 edit one file), and this route is a thin transport over it. Like every API route it is
 built by :func:`memstrata.api.routing.route_class`: the token is checked before the body is
-read, the body is limited to ``max_request_bytes``, and errors have the API's one shape
-(401, 413, 422). Each text is checked as the store checks a file's content (at most the
-store's ``max_content_bytes``; no NUL), its refusal naming the text by its field
-(``theirs is … bytes``, ``loc`` ``["body", "theirs"]``). The three texts share one
-request body (``max_request_bytes``, 1 MiB): three files near the content limit, once
-escaped as JSON, can exceed it, and the page then says the texts are too large to merge
-(docs/WEB.md).
+read, and errors have the API's one shape (401, 413, 422). Each text is checked as the
+store checks a file's content (at most the store's ``max_content_bytes``; no NUL), its
+refusal naming the text by its field (``theirs is … bytes``, ``loc`` ``["body",
+"theirs"]``). The body may hold three files at that limit however their JSON escapes them
+(:func:`memstrata.config.file_request_bytes` of three files, as a memory file's PUT takes
+one), so texts a save would take are never too large to merge.
 
 Imported by :func:`memstrata.web.web_router` when it builds the router, not by
 ``memstrata.web`` itself: ``memstrata.api`` imports ``memstrata.web``.
@@ -25,7 +24,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, StrictStr
 
 from memstrata.api.context import ApiContext
-from memstrata.api.routing import Context, CurrentUser, route_class
+from memstrata.api.routing import Context, CurrentUser, larger_body, route_class
+from memstrata.config import Settings, file_request_bytes
 from memstrata.memory.store import validate_content
 from memstrata.runtime import Memstrata
 from memstrata.sandbox.merge import Conflict, merge3, merge3_parts
@@ -77,6 +77,12 @@ class MergeAnswer(BaseModel):
     parts: list[Lines | Choice] | None
 
 
+def merge_request_bytes(settings: Settings) -> int:
+    """The merge's body limit: each of its texts may be a whole file."""
+    return file_request_bytes(settings, files=len(MergeRequest.model_fields))
+
+
+@larger_body(merge_request_bytes)
 def merge(body: MergeRequest, user_id: CurrentUser, context: Context) -> MergeAnswer:
     """``merge3(base, mine, theirs)``. A plain ``def``: FastAPI runs it on a worker thread,
     so a long diff never holds up the event loop."""

@@ -2,9 +2,9 @@
 
 A settings page shows "12 KB of 256 KB" and offers the search sources; rather than copy
 those numbers into the page (where they would drift from the server's), it asks here. The
-values are the ones the services enforce: the store's content limit, the route body limit,
-the turn size limit, the search service's bounds. Read-only and authenticated like every
-``/api`` route.
+values are the ones the services enforce: the store's content limit, the route body limits
+(a memory file's is larger), the turn size limit, the search service's bounds. Read-only
+and authenticated like every ``/api`` route.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 
 from memstrata.api.routing import Context, CurrentUser
 from memstrata.api.schemas import ErrorBody
-from memstrata.memory.kinds import USER_FILE_KINDS
+from memstrata.config import FILE_BODY_ROOM, JSON_ESCAPE_BYTES, file_request_bytes
+from memstrata.memory.kinds import MAX_CONTENT_BYTES, USER_FILE_KINDS
 from memstrata.retrieval.limits import MAX_QUERY_CHARS, MAX_TOP_K, SOURCES
 from memstrata.retrieval.turn_limit import MAX_TURN_BYTES
 
@@ -31,7 +32,16 @@ class Limits(BaseModel):
         examples=[262144], description="Largest memory file, UTF-8 bytes (413 above)."
     )
     max_request_bytes: int = Field(
-        examples=[1048576], description="Largest request body, bytes (413 above)."
+        examples=[1048576],
+        description="Largest request body, bytes (413 above), but for max_file_request_bytes.",
+    )
+    max_file_request_bytes: int = Field(
+        examples=[JSON_ESCAPE_BYTES * MAX_CONTENT_BYTES + FILE_BODY_ROOM],
+        description="Largest body of a request that carries a memory file, bytes (413 "
+        "above): PUT /api/config/agent-files/{name}, and an MCP call of memory_write, "
+        "update_long_term_memory or update_user. A file at max_content_bytes fits however "
+        f"its JSON escapes it ({JSON_ESCAPE_BYTES} × max_content_bytes + {FILE_BODY_ROOM}, "
+        "never below max_request_bytes); the file limit is the decoded content's.",
     )
     max_turn_bytes: int = Field(
         examples=[MAX_TURN_BYTES],
@@ -57,6 +67,7 @@ def build_router(route_class: type[APIRoute]) -> APIRouter:
             user_id=user_id,
             max_content_bytes=context.mem.store.max_content_bytes,
             max_request_bytes=context.settings.max_request_bytes,
+            max_file_request_bytes=file_request_bytes(context.settings),
             max_turn_bytes=MAX_TURN_BYTES,
             files=[MemoryFileName(name=k.api_name, filename=k.filename) for k in USER_FILE_KINDS],
             search_sources=list(SOURCES),
