@@ -176,6 +176,14 @@ class SearchSettings(BaseModel):
         "instead of every row (0 = off: neither read nor write snapshots, no warming); at "
         f"most {MAX_SNAPSHOT_ROWS} (no user holds more rows). docs/ARCHITECTURE.md.",
     )
+    index_snapshot_backfill: bool = Field(
+        default=True,
+        description="After `memstrata serve` starts, write the index snapshots that "
+        "MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS calls for and the database lacks (a database crash "
+        "empties them; an upgrade; rows imported elsewhere), as `memstrata snapshots` does: "
+        "one user at a time, in a child process at the lowest CPU priority; replicas share "
+        "the work (docs/RELIABILITY.md, 'Index snapshots after a crash').",
+    )
     index_warm_after_import: bool = Field(
         default=True,
         description="After a batch import that leaves MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS or more "

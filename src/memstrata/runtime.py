@@ -37,6 +37,7 @@ from memstrata.retrieval.embedding_registry import ModelRegistry
 from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.session_ids import check_session_id
+from memstrata.retrieval.snapshot_backfill import SnapshotBackfill
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.tokenize import count_tokens
 
@@ -259,9 +260,10 @@ class Memstrata(Services):
 
     def start_background(self) -> None:
         """Start the background workers — the database monitor (reconnects, restarts a dead
-        embedded server) and the re-embedding of rows without a vector (off with
-        ``MEMSTRATA_EMBEDDING_HEAL=false``); a server calls this once, ``close()`` stops
-        them. ``RuntimeClosedError`` after ``close()``."""
+        embedded server), the re-embedding of rows without a vector (off with
+        ``MEMSTRATA_EMBEDDING_HEAL=false``) and one pass writing the missing index
+        snapshots (``MEMSTRATA_INDEX_SNAPSHOT_BACKFILL``); a server calls this once,
+        ``close()`` stops them. ``RuntimeClosedError`` after ``close()``."""
         self._check_open()
         stopped_at_exit(self)
         monitor = self.db.monitor
@@ -273,6 +275,19 @@ class Memstrata(Services):
             self.workers.watch("embedding-healer", lambda: healer.running, again(healer))
             # Only now may a memory-file write leave passages to the worker (file_budget).
             self.indexer.file_budget.start(self.settings.embedding_file_budget_s, self.healer.wake)
+        if self.settings.index_snapshot_backfill and self.settings.index_snapshot_min_rows > 0:
+            self.snapshot_backfill.start()  # one pass, not watched: it ends by itself
+
+    @cached_property
+    def snapshot_backfill(self) -> SnapshotBackfill:
+        """The pass ``start_background`` makes over the users without an index snapshot."""
+        return SnapshotBackfill(
+            self.db.engine.url.render_as_string(hide_password=False),
+            self.search.model,
+            self.settings.index_snapshot_min_rows,
+            logging.getLevelName(logging.getLogger("memstrata").getEffectiveLevel()),
+            self.settings.log_json,
+        )
 
     @cached_property
     def workers(self) -> WorkerWatch:
@@ -298,6 +313,8 @@ class Memstrata(Services):
             self.healer.stop(timeout_s=HEALER_STOP_S)
         if "monitor" in self.db.__dict__:
             self.db.monitor.stop()
+        if "snapshot_backfill" in self.__dict__:
+            self.snapshot_backfill.stop()
         if self.search.warmer is not None:
             self.search.warmer.close()  # before the writer: a warm may schedule a write
         if self.search.cache.snapshots is not None:

@@ -142,3 +142,19 @@ def test_a_length_changed_across_a_restart_shows_in_readyz_metrics_and_search(
     assert "memstrata_embeddings_pending 3.0" in metrics
     assert (found.mode, found.warnings) == ("bm25", [OTHER_LENGTH])
     assert (changed["previous"], changed["dimensions"], changed["stored_rows"]) == (64, 48, 3)
+
+
+def test_a_server_too_slow_for_the_start_up_probe_is_told_as_slow_not_unreachable(
+    settings: Settings, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that accepts the probe and does not answer in time (a replica restarted on
+    a loaded host) was logged ``embedding.unreachable_at_start``, with advice to check
+    the URL and the key (the rolling-restart drill, 4 of 6 restarts)."""
+    with FaultServer("hang") as fault:
+        spec = EmbeddingModelSpec(name="multilingual-e5-small", base_url=fault.base_url)
+        slow = with_model(settings, spec, embedding_timeout_s=0.5)
+        with caplog.at_level("WARNING"), served(slow, db):
+            (told,) = events(caplog, "embedding.slow_at_start")
+            assert events(caplog, "embedding.unreachable_at_start") == []
+    assert "MEMSTRATA_EMBEDDING_TIMEOUT_S" in str(told["check"])
+    assert "base_url" not in str(told["check"])

@@ -138,3 +138,24 @@ def test_the_worker_probes_an_open_circuit_when_it_has_nothing_to_embed(
     asked = len(fault.requests)
     assert healer.run_once().claimed == 0  # closed and answered: no more probes
     assert len(fault.requests) == asked
+
+
+def test_a_refusal_of_the_open_circuit_names_the_outages_cause(
+    fault: FaultServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Told by a request the open circuit refused unsent, ``embedding.still_failing`` had
+    no ``error`` (seen in the rolling-restart drill): the last failure's is given."""
+    monkeypatch.setattr(embedding_circuits, "STILL_FAILING_EVERY_S", 0.1)
+    spec = EmbeddingModelSpec(name="fake-model", base_url=fault.base_url)
+    breaker = CircuitBreaker(threshold=2, cooldown_s=30.0)  # no probe within the test
+    with (
+        OpenAICompatibleEmbedder(spec, max_retries=0, breaker=breaker) as embedder,
+        caplog.at_level("INFO", logger="memstrata.retrieval.embeddings"),
+    ):
+        fail(embedder, 2)  # opens
+        asked = len(fault.requests)
+        time.sleep(0.15)  # a notice is due
+        fail(embedder)  # refused by the open circuit, not sent
+        assert len(fault.requests) == asked
+        (still,) = events(caplog, "embedding.still_failing")
+    assert "HTTP 500" in str(still["error"])

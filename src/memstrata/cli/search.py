@@ -78,7 +78,9 @@ def search_command(
 
 # How long reindex waits at most, by default, for rows a running server's worker holds:
 # the worker's lease (``retrieval.healing.LEASE_S``, 120 s) and a margin, so the rows of a
-# worker that died mid-batch are taken over rather than reported as still held.
+# worker that died mid-batch without its lock (claimed on the lease alone) are taken over
+# rather than reported as still held; with its lock they are taken at once, or, after a
+# network cut, once PostgreSQL finds its connection gone (about a minute).
 HELD_WAIT_S = 150
 # While it waits, a line when the count of held rows changes, and at least this often.
 HELD_NOTICE_S = 10.0
@@ -114,15 +116,25 @@ def reindex_command(
     Rows a running server's worker holds are left to it (it embeds them by itself); this
     waits for them at the end (`--wait`). Rows it gave back after the API failed them, and
     waits a while to retry, are embedded here at once."""
+    from memstrata.retrieval.fill import take_over
+
     user = chosen_user(user, user_json)
     with open_runtime(load_settings(), require_embeddings=True) as mem:
         files = guarded(lambda: mem.reindex_memory_files(user))
         missing = guarded(lambda: mem.indexer.count_missing(user))
+        # Before counting what is held: a dead run's claim is not a live worker's.
+        taken = guarded(lambda: take_over(mem.db_sessions, user)) if missing else 0
         held = guarded(lambda: mem.indexer.count_held(user)) if missing else 0
         if missing:
             # On stderr, before the wait: a large backlog takes minutes, silently.
             typer.echo(
                 f"embedding {missing} chunk(s) of {visible(user)} without a vector…", err=True
+            )
+        if taken:
+            typer.echo(
+                f"taking over {taken} chunk(s) claimed by a run that stopped (an earlier "
+                "reindex cut off from the database, or a server's worker)",
+                err=True,
             )
         if held:
             then = (
@@ -179,14 +191,12 @@ def reindex_command(
 def _claims_left(user: str) -> str:
     """What a fill the database failed under leaves behind, and how to go on: it gives the
     batch it claimed back when it can (``retrieval.fill``); with the database gone, that
-    batch waits for its lease, which a rerun waits for too when told to."""
-    from memstrata.retrieval.fill import FILL_LEASE_S
-
+    batch stays claimed until the run's lock is seen to end, which a rerun waits for."""
     return (
-        "the chunks embedded so far are stored; if the database was gone, the batch being "
-        f"embedded stays claimed up to {FILL_LEASE_S / 60:.0f} min (its lease): run "
-        f"`memstrata reindex {user_option(user)} --wait {FILL_LEASE_S:.0f}`, which takes "
-        "it over when the claim runs out"
+        "the chunks embedded so far are stored, and the batch being embedded stays claimed "
+        "until PostgreSQL finds this run gone (at once after a restart, within about a "
+        f"minute after a network cut): run `memstrata reindex {user_option(user)}` again, "
+        "which takes it over"
     )
 
 

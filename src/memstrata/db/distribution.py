@@ -51,8 +51,9 @@ CROSS_USER_QUERIES: dict[str, str] = {
     "embedding_queue.backlog": "pending rows, oldest age and failures of all users, for "
     "/metrics and /readyz",
     "index_snapshots.missing": "which users have enough conversation rows outside any index "
-    "snapshot to be worth one, for `memstrata snapshots` (maintenance after an upgrade or "
-    "after a database crash emptied the UNLOGGED snapshot table; retrieval.backfill)",
+    "snapshot to be worth one, for `memstrata snapshots` and the pass `memstrata serve` makes "
+    "after it starts (maintenance after an upgrade or after a database crash emptied the "
+    "UNLOGGED snapshot table; retrieval.backfill)",
 }
 
 # The SQL that turns the spec's ``id`` primary keys into (user_id, id).

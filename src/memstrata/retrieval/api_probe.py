@@ -1,7 +1,8 @@
 """The re-embedding worker's probes of the embedding API (``VectorHealer`` holds one).
 
 The worker watches the API for the operator: it embeds a probe text when it starts
-(``embedding.unreachable_at_start`` / ``embedding.configuration_refused`` when that fails:
+(``embedding.unreachable_at_start`` / ``embedding.slow_at_start`` /
+``embedding.configuration_refused`` when that fails:
 a wrong URL or ``dimensions`` otherwise showed only once traffic came), and again when it
 has nothing to claim while a circuit waits for its probe, so a circuit closes, and
 ``/readyz`` says so, when the API is back, without traffic. After a claim whose every text
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 from memstrata.errors import EmbeddingError, EmbeddingRejectedError
 from memstrata.logs import log_event
+from memstrata.retrieval.embedding_failures import EmbeddingTimeoutError
 from memstrata.retrieval.embeddings import (
     EmbeddingKind,
     EmbeddingLengthError,
@@ -53,6 +55,14 @@ def start_failure(error: EmbeddingError) -> tuple[str, str]:
             "embedding.configuration_refused",
             "the model's `name` and input types in MEMSTRATA_EMBEDDING_MODELS (or "
             "MEMSTRATA_EMBEDDING_MODEL): the API refused the probe text",
+        )
+    if isinstance(error, EmbeddingTimeoutError):
+        # It accepted the connection and answered nothing in time: a busy or slow server
+        # (a rolling restart on a loaded host), not a wrong URL or key.
+        return (
+            "embedding.slow_at_start",
+            "the embedding server's load and threads, and MEMSTRATA_EMBEDDING_TIMEOUT_S: it "
+            "accepted the probe but did not answer within the timeout",
         )
     return (
         "embedding.unreachable_at_start",

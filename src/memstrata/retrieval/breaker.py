@@ -8,15 +8,8 @@ query waits for at most the one bulk batch the server is already computing. A st
 server closes the bulk lane (``close_bulk``): what is waiting for it, and what asks later,
 gets ``BulkLaneClosedError`` at once instead of queueing behind a hung API.
 
-The bulk slots go round the users with requests waiting, so one user's heavy work does not
-stall another user's small write. Each bulk request is stamped with a round (``round_for``:
-one past its owner's previous request, never earlier than the round being served) and a
-free slot goes to the waiting request of the earliest round, first come first within a
-round. A user whose import queued many requests takes one round per request, while another
-user's single write gets the next slot after the ones in flight. (Before, any waiter could
-take a freed slot, the thread that had just freed it first: one user's three import threads
-held another user's one-turn write up for 8-116 s.) Whose turn a request waits in: the
-user of ``bulk_owner`` around the call (the indexer's writes), else ``BACKGROUND_OWNER``.
+The bulk slots go round the users with requests waiting, in rounds (``bulk_turns``), so
+one user's heavy work does not stall another user's small write.
 
 Waiting for the request in flight is still waiting for another user's work: one import
 request of 8 long turns took 4-11 s on a busy 2-core host, and another user's one-turn
@@ -45,10 +38,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
+from memstrata.retrieval.bulk_turns import BACKGROUND_OWNER as BACKGROUND_OWNER
+from memstrata.retrieval.bulk_turns import BulkWaiter
+from memstrata.retrieval.bulk_turns import may_express as may_express
+from memstrata.retrieval.bulk_turns import round_for as round_for
 from memstrata.retrieval.circuit import BreakerState as BreakerState
 from memstrata.retrieval.circuit import CircuitBreaker as CircuitBreaker
 from memstrata.retrieval.express_share import ExpressShare
@@ -67,13 +63,6 @@ class BulkLaneBusyError(Exception):
     imports a write's inline embedding otherwise waited minutes, long after its client had
     gone. Its texts are stored without a vector and embedded in the background."""
 
-
-# The owner of bulk requests made outside ``bulk_owner``: the healer's re-embedding (one of
-# its requests may hold several users' rows, and its claims already serve the users with
-# rows waiting in turn, ``queue.claim``) and benchmarks. Together they count as one more
-# user in the lane's rounds. Not a valid user id (``validate_user_id`` refuses an empty
-# one), so no user shares its turns.
-BACKGROUND_OWNER = ""
 
 # A waiter whose wait is bounded by a deadline re-checks at least this often after it.
 _MIN_RECHECK_S = 0.05
@@ -112,46 +101,13 @@ def current_bulk_owner() -> str:
     return _owner.get()
 
 
-def round_for(previous: int | None, serving: int) -> int:
-    """The round of an owner's new bulk request: one past the owner's previous request
-    (``previous``; None when it has none in the round being served or later), never
-    earlier than the round being served (``serving``). An owner with many requests takes
-    one round each; a newcomer joins the round being served, so it goes next after the
-    requests already stamped with it; an owner that was idle banks no rounds."""
-    if previous is None:
-        return serving
-    return max(previous + 1, serving)
-
-
-@dataclass(order=True)
-class _Waiter:
-    """A bulk request waiting for a slot, ordered by its turn: round, then arrival."""
-
-    round: int
-    arrival: int
-    # time.monotonic() from which the lane stops yielding to queries for this request.
-    deadline: float = field(compare=False)
-    # time.monotonic() at which the request stops waiting (BulkLaneBusyError); inf: never.
-    give_up: float = field(compare=False, default=math.inf)
-    owner: str = field(compare=False, default=BACKGROUND_OWNER)
-    # May take the express slot (``Lanes.bulk``).
-    express: bool = field(compare=False, default=False)
-    # The owner's round before this request's (None: none), restored if it goes express.
-    previous: int | None = field(compare=False, default=None)
-    # The express share refused it the slot (counted once, unless it goes express later).
-    turned_back: bool = field(compare=False, default=False)
-    # Called before it takes a slot: raises to end the request unsent (``bulk_owner``).
-    guard: Callable[[], None] | None = field(compare=False, default=None)
-    # A user's small or one-passage write: first at the passage server (``_across``).
-    first: bool = field(compare=False, default=False)
-
-
 class Lanes:
     """Interactive first: bulk work yields to any query in flight (when both share one
     server: ``yield_to_queries``); the bulk slots go round the owners (users) with requests
     waiting; a small write that would wait only for other owners takes the express slot
     (``express_slots``, when there is one) while ``express_share`` allows (None: always);
-    ``on_deferred`` is called for each small write the share kept off it."""
+    ``on_deferred`` is called for each small write the share kept off it. A waiting
+    request asks its guard again every ``guard_recheck_s`` (``bulk_owner``)."""
 
     def __init__(
         self,
@@ -161,6 +117,7 @@ class Lanes:
         express_slots: int = 0,
         express_share: ExpressShare | None = None,
         on_deferred: Callable[[], None] | None = None,
+        guard_recheck_s: float = GUARD_RECHECK_S,
     ) -> None:
         if bulk_slots < 1:
             raise ValueError(f"bulk_slots must be at least 1, got {bulk_slots}")
@@ -171,13 +128,14 @@ class Lanes:
         self.yield_to_queries = yield_to_queries
         self._share = express_share
         self._on_deferred = on_deferred
+        self.guard_recheck_s = guard_recheck_s
         self._cond = threading.Condition()
         self._queries = 0
         self._bulk = 0
         self._express = 0  # express requests in flight
         self._owned: Counter[str] = Counter()  # each owner's requests waiting or in flight
         self._bulk_closed = False
-        self._waiting: list[_Waiter] = []  # a heap: the next in turn first
+        self._waiting: list[BulkWaiter] = []  # a heap: the next in turn first
         self._arrivals = itertools.count()
         self._serving = 0  # the round of the request that last got a slot
         # Each owner's latest round while it is the one being served or later (an older one
@@ -212,6 +170,7 @@ class Lanes:
         max_wait_s: float = 60.0,
         give_up_s: float | None = None,
         express: bool = False,
+        guard: Callable[[], None] | None = None,
     ) -> Iterator[Route]:
         """Hold a bulk slot for the block, once it is ``owner``'s turn (a user id, or
         ``BACKGROUND_OWNER``) and no query is in flight. Bounded: once a waiting request
@@ -220,9 +179,9 @@ class Lanes:
         ``give_up_s`` (when given) leaves with ``BulkLaneBusyError``. An ``express``
         request (a small write) takes the express slot instead when that is free and it
         would otherwise wait for other owners' requests only (``may_express``) and the
-        express share allows it then. Yields the slot taken, which says where to send the
-        request."""
-        guard = _guard.get()
+        express share allows it then. ``guard``: the request's own, else ``bulk_owner``'s.
+        Yields the slot taken, which says where to send the request."""
+        guard = guard or _guard.get()
         if guard is not None:  # before it queues: a lost database ends it at once
             guard()
         with self._cond:
@@ -272,16 +231,16 @@ class Lanes:
 
     # -- the bulk queue; every method below runs under self._cond ----------------------------
 
-    def _enqueue(self, owner: str, deadline: float, give_up: float, express: bool) -> _Waiter:
+    def _enqueue(self, owner: str, deadline: float, give_up: float, express: bool) -> BulkWaiter:
         previous = self._latest.get(owner)
         turn = round_for(previous, self._serving)
         self._latest[owner] = turn
-        me = _Waiter(turn, next(self._arrivals), deadline, give_up, owner, express, previous)
+        me = BulkWaiter(turn, next(self._arrivals), deadline, give_up, owner, express, previous)
         heapq.heappush(self._waiting, me)
         self._owned[owner] += 1
         return me
 
-    def _wait_for_turn(self, me: _Waiter) -> Route:
+    def _wait_for_turn(self, me: BulkWaiter) -> Route:
         while True:
             if self._bulk_closed:
                 raise BulkLaneClosedError("the bulk lane is closed")
@@ -304,10 +263,11 @@ class Lanes:
                 left = me.give_up - now
                 timeout = left if timeout is None else min(timeout, left)
             if me.guard is not None:
-                timeout = GUARD_RECHECK_S if timeout is None else min(timeout, GUARD_RECHECK_S)
+                recheck = self.guard_recheck_s
+                timeout = recheck if timeout is None else min(timeout, recheck)
             self._cond.wait(timeout=timeout)
 
-    def _express_in_s(self, me: _Waiter, now: float) -> float | None:
+    def _express_in_s(self, me: BulkWaiter, now: float) -> float | None:
         """0 when ``me`` may take the express slot now; seconds until the share would let
         it when only the share stands in its way; None when the slot is not for it now."""
         if not me.express or not may_express(
@@ -322,7 +282,7 @@ class Lanes:
         me.turned_back = True
         return wait + _SHARE_SLACK_S
 
-    def _count_deferred(self, me: _Waiter) -> None:
+    def _count_deferred(self, me: BulkWaiter) -> None:
         if me.turned_back and self._on_deferred is not None:
             self._on_deferred()
 
@@ -345,7 +305,7 @@ class Lanes:
     def _first_deadline(self) -> float:
         return min(w.deadline for w in self._waiting)
 
-    def _start(self, me: _Waiter, route: Route) -> None:
+    def _start(self, me: BulkWaiter, route: Route) -> None:
         if route == "express":
             # Beside the turns: it leaves the queue, and its owner's next request waits in
             # the round it would have had without this one (the passage server was not used).
@@ -371,7 +331,7 @@ class Lanes:
     def _shared_up(self) -> bool:
         return self.shared is not None and self.shared.up
 
-    def _across(self, route: Route, me: _Waiter) -> AbstractContextManager[object]:
+    def _across(self, route: Route, me: BulkWaiter) -> AbstractContextManager[object]:
         """The passage server's lane across processes around a bulk-slot request: a small
         write registered, any other waiting for the small writes and the one bulk slot."""
         if self.shared is None or route != "bulk":
@@ -380,7 +340,7 @@ class Lanes:
             return self.shared.priority()
         return self.shared.bulk(partial(self._still_wanted, me))
 
-    def _still_wanted(self, me: _Waiter) -> None:
+    def _still_wanted(self, me: BulkWaiter) -> None:
         """Raises when a request waiting in the shared lane must not be sent after all."""
         if self.bulk_closed:
             raise BulkLaneClosedError("the bulk lane is closed")
@@ -389,7 +349,7 @@ class Lanes:
         if time.monotonic() >= me.give_up:
             raise BulkLaneBusyError("no bulk slot came free in time")
 
-    def _leave(self, me: _Waiter) -> None:
+    def _leave(self, me: BulkWaiter) -> None:
         self._waiting.remove(me)
         heapq.heapify(self._waiting)
         self._disown(me.owner)
@@ -408,12 +368,3 @@ class Lanes:
         if not self._waiting and not self._bulk:
             self._latest.clear()
             self._serving = 0
-
-
-def may_express(in_flight: int, slots: int, owned: int) -> bool:
-    """May a small write that cannot take a bulk slot now take the express slot? Only
-    while one is free (``in_flight`` of ``slots``) and the write is its owner's only
-    request waiting or in flight (``owned``): then everything it would wait for is other
-    owners' work. An owner with requests queued (an import, parallel writes) waits its
-    turns as before, so the express slot serves small writes, not a second importer."""
-    return in_flight < slots and owned == 1

@@ -28,6 +28,12 @@ batch may be embedded a second time by another worker — harmless, since the wr
 skips rows replaced meanwhile. The worker notices at its next claim and takes a new lock.
 The same holds, during a rolling upgrade, for a replica of a release before 0010 that
 claims a row a dead worker's token is still on: it does not clear the column.
+
+``memstrata reindex`` claims the same way (``retrieval.fill``): while it runs it holds a
+lock of its own and records its token with each batch, so a run cut off from its database
+(the server restarted, the connection cut) leaves a batch that a rerun, or a worker, takes
+at once rather than after the run's 10-minute lease, while the rows of a live worker or of
+another running reindex stay theirs.
 """
 
 from __future__ import annotations
@@ -219,8 +225,8 @@ class ClaimerLock:
 
 # -- the statements that read the tokens (cross-user, like every re-embedding queue one) ----
 
-# The tokens of the claimers alive now.
-_LIVE_CLAIMERS = (
+# The tokens of the claimers alive now (parameter ``:cls``, ``LOCK_CLASS``).
+LIVE_CLAIMERS = (
     "SELECT objid::integer FROM pg_locks WHERE locktype = 'advisory' AND classid = "
     "CAST(:cls AS integer) AND objsubid = 2 AND granted"
 )
@@ -233,32 +239,35 @@ def claimed_by_sql(claimer: int | None) -> str:
     if claimer is None:
         return "NULL"
     return (
-        f"CASE WHEN CAST(:claimer AS integer) IN ({_LIVE_CLAIMERS}) "
+        f"CASE WHEN CAST(:claimer AS integer) IN ({LIVE_CLAIMERS}) "
         "THEN CAST(:claimer AS integer) END"
     )
 
 
-def reclaim(session: Session) -> list[str]:
-    """Cross-user: end the claims of workers that are gone — a token whose advisory lock
-    PostgreSQL no longer holds — so their rows are claimable now rather than when the
-    lease ends; returns the user of each row taken back. The tokens are read from the rows
-    (the statement's snapshot) before ``pg_locks`` is, so a token missing there was held
-    when its row was claimed (``claimed_by_sql``) and has been let go since: a live
-    worker's claim is never ended. Reads the claimed rows only (a partial index,
-    migration 0010); rows another transaction holds are skipped, never waited for."""
+def reclaim(session: Session, user_id: str | None = None) -> list[str]:
+    """Cross-user (or ``user_id``'s rows only): end the claims of claimers that are gone
+    — a token whose advisory lock PostgreSQL no longer holds — so their rows are claimable
+    now rather than when the lease ends; returns the user of each row taken back. The
+    tokens are read from the rows (the statement's snapshot) before ``pg_locks`` is, so a
+    token missing there was held when its row was claimed (``claimed_by_sql``) and has been
+    let go since: a live claimer's claim is never ended. A claimer is a worker, or a
+    ``memstrata reindex`` (``retrieval.fill``), whose run cut off from its database left its
+    batch claimed. Reads the claimed rows only (a partial index, migration 0010); rows
+    another transaction holds are skipped, never waited for."""
+    scope = "" if user_id is None else " AND user_id = :u"
     return list(
         session.execute(
             text(
                 cross_user_tag("embedding_queue.claim")
                 + " WITH gone AS (SELECT DISTINCT embedding_claimed_by AS token FROM "
                 "memory_embeddings WHERE embedding_claimed_by IS NOT NULL AND "
-                f"embedding_claimed_by <> {PAUSED} EXCEPT {_LIVE_CLAIMERS}) "
+                f"embedding_claimed_by <> {PAUSED}{scope} EXCEPT {LIVE_CLAIMERS}) "
                 "UPDATE memory_embeddings SET embedding_claimed_until = NULL, "
                 "embedding_claimed_by = NULL WHERE id IN (SELECT id FROM memory_embeddings "
                 "WHERE embedding_claimed_by IS NOT NULL AND embedding_claimed_by IN "
-                "(SELECT token FROM gone) FOR UPDATE SKIP LOCKED) RETURNING user_id"
+                f"(SELECT token FROM gone){scope} FOR UPDATE SKIP LOCKED) RETURNING user_id"
             ),
-            {"cls": LOCK_CLASS},
+            {"cls": LOCK_CLASS, "u": user_id},
         ).scalars()
     )
 

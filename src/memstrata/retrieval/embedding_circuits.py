@@ -79,6 +79,10 @@ class CircuitEvents:
         open_s = breaker.still_failing_due(STILL_FAILING_EVERY_S)
         if open_s is None:
             return
+        if error is None and breaker.last_failure is not None:
+            # A request the open circuit refused unsent: the outage's cause is the last
+            # request that did fail.
+            error = str(breaker.last_failure)
         fields: dict[str, Any] = {"error": error} if error is not None else {}
         log_event(
             logger,

@@ -55,13 +55,13 @@ class KeyedJobs(Generic[K, P]):
             time.sleep(0.01)
         return False
 
-    def close(self) -> None:
-        """Finish the queued jobs and stop the thread (waits at most 10 s)."""
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Finish the queued jobs and stop the thread (waits at most ``timeout_s``)."""
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
             self._jobs.put(None)
-            thread.join(timeout=10)
+            thread.join(timeout=timeout_s)
 
     def _loop(self) -> None:
         while self._run_next():

@@ -14,14 +14,11 @@ failure of the server's (the lane raises before the circuit is asked).
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
-from memstrata.retrieval.breaker import Lanes
-from memstrata.retrieval.hangup import ClientGoneError, client_left
+from memstrata.retrieval.breaker import BulkLaneBusyError, Lanes
+from memstrata.retrieval.hangup import raise_if_left
 
 # A search of another process (a replica sharing the server) waits behind at most this
 # many of ours. 1, 2 and 4 measured alike (docs/RELIABILITY.md); 2, so that one query the
@@ -39,64 +36,33 @@ class QueryLaneBusyError(Exception):
 
 
 class QueryLane:
-    """``slots`` queries in flight at most; the others wait in arrival order."""
+    """``slots`` queries in flight at most; the others wait in arrival order. A use of the
+    passage lane's slots and waiters (``breaker.Lanes``, one rule of waiting for a slot):
+    every query of one owner, so each takes a round of its own in arrival order; guarded by
+    the search's client, asked every ``LEFT_POLL_S``."""
 
     def __init__(self, slots: int = QUERY_SLOTS) -> None:
         if slots < 1:
             raise ValueError(f"slots must be at least 1, got {slots}")
         self.slots = slots
-        self._lock = threading.Lock()
-        self._free = slots
-        self._queue: deque[threading.Event] = deque()
+        self._lane = Lanes(slots, yield_to_queries=False, guard_recheck_s=LEFT_POLL_S)
 
     @property
     def waiting(self) -> int:
         """Queries waiting for a slot now."""
-        with self._lock:
-            return len(self._queue)
+        return self._lane.waiting
 
     @contextmanager
     def turn(self, wait_s: float) -> Iterator[None]:
         """Hold a slot for the block, once one is free and every query that came before
         has had one; ``ClientGoneError`` as soon as the search's client has hung up while
         it waits, ``QueryLaneBusyError`` after ``wait_s`` without a slot."""
-        self._take(wait_s)
-        try:
+        with ExitStack() as held:
+            try:
+                held.enter_context(self._lane.bulk(give_up_s=wait_s, guard=raise_if_left))
+            except BulkLaneBusyError as exc:
+                raise QueryLaneBusyError(f"no query slot came free within {wait_s:g} s") from exc
             yield
-        finally:
-            self._give()
-
-    def _take(self, wait_s: float) -> None:
-        if client_left():
-            raise ClientGoneError("the search's client hung up before its query was sent")
-        with self._lock:
-            if self._free > 0 and not self._queue:
-                self._free -= 1
-                return
-            me = threading.Event()
-            self._queue.append(me)
-        give_up = time.monotonic() + wait_s
-        while not me.wait(max(0.0, min(LEFT_POLL_S, give_up - time.monotonic()))):
-            left = client_left()
-            if not left and time.monotonic() < give_up:
-                continue
-            with self._lock:
-                if me.is_set():  # given a slot just now: handled below
-                    break
-                self._queue.remove(me)
-            if left:
-                raise ClientGoneError("the search's client hung up while its query waited")
-            raise QueryLaneBusyError(f"no query slot came free within {wait_s:g} s")
-        if client_left():  # handed a slot as it left: the next waiter takes it
-            self._give()
-            raise ClientGoneError("the search's client hung up while its query waited")
-
-    def _give(self) -> None:
-        with self._lock:
-            if self._queue:
-                self._queue.popleft().set()  # the slot passes on, never free in between
-            else:
-                self._free += 1
 
 
 @contextmanager

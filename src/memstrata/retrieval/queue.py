@@ -13,7 +13,8 @@ place (all of them are named in ``db.distribution.CROSS_USER_QUERIES``):
    rows whose vector is of the current model but not of its length. A claim records the
    worker's token beside the lease; ``claimer.reclaim`` takes back, before a claim, the
    rows of claimers whose lock PostgreSQL no longer holds (a worker that died or
-   stopped), so they wait for no lease.
+   stopped, a ``memstrata reindex`` cut off from its database), so they wait for no
+   lease.
 2. ``claim_outcome.release`` / ``.record_failures``: give claimed rows back (API down)
    or record a failed attempt / a permanent error, by row id (rows the claim still
    holds); ``claimer.give_back``: a stopping worker's rows, by its token.

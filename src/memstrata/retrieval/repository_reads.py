@@ -5,14 +5,16 @@ a claim like the re-embedding worker's, not a change of what the rows hold."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, update
+from sqlalchemy import Boolean, ColumnElement, func, literal_column, select, text, update
 
 from memstrata.db.models import MemoryEmbedding
+from memstrata.retrieval.claimer import LOCK_CLASS, claimed_by_sql
 from memstrata.retrieval.queue import HELD
 from memstrata.retrieval.records import SESSION_PREFIX, StoredChunk
 from memstrata.retrieval.repository_scope import UserScoped
@@ -35,6 +37,15 @@ _META_COLUMNS = (
 # A claim holds the row (``queue.HELD``): a worker's claim, or reindex's own lease, which
 # the workers leave alone in turn (``queue.UNCLAIMED``). A worker's retry pause is not held.
 _HELD = literal_column(HELD, Boolean)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A batch ``claim_missing`` took: when its lease ends, and the token it recorded
+    (None: the lease alone — no claimer given, or its lock was gone)."""
+
+    until: datetime
+    claimed_by: int | None
 
 
 def _chunk(row: Any, vector: npt.NDArray[np.float32] | None = None) -> StoredChunk:
@@ -145,14 +156,16 @@ class EmbeddingReads(UserScoped):
         ]  # fmt: skip
 
     def claim_missing(
-        self, model: str, limit: int, lease_s: float
-    ) -> tuple[list[StoredChunk], datetime | None]:
+        self, model: str, limit: int, lease_s: float, claimer: int | None = None
+    ) -> tuple[list[StoredChunk], Lease | None]:
         """Lease up to ``limit`` rows with no vector, or one from another model (a model
         change), that no claim holds (``queue.HELD``: rows in a worker's retry pause are
         taken), oldest first, for ``lease_s`` seconds: the worker leaves them alone
-        meanwhile (``queue.UNCLAIMED``), as this leaves its rows alone.
+        meanwhile (``queue.UNCLAIMED``), as this leaves its rows alone. The claim records
+        ``claimer`` (a token of ``retrieval.claimer``) if its lock is held now, as a
+        worker's does, so the batch of a run that died is taken back (``claimer.reclaim``).
         Rows another transaction is writing or claiming are skipped, never waited for.
-        Returns the rows, in id order, and their lease's end (``release_lease``). No
+        Returns the rows, in id order, and their lease (``release_lease``). No
         generation bump: a lease changes nothing a search reads."""
         # The ids first, locked, then the lease by id, in the caller's transaction (as
         # ``queue.claim``): as ``id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`` in one
@@ -166,35 +179,45 @@ class EmbeddingReads(UserScoped):
         ).all()
         if not ids:
             return [], None
+        token = (
+            None
+            if claimer is None
+            else text(claimed_by_sql(claimer)).bindparams(claimer=claimer, cls=LOCK_CLASS)
+        )
         rows = self.session.execute(
             update(MemoryEmbedding)
             .where(MemoryEmbedding.user_id == self.user_id, MemoryEmbedding.id.in_(ids))
             .values(
-                # The lease alone, no worker's token: ``claimer.reclaim`` leaves it alone.
                 embedding_claimed_until=func.now() + timedelta(seconds=lease_s),
-                embedding_claimed_by=None,
+                embedding_claimed_by=token,
             )
-            .returning(*_META_COLUMNS, MemoryEmbedding.embedding_claimed_until)
+            .returning(
+                *_META_COLUMNS,
+                MemoryEmbedding.embedding_claimed_until,
+                MemoryEmbedding.embedding_claimed_by,
+            )
             .execution_options(synchronize_session=False)
         ).all()
         rows = sorted(rows, key=lambda r: r.id)
-        return [_chunk(r) for r in rows], rows[0].embedding_claimed_until
+        lease = Lease(rows[0].embedding_claimed_until, rows[0].embedding_claimed_by)
+        return [_chunk(r) for r in rows], lease
 
-    def release_lease(self, ids: Sequence[int], until: datetime) -> None:
-        """End the lease ``claim_missing`` took (``until``) on those of ``ids`` still under
-        it: rows that got no vector (the API failed) are claimable again at once. A row
-        given its vector is gone (written again under a new id), and a row whose lease ran
-        out and that a worker claimed since is the worker's: neither is touched."""
+    def release_lease(self, ids: Sequence[int], lease: Lease) -> None:
+        """End the lease ``claim_missing`` took on those of ``ids`` still under it: rows
+        that got no vector (the API failed) are claimable again at once. A row given its
+        vector is gone (written again under a new id), and a row whose lease ran out or
+        was taken back and that a worker claimed since is the worker's: neither is
+        touched."""
         if ids:
             self.session.execute(
                 update(MemoryEmbedding)
                 .where(
                     MemoryEmbedding.user_id == self.user_id,
                     MemoryEmbedding.id.in_(list(ids)),
-                    MemoryEmbedding.embedding_claimed_by.is_(None),
-                    MemoryEmbedding.embedding_claimed_until == until,
+                    MemoryEmbedding.embedding_claimed_by.is_not_distinct_from(lease.claimed_by),
+                    MemoryEmbedding.embedding_claimed_until == lease.until,
                 )
-                .values(embedding_claimed_until=None)
+                .values(embedding_claimed_until=None, embedding_claimed_by=None)
                 .execution_options(synchronize_session=False)
             )
 

@@ -286,8 +286,9 @@ class SnapshotWriter:
         """Wait until no job is pending (tests, benchmarks); False on timeout."""
         return self._jobs.idle(timeout)
 
-    def close(self) -> None:
-        self._jobs.close()
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Finish the queued writes, waiting at most ``timeout_s`` for them."""
+        self._jobs.close(timeout_s)
 
     def _job(self, _: tuple[str, str | None], job: tuple[Exporter, Wanted]) -> None:
         export, wanted = job
