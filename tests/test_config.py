@@ -1,19 +1,16 @@
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 from pydantic import ValidationError
 
 from memstrata.api.app import create_app
-from memstrata.config import Settings, request_limit_problem, unset_database_problem
+from memstrata.config import Settings, unset_database_problem
 from memstrata.config_doc import render
-from memstrata.errors import SettingsConflictError
+from tests.mcp.stdio_driver import call, read_answers, started, stop
 
 
 def test_configuration_doc_is_current() -> None:
@@ -54,36 +51,43 @@ def test_production_needs_a_database_url_and_no_jwt_setting() -> None:
     assert short.jwt_secret == "short"
 
 
-def test_a_file_limit_above_the_request_limit_is_refused_naming_both(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_a_file_limit_above_the_request_limit_starts_and_such_a_file_saves_over_mcp(
+    tmp_path: Path, pg_url: str
 ) -> None:
-    """A file over the request limit could never be written through MCP's memory_write
-    (the REST PUT takes a file at its limit whatever the request limit). A process that
-    takes requests refuses it at start-up; a library host, which takes none, is not
-    asked."""
-    monkeypatch.setenv("MEMSTRATA_MAX_CONTENT_BYTES", str(2 * 1024 * 1024))
-    settings = Settings()  # a library host's settings stay valid
-    line = (
-        "MEMSTRATA_MAX_CONTENT_BYTES (2097152) is over MEMSTRATA_MAX_REQUEST_BYTES (1048576): "
-        "a file that large could never be written through MCP (memory_write), its request "
-        "would be refused"
+    """MCP's whole-file calls take the body limit of a file's PUT (``file_request_bytes``)
+    over stdio and /mcp alike, so a file limit above the request limit conflicts with
+    nothing: a process that takes requests starts, and a file between the two limits
+    saves through ``memory_write``. Such a process was refused at start-up."""
+    content = "between the limits\n" * 1700  # 32,300 bytes: over 16 KiB, under 64 KiB
+    process, log = started(
+        tmp_path,
+        "big-file",
+        MEMSTRATA_DATABASE_URL=pg_url,
+        MEMSTRATA_EMBEDDING_AUTOSTART="false",  # BM25 only: nothing here searches
+        MEMSTRATA_MAX_CONTENT_BYTES="65536",
+        MEMSTRATA_MAX_REQUEST_BYTES="16384",
     )
-    problem = request_limit_problem(settings)
-    assert problem is not None and line in problem, problem
-    with pytest.raises(SettingsConflictError, match=re.escape(line)):
-        create_app(settings)
-    for command in (["serve", "--port", "0"], ["mcp", "--user", "alice"]):
-        refused = subprocess.run(
-            [sys.executable, "-m", "memstrata.cli", *command],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-            env={**os.environ, "MEMSTRATA_DATA_DIR": str(tmp_path)},
-        )
-        assert refused.returncode != 0 and line in refused.stderr, (command, refused.stderr)
-    monkeypatch.setenv("MEMSTRATA_MAX_REQUEST_BYTES", str(4 * 1024 * 1024))
-    assert request_limit_problem(Settings()) is None
+    assert process.stdin is not None
+
+    def ask(request_id: int, tool: str, arguments: dict[str, object]) -> dict[str, Any]:
+        assert process.stdin is not None
+        process.stdin.write(call(request_id, tool, arguments))
+        process.stdin.flush()
+        (answer,) = read_answers(process, until_id=request_id, timeout_s=60)
+        assert "result" in answer, answer
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    try:
+        version = ask(2, "memory_read", {"name": "memory"})["structuredContent"]["version"]
+        write = {"name": "memory", "content": content, "expected_version": version}
+        written = ask(3, "memory_write", {**write, "replace_all": True})
+        read = ask(4, "memory_read", {"name": "memory"})
+    finally:
+        stop(process)
+    assert written["isError"] is False, (written, log.read_text())
+    assert read["structuredContent"]["content"] == content
+    create_app(Settings(max_content_bytes=65536, max_request_bytes=16384))  # no refusal
 
 
 def test_alg_none_is_refused() -> None:

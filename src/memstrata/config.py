@@ -188,20 +188,3 @@ def file_request_bytes(settings: Settings, files: int = 1) -> int:
     it). Never below ``max_request_bytes``."""
     worst = files * JSON_ESCAPE_BYTES * settings.max_content_bytes + FILE_BODY_ROOM
     return max(settings.max_request_bytes, worst)
-
-
-def request_limit_problem(settings: Settings) -> str | None:
-    """Why a process that takes requests (``memstrata serve``, ``memstrata mcp``,
-    ``create_app``) cannot work with these settings, or None: a file over the request limit
-    could never be written through MCP's ``memory_write``, every call of it refused (the
-    REST PUT takes up to :func:`file_request_bytes`, whatever the request limit). A library
-    host takes no requests and is not asked."""
-    if settings.max_content_bytes <= settings.max_request_bytes:
-        return None
-    return (
-        f"MEMSTRATA_MAX_CONTENT_BYTES ({settings.max_content_bytes}) is over "
-        f"MEMSTRATA_MAX_REQUEST_BYTES ({settings.max_request_bytes}): a file that large "
-        "could never be written through MCP (memory_write), its request would be refused; "
-        "raise MEMSTRATA_MAX_REQUEST_BYTES (a file's request is a little larger than the "
-        "file) or lower MEMSTRATA_MAX_CONTENT_BYTES"
-    )

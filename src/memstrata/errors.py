@@ -217,11 +217,6 @@ class NoSandboxDirectoryError(MemstrataError, LookupError):
     theirs (``Memstrata.sandbox_directory`` is the local provider's)."""
 
 
-class SettingsConflictError(MemstrataError, ValueError):
-    """Settings valid one by one that a service cannot work with together (a file limit
-    over the request limit in a process that takes requests: ``create_app``)."""
-
-
 class UnknownSettingError(MemstrataError, ValueError):
     """A keyword argument of ``Settings(...)`` that names no setting (pydantic would drop
     it without a word). Unknown ``MEMSTRATA_*`` variables are a warning instead."""

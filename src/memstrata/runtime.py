@@ -40,6 +40,7 @@ from memstrata.retrieval.session_ids import check_session_id
 from memstrata.retrieval.snapshot_backfill import SnapshotBackfill
 from memstrata.retrieval.staging import IndexReport
 from memstrata.retrieval.tokenize import count_tokens
+from memstrata.retrieval.worker_presence import NO_WORKER, WorkerPresence
 
 # ``X as X``: re-exported, for the hosts and tests that import them from here.
 from memstrata.runtime_assembly import CLOSED_MESSAGE as CLOSED_MESSAGE
@@ -155,8 +156,9 @@ class Memstrata(Services):
         (``retrieval.warmer``); ``background=True`` stores them without vectors and wakes
         the background worker, which embeds them and warms the index once caught up.
         ``BackgroundEmbeddingUnavailableError`` (a ValueError) when no worker would
-        embed them. Arguments of the wrong type (``rounds`` not a list, ``background``
-        not a bool) are an ``InvalidContentError``, before anything is read or written."""
+        embed them (``embeds_in_background``). Arguments of the wrong type (``rounds`` not a
+        list, ``background`` not a bool) are an ``InvalidContentError``, before anything is
+        read or written."""
         self._check_open()
         validate_user_id(user_id)
         if not isinstance(background, bool):
@@ -165,14 +167,12 @@ class Memstrata(Services):
                 field="background",
             )
         if background and not self.embeds_in_background:
-            raise BackgroundEmbeddingUnavailableError(
-                "embed=background needs the background embedding worker, which does not run "
-                "in this server (it needs an OpenAI-compatible embedding API and "
-                "MEMSTRATA_EMBEDDING_HEAL=true); send embed=inline"
-            )
+            raise BackgroundEmbeddingUnavailableError(NO_WORKER)
         reports = self.indexer.index_rounds(user_id, rounds, embed=not background)
-        if self.healer is not None and any(r.deferred for r in reports):
-            self.healer.wake()
+        # Worker off here on purpose (HEAL=false): another replica's finds the rows itself.
+        healer = self.healer if self.settings.embedding_heal else None
+        if healer is not None and any(r.deferred for r in reports):
+            healer.wake()
         if not background:
             # Deferred rows are replaced as the worker embeds them, so warming now would
             # load and snapshot rows about to go: the worker warms once it has caught up.
@@ -252,11 +252,16 @@ class Memstrata(Services):
 
     @property
     def embeds_in_background(self) -> bool:
-        """Rows stored without a vector get one: the worker runs here (or there is no
-        embedding API, so nothing is ever deferred)."""
-        if self.embedder is None:
+        """Rows stored without a vector get one: the worker may run here (or there is no
+        embedding API, so nothing is ever deferred), or a process on this database runs
+        it — the workers share one queue (``worker_presence``, asked every few seconds)."""
+        if self.embedder is None or (self.healer is not None and self.settings.embedding_heal):
             return True
-        return self.healer is not None and self.settings.embedding_heal
+        return self.worker_presence.anywhere()
+
+    @cached_property
+    def worker_presence(self) -> WorkerPresence:
+        return WorkerPresence(self.db.engine)
 
     def start_background(self) -> None:
         """Start the background workers — the database monitor (reconnects, restarts a dead

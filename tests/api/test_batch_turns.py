@@ -353,6 +353,7 @@ def test_background_embedding_without_the_worker_is_400(
         response = client.post(BATCH, headers=auth("alice"), json=body)
         assert response.status_code == 400, response.text
         assert "embed=inline" in response.json()["detail"]
+        assert "no process of this deployment runs it" in response.json()["detail"]
         assert _rows(db) == []
         body["embed"] = "inline"
         assert client.post(BATCH, headers=auth("alice"), json=body).status_code == 200

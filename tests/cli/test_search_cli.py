@@ -13,8 +13,10 @@ from typer.testing import CliRunner
 from memstrata.cli import build_app
 from memstrata.db.database import Database
 from memstrata.memory.templates import TemplateSet
+from memstrata.retrieval import snapshot
 from memstrata.retrieval.indexer import Indexer
 from memstrata.retrieval.snapshot import SnapshotWriter
+from tests.retrieval.test_snapshot_backfill import other_replica_backfilling
 
 
 @pytest.fixture
@@ -210,6 +212,39 @@ def test_snapshots_writes_what_is_missing_and_says_so(
     monkeypatch.setenv("MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS", "0")
     code, out = invoke("snapshots")
     assert code == 1 and "index snapshots are off" in out
+
+
+def test_snapshots_counts_the_users_another_process_was_writing(
+    env: None, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user whose snapshot another process (a server's pass, another run) is writing is
+    left to it: the line counts those apart from the users whose snapshot was too large
+    (the limit lowered for the test) or whose rows changed."""
+    monkeypatch.setenv("MEMSTRATA_INDEX_SNAPSHOT_MIN_ROWS", "2")
+    indexer = Indexer(db.sessions, None)
+    for user in ("u", "v"):
+        for turn in range(3):
+            indexer.index_turn(user, "s", turn, f"turn {turn} about the green door", "")
+    with other_replica_backfilling(db, "v"):
+        code, out = invoke("snapshots")
+    assert code == 0, out
+    assert "wrote 1 snapshot(s) for 2 user(s) with 2+ conversation rows outside one" in out
+    other = (
+        "another process was writing, or had written by their turn (a server's own pass, "
+        "another memstrata snapshots)"
+    )
+    assert f"1 user(s) got none: 1 {other}\n" in out
+    for turn in range(3):
+        indexer.index_turn("w", "s", turn, f"turn {turn} about the green door", "")
+    monkeypatch.setattr(snapshot, "MAX_PAYLOAD_BYTES", 16)  # w's snapshot is too large
+    with other_replica_backfilling(db, "v"):
+        code, out = invoke("snapshots")
+    assert code == 0, out
+    assert "wrote 0 snapshot(s) for 2 user(s)" in out
+    assert (
+        f"2 user(s) got none: 1 {other}; 1 too large, or rows changed meanwhile (the log "
+        "says which: index.snapshot.too_large / .skipped)\n"
+    ) in out
 
 
 def test_snapshots_says_what_to_do_when_a_write_does_not_finish(

@@ -29,16 +29,22 @@ pgdata = os.path.join(os.environ["MEMSTRATA_DATA_DIR"], "pgdata")
 def postmaster():
     return int(open(os.path.join(pgdata, "postmaster.pid")).readline())
 if sys.argv[1] == "kill":
-    os.kill(postmaster(), 9)
+    killed = postmaster()
+    os.kill(killed, 9)
     deadline = time.monotonic() + 60
     while True:
         try:
-            b.store.get_memory_file("shared-user", "user")
-            break
+            # A backend the killed postmaster left behind may still answer a read: wait
+            # for the monitor's new server (postmaster.pid is gone meanwhile: raises).
+            if postmaster() != killed:
+                b.store.get_memory_file("shared-user", "user")
+                break
         except Exception:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.3)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the embedded server was not restarted within 60 s")
+        time.sleep(0.3)
     print("restarted", flush=True)
 a.close()
 b.store.get_memory_file("shared-user", "user")  # no outage: the server is b's too

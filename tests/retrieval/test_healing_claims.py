@@ -20,7 +20,7 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.db.database import Database
 from memstrata.db.engine import transaction
 from memstrata.logs import event_fields
-from memstrata.retrieval import api_probe, healing, queue
+from memstrata.retrieval import api_probe, claimer, healing, queue
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.healing import VectorHealer
 from tests.waiting import wait_for
@@ -76,11 +76,15 @@ def leased_rows(healer: VectorHealer) -> int:
 
 
 def lock_holders(db: Database) -> list[int]:
-    """The backends holding a two-key advisory lock: the workers' claimer locks."""
+    """The backends holding a claimer lock (the workers')."""
     with db.engine.connect() as conn:
         return list(
             conn.execute(
-                text("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2")
+                text(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
+                    "AND classid = CAST(:cls AS integer)"
+                ),
+                {"cls": claimer.LOCK_CLASS},
             ).scalars()
         )
 

@@ -38,10 +38,9 @@ from memstrata.api.routers import config, conflicts, health, limits, memory
 from memstrata.api.routing import route_class
 from memstrata.api.schemas import with_method_not_allowed, without_default_422
 from memstrata.api.shutdown import CutOffRoutes, ShutdownCutoffMiddleware, after_grace_s
-from memstrata.config import Settings, request_limit_problem
+from memstrata.config import Settings
 from memstrata.db.migrate import schema_head
 from memstrata.db.pool_watch import PoolStats, pool_stats
-from memstrata.errors import SettingsConflictError
 from memstrata.logs import log_event
 from memstrata.retrieval.embedding_plan import ExpressCounts
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
@@ -108,9 +107,6 @@ def create_app(settings: Settings | None = None, *, memstrata: Memstrata | None 
     elif settings is None:
         settings = Settings()
         configure_service_logging(settings)
-    problem = request_limit_problem(settings)
-    if problem is not None:
-        raise SettingsConflictError(problem)
     context = ApiContext(settings, metrics=ApiMetrics(), memstrata=memstrata)
 
     @asynccontextmanager

@@ -40,11 +40,6 @@ def mcp_stdio(
     except InvalidUserIdError as exc:
         fail(f"{option}: {exc}")
     settings = load_settings(log_level=None)
-    from memstrata.config import request_limit_problem
-
-    limit = request_limit_problem(settings)  # a file that could never be saved
-    if limit is not None:
-        fail(f"invalid configuration — {limit}")
     problem = local_dir_problem(settings)  # as serve: before anything starts
     if problem is not None:
         fail(problem)

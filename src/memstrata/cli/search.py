@@ -250,7 +250,12 @@ def snapshots_command() -> None:
     if done.failed:
         fail(f"{done.failed} snapshot write(s) failed; the log says why (index.snapshot.failed)")
     if done.written < done.users:
-        typer.echo(
-            f"{done.users - done.written} user(s) got none: too large, or rows changed "
-            "meanwhile (the log says which: index.snapshot.too_large / .skipped)"
-        )
+        # No write failed (that ended above): the others were too large or changed.
+        counts = [
+            (done.skipped, "another process was writing, or had written by their turn (a "
+             "server's own pass, another memstrata snapshots)"),
+            (done.users - done.written - done.skipped, "too large, or rows changed meanwhile "
+             "(the log says which: index.snapshot.too_large / .skipped)"),
+        ]  # fmt: skip
+        reasons = "; ".join(f"{n} {why}" for n, why in counts if n)
+        typer.echo(f"{done.users - done.written} user(s) got none: {reasons}")

@@ -96,11 +96,6 @@ def serve(
         require_token_keys(settings)
     except AuthConfigurationError as exc:
         fail(str(exc))
-    from memstrata.config import request_limit_problem
-
-    limit = request_limit_problem(settings)  # a file that could never be saved
-    if limit is not None:
-        fail(f"invalid configuration — {limit}")
     problem = local_dir_problem(settings)  # a skill dir or sandbox root that cannot work
     if problem is not None:
         fail(problem)

@@ -102,10 +102,17 @@ class ClaimerLock:
     worker's thread takes the token, ``close`` may come from another thread."""
 
     def __init__(
-        self, connect: Callable[[], Connection], clock: Callable[[], float] = time.monotonic
+        self,
+        connect: Callable[[], Connection],
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        also: Callable[[Connection], object] | None = None,
     ) -> None:
         self._connect = connect  # a connection outside the pool (see ``Connection.detach``)
         self._clock = clock
+        # Run on each new lock connection before its first commit: a worker's
+        # ``worker_presence.announce``, a lock that lives and ends with this one.
+        self._also = also
         self._mutex = threading.Lock()
         self._conn: Connection | None = None
         self._token: int | None = None
@@ -193,6 +200,8 @@ class ClaimerLock:
                     {"cls": LOCK_CLASS, "token": token},
                 ).scalar_one()
                 if taken:
+                    if self._also is not None:
+                        self._also(conn)
                     conn.commit()  # the lock is the session's: it outlives the transaction
                     self._conn, self._token = conn, token
                     self._taken_at = self._clock()

@@ -22,7 +22,7 @@ logger = logging.getLogger("memstrata.retrieval.healing")
 
 
 def take_back(session: Session, model: str, kept: Iterable[queue.PendingUsers]) -> None:
-    """Take back the claims of workers that are gone (``claimer.reclaim``)."""
+    """Take back the claims of workers and reindex runs that are gone (``claimer.reclaim``)."""
     users = claimer.reclaim(session)
     if not users:
         return
@@ -35,8 +35,10 @@ def take_back(session: Session, model: str, kept: Iterable[queue.PendingUsers]) 
         model=model,
         rows=len(users),
         users=sorted(set(users)),
-        cause="the worker that claimed them is gone (its process died or stopped, or "
-        "its database connection ended) before its lease ran out",
+        # A reindex run claims under a lock token as a worker does (retrieval.fill).
+        cause="the process that claimed them (a worker of memstrata serve, or a memstrata "
+        "reindex run) is gone: it died or stopped, or its database connection ended, before "
+        "its lease ran out",
     )
 
 

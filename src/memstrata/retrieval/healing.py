@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.logs import describe, log_event
-from memstrata.retrieval import claimer, queue
+from memstrata.retrieval import claimer, queue, worker_presence
 from memstrata.retrieval.api_probe import ApiProbe, RefusalPause
 from memstrata.retrieval.claim_outcome import record_failures, release, sort_results
 from memstrata.retrieval.embedding_slow import texts_of_users
@@ -114,7 +114,7 @@ class VectorHealer:
         # claims on the lease. No engine to connect with: the lease alone too.
         bind = sessions.kw.get("bind")
         self.claimer = (
-            claimer.ClaimerLock(partial(claimer.outside_pool, bind))
+            claimer.ClaimerLock(partial(claimer.outside_pool, bind), also=worker_presence.announce)
             if isinstance(bind, Engine)
             else None
         )
@@ -135,6 +135,8 @@ class VectorHealer:
         with transaction(self._sessions) as session:  # even while the API fails: we run
             target = queue.announce_model(session, self.embedder.name, self.model_live_s)
         self._note_target(target)
+        if self.claimer is not None:
+            self.claimer.token()  # a lock lost is taken again while the API is away too
         if not self.embedder.breaker.allow_peek():
             # The API is failing: don't take rows another worker could do.
             self.stall.no_progress(self.embedder.breaker.last_failure, None, self._pending)
@@ -291,6 +293,9 @@ class VectorHealer:
         self.probe.settled.clear()
         if self.claimer is not None:
             self.claimer.open()
+            # Now, not at the first claim: its lock tells the replicas without a worker that
+            # one runs (``worker_presence``), even while the API is down.
+            self.claimer.token()
         if self._shared_connect is not None:
             self._shared = SharedLane(self._shared_connect, self.embedder.url)
             self.embedder.lanes.shared = self._shared
