@@ -31,7 +31,7 @@ from .stored import insert_rows
 MIN_ROWS = 3
 
 
-def _turns(db: Database, user: str, n: int) -> None:
+def turns(db: Database, user: str, n: int) -> None:
     chunks = [
         NewChunk(
             f"sessions/s/{i}", 0, f"{user} turn {i} about kites", content_hash(f"{user}{i}"),
@@ -100,9 +100,9 @@ def test_a_started_runtime_writes_the_snapshots_a_crash_lost_and_a_cold_search_l
     children: list[list[str]],
 ) -> None:
     caplog.set_level(logging.INFO, logger="memstrata")  # the child logs at this process's level
-    _turns(db, "ann", 5)
-    _turns(db, "bob", 4)
-    _turns(db, "cy", 2)  # below the threshold: no snapshot to write
+    turns(db, "ann", 5)
+    turns(db, "bob", 4)
+    turns(db, "cy", 2)  # below the threshold: no snapshot to write
     write_missing_snapshots(db.sessions, None, MIN_ROWS)
     assert _snapshots(db) == {"ann": 5, "bob": 4}
     _crash(db)
@@ -130,8 +130,8 @@ def test_a_start_with_every_snapshot_current_starts_no_child(
 ) -> None:
     """The child (a Python process: ~1.1 s of CPU, 100 MB) is started only when a user
     lacks a snapshot, which the server asks first, off the starting thread."""
-    _turns(db, "ann", 5)
-    _turns(db, "cy", 2)  # below the threshold: no snapshot to write
+    turns(db, "ann", 5)
+    turns(db, "cy", 2)  # below the threshold: no snapshot to write
     write_missing_snapshots(db.sessions, None, MIN_ROWS)
     tuned = settings.model_copy(update={"index_snapshot_min_rows": MIN_ROWS, "log_json": True})
     with Memstrata.open(tuned, database=db, embedder=None) as server:
@@ -145,7 +145,7 @@ def test_a_start_with_every_snapshot_current_starts_no_child(
 def test_a_stop_during_the_check_starts_no_child(db: Database, children: list[list[str]]) -> None:
     """The check waits on the snapshot table (another transaction holds it) when the
     server stops: ``stop`` returns at once, and the check, once answered, starts nothing."""
-    _turns(db, "ann", 5)  # lacks a snapshot: the check, let be, starts the child
+    turns(db, "ann", 5)  # lacks a snapshot: the check, let be, starts the child
     url = db.engine.url.render_as_string(hide_password=False)
     backfill = snapshot_backfill.SnapshotBackfill(url, None, MIN_ROWS, "INFO", True)
     with db.engine.connect() as holder, holder.begin():
@@ -164,7 +164,7 @@ def test_a_stop_during_the_check_starts_no_child(db: Database, children: list[li
 def test_the_pass_is_off_with_its_setting(
     db: Database, settings: Settings, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    _turns(db, "ann", 5)
+    turns(db, "ann", 5)
     off = settings.model_copy(
         update={"index_snapshot_min_rows": MIN_ROWS, "index_snapshot_backfill": False}
     )
@@ -177,8 +177,8 @@ def test_the_pass_is_off_with_its_setting(
 
 
 def test_a_user_another_replica_is_backfilling_is_left_to_it(db: Database) -> None:
-    _turns(db, "ann", 5)
-    _turns(db, "bob", 4)
+    turns(db, "ann", 5)
+    turns(db, "bob", 4)
     with other_replica_backfilling(db, "ann"):
         done = write_missing_snapshots(db.sessions, None, MIN_ROWS)
     assert (done.users, done.written, done.skipped, done.failed) == (2, 1, 1, 0)
@@ -186,8 +186,8 @@ def test_a_user_another_replica_is_backfilling_is_left_to_it(db: Database) -> No
 
 
 def test_a_user_whose_snapshot_was_written_meanwhile_is_not_loaded_again(db: Database) -> None:
-    _turns(db, "ann", 5)
-    _turns(db, "bob", 4)
+    turns(db, "ann", 5)
+    turns(db, "bob", 4)
 
     def progress(user: str, _rows: int) -> None:
         if user == "ann":  # another replica wrote bob's after this one listed him
@@ -199,8 +199,8 @@ def test_a_user_whose_snapshot_was_written_meanwhile_is_not_loaded_again(db: Dat
 
 
 def test_a_stopped_pass_ends_before_its_next_user(db: Database) -> None:
-    _turns(db, "ann", 5)
-    _turns(db, "bob", 4)
+    turns(db, "ann", 5)
+    turns(db, "bob", 4)
     stop = threading.Event()
     done = write_missing_snapshots(db.sessions, None, MIN_ROWS, lambda *_: stop.set(), stop=stop)
     assert (done.users, done.written, done.stopped) == (2, 1, True)

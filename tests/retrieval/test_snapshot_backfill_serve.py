@@ -9,35 +9,20 @@ from __future__ import annotations
 
 import signal
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from memstrata.db.database import Database
-from memstrata.retrieval.records import NewChunk
-from memstrata.retrieval.staging import content_hash
 from tests.cli.test_shutdown_grace import serving
 from tests.retrieval.fault_server import FaultServer
+from tests.retrieval.test_snapshot_backfill import turns
 from tests.waiting import wait_for
-
-from .stored import insert_rows
 
 pytestmark = pytest.mark.timeout(90)
 
 GRACE_S = 5
-
-
-def _turns(db: Database, user: str, n: int) -> None:
-    chunks = [
-        NewChunk(
-            f"sessions/s/{i}", 0, f"{user} turn {i} about kites", content_hash(f"{user}{i}"),
-            datetime(2026, 1, 1, tzinfo=UTC),
-        )
-        for i in range(n)
-    ]  # fmt: skip
-    insert_rows(db, user, chunks)
 
 
 def _advisory_waits(db: Database) -> int:
@@ -53,8 +38,8 @@ def _advisory_waits(db: Database) -> int:
 def test_a_server_stopped_mid_pass_exits_within_its_grace(
     tmp_path: Path, pg_url: str, db: Database
 ) -> None:
-    _turns(db, "ann", 6)  # the most rows: the pass's first user
-    _turns(db, "bob", 4)
+    turns(db, "ann", 6)  # the most rows: the pass's first user
+    turns(db, "bob", 4)
     with FaultServer("ok") as fake, db.engine.connect() as writer, writer.begin():
         writer.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
