@@ -10,7 +10,6 @@ at once.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -20,33 +19,15 @@ from memstrata.config import EmbeddingModelSpec
 from memstrata.errors import EmbeddingError
 from memstrata.retrieval.circuit import CircuitBreaker
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
-from memstrata.retrieval.hangup import searched_for
 from memstrata.retrieval.query_lane import QueryLane
+from tests.retrieval.test_query_lane import Search
 from tests.waiting import wait_for
 
 from .fault_server import FaultServer
 
 COOLDOWN_S = 0.2
+
 SLOW_S = 1.5  # the probe's request at the server
-
-
-class Search(threading.Thread):
-    """One search's query embedding, for a client that hangs up when ``gone`` is set."""
-
-    def __init__(self, client: OpenAICompatibleEmbedder, text: str) -> None:
-        super().__init__(daemon=True)
-        self.client, self.text = client, text
-        self.gone = threading.Event()
-        self.outcome: object = None
-        self.ended = 0.0
-
-    def run(self) -> None:
-        try:
-            with searched_for(self.gone):
-                self.outcome = self.client.embed([self.text], "query")
-        except Exception as exc:  # the test looks at which one
-            self.outcome = exc
-        self.ended = time.monotonic()
 
 
 @pytest.fixture
