@@ -222,6 +222,11 @@ def test_etag_and_if_match(client: TestClient, auth: AuthHeader) -> None:
             'If-Match must be one ETag as returned by GET, such as "3"; got \'"1", "2"\'',
         ),
         ('"1"', 2, "expected_version 2 and If-Match '\"1\"' disagree; send one"),
+        (
+            '"2147483648"',
+            None,
+            'If-Match must be one ETag as returned by GET, such as "3"; got \'"2147483648"\'',
+        ),
     ],
 )
 def test_bad_if_match_is_400(

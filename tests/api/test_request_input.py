@@ -284,7 +284,16 @@ def test_if_match_on_several_lines_or_unbalanced_is_400(
 
 @pytest.mark.parametrize(
     ("lines", "version"),
-    [([], None), (["*"], None), ([" * "], None), (['"3"'], 3), (['W/"3"'], 3), (["3"], 3)],
+    [
+        ([], None),
+        (["*"], None),
+        ([" * "], None),
+        (['"3"'], 3),
+        (['W/"3"'], 3),
+        (["3"], 3),
+        # The column's bound: versions past a billion come from `memstrata db restored`.
+        (['"2147483647"'], 2147483647),
+    ],
 )
 def test_parse_if_match(lines: list[str], version: int | None) -> None:
     assert parse_if_match(lines) == version

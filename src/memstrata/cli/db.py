@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 db_app = typer.Typer(
-    help="Database schema (Alembic) commands, and the URL psql or pg_dump connects with.",
+    help="Database schema (Alembic) commands, the URL psql or pg_dump connects with, and the "
+    "step after a restore.",
     no_args_is_help=True,
 )
 app.add_typer(db_app, name="db")
@@ -93,6 +94,47 @@ def db_status(
             guarded(lambda: check_pgvector(db.engine))
         if behind is not None:
             fail(*behind)
+
+
+@db_app.command("restored")
+def db_restored() -> None:
+    """Run once after restoring a backup (`pg_restore`, a physical or point-in-time
+    restore, a failover to an asynchronous standby), before the replicas start, with the URL
+    of the role that owns the tables: lifts every memory file's version by 1,000,000 in one
+    transaction, so that a version a client read before the restore no longer matches (a
+    stale If-Match is a 409, not a write over an edit made since the restore); the versions
+    noted for sandbox files, the search indexes' generations and the search rows' ids are
+    lifted with them (docs/DEPLOY.md, "Backup and restore"). Prints one JSON object: what
+    it lifted. Run twice, it lifts twice, which is
+    harmless. Exit status 0 when it lifted; 1 on an error (an incomplete schema, a lift
+    that would take a version past 2147483647, a role that may not set the id sequence:
+    nothing changed); 2 when the database holds no memstrata schema (restore first) or one
+    behind this release (run `memstrata db upgrade` first); 3 when a newer release migrated
+    it (run that release's)."""
+    from memstrata.db.engine import describe
+    from memstrata.db.migrate import current_revision, head_revision, newer_than_this_release
+    from memstrata.db.restored import lift_after_restore
+    from memstrata.db.schema_check import check_complete
+
+    settings = load_settings()
+    with open_database(settings, migrate=False) as db:
+        database = describe(db.engine)
+        current = guarded(lambda: current_revision(db.engine))
+        if current is None:
+            fail(
+                f"the database on {database} has no memstrata schema: nothing restored to "
+                "lift; restore the backup first and check it with `memstrata db status` "
+                '(docs/DEPLOY.md, "Backup and restore")',
+                BEHIND,
+            )
+        newer = newer_than_this_release(db.engine, current)
+        problem = revision_problem(database, current, head_revision(db.engine), newer=newer)
+        if problem is not None:
+            message, code = problem
+            fail(f"{message}; then run `memstrata db restored`", code)
+        guarded(lambda: check_complete(db.engine, current))
+        lifted = guarded(lambda: lift_after_restore(db.engine))
+        typer.echo(json.dumps(lifted.as_json()))
 
 
 # Whether pgvector is created, or `db upgrade` could create it: a superuser may, another

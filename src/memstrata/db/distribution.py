@@ -54,6 +54,9 @@ CROSS_USER_QUERIES: dict[str, str] = {
     "snapshot to be worth one, for `memstrata snapshots` and the pass `memstrata serve` makes "
     "after it starts (maintenance after an upgrade or after a database crash emptied the "
     "UNLOGGED snapshot table; retrieval.backfill)",
+    "restore.lift": "lift every file's version, sandbox note and index generation at once "
+    "after a restore, so no value held from before it matches again (`memstrata db "
+    "restored`, db.restored)",
 }
 
 # The SQL that turns the spec's ``id`` primary keys into (user_id, id).

@@ -28,10 +28,12 @@ from memstrata.api.schemas import (
     error_responses,
 )
 from memstrata.config import file_request_bytes
+from memstrata.db.integers import MAX_INT
 from memstrata.memory.kinds import USER_FILE_KINDS, FileKind, api_kind
 
-# One of our ETags: "3", weak W/"3", or bare 3; quotes balanced.
-_ETAG = re.compile(r'\A(?:(?:W/)?"([0-9]{1,9})"|([0-9]{1,9}))\Z')
+# One of our ETags: "3", weak W/"3", or bare 3; quotes balanced. Up to ten digits: a
+# version may reach MAX_INT (``memstrata db restored`` lifts versions by a million a run).
+_ETAG = re.compile(r'\A(?:(?:W/)?"([0-9]{1,10})"|([0-9]{1,10}))\Z')
 
 
 def etag(version: int) -> str:
@@ -67,7 +69,7 @@ def parse_if_match(values: list[str]) -> int | None:
     if items == ["*"]:
         return None
     match = _ETAG.match(items[0]) if len(items) == 1 else None
-    if match is None:
+    if match is None or int(match.group(1) or match.group(2)) > MAX_INT:
         raise ApiError(
             400,
             f'If-Match must be one ETag as returned by GET, such as "3"; got {joined[:40]!r}',
