@@ -2,8 +2,8 @@
 write tools, with the agent tools' own schemas, checks and messages
 (:mod:`memstrata.agent`).
 
-Over HTTP a search whose client hangs up ends as on the REST route
-(:func:`memstrata.mcp.hangups.watching_client`): its query is not sent if it still waits
+Over HTTP a search whose client hangs up ends as on the REST route (``Caller.gone``, set
+by :func:`memstrata.mcp.hangups.watching_client`): its query is not sent if it still waits
 for the query lane, an embedding in flight is abandoned, and ``search.client_gone`` is
 logged. Before, a hung-up search waited for a slot and embedded its query for nobody."""
 
@@ -23,7 +23,6 @@ from memstrata.api.memory_schemas import SearchResults
 from memstrata.errors import ToolInputError
 from memstrata.mcp.base import Caller, Handler, McpTool, ToolError, ToolOutput, hints
 from memstrata.mcp.files import read_file
-from memstrata.mcp.hangups import watching_client
 from memstrata.mcp.tool_args import integer_arguments, result_schema
 from memstrata.memory.kinds import FileKind
 from memstrata.retrieval.hangup import ClientGoneError, searched_for
@@ -55,8 +54,7 @@ async def memory_search(caller: Caller, arguments: dict[str, Any]) -> ToolOutput
             return search()
 
     try:
-        async with watching_client(caller.request) as gone:
-            result = await anyio.to_thread.run_sync(run, gone)
+        result = await anyio.to_thread.run_sync(run, caller.gone)
     except ClientGoneError as exc:
         # Nobody reads this answer; the search has logged search.client_gone.
         raise ToolError(str(exc)) from exc

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server import ServerRequestContext
@@ -20,12 +21,14 @@ UserSource = Callable[[ServerRequestContext[Any, Any]], str]
 @dataclass(frozen=True)
 class Caller:
     """One call: the runtime's services and the user every read and write is scoped to;
-    ``request``: the HTTP request that brought it (None over stdio), whose hang-up a tool
-    may watch for."""
+    ``request``: the HTTP request that brought it (None over stdio); ``gone``: set once its
+    HTTP client hung up (``failure_answers.run_tool`` watches every call, once; never set
+    over stdio), for a tool to end work nobody will read."""
 
     mem: Memstrata
     user_id: str
     request: object = None
+    gone: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)

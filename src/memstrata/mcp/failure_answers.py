@@ -8,7 +8,11 @@ and prompts the same message as a JSON-RPC error. Each is logged with its user a
 ``ToolError``, a 4xx, an agent tool's refusal), the caller's to fix, as the REST API logs
 its 4xx; at WARNING when a part failed (the database, the sandbox, the embedding API: a
 5xx, ``ToolAnswer.part_failed``). An exception the mapping does not know is a bug, logged
-with its traceback and answered ``internal server error``.
+with its traceback and answered ``internal server error``. A call cancelled is logged
+``cancelled=true``: at INFO when its HTTP client hung up (``client_gone``, REST's watch:
+:mod:`memstrata.mcp.hangups`), as REST logs a client that left first (499); at WARNING for
+any other cancel (the shutdown's cut, a client's cancel request, stdio's end), which may
+have cut off work of the server's.
 
 ``mcp.tool`` says why a call failed by its code and kind only, never the answer's words:
 refusals name the file's sections and quote its lines and the arguments' text, the user's
@@ -20,6 +24,7 @@ words, not the user's (the database pools hide statement parameters).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -35,6 +40,8 @@ from memstrata.api.errors import INTERNAL_ERROR as INTERNAL_ERROR_TEXT
 from memstrata.api.errors import map_exception
 from memstrata.logs import describe, log_event
 from memstrata.mcp.base import Caller, RuntimeSource, ToolError, ToolOutput, UserSource
+from memstrata.mcp.hangups import watching_client
+from memstrata.mcp.inflight import server_stopping
 from memstrata.mcp.tools import McpTool
 
 # The server's events keep the logger they were documented under (docs/MCP.md).
@@ -114,36 +121,41 @@ async def run_tool(
     started = time.perf_counter()
     kind: str | None = None  # what failed: the refusal's or the exception's class
     cause: dict[str, Any] = {}
-    try:
-        output = await tool.handler(Caller(runtime(), user_id, request), arguments)
-    except get_cancelled_exc_class():
-        # The client hung up (its timeout) or the server stops: a write may have landed
-        # all the same (a retried record_memory then finds its entry and stores nothing).
-        log_event(
-            logger,
-            "mcp.tool",
-            logging.WARNING,
-            tool=tool.name,
-            user_id=user_id,
-            cancelled=True,
-            ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        raise
-    except ToolError as exc:
-        output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
-        kind = type(exc.__cause__ or exc).__name__
-    except Exception as exc:
-        answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
-        code = str(answer.body["code"])
-        output = ToolOutput(
-            f"error: {answer.body['message']}",
-            {"error": code},
-            is_error=True,
-            part_failed=answer.status_code >= 500,
-        )
-        kind = type(exc).__name__
-        if output.part_failed:  # a part's words, not the user's (module doc)
-            cause = {"cause": describe(exc)}
+    # Watched as REST watches a request, to tell a cancel because the client hung up.
+    async with watching_client(request) as gone:
+        try:
+            output = await tool.handler(Caller(runtime(), user_id, request, gone), arguments)
+        except get_cancelled_exc_class():
+            # A write may have landed all the same (a retried record_memory then finds its
+            # entry and stores nothing). A client that hung up is no server fault: INFO, as
+            # REST's 499 (module doc); any other cancel stays a WARNING.
+            left = client_left(gone)
+            log_event(
+                logger,
+                "mcp.tool",
+                logging.INFO if left else logging.WARNING,
+                tool=tool.name,
+                user_id=user_id,
+                cancelled=True,
+                client_gone=left,
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+            raise
+        except ToolError as exc:
+            output = ToolOutput(f"error: {exc.message}", exc.data, is_error=True)
+            kind = type(exc.__cause__ or exc).__name__
+        except Exception as exc:
+            answer = _failure_answer(exc, f"MCP tool {tool.name}", user_id)
+            code = str(answer.body["code"])
+            output = ToolOutput(
+                f"error: {answer.body['message']}",
+                {"error": code},
+                is_error=True,
+                part_failed=answer.status_code >= 500,
+            )
+            kind = type(exc).__name__
+            if output.part_failed:  # a part's words, not the user's (module doc)
+                cause = {"cause": describe(exc)}
     log_event(
         logger,
         "mcp.tool",
@@ -161,6 +173,15 @@ async def run_tool(
         structured_content=output.data,
         is_error=output.is_error,
     )
+
+
+def client_left(gone: threading.Event) -> bool:
+    """Was a cancelled call's the client's doing: its HTTP client hung up (``gone``), the
+    server not stopping? A session's call cut off by the shutdown is cancelled after its
+    stream was ended with the shutdown's refusal, which the watch reads as a hang-up too;
+    and a cut-off call's cancel can land after uvicorn has put its SIGTERM handler back, so
+    ``server_stopping`` alone (the call's connection still open) cannot tell either."""
+    return gone.is_set() and not server_stopping()
 
 
 def _level(*, part_failed: bool) -> int:

@@ -1,7 +1,8 @@
 """Watching, over HTTP, for the client of a tool call that hangs up: the MCP side of REST's
 rule (:mod:`memstrata.api.hangups`), for ``conversation_index_turn`` (its embedding ends,
 the turn stored for the worker) and ``memory_search`` (its query is not embedded, or its
-embedding abandoned: ``retrieval.hangup``)."""
+embedding abandoned: ``retrieval.hangup``), and around every tool call, whose cancel is
+then logged as the client's, not a fault (``failure_answers.run_tool``)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 with the session id as an argument (its body, :class:`TurnRequest`, and its rules).
 
 Over HTTP a client that hangs up ends the turn's embedding as on the REST route
-(:func:`memstrata.mcp.hangups.watching_client`): stored, without a vector if its request
-was not sent yet.
+(``Caller.gone``, set by :func:`memstrata.mcp.hangups.watching_client`): stored, without a
+vector if its request was not sent yet.
 
 The session-id rule is REST's; a refusal gives the library's reason and its one-line rule
 (``retrieval.session_ids.SESSION_ID_HINT``), which has no URL advice, as it is.
@@ -27,7 +27,6 @@ from pydantic import Field, StrictStr
 from memstrata.api.memory_schemas import IndexReportBody, TurnRequest
 from memstrata.errors import InvalidContentError
 from memstrata.mcp.base import Caller, McpTool, ToolError, ToolOutput, hints
-from memstrata.mcp.hangups import watching_client
 from memstrata.mcp.tool_args import args_schema, parse_arguments, result_schema
 from memstrata.retrieval.embedding_provider import deadline_ends_when
 from memstrata.retrieval.session_ids import MAX_SESSION_ID_LENGTH
@@ -87,8 +86,7 @@ async def conversation_index_turn(caller: Caller, arguments: dict[str, Any]) -> 
             return index()
 
     try:
-        async with watching_client(caller.request) as gone:
-            report = await anyio.to_thread.run_sync(run, gone)
+        report = await anyio.to_thread.run_sync(run, caller.gone)
     except (InvalidContentError, ValueError) as exc:
         # The round's refusal (``RoundsInvalidError``) quotes the session-id rule's.
         raise ToolError(str(exc)) from exc

@@ -15,9 +15,10 @@ its model under a lock, its HTTP threads stay free), a frozen one does not.
   Each try gives the passage slot back first (``SlowText``, ``resend``): the chain of
   tries (1 + 2 + 4 timeouts, 42 s by default) held the slot other users' writes wait for,
   and they deferred their texts after ``MEMSTRATA_EMBEDDING_BULK_WAIT_S``.
-- Any other timeout (a write's, a search's) asks it in the background (``check_soon``), so
-  ``/readyz`` can say ``"embedding": "slow"`` (``Slowness.sign``) instead of
-  ``unreachable``, with the time measured and the setting to raise.
+- Any other timeout (a write's, a search's, the worker's last try) asks it in the
+  background (``check_soon``), so ``/readyz`` can say ``"embedding": "slow"``
+  (``Slowness.sign``) instead of ``unreachable``, with the time measured and the setting
+  to raise.
 
 A freeze is not slowness: once the cheap request went unanswered after a timeout, or while
 a request waited past its timeout (``unanswered``, asked by ``/readyz``), the server reads
@@ -289,12 +290,14 @@ def send(
         vectors = request(waited_s)
     except EmbeddingTimeoutError as exc:
         slowness.timed_out(waited_s, attempt.kind, began=began)
-        if fit is None or attempt.size > 1:  # a caller waits, or the batch is split
-            slowness.check_soon(waited_s)
-            raise
-        if stretch >= SLOW_STRETCH_MOST or stopping():
-            raise
-        raise SlowText(exc, waited_s, attempt.timeout_s, slowness) from exc
+        worker_retries = fit is not None and attempt.size == 1 and stretch < SLOW_STRETCH_MOST
+        if worker_retries and not stopping():
+            raise SlowText(exc, waited_s, attempt.timeout_s, slowness) from exc
+        # A caller waits, the batch is split, or the timeout counts (the worker's last
+        # try): the cheap request after it tells slow from frozen. Unasked after the last
+        # try, a circuit that try opened read ``unreachable`` on a server that answers.
+        slowness.check_soon(waited_s)
+        raise
     finally:
         slowness.done(key)
     took = slowness.clock() - began
