@@ -35,6 +35,7 @@ from memstrata.memory.kinds import USER_FILE_KINDS, validate_user_id
 from memstrata.memory.users import UserSummary, holds_anything, list_users
 from memstrata.retrieval.embedding_registry import ModelRegistry
 from memstrata.retrieval.embeddings import EmbeddingProvider, OpenAICompatibleEmbedder
+from memstrata.retrieval.heal_wake import WorkerWake
 from memstrata.retrieval.rounds import Round
 from memstrata.retrieval.session_ids import check_session_id
 from memstrata.retrieval.snapshot_backfill import SnapshotBackfill
@@ -169,10 +170,8 @@ class Memstrata(Services):
         if background and not self.embeds_in_background:
             raise BackgroundEmbeddingUnavailableError(NO_WORKER)
         reports = self.indexer.index_rounds(user_id, rounds, embed=not background)
-        # Worker off here on purpose (HEAL=false): another replica's finds the rows itself.
-        healer = self.healer if self.settings.embedding_heal else None
-        if healer is not None and any(r.deferred for r in reports):
-            healer.wake()
+        if any(r.deferred for r in reports):  # worker off here on purpose (HEAL=false): None
+            self.worker_wake.rows_waiting(self.healer if self.settings.embedding_heal else None)
         if not background:
             # Deferred rows are replaced as the worker embeds them, so warming now would
             # load and snapshot rows about to go: the worker warms once it has caught up.
@@ -263,6 +262,10 @@ class Memstrata(Services):
     def worker_presence(self) -> WorkerPresence:
         return WorkerPresence(self.db.engine)
 
+    @cached_property
+    def worker_wake(self) -> WorkerWake:
+        return WorkerWake(self.db.engine)
+
     def start_background(self) -> None:
         """Start the background workers — the database monitor (reconnects, restarts a dead
         embedded server), the re-embedding of rows without a vector (off with
@@ -320,6 +323,8 @@ class Memstrata(Services):
             self.db.monitor.stop()
         if "snapshot_backfill" in self.__dict__:
             self.snapshot_backfill.stop()
+        if "worker_wake" in self.__dict__:
+            self.worker_wake.close()  # sends what waits to be sent
         if self.search.warmer is not None:
             self.search.warmer.close()  # before the writer: a warm may schedule a write
         if self.search.cache.snapshots is not None:

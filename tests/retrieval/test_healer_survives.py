@@ -4,7 +4,6 @@ word and rows stored without a vector waited for ever while /readyz said 200."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -12,7 +11,9 @@ import pytest
 from memstrata.db.database import Database
 from memstrata.logs import event_fields
 from memstrata.retrieval import healing
+from memstrata.retrieval.claimer import ClaimerLock
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
+from memstrata.retrieval.heal_wake import IdleWait
 from memstrata.retrieval.healing import VectorHealer
 
 from .fault_server import FaultServer
@@ -25,18 +26,18 @@ from .healing_support import (  # noqa: F401  (pytest finds the fixture by its n
 pytestmark = pytest.mark.timeout(60)
 
 
-class FailingWake(threading.Event):
-    """The worker's wake-up event whose first ``failures`` waits raise (the fault)."""
+class FailingWake(IdleWait):
+    """The worker's idle wait whose first ``failures`` waits raise (the fault)."""
 
-    def __init__(self, failures: int) -> None:
-        super().__init__()
+    def __init__(self, lock: ClaimerLock | None, failures: int) -> None:
+        super().__init__(lock)
         self.failures = failures
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def wait(self, timeout: float) -> None:
         if self.failures > 0:
             self.failures -= 1
             raise OverflowError("timestamp out of range for platform time_t")
-        return super().wait(timeout)
+        super().wait(timeout)
 
 
 def test_a_failing_pause_is_logged_and_the_worker_goes_on(
@@ -48,7 +49,7 @@ def test_a_failing_pause_is_logged_and_the_worker_goes_on(
 ) -> None:
     monkeypatch.setattr(healing, "LOOP_FAILURE_PAUSE_S", 0.05)
     healer = VectorHealer(db.sessions, embedder, interval_s=0.05)
-    healer._wake = FailingWake(failures=2)
+    healer._wake = FailingWake(healer.claimer, failures=2)
     healer.start()
     try:
         deadline = time.monotonic() + 10

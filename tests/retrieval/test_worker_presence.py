@@ -18,10 +18,16 @@ from sqlalchemy import text
 from memstrata.config import Settings
 from memstrata.db.database import Database
 from memstrata.errors import BackgroundEmbeddingUnavailableError
+from memstrata.retrieval import claimer
 from memstrata.retrieval.claimer import outside_pool
 from memstrata.retrieval.local_server import LocalEmbeddingServer
 from memstrata.retrieval.rounds import Round
-from memstrata.retrieval.worker_presence import CACHE_S, WorkerPresence, announce
+from memstrata.retrieval.worker_presence import (
+    CACHE_S,
+    PRESENCE_CLASS,
+    WorkerPresence,
+    announce,
+)
 from memstrata.runtime import Memstrata
 from tests.waiting import wait_for
 
@@ -32,19 +38,45 @@ ROUNDS = [Round("import", i, f"I planted tomatoes in row {i}", "") for i in rang
 
 
 @pytest.fixture
+def idle_round_s() -> float:
+    """The pause of the worker that runs when it finds nothing (a test parametrizes it)."""
+    return 2.0
+
+
+@pytest.fixture
 def replicas(
-    db: Database, settings: Settings, embedding_server: LocalEmbeddingServer
+    db: Database,
+    settings: Settings,
+    embedding_server: LocalEmbeddingServer,
+    idle_round_s: float,
 ) -> Iterator[tuple[Memstrata, Memstrata]]:
     """(a replica with the worker switched off, one whose worker may run): not started."""
     spec = embedding_server.model_spec
     api = {"embedding_base_url": spec.base_url, "embedding_model": spec.name}
     off = Memstrata.open(settings.model_copy(update={**api, "embedding_heal": False}), database=db)
-    on = Memstrata.open(settings.model_copy(update=api), database=db)
+    on = Memstrata.open(
+        settings.model_copy(update={**api, "embedding_heal_interval_s": idle_round_s}),
+        database=db,
+    )
     try:
         yield off, on
     finally:
         on.close()
         off.close()
+
+
+def _announcing(db: Database) -> set[int]:
+    """The backends holding ``worker_presence``'s lock: one per running worker."""
+    with db.engine.connect() as conn:
+        return set(
+            conn.execute(
+                text(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = :cls "
+                    "AND objid = 0 AND objsubid = 2 AND granted"
+                ),
+                {"cls": PRESENCE_CLASS},
+            ).scalars()
+        )
 
 
 def _without_vector(db: Database) -> int:
@@ -144,3 +176,38 @@ def test_a_killed_workers_process_is_not_counted(db: Database, pg_url: str, tmp_
             worker.kill()
             worker.wait(10)
         wait_for(lambda: not presence.anywhere(), 10, "the killed worker's lock ended")
+
+
+@pytest.mark.parametrize("idle_round_s", [30.0])
+def test_a_background_import_wakes_the_other_replicas_idle_worker(
+    db: Database, replicas: tuple[Memstrata, Memstrata], idle_round_s: float
+) -> None:
+    """The replica without a worker tells the others (NOTIFY after its commit): the rows
+    are embedded long before the running worker's idle round would have found them."""
+    off, on = replicas
+    on.start_background()
+    time.sleep(1.0)  # its first round found nothing: it waits out its idle round now
+    sent = time.monotonic()
+    assert sum(r.deferred for r in off.import_rounds("alice", ROUNDS, background=True)) == 3
+    wait_for(lambda: _without_vector(db) == 0, idle_round_s / 3, "the rows' vectors")
+    assert time.monotonic() - sent < idle_round_s / 3
+
+
+@pytest.mark.parametrize("idle_round_s", [0.3])
+def test_a_worker_whose_lock_connection_ends_while_idle_announces_itself_again(
+    db: Database, replicas: tuple[Memstrata, Memstrata], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock connection cut while the worker has nothing to do (a database restart, a
+    proxy) is noticed by the LISTEN on it, and a new lock taken: replicas without a worker
+    go on accepting background imports, and waking it. Before, nothing noticed until a
+    claim found rows, and those replicas refused every such import meanwhile."""
+    monkeypatch.setattr(claimer, "RETAKE_S", 0.5)  # the lock was taken a moment ago
+    off, on = replicas
+    on.start_background()
+    (cut,) = _announcing(db)
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": cut}).scalar_one()
+    # Another backend (the cut one may still be leaving): a new lock.
+    wait_for(lambda: _announcing(db) - {cut}, 10, "the worker's new lock")
+    assert sum(r.deferred for r in off.import_rounds("alice", ROUNDS, background=True)) == 3
+    wait_for(lambda: _without_vector(db) == 0, 30, "the rows' vectors")

@@ -140,6 +140,10 @@ class ClaimerLock:
         """The token held now, without taking one."""
         return self._token
 
+    def connection(self) -> Connection | None:
+        """The connection holding the lock now (a worker listens on it: ``heal_wake``)."""
+        return self._conn
+
     def lost(self) -> None:
         """A claim found the lock gone (the connection ended, a pooler reset it): drop the
         connection; a new token is taken at the next round when the lock had been held for

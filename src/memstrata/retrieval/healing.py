@@ -9,7 +9,9 @@ with ``FOR UPDATE SKIP LOCKED``, so several processes can run a worker and none 
 row twice. A running worker records its token with each claim, the key of an advisory lock
 it holds (:mod:`memstrata.retrieval.claimer`): the claims of a worker that died are taken
 back by the next round of any worker, and a stopping worker gives its rows back, instead
-of both waiting out the lease. A text the API rejects (HTTP 4xx) — or that keeps failing
+of both waiting out the lease. With nothing to claim it pauses until a wake of its own
+process or another's NOTIFY (:mod:`memstrata.retrieval.heal_wake`), or ``interval_s``.
+A text the API rejects (HTTP 4xx) — or that keeps failing
 while other texts succeed, ``max_attempts`` times — is marked with the error and never
 retried.
 
@@ -40,13 +42,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memstrata.db.engine import transaction
 from memstrata.logs import describe, log_event
-from memstrata.retrieval import claimer, queue, worker_presence
+from memstrata.retrieval import claimer, queue
 from memstrata.retrieval.api_probe import ApiProbe, RefusalPause
 from memstrata.retrieval.claim_outcome import record_failures, release, sort_results
 from memstrata.retrieval.embedding_slow import texts_of_users
 from memstrata.retrieval.embeddings import OpenAICompatibleEmbedder
 from memstrata.retrieval.heal_claims import claim_wrong_length, take_back
 from memstrata.retrieval.heal_stall import StallWatch
+from memstrata.retrieval.heal_wake import IdleWait, present
 from memstrata.retrieval.heal_write import write_back
 from memstrata.retrieval.length_watch import LengthWatch
 from memstrata.retrieval.shared_lane import SharedLane, raw_outside_pool
@@ -108,16 +111,17 @@ class VectorHealer:
         self._target: str | None = None  # the model the vectors move to, last we looked
         self._told_not_running = False
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         # Held while the worker runs (start .. stop); a healer driven by run_once alone
-        # claims on the lease. No engine to connect with: the lease alone too.
+        # claims on the lease. No engine to connect with: the lease alone too. Its
+        # connection also listens for other processes' wakes (``heal_wake``).
         bind = sessions.kw.get("bind")
         self.claimer = (
-            claimer.ClaimerLock(partial(claimer.outside_pool, bind), also=worker_presence.announce)
+            claimer.ClaimerLock(partial(claimer.outside_pool, bind), also=present)
             if isinstance(bind, Engine)
             else None
         )
+        self._wake = IdleWait(self.claimer)
         # While the worker runs, the passage lane is shared with the other processes on this
         # database (``shared_lane``): only where small writes have an express slot, which is
         # where they are told from bulk work (a query server of its own).
@@ -340,6 +344,7 @@ class VectorHealer:
             given = self.claimer.close()
             if given:
                 log_event(logger, "embedding.heal.given_back", model=self.embedder.name, rows=given)
+        self._wake.close()
 
     @property
     def running(self) -> bool:
