@@ -480,3 +480,22 @@ def test_batch_budget_sends_distinct_turns_the_same_for_a_seed(
         check=True,
     ).stdout
     assert "--turns" in help_text
+
+
+VECTOR_STORAGE = [sys.executable, str(Path(__file__).with_name("vector_storage.py"))]
+
+
+def test_vector_storage_script() -> None:
+    """The storage comparison end to end on 300 rows: a figure line per storage, and
+    pgvector's own storage (EXTERNAL) compresses nothing, by definition."""
+    run = subprocess.run(
+        [*VECTOR_STORAGE, "--chunks", "300", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    lines = run.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["EXTERNAL", "EXTENDED", "MAIN"]
+    assert lines[0].startswith("EXTERNAL: 0 of 300 values compressed, size median 10244 B")
+    assert all("load query server time median" in line for line in lines)

@@ -4,7 +4,6 @@ test_neighbour_races.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from memstrata.retrieval.records import StoredChunk
@@ -82,9 +81,8 @@ def test_without_stored_neighbours_each_round_is_one_doc_with_the_batch_as_conte
 def test_a_stored_previous_round_is_context_and_a_stored_next_round_is_rebuilt() -> None:
     before = stored_row("s", 4, "User: before", row_id=1)
     # The next round as stored: its context is the text round 5 had before this write.
-    after = replace(
-        stored_row("s", 6, "User: old middle\nUser: after", row_id=2),
-        context={"chars": len("User: old middle\n")},
+    after = stored_row("s", 6, "User: old middle\nUser: after", row_id=2)._replace(
+        context={"chars": len("User: old middle\n")}
     )
     batch = own(Round("s", 5, "middle", timestamp=NOW))
     docs, basis = round_docs(batch, [before, after], CHUNK, CONTEXT)

@@ -219,9 +219,14 @@ def _after_import(
         r = client.post(
             f"{base}/api/memory/conversations/turns:batch", json=batch, headers=_token(user)
         )
-        if r.status_code != 200 or r.json()["embedded"] != len(batch["turns"]):
+        if r.status_code != 200:
+            raise RuntimeError(f"import batch failed: {r.status_code} {r.text[:200]}")
+        if r.json()["embedded"] != len(batch["turns"]):
+            # Its first search would then rank rows without their vectors: no figure.
             raise RuntimeError(
-                f"import batch failed or lost vectors: {r.status_code} {r.text[:200]}"
+                f"the import batch embedded {r.json()['embedded']} of {len(batch['turns'])} "
+                f"turns within its budget ({r.json()['deferred']} left to the worker): the "
+                "host is too busy for this phase (check `uptime`); no figure"
             )
         answered = time.monotonic()
         if n >= restarts:

@@ -1,4 +1,4 @@
-"""The values the embedding repository reads and writes: plain frozen dataclasses, no SQL.
+"""The values the embedding repository reads and writes: plain immutable records, no SQL.
 
 Kept apart from ``retrieval.repository`` so that the in-memory index (``rows``,
 ``user_index``, ``rounds``) can name a row without importing the database layer.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +38,11 @@ class NewChunk:
     bm25_terms: str | None = None  # retrieval.terms.encode_terms; made at insert when None
 
 
-@dataclass(frozen=True)
-class StoredChunk:
+class StoredChunk(NamedTuple):
+    """A stored row as read: a named tuple, not a frozen dataclass (as ``rows.Row``), since
+    a cold load reads one per row of the user, and a frozen dataclass cost ~1.3 µs more each
+    to build (docs/BENCHMARKS.md, "Vector column storage")."""
+
     id: int
     file_path: str | None
     chunk_index: int | None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memstrata.retrieval.fusion import is_resident
 from memstrata.retrieval.records import is_conversation_path
@@ -16,8 +16,11 @@ def source_of(file_path: str | None) -> str:
     return "notes"
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
+    """A named tuple, not a frozen dataclass: a load makes one per row, and a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, ~1 µs a row
+    more (docs/BENCHMARKS.md, "Vector column storage")."""
+
     id: int
     file_path: str | None
     chunk_index: int | None
